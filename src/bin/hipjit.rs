@@ -1,0 +1,2 @@
+//! The `hipjit` command (placeholder).
+fn main() {}
