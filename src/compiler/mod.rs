@@ -6,16 +6,19 @@
 //!   complete standard output of `hipcc --version`. Standard error is left out: Debian's
 //!   hipcc 5.2.3 runs `rocm_agent_enumerator`, which prints a Python traceback there that
 //!   depends on whether `/sys/class/kfd` exists, not on the compiler.
-//! * No shell of hipjit's, and none of hipcc's either: hipcc 5.2.3 is a Perl script that joins
-//!   its clang command into one string for `sh`, so a path with a space, quote, `$` or
-//!   non-ASCII byte breaks or is expanded. hipjit therefore stages everything under safe names
-//!   in a private build directory (mode 0700, under `TMPDIR` when its path is shell-safe, else
+//! * No shell of hipjit's, and none of hipcc's either. hipcc 5.2.3 is a Perl script that
+//!   joins its clang command into one string for `sh`. Measured with Debian's 5.2.3: it
+//!   backslash-escapes the arguments it passes through, but writes the output path as
+//!   `-o "<path>"`, so `-o 'o$HOME/x.hsaco'` made lld open `o/root/x.hsaco`; and it pastes
+//!   `HIP_PATH`-derived directories unquoted or in double quotes. hipcc 7.x also runs clang
+//!   through a shell command line. hipjit therefore stages everything under safe names in a
+//!   private build directory (mode 0700, under `TMPDIR` when its path is shell-safe, else
 //!   `/tmp`) and runs hipcc *in* that directory with relative paths only: the source as
-//!   `<source_name>` (default `kernel.hip`), include directory `i` as a symlink `include/<i>`,
-//!   the output `out.hsaco`, the dependency list `deps.d`. Running clang directly with the flags
-//!   `hipcc -###` prints was measured to save nothing (about 1.1 s either way for a small
-//!   kernel), and would have to re-derive hipcc's per-version device-library flags, so hipjit
-//!   keeps hipcc.
+//!   `<source_name>` (default `kernel.hip`), include directory `i` as a symlink `include/<i>`
+//!   to the real directory, the output `out.hsaco`, the dependency list `deps.d`; no user path
+//!   reaches the command line. Running clang directly with the flags `hipcc -###` prints was
+//!   measured to save nothing (about 1.1 s either way for a small kernel) and would have to
+//!   re-derive hipcc's per-version device-library and include flags, so hipjit keeps hipcc.
 //! * Cleared environment plus [`ENV_ALLOWLIST`] (values taken from hipjit's own environment
 //!   when it starts the compiler); `TMPDIR` is the build directory and `LC_ALL=C`.
 //! * A timeout ([`CompilerConfig::timeout`]) after which the compiler's whole process group
