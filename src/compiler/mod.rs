@@ -288,7 +288,8 @@ pub struct CompileOutput {
     pub log: String,
     /// Warnings and notes parsed from the log.
     pub diagnostics: Vec<Diagnostic>,
-    /// The files the compiler read (`-MD`), with staged include paths mapped back.
+    /// The non-system headers the compiler read (cc1 `-dependency-file`, the `-MD` list
+    /// without system headers), with staged include paths mapped back.
     pub dependencies: Vec<PathBuf>,
     /// Device LLVM bitcode, when [`CompileOptions::dump_llvm_ir`] was set (one target: its
     /// bitcode; several: the first target's).
@@ -449,10 +450,18 @@ impl Compiler {
             }
         }
         let _ = build;
+        // The dependency list, asked of the device compile (cc1) itself: clang-21 ignores
+        // `-MD -MF` together with `--cuda-device-only` (hipcc 7's spelling of `--genco`),
+        // measured. Lists the non-system headers read.
         args.extend([
-            "-MD".into(),
-            "-MF".into(),
+            "-Xclang".into(),
+            "-dependency-file".into(),
+            "-Xclang".into(),
             DEPS_NAME.into(),
+            "-Xclang".into(),
+            "-MT".into(),
+            "-Xclang".into(),
+            OUTPUT_NAME.into(),
             options.source_file_name().into(),
             "-o".into(),
             OUTPUT_NAME.into(),
