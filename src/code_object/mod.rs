@@ -623,7 +623,7 @@ pub(crate) fn describe(bytes: &[u8]) -> String {
             .all(|c| !c.is_control() || c == '\n' || c == '\r' || c == '\t');
         if printable && !text.is_empty() {
             let first: String = text.lines().next().unwrap_or("").chars().take(40).collect();
-            if first.contains("__global__") || first.contains("#include") {
+            if text.contains("__global__") || text.contains("#include") {
                 return format!("source text (starting {first:?}), not a compiled code object");
             }
             return format!("text (starting {first:?})");
