@@ -121,11 +121,11 @@ sid_apt_install() {
     local root="$1"
     shift
     mkdir -p "$CACHE/sid-debs/partial"
-    bash "$script_dir/sid-run.sh" --root "$root" --no-repo \
+    (cd / && bash "$script_dir/sid-run.sh" --root "$root" --no-repo \
         --bind-to "$CACHE/sid-debs" /var/cache/apt/archives \
         -e DEBIAN_FRONTEND=noninteractive -- \
-        sh -c 'cd / && apt-get -q -o Acquire::Check-Valid-Until=false update \
-            && apt-get install -y -q "$@"' sh "$@"
+        sh -c 'apt-get -q -o Acquire::Check-Valid-Until=false update &&
+            apt-get install -y -q "$@"' sh "$@")
 }
 
 ensure_sid_root() {
