@@ -185,7 +185,13 @@ main() {
     if is_root; then
         mkdir -p "$CACHE"
     fi
-    timed "Debian packages" install_debian_packages "${TEST_PACKAGES[@]}"
+    # fetch-headers.sh downloads wheels with `python3 -m pip download`: take Debian's pip when
+    # this machine's python3 has none.
+    local -a packages=("${TEST_PACKAGES[@]}")
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        packages+=(python3-pip)
+    fi
+    timed "Debian packages" install_debian_packages "${packages[@]}"
     timed "sid root" ensure_sid_root
     timed "header sets" bash "$script_dir/fetch-headers.sh"
 }
