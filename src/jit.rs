@@ -180,7 +180,7 @@ pub enum JitError {
         /// The target.
         target: String,
         /// The reader's error.
-        source: CodeObjectError,
+        source: Box<CodeObjectError>,
     },
     /// A metadata check failed.
     #[error(transparent)]
@@ -423,7 +423,7 @@ fn read_code_objects(
                 .map_err(|source| JitError::CodeObject {
                     key: *key,
                     target: t.to_string(),
-                    source,
+                    source: Box::new(source),
                 })
         })
         .collect()
