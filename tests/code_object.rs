@@ -464,3 +464,32 @@ fn a_compressed_bundle_holds_the_same_elf_as_the_uncompressed_one() {
     assert_eq!(plain.kernels(), packed.kernels());
     assert_eq!(plain.target_id(), packed.target_id());
 }
+
+#[test]
+fn bundle_entries_list_host_and_device_entries_in_file_order() {
+    let entries =
+        hipjit::code_object::bundle_entries(&read("kernels-gfx90a-gfx1030.hipfb")).unwrap();
+    let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "host-x86_64-unknown-linux",
+            "hipv4-amdgcn-amd-amdhsa--gfx1030",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a"
+        ]
+    );
+    assert_eq!(entries[0].target_id, None);
+    assert_eq!(entries[1].target_id, Some(tid("gfx1030")));
+    let packed =
+        hipjit::code_object::bundle_entries(&read("kernels-gfx942-gfx1100-v3.ccob")).unwrap();
+    let targets: Vec<String> = packed
+        .iter()
+        .filter_map(|e| e.target_id.as_ref().map(|t| t.to_string()))
+        .collect();
+    assert_eq!(targets, ["gfx1100", "gfx942"]);
+    assert!(
+        hipjit::code_object::bundle_entries(&read("single-gfx90a.hsaco"))
+            .unwrap()
+            .is_empty()
+    );
+}

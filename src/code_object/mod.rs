@@ -331,13 +331,7 @@ impl CodeObject {
         if bytes.starts_with(bundle::CCOB_MAGIC) {
             let inner = bundle::decompress(bytes)?;
             if !inner.starts_with(bundle::BUNDLE_MAGIC) {
-                return Err(CodeObjectError::BadCompressedBundle {
-                    what: format!(
-                        "the uncompressed contents are not an offload bundle but {}",
-                        describe(&inner)
-                    ),
-                    offset: 0,
-                });
+                return Err(not_a_bundle_inside(&inner));
             }
             let (entry, elf) = bundle::select(&inner, target)?;
             return Self::from_entry(entry, elf, Container::CompressedOffloadBundle, target);
@@ -507,6 +501,40 @@ impl CodeObject {
             suggestions,
             available: self.kernels.iter().map(|k| k.name.clone()).collect(),
         })
+    }
+}
+
+/// The entries of an offload bundle or compressed offload bundle, in file order (host entries
+/// included, with `target_id` None); an empty list for a raw ELF code object.
+///
+/// Errors: as [`CodeObject::from_bytes`] for the container (format, truncation, bad entry
+/// table, CCOB header and decompression errors).
+pub fn bundle_entries(bytes: &[u8]) -> Result<Vec<BundleEntry>, CodeObjectError> {
+    if bytes.starts_with(b"\x7fELF") {
+        return Ok(Vec::new());
+    }
+    if bytes.starts_with(bundle::BUNDLE_MAGIC) {
+        return bundle::entries(bytes);
+    }
+    if bytes.starts_with(bundle::CCOB_MAGIC) {
+        let inner = bundle::decompress(bytes)?;
+        if inner.starts_with(bundle::BUNDLE_MAGIC) {
+            return bundle::entries(&inner);
+        }
+        return Err(not_a_bundle_inside(&inner));
+    }
+    Err(CodeObjectError::UnknownFormat {
+        found: describe(bytes),
+    })
+}
+
+fn not_a_bundle_inside(inner: &[u8]) -> CodeObjectError {
+    CodeObjectError::BadCompressedBundle {
+        what: format!(
+            "the uncompressed contents are not an offload bundle but {}",
+            describe(inner)
+        ),
+        offset: 0,
     }
 }
 

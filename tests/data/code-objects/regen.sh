@@ -59,3 +59,8 @@ unshare -m sh -c '
     mount --bind "$2" "$1$2"
     chroot "$1" sh "$2/regen.sh" --inside-sid
 ' regen "$root" "$here"
+
+# cuda/add_one-sm_90.{cubin,fatbin}: real CUDA outputs the reader must reject by name. They need
+# an NVIDIA CUDA toolkit (made with nvcc 13.0), so this script does not rebuild them:
+#   nvcc -cubin -arch=sm_90 cuda/add_one.cu -o cuda/add_one-sm_90.cubin
+#   nvcc -fatbin -arch=sm_90 cuda/add_one.cu -o cuda/add_one-sm_90.fatbin
