@@ -493,3 +493,33 @@ fn bundle_entries_list_host_and_device_entries_in_file_order() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_generic_entry_serves_members_that_have_no_entry_of_their_own() {
+    // hipcc 7.0.2 --offload-arch=gfx11-generic --offload-arch=gfx1100.
+    let bytes = read("single-gfx11-generic-gfx1100.hipfb");
+    let co = CodeObject::from_bytes(&bytes, Some(&tid("gfx1151"))).unwrap();
+    assert_eq!(
+        co.bundle_entry(),
+        Some("hipv4-amdgcn-amd-amdhsa--gfx11-generic")
+    );
+    assert_eq!(co.target_id(), &tid("gfx11-generic"));
+    // llvm-readelf-21 -h: "Flags: 0x1000054, gfx11-generic, generic_v1".
+    assert_eq!(co.e_flags(), 0x0100_0054);
+    assert_eq!(co.generic_version(), Some(1));
+    assert_eq!(co.code_object_version(), 6);
+    assert_matches_readelf("single-gfx11-generic-gfx1100.hipfb (gfx1151)", &co);
+}
+
+#[test]
+fn a_processor_entry_is_preferred_to_its_generic_family() {
+    let bytes = read("single-gfx11-generic-gfx1100.hipfb");
+    let co = CodeObject::from_bytes(&bytes, Some(&tid("gfx1100"))).unwrap();
+    assert_eq!(co.bundle_entry(), Some("hipv4-amdgcn-amd-amdhsa--gfx1100"));
+    assert_eq!(co.generic_version(), None);
+    let err = CodeObject::from_bytes(&bytes, Some(&tid("gfx1200"))).unwrap_err();
+    assert!(
+        matches!(err, CodeObjectError::NoMatchingEntry { .. }),
+        "{err:?}"
+    );
+}

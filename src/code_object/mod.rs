@@ -306,6 +306,7 @@ pub struct CodeObject {
     container: Container,
     bundle_entry: Option<String>,
     target_id: TargetId,
+    e_flags: u32,
     code_object_version: u32,
     kernels: Vec<KernelInfo>,
 }
@@ -415,7 +416,8 @@ impl CodeObject {
                 name,
             });
         }
-        let target_id = TargetId::from_e_flags(header.e_flags, header.abi_version)?;
+        let e_flags = header.e_flags;
+        let target_id = TargetId::from_e_flags(e_flags, header.abi_version)?;
         if let Some(device) = target {
             if !target_id.runs_on(device) {
                 return Err(CodeObjectError::TargetMismatch {
@@ -446,6 +448,7 @@ impl CodeObject {
             container,
             bundle_entry,
             target_id,
+            e_flags,
             code_object_version,
             kernels: meta.kernels,
         })
@@ -469,6 +472,22 @@ impl CodeObject {
     /// The target ID from the ELF header's e_flags.
     pub fn target_id(&self) -> &TargetId {
         &self.target_id
+    }
+
+    /// The ELF header's e_flags word (AMDGPUUsage "AMDGPU ELF Header").
+    pub fn e_flags(&self) -> u32 {
+        self.e_flags
+    }
+
+    /// For code built for a generic processor (`gfx11-generic`...), the generic version in
+    /// e_flags bits 24-31 (`EF_AMDGPU_GENERIC_VERSION`), which a runtime compares with the version
+    /// at which the device's processor joined the family; None otherwise.
+    pub fn generic_version(&self) -> Option<u8> {
+        if self.target_id.is_generic() {
+            Some((self.e_flags >> 24) as u8)
+        } else {
+            None
+        }
     }
 
     /// The code object version: 3, 4, 5 or 6 (from the ELF `EI_ABIVERSION` byte 1-4).

@@ -25,6 +25,9 @@ if [ "${1:-}" = "--inside-sid" ]; then
         hipcc $flags --offload-arch="$arch" --no-gpu-bundle-output kernels.hip -o "kernels-$name.hsaco"
     done
     hipcc $flags --offload-arch=gfx942 --no-gpu-bundle-output single.hip -o single-gfx942.hsaco
+    # A generic processor (code object v6 only) next to one of its members.
+    hipcc $flags --offload-arch=gfx11-generic --offload-arch=gfx1100 single.hip \
+        -o single-gfx11-generic-gfx1100.hipfb
     # Uncompressed and compressed bundles. clang-offload-bundler 21 writes compressed header
     # version 2 (zstd) by default and version 3 when COMPRESSED_BUNDLE_FORMAT_VERSION=3; it
     # refuses to write version 1.
