@@ -48,7 +48,15 @@ const RAW: &[(&str, &str, u32)] = &[
     ("single-gfx942.hsaco", "gfx942", 6),
 ];
 
-const KERNELS: &[&str] = &["mixed", "axpy_f32", "axpy_f64", "block_sum", "_Z5scalePdd"];
+const KERNELS: &[&str] = &[
+    "mixed",
+    "axpy_f32",
+    "axpy_f64",
+    "block_sum",
+    "_Z5scalePdd",
+    "_Z4fillIfEvPT_S0_i",
+    "_ZN3ops4reluEPfi",
+];
 
 // ---- llvm-readelf --notes, parsed ------------------------------------------------------------
 
@@ -522,4 +530,46 @@ fn a_processor_entry_is_preferred_to_its_generic_family() {
         matches!(err, CodeObjectError::NoMatchingEntry { .. }),
         "{err:?}"
     );
+}
+
+#[test]
+fn template_and_namespaced_kernels_are_suggested_by_their_demangled_names() {
+    let co = CodeObject::from_bytes(&read("kernels-gfx90a.hsaco"), None).unwrap();
+    let cases = [
+        ("fill", "_Z4fillIfEvPT_S0_i"),
+        ("fill<float>", "_Z4fillIfEvPT_S0_i"),
+        ("fill<float>(float*, float, int)", "_Z4fillIfEvPT_S0_i"),
+        ("void fill<float>(float*, float, int)", "_Z4fillIfEvPT_S0_i"),
+        ("ops::relu", "_ZN3ops4reluEPfi"),
+        ("relu", "_ZN3ops4reluEPfi"),
+        ("ops::relu(float*, int)", "_ZN3ops4reluEPfi"),
+        ("relu(float*,int)", "_ZN3ops4reluEPfi"),
+    ];
+    for (asked, mangled) in cases {
+        match co.kernel(asked) {
+            Err(CodeObjectError::KernelNotFound { suggestions, .. }) => {
+                assert_eq!(suggestions, [mangled.to_owned()], "{asked}")
+            }
+            other => panic!("{asked}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_name_that_only_ends_like_a_kernel_is_not_suggested() {
+    let co = CodeObject::from_bytes(&read("kernels-gfx90a.hsaco"), None).unwrap();
+    for asked in [
+        "elu",
+        "ill",
+        "s::relu",
+        "fill<double>",
+        "scale(float*, float)",
+    ] {
+        match co.kernel(asked) {
+            Err(CodeObjectError::KernelNotFound { suggestions, .. }) => {
+                assert!(suggestions.is_empty(), "{asked}: {suggestions:?}")
+            }
+            other => panic!("{asked}: {other:?}"),
+        }
+    }
 }

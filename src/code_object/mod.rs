@@ -557,11 +557,13 @@ fn not_a_bundle_inside(inner: &[u8]) -> CodeObjectError {
     }
 }
 
-/// Whether the mangled `symbol` demangles to `wanted`: the full signature (`f(int*)`), the
-/// qualified name with or without template arguments (`ns::f<int>`, `ns::f`), or the
-/// unqualified name (`f`).
+/// Whether the mangled `symbol` demangles to `wanted`, compared without whitespace: the
+/// signature with or without return type (`void ns::f<int>(int*)`, `ns::f<int>(int*)`), the
+/// qualified name with or without template arguments (`ns::f<int>`, `ns::f`), or any of these
+/// without the leading namespaces (`f<int>(int*)`, `f`).
 fn demangles_to(symbol: &str, wanted: &str) -> bool {
-    let wanted = wanted.trim();
+    let compact = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    let wanted = compact(wanted);
     if !symbol.starts_with("_Z") || wanted.is_empty() {
         return false;
     }
@@ -569,23 +571,23 @@ fn demangles_to(symbol: &str, wanted: &str) -> bool {
         return false;
     };
     let options = cpp_demangle::DemangleOptions::default();
-    let Ok(full) = sym.demangle(&options) else {
-        return false;
-    };
-    let Ok(name) = sym.demangle(&options.no_params().no_return_type()) else {
-        return false;
-    };
-    let without_template = strip_template_args(&name);
-    let unqualified = without_template
-        .rsplit("::")
-        .next()
-        .unwrap_or(without_template);
-    let compact = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
-    let wanted_c = compact(wanted);
-    [full.as_str(), name.as_str(), without_template, unqualified]
+    let mut candidates = Vec::new();
+    for opts in [
+        options,
+        options.no_return_type(),
+        options.no_params().no_return_type(),
+    ] {
+        if let Ok(text) = sym.demangle(&opts) {
+            candidates.push(compact(&text));
+        }
+    }
+    if let Some(name) = candidates.last().cloned() {
+        candidates.push(strip_template_args(&name).to_owned());
+    }
+    let qualified = format!("::{wanted}");
+    candidates
         .iter()
-        .any(|candidate| compact(candidate) == wanted_c)
-        || compact(&full).ends_with(&format!(" {wanted}"))
+        .any(|c| *c == wanted || c.ends_with(&qualified))
 }
 
 /// `ns::f<int, 3>` -> `ns::f` (a trailing template argument list only).
