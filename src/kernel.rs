@@ -11,6 +11,15 @@ use crate::library::Library;
 
 /// A kernel (`hipFunction_t`) of a [`Library`], which it borrows: it cannot outlive the loaded
 /// code object. `Send + Sync`.
+///
+/// ```compile_fail,E0597
+/// # fn f(dev: &hipjit::device::Device, co: &hipjit::code_object::CodeObject) {
+/// let kernel = {
+///     let lib = hipjit::library::Library::load(dev, co).unwrap();
+///     lib.kernel("scale").unwrap()
+/// }; // `lib` is unloaded here, while `kernel` would still borrow it
+/// # }
+/// ```
 pub struct Kernel<'lib> {
     pub(crate) lib: &'lib Library,
     pub(crate) func: sys::hipFunction_t,

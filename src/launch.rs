@@ -181,7 +181,15 @@ impl<'a> KernelArgs<'a> {
 }
 
 /// Builds a [`KernelArgs`] from references to the arguments, in order:
-/// `args![&buf, &n, &x]`.
+/// `args![&buf, &n, &x]`. The arguments stay borrowed while the [`KernelArgs`] exists:
+///
+/// ```compile_fail,E0597
+/// let args = {
+///     let n = 1u32;
+///     hipjit::args![&n]
+/// }; // `n` is gone, a pointer to it would dangle
+/// # drop(args);
+/// ```
 #[macro_export]
 macro_rules! args {
     ($($arg:expr),* $(,)?) => {

@@ -482,6 +482,18 @@ impl<S: AsStream> Drop for SyncOnDrop<'_, S> {
 /// # Ok(()) }
 /// ```
 ///
+/// A slice that would be dropped before the synchronization cannot be handed to the scope:
+///
+/// ```compile_fail,E0597
+/// # use hipjit::{memory::{async_scope, DeviceBuffer}, stream::Stream};
+/// # fn f(stream: &Stream, buf: &mut DeviceBuffer<u32>) {
+/// let _ = async_scope(stream, |s| {
+///     let local = vec![1u32; 4];
+///     s.copy_to_device(&local, buf) // `local` does not live until the stream is synchronized
+/// });
+/// # }
+/// ```
+///
 /// Errors: the runtime's error from `hipStreamSynchronize`; `f`'s own result is returned inside.
 pub fn async_scope<'env, S, R, F>(stream: &'env S, f: F) -> Result<R, HipError>
 where
