@@ -126,8 +126,15 @@ impl Library {
     /// Errors: [`LibraryError::CodeObject`] when the bytes are not a code object, else as
     /// [`Library::load`].
     pub fn load_bytes(device: &Device, bytes: &[u8]) -> Result<Library, LibraryError> {
-        let co = CodeObject::from_bytes(bytes, device.target_id())?;
-        Self::load(device, &co)
+        match CodeObject::from_bytes(bytes, device.target_id()) {
+            Ok(co) => Self::load(device, &co),
+            // No entry for the device: when the bytes hold a single code object, let `load`
+            // report the mismatch with the device's ordinal and both target IDs.
+            Err(e) => match CodeObject::from_bytes(bytes, None) {
+                Ok(co) => Self::load(device, &co),
+                Err(_) => Err(e.into()),
+            },
+        }
     }
 
     /// [`Library::load_bytes`] on the contents of the file at `path`.

@@ -775,3 +775,81 @@ fn device_is_bound_on_each_thread_that_uses_it() {
     assert_eq!(lines(&log, "hipSetDevice 0").len(), 2, "{log:#?}");
     assert!(position(&log, "unbound call").is_none(), "{log:#?}");
 }
+
+fn data(name: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/code-objects")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn code_object_v6_is_refused_by_a_hip_5_runtime_naming_both_versions() {
+    let path = build(
+        "v6on5",
+        &[
+            "ARCH=\"gfx942:sramecc+:xnack-\"",
+            "RUNTIME_VERSION=50221153",
+        ],
+        Props::Hip5,
+    );
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let co = CodeObject::from_bytes(&data("kernels-gfx942.hsaco"), None).unwrap();
+    assert_eq!(co.code_object_version(), 6);
+    let err = Library::load(&dev, &co).unwrap_err();
+    assert!(
+        matches!(err, LibraryError::CodeObjectVersion { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "code object v6 is not accepted by the HIP runtime 5.2.21153 (it accepts v4, v5)"
+    );
+    assert!(position(&log(&path), "hipModuleLoadData").is_none());
+}
+
+#[test]
+fn compressed_bundle_is_handed_to_the_runtime_as_the_devices_raw_elf() {
+    let path = build("ccob", &["ARCH=\"gfx942:sramecc+:xnack-\""], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load_bytes(&dev, &data("kernels-gfx942-gfx1100-v3.ccob")).unwrap();
+    let k = lib.kernel("axpy_f32").unwrap();
+    assert_eq!(k.name(), "axpy_f32");
+    let log = log(&path);
+    // The fixture rejects anything but an ELF image with hipErrorInvalidImage.
+    let load = lines(&log, "hipModuleLoadData ");
+    assert_eq!(load.len(), 1, "{log:#?}");
+    assert!(!load[0].contains("rejected"), "{log:#?}");
+}
+
+#[test]
+fn xnack_any_code_object_loads_on_an_xnack_on_device() {
+    let path = build(
+        "xnackany",
+        &["ARCH=\"gfx90a:sramecc+:xnack+\""],
+        Props::Hip6,
+    );
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load_bytes(&dev, &data("kernels-gfx90a.hsaco")).unwrap();
+    assert!(lib.kernel_names().any(|n| n == "axpy_f32"));
+}
+
+#[test]
+fn xnack_off_code_object_is_refused_on_an_xnack_on_device() {
+    let path = build(
+        "xnackoff",
+        &["ARCH=\"gfx90a:sramecc+:xnack+\""],
+        Props::Hip6,
+    );
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let err = Library::load_bytes(&dev, &data("kernels-gfx90a_xnack-.hsaco")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the code object is built for gfx90a:xnack-, which does not run on device 0 \
+         (gfx90a:sramecc+:xnack+)"
+    );
+}
