@@ -853,3 +853,97 @@ fn xnack_off_code_object_is_refused_on_an_xnack_on_device() {
          (gfx90a:sramecc+:xnack+)"
     );
 }
+
+#[test]
+fn borrowed_stream_is_used_but_never_destroyed() {
+    use hipjit::stream::BorrowedStream;
+    let path = build("borrowed", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let owned = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    {
+        // SAFETY: `owned` is a stream of `dev` in the same runtime and outlives `borrowed`.
+        let borrowed = unsafe { BorrowedStream::from_raw(&dev, owned.as_raw()) };
+        borrowed.synchronize().unwrap();
+        let null = BorrowedStream::null(&dev);
+        null.synchronize().unwrap();
+    }
+    assert!(position(&log(&path), "hipStreamDestroy").is_none());
+    drop(owned);
+    assert_eq!(lines(&log(&path), "hipStreamDestroy").len(), 1);
+}
+
+#[test]
+fn launch_on_a_borrowed_stream_passes_its_handle() {
+    use hipjit::stream::BorrowedStream;
+    let path = build("borrowedlaunch", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let k = lib.kernel("scale").unwrap();
+    let owned = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    // SAFETY: `owned` is a stream of `dev` and outlives `borrowed`.
+    let borrowed = unsafe { BorrowedStream::from_raw(&dev, owned.as_raw()) };
+    let buf = DeviceBuffer::from_slice(&dev, &[1.0f32; 4]).unwrap();
+    let n = 4u32;
+    // SAFETY: scale(float*, float, unsigned) with 4 floats.
+    unsafe {
+        k.launch(
+            &borrowed,
+            LaunchConfig::for_num_elems(n, 64),
+            &mut args![&buf, &5.0f32, &n],
+        )
+    }
+    .unwrap();
+    borrowed.synchronize().unwrap();
+    assert_eq!(buf.to_vec().unwrap(), vec![5.0f32; 4]);
+    let log = log(&path);
+    let launch = lines(&log, "hipModuleLaunchKernel scale");
+    assert!(
+        launch[0].contains(&format!("stream={:?}", owned.as_raw())),
+        "{launch:?}"
+    );
+}
+
+#[test]
+fn safe_types_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Runtime>();
+    send_sync::<hipjit::device::Device>();
+    send_sync::<Stream>();
+    send_sync::<hipjit::stream::BorrowedStream>();
+    send_sync::<DeviceBuffer<f32>>();
+    send_sync::<PinnedBuffer<f32>>();
+    send_sync::<Event>();
+    send_sync::<Library>();
+    send_sync::<hipjit::kernel::Kernel<'static>>();
+}
+
+#[test]
+fn library_and_kernel_move_to_another_thread_and_launch_there() {
+    let path = build("movethread", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let buf = DeviceBuffer::from_slice(&dev, &[2.0f32; 4]).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let k = lib.kernel("scale").unwrap();
+            let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
+            let n = 4u32;
+            // SAFETY: scale(float*, float, unsigned) with 4 floats.
+            unsafe {
+                k.launch(
+                    &stream,
+                    LaunchConfig::for_num_elems(n, 64),
+                    &mut args![&buf, &2.0f32, &n],
+                )
+            }
+            .unwrap();
+            stream.synchronize().unwrap();
+        });
+    });
+    assert_eq!(buf.to_vec().unwrap(), vec![4.0f32; 4]);
+    // The fixture fails calls made on a thread without a bound device.
+    assert!(position(&log(&path), "unbound call").is_none());
+}

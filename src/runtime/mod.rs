@@ -1,6 +1,36 @@
 //! The HIP runtime, loaded at run time with `dlopen`: a value holding a table of typed entry
 //! points ([`Runtime`]).
 //!
+//! ```no_run
+//! use hipjit::args;
+//! use hipjit::code_object::CodeObject;
+//! use hipjit::launch::LaunchConfig;
+//! use hipjit::library::Library;
+//! use hipjit::memory::DeviceBuffer;
+//! use hipjit::runtime::Runtime;
+//! use hipjit::stream::{AsStream, Stream, StreamFlags};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = Runtime::load()?;
+//! let device = runtime.device(0)?;
+//! // A code object built by hipcc (raw ELF, offload bundle or compressed bundle).
+//! let bytes = std::fs::read("scale.hsaco")?;
+//! let code_object = CodeObject::from_bytes(&bytes, device.target_id())?;
+//! let library = Library::load(&device, &code_object)?;
+//! let kernel = library.kernel("scale")?;
+//!
+//! let stream = Stream::new(&device, StreamFlags::NON_BLOCKING)?;
+//! let n = 1024u32;
+//! let buf = DeviceBuffer::from_slice(&device, &vec![1.0f32; n as usize])?;
+//! let cfg = LaunchConfig::for_num_elems(n, 256);
+//! // SAFETY: `scale(float* x, float a, unsigned n)` takes exactly these arguments.
+//! unsafe { kernel.launch(&stream, cfg, &mut args![&buf, &2.0f32, &n])? };
+//! stream.synchronize()?;
+//! assert!(buf.to_vec()?.iter().all(|&x| x == 2.0));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Where the runtime is found
 //! In this order (the installation roots are those of [`hip_sys::discovery`]):
 //!
