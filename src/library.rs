@@ -463,7 +463,11 @@ impl DeviceGlobal<'_> {
                 1,
                 "hipMemcpy",
                 None,
-                format!("{len} bytes for a device global of {} bytes", self.size),
+                format!(
+                    "refused by hipjit before the call: {len} bytes for a device global of {} \
+                     bytes",
+                    self.size
+                ),
             ))
         }
     }

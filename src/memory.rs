@@ -143,7 +143,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                 call,
                 None,
                 format!(
-                    "host slice of {other} values for a device buffer of {} values",
+                    "refused by hipjit before the call: host slice of {other} values for a \
+                     device buffer of {} values",
                     self.len
                 ),
             ))

@@ -718,8 +718,8 @@ fn copy_with_mismatched_length_is_refused() {
     let err = buf.copy_from_host(&[1, 2, 3]).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "hipMemcpy failed: hipErrorInvalidValue (1): host slice of 3 values for a device buffer \
-         of 4 values"
+        "hipMemcpy failed: hipErrorInvalidValue (1): refused by hipjit before the call: host \
+         slice of 3 values for a device buffer of 4 values"
     );
 }
 
@@ -946,4 +946,73 @@ fn library_and_kernel_move_to_another_thread_and_launch_there() {
     assert_eq!(buf.to_vec().unwrap(), vec![4.0f32; 4]);
     // The fixture fails calls made on a thread without a bound device.
     assert!(position(&log(&path), "unbound call").is_none());
+}
+
+/// Runs this test binary's test `name` alone in a fresh process (nothing loaded yet) with
+/// `HIPJIT_FIXTURE_CHILD=name` and `env` set, `HIPJIT_HIP_LIBRARY` removed; returns its
+/// combined output after asserting it succeeded.
+fn run_in_child(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> String {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env("HIPJIT_FIXTURE_CHILD", name)
+        .env_remove("HIPJIT_HIP_LIBRARY");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "child {name} failed:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "child {name} did not run:\n{text}"
+    );
+    text
+}
+
+fn is_child(name: &str) -> bool {
+    std::env::var("HIPJIT_FIXTURE_CHILD").as_deref() == Ok(name)
+}
+
+#[test]
+fn hip_path_lib_is_searched_before_the_sonames() {
+    const NAME: &str = "hip_path_lib_is_searched_before_the_sonames";
+    if is_child(NAME) {
+        // A fresh process: no runtime mapped yet, HIP_PATH names the fixture's root.
+        let rt = Runtime::load().unwrap();
+        assert_eq!(
+            rt.found(),
+            &Found::Root(hipjit::sys::discovery::Origin::HipPath)
+        );
+        assert_eq!(rt.version().unwrap().0, 70253211);
+        return;
+    }
+    let lib = build("hippath", &[], Props::Hip6);
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture-roots/hippath");
+    std::fs::create_dir_all(root.join("lib")).unwrap();
+    std::fs::copy(&lib, root.join("lib/libamdhip64.so.7")).unwrap();
+    run_in_child(NAME, &[("HIP_PATH", root.as_os_str())]);
+}
+
+#[test]
+fn runtime_already_loaded_in_the_process_is_preferred() {
+    const NAME: &str = "runtime_already_loaded_in_the_process_is_preferred";
+    if is_child(NAME) {
+        // A framework loaded its own copy first; discovery must pick that copy, not the
+        // system runtime the sonames would find.
+        let path = std::env::var_os("HIPJIT_FIXTURE_PATH").unwrap();
+        let c = std::ffi::CString::new(path.as_encoded_bytes()).unwrap();
+        // SAFETY: loads the fixture library (its initialisers do nothing).
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        assert!(!h.is_null());
+        let rt = Runtime::load().unwrap();
+        assert_eq!(rt.found(), &Found::AlreadyLoaded);
+        assert_eq!(rt.path(), Path::new(&path));
+        return;
+    }
+    let lib = build("preloaded", &[], Props::Hip6);
+    run_in_child(NAME, &[("HIPJIT_FIXTURE_PATH", lib.as_os_str())]);
 }

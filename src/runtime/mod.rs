@@ -151,19 +151,19 @@ impl DevicePropertiesEntry {
     }
 }
 
-/// The code-object versions a runtime accepts, by runtime version (hipjit's own record, read
-/// from the ROCm release notes and LLVM's AMDGPUUsage "Code Object V4/V5/V6" sections; v6 is the
-/// default of clang 21 / hipcc 7 and is rejected by older runtimes):
+/// The code-object versions a runtime accepts, by runtime version. This is hipjit's own record:
+/// no machine here has a GPU, so none of it is measured by loading a code object.
 ///
-/// | runtime | accepted |
-/// |---------|----------|
-/// | HIP 5.0 - 5.x | v4, v5 |
-/// | HIP 6.0 - 6.1 | v4, v5 |
-/// | HIP 6.2 and later | v4, v5, v6 |
-/// | before HIP 5.0 | not known (`None`) |
+/// | runtime | accepted | basis |
+/// |---------|----------|-------|
+/// | before HIP 5.0 | not known (`None`) | outside hipjit's range (5.2 to ROCm 10) |
+/// | HIP 5.x | v4, v5 | code object v5 arrived with ROCm 5.0; v4 was the default of its compilers (Debian's hipcc 5.2.3 writes v4) |
+/// | HIP 6.0, 6.1 | v4, v5 | v6 (LLVM AMDGPUUsage "Code Object V6 Metadata") postdates these runtimes |
+/// | HIP 6.2 and later, ROCm 7 to 10 | v4, v5, v6 | runtimes that load generic-target (v6) code objects; hipcc 7 / clang 21 writes v6 by default |
 ///
-/// The runtime itself stays the authority: a version it rejects anyway comes back as
-/// `hipErrorInvalidImage`.
+/// When the table says no, [`crate::library::Library::load`] refuses before calling the
+/// runtime, naming both versions; when it says yes, the runtime stays the authority (a code
+/// object it rejects anyway comes back as `hipErrorInvalidImage`).
 pub fn code_object_versions_for(version: RuntimeVersion) -> Option<&'static [u32]> {
     match (version.major(), version.minor()) {
         (5, _) | (6, 0) | (6, 1) => Some(&[4, 5]),
