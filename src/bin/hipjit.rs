@@ -12,10 +12,14 @@ mod cache;
 mod compile;
 #[path = "hipjit/doctor.rs"]
 mod doctor;
+#[path = "hipjit/header_set.rs"]
+mod header_set;
 #[path = "hipjit/inspect.rs"]
 mod inspect;
 #[path = "hipjit/output.rs"]
 mod output;
+#[path = "hipjit/shared_object.rs"]
+mod shared_object;
 
 use output::CliError;
 
