@@ -247,7 +247,7 @@ pub enum CompileError {
     },
 }
 
-/// The compiler does not know a processor: "<compiler> (<version>) does not support gfx942".
+/// The compiler does not know a processor: "`<compiler> (<version>) does not support gfx942`".
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{compiler} ({version}) does not support {target}")]
 pub struct UnsupportedTarget {
