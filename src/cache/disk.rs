@@ -76,7 +76,8 @@ pub struct EntryMeta {
     pub options: CompileOptions,
     /// The headers hashed into the key.
     pub tracked_headers: Vec<TrackedHeader>,
-    /// The files the compiler read (`-MD`), for [`DiskCache::verify`].
+    /// The non-system headers the compiler read (its dependency list), for
+    /// [`DiskCache::verify`].
     pub dependencies: Vec<PathBuf>,
     /// When written, milliseconds since the Unix epoch.
     pub created_unix_ms: u64,
@@ -198,7 +199,7 @@ pub struct VerifiedEntry {
     pub path: PathBuf,
     /// `Err(reason)` when the entry is bad.
     pub status: Result<(), String>,
-    /// Headers the compiler read (`-MD`) that are not tracked in the key and lie outside the
+    /// Headers the compiler read (its dependency list) that are not tracked in the key and lie outside the
     /// compiler's installation and the system directories (`/usr`, `/opt/rocm*`): editing them
     /// would not change the key.
     pub untracked: Vec<PathBuf>,
