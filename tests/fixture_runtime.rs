@@ -540,7 +540,7 @@ fn unknown_kernel_name_lists_the_kernels_there_are() {
 fn with_scale_kernel(
     name: &str,
     f: impl FnOnce(&hipjit::kernel::Kernel<'_>, &Stream, &DeviceBuffer<f32>),
-) {
+) -> PathBuf {
     let path = build(name, &[], Props::Hip6);
     let rt = load(&path);
     let dev = rt.device(0).unwrap();
@@ -549,6 +549,7 @@ fn with_scale_kernel(
     let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
     let buf = DeviceBuffer::<f32>::zeroed(&dev, 16).unwrap();
     f(&kernel, &stream, &buf);
+    path
 }
 
 #[test]
@@ -1015,4 +1016,43 @@ fn runtime_already_loaded_in_the_process_is_preferred() {
     }
     let lib = build("preloaded", &[], Props::Hip6);
     run_in_child(NAME, &[("HIPJIT_FIXTURE_PATH", lib.as_os_str())]);
+}
+
+#[test]
+fn dynamic_lds_limit_is_set_through_hip_func_set_attribute() {
+    let path = with_scale_kernel("setattr", |k, _, _| {
+        k.set_max_dynamic_lds(96 * 1024).unwrap();
+    });
+    let log = log(&path);
+    // hipFuncAttributeMaxDynamicSharedMemorySize = 8.
+    assert_eq!(
+        lines(&log, "hipFuncSetAttribute"),
+        ["hipFuncSetAttribute scale attr=8 value=98304"]
+    );
+}
+
+#[test]
+fn library_file_that_does_not_exist_is_an_error_naming_it() {
+    let path = build("nofile", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let err = Library::load_file(&dev, "/nonexistent/scale.hsaco").unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("cannot read the code object /nonexistent/scale.hsaco: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn library_loads_from_a_code_object_file() {
+    let path = build("fromfile", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load_file(
+        &dev,
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco"),
+    )
+    .unwrap();
+    assert!(lib.kernel("axpy_f32").is_ok());
 }
