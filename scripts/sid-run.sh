@@ -28,6 +28,9 @@ die() {
 inside() {
     local root="$1" cwd="$2" n i src dst
     shift 2
+    # The root as a mount point of its own: then a sid-run.sh (or unshare) run inside it can make
+    # its "/" private in turn.
+    mount --bind "$root" "$root" || die "cannot bind-mount $root on itself"
     mount -t proc proc "$root/proc" || die "cannot mount /proc in $root"
     mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$root/tmp" || die "cannot mount a tmpfs on $root/tmp"
     if [[ -d "$root/dev/shm" ]]; then

@@ -194,6 +194,35 @@ const PROCESSORS: &[Processor] = &[
     p("gfx12-generic", 0x059, false, false),
 ];
 
+/// Generic processors and the processors their code runs on: AMDGPUUsage "AMDGPU Generic
+/// Processors" (LLVM 21). Code for a generic processor needs code object v6; the runtime also
+/// checks the generic version in e_flags bits 24-31 against the version each member joined at
+/// (1 for every member listed here).
+const GENERIC_MEMBERS: &[(&str, &[&str])] = &[
+    (
+        "gfx9-generic",
+        &["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"],
+    ),
+    ("gfx9-4-generic", &["gfx940", "gfx941", "gfx942", "gfx950"]),
+    (
+        "gfx10-1-generic",
+        &["gfx1010", "gfx1011", "gfx1012", "gfx1013"],
+    ),
+    (
+        "gfx10-3-generic",
+        &[
+            "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
+        ],
+    ),
+    (
+        "gfx11-generic",
+        &[
+            "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
+        ],
+    ),
+    ("gfx12-generic", &["gfx1200", "gfx1201"]),
+];
+
 fn known_processor(name: &str) -> Option<&'static Processor> {
     PROCESSORS.iter().find(|p| p.name == name)
 }
@@ -375,14 +404,22 @@ impl TargetId {
         self.sramecc
     }
 
-    /// Whether code built for `self` runs on a device with target ID `device` (same processor;
+    /// Whether code built for `self` runs on a device with target ID `device` (same processor,
+    /// or `self` a generic processor such as `gfx11-generic` whose members include the device's;
     /// a feature `Any` or `Unsupported` in `self` matches any setting of the device; `On`/`Off`
-    /// must be equal). Source: clang's bundle entry compatibility rule (ClangOffloadBundler
-    /// "Target ID compatibility").
+    /// must be equal). Sources: clang's bundle entry compatibility rule (ClangOffloadBundler
+    /// "Target ID compatibility") and AMDGPUUsage "AMDGPU Generic Processors".
     pub fn runs_on(&self, device: &TargetId) -> bool {
-        self.processor == device.processor
-            && self.xnack.runs_on(device.xnack)
-            && self.sramecc.runs_on(device.sramecc)
+        let same_processor = self.processor == device.processor
+            || GENERIC_MEMBERS
+                .iter()
+                .any(|(g, members)| *g == self.processor && members.contains(&device.processor()));
+        same_processor && self.xnack.runs_on(device.xnack) && self.sramecc.runs_on(device.sramecc)
+    }
+
+    /// Whether the processor is a generic one (`gfx9-generic`, `gfx11-generic`...).
+    pub fn is_generic(&self) -> bool {
+        self.processor.ends_with("-generic")
     }
 
     /// How many features are written (`On` or `Off`): more means a more specific target ID.

@@ -48,7 +48,15 @@ const RAW: &[(&str, &str, u32)] = &[
     ("single-gfx942.hsaco", "gfx942", 6),
 ];
 
-const KERNELS: &[&str] = &["mixed", "axpy_f32", "axpy_f64", "block_sum", "_Z5scalePdd"];
+const KERNELS: &[&str] = &[
+    "mixed",
+    "axpy_f32",
+    "axpy_f64",
+    "block_sum",
+    "_Z5scalePdd",
+    "_Z4fillIfEvPT_S0_i",
+    "_ZN3ops4reluEPfi",
+];
 
 // ---- llvm-readelf --notes, parsed ------------------------------------------------------------
 
@@ -463,4 +471,105 @@ fn a_compressed_bundle_holds_the_same_elf_as_the_uncompressed_one() {
     .unwrap();
     assert_eq!(plain.kernels(), packed.kernels());
     assert_eq!(plain.target_id(), packed.target_id());
+}
+
+#[test]
+fn bundle_entries_list_host_and_device_entries_in_file_order() {
+    let entries =
+        hipjit::code_object::bundle_entries(&read("kernels-gfx90a-gfx1030.hipfb")).unwrap();
+    let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "host-x86_64-unknown-linux",
+            "hipv4-amdgcn-amd-amdhsa--gfx1030",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a"
+        ]
+    );
+    assert_eq!(entries[0].target_id, None);
+    assert_eq!(entries[1].target_id, Some(tid("gfx1030")));
+    let packed =
+        hipjit::code_object::bundle_entries(&read("kernels-gfx942-gfx1100-v3.ccob")).unwrap();
+    let targets: Vec<String> = packed
+        .iter()
+        .filter_map(|e| e.target_id.as_ref().map(|t| t.to_string()))
+        .collect();
+    assert_eq!(targets, ["gfx1100", "gfx942"]);
+    assert!(
+        hipjit::code_object::bundle_entries(&read("single-gfx90a.hsaco"))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_generic_entry_serves_members_that_have_no_entry_of_their_own() {
+    // hipcc 7.0.2 --offload-arch=gfx11-generic --offload-arch=gfx1100.
+    let bytes = read("single-gfx11-generic-gfx1100.hipfb");
+    let co = CodeObject::from_bytes(&bytes, Some(&tid("gfx1151"))).unwrap();
+    assert_eq!(
+        co.bundle_entry(),
+        Some("hipv4-amdgcn-amd-amdhsa--gfx11-generic")
+    );
+    assert_eq!(co.target_id(), &tid("gfx11-generic"));
+    // llvm-readelf-21 -h: "Flags: 0x1000054, gfx11-generic, generic_v1".
+    assert_eq!(co.e_flags(), 0x0100_0054);
+    assert_eq!(co.generic_version(), Some(1));
+    assert_eq!(co.code_object_version(), 6);
+    assert_matches_readelf("single-gfx11-generic-gfx1100.hipfb (gfx1151)", &co);
+}
+
+#[test]
+fn a_processor_entry_is_preferred_to_its_generic_family() {
+    let bytes = read("single-gfx11-generic-gfx1100.hipfb");
+    let co = CodeObject::from_bytes(&bytes, Some(&tid("gfx1100"))).unwrap();
+    assert_eq!(co.bundle_entry(), Some("hipv4-amdgcn-amd-amdhsa--gfx1100"));
+    assert_eq!(co.generic_version(), None);
+    let err = CodeObject::from_bytes(&bytes, Some(&tid("gfx1200"))).unwrap_err();
+    assert!(
+        matches!(err, CodeObjectError::NoMatchingEntry { .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn template_and_namespaced_kernels_are_suggested_by_their_demangled_names() {
+    let co = CodeObject::from_bytes(&read("kernels-gfx90a.hsaco"), None).unwrap();
+    let cases = [
+        ("fill", "_Z4fillIfEvPT_S0_i"),
+        ("fill<float>", "_Z4fillIfEvPT_S0_i"),
+        ("fill<float>(float*, float, int)", "_Z4fillIfEvPT_S0_i"),
+        ("void fill<float>(float*, float, int)", "_Z4fillIfEvPT_S0_i"),
+        ("ops::relu", "_ZN3ops4reluEPfi"),
+        ("relu", "_ZN3ops4reluEPfi"),
+        ("ops::relu(float*, int)", "_ZN3ops4reluEPfi"),
+        ("relu(float*,int)", "_ZN3ops4reluEPfi"),
+    ];
+    for (asked, mangled) in cases {
+        match co.kernel(asked) {
+            Err(CodeObjectError::KernelNotFound { suggestions, .. }) => {
+                assert_eq!(suggestions, [mangled.to_owned()], "{asked}")
+            }
+            other => panic!("{asked}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_name_that_only_ends_like_a_kernel_is_not_suggested() {
+    let co = CodeObject::from_bytes(&read("kernels-gfx90a.hsaco"), None).unwrap();
+    for asked in [
+        "elu",
+        "ill",
+        "s::relu",
+        "fill<double>",
+        "scale(float*, float)",
+    ] {
+        match co.kernel(asked) {
+            Err(CodeObjectError::KernelNotFound { suggestions, .. }) => {
+                assert!(suggestions.is_empty(), "{asked}: {suggestions:?}")
+            }
+            other => panic!("{asked}: {other:?}"),
+        }
+    }
 }

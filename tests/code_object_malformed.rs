@@ -155,14 +155,26 @@ fn a_real_x86_64_executable_is_named() {
 }
 
 #[test]
-fn a_cuda_cubin_is_named() {
-    // ELF header of a cubin (e_machine 190 EM_CUDA, OS/ABI 0x41) as measured in docs
-    // ENVIRONMENT.md; only the header matters here.
-    let mut cubin = small();
-    cubin[7] = 0x41;
-    cubin[18..20].copy_from_slice(&190u16.to_le_bytes());
-    let e = err(&cubin);
-    assert!(e.to_string().contains("cubin"), "{e}");
+fn a_real_cuda_cubin_is_named() {
+    // nvcc 13.0 -cubin -arch=sm_90 (tests/data/code-objects/regen.sh, end).
+    let e = err(&read("cuda/add_one-sm_90.cubin"));
+    assert!(
+        matches!(e, CodeObjectError::WrongMachine { e_machine: 190, .. }),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "not an AMDGPU code object: e_machine is 190 (NVIDIA CUDA (a cubin)), expected 224 (EM_AMDGPU)"
+    );
+}
+
+#[test]
+fn a_real_cuda_fatbin_is_named() {
+    let e = err(&read("cuda/add_one-sm_90.fatbin"));
+    assert!(
+        matches!(&e, CodeObjectError::UnknownFormat { found } if found == "a CUDA fatbin"),
+        "{e:?}"
+    );
 }
 
 #[test]
@@ -678,5 +690,19 @@ fn other_formats_are_named() {
         e.to_string()
             .contains("unrecognised binary data (first bytes 00 01 02 ff)"),
         "{e}"
+    );
+}
+
+#[test]
+fn without_section_headers_the_note_comes_from_pt_note_and_symbols_are_missing() {
+    // e_shoff = 0, e_shnum = 0: the metadata is still found through the PT_NOTE segment, but
+    // the kernel descriptor symbols cannot be, which is reported.
+    let mut elf = small();
+    elf[40..48].copy_from_slice(&0u64.to_le_bytes());
+    elf[60..62].copy_from_slice(&0u16.to_le_bytes());
+    let e = err(&elf);
+    assert!(
+        matches!(e, CodeObjectError::KernelSymbolMissing { .. }),
+        "{e:?}"
     );
 }

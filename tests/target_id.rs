@@ -355,3 +355,36 @@ fn a_target_id_from_e_flags_equals_the_parsed_offload_arch() {
     assert_eq!(TargetId::from_e_flags(0x53f, 2).unwrap(), tid("gfx90a"));
     assert_eq!(TargetId::from_e_flags(0x36, 2).unwrap(), tid("gfx1030"));
 }
+
+#[test]
+fn generic_code_runs_on_the_members_of_its_family() {
+    // AMDGPUUsage "AMDGPU Generic Processors".
+    let code = tid("gfx11-generic");
+    assert!(code.is_generic());
+    for member in [
+        "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151",
+    ] {
+        assert!(code.runs_on(&tid(member)), "{member}");
+    }
+    assert!(!code.runs_on(&tid("gfx1030")));
+    assert!(!code.runs_on(&tid("gfx1200")));
+    assert!(tid("gfx9-4-generic:xnack-").runs_on(&tid("gfx942:sramecc+:xnack-")));
+    assert!(!tid("gfx9-4-generic:xnack-").runs_on(&tid("gfx942:sramecc+:xnack+")));
+    assert!(
+        !tid("gfx9-generic").runs_on(&tid("gfx90a")),
+        "gfx90a is no gfx9-generic member"
+    );
+    assert!(
+        !tid("gfx1100").runs_on(&tid("gfx11-generic")),
+        "not the other way round"
+    );
+}
+
+#[test]
+fn generic_e_flags_carry_a_version_byte_that_does_not_change_the_processor() {
+    // hipcc 7.0.2 --offload-arch=gfx9-4-generic writes e_flags 0x100055f (generic_v1).
+    let t = TargetId::from_e_flags(0x0100_055f, 4).unwrap();
+    assert_eq!(t.processor(), "gfx9-4-generic");
+    assert_eq!(t.xnack(), FeatureSetting::Any);
+    assert_eq!(t.sramecc(), FeatureSetting::Any);
+}

@@ -90,50 +90,33 @@ pub fn find_headers(env: &impl Env, opt: &Path) -> Result<Headers, String> {
             why: "not set".to_string(),
         }),
     }
-    for var in ["HIP_PATH", "ROCM_PATH"] {
-        if env.var_os(var).filter(|v| !v.is_empty()).is_none() {
-            tried.push(Tried {
-                origin: var.to_string(),
-                dir: None,
-                why: "not set".to_string(),
-            });
-        }
-    }
+    // Walk the documented order; a step with no candidate is listed too, saying why.
     let roots = discovery::install_roots_in(env, opt);
-    let on_path = |o: &discovery::Origin| matches!(o, discovery::Origin::OnPath(_));
-    if !roots.iter().any(|r| on_path(&r.origin)) {
-        tried.push(Tried {
-            origin: "hipconfig/hipcc on PATH".to_string(),
-            dir: None,
-            why: "not found".to_string(),
-        });
-    }
-    let no_versioned = discovery::versioned_rocm_dirs(opt).is_empty();
-    for root in roots {
-        if no_versioned && root.origin == discovery::Origin::Usr {
+    for step in 1..=6 {
+        let mut any = false;
+        for root in roots.iter().filter(|r| step_of(&r.origin) == step) {
+            any = true;
+            let dir = root.root.join("include");
+            if is_header_dir(&dir) {
+                return Ok(Headers::Found(Found {
+                    dir,
+                    origin: root.origin.to_string(),
+                }));
+            }
+            let why = if dir.is_dir() {
+                format!("no {MARKER}")
+            } else {
+                "no such directory".to_string()
+            };
             tried.push(Tried {
-                origin: format!("{}/rocm-*", opt.display()),
-                dir: None,
-                why: "none".to_string(),
+                origin: root.origin.to_string(),
+                dir: Some(dir),
+                why,
             });
         }
-        let dir = root.root.join("include");
-        if is_header_dir(&dir) {
-            return Ok(Headers::Found(Found {
-                dir,
-                origin: root.origin.to_string(),
-            }));
+        if !any {
+            tried.push(missing_step(env, opt, step));
         }
-        let why = if dir.is_dir() {
-            format!("no {MARKER}")
-        } else {
-            "no such directory".to_string()
-        };
-        tried.push(Tried {
-            origin: root.origin.to_string(),
-            dir: Some(dir),
-            why,
-        });
     }
     Ok(Headers::NotFound(tried))
 }
@@ -155,4 +138,44 @@ pub fn hip_version(dir: &Path) -> Option<String> {
         define("HIP_VERSION_MINOR")?,
         define("HIP_VERSION_PATCH")?
     ))
+}
+
+/// The position of an origin in the documented order (1 = `HIP_PATH` ... 6 = `/usr`).
+fn step_of(origin: &discovery::Origin) -> u8 {
+    match origin {
+        discovery::Origin::HipPath => 1,
+        discovery::Origin::RocmPath => 2,
+        discovery::Origin::OnPath(_) => 3,
+        discovery::Origin::OptRocm => 4,
+        discovery::Origin::OptRocmVersioned => 5,
+        discovery::Origin::Usr => 6,
+    }
+}
+
+/// The entry of the tried list for a step that yielded no candidate root.
+fn missing_step(env: &impl Env, opt: &Path, step: u8) -> Tried {
+    let set = |var: &str| env.var_os(var).is_some_and(|v| !v.is_empty());
+    let (origin, why) = match step {
+        1 | 2 => {
+            let var = if step == 1 { "HIP_PATH" } else { "ROCM_PATH" };
+            let why = if set(var) {
+                "same directory as an earlier candidate"
+            } else {
+                "not set"
+            };
+            (var.to_string(), why)
+        }
+        3 => ("hipconfig/hipcc on PATH".to_string(), "not found"),
+        4 => (
+            opt.join("rocm").display().to_string(),
+            "same directory as an earlier candidate",
+        ),
+        5 => (format!("{}/rocm-*", opt.display()), "none"),
+        _ => ("/usr".to_string(), "same directory as an earlier candidate"),
+    };
+    Tried {
+        origin,
+        dir: None,
+        why: why.to_string(),
+    }
 }

@@ -33,6 +33,7 @@ pub use bindings::*;
 /// non-variadic C-linkage function of the headers, plus hip-sys's declarations (documented as
 /// such) of the probed APIs the headers lack.
 pub mod pfn {
+    #[allow(unused_imports)] // empty when the headers declare every probed API
     pub use crate::fallback::pfn::*;
     pub use generated::*;
 

@@ -117,7 +117,8 @@ pub(crate) fn entries(data: &[u8]) -> Result<Vec<BundleEntry>, CodeObjectError> 
     Ok(out)
 }
 
-/// Picks the AMDGPU entry for `target` (the most specific entry whose target ID runs on it) or,
+/// Picks the AMDGPU entry for `target` (among entries whose target ID runs on it, one for the
+/// processor itself before one for its generic family, then the one with most features) or,
 /// with no target, the only AMDGPU entry. Returns the entry and its bytes.
 pub(crate) fn select<'a>(
     data: &'a [u8],
@@ -127,14 +128,25 @@ pub(crate) fn select<'a>(
     let amdgpu: Vec<&BundleEntry> = all.iter().filter(|e| e.target_id.is_some()).collect();
     let ids = || amdgpu.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
     let chosen = match target {
-        Some(target) => amdgpu
-            .iter()
-            .filter(|e| e.target_id.as_ref().is_some_and(|t| t.runs_on(target)))
-            .max_by_key(|e| e.target_id.as_ref().map_or(0, TargetId::specificity))
-            .ok_or_else(|| CodeObjectError::NoMatchingEntry {
-                target: Some(target.clone()),
-                entries: ids(),
-            })?,
+        Some(target) => {
+            // A processor's own code before its generic family's, then the most features
+            // written; the first in file order among equals.
+            let mut best: Option<(&BundleEntry, (bool, usize))> = None;
+            for e in &amdgpu {
+                let Some(t) = e.target_id.as_ref().filter(|t| t.runs_on(target)) else {
+                    continue;
+                };
+                let key = (!t.is_generic(), t.specificity());
+                if best.map_or(true, |(_, k)| key > k) {
+                    best = Some((e, key));
+                }
+            }
+            best.map(|(e, _)| e)
+                .ok_or_else(|| CodeObjectError::NoMatchingEntry {
+                    target: Some(target.clone()),
+                    entries: ids(),
+                })?
+        }
         None => match amdgpu.as_slice() {
             [only] => only,
             [] => {

@@ -306,6 +306,7 @@ pub struct CodeObject {
     container: Container,
     bundle_entry: Option<String>,
     target_id: TargetId,
+    e_flags: u32,
     code_object_version: u32,
     kernels: Vec<KernelInfo>,
 }
@@ -331,13 +332,7 @@ impl CodeObject {
         if bytes.starts_with(bundle::CCOB_MAGIC) {
             let inner = bundle::decompress(bytes)?;
             if !inner.starts_with(bundle::BUNDLE_MAGIC) {
-                return Err(CodeObjectError::BadCompressedBundle {
-                    what: format!(
-                        "the uncompressed contents are not an offload bundle but {}",
-                        describe(&inner)
-                    ),
-                    offset: 0,
-                });
+                return Err(not_a_bundle_inside(&inner));
             }
             let (entry, elf) = bundle::select(&inner, target)?;
             return Self::from_entry(entry, elf, Container::CompressedOffloadBundle, target);
@@ -421,7 +416,8 @@ impl CodeObject {
                 name,
             });
         }
-        let target_id = TargetId::from_e_flags(header.e_flags, header.abi_version)?;
+        let e_flags = header.e_flags;
+        let target_id = TargetId::from_e_flags(e_flags, header.abi_version)?;
         if let Some(device) = target {
             if !target_id.runs_on(device) {
                 return Err(CodeObjectError::TargetMismatch {
@@ -452,6 +448,7 @@ impl CodeObject {
             container,
             bundle_entry,
             target_id,
+            e_flags,
             code_object_version,
             kernels: meta.kernels,
         })
@@ -475,6 +472,22 @@ impl CodeObject {
     /// The target ID from the ELF header's e_flags.
     pub fn target_id(&self) -> &TargetId {
         &self.target_id
+    }
+
+    /// The ELF header's e_flags word (AMDGPUUsage "AMDGPU ELF Header").
+    pub fn e_flags(&self) -> u32 {
+        self.e_flags
+    }
+
+    /// For code built for a generic processor (`gfx11-generic`...), the generic version in
+    /// e_flags bits 24-31 (`EF_AMDGPU_GENERIC_VERSION`), which a runtime compares with the version
+    /// at which the device's processor joined the family; None otherwise.
+    pub fn generic_version(&self) -> Option<u8> {
+        if self.target_id.is_generic() {
+            Some((self.e_flags >> 24) as u8)
+        } else {
+            None
+        }
     }
 
     /// The code object version: 3, 4, 5 or 6 (from the ELF `EI_ABIVERSION` byte 1-4).
@@ -510,11 +523,47 @@ impl CodeObject {
     }
 }
 
-/// Whether the mangled `symbol` demangles to `wanted`: the full signature (`f(int*)`), the
-/// qualified name with or without template arguments (`ns::f<int>`, `ns::f`), or the
-/// unqualified name (`f`).
+/// The entries of an offload bundle or compressed offload bundle, in file order (host entries
+/// included, with `target_id` None); an empty list for a raw ELF code object.
+///
+/// Errors: as [`CodeObject::from_bytes`] for the container (format, truncation, bad entry
+/// table, CCOB header and decompression errors).
+pub fn bundle_entries(bytes: &[u8]) -> Result<Vec<BundleEntry>, CodeObjectError> {
+    if bytes.starts_with(b"\x7fELF") {
+        return Ok(Vec::new());
+    }
+    if bytes.starts_with(bundle::BUNDLE_MAGIC) {
+        return bundle::entries(bytes);
+    }
+    if bytes.starts_with(bundle::CCOB_MAGIC) {
+        let inner = bundle::decompress(bytes)?;
+        if inner.starts_with(bundle::BUNDLE_MAGIC) {
+            return bundle::entries(&inner);
+        }
+        return Err(not_a_bundle_inside(&inner));
+    }
+    Err(CodeObjectError::UnknownFormat {
+        found: describe(bytes),
+    })
+}
+
+fn not_a_bundle_inside(inner: &[u8]) -> CodeObjectError {
+    CodeObjectError::BadCompressedBundle {
+        what: format!(
+            "the uncompressed contents are not an offload bundle but {}",
+            describe(inner)
+        ),
+        offset: 0,
+    }
+}
+
+/// Whether the mangled `symbol` demangles to `wanted`, compared without whitespace: the
+/// signature with or without return type (`void ns::f<int>(int*)`, `ns::f<int>(int*)`), the
+/// qualified name with or without template arguments (`ns::f<int>`, `ns::f`), or any of these
+/// without the leading namespaces (`f<int>(int*)`, `f`).
 fn demangles_to(symbol: &str, wanted: &str) -> bool {
-    let wanted = wanted.trim();
+    let compact = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    let wanted = compact(wanted);
     if !symbol.starts_with("_Z") || wanted.is_empty() {
         return false;
     }
@@ -522,23 +571,23 @@ fn demangles_to(symbol: &str, wanted: &str) -> bool {
         return false;
     };
     let options = cpp_demangle::DemangleOptions::default();
-    let Ok(full) = sym.demangle(&options) else {
-        return false;
-    };
-    let Ok(name) = sym.demangle(&options.no_params().no_return_type()) else {
-        return false;
-    };
-    let without_template = strip_template_args(&name);
-    let unqualified = without_template
-        .rsplit("::")
-        .next()
-        .unwrap_or(without_template);
-    let compact = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
-    let wanted_c = compact(wanted);
-    [full.as_str(), name.as_str(), without_template, unqualified]
+    let mut candidates = Vec::new();
+    for opts in [
+        options,
+        options.no_return_type(),
+        options.no_params().no_return_type(),
+    ] {
+        if let Ok(text) = sym.demangle(&opts) {
+            candidates.push(compact(&text));
+        }
+    }
+    if let Some(name) = candidates.last().cloned() {
+        candidates.push(strip_template_args(&name).to_owned());
+    }
+    let qualified = format!("::{wanted}");
+    candidates
         .iter()
-        .any(|candidate| compact(candidate) == wanted_c)
-        || compact(&full).ends_with(&format!(" {wanted}"))
+        .any(|c| *c == wanted || c.ends_with(&qualified))
 }
 
 /// `ns::f<int, 3>` -> `ns::f` (a trailing template argument list only).

@@ -1,5 +1,6 @@
 // Kernels for hipjit's code-object reader tests: mixed argument types, several kernels in one
-// source, a template behind extern "C" wrappers, one kernel without extern "C" and one using LDS.
+// source, a template behind extern "C" wrappers, kernels without extern "C" (plain, template,
+// namespaced) and one using LDS.
 #include <hip/hip_runtime.h>
 
 // A 16-byte-aligned struct passed by value.
@@ -43,3 +44,19 @@ extern "C" __global__ void block_sum(const float* in, float* out) {
 
 // Not extern "C": its name in the code object is mangled (_Z5scalePdd).
 __global__ void scale(double* x, double a) { x[threadIdx.x] *= a; }
+
+// A template kernel instantiated without extern "C": named _Z4fillIfEvPT_S0_i.
+template <typename T>
+__global__ void fill(T* out, T value, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = value;
+}
+template __global__ void fill<float>(float*, float, int);
+
+namespace ops {
+// A kernel in a namespace: _ZN3ops4reluEPfi.
+__global__ void relu(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && x[i] < 0.0f) x[i] = 0.0f;
+}
+}  // namespace ops

@@ -25,6 +25,9 @@ if [ "${1:-}" = "--inside-sid" ]; then
         hipcc $flags --offload-arch="$arch" --no-gpu-bundle-output kernels.hip -o "kernels-$name.hsaco"
     done
     hipcc $flags --offload-arch=gfx942 --no-gpu-bundle-output single.hip -o single-gfx942.hsaco
+    # A generic processor (code object v6 only) next to one of its members.
+    hipcc $flags --offload-arch=gfx11-generic --offload-arch=gfx1100 single.hip \
+        -o single-gfx11-generic-gfx1100.hipfb
     # Uncompressed and compressed bundles. clang-offload-bundler 21 writes compressed header
     # version 2 (zstd) by default and version 3 when COMPRESSED_BUNDLE_FORMAT_VERSION=3; it
     # refuses to write version 1.
@@ -59,3 +62,8 @@ unshare -m sh -c '
     mount --bind "$2" "$1$2"
     chroot "$1" sh "$2/regen.sh" --inside-sid
 ' regen "$root" "$here"
+
+# cuda/add_one-sm_90.{cubin,fatbin}: real CUDA outputs the reader must reject by name. They need
+# an NVIDIA CUDA toolkit (made with nvcc 13.0), so this script does not rebuild them:
+#   nvcc -cubin -arch=sm_90 cuda/add_one.cu -o cuda/add_one-sm_90.cubin
+#   nvcc -fatbin -arch=sm_90 cuda/add_one.cu -o cuda/add_one-sm_90.fatbin
