@@ -1056,3 +1056,88 @@ fn library_loads_from_a_code_object_file() {
     .unwrap();
     assert!(lib.kernel("axpy_f32").is_ok());
 }
+
+/// A tracing subscriber that keeps each event as `LEVEL field=value ...`.
+#[derive(Default)]
+struct Capture(std::sync::Mutex<Vec<String>>);
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={:?} ", field.name(), value));
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        let line = format!("{} {}", event.metadata().level(), fields.0.trim_end());
+        self.0.lock().unwrap().push(line);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[test]
+fn failure_in_drop_is_logged_not_panicked() {
+    let path = build("faildestroy", &["FAIL_DESTROY"], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    let capture = std::sync::Arc::new(Capture::default());
+    tracing::subscriber::with_default(capture.clone(), || drop(stream));
+    let events = capture.0.lock().unwrap().clone();
+    assert_eq!(
+        events,
+        [
+            "ERROR message=failed to destroy a stream error=hipStreamDestroy failed: \
+             hipErrorInvalidHandle (400): fixture: invalid handle"
+        ]
+    );
+}
+
+#[test]
+fn pinned_buffer_round_trips_through_in_flight_copies() {
+    let path = build("inflight", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let mut buf = DeviceBuffer::<u16>::alloc(&dev, 3).unwrap();
+    let up = PinnedBuffer::from_slice(&dev, &[7u16, 8, 9]).unwrap();
+    let up = up
+        .copy_to_device_async(&mut buf, &stream)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let down = PinnedBuffer::<u16>::zeroed(&dev, 3).unwrap();
+    let down = down
+        .copy_from_device_async(&buf, &stream)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(&*down, &[7, 8, 9]);
+    drop((up, down));
+    let log = log(&path);
+    // Each wait synchronizes the stream after its copy, before the buffer is handed back.
+    let copies: Vec<usize> = log
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("hipMemcpyAsync 6 "))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(copies.len(), 2, "{log:#?}");
+    for c in copies {
+        assert!(log[c + 1].starts_with("hipStreamSynchronize"), "{log:#?}");
+    }
+    assert_eq!(lines(&log, "hipHostFree").len(), 2);
+}
