@@ -24,7 +24,9 @@
 #     `none`, the inventory of the set the pregenerated bindings were made from;
 #   - the library API matches the expected table (5.2, 6.2, 6.4: none; 7.1: LoadData,
 #     LoadFromFile, Unload, GetKernel, GetKernelCount; overlay: all seven);
-#   - `cargo test -p hip-sys` passes (layout tests, API contract, build-script tests).
+#   - `cargo test -p hip-sys` passes: device-property layouts against the set's structs (as
+#     bindgen and as a C++ compiler see them), the API contract, the build-script tests; for
+#     hip-5.2-debian also `--features link --test linked_runtime` (linking the real runtime).
 # All sets share one target directory (target/header-matrix); each set rebuilds hip-sys and
 # what depends on it, nothing else. Prints a table; exits non-zero when any set fails.
 #
@@ -232,6 +234,11 @@ check_set() {
     local build_rc=$?
     run_in_set "$set" "$dir" cargo test -p hip-sys --target-dir "$TARGET" >"$log.test.txt" 2>&1
     local test_rc=$?
+    if [[ $set == hip-5.2-debian ]]; then
+        # Feature `link`: the declarations link against the installed runtime (HIP 5.2.3).
+        run_in_set "$set" "$dir" cargo test -p hip-sys --features link --test linked_runtime \
+            --target-dir "$TARGET" >>"$log.test.txt" 2>&1 || test_rc=1
+    fi
     ((build_rc == 0)) || problems+=("build failed (see $log.build.txt)")
     ((test_rc == 0)) || problems+=("hip-sys tests failed (see $log.test.txt)")
 
