@@ -1,0 +1,169 @@
+//! Stable replay of the fuzz corpus (fuzz/README.md): the reader returns, never panics, on the
+//! seed corpus (tests/data/code-objects), on whatever the fuzzer found locally
+//! (fuzz/corpus/code_object, fuzz/artifacts/code_object), on fuzz regressions kept in
+//! tests/data/code-objects/fuzz-regressions, and on every truncation and single-bit flip of a
+//! small real code object plus truncations and header bit flips of real bundles.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+use hipjit::code_object::CodeObject;
+use hipjit::target_id::TargetId;
+
+const TARGETS: &[&str] = &["gfx90a", "gfx942:sramecc+:xnack-", "gfx1100", "gfx1030"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+/// What the fuzz target does with one input (fuzz/fuzz_targets/code_object.rs).
+fn exercise(data: &[u8], targets: &[TargetId]) {
+    let read = |co: CodeObject| {
+        let _ = co.target_id().to_string();
+        let _ = co.code_object_version();
+        for k in co.kernels() {
+            let _ = co.kernel(&k.name);
+        }
+        let _ = co.kernel("scale");
+        let _ = co.kernel("scale(double*, double)");
+    };
+    if let Ok(co) = CodeObject::from_bytes(data, None) {
+        read(co);
+    }
+    for t in targets {
+        if let Ok(co) = CodeObject::from_bytes(data, Some(t)) {
+            read(co);
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = TargetId::parse(text);
+    }
+}
+
+/// Runs every input, returning a description of each that panicked.
+fn replay<'a>(inputs: impl Iterator<Item = (String, Vec<u8>)> + 'a) -> (usize, Vec<String>) {
+    let targets: Vec<TargetId> = TARGETS
+        .iter()
+        .map(|t| TargetId::parse(t).unwrap())
+        .collect();
+    let mut count = 0;
+    let mut panics = Vec::new();
+    for (label, data) in inputs {
+        count += 1;
+        if catch_unwind(AssertUnwindSafe(|| exercise(&data, &targets))).is_err() {
+            panics.push(label);
+        }
+    }
+    (count, panics)
+}
+
+fn read(name: &str) -> Vec<u8> {
+    let path = root().join("tests/data/code-objects").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; rebuild with tests/data/code-objects/regen.sh",
+            path.display()
+        )
+    })
+}
+
+fn truncations(name: &'static str, data: Vec<u8>) -> impl Iterator<Item = (String, Vec<u8>)> {
+    (0..data.len()).map(move |len| (format!("{name} cut to {len} bytes"), data[..len].to_vec()))
+}
+
+fn bit_flips(
+    name: &'static str,
+    data: Vec<u8>,
+    upto: usize,
+) -> impl Iterator<Item = (String, Vec<u8>)> {
+    let upto = upto.min(data.len());
+    (0..upto * 8).map(move |bit| {
+        let mut d = data.clone();
+        d[bit / 8] ^= 1 << (bit % 8);
+        (format!("{name} with bit {bit} flipped"), d)
+    })
+}
+
+#[test]
+fn the_seed_corpus_and_local_fuzz_findings_replay_without_panic() {
+    let r = root();
+    let mut files = files_in(&r.join("tests/data/code-objects"));
+    files.extend(files_in(
+        &r.join("tests/data/code-objects/fuzz-regressions"),
+    ));
+    files.extend(files_in(&r.join("fuzz/corpus/code_object")));
+    files.extend(files_in(&r.join("fuzz/artifacts/code_object")));
+    assert!(
+        files
+            .iter()
+            .any(|f| f.extension().is_some_and(|e| e == "hsaco")),
+        "no seed code objects in tests/data/code-objects: run its regen.sh"
+    );
+    let inputs = files.into_iter().map(|f| {
+        let data = std::fs::read(&f).unwrap();
+        (f.display().to_string(), data)
+    });
+    let (count, panics) = replay(inputs);
+    assert!(
+        panics.is_empty(),
+        "{} of {count} inputs panicked: {panics:#?}",
+        panics.len()
+    );
+}
+
+#[test]
+fn every_truncation_and_bit_flip_of_a_small_code_object_returns() {
+    let elf = read("single-gfx90a.hsaco");
+    let len = elf.len();
+    let inputs = truncations("single-gfx90a.hsaco", elf.clone()).chain(bit_flips(
+        "single-gfx90a.hsaco",
+        elf,
+        len,
+    ));
+    let (count, panics) = replay(inputs);
+    assert_eq!(count, len * 9);
+    assert!(
+        panics.is_empty(),
+        "{} of {count} inputs panicked: {panics:#?}",
+        panics.len()
+    );
+}
+
+#[test]
+fn truncations_and_header_bit_flips_of_bundles_return() {
+    let hipfb = read("kernels-gfx90a-gfx1030.hipfb");
+    let ccob = read("kernels-gfx942-gfx1100-v3.ccob");
+    // The bundle's entry table and the CCOB header plus the start of its zstd frame.
+    let inputs = bit_flips("kernels-gfx90a-gfx1030.hipfb", hipfb.clone(), 200)
+        .chain(bit_flips(
+            "kernels-gfx942-gfx1100-v3.ccob",
+            ccob.clone(),
+            64,
+        ))
+        .chain(truncations("kernels-gfx942-gfx1100-v3.ccob", ccob))
+        .chain((0..hipfb.len()).step_by(97).map(move |len| {
+            (
+                format!("kernels-gfx90a-gfx1030.hipfb cut to {len} bytes"),
+                hipfb[..len].to_vec(),
+            )
+        }));
+    let (count, panics) = replay(inputs);
+    assert!(count > 5000, "{count}");
+    assert!(
+        panics.is_empty(),
+        "{} of {count} inputs panicked: {panics:#?}",
+        panics.len()
+    );
+}
