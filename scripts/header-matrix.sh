@@ -66,7 +66,7 @@ mapfile -t PROBED < <(sed -n '/^pub const PROBED_APIS/,/^];/p' "$ROOT/hip-sys/bu
 # contract, applied independently of hip-sys's own code).
 cfg_name() {
     printf 'hip_api_%s\n' "$(printf '%s' "${1#hip}" |
-        sed -E 's/([a-z0-9])([A-Z])/\1_\2/g; s/([A-Z])([A-Z][a-z])/\1_\2/g' | tr 'A-Z' 'a-z')"
+        sed -E 's/([a-z0-9])([A-Z])/\1_\2/g; s/([A-Z])([A-Z][a-z])/\1_\2/g' | tr '[:upper:]' '[:lower:]')"
 }
 
 # Expected library API (the table of the issue), as the list of declared names.
@@ -88,16 +88,16 @@ inventory() {
     mapfile -t files < <(find -L "$dir/hip" -path '*/nvidia_detail' -prune -o -type f \
         \( -name '*.h' -o -name '*.hpp' \) -print)
     for api in "${PROBED[@]}"; do
-        if grep -qE "^[[:space:]]*hipError_t[[:space:]]+$api[[:space:]]*\(" "${files[@]}"; then
+        if grep -qE "^[[:space:]]*hipError_t[[:space:]]+${api}[[:space:]]*\(" "${files[@]}"; then
             echo "$api"
             continue
         fi
-        for alias in $(sed -nE "s/^[[:space:]]*#[[:space:]]*define[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)[[:space:]]+$api[[:space:]]*$/\1/p" "${files[@]}"); do
-            if grep -qE "^[[:space:]]*hipError_t[[:space:]]+$alias[[:space:]]*\(" "${files[@]}"; then
+        while read -r alias; do
+            if grep -qE "^[[:space:]]*hipError_t[[:space:]]+${alias}[[:space:]]*\(" "${files[@]}"; then
                 echo "$api"
                 break
             fi
-        done
+        done < <(sed -nE "s/^[[:space:]]*#[[:space:]]*define[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)[[:space:]]+${api}[[:space:]]*$/\1/p" "${files[@]}")
     done
 }
 
@@ -157,6 +157,7 @@ run_in_set() {
     local -a clean=(env -u HIP_PATH -u ROCM_PATH -u HIP_INCLUDE_DIR -u HIP_SYS_BINDINGS
         -u CPATH -u C_INCLUDE_PATH -u CPLUS_INCLUDE_PATH -u BINDGEN_EXTRA_CLANG_ARGS)
     if [[ $set == none ]]; then
+        # shellcheck disable=SC2016 # expanded by the inner shell
         unshare -m bash -c '
             set -e
             for d in /usr/include/hip /opt/rocm*/include/hip; do
@@ -193,8 +194,11 @@ out_dir_of() {
 warnings_in() {
     local allowed=${2:-}
     grep -E '^warning' "$1" | { if [[ -n $allowed ]]; then grep -vF "$allowed"; else cat; fi; } |
-        grep -vE '^warning: `[^`]+` \(.*\) generated [0-9]+ warnings?' || true
+        grep -vE '^warning: .[^ ]+. \(.*\) generated [0-9]+ warnings?' || true
 }
+
+# The lines of $1 joined by spaces.
+words() { tr '\n' ' ' <<<"$1" | sed 's/ $//'; }
 
 mark() { if grep -qx "$1" <<<"$2"; then printf '%-5s' y; else printf '%-5s' -; fi; }
 
@@ -247,14 +251,14 @@ check_set() {
     jit_cfgs=$(cfgs_of "$log.build.json" "hipjit")
     out_dir=$(out_dir_of "$log.build.json" "hip-sys")
     [[ $sys_cfgs == "$expected_cfgs" ]] ||
-        problems+=("hip-sys cfgs [$(echo $sys_cfgs)] != inventory [$(echo $expected_cfgs)]")
+        problems+=("hip-sys cfgs [$(words "$sys_cfgs")] != inventory [$(words "$expected_cfgs")]")
     [[ $jit_cfgs == "$expected_cfgs" ]] ||
-        problems+=("hipjit cfgs [$(echo $jit_cfgs)] != inventory [$(echo $expected_cfgs)]")
+        problems+=("hipjit cfgs [$(words "$jit_cfgs")] != inventory [$(words "$expected_cfgs")]")
     local lib_declared lib_expected
     lib_declared=$(for api in "${LIBRARY_APIS[@]}"; do grep -qx "$api" <<<"$inv" && echo "$api"; done)
     lib_expected=$(expected_library_api "$set")
     [[ $lib_declared == "$lib_expected" ]] ||
-        problems+=("library API [$(echo $lib_declared)] != expected [$(echo $lib_expected)]")
+        problems+=("library API [$(words "$lib_declared")] != expected [$(words "$lib_expected")]")
 
     # What hip-sys says it used (links metadata in its build script output).
     local meta=""
