@@ -73,6 +73,17 @@ pub struct Generated {
 /// Configures bindgen the way hip-sys's bindings are defined (shared by the build and by
 /// `scripts/gen-pregenerated.sh`, which goes through this build script).
 pub fn generate(dir: &Path) -> Result<Generated, String> {
+    if !clang_sys::is_loaded() {
+        clang_sys::load().map_err(|e| {
+            format!(
+                "HIP headers were found in {} but libclang, which bindgen needs, could not be \
+                 loaded ({e}); install it (Debian: apt-get install libclang1-15) or point \
+                 LIBCLANG_PATH at it, or set HIP_SYS_BINDINGS=pregenerated to use the \
+                 committed bindings",
+                dir.display()
+            )
+        })?;
+    }
     let files = Arc::new(Mutex::new(Vec::new()));
     let rust_target = bindgen::RustTarget::stable(77, 0)
         .map_err(|e| format!("bindgen does not accept Rust 1.77 as target: {e}"))?;
