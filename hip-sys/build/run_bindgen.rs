@@ -33,7 +33,7 @@ pub const CLANG_ENV_VARS: &[&str] = &[
     "BINDGEN_EXTRA_CLANG_ARGS",
 ];
 
-/// Records every file libclang reads and turns doxygen comments into plain text.
+/// Records every file libclang reads.
 #[derive(Debug, Default)]
 struct Callbacks {
     files: Arc<Mutex<Vec<PathBuf>>>,
@@ -49,17 +49,6 @@ impl ParseCallbacks for Callbacks {
     fn read_env_var(&self, key: &str) {
         println!("cargo::rerun-if-env-changed={key}");
     }
-
-    fn process_comment(&self, comment: &str) -> Option<String> {
-        Some(comment_to_doc(comment))
-    }
-}
-
-/// HIP's doxygen comments are not Markdown (`[in]`, indented lines, `@p`): keep them verbatim
-/// as a text block so rustdoc neither links nor runs them.
-pub fn comment_to_doc(comment: &str) -> String {
-    let body = comment.trim_matches('\n').replace("```", "'''");
-    format!("```text\n{body}\n```")
 }
 
 /// The generated bindings and the files libclang read.
@@ -104,7 +93,9 @@ pub fn generate(dir: &Path) -> Result<Generated, String> {
         .prepend_enum_name(false)
         .derive_default(true)
         .merge_extern_blocks(true)
-        .generate_comments(true)
+        // libclang drops comments of headers reached through -isystem, and the arguments stay
+        // exactly those of `clang_args`: the bindings carry no header documentation.
+        .generate_comments(false)
         .parse_callbacks(Box::new(Callbacks {
             files: Arc::clone(&files),
         }))
