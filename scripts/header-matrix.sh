@@ -24,6 +24,7 @@
 #     `none`, the inventory of the set the pregenerated bindings were made from;
 #   - the library API matches the expected table (5.2, 6.2, 6.4: none; 7.1: LoadData,
 #     LoadFromFile, Unload, GetKernel, GetKernelCount; overlay: all seven);
+#   - for the set the pregenerated bindings come from, that they are still what it gives;
 #   - `cargo test -p hip-sys` passes: device-property layouts against the set's structs (as
 #     bindgen and as a C++ compiler see them), the API contract, the build-script tests; for
 #     hip-5.2-debian also `--features link --test linked_runtime` (linking the real runtime).
@@ -271,6 +272,14 @@ check_set() {
     elif [[ -n $dir ]]; then
         grep -qxF "cargo::metadata=include_dir=$dir" <<<"$meta" ||
             problems+=("hip-sys did not use $dir")
+    fi
+
+    # The committed pregenerated bindings must be what the pinned set gives today.
+    local pinned_set
+    pinned_set=$(sed -n 's|^// Header set: \([^,]*\),.*|\1|p' "$PREGENERATED")
+    if [[ $set == "$pinned_set" && -n $out_dir ]]; then
+        tail -n +6 "$PREGENERATED" | cmp -s - "$out_dir/bindings.rs" ||
+            problems+=("hip-sys/pregenerated is stale: run scripts/gen-pregenerated.sh")
     fi
 
     local allowed="" warns
