@@ -102,7 +102,10 @@ pub fn install_roots_in(env: &impl Env, opt: &Path) -> Vec<InstallRoot> {
             roots.push(InstallRoot { origin, root });
         }
     };
-    for (var, origin) in [("HIP_PATH", Origin::HipPath), ("ROCM_PATH", Origin::RocmPath)] {
+    for (var, origin) in [
+        ("HIP_PATH", Origin::HipPath),
+        ("ROCM_PATH", Origin::RocmPath),
+    ] {
         if let Some(v) = env.var_os(var).filter(|v| !v.is_empty()) {
             push(origin, PathBuf::from(v));
         }
@@ -158,7 +161,9 @@ pub fn versioned_rocm_dirs(opt: &Path) -> Vec<PathBuf> {
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let version = name.strip_prefix("rocm-")?;
-            e.path().is_dir().then(|| (parse_version(version), e.path()))
+            e.path()
+                .is_dir()
+                .then(|| (parse_version(version), e.path()))
         })
         .collect();
     dirs.sort_by(|(va, pa), (vb, pb)| match (va, vb) {
@@ -199,7 +204,13 @@ mod tests {
     #[test]
     fn versioned_dirs_sort_newest_first_numerically() {
         let opt = std::env::temp_dir().join(format!("hip-sys-disc-{}", std::process::id()));
-        for d in ["rocm-6.9.1", "rocm-6.10.0", "rocm-5.7.0", "rocm-nightly", "other"] {
+        for d in [
+            "rocm-6.9.1",
+            "rocm-6.10.0",
+            "rocm-5.7.0",
+            "rocm-nightly",
+            "other",
+        ] {
             std::fs::create_dir_all(opt.join(d)).unwrap();
         }
         let names: Vec<String> = versioned_rocm_dirs(&opt)

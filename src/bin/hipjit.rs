@@ -1,2 +1,96 @@
-//! The `hipjit` command (placeholder).
-fn main() {}
+//! The `hipjit` command: explain a machine's HIP setup (`doctor`), compile HIP sources through
+//! hipjit's cache (`compile`), read code objects (`inspect`) and manage the disk cache
+//! (`cache`). Built with the `cli` feature: `cargo install hipjit --features cli`.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[path = "hipjit/cache.rs"]
+mod cache;
+#[path = "hipjit/compile.rs"]
+mod compile;
+#[path = "hipjit/doctor.rs"]
+mod doctor;
+#[path = "hipjit/header_set.rs"]
+mod header_set;
+#[path = "hipjit/inspect.rs"]
+mod inspect;
+#[path = "hipjit/output.rs"]
+mod output;
+#[path = "hipjit/shared_object.rs"]
+mod shared_object;
+
+use output::CliError;
+
+const EXIT_CODES: &str = "\
+Exit status:
+  0  success
+  1  the work failed: compile error, unreadable or malformed input file, cache I/O error
+  2  usage error: unknown option, missing argument, bad value (target ID, size...)
+
+Errors go to stderr and name the file, the target and what was wrong; results go to stdout.
+With --json, stdout holds one JSON document with \"schema_version\": 1.
+
+Environment: HIPJIT_CACHE_DIR (cache roots, ':'-separated, the first written),
+HIPJIT_HIPCC (the compiler), HIPJIT_HIP_LIBRARY (the runtime), HIP_PATH, ROCM_PATH, PATH.";
+
+/// Just-in-time compiled HIP kernels: doctor, compile, inspect, cache.
+#[derive(Parser, Debug)]
+#[command(name = "hipjit", version, about, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Explain this machine's HIP setup: header sets, runtimes, compilers, devices, and what
+    /// disagrees with what.
+    #[command(after_help = EXIT_CODES)]
+    Doctor(doctor::Args),
+    /// Compile HIP sources to code objects through hipjit's cache.
+    #[command(after_help = EXIT_CODES)]
+    Compile(compile::Args),
+    /// Show the target ID, code object version, kernels, arguments and resources of a code
+    /// object (raw ELF, offload bundle or compressed bundle).
+    #[command(after_help = EXIT_CODES)]
+    Inspect(inspect::Args),
+    /// List, measure, verify, prune or clear the disk cache.
+    #[command(after_help = EXIT_CODES)]
+    Cache(cache::Args),
+    /// Probe one runtime library in this process and print JSON (used by `doctor`, which runs
+    /// each runtime in its own process).
+    #[command(hide = true)]
+    ProbeRuntime(doctor::ProbeArgs),
+}
+
+fn main() -> ExitCode {
+    // Writing to a closed pipe (`hipjit inspect x | head`) ends the process quietly like other
+    // Unix tools instead of a panic in `println!`.
+    // SAFETY: setting SIGPIPE's disposition to the default before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // clap prints help/version (status 0) and usage errors (status 2) itself.
+        Err(e) => e.exit(),
+    };
+    let result = match &cli.command {
+        Command::Doctor(a) => doctor::run(a),
+        Command::Compile(a) => compile::run(a),
+        Command::Inspect(a) => inspect::run(a),
+        Command::Cache(a) => cache::run(a),
+        Command::ProbeRuntime(a) => doctor::probe_runtime(a),
+    };
+    match result {
+        Ok(()) => ExitCode::from(output::EXIT_OK),
+        Err(CliError { status, message }) => {
+            if !message.is_empty() {
+                eprintln!("hipjit: error: {message}");
+            }
+            ExitCode::from(status)
+        }
+    }
+}

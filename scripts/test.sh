@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# hipjit's whole test suite, the command .ci/run runs. Steps, each named and timed:
+#   setup         scripts/setup.sh: Debian packages, the sid root filesystem, the header sets
+#   fmt           cargo fmt --all --check
+#   lint-scripts  shellcheck on scripts/*.sh and .ci/run
+#   clippy        cargo clippy --workspace --all-targets -- -D warnings
+#   clippy-cli    the same with --features hipjit/cli (when the hipjit crate has that feature)
+#   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli]
+#                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3)
+#   sid-test      scripts/sid-test.sh: the real_* test binaries again inside the sid root
+#                 (hipcc 7.0.2, HIP 6.4.3)
+#   header-matrix scripts/header-matrix.sh (when present): hip-sys and hipjit against each
+#                 HIP header set
+# A failing setup stops the run; any other failing step is reported and the run goes on, so one
+# run shows every problem. Ends with the steps' times and, alone on the last line,
+# "N passed, N failed, N skipped", summed over the libtest "test result:" lines of every step
+# (skipped = ignored tests). Exits non-zero when any step failed.
+#
+# Usage: scripts/test.sh [STEP...]      (no step: all of them, in the order above)
+# Environment: CARGO_BUILD_JOBS (default 2), HIPJIT_CI_CACHE (see scripts/setup.sh).
+set -euo pipefail
+
+script_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
+repo="$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null || dirname -- "$script_dir")"
+cd -- "$repo"
+
+ALL_STEPS=(setup fmt lint-scripts clippy clippy-cli test sid-test header-matrix)
+
+# The machine this runs on has 2 cores (and CI's too): two rustc jobs at a time.
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+export CARGO_TERM_PROGRESS_WHEN=never
+if ! command -v cargo >/dev/null 2>&1 && [[ -x "${HOME:-/root}/.cargo/bin/cargo" ]]; then
+    PATH="${HOME:-/root}/.cargo/bin:$PATH"
+fi
+
+log_file=$(mktemp "${TMPDIR:-/tmp}/hipjit-test.XXXXXX")
+trap 'rm -f -- "$log_file"' EXIT
+
+# Whether the hipjit package declares the cargo feature `cli`.
+has_cli_feature() {
+    cargo metadata --no-deps --format-version 1 |
+        jq -e '.packages[] | select(.name == "hipjit") | .features | has("cli")' >/dev/null
+}
+
+step_setup() { bash scripts/setup.sh; }
+step_fmt() { cargo fmt --all --check; }
+step_lint_scripts() {
+    local -a files=(scripts/*.sh .ci/run)
+    shellcheck "${files[@]}" && echo "shellcheck: ${#files[@]} files clean"
+}
+step_clippy() { cargo clippy --workspace --all-targets -- -D warnings; }
+step_clippy_cli() {
+    if ! has_cli_feature; then
+        echo "clippy-cli: the hipjit crate has no feature cli: nothing to check"
+        return 0
+    fi
+    cargo clippy --workspace --all-targets --features hipjit/cli -- -D warnings
+}
+# --features hipjit/cli when that feature exists. `test` and `sid-test` pass the same features, so
+# sid-test reuses the test binaries that `test` built.
+feature_args() {
+    if has_cli_feature; then echo --features hipjit/cli; fi
+}
+step_test() {
+    local -a features
+    read -ra features < <(feature_args)
+    HIPJIT_TEST_ENV=bookworm cargo test --workspace "${features[@]}"
+}
+step_sid_test() {
+    local -a features
+    read -ra features < <(feature_args)
+    bash scripts/sid-test.sh "${features[@]}"
+}
+step_header_matrix() {
+    if [[ ! -f scripts/header-matrix.sh ]]; then
+        echo "header-matrix: scripts/header-matrix.sh does not exist yet: nothing to run"
+        return 0
+    fi
+    bash scripts/header-matrix.sh
+}
+
+main() {
+    local -a steps=("$@") failed=() times=()
+    local step start rc total_start=$SECONDS
+    ((${#steps[@]} > 0)) || steps=("${ALL_STEPS[@]}")
+    for step in "${steps[@]}"; do
+        declare -F "step_${step//-/_}" >/dev/null || {
+            echo "test.sh: unknown step '$step' (steps: ${ALL_STEPS[*]})" >&2
+            exit 2
+        }
+    done
+    command -v cargo >/dev/null 2>&1 || { echo "test.sh: cargo is not on PATH" >&2; exit 1; }
+
+    for step in "${steps[@]}"; do
+        printf '\n===== [%s] start (%s)\n' "$step" "$(date -u +%H:%M:%S)" | tee -a "$log_file"
+        start=$SECONDS
+        rc=0
+        "step_${step//-/_}" 2>&1 </dev/null | tee -a "$log_file" || rc=$?
+        times+=("$(printf '%-14s %5d s  %s' "$step" $((SECONDS - start)) "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")")")
+        printf '===== [%s] %s in %d s\n' "$step" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - start)) | tee -a "$log_file"
+        if ((rc != 0)); then
+            failed+=("$step")
+            if [[ "$step" == setup ]]; then
+                echo "test.sh: setup failed: the other steps need what it installs; stopping" >&2
+                break
+            fi
+        fi
+    done
+
+    local passed failures skipped
+    read -r passed failures skipped < <(
+        sed -nE 's/^test result: [A-Za-z]+\. ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored;.*/\1 \2 \3/p' "$log_file" |
+            awk '{p += $1; f += $2; s += $3} END {print p + 0, f + 0, s + 0}'
+    )
+    printf '\n===== summary (total %d s)\n' $((SECONDS - total_start))
+    printf '%s\n' "${times[@]}"
+    if ((${#failed[@]} > 0)); then
+        echo "FAILED steps: ${failed[*]}"
+    fi
+    echo "$passed passed, $failures failed, $skipped skipped"
+    ((${#failed[@]} == 0))
+}
+
+main "$@"

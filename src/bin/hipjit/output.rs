@@ -1,0 +1,177 @@
+//! Shared output of the `hipjit` command: the error type with its exit status, JSON printing
+//! with the schema version, and the text form of a kernel's arguments and resources.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use hipjit::code_object::{Container, KernelInfo};
+
+/// The version of every JSON document the command prints (the `"schema_version"` key). Raised
+/// when a key is removed or changes meaning; new keys may appear without a raise.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Exit status: success.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: the work failed (compile error, unreadable or malformed input file, cache I/O
+/// error, a runtime probe that could not run).
+pub const EXIT_FAILED: u8 = 1;
+/// Exit status: usage error (unknown option, missing argument, bad value such as a malformed
+/// target ID or size). clap exits with the same status for the errors it finds itself.
+pub const EXIT_USAGE: u8 = 2;
+
+/// A failure of a subcommand: the message printed on stderr and the exit status.
+#[derive(Debug)]
+pub struct CliError {
+    /// [`EXIT_FAILED`] or [`EXIT_USAGE`].
+    pub status: u8,
+    /// One or more lines naming the file, the target and what was wrong.
+    pub message: String,
+}
+
+impl CliError {
+    /// The work failed (exit status 1).
+    pub fn failed(message: impl Into<String>) -> CliError {
+        CliError {
+            status: EXIT_FAILED,
+            message: message.into(),
+        }
+    }
+
+    /// A usage error (exit status 2).
+    pub fn usage(message: impl Into<String>) -> CliError {
+        CliError {
+            status: EXIT_USAGE,
+            message: message.into(),
+        }
+    }
+
+    /// A failure already reported on stderr: only the exit status remains.
+    pub fn reported() -> CliError {
+        CliError {
+            status: EXIT_FAILED,
+            message: String::new(),
+        }
+    }
+}
+
+/// Prints `value` (an object) as pretty JSON on stdout with the `"schema_version"` key added.
+pub fn print_json(mut value: serde_json::Value) -> Result<(), CliError> {
+    if let serde_json::Value::Object(map) = &mut value {
+        map.insert("schema_version".into(), SCHEMA_VERSION.into());
+    }
+    let text = serde_json::to_string_pretty(&value)
+        .map_err(|e| CliError::failed(format!("cannot encode the JSON output: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// The name of a container as the command prints it (text and JSON).
+pub fn container_name(c: Container) -> &'static str {
+    match c {
+        Container::Elf => "elf",
+        Container::OffloadBundle => "offload-bundle",
+        Container::CompressedOffloadBundle => "compressed-offload-bundle",
+    }
+}
+
+/// A description of a container for the text output.
+pub fn container_text(c: Container) -> &'static str {
+    match c {
+        Container::Elf => "raw ELF code object",
+        Container::OffloadBundle => "clang offload bundle (__CLANG_OFFLOAD_BUNDLE__)",
+        Container::CompressedOffloadBundle => "compressed clang offload bundle (CCOB)",
+    }
+}
+
+/// A byte count for people: `512 B`, `1.5 KiB`, `2.0 GiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// A duration in milliseconds with one decimal.
+pub fn ms(d: std::time::Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// The JSON form of a kernel: the reader's [`KernelInfo`] fields as they are (sizes in bytes),
+/// so the keys are those of `hipjit::code_object::KernelInfo` and `KernelArg`.
+pub fn kernel_json(k: &KernelInfo) -> serde_json::Value {
+    serde_json::to_value(k).unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
+}
+
+/// The text form of one kernel: its name, its explicit and hidden arguments (offset, size,
+/// value kind, address space) and its resources, indented by `indent` spaces.
+pub fn kernel_text(k: &KernelInfo, indent: usize) -> String {
+    let pad = " ".repeat(indent);
+    let mut s = String::new();
+    let _ = writeln!(s, "{pad}kernel {} (descriptor {})", k.name, k.symbol);
+    let _ = writeln!(
+        s,
+        "{pad}  resources: SGPR {}, VGPR {}, AGPR {}, LDS {} B, scratch {} B/work-item, spills SGPR {} VGPR {}, wavefront {}, max flat workgroup size {}{}",
+        k.sgpr_count,
+        k.vgpr_count,
+        k.agpr_count.map_or_else(|| "-".to_owned(), |a| a.to_string()),
+        k.group_segment_fixed_size,
+        k.private_segment_fixed_size,
+        k.sgpr_spill_count,
+        k.vgpr_spill_count,
+        k.wavefront_size,
+        k.max_flat_workgroup_size,
+        if k.uses_dynamic_stack { ", dynamic stack" } else { "" },
+    );
+    let _ = writeln!(
+        s,
+        "{pad}  kernarg segment: {} B, align {}",
+        k.kernarg_segment_size, k.kernarg_segment_align
+    );
+    let _ = writeln!(
+        s,
+        "{pad}  {:>6} {:>5}  {:<28} {:<9} name",
+        "offset", "size", "value kind", "addrspace"
+    );
+    for a in &k.args {
+        let name = match (&a.name, &a.type_name) {
+            (Some(n), Some(t)) => format!("{n}: {t}"),
+            (Some(n), None) => n.clone(),
+            (None, Some(t)) => format!(": {t}"),
+            (None, None) => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "{pad}  {:>6} {:>5}  {:<28} {:<9} {}",
+            a.offset,
+            a.size,
+            a.value_kind,
+            a.address_space.as_deref().unwrap_or("-"),
+            name
+        );
+    }
+    s
+}
+
+/// `path` as printed in messages.
+pub fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes_uses_binary_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+}
