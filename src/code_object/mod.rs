@@ -88,7 +88,8 @@ pub struct KernelInfo {
 }
 
 /// An error reading a code object. Each names what was wrong and, where there is one, the byte
-/// offset in the input (in the uncompressed bundle or the ELF for errors found there).
+/// offset in the input (in the uncompressed bundle or the ELF for errors found there). Kept at
+/// most 64 bytes (large details are boxed) so that results carrying it stay small.
 #[derive(Debug, thiserror::Error)]
 pub enum CodeObjectError {
     /// The input is no container hipjit reads; `found` says what it is.
@@ -187,9 +188,9 @@ pub enum CodeObjectError {
     #[error("the code object is built for {code}, which does not run on {device}")]
     TargetMismatch {
         /// The code object's target ID (from e_flags).
-        code: TargetId,
+        code: Box<TargetId>,
         /// The target asked for.
-        device: TargetId,
+        device: Box<TargetId>,
     },
     /// A structural error in an offload bundle.
     #[error("malformed offload bundle: {what} (at offset {offset:#x})")]
@@ -203,7 +204,7 @@ pub enum CodeObjectError {
     #[error("the offload bundle has no AMDGPU entry{} (entries: {})", target_suffix(.target), list(.entries))]
     NoMatchingEntry {
         /// The target asked for.
-        target: Option<TargetId>,
+        target: Option<Box<TargetId>>,
         /// The entry IDs present.
         entries: Vec<String>,
     },
@@ -249,16 +250,21 @@ pub enum CodeObjectError {
         /// The truncated MD5 of the data.
         computed: u64,
     },
-    /// No kernel of that name.
-    #[error("no kernel named {name:?} in the code object{}", kernel_not_found_hint(.suggestions, .available))]
-    KernelNotFound {
-        /// The name asked for.
-        name: String,
-        /// Mangled kernel names that demangle to `name` or `name(...)`.
-        suggestions: Vec<String>,
-        /// Every kernel name present.
-        available: Vec<String>,
-    },
+    /// No kernel of that name (boxed to keep the error small).
+    #[error("{0}")]
+    KernelNotFound(Box<MissingKernel>),
+}
+
+/// The details of [`CodeObjectError::KernelNotFound`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no kernel named {name:?} in the code object{}", kernel_not_found_hint(.suggestions, .available))]
+pub struct MissingKernel {
+    /// The name asked for.
+    pub name: String,
+    /// Mangled kernel names that demangle to `name` or `name(...)`.
+    pub suggestions: Vec<String>,
+    /// Every kernel name present.
+    pub available: Vec<String>,
 }
 
 fn kernel_suffix(kernel: &Option<String>) -> String {
@@ -268,7 +274,7 @@ fn kernel_suffix(kernel: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
-fn target_suffix(target: &Option<TargetId>) -> String {
+fn target_suffix(target: &Option<Box<TargetId>>) -> String {
     target
         .as_ref()
         .map(|t| format!(" that runs on {t}"))
@@ -421,8 +427,8 @@ impl CodeObject {
         if let Some(device) = target {
             if !target_id.runs_on(device) {
                 return Err(CodeObjectError::TargetMismatch {
-                    code: target_id,
-                    device: device.clone(),
+                    code: Box::new(target_id),
+                    device: Box::new(device.clone()),
                 });
             }
         }
@@ -515,11 +521,11 @@ impl CodeObject {
             .filter(|k| demangles_to(&k.name, name))
             .map(|k| k.name.clone())
             .collect();
-        Err(CodeObjectError::KernelNotFound {
+        Err(CodeObjectError::KernelNotFound(Box::new(MissingKernel {
             name: name.to_owned(),
             suggestions,
             available: self.kernels.iter().map(|k| k.name.clone()).collect(),
-        })
+        })))
     }
 }
 
@@ -685,6 +691,11 @@ pub(crate) fn describe(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_error_stays_small() {
+        assert!(std::mem::size_of::<CodeObjectError>() <= 64);
+    }
 
     #[test]
     fn template_arguments_are_stripped_only_at_the_end() {
