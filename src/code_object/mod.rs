@@ -119,14 +119,12 @@ pub enum CodeObjectError {
         offset: u64,
     },
     /// An ELF for another machine.
-    #[error(
-        "not an AMDGPU code object: e_machine is {e_machine} ({name}), expected 224 (EM_AMDGPU)"
-    )]
+    #[error("not an AMDGPU code object: the input is {found} (e_machine {e_machine}, expected 224, EM_AMDGPU)")]
     WrongMachine {
         /// The e_machine value.
         e_machine: u16,
-        /// Its meaning, e.g. "x86-64".
-        name: String,
+        /// What the input is, e.g. "an x86-64 ELF" or "a CUDA cubin (ELF for NVIDIA GPUs)".
+        found: String,
     },
     /// An AMDGPU ELF for another OS/ABI than AMDHSA.
     #[error(
@@ -377,9 +375,7 @@ impl CodeObject {
         if header.e_machine != elf::EM_AMDGPU {
             return Err(CodeObjectError::WrongMachine {
                 e_machine: header.e_machine,
-                name: elf::machine_name(header.e_machine)
-                    .unwrap_or("unknown machine")
-                    .to_owned(),
+                found: describe(&bytes),
             });
         }
         if header.os_abi != elf::ELFOSABI_AMDGPU_HSA {
@@ -623,21 +619,18 @@ pub(crate) fn describe(bytes: &[u8]) -> String {
         return "empty".into();
     }
     if bytes.starts_with(b"\x7fELF") {
-        let class = match bytes.get(4) {
-            Some(1) => "32-bit ",
-            Some(2) => "",
-            _ => "malformed ",
-        };
-        let machine = bytes
-            .get(18..20)
-            .map(|m| u16::from_le_bytes([m[0], m[1]]))
-            .and_then(elf::machine_name);
-        return match machine {
-            Some(name) if name.starts_with("NVIDIA CUDA") => {
-                "a CUDA cubin (ELF for NVIDIA GPUs)".into()
-            }
-            Some(name) => format!("a {class}{name} ELF"),
-            None => format!("a {class}ELF"),
+        let e_machine = bytes.get(18..20).map(|m| u16::from_le_bytes([m[0], m[1]]));
+        let machine = e_machine.and_then(elf::machine_name);
+        return match (bytes.get(4), machine) {
+            (_, Some((_, "NVIDIA CUDA"))) => "a CUDA cubin (ELF for NVIDIA GPUs)".into(),
+            (Some(2), Some((article, name))) => format!("{article} {name} ELF"),
+            (Some(1), Some((_, name))) => format!("a 32-bit {name} ELF"),
+            (Some(1), None) => "a 32-bit ELF".into(),
+            (_, None) => match e_machine {
+                Some(m) => format!("an ELF for machine {m}"),
+                None => "a truncated ELF".into(),
+            },
+            (_, Some((_, name))) => format!("an ELF with an invalid class byte for {name}"),
         };
     }
     const MAGICS: &[(&[u8], &str)] = &[
