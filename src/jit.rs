@@ -1,1 +1,487 @@
-//! (placeholder)
+//! The JIT: HIP C++ source in, cached code objects and their kernels out.
+//!
+//! [`Jit::compile`] looks in three places, in order:
+//! 1. the in-process cache ([`crate::cache::memory`]): a cheap pre-key over source and options,
+//!    confirmed by comparing both in full; no sha256 on this path;
+//! 2. the disk cache ([`crate::cache::disk`]), by the sha256 key ([`crate::cache::key`]), which
+//!    also covers tracked headers, the compiler's identity and environment and the caller's
+//!    extra signature;
+//! 3. the compiler ([`crate::compiler`]); the result is published to the disk cache.
+//!
+//! However many threads ask for the same source and options at once, one compiles (single
+//! flight). Headers are read when the key is computed, i.e. on the first request in a process:
+//! the in-process cache does not notice a header edited while the process runs (call
+//! [`Jit::clear_memory`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::cache::disk::{BadEntry, CacheError, DiskCache, EntryMeta};
+use crate::cache::key::{self, CacheKey, KeyInputs};
+use crate::cache::memory::MemoryCache;
+use crate::code_object::{CodeObject, CodeObjectError, KernelInfo};
+use crate::compiler::{
+    CompileError, CompileOptions, Compiler, CompilerConfig, CompilerError, CompilerIdentity,
+};
+use crate::target_id::TargetId;
+
+/// Where the disk cache lives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CacheLocation {
+    /// `HIPJIT_CACHE_DIR`, else the default root (see [`crate::cache::disk`]).
+    #[default]
+    FromEnv,
+    /// These roots: the first written, the rest read-only.
+    Roots(Vec<PathBuf>),
+    /// No disk cache (in-process only).
+    Disabled,
+}
+
+/// Settings of a [`Jit`].
+#[derive(Clone, Debug, Default)]
+pub struct JitOptions {
+    /// How to find and run the compiler.
+    pub compiler: CompilerConfig,
+    /// The disk cache.
+    pub cache: CacheLocation,
+    /// Size cap of the written cache root in bytes (least recently used entries go first).
+    pub max_cache_bytes: Option<u64>,
+    /// A caller-supplied signature hashed into every key (a generator's version, say).
+    pub extra_signature: Vec<u8>,
+    /// The code object versions the runtime in use accepts, when known
+    /// (`Runtime::code_object_versions`). When set, and the options do not pick a version,
+    /// the highest version both the runtime and the compiler support is requested.
+    pub runtime_code_object_versions: Option<Vec<u32>>,
+}
+
+/// Where a [`Compiled`] came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The in-process cache.
+    Memory,
+    /// The disk cache.
+    Disk,
+    /// A compiler run.
+    Compiler,
+}
+
+#[derive(Debug)]
+struct CompiledInner {
+    key: CacheKey,
+    code_objects: Vec<Arc<CodeObject>>,
+    entry_path: Option<PathBuf>,
+    command: Vec<String>,
+    log: String,
+    llvm_ir: Option<Vec<u8>>,
+    isa: Option<String>,
+    bad_entries: Vec<BadEntry>,
+}
+
+/// A compiled source: its key, its code object(s), where it came from and how long the
+/// request took. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    inner: Arc<CompiledInner>,
+    origin: Origin,
+    elapsed: Duration,
+}
+
+impl Compiled {
+    /// The cache key.
+    pub fn key(&self) -> CacheKey {
+        self.inner.key
+    }
+    /// The code object of the first target.
+    pub fn code_object(&self) -> &Arc<CodeObject> {
+        &self.inner.code_objects[0]
+    }
+    /// One code object per target, in the order of [`CompileOptions::targets`].
+    pub fn code_objects(&self) -> &[Arc<CodeObject>] {
+        &self.inner.code_objects
+    }
+    /// The code object whose target ID runs on `device`, if any.
+    pub fn code_object_for(&self, device: &TargetId) -> Option<&Arc<CodeObject>> {
+        self.inner
+            .code_objects
+            .iter()
+            .find(|c| c.target_id().runs_on(device))
+    }
+    /// The kernels of the first target's code object.
+    pub fn kernels(&self) -> &[KernelInfo] {
+        self.code_object().kernels()
+    }
+    /// Where this result came from.
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+    /// Whether it came from a cache (memory or disk).
+    pub fn is_hit(&self) -> bool {
+        self.origin != Origin::Compiler
+    }
+    /// Wall time of the [`Jit::compile`] call that returned it.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+    /// The disk cache entry, when one was read or written.
+    pub fn entry_path(&self) -> Option<&PathBuf> {
+        self.inner.entry_path.as_ref()
+    }
+    /// The compiler command line (from the entry's metadata on a disk hit).
+    pub fn command(&self) -> &[String] {
+        &self.inner.command
+    }
+    /// The compiler's standard error (warnings) when this process compiled it; empty on a
+    /// disk hit.
+    pub fn log(&self) -> &str {
+        &self.inner.log
+    }
+    /// Device LLVM bitcode, when [`CompileOptions::dump_llvm_ir`] was set.
+    pub fn llvm_ir(&self) -> Option<&[u8]> {
+        self.inner.llvm_ir.as_deref()
+    }
+    /// Device assembly, when [`CompileOptions::dump_isa`] was set.
+    pub fn isa(&self) -> Option<&str> {
+        self.inner.isa.as_deref()
+    }
+    /// Bad disk entries met while looking this key up (skipped or replaced).
+    pub fn bad_entries(&self) -> &[BadEntry] {
+        &self.inner.bad_entries
+    }
+}
+
+/// A failed metadata check ([`crate::compiler::Checks`]).
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("check failed for {target}: {what}")]
+pub struct CheckFailed {
+    /// The code object's target ID.
+    pub target: String,
+    /// What failed, naming the kernel.
+    pub what: String,
+}
+
+/// Errors of the JIT.
+#[derive(Debug, thiserror::Error)]
+pub enum JitError {
+    /// The compiler could not be found or identified.
+    #[error(transparent)]
+    Compiler(#[from] CompilerError),
+    /// Compiling failed.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// The disk cache could not be opened or written.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    /// The compiler's output is not a usable code object.
+    #[error("output of key {key} is not a usable code object for {target}: {source}")]
+    CodeObject {
+        /// The cache key.
+        key: CacheKey,
+        /// The target.
+        target: String,
+        /// The reader's error.
+        source: CodeObjectError,
+    },
+    /// A metadata check failed.
+    #[error(transparent)]
+    Check(#[from] CheckFailed),
+}
+
+/// The JIT compiler with its caches. `Send + Sync`: share one per process.
+pub struct Jit {
+    compiler: Compiler,
+    disk: Option<DiskCache>,
+    memory: MemoryCache<(Arc<CompiledInner>, Origin)>,
+    extra: Vec<u8>,
+    runtime_versions: Option<Vec<u32>>,
+}
+
+impl std::fmt::Debug for Jit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jit")
+            .field("compiler", self.compiler.identity())
+            .field("disk", &self.disk)
+            .field("memory", &self.memory)
+            .finish()
+    }
+}
+
+impl Jit {
+    /// Finds the compiler and opens the disk cache.
+    ///
+    /// Errors: [`JitError::Compiler`], [`JitError::Cache`].
+    pub fn new(options: JitOptions) -> Result<Jit, JitError> {
+        let compiler = Compiler::new(options.compiler)?;
+        let disk = match options.cache {
+            CacheLocation::Disabled => None,
+            CacheLocation::FromEnv => Some(DiskCache::from_env()?),
+            CacheLocation::Roots(r) => Some(DiskCache::open(&r)?),
+        }
+        .map(|d| d.with_max_bytes(options.max_cache_bytes));
+        Ok(Jit {
+            compiler,
+            disk,
+            memory: MemoryCache::new(),
+            extra: options.extra_signature,
+            runtime_versions: options.runtime_code_object_versions,
+        })
+    }
+
+    /// The compiler.
+    pub fn compiler(&self) -> &Compiler {
+        &self.compiler
+    }
+
+    /// The disk cache, unless disabled.
+    pub fn disk_cache(&self) -> Option<&DiskCache> {
+        self.disk.as_ref()
+    }
+
+    /// Forgets every in-process result (the disk cache stays).
+    pub fn clear_memory(&self) {
+        self.memory.clear();
+    }
+
+    /// The options as compiled: [`CompileOptions::code_object_version`] filled from the
+    /// runtime's accepted versions when they are known and the options leave it open.
+    pub fn effective_options(&self, options: &CompileOptions) -> CompileOptions {
+        let mut o = options.clone();
+        if o.code_object_version.is_none() {
+            if let Some(accepted) = &self.runtime_versions {
+                let supported = compiler_code_object_versions(self.compiler.identity());
+                o.code_object_version = accepted
+                    .iter()
+                    .copied()
+                    .filter(|v| supported.contains(v))
+                    .max();
+            }
+        }
+        o
+    }
+
+    /// The cache key `source` and `options` would have (reads tracked headers, hashes).
+    ///
+    /// Errors: [`JitError::Compile`] with invalid options.
+    pub fn key(&self, source: &str, options: &CompileOptions) -> Result<CacheKey, JitError> {
+        let o = self.effective_options(options);
+        o.validate().map_err(CompileError::from)?;
+        let headers = key::track_includes(source, &o.include_dirs, &o.tracked_include_dirs);
+        Ok(self.key_of(source, &o, &headers))
+    }
+
+    fn key_of(&self, source: &str, o: &CompileOptions, headers: &[key::TrackedHeader]) -> CacheKey {
+        key::compute(&KeyInputs {
+            source,
+            headers,
+            options: o,
+            compiler: self.compiler.identity(),
+            env: self.compiler.environment(),
+            extra: &self.extra,
+        })
+    }
+
+    /// Compiles `source` for `options.targets`, or returns the cached result.
+    ///
+    /// Errors: [`JitError::Compile`] (bad options, compiler failure, unsupported target...),
+    /// [`JitError::CodeObject`] (output unreadable), [`JitError::Check`] (a requested
+    /// metadata check failed). A disk cache that cannot be written only logs a warning.
+    pub fn compile(&self, source: &str, options: &CompileOptions) -> Result<Compiled, JitError> {
+        let started = Instant::now();
+        let (inner, hit) = self
+            .memory
+            .get_or_try_insert(source, options, || self.compile_uncached(source, options))?;
+        if options.checks != Default::default() {
+            run_checks(&inner.0, options)?;
+        }
+        Ok(Compiled {
+            inner: inner.0,
+            origin: if hit { Origin::Memory } else { inner.1 },
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// Forgets `compiled` (compiled from `source` and `options`) in memory and removes its
+    /// entry from the written disk root, so the next [`Jit::compile`] compiles again. For a
+    /// code object the runtime rejected as an invalid image.
+    ///
+    /// Errors: [`JitError::Cache`] when the entry file cannot be removed.
+    pub fn evict(
+        &self,
+        source: &str,
+        options: &CompileOptions,
+        compiled: &Compiled,
+    ) -> Result<(), JitError> {
+        self.memory.remove(source, options);
+        if let (Some(disk), Some(path)) = (&self.disk, compiled.entry_path()) {
+            if path.starts_with(&disk.roots()[0].path) {
+                match std::fs::remove_file(path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(source) => {
+                        return Err(CacheError::Io {
+                            path: path.clone(),
+                            source,
+                        }
+                        .into())
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn compile_uncached(
+        &self,
+        source: &str,
+        options: &CompileOptions,
+    ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
+        let o = self.effective_options(options);
+        o.validate().map_err(CompileError::from)?;
+        let headers = key::track_includes(source, &o.include_dirs, &o.tracked_include_dirs);
+        let key = self.key_of(source, &o, &headers);
+        let mut bad_entries = Vec::new();
+        if let Some(disk) = &self.disk {
+            let lookup = disk.get(&key);
+            bad_entries = lookup.bad;
+            if let Some(entry) = lookup.entry {
+                if let Some(bytes) = entry.artefact(CODE_OBJECT) {
+                    let code_objects = read_code_objects(&key, bytes, &o)?;
+                    let inner = CompiledInner {
+                        key,
+                        code_objects,
+                        entry_path: Some(entry.path.clone()),
+                        command: entry.meta.command.clone(),
+                        log: String::new(),
+                        llvm_ir: entry.artefact(LLVM_IR).map(<[u8]>::to_vec),
+                        isa: entry
+                            .artefact(ISA)
+                            .map(|b| String::from_utf8_lossy(b).into_owned()),
+                        bad_entries,
+                    };
+                    return Ok((Arc::new(inner), Origin::Disk));
+                }
+            }
+        }
+        let out = self.compiler.compile(source, &o)?;
+        let code_objects = read_code_objects(&key, &out.code_object, &o)?;
+        let mut entry_path = None;
+        if let Some(disk) = &self.disk {
+            let meta = EntryMeta {
+                format_version: 0,
+                key: String::new(),
+                command: out.command.clone(),
+                compiler: self.compiler.identity().clone(),
+                options: o.clone(),
+                tracked_headers: headers,
+                dependencies: out.dependencies.clone(),
+                created_unix_ms: SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+                artefacts: Vec::new(),
+            };
+            let mut artefacts: Vec<(&str, &[u8])> = vec![(CODE_OBJECT, &out.code_object)];
+            if let Some(ir) = &out.llvm_ir {
+                artefacts.push((LLVM_IR, ir));
+            }
+            if let Some(isa) = &out.isa {
+                artefacts.push((ISA, isa.as_bytes()));
+            }
+            match disk.put(&key, meta, &artefacts) {
+                Ok((path, _)) => entry_path = Some(path),
+                Err(e) => tracing::warn!(%key, error = %e, "hipjit cache write failed"),
+            }
+        }
+        let inner = CompiledInner {
+            key,
+            code_objects,
+            entry_path,
+            command: out.command,
+            log: out.log,
+            llvm_ir: out.llvm_ir,
+            isa: out.isa,
+            bad_entries,
+        };
+        Ok((Arc::new(inner), Origin::Compiler))
+    }
+}
+
+/// Artefact names in a cache entry.
+const CODE_OBJECT: &str = "code-object";
+const LLVM_IR: &str = "llvm-ir.bc";
+const ISA: &str = "isa.s";
+
+fn read_code_objects(
+    key: &CacheKey,
+    bytes: &[u8],
+    o: &CompileOptions,
+) -> Result<Vec<Arc<CodeObject>>, JitError> {
+    o.targets
+        .iter()
+        .map(|t| {
+            CodeObject::from_bytes(bytes, Some(t))
+                .map(Arc::new)
+                .map_err(|source| JitError::CodeObject {
+                    key: *key,
+                    target: t.to_string(),
+                    source,
+                })
+        })
+        .collect()
+}
+
+/// The code object versions a compiler can produce, from its clang major version (LLVM
+/// AMDGPUUsage: v5 from LLVM 15 (behind the flag until 16), v6 from LLVM 19, v2/v3 dropped
+/// in LLVM 19). Unknown versions: 4 and 5.
+pub fn compiler_code_object_versions(identity: &CompilerIdentity) -> Vec<u32> {
+    let major = identity
+        .version
+        .lines()
+        .find_map(|l| {
+            let rest = &l[l.find("clang version ")? + "clang version ".len()..];
+            rest.split('.').next()?.trim().parse::<u32>().ok()
+        })
+        .unwrap_or(0);
+    match major {
+        0 => vec![4, 5],
+        1..=14 => vec![4],
+        15..=18 => vec![4, 5],
+        _ => vec![4, 5, 6],
+    }
+}
+
+fn run_checks(inner: &CompiledInner, options: &CompileOptions) -> Result<(), CheckFailed> {
+    for co in &inner.code_objects {
+        let fail = |what: String| CheckFailed {
+            target: co.target_id().to_string(),
+            what,
+        };
+        if co.kernels().is_empty() {
+            return Err(fail(
+                "the code object has no kernel metadata (NT_AMDGPU_METADATA amdhsa.kernels)".into(),
+            ));
+        }
+        for k in co.kernels() {
+            if options.checks.no_spills && (k.sgpr_spill_count > 0 || k.vgpr_spill_count > 0) {
+                return Err(fail(format!(
+                    "kernel {} spills registers ({} SGPRs, {} VGPRs)",
+                    k.name, k.sgpr_spill_count, k.vgpr_spill_count
+                )));
+            }
+            if options.checks.no_scratch
+                && (k.private_segment_fixed_size > 0 || k.uses_dynamic_stack)
+            {
+                return Err(fail(format!(
+                    "kernel {} uses scratch memory ({} bytes private segment{})",
+                    k.name,
+                    k.private_segment_fixed_size,
+                    if k.uses_dynamic_stack {
+                        ", dynamic stack"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,1 +1,232 @@
-//! (placeholder)
+//! A kernel of a loaded [`Library`]: its attributes, occupancy and dynamic-LDS limit. Launching
+//! is in [`crate::launch`].
+
+use std::fmt;
+
+use hip_sys as sys;
+
+use crate::code_object::KernelInfo;
+use crate::error::{HipError, LibraryError};
+use crate::library::Library;
+
+/// A kernel (`hipFunction_t`) of a [`Library`], which it borrows: it cannot outlive the loaded
+/// code object. `Send + Sync`.
+///
+/// ```compile_fail,E0597
+/// # fn f(dev: &hipjit::device::Device, co: &hipjit::code_object::CodeObject) {
+/// let kernel = {
+///     let lib = hipjit::library::Library::load(dev, co).unwrap();
+///     lib.kernel("scale").unwrap()
+/// }; // `lib` is unloaded here, while `kernel` would still borrow it
+/// # }
+/// ```
+pub struct Kernel<'lib> {
+    pub(crate) lib: &'lib Library,
+    pub(crate) func: sys::hipFunction_t,
+    pub(crate) name: String,
+    pub(crate) info: Option<&'lib KernelInfo>,
+    /// Threads per block the kernel allows (attribute, else metadata, else the device's).
+    pub(crate) max_threads: u32,
+    /// Static LDS in bytes (attribute, else metadata, else 0).
+    pub(crate) static_lds: u32,
+}
+
+// SAFETY: a hipFunction_t may be used from any thread; the device is bound before each call.
+unsafe impl Send for Kernel<'_> {}
+// SAFETY: `&Kernel` mutates nothing on the Rust side.
+unsafe impl Sync for Kernel<'_> {}
+
+impl fmt::Debug for Kernel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kernel")
+            .field("name", &self.name)
+            .field("max_threads", &self.max_threads)
+            .field("static_lds", &self.static_lds)
+            .finish()
+    }
+}
+
+/// Attributes readable with [`Kernel::attribute`] (`hipFunction_attribute`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelAttribute {
+    /// `HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`.
+    MaxThreadsPerBlock,
+    /// `HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`: static LDS, bytes.
+    StaticLdsBytes,
+    /// `HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES`: private (scratch) memory per thread, bytes.
+    PrivateBytes,
+    /// `HIP_FUNC_ATTRIBUTE_NUM_REGS`: registers per thread.
+    NumRegisters,
+    /// `HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`: dynamic LDS allowed, bytes.
+    MaxDynamicLdsBytes,
+}
+
+impl KernelAttribute {
+    fn raw(self) -> sys::hipFunction_attribute {
+        match self {
+            KernelAttribute::MaxThreadsPerBlock => sys::HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            KernelAttribute::StaticLdsBytes => sys::HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+            KernelAttribute::PrivateBytes => sys::HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+            KernelAttribute::NumRegisters => sys::HIP_FUNC_ATTRIBUTE_NUM_REGS,
+            KernelAttribute::MaxDynamicLdsBytes => {
+                sys::HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            }
+        }
+    }
+}
+
+impl<'lib> Kernel<'lib> {
+    pub(crate) fn new(
+        lib: &'lib Library,
+        func: sys::hipFunction_t,
+        name: String,
+        info: Option<&'lib KernelInfo>,
+    ) -> Kernel<'lib> {
+        let mut k = Kernel {
+            lib,
+            func,
+            name,
+            info,
+            max_threads: lib.device().properties().max_threads_per_block,
+            static_lds: 0,
+        };
+        match k.attribute(KernelAttribute::MaxThreadsPerBlock) {
+            Ok(v) if v > 0 => k.max_threads = v as u32,
+            _ => {
+                if let Some(i) = info.filter(|i| i.max_flat_workgroup_size > 0) {
+                    k.max_threads = i.max_flat_workgroup_size;
+                }
+            }
+        }
+        match k.attribute(KernelAttribute::StaticLdsBytes) {
+            Ok(v) if v >= 0 => k.static_lds = v as u32,
+            _ => {
+                if let Some(i) = info {
+                    k.static_lds = i.group_segment_fixed_size;
+                }
+            }
+        }
+        k
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The library it belongs to.
+    pub fn library(&self) -> &'lib Library {
+        self.lib
+    }
+
+    /// The kernel's entry in the code object's metadata, when the code object declares it.
+    pub fn info(&self) -> Option<&'lib KernelInfo> {
+        self.info
+    }
+
+    /// The raw handle (valid while the library is loaded).
+    pub fn as_raw(&self) -> sys::hipFunction_t {
+        self.func
+    }
+
+    /// Reads an attribute (`hipFuncGetAttribute`).
+    ///
+    /// Errors: the runtime's error.
+    pub fn attribute(&self, attr: KernelAttribute) -> Result<i32, HipError> {
+        let d = self.lib.device();
+        d.bind()?;
+        let rt = d.runtime();
+        let mut v = 0;
+        // SAFETY: valid out pointer, live function handle.
+        rt.check(
+            unsafe { (rt.api().hipFuncGetAttribute)(&mut v, attr.raw(), self.func) },
+            "hipFuncGetAttribute",
+        )?;
+        Ok(v)
+    }
+
+    /// Threads per block the kernel allows, as used by launch checks
+    /// (`HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`, else the metadata's
+    /// `.max_flat_workgroup_size`, else the device's limit).
+    pub fn max_threads_per_block(&self) -> u32 {
+        self.max_threads
+    }
+
+    /// Static LDS in bytes, as used by launch checks (`HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`,
+    /// else the metadata's `.group_segment_fixed_size`).
+    pub fn static_lds_bytes(&self) -> u32 {
+        self.static_lds
+    }
+
+    /// Registers per thread (`HIP_FUNC_ATTRIBUTE_NUM_REGS`).
+    ///
+    /// Errors: the runtime's error.
+    pub fn num_registers(&self) -> Result<i32, HipError> {
+        self.attribute(KernelAttribute::NumRegisters)
+    }
+
+    /// Allows `bytes` of dynamic LDS, above the runtime's default (`hipFuncSetAttribute` with
+    /// `hipFuncAttributeMaxDynamicSharedMemorySize`, handed the kernel's `hipFunction_t`).
+    ///
+    /// Errors: [`LibraryError::Unsupported`] when the runtime does not export
+    /// `hipFuncSetAttribute`, or the runtime's error.
+    pub fn set_max_dynamic_lds(&self, bytes: u32) -> Result<(), LibraryError> {
+        let d = self.lib.device();
+        let rt = d.runtime();
+        let set = rt
+            .api()
+            .hipFuncSetAttribute
+            .ok_or(LibraryError::Unsupported {
+                symbol: "hipFuncSetAttribute",
+            })?;
+        d.bind()?;
+        let value = i32::try_from(bytes).unwrap_or(i32::MAX);
+        // SAFETY: live function handle passed as the function identifier.
+        rt.check(
+            unsafe {
+                set(
+                    self.func as *const std::ffi::c_void,
+                    sys::hipFuncAttributeMaxDynamicSharedMemorySize,
+                    value,
+                )
+            },
+            "hipFuncSetAttribute",
+        )?;
+        Ok(())
+    }
+
+    /// How many blocks of `block_size` threads with `dynamic_lds_bytes` of dynamic LDS can be
+    /// resident on one compute unit (`hipModuleOccupancyMaxActiveBlocksPerMultiprocessor`).
+    ///
+    /// Errors: [`LibraryError::Unsupported`] when the runtime does not export it, or the
+    /// runtime's error.
+    pub fn max_active_blocks_per_cu(
+        &self,
+        block_size: u32,
+        dynamic_lds_bytes: usize,
+    ) -> Result<u32, LibraryError> {
+        let d = self.lib.device();
+        let rt = d.runtime();
+        let occ = rt
+            .api()
+            .hipModuleOccupancyMaxActiveBlocksPerMultiprocessor
+            .ok_or(LibraryError::Unsupported {
+                symbol: "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+            })?;
+        d.bind()?;
+        let mut n = 0;
+        // SAFETY: valid out pointer, live function handle.
+        rt.check(
+            unsafe {
+                occ(
+                    &mut n,
+                    self.func,
+                    i32::try_from(block_size).unwrap_or(i32::MAX),
+                    dynamic_lds_bytes,
+                )
+            },
+            "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+        )?;
+        Ok(u32::try_from(n).unwrap_or(0))
+    }
+}

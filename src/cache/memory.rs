@@ -1,0 +1,269 @@
+//! The in-process cache: one value per (source, options), found through a cheap pre-key and
+//! confirmed by a full comparison, so a hit never pays for sha256; and single flight: however
+//! many threads ask for the same (source, options) at once, one of them computes the value.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use crate::compiler::CompileOptions;
+
+/// A fast non-cryptographic 64-bit hash of `bytes` (four independent multiply-rotate lanes
+/// over 8-byte words; about 0.1 ns per byte). Used only as the pre-key: a hit is always
+/// confirmed by comparing the source and options in full.
+pub fn fast_hash(bytes: &[u8]) -> u64 {
+    const K: [u64; 4] = [
+        0x9e37_79b9_7f4a_7c15,
+        0xc2b2_ae3d_27d4_eb4f,
+        0x1656_67b1_9e37_79f9,
+        0x85eb_ca77_c2b2_ae63,
+    ];
+    let mut lanes = [K[0] ^ bytes.len() as u64, K[1], K[2], K[3]];
+    let mut chunks = bytes.chunks_exact(32);
+    for c in &mut chunks {
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&c[i * 8..i * 8 + 8]);
+            *lane = (*lane ^ u64::from_le_bytes(w))
+                .wrapping_mul(K[i])
+                .rotate_left(29);
+        }
+    }
+    for (i, b) in chunks.remainder().iter().enumerate() {
+        let lane = &mut lanes[i & 3];
+        *lane = (*lane ^ u64::from(*b))
+            .wrapping_mul(K[i & 3])
+            .rotate_left(29);
+    }
+    let mut h = lanes[0];
+    for (i, l) in lanes.iter().enumerate().skip(1) {
+        h = (h ^ l.rotate_left(17 * i as u32)).wrapping_mul(K[0]);
+    }
+    h ^ (h >> 31)
+}
+
+#[derive(Default)]
+struct PreHasher(u64);
+
+impl Hasher for PreHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = (self.0.rotate_left(5) ^ fast_hash(bytes)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+}
+
+/// The pre-key of (source, options).
+pub fn pre_key(source: &str, options: &CompileOptions) -> u64 {
+    let mut h = PreHasher(fast_hash(source.as_bytes()));
+    options.hash(&mut h);
+    h.finish()
+}
+
+/// Identity hasher for maps keyed by an already mixed `u64`.
+#[derive(Default)]
+struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+struct Slot<V> {
+    source: Box<str>,
+    options: CompileOptions,
+    value: OnceLock<V>,
+    flight: Mutex<()>,
+}
+
+type Map<V> = HashMap<u64, Vec<Arc<Slot<V>>>, BuildHasherDefault<IdentityHasher>>;
+
+/// One value per (source, options) for the life of the process (or until removed).
+pub struct MemoryCache<V> {
+    map: Mutex<Map<V>>,
+}
+
+impl<V> Default for MemoryCache<V> {
+    fn default() -> Self {
+        MemoryCache {
+            map: Mutex::new(HashMap::default()),
+        }
+    }
+}
+
+impl<V> std::fmt::Debug for MemoryCache<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let entries: usize = self.map.lock().values().map(Vec::len).sum();
+        f.debug_struct("MemoryCache")
+            .field("entries", &entries)
+            .finish()
+    }
+}
+
+impl<V: Clone> MemoryCache<V> {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn slot(&self, source: &str, options: &CompileOptions) -> Arc<Slot<V>> {
+        let pk = pre_key(source, options);
+        let mut map = self.map.lock();
+        let bucket = map.entry(pk).or_default();
+        if let Some(s) = bucket
+            .iter()
+            .find(|s| &*s.source == source && s.options == *options)
+        {
+            return Arc::clone(s);
+        }
+        let s = Arc::new(Slot {
+            source: source.into(),
+            options: options.clone(),
+            value: OnceLock::new(),
+            flight: Mutex::new(()),
+        });
+        bucket.push(Arc::clone(&s));
+        s
+    }
+
+    /// The value for (source, options): cached (`true`), or computed by `make` (`false`).
+    /// Concurrent callers with the same (source, options) wait for one `make`; when it fails,
+    /// its error goes to its caller and the next waiter tries again.
+    ///
+    /// Errors: whatever `make` returns.
+    pub fn get_or_try_insert<E>(
+        &self,
+        source: &str,
+        options: &CompileOptions,
+        make: impl FnOnce() -> Result<V, E>,
+    ) -> Result<(V, bool), E> {
+        let slot = self.slot(source, options);
+        if let Some(v) = slot.value.get() {
+            return Ok((v.clone(), true));
+        }
+        let _flight = slot.flight.lock();
+        if let Some(v) = slot.value.get() {
+            return Ok((v.clone(), true));
+        }
+        let v = make()?;
+        let _ = slot.value.set(v.clone());
+        Ok((v, false))
+    }
+
+    /// Forgets the value for (source, options), so the next call computes it again.
+    pub fn remove(&self, source: &str, options: &CompileOptions) {
+        let pk = pre_key(source, options);
+        let mut map = self.map.lock();
+        if let Some(bucket) = map.get_mut(&pk) {
+            bucket.retain(|s| !(&*s.source == source && s.options == *options));
+            if bucket.is_empty() {
+                map.remove(&pk);
+            }
+        }
+    }
+
+    /// Forgets everything.
+    pub fn clear(&self) {
+        self.map.lock().clear();
+    }
+
+    /// How many (source, options) pairs are held (computed or in flight).
+    pub fn len(&self) -> usize {
+        self.map.lock().values().map(Vec::len).sum()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn fast_hash_differs_for_one_changed_byte_anywhere() {
+        let base = vec![7u8; 4096 + 5];
+        let h0 = fast_hash(&base);
+        for i in [0, 31, 32, 4095, 4100] {
+            let mut b = base.clone();
+            b[i] ^= 1;
+            assert_ne!(fast_hash(&b), h0, "byte {i}");
+        }
+    }
+
+    #[test]
+    fn second_lookup_is_a_hit_and_different_options_miss() {
+        let c = MemoryCache::new();
+        let o = CompileOptions::default();
+        let (v, hit) = c.get_or_try_insert::<()>("src", &o, || Ok(1)).unwrap();
+        assert_eq!((v, hit), (1, false));
+        let (v, hit) = c.get_or_try_insert::<()>("src", &o, || Ok(2)).unwrap();
+        assert_eq!((v, hit), (1, true));
+        let o2 = CompileOptions {
+            fast_math: true,
+            ..o
+        };
+        let (v, hit) = c.get_or_try_insert::<()>("src", &o2, || Ok(3)).unwrap();
+        assert_eq!((v, hit), (3, false));
+    }
+
+    #[test]
+    fn concurrent_callers_share_one_computation() {
+        let c = Arc::new(MemoryCache::new());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (c, calls) = (Arc::clone(&c), Arc::clone(&calls));
+                std::thread::spawn(move || {
+                    c.get_or_try_insert::<()>("k", &CompileOptions::default(), || {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        Ok(42)
+                    })
+                    .unwrap()
+                    .0
+                })
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap(), 42);
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn failed_computation_is_retried_by_the_next_caller() {
+        let c = MemoryCache::new();
+        let o = CompileOptions::default();
+        assert!(c.get_or_try_insert("s", &o, || Err("boom")).is_err());
+        let (v, hit) = c.get_or_try_insert::<&str>("s", &o, || Ok(5)).unwrap();
+        assert_eq!((v, hit), (5, false));
+    }
+}

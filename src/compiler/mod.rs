@@ -1,0 +1,811 @@
+//! Compiling HIP C++ source to AMDGPU code objects with `hipcc`.
+//!
+//! # How the compiler is run
+//! * Found by [`discovery`] (the shared installation-root order of
+//!   [`hip_sys::discovery`]); its identity ([`CompilerIdentity`]) is its resolved path plus the
+//!   complete standard output of `hipcc --version`. Standard error is left out: Debian's
+//!   hipcc 5.2.3 runs `rocm_agent_enumerator`, which prints a Python traceback there that
+//!   depends on whether `/sys/class/kfd` exists, not on the compiler.
+//! * No shell of hipjit's, and none of hipcc's either. hipcc 5.2.3 is a Perl script that
+//!   joins its clang command into one string for `sh`. Measured with Debian's 5.2.3: it
+//!   backslash-escapes the arguments it passes through, but writes the output path as
+//!   `-o "<path>"`, so `-o 'o$HOME/x.hsaco'` made lld open `o/root/x.hsaco`; and it pastes
+//!   `HIP_PATH`-derived directories unquoted or in double quotes. hipcc 7.x also runs clang
+//!   through a shell command line. hipjit therefore stages everything under safe names in a
+//!   private build directory (mode 0700, under `TMPDIR` when its path is shell-safe, else
+//!   `/tmp`) and runs hipcc *in* that directory with relative paths only: the source as
+//!   `<source_name>` (default `kernel.hip`), include directory `i` as a symlink `include/<i>`
+//!   to the real directory, the output `out.hsaco`, the dependency list `deps.d`; no user path
+//!   reaches the command line. Running clang directly with the flags `hipcc -###` prints was
+//!   measured to save nothing (about 1.1 s either way for a small kernel) and would have to
+//!   re-derive hipcc's per-version device-library and include flags, so hipjit keeps hipcc.
+//! * Cleared environment plus [`ENV_ALLOWLIST`] (values taken from hipjit's own environment
+//!   when it starts the compiler); `TMPDIR` is the build directory and `LC_ALL=C`.
+//! * A timeout ([`CompilerConfig::timeout`]) after which the compiler's whole process group
+//!   is killed, and at most [`CompilerConfig::max_concurrent`] compiles at once.
+
+pub mod diagnostics;
+pub mod discovery;
+pub mod options;
+mod process;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+pub use diagnostics::{Diagnostic, Severity};
+pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
+pub use options::{
+    check_extra_flag, Checks, CompileOptions, CxxStd, OptLevel, OptionsError, RejectedBecause,
+};
+
+use process::{RunError, Slots};
+
+/// The environment variables passed to the compiler (when set in hipjit's environment), and
+/// hashed into the cache key with their values: the variables hipcc 5.x (Perl) and 6.x/7.x
+/// read, and the ones clang reads for include paths.
+pub const ENV_ALLOWLIST: &[&str] = &[
+    "PATH",
+    "HOME",
+    "HIP_PATH",
+    "ROCM_PATH",
+    "HIP_CLANG_PATH",
+    "HIP_DEVICE_LIB_PATH",
+    "DEVICE_LIB_PATH",
+    "HIP_LIB_PATH",
+    "HIP_INCLUDE_PATH",
+    "HIP_ROCCLR_HOME",
+    "HSA_PATH",
+    "HIP_PLATFORM",
+    "HIP_COMPILER",
+    "HIP_RUNTIME",
+    "HIP_COMPILE_CXX_AS_HIP",
+    "HIPCC_COMPILE_FLAGS_APPEND",
+    "HIPCC_LINK_FLAGS_APPEND",
+    "HIPCC_VERBOSE",
+    "CPATH",
+    "CPLUS_INCLUDE_PATH",
+    "C_INCLUDE_PATH",
+];
+
+/// How to find and run the compiler.
+#[derive(Clone, Debug)]
+pub struct CompilerConfig {
+    /// An explicit hipcc; `None` reads `HIPJIT_HIPCC`, then searches (see [`discovery`]).
+    pub hipcc: Option<PathBuf>,
+    /// How long one compiler run may take before its process group is killed. Default 300 s.
+    pub timeout: Duration,
+    /// At most this many compiles run at once. Default: the number of CPU cores.
+    pub max_concurrent: usize,
+}
+
+impl Default for CompilerConfig {
+    fn default() -> Self {
+        CompilerConfig {
+            hipcc: None,
+            timeout: Duration::from_secs(300),
+            max_concurrent: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        }
+    }
+}
+
+/// What the compiler is: resolved path and complete `--version` standard output.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CompilerIdentity {
+    /// The compiler with symlinks resolved.
+    pub path: PathBuf,
+    /// The full standard output of `<path> --version`.
+    pub version: String,
+}
+
+impl CompilerIdentity {
+    /// A one-line summary of the version, e.g. `HIP version: 5.2.21153-0, Debian clang
+    /// version 15.0.6`.
+    pub fn version_summary(&self) -> String {
+        let lines: Vec<&str> = self
+            .version
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("HIP version") || l.contains("clang version"))
+            .collect();
+        if lines.is_empty() {
+            self.version.lines().next().unwrap_or("").trim().to_string()
+        } else {
+            lines.join(", ")
+        }
+    }
+}
+
+impl fmt::Display for CompilerIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.path.display(), self.version_summary())
+    }
+}
+
+/// Errors of [`Compiler::new`].
+#[derive(Debug, thiserror::Error)]
+pub enum CompilerError {
+    /// Discovery failed.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// `hipcc --version` could not run or failed.
+    #[error("`{} --version` failed: {reason}", path.display())]
+    Version {
+        /// The compiler.
+        path: PathBuf,
+        /// What happened (exit status and stderr, or the spawn error).
+        reason: String,
+    },
+}
+
+/// A failed compiler run: everything needed to reproduce and understand it.
+#[derive(Debug, Clone)]
+pub struct CompileFailure {
+    /// The full command line (program first), with the build directory's relative names.
+    pub command: Vec<String>,
+    /// The directory it ran in.
+    pub build_dir: PathBuf,
+    /// The exit status (`None` when killed by a signal).
+    pub exit_code: Option<i32>,
+    /// The complete standard error.
+    pub stderr: String,
+    /// The diagnostics parsed from it.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl fmt::Display for CompileFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.exit_code {
+            Some(c) => write!(f, "compiler exited with status {c}")?,
+            None => write!(f, "compiler was killed by a signal")?,
+        }
+        write!(f, ": {}", shell_words(&self.command))?;
+        let errors: Vec<&Diagnostic> = self
+            .diagnostics
+            .iter()
+            .filter(|d| matches!(d.severity, Severity::Error | Severity::Fatal))
+            .collect();
+        if errors.is_empty() {
+            write!(f, "\n{}", self.stderr.trim_end())
+        } else {
+            for d in errors {
+                write!(f, "\n{d}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Errors of [`Compiler::compile`].
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// The options are invalid.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// The compiler does not know the processor.
+    #[error("{0}")]
+    UnsupportedTarget(Box<UnsupportedTarget>),
+    /// The compiler knows the processor but its ROCm device library is not installed.
+    #[error("{0}")]
+    MissingDeviceLibrary(Box<MissingDeviceLibrary>),
+    /// The compiler failed (syntax errors and the like).
+    #[error("{0}")]
+    Failed(Box<CompileFailure>),
+    /// The compiler ran past the timeout and was killed.
+    #[error("compiler ran longer than {} s and was killed: {}", timeout.as_secs_f64(), shell_words(command))]
+    Timeout {
+        /// The command line.
+        command: Vec<String>,
+        /// The timeout.
+        timeout: Duration,
+        /// Standard error up to the kill.
+        stderr: String,
+    },
+    /// The compiler could not be started.
+    #[error("cannot run {}: {source}", program.display())]
+    Spawn {
+        /// The compiler.
+        program: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Preparing the build directory failed.
+    #[error("cannot prepare build directory {}: {source}", path.display())]
+    BuildDir {
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An include directory does not exist or is not a directory.
+    #[error("include directory {} is not usable: {reason}", path.display())]
+    IncludeDir {
+        /// The directory as given.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The compiler succeeded but wrote no output file.
+    #[error("compiler exited 0 but wrote no {}: {}", output, shell_words(command))]
+    NoOutput {
+        /// The file expected.
+        output: String,
+        /// The command line.
+        command: Vec<String>,
+    },
+}
+
+/// The compiler does not know a processor: "<compiler> (<version>) does not support gfx942".
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{compiler} ({version}) does not support {target}")]
+pub struct UnsupportedTarget {
+    /// The compiler path.
+    pub compiler: String,
+    /// Its version summary.
+    pub version: String,
+    /// The target ID asked for.
+    pub target: String,
+    /// The failed run (its stderr holds the compiler's own message).
+    pub failure: CompileFailure,
+}
+
+/// The compiler knows a processor but lacks its ROCm device library.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{compiler} ({version}) has no ROCm device library for {target}: {file} is not in {}",
+    if searched.is_empty() { "any device-library directory (none found)".to_string() }
+    else { searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") })]
+pub struct MissingDeviceLibrary {
+    /// The compiler path.
+    pub compiler: String,
+    /// Its version summary.
+    pub version: String,
+    /// The target ID asked for.
+    pub target: String,
+    /// The device-library file that would be needed (`oclc_isa_version_1100.bc`).
+    pub file: String,
+    /// The directories searched for it.
+    pub searched: Vec<PathBuf>,
+    /// The failed run.
+    pub failure: CompileFailure,
+}
+
+/// The result of one successful compiler run.
+#[derive(Debug, Clone)]
+pub struct CompileOutput {
+    /// The output file: a raw ELF code object with one target, a clang offload bundle with
+    /// several.
+    pub code_object: Vec<u8>,
+    /// The command line that produced it (program first, build-directory-relative names).
+    pub command: Vec<String>,
+    /// The compiler's standard error (warnings; the commands run with `verbose`).
+    pub log: String,
+    /// Warnings and notes parsed from the log.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The non-system headers the compiler read (cc1 `-dependency-file`, the `-MD` list
+    /// without system headers), with staged include paths mapped back.
+    pub dependencies: Vec<PathBuf>,
+    /// Device LLVM bitcode, when [`CompileOptions::dump_llvm_ir`] was set (one target: its
+    /// bitcode; several: the first target's).
+    pub llvm_ir: Option<Vec<u8>>,
+    /// Device assembly text, when [`CompileOptions::dump_isa`] was set.
+    pub isa: Option<String>,
+    /// Wall time of the compiler run.
+    pub duration: Duration,
+}
+
+/// A discovered compiler ready to run; cheap to clone (an `Arc` inside).
+#[derive(Clone, Debug)]
+pub struct Compiler {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    identity: CompilerIdentity,
+    env: Vec<(String, OsString)>,
+    timeout: Duration,
+    slots: Slots,
+}
+
+impl Compiler {
+    /// Finds the compiler ([`discovery`]) and reads its identity, with the process
+    /// environment.
+    ///
+    /// Errors: [`CompilerError::Discovery`] (nothing found, or an explicit path unusable),
+    /// [`CompilerError::Version`] (`--version` failed).
+    pub fn new(config: CompilerConfig) -> Result<Compiler, CompilerError> {
+        let path = discovery::find_hipcc(
+            config.hipcc.as_deref(),
+            &hip_sys::discovery::ProcessEnv,
+            Path::new("/opt"),
+        )?;
+        let env: Vec<(String, OsString)> = ENV_ALLOWLIST
+            .iter()
+            .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
+            .collect();
+        let version = read_version(&path, &env, config.timeout)?;
+        Ok(Compiler {
+            inner: Arc::new(Inner {
+                identity: CompilerIdentity { path, version },
+                env,
+                timeout: config.timeout,
+                slots: Slots::new(config.max_concurrent),
+            }),
+        })
+    }
+
+    /// [`Compiler::new`] with the default configuration.
+    pub fn discover() -> Result<Compiler, CompilerError> {
+        Compiler::new(CompilerConfig::default())
+    }
+
+    /// Resolved path and `--version` output.
+    pub fn identity(&self) -> &CompilerIdentity {
+        &self.inner.identity
+    }
+
+    /// The allowlisted environment variables the compiler runs with, and their values.
+    pub fn environment(&self) -> &[(String, OsString)] {
+        &self.inner.env
+    }
+
+    /// The cap on concurrent compiles.
+    pub fn max_concurrent(&self) -> usize {
+        self.inner.slots.limit()
+    }
+
+    /// Compiles `source` with `options` in a fresh private build directory, removed afterwards.
+    /// Blocks while [`CompilerConfig::max_concurrent`] compiles are running.
+    ///
+    /// Errors: every [`CompileError`] variant; a failed compile carries the command line, exit
+    /// status, stderr and parsed diagnostics, and produces no output.
+    pub fn compile(
+        &self,
+        source: &str,
+        options: &CompileOptions,
+    ) -> Result<CompileOutput, CompileError> {
+        options.validate()?;
+        let build = Build::stage(source, options)?;
+        let command = self.command_line(options, &build);
+        let mut cmd = Command::new(&self.inner.identity.path);
+        cmd.args(&command[1..])
+            .current_dir(build.dir.path())
+            .env_clear()
+            .envs(self.inner.env.iter().map(|(k, v)| (k, v)))
+            .env("TMPDIR", build.dir.path())
+            .env("LC_ALL", "C");
+        let _slot = self.inner.slots.acquire();
+        let started = Instant::now();
+        let run = process::run(&mut cmd, self.inner.timeout);
+        let duration = started.elapsed();
+        drop(_slot);
+        let finished = match run {
+            Ok(f) => f,
+            Err(RunError::Spawn(source)) => {
+                return Err(CompileError::Spawn {
+                    program: self.inner.identity.path.clone(),
+                    source,
+                })
+            }
+            Err(RunError::Timeout(stderr)) => {
+                return Err(CompileError::Timeout {
+                    command,
+                    timeout: self.inner.timeout,
+                    stderr: String::from_utf8_lossy(&stderr).into_owned(),
+                })
+            }
+        };
+        let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
+        let rename = |f: &str| build.user_name(f);
+        let diagnostics = diagnostics::parse(&stderr, &rename);
+        if !finished.status.success() {
+            let failure = Box::new(CompileFailure {
+                command,
+                build_dir: build.dir.path().to_path_buf(),
+                exit_code: finished.status.code(),
+                stderr,
+                diagnostics,
+            });
+            return Err(self.classify_failure(options, failure));
+        }
+        let out_path = build.dir.path().join(OUTPUT_NAME);
+        let code_object = std::fs::read(&out_path).map_err(|_| CompileError::NoOutput {
+            output: OUTPUT_NAME.into(),
+            command: command.clone(),
+        })?;
+        let dependencies = build.dependencies();
+        let (llvm_ir, isa) = build.dumps(options);
+        Ok(CompileOutput {
+            code_object,
+            command,
+            log: stderr,
+            diagnostics,
+            dependencies,
+            llvm_ir,
+            isa,
+            duration,
+        })
+    }
+
+    fn command_line(&self, options: &CompileOptions, build: &Build) -> Vec<String> {
+        let mut args = vec![self.inner.identity.path.display().to_string()];
+        let mut flags = options.effective_flags().into_iter();
+        let mut include_index = 0;
+        while let Some(f) = flags.next() {
+            if f == "-I" {
+                // The real path is replaced by its staged name.
+                let _ = flags.next();
+                args.push("-I".into());
+                args.push(format!("{INCLUDE_DIR}/{include_index}"));
+                include_index += 1;
+            } else {
+                args.push(f);
+            }
+        }
+        let _ = build;
+        // The dependency list, asked of the device compile (cc1) itself: clang-21 ignores
+        // `-MD -MF` together with `--cuda-device-only` (hipcc 7's spelling of `--genco`),
+        // measured. Lists the non-system headers read.
+        args.extend([
+            "-Xclang".into(),
+            "-dependency-file".into(),
+            "-Xclang".into(),
+            DEPS_NAME.into(),
+            "-Xclang".into(),
+            "-MT".into(),
+            "-Xclang".into(),
+            OUTPUT_NAME.into(),
+            options.source_file_name().into(),
+            "-o".into(),
+            OUTPUT_NAME.into(),
+        ]);
+        args
+    }
+
+    fn classify_failure(
+        &self,
+        options: &CompileOptions,
+        failure: Box<CompileFailure>,
+    ) -> CompileError {
+        let id = &self.inner.identity;
+        let compiler = id.path.display().to_string();
+        let version = id.version_summary();
+        for t in &options.targets {
+            let target = t.to_string();
+            let processor = t.processor();
+            if failure
+                .stderr
+                .contains(&format!("invalid target ID '{target}'"))
+                || failure
+                    .stderr
+                    .contains(&format!("invalid target ID '{processor}'"))
+                || failure
+                    .stderr
+                    .contains(&format!("unsupported CUDA gpu architecture: {processor}"))
+            {
+                return CompileError::UnsupportedTarget(Box::new(UnsupportedTarget {
+                    compiler,
+                    version,
+                    target,
+                    failure: *failure,
+                }));
+            }
+            if failure
+                .stderr
+                .contains(&format!("cannot find ROCm device library for {processor}"))
+                || failure
+                    .stderr
+                    .contains(&format!("cannot find ROCm device library for {target}"))
+            {
+                let file = format!(
+                    "oclc_isa_version_{}.bc",
+                    processor.trim_start_matches("gfx")
+                );
+                return CompileError::MissingDeviceLibrary(Box::new(MissingDeviceLibrary {
+                    compiler,
+                    version,
+                    target,
+                    file,
+                    searched: device_library_dirs(&id.path, &self.inner.env),
+                    failure: *failure,
+                }));
+            }
+        }
+        CompileError::Failed(failure)
+    }
+}
+
+/// The directories clang searches for the ROCm device library, for a compiler at `hipcc`:
+/// `HIP_DEVICE_LIB_PATH` / `DEVICE_LIB_PATH` when set; otherwise those of the usual layouts
+/// (`<root>/amdgcn/bitcode`, `<root>/lib/amdgcn/bitcode`, Debian's
+/// `<root>/lib/<multiarch>/amdgcn/bitcode`, and clang's own `lib/clang/<N>/amdgcn/bitcode`)
+/// that exist, where `<root>` is the installation holding `bin/hipcc`.
+pub fn device_library_dirs(hipcc: &Path, env: &[(String, OsString)]) -> Vec<PathBuf> {
+    let explicit: Vec<PathBuf> = env
+        .iter()
+        .filter(|(k, _)| k == "HIP_DEVICE_LIB_PATH" || k == "DEVICE_LIB_PATH")
+        .map(|(_, v)| PathBuf::from(v))
+        .collect();
+    if !explicit.is_empty() {
+        return explicit;
+    }
+    let Some(root) = hipcc.parent().and_then(Path::parent) else {
+        return Vec::new();
+    };
+    let mut dirs = vec![
+        root.join("amdgcn/bitcode"),
+        root.join("lib/amdgcn/bitcode"),
+        root.join("lib/x86_64-linux-gnu/amdgcn/bitcode"),
+        root.join("lib/aarch64-linux-gnu/amdgcn/bitcode"),
+    ];
+    for llvm in [root.join("lib/llvm/lib/clang"), root.join("llvm/lib/clang")]
+        .into_iter()
+        .chain(
+            std::fs::read_dir(root.join("lib"))
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
+                .map(|e| e.path().join("lib/clang")),
+        )
+    {
+        for v in std::fs::read_dir(&llvm)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+        {
+            dirs.push(v.path().join("amdgcn/bitcode"));
+        }
+    }
+    dirs.retain(|d| d.is_dir());
+    dirs
+}
+
+const OUTPUT_NAME: &str = "out.hsaco";
+const DEPS_NAME: &str = "deps.d";
+const INCLUDE_DIR: &str = "include";
+
+/// A private build directory with the source and include directories staged under safe names.
+struct Build {
+    dir: tempfile::TempDir,
+    source_name: String,
+    includes: Vec<PathBuf>,
+}
+
+impl Build {
+    fn stage(source: &str, options: &CompileOptions) -> Result<Build, CompileError> {
+        let base = build_base();
+        let dir = tempfile::Builder::new()
+            .prefix("hipjit-build-")
+            .tempdir_in(&base)
+            .map_err(|source| CompileError::BuildDir {
+                path: base.clone(),
+                source,
+            })?;
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| CompileError::BuildDir { path, source }
+        };
+        let source_name = options.source_file_name().to_string();
+        let src_path = dir.path().join(&source_name);
+        std::fs::write(&src_path, source).map_err(io(&src_path))?;
+        let mut includes = Vec::new();
+        if !options.include_dirs.is_empty() {
+            let inc = dir.path().join(INCLUDE_DIR);
+            std::fs::create_dir(&inc).map_err(io(&inc))?;
+            for (i, d) in options.include_dirs.iter().enumerate() {
+                let real = std::fs::canonicalize(d).map_err(|e| CompileError::IncludeDir {
+                    path: d.clone(),
+                    reason: e.to_string(),
+                })?;
+                if !real.is_dir() {
+                    return Err(CompileError::IncludeDir {
+                        path: d.clone(),
+                        reason: "not a directory".into(),
+                    });
+                }
+                let link = inc.join(i.to_string());
+                std::os::unix::fs::symlink(&real, &link).map_err(io(&link))?;
+                includes.push(d.clone());
+            }
+        }
+        Ok(Build {
+            dir,
+            source_name,
+            includes,
+        })
+    }
+
+    /// Maps a path as the compiler printed it (relative to the build directory) back to what
+    /// the user knows.
+    fn user_name(&self, printed: &str) -> String {
+        let rel = printed.strip_prefix("./").unwrap_or(printed);
+        let rel = rel
+            .strip_prefix(&format!("{}/", self.dir.path().display()))
+            .unwrap_or(rel);
+        if let Some(rest) = rel.strip_prefix(&format!("{INCLUDE_DIR}/")) {
+            if let Some((idx, tail)) = rest.split_once('/') {
+                if let Some(dir) = idx.parse::<usize>().ok().and_then(|i| self.includes.get(i)) {
+                    return dir.join(tail).display().to_string();
+                }
+            }
+        }
+        if rel == self.source_name {
+            return self.source_name.clone();
+        }
+        printed.to_string()
+    }
+
+    fn dependencies(&self) -> Vec<PathBuf> {
+        let Ok(text) = std::fs::read_to_string(self.dir.path().join(DEPS_NAME)) else {
+            return Vec::new();
+        };
+        parse_depfile(&text)
+            .into_iter()
+            .filter(|d| d != &self.source_name)
+            .map(|d| PathBuf::from(self.user_name(&d)))
+            .collect()
+    }
+
+    fn dumps(&self, options: &CompileOptions) -> (Option<Vec<u8>>, Option<String>) {
+        if !(options.dump_llvm_ir || options.dump_isa) {
+            return (None, None);
+        }
+        let stem = self
+            .source_name
+            .rsplit_once('.')
+            .map_or(self.source_name.as_str(), |(s, _)| s);
+        let mut bc = None;
+        let mut isa = None;
+        let mut names: Vec<String> = std::fs::read_dir(self.dir.path())
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!("{stem}-hip-amdgcn")))
+            .collect();
+        names.sort();
+        for n in names {
+            let p = self.dir.path().join(&n);
+            if options.dump_llvm_ir && bc.is_none() && n.ends_with(".bc") {
+                bc = std::fs::read(&p).ok();
+            }
+            if options.dump_isa && isa.is_none() && n.ends_with(".s") {
+                isa = std::fs::read_to_string(&p).ok();
+            }
+        }
+        (bc, isa)
+    }
+}
+
+/// The directory under which build directories are made: `TMPDIR` (or `/tmp`) when its path
+/// is shell-safe, else `/tmp`.
+fn build_base() -> PathBuf {
+    let tmp = std::env::temp_dir();
+    let safe = tmp.to_str().is_some_and(|s| {
+        s.split('/')
+            .all(|c| c.is_empty() || options::is_safe_name(c))
+    });
+    if safe {
+        tmp
+    } else {
+        PathBuf::from("/tmp")
+    }
+}
+
+/// Parses a Make-style dependency file (`target: dep dep \` with `\ ` escaping spaces).
+pub fn parse_depfile(text: &str) -> Vec<String> {
+    let mut deps = Vec::new();
+    let body = match text.find(": ") {
+        Some(i) => &text[i + 2..],
+        None => return deps,
+    };
+    let mut cur = String::new();
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.peek() {
+                Some('\n') => {
+                    chars.next();
+                }
+                Some(' ') | Some('#') | Some(':') => {
+                    cur.push(chars.next().unwrap_or(' '));
+                }
+                _ => cur.push('\\'),
+            },
+            '$' if chars.peek() == Some(&'$') => {
+                chars.next();
+                cur.push('$');
+            }
+            ' ' | '\n' | '\t' => {
+                if !cur.is_empty() {
+                    deps.push(std::mem::take(&mut cur));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        deps.push(cur);
+    }
+    deps
+}
+
+fn read_version(
+    path: &Path,
+    env: &[(String, OsString)],
+    timeout: Duration,
+) -> Result<String, CompilerError> {
+    let mut cmd = Command::new(path);
+    cmd.arg("--version")
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("LC_ALL", "C");
+    let err = |reason: String| CompilerError::Version {
+        path: path.to_path_buf(),
+        reason,
+    };
+    match process::run(&mut cmd, timeout) {
+        Ok(f) if f.status.success() => Ok(String::from_utf8_lossy(&f.stdout).into_owned()),
+        Ok(f) => Err(err(format!(
+            "{}; stderr: {}",
+            f.status,
+            String::from_utf8_lossy(&f.stderr).trim_end()
+        ))),
+        Err(RunError::Spawn(e)) => Err(err(e.to_string())),
+        Err(RunError::Timeout(_)) => {
+            Err(err(format!("no answer within {} s", timeout.as_secs_f64())))
+        }
+    }
+}
+
+/// Joins a command line for display, quoting words that need it (for people, never run).
+pub fn shell_words(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_=./:+,@%".contains(&b))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depfile_continuations_and_escaped_spaces_are_parsed() {
+        let text = "out.hsaco: kernel.hip \\\n  /usr/include/a\\ b.h include/0/c.h\n";
+        assert_eq!(
+            parse_depfile(text),
+            ["kernel.hip", "/usr/include/a b.h", "include/0/c.h"]
+        );
+    }
+
+    #[test]
+    fn version_summary_picks_hip_and_clang_lines() {
+        let id = CompilerIdentity {
+            path: "/usr/bin/hipcc".into(),
+            version: "HIP version: 5.2.21153-0\nDebian clang version 15.0.6\nTarget: x\n".into(),
+        };
+        assert_eq!(
+            id.version_summary(),
+            "HIP version: 5.2.21153-0, Debian clang version 15.0.6"
+        );
+    }
+}

@@ -1,0 +1,273 @@
+//! The disk cache on its own: publishing, verification, read-only roots, ownership rules,
+//! pruning. The artefacts are made-up bytes: these tests are about the file layout, not the
+//! compiler (tests/real_compiler.rs covers real entries).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use hipjit::cache::disk::{roots_from_env, CacheError, DiskCache, EntryMeta, SHARED_MARKER};
+use hipjit::cache::key::CacheKey;
+use hipjit::compiler::{CompileOptions, CompilerIdentity};
+
+fn meta() -> EntryMeta {
+    EntryMeta {
+        format_version: 0,
+        key: String::new(),
+        command: vec!["/usr/bin/hipcc".into(), "--genco".into()],
+        compiler: CompilerIdentity {
+            path: "/usr/bin/hipcc".into(),
+            version: "HIP version: 5.2.21153-0\n".into(),
+        },
+        options: CompileOptions::default(),
+        tracked_headers: vec![],
+        dependencies: vec![],
+        created_unix_ms: 0,
+        artefacts: vec![],
+    }
+}
+
+fn key(n: u8) -> CacheKey {
+    CacheKey([n; 32])
+}
+
+fn put(cache: &DiskCache, k: &CacheKey, bytes: &[u8]) -> PathBuf {
+    cache.put(k, meta(), &[("code-object", bytes)]).unwrap().0
+}
+
+#[test]
+fn written_entry_reads_back_with_its_artefact_and_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    put(&cache, &key(1), b"code object bytes");
+    let entry = cache.get(&key(1)).entry.expect("hit");
+    assert_eq!(
+        entry.artefact("code-object"),
+        Some(&b"code object bytes"[..])
+    );
+    assert_eq!(entry.meta.command[1], "--genco");
+    assert_eq!(entry.meta.artefacts[0].size, 17);
+}
+
+#[test]
+fn default_root_is_created_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("xdg/hipjit");
+    DiskCache::open(std::slice::from_ref(&root)).unwrap();
+    let mode = std::fs::metadata(&root).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+}
+
+#[test]
+fn roots_come_from_the_colon_list_then_xdg_then_home() {
+    let var = |vars: &'static [(&'static str, &'static str)]| {
+        move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.into())
+    };
+    assert_eq!(
+        roots_from_env(var(&[("HIPJIT_CACHE_DIR", "/a::/b"), ("HOME", "/h")])).unwrap(),
+        [PathBuf::from("/a"), PathBuf::from("/b")]
+    );
+    assert_eq!(
+        roots_from_env(var(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")])).unwrap(),
+        [PathBuf::from("/x/hipjit")]
+    );
+    assert_eq!(
+        roots_from_env(var(&[("HOME", "/h")])).unwrap(),
+        [PathBuf::from("/h/.cache/hipjit")]
+    );
+    assert_eq!(roots_from_env(var(&[])), None);
+}
+
+#[test]
+fn truncated_entry_is_a_miss_reported_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let path = put(&cache, &key(2), &[7u8; 1000]);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
+    let lookup = cache.get(&key(2));
+    assert!(lookup.entry.is_none());
+    assert_eq!(lookup.bad.len(), 1);
+    assert!(
+        lookup.bad[0].reason.contains("runs past the end"),
+        "{:?}",
+        lookup.bad
+    );
+    assert!(lookup.bad[0].writable_root);
+}
+
+#[test]
+fn bad_entry_in_the_written_root_is_replaced_by_the_next_put() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let path = put(&cache, &key(3), b"good");
+    std::fs::write(&path, b"garbage").unwrap();
+    let (_, published) = cache
+        .put(&key(3), meta(), &[("code-object", b"good")])
+        .unwrap();
+    assert!(published);
+    assert_eq!(
+        cache.get(&key(3)).entry.unwrap().artefact("code-object"),
+        Some(&b"good"[..])
+    );
+}
+
+#[test]
+fn valid_entry_is_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    put(&cache, &key(4), b"first");
+    let (_, published) = cache
+        .put(&key(4), meta(), &[("code-object", b"second")])
+        .unwrap();
+    assert!(!published);
+    assert_eq!(
+        cache.get(&key(4)).entry.unwrap().artefact("code-object"),
+        Some(&b"first"[..])
+    );
+}
+
+#[test]
+fn read_only_root_is_searched_after_the_written_one_and_never_written() {
+    let ro = tempfile::tempdir().unwrap();
+    let rw = tempfile::tempdir().unwrap();
+    put(
+        &DiskCache::open(&[ro.path().to_path_buf()]).unwrap(),
+        &key(5),
+        b"shared",
+    );
+    let cache = DiskCache::open(&[rw.path().to_path_buf(), ro.path().to_path_buf()]).unwrap();
+    let entry = cache
+        .get(&key(5))
+        .entry
+        .expect("found in the read-only root");
+    assert!(entry.path.starts_with(ro.path()));
+    put(&cache, &key(6), b"new");
+    assert!(DiskCache::entry_path(rw.path(), &key(6)).exists());
+    assert!(!DiskCache::entry_path(ro.path(), &key(6)).exists());
+}
+
+#[test]
+fn bad_entry_in_a_read_only_root_is_skipped_and_reported() {
+    let ro = tempfile::tempdir().unwrap();
+    let rw = tempfile::tempdir().unwrap();
+    let path = put(
+        &DiskCache::open(&[ro.path().to_path_buf()]).unwrap(),
+        &key(7),
+        b"x",
+    );
+    std::fs::write(&path, b"HIPJITCE broken").unwrap();
+    let cache = DiskCache::open(&[rw.path().to_path_buf(), ro.path().to_path_buf()]).unwrap();
+    let lookup = cache.get(&key(7));
+    assert!(lookup.entry.is_none());
+    assert_eq!(lookup.bad.len(), 1);
+    assert!(!lookup.bad[0].writable_root);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        b"HIPJITCE broken",
+        "read-only root was modified"
+    );
+}
+
+#[test]
+fn root_writable_by_others_is_refused_unless_declared_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = DiskCache::open(&[dir.path().to_path_buf()]).unwrap_err();
+    assert!(matches!(err, CacheError::Unsafe { .. }), "{err}");
+    assert!(err.to_string().contains("HIPJIT_SHARED"), "{err}");
+    std::fs::write(dir.path().join(SHARED_MARKER), "").unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    assert!(cache.roots()[0].shared);
+    let path = put(&cache, &key(8), b"x");
+    let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644);
+}
+
+#[test]
+fn entry_writable_by_others_in_a_private_root_is_a_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let path = put(&cache, &key(9), b"x");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let lookup = cache.get(&key(9));
+    assert!(lookup.entry.is_none());
+    assert!(
+        lookup.bad[0].reason.contains("writable by group or others"),
+        "{:?}",
+        lookup.bad
+    );
+}
+
+fn age(path: &Path, secs_ago: u64) {
+    let t = std::time::SystemTime::now() - std::time::Duration::from_secs(secs_ago);
+    std::fs::File::open(path).unwrap().set_modified(t).unwrap();
+}
+
+#[test]
+fn prune_removes_least_recently_used_entries_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let old = put(&cache, &key(10), &[0u8; 4000]);
+    let used = put(&cache, &key(11), &[0u8; 4000]);
+    let new = put(&cache, &key(12), &[0u8; 4000]);
+    age(&old, 300);
+    age(&used, 200);
+    age(&new, 100);
+    // A hit makes key 11 the most recently used.
+    assert!(cache.get(&key(11)).entry.is_some());
+    let one = std::fs::metadata(&new).unwrap().len();
+    let report = cache.prune(one * 2).unwrap();
+    assert_eq!(report.removed, 1);
+    assert!(!old.exists());
+    assert!(used.exists() && new.exists());
+    let report = cache.prune(one).unwrap();
+    assert_eq!(report.removed, 1);
+    assert!(!new.exists(), "key 12 was used less recently than key 11");
+    assert!(used.exists());
+}
+
+#[test]
+fn size_cap_prunes_after_each_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()])
+        .unwrap()
+        .with_max_bytes(Some(6000));
+    let first = put(&cache, &key(13), &[0u8; 4000]);
+    age(&first, 100);
+    put(&cache, &key(14), &[0u8; 4000]);
+    assert!(!first.exists());
+    assert_eq!(cache.stats()[0].entries, 1);
+}
+
+#[test]
+fn list_stats_verify_and_clear_cover_the_roots() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    put(&cache, &key(15), b"a");
+    let bad = put(&cache, &key(16), b"b");
+    std::fs::write(&bad, b"nonsense").unwrap();
+    assert_eq!(cache.list().len(), 2);
+    assert_eq!(cache.stats()[0].entries, 2);
+    let verified = cache.verify();
+    let bad_count = verified.iter().filter(|v| v.status.is_err()).count();
+    assert_eq!(bad_count, 1);
+    assert_eq!(cache.clear().unwrap(), 2);
+    assert!(cache.list().is_empty());
+}
+
+#[test]
+fn verify_flags_dependencies_outside_tracked_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let mut m = meta();
+    m.dependencies = vec![
+        "/usr/include/hip/hip_runtime.h".into(),
+        "/home/user/project/untracked.h".into(),
+    ];
+    cache.put(&key(17), m, &[("code-object", b"x")]).unwrap();
+    let v = cache.verify();
+    assert_eq!(
+        v[0].untracked,
+        [PathBuf::from("/home/user/project/untracked.h")]
+    );
+}

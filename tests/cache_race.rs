@@ -1,0 +1,97 @@
+//! Eight processes compile the same source into one cache root at once: one valid entry, no
+//! torn or temporary file left. The processes are this test binary itself, running the
+//! ignored `race_child` test.
+
+use std::path::Path;
+use std::process::Command;
+
+use hipjit::cache::disk::DiskCache;
+use hipjit::compiler::CompileOptions;
+use hipjit::jit::{CacheLocation, Jit, JitOptions};
+use hipjit::target_id::TargetId;
+
+const CHILD_ROOT_ENV: &str = "HIPJIT_RACE_ROOT";
+const SOURCE: &str = "#include <hip/hip_runtime.h>\n\
+    extern \"C\" __global__ void race(int* x) { x[threadIdx.x] += 1; }\n";
+
+fn options() -> CompileOptions {
+    CompileOptions::for_target(TargetId::parse("gfx90a").unwrap())
+}
+
+#[test]
+#[ignore = "child process of eight_processes_racing_on_one_key_leave_one_valid_entry"]
+fn race_child() {
+    let root = std::env::var_os(CHILD_ROOT_ENV).expect("HIPJIT_RACE_ROOT must be set");
+    let jit = Jit::new(JitOptions {
+        cache: CacheLocation::Roots(vec![root.into()]),
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let c = jit
+        .compile(SOURCE, &options())
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("ORIGIN {:?} KEY {}", c.origin(), c.key());
+}
+
+#[test]
+fn eight_processes_racing_on_one_key_leave_one_valid_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            Command::new(&exe)
+                .args([
+                    "--exact",
+                    "race_child",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_ROOT_ENV, dir.path())
+                .output_spawn()
+        })
+        .collect();
+    let mut keys = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "child failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let key = stdout
+            .lines()
+            .find_map(|l| l.split_once(" KEY ").map(|(_, k)| k.to_string()))
+            .unwrap_or_else(|| panic!("no key in child output: {stdout}"));
+        keys.push(key);
+    }
+    keys.dedup();
+    assert_eq!(keys.len(), 1, "children computed different keys: {keys:?}");
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let entries = cache.list();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let verified = cache.verify();
+    assert!(verified[0].status.is_ok(), "{:?}", verified[0].status);
+    assert_eq!(entries[0].key.map(|k| k.to_hex()), Some(keys[0].clone()));
+    assert_eq!(leftover_temporaries(dir.path()), 0);
+}
+
+fn leftover_temporaries(root: &Path) -> usize {
+    std::fs::read_dir(root.join("v1/tmp"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+trait SpawnPiped {
+    fn output_spawn(&mut self) -> std::process::Child;
+}
+
+impl SpawnPiped for Command {
+    fn output_spawn(&mut self) -> std::process::Child {
+        self.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}

@@ -1,0 +1,1018 @@
+//! Tests against fixture HIP runtimes: small C shared libraries (`tests/fixtures/fake_hip.c`)
+//! compiled here with `cc`, exporting chosen symbol sets. They stand in for HIP runtimes that
+//! cannot be had on a machine without an AMD GPU: a ROCm 7.2+ runtime with the whole library
+//! API, a distro runtime exporting three of its five symbols, drop-in runtimes with only the
+//! classic entry points, and a runtime with one device (target ID `gfx90a:sramecc+:xnack-`,
+//! 104 compute units) whose "device memory" is host memory and whose `scale` kernel runs on the
+//! host. Code objects are real: compiled by the installed hipcc.
+
+#[allow(dead_code)]
+mod fx {
+    // Shared helpers of the fixture-runtime tests: building fixture HIP runtimes
+    // (`tests/fixtures/fake_hip.c`) with `cc`, reading their call record, and compiling a real code
+    // object with the installed `hipcc`.
+    //
+    // The fixtures stand in for HIP runtimes that cannot be had on a machine without an AMD GPU
+    // (ROCm 7.2+ runtimes with the library API, distro runtimes exporting part of it, drop-in
+    // runtimes, a runtime with one device). Their documentation is in the C source.
+
+    use std::ffi::{c_char, CStr, CString};
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+    use std::sync::OnceLock;
+
+    /// The header set whose `hipDeviceProp_t` layout the fixture's properties entry point uses.
+    #[derive(Clone, Copy, Debug)]
+    pub enum Props {
+        /// Debian's HIP 5.2 headers (`/usr/include/hip`): exports `hipGetDeviceProperties` with the
+        /// 5.x layout.
+        Hip5,
+        /// The sid root's HIP 6.4 headers: exports `hipGetDevicePropertiesR0600` with the 6.0 layout.
+        Hip6,
+    }
+
+    const SID_HIP: &str = "/var/cache/hipjit-ci/sid-root/usr/include/hip";
+
+    fn fixtures_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    }
+
+    /// Compiles the fixture runtime with `defines` into a directory of its own named `name` and
+    /// returns the library's path.
+    pub fn build(name: &str, defines: &[&str], props: Props) -> PathBuf {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("fixture-runtimes")
+            .join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("libamdhip64.so");
+        let mut cmd = Command::new("cc");
+        cmd.args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-Wall"])
+            .arg("-D__HIP_PLATFORM_AMD__")
+            .args(defines.iter().map(|d| format!("-D{d}")));
+        match props {
+            Props::Hip5 => {
+                assert!(
+                    Path::new("/usr/include/hip/hip_runtime_api.h").exists(),
+                    "the HIP 5.2 headers are missing: apt-get install libamdhip64-dev"
+                );
+            }
+            Props::Hip6 => {
+                assert!(
+                    Path::new(SID_HIP).join("hip_runtime_api.h").exists(),
+                    "the sid root's HIP 6.4 headers are missing ({SID_HIP}): see ENVIRONMENT.md"
+                );
+                // Only the hip/ directory of the sid root: its libc headers need glibc 2.38.
+                let inc = dir.join("include");
+                std::fs::create_dir_all(&inc).unwrap();
+                let link = inc.join("hip");
+                if !link.exists() {
+                    std::os::unix::fs::symlink(SID_HIP, &link).unwrap();
+                }
+                cmd.arg("-I").arg(&inc);
+            }
+        }
+        cmd.arg("-o")
+            .arg(&out)
+            .arg(fixtures_dir().join("fake_hip.c"))
+            .arg(fixtures_dir().join("fake_hip_props.c"));
+        let output = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
+        assert!(
+            output.status.success(),
+            "cc failed for fixture {name}:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        out
+    }
+
+    /// The fixture's record of calls (its exported `fixture_log`), one call per line.
+    pub fn log(path: &Path) -> Vec<String> {
+        let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: RTLD_NOLOAD only finds the library the runtime already loaded; it is never closed.
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        assert!(!h.is_null(), "fixture {} is not loaded", path.display());
+        // SAFETY: the symbol exists in every fixture.
+        let f = unsafe { libc::dlsym(h, c"fixture_log".as_ptr()) };
+        assert!(!f.is_null());
+        // SAFETY: fixture_log is `const char *(void)`.
+        let f: unsafe extern "C" fn() -> *const c_char = unsafe { std::mem::transmute(f) };
+        // SAFETY: returns a NUL-terminated static buffer.
+        let text = unsafe { CStr::from_ptr(f()) }
+            .to_string_lossy()
+            .into_owned();
+        text.lines().map(str::to_owned).collect()
+    }
+
+    /// The HIP source of the test kernels: `scale` (x[i] *= a for i < n) and a device global
+    /// `table` of 4 floats.
+    pub const SCALE_SRC: &str = r#"#include <hip/hip_runtime.h>
+    __device__ float table[4];
+    extern "C" __global__ void scale(float* x, float a, unsigned n) {
+        unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) x[i] *= a;
+    }
+    "#;
+
+    /// Compiles [`SCALE_SRC`] with Debian's hipcc for `arch` into a raw ELF code object.
+    pub fn scale_code_object(arch: &str) -> Vec<u8> {
+        static GFX90A: OnceLock<Vec<u8>> = OnceLock::new();
+        static GFX906: OnceLock<Vec<u8>> = OnceLock::new();
+        let cell = match arch {
+            "gfx90a" => &GFX90A,
+            "gfx906" => &GFX906,
+            other => panic!("no cell for {other}"),
+        };
+        cell.get_or_init(|| compile(arch)).clone()
+    }
+
+    fn compile(arch: &str) -> Vec<u8> {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("fixture-code-objects")
+            .join(format!("{arch}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("scale.hip");
+        std::fs::write(&src, SCALE_SRC).unwrap();
+        let out = dir.join("scale.co");
+        let output = Command::new("/usr/bin/hipcc")
+            .args(["-x", "hip", "--genco", "-O3", "--no-gpu-bundle-output"])
+            .arg(format!("--offload-arch={arch}"))
+            .arg("-o")
+            .arg(&out)
+            .arg(&src)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run /usr/bin/hipcc ({e}): apt-get install hipcc"));
+        assert!(
+            output.status.success(),
+            "hipcc failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::read(&out).unwrap()
+    }
+
+    /// Position of the first line of `log` starting with `prefix`.
+    pub fn position(log: &[String], prefix: &str) -> Option<usize> {
+        log.iter().position(|l| l.starts_with(prefix))
+    }
+
+    /// Lines of `log` starting with `prefix`.
+    pub fn lines<'a>(log: &'a [String], prefix: &str) -> Vec<&'a str> {
+        log.iter()
+            .filter(|l| l.starts_with(prefix))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+use std::path::{Path, PathBuf};
+
+use fx::{build, lines, log, position, scale_code_object, Props};
+use hipjit::code_object::CodeObject;
+use hipjit::error::{LaunchError, LibraryError, LoadError};
+use hipjit::event::{Event, EventFlags};
+use hipjit::launch::LaunchConfig;
+use hipjit::library::Library;
+use hipjit::memory::{async_scope, DeviceBuffer, PinnedBuffer};
+use hipjit::runtime::{CodeObjectLoader, DevicePropertiesEntry, Found, Runtime};
+use hipjit::stream::{AsStream, Stream, StreamFlags};
+use hipjit::{args, target_id::TargetId};
+
+const FIXTURE_VERSION: &str = "7.2.53211 (70253211)";
+
+fn library_api_error(path: &Path, symbol: &str) -> String {
+    format!(
+        "the HIP runtime {} (version {FIXTURE_VERSION}) does not export {symbol}: the HIP library \
+         API (hipLibraryLoadFromFile, hipLibraryGetKernelCount, hipLibraryEnumerateKernels, \
+         hipKernelGetFunction, hipLibraryUnload; ROCm 7.2 and later) is incomplete",
+        path.display()
+    )
+}
+
+fn load(path: &PathBuf) -> Runtime {
+    Runtime::load_from(path).unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
+}
+
+fn gfx90a() -> CodeObject {
+    CodeObject::from_bytes(&scale_code_object("gfx90a"), None).unwrap()
+}
+
+#[test]
+fn library_api_0_of_5_uses_module_api_and_names_first_missing_symbol() {
+    let path = build("lib0", &["LIBRARY_API=0"], Props::Hip6);
+    let rt = load(&path);
+    assert_eq!(rt.code_object_loader(), CodeObjectLoader::ModuleApi);
+    let err = rt.require_library_api().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        library_api_error(&path, "hipLibraryLoadFromFile")
+    );
+}
+
+#[test]
+fn library_api_3_of_5_uses_module_api_and_names_hip_library_enumerate_kernels() {
+    let path = build("lib3", &["LIBRARY_API=3"], Props::Hip6);
+    let rt = load(&path);
+    assert_eq!(rt.code_object_loader(), CodeObjectLoader::ModuleApi);
+    let err = rt.require_library_api().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        library_api_error(&path, "hipLibraryEnumerateKernels")
+    );
+    assert_eq!(err.symbol, "hipLibraryEnumerateKernels");
+}
+
+#[test]
+fn library_api_5_of_5_uses_library_api() {
+    let path = build("lib5", &["LIBRARY_API=5"], Props::Hip6);
+    let rt = load(&path);
+    rt.require_library_api().unwrap();
+    assert_eq!(rt.code_object_loader(), CodeObjectLoader::LibraryApi);
+}
+
+#[test]
+fn drop_in_shape_uses_module_api_and_classic_properties_entry() {
+    let path = build("dropin", &["LIBRARY_API=0"], Props::Hip5);
+    let rt = load(&path);
+    assert_eq!(rt.code_object_loader(), CodeObjectLoader::ModuleApi);
+    assert_eq!(rt.device_properties_entry(), DevicePropertiesEntry::R0000);
+    assert!(!rt.has_cooperative_launch());
+    let err = rt.require_library_api().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        library_api_error(&path, "hipLibraryLoadFromFile")
+    );
+}
+
+#[test]
+fn reported_path_is_the_library_loaded() {
+    let path = build("path", &[], Props::Hip6);
+    let rt = load(&path);
+    assert_eq!(rt.path(), path);
+    assert_eq!(rt.found(), &Found::Explicit);
+    assert_eq!(rt.version().unwrap().0, 70253211);
+}
+
+fn check_gfx90a_properties(rt: &Runtime) {
+    let dev = rt.device(0).unwrap();
+    let p = dev.properties();
+    assert_eq!(p.name, "hipjit fixture device");
+    assert_eq!(p.arch_name, "gfx90a:sramecc+:xnack-");
+    assert_eq!(
+        dev.target_id(),
+        Some(&TargetId::parse("gfx90a:sramecc+:xnack-").unwrap())
+    );
+    assert_eq!(p.wavefront_size, 64);
+    assert_eq!(p.compute_units, 104);
+    assert_eq!(p.lds_per_block, 65536);
+    assert_eq!(p.max_threads_per_block, 1024);
+    assert_eq!(p.max_block_dims, [1024, 1024, 1024]);
+    assert_eq!(p.max_grid_dims, [2147483647, 65536, 65536]);
+    assert_eq!(p.clock_khz, 1700000);
+    assert_eq!(p.total_global_mem, 64 << 30);
+    assert_eq!(p.total_const_mem, 2147483648);
+    assert_eq!(p.l2_cache_bytes, 8388608);
+    assert_eq!(p.registers_per_block, 65536);
+}
+
+#[test]
+fn r0600_entry_point_is_chosen_and_read_with_the_6_0_layout() {
+    let path = build("props6", &[], Props::Hip6);
+    let rt = load(&path);
+    assert_eq!(rt.device_properties_entry(), DevicePropertiesEntry::R0600);
+    check_gfx90a_properties(&rt);
+}
+
+#[test]
+fn classic_entry_point_is_read_with_the_5_x_layout() {
+    let path = build("props5", &[], Props::Hip5);
+    let rt = load(&path);
+    assert_eq!(rt.device_properties_entry(), DevicePropertiesEntry::R0000);
+    check_gfx90a_properties(&rt);
+}
+
+#[test]
+fn missing_required_symbol_is_named_with_path_and_version() {
+    let path = build("nolaunch", &["NO_LAUNCH"], Props::Hip6);
+    let err = Runtime::load_from(&path).unwrap_err();
+    assert!(matches!(
+        err,
+        LoadError::MissingSymbol {
+            symbol: "hipModuleLaunchKernel",
+            ..
+        }
+    ));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the HIP runtime {} (version {FIXTURE_VERSION}) does not export the required symbol \
+             hipModuleLaunchKernel",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn explicit_path_that_does_not_exist_is_an_open_error_naming_it() {
+    let err = Runtime::load_from("/nonexistent/libamdhip64.so").unwrap_err();
+    assert!(matches!(err, LoadError::Open { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("cannot load the HIP runtime /nonexistent/libamdhip64.so: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn env_library_set_but_invalid_is_an_error_not_a_fallthrough() {
+    let env = |name: &str| {
+        (name == "HIPJIT_HIP_LIBRARY").then(|| std::ffi::OsString::from("/nonexistent/libhip.so"))
+    };
+    let err = Runtime::load_with_env(&env).unwrap_err();
+    assert!(matches!(err, LoadError::InvalidEnvPath { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("HIPJIT_HIP_LIBRARY=/nonexistent/libhip.so cannot be loaded: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn env_library_is_loaded_first() {
+    let path = build("env", &[], Props::Hip6);
+    let p = path.clone().into_os_string();
+    let env = move |name: &str| (name == "HIPJIT_HIP_LIBRARY").then(|| p.clone());
+    let rt = Runtime::load_with_env(&env).unwrap();
+    assert_eq!(rt.found(), &Found::Env);
+    assert_eq!(rt.path(), path);
+}
+
+#[test]
+fn full_path_on_library_api_fixture_scales_a_buffer() {
+    let path = build("full5", &["LIBRARY_API=5"], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let co = gfx90a();
+    let lib = Library::load(&dev, &co).unwrap();
+    assert_eq!(lib.loader(), CodeObjectLoader::LibraryApi);
+    let kernel = lib.kernel("scale").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let n = 300u32;
+    let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let buf = DeviceBuffer::from_slice(&dev, &host).unwrap();
+    let cfg = LaunchConfig::for_num_elems(n, 128);
+    // SAFETY: scale(float*, float, unsigned) with a buffer of n floats.
+    unsafe { kernel.launch(&stream, cfg, &mut args![&buf, &3.0f32, &n]) }.unwrap();
+    stream.synchronize().unwrap();
+    let out = buf.to_vec().unwrap();
+    let expected: Vec<f32> = (0..n).map(|i| i as f32 * 3.0).collect();
+    assert_eq!(out, expected);
+    let log = log(&path);
+    let launch = lines(&log, "hipModuleLaunchKernel scale ");
+    assert_eq!(launch.len(), 1, "{log:#?}");
+    assert!(
+        launch[0].starts_with("hipModuleLaunchKernel scale grid=3,1,1 block=128,1,1 lds=0 "),
+        "{}",
+        launch[0]
+    );
+    assert!(
+        position(&log, "hipLibraryLoadFromFile").is_some(),
+        "{log:#?}"
+    );
+    assert!(
+        position(&log, "hipKernelGetFunction scale").is_some(),
+        "{log:#?}"
+    );
+    assert!(position(&log, "hipModuleLoadData").is_none(), "{log:#?}");
+}
+
+#[test]
+fn module_api_fixture_loads_through_hip_module_load_data() {
+    let path = build("full3", &["LIBRARY_API=3"], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    assert_eq!(lib.loader(), CodeObjectLoader::ModuleApi);
+    let _k = lib.kernel("scale").unwrap();
+    let log = log(&path);
+    assert!(position(&log, "hipModuleLoadData").is_some(), "{log:#?}");
+    assert!(
+        position(&log, "hipModuleGetFunction scale").is_some(),
+        "{log:#?}"
+    );
+    assert!(
+        position(&log, "hipLibraryLoadFromFile").is_none(),
+        "{log:#?}"
+    );
+}
+
+#[test]
+fn every_create_has_its_destroy_and_unload_follows_the_last_kernel() {
+    let path = build("record", &["LIBRARY_API=0"], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    {
+        let lib = Library::load(&dev, &gfx90a()).unwrap();
+        let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
+        let start = Event::new(&dev, EventFlags::empty()).unwrap();
+        let end = Event::new(&dev, EventFlags::empty()).unwrap();
+        let buf = DeviceBuffer::<f32>::zeroed(&dev, 64).unwrap();
+        let pinned = PinnedBuffer::<f32>::zeroed(&dev, 64).unwrap();
+        {
+            let kernel = lib.kernel("scale").unwrap();
+            start.record(&stream).unwrap();
+            let n = 64u32;
+            // SAFETY: scale(float*, float, unsigned) with a buffer of 64 floats.
+            unsafe {
+                kernel.launch(
+                    &stream,
+                    LaunchConfig::for_num_elems(n, 64),
+                    &mut args![&buf, &1.0f32, &n],
+                )
+            }
+            .unwrap();
+            end.record(&stream).unwrap();
+            end.synchronize().unwrap();
+            assert_eq!(start.elapsed_ms(&end).unwrap(), 1.5);
+            drop(pinned);
+        }
+        // The kernel is gone, the library is not: nothing unloaded yet.
+        assert!(position(&log(&path), "hipModuleUnload").is_none());
+        drop(lib);
+        let after = log(&path);
+        let unload = position(&after, "hipModuleUnload").unwrap();
+        let last_launch = after
+            .iter()
+            .rposition(|l| l.starts_with("hipModuleLaunchKernel"))
+            .unwrap();
+        assert!(unload > last_launch);
+        drop((stream, start, end, buf));
+    }
+    let log = log(&path);
+    let handles = |prefix: &str| -> Vec<String> {
+        lines(&log, prefix)
+            .iter()
+            .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+            .collect()
+    };
+    let mut created = handles("hipStreamCreate ");
+    let mut destroyed = handles("hipStreamDestroy ");
+    assert_eq!(created.len(), 1);
+    created.sort();
+    destroyed.sort();
+    assert_eq!(created, destroyed, "streams");
+    let mut created = handles("hipEventCreate ");
+    let mut destroyed = handles("hipEventDestroy ");
+    assert_eq!(created.len(), 2);
+    created.sort();
+    destroyed.sort();
+    assert_eq!(created, destroyed, "events");
+    let mut created = handles("hipMalloc ");
+    let mut destroyed = handles("hipFree ");
+    created.sort();
+    destroyed.sort();
+    assert_eq!(created, destroyed, "device memory");
+    let mut created = handles("hipHostMalloc ");
+    let mut destroyed = handles("hipHostFree ");
+    assert_eq!(created.len(), 1);
+    created.sort();
+    destroyed.sort();
+    assert_eq!(created, destroyed, "pinned memory");
+    let loads: Vec<String> = lines(&log, "hipModuleLoadData ")
+        .iter()
+        .map(|l| l.split(' ').nth(1).unwrap().to_owned())
+        .collect();
+    assert_eq!(loads, handles("hipModuleUnload "), "modules");
+}
+
+#[test]
+fn library_api_unload_comes_after_the_last_kernel() {
+    let path = build("record5", &["LIBRARY_API=5"], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let kernel = lib.kernel("scale").unwrap();
+    drop(kernel);
+    assert!(position(&log(&path), "hipLibraryUnload").is_none());
+    drop(lib);
+    let log = log(&path);
+    let get = position(&log, "hipKernelGetFunction scale").unwrap();
+    let unload = position(&log, "hipLibraryUnload").unwrap();
+    assert!(unload > get);
+    assert_eq!(lines(&log, "hipLibraryLoadFromFile").len(), 1);
+    assert_eq!(lines(&log, "hipLibraryUnload").len(), 1);
+}
+
+#[test]
+fn code_object_for_another_processor_is_refused_naming_both_targets() {
+    let path = build("target", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let co = CodeObject::from_bytes(&scale_code_object("gfx906"), None).unwrap();
+    let err = Library::load(&dev, &co).unwrap_err();
+    assert!(
+        matches!(err, LibraryError::TargetMismatch { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the code object is built for {}, which does not run on device 0 \
+             (gfx90a:sramecc+:xnack-)",
+            co.target_id()
+        )
+    );
+    assert!(position(&log(&path), "hipModuleLoadData").is_none());
+}
+
+#[test]
+fn unknown_kernel_name_lists_the_kernels_there_are() {
+    let path = build("unknown", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let err = lib.kernel("scal").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no kernel named scal in the code object (kernels: scale)"
+    );
+}
+
+fn with_scale_kernel(
+    name: &str,
+    f: impl FnOnce(&hipjit::kernel::Kernel<'_>, &Stream, &DeviceBuffer<f32>),
+) {
+    let path = build(name, &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let kernel = lib.kernel("scale").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    let buf = DeviceBuffer::<f32>::zeroed(&dev, 16).unwrap();
+    f(&kernel, &stream, &buf);
+}
+
+#[test]
+fn launch_with_too_few_arguments_names_the_kernel_and_counts() {
+    with_scale_kernel("argcount", |k, s, buf| {
+        // SAFETY: refused before the call.
+        let err = unsafe {
+            k.launch(
+                s,
+                LaunchConfig::for_num_elems(16, 16),
+                &mut args![buf, &2.0f32],
+            )
+        }
+        .unwrap_err();
+        assert!(matches!(err, LaunchError::ArgCount { .. }), "{err:?}");
+        assert_eq!(err.to_string(), "kernel scale takes 3 arguments, 2 given");
+    });
+}
+
+#[test]
+fn launch_with_a_wrongly_sized_argument_names_its_index_and_name() {
+    with_scale_kernel("argsize", |k, s, buf| {
+        let n = 16u64;
+        // SAFETY: refused before the call.
+        let err = unsafe {
+            k.launch(
+                s,
+                LaunchConfig::for_num_elems(16, 16),
+                &mut args![buf, &2.0f32, &n],
+            )
+        }
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "kernel scale argument 2: 4 bytes expected, 8 given"
+        );
+    });
+}
+
+#[test]
+fn launch_with_a_block_above_the_device_limit_is_refused() {
+    with_scale_kernel("block", |k, s, buf| {
+        let n = 16u32;
+        let cfg = LaunchConfig {
+            grid: 1.into(),
+            block: (2048, 1, 1).into(),
+            dynamic_lds_bytes: 0,
+        };
+        // SAFETY: refused before the call.
+        let err = unsafe { k.launch(s, cfg, &mut args![buf, &2.0f32, &n]) }.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "launch configuration: block.x = 2048 exceeds the device's maximum 1024"
+        );
+    });
+}
+
+#[test]
+fn launch_with_lds_above_the_device_limit_is_refused() {
+    with_scale_kernel("lds", |k, s, buf| {
+        let n = 16u32;
+        let cfg = LaunchConfig {
+            grid: 1.into(),
+            block: 64.into(),
+            dynamic_lds_bytes: 65537,
+        };
+        // SAFETY: refused before the call.
+        let err = unsafe { k.launch(s, cfg, &mut args![buf, &2.0f32, &n]) }.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "launch configuration: 0 bytes static + 65537 bytes dynamic LDS exceed the device's \
+             65536 bytes of LDS per block"
+        );
+    });
+}
+
+#[test]
+fn cooperative_launch_is_refused_without_the_entry_point() {
+    with_scale_kernel("nocoop", |k, s, buf| {
+        let n = 16u32;
+        // SAFETY: refused before the call.
+        let err = unsafe {
+            k.launch_cooperative(
+                s,
+                LaunchConfig::for_num_elems(16, 16),
+                &mut args![buf, &2.0f32, &n],
+            )
+        }
+        .unwrap_err();
+        assert!(matches!(err, LaunchError::NoCooperativeLaunch), "{err:?}");
+    });
+}
+
+#[test]
+fn cooperative_launch_checks_occupancy_and_runs() {
+    let path = build("coop", &["COOPERATIVE"], Props::Hip6);
+    let rt = load(&path);
+    assert!(rt.has_cooperative_launch());
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let k = lib.kernel("scale").unwrap();
+    let s = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    let buf = DeviceBuffer::from_slice(&dev, &[1.0f32; 8]).unwrap();
+    let n = 8u32;
+    // The fixture reports 2048 / block blocks per compute unit, 104 compute units.
+    assert_eq!(k.max_active_blocks_per_cu(1024, 0).unwrap(), 2);
+    let too_big = LaunchConfig {
+        grid: 209.into(),
+        block: 1024.into(),
+        dynamic_lds_bytes: 0,
+    };
+    // SAFETY: refused before the call.
+    let err =
+        unsafe { k.launch_cooperative(&s, too_big, &mut args![&buf, &2.0f32, &n]) }.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cooperative launch of 209 blocks exceeds the 208 blocks that can be resident at once \
+         (2 per compute unit x 104 compute units)"
+    );
+    // SAFETY: scale(float*, float, unsigned) with 8 floats.
+    unsafe {
+        k.launch_cooperative(
+            &s,
+            LaunchConfig::for_num_elems(n, 64),
+            &mut args![&buf, &2.0f32, &n],
+        )
+    }
+    .unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(buf.to_vec().unwrap(), vec![2.0f32; 8]);
+}
+
+#[test]
+fn async_scope_copies_through_the_stream_and_synchronizes_it() {
+    let path = build("async", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let src = PinnedBuffer::from_slice(&dev, &[1u32, 2, 3, 4]).unwrap();
+    let mut buf = DeviceBuffer::<u32>::alloc(&dev, 4).unwrap();
+    let mut back = [0u32; 4];
+    async_scope(&stream, |s| {
+        s.copy_to_device(&src, &mut buf)?;
+        Ok::<(), hipjit::error::HipError>(())
+    })
+    .unwrap()
+    .unwrap();
+    async_scope(&stream, |s| s.copy_to_host(&buf, &mut back))
+        .unwrap()
+        .unwrap();
+    assert_eq!(back, [1, 2, 3, 4]);
+    let log = log(&path);
+    let copy = position(&log, "hipMemcpyAsync 16 kind=1").unwrap();
+    let sync = log
+        .iter()
+        .skip(copy)
+        .position(|l| l.starts_with("hipStreamSynchronize"));
+    assert!(sync.is_some(), "{log:#?}");
+}
+
+#[test]
+fn copy_with_mismatched_length_is_refused() {
+    let path = build("mismatch", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let mut buf = DeviceBuffer::<u32>::alloc(&dev, 4).unwrap();
+    let err = buf.copy_from_host(&[1, 2, 3]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "hipMemcpy failed: hipErrorInvalidValue (1): refused by hipjit before the call: host \
+         slice of 3 values for a device buffer of 4 values"
+    );
+}
+
+#[test]
+fn device_global_is_found_by_name_and_written() {
+    let path = build("global", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let mut g = lib.global("table").unwrap();
+    assert_eq!(g.size_bytes(), 16);
+    let bytes: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|f| f.to_ne_bytes())
+        .collect();
+    g.write(&bytes).unwrap();
+    assert_eq!(g.read().unwrap(), bytes);
+}
+
+#[test]
+fn kernel_attributes_come_from_hip_func_get_attribute() {
+    with_scale_kernel("attrs", |k, _, _| {
+        assert_eq!(k.max_threads_per_block(), 1024);
+        assert_eq!(k.static_lds_bytes(), 0);
+        assert_eq!(k.num_registers().unwrap(), 32);
+    });
+}
+
+#[test]
+fn device_ordinal_out_of_range_is_the_runtimes_invalid_device() {
+    let path = build("ordinal", &[], Props::Hip6);
+    let rt = load(&path);
+    let err = rt.device(1).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "hipSetDevice failed: hipErrorInvalidDevice (101): fixture: invalid device ordinal"
+    );
+}
+
+#[test]
+fn device_is_bound_on_each_thread_that_uses_it() {
+    let path = build("threads", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _b = DeviceBuffer::<u8>::alloc(&dev, 1).unwrap();
+        });
+    });
+    // The fixture's current device is unset on each new thread and calls made without binding
+    // fail, so the allocation above succeeding means the device was bound on that thread.
+    let log = log(&path);
+    assert_eq!(lines(&log, "hipSetDevice 0").len(), 2, "{log:#?}");
+    assert!(position(&log, "unbound call").is_none(), "{log:#?}");
+}
+
+fn data(name: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/code-objects")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn code_object_v6_is_refused_by_a_hip_5_runtime_naming_both_versions() {
+    let path = build(
+        "v6on5",
+        &[
+            "ARCH=\"gfx942:sramecc+:xnack-\"",
+            "RUNTIME_VERSION=50221153",
+        ],
+        Props::Hip5,
+    );
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let co = CodeObject::from_bytes(&data("kernels-gfx942.hsaco"), None).unwrap();
+    assert_eq!(co.code_object_version(), 6);
+    let err = Library::load(&dev, &co).unwrap_err();
+    assert!(
+        matches!(err, LibraryError::CodeObjectVersion { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "code object v6 is not accepted by the HIP runtime 5.2.21153 (it accepts v4, v5)"
+    );
+    assert!(position(&log(&path), "hipModuleLoadData").is_none());
+}
+
+#[test]
+fn compressed_bundle_is_handed_to_the_runtime_as_the_devices_raw_elf() {
+    let path = build("ccob", &["ARCH=\"gfx942:sramecc+:xnack-\""], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load_bytes(&dev, &data("kernels-gfx942-gfx1100-v3.ccob")).unwrap();
+    let k = lib.kernel("axpy_f32").unwrap();
+    assert_eq!(k.name(), "axpy_f32");
+    let log = log(&path);
+    // The fixture rejects anything but an ELF image with hipErrorInvalidImage.
+    let load = lines(&log, "hipModuleLoadData ");
+    assert_eq!(load.len(), 1, "{log:#?}");
+    assert!(!load[0].contains("rejected"), "{log:#?}");
+}
+
+#[test]
+fn xnack_any_code_object_loads_on_an_xnack_on_device() {
+    let path = build(
+        "xnackany",
+        &["ARCH=\"gfx90a:sramecc+:xnack+\""],
+        Props::Hip6,
+    );
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load_bytes(&dev, &data("kernels-gfx90a.hsaco")).unwrap();
+    assert!(lib.kernel_names().any(|n| n == "axpy_f32"));
+}
+
+#[test]
+fn xnack_off_code_object_is_refused_on_an_xnack_on_device() {
+    let path = build(
+        "xnackoff",
+        &["ARCH=\"gfx90a:sramecc+:xnack+\""],
+        Props::Hip6,
+    );
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let err = Library::load_bytes(&dev, &data("kernels-gfx90a_xnack-.hsaco")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the code object is built for gfx90a:xnack-, which does not run on device 0 \
+         (gfx90a:sramecc+:xnack+)"
+    );
+}
+
+#[test]
+fn borrowed_stream_is_used_but_never_destroyed() {
+    use hipjit::stream::BorrowedStream;
+    let path = build("borrowed", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let owned = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    {
+        // SAFETY: `owned` is a stream of `dev` in the same runtime and outlives `borrowed`.
+        let borrowed = unsafe { BorrowedStream::from_raw(&dev, owned.as_raw()) };
+        borrowed.synchronize().unwrap();
+        let null = BorrowedStream::null(&dev);
+        null.synchronize().unwrap();
+    }
+    assert!(position(&log(&path), "hipStreamDestroy").is_none());
+    drop(owned);
+    assert_eq!(lines(&log(&path), "hipStreamDestroy").len(), 1);
+}
+
+#[test]
+fn launch_on_a_borrowed_stream_passes_its_handle() {
+    use hipjit::stream::BorrowedStream;
+    let path = build("borrowedlaunch", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let k = lib.kernel("scale").unwrap();
+    let owned = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    // SAFETY: `owned` is a stream of `dev` and outlives `borrowed`.
+    let borrowed = unsafe { BorrowedStream::from_raw(&dev, owned.as_raw()) };
+    let buf = DeviceBuffer::from_slice(&dev, &[1.0f32; 4]).unwrap();
+    let n = 4u32;
+    // SAFETY: scale(float*, float, unsigned) with 4 floats.
+    unsafe {
+        k.launch(
+            &borrowed,
+            LaunchConfig::for_num_elems(n, 64),
+            &mut args![&buf, &5.0f32, &n],
+        )
+    }
+    .unwrap();
+    borrowed.synchronize().unwrap();
+    assert_eq!(buf.to_vec().unwrap(), vec![5.0f32; 4]);
+    let log = log(&path);
+    let launch = lines(&log, "hipModuleLaunchKernel scale");
+    assert!(
+        launch[0].contains(&format!("stream={:?}", owned.as_raw())),
+        "{launch:?}"
+    );
+}
+
+#[test]
+fn safe_types_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Runtime>();
+    send_sync::<hipjit::device::Device>();
+    send_sync::<Stream>();
+    send_sync::<hipjit::stream::BorrowedStream>();
+    send_sync::<DeviceBuffer<f32>>();
+    send_sync::<PinnedBuffer<f32>>();
+    send_sync::<Event>();
+    send_sync::<Library>();
+    send_sync::<hipjit::kernel::Kernel<'static>>();
+}
+
+#[test]
+fn library_and_kernel_move_to_another_thread_and_launch_there() {
+    let path = build("movethread", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let buf = DeviceBuffer::from_slice(&dev, &[2.0f32; 4]).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let k = lib.kernel("scale").unwrap();
+            let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
+            let n = 4u32;
+            // SAFETY: scale(float*, float, unsigned) with 4 floats.
+            unsafe {
+                k.launch(
+                    &stream,
+                    LaunchConfig::for_num_elems(n, 64),
+                    &mut args![&buf, &2.0f32, &n],
+                )
+            }
+            .unwrap();
+            stream.synchronize().unwrap();
+        });
+    });
+    assert_eq!(buf.to_vec().unwrap(), vec![4.0f32; 4]);
+    // The fixture fails calls made on a thread without a bound device.
+    assert!(position(&log(&path), "unbound call").is_none());
+}
+
+/// Runs this test binary's test `name` alone in a fresh process (nothing loaded yet) with
+/// `HIPJIT_FIXTURE_CHILD=name` and `env` set, `HIPJIT_HIP_LIBRARY` removed; returns its
+/// combined output after asserting it succeeded.
+fn run_in_child(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> String {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env("HIPJIT_FIXTURE_CHILD", name)
+        .env_remove("HIPJIT_HIP_LIBRARY");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "child {name} failed:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "child {name} did not run:\n{text}"
+    );
+    text
+}
+
+fn is_child(name: &str) -> bool {
+    std::env::var("HIPJIT_FIXTURE_CHILD").as_deref() == Ok(name)
+}
+
+#[test]
+fn hip_path_lib_is_searched_before_the_sonames() {
+    const NAME: &str = "hip_path_lib_is_searched_before_the_sonames";
+    if is_child(NAME) {
+        // A fresh process: no runtime mapped yet, HIP_PATH names the fixture's root.
+        let rt = Runtime::load().unwrap();
+        assert_eq!(
+            rt.found(),
+            &Found::Root(hipjit::sys::discovery::Origin::HipPath)
+        );
+        assert_eq!(rt.version().unwrap().0, 70253211);
+        return;
+    }
+    let lib = build("hippath", &[], Props::Hip6);
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture-roots/hippath");
+    std::fs::create_dir_all(root.join("lib")).unwrap();
+    std::fs::copy(&lib, root.join("lib/libamdhip64.so.7")).unwrap();
+    run_in_child(NAME, &[("HIP_PATH", root.as_os_str())]);
+}
+
+#[test]
+fn runtime_already_loaded_in_the_process_is_preferred() {
+    const NAME: &str = "runtime_already_loaded_in_the_process_is_preferred";
+    if is_child(NAME) {
+        // A framework loaded its own copy first; discovery must pick that copy, not the
+        // system runtime the sonames would find.
+        let path = std::env::var_os("HIPJIT_FIXTURE_PATH").unwrap();
+        let c = std::ffi::CString::new(path.as_encoded_bytes()).unwrap();
+        // SAFETY: loads the fixture library (its initialisers do nothing).
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        assert!(!h.is_null());
+        let rt = Runtime::load().unwrap();
+        assert_eq!(rt.found(), &Found::AlreadyLoaded);
+        assert_eq!(rt.path(), Path::new(&path));
+        return;
+    }
+    let lib = build("preloaded", &[], Props::Hip6);
+    run_in_child(NAME, &[("HIPJIT_FIXTURE_PATH", lib.as_os_str())]);
+}

@@ -1,0 +1,320 @@
+//! The JIT against the real compiler of the environment named by `HIPJIT_TEST_ENV`:
+//! `bookworm` (default; Debian hipcc 5.2.3 over clang-15) or `sid` (hipcc 7.0.2 over clang-21,
+//! run inside the sid root filesystem). The compiler is found by hipjit's normal discovery.
+//! Expectations are the measured facts of docs ENVIRONMENT.md.
+
+use std::path::{Path, PathBuf};
+
+use hipjit::cache::disk::DiskCache;
+use hipjit::compiler::{CompileError, CompileOptions, Severity};
+use hipjit::jit::{CacheLocation, Jit, JitError, JitOptions, Origin};
+use hipjit::target_id::TargetId;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum TestEnv {
+    Bookworm,
+    Sid,
+}
+
+fn test_env() -> TestEnv {
+    match std::env::var("HIPJIT_TEST_ENV").as_deref() {
+        Ok("sid") => TestEnv::Sid,
+        Ok("bookworm") | Err(_) => TestEnv::Bookworm,
+        Ok(other) => panic!("HIPJIT_TEST_ENV={other:?}: expected bookworm or sid"),
+    }
+}
+
+fn kernel(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/kernels")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn target(s: &str) -> TargetId {
+    TargetId::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+fn jit_with_cache(dir: &Path) -> Jit {
+    Jit::new(JitOptions {
+        cache: CacheLocation::Roots(vec![dir.to_path_buf()]),
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| {
+        panic!("{e}\n(install hipcc: apt-get install hipcc libamdhip64-dev rocm-device-libs)")
+    })
+}
+
+fn jit_memory_only() -> Jit {
+    Jit::new(JitOptions {
+        cache: CacheLocation::Disabled,
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// EF_AMDGPU_MACH values from LLVM AMDGPUUsage ("AMDGPU ELF Header", table
+/// AMDGPU EF_AMDGPU_MACH Values), written out here rather than taken from the reader.
+fn mach_of(processor: &str) -> u32 {
+    match processor {
+        "gfx900" => 0x2c,
+        "gfx906" => 0x2f,
+        "gfx908" => 0x30,
+        "gfx90a" => 0x3f,
+        "gfx940" => 0x40,
+        "gfx1030" => 0x36,
+        "gfx942" => 0x4c,
+        "gfx950" => 0x4f,
+        "gfx1100" => 0x41,
+        "gfx1151" => 0x4a,
+        "gfx1201" => 0x4e,
+        other => panic!("no EF_AMDGPU_MACH value in this test for {other}"),
+    }
+}
+
+fn e_flags(elf: &[u8]) -> u32 {
+    assert_eq!(&elf[..4], b"\x7fELF", "not an ELF");
+    assert_eq!(
+        u16::from_le_bytes([elf[18], elf[19]]),
+        224,
+        "e_machine is not EM_AMDGPU"
+    );
+    u32::from_le_bytes([elf[48], elf[49], elf[50], elf[51]])
+}
+
+fn supported_targets() -> &'static [&'static str] {
+    match test_env() {
+        TestEnv::Bookworm => &["gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx1030"],
+        TestEnv::Sid => &[
+            "gfx942",
+            "gfx950",
+            "gfx1100",
+            "gfx1151",
+            "gfx1201",
+            "gfx942:sramecc+:xnack-",
+            "gfx90a:xnack+",
+        ],
+    }
+}
+
+#[test]
+fn every_supported_target_compiles_to_an_amdgpu_elf_for_its_processor() {
+    let jit = jit_memory_only();
+    let src = kernel("scale.hip");
+    for t in supported_targets() {
+        let t = target(t);
+        let c = jit
+            .compile(&src, &CompileOptions::for_target(t.clone()))
+            .unwrap_or_else(|e| panic!("{t}: {e}"));
+        let flags = e_flags(c.code_object().elf());
+        assert_eq!(
+            flags & 0xff,
+            mach_of(t.processor()),
+            "{t}: e_flags {flags:#x}"
+        );
+        assert_eq!(c.origin(), Origin::Compiler, "{t}");
+    }
+}
+
+#[test]
+fn target_id_features_reach_the_code_object_e_flags() {
+    // EF_AMDGPU_FEATURE_XNACK_V4 bits 0x300, SRAMECC 0xc00: 0x100 any, 0x200 off, 0x300 on.
+    let (t, expected) = match test_env() {
+        TestEnv::Bookworm => ("gfx90a:xnack-", 0x200),
+        TestEnv::Sid => ("gfx942:sramecc+:xnack-", 0xe00),
+    };
+    let jit = jit_memory_only();
+    let c = jit
+        .compile(&kernel("scale.hip"), &CompileOptions::for_target(target(t)))
+        .unwrap_or_else(|e| panic!("{t}: {e}"));
+    let flags = e_flags(c.code_object().elf());
+    let mask = if test_env() == TestEnv::Sid {
+        0xf00
+    } else {
+        0x300
+    };
+    assert_eq!(flags & mask, expected, "{t}: e_flags {flags:#x}");
+}
+
+#[test]
+fn gfx942_is_unsupported_by_bookworm_hipcc_and_compiles_with_sid_hipcc() {
+    let jit = jit_memory_only();
+    let r = jit.compile(
+        &kernel("scale.hip"),
+        &CompileOptions::for_target(target("gfx942")),
+    );
+    match test_env() {
+        TestEnv::Bookworm => {
+            let err = r.expect_err("hipcc 5.2.3 must reject gfx942");
+            let JitError::Compile(CompileError::UnsupportedTarget(u)) = &err else {
+                panic!("expected UnsupportedTarget, got {err}")
+            };
+            let msg = err.to_string();
+            assert!(msg.ends_with("does not support gfx942"), "{msg}");
+            assert!(msg.contains("hipcc (HIP version: 5.2"), "{msg}");
+            assert!(
+                u.failure.stderr.contains("invalid target ID 'gfx942'"),
+                "{}",
+                u.failure.stderr
+            );
+        }
+        TestEnv::Sid => {
+            r.unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+#[test]
+fn gfx1100_lacks_its_device_library_on_bookworm_and_compiles_on_sid() {
+    let jit = jit_memory_only();
+    let r = jit.compile(
+        &kernel("scale.hip"),
+        &CompileOptions::for_target(target("gfx1100")),
+    );
+    match test_env() {
+        TestEnv::Bookworm => {
+            let err = r.expect_err("hipcc 5.2.3 has no gfx1100 device library");
+            let JitError::Compile(CompileError::MissingDeviceLibrary(m)) = &err else {
+                panic!("expected MissingDeviceLibrary, got {err}")
+            };
+            assert_eq!(m.file, "oclc_isa_version_1100.bc");
+            assert_eq!(
+                m.searched,
+                [PathBuf::from("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")],
+                "{err}"
+            );
+            assert!(err
+                .to_string()
+                .contains("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode"));
+        }
+        TestEnv::Sid => {
+            r.unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+fn any_target() -> TargetId {
+    target(match test_env() {
+        TestEnv::Bookworm => "gfx90a",
+        TestEnv::Sid => "gfx942",
+    })
+}
+
+#[test]
+fn compile_error_carries_command_status_stderr_and_located_diagnostics() {
+    let jit = jit_memory_only();
+    let opts = CompileOptions {
+        source_name: Some("broken_kernel.hip".into()),
+        ..CompileOptions::for_target(any_target())
+    };
+    let err = jit
+        .compile(&kernel("broken.hip"), &opts)
+        .expect_err("must fail");
+    let JitError::Compile(CompileError::Failed(f)) = &err else {
+        panic!("expected Failed, got {err}")
+    };
+    assert_eq!(f.exit_code, Some(1));
+    assert!(f
+        .command
+        .iter()
+        .any(|a| a == &format!("--offload-arch={}", any_target())));
+    assert!(
+        f.command.iter().any(|a| a == "broken_kernel.hip"),
+        "{:?}",
+        f.command
+    );
+    assert!(f.stderr.contains("undeclared_name"), "{}", f.stderr);
+    let e = f
+        .diagnostics
+        .iter()
+        .find(|d| d.severity == Severity::Error)
+        .unwrap_or_else(|| panic!("no error diagnostic in {:?}", f.diagnostics));
+    assert_eq!(e.file.as_deref(), Some("broken_kernel.hip"));
+    assert_eq!((e.line, e.column), (Some(4), Some(12)));
+    assert!(e.message.contains("undeclared_name"), "{}", e.message);
+}
+
+#[test]
+fn include_directory_and_cache_root_with_space_quote_dollar_and_non_ascii_work() {
+    let base = tempfile::tempdir().unwrap();
+    let odd = base.path().join("a b'c$HOME \"é\"");
+    let inc = odd.join("include dir");
+    std::fs::create_dir_all(inc.join("sub")).unwrap();
+    std::fs::write(inc.join("sub/factor.h"), "#define FACTOR 3.0f\n").unwrap();
+    let cache = odd.join("cache");
+    let jit = jit_with_cache(&cache);
+    let src = "#include <hip/hip_runtime.h>\n#include <sub/factor.h>\n\
+               extern \"C\" __global__ void k(float* x) { x[0] *= FACTOR; }\n";
+    let opts = CompileOptions::for_target(any_target()).include_dir(&inc);
+    let c = jit.compile(src, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let entry = c.entry_path().expect("written to the disk cache");
+    assert!(entry.starts_with(&cache), "{}", entry.display());
+    let disk = DiskCache::open(&[cache]).unwrap();
+    let meta = disk.get(&c.key()).entry.expect("entry readable").meta;
+    assert!(
+        meta.dependencies.contains(&inc.join("sub/factor.h")),
+        "{:?}",
+        meta.dependencies
+    );
+    assert_eq!(meta.tracked_headers.len(), 1);
+}
+
+#[test]
+fn second_request_is_a_memory_hit_and_a_fresh_jit_hits_the_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = kernel("scale.hip");
+    let opts = CompileOptions::for_target(any_target());
+    let first = jit_with_cache(dir.path()).compile(&src, &opts).unwrap();
+    assert_eq!(first.origin(), Origin::Compiler);
+    let jit = jit_with_cache(dir.path());
+    let disk = jit.compile(&src, &opts).unwrap();
+    assert_eq!(disk.origin(), Origin::Disk);
+    assert_eq!(disk.key(), first.key());
+    assert_eq!(disk.code_object().elf(), first.code_object().elf());
+    let mem = jit.compile(&src, &opts).unwrap();
+    assert_eq!(mem.origin(), Origin::Memory);
+}
+
+#[test]
+fn corrupted_entry_is_a_miss_and_is_replaced_by_a_valid_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = kernel("scale.hip");
+    let opts = CompileOptions::for_target(any_target());
+    let first = jit_with_cache(dir.path()).compile(&src, &opts).unwrap();
+    let path = first.entry_path().unwrap().clone();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let again = jit_with_cache(dir.path()).compile(&src, &opts).unwrap();
+    assert_eq!(again.origin(), Origin::Compiler);
+    assert_eq!(again.bad_entries().len(), 1);
+    assert!(
+        again.bad_entries()[0].reason.contains("sha256"),
+        "{:?}",
+        again.bad_entries()
+    );
+    let disk = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    assert!(
+        disk.get(&again.key()).entry.is_some(),
+        "entry was not replaced"
+    );
+}
+
+#[test]
+fn isa_dump_holds_the_kernel_symbol() {
+    let jit = jit_memory_only();
+    let opts = CompileOptions {
+        dump_isa: true,
+        dump_llvm_ir: true,
+        ..CompileOptions::for_target(any_target())
+    };
+    let c = jit
+        .compile(&kernel("scale.hip"), &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let isa = c.isa().expect("ISA dump");
+    assert!(isa.contains("scale:"), "{isa}");
+    assert!(isa.contains(".amdhsa_kernel scale"), "{isa}");
+    let ir = c.llvm_ir().expect("LLVM IR dump");
+    assert_eq!(&ir[..4], b"BC\xc0\xde", "not LLVM bitcode");
+}

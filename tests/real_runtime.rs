@@ -1,0 +1,231 @@
+//! Tests against the real HIP runtime that hipjit's discovery finds, on a machine without a GPU.
+//!
+//! `HIPJIT_TEST_ENV` names the environment whose measured facts are asserted (ENVIRONMENT.md):
+//! `bookworm` (or unset): Debian's HIP 5.2.3 runtime `libamdhip64.so.5`; `sid`: the sid root's
+//! HIP 6.4.3 runtime `libamdhip64.so.6` (run the prebuilt test binary inside that root).
+//! Tests that need a device are ignored unless asked for.
+
+use hipjit::error::HipError;
+use hipjit::runtime::{CodeObjectLoader, DevicePropertiesEntry, Found, Runtime};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TestEnv {
+    Bookworm,
+    Sid,
+}
+
+fn test_env() -> TestEnv {
+    match std::env::var("HIPJIT_TEST_ENV").as_deref() {
+        Err(_) | Ok("") | Ok("bookworm") => TestEnv::Bookworm,
+        Ok("sid") => TestEnv::Sid,
+        Ok(other) => panic!("unknown HIPJIT_TEST_ENV={other} (bookworm or sid)"),
+    }
+}
+
+fn runtime() -> Runtime {
+    Runtime::load().unwrap_or_else(|e| {
+        panic!(
+            "{e}\nno HIP runtime: on bookworm apt-get install libamdhip64-5; for sid see \
+             ENVIRONMENT.md"
+        )
+    })
+}
+
+#[test]
+fn discovery_loads_the_environments_runtime() {
+    let rt = runtime();
+    // The reported path is the name the dynamic loader opened (the development link
+    // `libamdhip64.so` when installed); the file behind it is the versioned runtime.
+    let real = std::fs::canonicalize(rt.path()).unwrap();
+    let name = real.file_name().unwrap().to_str().unwrap().to_owned();
+    let expected = match test_env() {
+        TestEnv::Bookworm => "libamdhip64.so.5.2.21153",
+        TestEnv::Sid => "libamdhip64.so.6.4.43484",
+    };
+    assert_eq!(name, expected, "{:?}", rt.path());
+    // Other tests of this binary may have loaded it already.
+    assert!(
+        matches!(rt.found(), Found::Soname | Found::AlreadyLoaded),
+        "{:?}",
+        rt.found()
+    );
+}
+
+#[test]
+fn second_load_finds_the_runtime_already_loaded() {
+    let first = runtime();
+    let second = runtime();
+    assert_eq!(second.found(), &Found::AlreadyLoaded);
+    assert_eq!(
+        std::fs::canonicalize(second.path()).unwrap(),
+        std::fs::canonicalize(first.path()).unwrap()
+    );
+}
+
+#[test]
+fn runtime_reports_its_version() {
+    let v = runtime().version().expect("hipRuntimeGetVersion");
+    match test_env() {
+        TestEnv::Bookworm => {
+            assert_eq!(v.0, 50221153);
+            assert_eq!(v.to_string(), "5.2.21153");
+        }
+        TestEnv::Sid => assert_eq!((v.major(), v.minor()), (6, 4), "{v}"),
+    }
+}
+
+#[test]
+fn properties_entry_point_matches_the_runtime() {
+    let expected = match test_env() {
+        TestEnv::Bookworm => DevicePropertiesEntry::R0000,
+        TestEnv::Sid => DevicePropertiesEntry::R0600,
+    };
+    assert_eq!(runtime().device_properties_entry(), expected);
+}
+
+#[test]
+fn runtime_without_library_api_loads_through_module_api() {
+    let rt = runtime();
+    assert_eq!(rt.code_object_loader(), CodeObjectLoader::ModuleApi);
+    let err = rt.require_library_api().unwrap_err();
+    assert_eq!(err.symbol, "hipLibraryLoadFromFile");
+}
+
+#[test]
+fn code_object_versions_follow_the_table() {
+    let expected: &[u32] = match test_env() {
+        TestEnv::Bookworm => &[4, 5],
+        TestEnv::Sid => &[4, 5, 6],
+    };
+    assert_eq!(runtime().code_object_versions(), Some(expected));
+}
+
+#[test]
+fn cooperative_launch_availability_matches_the_runtime() {
+    // HIP 5.2 has no hipModuleLaunchCooperativeKernel; HIP 6.x exports it.
+    let expected = test_env() == TestEnv::Sid;
+    assert_eq!(runtime().has_cooperative_launch(), expected);
+}
+
+fn assert_hip_error(err: &HipError, call: &str, name: &str, code: i32) {
+    assert_eq!(err.call(), call, "{err}");
+    assert_eq!(err.name(), name, "{err}");
+    assert_eq!(err.code(), code, "{err}");
+}
+
+/// The runtime's own string for hipErrorNoDevice (measured: Debian's 5.2.3 answers with the
+/// name itself).
+fn no_device_string() -> &'static str {
+    match test_env() {
+        TestEnv::Bookworm => "hipErrorNoDevice",
+        TestEnv::Sid => "no ROCm-capable device is detected",
+    }
+}
+
+#[test]
+fn device_count_without_a_gpu_is_hip_error_no_device() {
+    let err = runtime().device_count().unwrap_err();
+    assert_hip_error(&err, "hipGetDeviceCount", "hipErrorNoDevice", 100);
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "hipGetDeviceCount failed: hipErrorNoDevice (100): {}",
+            no_device_string()
+        )
+    );
+}
+
+#[test]
+fn opening_a_device_without_a_gpu_is_hip_error_no_device() {
+    let err = runtime().device(0).unwrap_err();
+    assert_hip_error(&err, "hipGetDeviceCount", "hipErrorNoDevice", 100);
+    assert_eq!(err.message(), no_device_string());
+}
+
+#[test]
+fn hip_init_without_a_gpu_is_the_runtimes_error() {
+    let err = runtime().init().unwrap_err();
+    match test_env() {
+        // Measured: HIP 5.2.3 answers hipInit with hipErrorInvalidDevice, 6.4.3 with
+        // hipErrorNoDevice.
+        TestEnv::Bookworm => {
+            assert_hip_error(&err, "hipInit", "hipErrorInvalidDevice", 101);
+            assert_eq!(err.message(), "hipErrorInvalidDevice");
+        }
+        TestEnv::Sid => {
+            assert_hip_error(&err, "hipInit", "hipErrorNoDevice", 100);
+            assert_eq!(err.message(), no_device_string());
+        }
+    }
+}
+
+#[test]
+fn optional_families_match_the_runtime() {
+    let rt = runtime();
+    let present = |name: &str| {
+        rt.optional_symbols()
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, p)| *p)
+            .unwrap()
+    };
+    assert!(present(
+        "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor"
+    ));
+    assert!(present("hipFuncSetAttribute"));
+    for s in hipjit::runtime::LIBRARY_API_SYMBOLS {
+        assert!(!present(s), "{s}");
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU: compiles a kernel for device 0's target ID, loads it, launches it"]
+fn end_to_end_on_a_gpu_scales_a_buffer() {
+    use hipjit::args;
+    use hipjit::code_object::CodeObject;
+    use hipjit::launch::LaunchConfig;
+    use hipjit::library::Library;
+    use hipjit::memory::DeviceBuffer;
+    use hipjit::stream::{AsStream, Stream, StreamFlags};
+
+    let rt = runtime();
+    let dev = rt.device(0).unwrap();
+    let target = dev.target_id().expect("device target ID").clone();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("scale.hip");
+    std::fs::write(
+        &src,
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void scale(float* x, float a, \
+         unsigned n) { unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("scale.co");
+    let status = std::process::Command::new("hipcc")
+        .args(["-x", "hip", "--genco", "-O3", "--no-gpu-bundle-output"])
+        .arg(format!("--offload-arch={target}"))
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("hipcc on PATH");
+    assert!(status.success());
+    let co = CodeObject::from_bytes(&std::fs::read(&out).unwrap(), Some(&target)).unwrap();
+    let lib = Library::load(&dev, &co).unwrap();
+    let kernel = lib.kernel("scale").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let n = 1000u32;
+    let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let buf = DeviceBuffer::from_slice(&dev, &host).unwrap();
+    // SAFETY: scale(float*, float, unsigned) with a buffer of n floats.
+    unsafe {
+        kernel.launch(
+            &stream,
+            LaunchConfig::for_num_elems(n, 256),
+            &mut args![&buf, &2.0f32, &n],
+        )
+    }
+    .unwrap();
+    stream.synchronize().unwrap();
+    let expected: Vec<f32> = host.iter().map(|x| x * 2.0).collect();
+    assert_eq!(buf.to_vec().unwrap(), expected);
+}
