@@ -119,13 +119,20 @@ fn inspect_bundle_with_target_picks_that_entry() {
 }
 
 #[test]
-fn inspect_bundle_with_several_entries_and_no_target_fails_naming_them() {
+fn inspect_bundle_without_target_reads_every_amdgpu_entry() {
     let f = data("kernels-gfx942-gfx1100.hipfb");
-    let o = hipjit(&["inspect", path_str(&f)]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = stderr(&o);
-    assert!(err.contains("kernels-gfx942-gfx1100.hipfb"), "{err}");
-    assert!(err.contains("gfx942") && err.contains("gfx1100"), "{err}");
+    let o = hipjit(&["inspect", "--json", path_str(&f)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["container"], "offload-bundle");
+    let mut targets: Vec<String> = v["code_objects"]
+        .as_array()
+        .expect("code_objects")
+        .iter()
+        .map(|c| c["target_id"].as_str().unwrap().to_owned())
+        .collect();
+    targets.sort();
+    assert_eq!(targets, ["gfx1100", "gfx942"]);
 }
 
 #[test]
@@ -189,4 +196,379 @@ fn help_documents_the_exit_statuses() {
     let out = stdout(&o);
     assert!(out.contains("Exit status:"), "{out}");
     assert!(out.contains("2  usage error"), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// compile (the machine's hipcc: Debian's 5.2.3 here, `apt-get install hipcc`)
+
+const SAXPY: &str = "examples/kernels/saxpy.hip";
+
+fn saxpy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(SAXPY)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write a test source");
+    p
+}
+
+#[test]
+fn compile_misses_then_hits_the_disk_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let src = saxpy();
+    let first = hipjit_in(
+        cache.path(),
+        &["compile", "--json", "--arch", "gfx90a", path_str(&src)],
+    );
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "needs hipcc (apt-get install hipcc): {}",
+        stderr(&first)
+    );
+    let a = json(&first);
+    assert_eq!(a["schema_version"], 1);
+    assert_eq!(a["results"][0]["cache"], "miss");
+    assert_eq!(a["results"][0]["hit"], false);
+    let second = hipjit_in(
+        cache.path(),
+        &["compile", "--json", "--arch", "gfx90a", path_str(&src)],
+    );
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let b = json(&second);
+    assert_eq!(b["results"][0]["cache"], "disk");
+    assert_eq!(b["results"][0]["key"], a["results"][0]["key"]);
+}
+
+#[test]
+fn compile_text_shows_kernel_arguments_and_resources() {
+    let o = hipjit(&["compile", "--arch", "gfx90a", path_str(&saxpy())]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("miss (compiled)"), "{out}");
+    assert!(out.contains("kernel saxpy"), "{out}");
+    assert!(out.contains("SGPR") && out.contains("VGPR"), "{out}");
+    assert!(out.contains("global_buffer"), "{out}");
+}
+
+#[test]
+fn compile_error_exits_1_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        dir.path(),
+        "broken.hip",
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) {\n  x[0] = undefined_thing;\n}\n",
+    );
+    let o = hipjit(&["compile", "--arch", "gfx90a", path_str(&bad)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("{}:3:", bad.display())),
+        "stderr lacks file:line: {err}"
+    );
+    assert!(err.contains("gfx90a"), "{err}");
+    assert!(err.contains("undefined_thing"), "{err}");
+}
+
+#[test]
+fn compile_for_a_processor_the_compiler_does_not_know_exits_1_naming_it() {
+    // gfx9999 is well-formed as a target ID but no compiler knows it.
+    let o = hipjit(&["compile", "--arch", "gfx9999", path_str(&saxpy())]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("gfx9999"), "{err}");
+    assert!(err.contains(SAXPY), "{err}");
+}
+
+#[test]
+fn compile_two_inputs_to_a_directory_writes_both_code_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(
+        dir.path(),
+        "first.hip",
+        "#include <hip/hip_runtime.h>\n#include \"val.h\"\nextern \"C\" __global__ void first(float* x) { x[0] = VAL; }\n",
+    );
+    write(dir.path(), "val.h", "#define VAL 2.0f\n");
+    let b = write(
+        dir.path(),
+        "second.hip",
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void second(int* x) { x[0] = 1; }\n",
+    );
+    let out = dir.path().join("out");
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-j",
+        "2",
+        "-o",
+        path_str(&out),
+        path_str(&a),
+        path_str(&b),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (file, kernel) in [("first.hsaco", "first"), ("second.hsaco", "second")] {
+        let written = out.join(file);
+        let i = hipjit(&["inspect", "--json", path_str(&written)]);
+        assert_eq!(i.status.code(), Some(0), "{file}: {}", stderr(&i));
+        assert_eq!(json(&i)["kernels"][0]["name"], kernel);
+    }
+    // Atomic writes leave no temporary file behind.
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}
+
+#[test]
+fn compile_one_input_with_o_writes_that_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("saxpy-gfx90a.co");
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-o",
+        path_str(&out),
+        path_str(&saxpy()),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let bytes = std::fs::read(&out).expect("the output file exists");
+    assert!(bytes.starts_with(b"\x7fELF"));
+}
+
+#[test]
+fn compile_without_arch_is_a_usage_error() {
+    let o = hipjit(&["compile", path_str(&saxpy())]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--arch"), "{}", stderr(&o));
+}
+
+#[test]
+fn compile_with_a_bad_define_is_a_usage_error() {
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-D",
+        "BAD-NAME",
+        path_str(&saxpy()),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("BAD-NAME"), "{}", stderr(&o));
+}
+
+#[test]
+fn compile_of_a_missing_file_exits_1_naming_it() {
+    let o = hipjit(&["compile", "--arch", "gfx90a", "/nonexistent/k.hip"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("/nonexistent/k.hip: cannot read the file"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// cache
+
+/// A cache directory holding the saxpy entry.
+fn filled_cache() -> tempfile::TempDir {
+    let cache = tempfile::tempdir().unwrap();
+    let o = hipjit_in(
+        cache.path(),
+        &["compile", "--arch", "gfx90a", path_str(&saxpy())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    cache
+}
+
+fn entry_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "hjc") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn cache_stats_counts_the_entry() {
+    let cache = filled_cache();
+    let o = hipjit_in(cache.path(), &["cache", "stats", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["roots"][0]["entries"], 1);
+    let on_disk: u64 = entry_files(cache.path())
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert_eq!(v["roots"][0]["bytes"], on_disk);
+}
+
+#[test]
+fn cache_list_names_the_entry_file() {
+    let cache = filled_cache();
+    let o = hipjit_in(cache.path(), &["cache", "list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let files = entry_files(cache.path());
+    assert_eq!(files.len(), 1);
+    assert!(stdout(&o).contains(path_str(&files[0])), "{}", stdout(&o));
+}
+
+#[test]
+fn cache_verify_passes_then_fails_on_a_corrupted_entry() {
+    let cache = filled_cache();
+    let ok = hipjit_in(cache.path(), &["cache", "verify"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    let entry = &entry_files(cache.path())[0];
+    let mut bytes = std::fs::read(entry).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(entry, &bytes).unwrap();
+    let bad = hipjit_in(cache.path(), &["cache", "verify"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains(path_str(entry)), "{}", stderr(&bad));
+}
+
+#[test]
+fn cache_prune_to_zero_removes_the_entry() {
+    let cache = filled_cache();
+    let o = hipjit_in(
+        cache.path(),
+        &["cache", "prune", "--max-size", "0", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json(&o)["removed"], 1);
+    assert!(entry_files(cache.path()).is_empty());
+}
+
+#[test]
+fn cache_prune_above_the_size_keeps_the_entry() {
+    let cache = filled_cache();
+    let o = hipjit_in(cache.path(), &["cache", "prune", "--max-size", "2G"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(entry_files(cache.path()).len(), 1);
+}
+
+#[test]
+fn cache_prune_with_a_bad_size_is_a_usage_error() {
+    let o = hipjit(&["cache", "prune", "--max-size", "2X"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("invalid size '2X'"), "{}", stderr(&o));
+}
+
+#[test]
+fn cache_clear_removes_every_entry() {
+    let cache = filled_cache();
+    let o = hipjit_in(cache.path(), &["cache", "clear"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("removed 1 entries"), "{}", stdout(&o));
+    assert!(entry_files(cache.path()).is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// doctor (Debian bookworm: HIP 5.2.3 headers in /usr/include, libamdhip64.so.5, hipcc 5.2.3,
+// no GPU)
+
+fn doctor_json() -> serde_json::Value {
+    let o = hipjit(&["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    json(&o)
+}
+
+#[test]
+fn doctor_json_has_the_documented_keys() {
+    let v = doctor_json();
+    assert_eq!(v["schema_version"], 1);
+    for key in [
+        "header_sets",
+        "build",
+        "runtimes",
+        "runtime_in_use",
+        "compilers",
+        "devices",
+        "findings",
+    ] {
+        assert!(v.get(key).is_some(), "missing key {key}: {v:#}");
+    }
+}
+
+#[test]
+fn doctor_finds_the_debian_hip_5_2_header_set() {
+    let v = doctor_json();
+    let sets = v["header_sets"].as_array().expect("header_sets");
+    let debian = sets
+        .iter()
+        .find(|h| h["path"] == "/usr/include")
+        .unwrap_or_else(|| {
+            panic!("no /usr/include set (apt-get install libamdhip64-dev): {sets:?}")
+        });
+    assert_eq!(debian["hip_version"], "5.2.21153");
+    assert_eq!(debian["library_api_declared"], 0);
+    assert_eq!(debian["apis"]["hipGetDevicePropertiesR0600"], false);
+}
+
+#[test]
+fn doctor_finds_the_debian_runtime_with_its_soname_and_entry_point() {
+    let v = doctor_json();
+    let rts = v["runtimes"].as_array().expect("runtimes");
+    let rt = rts
+        .iter()
+        .find(|r| r["soname"] == "libamdhip64.so.5")
+        .unwrap_or_else(|| panic!("no libamdhip64.so.5 (apt-get install libamdhip64-5): {rts:?}"));
+    assert_eq!(rt["library_api_exported"], 0);
+    assert_eq!(rt["device_properties_entry"], "hipGetDeviceProperties");
+    assert!(
+        rt["version"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("5.2.")),
+        "{rt}"
+    );
+}
+
+#[test]
+fn doctor_finds_hipcc_and_the_header_it_includes() {
+    let v = doctor_json();
+    let cs = v["compilers"].as_array().expect("compilers");
+    let hipcc = cs
+        .iter()
+        .find(|c| c["path"] == "/usr/bin/hipcc")
+        .unwrap_or_else(|| panic!("no /usr/bin/hipcc (apt-get install hipcc): {cs:?}"));
+    assert_eq!(hipcc["hip_runtime_h"], "/usr/include/hip/hip_runtime.h");
+}
+
+#[test]
+fn doctor_says_why_there_is_no_device() {
+    let v = doctor_json();
+    assert_eq!(v["devices"].as_array().map(Vec::len), Some(0));
+    assert_eq!(v["runtime_in_use"]["device_error_name"], "hipErrorNoDevice");
+    let findings = v["findings"].to_string();
+    assert!(findings.contains("no device"), "{findings}");
+}
+
+#[test]
+fn doctor_text_has_every_section() {
+    let o = hipjit(&["doctor"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for section in [
+        "Header sets",
+        "Runtimes",
+        "Compilers",
+        "Devices",
+        "Diagnosis",
+    ] {
+        assert!(out.contains(section), "missing {section}: {out}");
+    }
 }

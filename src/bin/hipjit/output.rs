@@ -43,14 +43,6 @@ impl CliError {
             message: message.into(),
         }
     }
-
-    /// A failure already reported on stderr: only the exit status remains.
-    pub fn reported() -> CliError {
-        CliError {
-            status: EXIT_FAILED,
-            message: String::new(),
-        }
-    }
 }
 
 /// Prints `value` (an object) as pretty JSON on stdout with the `"schema_version"` key added.
