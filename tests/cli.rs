@@ -572,3 +572,180 @@ fn doctor_text_has_every_section() {
         assert!(out.contains(section), "missing {section}: {out}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// doctor on a skewed machine: a second runtime that stands in for a ROCm 7.2 installation
+// (tests/fixtures/fake_hip.c: exports the five library-API symbols, reports HIP 7.2.53211 and
+// one gfx90a:sramecc+:xnack- device; no real runtime of that kind can be had here) in its own
+// installation root with its own header set, next to Debian's HIP 5.2.3 runtime and hipcc.
+
+struct Skewed {
+    root: PathBuf,
+    report: serde_json::Value,
+    _dir: tempfile::TempDir,
+}
+
+fn skewed() -> &'static Skewed {
+    static S: std::sync::OnceLock<Skewed> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("rocm-7.2");
+        let lib = root.join("lib");
+        let hip = root.join("include/hip");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::create_dir_all(&hip).unwrap();
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let so = lib.join("libamdhip64.so.7");
+        let out = Command::new("cc")
+            .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1"])
+            .args(["-D__HIP_PLATFORM_AMD__", "-DLIBRARY_API=5", "-DCOOPERATIVE"])
+            .arg("-Wl,-soname,libamdhip64.so.7")
+            .arg("-o")
+            .arg(&so)
+            .arg(fixtures.join("fake_hip.c"))
+            .arg(fixtures.join("fake_hip_props.c"))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
+        assert!(
+            out.status.success(),
+            "cc failed (needs libamdhip64-dev for the 5.x property layout): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The installation's header set: version 7.2 and the library-API declarations.
+        write(
+            &hip,
+            "hip_version.h",
+            "#define HIP_VERSION_MAJOR 7\n#define HIP_VERSION_MINOR 2\n#define HIP_VERSION_PATCH 53211\n",
+        );
+        write(
+            &hip,
+            "hip_runtime_api.h",
+            "typedef int hipError_t; typedef struct ihipLibrary_t* hipLibrary_t;\n\
+             typedef struct ihipKernel_t* hipKernel_t; typedef struct ihipModuleSymbol_t* hipFunction_t;\n\
+             hipError_t hipLibraryLoadFromFile(hipLibrary_t*, const char*, void*, void**, unsigned, void*, void**, unsigned);\n\
+             hipError_t hipLibraryUnload(hipLibrary_t);\n\
+             hipError_t hipLibraryGetKernelCount(unsigned*, hipLibrary_t);\n\
+             hipError_t hipLibraryEnumerateKernels(hipKernel_t*, unsigned, hipLibrary_t);\n\
+             hipError_t hipKernelGetFunction(hipFunction_t*, hipKernel_t);\n",
+        );
+        write(&hip, "hip_runtime.h", "#include \"hip_runtime_api.h\"\n");
+        let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+            .args(["doctor", "--json"])
+            .env("HIPJIT_HIP_LIBRARY", &so)
+            .env("HIP_INCLUDE_DIR", root.join("include"))
+            .env_remove("HIP_PATH")
+            .env_remove("ROCM_PATH")
+            .output()
+            .expect("the hipjit binary runs");
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        Skewed {
+            root: std::fs::canonicalize(&root).unwrap(),
+            report: json(&o),
+            _dir: dir,
+        }
+    })
+}
+
+fn findings(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["level"].as_str().unwrap().to_owned(),
+                f["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn doctor_uses_the_runtime_named_by_hipjit_hip_library_and_lists_its_device() {
+    let s = skewed();
+    let r = &s.report;
+    assert_eq!(
+        r["runtime_in_use"]["path"],
+        path_str(&s.root.join("lib/libamdhip64.so.7"))
+    );
+    assert_eq!(r["runtime_in_use"]["code_object_loader"], "library API");
+    assert_eq!(r["devices"][0], "gfx90a:sramecc+:xnack-");
+}
+
+#[test]
+fn doctor_counts_the_library_api_exported_by_each_runtime() {
+    let r = &skewed().report;
+    let by_soname = |so: &str| {
+        r["runtimes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["soname"] == so)
+            .unwrap_or_else(|| panic!("no runtime with soname {so}: {r:#}"))
+            .clone()
+    };
+    assert_eq!(by_soname("libamdhip64.so.7")["library_api_exported"], 5);
+    assert_eq!(by_soname("libamdhip64.so.5")["library_api_exported"], 0);
+}
+
+#[test]
+fn doctor_warns_of_runtimes_in_different_versions_naming_both_paths() {
+    let s = skewed();
+    let f = findings(&s.report);
+    let w = f
+        .iter()
+        .find(|(_, t)| t.contains("different versions"))
+        .unwrap_or_else(|| panic!("{f:#?}"));
+    assert_eq!(w.0, "warning");
+    assert!(
+        w.1.contains(path_str(&s.root.join("lib/libamdhip64.so.7"))),
+        "{}",
+        w.1
+    );
+    assert!(w.1.contains("libamdhip64.so.5"), "{}", w.1);
+}
+
+#[test]
+fn doctor_says_the_build_headers_are_older_than_the_runtime() {
+    let f = findings(&skewed().report);
+    let n = f
+        .iter()
+        .find(|(_, t)| t.starts_with("headers older than the runtime"))
+        .unwrap_or_else(|| panic!("{f:#?}"));
+    // Debian's HIP 5.2 headers (the build's) declare none of the library API.
+    assert!(n.1.contains("hipLibraryEnumerateKernels"), "{}", n.1);
+    assert!(
+        n.1.contains("hipjit calls them through its own declarations"),
+        "{}",
+        n.1
+    );
+}
+
+#[test]
+fn doctor_finds_hipcc_resolving_another_header_set_and_gives_the_measured_fix() {
+    let s = skewed();
+    let f = findings(&s.report);
+    let inc = s.root.join("include");
+    let w = f
+        .iter()
+        .find(|(_, t)| {
+            t.contains("resolves <hip/hip_runtime.h> to /usr/include/hip/hip_runtime.h (asked")
+        })
+        .unwrap_or_else(|| panic!("{f:#?}"));
+    assert_eq!(w.0, "warning");
+    assert!(w.1.contains(path_str(&inc)), "{}", w.1);
+    // Debian's hipcc 5.2.3 lets a -I directory win over /usr/include (ENVIRONMENT.md).
+    assert!(w.1.contains(&format!("`-I {}`", inc.display())), "{}", w.1);
+}
+
+#[test]
+fn doctor_lists_the_installation_header_set_with_its_declarations() {
+    let s = skewed();
+    let sets = s.report["header_sets"].as_array().unwrap();
+    let h = sets
+        .iter()
+        .find(|h| h["origin"] == "HIP_INCLUDE_DIR")
+        .unwrap_or_else(|| panic!("{sets:?}"));
+    assert_eq!(h["hip_version"], "7.2.53211");
+    assert_eq!(h["library_api_declared"], 5);
+}
