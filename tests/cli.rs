@@ -340,6 +340,67 @@ fn compile_one_input_with_o_writes_that_file() {
 }
 
 #[test]
+fn compile_two_inputs_with_o_naming_a_file_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.hip", "");
+    let b = write(dir.path(), "b.hip", "");
+    let out = write(dir.path(), "out.hsaco", "");
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-o",
+        path_str(&out),
+        path_str(&a),
+        path_str(&b),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("names a directory"), "{}", stderr(&o));
+}
+
+#[test]
+fn compile_two_inputs_with_the_same_name_to_one_directory_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("x")).unwrap();
+    std::fs::create_dir_all(dir.path().join("y")).unwrap();
+    let a = write(&dir.path().join("x"), "k.hip", "");
+    let b = write(&dir.path().join("y"), "k.hip", "");
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-o",
+        path_str(&dir.path().join("out")),
+        path_str(&a),
+        path_str(&b),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("would both be written"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn compile_asks_for_the_code_object_version_given() {
+    let o = hipjit(&[
+        "compile",
+        "--json",
+        "--arch",
+        "gfx90a",
+        "--code-object-version",
+        "5",
+        path_str(&saxpy()),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        json(&o)["results"][0]["code_objects"][0]["code_object_version"],
+        5
+    );
+}
+
+#[test]
 fn compile_without_arch_is_a_usage_error() {
     let o = hipjit(&["compile", path_str(&saxpy())]);
     assert_eq!(o.status.code(), Some(2));

@@ -47,6 +47,10 @@ pub struct Args {
     /// Write the code object(s): a file for one input and one target, else a directory.
     #[arg(short = 'o', value_name = "OUT")]
     pub output: Option<PathBuf>,
+    /// Code object version to ask for (4, 5 or 6; default: the compiler's own, v4/v5 for hipcc
+    /// 5.x, v6 for hipcc 7). Runtimes before HIP 6.2 reject v6.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(4..=6))]
+    pub code_object_version: Option<u32>,
     /// Compile at most N files at once (default: the number of CPU cores).
     #[arg(short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
@@ -295,6 +299,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     if let Some(l) = args.opt_level {
         base.opt_level = l;
     }
+    base.code_object_version = args.code_object_version;
     for d in &args.defines {
         let (name, value) = match d.split_once('=') {
             Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
@@ -349,6 +354,16 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                     ),
                     Err(_) => format!("{}: failed", outcome.file.display()),
                 };
+                if let Ok((c, _)) = &outcome.result {
+                    let log = c.log().trim();
+                    if !log.is_empty() {
+                        let text = format!("{}: compiler output:\n{log}", outcome.file.display());
+                        match &bar {
+                            Some(b) => b.suspend(|| eprintln!("{text}")),
+                            None => eprintln!("{text}"),
+                        }
+                    }
+                }
                 if let Err(e) = &outcome.result {
                     match &bar {
                         Some(b) => b.suspend(|| eprintln!("hipjit: error: {e}")),
