@@ -20,3 +20,8 @@ pub mod memory;
 pub mod runtime;
 pub mod stream;
 pub mod target_id;
+
+/// The README's Rust examples, compiled as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
