@@ -555,8 +555,7 @@ fn resolve_hip_runtime_h(hipcc: &Path, extra: &[String]) -> Result<PathBuf, Stri
     let found = text
         .lines()
         .filter_map(|l| l.strip_prefix(". "))
-        .filter(|p| p.ends_with("hip/hip_runtime.h"))
-        .last()
+        .rfind(|p| p.ends_with("hip/hip_runtime.h"))
         .map(|p| PathBuf::from(p.trim()));
     found.ok_or_else(|| {
         format!(
@@ -680,11 +679,10 @@ fn diagnose(r: &mut Report) {
             ));
         }
         if rt.library_api_exported < LIBRARY_API.len() {
-            let missing: Vec<&str> = rt
-                .library_api
+            let missing: Vec<&str> = LIBRARY_API
                 .iter()
-                .filter(|(_, e)| !**e)
-                .map(|(n, _)| n.as_str())
+                .copied()
+                .filter(|n| !rt.library_api.get(*n).copied().unwrap_or(false))
                 .collect();
             push("note", format!(
                 "the runtime {rpath} exports {}/5 library-API symbols (missing {}): hipjit loads code objects through the module API (hipModuleLoadData, hipModuleGetFunction), reading the kernel list from the code object",
@@ -984,17 +982,6 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     }
 }
 
-/// TEMPORARY until the runtime layer is merged.
-pub fn probe_runtime(args: &ProbeArgs) -> Result<(), CliError> {
-    let p = Probe {
-        path: args.library.clone(),
-        load_error: Some("runtime layer pending".into()),
-        ..Probe::default()
-    };
-    println!("{}", serde_json::to_string(&p).unwrap_or_default());
-    Ok(())
-}
-#[cfg(any())]
 /// Runs the hidden `probe-runtime`: loads one runtime in this process and prints a [`Probe`]
 /// as JSON. Exit status 0 whenever the JSON was printed, loaded or not.
 pub fn probe_runtime(args: &ProbeArgs) -> Result<(), CliError> {
@@ -1010,7 +997,7 @@ pub fn probe_runtime(args: &ProbeArgs) -> Result<(), CliError> {
     match loaded {
         Err(e) => p.load_error = Some(e.to_string()),
         Ok(rt) => {
-            p.path = Some(rt.path().to_path_buf());
+            p.path = Some(canonical(rt.path()));
             p.found = Some(rt.found().to_string());
             p.version = rt.version().map(|v| v.to_string());
             p.version_code = rt.version().map(|v| v.0);
@@ -1029,14 +1016,15 @@ pub fn probe_runtime(args: &ProbeArgs) -> Result<(), CliError> {
                             ),
                             Err(e) => {
                                 p.device_error_name = Some(e.name().to_owned());
-                                p.device_error = Some(format!("device {i}: {e}"));
+                                p.device_error =
+                                    Some(format!("device {i}: {}", hip_error_text(&e)));
                             }
                         }
                     }
                 }
                 Err(e) => {
                     p.device_error_name = Some(e.name().to_owned());
-                    p.device_error = Some(e.to_string());
+                    p.device_error = Some(hip_error_text(&e));
                 }
             }
         }
@@ -1045,4 +1033,14 @@ pub fn probe_runtime(args: &ProbeArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::failed(format!("cannot encode the probe: {e}")))?;
     println!("{v}");
     Ok(())
+}
+
+/// `hipGetDeviceCount returned hipErrorNoDevice (100)`, plus the runtime's string when it says
+/// more than the name.
+fn hip_error_text(e: &hipjit::error::HipError) -> String {
+    let mut s = format!("{} returned {} ({})", e.call(), e.name(), e.code());
+    if !e.message().is_empty() && e.message() != e.name() {
+        s.push_str(&format!(": {}", e.message()));
+    }
+    s
 }
