@@ -48,9 +48,16 @@ const RAW: &[(&str, &str, u32)] = &[
     ("single-gfx900.hsaco", "gfx900", 4),
     ("single-gfx906.hsaco", "gfx906", 4),
     ("single-gfx940.hsaco", "gfx940", 4),
-    ("single-gfx908_sramecc-_xnack+.hsaco", "gfx908:sramecc-:xnack+", 4),
+    (
+        "single-gfx908_sramecc-_xnack+.hsaco",
+        "gfx908:sramecc-:xnack+",
+        4,
+    ),
     ("single-gfx942.hsaco", "gfx942", 6),
     ("single-gfx1201.hsaco", "gfx1201", 6),
+    // Code object v3 (-mcode-object-version=3 --offload-arch=gfx906): LLVM sets the v3 xnack and
+    // sramecc bits for "any", and the bits read as "on", as the ROCm loader reads them.
+    ("single-gfx906-v3.hsaco", "gfx906:sramecc+:xnack+", 3),
 ];
 
 const KERNELS: &[&str] = &[
