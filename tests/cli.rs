@@ -893,3 +893,27 @@ fn compile_in_the_sid_root_writes_code_object_v6_for_gfx942() {
     assert_eq!(v["target_id"], "gfx942:sramecc+:xnack-");
     assert_eq!(v["code_object_version"], 6);
 }
+
+#[test]
+fn doctor_warns_of_settings_that_point_at_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["doctor", "--json"])
+        .env("HIPJIT_CACHE_DIR", cache.path())
+        .env("HIPJIT_HIPCC", "/nonexistent/bin/hipcc")
+        .env("HIP_INCLUDE_DIR", cache.path())
+        .output()
+        .expect("the hipjit binary runs");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let f = findings(&json(&o));
+    assert!(
+        f.iter().any(|(l, t)| l == "warning"
+            && t.starts_with("HIPJIT_HIPCC=/nonexistent/bin/hipcc is not an executable file")),
+        "{f:#?}"
+    );
+    assert!(
+        f.iter().any(|(l, t)| l == "warning"
+            && t.starts_with(&format!("HIP_INCLUDE_DIR={}", cache.path().display()))),
+        "{f:#?}"
+    );
+}

@@ -622,6 +622,50 @@ fn diagnose(r: &mut Report) {
         ));
     }
 
+    // Explicit settings that point at nothing.
+    let env = |k: &str| std::env::var_os(k);
+    if let Some(p) = env("HIPJIT_HIPCC").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        if !discovery::is_executable_file(&p) {
+            push("warning", format!(
+                "HIPJIT_HIPCC={} is not an executable file: hipjit's compiler discovery fails with it set",
+                p.display()
+            ));
+        }
+    }
+    if let Some(p) = env("HIP_INCLUDE_DIR").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        if !header_set::is_header_set(&p) {
+            push(
+                "warning",
+                format!(
+                    "HIP_INCLUDE_DIR={} holds no hip/hip_runtime_api.h: it names no header set",
+                    p.display()
+                ),
+            );
+        }
+    }
+    for var in ["HIP_PATH", "ROCM_PATH"] {
+        match env(var) {
+            Some(v) if v.is_empty() => push("note", format!(
+                "{var} is set but empty: hipjit's discovery ignores it, but a hipcc wrapper may read it as the current directory (Debian's hipcc 5.2.3 then looks for ./bin/clang-15): unset it"
+            )),
+            Some(v) if !Path::new(&v).is_dir() => push("warning", format!(
+                "{var}={} is not a directory",
+                Path::new(&v).display()
+            )),
+            _ => {}
+        }
+    }
+    for c in &r.compilers {
+        if let Some(e) = &c.error {
+            push(
+                "warning",
+                format!("the compiler {} cannot be used: {e}", c.path.display()),
+            );
+        }
+    }
+
     if r.header_sets.is_empty() {
         push("warning", "no HIP header set found (looked for hip/hip_runtime_api.h under HIP_INCLUDE_DIR, HIP_PATH, ROCM_PATH, the hipcc on PATH, /opt/rocm*, /usr)".into());
     }
