@@ -47,8 +47,8 @@ pub struct Args {
     /// Write the code object(s): a file for one input and one target, else a directory.
     #[arg(short = 'o', value_name = "OUT")]
     pub output: Option<PathBuf>,
-    /// Code object version to ask for (4, 5 or 6; default: the compiler's own, v4/v5 for hipcc
-    /// 5.x, v6 for hipcc 7). Runtimes before HIP 6.2 reject v6.
+    /// Code object version to ask for: 4, 5 or 6 (default: the compiler's own, v4 for Debian's
+    /// hipcc 5.2.3, v6 for hipcc 7). Runtimes before HIP 6.2 reject v6.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(4..=6))]
     pub code_object_version: Option<u32>,
     /// Compile at most N files at once (default: the number of CPU cores).
