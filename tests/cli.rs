@@ -272,6 +272,24 @@ fn compile_error_exits_1_with_file_and_line() {
 }
 
 #[test]
+fn compile_error_json_carries_the_diagnostic_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        dir.path(),
+        "broken.hip",
+        "#include <hip/hip_runtime.h>\n\nextern \"C\" __global__ void k(int* x) { x[0] = nope; }\n",
+    );
+    let o = hipjit(&["compile", "--json", "--arch", "gfx90a", path_str(&bad)]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json(&o);
+    assert_eq!(v["failed"], 1);
+    let d = &v["results"][0]["diagnostics"][0];
+    assert_eq!(d["file"], path_str(&bad));
+    assert_eq!(d["line"], 3);
+    assert!(d["message"].as_str().unwrap().contains("nope"), "{d}");
+}
+
+#[test]
 fn compile_for_a_processor_the_compiler_does_not_know_exits_1_naming_it() {
     // gfx9999 is well-formed as a target ID but no compiler knows it.
     let o = hipjit(&["compile", "--arch", "gfx9999", path_str(&saxpy())]);
