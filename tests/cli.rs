@@ -158,6 +158,29 @@ fn inspect_of_a_missing_file_names_it_and_exits_1() {
 }
 
 #[test]
+fn inspect_of_an_empty_file_says_so_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "empty.hsaco", "");
+    let o = hipjit(&["inspect", path_str(&f)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("empty.hsaco"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the input is empty"), "{}", stderr(&o));
+}
+
+#[test]
+fn inspect_of_a_truncated_elf_names_what_is_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("cut.hsaco");
+    let whole = std::fs::read(data("single-gfx90a.hsaco")).unwrap();
+    std::fs::write(&f, &whole[..100]).unwrap();
+    let o = hipjit(&["inspect", path_str(&f)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("cut.hsaco"), "{err}");
+    assert!(err.contains("truncated"), "{err}");
+}
+
+#[test]
 fn inspect_with_a_malformed_target_id_is_a_usage_error() {
     let f = data("kernels-gfx90a.hsaco");
     let o = hipjit(&["inspect", "--target", "gfx90a:bogus+", path_str(&f)]);

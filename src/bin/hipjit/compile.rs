@@ -94,7 +94,9 @@ fn output_paths(args: &Args) -> Result<Vec<Vec<PathBuf>>, CliError> {
         })
         .collect();
     let single = args.files.len() == 1 && args.targets.len() == 1;
-    if single && !out.is_dir() {
+    // `-o dir/` names a directory even before it exists.
+    let names_dir = out.is_dir() || out.as_os_str().to_string_lossy().ends_with('/');
+    if single && !names_dir {
         return Ok(vec![vec![out.clone()]]);
     }
     if out.exists() && !out.is_dir() {
