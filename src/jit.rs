@@ -24,7 +24,12 @@ use crate::code_object::{CodeObject, CodeObjectError, KernelInfo};
 use crate::compiler::{
     CompileError, CompileOptions, Compiler, CompilerConfig, CompilerError, CompilerIdentity,
 };
+use crate::device::Device;
+use crate::error::LibraryError;
+use crate::library::Library;
 use crate::target_id::TargetId;
+use parking_lot::Mutex;
+use std::collections::HashMap;
 
 /// Where the disk cache lives.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -180,12 +185,47 @@ pub enum JitError {
         /// The target.
         target: String,
         /// The reader's error.
-        source: CodeObjectError,
+        source: Box<CodeObjectError>,
     },
     /// A metadata check failed.
     #[error(transparent)]
     Check(#[from] CheckFailed),
+    /// Loading the code object on the device failed (after one recompile when the runtime
+    /// called the image invalid).
+    #[error(transparent)]
+    Load(#[from] Box<LibraryError>),
+    /// No code object of the result runs on the device.
+    #[error("none of the compiled targets ({targets}) runs on device {ordinal} ({device})")]
+    NoCodeObjectForDevice {
+        /// The compiled target IDs.
+        targets: String,
+        /// The device's target ID.
+        device: String,
+        /// The device ordinal.
+        ordinal: i32,
+    },
+    /// The device's target ID is unknown and the options name no target.
+    #[error("device {ordinal} reports the architecture {arch_name:?}, which is not a target ID hipjit knows; name the target in CompileOptions::targets")]
+    UnknownDeviceTarget {
+        /// The device ordinal.
+        ordinal: i32,
+        /// What the device reported (`gcnArchName`).
+        arch_name: String,
+    },
 }
+
+/// A compiled source loaded on one device: the compile result and the loaded library (shared
+/// by every caller asking for the same device and key).
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// The compile result.
+    pub compiled: Compiled,
+    /// The code object loaded on the device.
+    pub library: Arc<Library>,
+}
+
+/// (runtime library path, device ordinal, cache key).
+type LoadedKey = (PathBuf, i32, CacheKey);
 
 /// The JIT compiler with its caches. `Send + Sync`: share one per process.
 pub struct Jit {
@@ -194,6 +234,7 @@ pub struct Jit {
     memory: MemoryCache<(Arc<CompiledInner>, Origin)>,
     extra: Vec<u8>,
     runtime_versions: Option<Vec<u32>>,
+    loaded: Mutex<HashMap<LoadedKey, Arc<Library>>>,
 }
 
 impl std::fmt::Debug for Jit {
@@ -224,6 +265,7 @@ impl Jit {
             memory: MemoryCache::new(),
             extra: options.extra_signature,
             runtime_versions: options.runtime_code_object_versions,
+            loaded: Mutex::new(HashMap::new()),
         })
     }
 
@@ -245,9 +287,17 @@ impl Jit {
     /// The options as compiled: [`CompileOptions::code_object_version`] filled from the
     /// runtime's accepted versions when they are known and the options leave it open.
     pub fn effective_options(&self, options: &CompileOptions) -> CompileOptions {
+        self.effective_options_with(options, self.runtime_versions.as_deref())
+    }
+
+    fn effective_options_with(
+        &self,
+        options: &CompileOptions,
+        runtime_versions: Option<&[u32]>,
+    ) -> CompileOptions {
         let mut o = options.clone();
         if o.code_object_version.is_none() {
-            if let Some(accepted) = &self.runtime_versions {
+            if let Some(accepted) = runtime_versions {
                 let supported = compiler_code_object_versions(self.compiler.identity());
                 o.code_object_version = accepted
                     .iter()
@@ -286,10 +336,19 @@ impl Jit {
     /// [`JitError::CodeObject`] (output unreadable), [`JitError::Check`] (a requested
     /// metadata check failed). A disk cache that cannot be written only logs a warning.
     pub fn compile(&self, source: &str, options: &CompileOptions) -> Result<Compiled, JitError> {
+        self.compile_impl(source, options, false)
+    }
+
+    fn compile_impl(
+        &self,
+        source: &str,
+        options: &CompileOptions,
+        bypass_disk: bool,
+    ) -> Result<Compiled, JitError> {
         let started = Instant::now();
-        let (inner, hit) = self
-            .memory
-            .get_or_try_insert(source, options, || self.compile_uncached(source, options))?;
+        let (inner, hit) = self.memory.get_or_try_insert(source, options, || {
+            self.compile_uncached(source, options, bypass_disk)
+        })?;
         if options.checks != Default::default() {
             run_checks(&inner.0, options)?;
         }
@@ -330,17 +389,120 @@ impl Jit {
         Ok(())
     }
 
+    /// Compiles `source` for `device` (or takes it from a cache) and loads it there; the
+    /// loaded library is cached per (runtime, device, key), so a second call returns the same
+    /// [`Library`]. With no targets in `options` the device's target ID is used; with no code
+    /// object version in `options` (and none from [`JitOptions::runtime_code_object_versions`])
+    /// the device runtime's accepted versions choose it. When the runtime rejects the image as
+    /// invalid (`hipErrorInvalidImage`), the cached result is evicted (memory and written disk
+    /// root) and the source is compiled and loaded once more.
+    ///
+    /// Errors: those of [`Jit::compile`]; [`JitError::UnknownDeviceTarget`];
+    /// [`JitError::NoCodeObjectForDevice`]; [`JitError::Load`] from
+    /// [`Library::load`] (`hipModuleLoadData` / `hipLibraryLoadData`).
+    pub fn load(
+        &self,
+        device: &Device,
+        source: &str,
+        options: &CompileOptions,
+    ) -> Result<Loaded, JitError> {
+        self.load_with(device, source, options, Library::load)
+    }
+
+    /// [`Jit::load`] with the loading step supplied by the caller (a wrapper that logs or
+    /// injects failures); `load` gets the device and the code object chosen for it.
+    ///
+    /// Errors: as [`Jit::load`], with `load`'s errors in [`JitError::Load`].
+    pub fn load_with<L>(
+        &self,
+        device: &Device,
+        source: &str,
+        options: &CompileOptions,
+        load: L,
+    ) -> Result<Loaded, JitError>
+    where
+        L: Fn(&Device, &CodeObject) -> Result<Library, LibraryError>,
+    {
+        let device_target = device.target_id().cloned();
+        let mut o = options.clone();
+        if o.targets.is_empty() {
+            match &device_target {
+                Some(t) => o.targets = vec![t.clone()],
+                None => {
+                    return Err(JitError::UnknownDeviceTarget {
+                        ordinal: device.ordinal(),
+                        arch_name: device.arch_name().to_string(),
+                    })
+                }
+            }
+        }
+        if self.runtime_versions.is_none() {
+            o = self.effective_options_with(&o, device.runtime().code_object_versions());
+        }
+        let runtime = device.runtime().path().to_path_buf();
+        let mut bypass_disk = false;
+        loop {
+            let compiled = self.compile_impl(source, &o, bypass_disk)?;
+            let map_key = (runtime.clone(), device.ordinal(), compiled.key());
+            if let Some(lib) = self.loaded.lock().get(&map_key) {
+                return Ok(Loaded {
+                    compiled,
+                    library: Arc::clone(lib),
+                });
+            }
+            let co =
+                match &device_target {
+                    Some(t) => compiled.code_object_for(t).ok_or_else(|| {
+                        JitError::NoCodeObjectForDevice {
+                            targets: o
+                                .targets
+                                .iter()
+                                .map(|t| t.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            device: t.to_string(),
+                            ordinal: device.ordinal(),
+                        }
+                    })?,
+                    None => compiled.code_object(),
+                };
+            match load(device, co) {
+                Ok(lib) => {
+                    let lib = Arc::clone(
+                        self.loaded
+                            .lock()
+                            .entry(map_key)
+                            .or_insert_with(|| Arc::new(lib)),
+                    );
+                    return Ok(Loaded {
+                        compiled,
+                        library: lib,
+                    });
+                }
+                Err(LibraryError::Hip(e)) if e.is_invalid_image() && !bypass_disk => {
+                    tracing::warn!(key = %compiled.key(), error = %e,
+                        "the runtime rejected a cached code object; recompiling once");
+                    self.evict(source, &o, &compiled)?;
+                    // The entry may sit in a read-only root: skip the disk this time.
+                    bypass_disk = true;
+                }
+                Err(e) => return Err(Box::new(e).into()),
+            }
+        }
+    }
+
     fn compile_uncached(
         &self,
         source: &str,
         options: &CompileOptions,
+        bypass_disk: bool,
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
         let o = self.effective_options(options);
         o.validate().map_err(CompileError::from)?;
         let headers = key::track_includes(source, &o.include_dirs, &o.tracked_include_dirs);
         let key = self.key_of(source, &o, &headers);
         let mut bad_entries = Vec::new();
-        if let Some(disk) = &self.disk {
+        if let Some(disk) = self.disk.as_ref().filter(|_| !bypass_disk) {
             let lookup = disk.get(&key);
             bad_entries = lookup.bad;
             if let Some(entry) = lookup.entry {
@@ -423,7 +585,7 @@ fn read_code_objects(
                 .map_err(|source| JitError::CodeObject {
                     key: *key,
                     target: t.to_string(),
-                    source,
+                    source: Box::new(source),
                 })
         })
         .collect()

@@ -304,8 +304,8 @@ impl TargetId {
                 });
             };
             let (slot, fname, supported) = match name {
-                "xnack" => (&mut xnack, "xnack", known.map_or(true, |p| p.xnack)),
-                "sramecc" => (&mut sramecc, "sramecc", known.map_or(true, |p| p.sramecc)),
+                "xnack" => (&mut xnack, "xnack", known.is_none_or(|p| p.xnack)),
+                "sramecc" => (&mut sramecc, "sramecc", known.is_none_or(|p| p.sramecc)),
                 _ if name.ends_with('+') || name.ends_with('-') => {
                     return Err(TargetIdError::BadSign {
                         target: target.to_owned(),
@@ -343,8 +343,8 @@ impl TargetId {
         };
         Ok(TargetId {
             processor: processor.to_owned(),
-            xnack: xnack.unwrap_or_else(|| unwritten(known.map_or(true, |p| p.xnack))),
-            sramecc: sramecc.unwrap_or_else(|| unwritten(known.map_or(true, |p| p.sramecc))),
+            xnack: xnack.unwrap_or_else(|| unwritten(known.is_none_or(|p| p.xnack))),
+            sramecc: sramecc.unwrap_or_else(|| unwritten(known.is_none_or(|p| p.sramecc))),
         })
     }
 

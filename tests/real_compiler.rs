@@ -113,7 +113,40 @@ fn every_supported_target_compiles_to_an_amdgpu_elf_for_its_processor() {
             "{t}: e_flags {flags:#x}"
         );
         assert_eq!(c.origin(), Origin::Compiler, "{t}");
+        assert_eq!(c.code_object().target_id(), &t, "{t}");
+        let default_version = match test_env() {
+            TestEnv::Bookworm => 4,
+            TestEnv::Sid => 6,
+        };
+        assert_eq!(
+            c.code_object().code_object_version(),
+            default_version,
+            "{t}"
+        );
     }
+}
+
+#[test]
+fn runtime_accepted_versions_pick_the_highest_the_compiler_supports() {
+    // Both clang-15 and clang-21 can write v5; clang-21 defaults to v6, which a runtime
+    // accepting only 4 and 5 would reject.
+    let jit = Jit::new(JitOptions {
+        cache: CacheLocation::Disabled,
+        runtime_code_object_versions: Some(vec![4, 5]),
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let opts = CompileOptions::for_target(any_target());
+    assert_eq!(jit.effective_options(&opts).code_object_version, Some(5));
+    let c = jit
+        .compile(&kernel("scale.hip"), &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.code_object().code_object_version(), 5);
+    assert!(
+        c.command().iter().any(|a| a == "-mcode-object-version=5"),
+        "{:?}",
+        c.command()
+    );
 }
 
 #[test]
@@ -317,4 +350,166 @@ fn isa_dump_holds_the_kernel_symbol() {
     assert!(isa.contains(".amdhsa_kernel scale"), "{isa}");
     let ir = c.llvm_ir().expect("LLVM IR dump");
     assert_eq!(&ir[..4], b"BC\xc0\xde", "not LLVM bitcode");
+}
+
+/// `mixed.hip` compiled once for the tests below that read it.
+fn mixed() -> &'static hipjit::jit::Compiled {
+    static MIXED: std::sync::OnceLock<hipjit::jit::Compiled> = std::sync::OnceLock::new();
+    MIXED.get_or_init(|| {
+        jit_memory_only()
+            .compile(
+                &kernel("mixed.hip"),
+                &CompileOptions::for_target(any_target()),
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+    })
+}
+
+#[test]
+fn every_kernel_of_a_multi_kernel_source_is_listed() {
+    let mut names: Vec<&str> = mixed().kernels().iter().map(|k| k.name.as_str()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["_Z12not_extern_cPi", "axpy_f32", "axpy_f64", "mixed_args"]
+    );
+}
+
+#[test]
+fn kernel_without_extern_c_is_suggested_by_its_demangled_name() {
+    let err = mixed().code_object().kernel("not_extern_c").unwrap_err();
+    assert!(err.to_string().contains("_Z12not_extern_cPi"), "{err}");
+}
+
+/// One kernel as `llvm-readelf --notes` prints it: name, kernarg segment size, and each
+/// argument's (offset, size).
+#[derive(Debug, PartialEq, Eq)]
+struct ReadelfKernel {
+    name: String,
+    kernarg_segment_size: u32,
+    args: Vec<(u32, u32)>,
+}
+
+fn llvm_readelf() -> &'static str {
+    match test_env() {
+        TestEnv::Bookworm => "llvm-readelf-15",
+        TestEnv::Sid => "llvm-readelf-21",
+    }
+}
+
+/// Parses the YAML that llvm-readelf prints for NT_AMDGPU_METADATA (only what is compared).
+fn readelf_kernels(elf: &[u8]) -> Vec<ReadelfKernel> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.hsaco");
+    std::fs::write(&path, elf).unwrap();
+    let out = std::process::Command::new(llvm_readelf())
+        .arg("--notes")
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e} (install llvm-15 / llvm-21)", llvm_readelf()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut kernels: Vec<ReadelfKernel> = Vec::new();
+    let mut in_args = false;
+    let mut in_kernels = false;
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if indent == 0 && !line.is_empty() {
+            in_kernels = line.starts_with("amdhsa.kernels:");
+            continue;
+        }
+        if !in_kernels {
+            continue;
+        }
+        let t = line.trim_start().trim_start_matches("- ");
+        let value = |t: &str| {
+            t.split_once(':')
+                .map(|(_, v)| v.trim().to_string())
+                .unwrap()
+        };
+        if indent == 2 && line.trim_start().starts_with("- ") {
+            kernels.push(ReadelfKernel {
+                name: String::new(),
+                kernarg_segment_size: 0,
+                args: vec![],
+            });
+            in_args = false;
+        }
+        let Some(k) = kernels.last_mut() else {
+            continue;
+        };
+        if indent <= 4 && !line.trim_start().starts_with("- .args") {
+            in_args = false;
+        }
+        if t.starts_with(".args:") {
+            in_args = true;
+            continue;
+        }
+        if in_args && indent >= 6 {
+            if line.trim_start().starts_with("- ") {
+                k.args.push((u32::MAX, u32::MAX));
+            }
+            let a = k.args.last_mut().unwrap();
+            if t.starts_with(".offset:") {
+                a.0 = value(t).parse().unwrap();
+            } else if t.starts_with(".size:") {
+                a.1 = value(t).parse().unwrap();
+            }
+        } else if indent <= 4 {
+            if t.starts_with(".name:") {
+                k.name = value(t);
+            } else if t.starts_with(".kernarg_segment_size:") {
+                k.kernarg_segment_size = value(t).parse().unwrap();
+            }
+        }
+    }
+    kernels
+}
+
+#[test]
+fn reader_argument_offsets_and_sizes_equal_llvm_readelf_notes() {
+    let co = mixed().code_object();
+    let expected = readelf_kernels(co.elf());
+    assert_eq!(expected.len(), 4, "{expected:?}");
+    for e in &expected {
+        let k = co.kernel(&e.name).unwrap_or_else(|err| panic!("{err}"));
+        let got: Vec<(u32, u32)> = k.args.iter().map(|a| (a.offset, a.size)).collect();
+        assert_eq!(got, e.args, "kernel {}", e.name);
+        assert_eq!(
+            k.kernarg_segment_size, e.kernarg_segment_size,
+            "kernel {}",
+            e.name
+        );
+    }
+    let m = co.kernel("mixed_args").unwrap();
+    // char, double, int2, float4, 16-byte-aligned struct, two pointers.
+    let sizes: Vec<u32> = m.args.iter().take(7).map(|a| a.size).collect();
+    assert_eq!(sizes, [1, 8, 8, 16, 16, 8, 8]);
+}
+
+#[test]
+fn no_scratch_check_names_the_kernel_that_uses_scratch() {
+    let jit = jit_memory_only();
+    let mut opts = CompileOptions::for_target(any_target());
+    opts.checks.no_scratch = true;
+    let err = jit.compile(&kernel("scratch.hip"), &opts).unwrap_err();
+    let JitError::Check(c) = &err else {
+        panic!("expected a check failure, got {err}")
+    };
+    assert!(c.what.contains("uses_scratch"), "{err}");
+    assert!(c.what.contains("scratch memory"), "{err}");
+}
+
+#[test]
+fn no_spills_and_no_scratch_checks_pass_for_a_simple_kernel() {
+    let jit = jit_memory_only();
+    let mut opts = CompileOptions::for_target(any_target());
+    opts.checks.no_scratch = true;
+    opts.checks.no_spills = true;
+    jit.compile(&kernel("scale.hip"), &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
 }

@@ -82,6 +82,10 @@ pub struct CompilerConfig {
     pub timeout: Duration,
     /// At most this many compiles run at once. Default: the number of CPU cores.
     pub max_concurrent: usize,
+    /// The compiler's environment: `None` takes the [`ENV_ALLOWLIST`] variables from hipjit's
+    /// own environment; `Some` uses these values instead (names outside the allowlist are
+    /// dropped).
+    pub env: Option<Vec<(String, OsString)>>,
 }
 
 impl Default for CompilerConfig {
@@ -92,6 +96,7 @@ impl Default for CompilerConfig {
             max_concurrent: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
+            env: None,
         }
     }
 }
@@ -242,7 +247,7 @@ pub enum CompileError {
     },
 }
 
-/// The compiler does not know a processor: "<compiler> (<version>) does not support gfx942".
+/// The compiler does not know a processor: "`<compiler> (<version>) does not support gfx942`".
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{compiler} ({version}) does not support {target}")]
 pub struct UnsupportedTarget {
@@ -326,10 +331,16 @@ impl Compiler {
             &hip_sys::discovery::ProcessEnv,
             Path::new("/opt"),
         )?;
-        let env: Vec<(String, OsString)> = ENV_ALLOWLIST
-            .iter()
-            .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
-            .collect();
+        let env: Vec<(String, OsString)> = match config.env {
+            None => ENV_ALLOWLIST
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
+                .collect(),
+            Some(vars) => vars
+                .into_iter()
+                .filter(|(k, _)| ENV_ALLOWLIST.contains(&k.as_str()))
+                .collect(),
+        };
         let version = read_version(&path, &env, config.timeout)?;
         Ok(Compiler {
             inner: Arc::new(Inner {

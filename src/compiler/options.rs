@@ -88,8 +88,10 @@ pub struct Checks {
 /// is a raw ELF code object; with several, a clang offload bundle holding one per target.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CompileOptions {
-    /// Target IDs (`gfx90a`, `gfx942:sramecc+:xnack-`): at least one, at most one form per
-    /// processor. hipjit never compiles without `--offload-arch`.
+    /// Target IDs (`gfx90a`, `gfx942:sramecc+:xnack-`): at least one, no duplicates, and one
+    /// processor listed twice must write the same features in both
+    /// ([`crate::target_id::check_target_list`]: `gfx90a:xnack+` with `gfx90a:xnack-` is fine,
+    /// `gfx90a` with `gfx90a:xnack-` is not). hipjit never compiles without `--offload-arch`.
     pub targets: Vec<TargetId>,
     /// `-std=c++NN`, default C++17.
     pub std: CxxStd,
@@ -166,18 +168,14 @@ impl CompileOptions {
             return Err(OptionsError::NoTarget);
         }
         for (i, a) in self.targets.iter().enumerate() {
-            for b in &self.targets[..i] {
-                if a.processor() == b.processor() {
-                    return Err(if a == b {
-                        OptionsError::DuplicateTarget(a.to_string())
-                    } else {
-                        OptionsError::MixedTargetForms {
-                            first: b.to_string(),
-                            second: a.to_string(),
-                        }
-                    });
-                }
+            if self.targets[..i].contains(a) {
+                return Err(OptionsError::DuplicateTarget(a.to_string()));
             }
+        }
+        if let Err(crate::target_id::TargetIdError::MixedForms { first, second }) =
+            crate::target_id::check_target_list(&self.targets)
+        {
+            return Err(OptionsError::MixedTargetForms { first, second });
         }
         for (name, value) in &self.defines {
             let ident = !name.is_empty()

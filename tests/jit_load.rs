@@ -1,0 +1,166 @@
+//! `Jit::load`: compile for a device, load, cache the loaded library per (device, key), and
+//! recompile once when the runtime rejects an image as invalid. The runtime is the fixture HIP
+//! runtime of tests/fixtures/fake_hip.c (one device, gfx90a:sramecc+:xnack-; no real runtime
+//! with a device exists here), the compiler the real hipcc.
+
+use std::ffi::{c_char, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use hipjit::compiler::CompileOptions;
+use hipjit::device::Device;
+use hipjit::error::{HipError, LibraryError};
+use hipjit::jit::{CacheLocation, Jit, JitError, JitOptions, Origin};
+use hipjit::library::Library;
+use hipjit::runtime::Runtime;
+
+const SOURCE: &str = "#include <hip/hip_runtime.h>\n\
+    extern \"C\" __global__ void scale(float* x, float a, unsigned n) {\n\
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }\n";
+
+/// Builds a private copy of the fixture runtime (its own file, so its call record is this
+/// test's alone) and opens device 0.
+fn fixture_device(name: &str) -> (Device, PathBuf) {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("jit-load")
+        .join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("libamdhip64.so");
+    let out = Command::new("cc")
+        .args([
+            "-shared",
+            "-fPIC",
+            "-fvisibility=hidden",
+            "-O1",
+            "-D__HIP_PLATFORM_AMD__",
+            "-o",
+        ])
+        .arg(&lib)
+        .arg(fixtures.join("fake_hip.c"))
+        .arg(fixtures.join("fake_hip_props.c"))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rt = Runtime::load_from(&lib).unwrap_or_else(|e| panic!("{e}"));
+    (rt.device(0).unwrap_or_else(|e| panic!("{e}")), lib)
+}
+
+/// The fixture's record of calls (its exported `fixture_log`).
+fn fixture_log(lib: &Path) -> Vec<String> {
+    let c = CString::new(lib.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: RTLD_NOLOAD only finds the library the runtime already loaded; never closed.
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    assert!(!h.is_null(), "fixture {} is not loaded", lib.display());
+    // SAFETY: every fixture exports fixture_log.
+    let f = unsafe { libc::dlsym(h, c"fixture_log".as_ptr()) };
+    assert!(!f.is_null());
+    // SAFETY: fixture_log is `const char *(void)`.
+    let f: unsafe extern "C" fn() -> *const c_char = unsafe { std::mem::transmute(f) };
+    // SAFETY: it returns a NUL-terminated static buffer.
+    let text = unsafe { CStr::from_ptr(f()) }
+        .to_string_lossy()
+        .into_owned();
+    text.lines().map(str::to_owned).collect()
+}
+
+fn jit(cache: CacheLocation) -> Jit {
+    Jit::new(JitOptions {
+        cache,
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn invalid_image() -> LibraryError {
+    LibraryError::Hip(HipError::new(
+        200,
+        "hipModuleLoadData",
+        None,
+        "injected".into(),
+    ))
+}
+
+#[test]
+fn load_compiles_for_the_device_target_and_reuses_the_loaded_library() {
+    let (device, lib) = fixture_device("reuse");
+    let jit = jit(CacheLocation::Disabled);
+    let opts = CompileOptions::default(); // no target: the device's is used
+    let first = jit
+        .load(&device, SOURCE, &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let second = jit
+        .load(&device, SOURCE, &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(Arc::ptr_eq(&first.library, &second.library));
+    assert_eq!(
+        first.compiled.code_object().target_id().to_string(),
+        "gfx90a:sramecc+:xnack-"
+    );
+    assert_eq!(second.compiled.origin(), Origin::Memory);
+    let loads = fixture_log(&lib)
+        .iter()
+        .filter(|l| l.starts_with("hipModuleLoadData"))
+        .count();
+    assert_eq!(loads, 1);
+    assert!(first.library.kernel("scale").is_ok());
+}
+
+#[test]
+fn invalid_image_evicts_the_cached_entry_and_recompiles_once() {
+    let (device, _lib) = fixture_device("invalid-once");
+    let dir = tempfile::tempdir().unwrap();
+    let opts = CompileOptions::default();
+    // Populate the disk cache, then load through a fresh Jit whose first load is rejected.
+    let seeded = jit(CacheLocation::Roots(vec![dir.path().into()]))
+        .load(&device, SOURCE, &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(seeded.compiled.origin(), Origin::Compiler);
+    let calls = AtomicUsize::new(0);
+    let loaded = jit(CacheLocation::Roots(vec![dir.path().into()]))
+        .load_with(&device, SOURCE, &opts, |d, co| {
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                Err(invalid_image())
+            } else {
+                Library::load(d, co)
+            }
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        loaded.compiled.origin(),
+        Origin::Compiler,
+        "was not recompiled"
+    );
+    assert!(
+        loaded.compiled.entry_path().is_some_and(|p| p.exists()),
+        "no fresh entry"
+    );
+}
+
+#[test]
+fn invalid_image_after_the_recompile_is_returned() {
+    let (device, _lib) = fixture_device("invalid-twice");
+    let jit = jit(CacheLocation::Disabled);
+    let calls = AtomicUsize::new(0);
+    let err = jit
+        .load_with(&device, SOURCE, &CompileOptions::default(), |_, _| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(invalid_image())
+        })
+        .unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    let JitError::Load(e) = &err else {
+        panic!("expected a load error, got {err}")
+    };
+    assert!(
+        matches!(&**e, LibraryError::Hip(h) if h.is_invalid_image()),
+        "{err}"
+    );
+}
