@@ -955,6 +955,21 @@ fn print_text(r: &Report) {
             },
             rt.origin
         );
+        if used {
+            let p = &r.runtime_in_use;
+            println!(
+                "      code objects load through the {}; this runtime accepts code object {}",
+                p.code_object_loader.as_deref().unwrap_or("?"),
+                p.code_object_versions
+                    .as_ref()
+                    .map(|v| v
+                        .iter()
+                        .map(|n| format!("v{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                    .unwrap_or_else(|| "versions unknown".into())
+            );
+        }
         if let Some(e) = &rt.error {
             println!("      error: {e}");
         }
