@@ -1103,3 +1103,37 @@ fn hip_error_text(e: &hipjit::error::HipError) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debian_runtime_belongs_to_the_usr_include_header_set() {
+        // Debian's libamdhip64-5 and libamdhip64-dev: /usr/lib/<multiarch>/ and /usr/include.
+        let lib = Path::new("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5");
+        assert!(
+            lib.exists(),
+            "needs Debian's HIP runtime: apt-get install libamdhip64-5 libamdhip64-dev"
+        );
+        assert_eq!(
+            runtime_include_dir(lib),
+            Some(PathBuf::from("/usr/include"))
+        );
+    }
+
+    #[test]
+    fn a_library_outside_lib_has_no_header_set() {
+        assert_eq!(
+            runtime_include_dir(Path::new("/tmp/libamdhip64.so.7")),
+            None
+        );
+    }
+
+    #[test]
+    fn runtime_version_code_splits_into_major_and_minor() {
+        // hipRuntimeGetVersion of Debian's HIP 5.2.3 (ENVIRONMENT.md).
+        assert_eq!(version_of_code(50221153), (5, 2));
+        assert_eq!(version_of_code(60443484), (6, 4));
+    }
+}
