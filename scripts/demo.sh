@@ -63,10 +63,10 @@ main() {
 
     echo "demo: building the hipjit command: cargo build --release --features cli --bin hipjit"
     cargo build --release --features cli --bin hipjit
-    local cache
-    cache=$(mktemp -d "${TMPDIR:-/tmp}/hipjit-demo-cache.XXXXXX")
-    trap 'rm -rf -- "$cache"' EXIT
-    export HIPJIT_CACHE_DIR="$cache"
+    # Global, not local: the EXIT trap runs after main has returned.
+    demo_cache=$(mktemp -d "${TMPDIR:-/tmp}/hipjit-demo-cache.XXXXXX")
+    trap 'rm -rf -- "$demo_cache"' EXIT
+    export HIPJIT_CACHE_DIR="$demo_cache"
 
     local round
     for round in "first (a cache miss: hipcc compiles)" "second (a cache hit: no compiler run)"; do

@@ -24,7 +24,10 @@
 #     `none`, the inventory of the set the pregenerated bindings were made from;
 #   - the library API matches the expected table (5.2, 6.2, 6.4: none; 7.1: LoadData,
 #     LoadFromFile, Unload, GetKernel, GetKernelCount; overlay: all seven);
-#   - `cargo test -p hip-sys` passes (layout tests, API contract, build-script tests).
+#   - for the set the pregenerated bindings come from, that they are still what it gives;
+#   - `cargo test -p hip-sys` passes: device-property layouts against the set's structs (as
+#     bindgen and as a C++ compiler see them), the API contract, the build-script tests; for
+#     hip-5.2-debian also `--features link --test linked_runtime` (linking the real runtime).
 # All sets share one target directory (target/header-matrix); each set rebuilds hip-sys and
 # what depends on it, nothing else. Prints a table; exits non-zero when any set fails.
 #
@@ -64,7 +67,7 @@ mapfile -t PROBED < <(sed -n '/^pub const PROBED_APIS/,/^];/p' "$ROOT/hip-sys/bu
 # contract, applied independently of hip-sys's own code).
 cfg_name() {
     printf 'hip_api_%s\n' "$(printf '%s' "${1#hip}" |
-        sed -E 's/([a-z0-9])([A-Z])/\1_\2/g; s/([A-Z])([A-Z][a-z])/\1_\2/g' | tr 'A-Z' 'a-z')"
+        sed -E 's/([a-z0-9])([A-Z])/\1_\2/g; s/([A-Z])([A-Z][a-z])/\1_\2/g' | tr '[:upper:]' '[:lower:]')"
 }
 
 # Expected library API (the table of the issue), as the list of declared names.
@@ -86,16 +89,16 @@ inventory() {
     mapfile -t files < <(find -L "$dir/hip" -path '*/nvidia_detail' -prune -o -type f \
         \( -name '*.h' -o -name '*.hpp' \) -print)
     for api in "${PROBED[@]}"; do
-        if grep -qE "^[[:space:]]*hipError_t[[:space:]]+$api[[:space:]]*\(" "${files[@]}"; then
+        if grep -qE "^[[:space:]]*hipError_t[[:space:]]+${api}[[:space:]]*\(" "${files[@]}"; then
             echo "$api"
             continue
         fi
-        for alias in $(sed -nE "s/^[[:space:]]*#[[:space:]]*define[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)[[:space:]]+$api[[:space:]]*$/\1/p" "${files[@]}"); do
-            if grep -qE "^[[:space:]]*hipError_t[[:space:]]+$alias[[:space:]]*\(" "${files[@]}"; then
+        while read -r alias; do
+            if grep -qE "^[[:space:]]*hipError_t[[:space:]]+${alias}[[:space:]]*\(" "${files[@]}"; then
                 echo "$api"
                 break
             fi
-        done
+        done < <(sed -nE "s/^[[:space:]]*#[[:space:]]*define[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)[[:space:]]+${api}[[:space:]]*$/\1/p" "${files[@]}")
     done
 }
 
@@ -155,6 +158,7 @@ run_in_set() {
     local -a clean=(env -u HIP_PATH -u ROCM_PATH -u HIP_INCLUDE_DIR -u HIP_SYS_BINDINGS
         -u CPATH -u C_INCLUDE_PATH -u CPLUS_INCLUDE_PATH -u BINDGEN_EXTRA_CLANG_ARGS)
     if [[ $set == none ]]; then
+        # shellcheck disable=SC2016 # expanded by the inner shell
         unshare -m bash -c '
             set -e
             for d in /usr/include/hip /opt/rocm*/include/hip; do
@@ -191,8 +195,11 @@ out_dir_of() {
 warnings_in() {
     local allowed=${2:-}
     grep -E '^warning' "$1" | { if [[ -n $allowed ]]; then grep -vF "$allowed"; else cat; fi; } |
-        grep -vE '^warning: `[^`]+` \(.*\) generated [0-9]+ warnings?' || true
+        grep -vE '^warning: .[^ ]+. \(.*\) generated [0-9]+ warnings?' || true
 }
+
+# The lines of $1 joined by spaces.
+words() { tr '\n' ' ' <<<"$1" | sed 's/ $//'; }
 
 mark() { if grep -qx "$1" <<<"$2"; then printf '%-5s' y; else printf '%-5s' -; fi; }
 
@@ -209,6 +216,11 @@ check_set() {
     hip-6.4-sid) dir=$(make_sid_view) || dir=""; inv_dir=$dir ;;
     hip-7.2-overlay) dir=$(make_overlay) || dir=""; inv_dir=$dir ;;
     none)
+        if ! unshare -m true 2>/dev/null; then
+            ROWS+=("$set|?|pregenerated|cannot hide the headers: unshare -m needs root|FAIL|0")
+            FAILED=1
+            return
+        fi
         bindings=pregenerated
         local pinned
         pinned=$(sed -n 's|^// Header set: \([^,]*\),.*|\1|p' "$PREGENERATED")
@@ -232,6 +244,11 @@ check_set() {
     local build_rc=$?
     run_in_set "$set" "$dir" cargo test -p hip-sys --target-dir "$TARGET" >"$log.test.txt" 2>&1
     local test_rc=$?
+    if [[ $set == hip-5.2-debian ]]; then
+        # Feature `link`: the declarations link against the installed runtime (HIP 5.2.3).
+        run_in_set "$set" "$dir" cargo test -p hip-sys --features link --test linked_runtime \
+            --target-dir "$TARGET" >>"$log.test.txt" 2>&1 || test_rc=1
+    fi
     ((build_rc == 0)) || problems+=("build failed (see $log.build.txt)")
     ((test_rc == 0)) || problems+=("hip-sys tests failed (see $log.test.txt)")
 
@@ -240,14 +257,14 @@ check_set() {
     jit_cfgs=$(cfgs_of "$log.build.json" "hipjit")
     out_dir=$(out_dir_of "$log.build.json" "hip-sys")
     [[ $sys_cfgs == "$expected_cfgs" ]] ||
-        problems+=("hip-sys cfgs [$(echo $sys_cfgs)] != inventory [$(echo $expected_cfgs)]")
+        problems+=("hip-sys cfgs [$(words "$sys_cfgs")] != inventory [$(words "$expected_cfgs")]")
     [[ $jit_cfgs == "$expected_cfgs" ]] ||
-        problems+=("hipjit cfgs [$(echo $jit_cfgs)] != inventory [$(echo $expected_cfgs)]")
+        problems+=("hipjit cfgs [$(words "$jit_cfgs")] != inventory [$(words "$expected_cfgs")]")
     local lib_declared lib_expected
     lib_declared=$(for api in "${LIBRARY_APIS[@]}"; do grep -qx "$api" <<<"$inv" && echo "$api"; done)
     lib_expected=$(expected_library_api "$set")
     [[ $lib_declared == "$lib_expected" ]] ||
-        problems+=("library API [$(echo $lib_declared)] != expected [$(echo $lib_expected)]")
+        problems+=("library API [$(words "$lib_declared")] != expected [$(words "$lib_expected")]")
 
     # What hip-sys says it used (links metadata in its build script output).
     local meta=""
@@ -260,6 +277,14 @@ check_set() {
     elif [[ -n $dir ]]; then
         grep -qxF "cargo::metadata=include_dir=$dir" <<<"$meta" ||
             problems+=("hip-sys did not use $dir")
+    fi
+
+    # The committed pregenerated bindings must be what the pinned set gives today.
+    local pinned_set
+    pinned_set=$(sed -n 's|^// Header set: \([^,]*\),.*|\1|p' "$PREGENERATED")
+    if [[ $set == "$pinned_set" && -n $out_dir ]]; then
+        tail -n +6 "$PREGENERATED" | cmp -s - "$out_dir/bindings.rs" ||
+            problems+=("hip-sys/pregenerated is stale: run scripts/gen-pregenerated.sh")
     fi
 
     local allowed="" warns

@@ -519,6 +519,37 @@ mod tests {
     }
 
     #[test]
+    fn not_found_lists_every_candidate_with_the_reason() {
+        let e = LoadError::NotFound {
+            tried: vec![
+                (
+                    "/opt/rocm/lib (/opt/rocm)".into(),
+                    "no libamdhip64.so*".into(),
+                ),
+                (
+                    "libamdhip64.so.7".into(),
+                    "libamdhip64.so.7: cannot open shared object file".into(),
+                ),
+            ],
+        };
+        assert_eq!(
+            e.to_string(),
+            "no HIP runtime found; tried: /opt/rocm/lib (/opt/rocm) (no libamdhip64.so*); \
+             libamdhip64.so.7 (libamdhip64.so.7: cannot open shared object file)"
+        );
+    }
+
+    #[test]
+    fn table_has_one_name_per_code() {
+        for (i, (code, name)) in HIP_ERROR_NAMES.iter().enumerate() {
+            assert!(
+                HIP_ERROR_NAMES[i + 1..].iter().all(|(c, _)| c != code),
+                "{name} ({code}) twice"
+            );
+        }
+    }
+
+    #[test]
     fn invalid_image_is_recognised() {
         assert!(HipError::new(200, "hipModuleLoadData", None, String::new()).is_invalid_image());
         assert!(!HipError::new(101, "hipModuleLoadData", None, String::new()).is_invalid_image());

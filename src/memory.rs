@@ -1,10 +1,13 @@
 //! Device memory ([`DeviceBuffer`]), pinned host memory ([`PinnedBuffer`]) and copies between
 //! them.
 //!
-//! Asynchronous copies from or to host memory run inside [`async_scope`]: the host slices
-//! borrowed by the scope stay borrowed until the stream has been synchronized, so no copy can
-//! read or write a slice after it is dropped (the same shape as `std::thread::scope`; the
-//! synchronization also runs when the closure panics).
+//! Asynchronous copies never outlive the host memory they use:
+//! - inside [`async_scope`], host slices stay borrowed until the stream has been synchronized
+//!   (the same shape as `std::thread::scope`; the synchronization also runs when the closure
+//!   panics);
+//! - [`PinnedBuffer::copy_to_device_async`] and [`PinnedBuffer::copy_from_device_async`] move the
+//!   pinned buffer into an [`InFlight`] that gives it back after synchronizing, and leaks it if
+//!   forgotten.
 
 use std::ffi::c_void;
 use std::fmt;
@@ -375,6 +378,109 @@ impl<T: DeviceCopy> Drop for PinnedBuffer<T> {
             "hipHostFree",
         ) {
             tracing::error!(error = %e, "failed to free pinned host memory");
+        }
+    }
+}
+
+impl<T: DeviceCopy> PinnedBuffer<T> {
+    /// Queues a copy of this buffer into `dst` on `stream` (`hipMemcpyAsync`, host to device)
+    /// and hands the buffer to the returned [`InFlight`], which gives it back once the stream
+    /// has been synchronized. Forgetting the [`InFlight`] leaks the pinned memory instead of
+    /// freeing it under the copy.
+    ///
+    /// Errors: `hipErrorInvalidValue` on a length mismatch, or the runtime's error (the buffer
+    /// is then freed, which waits for the device).
+    pub fn copy_to_device_async<'s, S: AsStream>(
+        self,
+        dst: &mut DeviceBuffer<T>,
+        stream: &'s S,
+    ) -> Result<InFlight<'s, T, S>, HipError> {
+        dst.check_len(self.len, "hipMemcpyAsync")?;
+        dst.device.bind()?;
+        let rt = dst.device.runtime();
+        // SAFETY: sizes match; `self` moves into the InFlight, which frees it only after
+        // synchronizing the stream (or leaks it when forgotten).
+        rt.check(
+            unsafe {
+                (rt.api().hipMemcpyAsync)(
+                    dst.ptr as _,
+                    self.ptr as *const c_void as _,
+                    dst.size_bytes(),
+                    sys::hipMemcpyHostToDevice,
+                    stream.as_raw(),
+                )
+            },
+            "hipMemcpyAsync",
+        )?;
+        Ok(InFlight {
+            buffer: std::mem::ManuallyDrop::new(self),
+            stream,
+        })
+    }
+
+    /// Queues a copy of `src` into this buffer on `stream` (`hipMemcpyAsync`, device to host);
+    /// [`InFlight::wait`] gives the buffer back holding the data.
+    ///
+    /// Errors: as [`PinnedBuffer::copy_to_device_async`].
+    pub fn copy_from_device_async<'s, S: AsStream>(
+        self,
+        src: &DeviceBuffer<T>,
+        stream: &'s S,
+    ) -> Result<InFlight<'s, T, S>, HipError> {
+        src.check_len(self.len, "hipMemcpyAsync")?;
+        src.device.bind()?;
+        let rt = src.device.runtime();
+        // SAFETY: as in copy_to_device_async, the other direction.
+        rt.check(
+            unsafe {
+                (rt.api().hipMemcpyAsync)(
+                    self.ptr as *mut c_void as _,
+                    src.ptr as _,
+                    src.size_bytes(),
+                    sys::hipMemcpyDeviceToHost,
+                    stream.as_raw(),
+                )
+            },
+            "hipMemcpyAsync",
+        )?;
+        Ok(InFlight {
+            buffer: std::mem::ManuallyDrop::new(self),
+            stream,
+        })
+    }
+}
+
+/// A [`PinnedBuffer`] with a copy queued on a stream. [`InFlight::wait`] synchronizes the
+/// stream and gives the buffer back; dropping it synchronizes and frees the buffer; forgetting
+/// it (`std::mem::forget`) leaks the buffer, so the device never copies from or into freed
+/// memory.
+#[must_use = "the copy is complete only after wait() or drop"]
+pub struct InFlight<'s, T: DeviceCopy, S: AsStream> {
+    buffer: std::mem::ManuallyDrop<PinnedBuffer<T>>,
+    stream: &'s S,
+}
+
+impl<T: DeviceCopy, S: AsStream> InFlight<'_, T, S> {
+    /// Waits for the copy (`hipStreamSynchronize`) and returns the buffer.
+    ///
+    /// Errors: the runtime's error from `hipStreamSynchronize`; the buffer is then leaked, not
+    /// freed, since the device may still use it.
+    pub fn wait(self) -> Result<PinnedBuffer<T>, HipError> {
+        let mut this = std::mem::ManuallyDrop::new(self);
+        this.stream.synchronize()?;
+        // SAFETY: `this` is never dropped, so the buffer is taken exactly once.
+        Ok(unsafe { std::mem::ManuallyDrop::take(&mut this.buffer) })
+    }
+}
+
+impl<T: DeviceCopy, S: AsStream> Drop for InFlight<'_, T, S> {
+    fn drop(&mut self) {
+        match self.stream.synchronize() {
+            // SAFETY: dropped once, here; the copy has finished.
+            Ok(()) => unsafe { std::mem::ManuallyDrop::drop(&mut self.buffer) },
+            Err(e) => {
+                tracing::error!(error = %e, "stream synchronize of an in-flight copy failed; pinned buffer leaked");
+            }
         }
     }
 }

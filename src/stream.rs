@@ -99,6 +99,27 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// [`AsStream::synchronize`], without importing the trait.
+    ///
+    /// Errors: the runtime's error.
+    pub fn synchronize(&self) -> Result<(), HipError> {
+        AsStream::synchronize(self)
+    }
+
+    /// [`AsStream::query`], without importing the trait.
+    ///
+    /// Errors: the runtime's error.
+    pub fn query(&self) -> Result<bool, HipError> {
+        AsStream::query(self)
+    }
+
+    /// The raw handle (valid while `self` lives).
+    pub fn as_raw(&self) -> sys::hipStream_t {
+        self.raw
+    }
+}
+
 impl AsStream for Stream {
     fn device(&self) -> &Device {
         &self.device

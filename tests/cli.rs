@@ -119,13 +119,20 @@ fn inspect_bundle_with_target_picks_that_entry() {
 }
 
 #[test]
-fn inspect_bundle_with_several_entries_and_no_target_fails_naming_them() {
+fn inspect_bundle_without_target_reads_every_amdgpu_entry() {
     let f = data("kernels-gfx942-gfx1100.hipfb");
-    let o = hipjit(&["inspect", path_str(&f)]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = stderr(&o);
-    assert!(err.contains("kernels-gfx942-gfx1100.hipfb"), "{err}");
-    assert!(err.contains("gfx942") && err.contains("gfx1100"), "{err}");
+    let o = hipjit(&["inspect", "--json", path_str(&f)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["container"], "offload-bundle");
+    let mut targets: Vec<String> = v["code_objects"]
+        .as_array()
+        .expect("code_objects")
+        .iter()
+        .map(|c| c["target_id"].as_str().unwrap().to_owned())
+        .collect();
+    targets.sort();
+    assert_eq!(targets, ["gfx1100", "gfx942"]);
 }
 
 #[test]
@@ -148,6 +155,29 @@ fn inspect_of_a_missing_file_names_it_and_exits_1() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn inspect_of_an_empty_file_says_so_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "empty.hsaco", "");
+    let o = hipjit(&["inspect", path_str(&f)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("empty.hsaco"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the input is empty"), "{}", stderr(&o));
+}
+
+#[test]
+fn inspect_of_a_truncated_elf_names_what_is_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("cut.hsaco");
+    let whole = std::fs::read(data("single-gfx90a.hsaco")).unwrap();
+    std::fs::write(&f, &whole[..100]).unwrap();
+    let o = hipjit(&["inspect", path_str(&f)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("cut.hsaco"), "{err}");
+    assert!(err.contains("truncated"), "{err}");
 }
 
 #[test]
@@ -189,4 +219,742 @@ fn help_documents_the_exit_statuses() {
     let out = stdout(&o);
     assert!(out.contains("Exit status:"), "{out}");
     assert!(out.contains("2  usage error"), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// compile (the machine's hipcc: Debian's 5.2.3 here, `apt-get install hipcc`)
+
+const SAXPY: &str = "examples/kernels/saxpy.hip";
+
+fn saxpy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(SAXPY)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write a test source");
+    p
+}
+
+#[test]
+fn compile_misses_then_hits_the_disk_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let src = saxpy();
+    let first = hipjit_in(
+        cache.path(),
+        &["compile", "--json", "--arch", "gfx90a", path_str(&src)],
+    );
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "needs hipcc (apt-get install hipcc): {}",
+        stderr(&first)
+    );
+    let a = json(&first);
+    assert_eq!(a["schema_version"], 1);
+    assert_eq!(a["results"][0]["cache"], "miss");
+    assert_eq!(a["results"][0]["hit"], false);
+    let second = hipjit_in(
+        cache.path(),
+        &["compile", "--json", "--arch", "gfx90a", path_str(&src)],
+    );
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let b = json(&second);
+    assert_eq!(b["results"][0]["cache"], "disk");
+    assert_eq!(b["results"][0]["key"], a["results"][0]["key"]);
+}
+
+#[test]
+fn compile_text_shows_kernel_arguments_and_resources() {
+    let o = hipjit(&["compile", "--arch", "gfx90a", path_str(&saxpy())]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("miss (compiled)"), "{out}");
+    assert!(out.contains("kernel saxpy"), "{out}");
+    assert!(out.contains("SGPR") && out.contains("VGPR"), "{out}");
+    assert!(out.contains("global_buffer"), "{out}");
+}
+
+#[test]
+fn compile_error_exits_1_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        dir.path(),
+        "broken.hip",
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) {\n  x[0] = undefined_thing;\n}\n",
+    );
+    let o = hipjit(&["compile", "--arch", "gfx90a", path_str(&bad)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("{}:3:", bad.display())),
+        "stderr lacks file:line: {err}"
+    );
+    assert!(err.contains("gfx90a"), "{err}");
+    assert!(err.contains("undefined_thing"), "{err}");
+}
+
+#[test]
+fn compile_error_json_carries_the_diagnostic_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        dir.path(),
+        "broken.hip",
+        "#include <hip/hip_runtime.h>\n\nextern \"C\" __global__ void k(int* x) { x[0] = nope; }\n",
+    );
+    let o = hipjit(&["compile", "--json", "--arch", "gfx90a", path_str(&bad)]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json(&o);
+    assert_eq!(v["failed"], 1);
+    let d = &v["results"][0]["diagnostics"][0];
+    assert_eq!(d["file"], path_str(&bad));
+    assert_eq!(d["line"], 3);
+    assert!(d["message"].as_str().unwrap().contains("nope"), "{d}");
+}
+
+#[test]
+fn compile_for_a_processor_the_compiler_does_not_know_exits_1_naming_it() {
+    // gfx9999 is well-formed as a target ID but no compiler knows it.
+    let o = hipjit(&["compile", "--arch", "gfx9999", path_str(&saxpy())]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("gfx9999"), "{err}");
+    assert!(err.contains(SAXPY), "{err}");
+}
+
+#[test]
+fn compile_two_inputs_to_a_directory_writes_both_code_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(
+        dir.path(),
+        "first.hip",
+        "#include <hip/hip_runtime.h>\n#include \"val.h\"\nextern \"C\" __global__ void first(float* x) { x[0] = VAL; }\n",
+    );
+    write(dir.path(), "val.h", "#define VAL 2.0f\n");
+    let b = write(
+        dir.path(),
+        "second.hip",
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void second(int* x) { x[0] = 1; }\n",
+    );
+    let out = dir.path().join("out");
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-j",
+        "2",
+        "-o",
+        path_str(&out),
+        path_str(&a),
+        path_str(&b),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (file, kernel) in [("first.hsaco", "first"), ("second.hsaco", "second")] {
+        let written = out.join(file);
+        let i = hipjit(&["inspect", "--json", path_str(&written)]);
+        assert_eq!(i.status.code(), Some(0), "{file}: {}", stderr(&i));
+        assert_eq!(json(&i)["kernels"][0]["name"], kernel);
+    }
+    // Atomic writes leave no temporary file behind.
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}
+
+#[test]
+fn compile_one_input_with_o_writes_that_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("saxpy-gfx90a.co");
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-o",
+        path_str(&out),
+        path_str(&saxpy()),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let bytes = std::fs::read(&out).expect("the output file exists");
+    assert!(bytes.starts_with(b"\x7fELF"));
+}
+
+#[test]
+fn compile_two_inputs_with_o_naming_a_file_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.hip", "");
+    let b = write(dir.path(), "b.hip", "");
+    let out = write(dir.path(), "out.hsaco", "");
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-o",
+        path_str(&out),
+        path_str(&a),
+        path_str(&b),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("names a directory"), "{}", stderr(&o));
+}
+
+#[test]
+fn compile_two_inputs_with_the_same_name_to_one_directory_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("x")).unwrap();
+    std::fs::create_dir_all(dir.path().join("y")).unwrap();
+    let a = write(&dir.path().join("x"), "k.hip", "");
+    let b = write(&dir.path().join("y"), "k.hip", "");
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-o",
+        path_str(&dir.path().join("out")),
+        path_str(&a),
+        path_str(&b),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("would both be written"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn compile_asks_for_the_code_object_version_given() {
+    let o = hipjit(&[
+        "compile",
+        "--json",
+        "--arch",
+        "gfx90a",
+        "--code-object-version",
+        "5",
+        path_str(&saxpy()),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        json(&o)["results"][0]["code_objects"][0]["code_object_version"],
+        5
+    );
+}
+
+#[test]
+fn compile_without_arch_is_a_usage_error() {
+    let o = hipjit(&["compile", path_str(&saxpy())]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--arch"), "{}", stderr(&o));
+}
+
+#[test]
+fn compile_with_a_bad_define_is_a_usage_error() {
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-D",
+        "BAD-NAME",
+        path_str(&saxpy()),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("BAD-NAME"), "{}", stderr(&o));
+}
+
+#[test]
+fn compile_of_a_missing_file_exits_1_naming_it() {
+    let o = hipjit(&["compile", "--arch", "gfx90a", "/nonexistent/k.hip"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("/nonexistent/k.hip: cannot read the file"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// cache
+
+/// A cache directory holding the saxpy entry.
+fn filled_cache() -> tempfile::TempDir {
+    let cache = tempfile::tempdir().unwrap();
+    let o = hipjit_in(
+        cache.path(),
+        &["compile", "--arch", "gfx90a", path_str(&saxpy())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    cache
+}
+
+fn entry_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "hjc") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn cache_stats_counts_the_entry() {
+    let cache = filled_cache();
+    let o = hipjit_in(cache.path(), &["cache", "stats", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["roots"][0]["entries"], 1);
+    let on_disk: u64 = entry_files(cache.path())
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert_eq!(v["roots"][0]["bytes"], on_disk);
+}
+
+#[test]
+fn cache_list_names_the_entry_file() {
+    let cache = filled_cache();
+    let o = hipjit_in(cache.path(), &["cache", "list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let files = entry_files(cache.path());
+    assert_eq!(files.len(), 1);
+    assert!(stdout(&o).contains(path_str(&files[0])), "{}", stdout(&o));
+}
+
+#[test]
+fn cache_verify_passes_then_fails_on_a_corrupted_entry() {
+    let cache = filled_cache();
+    let ok = hipjit_in(cache.path(), &["cache", "verify"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    let entry = &entry_files(cache.path())[0];
+    let mut bytes = std::fs::read(entry).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(entry, &bytes).unwrap();
+    let bad = hipjit_in(cache.path(), &["cache", "verify"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains(path_str(entry)), "{}", stderr(&bad));
+}
+
+#[test]
+fn cache_prune_to_zero_removes_the_entry() {
+    let cache = filled_cache();
+    let o = hipjit_in(
+        cache.path(),
+        &["cache", "prune", "--max-size", "0", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json(&o)["removed"], 1);
+    assert!(entry_files(cache.path()).is_empty());
+}
+
+#[test]
+fn cache_prune_above_the_size_keeps_the_entry() {
+    let cache = filled_cache();
+    let o = hipjit_in(cache.path(), &["cache", "prune", "--max-size", "2G"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(entry_files(cache.path()).len(), 1);
+}
+
+#[test]
+fn cache_prune_with_a_bad_size_is_a_usage_error() {
+    let o = hipjit(&["cache", "prune", "--max-size", "2X"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("invalid size '2X'"), "{}", stderr(&o));
+}
+
+#[test]
+fn cache_clear_removes_every_entry() {
+    let cache = filled_cache();
+    let o = hipjit_in(cache.path(), &["cache", "clear"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("removed 1 entries"), "{}", stdout(&o));
+    assert!(entry_files(cache.path()).is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// doctor (Debian bookworm: HIP 5.2.3 headers in /usr/include, libamdhip64.so.5, hipcc 5.2.3,
+// no GPU)
+
+fn doctor_json() -> serde_json::Value {
+    let o = hipjit(&["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    json(&o)
+}
+
+#[test]
+fn doctor_json_has_the_documented_keys() {
+    let v = doctor_json();
+    assert_eq!(v["schema_version"], 1);
+    for key in [
+        "header_sets",
+        "build",
+        "runtimes",
+        "runtime_in_use",
+        "compilers",
+        "devices",
+        "findings",
+    ] {
+        assert!(v.get(key).is_some(), "missing key {key}: {v:#}");
+    }
+}
+
+#[test]
+fn doctor_finds_the_debian_hip_5_2_header_set() {
+    let v = doctor_json();
+    let sets = v["header_sets"].as_array().expect("header_sets");
+    let debian = sets
+        .iter()
+        .find(|h| h["path"] == "/usr/include")
+        .unwrap_or_else(|| {
+            panic!("no /usr/include set (apt-get install libamdhip64-dev): {sets:?}")
+        });
+    assert_eq!(debian["hip_version"], "5.2.21153");
+    assert_eq!(debian["library_api_declared"], 0);
+    assert_eq!(debian["apis"]["hipGetDevicePropertiesR0600"], false);
+}
+
+#[test]
+fn doctor_finds_the_debian_runtime_with_its_soname_and_entry_point() {
+    let v = doctor_json();
+    let rts = v["runtimes"].as_array().expect("runtimes");
+    let rt = rts
+        .iter()
+        .find(|r| r["soname"] == "libamdhip64.so.5")
+        .unwrap_or_else(|| panic!("no libamdhip64.so.5 (apt-get install libamdhip64-5): {rts:?}"));
+    assert_eq!(rt["library_api_exported"], 0);
+    assert_eq!(rt["device_properties_entry"], "hipGetDeviceProperties");
+    assert!(
+        rt["version"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("5.2.")),
+        "{rt}"
+    );
+}
+
+#[test]
+fn doctor_finds_hipcc_and_the_header_it_includes() {
+    let v = doctor_json();
+    let cs = v["compilers"].as_array().expect("compilers");
+    let hipcc = cs
+        .iter()
+        .find(|c| c["path"] == "/usr/bin/hipcc")
+        .unwrap_or_else(|| panic!("no /usr/bin/hipcc (apt-get install hipcc): {cs:?}"));
+    assert_eq!(hipcc["hip_runtime_h"], "/usr/include/hip/hip_runtime.h");
+}
+
+#[test]
+fn doctor_says_why_there_is_no_device() {
+    let v = doctor_json();
+    assert_eq!(v["devices"].as_array().map(Vec::len), Some(0));
+    assert_eq!(v["runtime_in_use"]["device_error_name"], "hipErrorNoDevice");
+    let findings = v["findings"].to_string();
+    assert!(findings.contains("no device"), "{findings}");
+}
+
+#[test]
+fn doctor_text_has_every_section() {
+    let o = hipjit(&["doctor"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for section in [
+        "Header sets",
+        "Runtimes",
+        "Compilers",
+        "Devices",
+        "Diagnosis",
+    ] {
+        assert!(out.contains(section), "missing {section}: {out}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// doctor on a skewed machine: a second runtime that stands in for a ROCm 7.2 installation
+// (tests/fixtures/fake_hip.c: exports the five library-API symbols, reports HIP 7.2.53211 and
+// one gfx90a:sramecc+:xnack- device; no real runtime of that kind can be had here) in its own
+// installation root with its own header set, next to Debian's HIP 5.2.3 runtime and hipcc.
+
+struct Skewed {
+    root: PathBuf,
+    report: serde_json::Value,
+    _dir: tempfile::TempDir,
+}
+
+fn skewed() -> &'static Skewed {
+    static S: std::sync::OnceLock<Skewed> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("rocm-7.2");
+        let lib = root.join("lib");
+        let hip = root.join("include/hip");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::create_dir_all(&hip).unwrap();
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let so = lib.join("libamdhip64.so.7");
+        let out = Command::new("cc")
+            .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1"])
+            .args(["-D__HIP_PLATFORM_AMD__", "-DLIBRARY_API=5", "-DCOOPERATIVE"])
+            .arg("-Wl,-soname,libamdhip64.so.7")
+            .arg("-o")
+            .arg(&so)
+            .arg(fixtures.join("fake_hip.c"))
+            .arg(fixtures.join("fake_hip_props.c"))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
+        assert!(
+            out.status.success(),
+            "cc failed (needs libamdhip64-dev for the 5.x property layout): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The installation's header set: version 7.2 and the library-API declarations.
+        write(
+            &hip,
+            "hip_version.h",
+            "#define HIP_VERSION_MAJOR 7\n#define HIP_VERSION_MINOR 2\n#define HIP_VERSION_PATCH 53211\n",
+        );
+        write(
+            &hip,
+            "hip_runtime_api.h",
+            "typedef int hipError_t; typedef struct ihipLibrary_t* hipLibrary_t;\n\
+             typedef struct ihipKernel_t* hipKernel_t; typedef struct ihipModuleSymbol_t* hipFunction_t;\n\
+             hipError_t hipLibraryLoadFromFile(hipLibrary_t*, const char*, void*, void**, unsigned, void*, void**, unsigned);\n\
+             hipError_t hipLibraryUnload(hipLibrary_t);\n\
+             hipError_t hipLibraryGetKernelCount(unsigned*, hipLibrary_t);\n\
+             hipError_t hipLibraryEnumerateKernels(hipKernel_t*, unsigned, hipLibrary_t);\n\
+             hipError_t hipKernelGetFunction(hipFunction_t*, hipKernel_t);\n",
+        );
+        write(&hip, "hip_runtime.h", "#include \"hip_runtime_api.h\"\n");
+        let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+            .args(["doctor", "--json"])
+            .env("HIPJIT_HIP_LIBRARY", &so)
+            .env("HIP_INCLUDE_DIR", root.join("include"))
+            .env_remove("HIP_PATH")
+            .env_remove("ROCM_PATH")
+            .output()
+            .expect("the hipjit binary runs");
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        Skewed {
+            root: std::fs::canonicalize(&root).unwrap(),
+            report: json(&o),
+            _dir: dir,
+        }
+    })
+}
+
+fn findings(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["level"].as_str().unwrap().to_owned(),
+                f["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn doctor_uses_the_runtime_named_by_hipjit_hip_library_and_lists_its_device() {
+    let s = skewed();
+    let r = &s.report;
+    assert_eq!(
+        r["runtime_in_use"]["path"],
+        path_str(&s.root.join("lib/libamdhip64.so.7"))
+    );
+    assert_eq!(r["runtime_in_use"]["code_object_loader"], "library API");
+    assert_eq!(r["devices"][0], "gfx90a:sramecc+:xnack-");
+}
+
+#[test]
+fn doctor_counts_the_library_api_exported_by_each_runtime() {
+    let r = &skewed().report;
+    let by_soname = |so: &str| {
+        r["runtimes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["soname"] == so)
+            .unwrap_or_else(|| panic!("no runtime with soname {so}: {r:#}"))
+            .clone()
+    };
+    assert_eq!(by_soname("libamdhip64.so.7")["library_api_exported"], 5);
+    assert_eq!(by_soname("libamdhip64.so.5")["library_api_exported"], 0);
+}
+
+#[test]
+fn doctor_warns_of_runtimes_in_different_versions_naming_both_paths() {
+    let s = skewed();
+    let f = findings(&s.report);
+    let w = f
+        .iter()
+        .find(|(_, t)| t.contains("different versions"))
+        .unwrap_or_else(|| panic!("{f:#?}"));
+    assert_eq!(w.0, "warning");
+    assert!(
+        w.1.contains(path_str(&s.root.join("lib/libamdhip64.so.7"))),
+        "{}",
+        w.1
+    );
+    assert!(w.1.contains("libamdhip64.so.5"), "{}", w.1);
+}
+
+#[test]
+fn doctor_says_the_build_headers_are_older_than_the_runtime() {
+    let f = findings(&skewed().report);
+    let n = f
+        .iter()
+        .find(|(_, t)| t.starts_with("headers older than the runtime"))
+        .unwrap_or_else(|| panic!("{f:#?}"));
+    // Debian's HIP 5.2 headers (the build's) declare none of the library API.
+    assert!(n.1.contains("hipLibraryEnumerateKernels"), "{}", n.1);
+    assert!(
+        n.1.contains("hipjit calls them through its own declarations"),
+        "{}",
+        n.1
+    );
+}
+
+#[test]
+fn doctor_finds_hipcc_resolving_another_header_set_and_gives_the_measured_fix() {
+    let s = skewed();
+    let f = findings(&s.report);
+    let inc = s.root.join("include");
+    let w = f
+        .iter()
+        .find(|(_, t)| {
+            t.contains("resolves <hip/hip_runtime.h> to /usr/include/hip/hip_runtime.h (asked")
+        })
+        .unwrap_or_else(|| panic!("{f:#?}"));
+    assert_eq!(w.0, "warning");
+    assert!(w.1.contains(path_str(&inc)), "{}", w.1);
+    // Debian's hipcc 5.2.3 lets a -I directory win over /usr/include (ENVIRONMENT.md).
+    assert!(w.1.contains(&format!("`-I {}`", inc.display())), "{}", w.1);
+}
+
+#[test]
+fn doctor_lists_the_installation_header_set_with_its_declarations() {
+    let s = skewed();
+    let sets = s.report["header_sets"].as_array().unwrap();
+    let h = sets
+        .iter()
+        .find(|h| h["origin"] == "HIP_INCLUDE_DIR")
+        .unwrap_or_else(|| panic!("{sets:?}"));
+    assert_eq!(h["hip_version"], "7.2.53211");
+    assert_eq!(h["library_api_declared"], 5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same binary inside the Debian sid root (hipcc 7.0.2, HIP 6.4.3 headers and runtime),
+// run through scripts/sid-run.sh (needs root and the root filesystem of scripts/setup.sh).
+
+fn sid_run(args: &[&str], cache: &Path) -> Output {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = std::env::var("HIPJIT_SID_ROOT")
+        .unwrap_or_else(|_| "/var/cache/hipjit-ci/sid-root".to_owned());
+    assert!(
+        Path::new(&root).join("usr/bin/hipcc").exists(),
+        "needs the Debian sid root filesystem with hipcc at {root}: run scripts/setup.sh"
+    );
+    Command::new("bash")
+        .arg(repo.join("scripts/sid-run.sh"))
+        .arg("-e")
+        .arg(format!("HIPJIT_CACHE_DIR={}", cache.display()))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_hipjit"))
+        .args(args)
+        .current_dir(repo)
+        .output()
+        .expect("scripts/sid-run.sh runs")
+}
+
+/// A cache directory inside the repository's target directory, which sid-run binds.
+fn sid_cache() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory under target/")
+}
+
+#[test]
+fn doctor_in_the_sid_root_finds_hip_6_4_headers_runtime_and_hipcc_7() {
+    let cache = sid_cache();
+    let o = sid_run(&["doctor", "--json"], cache.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let sets = v["header_sets"].as_array().unwrap();
+    let usr = sets
+        .iter()
+        .find(|h| h["path"] == "/usr/include")
+        .unwrap_or_else(|| panic!("{sets:?}"));
+    assert_eq!(usr["hip_version"], "6.4.43484");
+    assert_eq!(usr["apis"]["hipGetDevicePropertiesR0600"], true);
+    let rt = &v["runtimes"][0];
+    assert_eq!(rt["soname"], "libamdhip64.so.6");
+    assert_eq!(rt["version"], "6.4.43484");
+    assert_eq!(rt["device_properties_entry"], "hipGetDevicePropertiesR0600");
+    assert_eq!(rt["library_api_exported"], 0);
+    let hipcc = &v["compilers"][0];
+    assert_eq!(hipcc["path"], "/usr/bin/hipcc");
+    assert!(
+        hipcc["hip_version"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("6.4.")),
+        "{hipcc}"
+    );
+    assert_eq!(hipcc["hip_runtime_h"], "/usr/include/hip/hip_runtime.h");
+    assert_eq!(v["runtime_in_use"]["device_error_name"], "hipErrorNoDevice");
+}
+
+#[test]
+fn compile_in_the_sid_root_writes_code_object_v6_for_gfx942() {
+    let cache = sid_cache();
+    let out = cache.path().join("saxpy.hsaco");
+    let o = sid_run(
+        &[
+            "compile",
+            "--arch",
+            "gfx942:sramecc+:xnack-",
+            "-o",
+            path_str(&out),
+            SAXPY,
+        ],
+        cache.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Read back on the host: hipcc 7 defaults to code object v6.
+    let i = hipjit(&["inspect", "--json", path_str(&out)]);
+    assert_eq!(i.status.code(), Some(0), "{}", stderr(&i));
+    let v = json(&i);
+    assert_eq!(v["target_id"], "gfx942:sramecc+:xnack-");
+    assert_eq!(v["code_object_version"], 6);
+}
+
+#[test]
+fn doctor_warns_of_settings_that_point_at_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["doctor", "--json"])
+        .env("HIPJIT_CACHE_DIR", cache.path())
+        .env("HIPJIT_HIPCC", "/nonexistent/bin/hipcc")
+        .env("HIP_INCLUDE_DIR", cache.path())
+        .output()
+        .expect("the hipjit binary runs");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let f = findings(&json(&o));
+    assert!(
+        f.iter().any(|(l, t)| l == "warning"
+            && t.starts_with("HIPJIT_HIPCC=/nonexistent/bin/hipcc is not an executable file")),
+        "{f:#?}"
+    );
+    assert!(
+        f.iter().any(|(l, t)| l == "warning"
+            && t.starts_with(&format!("HIP_INCLUDE_DIR={}", cache.path().display()))),
+        "{f:#?}"
+    );
 }

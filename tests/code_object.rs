@@ -45,7 +45,19 @@ const RAW: &[(&str, &str, u32)] = &[
         6,
     ),
     ("single-gfx90a.hsaco", "gfx90a", 4),
+    ("single-gfx900.hsaco", "gfx900", 4),
+    ("single-gfx906.hsaco", "gfx906", 4),
+    ("single-gfx940.hsaco", "gfx940", 4),
+    (
+        "single-gfx908_sramecc-_xnack+.hsaco",
+        "gfx908:sramecc-:xnack+",
+        4,
+    ),
     ("single-gfx942.hsaco", "gfx942", 6),
+    ("single-gfx1201.hsaco", "gfx1201", 6),
+    // Code object v3 (-mcode-object-version=3 --offload-arch=gfx906): LLVM sets the v3 xnack and
+    // sramecc bits for "any", and the bits read as "on", as the ROCm loader reads them.
+    ("single-gfx906-v3.hsaco", "gfx906:sramecc+:xnack+", 3),
 ];
 
 const KERNELS: &[&str] = &[
@@ -362,8 +374,8 @@ fn looking_up_the_demangled_name_suggests_the_mangled_one() {
     for asked in ["scale", "scale(double*, double)"] {
         let err = co.kernel(asked).unwrap_err();
         match &err {
-            CodeObjectError::KernelNotFound { suggestions, .. } => {
-                assert_eq!(suggestions, &["_Z5scalePdd".to_owned()], "{asked}")
+            CodeObjectError::KernelNotFound(missing) => {
+                assert_eq!(missing.suggestions, ["_Z5scalePdd".to_owned()], "{asked}")
             }
             other => panic!("{asked}: {other:?}"),
         }
@@ -379,8 +391,8 @@ fn an_unknown_kernel_name_lists_the_kernels() {
     let co = CodeObject::from_bytes(&read("single-gfx90a.hsaco"), None).unwrap();
     let err = co.kernel("add_two").unwrap_err();
     assert!(
-        matches!(&err, CodeObjectError::KernelNotFound { suggestions, available, .. }
-            if suggestions.is_empty() && available == &["add_one".to_owned()]),
+        matches!(&err, CodeObjectError::KernelNotFound(m)
+            if m.suggestions.is_empty() && m.available == ["add_one".to_owned()]),
         "{err:?}"
     );
     assert_eq!(
@@ -547,8 +559,8 @@ fn template_and_namespaced_kernels_are_suggested_by_their_demangled_names() {
     ];
     for (asked, mangled) in cases {
         match co.kernel(asked) {
-            Err(CodeObjectError::KernelNotFound { suggestions, .. }) => {
-                assert_eq!(suggestions, [mangled.to_owned()], "{asked}")
+            Err(CodeObjectError::KernelNotFound(m)) => {
+                assert_eq!(m.suggestions, [mangled.to_owned()], "{asked}")
             }
             other => panic!("{asked}: {other:?}"),
         }
@@ -566,8 +578,8 @@ fn a_name_that_only_ends_like_a_kernel_is_not_suggested() {
         "scale(float*, float)",
     ] {
         match co.kernel(asked) {
-            Err(CodeObjectError::KernelNotFound { suggestions, .. }) => {
-                assert!(suggestions.is_empty(), "{asked}: {suggestions:?}")
+            Err(CodeObjectError::KernelNotFound(m)) => {
+                assert!(m.suggestions.is_empty(), "{asked}: {:?}", m.suggestions)
             }
             other => panic!("{asked}: {other:?}"),
         }

@@ -540,7 +540,7 @@ fn unknown_kernel_name_lists_the_kernels_there_are() {
 fn with_scale_kernel(
     name: &str,
     f: impl FnOnce(&hipjit::kernel::Kernel<'_>, &Stream, &DeviceBuffer<f32>),
-) {
+) -> PathBuf {
     let path = build(name, &[], Props::Hip6);
     let rt = load(&path);
     let dev = rt.device(0).unwrap();
@@ -549,6 +549,7 @@ fn with_scale_kernel(
     let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
     let buf = DeviceBuffer::<f32>::zeroed(&dev, 16).unwrap();
     f(&kernel, &stream, &buf);
+    path
 }
 
 #[test]
@@ -1015,4 +1016,128 @@ fn runtime_already_loaded_in_the_process_is_preferred() {
     }
     let lib = build("preloaded", &[], Props::Hip6);
     run_in_child(NAME, &[("HIPJIT_FIXTURE_PATH", lib.as_os_str())]);
+}
+
+#[test]
+fn dynamic_lds_limit_is_set_through_hip_func_set_attribute() {
+    let path = with_scale_kernel("setattr", |k, _, _| {
+        k.set_max_dynamic_lds(96 * 1024).unwrap();
+    });
+    let log = log(&path);
+    // hipFuncAttributeMaxDynamicSharedMemorySize = 8.
+    assert_eq!(
+        lines(&log, "hipFuncSetAttribute"),
+        ["hipFuncSetAttribute scale attr=8 value=98304"]
+    );
+}
+
+#[test]
+fn library_file_that_does_not_exist_is_an_error_naming_it() {
+    let path = build("nofile", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let err = Library::load_file(&dev, "/nonexistent/scale.hsaco").unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("cannot read the code object /nonexistent/scale.hsaco: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn library_loads_from_a_code_object_file() {
+    let path = build("fromfile", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load_file(
+        &dev,
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco"),
+    )
+    .unwrap();
+    assert!(lib.kernel("axpy_f32").is_ok());
+}
+
+/// A tracing subscriber that keeps each event as `LEVEL field=value ...`.
+#[derive(Default)]
+struct Capture(std::sync::Mutex<Vec<String>>);
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={:?} ", field.name(), value));
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        let line = format!("{} {}", event.metadata().level(), fields.0.trim_end());
+        self.0.lock().unwrap().push(line);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[test]
+fn failure_in_drop_is_logged_not_panicked() {
+    let path = build("faildestroy", &["FAIL_DESTROY"], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    let capture = std::sync::Arc::new(Capture::default());
+    tracing::subscriber::with_default(capture.clone(), || drop(stream));
+    let events = capture.0.lock().unwrap().clone();
+    assert_eq!(
+        events,
+        [
+            "ERROR message=failed to destroy a stream error=hipStreamDestroy failed: \
+             hipErrorInvalidHandle (400): fixture: invalid handle"
+        ]
+    );
+}
+
+#[test]
+fn pinned_buffer_round_trips_through_in_flight_copies() {
+    let path = build("inflight", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let mut buf = DeviceBuffer::<u16>::alloc(&dev, 3).unwrap();
+    let up = PinnedBuffer::from_slice(&dev, &[7u16, 8, 9]).unwrap();
+    let up = up
+        .copy_to_device_async(&mut buf, &stream)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let down = PinnedBuffer::<u16>::zeroed(&dev, 3).unwrap();
+    let down = down
+        .copy_from_device_async(&buf, &stream)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(&*down, &[7, 8, 9]);
+    drop((up, down));
+    let log = log(&path);
+    // Each wait synchronizes the stream after its copy, before the buffer is handed back.
+    let copies: Vec<usize> = log
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("hipMemcpyAsync 6 "))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(copies.len(), 2, "{log:#?}");
+    for c in copies {
+        assert!(log[c + 1].starts_with("hipStreamSynchronize"), "{log:#?}");
+    }
+    assert_eq!(lines(&log, "hipHostFree").len(), 2);
 }

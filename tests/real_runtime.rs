@@ -186,7 +186,7 @@ fn end_to_end_on_a_gpu_scales_a_buffer() {
     use hipjit::launch::LaunchConfig;
     use hipjit::library::Library;
     use hipjit::memory::DeviceBuffer;
-    use hipjit::stream::{AsStream, Stream, StreamFlags};
+    use hipjit::stream::{Stream, StreamFlags};
 
     let rt = runtime();
     let dev = rt.device(0).unwrap();

@@ -183,7 +183,7 @@ fn run() -> Result<(), String> {
             .as_deref()
             .and_then(Path::parent)
             .map(|root| root.join("lib"))
-            .filter(|lib| lib.is_dir())
+            .filter(|lib| lib.join("libamdhip64.so").exists())
         {
             println!("cargo::rustc-link-search=native={}", lib.display());
         }

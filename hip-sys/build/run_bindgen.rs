@@ -33,7 +33,7 @@ pub const CLANG_ENV_VARS: &[&str] = &[
     "BINDGEN_EXTRA_CLANG_ARGS",
 ];
 
-/// Records every file libclang reads and turns doxygen comments into plain text.
+/// Records every file libclang reads.
 #[derive(Debug, Default)]
 struct Callbacks {
     files: Arc<Mutex<Vec<PathBuf>>>,
@@ -49,17 +49,6 @@ impl ParseCallbacks for Callbacks {
     fn read_env_var(&self, key: &str) {
         println!("cargo::rerun-if-env-changed={key}");
     }
-
-    fn process_comment(&self, comment: &str) -> Option<String> {
-        Some(comment_to_doc(comment))
-    }
-}
-
-/// HIP's doxygen comments are not Markdown (`[in]`, indented lines, `@p`): keep them verbatim
-/// as a text block so rustdoc neither links nor runs them.
-pub fn comment_to_doc(comment: &str) -> String {
-    let body = comment.trim_matches('\n').replace("```", "'''");
-    format!("```text\n{body}\n```")
 }
 
 /// The generated bindings and the files libclang read.
@@ -73,6 +62,17 @@ pub struct Generated {
 /// Configures bindgen the way hip-sys's bindings are defined (shared by the build and by
 /// `scripts/gen-pregenerated.sh`, which goes through this build script).
 pub fn generate(dir: &Path) -> Result<Generated, String> {
+    if !clang_sys::is_loaded() {
+        clang_sys::load().map_err(|e| {
+            format!(
+                "HIP headers were found in {} but libclang, which bindgen needs, could not be \
+                 loaded ({e}); install it (Debian: apt-get install libclang1-15) or point \
+                 LIBCLANG_PATH at it, or set HIP_SYS_BINDINGS=pregenerated to use the \
+                 committed bindings",
+                dir.display()
+            )
+        })?;
+    }
     let files = Arc::new(Mutex::new(Vec::new()));
     let rust_target = bindgen::RustTarget::stable(77, 0)
         .map_err(|e| format!("bindgen does not accept Rust 1.77 as target: {e}"))?;
@@ -93,7 +93,9 @@ pub fn generate(dir: &Path) -> Result<Generated, String> {
         .prepend_enum_name(false)
         .derive_default(true)
         .merge_extern_blocks(true)
-        .generate_comments(true)
+        // libclang drops comments of headers reached through -isystem, and the arguments stay
+        // exactly those of `clang_args`: the bindings carry no header documentation.
+        .generate_comments(false)
         .parse_callbacks(Box::new(Callbacks {
             files: Arc::clone(&files),
         }))

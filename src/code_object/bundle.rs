@@ -137,13 +137,13 @@ pub(crate) fn select<'a>(
                     continue;
                 };
                 let key = (!t.is_generic(), t.specificity());
-                if best.map_or(true, |(_, k)| key > k) {
+                if best.is_none_or(|(_, k)| key > k) {
                     best = Some((e, key));
                 }
             }
             best.map(|(e, _)| e)
                 .ok_or_else(|| CodeObjectError::NoMatchingEntry {
-                    target: Some(target.clone()),
+                    target: Some(Box::new(target.clone())),
                     entries: ids(),
                 })?
         }

@@ -78,21 +78,21 @@ impl<'a> Bytes<'a> {
     }
 }
 
-/// Well-known `e_machine` values, to name what a non-AMDGPU ELF is.
-pub(crate) fn machine_name(e_machine: u16) -> Option<&'static str> {
+/// Well-known `e_machine` values, to name what a non-AMDGPU ELF is: (article, name).
+pub(crate) fn machine_name(e_machine: u16) -> Option<(&'static str, &'static str)> {
     Some(match e_machine {
-        3 => "x86 (i386)",
-        8 => "MIPS",
-        20 => "PowerPC",
-        21 => "PowerPC64",
-        40 => "ARM",
-        62 => "x86-64",
-        183 => "AArch64",
-        190 => "NVIDIA CUDA (a cubin)",
-        243 => "RISC-V",
-        247 => "BPF",
-        258 => "LoongArch",
-        EM_AMDGPU => "AMDGPU",
+        3 => ("an", "x86 (i386)"),
+        8 => ("a", "MIPS"),
+        20 => ("a", "PowerPC"),
+        21 => ("a", "PowerPC64"),
+        40 => ("an", "ARM"),
+        62 => ("an", "x86-64"),
+        183 => ("an", "AArch64"),
+        190 => ("an", "NVIDIA CUDA"),
+        243 => ("a", "RISC-V"),
+        247 => ("a", "BPF"),
+        258 => ("a", "LoongArch"),
+        EM_AMDGPU => ("an", "AMDGPU"),
         _ => return None,
     })
 }

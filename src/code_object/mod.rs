@@ -88,7 +88,8 @@ pub struct KernelInfo {
 }
 
 /// An error reading a code object. Each names what was wrong and, where there is one, the byte
-/// offset in the input (in the uncompressed bundle or the ELF for errors found there).
+/// offset in the input (in the uncompressed bundle or the ELF for errors found there). Kept at
+/// most 64 bytes (large details are boxed) so that results carrying it stay small.
 #[derive(Debug, thiserror::Error)]
 pub enum CodeObjectError {
     /// The input is no container hipjit reads; `found` says what it is.
@@ -118,14 +119,12 @@ pub enum CodeObjectError {
         offset: u64,
     },
     /// An ELF for another machine.
-    #[error(
-        "not an AMDGPU code object: e_machine is {e_machine} ({name}), expected 224 (EM_AMDGPU)"
-    )]
+    #[error("not an AMDGPU code object: the input is {found} (e_machine {e_machine}, expected 224, EM_AMDGPU)")]
     WrongMachine {
         /// The e_machine value.
         e_machine: u16,
-        /// Its meaning, e.g. "x86-64".
-        name: String,
+        /// What the input is, e.g. "an x86-64 ELF" or "a CUDA cubin (ELF for NVIDIA GPUs)".
+        found: String,
     },
     /// An AMDGPU ELF for another OS/ABI than AMDHSA.
     #[error(
@@ -187,9 +186,9 @@ pub enum CodeObjectError {
     #[error("the code object is built for {code}, which does not run on {device}")]
     TargetMismatch {
         /// The code object's target ID (from e_flags).
-        code: TargetId,
+        code: Box<TargetId>,
         /// The target asked for.
-        device: TargetId,
+        device: Box<TargetId>,
     },
     /// A structural error in an offload bundle.
     #[error("malformed offload bundle: {what} (at offset {offset:#x})")]
@@ -203,7 +202,7 @@ pub enum CodeObjectError {
     #[error("the offload bundle has no AMDGPU entry{} (entries: {})", target_suffix(.target), list(.entries))]
     NoMatchingEntry {
         /// The target asked for.
-        target: Option<TargetId>,
+        target: Option<Box<TargetId>>,
         /// The entry IDs present.
         entries: Vec<String>,
     },
@@ -249,16 +248,21 @@ pub enum CodeObjectError {
         /// The truncated MD5 of the data.
         computed: u64,
     },
-    /// No kernel of that name.
-    #[error("no kernel named {name:?} in the code object{}", kernel_not_found_hint(.suggestions, .available))]
-    KernelNotFound {
-        /// The name asked for.
-        name: String,
-        /// Mangled kernel names that demangle to `name` or `name(...)`.
-        suggestions: Vec<String>,
-        /// Every kernel name present.
-        available: Vec<String>,
-    },
+    /// No kernel of that name (boxed to keep the error small).
+    #[error("{0}")]
+    KernelNotFound(Box<MissingKernel>),
+}
+
+/// The details of [`CodeObjectError::KernelNotFound`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no kernel named {name:?} in the code object{}", kernel_not_found_hint(.suggestions, .available))]
+pub struct MissingKernel {
+    /// The name asked for.
+    pub name: String,
+    /// Mangled kernel names that demangle to `name` or `name(...)`.
+    pub suggestions: Vec<String>,
+    /// Every kernel name present.
+    pub available: Vec<String>,
 }
 
 fn kernel_suffix(kernel: &Option<String>) -> String {
@@ -268,7 +272,7 @@ fn kernel_suffix(kernel: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
-fn target_suffix(target: &Option<TargetId>) -> String {
+fn target_suffix(target: &Option<Box<TargetId>>) -> String {
     target
         .as_ref()
         .map(|t| format!(" that runs on {t}"))
@@ -313,9 +317,12 @@ pub struct CodeObject {
 
 impl CodeObject {
     /// Reads a code object from any container: a raw ELF, an offload bundle or a compressed
-    /// offload bundle. From a bundle, the entry whose target ID runs on `target` (the most
-    /// specific one when several do; [`TargetId::runs_on`]); with `target` None, the only AMDGPU
-    /// entry (an error if there are several). A raw ELF given with a target must run on it.
+    /// offload bundle. From a bundle, the entry whose target ID runs on `target`
+    /// ([`TargetId::runs_on`]; when several do, the processor's own entry before its generic
+    /// family's, then the one with most features written, then the first); with `target` None,
+    /// the only AMDGPU entry (an error if there are several). Host entries are ignored. A raw ELF
+    /// given with a target must run on it. The ELF is copied: [`CodeObject::elf`] is what the
+    /// runtime is handed, whatever the container.
     ///
     /// Errors: every [`CodeObjectError`] variant but [`CodeObjectError::KernelNotFound`].
     pub fn from_bytes(
@@ -371,9 +378,7 @@ impl CodeObject {
         if header.e_machine != elf::EM_AMDGPU {
             return Err(CodeObjectError::WrongMachine {
                 e_machine: header.e_machine,
-                name: elf::machine_name(header.e_machine)
-                    .unwrap_or("unknown machine")
-                    .to_owned(),
+                found: describe(&bytes),
             });
         }
         if header.os_abi != elf::ELFOSABI_AMDGPU_HSA {
@@ -421,8 +426,8 @@ impl CodeObject {
         if let Some(device) = target {
             if !target_id.runs_on(device) {
                 return Err(CodeObjectError::TargetMismatch {
-                    code: target_id,
-                    device: device.clone(),
+                    code: Box::new(target_id),
+                    device: Box::new(device.clone()),
                 });
             }
         }
@@ -515,11 +520,11 @@ impl CodeObject {
             .filter(|k| demangles_to(&k.name, name))
             .map(|k| k.name.clone())
             .collect();
-        Err(CodeObjectError::KernelNotFound {
+        Err(CodeObjectError::KernelNotFound(Box::new(MissingKernel {
             name: name.to_owned(),
             suggestions,
             available: self.kernels.iter().map(|k| k.name.clone()).collect(),
-        })
+        })))
     }
 }
 
@@ -617,21 +622,18 @@ pub(crate) fn describe(bytes: &[u8]) -> String {
         return "empty".into();
     }
     if bytes.starts_with(b"\x7fELF") {
-        let class = match bytes.get(4) {
-            Some(1) => "32-bit ",
-            Some(2) => "",
-            _ => "malformed ",
-        };
-        let machine = bytes
-            .get(18..20)
-            .map(|m| u16::from_le_bytes([m[0], m[1]]))
-            .and_then(elf::machine_name);
-        return match machine {
-            Some(name) if name.starts_with("NVIDIA CUDA") => {
-                "a CUDA cubin (ELF for NVIDIA GPUs)".into()
-            }
-            Some(name) => format!("a {class}{name} ELF"),
-            None => format!("a {class}ELF"),
+        let e_machine = bytes.get(18..20).map(|m| u16::from_le_bytes([m[0], m[1]]));
+        let machine = e_machine.and_then(elf::machine_name);
+        return match (bytes.get(4), machine) {
+            (_, Some((_, "NVIDIA CUDA"))) => "a CUDA cubin (ELF for NVIDIA GPUs)".into(),
+            (Some(2), Some((article, name))) => format!("{article} {name} ELF"),
+            (Some(1), Some((_, name))) => format!("a 32-bit {name} ELF"),
+            (Some(1), None) => "a 32-bit ELF".into(),
+            (_, None) => match e_machine {
+                Some(m) => format!("an ELF for machine {m}"),
+                None => "a truncated ELF".into(),
+            },
+            (_, Some((_, name))) => format!("an ELF with an invalid class byte for {name}"),
         };
     }
     const MAGICS: &[(&[u8], &str)] = &[
@@ -685,6 +687,11 @@ pub(crate) fn describe(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_error_stays_small() {
+        assert!(std::mem::size_of::<CodeObjectError>() <= 64);
+    }
 
     #[test]
     fn template_arguments_are_stripped_only_at_the_end() {

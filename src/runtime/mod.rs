@@ -8,7 +8,7 @@
 //! use hipjit::library::Library;
 //! use hipjit::memory::DeviceBuffer;
 //! use hipjit::runtime::Runtime;
-//! use hipjit::stream::{AsStream, Stream, StreamFlags};
+//! use hipjit::stream::{Stream, StreamFlags};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let runtime = Runtime::load()?;

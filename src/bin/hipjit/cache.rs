@@ -1,9 +1,282 @@
-//! `hipjit cache` (arrives with the JIT).
-use crate::output::CliError;
+//! `hipjit cache list | stats | verify | clear | prune --max-size SIZE`: the disk cache of
+//! `hipjit::cache::disk` (roots from `HIPJIT_CACHE_DIR`, else `$XDG_CACHE_HOME/hipjit` or
+//! `~/.cache/hipjit`; the first root is the written one).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hipjit::cache::disk::DiskCache;
+
+use crate::output::{self, human_bytes, CliError};
+
 /// Arguments of `hipjit cache`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
-/// Runs `hipjit cache`.
-pub fn run(_a: &Args) -> Result<(), CliError> {
-    Err(CliError::failed("not yet"))
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Action,
+    /// Print JSON (with "schema_version": 1) instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// What to do with the cache.
+#[derive(clap::Subcommand, Debug)]
+pub enum Action {
+    /// List the entry files of every root (key, size, last use), written root first.
+    List,
+    /// Entry count and size of each root.
+    Stats,
+    /// Read and check every entry (magic, format, key, artefact sizes and sha256); exit status
+    /// 1 when any is bad.
+    Verify,
+    /// Remove every entry of the written root.
+    Clear,
+    /// Remove least recently used entries of the written root until it holds at most SIZE.
+    Prune {
+        /// The size to keep: bytes, or a number with K, M, G or T (binary units: 1K = 1024
+        /// bytes), e.g. 500M, 2G, 1.5G.
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        max_size: u64,
+    },
+}
+
+/// Parses a size: `1024`, `500M`, `2G`, `1.5G`, `10KiB`, `3kb` (binary units; the `B`/`iB`
+/// suffix is optional).
+///
+/// Errors: a message naming the text and the expected form.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let bad = || {
+        format!(
+            "invalid size '{text}': expected bytes or a number with a K, M, G or T suffix (binary units), e.g. 500M or 2G"
+        )
+    };
+    let t = text.trim();
+    let lower = t.to_ascii_lowercase();
+    let body = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (num, shift) = match body.chars().last() {
+        Some('k') => (&body[..body.len() - 1], 10),
+        Some('m') => (&body[..body.len() - 1], 20),
+        Some('g') => (&body[..body.len() - 1], 30),
+        Some('t') => (&body[..body.len() - 1], 40),
+        _ => (body, 0),
+    };
+    let num = num.trim();
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    if let Ok(n) = num.parse::<u64>() {
+        return n
+            .checked_mul(1u64 << shift)
+            .ok_or_else(|| format!("invalid size '{text}': larger than {} bytes", u64::MAX));
+    }
+    let f: f64 = num.parse().map_err(|_| bad())?;
+    let v = f * (1u64 << shift) as f64;
+    if !v.is_finite() || v < 0.0 || v >= u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(v as u64)
+}
+
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn open() -> Result<DiskCache, CliError> {
+    DiskCache::from_env().map_err(|e| CliError::failed(format!("cannot open the cache: {e}")))
+}
+
+/// Runs `hipjit cache ...`.
+///
+/// Errors: exit status 1 when the cache cannot be opened or a file cannot be removed, and
+/// for `verify` when an entry is bad.
+pub fn run(args: &Args) -> Result<(), CliError> {
+    let cache = open()?;
+    let roots: Vec<serde_json::Value> = cache
+        .roots()
+        .iter()
+        .map(|r| serde_json::json!({"path": r.path, "writable": r.writable, "shared": r.shared}))
+        .collect();
+    let written = cache
+        .roots()
+        .first()
+        .map(|r| r.path.display().to_string())
+        .unwrap_or_default();
+    match &args.action {
+        Action::List => {
+            let entries = cache.list();
+            if args.json {
+                let list: Vec<_> = entries
+                    .iter()
+                    .map(|e| {
+                        serde_json::json!({
+                            "root": e.root, "path": e.path,
+                            "key": e.key.map(|k| k.to_hex()),
+                            "bytes": e.bytes, "last_used_unix": unix_secs(e.last_used),
+                        })
+                    })
+                    .collect();
+                output::print_json(serde_json::json!({"roots": roots, "entries": list}))
+            } else {
+                for e in &entries {
+                    let age = SystemTime::now()
+                        .duration_since(e.last_used)
+                        .map_or(0, |d| d.as_secs());
+                    println!(
+                        "{}  {:>10}  used {} ago  {}",
+                        e.key
+                            .map_or_else(|| "(not a key)".to_owned(), |k| k.to_hex()),
+                        human_bytes(e.bytes),
+                        age_text(age),
+                        e.path.display()
+                    );
+                }
+                println!("{} entries", entries.len());
+                Ok(())
+            }
+        }
+        Action::Stats => {
+            let stats = cache.stats();
+            if args.json {
+                let list: Vec<_> = stats
+                    .iter()
+                    .map(|s| {
+                        serde_json::json!({
+                            "path": s.root.path, "writable": s.root.writable,
+                            "shared": s.root.shared, "entries": s.entries, "bytes": s.bytes,
+                        })
+                    })
+                    .collect();
+                output::print_json(serde_json::json!({ "roots": list }))
+            } else {
+                for s in &stats {
+                    println!(
+                        "{}  {} entries, {} ({} bytes){}{}",
+                        s.root.path.display(),
+                        s.entries,
+                        human_bytes(s.bytes),
+                        s.bytes,
+                        if s.root.writable {
+                            ", written"
+                        } else {
+                            ", read-only"
+                        },
+                        if s.root.shared { ", shared" } else { "" }
+                    );
+                }
+                Ok(())
+            }
+        }
+        Action::Verify => {
+            let checked = cache.verify();
+            let bad = checked.iter().filter(|v| v.status.is_err()).count();
+            if args.json {
+                let list: Vec<_> = checked
+                    .iter()
+                    .map(|v| {
+                        serde_json::json!({
+                            "path": v.path,
+                            "ok": v.status.is_ok(),
+                            "error": v.status.as_ref().err(),
+                            "untracked_headers": v.untracked,
+                        })
+                    })
+                    .collect();
+                output::print_json(serde_json::json!({
+                    "roots": roots, "entries": list, "checked": checked.len(), "bad": bad,
+                }))?;
+            } else {
+                for v in &checked {
+                    match &v.status {
+                        Ok(()) => println!("ok   {}", v.path.display()),
+                        Err(e) => println!("BAD  {}: {e}", v.path.display()),
+                    }
+                    for u in &v.untracked {
+                        println!(
+                            "     note: reads {} which is not in its cache key (edits to it are not noticed)",
+                            u.display()
+                        );
+                    }
+                }
+                println!("{} entries checked, {bad} bad", checked.len());
+            }
+            if bad > 0 {
+                let first = checked
+                    .iter()
+                    .find_map(|v| v.status.as_ref().err().map(|e| (v, e)));
+                let detail = first
+                    .map(|(v, e)| format!(": first: {}: {e}", v.path.display()))
+                    .unwrap_or_default();
+                return Err(CliError::failed(format!(
+                    "{bad} of {} cache entries are bad{detail} (`hipjit cache clear` removes the written root's entries; a bad entry is also replaced by the next compile of its key)",
+                    checked.len()
+                )));
+            }
+            Ok(())
+        }
+        Action::Clear => {
+            let n = cache
+                .clear()
+                .map_err(|e| CliError::failed(format!("clearing {written}: {e}")))?;
+            if args.json {
+                output::print_json(serde_json::json!({"root": written, "removed": n}))
+            } else {
+                println!("removed {n} entries from {written}");
+                Ok(())
+            }
+        }
+        Action::Prune { max_size } => {
+            let r = cache
+                .prune(*max_size)
+                .map_err(|e| CliError::failed(format!("pruning {written}: {e}")))?;
+            if args.json {
+                output::print_json(serde_json::json!({
+                    "root": written, "max_bytes": max_size, "removed": r.removed,
+                    "bytes_freed": r.bytes_freed, "bytes_left": r.bytes_left,
+                }))
+            } else {
+                println!(
+                    "removed {} entries ({}) from {written}; {} left (limit {})",
+                    r.removed,
+                    human_bytes(r.bytes_freed),
+                    human_bytes(r.bytes_left),
+                    human_bytes(*max_size)
+                );
+                Ok(())
+            }
+        }
+    }
+}
+
+fn age_text(secs: u64) -> String {
+    match secs {
+        0..=119 => format!("{secs} s"),
+        120..=7199 => format!("{} min", secs / 60),
+        7200..=172_799 => format!("{} h", secs / 3600),
+        _ => format!("{} days", secs / 86400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_with_binary_suffixes() {
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("500M"), Ok(500 * 1024 * 1024));
+        assert_eq!(parse_size("2G"), Ok(2 * 1024 * 1024 * 1024));
+        assert_eq!(parse_size("1.5k"), Ok(1536));
+        assert_eq!(parse_size("10KiB"), Ok(10240));
+        assert_eq!(parse_size("3mb"), Ok(3 * 1024 * 1024));
+    }
+
+    #[test]
+    fn bad_sizes_name_the_text() {
+        for bad in ["", "G", "2X", "-1M", "1.2.3G", "abc", "99999999999T"] {
+            let e = parse_size(bad).expect_err(bad);
+            assert!(e.contains(&format!("'{bad}'")), "{e}");
+        }
+    }
 }

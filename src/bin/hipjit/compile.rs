@@ -1,9 +1,506 @@
-//! `hipjit compile` (arrives with the JIT).
-use crate::output::CliError;
+//! `hipjit compile FILE... --arch T [-D..] [-I..] [-O..] [-o OUT] [-j N] [--json]`: HIP sources
+//! to code objects through hipjit's JIT and its disk cache (`HIPJIT_CACHE_DIR`).
+//!
+//! Each source is compiled on its own (as `hipjit::jit::Jit::compile` does for a string), with
+//! the directory holding it added after the `-I` directories so that `#include "x.h"` next to
+//! it is found. Results are printed in the order of the inputs once all are done; while they
+//! run, a progress bar (a terminal) or one line per finished file (otherwise) goes to stderr.
+//!
+//! Outputs (`-o`), written atomically (a temporary file in the same directory, then `rename`):
+//! - one target: one raw ELF code object per input; `-o` names the file for one input (or an
+//!   existing directory), and a directory (created when missing) for several inputs, which
+//!   get `<stem>.hsaco`;
+//! - several targets: one code object per input and target, `<stem>-<target>.hsaco` (`:` in the
+//!   target ID written `_`) in the directory `-o` names.
+//!
+//! Without `-o`, nothing is written besides the cache entry.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use hipjit::compiler::diagnostics::{Diagnostic, Severity};
+use hipjit::compiler::{CompileError, CompileOptions, CompilerConfig, OptLevel};
+use hipjit::jit::{Compiled, Jit, JitError, JitOptions, Origin};
+use hipjit::target_id::TargetId;
+
+use crate::output::{self, CliError};
+
 /// Arguments of `hipjit compile`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// HIP C++ source files.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Target ID to compile for (`gfx90a`, `gfx942:sramecc+:xnack-`); repeat for several.
+    #[arg(long = "arch", required = true, value_name = "TARGET_ID")]
+    pub targets: Vec<TargetId>,
+    /// Define a macro: `-D NAME` or `-D NAME=VALUE`.
+    #[arg(short = 'D', value_name = "NAME[=VALUE]")]
+    pub defines: Vec<String>,
+    /// Add an include directory (searched in order, before each source's own directory).
+    #[arg(short = 'I', value_name = "DIR")]
+    pub include_dirs: Vec<PathBuf>,
+    /// Optimisation level: 0, 1, 2, 3, s or z (default 3).
+    #[arg(short = 'O', value_name = "LEVEL", value_parser = parse_opt_level)]
+    pub opt_level: Option<OptLevel>,
+    /// Write the code object(s): a file for one input and one target, else a directory.
+    #[arg(short = 'o', value_name = "OUT")]
+    pub output: Option<PathBuf>,
+    /// Code object version to ask for: 4, 5 or 6 (default: the compiler's own, v4 for Debian's
+    /// hipcc 5.2.3, v6 for hipcc 7). Runtimes before HIP 6.2 reject v6.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(4..=6))]
+    pub code_object_version: Option<u32>,
+    /// Compile at most N files at once (default: the number of CPU cores).
+    #[arg(short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
+    /// Print JSON (with "schema_version": 1) instead of text. Keys: compiler {path, version},
+    /// cache_roots, failed (count), results[]: file, ok, then cache ("miss", "disk", "memory"),
+    /// hit, time_ms, key, entry, written, code_objects[] {target_id, code_object_version,
+    /// kernels}; or error and diagnostics[] {file, line, column, severity, message}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
+    Ok(match s {
+        "0" => OptLevel::O0,
+        "1" => OptLevel::O1,
+        "2" => OptLevel::O2,
+        "3" => OptLevel::O3,
+        "s" => OptLevel::Os,
+        "z" => OptLevel::Oz,
+        _ => {
+            return Err(format!(
+                "invalid optimisation level '{s}': expected 0, 1, 2, 3, s or z"
+            ))
+        }
+    })
+}
+
+/// Where one input's code objects go (one path per target), if anywhere.
+fn output_paths(args: &Args) -> Result<Vec<Vec<PathBuf>>, CliError> {
+    let Some(out) = &args.output else {
+        return Ok(vec![Vec::new(); args.files.len()]);
+    };
+    let stems: Vec<String> = args
+        .files
+        .iter()
+        .map(|f| {
+            f.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "kernel".into())
+        })
+        .collect();
+    let single = args.files.len() == 1 && args.targets.len() == 1;
+    // `-o dir/` names a directory even before it exists.
+    let names_dir = out.is_dir() || out.as_os_str().to_string_lossy().ends_with('/');
+    if single && !names_dir {
+        return Ok(vec![vec![out.clone()]]);
+    }
+    if out.exists() && !out.is_dir() {
+        return Err(CliError::usage(format!(
+            "-o {}: with {} inputs and {} targets, -o names a directory, but this is a file",
+            out.display(),
+            args.files.len(),
+            args.targets.len()
+        )));
+    }
+    for (i, s) in stems.iter().enumerate() {
+        if let Some(j) = stems[..i].iter().position(|t| t == s) {
+            return Err(CliError::usage(format!(
+                "{} and {} would both be written to {}: rename one or compile them separately",
+                args.files[j].display(),
+                args.files[i].display(),
+                out.join(format!("{s}.hsaco")).display()
+            )));
+        }
+    }
+    Ok(stems
+        .iter()
+        .map(|s| {
+            if args.targets.len() == 1 {
+                vec![out.join(format!("{s}.hsaco"))]
+            } else {
+                args.targets
+                    .iter()
+                    .map(|t| out.join(format!("{s}-{}.hsaco", t.to_string().replace(':', "_"))))
+                    .collect()
+            }
+        })
+        .collect())
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed and
+/// synced, then renamed over `path`. A reader never sees a partly written file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".hipjit-")
+        .suffix(".tmp")
+        .tempfile_in(&dir)
+        .map_err(|e| format!("cannot create a temporary file in {}: {e}", dir.display()))?;
+    // Code objects are ordinary output files: readable by all, as a compiler writes them.
+    use std::os::unix::fs::PermissionsExt;
+    tmp.write_all(bytes)
+        .and_then(|()| {
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644))
+        })
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| format!("cannot write {}: {e}", tmp.path().display()))?;
+    tmp.persist(path).map_err(|e| {
+        format!(
+            "cannot rename the temporary file to {}: {e}",
+            path.display()
+        )
+    })?;
+    Ok(())
+}
+
+/// What became of one input.
+struct Outcome {
+    file: PathBuf,
+    result: Result<(Compiled, Vec<PathBuf>), String>,
+    /// The compiler's diagnostics of a failed compile, file names as the user gave them.
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// The diagnostics of a failed compile with the build directory's source name replaced by the
+/// user's path.
+fn user_diagnostics(file: &Path, source_name: &str, e: &JitError) -> Vec<Diagnostic> {
+    let diags = match e {
+        JitError::Compile(CompileError::Failed(f)) => &f.diagnostics,
+        JitError::Compile(CompileError::UnsupportedTarget(u)) => &u.failure.diagnostics,
+        JitError::Compile(CompileError::MissingDeviceLibrary(m)) => &m.failure.diagnostics,
+        _ => return Vec::new(),
+    };
+    diags
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            if d.file.as_deref() == Some(source_name) {
+                d.file = Some(file.display().to_string());
+            }
+            d
+        })
+        .collect()
+}
+
+fn origin_name(o: Origin) -> &'static str {
+    match o {
+        Origin::Memory => "hit (memory)",
+        Origin::Disk => "hit (disk)",
+        Origin::Compiler => "miss (compiled)",
+    }
+}
+
+fn targets_text(args: &Args) -> String {
+    args.targets
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The message for a failed compile: the file, the targets, and the compiler's error
+/// diagnostics (user paths), or the JIT's error when it has none.
+fn error_text(file: &Path, targets: &str, e: &JitError, diags: &[Diagnostic]) -> String {
+    let mut s = format!("{} (target {targets}): ", file.display());
+    let errors: Vec<&Diagnostic> = diags
+        .iter()
+        .filter(|d| matches!(d.severity, Severity::Error | Severity::Fatal))
+        .collect();
+    if matches!(e, JitError::Compile(CompileError::Failed(_))) && !errors.is_empty() {
+        s.push_str("compile failed:");
+        for d in errors {
+            s.push_str(&format!("\n  {d}"));
+        }
+    } else {
+        s.push_str(&e.to_string());
+    }
+    s
+}
+
+/// Whether `name` is a file name the compiler stage accepts as the source name.
+fn safe_source_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(['.', '-'])
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+fn compile_one(
+    jit: &Jit,
+    args: &Args,
+    base: &CompileOptions,
+    file: &Path,
+    outs: &[PathBuf],
+) -> Outcome {
+    let fail = |m: String| Outcome {
+        file: file.to_path_buf(),
+        result: Err(m),
+        diagnostics: Vec::new(),
+    };
+    let targets = targets_text(args);
+    let source = match std::fs::read(file) {
+        Ok(b) => match String::from_utf8(b) {
+            Ok(s) => s,
+            Err(e) => {
+                return fail(format!(
+                    "{}: not UTF-8 text (invalid byte at offset {})",
+                    file.display(),
+                    e.utf8_error().valid_up_to()
+                ))
+            }
+        },
+        Err(e) => return fail(format!("{}: cannot read the file: {e}", file.display())),
+    };
+    let mut o = base.clone();
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if safe_source_name(&name) {
+        o.source_name = Some(name);
+    }
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    o.include_dirs.push(dir.to_path_buf());
+    match jit.compile(&source, &o) {
+        Ok(c) => {
+            let mut written = Vec::new();
+            for (i, path) in outs.iter().enumerate() {
+                let Some(co) = c.code_objects().get(i) else {
+                    return fail(format!(
+                        "{}: the compiler returned {} code objects for {} targets",
+                        file.display(),
+                        c.code_objects().len(),
+                        args.targets.len()
+                    ));
+                };
+                if let Err(e) = write_atomically(path, co.elf()) {
+                    return fail(format!(
+                        "{} (target {}): {e}",
+                        file.display(),
+                        co.target_id()
+                    ));
+                }
+                written.push(path.clone());
+            }
+            Outcome {
+                file: file.to_path_buf(),
+                result: Ok((c, written)),
+                diagnostics: Vec::new(),
+            }
+        }
+        Err(e) => {
+            let diagnostics = user_diagnostics(file, o.source_file_name(), &e);
+            Outcome {
+                file: file.to_path_buf(),
+                result: Err(error_text(file, &targets, &e, &diagnostics)),
+                diagnostics,
+            }
+        }
+    }
+}
+
 /// Runs `hipjit compile`.
-pub fn run(_a: &Args) -> Result<(), CliError> {
-    Err(CliError::failed("not yet"))
+///
+/// Errors: exit status 2 for bad options (a malformed define, an `-o` that cannot hold the
+/// outputs), 1 when the compiler cannot be found or any input fails (each failure is printed
+/// on stderr as it is known, the others' results still on stdout).
+pub fn run(args: &Args) -> Result<(), CliError> {
+    let outs = output_paths(args)?;
+    let mut base = CompileOptions {
+        targets: args.targets.clone(),
+        include_dirs: args.include_dirs.clone(),
+        ..CompileOptions::default()
+    };
+    if let Some(l) = args.opt_level {
+        base.opt_level = l;
+    }
+    base.code_object_version = args.code_object_version;
+    for d in &args.defines {
+        let (name, value) = match d.split_once('=') {
+            Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
+            None => (d.clone(), None),
+        };
+        base.defines.push((name, value));
+    }
+    base.validate()
+        .map_err(|e| CliError::usage(format!("target {}: {e}", targets_text(args))))?;
+    let jobs = args.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |j| j as usize,
+    );
+    let jit = Jit::new(JitOptions {
+        compiler: CompilerConfig {
+            max_concurrent: jobs,
+            ..CompilerConfig::default()
+        },
+        ..JitOptions::default()
+    })
+    .map_err(|e| CliError::failed(e.to_string()))?;
+
+    let n = args.files.len();
+    let bar = (n > 1 && !args.json && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new(n as u64);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} [{bar:30}] {pos}/{len} {elapsed} {msg}",
+        ) {
+            b.set_style(style.progress_chars("=> "));
+        }
+        b.enable_steady_tick(std::time::Duration::from_millis(120));
+        b
+    });
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..n).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(n) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let outcome = compile_one(&jit, args, &base, &args.files[i], &outs[i]);
+                let k = done.fetch_add(1, Ordering::Relaxed) + 1;
+                let line = match &outcome.result {
+                    Ok((c, _)) => format!(
+                        "{}: {} in {}",
+                        outcome.file.display(),
+                        origin_name(c.origin()),
+                        output::ms(c.elapsed())
+                    ),
+                    Err(_) => format!("{}: failed", outcome.file.display()),
+                };
+                if let Ok((c, _)) = &outcome.result {
+                    let log = c.log().trim();
+                    if !log.is_empty() {
+                        let text = format!("{}: compiler output:\n{log}", outcome.file.display());
+                        match &bar {
+                            Some(b) => b.suspend(|| eprintln!("{text}")),
+                            None => eprintln!("{text}"),
+                        }
+                    }
+                }
+                if let Err(e) = &outcome.result {
+                    match &bar {
+                        Some(b) => b.suspend(|| eprintln!("hipjit: error: {e}")),
+                        None => eprintln!("hipjit: error: {e}"),
+                    }
+                }
+                match &bar {
+                    Some(b) => {
+                        b.set_message(line);
+                        b.inc(1);
+                    }
+                    None if n > 1 => eprintln!("[{k}/{n}] {line}"),
+                    None => {}
+                }
+                if let Ok(mut r) = results.lock() {
+                    r[i] = Some(outcome);
+                }
+            });
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let results: Vec<Outcome> = results
+        .into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .collect();
+    let failed = results.iter().filter(|o| o.result.is_err()).count();
+    let id = jit.compiler().identity();
+    if args.json {
+        let list: Vec<serde_json::Value> = results.iter().map(outcome_json).collect();
+        output::print_json(serde_json::json!({
+            "compiler": { "path": id.path, "version": id.version_summary() },
+            "cache_roots": jit.disk_cache().map(|d| d.roots().iter().map(|r| r.path.clone()).collect::<Vec<_>>()),
+            "results": list,
+            "failed": failed,
+        }))?;
+    } else {
+        for o in &results {
+            if let Ok((c, written)) = &o.result {
+                print_compiled(&o.file, c, written);
+            }
+        }
+    }
+    if failed > 0 {
+        // Each failure was printed on stderr as it happened.
+        let msg = if n > 1 {
+            format!("{failed} of {n} files failed")
+        } else {
+            String::new()
+        };
+        return Err(CliError {
+            status: output::EXIT_FAILED,
+            message: msg,
+        });
+    }
+    Ok(())
+}
+
+fn print_compiled(file: &Path, c: &Compiled, written: &[PathBuf]) {
+    println!(
+        "{}: {} in {}, key {}",
+        file.display(),
+        origin_name(c.origin()),
+        output::ms(c.elapsed()),
+        c.key()
+    );
+    for w in written {
+        println!("  wrote {}", w.display());
+    }
+    for co in c.code_objects() {
+        println!(
+            "  target {}: code object v{}, {} kernel(s)",
+            co.target_id(),
+            co.code_object_version(),
+            co.kernels().len()
+        );
+        for k in co.kernels() {
+            print!("{}", output::kernel_text(k, 4));
+        }
+    }
+}
+
+fn outcome_json(o: &Outcome) -> serde_json::Value {
+    match &o.result {
+        Ok((c, written)) => serde_json::json!({
+            "file": o.file,
+            "ok": true,
+            "cache": match c.origin() { Origin::Memory => "memory", Origin::Disk => "disk", Origin::Compiler => "miss" },
+            "hit": c.is_hit(),
+            "time_ms": c.elapsed().as_secs_f64() * 1000.0,
+            "key": c.key().to_hex(),
+            "entry": c.entry_path(),
+            "written": written,
+            "code_objects": c.code_objects().iter().map(|co| serde_json::json!({
+                "target_id": co.target_id().to_string(),
+                "code_object_version": co.code_object_version(),
+                "kernels": co.kernels().iter().map(output::kernel_json).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        }),
+        Err(e) => serde_json::json!({
+            "file": o.file,
+            "ok": false,
+            "error": e,
+            "diagnostics": o.diagnostics,
+        }),
+    }
 }

@@ -555,8 +555,7 @@ fn resolve_hip_runtime_h(hipcc: &Path, extra: &[String]) -> Result<PathBuf, Stri
     let found = text
         .lines()
         .filter_map(|l| l.strip_prefix(". "))
-        .filter(|p| p.ends_with("hip/hip_runtime.h"))
-        .last()
+        .rfind(|p| p.ends_with("hip/hip_runtime.h"))
         .map(|p| PathBuf::from(p.trim()));
     found.ok_or_else(|| {
         format!(
@@ -623,6 +622,50 @@ fn diagnose(r: &mut Report) {
         ));
     }
 
+    // Explicit settings that point at nothing.
+    let env = |k: &str| std::env::var_os(k);
+    if let Some(p) = env("HIPJIT_HIPCC").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        if !discovery::is_executable_file(&p) {
+            push("warning", format!(
+                "HIPJIT_HIPCC={} is not an executable file: hipjit's compiler discovery fails with it set",
+                p.display()
+            ));
+        }
+    }
+    if let Some(p) = env("HIP_INCLUDE_DIR").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        if !header_set::is_header_set(&p) {
+            push(
+                "warning",
+                format!(
+                    "HIP_INCLUDE_DIR={} holds no hip/hip_runtime_api.h: it names no header set",
+                    p.display()
+                ),
+            );
+        }
+    }
+    for var in ["HIP_PATH", "ROCM_PATH"] {
+        match env(var) {
+            Some(v) if v.is_empty() => push("note", format!(
+                "{var} is set but empty: hipjit's discovery ignores it, but a hipcc wrapper may read it as the current directory (Debian's hipcc 5.2.3 then looks for ./bin/clang-15): unset it"
+            )),
+            Some(v) if !Path::new(&v).is_dir() => push("warning", format!(
+                "{var}={} is not a directory",
+                Path::new(&v).display()
+            )),
+            _ => {}
+        }
+    }
+    for c in &r.compilers {
+        if let Some(e) = &c.error {
+            push(
+                "warning",
+                format!("the compiler {} cannot be used: {e}", c.path.display()),
+            );
+        }
+    }
+
     if r.header_sets.is_empty() {
         push("warning", "no HIP header set found (looked for hip/hip_runtime_api.h under HIP_INCLUDE_DIR, HIP_PATH, ROCM_PATH, the hipcc on PATH, /opt/rocm*, /usr)".into());
     }
@@ -680,11 +723,10 @@ fn diagnose(r: &mut Report) {
             ));
         }
         if rt.library_api_exported < LIBRARY_API.len() {
-            let missing: Vec<&str> = rt
-                .library_api
+            let missing: Vec<&str> = LIBRARY_API
                 .iter()
-                .filter(|(_, e)| !**e)
-                .map(|(n, _)| n.as_str())
+                .copied()
+                .filter(|n| !rt.library_api.get(*n).copied().unwrap_or(false))
                 .collect();
             push("note", format!(
                 "the runtime {rpath} exports {}/5 library-API symbols (missing {}): hipjit loads code objects through the module API (hipModuleLoadData, hipModuleGetFunction), reading the kernel list from the code object",
@@ -913,6 +955,21 @@ fn print_text(r: &Report) {
             },
             rt.origin
         );
+        if used {
+            let p = &r.runtime_in_use;
+            println!(
+                "      code objects load through the {}; this runtime accepts code object {}",
+                p.code_object_loader.as_deref().unwrap_or("?"),
+                p.code_object_versions
+                    .as_ref()
+                    .map(|v| v
+                        .iter()
+                        .map(|n| format!("v{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                    .unwrap_or_else(|| "versions unknown".into())
+            );
+        }
         if let Some(e) = &rt.error {
             println!("      error: {e}");
         }
@@ -984,17 +1041,6 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     }
 }
 
-/// TEMPORARY until the runtime layer is merged.
-pub fn probe_runtime(args: &ProbeArgs) -> Result<(), CliError> {
-    let p = Probe {
-        path: args.library.clone(),
-        load_error: Some("runtime layer pending".into()),
-        ..Probe::default()
-    };
-    println!("{}", serde_json::to_string(&p).unwrap_or_default());
-    Ok(())
-}
-#[cfg(any())]
 /// Runs the hidden `probe-runtime`: loads one runtime in this process and prints a [`Probe`]
 /// as JSON. Exit status 0 whenever the JSON was printed, loaded or not.
 pub fn probe_runtime(args: &ProbeArgs) -> Result<(), CliError> {
@@ -1010,7 +1056,7 @@ pub fn probe_runtime(args: &ProbeArgs) -> Result<(), CliError> {
     match loaded {
         Err(e) => p.load_error = Some(e.to_string()),
         Ok(rt) => {
-            p.path = Some(rt.path().to_path_buf());
+            p.path = Some(canonical(rt.path()));
             p.found = Some(rt.found().to_string());
             p.version = rt.version().map(|v| v.to_string());
             p.version_code = rt.version().map(|v| v.0);
@@ -1029,14 +1075,15 @@ pub fn probe_runtime(args: &ProbeArgs) -> Result<(), CliError> {
                             ),
                             Err(e) => {
                                 p.device_error_name = Some(e.name().to_owned());
-                                p.device_error = Some(format!("device {i}: {e}"));
+                                p.device_error =
+                                    Some(format!("device {i}: {}", hip_error_text(&e)));
                             }
                         }
                     }
                 }
                 Err(e) => {
                     p.device_error_name = Some(e.name().to_owned());
-                    p.device_error = Some(e.to_string());
+                    p.device_error = Some(hip_error_text(&e));
                 }
             }
         }
@@ -1045,4 +1092,48 @@ pub fn probe_runtime(args: &ProbeArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::failed(format!("cannot encode the probe: {e}")))?;
     println!("{v}");
     Ok(())
+}
+
+/// `hipGetDeviceCount returned hipErrorNoDevice (100)`, plus the runtime's string when it says
+/// more than the name.
+fn hip_error_text(e: &hipjit::error::HipError) -> String {
+    let mut s = format!("{} returned {} ({})", e.call(), e.name(), e.code());
+    if !e.message().is_empty() && e.message() != e.name() {
+        s.push_str(&format!(": {}", e.message()));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debian_runtime_belongs_to_the_usr_include_header_set() {
+        // Debian's libamdhip64-5 and libamdhip64-dev: /usr/lib/<multiarch>/ and /usr/include.
+        let lib = Path::new("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5");
+        assert!(
+            lib.exists(),
+            "needs Debian's HIP runtime: apt-get install libamdhip64-5 libamdhip64-dev"
+        );
+        assert_eq!(
+            runtime_include_dir(lib),
+            Some(PathBuf::from("/usr/include"))
+        );
+    }
+
+    #[test]
+    fn a_library_outside_lib_has_no_header_set() {
+        assert_eq!(
+            runtime_include_dir(Path::new("/tmp/libamdhip64.so.7")),
+            None
+        );
+    }
+
+    #[test]
+    fn runtime_version_code_splits_into_major_and_minor() {
+        // hipRuntimeGetVersion of Debian's HIP 5.2.3 (ENVIRONMENT.md).
+        assert_eq!(version_of_code(50221153), (5, 2));
+        assert_eq!(version_of_code(60443484), (6, 4));
+    }
 }

@@ -7,8 +7,6 @@ use std::path::{Path, PathBuf};
 /// One header set: a directory holding `hip/`.
 #[derive(Debug, Clone)]
 pub struct HeaderSet {
-    /// The directory holding `hip/` (what `-isystem` takes).
-    pub include_dir: PathBuf,
     /// `HIP_VERSION_MAJOR.MINOR.PATCH` from `hip/hip_version.h`.
     pub version: Option<String>,
     /// `(major, minor)` of that version.
@@ -31,7 +29,6 @@ pub fn read(include_dir: &Path, apis: &[&str]) -> HeaderSet {
         .map(|&name| (name.to_owned(), declares(&text, name)))
         .collect();
     HeaderSet {
-        include_dir: include_dir.to_path_buf(),
         version,
         major_minor,
         apis,
@@ -159,18 +156,12 @@ pub fn declares(text: &str, name: &str) -> bool {
             continue;
         }
         let rest = text[end..].trim_start();
-        if rest.starts_with('(') && !end_is_ident(b, end) {
-            // `#define hipX hipY(...)` would name hipX without `(`: not counted; a macro
-            // call site `hipX(` inside another macro is rare in these headers.
+        // `#define hipX hipY` names hipX without `(`: not a declaration.
+        if rest.starts_with('(') {
             return true;
         }
     }
     false
-}
-
-fn end_is_ident(b: &[u8], end: usize) -> bool {
-    b.get(end)
-        .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
 #[cfg(test)]

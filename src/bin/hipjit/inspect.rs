@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use hipjit::code_object::CodeObject;
+use hipjit::code_object::{bundle_entries, CodeObject, CodeObjectError};
 use hipjit::target_id::TargetId;
 
 use crate::output::{self, CliError};
@@ -24,7 +24,13 @@ pub struct Args {
     pub json: bool,
 }
 
-/// Runs `hipjit inspect`.
+/// Runs `hipjit inspect`. A bundle is listed entry by entry; without `--target`, every AMDGPU
+/// entry of a bundle is read, with it only the entry that runs on the target.
+///
+/// JSON keys: `file`, `file_size`, `container`, `entries` (bundle entries: `id`, `offset`,
+/// `size`, `target_id`), `code_objects` (each: `bundle_entry`, `target_id`, `processor`,
+/// `code_object_version`, `elf_size`, `kernels`), and `target_id`, `code_object_version`,
+/// `kernels` of the first code object.
 ///
 /// Errors: exit status 1 when the file cannot be read or is no code object hipjit reads (the
 /// message names the file, the format found and, with `--target`, the target).
@@ -32,42 +38,76 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let path = &args.file;
     let bytes = std::fs::read(path)
         .map_err(|e| CliError::failed(format!("{}: cannot read the file: {e}", path.display())))?;
-    let co = CodeObject::from_bytes(&bytes, args.target.as_ref()).map_err(|e| {
-        let target = args
-            .target
-            .as_ref()
-            .map(|t| format!(" (target {t})"))
-            .unwrap_or_default();
+    let with_target = |e: CodeObjectError, t: Option<&TargetId>| {
+        let target = t.map(|t| format!(" (target {t})")).unwrap_or_default();
         CliError::failed(format!("{}{target}: {e}", path.display()))
-    })?;
+    };
+    let entries = bundle_entries(&bytes).map_err(|e| with_target(e, args.target.as_ref()))?;
+    let amdgpu: Vec<&TargetId> = entries
+        .iter()
+        .filter_map(|e| e.target_id.as_ref())
+        .collect();
+    let objects: Vec<CodeObject> = if args.target.is_none() && amdgpu.len() > 1 {
+        amdgpu
+            .iter()
+            .map(|t| CodeObject::from_bytes(&bytes, Some(t)).map_err(|e| with_target(e, Some(t))))
+            .collect::<Result<_, _>>()?
+    } else {
+        vec![CodeObject::from_bytes(&bytes, args.target.as_ref())
+            .map_err(|e| with_target(e, args.target.as_ref()))?]
+    };
+    let container = objects[0].container();
     if args.json {
+        let cos: Vec<serde_json::Value> = objects
+            .iter()
+            .map(|co| {
+                serde_json::json!({
+                    "bundle_entry": co.bundle_entry(),
+                    "target_id": co.target_id().to_string(),
+                    "processor": co.target_id().processor(),
+                    "code_object_version": co.code_object_version(),
+                    "elf_size": co.elf().len(),
+                    "kernels": co.kernels().iter().map(output::kernel_json).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let first = &objects[0];
         output::print_json(serde_json::json!({
             "file": path,
             "file_size": bytes.len(),
-            "container": output::container_name(co.container()),
-            "bundle_entry": co.bundle_entry(),
-            "target_id": co.target_id().to_string(),
-            "processor": co.target_id().processor(),
-            "code_object_version": co.code_object_version(),
-            "elf_size": co.elf().len(),
-            "kernels": co.kernels().iter().map(output::kernel_json).collect::<Vec<_>>(),
+            "container": output::container_name(container),
+            "entries": entries.iter().map(|e| serde_json::json!({
+                "id": e.id, "offset": e.offset, "size": e.size,
+                "target_id": e.target_id.as_ref().map(ToString::to_string),
+            })).collect::<Vec<_>>(),
+            "code_objects": cos,
+            "target_id": first.target_id().to_string(),
+            "code_object_version": first.code_object_version(),
+            "kernels": first.kernels().iter().map(output::kernel_json).collect::<Vec<_>>(),
         }))
     } else {
-        println!("file:                {}", path.display());
         println!(
-            "container:           {}{}",
-            output::container_text(co.container()),
-            co.bundle_entry()
-                .map(|e| format!(", entry {e}"))
-                .unwrap_or_default()
+            "file:                {} ({} B)",
+            path.display(),
+            bytes.len()
         );
-        println!("target ID:           {}", co.target_id());
-        println!("code object version: v{}", co.code_object_version());
-        println!("ELF size:            {} B", co.elf().len());
-        println!("kernels:             {}", co.kernels().len());
-        for k in co.kernels() {
+        println!("container:           {}", output::container_text(container));
+        for e in &entries {
+            println!("  entry {} ({} B at offset {:#x})", e.id, e.size, e.offset);
+        }
+        for co in &objects {
             println!();
-            print!("{}", output::kernel_text(k, 0));
+            if let Some(e) = co.bundle_entry() {
+                println!("bundle entry:        {e}");
+            }
+            println!("target ID:           {}", co.target_id());
+            println!("code object version: v{}", co.code_object_version());
+            println!("ELF size:            {} B", co.elf().len());
+            println!("kernels:             {}", co.kernels().len());
+            for k in co.kernels() {
+                println!();
+                print!("{}", output::kernel_text(k, 0));
+            }
         }
         Ok(())
     }

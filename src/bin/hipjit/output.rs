@@ -2,7 +2,6 @@
 //! with the schema version, and the text form of a kernel's arguments and resources.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use hipjit::code_object::{Container, KernelInfo};
 
@@ -42,14 +41,6 @@ impl CliError {
         CliError {
             status: EXIT_USAGE,
             message: message.into(),
-        }
-    }
-
-    /// A failure already reported on stderr: only the exit status remains.
-    pub fn reported() -> CliError {
-        CliError {
-            status: EXIT_FAILED,
-            message: String::new(),
         }
     }
 }
@@ -115,6 +106,9 @@ pub fn kernel_text(k: &KernelInfo, indent: usize) -> String {
     let pad = " ".repeat(indent);
     let mut s = String::new();
     let _ = writeln!(s, "{pad}kernel {} (descriptor {})", k.name, k.symbol);
+    if let Some(d) = demangled(&k.name) {
+        let _ = writeln!(s, "{pad}  demangled: {d}");
+    }
     let _ = writeln!(
         s,
         "{pad}  resources: SGPR {}, VGPR {}, AGPR {}, LDS {} B, scratch {} B/work-item, spills SGPR {} VGPR {}, wavefront {}, max flat workgroup size {}{}",
@@ -159,9 +153,13 @@ pub fn kernel_text(k: &KernelInfo, indent: usize) -> String {
     s
 }
 
-/// `path` as printed in messages.
-pub fn shown(path: &Path) -> String {
-    path.display().to_string()
+/// The demangled form of a C++ kernel name (`_Z5scalePdd` -> `scale(double*, double)`).
+pub fn demangled(name: &str) -> Option<String> {
+    if !name.starts_with("_Z") {
+        return None;
+    }
+    let sym = cpp_demangle::Symbol::new(name).ok()?;
+    sym.demangle(&cpp_demangle::DemangleOptions::default()).ok()
 }
 
 #[cfg(test)]

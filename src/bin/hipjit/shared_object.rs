@@ -92,7 +92,7 @@ pub fn parse(b: &[u8]) -> Result<SharedObject, String> {
         match s.kind {
             SHT_DYNAMIC => {
                 let (Some(d), Some(strtab)) =
-                    (data(s), sections.get(s.link as usize).and_then(|t| data(t)))
+                    (data(s), sections.get(s.link as usize).and_then(&data))
                 else {
                     continue;
                 };
@@ -109,7 +109,7 @@ pub fn parse(b: &[u8]) -> Result<SharedObject, String> {
             }
             SHT_DYNSYM => {
                 let (Some(d), Some(strtab)) =
-                    (data(s), sections.get(s.link as usize).and_then(|t| data(t)))
+                    (data(s), sections.get(s.link as usize).and_then(&data))
                 else {
                     continue;
                 };

@@ -24,7 +24,9 @@ if [ "${1:-}" = "--inside-sid" ]; then
         name=$(echo "$arch" | tr ':' '_')
         hipcc $flags --offload-arch="$arch" --no-gpu-bundle-output kernels.hip -o "kernels-$name.hsaco"
     done
-    hipcc $flags --offload-arch=gfx942 --no-gpu-bundle-output single.hip -o single-gfx942.hsaco
+    for arch in gfx942 gfx1201; do
+        hipcc $flags --offload-arch=$arch --no-gpu-bundle-output single.hip -o single-$arch.hsaco
+    done
     # A generic processor (code object v6 only) next to one of its members.
     hipcc $flags --offload-arch=gfx11-generic --offload-arch=gfx1100 single.hip \
         -o single-gfx11-generic-gfx1100.hipfb
@@ -46,7 +48,15 @@ for arch in gfx90a gfx908 gfx1030 gfx90a:xnack-; do
 done
 hipcc $flags -mcode-object-version=5 --offload-arch=gfx90a --no-gpu-bundle-output kernels.hip \
     -o kernels-gfx90a-v5.hsaco
-hipcc $flags --offload-arch=gfx90a --no-gpu-bundle-output single.hip -o single-gfx90a.hsaco
+# More processors and feature settings, from the smallest source: gfx940 is written with
+# EF_AMDGPU_MACH 0x040, which LLVM 20 and later no longer know.
+for arch in gfx90a gfx900 gfx906 gfx940 gfx908:sramecc-:xnack+; do
+    name=$(echo "$arch" | tr ':' '_')
+    hipcc $flags --offload-arch="$arch" --no-gpu-bundle-output single.hip -o "single-$name.hsaco"
+done
+# Code object v3: e_flags hold on/off bits, set for "any" as well as for "on".
+hipcc $flags -mcode-object-version=3 --offload-arch=gfx906 --no-gpu-bundle-output single.hip \
+    -o single-gfx906-v3.hsaco
 hipcc $flags --offload-arch=gfx90a --offload-arch=gfx1030 kernels.hip -o kernels-gfx90a-gfx1030.hipfb
 
 # The rest inside the sid root, in a private mount namespace so that no mount leaks.
