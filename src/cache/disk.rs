@@ -107,6 +107,12 @@ impl Entry {
     }
 }
 
+/// A held cross-process compile lock ([`DiskCache::lock`]); released on drop.
+#[derive(Debug)]
+pub struct KeyLock {
+    _file: File,
+}
+
 /// One cache root.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Root {
@@ -412,6 +418,41 @@ impl DiskCache {
             self.prune(max)?;
         }
         Ok((path, published))
+    }
+
+    /// Takes the cross-process compile lock of `key` in the written root (`flock(2)` on
+    /// `<root>/v1/locks/<key>.lock`), blocking until it is free: the JIT holds it while it
+    /// compiles a missing key, so processes asking for the same key at once compile it once.
+    /// The lock only saves work; correctness rests on the atomic publish. `None` when the lock
+    /// cannot be taken (a filesystem without locks): the caller compiles anyway. Released
+    /// when the returned guard drops (or the process dies).
+    pub fn lock(&self, key: &CacheKey) -> Option<KeyLock> {
+        use std::os::fd::AsRawFd;
+        let root = &self.roots[0];
+        let dir = root.path.join(LAYOUT_DIR).join("locks");
+        let mode = if root.shared { 0o777 } else { 0o700 };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(mode)
+            .create(&dir)
+            .ok()?;
+        let path = dir.join(format!("{}.lock", key.to_hex()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .ok()?;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; no memory is involved.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+            if rc == 0 {
+                return Some(KeyLock { _file: file });
+            }
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                return None;
+            }
+        }
     }
 
     /// Lists the entry files of every root (not verified), written root first.
