@@ -11,6 +11,7 @@ pub mod code_object;
 pub mod compiler;
 pub mod device;
 pub mod error;
+pub use error::Error;
 pub mod event;
 pub mod jit;
 pub mod kernel;
