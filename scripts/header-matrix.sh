@@ -238,6 +238,15 @@ check_set() {
     inv=$(inventory "$inv_dir")
     expected_cfgs=$(for api in $inv; do cfg_name "$api"; done | sort)
 
+    # Each set starts from a fresh hip-sys build: cargo reruns a build script only when its
+    # inputs' file times move forward, and the `none` set hides /usr/include/hip in a private
+    # mount namespace, after which the real (older) files look unchanged and a stale probe of
+    # the hidden state would be reused by the next set.
+    if ! cargo clean -q -p hip-sys --target-dir "$TARGET" >"$log.clean.txt" 2>&1; then
+        ROWS+=("$set|?|?|cargo clean -p hip-sys failed: see $log.clean.txt|FAIL|0")
+        FAILED=1
+        return
+    fi
     # Build hip-sys and hipjit (library), then hip-sys's tests.
     run_in_set "$set" "$dir" cargo build -p hipjit --lib --target-dir "$TARGET" \
         --message-format=json-render-diagnostics >"$log.build.json" 2>"$log.build.txt"
