@@ -222,6 +222,15 @@ pub enum LoadError {
         /// `hipRuntimeGetVersion` as `major.minor.patch (raw)`, or `unknown`.
         version: String,
     },
+    /// The CUDA driver of HIP's NVIDIA platform could not be loaded.
+    #[error(transparent)]
+    Cuda(#[from] crate::cuda::driver::CudaLoadError),
+    /// `HIP_PLATFORM` names no platform hipjit knows.
+    #[error("HIP_PLATFORM={value} names no platform: use amd or nvidia")]
+    Platform {
+        /// The variable's value.
+        value: String,
+    },
 }
 
 fn format_tried(tried: &[(String, String)]) -> String {

@@ -48,7 +48,11 @@ const RAW: &[(&str, &str, u32)] = &[
     ("single-gfx900.hsaco", "gfx900", 4),
     ("single-gfx906.hsaco", "gfx906", 4),
     ("single-gfx940.hsaco", "gfx940", 4),
-    ("single-gfx908_sramecc-_xnack+.hsaco", "gfx908:sramecc-:xnack+", 4),
+    (
+        "single-gfx908_sramecc-_xnack+.hsaco",
+        "gfx908:sramecc-:xnack+",
+        4,
+    ),
     ("single-gfx942.hsaco", "gfx942", 6),
     ("single-gfx1201.hsaco", "gfx1201", 6),
 ];

@@ -130,7 +130,10 @@ fn r0600_layout_matches_the_cxx_layout_of_hip6_headers() {
     if build_info::HIP_VERSION.starts_with("5.") {
         // HIP 5.x has no 6.0 layout: its hipDeviceProp_t is the old one (checked above).
         let r0600_in_bindings = cfg!(hip_sys_type = "hipDeviceProp_tR0600");
-        assert!(!r0600_in_bindings, "HIP 5.x bindings with hipDeviceProp_tR0600");
+        assert!(
+            !r0600_in_bindings,
+            "HIP 5.x bindings with hipDeviceProp_tR0600"
+        );
         return;
     }
     let ours: Layout = r0600_fields!(offsets, hipDeviceProp_tR0600, ());
