@@ -120,6 +120,80 @@ impl Library {
         })
     }
 
+    /// Loads a cubin on a device of HIP's NVIDIA platform, through the library API
+    /// (`hipLibraryLoadData` -> `cuLibraryLoadData`; the module API when the driver lacks it).
+    /// The kernel list (and the parameter sizes the launch checks use) is the cubin's.
+    ///
+    /// Errors: [`LibraryError::UnknownDeviceTarget`] when the device is not an NVIDIA one,
+    /// [`LibraryError::SmMismatch`] naming both SM targets, or the driver's error
+    /// (`hipErrorInvalidImage`, `hipErrorNoBinaryForGpu`...).
+    pub fn load_cubin(
+        device: &Device,
+        cubin: &crate::code_object::cubin::Cubin,
+    ) -> Result<Library, LibraryError> {
+        let rt = device.runtime();
+        let device_sm = device
+            .sm_target()
+            .ok_or_else(|| LibraryError::UnknownDeviceTarget {
+                ordinal: device.ordinal(),
+                arch_name: device.arch_name().to_owned(),
+            })?;
+        if !cubin.target().runs_on(device_sm) {
+            return Err(LibraryError::SmMismatch {
+                cubin: cubin.target().to_string(),
+                device: device_sm.to_string(),
+                ordinal: device.ordinal(),
+            });
+        }
+        let elf: Box<[u8]> = cubin.elf().into();
+        device.bind()?;
+        let handle = match rt.code_object_loader() {
+            CodeObjectLoader::LibraryApi if rt.api().hipLibraryLoadData.is_some() => {
+                Handle::Library(load_library(device, &elf)?)
+            }
+            _ => {
+                let mut m: sys::hipModule_t = std::ptr::null_mut();
+                // SAFETY: `elf` is a complete cubin kept alive with the module.
+                rt.check(
+                    unsafe { (rt.api().hipModuleLoadData)(&mut m, elf.as_ptr() as *const c_void) },
+                    "hipModuleLoadData",
+                )?;
+                Handle::Module(m)
+            }
+        };
+        tracing::debug!(
+            target = %cubin.target(),
+            kernels = cubin.kernels().len(),
+            "loaded a cubin"
+        );
+        Ok(Library {
+            device: device.clone(),
+            handle,
+            kernels: cubin.kernels().to_vec(),
+            _elf: elf,
+        })
+    }
+
+    /// The number of kernels the runtime reports for this library (`hipLibraryGetKernelCount`),
+    /// `None` for a module.
+    ///
+    /// Errors: the runtime's error.
+    pub fn runtime_kernel_count(&self) -> Result<Option<u32>, LibraryError> {
+        let (Handle::Library(l), Some(count)) = (
+            self.handle,
+            self.device.runtime().api().hipLibraryGetKernelCount,
+        ) else {
+            return Ok(None);
+        };
+        self.device.bind()?;
+        let mut n = 0;
+        // SAFETY: live library, valid out pointer.
+        self.device
+            .runtime()
+            .check(unsafe { count(&mut n, l) }, "hipLibraryGetKernelCount")?;
+        Ok(Some(n))
+    }
+
     /// Reads a code object (raw ELF, offload bundle or compressed bundle) from `bytes`, picks
     /// the entry for the device's target ID, and loads it ([`Library::load`]).
     ///
