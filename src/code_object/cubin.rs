@@ -5,8 +5,9 @@
 //! what `cuobjdump -elf` prints, checked here against cubins nvcc writes, in the tests):
 //! - `EI_OSABI` is `0x33` (CUDA ELF ABI version 7) or `0x41` (version 8), `EI_ABIVERSION` 7 or
 //!   8. With ABI version 7 `e_flags` keeps the SM number in its low byte, with version 8 in
-//!   bits 8-15 (`sm_90`: `e_flags` `0x0006_5a04`: 0x5a = 90). Version 8 sets bit 0x800 of
-//!   `e_flags` for arch-specific (`sm_90a`) code.
+//!   bits 8-15 (`sm_90`: `e_flags` `0x0600_5a04`: 0x5a = 90). An arch-specific suffix is not
+//!   read: nvcc 13.5 writes the same `e_flags` for `sm_90` and `sm_90a`, so
+//!   [`Cubin::target`] has no suffix.
 //! - A kernel is a `STT_FUNC` symbol with a section `.nv.info.<symbol>` (device functions have
 //!   none); its code is in `.text.<symbol>`.
 //! - `.nv.info.<symbol>` is a list of attributes, each `u8 format, u8 attribute` then: format
@@ -97,10 +98,7 @@ impl Cubin {
         let flags = r.u32(48, "e_flags")?;
         let target = match (osabi, abi_version) {
             (0x33, 7) => SmTarget::new(flags & 0xff),
-            (0x41, 8) => SmTarget {
-                sm: (flags >> 8) & 0xff,
-                suffix: (flags & 0x800 != 0).then_some('a'),
-            },
+            (0x41, 8) => SmTarget::new((flags >> 8) & 0xff),
             _ => return Err(CubinError::AbiVersion { osabi, abi_version }),
         };
         let sections = r.sections()?;
@@ -118,7 +116,8 @@ impl Cubin {
         &self.elf
     }
 
-    /// The SM target the machine code is for.
+    /// The SM target the machine code is for (without an `a`/`f` suffix: see the module
+    /// documentation).
     pub fn target(&self) -> SmTarget {
         self.target
     }
