@@ -117,6 +117,31 @@ pub enum NvccError {
     },
 }
 
+fn identity_file(nvcc: &Path, dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(nvcc).ok()?;
+    let mut h = Sha256::new();
+    h.update(nvcc.as_os_str().as_encoded_bytes());
+    for v in [
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime() as u64,
+        m.mtime_nsec() as u64,
+        m.ctime() as u64,
+        m.ctime_nsec() as u64,
+    ] {
+        h.update(v.to_le_bytes());
+    }
+    let hex: String = h
+        .finalize()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Some(dir.join(format!("nvcc-{hex}.version")))
+}
+
 /// A discovered nvcc with its identity.
 #[derive(Debug, Clone)]
 pub struct Nvcc {
@@ -135,6 +160,41 @@ impl Nvcc {
     /// an executable, [`NvccError::NotFound`] listing the candidates, [`NvccError::Failed`]
     /// when `--version` fails.
     pub fn discover(explicit: Option<&Path>) -> Result<Nvcc, NvccError> {
+        Nvcc::at(&Nvcc::find(explicit)?)
+    }
+
+    /// [`Nvcc::discover`], with `nvcc --version` remembered in `dir` per nvcc file (keyed by its
+    /// path, device, inode, size and modification and change times), so that a fresh process
+    /// with a warm cache starts no nvcc at all.
+    ///
+    /// Errors: as [`Nvcc::discover`] (a cache directory that cannot be written is not an
+    /// error: the identity is then not remembered).
+    pub fn discover_cached(explicit: Option<&Path>, dir: &Path) -> Result<Nvcc, NvccError> {
+        let path = Nvcc::find(explicit)?;
+        let Some(file) = identity_file(&path, dir) else {
+            return Nvcc::at(&path);
+        };
+        if let Ok(version) = std::fs::read_to_string(&file) {
+            if !version.is_empty() {
+                return Ok(Nvcc { path, version });
+            }
+        }
+        let nvcc = Nvcc::at(&path)?;
+        let written = std::fs::create_dir_all(dir).and_then(|()| {
+            let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+            std::io::Write::write_all(&mut tmp, nvcc.version.as_bytes())?;
+            tmp.persist(&file).map(drop).map_err(|e| e.error)
+        });
+        if let Err(e) = written {
+            tracing::debug!(path = %file.display(), error = %e, "nvcc identity not remembered");
+        }
+        Ok(nvcc)
+    }
+
+    /// The nvcc executable in the documented order, without running it.
+    ///
+    /// Errors: as [`Nvcc::discover`], less the `--version` failure.
+    pub fn find(explicit: Option<&Path>) -> Result<PathBuf, NvccError> {
         if let Some(p) = explicit {
             if !executable(p) {
                 return Err(NvccError::NotExecutable {
@@ -142,7 +202,7 @@ impl Nvcc {
                     path: p.to_path_buf(),
                 });
             }
-            return Nvcc::at(p);
+            return Ok(p.to_path_buf());
         }
         if let Some(p) = std::env::var_os(NVCC_ENV).filter(|v| !v.is_empty()) {
             let p = PathBuf::from(p);
@@ -152,7 +212,7 @@ impl Nvcc {
                     path: p,
                 });
             }
-            return Nvcc::at(&p);
+            return Ok(p);
         }
         let mut tried = Vec::new();
         let mut candidates: Vec<PathBuf> = Vec::new();
@@ -167,7 +227,7 @@ impl Nvcc {
         candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
         for c in candidates {
             if executable(&c) {
-                return Nvcc::at(&c);
+                return Ok(c);
             }
             tried.push(c.display().to_string());
         }

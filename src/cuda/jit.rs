@@ -127,11 +127,23 @@ impl NvJit {
         }
     }
 
-    /// nvcc discovered in the documented order, the default cache directory.
+    /// nvcc discovered in the documented order, the default cache directory (which also
+    /// remembers nvcc's identity: [`Nvcc::discover_cached`]).
     ///
     /// Errors: [`NvccError`] from discovery.
     pub fn from_env() -> Result<NvJit, NvJitError> {
-        Ok(NvJit::new(Nvcc::discover(None)?, default_cache_dir()))
+        Self::with_cache_dir(default_cache_dir())
+    }
+
+    /// nvcc discovered in the documented order, the disk cache in `dir` (`None`: none).
+    ///
+    /// Errors: [`NvccError`] from discovery.
+    pub fn with_cache_dir(dir: Option<PathBuf>) -> Result<NvJit, NvJitError> {
+        let nvcc = match &dir {
+            Some(d) => Nvcc::discover_cached(None, d)?,
+            None => Nvcc::discover(None)?,
+        };
+        Ok(NvJit::new(nvcc, dir))
     }
 
     /// The compiler.

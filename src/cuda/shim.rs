@@ -831,3 +831,39 @@ pub(crate) unsafe extern "C" fn hip_kernel_get_function(
     // SAFETY: the caller's out pointer, live kernel; the function is the current context's.
     with_context!(map(unsafe { get(f as *mut Handle, k as Handle) }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapped_cu_results_keep_their_value() {
+        // CUDA_ERROR_NO_DEVICE, CUDA_ERROR_INVALID_IMAGE, CUDA_ERROR_INVALID_PTX, CUDA_ERROR_NOT_READY.
+        for (cu, hip) in [
+            (100, "hipErrorNoDevice"),
+            (200, "hipErrorInvalidImage"),
+            (218, "hipErrorInvalidKernelFile"),
+            (600, "hipErrorNotReady"),
+        ] {
+            assert_eq!(hip_error_of(cu), cu as sys::hipError_t);
+            assert_eq!(crate::error::hip_error_name(cu), Some(hip));
+        }
+    }
+
+    #[test]
+    fn every_mapped_cu_result_has_a_hip_name() {
+        for &cu in MAPPED_CU_RESULTS {
+            assert!(crate::error::hip_error_name(cu).is_some(), "{cu}");
+        }
+    }
+
+    #[test]
+    fn unmapped_cu_results_become_hip_error_unknown() {
+        // CUDA_ERROR_NVLINK_UNCORRECTABLE (220), CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222),
+        // CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803).
+        for cu in [220, 222, 803] {
+            assert_eq!(hip_error_of(cu), HIP_ERROR_UNKNOWN);
+        }
+        assert_eq!(hip_error_of(0), HIP_SUCCESS);
+    }
+}
