@@ -18,7 +18,7 @@ use hipjit::launch::LaunchConfig;
 use hipjit::library::Library;
 use hipjit::memory::DeviceBuffer;
 use hipjit::runtime::Runtime;
-use hipjit::stream::{AsStream, Stream, StreamFlags};
+use hipjit::stream::{Stream, StreamFlags};
 use hipjit::target_id::TargetId;
 
 const SOURCE: &str = include_str!("kernels/saxpy.hip");

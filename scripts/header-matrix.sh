@@ -216,6 +216,11 @@ check_set() {
     hip-6.4-sid) dir=$(make_sid_view) || dir=""; inv_dir=$dir ;;
     hip-7.2-overlay) dir=$(make_overlay) || dir=""; inv_dir=$dir ;;
     none)
+        if ! unshare -m true 2>/dev/null; then
+            ROWS+=("$set|?|pregenerated|cannot hide the headers: unshare -m needs root|FAIL|0")
+            FAILED=1
+            return
+        fi
         bindings=pregenerated
         local pinned
         pinned=$(sed -n 's|^// Header set: \([^,]*\),.*|\1|p' "$PREGENERATED")

@@ -640,3 +640,61 @@ mod tests {
         }
     }
 }
+
+/// Any error hipjit returns, for callers who want one type: `?` converts each module's error
+/// into it, and [`std::error::Error::source`] / `Display` are those of the wrapped error.
+///
+/// ```no_run
+/// fn first_device_target() -> Result<String, hipjit::Error> {
+///     let runtime = hipjit::runtime::Runtime::load()?; // LoadError
+///     let device = runtime.device(0)?; // HipError
+///     let wanted = hipjit::target_id::TargetId::parse("gfx90a")?; // TargetIdError
+///     Ok(format!("{} (want {wanted})", device.arch_name()))
+/// }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Opening the HIP runtime or resolving its entry points ([`LoadError`]).
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A HIP call that failed ([`HipError`]).
+    #[error(transparent)]
+    Hip(#[from] HipError),
+    /// The library API missing from the runtime ([`LibraryApiError`]).
+    #[error(transparent)]
+    LibraryApi(#[from] LibraryApiError),
+    /// Loading a code object or finding a kernel in it ([`LibraryError`]).
+    #[error(transparent)]
+    Library(Box<LibraryError>),
+    /// A launch refused before or by the runtime ([`LaunchError`]).
+    #[error(transparent)]
+    Launch(Box<LaunchError>),
+    /// Reading a code object ([`crate::code_object::CodeObjectError`]).
+    #[error(transparent)]
+    CodeObject(#[from] crate::code_object::CodeObjectError),
+    /// Parsing a target ID ([`crate::target_id::TargetIdError`]).
+    #[error(transparent)]
+    TargetId(#[from] crate::target_id::TargetIdError),
+    /// Compiling through the JIT and its caches ([`crate::jit::JitError`]).
+    #[error(transparent)]
+    Jit(Box<crate::jit::JitError>),
+}
+
+impl From<LibraryError> for Error {
+    fn from(e: LibraryError) -> Error {
+        Error::Library(Box::new(e))
+    }
+}
+
+impl From<LaunchError> for Error {
+    fn from(e: LaunchError) -> Error {
+        Error::Launch(Box::new(e))
+    }
+}
+
+impl From<crate::jit::JitError> for Error {
+    fn from(e: crate::jit::JitError) -> Error {
+        Error::Jit(Box::new(e))
+    }
+}

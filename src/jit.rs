@@ -9,7 +9,8 @@
 //! 3. the compiler ([`crate::compiler`]); the result is published to the disk cache.
 //!
 //! However many threads ask for the same source and options at once, one compiles (single
-//! flight). Headers are read when the key is computed, i.e. on the first request in a process:
+//! flight); across processes sharing a cache root, a missing key is compiled under the key's
+//! lock ([`DiskCache::lock`]), and the processes that waited read the published entry. Headers are read when the key is computed, i.e. on the first request in a process:
 //! the in-process cache does not notice a header edited while the process runs (call
 //! [`Jit::clear_memory`]).
 
@@ -508,19 +509,23 @@ impl Jit {
             if let Some(entry) = lookup.entry {
                 if let Some(bytes) = entry.artefact(CODE_OBJECT) {
                     let code_objects = read_code_objects(&key, bytes, &o)?;
-                    let inner = CompiledInner {
-                        key,
-                        code_objects,
-                        entry_path: Some(entry.path.clone()),
-                        command: entry.meta.command.clone(),
-                        log: String::new(),
-                        llvm_ir: entry.artefact(LLVM_IR).map(<[u8]>::to_vec),
-                        isa: entry
-                            .artefact(ISA)
-                            .map(|b| String::from_utf8_lossy(b).into_owned()),
-                        bad_entries,
-                    };
-                    return Ok((Arc::new(inner), Origin::Disk));
+                    return Ok((
+                        Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
+                        Origin::Disk,
+                    ));
+                }
+            }
+        }
+        // Another process may be compiling this key: wait for it, then look again.
+        let _lock = self.disk.as_ref().and_then(|d| d.lock(&key));
+        if let (Some(disk), Some(_)) = (self.disk.as_ref().filter(|_| !bypass_disk), &_lock) {
+            if let Some(entry) = disk.get(&key).entry {
+                if let Some(bytes) = entry.artefact(CODE_OBJECT) {
+                    let code_objects = read_code_objects(&key, bytes, &o)?;
+                    return Ok((
+                        Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
+                        Origin::Disk,
+                    ));
                 }
             }
         }
@@ -571,6 +576,26 @@ impl Jit {
 const CODE_OBJECT: &str = "code-object";
 const LLVM_IR: &str = "llvm-ir.bc";
 const ISA: &str = "isa.s";
+
+fn inner_from_entry(
+    key: CacheKey,
+    code_objects: Vec<Arc<CodeObject>>,
+    entry: &crate::cache::disk::Entry,
+    bad_entries: Vec<BadEntry>,
+) -> CompiledInner {
+    CompiledInner {
+        key,
+        code_objects,
+        entry_path: Some(entry.path.clone()),
+        command: entry.meta.command.clone(),
+        log: String::new(),
+        llvm_ir: entry.artefact(LLVM_IR).map(<[u8]>::to_vec),
+        isa: entry
+            .artefact(ISA)
+            .map(|b| String::from_utf8_lossy(b).into_owned()),
+        bad_entries,
+    }
+}
 
 fn read_code_objects(
     key: &CacheKey,

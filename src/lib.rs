@@ -12,6 +12,7 @@ pub mod compiler;
 pub mod cuda;
 pub mod device;
 pub mod error;
+pub use error::Error;
 pub mod event;
 pub mod jit;
 pub mod kernel;

@@ -351,8 +351,10 @@ impl TargetId {
     /// Reads the target ID from an AMDGPU code object's ELF header flags.
     ///
     /// `abi_version` is the ELF header's `EI_ABIVERSION` byte: 1 is code object v3 (xnack
-    /// `0x100` and sramecc `0x200` are on/off bits), 2 and above are v4+ (`0x300` and `0xc00`
-    /// hold unsupported/any/off/on). Source: AMDGPUUsage "AMDGPU ELF Header".
+    /// `0x100` and sramecc `0x200` are on/off bits; LLVM also sets them for code built for
+    /// "any", which therefore reads as on, as the ROCm loader reads it), 2 and above are v4+
+    /// (`0x300` and `0xc00` hold unsupported/any/off/on). Source: AMDGPUUsage "AMDGPU ELF
+    /// Header".
     ///
     /// Errors: [`TargetIdError::UnknownMach`] when the low byte names no known AMDGCN processor.
     pub fn from_e_flags(e_flags: u32, abi_version: u8) -> Result<TargetId, TargetIdError> {

@@ -1,5 +1,6 @@
-//! Eight processes compile the same source into one cache root at once: one valid entry, no
-//! torn or temporary file left. The processes are this test binary itself, running the
+//! Eight processes compile the same source into one cache root at once: one compile (the
+//! others wait on the key's lock and read the entry), one valid entry, no torn or temporary
+//! file left. The processes are this test binary itself, running the
 //! ignored `race_child` test.
 
 use std::path::Path;
@@ -52,6 +53,7 @@ fn eight_processes_racing_on_one_key_leave_one_valid_entry() {
         })
         .collect();
     let mut keys = Vec::new();
+    let mut compiled = 0;
     for child in children {
         let out = child.wait_with_output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -65,7 +67,12 @@ fn eight_processes_racing_on_one_key_leave_one_valid_entry() {
             .find_map(|l| l.split_once(" KEY ").map(|(_, k)| k.to_string()))
             .unwrap_or_else(|| panic!("no key in child output: {stdout}"));
         keys.push(key);
+        compiled += stdout
+            .lines()
+            .filter(|l| l.contains("ORIGIN Compiler KEY "))
+            .count();
     }
+    assert_eq!(compiled, 1, "processes that ran the compiler");
     keys.dedup();
     assert_eq!(keys.len(), 1, "children computed different keys: {keys:?}");
     let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();

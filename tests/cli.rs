@@ -158,6 +158,29 @@ fn inspect_of_a_missing_file_names_it_and_exits_1() {
 }
 
 #[test]
+fn inspect_of_an_empty_file_says_so_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "empty.hsaco", "");
+    let o = hipjit(&["inspect", path_str(&f)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("empty.hsaco"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the input is empty"), "{}", stderr(&o));
+}
+
+#[test]
+fn inspect_of_a_truncated_elf_names_what_is_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("cut.hsaco");
+    let whole = std::fs::read(data("single-gfx90a.hsaco")).unwrap();
+    std::fs::write(&f, &whole[..100]).unwrap();
+    let o = hipjit(&["inspect", path_str(&f)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("cut.hsaco"), "{err}");
+    assert!(err.contains("truncated"), "{err}");
+}
+
+#[test]
 fn inspect_with_a_malformed_target_id_is_a_usage_error() {
     let f = data("kernels-gfx90a.hsaco");
     let o = hipjit(&["inspect", "--target", "gfx90a:bogus+", path_str(&f)]);
@@ -269,6 +292,24 @@ fn compile_error_exits_1_with_file_and_line() {
     );
     assert!(err.contains("gfx90a"), "{err}");
     assert!(err.contains("undefined_thing"), "{err}");
+}
+
+#[test]
+fn compile_error_json_carries_the_diagnostic_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        dir.path(),
+        "broken.hip",
+        "#include <hip/hip_runtime.h>\n\nextern \"C\" __global__ void k(int* x) { x[0] = nope; }\n",
+    );
+    let o = hipjit(&["compile", "--json", "--arch", "gfx90a", path_str(&bad)]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json(&o);
+    assert_eq!(v["failed"], 1);
+    let d = &v["results"][0]["diagnostics"][0];
+    assert_eq!(d["file"], path_str(&bad));
+    assert_eq!(d["line"], 3);
+    assert!(d["message"].as_str().unwrap().contains("nope"), "{d}");
 }
 
 #[test]
@@ -809,4 +850,111 @@ fn doctor_lists_the_installation_header_set_with_its_declarations() {
         .unwrap_or_else(|| panic!("{sets:?}"));
     assert_eq!(h["hip_version"], "7.2.53211");
     assert_eq!(h["library_api_declared"], 5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same binary inside the Debian sid root (hipcc 7.0.2, HIP 6.4.3 headers and runtime),
+// run through scripts/sid-run.sh (needs root and the root filesystem of scripts/setup.sh).
+
+fn sid_run(args: &[&str], cache: &Path) -> Output {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = std::env::var("HIPJIT_SID_ROOT")
+        .unwrap_or_else(|_| "/var/cache/hipjit-ci/sid-root".to_owned());
+    assert!(
+        Path::new(&root).join("usr/bin/hipcc").exists(),
+        "needs the Debian sid root filesystem with hipcc at {root}: run scripts/setup.sh"
+    );
+    Command::new("bash")
+        .arg(repo.join("scripts/sid-run.sh"))
+        .arg("-e")
+        .arg(format!("HIPJIT_CACHE_DIR={}", cache.display()))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_hipjit"))
+        .args(args)
+        .current_dir(repo)
+        .output()
+        .expect("scripts/sid-run.sh runs")
+}
+
+/// A cache directory inside the repository's target directory, which sid-run binds.
+fn sid_cache() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory under target/")
+}
+
+#[test]
+fn doctor_in_the_sid_root_finds_hip_6_4_headers_runtime_and_hipcc_7() {
+    let cache = sid_cache();
+    let o = sid_run(&["doctor", "--json"], cache.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let sets = v["header_sets"].as_array().unwrap();
+    let usr = sets
+        .iter()
+        .find(|h| h["path"] == "/usr/include")
+        .unwrap_or_else(|| panic!("{sets:?}"));
+    assert_eq!(usr["hip_version"], "6.4.43484");
+    assert_eq!(usr["apis"]["hipGetDevicePropertiesR0600"], true);
+    let rt = &v["runtimes"][0];
+    assert_eq!(rt["soname"], "libamdhip64.so.6");
+    assert_eq!(rt["version"], "6.4.43484");
+    assert_eq!(rt["device_properties_entry"], "hipGetDevicePropertiesR0600");
+    assert_eq!(rt["library_api_exported"], 0);
+    let hipcc = &v["compilers"][0];
+    assert_eq!(hipcc["path"], "/usr/bin/hipcc");
+    assert!(
+        hipcc["hip_version"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("6.4.")),
+        "{hipcc}"
+    );
+    assert_eq!(hipcc["hip_runtime_h"], "/usr/include/hip/hip_runtime.h");
+    assert_eq!(v["runtime_in_use"]["device_error_name"], "hipErrorNoDevice");
+}
+
+#[test]
+fn compile_in_the_sid_root_writes_code_object_v6_for_gfx942() {
+    let cache = sid_cache();
+    let out = cache.path().join("saxpy.hsaco");
+    let o = sid_run(
+        &[
+            "compile",
+            "--arch",
+            "gfx942:sramecc+:xnack-",
+            "-o",
+            path_str(&out),
+            SAXPY,
+        ],
+        cache.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Read back on the host: hipcc 7 defaults to code object v6.
+    let i = hipjit(&["inspect", "--json", path_str(&out)]);
+    assert_eq!(i.status.code(), Some(0), "{}", stderr(&i));
+    let v = json(&i);
+    assert_eq!(v["target_id"], "gfx942:sramecc+:xnack-");
+    assert_eq!(v["code_object_version"], 6);
+}
+
+#[test]
+fn doctor_warns_of_settings_that_point_at_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["doctor", "--json"])
+        .env("HIPJIT_CACHE_DIR", cache.path())
+        .env("HIPJIT_HIPCC", "/nonexistent/bin/hipcc")
+        .env("HIP_INCLUDE_DIR", cache.path())
+        .output()
+        .expect("the hipjit binary runs");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let f = findings(&json(&o));
+    assert!(
+        f.iter().any(|(l, t)| l == "warning"
+            && t.starts_with("HIPJIT_HIPCC=/nonexistent/bin/hipcc is not an executable file")),
+        "{f:#?}"
+    );
+    assert!(
+        f.iter().any(|(l, t)| l == "warning"
+            && t.starts_with(&format!("HIP_INCLUDE_DIR={}", cache.path().display()))),
+        "{f:#?}"
+    );
 }

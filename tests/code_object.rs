@@ -55,6 +55,9 @@ const RAW: &[(&str, &str, u32)] = &[
     ),
     ("single-gfx942.hsaco", "gfx942", 6),
     ("single-gfx1201.hsaco", "gfx1201", 6),
+    // Code object v3 (-mcode-object-version=3 --offload-arch=gfx906): LLVM sets the v3 xnack and
+    // sramecc bits for "any", and the bits read as "on", as the ROCm loader reads them.
+    ("single-gfx906-v3.hsaco", "gfx906:sramecc+:xnack+", 3),
 ];
 
 const KERNELS: &[&str] = &[

@@ -37,7 +37,7 @@ HIPJIT_HIPCC (the compiler), HIPJIT_HIP_LIBRARY (the runtime), HIP_PATH, ROCM_PA
 
 /// Just-in-time compiled HIP kernels: doctor, compile, inspect, cache.
 #[derive(Parser, Debug)]
-#[command(name = "hipjit", version, about, after_help = EXIT_CODES)]
+#[command(name = "hipjit", version, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -76,7 +76,8 @@ pub struct EntryMeta {
     pub options: CompileOptions,
     /// The headers hashed into the key.
     pub tracked_headers: Vec<TrackedHeader>,
-    /// The files the compiler read (`-MD`), for [`DiskCache::verify`].
+    /// The non-system headers the compiler read (its dependency list), for
+    /// [`DiskCache::verify`].
     pub dependencies: Vec<PathBuf>,
     /// When written, milliseconds since the Unix epoch.
     pub created_unix_ms: u64,
@@ -104,6 +105,12 @@ impl Entry {
         let (start, len) = self.offsets[i];
         self.data.get(start..start + len)
     }
+}
+
+/// A held cross-process compile lock ([`DiskCache::lock`]); released on drop.
+#[derive(Debug)]
+pub struct KeyLock {
+    _file: File,
 }
 
 /// One cache root.
@@ -198,7 +205,7 @@ pub struct VerifiedEntry {
     pub path: PathBuf,
     /// `Err(reason)` when the entry is bad.
     pub status: Result<(), String>,
-    /// Headers the compiler read (`-MD`) that are not tracked in the key and lie outside the
+    /// Headers the compiler read (its dependency list) that are not tracked in the key and lie outside the
     /// compiler's installation and the system directories (`/usr`, `/opt/rocm*`): editing them
     /// would not change the key.
     pub untracked: Vec<PathBuf>,
@@ -411,6 +418,41 @@ impl DiskCache {
             self.prune(max)?;
         }
         Ok((path, published))
+    }
+
+    /// Takes the cross-process compile lock of `key` in the written root (`flock(2)` on
+    /// `<root>/v1/locks/<key>.lock`), blocking until it is free: the JIT holds it while it
+    /// compiles a missing key, so processes asking for the same key at once compile it once.
+    /// The lock only saves work; correctness rests on the atomic publish. `None` when the lock
+    /// cannot be taken (a filesystem without locks): the caller compiles anyway. Released
+    /// when the returned guard drops (or the process dies).
+    pub fn lock(&self, key: &CacheKey) -> Option<KeyLock> {
+        use std::os::fd::AsRawFd;
+        let root = &self.roots[0];
+        let dir = root.path.join(LAYOUT_DIR).join("locks");
+        let mode = if root.shared { 0o777 } else { 0o700 };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(mode)
+            .create(&dir)
+            .ok()?;
+        let path = dir.join(format!("{}.lock", key.to_hex()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .ok()?;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; no memory is involved.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+            if rc == 0 {
+                return Some(KeyLock { _file: file });
+            }
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                return None;
+            }
+        }
     }
 
     /// Lists the entry files of every root (not verified), written root first.

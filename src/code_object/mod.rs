@@ -318,9 +318,12 @@ pub struct CodeObject {
 
 impl CodeObject {
     /// Reads a code object from any container: a raw ELF, an offload bundle or a compressed
-    /// offload bundle. From a bundle, the entry whose target ID runs on `target` (the most
-    /// specific one when several do; [`TargetId::runs_on`]); with `target` None, the only AMDGPU
-    /// entry (an error if there are several). A raw ELF given with a target must run on it.
+    /// offload bundle. From a bundle, the entry whose target ID runs on `target`
+    /// ([`TargetId::runs_on`]; when several do, the processor's own entry before its generic
+    /// family's, then the one with most features written, then the first); with `target` None,
+    /// the only AMDGPU entry (an error if there are several). Host entries are ignored. A raw ELF
+    /// given with a target must run on it. The ELF is copied: [`CodeObject::elf`] is what the
+    /// runtime is handed, whatever the container.
     ///
     /// Errors: every [`CodeObjectError`] variant but [`CodeObjectError::KernelNotFound`].
     pub fn from_bytes(

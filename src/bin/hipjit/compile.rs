@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use hipjit::compiler::diagnostics::{Diagnostic, Severity};
 use hipjit::compiler::{CompileError, CompileOptions, CompilerConfig, OptLevel};
 use hipjit::jit::{Compiled, Jit, JitError, JitOptions, Origin};
 use hipjit::target_id::TargetId;
@@ -47,14 +48,17 @@ pub struct Args {
     /// Write the code object(s): a file for one input and one target, else a directory.
     #[arg(short = 'o', value_name = "OUT")]
     pub output: Option<PathBuf>,
-    /// Code object version to ask for (4, 5 or 6; default: the compiler's own, v4/v5 for hipcc
-    /// 5.x, v6 for hipcc 7). Runtimes before HIP 6.2 reject v6.
+    /// Code object version to ask for: 4, 5 or 6 (default: the compiler's own, v4 for Debian's
+    /// hipcc 5.2.3, v6 for hipcc 7). Runtimes before HIP 6.2 reject v6.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(4..=6))]
     pub code_object_version: Option<u32>,
     /// Compile at most N files at once (default: the number of CPU cores).
     #[arg(short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
-    /// Print JSON (with "schema_version": 1) instead of text.
+    /// Print JSON (with "schema_version": 1) instead of text. Keys: compiler {path, version},
+    /// cache_roots, failed (count), results[]: file, ok, then cache ("miss", "disk", "memory"),
+    /// hit, time_ms, key, entry, written, code_objects[] {target_id, code_object_version,
+    /// kernels}; or error and diagnostics[] {file, line, column, severity, message}.
     #[arg(long)]
     pub json: bool,
 }
@@ -90,7 +94,9 @@ fn output_paths(args: &Args) -> Result<Vec<Vec<PathBuf>>, CliError> {
         })
         .collect();
     let single = args.files.len() == 1 && args.targets.len() == 1;
-    if single && !out.is_dir() {
+    // `-o dir/` names a directory even before it exists.
+    let names_dir = out.is_dir() || out.as_os_str().to_string_lossy().ends_with('/');
+    if single && !names_dir {
         return Ok(vec![vec![out.clone()]]);
     }
     if out.exists() && !out.is_dir() {
@@ -162,6 +168,29 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
 struct Outcome {
     file: PathBuf,
     result: Result<(Compiled, Vec<PathBuf>), String>,
+    /// The compiler's diagnostics of a failed compile, file names as the user gave them.
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// The diagnostics of a failed compile with the build directory's source name replaced by the
+/// user's path.
+fn user_diagnostics(file: &Path, source_name: &str, e: &JitError) -> Vec<Diagnostic> {
+    let diags = match e {
+        JitError::Compile(CompileError::Failed(f)) => &f.diagnostics,
+        JitError::Compile(CompileError::UnsupportedTarget(u)) => &u.failure.diagnostics,
+        JitError::Compile(CompileError::MissingDeviceLibrary(m)) => &m.failure.diagnostics,
+        _ => return Vec::new(),
+    };
+    diags
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            if d.file.as_deref() == Some(source_name) {
+                d.file = Some(file.display().to_string());
+            }
+            d
+        })
+        .collect()
 }
 
 fn origin_name(o: Origin) -> &'static str {
@@ -180,29 +209,21 @@ fn targets_text(args: &Args) -> String {
         .join(", ")
 }
 
-/// The message for a failed compile: the file, the targets, and the compiler's diagnostics
-/// with the build directory's file name replaced by the user's path.
-fn error_text(file: &Path, source_name: &str, targets: &str, e: &JitError) -> String {
-    let user = file.display().to_string();
-    let diags = match e {
-        JitError::Compile(CompileError::Failed(f)) => Some(&f.diagnostics),
-        JitError::Compile(CompileError::UnsupportedTarget(u)) => Some(&u.failure.diagnostics),
-        JitError::Compile(CompileError::MissingDeviceLibrary(m)) => Some(&m.failure.diagnostics),
-        _ => None,
-    };
-    let mut s = format!("{user} (target {targets}): ");
-    match diags {
-        Some(d) if !d.is_empty() && matches!(e, JitError::Compile(CompileError::Failed(_))) => {
-            s.push_str("compile failed:");
-            for d in d {
-                let mut d = d.clone();
-                if d.file.as_deref() == Some(source_name) {
-                    d.file = Some(user.clone());
-                }
-                s.push_str(&format!("\n  {d}"));
-            }
+/// The message for a failed compile: the file, the targets, and the compiler's error
+/// diagnostics (user paths), or the JIT's error when it has none.
+fn error_text(file: &Path, targets: &str, e: &JitError, diags: &[Diagnostic]) -> String {
+    let mut s = format!("{} (target {targets}): ", file.display());
+    let errors: Vec<&Diagnostic> = diags
+        .iter()
+        .filter(|d| matches!(d.severity, Severity::Error | Severity::Fatal))
+        .collect();
+    if matches!(e, JitError::Compile(CompileError::Failed(_))) && !errors.is_empty() {
+        s.push_str("compile failed:");
+        for d in errors {
+            s.push_str(&format!("\n  {d}"));
         }
-        _ => s.push_str(&e.to_string()),
+    } else {
+        s.push_str(&e.to_string());
     }
     s
 }
@@ -226,6 +247,7 @@ fn compile_one(
     let fail = |m: String| Outcome {
         file: file.to_path_buf(),
         result: Err(m),
+        diagnostics: Vec::new(),
     };
     let targets = targets_text(args);
     let source = match std::fs::read(file) {
@@ -278,9 +300,17 @@ fn compile_one(
             Outcome {
                 file: file.to_path_buf(),
                 result: Ok((c, written)),
+                diagnostics: Vec::new(),
             }
         }
-        Err(e) => fail(error_text(file, o.source_file_name(), &targets, &e)),
+        Err(e) => {
+            let diagnostics = user_diagnostics(file, o.source_file_name(), &e);
+            Outcome {
+                file: file.to_path_buf(),
+                result: Err(error_text(file, &targets, &e, &diagnostics)),
+                diagnostics,
+            }
+        }
     }
 }
 
@@ -466,6 +496,11 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
                 "kernels": co.kernels().iter().map(output::kernel_json).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         }),
-        Err(e) => serde_json::json!({ "file": o.file, "ok": false, "error": e }),
+        Err(e) => serde_json::json!({
+            "file": o.file,
+            "ok": false,
+            "error": e,
+            "diagnostics": o.diagnostics,
+        }),
     }
 }

@@ -622,6 +622,50 @@ fn diagnose(r: &mut Report) {
         ));
     }
 
+    // Explicit settings that point at nothing.
+    let env = |k: &str| std::env::var_os(k);
+    if let Some(p) = env("HIPJIT_HIPCC").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        if !discovery::is_executable_file(&p) {
+            push("warning", format!(
+                "HIPJIT_HIPCC={} is not an executable file: hipjit's compiler discovery fails with it set",
+                p.display()
+            ));
+        }
+    }
+    if let Some(p) = env("HIP_INCLUDE_DIR").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        if !header_set::is_header_set(&p) {
+            push(
+                "warning",
+                format!(
+                    "HIP_INCLUDE_DIR={} holds no hip/hip_runtime_api.h: it names no header set",
+                    p.display()
+                ),
+            );
+        }
+    }
+    for var in ["HIP_PATH", "ROCM_PATH"] {
+        match env(var) {
+            Some(v) if v.is_empty() => push("note", format!(
+                "{var} is set but empty: hipjit's discovery ignores it, but a hipcc wrapper may read it as the current directory (Debian's hipcc 5.2.3 then looks for ./bin/clang-15): unset it"
+            )),
+            Some(v) if !Path::new(&v).is_dir() => push("warning", format!(
+                "{var}={} is not a directory",
+                Path::new(&v).display()
+            )),
+            _ => {}
+        }
+    }
+    for c in &r.compilers {
+        if let Some(e) = &c.error {
+            push(
+                "warning",
+                format!("the compiler {} cannot be used: {e}", c.path.display()),
+            );
+        }
+    }
+
     if r.header_sets.is_empty() {
         push("warning", "no HIP header set found (looked for hip/hip_runtime_api.h under HIP_INCLUDE_DIR, HIP_PATH, ROCM_PATH, the hipcc on PATH, /opt/rocm*, /usr)".into());
     }
@@ -911,6 +955,21 @@ fn print_text(r: &Report) {
             },
             rt.origin
         );
+        if used {
+            let p = &r.runtime_in_use;
+            println!(
+                "      code objects load through the {}; this runtime accepts code object {}",
+                p.code_object_loader.as_deref().unwrap_or("?"),
+                p.code_object_versions
+                    .as_ref()
+                    .map(|v| v
+                        .iter()
+                        .map(|n| format!("v{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                    .unwrap_or_else(|| "versions unknown".into())
+            );
+        }
         if let Some(e) = &rt.error {
             println!("      error: {e}");
         }
@@ -1043,4 +1102,38 @@ fn hip_error_text(e: &hipjit::error::HipError) -> String {
         s.push_str(&format!(": {}", e.message()));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debian_runtime_belongs_to_the_usr_include_header_set() {
+        // Debian's libamdhip64-5 and libamdhip64-dev: /usr/lib/<multiarch>/ and /usr/include.
+        let lib = Path::new("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5");
+        assert!(
+            lib.exists(),
+            "needs Debian's HIP runtime: apt-get install libamdhip64-5 libamdhip64-dev"
+        );
+        assert_eq!(
+            runtime_include_dir(lib),
+            Some(PathBuf::from("/usr/include"))
+        );
+    }
+
+    #[test]
+    fn a_library_outside_lib_has_no_header_set() {
+        assert_eq!(
+            runtime_include_dir(Path::new("/tmp/libamdhip64.so.7")),
+            None
+        );
+    }
+
+    #[test]
+    fn runtime_version_code_splits_into_major_and_minor() {
+        // hipRuntimeGetVersion of Debian's HIP 5.2.3 (ENVIRONMENT.md).
+        assert_eq!(version_of_code(50221153), (5, 2));
+        assert_eq!(version_of_code(60443484), (6, 4));
+    }
 }

@@ -54,6 +54,9 @@ for arch in gfx90a gfx900 gfx906 gfx940 gfx908:sramecc-:xnack+; do
     name=$(echo "$arch" | tr ':' '_')
     hipcc $flags --offload-arch="$arch" --no-gpu-bundle-output single.hip -o "single-$name.hsaco"
 done
+# Code object v3: e_flags hold on/off bits, set for "any" as well as for "on".
+hipcc $flags -mcode-object-version=3 --offload-arch=gfx906 --no-gpu-bundle-output single.hip \
+    -o single-gfx906-v3.hsaco
 hipcc $flags --offload-arch=gfx90a --offload-arch=gfx1030 kernels.hip -o kernels-gfx90a-gfx1030.hipfb
 
 # The rest inside the sid root, in a private mount namespace so that no mount leaks.
