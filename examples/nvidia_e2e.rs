@@ -186,10 +186,30 @@ fn main() -> R<()> {
     let mut names: Vec<&str> = lib.kernel_names().collect();
     names.sort();
     let count = lib.runtime_kernel_count()?;
+    let mut enumerated: Vec<usize> = lib
+        .enumerated_functions()?
+        .ok_or("no library-API enumeration")?
+        .into_iter()
+        .map(|f| f as usize)
+        .collect();
+    enumerated.sort();
+    let mut by_name = Vec::new();
+    for name in &names {
+        by_name.push(lib.kernel(name)?.as_raw() as usize);
+    }
+    by_name.sort();
     check(
         "several kernels in one library",
         names == ["block_sum", "empty", "fill", "mixed", "saxpy"] && count == Some(5),
         format!("reader {names:?}, cuLibraryGetKernelCount {count:?}"),
+    )?;
+    check(
+        "enumeration gives the kernels looked up by name",
+        enumerated == by_name,
+        format!(
+            "{} functions from cuLibraryEnumerateKernels + cuKernelGetFunction",
+            enumerated.len()
+        ),
     )?;
 
     let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;

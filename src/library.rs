@@ -194,6 +194,43 @@ impl Library {
         Ok(Some(n))
     }
 
+    /// The kernels the runtime enumerates for this library, as functions
+    /// (`hipLibraryGetKernelCount`, `hipLibraryEnumerateKernels`, then `hipKernelGetFunction`
+    /// on each); `None` for a module or a runtime without those entry points. The handles are
+    /// valid while the library is loaded.
+    ///
+    /// Errors: the runtime's error.
+    pub fn enumerated_functions(&self) -> Result<Option<Vec<sys::hipFunction_t>>, LibraryError> {
+        let rt = self.device.runtime();
+        let api = rt.api();
+        let (Handle::Library(l), Some(count), Some(enumerate), Some(get)) = (
+            self.handle,
+            api.hipLibraryGetKernelCount,
+            api.hipLibraryEnumerateKernels,
+            api.hipKernelGetFunction,
+        ) else {
+            return Ok(None);
+        };
+        self.device.bind()?;
+        let mut n = 0;
+        // SAFETY: live library, valid out pointer.
+        rt.check(unsafe { count(&mut n, l) }, "hipLibraryGetKernelCount")?;
+        let mut kernels: Vec<sys::hipKernel_t> = vec![std::ptr::null_mut(); n as usize];
+        // SAFETY: room for exactly `n` handles.
+        rt.check(
+            unsafe { enumerate(kernels.as_mut_ptr(), n, l) },
+            "hipLibraryEnumerateKernels",
+        )?;
+        let mut functions = Vec::with_capacity(kernels.len());
+        for k in kernels {
+            let mut f: sys::hipFunction_t = std::ptr::null_mut();
+            // SAFETY: a kernel handle of this live library, valid out pointer.
+            rt.check(unsafe { get(&mut f, k) }, "hipKernelGetFunction")?;
+            functions.push(f);
+        }
+        Ok(Some(functions))
+    }
+
     /// Reads a code object (raw ELF, offload bundle or compressed bundle) from `bytes`, picks
     /// the entry for the device's target ID, and loads it ([`Library::load`]).
     ///

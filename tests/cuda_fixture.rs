@@ -342,3 +342,14 @@ fn cooperative_launch_is_checked_against_occupancy_then_passed_through() {
     let last = unsafe { &*(sym(c"fixture_last_launch") as *const LastLaunch) };
     assert_eq!(last.grid, [1056, 1, 1]);
 }
+
+#[test]
+fn enumeration_goes_through_the_library_api() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_cubin(&dev, &cubin()).unwrap();
+    let functions = lib.enumerated_functions().unwrap().expect("library API");
+    // The fixture enumerates one kernel whose function is its first function slot.
+    assert_eq!(functions.len(), 1);
+    assert_eq!(lib.runtime_kernel_count().unwrap(), Some(1));
+}
