@@ -366,6 +366,44 @@ fn main() -> R<()> {
         )?;
     }
 
+    // Cooperative launch (cuLaunchCooperativeKernel), checked against occupancy first.
+    {
+        let k = lib.kernel("fill")?;
+        let per_sm = k.max_active_blocks_per_cu(256, 0)?;
+        let sms = dev.properties().compute_units;
+        let n = per_sm * sms * 256;
+        let buf = DeviceBuffer::<u32>::zeroed(&dev, n as usize)?;
+        // SAFETY: fill(unsigned*, unsigned, unsigned); every block resident at once.
+        unsafe {
+            k.launch_cooperative(
+                &stream,
+                LaunchConfig::for_num_elems(n, 256),
+                &mut args![&buf, &7u32, &n],
+            )?
+        };
+        stream.synchronize()?;
+        let v = buf.to_vec()?;
+        let bad = (0..n as usize).filter(|&i| v[i] != 7 + i as u32).count();
+        // SAFETY: refused before the driver is called.
+        let too_large = unsafe {
+            k.launch_cooperative(
+                &stream,
+                LaunchConfig::for_num_elems(n + 256, 256),
+                &mut args![&buf, &7u32, &n],
+            )
+        };
+        check(
+            "cooperative launch",
+            bad == 0 && too_large.is_err(),
+            format!(
+                "{} blocks ({per_sm} per SM x {sms} SMs, {} registers per thread), {bad} wrong; one block more refused: {}",
+                n / 256,
+                k.num_registers()?,
+                too_large.err().map(|e| e.to_string()).unwrap_or_default()
+            ),
+        )?;
+    }
+
     // Drop order under RAII: memory comes back, unload happens after the last kernel.
     {
         dev.synchronize()?;
