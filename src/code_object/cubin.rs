@@ -342,3 +342,54 @@ fn kernel_info(name: String, attrs: &[u8], base: u64) -> Result<KernelInfo, Cubi
         uses_dynamic_stack: false,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ADD_ONE: &[u8] = include_bytes!("../../tests/data/code-objects/cuda/add_one-sm_90.cubin");
+
+    #[test]
+    fn reads_a_committed_sm90_cubin() {
+        let c = Cubin::from_bytes(ADD_ONE).unwrap();
+        assert_eq!(c.target(), SmTarget::new(90));
+        let k = c.kernel("add_one").unwrap();
+        assert_eq!(k.args.len(), 1);
+        assert_eq!((k.args[0].offset, k.args[0].size), (0, 8));
+        assert_eq!(k.wavefront_size, 32);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        for len in 0..ADD_ONE.len() {
+            let _ = Cubin::from_bytes(&ADD_ONE[..len]);
+        }
+        assert!(Cubin::from_bytes(&ADD_ONE[..100]).is_err());
+    }
+
+    #[test]
+    fn every_flipped_byte_is_read_without_panic() {
+        let mut bytes = ADD_ONE.to_vec();
+        for i in 0..bytes.len() {
+            bytes[i] ^= 0xff;
+            let _ = Cubin::from_bytes(&bytes);
+            bytes[i] ^= 0xff;
+        }
+        assert!(Cubin::from_bytes(&bytes).is_ok());
+    }
+
+    #[test]
+    fn unknown_abi_version_is_named() {
+        let mut bytes = ADD_ONE.to_vec();
+        bytes[8] = 9;
+        let err = Cubin::from_bytes(&bytes).unwrap_err();
+        assert_eq!(
+            err,
+            CubinError::AbiVersion {
+                osabi: bytes[7],
+                abi_version: 9
+            }
+        );
+        assert!(err.to_string().contains("ABI version 9"), "{err}");
+    }
+}
