@@ -258,6 +258,13 @@ impl fmt::Debug for Runtime {
 impl Runtime {
     /// Finds and loads the HIP runtime in the documented order (module documentation).
     ///
+    /// The platform: `HIP_PLATFORM` (`amd`, `nvidia`) when set; an explicit
+    /// `HIPJIT_HIP_LIBRARY` means AMD; else detected: an AMD runtime that reports a device,
+    /// else an NVIDIA driver (`libcuda.so.1`, [`Platform::Nvidia`]) that reports one, else the
+    /// AMD result (the runtime without a device, or its load error). Detection asks each
+    /// runtime `hipGetDeviceCount` (on NVIDIA `cuInit` + `cuDeviceGetCount`); a CUDA driver
+    /// opened while detecting stays loaded (never closed).
+    ///
     /// Errors: [`LoadError::InvalidEnvPath`] when `HIPJIT_HIP_LIBRARY` is set but not loadable,
     /// [`LoadError::NotFound`] listing every candidate tried, [`LoadError::MissingSymbol`] when
     /// a required entry point is missing.
