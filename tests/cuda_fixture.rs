@@ -353,3 +353,108 @@ fn enumeration_goes_through_the_library_api() {
     assert_eq!(functions.len(), 1);
     assert_eq!(lib.runtime_kernel_count().unwrap(), Some(1));
 }
+
+fn nvcc() -> hipjit::compiler::nvcc::Nvcc {
+    use hipjit::compiler::nvcc::Nvcc;
+    if std::env::var_os("HIPJIT_NVCC").is_none() {
+        let cache = std::env::var_os("HIPJIT_CI_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
+        if let Ok(dirs) = std::fs::read_dir(cache.join("nvcc-venv/lib")) {
+            for d in dirs.flatten() {
+                let p = d.path().join("site-packages/nvidia/cu13/bin/nvcc");
+                if p.is_file() {
+                    return Nvcc::at(&p).expect("run nvcc --version");
+                }
+            }
+        }
+    }
+    Nvcc::discover(None).unwrap_or_else(|e| {
+        panic!("{e}\nscripts/setup.sh installs nvcc from PyPI into $HIPJIT_CI_CACHE/nvcc-venv")
+    })
+}
+
+const JIT_SOURCE: &str = r#"
+#include <hip/hip_runtime.h>
+extern "C" __global__ void twice(float* x, unsigned n) {
+    unsigned i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
+    if (i < n) x[i] *= 2.0f;
+}
+"#;
+
+#[test]
+fn nvidia_jit_compiles_then_hits_memory_then_disk() {
+    use hipjit::cuda::jit::{NvJit, NvOrigin};
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let jit = NvJit::new(nvcc(), Some(dir.path().to_path_buf()));
+    let first = jit.load(&dev, JIT_SOURCE, &[]).unwrap();
+    assert_eq!(first.origin, NvOrigin::Compiled);
+    assert!(dir.path().join(format!("{}.cubin", first.key)).is_file());
+    assert_eq!(first.library.kernel_names().collect::<Vec<_>>(), ["twice"]);
+    let second = jit.load(&dev, JIT_SOURCE, &[]).unwrap();
+    assert_eq!(second.origin, NvOrigin::Memory);
+    assert!(std::sync::Arc::ptr_eq(&first.library, &second.library));
+    let fresh = NvJit::new(nvcc(), Some(dir.path().to_path_buf()));
+    let third = fresh.load(&dev, JIT_SOURCE, &[]).unwrap();
+    assert_eq!(
+        (third.origin, third.key.as_str()),
+        (NvOrigin::Disk, first.key.as_str())
+    );
+}
+
+#[test]
+fn nvidia_jit_replaces_a_corrupt_cache_entry() {
+    use hipjit::cuda::jit::{NvJit, NvOrigin};
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let key = NvJit::new(nvcc(), Some(dir.path().to_path_buf()))
+        .load(&dev, JIT_SOURCE, &[])
+        .unwrap()
+        .key;
+    let entry = dir.path().join(format!("{key}.cubin"));
+    std::fs::write(&entry, b"not a cubin").unwrap();
+    let again = NvJit::new(nvcc(), Some(dir.path().to_path_buf()))
+        .load(&dev, JIT_SOURCE, &[])
+        .unwrap();
+    assert_eq!(again.origin, NvOrigin::Compiled);
+    assert!(Cubin::from_bytes(&std::fs::read(&entry).unwrap()).is_ok());
+}
+
+#[test]
+fn nvidia_jit_compile_error_names_nvcc_and_the_source_line() {
+    use hipjit::cuda::jit::NvJit;
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let jit = NvJit::new(nvcc(), None);
+    let err = jit
+        .load(
+            &dev,
+            "extern \"C\" __global__ void k() { undeclared_name(); }",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("nvcc failed") && err.contains("undeclared_name"),
+        "{err}"
+    );
+}
+
+#[test]
+fn nvcc_identity_is_remembered_in_the_cache_dir() {
+    use hipjit::compiler::nvcc::Nvcc;
+    let n = nvcc();
+    let dir = tempfile::tempdir().unwrap();
+    let a = Nvcc::discover_cached(Some(n.path()), dir.path()).unwrap();
+    let remembered: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert_eq!(remembered.len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(remembered[0].path()).unwrap(),
+        n.version_text()
+    );
+    let b = Nvcc::discover_cached(Some(n.path()), dir.path()).unwrap();
+    assert_eq!(a.version_text(), b.version_text());
+}
