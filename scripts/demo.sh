@@ -13,6 +13,8 @@ set -euo pipefail
 
 script_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 repo="$(dirname -- "$script_dir")"
+# A FILE argument is relative to where the demo was started, not to the repository.
+caller_dir="$PWD"
 cd -- "$repo"
 
 die() {
@@ -24,7 +26,7 @@ die() {
 have_hipcc() {
     local dir
     command -v hipcc >/dev/null 2>&1 && return 0
-    for dir in "${HIP_PATH:-}" "${ROCM_PATH:-}" /opt/rocm; do
+    for dir in "${HIP_PATH:-}" "${ROCM_PATH:-}" /opt/rocm /opt/rocm-*; do
         [[ -n "$dir" && -x "$dir/bin/hipcc" ]] && return 0
     done
     return 1
@@ -45,7 +47,7 @@ main() {
             ;;
         -*) die "unknown option: $1 (see --help)" ;;
         *)
-            file="$1"
+            if [[ "$1" == /* ]]; then file="$1"; else file="$caller_dir/$1"; fi
             shift
             ;;
         esac
@@ -53,7 +55,7 @@ main() {
     [[ -f "$file" ]] || die "no such file: $file"
 
     if ! have_hipcc; then
-        echo "demo: no hipcc found (PATH, \$HIP_PATH, \$ROCM_PATH, /opt/rocm): installing Debian's"
+        echo "demo: no hipcc found (PATH, \$HIP_PATH, \$ROCM_PATH, /opt/rocm, /opt/rocm-*): installing Debian's"
         bash "$script_dir/setup.sh" --only-compiler
     fi
     if ! command -v cargo >/dev/null 2>&1; then
@@ -70,7 +72,7 @@ main() {
 
     local round
     for round in "first (a cache miss: hipcc compiles)" "second (a cache hit: no compiler run)"; do
-        printf '\ndemo: %s run:\n$ hipjit compile %s --arch %s\n' "$round" "$file" "$arch"
+        printf '\ndemo: %s run:\n$ hipjit compile %q --arch %q\n' "$round" "$file" "$arch"
         cargo run --quiet --release --features cli --bin hipjit -- compile "$file" --arch "$arch"
     done
 }
