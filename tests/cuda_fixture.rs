@@ -458,3 +458,26 @@ fn nvcc_identity_is_remembered_in_the_cache_dir() {
     let b = Nvcc::discover_cached(Some(n.path()), dir.path()).unwrap();
     assert_eq!(a.version_text(), b.version_text());
 }
+
+#[test]
+fn nvidia_jit_compiles_once_for_concurrent_callers() {
+    use hipjit::cuda::jit::{NvJit, NvOrigin};
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let jit = NvJit::new(nvcc(), None);
+    let source = format!("{JIT_SOURCE}\n// concurrent\n");
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| jit.load(&dev, &source, &[]).unwrap()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let compiled = results
+        .iter()
+        .filter(|r| r.origin == NvOrigin::Compiled)
+        .count();
+    assert_eq!(compiled, 1);
+    assert!(results
+        .iter()
+        .all(|r| std::sync::Arc::ptr_eq(&r.library, &results[0].library)));
+}

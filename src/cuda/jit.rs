@@ -9,7 +9,8 @@
 //!   directory, synced and renamed into place, so a reader sees a whole cubin or none; a file
 //!   that does not read as a cubin is compiled again and replaced.
 //! - Memory: loaded libraries per (device, source, flags), checked by comparing the source
-//!   itself, so a hit costs a hash of the source, one lock and a comparison.
+//!   itself, so a hit costs a hash of the source, one lock and a comparison. A miss compiles
+//!   and loads once per key however many threads ask at once (single flight).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -98,6 +99,9 @@ pub struct NvJit {
     nvcc: Nvcc,
     disk: Option<PathBuf>,
     memory: Mutex<HashMap<MemoryKey, Vec<Entry>>>,
+    /// One lock per memory key, held while compiling and loading: one compile per key at a
+    /// time (single flight); other callers wait, then find the result in memory.
+    in_flight: Mutex<HashMap<MemoryKey, Arc<Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for NvJit {
@@ -124,6 +128,7 @@ impl NvJit {
             nvcc,
             disk,
             memory: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
         }
     }
 
@@ -214,18 +219,14 @@ impl NvJit {
             device.ordinal(),
             Arc::as_ptr(&device.runtime().inner) as usize,
         );
-        if let Some(entries) = self.memory.lock().get(&mkey) {
-            if let Some(e) = entries
-                .iter()
-                .find(|e| &*e.source == source && &*e.flags == flags)
-            {
-                return Ok(NvLoaded {
-                    library: Arc::clone(&e.library),
-                    origin: NvOrigin::Memory,
-                    key: String::new(),
-                    compile_time: Duration::ZERO,
-                });
-            }
+        if let Some(hit) = self.memory_hit(&mkey, source, flags) {
+            return Ok(hit);
+        }
+        let flight = Arc::clone(self.in_flight.lock().entry(mkey).or_default());
+        let _flight = flight.lock();
+        // Another caller may have loaded it while this one waited.
+        if let Some(hit) = self.memory_hit(&mkey, source, flags) {
+            return Ok(hit);
         }
         let sm = device.sm_target().ok_or_else(|| NvJitError::NotNvidia {
             ordinal: device.ordinal(),
@@ -233,21 +234,7 @@ impl NvJit {
         })?;
         let (cubin, origin, key, compile_time) = self.compile(source, sm, flags)?;
         let library = Arc::new(Library::load_cubin(device, &cubin)?);
-        let mut memory = self.memory.lock();
-        let entries = memory.entry(mkey).or_default();
-        if let Some(e) = entries
-            .iter()
-            .find(|e| &*e.source == source && &*e.flags == flags)
-        {
-            // Another thread loaded it meanwhile: share theirs, drop ours.
-            return Ok(NvLoaded {
-                library: Arc::clone(&e.library),
-                origin,
-                key,
-                compile_time,
-            });
-        }
-        entries.push(Entry {
+        self.memory.lock().entry(mkey).or_default().push(Entry {
             source: source.into(),
             flags: flags.into(),
             library: Arc::clone(&library),
@@ -257,6 +244,23 @@ impl NvJit {
             origin,
             key,
             compile_time,
+        })
+    }
+}
+
+impl NvJit {
+    #[inline]
+    fn memory_hit(&self, mkey: &MemoryKey, source: &str, flags: &[String]) -> Option<NvLoaded> {
+        let memory = self.memory.lock();
+        let e = memory
+            .get(mkey)?
+            .iter()
+            .find(|e| &*e.source == source && &*e.flags == flags)?;
+        Some(NvLoaded {
+            library: Arc::clone(&e.library),
+            origin: NvOrigin::Memory,
+            key: String::new(),
+            compile_time: Duration::ZERO,
         })
     }
 }
