@@ -234,9 +234,21 @@ impl Library {
     /// Reads a code object (raw ELF, offload bundle or compressed bundle) from `bytes`, picks
     /// the entry for the device's target ID, and loads it ([`Library::load`]).
     ///
+    /// On HIP's NVIDIA platform, a cubin (an ELF with `e_machine` `EM_CUDA`) is loaded with
+    /// [`Library::load_cubin`].
+    ///
     /// Errors: [`LibraryError::CodeObject`] when the bytes are not a code object, else as
     /// [`Library::load`].
     pub fn load_bytes(device: &Device, bytes: &[u8]) -> Result<Library, LibraryError> {
+        use crate::code_object::cubin::{Cubin, EM_CUDA};
+        let is_cubin = bytes.len() >= 20
+            && bytes.starts_with(b"\x7fELF")
+            && u16::from_le_bytes([bytes[18], bytes[19]]) == EM_CUDA;
+        if is_cubin && device.runtime().platform() == crate::runtime::Platform::Nvidia {
+            if let Ok(cubin) = Cubin::from_bytes(bytes) {
+                return Self::load_cubin(device, &cubin);
+            }
+        }
         match CodeObject::from_bytes(bytes, device.target_id()) {
             Ok(co) => Self::load(device, &co),
             // No entry for the device: when the bytes hold a single code object, let `load`

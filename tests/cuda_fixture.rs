@@ -481,3 +481,19 @@ fn nvidia_jit_compiles_once_for_concurrent_callers() {
         .iter()
         .all(|r| std::sync::Arc::ptr_eq(&r.library, &results[0].library)));
 }
+
+#[test]
+fn load_file_takes_a_cubin_on_the_nvidia_platform() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_file(
+        &dev,
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/code-objects/cuda/add_one-sm_90.cubin"
+        ),
+    )
+    .unwrap();
+    assert_eq!(lib.kernel_names().collect::<Vec<_>>(), ["add_one"]);
+    assert_eq!(lib.loader(), CodeObjectLoader::LibraryApi);
+}
