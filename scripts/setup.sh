@@ -3,7 +3,8 @@
 #   1. Debian packages: Debian's HIP 5.2.3 toolchain and runtime (hipcc, libamdhip64), LLVM 15,
 #      libclang for bindgen, debootstrap, unzip, jq, shellcheck;
 #   2. a Debian sid root filesystem with hipcc 7.0.2 / HIP 6.4.3 at $CACHE/sid-root;
-#   3. the HIP header sets of the header-compatibility matrix (scripts/fetch-headers.sh).
+#   3. the HIP header sets of the header-compatibility matrix (scripts/fetch-headers.sh);
+#   4. nvcc from PyPI in a venv at $CACHE/nvcc-venv, for the NVIDIA-platform tests (no GPU).
 # Downloads are cached under CACHE=${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}, so a rerun finds
 # them; a rerun with everything in place only checks and returns in about a second.
 #
@@ -23,7 +24,7 @@ SID_MIRROR="${HIPJIT_SID_MIRROR:-http://deb.debian.org/debian}"
 # rocm-device-libs and libamdhip64-dev; clang-15 pulls in libclang1-15, the libclang that
 # bindgen loads at build time (libclang-15-dev is not needed). llvm-15 gives llvm-readelf-15.
 TEST_PACKAGES=(hipcc libamdhip64-dev libamdhip64-5 rocm-device-libs llvm-15 clang-15
-    libclang1-15 debootstrap unzip jq shellcheck)
+    libclang1-15 debootstrap unzip jq shellcheck python3-venv)
 # What compiling a kernel needs (Debian 12+, Ubuntu 24.04+): hipcc and the HIP runtime.
 COMPILER_PACKAGES=(hipcc libamdhip64-dev)
 # What the sid root filesystem holds: hipcc 7.0.2 over clang-21, HIP 6.4.3, llvm-readelf-21.
@@ -161,6 +162,25 @@ hand?); remove it (rm -rf --one-file-system \"$root\") and run this script again
     log "sid root ready: $root"
 }
 
+# nvcc for tests/nvcc_cubin.rs: PyPI's nvidia-cuda-nvcc (with -crt, -runtime and nvidia-nvvm)
+# compiles cubins on a machine without a GPU. The wheels stay in $CACHE/nvcc-wheels, so a fresh
+# venv is made without downloading again.
+NVCC_PACKAGES=(nvidia-cuda-nvcc==13.5.37 nvidia-cuda-crt==13.5.37 nvidia-cuda-runtime==13.5.37)
+ensure_nvcc() {
+    local venv="$CACHE/nvcc-venv" wheels="$CACHE/nvcc-wheels" nvcc
+    nvcc=$(find "$venv/lib" -path '*/nvidia/cu*/bin/nvcc' -type f 2>/dev/null | head -n 1 || true)
+    if [[ -n "$nvcc" ]]; then
+        log "nvcc present: $nvcc"
+        return 0
+    fi
+    python3 -m venv "$venv"
+    if ! compgen -G "$wheels/nvidia_cuda_nvcc-*.whl" >/dev/null; then
+        "$venv/bin/pip" download -q -d "$wheels" "${NVCC_PACKAGES[@]}"
+    fi
+    "$venv/bin/pip" install -q --no-index --find-links "$wheels" "${NVCC_PACKAGES[@]}"
+    log "nvcc installed: $(find "$venv/lib" -path '*/nvidia/cu*/bin/nvcc' -type f | head -n 1)"
+}
+
 main() {
     local only_compiler=0
     while (($# > 0)); do
@@ -194,6 +214,7 @@ main() {
     timed "Debian packages" install_debian_packages "${packages[@]}"
     timed "sid root" ensure_sid_root
     timed "header sets" bash "$script_dir/fetch-headers.sh"
+    timed "nvcc (PyPI)" ensure_nvcc
 }
 
 main "$@"

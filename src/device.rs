@@ -167,6 +167,12 @@ impl Device {
         self.inner.props.target_id.as_ref()
     }
 
+    /// On HIP's NVIDIA platform, the device's SM architecture (`sm_90` for an H100/H200, from
+    /// its compute capability); `None` on AMD.
+    pub fn sm_target(&self) -> Option<crate::cuda::target::SmTarget> {
+        crate::cuda::target::SmTarget::parse(&self.inner.props.arch_name).ok()
+    }
+
     /// `gcnArchName` as the runtime reports it.
     pub fn arch_name(&self) -> &str {
         &self.inner.props.arch_name

@@ -222,6 +222,15 @@ pub enum LoadError {
         /// `hipRuntimeGetVersion` as `major.minor.patch (raw)`, or `unknown`.
         version: String,
     },
+    /// The CUDA driver of HIP's NVIDIA platform could not be loaded.
+    #[error(transparent)]
+    Cuda(#[from] crate::cuda::driver::CudaLoadError),
+    /// `HIP_PLATFORM` names no platform hipjit knows.
+    #[error("HIP_PLATFORM={value} names no platform: use amd or nvidia")]
+    Platform {
+        /// The variable's value.
+        value: String,
+    },
 }
 
 fn format_tried(tried: &[(String, String)]) -> String {
@@ -254,6 +263,16 @@ pub enum LibraryError {
     /// A HIP call failed (for a rejected code object: `hipErrorInvalidImage`).
     #[error(transparent)]
     Hip(#[from] HipError),
+    /// A cubin built for an SM architecture the device cannot run.
+    #[error("the cubin is for {cubin}, device {ordinal} is {device}")]
+    SmMismatch {
+        /// The cubin's SM target.
+        cubin: String,
+        /// The device's SM target.
+        device: String,
+        /// The device ordinal.
+        ordinal: i32,
+    },
     /// The code object was built for a target that does not run on the device.
     #[error("the code object is built for {code_object}, which does not run on device {ordinal} ({device})")]
     TargetMismatch {

@@ -9,6 +9,7 @@ pub use hip_sys as sys;
 pub mod cache;
 pub mod code_object;
 pub mod compiler;
+pub mod cuda;
 pub mod device;
 pub mod error;
 pub use error::Error;

@@ -120,12 +120,135 @@ impl Library {
         })
     }
 
+    /// Loads a cubin on a device of HIP's NVIDIA platform, through the library API
+    /// (`hipLibraryLoadData` -> `cuLibraryLoadData`; the module API when the driver lacks it).
+    /// The kernel list (and the parameter sizes the launch checks use) is the cubin's.
+    ///
+    /// Errors: [`LibraryError::UnknownDeviceTarget`] when the device is not an NVIDIA one,
+    /// [`LibraryError::SmMismatch`] naming both SM targets, or the driver's error
+    /// (`hipErrorInvalidImage`, `hipErrorNoBinaryForGpu`...).
+    pub fn load_cubin(
+        device: &Device,
+        cubin: &crate::code_object::cubin::Cubin,
+    ) -> Result<Library, LibraryError> {
+        let rt = device.runtime();
+        let device_sm = device
+            .sm_target()
+            .ok_or_else(|| LibraryError::UnknownDeviceTarget {
+                ordinal: device.ordinal(),
+                arch_name: device.arch_name().to_owned(),
+            })?;
+        if !cubin.target().runs_on(device_sm) {
+            return Err(LibraryError::SmMismatch {
+                cubin: cubin.target().to_string(),
+                device: device_sm.to_string(),
+                ordinal: device.ordinal(),
+            });
+        }
+        let elf: Box<[u8]> = cubin.elf().into();
+        device.bind()?;
+        let handle = match rt.code_object_loader() {
+            CodeObjectLoader::LibraryApi if rt.api().hipLibraryLoadData.is_some() => {
+                Handle::Library(load_library(device, &elf)?)
+            }
+            _ => {
+                let mut m: sys::hipModule_t = std::ptr::null_mut();
+                // SAFETY: `elf` is a complete cubin kept alive with the module.
+                rt.check(
+                    unsafe { (rt.api().hipModuleLoadData)(&mut m, elf.as_ptr() as *const c_void) },
+                    "hipModuleLoadData",
+                )?;
+                Handle::Module(m)
+            }
+        };
+        tracing::debug!(
+            target = %cubin.target(),
+            kernels = cubin.kernels().len(),
+            "loaded a cubin"
+        );
+        Ok(Library {
+            device: device.clone(),
+            handle,
+            kernels: cubin.kernels().to_vec(),
+            _elf: elf,
+        })
+    }
+
+    /// The number of kernels the runtime reports for this library (`hipLibraryGetKernelCount`),
+    /// `None` for a module.
+    ///
+    /// Errors: the runtime's error.
+    pub fn runtime_kernel_count(&self) -> Result<Option<u32>, LibraryError> {
+        let (Handle::Library(l), Some(count)) = (
+            self.handle,
+            self.device.runtime().api().hipLibraryGetKernelCount,
+        ) else {
+            return Ok(None);
+        };
+        self.device.bind()?;
+        let mut n = 0;
+        // SAFETY: live library, valid out pointer.
+        self.device
+            .runtime()
+            .check(unsafe { count(&mut n, l) }, "hipLibraryGetKernelCount")?;
+        Ok(Some(n))
+    }
+
+    /// The kernels the runtime enumerates for this library, as functions
+    /// (`hipLibraryGetKernelCount`, `hipLibraryEnumerateKernels`, then `hipKernelGetFunction`
+    /// on each); `None` for a module or a runtime without those entry points. The handles are
+    /// valid while the library is loaded.
+    ///
+    /// Errors: the runtime's error.
+    pub fn enumerated_functions(&self) -> Result<Option<Vec<sys::hipFunction_t>>, LibraryError> {
+        let rt = self.device.runtime();
+        let api = rt.api();
+        let (Handle::Library(l), Some(count), Some(enumerate), Some(get)) = (
+            self.handle,
+            api.hipLibraryGetKernelCount,
+            api.hipLibraryEnumerateKernels,
+            api.hipKernelGetFunction,
+        ) else {
+            return Ok(None);
+        };
+        self.device.bind()?;
+        let mut n = 0;
+        // SAFETY: live library, valid out pointer.
+        rt.check(unsafe { count(&mut n, l) }, "hipLibraryGetKernelCount")?;
+        let mut kernels: Vec<sys::hipKernel_t> = vec![std::ptr::null_mut(); n as usize];
+        // SAFETY: room for exactly `n` handles.
+        rt.check(
+            unsafe { enumerate(kernels.as_mut_ptr(), n, l) },
+            "hipLibraryEnumerateKernels",
+        )?;
+        let mut functions = Vec::with_capacity(kernels.len());
+        for k in kernels {
+            let mut f: sys::hipFunction_t = std::ptr::null_mut();
+            // SAFETY: a kernel handle of this live library, valid out pointer.
+            rt.check(unsafe { get(&mut f, k) }, "hipKernelGetFunction")?;
+            functions.push(f);
+        }
+        Ok(Some(functions))
+    }
+
     /// Reads a code object (raw ELF, offload bundle or compressed bundle) from `bytes`, picks
     /// the entry for the device's target ID, and loads it ([`Library::load`]).
+    ///
+    /// On HIP's NVIDIA platform, a cubin (an ELF with `e_machine` `EM_CUDA`) is loaded with
+    /// [`Library::load_cubin`].
     ///
     /// Errors: [`LibraryError::CodeObject`] when the bytes are not a code object, else as
     /// [`Library::load`].
     pub fn load_bytes(device: &Device, bytes: &[u8]) -> Result<Library, LibraryError> {
+        use crate::code_object::cubin::{Cubin, EM_CUDA};
+        let is_cubin = bytes.len() >= 20
+            && bytes.starts_with(b"\x7fELF")
+            && u16::from_le_bytes([bytes[18], bytes[19]]) == EM_CUDA;
+        if is_cubin && device.runtime().platform() == crate::runtime::Platform::Nvidia {
+            if let Ok(cubin) = Cubin::from_bytes(bytes) {
+                return Self::load_cubin(device, &cubin);
+            }
+        }
         match CodeObject::from_bytes(bytes, device.target_id()) {
             Ok(co) => Self::load(device, &co),
             // No entry for the device: when the bytes hold a single code object, let `load`

@@ -12,6 +12,7 @@
 //! `code_object_corpus` test check this).
 
 mod bundle;
+pub mod cubin;
 mod elf;
 mod md5;
 mod metadata;

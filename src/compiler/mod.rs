@@ -26,6 +26,7 @@
 
 pub mod diagnostics;
 pub mod discovery;
+pub mod nvcc;
 pub mod options;
 mod process;
 

@@ -104,9 +104,58 @@ impl RuntimeVersion {
     }
 }
 
+impl RuntimeVersion {
+    /// A CUDA version as `cuDriverGetVersion` reports it (`major * 1000 + minor * 10`: 13000
+    /// for CUDA 13.0) in this encoding (patch 0).
+    pub fn from_cuda(v: i32) -> RuntimeVersion {
+        RuntimeVersion((v / 1000) * 10_000_000 + ((v % 1000) / 10) * 100_000)
+    }
+}
+
 impl fmt::Display for RuntimeVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}.{}", self.major(), self.minor(), self.patch())
+    }
+}
+
+/// HIP's two platforms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Platform {
+    /// AMD GPUs through the HIP runtime (`libamdhip64`).
+    Amd,
+    /// NVIDIA GPUs through the CUDA driver (`libcuda.so.1`) behind hipjit's HIP shims
+    /// ([`crate::cuda`]).
+    Nvidia,
+}
+
+/// The environment variable choosing the platform, as in HIP: `amd` or `nvidia`.
+pub const PLATFORM_ENV: &str = "HIP_PLATFORM";
+
+impl Platform {
+    /// The platform `HIP_PLATFORM` names (`amd`, `nvidia`; HIP's older spellings `hcc`,
+    /// `nvcc` too), `None` when unset or empty.
+    ///
+    /// Errors: [`LoadError::Platform`] for any other value.
+    pub fn from_env(env: &impl Env) -> Result<Option<Platform>, LoadError> {
+        let Some(v) = env.var_os(PLATFORM_ENV).filter(|v| !v.is_empty()) else {
+            return Ok(None);
+        };
+        match v.to_string_lossy().as_ref() {
+            "amd" | "hcc" => Ok(Some(Platform::Amd)),
+            "nvidia" | "nvcc" => Ok(Some(Platform::Nvidia)),
+            other => Err(LoadError::Platform {
+                value: other.to_owned(),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Platform::Amd => "amd",
+            Platform::Nvidia => "nvidia",
+        })
     }
 }
 
@@ -174,7 +223,8 @@ pub fn code_object_versions_for(version: RuntimeVersion) -> Option<&'static [u32
 
 pub(crate) struct Inner {
     pub(crate) api: Api,
-    _handle: loader::Handle,
+    _handle: Option<loader::Handle>,
+    platform: Platform,
     path: PathBuf,
     found: Found,
     version: Option<RuntimeVersion>,
@@ -208,6 +258,13 @@ impl fmt::Debug for Runtime {
 impl Runtime {
     /// Finds and loads the HIP runtime in the documented order (module documentation).
     ///
+    /// The platform: `HIP_PLATFORM` (`amd`, `nvidia`) when set; an explicit
+    /// `HIPJIT_HIP_LIBRARY` means AMD; else detected: an AMD runtime that reports a device,
+    /// else an NVIDIA driver (`libcuda.so.1`, [`Platform::Nvidia`]) that reports one, else the
+    /// AMD result (the runtime without a device, or its load error). Detection asks each
+    /// runtime `hipGetDeviceCount` (on NVIDIA `cuInit` + `cuDeviceGetCount`); a CUDA driver
+    /// opened while detecting stays loaded (never closed).
+    ///
     /// Errors: [`LoadError::InvalidEnvPath`] when `HIPJIT_HIP_LIBRARY` is set but not loadable,
     /// [`LoadError::NotFound`] listing every candidate tried, [`LoadError::MissingSymbol`] when
     /// a required entry point is missing.
@@ -218,8 +275,84 @@ impl Runtime {
     /// [`Runtime::load`] reading `HIPJIT_HIP_LIBRARY`, `HIP_PATH`, `ROCM_PATH` and `PATH` from
     /// `env` instead of the process environment.
     pub fn load_with_env(env: &impl Env) -> Result<Runtime, LoadError> {
-        let (handle, found) = loader::open_runtime(None, env)?;
-        Self::from_handle(handle, found, None)
+        match Platform::from_env(env)? {
+            Some(platform) => Self::load_platform_with_env(platform, env),
+            // An explicit runtime is loaded as asked, without detection.
+            None if env.var_os(LIBRARY_ENV).is_some_and(|v| !v.is_empty()) => {
+                Self::load_platform_with_env(Platform::Amd, env)
+            }
+            None => {
+                let amd = Self::load_platform_with_env(Platform::Amd, env);
+                if matches!(&amd, Ok(rt) if rt.device_count().is_ok_and(|n| n > 0)) {
+                    return amd;
+                }
+                match Self::load_platform_with_env(Platform::Nvidia, env) {
+                    Ok(nv) if nv.device_count().is_ok_and(|n| n > 0) => Ok(nv),
+                    Ok(nv) if amd.is_err() => Ok(nv),
+                    _ => amd,
+                }
+            }
+        }
+    }
+
+    /// Loads the runtime of `platform`: for [`Platform::Amd`] the HIP runtime in the documented
+    /// order, for [`Platform::Nvidia`] the CUDA driver (`HIPJIT_CUDA_LIBRARY`, else
+    /// `libcuda.so.1`; [`crate::cuda::driver::load`]) behind hipjit's HIP shims.
+    ///
+    /// Errors: as [`Runtime::load`]; [`LoadError::Cuda`] when the CUDA driver cannot be loaded
+    /// or lacks a required entry point.
+    pub fn load_platform(platform: Platform) -> Result<Runtime, LoadError> {
+        Self::load_platform_with_env(platform, &ProcessEnv)
+    }
+
+    fn load_platform_with_env(platform: Platform, env: &impl Env) -> Result<Runtime, LoadError> {
+        match platform {
+            Platform::Amd => {
+                let (handle, found) = loader::open_runtime(None, env)?;
+                Self::from_handle(handle, found, None)
+            }
+            Platform::Nvidia => Self::load_cuda(None),
+        }
+    }
+
+    /// Loads HIP's NVIDIA platform over the CUDA driver at `path` (`None`: `HIPJIT_CUDA_LIBRARY`,
+    /// else `libcuda.so.1`). The driver is loaded once per process; a later call returns a
+    /// runtime over the driver already loaded.
+    ///
+    /// Errors: [`LoadError::Cuda`].
+    pub fn load_cuda(path: Option<&Path>) -> Result<Runtime, LoadError> {
+        let driver = crate::cuda::driver::load(path)?;
+        let api = crate::cuda::api(driver);
+        let mut v = 0;
+        // SAFETY: valid out pointer; cuDriverGetVersion needs no initialisation.
+        let version = (unsafe { (api.hipRuntimeGetVersion)(&mut v) } == sys::hipSuccess)
+            .then(|| RuntimeVersion::from_cuda(v));
+        let found = if path.is_some() {
+            Found::Explicit
+        } else {
+            Found::Soname
+        };
+        tracing::info!(
+            path = %driver.path.display(),
+            version = %version_text(version),
+            "loaded the CUDA driver (HIP's NVIDIA platform)"
+        );
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                api,
+                _handle: None,
+                platform: Platform::Nvidia,
+                path: driver.path.clone(),
+                found,
+                version,
+                loader: CodeObjectLoader::LibraryApi,
+            }),
+        })
+    }
+
+    /// The platform this runtime drives.
+    pub fn platform(&self) -> Platform {
+        self.inner.platform
     }
 
     /// Loads the HIP runtime from `path` (a file path, or a name the dynamic loader resolves).
@@ -274,7 +407,8 @@ impl Runtime {
         Ok(Runtime {
             inner: Arc::new(Inner {
                 api,
-                _handle: handle,
+                _handle: Some(handle),
+                platform: Platform::Amd,
                 path,
                 found,
                 version,

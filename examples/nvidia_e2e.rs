@@ -1,0 +1,695 @@
+//! End-to-end checks and benchmarks of HIP's NVIDIA platform on a real GPU (scripts/h200.sh
+//! runs this on the H200 machine). Every check compares results element by element with values
+//! computed here on the host; any failure exits non-zero.
+//!
+//! `nvidia_e2e` runs everything; `nvidia_e2e disk-hit <cache-dir>` and `nvidia_e2e raw-load
+//! <cubin>` are the fresh-process halves of the disk-cache benchmark.
+
+use std::error::Error;
+use std::ffi::c_void;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use hipjit::args;
+use hipjit::code_object::cubin::Cubin;
+use hipjit::cuda::driver::{self, Driver};
+use hipjit::cuda::jit::{NvJit, NvOrigin};
+use hipjit::device::Device;
+use hipjit::event::{Event, EventFlags};
+use hipjit::launch::LaunchConfig;
+use hipjit::library::Library;
+use hipjit::memory::{DeviceBuffer, DeviceCopy};
+use hipjit::runtime::{Platform, Runtime};
+use hipjit::stream::{Stream, StreamFlags};
+
+type R<T> = Result<T, Box<dyn Error>>;
+
+const KERNELS: &str = r#"
+#include <hip/hip_runtime.h>
+
+extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+
+extern "C" __global__ void block_sum(const int* in, int* out, unsigned n) {
+    HIP_DYNAMIC_SHARED(int, sdata)
+    unsigned t = hipThreadIdx_x;
+    unsigned i = hipBlockIdx_x * hipBlockDim_x + t;
+    sdata[t] = i < n ? in[i] : 0;
+    __syncthreads();
+    for (unsigned s = hipBlockDim_x / 2; s > 0; s >>= 1) {
+        if (t < s) sdata[t] += sdata[t + s];
+        __syncthreads();
+    }
+    if (t == 0) out[hipBlockIdx_x] = sdata[0];
+}
+
+struct __align__(16) Pair { int a; double b; };
+
+extern "C" __global__ void mixed(char c, double d, float4 f, Pair p, double* out) {
+    out[0] = c; out[1] = d; out[2] = f.x; out[3] = f.y; out[4] = f.z; out[5] = f.w;
+    out[6] = p.a; out[7] = p.b;
+}
+
+extern "C" __global__ void fill(unsigned* out, unsigned value, unsigned n) {
+    unsigned i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
+    if (i < n) out[i] = value + i;
+}
+
+extern "C" __global__ void empty() {}
+"#;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C, align(16))]
+struct Pair {
+    a: i32,
+    b: f64,
+}
+// SAFETY: plain C data (an int and a double, padding between them) with CUDA's layout.
+unsafe impl DeviceCopy for Pair {}
+
+fn check(name: &str, ok: bool, detail: String) -> R<()> {
+    if ok {
+        println!("PASS {name}: {detail}");
+        Ok(())
+    } else {
+        println!("FAIL {name}: {detail}");
+        Err(format!("check {name} failed: {detail}").into())
+    }
+}
+
+fn drv() -> R<&'static Driver> {
+    Ok(driver::get().ok_or("the CUDA driver is not loaded")?)
+}
+
+fn mem_free() -> R<usize> {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: valid out pointers; a context is current (the device was bound).
+    let rc = unsafe { (drv()?.cuMemGetInfo_v2)(&mut free, &mut total) };
+    if rc != 0 {
+        return Err(format!("cuMemGetInfo failed: {rc}").into());
+    }
+    Ok(free)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn jit(cache: &Path) -> R<NvJit> {
+    Ok(NvJit::with_cache_dir(Some(cache.to_path_buf()))?)
+}
+
+fn open() -> R<(Runtime, Device)> {
+    let rt = Runtime::load_platform(Platform::Nvidia)?;
+    let dev = rt.device(0)?;
+    Ok((rt, dev))
+}
+
+fn main() -> R<()> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("disk-hit") => return child_disk_hit(Path::new(&args[2])),
+        Some("raw-load") => return child_raw_load(Path::new(&args[2])),
+        _ => {}
+    }
+    let cache = std::env::var_os("HIPJIT_E2E_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("hipjit-e2e-cache"));
+    let _ = std::fs::remove_dir_all(&cache);
+
+    let detected = Runtime::load()?;
+    check(
+        "platform detection (HIP_PLATFORM unset: no AMD runtime with a device, an NVIDIA driver with one)",
+        std::env::var_os("HIP_PLATFORM").is_some() || detected.platform() == Platform::Nvidia,
+        format!("Runtime::load() chose {}", detected.platform()),
+    )?;
+    let (rt, dev) = open()?;
+    let p = dev.properties();
+    println!(
+        "runtime: platform {} path {} version {:?} loader {}",
+        rt.platform(),
+        rt.path().display(),
+        rt.version().map(|v| v.to_string()),
+        rt.code_object_loader()
+    );
+    println!(
+        "device 0: {} arch {} sm {:?} SMs {} warp {} smem/block {} B max threads {} global {} MiB",
+        p.name,
+        p.arch_name,
+        dev.sm_target().map(|s| s.to_string()),
+        p.compute_units,
+        p.wavefront_size,
+        p.lds_per_block,
+        p.max_threads_per_block,
+        p.total_global_mem >> 20
+    );
+    check(
+        "require_library_api",
+        rt.require_library_api().is_ok(),
+        "all five symbols".into(),
+    )?;
+
+    let jit = jit(&cache)?;
+    println!(
+        "nvcc: {} ({:?})",
+        jit.nvcc().path().display(),
+        jit.nvcc().release()
+    );
+    let t = Instant::now();
+    let loaded = jit.load(&dev, KERNELS, &[])?;
+    println!(
+        "compile+load: {:?} in {:.1} ms (nvcc {:.1} ms), key {}",
+        loaded.origin,
+        t.elapsed().as_secs_f64() * 1e3,
+        loaded.compile_time.as_secs_f64() * 1e3,
+        loaded.key
+    );
+    check(
+        "first load compiles",
+        loaded.origin == NvOrigin::Compiled,
+        format!("{:?}", loaded.origin),
+    )?;
+    let again = jit.load(&dev, KERNELS, &[])?;
+    check(
+        "second load is a memory hit sharing the library",
+        again.origin == NvOrigin::Memory && std::sync::Arc::ptr_eq(&again.library, &loaded.library),
+        format!("{:?}", again.origin),
+    )?;
+    let lib = &loaded.library;
+    let kernels_cubin = cache.join(format!("{}.cubin", loaded.key));
+
+    // Several kernels in one library, enumerated by the driver and by the reader.
+    let mut names: Vec<&str> = lib.kernel_names().collect();
+    names.sort();
+    let count = lib.runtime_kernel_count()?;
+    let mut enumerated: Vec<usize> = lib
+        .enumerated_functions()?
+        .ok_or("no library-API enumeration")?
+        .into_iter()
+        .map(|f| f as usize)
+        .collect();
+    enumerated.sort();
+    let mut by_name = Vec::new();
+    for name in &names {
+        by_name.push(lib.kernel(name)?.as_raw() as usize);
+    }
+    by_name.sort();
+    check(
+        "several kernels in one library",
+        names == ["block_sum", "empty", "fill", "mixed", "saxpy"] && count == Some(5),
+        format!("reader {names:?}, cuLibraryGetKernelCount {count:?}"),
+    )?;
+    check(
+        "enumeration gives the kernels looked up by name",
+        enumerated == by_name,
+        format!(
+            "{} functions from cuLibraryEnumerateKernels + cuKernelGetFunction",
+            enumerated.len()
+        ),
+    )?;
+
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
+
+    // saxpy
+    {
+        let n = 1u32 << 20;
+        let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let y0: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+        let dx = DeviceBuffer::from_slice(&dev, &x)?;
+        let dy = DeviceBuffer::from_slice(&dev, &y0)?;
+        let k = lib.kernel("saxpy")?;
+        // SAFETY: saxpy(float, const float*, float*, unsigned).
+        unsafe {
+            k.launch(
+                &stream,
+                LaunchConfig::for_num_elems(n, 256),
+                &mut args![&2.0f32, &dx, &dy, &n],
+            )?
+        };
+        stream.synchronize()?;
+        let y = dy.to_vec()?;
+        let bad = (0..n as usize)
+            .filter(|&i| y[i] != 2.0 * x[i] + y0[i])
+            .count();
+        check("saxpy", bad == 0, format!("{n} elements, {bad} wrong"))?;
+    }
+
+    // Reduction with dynamic shared memory.
+    {
+        let n = 1_000_003u32;
+        let block = 256u32;
+        let input: Vec<i32> = (0..n).map(|i| (i % 1000) as i32 - 500).collect();
+        let din = DeviceBuffer::from_slice(&dev, &input)?;
+        let blocks = n.div_ceil(block);
+        let dout = DeviceBuffer::<i32>::zeroed(&dev, blocks as usize)?;
+        let k = lib.kernel("block_sum")?;
+        let mut cfg = LaunchConfig::for_num_elems(n, block);
+        cfg.dynamic_lds_bytes = block * 4;
+        // SAFETY: block_sum(const int*, int*, unsigned) with blockDim ints of dynamic shared memory.
+        unsafe { k.launch(&stream, cfg, &mut args![&din, &dout, &n])? };
+        stream.synchronize()?;
+        let out = dout.to_vec()?;
+        let expect: Vec<i32> = input
+            .chunks(block as usize)
+            .map(|c| c.iter().sum())
+            .collect();
+        let bad = out.iter().zip(&expect).filter(|(a, b)| a != b).count();
+        check(
+            "reduction with dynamic shared memory",
+            bad == 0 && out.len() == expect.len(),
+            format!(
+                "{blocks} block sums, {bad} wrong, total {}",
+                out.iter().map(|&v| i64::from(v)).sum::<i64>()
+            ),
+        )?;
+    }
+
+    // Mixed argument types.
+    {
+        let k = lib.kernel("mixed")?;
+        let info = k.info().ok_or("no cubin metadata for mixed")?;
+        let sizes: Vec<u32> = info.args.iter().map(|a| a.size).collect();
+        let offsets: Vec<u32> = info.args.iter().map(|a| a.offset).collect();
+        check(
+            "cubin parameter layout of mixed",
+            sizes == [1, 8, 16, 16, 8] && offsets == [0, 8, 16, 32, 48],
+            format!("sizes {sizes:?} offsets {offsets:?}"),
+        )?;
+        let out = DeviceBuffer::<f64>::zeroed(&dev, 8)?;
+        let c = -7i8;
+        let d = 3.25f64;
+        let f = [1.5f32, -2.5, 3.75, 1e-3];
+        let pair = Pair {
+            a: 123456,
+            b: -0.125,
+        };
+        // SAFETY: mixed(char, double, float4, Pair, double*), layouts as checked above.
+        unsafe {
+            k.launch(
+                &stream,
+                LaunchConfig::for_num_elems(1, 1),
+                &mut args![&c, &d, &f, &pair, &out],
+            )?
+        };
+        stream.synchronize()?;
+        let got = out.to_vec()?;
+        let want = [
+            f64::from(c),
+            d,
+            f64::from(f[0]),
+            f64::from(f[1]),
+            f64::from(f[2]),
+            f64::from(f[3]),
+            f64::from(pair.a),
+            pair.b,
+        ];
+        check(
+            "mixed argument types (char, double, float4, 16-byte-aligned struct)",
+            got == want,
+            format!("{got:?}"),
+        )?;
+        // A wrong argument list is refused before the driver, naming the argument.
+        // SAFETY: refused before any launch.
+        let err = unsafe {
+            k.launch(
+                &stream,
+                LaunchConfig::for_num_elems(1, 1),
+                &mut args![&d, &d, &f, &pair, &out],
+            )
+        };
+        check(
+            "argument size checked against the cubin",
+            err.is_err(),
+            format!("{:?}", err.err().map(|e| e.to_string())),
+        )?;
+    }
+
+    // Two streams with events and elapsed time.
+    {
+        let n = 1u32 << 24;
+        let s1 = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
+        let s2 = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
+        let b1 = DeviceBuffer::<u32>::zeroed(&dev, n as usize)?;
+        let b2 = DeviceBuffer::<u32>::zeroed(&dev, n as usize)?;
+        let (e1a, e1b, e2a, e2b) = (
+            Event::new(&dev, EventFlags::empty())?,
+            Event::new(&dev, EventFlags::empty())?,
+            Event::new(&dev, EventFlags::empty())?,
+            Event::new(&dev, EventFlags::empty())?,
+        );
+        let k = lib.kernel("fill")?;
+        let cfg = LaunchConfig::for_num_elems(n, 256);
+        e1a.record(&s1)?;
+        e2a.record(&s2)?;
+        // SAFETY: fill(unsigned*, unsigned, unsigned).
+        unsafe {
+            k.launch(&s1, cfg, &mut args![&b1, &10u32, &n])?;
+            k.launch(&s2, cfg, &mut args![&b2, &1000u32, &n])?;
+        }
+        e1b.record(&s1)?;
+        e2b.record(&s2)?;
+        e1b.synchronize()?;
+        e2b.synchronize()?;
+        let (t1, t2) = (e1a.elapsed_ms(&e1b)?, e2a.elapsed_ms(&e2b)?);
+        let (v1, v2) = (b1.to_vec()?, b2.to_vec()?);
+        let bad = (0..n as usize)
+            .filter(|&i| v1[i] != 10 + i as u32 || v2[i] != 1000 + i as u32)
+            .count();
+        check(
+            "two streams with events",
+            bad == 0 && t1 > 0.0 && t2 > 0.0 && t1.is_finite() && t2.is_finite(),
+            format!("{n} elements each, {bad} wrong; elapsed {t1:.3} ms and {t2:.3} ms"),
+        )?;
+    }
+
+    // Cooperative launch (cuLaunchCooperativeKernel), checked against occupancy first.
+    {
+        let k = lib.kernel("fill")?;
+        let per_sm = k.max_active_blocks_per_cu(256, 0)?;
+        let sms = dev.properties().compute_units;
+        let n = per_sm * sms * 256;
+        let buf = DeviceBuffer::<u32>::zeroed(&dev, n as usize)?;
+        // SAFETY: fill(unsigned*, unsigned, unsigned); every block resident at once.
+        unsafe {
+            k.launch_cooperative(
+                &stream,
+                LaunchConfig::for_num_elems(n, 256),
+                &mut args![&buf, &7u32, &n],
+            )?
+        };
+        stream.synchronize()?;
+        let v = buf.to_vec()?;
+        let bad = (0..n as usize).filter(|&i| v[i] != 7 + i as u32).count();
+        // SAFETY: refused before the driver is called.
+        let too_large = unsafe {
+            k.launch_cooperative(
+                &stream,
+                LaunchConfig::for_num_elems(n + 256, 256),
+                &mut args![&buf, &7u32, &n],
+            )
+        };
+        check(
+            "cooperative launch",
+            bad == 0 && too_large.is_err(),
+            format!(
+                "{} blocks ({per_sm} per SM x {sms} SMs, {} registers per thread), {bad} wrong; one block more refused: {}",
+                n / 256,
+                k.num_registers()?,
+                too_large.err().map(|e| e.to_string()).unwrap_or_default()
+            ),
+        )?;
+    }
+
+    // Drop order under RAII: memory comes back, unload happens after the last kernel.
+    {
+        dev.synchronize()?;
+        let before = mem_free()?;
+        {
+            let lib2 =
+                Library::load_cubin(&dev, &Cubin::from_bytes(&std::fs::read(&kernels_cubin)?)?)?;
+            let k = lib2.kernel("fill")?;
+            let s = Stream::new(&dev, StreamFlags::empty())?;
+            let big = DeviceBuffer::<u32>::zeroed(&dev, 64 << 20)?;
+            let during = mem_free()?;
+            let ev = Event::new(&dev, EventFlags::empty())?;
+            // SAFETY: fill over the buffer's first 1024 elements.
+            unsafe {
+                k.launch(
+                    &s,
+                    LaunchConfig::for_num_elems(1024, 256),
+                    &mut args![&big, &1u32, &1024u32],
+                )?
+            };
+            ev.record(&s)?;
+            // Dropped in an order that frees the stream and kernel before the work is waited
+            // for: the event and the buffer still wait (hipFree synchronizes).
+            drop(s);
+            drop(k);
+            ev.synchronize()?;
+            let head = big.to_vec()?;
+            check(
+                "work survives dropping its stream and kernel",
+                head[..1024]
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == 1 + i as u32),
+                format!(
+                    "256 MiB buffer, {} MiB in use while alive",
+                    (before - during) >> 20
+                ),
+            )?;
+            drop(big);
+            drop(ev);
+            drop(lib2);
+        }
+        dev.synchronize()?;
+        let after = mem_free()?;
+        check(
+            "drop order under RAII",
+            after == before,
+            format!("free {before} -> {after} bytes"),
+        )?;
+    }
+
+    // 10,000 load/unload cycles.
+    {
+        let cubin = Cubin::from_bytes(&std::fs::read(&kernels_cubin)?)?;
+        dev.synchronize()?;
+        let before = mem_free()?;
+        let t = Instant::now();
+        let n = 16u32;
+        let buf = DeviceBuffer::<u32>::zeroed(&dev, n as usize)?;
+        for i in 0..10_000u32 {
+            let l = Library::load_cubin(&dev, &cubin)?;
+            let k = l.kernel("fill")?;
+            if i % 1000 == 0 {
+                // SAFETY: fill(unsigned*, unsigned, unsigned) over 16 elements.
+                unsafe {
+                    k.launch(
+                        &stream,
+                        LaunchConfig::for_num_elems(n, 32),
+                        &mut args![&buf, &i, &n],
+                    )?
+                };
+                stream.synchronize()?;
+            }
+        }
+        let took = t.elapsed();
+        let last = buf.to_vec()?;
+        drop(buf);
+        dev.synchronize()?;
+        let after = mem_free()?;
+        check(
+            "10,000 load/unload cycles",
+            after == before && last[3] == 9003,
+            format!(
+                "free {before} -> {after} bytes, {:.1} us per cycle",
+                took.as_secs_f64() * 1e6 / 1e4
+            ),
+        )?;
+    }
+
+    benchmarks(&dev, &jit, lib, &stream, &cache, &kernels_cubin)?;
+    println!("ALL CHECKS PASSED");
+    Ok(())
+}
+
+fn benchmarks(
+    dev: &Device,
+    jit: &NvJit,
+    lib: &Library,
+    stream: &Stream,
+    cache: &Path,
+    cubin_path: &Path,
+) -> R<()> {
+    let d = drv()?;
+    // 1. Kernel::launch of an empty kernel vs raw cuLaunchKernel.
+    let k = lib.kernel("empty")?;
+    let f = k.as_raw() as *mut c_void;
+    let s = stream.as_raw() as *mut c_void;
+    let cfg = LaunchConfig::for_num_elems(1, 1);
+    let (mut raw, mut ours) = (Vec::with_capacity(100_000), Vec::with_capacity(100_000));
+    for _round in 0..100 {
+        for _ in 0..1000 {
+            let t = Instant::now();
+            // SAFETY: the empty kernel takes no parameters; live function and stream.
+            let rc = unsafe {
+                (d.cuLaunchKernel)(
+                    f,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    0,
+                    s,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            raw.push(t.elapsed().as_secs_f64() * 1e9);
+            if rc != 0 {
+                return Err(format!("cuLaunchKernel: {rc}").into());
+            }
+        }
+        stream.synchronize()?;
+        for _ in 0..1000 {
+            let t = Instant::now();
+            // SAFETY: the empty kernel takes no arguments.
+            unsafe { k.launch(stream, cfg, &mut args![])? };
+            ours.push(t.elapsed().as_secs_f64() * 1e9);
+        }
+        stream.synchronize()?;
+    }
+    let (mr, mo) = (median(&mut raw), median(&mut ours));
+    println!(
+        "BENCH launch: Kernel::launch median {mo:.0} ns vs raw cuLaunchKernel median {mr:.0} ns over 100000 each: ratio {:.3} (target <= 1.05)",
+        mo / mr
+    );
+
+    // 2. In-memory cache hit for a 4 KiB source.
+    let mut src = String::from("#include <hip/hip_runtime.h>\nextern \"C\" __global__ void four_k(float* x) { x[hipThreadIdx_x] += 1.0f; }\n");
+    while src.len() < 4096 {
+        src.push_str("// padding to make the source 4 KiB long, as a generated kernel would be\n");
+    }
+    src.truncate(4096);
+    let first = jit.load(dev, &src, &[])?;
+    let mut hit = Vec::with_capacity(100_000);
+    let mut hit_kernel = Vec::with_capacity(10_000);
+    for _ in 0..100_000 {
+        let t = Instant::now();
+        let l = jit.load(dev, &src, &[])?;
+        hit.push(t.elapsed().as_secs_f64() * 1e9);
+        if l.origin != NvOrigin::Memory {
+            return Err("memory cache missed".into());
+        }
+    }
+    for _ in 0..10_000 {
+        let t = Instant::now();
+        let l = jit.load(dev, &src, &[])?;
+        let kk = l.library.kernel("four_k")?;
+        hit_kernel.push(t.elapsed().as_secs_f64() * 1e9);
+        drop(kk);
+    }
+    println!(
+        "BENCH memory hit ({} B source, first {:?} {:.1} ms): to Arc<Library> median {:.0} ns; to a launchable Kernel (plus cuLibraryGetKernel, cuKernelGetFunction, 2 attributes) median {:.0} ns (target < 1000 ns)",
+        src.len(),
+        first.origin,
+        first.compile_time.as_secs_f64() * 1e3,
+        median(&mut hit),
+        median(&mut hit_kernel)
+    );
+
+    // 3. Disk-cache hit in a fresh process vs reading the cubin and cuModuleLoadData.
+    let exe = std::env::current_exe()?;
+    let (mut ours_us, mut raw_us, mut ours_proc, mut raw_proc) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..7 {
+        for (mode, arg, into, proc_into) in [
+            (
+                "disk-hit",
+                cache.to_path_buf(),
+                &mut ours_us,
+                &mut ours_proc,
+            ),
+            (
+                "raw-load",
+                cubin_path.to_path_buf(),
+                &mut raw_us,
+                &mut raw_proc,
+            ),
+        ] {
+            let t = Instant::now();
+            let out = Command::new(&exe).arg(mode).arg(&arg).output()?;
+            proc_into.push(t.elapsed().as_secs_f64() * 1e3);
+            let text = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() {
+                return Err(format!(
+                    "{mode} child failed: {text} {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            let us: f64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix("FIRST_LAUNCH_US "))
+                .ok_or_else(|| format!("{mode} child printed no time: {text}"))?
+                .trim()
+                .parse()?;
+            into.push(us);
+        }
+    }
+    let (mo, mr) = (median(&mut ours_us), median(&mut raw_us));
+    println!(
+        "BENCH disk hit, fresh process, after context creation to first launch done: hipjit (nvcc identity from the cache, key, read, parse, cuLibraryLoadData, kernel, launch) median {mo:.0} us vs read + cuModuleLoadData + cuModuleGetFunction + launch median {mr:.0} us: ratio {:.2}; whole process {:.0} ms vs {:.0} ms (7 runs each)",
+        mo / mr,
+        median(&mut ours_proc),
+        median(&mut raw_proc)
+    );
+    Ok(())
+}
+
+fn child_disk_hit(cache: &Path) -> R<()> {
+    let (_rt, dev) = open()?;
+    dev.synchronize()?;
+    let s = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
+    let t = Instant::now();
+    let jit = jit(cache)?;
+    let loaded = jit.load(&dev, KERNELS, &[])?;
+    if loaded.origin != NvOrigin::Disk {
+        return Err(format!("expected a disk hit, got {:?}", loaded.origin).into());
+    }
+    let k = loaded.library.kernel("empty")?;
+    // SAFETY: no arguments.
+    unsafe { k.launch(&s, LaunchConfig::for_num_elems(1, 1), &mut args![])? };
+    s.synchronize()?;
+    println!("FIRST_LAUNCH_US {:.1}", t.elapsed().as_secs_f64() * 1e6);
+    Ok(())
+}
+
+fn child_raw_load(cubin: &Path) -> R<()> {
+    let (_rt, dev) = open()?;
+    dev.synchronize()?;
+    let d = drv()?;
+    let s = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
+    let t = Instant::now();
+    let bytes = std::fs::read(cubin)?;
+    let mut m: *mut c_void = std::ptr::null_mut();
+    let mut f: *mut c_void = std::ptr::null_mut();
+    // SAFETY: complete cubin image, valid out pointers, NUL-terminated name, live stream.
+    unsafe {
+        let rc = (d.cuModuleLoadData)(&mut m, bytes.as_ptr() as *const c_void);
+        if rc != 0 {
+            return Err(format!("cuModuleLoadData {rc}").into());
+        }
+        let rc = (d.cuModuleGetFunction)(&mut f, m, c"empty".as_ptr());
+        if rc != 0 {
+            return Err(format!("cuModuleGetFunction {rc}").into());
+        }
+        let rc = (d.cuLaunchKernel)(
+            f,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+            0,
+            s.as_raw() as *mut c_void,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+        if rc != 0 {
+            return Err(format!("cuLaunchKernel {rc}").into());
+        }
+    }
+    s.synchronize()?;
+    println!("FIRST_LAUNCH_US {:.1}", t.elapsed().as_secs_f64() * 1e6);
+    // SAFETY: the module loaded above; no function of it is used after.
+    unsafe { (d.cuModuleUnload)(m) };
+    Ok(())
+}

@@ -1,0 +1,385 @@
+//! nvcc, the compiler of HIP's NVIDIA platform: discovery, identity, and compiling HIP source
+//! written in the common HIP/CUDA subset to a cubin, with a small device-side prelude of
+//! hipjit's own.
+//!
+//! # Discovery
+//! In this order: an explicit path; `HIPJIT_NVCC`; `bin/nvcc` under `CUDA_PATH`, then
+//! `CUDA_HOME`; `nvcc` on `PATH`; `/usr/local/cuda/bin/nvcc`.
+//!
+//! # The prelude
+//! Kernels that include `<hip/hip_runtime.h>` and use HIP's kernel-language names compile
+//! unchanged: the compile puts a directory first on the include path whose
+//! `hip/hip_runtime.h` (and `hip/hip_runtime_api.h`, `hip/hip_fp16.h`) is [`PRELUDE`], and
+//! force-includes it (`-include hip/hip_runtime.h`), so sources that include nothing compile
+//! too. It maps `hipThreadIdx_x`, `hipBlockIdx_x`, `hipBlockDim_x`, `hipGridDim_x` (and y,
+//! z), `HIP_DYNAMIC_SHARED`, `HIP_KERNEL_NAME`, the `__shfl*` family without mask (HIP's) onto
+//! CUDA's `_sync` forms with a full mask, and defines `__HIP_PLATFORM_NVIDIA__`.
+//!
+//! # Command
+//! `nvcc -cubin -arch=sm_NN -std=c++17 -O3 -I <prelude dir> -include hip/hip_runtime.h
+//! [flags] -o <out>.cubin -x cu <source>`, run with `std::process::Command` (no shell) in a
+//! temporary directory.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use crate::cuda::target::SmTarget;
+
+/// The environment variable naming nvcc explicitly.
+pub const NVCC_ENV: &str = "HIPJIT_NVCC";
+
+/// hipjit's device-side prelude for nvcc (the text of its `hip/hip_runtime.h`).
+pub const PRELUDE: &str = r#"// hipjit's HIP-on-NVIDIA prelude: HIP kernel-language names onto CUDA's.
+#pragma once
+#ifndef HIPJIT_NVIDIA_PRELUDE
+#define HIPJIT_NVIDIA_PRELUDE 1
+#ifndef __HIP_PLATFORM_NVIDIA__
+#define __HIP_PLATFORM_NVIDIA__ 1
+#endif
+#ifndef __HIP_PLATFORM_NVCC__
+#define __HIP_PLATFORM_NVCC__ 1
+#endif
+#include <cuda_runtime.h>
+#define hipThreadIdx_x threadIdx.x
+#define hipThreadIdx_y threadIdx.y
+#define hipThreadIdx_z threadIdx.z
+#define hipBlockIdx_x blockIdx.x
+#define hipBlockIdx_y blockIdx.y
+#define hipBlockIdx_z blockIdx.z
+#define hipBlockDim_x blockDim.x
+#define hipBlockDim_y blockDim.y
+#define hipBlockDim_z blockDim.z
+#define hipGridDim_x gridDim.x
+#define hipGridDim_y gridDim.y
+#define hipGridDim_z gridDim.z
+#define HIP_DYNAMIC_SHARED(type, var) extern __shared__ type var[];
+#define HIP_DYNAMIC_SHARED_ATTRIBUTE
+#define HIP_KERNEL_NAME(...) __VA_ARGS__
+#define HIP_SYMBOL(X) X
+template <typename T> __device__ inline T __shfl(T v, int src, int width = warpSize) {
+    return __shfl_sync(0xffffffffu, v, src, width);
+}
+template <typename T> __device__ inline T __shfl_up(T v, unsigned d, int width = warpSize) {
+    return __shfl_up_sync(0xffffffffu, v, d, width);
+}
+template <typename T> __device__ inline T __shfl_down(T v, unsigned d, int width = warpSize) {
+    return __shfl_down_sync(0xffffffffu, v, d, width);
+}
+template <typename T> __device__ inline T __shfl_xor(T v, int m, int width = warpSize) {
+    return __shfl_xor_sync(0xffffffffu, v, m, width);
+}
+#endif
+"#;
+
+/// An error finding or running nvcc.
+#[derive(Debug, thiserror::Error)]
+pub enum NvccError {
+    /// No nvcc in the discovery order.
+    #[error(
+        "nvcc not found; tried: {}. Install the CUDA toolkit, or `pip install nvidia-cuda-nvcc \
+         nvidia-cuda-crt nvidia-cuda-runtime` and set HIPJIT_NVCC",
+        tried.join(", ")
+    )]
+    NotFound {
+        /// Each candidate tried.
+        tried: Vec<String>,
+    },
+    /// `HIPJIT_NVCC` or an explicit path names no executable.
+    #[error("{what}={} is not an executable file", path.display())]
+    NotExecutable {
+        /// Where the path came from.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// Running nvcc failed to start, or an I/O step around it failed.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// nvcc exited with an error.
+    #[error("nvcc failed ({status}): {command}\n{log}")]
+    Failed {
+        /// The exit status.
+        status: String,
+        /// The command line (for reading, not for a shell).
+        command: String,
+        /// nvcc's output.
+        log: String,
+    },
+}
+
+fn identity_file(nvcc: &Path, dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(nvcc).ok()?;
+    let mut h = Sha256::new();
+    h.update(nvcc.as_os_str().as_encoded_bytes());
+    for v in [
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime() as u64,
+        m.mtime_nsec() as u64,
+        m.ctime() as u64,
+        m.ctime_nsec() as u64,
+    ] {
+        h.update(v.to_le_bytes());
+    }
+    let hex: String = h
+        .finalize()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Some(dir.join(format!("nvcc-{hex}.version")))
+}
+
+/// A discovered nvcc with its identity.
+#[derive(Debug, Clone)]
+pub struct Nvcc {
+    path: PathBuf,
+    version: String,
+}
+
+fn executable(p: &Path) -> bool {
+    hip_sys::discovery::is_executable_file(p)
+}
+
+impl Nvcc {
+    /// Finds nvcc in the documented order (`explicit` first) and reads `nvcc --version`.
+    ///
+    /// Errors: [`NvccError::NotExecutable`] for an explicit or `HIPJIT_NVCC` path that is not
+    /// an executable, [`NvccError::NotFound`] listing the candidates, [`NvccError::Failed`]
+    /// when `--version` fails.
+    pub fn discover(explicit: Option<&Path>) -> Result<Nvcc, NvccError> {
+        Nvcc::at(&Nvcc::find(explicit)?)
+    }
+
+    /// [`Nvcc::discover`], with `nvcc --version` remembered in `dir` per nvcc file (keyed by its
+    /// path, device, inode, size and modification and change times), so that a fresh process
+    /// with a warm cache starts no nvcc at all.
+    ///
+    /// Errors: as [`Nvcc::discover`] (a cache directory that cannot be written is not an
+    /// error: the identity is then not remembered).
+    pub fn discover_cached(explicit: Option<&Path>, dir: &Path) -> Result<Nvcc, NvccError> {
+        let path = Nvcc::find(explicit)?;
+        let Some(file) = identity_file(&path, dir) else {
+            return Nvcc::at(&path);
+        };
+        if let Ok(version) = std::fs::read_to_string(&file) {
+            if !version.is_empty() {
+                return Ok(Nvcc { path, version });
+            }
+        }
+        let nvcc = Nvcc::at(&path)?;
+        let written = std::fs::create_dir_all(dir).and_then(|()| {
+            let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+            std::io::Write::write_all(&mut tmp, nvcc.version.as_bytes())?;
+            tmp.persist(&file).map(drop).map_err(|e| e.error)
+        });
+        if let Err(e) = written {
+            tracing::debug!(path = %file.display(), error = %e, "nvcc identity not remembered");
+        }
+        Ok(nvcc)
+    }
+
+    /// The nvcc executable in the documented order, without running it.
+    ///
+    /// Errors: as [`Nvcc::discover`], less the `--version` failure.
+    pub fn find(explicit: Option<&Path>) -> Result<PathBuf, NvccError> {
+        if let Some(p) = explicit {
+            if !executable(p) {
+                return Err(NvccError::NotExecutable {
+                    what: "nvcc path",
+                    path: p.to_path_buf(),
+                });
+            }
+            return Ok(p.to_path_buf());
+        }
+        if let Some(p) = std::env::var_os(NVCC_ENV).filter(|v| !v.is_empty()) {
+            let p = PathBuf::from(p);
+            if !executable(&p) {
+                return Err(NvccError::NotExecutable {
+                    what: NVCC_ENV,
+                    path: p,
+                });
+            }
+            return Ok(p);
+        }
+        let mut tried = Vec::new();
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        for var in ["CUDA_PATH", "CUDA_HOME"] {
+            if let Some(root) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+                candidates.push(Path::new(&root).join("bin/nvcc"));
+            }
+        }
+        if let Some(p) = hip_sys::discovery::find_on_path(&hip_sys::discovery::ProcessEnv, "nvcc") {
+            candidates.push(p);
+        }
+        candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
+        for c in candidates {
+            if executable(&c) {
+                return Ok(c);
+            }
+            tried.push(c.display().to_string());
+        }
+        Err(NvccError::NotFound { tried })
+    }
+
+    /// nvcc at `path` (not checked to be executable; `--version` is run).
+    ///
+    /// Errors: as [`Nvcc::discover`].
+    pub fn at(path: &Path) -> Result<Nvcc, NvccError> {
+        let out = Command::new(path)
+            .arg("--version")
+            .output()
+            .map_err(|source| NvccError::Io {
+                what: "cannot run",
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if !out.status.success() {
+            return Err(NvccError::Failed {
+                status: out.status.to_string(),
+                command: format!("{} --version", path.display()),
+                log: String::from_utf8_lossy(&out.stderr).into_owned(),
+            });
+        }
+        Ok(Nvcc {
+            path: path.to_path_buf(),
+            version: String::from_utf8_lossy(&out.stdout).into_owned(),
+        })
+    }
+
+    /// The executable.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `nvcc --version` output (its identity in cache keys).
+    pub fn version_text(&self) -> &str {
+        &self.version
+    }
+
+    /// The release, e.g. `13.0` (from `release 13.0, V13.0.88`), when present.
+    pub fn release(&self) -> Option<&str> {
+        let i = self.version.find("release ")? + "release ".len();
+        let rest = &self.version[i..];
+        Some(&rest[..rest.find(',')?])
+    }
+
+    /// The cache key of compiling `source` for `sm` with `flags`: SHA-256 over a format tag,
+    /// nvcc's path and `--version` output, the SM target, the flags, [`PRELUDE`] and the source
+    /// (each length-prefixed), as 64 hex digits.
+    pub fn cache_key(&self, source: &str, sm: SmTarget, flags: &[String]) -> String {
+        let mut h = Sha256::new();
+        let mut put = |b: &[u8]| {
+            h.update((b.len() as u64).to_le_bytes());
+            h.update(b);
+        };
+        put(b"hipjit-nvcc-cubin-v1");
+        put(self.path.as_os_str().as_encoded_bytes());
+        put(self.version.as_bytes());
+        put(sm.to_string().as_bytes());
+        for f in flags {
+            put(f.as_bytes());
+        }
+        put(PRELUDE.as_bytes());
+        put(source.as_bytes());
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The arguments of compiling `source_file` to `out` (after the nvcc path).
+    pub fn arguments(
+        &self,
+        sm: SmTarget,
+        prelude_dir: &Path,
+        flags: &[String],
+        source_file: &Path,
+        out: &Path,
+    ) -> Vec<OsString> {
+        let mut a: Vec<OsString> = vec![
+            "-cubin".into(),
+            format!("-arch={sm}").into(),
+            "-std=c++17".into(),
+            "-O3".into(),
+            "-I".into(),
+            prelude_dir.into(),
+            "-include".into(),
+            "hip/hip_runtime.h".into(),
+        ];
+        a.extend(flags.iter().map(OsString::from));
+        a.extend([
+            "-o".into(),
+            out.into(),
+            "-x".into(),
+            "cu".into(),
+            source_file.into(),
+        ]);
+        a
+    }
+
+    /// Compiles `source` for `sm` to a cubin (its bytes), in a temporary directory.
+    ///
+    /// Errors: [`NvccError::Io`] for the temporary files, [`NvccError::Failed`] with the
+    /// command line and nvcc's output.
+    pub fn compile(
+        &self,
+        source: &str,
+        sm: SmTarget,
+        flags: &[String],
+    ) -> Result<Vec<u8>, NvccError> {
+        let io = |what, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| NvccError::Io { what, path, source }
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix("hipjit-nvcc-")
+            .tempdir()
+            .map_err(io(
+                "cannot create a temporary directory in",
+                &std::env::temp_dir(),
+            ))?;
+        let inc = tmp.path().join("include");
+        let hip = inc.join("hip");
+        std::fs::create_dir_all(&hip).map_err(io("cannot create", &hip))?;
+        for name in ["hip_runtime.h", "hip_runtime_api.h"] {
+            let p = hip.join(name);
+            std::fs::write(&p, PRELUDE).map_err(io("cannot write", &p))?;
+        }
+        let p = hip.join("hip_fp16.h");
+        std::fs::write(&p, "#pragma once\n#include <cuda_fp16.h>\n")
+            .map_err(io("cannot write", &p))?;
+        let src = tmp.path().join("kernel.cu");
+        std::fs::write(&src, source).map_err(io("cannot write", &src))?;
+        let out = tmp.path().join("kernel.cubin");
+        let args = self.arguments(sm, &inc, flags, &src, &out);
+        let output = Command::new(&self.path)
+            .args(&args)
+            .current_dir(tmp.path())
+            .output()
+            .map_err(io("cannot run", &self.path))?;
+        if !output.status.success() {
+            let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
+            log.push_str(&String::from_utf8_lossy(&output.stdout));
+            return Err(NvccError::Failed {
+                status: output.status.to_string(),
+                command: std::iter::once(self.path.as_os_str())
+                    .chain(args.iter().map(|a| a.as_os_str()))
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                log,
+            });
+        }
+        std::fs::read(&out).map_err(io("cannot read", &out))
+    }
+}

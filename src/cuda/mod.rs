@@ -1,0 +1,120 @@
+//! HIP's NVIDIA platform: the same safe API on NVIDIA GPUs, through the CUDA driver API.
+//!
+//! # Design
+//! The safe layer calls HIP through one table of typed function pointers (`hip_sys::pfn`
+//! types), which `dlsym` fills for an AMD runtime. On NVIDIA the table is filled with hipjit's
+//! own `extern "C"` shims ([`shim`]), each mapping one HIP call onto the CUDA driver API
+//! (`libcuda.so.1`, [`driver`]): so [`Device`](crate::device::Device),
+//! [`Stream`](crate::stream::Stream), [`DeviceBuffer`](crate::memory::DeviceBuffer),
+//! [`Event`](crate::event::Event), [`Library`](crate::library::Library) and
+//! [`Kernel`](crate::kernel::Kernel) work unchanged, and a launch stays one indirect call plus
+//! the driver's. HIP's own NVIDIA headers map mostly onto the CUDA *runtime* API and have no
+//! library API; hipjit uses the driver only, taking from those headers the error and flag
+//! semantics.
+//!
+//! | HIP | CUDA driver |
+//! |-----|-------------|
+//! | hipInit, hipGetDeviceCount, hipDriverGetVersion | cuInit, cuDeviceGetCount, cuDriverGetVersion |
+//! | hipSetDevice / hipGetDevice | cuDevicePrimaryCtxRetain + cuCtxSetCurrent / cuCtxGetCurrent |
+//! | hipGetDevicePropertiesR0600 | cuDeviceGetName, cuDeviceTotalMem, cuDeviceGetAttribute (`gcnArchName` = `sm_NN`) |
+//! | hipMalloc, hipFree, hipHostMalloc, hipHostFree | cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost |
+//! | hipMemcpy(Async), hipMemset(Async) | cuMemcpy(Async), cuMemsetD8(Async) |
+//! | hipStream*, hipEvent* | cuStream*, cuEvent* |
+//! | hipModuleLoadData, hipModuleGetFunction, hipModuleGetGlobal, hipModuleUnload | cuModule* |
+//! | hipLibraryLoadData/LoadFromFile, GetKernel, GetKernelCount, EnumerateKernels, Unload, hipKernelGetFunction | cuLibrary*, cuKernelGetFunction |
+//! | hipModuleLaunchKernel, hipModuleLaunchCooperativeKernel | cuLaunchKernel, cuLaunchCooperativeKernel |
+//! | hipFuncGetAttribute, hipFuncSetAttribute, hipModuleOccupancyMaxActiveBlocksPerMultiprocessor | cuFuncGetAttribute, cuFuncSetAttribute, cuOccupancyMaxActiveBlocksPerMultiprocessor |
+//!
+//! The platform is chosen by `HIP_PLATFORM` (`amd`, `nvidia`) or
+//! [`Runtime::load_platform`](crate::runtime::Runtime::load_platform), else detected
+//! ([`Runtime::load`](crate::runtime::Runtime::load)): an AMD runtime with a device first, then
+//! an NVIDIA driver with a device.
+//!
+//! Code objects on NVIDIA are cubins ([`crate::code_object::cubin`]), targets are SM
+//! architectures ([`target::SmTarget`]), loaded with
+//! [`Library::load_cubin`](crate::library::Library::load_cubin); the JIT is [`jit::NvJit`]
+//! over nvcc ([`crate::compiler::nvcc`]).
+
+pub mod driver;
+pub mod jit;
+pub mod shim;
+pub mod target;
+
+use hip_sys::pfn;
+
+use crate::runtime::{Api, DevicePropertiesFn};
+
+/// The HIP entry-point table of the NVIDIA platform: every entry is a [`shim`] over the driver
+/// `d`; an optional HIP entry is present when the driver exports its counterpart.
+pub(crate) fn api(d: &driver::Driver) -> Api {
+    use shim::*;
+    Api {
+        hipGetErrorName: hip_get_error_name as pfn::hipGetErrorName,
+        hipGetErrorString: hip_get_error_string,
+        hipRuntimeGetVersion: hip_runtime_get_version,
+        hipDriverGetVersion: hip_driver_get_version,
+        hipInit: hip_init,
+        hipGetDeviceCount: hip_get_device_count,
+        hipGetDevice: hip_get_device,
+        hipSetDevice: hip_set_device,
+        hipDeviceSynchronize: hip_device_synchronize,
+        hipStreamCreateWithFlags: hip_stream_create_with_flags,
+        hipStreamDestroy: hip_stream_destroy,
+        hipStreamSynchronize: hip_stream_synchronize,
+        hipStreamQuery: hip_stream_query,
+        hipMalloc: hip_malloc,
+        hipFree: hip_free,
+        hipHostMalloc: hip_host_malloc,
+        hipHostFree: hip_host_free,
+        hipMemcpy: hip_memcpy,
+        hipMemcpyAsync: hip_memcpy_async,
+        hipMemset: hip_memset,
+        hipMemsetAsync: hip_memset_async,
+        hipEventCreateWithFlags: hip_event_create_with_flags,
+        hipEventDestroy: hip_event_destroy,
+        hipEventRecord: hip_event_record,
+        hipEventSynchronize: hip_event_synchronize,
+        hipEventQuery: hip_event_query,
+        hipEventElapsedTime: hip_event_elapsed_time,
+        hipModuleLoadData: hip_module_load_data,
+        hipModuleUnload: hip_module_unload,
+        hipModuleGetFunction: hip_module_get_function,
+        hipModuleGetGlobal: hip_module_get_global,
+        hipModuleLaunchKernel: hip_module_launch_kernel,
+        hipFuncGetAttribute: hip_func_get_attribute,
+        hipFuncSetAttribute: d
+            .cuFuncSetAttribute
+            .map(|_| hip_func_set_attribute as pfn::hipFuncSetAttribute),
+        hipModuleOccupancyMaxActiveBlocksPerMultiprocessor: d
+            .cuOccupancyMaxActiveBlocksPerMultiprocessor
+            .map(|_| {
+                hip_module_occupancy_max_active_blocks_per_multiprocessor
+                    as pfn::hipModuleOccupancyMaxActiveBlocksPerMultiprocessor
+            }),
+        hipModuleLaunchCooperativeKernel: d
+            .cuLaunchCooperativeKernel
+            .map(|_| hip_module_launch_cooperative_kernel as pfn::hipModuleLaunchCooperativeKernel),
+        hipLibraryLoadData: d
+            .cuLibraryLoadData
+            .map(|_| hip_library_load_data as pfn::hipLibraryLoadData),
+        hipLibraryLoadFromFile: d
+            .cuLibraryLoadFromFile
+            .map(|_| hip_library_load_from_file as pfn::hipLibraryLoadFromFile),
+        hipLibraryUnload: d
+            .cuLibraryUnload
+            .map(|_| hip_library_unload as pfn::hipLibraryUnload),
+        hipLibraryGetKernel: d
+            .cuLibraryGetKernel
+            .map(|_| hip_library_get_kernel as pfn::hipLibraryGetKernel),
+        hipLibraryGetKernelCount: d
+            .cuLibraryGetKernelCount
+            .map(|_| hip_library_get_kernel_count as pfn::hipLibraryGetKernelCount),
+        hipLibraryEnumerateKernels: d
+            .cuLibraryEnumerateKernels
+            .map(|_| hip_library_enumerate_kernels as pfn::hipLibraryEnumerateKernels),
+        hipKernelGetFunction: d
+            .cuKernelGetFunction
+            .map(|_| hip_kernel_get_function as pfn::hipKernelGetFunction),
+        get_device_properties: DevicePropertiesFn::R0600(hip_get_device_properties_r0600),
+    }
+}

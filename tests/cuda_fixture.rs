@@ -1,0 +1,499 @@
+//! HIP's NVIDIA platform against a fixture CUDA driver (`tests/fixtures/fake_cuda.c`, compiled
+//! here with `cc`): a stand-in for libcuda.so.1 on machines without an NVIDIA driver. It checks
+//! that hipjit's HIP shims map each call onto the driver, read device attributes into the same
+//! `Device` fields, translate `CUresult` into HIP's named errors, pass launches through
+//! unchanged, bind a context on every thread, and pair every create with its destroy. The
+//! cubin loaded is real (nvcc-built test data). The driver is process-wide, so every test here
+//! shares the one fixture.
+
+use std::ffi::{c_int, c_uint, c_void};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use hipjit::args;
+use hipjit::code_object::cubin::Cubin;
+use hipjit::launch::LaunchConfig;
+use hipjit::library::Library;
+use hipjit::memory::DeviceBuffer;
+use hipjit::runtime::{CodeObjectLoader, Platform, Runtime};
+use hipjit::stream::{Stream, StreamFlags};
+
+#[repr(C)]
+struct LastLaunch {
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared: c_uint,
+    stream: *mut c_void,
+    f: *mut c_void,
+    params: *mut *mut c_void,
+    count: c_int,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Live {
+    streams: c_int,
+    events: c_int,
+    modules: c_int,
+    libraries: c_int,
+    allocations: c_int,
+}
+
+struct Fixture {
+    path: PathBuf,
+    handle: *mut c_void,
+}
+// SAFETY: a dlopen handle used only for dlsym.
+unsafe impl Send for Fixture {}
+// SAFETY: as above.
+unsafe impl Sync for Fixture {}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture-cuda");
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("libcuda.so.1");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
+        let o = Command::new("cc")
+            .args([
+                "-shared",
+                "-fPIC",
+                "-fvisibility=hidden",
+                "-O1",
+                "-Wall",
+                "-o",
+            ])
+            .arg(&out)
+            .arg(&src)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
+        assert!(
+            o.status.success(),
+            "cc failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let c = std::ffi::CString::new(out.to_str().unwrap()).unwrap();
+        // SAFETY: a library just built; hipjit opens the same file and gets the same handle.
+        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NODELETE) };
+        assert!(!handle.is_null());
+        Fixture { path: out, handle }
+    })
+}
+
+fn sym(name: &std::ffi::CStr) -> *mut c_void {
+    // SAFETY: live handle, NUL-terminated name.
+    let p = unsafe { libc::dlsym(fixture().handle, name.as_ptr()) };
+    assert!(!p.is_null(), "fixture lacks {name:?}");
+    p
+}
+
+fn fail_next(code: c_int) {
+    // SAFETY: fixture_fail_next(int).
+    let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(sym(c"fixture_fail_next")) };
+    f(code);
+}
+
+fn live() -> Live {
+    // SAFETY: the fixture's fixture_live struct, laid out as `Live`.
+    unsafe { *(sym(c"fixture_live") as *const Live) }
+}
+
+fn current_ctx() -> *mut c_void {
+    // SAFETY: fixture_current_ctx(void).
+    let f: extern "C" fn() -> *mut c_void =
+        unsafe { std::mem::transmute(sym(c"fixture_current_ctx")) };
+    f()
+}
+
+/// Tests change the fixture's shared state (fail_next, counters): one at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static M: Mutex<()> = Mutex::new(());
+    M.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn runtime() -> Runtime {
+    Runtime::load_cuda(Some(&fixture().path)).expect("the fixture driver loads")
+}
+
+fn cubin() -> Cubin {
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/code-objects/cuda/add_one-sm_90.cubin"
+    ))
+    .unwrap();
+    Cubin::from_bytes(&bytes).unwrap()
+}
+
+#[test]
+fn fixture_driver_loads_as_the_nvidia_platform() {
+    let _g = serial();
+    let rt = runtime();
+    assert_eq!(rt.platform(), Platform::Nvidia);
+    assert_eq!(rt.path(), fixture().path.as_path());
+    assert_eq!(
+        rt.version().map(|v| v.to_string()).as_deref(),
+        Some("12.4.0")
+    );
+    assert_eq!(rt.code_object_loader(), CodeObjectLoader::LibraryApi);
+    assert!(rt.require_library_api().is_ok());
+    assert!(rt.has_cooperative_launch());
+}
+
+#[test]
+fn device_properties_come_from_driver_attributes() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let p = dev.properties();
+    assert_eq!(p.name, "Fixture GPU");
+    assert_eq!(p.arch_name, "sm_90");
+    assert_eq!(
+        dev.sm_target().map(|s| s.to_string()).as_deref(),
+        Some("sm_90")
+    );
+    assert_eq!(dev.target_id(), None);
+    assert_eq!(
+        (p.compute_units, p.wavefront_size, p.max_threads_per_block),
+        (132, 32, 1024)
+    );
+    assert_eq!(
+        (p.lds_per_block, p.max_block_dims),
+        (49152, [1024, 1024, 64])
+    );
+    assert_eq!(p.total_global_mem, 141 << 30);
+    assert_eq!(p.clock_khz, 1_980_000);
+}
+
+#[test]
+fn out_of_range_ordinal_is_hip_error_invalid_device() {
+    let _g = serial();
+    let err = runtime().device(1).unwrap_err();
+    assert_eq!((err.code(), err.name()), (101, "hipErrorInvalidDevice"));
+}
+
+#[test]
+fn memory_round_trips_through_the_driver() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let mut buf = DeviceBuffer::from_slice(&dev, &[1u32, 2, 3, 4]).unwrap();
+    assert_eq!(buf.to_vec().unwrap(), [1, 2, 3, 4]);
+    buf.memset(0xff).unwrap();
+    assert_eq!(buf.to_vec().unwrap(), [u32::MAX; 4]);
+}
+
+#[test]
+fn mapped_cu_result_keeps_its_value_and_hip_name() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    fail_next(200);
+    let err = Library::load_cubin(&dev, &cubin()).unwrap_err().to_string();
+    assert!(err.contains("hipLibraryLoadData"), "{err}");
+    assert!(err.contains("hipErrorInvalidImage (200)"), "{err}");
+    assert!(
+        err.contains("fixture: device kernel image is invalid"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unmapped_cu_result_is_hip_error_unknown_with_the_driver_string() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    fail_next(220);
+    let err = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap_err();
+    assert_eq!((err.code(), err.name()), (999, "hipErrorUnknown"));
+    assert!(
+        err.to_string().contains("CUDA_ERROR_NVLINK_UNCORRECTABLE"),
+        "{err}"
+    );
+}
+
+#[test]
+fn launch_passes_geometry_stream_and_arguments_through() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_cubin(&dev, &cubin()).unwrap();
+    let kernel = lib.kernel("add_one").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let buf = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let cfg = LaunchConfig {
+        grid: (3, 2, 1).into(),
+        block: (64, 1, 1).into(),
+        dynamic_lds_bytes: 256,
+    };
+    // SAFETY: the fixture runs nothing; add_one(int*) takes one pointer.
+    unsafe { kernel.launch(&stream, cfg, &mut args![&buf]).unwrap() };
+    // SAFETY: the fixture's record, laid out as `LastLaunch`; read after the launch returned.
+    let last = unsafe { &*(sym(c"fixture_last_launch") as *const LastLaunch) };
+    assert_eq!(
+        (last.grid, last.block, last.shared),
+        ([3, 2, 1], [64, 1, 1], 256)
+    );
+    assert_eq!(last.stream, stream.as_raw() as *mut c_void);
+    assert_eq!(last.f, kernel.as_raw() as *mut c_void);
+    // SAFETY: params[0] points at the argument value, the buffer's device pointer.
+    let arg0 = unsafe { *(*last.params as *const *mut c_void) };
+    assert_eq!(arg0, buf.as_raw());
+}
+
+#[test]
+fn launch_checks_argument_count_against_the_cubin() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_cubin(&dev, &cubin()).unwrap();
+    let kernel = lib.kernel("add_one").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    let n = 1u32;
+    // SAFETY: refused before the driver is called.
+    let err = unsafe {
+        kernel.launch(
+            &stream,
+            LaunchConfig::for_num_elems(1, 1),
+            &mut args![&n, &n],
+        )
+    }
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("add_one") && err.contains('1') && err.contains('2'),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_create_has_its_destroy() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let before = live();
+    {
+        let lib = Library::load_cubin(&dev, &cubin()).unwrap();
+        let _k = lib.kernel("add_one").unwrap();
+        let _s = Stream::new(&dev, StreamFlags::empty()).unwrap();
+        let _e = hipjit::event::Event::new(&dev, hipjit::event::EventFlags::empty()).unwrap();
+        let _b = DeviceBuffer::<u8>::zeroed(&dev, 10).unwrap();
+        let during = live();
+        assert_eq!(
+            (
+                during.libraries,
+                during.streams,
+                during.events,
+                during.allocations
+            ),
+            (
+                before.libraries + 1,
+                before.streams + 1,
+                before.events + 1,
+                before.allocations + 1
+            )
+        );
+    }
+    assert_eq!(live(), before);
+}
+
+#[test]
+fn a_fresh_thread_gets_the_primary_context_bound() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    std::thread::spawn(move || {
+        assert!(
+            current_ctx().is_null(),
+            "a new thread starts with no context"
+        );
+        let s = Stream::new(&dev, StreamFlags::empty()).expect("works on a fresh thread");
+        assert!(!current_ctx().is_null());
+        drop(s);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn cooperative_launch_is_checked_against_occupancy_then_passed_through() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_cubin(&dev, &cubin()).unwrap();
+    let kernel = lib.kernel("add_one").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    let buf = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    // The fixture reports 8 resident blocks per multiprocessor and 132 multiprocessors.
+    // SAFETY: refused before the driver is called.
+    let err = unsafe {
+        kernel.launch_cooperative(
+            &stream,
+            LaunchConfig::for_num_elems(1057 * 64, 64),
+            &mut args![&buf],
+        )
+    }
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("1057") && err.contains("1056"), "{err}");
+    // SAFETY: the fixture runs nothing; add_one(int*) takes one pointer.
+    unsafe {
+        kernel
+            .launch_cooperative(
+                &stream,
+                LaunchConfig::for_num_elems(1056 * 64, 64),
+                &mut args![&buf],
+            )
+            .unwrap()
+    };
+    // SAFETY: the fixture's record.
+    let last = unsafe { &*(sym(c"fixture_last_launch") as *const LastLaunch) };
+    assert_eq!(last.grid, [1056, 1, 1]);
+}
+
+#[test]
+fn enumeration_goes_through_the_library_api() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_cubin(&dev, &cubin()).unwrap();
+    let functions = lib.enumerated_functions().unwrap().expect("library API");
+    // The fixture enumerates one kernel whose function is its first function slot.
+    assert_eq!(functions.len(), 1);
+    assert_eq!(lib.runtime_kernel_count().unwrap(), Some(1));
+}
+
+fn nvcc() -> hipjit::compiler::nvcc::Nvcc {
+    use hipjit::compiler::nvcc::Nvcc;
+    if std::env::var_os("HIPJIT_NVCC").is_none() {
+        let cache = std::env::var_os("HIPJIT_CI_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
+        if let Ok(dirs) = std::fs::read_dir(cache.join("nvcc-venv/lib")) {
+            for d in dirs.flatten() {
+                let p = d.path().join("site-packages/nvidia/cu13/bin/nvcc");
+                if p.is_file() {
+                    return Nvcc::at(&p).expect("run nvcc --version");
+                }
+            }
+        }
+    }
+    Nvcc::discover(None).unwrap_or_else(|e| {
+        panic!("{e}\nscripts/setup.sh installs nvcc from PyPI into $HIPJIT_CI_CACHE/nvcc-venv")
+    })
+}
+
+const JIT_SOURCE: &str = r#"
+#include <hip/hip_runtime.h>
+extern "C" __global__ void twice(float* x, unsigned n) {
+    unsigned i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
+    if (i < n) x[i] *= 2.0f;
+}
+"#;
+
+#[test]
+fn nvidia_jit_compiles_then_hits_memory_then_disk() {
+    use hipjit::cuda::jit::{NvJit, NvOrigin};
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let jit = NvJit::new(nvcc(), Some(dir.path().to_path_buf()));
+    let first = jit.load(&dev, JIT_SOURCE, &[]).unwrap();
+    assert_eq!(first.origin, NvOrigin::Compiled);
+    assert!(dir.path().join(format!("{}.cubin", first.key)).is_file());
+    assert_eq!(first.library.kernel_names().collect::<Vec<_>>(), ["twice"]);
+    let second = jit.load(&dev, JIT_SOURCE, &[]).unwrap();
+    assert_eq!(second.origin, NvOrigin::Memory);
+    assert!(std::sync::Arc::ptr_eq(&first.library, &second.library));
+    let fresh = NvJit::new(nvcc(), Some(dir.path().to_path_buf()));
+    let third = fresh.load(&dev, JIT_SOURCE, &[]).unwrap();
+    assert_eq!(
+        (third.origin, third.key.as_str()),
+        (NvOrigin::Disk, first.key.as_str())
+    );
+}
+
+#[test]
+fn nvidia_jit_replaces_a_corrupt_cache_entry() {
+    use hipjit::cuda::jit::{NvJit, NvOrigin};
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let key = NvJit::new(nvcc(), Some(dir.path().to_path_buf()))
+        .load(&dev, JIT_SOURCE, &[])
+        .unwrap()
+        .key;
+    let entry = dir.path().join(format!("{key}.cubin"));
+    std::fs::write(&entry, b"not a cubin").unwrap();
+    let again = NvJit::new(nvcc(), Some(dir.path().to_path_buf()))
+        .load(&dev, JIT_SOURCE, &[])
+        .unwrap();
+    assert_eq!(again.origin, NvOrigin::Compiled);
+    assert!(Cubin::from_bytes(&std::fs::read(&entry).unwrap()).is_ok());
+}
+
+#[test]
+fn nvidia_jit_compile_error_names_nvcc_and_the_source_line() {
+    use hipjit::cuda::jit::NvJit;
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let jit = NvJit::new(nvcc(), None);
+    let err = jit
+        .load(
+            &dev,
+            "extern \"C\" __global__ void k() { undeclared_name(); }",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("nvcc failed") && err.contains("undeclared_name"),
+        "{err}"
+    );
+}
+
+#[test]
+fn nvcc_identity_is_remembered_in_the_cache_dir() {
+    use hipjit::compiler::nvcc::Nvcc;
+    let n = nvcc();
+    let dir = tempfile::tempdir().unwrap();
+    let a = Nvcc::discover_cached(Some(n.path()), dir.path()).unwrap();
+    let remembered: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert_eq!(remembered.len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(remembered[0].path()).unwrap(),
+        n.version_text()
+    );
+    let b = Nvcc::discover_cached(Some(n.path()), dir.path()).unwrap();
+    assert_eq!(a.version_text(), b.version_text());
+}
+
+#[test]
+fn nvidia_jit_compiles_once_for_concurrent_callers() {
+    use hipjit::cuda::jit::{NvJit, NvOrigin};
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let jit = NvJit::new(nvcc(), None);
+    let source = format!("{JIT_SOURCE}\n// concurrent\n");
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| jit.load(&dev, &source, &[]).unwrap()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let compiled = results
+        .iter()
+        .filter(|r| r.origin == NvOrigin::Compiled)
+        .count();
+    assert_eq!(compiled, 1);
+    assert!(results
+        .iter()
+        .all(|r| std::sync::Arc::ptr_eq(&r.library, &results[0].library)));
+}
+
+#[test]
+fn load_file_takes_a_cubin_on_the_nvidia_platform() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_file(
+        &dev,
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/code-objects/cuda/add_one-sm_90.cubin"
+        ),
+    )
+    .unwrap();
+    assert_eq!(lib.kernel_names().collect::<Vec<_>>(), ["add_one"]);
+    assert_eq!(lib.loader(), CodeObjectLoader::LibraryApi);
+}

@@ -1,0 +1,160 @@
+//! nvcc (no GPU needed) compiles HIP source through hipjit's prelude to cubins that hipjit's
+//! cubin reader checks. nvcc comes from `HIPJIT_NVCC`, else the venv scripts/setup.sh makes
+//! (`$HIPJIT_CI_CACHE/nvcc-venv`, PyPI nvidia-cuda-nvcc), else hipjit's discovery.
+
+use std::path::PathBuf;
+
+use hipjit::code_object::cubin::{Cubin, CubinError};
+use hipjit::compiler::nvcc::Nvcc;
+use hipjit::cuda::target::SmTarget;
+
+fn nvcc() -> Nvcc {
+    if std::env::var_os("HIPJIT_NVCC").is_none() {
+        let cache = std::env::var_os("HIPJIT_CI_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
+        let venv = cache.join("nvcc-venv/lib");
+        if let Ok(dirs) = std::fs::read_dir(&venv) {
+            for d in dirs.flatten() {
+                let p = d.path().join("site-packages/nvidia/cu13/bin/nvcc");
+                if p.is_file() {
+                    return Nvcc::at(&p).expect("run nvcc --version");
+                }
+            }
+        }
+    }
+    Nvcc::discover(None).unwrap_or_else(|e| {
+        panic!("{e}\nscripts/setup.sh installs nvcc from PyPI into $HIPJIT_CI_CACHE/nvcc-venv")
+    })
+}
+
+const HIP_SOURCE: &str = r#"
+#include <hip/hip_runtime.h>
+struct __align__(16) Pair { int a; double b; };
+extern "C" __global__ void mixed(char c, double d, float4 f, Pair p, double* out) {
+    out[hipThreadIdx_x] = c + d + f.x + p.a + p.b;
+}
+extern "C" __global__ void block_sum(const int* in, int* out, unsigned n) {
+    HIP_DYNAMIC_SHARED(int, sdata)
+    unsigned t = hipThreadIdx_x;
+    sdata[t] = t < n ? in[hipBlockIdx_x * hipBlockDim_x + t] : 0;
+    __syncthreads();
+    if (t == 0) out[hipBlockIdx_x] = __shfl_xor(sdata[0], 1);
+}
+__global__ void __launch_bounds__(128) bounded(float* x) { x[hipThreadIdx_x] = 1.0f; }
+__device__ float helper(float v) { return v * 2.0f; }
+"#;
+
+#[test]
+fn hip_source_compiles_unchanged_through_the_prelude() {
+    let bytes = nvcc()
+        .compile(HIP_SOURCE, SmTarget::new(90), &[])
+        .expect("nvcc compiles the HIP source");
+    let cubin = Cubin::from_bytes(&bytes).expect("reads as a cubin");
+    let mut names: Vec<&str> = cubin.kernels().iter().map(|k| k.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["_Z7boundedPf", "block_sum", "mixed"]);
+}
+
+#[test]
+fn sm_target_read_from_e_flags() {
+    let n = nvcc();
+    for sm in [75, 80, 90] {
+        let bytes = n
+            .compile(HIP_SOURCE, SmTarget::new(sm), &[])
+            .expect("compiles");
+        assert_eq!(
+            Cubin::from_bytes(&bytes).unwrap().target(),
+            SmTarget::new(sm)
+        );
+    }
+}
+
+#[test]
+fn arch_specific_target_reads_as_its_sm_number() {
+    let bytes = nvcc()
+        .compile(HIP_SOURCE, SmTarget::parse("sm_90a").unwrap(), &[])
+        .expect("compiles");
+    assert_eq!(
+        Cubin::from_bytes(&bytes).unwrap().target().to_string(),
+        "sm_90"
+    );
+}
+
+#[test]
+fn kernel_parameters_read_from_nv_info() {
+    let bytes = nvcc().compile(HIP_SOURCE, SmTarget::new(90), &[]).unwrap();
+    let cubin = Cubin::from_bytes(&bytes).unwrap();
+    let mixed = cubin.kernel("mixed").unwrap();
+    let layout: Vec<(u32, u32)> = mixed.args.iter().map(|a| (a.offset, a.size)).collect();
+    // char at 0, double at 8, float4 at 16, the 16-byte-aligned struct at 32, a pointer at 48.
+    assert_eq!(layout, [(0, 1), (8, 8), (16, 16), (32, 16), (48, 8)]);
+    assert_eq!(mixed.kernarg_segment_size, 56);
+    assert_eq!(cubin.kernel("block_sum").unwrap().args.len(), 3);
+}
+
+#[test]
+fn launch_bounds_read_as_max_block_size() {
+    let bytes = nvcc().compile(HIP_SOURCE, SmTarget::new(90), &[]).unwrap();
+    let cubin = Cubin::from_bytes(&bytes).unwrap();
+    assert_eq!(
+        cubin
+            .kernel("_Z7boundedPf")
+            .unwrap()
+            .max_flat_workgroup_size,
+        128
+    );
+    assert_eq!(cubin.kernel("mixed").unwrap().max_flat_workgroup_size, 0);
+}
+
+#[test]
+fn device_functions_are_not_kernels() {
+    let bytes = nvcc().compile(HIP_SOURCE, SmTarget::new(90), &[]).unwrap();
+    let err = Cubin::from_bytes(&bytes)
+        .unwrap()
+        .kernel("_Z6helperf")
+        .unwrap_err();
+    assert!(
+        matches!(&err, CubinError::KernelNotFound { available, .. } if available.len() == 3),
+        "{err}"
+    );
+}
+
+#[test]
+fn compile_error_names_the_command_and_nvcc_output() {
+    let err = nvcc()
+        .compile("__global__ void broken( {", SmTarget::new(90), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("-arch=sm_90") && err.contains("-cubin"),
+        "{err}"
+    );
+    assert!(err.contains("error"), "{err}");
+}
+
+#[test]
+fn cache_key_changes_with_source_target_and_flags() {
+    let n = nvcc();
+    let k = n.cache_key("a", SmTarget::new(90), &[]);
+    assert_eq!(k.len(), 64);
+    assert_eq!(k, n.cache_key("a", SmTarget::new(90), &[]));
+    assert_ne!(k, n.cache_key("b", SmTarget::new(90), &[]));
+    assert_ne!(k, n.cache_key("a", SmTarget::new(80), &[]));
+    assert_ne!(k, n.cache_key("a", SmTarget::new(90), &["-G".to_owned()]));
+}
+
+#[test]
+fn amdgpu_code_object_is_refused_as_another_machine() {
+    let co = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/code-objects/kernels-gfx90a.hsaco"
+    ));
+    let Ok(co) = co else {
+        panic!("tests/data/code-objects/kernels-gfx90a.hsaco is missing");
+    };
+    assert_eq!(
+        Cubin::from_bytes(&co).unwrap_err(),
+        CubinError::Machine { found: 224 }
+    );
+}
