@@ -2,6 +2,7 @@
 //! is in [`crate::launch`].
 
 use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use hip_sys as sys;
 
@@ -29,6 +30,9 @@ pub struct Kernel<'lib> {
     pub(crate) max_threads: u32,
     /// Static LDS in bytes (attribute, else metadata, else 0).
     pub(crate) static_lds: u32,
+    /// Dynamic LDS in bytes allowed by [`Kernel::set_max_dynamic_lds`] (0: not raised); launches
+    /// up to it are not held to the device's default LDS per block.
+    pub(crate) raised_dynamic_lds: AtomicU32,
 }
 
 // SAFETY: a hipFunction_t may be used from any thread; the device is bound before each call.
@@ -89,6 +93,7 @@ impl<'lib> Kernel<'lib> {
             info,
             max_threads: lib.device().properties().max_threads_per_block,
             static_lds: 0,
+            raised_dynamic_lds: AtomicU32::new(0),
         };
         match k.attribute(KernelAttribute::MaxThreadsPerBlock) {
             Ok(v) if v > 0 => k.max_threads = v as u32,
@@ -167,6 +172,9 @@ impl<'lib> Kernel<'lib> {
 
     /// Allows `bytes` of dynamic LDS, above the runtime's default (`hipFuncSetAttribute` with
     /// `hipFuncAttributeMaxDynamicSharedMemorySize`, handed the kernel's `hipFunction_t`).
+    /// Once the runtime accepts it, launches through this `Kernel` with up to `bytes` of dynamic
+    /// LDS are no longer refused against the device's default LDS per block (the runtime then
+    /// judges them).
     ///
     /// Errors: [`LibraryError::Unsupported`] when the runtime does not export
     /// `hipFuncSetAttribute`, or the runtime's error.
@@ -192,6 +200,7 @@ impl<'lib> Kernel<'lib> {
             },
             "hipFuncSetAttribute",
         )?;
+        self.raised_dynamic_lds.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 

@@ -248,7 +248,10 @@ impl Kernel<'_> {
             });
         }
         let lds = u64::from(self.static_lds) + u64::from(cfg.dynamic_lds_bytes);
-        if props.lds_per_block > 0 && lds > props.lds_per_block {
+        let raised = self
+            .raised_dynamic_lds
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if props.lds_per_block > 0 && lds > props.lds_per_block && cfg.dynamic_lds_bytes > raised {
             return Err(LaunchError::Lds {
                 static_lds: u64::from(self.static_lds),
                 dynamic_lds: u64::from(cfg.dynamic_lds_bytes),
