@@ -99,11 +99,13 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The bytes of the artefact called `name`, when the entry has one.
+    /// The bytes of the artefact called `name`, when the entry has one. `meta` is public and
+    /// may have been edited since the read: an artefact it lists that the file did not hold is
+    /// `None`.
     pub fn artefact(&self, name: &str) -> Option<&[u8]> {
         let i = self.meta.artefacts.iter().position(|a| a.name == name)?;
-        let (start, len) = self.offsets[i];
-        self.data.get(start..start + len)
+        let &(start, len) = self.offsets.get(i)?;
+        self.data.get(start..start.checked_add(len)?)
     }
 }
 
