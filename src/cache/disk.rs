@@ -628,8 +628,8 @@ fn list_root(root: &Path) -> Vec<EntrySummary> {
     out
 }
 
-/// Checks that `path` is owned by this user (or root) and not writable by group or others,
-/// unless `shared`.
+/// Checks that `path` is owned by this user (root-owned paths are refused too) and not
+/// writable by group or others, unless `shared`.
 fn check_owner(path: &Path, shared: bool) -> Result<(), String> {
     if shared {
         return Ok(());
