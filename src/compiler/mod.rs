@@ -41,7 +41,8 @@ use serde::{Deserialize, Serialize};
 pub use diagnostics::{Diagnostic, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
 pub use options::{
-    check_extra_flag, Checks, CompileOptions, CxxStd, OptLevel, OptionsError, RejectedBecause,
+    check_extra_flag, is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError,
+    RejectedBecause,
 };
 
 use process::{RunError, Slots};
