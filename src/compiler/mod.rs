@@ -27,7 +27,7 @@
 pub mod diagnostics;
 pub mod discovery;
 pub mod options;
-mod process;
+pub mod process;
 
 use std::ffi::OsString;
 use std::fmt;
