@@ -156,7 +156,8 @@ pub enum CompilerError {
 pub struct CompileFailure {
     /// The full command line (program first), with the build directory's relative names.
     pub command: Vec<String>,
-    /// The directory it ran in.
+    /// The directory it ran in (the names in `command` and `stderr` are relative to it). It is
+    /// removed when [`Compiler::compile`] returns: the path is a record, not a place to look.
     pub build_dir: PathBuf,
     /// The exit status (`None` when killed by a signal).
     pub exit_code: Option<i32>,
