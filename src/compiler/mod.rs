@@ -239,11 +239,19 @@ pub enum CompileError {
         /// What is wrong.
         reason: String,
     },
-    /// The compiler succeeded but wrote no output file.
-    #[error("compiler exited 0 but wrote no {}: {}", output, shell_words(command))]
+    /// The compiler succeeded but its output file cannot be read (none was written, or it is
+    /// unreadable).
+    #[error(
+        "compiler exited 0 but its output {} cannot be read ({}): {}",
+        output,
+        reason,
+        shell_words(command)
+    )]
     NoOutput {
         /// The file expected.
         output: String,
+        /// Why it cannot be read (the OS error).
+        reason: String,
         /// The command line.
         command: Vec<String>,
     },
@@ -429,8 +437,9 @@ impl Compiler {
             return Err(self.classify_failure(options, failure));
         }
         let out_path = build.dir.path().join(OUTPUT_NAME);
-        let code_object = std::fs::read(&out_path).map_err(|_| CompileError::NoOutput {
+        let code_object = std::fs::read(&out_path).map_err(|e| CompileError::NoOutput {
             output: OUTPUT_NAME.into(),
+            reason: e.to_string(),
             command: command.clone(),
         })?;
         let dependencies = build.dependencies();
