@@ -334,7 +334,8 @@ impl Jit {
     /// Compiles `source` for `options.targets`, or returns the cached result.
     ///
     /// Errors: [`JitError::Compile`] (bad options, compiler failure, unsupported target...),
-    /// [`JitError::CodeObject`] (output unreadable), [`JitError::Check`] (a requested
+    /// [`JitError::CodeObject`] (the compiler's output unreadable; a cached entry whose code
+    /// object does not read is a bad entry, compiled again), [`JitError::Check`] (a requested
     /// metadata check failed). A disk cache that cannot be written only logs a warning.
     pub fn compile(&self, source: &str, options: &CompileOptions) -> Result<Compiled, JitError> {
         self.compile_impl(source, options, false)
@@ -507,8 +508,7 @@ impl Jit {
             let lookup = disk.get(&key);
             bad_entries = lookup.bad;
             if let Some(entry) = lookup.entry {
-                if let Some(bytes) = entry.artefact(CODE_OBJECT) {
-                    let code_objects = read_code_objects(&key, bytes, &o)?;
+                if let Some(code_objects) = usable_entry(disk, &key, &entry, &o, &mut bad_entries) {
                     return Ok((
                         Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
                         Origin::Disk,
@@ -520,8 +520,7 @@ impl Jit {
         let _lock = self.disk.as_ref().and_then(|d| d.lock(&key));
         if let (Some(disk), Some(_)) = (self.disk.as_ref().filter(|_| !bypass_disk), &_lock) {
             if let Some(entry) = disk.get(&key).entry {
-                if let Some(bytes) = entry.artefact(CODE_OBJECT) {
-                    let code_objects = read_code_objects(&key, bytes, &o)?;
+                if let Some(code_objects) = usable_entry(disk, &key, &entry, &o, &mut bad_entries) {
                     return Ok((
                         Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
                         Origin::Disk,
@@ -595,6 +594,46 @@ fn inner_from_entry(
             .map(|b| String::from_utf8_lossy(b).into_owned()),
         bad_entries,
     }
+}
+
+/// The code objects of a disk hit, or `None` when the entry, though intact (its sha256 sums
+/// match), holds no code object hipjit can read for `o.targets` (written by another hipjit
+/// version, or by hand). Such an entry is recorded in `bad` and, in the written root, removed,
+/// so that the compile that follows publishes a good one in its place ([`DiskCache::put`]
+/// never overwrites an intact entry).
+fn usable_entry(
+    disk: &DiskCache,
+    key: &CacheKey,
+    entry: &crate::cache::disk::Entry,
+    o: &CompileOptions,
+    bad: &mut Vec<BadEntry>,
+) -> Option<Vec<Arc<CodeObject>>> {
+    let reason = match entry.artefact(CODE_OBJECT) {
+        None => format!("it has no {CODE_OBJECT} artefact"),
+        Some(bytes) => match read_code_objects(key, bytes, o) {
+            Ok(code_objects) => return Some(code_objects),
+            Err(e) => e.to_string(),
+        },
+    };
+    let writable_root = disk
+        .roots()
+        .first()
+        .is_some_and(|r| entry.path.starts_with(&r.path));
+    tracing::warn!(path = %entry.path.display(), %reason, "unusable hipjit cache entry");
+    if writable_root {
+        if let Err(e) = std::fs::remove_file(&entry.path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %entry.path.display(), error = %e,
+                    "cannot remove an unusable hipjit cache entry");
+            }
+        }
+    }
+    bad.push(BadEntry {
+        path: entry.path.clone(),
+        reason,
+        writable_root,
+    });
+    None
 }
 
 fn read_code_objects(

@@ -240,6 +240,25 @@ fn size_cap_prunes_after_each_write() {
 }
 
 #[test]
+fn clear_keeps_a_temporary_file_being_written_and_removes_a_stale_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    put(&cache, &key(17), b"a");
+    let tmp = dir.path().join("v1/tmp");
+    let writing = tmp.join(".in-flight");
+    let stale = tmp.join(".left-by-a-dead-process");
+    std::fs::write(&writing, b"half").unwrap();
+    std::fs::write(&stale, b"half").unwrap();
+    age(&stale, 2 * 3600);
+    assert_eq!(cache.clear().unwrap(), 1);
+    assert!(
+        writing.exists(),
+        "another process's entry in progress was removed"
+    );
+    assert!(!stale.exists());
+}
+
+#[test]
 fn list_stats_verify_and_clear_cover_the_roots() {
     let dir = tempfile::tempdir().unwrap();
     let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();

@@ -1,6 +1,8 @@
 //! Bad compile options give errors naming what is wrong, before any compiler runs.
 
-use hipjit::compiler::{check_extra_flag, CompileOptions, OptionsError, RejectedBecause};
+use hipjit::compiler::{
+    check_extra_flag, is_valid_source_name, CompileOptions, OptionsError, RejectedBecause,
+};
 use hipjit::target_id::TargetId;
 
 fn t(s: &str) -> TargetId {
@@ -153,6 +155,26 @@ fn source_name_with_a_slash_is_refused() {
         o.validate(),
         Err(OptionsError::SourceName("../x.hip".into()))
     );
+}
+
+#[test]
+fn source_names_validate_accepts_are_exactly_those_is_valid_source_name_accepts() {
+    for (name, valid) in [
+        ("kernel.hip", true),
+        ("a+b.hip", true),
+        ("my_kernel-2.cpp", true),
+        (".hidden.hip", false),
+        ("-x.hip", false),
+        ("a b.hip", false),
+        ("", false),
+    ] {
+        assert_eq!(is_valid_source_name(name), valid, "{name:?}");
+        let o = CompileOptions {
+            source_name: Some(name.into()),
+            ..CompileOptions::for_target(t("gfx90a"))
+        };
+        assert_eq!(o.validate().is_ok(), valid, "{name:?}");
+    }
 }
 
 #[test]

@@ -368,6 +368,30 @@ fn corrupted_entry_is_a_miss_and_is_replaced_by_a_valid_one() {
 }
 
 #[test]
+fn intact_entry_whose_code_object_does_not_read_is_a_miss_and_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = kernel("scale.hip");
+    let opts = CompileOptions::for_target(any_target());
+    let first = jit_with_cache(dir.path()).compile(&src, &opts).unwrap();
+    let path = first.entry_path().unwrap().clone();
+    // An entry whose sums match but whose code object is not one (another hipjit version's,
+    // or written by hand): same key and metadata, a text artefact.
+    let disk = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let meta = disk.get(&first.key()).entry.unwrap().meta;
+    std::fs::remove_file(&path).unwrap();
+    disk.put(&first.key(), meta, &[("code-object", b"not a code object")])
+        .unwrap();
+    let again = jit_with_cache(dir.path()).compile(&src, &opts).unwrap();
+    assert_eq!(again.origin(), Origin::Compiler);
+    assert_eq!(again.bad_entries().len(), 1, "{:?}", again.bad_entries());
+    assert_eq!(again.bad_entries()[0].path, path);
+    assert!(again.bad_entries()[0].writable_root);
+    let third = jit_with_cache(dir.path()).compile(&src, &opts).unwrap();
+    assert_eq!(third.origin(), Origin::Disk, "entry was not replaced");
+    assert_eq!(third.code_object().elf(), again.code_object().elf());
+}
+
+#[test]
 fn isa_dump_holds_the_kernel_symbol() {
     let jit = jit_memory_only();
     let opts = CompileOptions {

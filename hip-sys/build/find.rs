@@ -121,23 +121,14 @@ pub fn find_headers(env: &impl Env, opt: &Path) -> Result<Headers, String> {
     Ok(Headers::NotFound(tried))
 }
 
-/// `HIP_VERSION_MAJOR.MINOR.PATCH` read from `hip/hip_version.h` under `dir`, if present.
+/// `HIP_VERSION_MAJOR.MINOR.PATCH` read from `hip/hip_version.h` under `dir`, if present
+/// ([`discovery::hip_version_from_header`]).
 pub fn hip_version(dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join("hip/hip_version.h")).ok()?;
-    let define = |name: &str| {
-        text.lines().find_map(|line| {
-            let mut words = line.split_whitespace();
-            (words.next() == Some("#define") && words.next() == Some(name))
-                .then(|| words.next().map(str::to_string))
-                .flatten()
-        })
-    };
-    Some(format!(
-        "{}.{}.{}",
-        define("HIP_VERSION_MAJOR")?,
-        define("HIP_VERSION_MINOR")?,
-        define("HIP_VERSION_PATCH")?
-    ))
+    match discovery::hip_version_from_header(&text)? {
+        (major, minor, Some(patch)) => Some(format!("{major}.{minor}.{patch}")),
+        (_, _, None) => None,
+    }
 }
 
 /// The position of an origin in the documented order (1 = `HIP_PATH` ... 6 = `/usr`).

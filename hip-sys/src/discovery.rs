@@ -21,6 +21,9 @@
 //! was built to be found when `hipcc` is a wrapper of a distribution, so the runtime does not
 //! follow `PATH`.
 //!
+//! [`hip_version_from_header`] reads the version of a header set found this way, for the build
+//! script's `build_info::HIP_VERSION` and `hipjit doctor` alike.
+//!
 //! This module uses only `std`: hip-sys's build script includes it with `#[path]`.
 
 use std::ffi::OsString;
@@ -189,9 +192,42 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// The version the text of a `hip/hip_version.h` defines: `(major, minor, patch)` from its
+/// `#define HIP_VERSION_MAJOR N`, `HIP_VERSION_MINOR N` and `HIP_VERSION_PATCH N` lines (the
+/// first line of each whose value is a decimal `u32`); the patch is `None` when not defined.
+/// `None` when the major or minor version is missing.
+pub fn hip_version_from_header(text: &str) -> Option<(u32, u32, Option<u32>)> {
+    let define = |name: &str| -> Option<u32> {
+        text.lines().find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next()? == "#define" && words.next()? == name)
+                .then(|| words.next()?.parse().ok())
+                .flatten()
+        })
+    };
+    Some((
+        define("HIP_VERSION_MAJOR")?,
+        define("HIP_VERSION_MINOR")?,
+        define("HIP_VERSION_PATCH"),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hip_version_is_read_from_the_defines() {
+        let text = "// HIP_VERSION_MAJOR 9\n#define HIP_VERSION_MAJOR 7\n\
+                    #define HIP_VERSION_MINOR 1 // minor\n#define HIP_VERSION_PATCH 25424\n";
+        assert_eq!(hip_version_from_header(text), Some((7, 1, Some(25424))));
+        let no_patch = "#define HIP_VERSION_MAJOR 5\n#define HIP_VERSION_MINOR 2\n";
+        assert_eq!(hip_version_from_header(no_patch), Some((5, 2, None)));
+        assert_eq!(
+            hip_version_from_header("#define HIP_VERSION_MAJOR 5\n"),
+            None
+        );
+    }
 
     fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Env {
         move |name: &str| {

@@ -46,6 +46,9 @@ pub const CACHE_DIR_ENV: &str = "HIPJIT_CACHE_DIR";
 pub const SHARED_MARKER: &str = "HIPJIT_SHARED";
 /// The first bytes of every entry file.
 pub const ENTRY_MAGIC: &[u8; 8] = b"HIPJITCE";
+/// How old a temporary file in `<root>/v1/tmp` must be for [`DiskCache::clear`] and
+/// [`DiskCache::prune`] to remove it: one hour.
+pub const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 const LAYOUT_DIR: &str = "v1";
 const ENTRY_EXT: &str = "hjc";
 const HEADER_LEN: usize = 8 + 4 + 8;
@@ -99,11 +102,13 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The bytes of the artefact called `name`, when the entry has one.
+    /// The bytes of the artefact called `name`, when the entry has one. `meta` is public and
+    /// may have been edited since the read: an artefact it lists that the file did not hold is
+    /// `None`.
     pub fn artefact(&self, name: &str) -> Option<&[u8]> {
         let i = self.meta.artefacts.iter().position(|a| a.name == name)?;
-        let (start, len) = self.offsets[i];
-        self.data.get(start..start + len)
+        let &(start, len) = self.offsets.get(i)?;
+        self.data.get(start..start.checked_add(len)?)
     }
 }
 
@@ -500,8 +505,9 @@ impl DiskCache {
         out
     }
 
-    /// Removes every entry (and stale temporary file) of the written root; returns how many
-    /// entries were removed.
+    /// Removes every entry of the written root, and its stale temporary files (older than
+    /// [`STALE_TEMPORARY`]: a younger one may be an entry another process is writing); returns
+    /// how many entries were removed.
     ///
     /// Errors: [`CacheError::Io`] for a file that could not be removed.
     pub fn clear(&self) -> Result<u64, CacheError> {
@@ -511,19 +517,14 @@ impl DiskCache {
             remove(&e.path)?;
             n += 1;
         }
-        let tmp = root.path.join(LAYOUT_DIR).join("tmp");
-        for f in std::fs::read_dir(&tmp)
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-        {
-            remove(&f.path())?;
+        for f in stale_temporaries(&root.path) {
+            remove(&f)?;
         }
         Ok(n)
     }
 
     /// Removes least recently used entries of the written root until it holds at most
-    /// `max_bytes`, and temporary files older than an hour.
+    /// `max_bytes`, and temporary files older than [`STALE_TEMPORARY`].
     ///
     /// Errors: [`CacheError::Io`] for a file that could not be removed.
     pub fn prune(&self, max_bytes: u64) -> Result<PruneReport, CacheError> {
@@ -542,19 +543,8 @@ impl DiskCache {
             report.bytes_freed += e.bytes;
         }
         report.bytes_left = total;
-        let tmp = root.path.join(LAYOUT_DIR).join("tmp");
-        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
-        for f in std::fs::read_dir(&tmp)
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-        {
-            if f.metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t < hour_ago)
-            {
-                let _ = std::fs::remove_file(f.path());
-            }
+        for f in stale_temporaries(&root.path) {
+            let _ = std::fs::remove_file(f);
         }
         Ok(report)
     }
@@ -576,6 +566,25 @@ pub fn roots_from_env(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Optio
         None => PathBuf::from(var("HOME").filter(|v| !v.is_empty())?).join(".cache"),
     };
     Some(vec![base.join("hipjit")])
+}
+
+/// The temporary files of `<root>/v1/tmp` last modified more than [`STALE_TEMPORARY`] ago:
+/// left by a process that died while writing an entry.
+fn stale_temporaries(root: &Path) -> Vec<PathBuf> {
+    let Some(cutoff) = SystemTime::now().checked_sub(STALE_TEMPORARY) else {
+        return Vec::new();
+    };
+    std::fs::read_dir(root.join(LAYOUT_DIR).join("tmp"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|f| {
+            f.metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < cutoff)
+        })
+        .map(|f| f.path())
+        .collect()
 }
 
 fn remove(path: &Path) -> Result<(), CacheError> {
@@ -626,8 +635,8 @@ fn list_root(root: &Path) -> Vec<EntrySummary> {
     out
 }
 
-/// Checks that `path` is owned by this user (or root) and not writable by group or others,
-/// unless `shared`.
+/// Checks that `path` is owned by this user (root-owned paths are refused too) and not
+/// writable by group or others, unless `shared`.
 fn check_owner(path: &Path, shared: bool) -> Result<(), String> {
     if shared {
         return Ok(());

@@ -28,7 +28,7 @@ pub mod diagnostics;
 pub mod discovery;
 pub mod nvcc;
 pub mod options;
-mod process;
+pub mod process;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -42,7 +42,8 @@ use serde::{Deserialize, Serialize};
 pub use diagnostics::{Diagnostic, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
 pub use options::{
-    check_extra_flag, Checks, CompileOptions, CxxStd, OptLevel, OptionsError, RejectedBecause,
+    check_extra_flag, is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError,
+    RejectedBecause,
 };
 
 use process::{RunError, Slots};
@@ -156,7 +157,8 @@ pub enum CompilerError {
 pub struct CompileFailure {
     /// The full command line (program first), with the build directory's relative names.
     pub command: Vec<String>,
-    /// The directory it ran in.
+    /// The directory it ran in (the names in `command` and `stderr` are relative to it). It is
+    /// removed when [`Compiler::compile`] returns: the path is a record, not a place to look.
     pub build_dir: PathBuf,
     /// The exit status (`None` when killed by a signal).
     pub exit_code: Option<i32>,
@@ -238,11 +240,19 @@ pub enum CompileError {
         /// What is wrong.
         reason: String,
     },
-    /// The compiler succeeded but wrote no output file.
-    #[error("compiler exited 0 but wrote no {}: {}", output, shell_words(command))]
+    /// The compiler succeeded but its output file cannot be read (none was written, or it is
+    /// unreadable).
+    #[error(
+        "compiler exited 0 but its output {} cannot be read ({}): {}",
+        output,
+        reason,
+        shell_words(command)
+    )]
     NoOutput {
         /// The file expected.
         output: String,
+        /// Why it cannot be read (the OS error).
+        reason: String,
         /// The command line.
         command: Vec<String>,
     },
@@ -428,8 +438,9 @@ impl Compiler {
             return Err(self.classify_failure(options, failure));
         }
         let out_path = build.dir.path().join(OUTPUT_NAME);
-        let code_object = std::fs::read(&out_path).map_err(|_| CompileError::NoOutput {
+        let code_object = std::fs::read(&out_path).map_err(|e| CompileError::NoOutput {
             output: OUTPUT_NAME.into(),
+            reason: e.to_string(),
             command: command.clone(),
         })?;
         let dependencies = build.dependencies();

@@ -118,7 +118,8 @@ pub struct CompileOptions {
     /// fills it from the runtime in use when that runtime says which versions it accepts.
     pub code_object_version: Option<u32>,
     /// The file name the source gets in the build directory (and in diagnostics); default
-    /// `kernel.hip`. Letters, digits, `.`, `_`, `-` only.
+    /// `kernel.hip`. Letters, digits, `.`, `_`, `+`, `-` only, not starting with `.` or `-`
+    /// ([`is_valid_source_name`]).
     pub source_name: Option<String>,
     /// Also produce the device LLVM bitcode (artefact `llvm-ir.bc`; `llvm-dis` prints it).
     pub dump_llvm_ir: bool,
@@ -200,7 +201,7 @@ impl CompileOptions {
             }
         }
         let name = self.source_file_name();
-        if !is_safe_name(name) || name.starts_with(['.', '-']) {
+        if !is_valid_source_name(name) {
             return Err(OptionsError::SourceName(name.to_string()));
         }
         Ok(())
@@ -247,6 +248,12 @@ impl CompileOptions {
         }
         f
     }
+}
+
+/// Whether `name` is accepted as [`CompileOptions::source_name`]: letters, digits, `.`, `_`,
+/// `+`, `-` only, not starting with `.` or `-` (what [`CompileOptions::validate`] checks).
+pub fn is_valid_source_name(name: &str) -> bool {
+    is_safe_name(name) && !name.starts_with(['.', '-'])
 }
 
 /// Whether `name` uses only characters no shell treats specially.

@@ -1,5 +1,5 @@
 //! Running a child process with a timeout (the whole process group is killed when it expires)
-//! and a cap on how many run at once.
+//! and a cap on how many run at once. [`run`] serves the compiler stage and `hipjit doctor`.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -11,15 +11,18 @@ use parking_lot::{Condvar, Mutex};
 
 /// What a finished child left behind.
 #[derive(Debug)]
-pub(crate) struct Finished {
+pub struct Finished {
+    /// Its exit status.
     pub status: ExitStatus,
+    /// Everything it wrote to stdout.
     pub stdout: Vec<u8>,
+    /// Everything it wrote to stderr.
     pub stderr: Vec<u8>,
 }
 
 /// Why a child did not finish.
 #[derive(Debug)]
-pub(crate) enum RunError {
+pub enum RunError {
     /// The process could not be started.
     Spawn(std::io::Error),
     /// It ran past the timeout; its process group was killed. Holds what it wrote to stderr.
@@ -29,7 +32,10 @@ pub(crate) enum RunError {
 /// Runs `cmd` in a new process group with stdin closed and stdout/stderr captured; after
 /// `timeout` the group receives SIGKILL (hipcc 5.2.3 runs clang through `sh`, so killing the
 /// direct child alone would leave clang running).
-pub(crate) fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
+///
+/// Errors: [`RunError::Spawn`] when the process cannot be started (or waited for),
+/// [`RunError::Timeout`] when it ran past `timeout`.
+pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

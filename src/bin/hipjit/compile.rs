@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use hipjit::compiler::diagnostics::{Diagnostic, Severity};
-use hipjit::compiler::{CompileError, CompileOptions, CompilerConfig, OptLevel};
+use hipjit::compiler::{
+    is_valid_source_name, CompileError, CompileOptions, CompilerConfig, OptLevel,
+};
 use hipjit::jit::{Compiled, Jit, JitError, JitOptions, Origin};
 use hipjit::target_id::TargetId;
 
@@ -228,15 +230,6 @@ fn error_text(file: &Path, targets: &str, e: &JitError, diags: &[Diagnostic]) ->
     s
 }
 
-/// Whether `name` is a file name the compiler stage accepts as the source name.
-fn safe_source_name(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with(['.', '-'])
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-}
-
 fn compile_one(
     jit: &Jit,
     args: &Args,
@@ -268,7 +261,8 @@ fn compile_one(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if safe_source_name(&name) {
+    // A name the compiler stage refuses falls back to its default (`kernel.hip`).
+    if is_valid_source_name(&name) {
         o.source_name = Some(name);
     }
     let dir = file

@@ -20,9 +20,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hip_sys::discovery::{self, Origin};
+use hipjit::compiler::process::{self, RunError};
 use serde::{Deserialize, Serialize};
 
 use crate::header_set::{self, HeaderSet};
@@ -419,54 +420,21 @@ fn last_line(bytes: &[u8]) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Runs `cmd` with stdout and stderr captured, killing it after `timeout`.
+/// Runs `cmd` with stdin closed and stdout and stderr captured, killing its process group
+/// after `timeout` ([`hipjit::compiler::process::run`], as the compiler stage does).
 fn run_with_timeout(
     cmd: &mut Command,
     timeout: Duration,
 ) -> Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>), String> {
-    use std::io::Read;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
-    let mut out_pipe = child.stdout.take();
-    let mut err_pipe = child.stderr.take();
-    let out_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        if let Some(p) = out_pipe.as_mut() {
-            let _ = p.read_to_end(&mut v);
-        }
-        v
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        if let Some(p) = err_pipe.as_mut() {
-            let _ = p.read_to_end(&mut v);
-        }
-        v
-    });
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if started.elapsed() > timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{:?} did not finish within {} s and was stopped",
-                    cmd.get_program(),
-                    timeout.as_secs()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("waiting for {:?}: {e}", cmd.get_program())),
-        }
-    };
-    let out = out_reader.join().unwrap_or_default();
-    let err = err_reader.join().unwrap_or_default();
-    Ok((status, out, err))
+    match process::run(cmd, timeout) {
+        Ok(f) => Ok((f.status, f.stdout, f.stderr)),
+        Err(RunError::Spawn(e)) => Err(format!("cannot run {:?}: {e}", cmd.get_program())),
+        Err(RunError::Timeout(_)) => Err(format!(
+            "{:?} did not finish within {} s and was stopped",
+            cmd.get_program(),
+            timeout.as_secs()
+        )),
+    }
 }
 
 fn compilers() -> Vec<CompilerReport> {

@@ -35,27 +35,16 @@ pub fn read(include_dir: &Path, apis: &[&str]) -> HeaderSet {
     }
 }
 
-/// The version defined in a `hip_version.h`: `(text, (major, minor))`.
+/// The version defined in a `hip_version.h`: `(text, (major, minor))`
+/// ([`hip_sys::discovery::hip_version_from_header`]).
 pub fn read_version(path: &Path) -> (Option<String>, Option<(u32, u32)>) {
     let Ok(text) = std::fs::read_to_string(path) else {
         return (None, None);
     };
-    let define = |name: &str| -> Option<u32> {
-        text.lines().find_map(|l| {
-            let mut w = l.split_whitespace();
-            (w.next()? == "#define" && w.next()? == name)
-                .then(|| w.next()?.parse().ok())
-                .flatten()
-        })
-    };
-    match (
-        define("HIP_VERSION_MAJOR"),
-        define("HIP_VERSION_MINOR"),
-        define("HIP_VERSION_PATCH"),
-    ) {
-        (Some(ma), Some(mi), Some(pa)) => (Some(format!("{ma}.{mi}.{pa}")), Some((ma, mi))),
-        (Some(ma), Some(mi), None) => (Some(format!("{ma}.{mi}")), Some((ma, mi))),
-        _ => (None, None),
+    match hip_sys::discovery::hip_version_from_header(&text) {
+        Some((ma, mi, Some(pa))) => (Some(format!("{ma}.{mi}.{pa}")), Some((ma, mi))),
+        Some((ma, mi, None)) => (Some(format!("{ma}.{mi}")), Some((ma, mi))),
+        None => (None, None),
     }
 }
 

@@ -21,13 +21,19 @@ const DT_NULL: i64 = 0;
 const DT_SONAME: i64 = 14;
 
 fn u16_at(b: &[u8], o: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?))
+    Some(u16::from_le_bytes(
+        b.get(o..o.checked_add(2)?)?.try_into().ok()?,
+    ))
 }
 fn u32_at(b: &[u8], o: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?))
+    Some(u32::from_le_bytes(
+        b.get(o..o.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 fn u64_at(b: &[u8], o: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?))
+    Some(u64::from_le_bytes(
+        b.get(o..o.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 struct Section {
@@ -71,9 +77,14 @@ pub fn parse(b: &[u8]) -> Result<SharedObject, String> {
     }
     let mut sections = Vec::with_capacity(shnum);
     for i in 0..shnum {
+        let outside = || format!("section header {i} lies outside the file");
         let h = shoff
             .checked_add(i.checked_mul(shentsize).ok_or_else(bad)?)
             .ok_or_else(bad)?;
+        // The header's 64 bytes lie in the file, so `h + 0x38 + 8` cannot overflow below.
+        if h.checked_add(64).is_none_or(|end| end > b.len()) {
+            return Err(outside());
+        }
         let sec = (|| {
             Some(Section {
                 kind: u32_at(b, h + 4)?,
@@ -83,7 +94,7 @@ pub fn parse(b: &[u8]) -> Result<SharedObject, String> {
                 entsize: usize::try_from(u64_at(b, h + 0x38)?).ok()?,
             })
         })()
-        .ok_or_else(|| format!("section header {i} lies outside the file"))?;
+        .ok_or_else(outside)?;
         sections.push(sec);
     }
     let data = |s: &Section| -> Option<&[u8]> { b.get(s.offset..s.offset.checked_add(s.size)?) };
@@ -149,6 +160,20 @@ mod tests {
         let so = read(Path::new(libc)).expect("libc parses");
         assert_eq!(so.soname.as_deref(), Some("libc.so.6"));
         assert!(so.exports.contains("malloc"));
+    }
+
+    #[test]
+    fn a_section_table_at_the_end_of_the_address_space_is_an_error() {
+        // An ELF64 LE header whose e_shoff is near usize::MAX, one 64-byte section header.
+        let mut b = vec![0u8; 64];
+        b[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        b[0x28..0x30].copy_from_slice(&(u64::MAX - 2).to_le_bytes());
+        b[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        b[0x3c..0x3e].copy_from_slice(&1u16.to_le_bytes());
+        assert_eq!(
+            parse(&b).unwrap_err(),
+            "section header 0 lies outside the file"
+        );
     }
 
     #[test]
