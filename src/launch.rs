@@ -29,9 +29,9 @@ pub struct Dim3 {
 }
 
 impl Dim3 {
-    /// x * y * z.
+    /// x * y * z, saturating at `u64::MAX` (three `u32` factors can exceed `u64`).
     pub fn product(self) -> u64 {
-        u64::from(self.x) * u64::from(self.y) * u64::from(self.z)
+        (u64::from(self.x) * u64::from(self.y)).saturating_mul(u64::from(self.z))
     }
 }
 
@@ -402,5 +402,22 @@ impl Kernel<'_> {
                 kernel: self.lib.device().ordinal(),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Dim3;
+
+    #[test]
+    fn dim3_product_saturates_instead_of_overflowing() {
+        let huge = Dim3 {
+            x: u32::MAX,
+            y: u32::MAX,
+            z: u32::MAX,
+        };
+        assert_eq!(huge.product(), u64::MAX);
+        let d = Dim3 { x: 4, y: 8, z: 2 };
+        assert_eq!(d.product(), 64);
     }
 }

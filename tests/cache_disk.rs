@@ -184,6 +184,23 @@ fn root_writable_by_others_is_refused_unless_declared_shared() {
 }
 
 #[test]
+fn shared_marker_owned_by_another_user_declares_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let marker = dir.path().join(SHARED_MARKER);
+    std::fs::write(&marker, "").unwrap();
+    // Another user (not the root's owner, not the superuser) drops the marker.
+    std::os::unix::fs::chown(&marker, Some(54321), Some(54321))
+        .expect("chown the marker to another uid (the tests run as root)");
+    let err = DiskCache::open(&[dir.path().to_path_buf()]).unwrap_err();
+    assert!(matches!(err, CacheError::Unsafe { .. }), "{err}");
+    assert!(
+        err.to_string().contains("writable by group or others"),
+        "{err}"
+    );
+}
+
+#[test]
 fn entry_writable_by_others_in_a_private_root_is_a_miss() {
     let dir = tempfile::tempdir().unwrap();
     let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();

@@ -9,7 +9,9 @@
 //! # Who may write
 //! A root, or an entry file, that is owned by another user or writable by group or others is
 //! refused, unless the root is declared shared: a file named [`SHARED_MARKER`]
-//! (`HIPJIT_SHARED`) in the root directory declares it. Entries written into a shared root are
+//! (`HIPJIT_SHARED`) in the root directory declares it, when the marker is owned by the root
+//! directory's owner or by the superuser (a marker dropped by anyone else who can write there
+//! declares nothing). Entries written into a shared root are
 //! readable by all (0644); entries of a private root are 0600.
 //!
 //! # Layout and publishing
@@ -263,7 +265,7 @@ impl DiskCache {
                         source,
                     })?;
             }
-            let shared = path.join(SHARED_MARKER).is_file();
+            let shared = declared_shared(path);
             if path.exists() {
                 if let Err(reason) = check_owner(path, shared) {
                     return Err(CacheError::Unsafe {
@@ -637,6 +639,21 @@ fn list_root(root: &Path) -> Vec<EntrySummary> {
 
 /// Checks that `path` is owned by this user (root-owned paths are refused too) and not
 /// writable by group or others, unless `shared`.
+/// Whether `root` is declared shared: it holds a regular file [`SHARED_MARKER`] owned by the
+/// root directory's owner or by the superuser. A marker anyone else dropped into a directory
+/// they can write declares nothing, so it cannot make another user's root trusted.
+fn declared_shared(root: &Path) -> bool {
+    match (
+        std::fs::metadata(root),
+        std::fs::symlink_metadata(root.join(SHARED_MARKER)),
+    ) {
+        (Ok(dir), Ok(marker)) => {
+            marker.is_file() && (marker.uid() == dir.uid() || marker.uid() == 0)
+        }
+        _ => false,
+    }
+}
+
 fn check_owner(path: &Path, shared: bool) -> Result<(), String> {
     if shared {
         return Ok(());
