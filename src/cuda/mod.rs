@@ -94,12 +94,27 @@ pub(crate) fn api(d: &driver::Driver) -> Api {
         hipModuleLaunchCooperativeKernel: d
             .cuLaunchCooperativeKernel
             .map(|_| hip_module_launch_cooperative_kernel as pfn::hipModuleLaunchCooperativeKernel),
-        hipLibraryLoadData: d
-            .cuLibraryLoadData
-            .map(|_| hip_library_load_data as pfn::hipLibraryLoadData),
-        hipLibraryLoadFromFile: d
-            .cuLibraryLoadFromFile
-            .map(|_| hip_library_load_from_file as pfn::hipLibraryLoadFromFile),
+        // The two transmutes change only the declared depth of the (unused, empty) option
+        // array pointers, which HIP 7.1's headers declare one level deeper; on other header
+        // sets the types are identical.
+        #[allow(clippy::useless_transmute)]
+        hipLibraryLoadData: d.cuLibraryLoadData.map(|_| {
+            let shim: shim::LibraryLoadDataShim = hip_library_load_data;
+            // SAFETY: same C ABI (pointers and integers only); see `LibraryLoadDataShim`.
+            unsafe {
+                std::mem::transmute::<shim::LibraryLoadDataShim, pfn::hipLibraryLoadData>(shim)
+            }
+        }),
+        #[allow(clippy::useless_transmute)]
+        hipLibraryLoadFromFile: d.cuLibraryLoadFromFile.map(|_| {
+            let shim: shim::LibraryLoadFromFileShim = hip_library_load_from_file;
+            // SAFETY: same C ABI (pointers and integers only); see `LibraryLoadDataShim`.
+            unsafe {
+                std::mem::transmute::<shim::LibraryLoadFromFileShim, pfn::hipLibraryLoadFromFile>(
+                    shim,
+                )
+            }
+        }),
         hipLibraryUnload: d
             .cuLibraryUnload
             .map(|_| hip_library_unload as pfn::hipLibraryUnload),

@@ -714,6 +714,35 @@ pub(crate) unsafe extern "C" fn hip_module_occupancy_max_active_blocks_per_multi
     with_context!(map(unsafe { occ(n, f as Handle, block, shared) }))
 }
 
+/// The shims' own signature of `hipLibraryLoadData`. HIP 7.1's headers declare the option
+/// arrays one pointer deeper (`hipJitOption**`, `hipLibraryOption**`) than the documented API
+/// and hip-sys's fallback declaration, so `pfn::hipLibraryLoadData` differs between header
+/// sets. Every parameter is a pointer or an integer in both forms (one C ABI), and the shims
+/// accept only empty option arrays, never reading them: `cuda::api` converts the
+/// shim to whichever `pfn` type the headers give.
+pub(crate) type LibraryLoadDataShim = unsafe extern "C" fn(
+    *mut sys::hipLibrary_t,
+    *const c_void,
+    *mut sys::hipJitOption,
+    *mut *mut c_void,
+    c_uint,
+    *mut sys::hipLibraryOption,
+    *mut *mut c_void,
+    c_uint,
+) -> sys::hipError_t;
+
+/// The shims' own signature of `hipLibraryLoadFromFile` (see [`LibraryLoadDataShim`]).
+pub(crate) type LibraryLoadFromFileShim = unsafe extern "C" fn(
+    *mut sys::hipLibrary_t,
+    *const c_char,
+    *mut sys::hipJitOption,
+    *mut *mut c_void,
+    c_uint,
+    *mut sys::hipLibraryOption,
+    *mut *mut c_void,
+    c_uint,
+) -> sys::hipError_t;
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe extern "C" fn hip_library_load_data(
     l: *mut sys::hipLibrary_t,
