@@ -539,6 +539,21 @@ fn disk_cache_lists_and_verifies_a_cubin_entry() {
 }
 
 #[test]
+fn nvidia_jit_refuses_a_cache_root_writable_by_others() {
+    use hipjit::cuda::jit::{NvJit, NvJitError};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = NvJit::new(nvcc(), Some(dir.path().to_path_buf()))
+        .compile(JIT_SOURCE, SmTarget::new(90), &[])
+        .unwrap_err();
+    assert!(
+        matches!(&err, NvJitError::Cache(hipjit::cache::CacheError::Unsafe { path, .. }) if path == dir.path()),
+        "{err}"
+    );
+}
+
+#[test]
 fn nvidia_jit_compile_error_names_nvcc_and_the_source_line() {
     use hipjit::cuda::jit::NvJit;
     let _g = serial();
