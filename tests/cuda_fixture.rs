@@ -539,6 +539,21 @@ fn disk_cache_lists_and_verifies_a_cubin_entry() {
 }
 
 #[test]
+fn nvidia_jit_size_cap_prunes_the_written_root() {
+    use hipjit::cuda::jit::{NvJit, NvOrigin};
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let jit = NvJit::with_disk_cache(nvcc(), Some(cache)).with_max_cache_bytes(Some(0));
+    let (_, origin, _, _) = jit.compile(JIT_SOURCE, SmTarget::new(90), &[]).unwrap();
+    assert_eq!(origin, NvOrigin::Compiled);
+    let listed = DiskCache::open(&[dir.path().to_path_buf()]).unwrap().list();
+    assert!(
+        listed.is_empty(),
+        "a cap of 0 bytes leaves no entry: {listed:?}"
+    );
+}
+
+#[test]
 fn nvidia_jit_refuses_a_cache_root_writable_by_others() {
     use hipjit::cuda::jit::{NvJit, NvJitError};
     use std::os::unix::fs::PermissionsExt;

@@ -167,10 +167,13 @@ impl NvJit {
     }
 
     /// Sets a size cap in bytes for the written cache root (least recently used entries are
-    /// removed after each write: [`DiskCache::with_max_bytes`]). Applies when the cache is
-    /// opened by the JIT, not to one given opened to [`NvJit::with_disk_cache`].
+    /// removed after each write: [`DiskCache::with_max_bytes`]), on the cache whether it is
+    /// open already or not yet.
     pub fn with_max_cache_bytes(mut self, max_bytes: Option<u64>) -> Self {
         self.max_bytes = max_bytes;
+        if let Some(d) = self.disk.take() {
+            let _ = self.disk.set(d.with_max_bytes(max_bytes));
+        }
         self
     }
 
