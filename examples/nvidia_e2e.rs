@@ -12,9 +12,10 @@ use std::process::Command;
 use std::time::Instant;
 
 use hipjit::args;
+use hipjit::cache::disk::DiskCache;
 use hipjit::code_object::cubin::Cubin;
 use hipjit::cuda::driver::{self, Driver};
-use hipjit::cuda::jit::{NvJit, NvOrigin};
+use hipjit::cuda::jit::{NvJit, NvOrigin, CUBIN_ARTEFACT};
 use hipjit::device::Device;
 use hipjit::event::{Event, EventFlags};
 use hipjit::launch::LaunchConfig;
@@ -180,7 +181,19 @@ fn main() -> R<()> {
         format!("{:?}", again.origin),
     )?;
     let lib = &loaded.library;
-    let kernels_cubin = cache.join(format!("{}.cubin", loaded.key));
+    // The cubin as a plain file, for the raw-driver comparisons: taken from its cache entry.
+    let kernels_cubin = cache.join("kernels.cubin");
+    {
+        let disk = DiskCache::open(&[cache.to_path_buf()])?;
+        let entry = disk
+            .get(&loaded.key.parse()?)
+            .entry
+            .ok_or("the compiled kernels have no disk-cache entry")?;
+        let cubin = entry
+            .artefact(CUBIN_ARTEFACT)
+            .ok_or("the cache entry holds no cubin")?;
+        std::fs::write(&kernels_cubin, cubin)?;
+    }
 
     // Several kernels in one library, enumerated by the driver and by the reader.
     let mut names: Vec<&str> = lib.kernel_names().collect();

@@ -140,3 +140,38 @@ fn editing_a_nested_header_changes_its_tracked_hash() {
     assert_eq!(before[0].sha256, after[0].sha256, "top.h did not change");
     assert_ne!(before[1].sha256, after[1].sha256, "inner.h changed");
 }
+
+/// The record as the module documentation lays it out, hashed independently (Python's
+/// hashlib over the same length-prefixed fields): a key record given field by field, as the
+/// NVIDIA JIT uses it, hashes to exactly that.
+#[test]
+fn record_given_field_by_field_hashes_as_documented() {
+    use hipjit::cache::key::{compute_record, KeyRecord};
+    use std::ffi::OsStr;
+    let headers = [TrackedHeader {
+        include: "hip/hip_runtime.h".into(),
+        path: PathBuf::from("/not/hashed"),
+        sha256: "ab".repeat(32),
+    }];
+    let compiler = CompilerIdentity {
+        path: "/opt/cuda/bin/nvcc".into(),
+        version: "release 13.0, V13.0.88\n".into(),
+    };
+    let key = compute_record(&KeyRecord {
+        source: "k",
+        headers: &headers,
+        flags: &["-cubin".into(), "-arch=sm_90".into()],
+        targets: &["sm_90".into()],
+        code_object_version: 0,
+        compiler: &compiler,
+        env: &[
+            ("NVCC_APPEND_FLAGS", Some(OsStr::new("-G"))),
+            ("NVCC_CCBIN", None),
+        ],
+        extra: b"x",
+    });
+    assert_eq!(
+        key.to_hex(),
+        "70483770b7c8a1a88357524b8aa27f18d5b370466ca295928cd1f98c6ccfd55c"
+    );
+}

@@ -12,7 +12,10 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use hipjit::args;
+use hipjit::cache::disk::{DiskCache, EntryMeta};
 use hipjit::code_object::cubin::Cubin;
+use hipjit::cuda::jit::CUBIN_ARTEFACT;
+use hipjit::cuda::target::SmTarget;
 use hipjit::launch::LaunchConfig;
 use hipjit::library::Library;
 use hipjit::memory::DeviceBuffer;
@@ -391,7 +394,7 @@ fn nvidia_jit_compiles_then_hits_memory_then_disk() {
     let jit = NvJit::new(nvcc(), Some(dir.path().to_path_buf()));
     let first = jit.load(&dev, JIT_SOURCE, &[]).unwrap();
     assert_eq!(first.origin, NvOrigin::Compiled);
-    assert!(dir.path().join(format!("{}.cubin", first.key)).is_file());
+    assert!(DiskCache::entry_path(dir.path(), &first.key.parse().unwrap()).is_file());
     assert_eq!(first.library.kernel_names().collect::<Vec<_>>(), ["twice"]);
     let second = jit.load(&dev, JIT_SOURCE, &[]).unwrap();
     assert_eq!(second.origin, NvOrigin::Memory);
@@ -404,6 +407,13 @@ fn nvidia_jit_compiles_then_hits_memory_then_disk() {
     );
 }
 
+/// The cubin of `key`'s entry in the one root `root`, read through the disk cache.
+fn cached_cubin(root: &Path, key: &str) -> Option<Vec<u8>> {
+    let cache = DiskCache::open(&[root.to_path_buf()]).unwrap();
+    let entry = cache.get(&key.parse().unwrap()).entry?;
+    entry.artefact(CUBIN_ARTEFACT).map(<[u8]>::to_vec)
+}
+
 #[test]
 fn nvidia_jit_replaces_a_corrupt_cache_entry() {
     use hipjit::cuda::jit::{NvJit, NvOrigin};
@@ -414,13 +424,148 @@ fn nvidia_jit_replaces_a_corrupt_cache_entry() {
         .load(&dev, JIT_SOURCE, &[])
         .unwrap()
         .key;
-    let entry = dir.path().join(format!("{key}.cubin"));
-    std::fs::write(&entry, b"not a cubin").unwrap();
+    let entry = DiskCache::entry_path(dir.path(), &key.parse().unwrap());
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&entry, &bytes).unwrap();
+    assert_eq!(
+        cached_cubin(dir.path(), &key),
+        None,
+        "the flipped byte is seen"
+    );
     let again = NvJit::new(nvcc(), Some(dir.path().to_path_buf()))
         .load(&dev, JIT_SOURCE, &[])
         .unwrap();
     assert_eq!(again.origin, NvOrigin::Compiled);
-    assert!(Cubin::from_bytes(&std::fs::read(&entry).unwrap()).is_ok());
+    let cubin = cached_cubin(dir.path(), &key).expect("a valid entry in its place");
+    assert!(Cubin::from_bytes(&cubin).is_ok());
+}
+
+#[test]
+fn nvidia_jit_replaces_an_intact_entry_whose_cubin_does_not_read() {
+    use hipjit::cuda::jit::{NvJit, NvOrigin};
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let n = nvcc();
+    let key = n.cache_key(JIT_SOURCE, SmTarget::new(90), &[]);
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let meta = EntryMeta {
+        format_version: 0,
+        key: String::new(),
+        command: vec![],
+        compiler: n.identity(),
+        options: Default::default(),
+        tracked_headers: vec![],
+        dependencies: vec![],
+        created_unix_ms: 0,
+        artefacts: vec![],
+    };
+    cache
+        .put(
+            &key.parse().unwrap(),
+            meta,
+            &[(CUBIN_ARTEFACT, b"not a cubin")],
+        )
+        .unwrap();
+    let loaded = NvJit::new(n, Some(dir.path().to_path_buf()))
+        .load(&dev, JIT_SOURCE, &[])
+        .unwrap();
+    assert_eq!(
+        (loaded.origin, loaded.key.as_str()),
+        (NvOrigin::Compiled, key.as_str())
+    );
+    let cubin = cached_cubin(dir.path(), &key).expect("a good entry in its place");
+    assert!(Cubin::from_bytes(&cubin).is_ok());
+}
+
+#[test]
+fn nvidia_jit_hits_through_a_read_only_second_root() {
+    use hipjit::cuda::jit::{NvJit, NvOrigin};
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    let own = tempfile::tempdir().unwrap();
+    let first = NvJit::new(nvcc(), Some(shared.path().to_path_buf()))
+        .load(&dev, JIT_SOURCE, &[])
+        .unwrap();
+    let jit = NvJit::with_roots(
+        nvcc(),
+        vec![own.path().to_path_buf(), shared.path().to_path_buf()],
+    );
+    let hit = jit.load(&dev, JIT_SOURCE, &[]).unwrap();
+    assert_eq!(
+        (hit.origin, hit.key.as_str()),
+        (NvOrigin::Disk, first.key.as_str())
+    );
+    let written = DiskCache::open(&[own.path().to_path_buf()]).unwrap();
+    assert!(
+        written.list().is_empty(),
+        "nothing written on a read-only hit"
+    );
+}
+
+#[test]
+fn disk_cache_lists_and_verifies_a_cubin_entry() {
+    use hipjit::cuda::jit::NvJit;
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let n = nvcc();
+    let loaded = NvJit::new(n.clone(), Some(dir.path().to_path_buf()))
+        .load(&dev, JIT_SOURCE, &[])
+        .unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let listed = cache.list();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].key.map(|k| k.to_hex()), Some(loaded.key.clone()));
+    let entry = cache.get(&loaded.key.parse().unwrap()).entry.unwrap();
+    let names: Vec<&str> = entry
+        .meta
+        .artefacts
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    assert_eq!(names, ["cubin"]);
+    assert_eq!(
+        entry.meta.compiler.path,
+        std::fs::canonicalize(n.path()).unwrap()
+    );
+    assert!(entry.meta.command.iter().any(|a| a == "-arch=sm_90"));
+    let verified = cache.verify();
+    assert_eq!(verified.len(), 1);
+    assert_eq!(verified[0].status, Ok(()));
+}
+
+#[test]
+fn nvidia_jit_size_cap_prunes_the_written_root() {
+    use hipjit::cuda::jit::{NvJit, NvOrigin};
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let jit = NvJit::with_disk_cache(nvcc(), Some(cache)).with_max_cache_bytes(Some(0));
+    let (_, origin, _, _) = jit.compile(JIT_SOURCE, SmTarget::new(90), &[]).unwrap();
+    assert_eq!(origin, NvOrigin::Compiled);
+    let listed = DiskCache::open(&[dir.path().to_path_buf()]).unwrap().list();
+    assert!(
+        listed.is_empty(),
+        "a cap of 0 bytes leaves no entry: {listed:?}"
+    );
+}
+
+#[test]
+fn nvidia_jit_refuses_a_cache_root_writable_by_others() {
+    use hipjit::cuda::jit::{NvJit, NvJitError};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = NvJit::new(nvcc(), Some(dir.path().to_path_buf()))
+        .compile(JIT_SOURCE, SmTarget::new(90), &[])
+        .unwrap_err();
+    assert!(
+        matches!(&err, NvJitError::Cache(hipjit::cache::CacheError::Unsafe { path, .. }) if path == dir.path()),
+        "{err}"
+    );
 }
 
 #[test]

@@ -58,7 +58,8 @@ const HEADER_LEN: usize = 8 + 4 + 8;
 /// Size and sha256 of one artefact in an entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArtefactMeta {
-    /// `code-object` (the compiler's output), `llvm-ir.bc`, `isa.s`.
+    /// `code-object` (hipcc's output), `llvm-ir.bc`, `isa.s`; `cubin` (nvcc's output, on HIP's
+    /// NVIDIA platform).
     pub name: String,
     /// Size in bytes.
     pub size: u64,

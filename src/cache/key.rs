@@ -5,7 +5,8 @@
 //! field name, the name, `u64` length of the value, the value. Fields: `format` (the
 //! [`CACHE_FORMAT_VERSION`] as `u32`), `source`, one `header` field per tracked header (its
 //! include path relative to where it was found, then its sha256), `flags` (each effective flag
-//! as its own length-prefixed item), `targets` (each target ID), `code-object-version` (`u32`,
+//! as its own length-prefixed item), `targets` (each AMDGPU target ID, or the SM architecture on HIP's NVIDIA platform),
+//! `code-object-version` (`u32`,
 //! 0 = compiler default), `compiler-path`, `compiler-version`, `env` (each allowlisted
 //! variable but `PATH` and `HOME`: name and value, or name and an unset marker), `extra` (the
 //! caller's signature).
@@ -15,7 +16,7 @@
 //! path and `--version` output).
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -142,46 +143,88 @@ impl Record {
     }
 }
 
+/// The fields of a key record in their final form, for a compiler other than hipcc (nvcc on
+/// HIP's NVIDIA platform); [`compute`] fills one from [`KeyInputs`]. The record is the one the
+/// module documentation describes, field for field.
+#[derive(Clone, Debug)]
+pub struct KeyRecord<'a> {
+    /// The source text.
+    pub source: &'a str,
+    /// Headers hashed into the key (include name and sha256 are used).
+    pub headers: &'a [TrackedHeader],
+    /// The effective flags, in order.
+    pub flags: &'a [String],
+    /// The targets: AMDGPU target IDs (`gfx90a`), or an SM architecture (`sm_90`).
+    pub targets: &'a [String],
+    /// The code object version, 0 for the compiler's default (or none applies).
+    pub code_object_version: u32,
+    /// The compiler's identity (resolved path and `--version` output).
+    pub compiler: &'a CompilerIdentity,
+    /// The environment variables hashed into the key, in order: name, and value when set.
+    pub env: &'a [(&'a str, Option<&'a OsStr>)],
+    /// A caller-supplied signature.
+    pub extra: &'a [u8],
+}
+
 /// Computes the key (see the module documentation for the record).
 pub fn compute(inputs: &KeyInputs<'_>) -> CacheKey {
-    let mut r = Record(Sha256::new());
-    r.field("format", &CACHE_FORMAT_VERSION.to_le_bytes());
-    r.field("source", inputs.source.as_bytes());
-    for h in inputs.headers {
-        let mut v = Vec::new();
-        v.extend_from_slice(&(h.include.len() as u64).to_le_bytes());
-        v.extend_from_slice(h.include.as_bytes());
-        v.extend_from_slice(h.sha256.as_bytes());
-        r.field("header", &v);
-    }
     let flags = inputs.options.effective_flags();
-    r.list("flags", flags.iter().map(|f| f.as_bytes()));
     let targets: Vec<String> = inputs
         .options
         .targets
         .iter()
         .map(|t| t.to_string())
         .collect();
-    r.list("targets", targets.iter().map(|t| t.as_bytes()));
-    r.field(
-        "code-object-version",
-        &inputs
-            .options
-            .code_object_version
-            .unwrap_or(0)
-            .to_le_bytes(),
-    );
-    r.field("compiler-path", inputs.compiler.path.as_os_str().as_bytes());
-    r.field("compiler-version", inputs.compiler.version.as_bytes());
-    let mut env = Vec::new();
-    for name in crate::compiler::ENV_ALLOWLIST
+    let env: Vec<(&str, Option<&OsStr>)> = crate::compiler::ENV_ALLOWLIST
         .iter()
         .filter(|n| !KEY_EXCLUDED_ENV.contains(n))
-    {
+        .map(|name| {
+            let value = inputs
+                .env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_os_str());
+            (*name, value)
+        })
+        .collect();
+    compute_record(&KeyRecord {
+        source: inputs.source,
+        headers: inputs.headers,
+        flags: &flags,
+        targets: &targets,
+        code_object_version: inputs.options.code_object_version.unwrap_or(0),
+        compiler: inputs.compiler,
+        env: &env,
+        extra: inputs.extra,
+    })
+}
+
+/// Computes the key of a record given field by field (see the module documentation).
+pub fn compute_record(record: &KeyRecord<'_>) -> CacheKey {
+    let mut r = Record(Sha256::new());
+    r.field("format", &CACHE_FORMAT_VERSION.to_le_bytes());
+    r.field("source", record.source.as_bytes());
+    for h in record.headers {
+        let mut v = Vec::new();
+        v.extend_from_slice(&(h.include.len() as u64).to_le_bytes());
+        v.extend_from_slice(h.include.as_bytes());
+        v.extend_from_slice(h.sha256.as_bytes());
+        r.field("header", &v);
+    }
+    r.list("flags", record.flags.iter().map(|f| f.as_bytes()));
+    r.list("targets", record.targets.iter().map(|t| t.as_bytes()));
+    r.field(
+        "code-object-version",
+        &record.code_object_version.to_le_bytes(),
+    );
+    r.field("compiler-path", record.compiler.path.as_os_str().as_bytes());
+    r.field("compiler-version", record.compiler.version.as_bytes());
+    let mut env = Vec::new();
+    for (name, value) in record.env {
         env.extend_from_slice(&(name.len() as u64).to_le_bytes());
         env.extend_from_slice(name.as_bytes());
-        match inputs.env.iter().find(|(k, _)| k == name) {
-            Some((_, v)) => {
+        match value {
+            Some(v) => {
                 env.push(1);
                 env.extend_from_slice(&(v.len() as u64).to_le_bytes());
                 env.extend_from_slice(v.as_bytes());
@@ -190,7 +233,7 @@ pub fn compute(inputs: &KeyInputs<'_>) -> CacheKey {
         }
     }
     r.field("env", &env);
-    r.field("extra", inputs.extra);
+    r.field("extra", record.extra);
     CacheKey(r.0.finalize().into())
 }
 

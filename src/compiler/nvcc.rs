@@ -20,12 +20,14 @@
 //! [flags] -o <out>.cubin -x cu <source>`, run with `std::process::Command` (no shell) in a
 //! temporary directory.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+use crate::cache::key::{self, hex, sha256, CacheKey, KeyRecord, TrackedHeader};
+use crate::compiler::CompilerIdentity;
 use crate::cuda::target::SmTarget;
 
 /// The environment variable naming nvcc explicitly.
@@ -73,6 +75,17 @@ template <typename T> __device__ inline T __shfl_xor(T v, int m, int width = war
 }
 #endif
 "#;
+
+/// The files of the prelude directory (under `hip/`) and their text.
+const PRELUDE_FILES: [(&str, &str); 3] = [
+    ("hip_runtime.h", PRELUDE),
+    ("hip_runtime_api.h", PRELUDE),
+    ("hip_fp16.h", "#pragma once\n#include <cuda_fp16.h>\n"),
+];
+
+/// The environment variables nvcc reads that change its output, hashed into the cache key
+/// (nvcc runs with hipjit's environment).
+pub const NVCC_KEY_ENV: &[&str] = &["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN"];
 
 /// An error finding or running nvcc.
 #[derive(Debug, thiserror::Error)]
@@ -146,7 +159,13 @@ fn identity_file(nvcc: &Path, dir: &Path) -> Option<PathBuf> {
 #[derive(Debug, Clone)]
 pub struct Nvcc {
     path: PathBuf,
+    /// `path` with symlinks resolved (the identity's path).
+    resolved: PathBuf,
     version: String,
+}
+
+fn resolve(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 fn executable(p: &Path) -> bool {
@@ -176,7 +195,12 @@ impl Nvcc {
         };
         if let Ok(version) = std::fs::read_to_string(&file) {
             if !version.is_empty() {
-                return Ok(Nvcc { path, version });
+                let resolved = resolve(&path);
+                return Ok(Nvcc {
+                    path,
+                    resolved,
+                    version,
+                });
             }
         }
         let nvcc = Nvcc::at(&path)?;
@@ -255,6 +279,7 @@ impl Nvcc {
         }
         Ok(Nvcc {
             path: path.to_path_buf(),
+            resolved: resolve(path),
             version: String::from_utf8_lossy(&out.stdout).into_owned(),
         })
     }
@@ -276,25 +301,75 @@ impl Nvcc {
         Some(&rest[..rest.find(',')?])
     }
 
-    /// The cache key of compiling `source` for `sm` with `flags`: SHA-256 over a format tag,
-    /// nvcc's path and `--version` output, the SM target, the flags, [`PRELUDE`] and the source
-    /// (each length-prefixed), as 64 hex digits.
-    pub fn cache_key(&self, source: &str, sm: SmTarget, flags: &[String]) -> String {
-        let mut h = Sha256::new();
-        let mut put = |b: &[u8]| {
-            h.update((b.len() as u64).to_le_bytes());
-            h.update(b);
-        };
-        put(b"hipjit-nvcc-cubin-v1");
-        put(self.path.as_os_str().as_encoded_bytes());
-        put(self.version.as_bytes());
-        put(sm.to_string().as_bytes());
-        for f in flags {
-            put(f.as_bytes());
+    /// The compiler identity hashed into cache keys and recorded in cache entries: the path
+    /// with symlinks resolved and the `--version` output.
+    pub fn identity(&self) -> CompilerIdentity {
+        CompilerIdentity {
+            path: self.resolved.clone(),
+            version: self.version.clone(),
         }
-        put(PRELUDE.as_bytes());
-        put(source.as_bytes());
-        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The flags hashed into the key of compiling for `sm` with `flags`: the command line of
+    /// [`Nvcc::arguments`] less its file paths (the prelude directory, the output and the
+    /// source, which are temporary).
+    pub fn key_flags(&self, sm: SmTarget, flags: &[String]) -> Vec<String> {
+        let mut f = vec![
+            "-cubin".to_string(),
+            format!("-arch={sm}"),
+            "-std=c++17".into(),
+            "-O3".into(),
+            "-include".into(),
+            "hip/hip_runtime.h".into(),
+        ];
+        f.extend(flags.iter().cloned());
+        f.extend(["-x".to_string(), "cu".to_string()]);
+        f
+    }
+
+    /// The headers of hipjit's own that every compile sees, as hashed into the key: the
+    /// [`PRELUDE`] (as `hip/hip_runtime.h` and `hip/hip_runtime_api.h`) and `hip/hip_fp16.h`.
+    pub fn prelude_headers() -> Vec<TrackedHeader> {
+        PRELUDE_FILES
+            .iter()
+            .map(|(name, text)| TrackedHeader {
+                include: format!("hip/{name}"),
+                path: PathBuf::from(format!("<hipjit nvcc prelude>/hip/{name}")),
+                sha256: hex(&sha256(text.as_bytes())),
+            })
+            .collect()
+    }
+
+    /// The cache key of compiling `source` for `sm` with `flags`: the record of
+    /// [`crate::cache::key`] with the source, the prelude as tracked headers
+    /// ([`Nvcc::prelude_headers`]), the flags ([`Nvcc::key_flags`]), the SM target in place of
+    /// target IDs, code object version 0, nvcc's identity ([`Nvcc::identity`]) and the
+    /// variables of [`NVCC_KEY_ENV`] as read now.
+    pub fn key(&self, source: &str, sm: SmTarget, flags: &[String]) -> CacheKey {
+        let headers = Nvcc::prelude_headers();
+        let flags = self.key_flags(sm, flags);
+        let targets = [sm.to_string()];
+        let values: Vec<Option<OsString>> = NVCC_KEY_ENV.iter().map(std::env::var_os).collect();
+        let env: Vec<(&str, Option<&OsStr>)> = NVCC_KEY_ENV
+            .iter()
+            .zip(&values)
+            .map(|(n, v)| (*n, v.as_deref()))
+            .collect();
+        key::compute_record(&KeyRecord {
+            source,
+            headers: &headers,
+            flags: &flags,
+            targets: &targets,
+            code_object_version: 0,
+            compiler: &self.identity(),
+            env: &env,
+            extra: &[],
+        })
+    }
+
+    /// [`Nvcc::key`] as 64 hex digits.
+    pub fn cache_key(&self, source: &str, sm: SmTarget, flags: &[String]) -> String {
+        self.key(source, sm, flags).to_hex()
     }
 
     /// The arguments of compiling `source_file` to `out` (after the nvcc path).
@@ -351,13 +426,10 @@ impl Nvcc {
         let inc = tmp.path().join("include");
         let hip = inc.join("hip");
         std::fs::create_dir_all(&hip).map_err(io("cannot create", &hip))?;
-        for name in ["hip_runtime.h", "hip_runtime_api.h"] {
+        for (name, text) in PRELUDE_FILES {
             let p = hip.join(name);
-            std::fs::write(&p, PRELUDE).map_err(io("cannot write", &p))?;
+            std::fs::write(&p, text).map_err(io("cannot write", &p))?;
         }
-        let p = hip.join("hip_fp16.h");
-        std::fs::write(&p, "#pragma once\n#include <cuda_fp16.h>\n")
-            .map_err(io("cannot write", &p))?;
         let src = tmp.path().join("kernel.cu");
         std::fs::write(&src, source).map_err(io("cannot write", &src))?;
         let out = tmp.path().join("kernel.cubin");

@@ -1,28 +1,34 @@
-//! The JIT on HIP's NVIDIA platform: HIP source -> nvcc -> cubin -> the CUDA driver, with a
-//! content-addressed disk cache (safe across processes) and an in-memory cache of loaded
-//! libraries.
+//! The JIT on HIP's NVIDIA platform: HIP source -> nvcc -> cubin -> the CUDA driver, with the
+//! same content-addressed disk cache as the AMD JIT and an in-memory cache of loaded libraries.
 //!
-//! - Key: [`Nvcc::cache_key`] (nvcc's path and `--version`, the SM target, flags, the prelude,
-//!   the source).
-//! - Disk: `<root>/nvidia/<key>.cubin` under the first root of `HIPJIT_CACHE_DIR` (else
-//!   `$XDG_CACHE_HOME/hipjit`, `~/.cache/hipjit`). Written to a temporary file in the same
-//!   directory, synced and renamed into place, so a reader sees a whole cubin or none; a file
-//!   that does not read as a cubin is compiled again and replaced.
+//! - Key: [`Nvcc::key`], the record of [`crate::cache::key`] with nvcc's identity (resolved
+//!   path and `--version`), the SM target in place of target IDs, the flags, the prelude and
+//!   the source.
+//! - Disk: [`DiskCache`], shared with the AMD JIT and `hipjit cache`: one file per key holding
+//!   the cubin (artefact [`CUBIN_ARTEFACT`]) and its metadata, published atomically and
+//!   verified on every read, under the roots of `HIPJIT_CACHE_DIR` (the first written, the rest
+//!   read-only; else `$XDG_CACHE_HOME/hipjit`, `~/.cache/hipjit`), with the same ownership rules
+//!   and optional size cap. A bad entry is a miss (replaced in the written root); an intact
+//!   entry whose cubin does not read is removed from the written root and compiled again. A
+//!   missing key is compiled under the key's cross-process lock ([`DiskCache::lock`]).
+//!   nvcc's remembered identity ([`Nvcc::discover_cached`]) lives in `<written root>/nvidia/`.
 //! - Memory: loaded libraries per (device, source, flags), checked by comparing the source
 //!   itself, so a hit costs a hash of the source, one lock and a comparison. A miss compiles
 //!   and loads once per key however many threads ask at once (single flight).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use crate::cache::disk::{CacheError, DiskCache, EntryMeta};
+use crate::cache::key::CacheKey;
 use crate::cache::memory::fast_hash;
 use crate::code_object::cubin::{Cubin, CubinError};
 use crate::compiler::nvcc::{Nvcc, NvccError};
+use crate::compiler::CompileOptions;
 use crate::device::Device;
 use crate::error::LibraryError;
 use crate::library::Library;
@@ -63,15 +69,17 @@ pub enum NvJitError {
     /// Loading the cubin failed.
     #[error(transparent)]
     Load(#[from] LibraryError),
-    /// The disk cache could not be written.
-    #[error("cannot write the cache entry {}: {source}", path.display())]
-    CacheWrite {
-        /// The path.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
+    /// The disk cache could not be opened (a root not creatable, or refused by the ownership
+    /// rules of [`crate::cache::disk`]) or written.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
 }
+
+/// The name of the cubin artefact in a disk-cache entry (the AMD JIT's is `code-object`).
+pub const CUBIN_ARTEFACT: &str = "cubin";
+
+/// The directory under the written cache root where nvcc's identity is remembered.
+const IDENTITY_DIR: &str = "nvidia";
 
 /// A source loaded on a device.
 #[derive(Debug, Clone)]
@@ -97,7 +105,11 @@ type MemoryKey = (u64, i32, usize);
 /// The NVIDIA JIT. `Send + Sync`: share one per process.
 pub struct NvJit {
     nvcc: Nvcc,
-    disk: Option<PathBuf>,
+    /// The cache roots, written one first; empty: no disk cache.
+    roots: Vec<PathBuf>,
+    max_bytes: Option<u64>,
+    /// The disk cache over `roots`, opened on first use (or given opened).
+    disk: OnceLock<DiskCache>,
     memory: Mutex<HashMap<MemoryKey, Vec<Entry>>>,
     /// One lock per memory key, held while compiling and loading: one compile per key at a
     /// time (single flight); other callers wait, then find the result in memory.
@@ -108,47 +120,88 @@ impl std::fmt::Debug for NvJit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NvJit")
             .field("nvcc", &self.nvcc.path())
-            .field("disk", &self.disk)
+            .field("roots", &self.roots)
             .finish()
     }
 }
 
-/// The default disk-cache directory: `nvidia/` under the first `HIPJIT_CACHE_DIR` root, else
-/// under `$XDG_CACHE_HOME/hipjit` or `~/.cache/hipjit`; `None` when none is set.
+/// The default disk-cache root (the written one): the first `HIPJIT_CACHE_DIR` root, else
+/// `$XDG_CACHE_HOME/hipjit` or `~/.cache/hipjit`; `None` when none is set.
 pub fn default_cache_dir() -> Option<PathBuf> {
     crate::cache::disk::roots_from_env(|v| std::env::var_os(v))
         .and_then(|roots| roots.into_iter().next())
-        .map(|r| r.join("nvidia"))
 }
 
 impl NvJit {
-    /// A JIT over `nvcc` with its disk cache in `disk` (`None`: no disk cache).
+    /// A JIT over `nvcc` with its disk cache rooted at `disk` (one root, written; `None`: no
+    /// disk cache). The root is opened ([`DiskCache::open`]) on the first compile, whose
+    /// error it is when the root cannot be created or is refused.
     pub fn new(nvcc: Nvcc, disk: Option<PathBuf>) -> NvJit {
+        NvJit::with_roots(nvcc, disk.into_iter().collect())
+    }
+
+    /// A JIT over `nvcc` with its disk cache over `roots`: the first written, the others
+    /// read-only lookups (empty: no disk cache). Opened on the first compile, as [`NvJit::new`].
+    pub fn with_roots(nvcc: Nvcc, roots: Vec<PathBuf>) -> NvJit {
         NvJit {
             nvcc,
-            disk,
+            roots,
+            max_bytes: None,
+            disk: OnceLock::new(),
             memory: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
         }
     }
 
-    /// nvcc discovered in the documented order, the default cache directory (which also
-    /// remembers nvcc's identity: [`Nvcc::discover_cached`]).
-    ///
-    /// Errors: [`NvccError`] from discovery.
-    pub fn from_env() -> Result<NvJit, NvJitError> {
-        Self::with_cache_dir(default_cache_dir())
+    /// A JIT over `nvcc` with an opened disk cache (`None`: none), e.g. the AMD JIT's.
+    pub fn with_disk_cache(nvcc: Nvcc, disk: Option<DiskCache>) -> NvJit {
+        let roots = disk
+            .as_ref()
+            .map(|d| d.roots().iter().map(|r| r.path.clone()).collect())
+            .unwrap_or_default();
+        let jit = NvJit::with_roots(nvcc, roots);
+        if let Some(d) = disk {
+            let _ = jit.disk.set(d);
+        }
+        jit
     }
 
-    /// nvcc discovered in the documented order, the disk cache in `dir` (`None`: none).
+    /// Sets a size cap in bytes for the written cache root (least recently used entries are
+    /// removed after each write: [`DiskCache::with_max_bytes`]), on the cache whether it is
+    /// open already or not yet.
+    pub fn with_max_cache_bytes(mut self, max_bytes: Option<u64>) -> Self {
+        self.max_bytes = max_bytes;
+        if let Some(d) = self.disk.take() {
+            let _ = self.disk.set(d.with_max_bytes(max_bytes));
+        }
+        self
+    }
+
+    /// nvcc discovered in the documented order, the disk cache over the roots of
+    /// `HIPJIT_CACHE_DIR` (else the default root; none when nothing is set), nvcc's identity
+    /// remembered in the written root ([`Nvcc::discover_cached`]).
     ///
-    /// Errors: [`NvccError`] from discovery.
+    /// Errors: [`NvccError`] from discovery, [`NvJitError::Cache`] from opening the roots.
+    pub fn from_env() -> Result<NvJit, NvJitError> {
+        let roots = crate::cache::disk::roots_from_env(|v| std::env::var_os(v)).unwrap_or_default();
+        Self::open(roots)
+    }
+
+    /// nvcc discovered in the documented order, the disk cache rooted at `dir` (one root,
+    /// written; `None`: none), nvcc's identity remembered there.
+    ///
+    /// Errors: [`NvccError`] from discovery, [`NvJitError::Cache`] from opening the root.
     pub fn with_cache_dir(dir: Option<PathBuf>) -> Result<NvJit, NvJitError> {
-        let nvcc = match &dir {
-            Some(d) => Nvcc::discover_cached(None, d)?,
-            None => Nvcc::discover(None)?,
+        Self::open(dir.into_iter().collect())
+    }
+
+    fn open(roots: Vec<PathBuf>) -> Result<NvJit, NvJitError> {
+        let Some(written) = roots.first() else {
+            return Ok(NvJit::with_roots(Nvcc::discover(None)?, roots));
         };
-        Ok(NvJit::new(nvcc, dir))
+        let disk = DiskCache::open(&roots)?;
+        let nvcc = Nvcc::discover_cached(None, &written.join(IDENTITY_DIR))?;
+        Ok(NvJit::with_disk_cache(nvcc, Some(disk)))
     }
 
     /// The compiler.
@@ -156,9 +209,23 @@ impl NvJit {
         &self.nvcc
     }
 
-    /// The disk-cache directory.
+    /// The written disk-cache root.
     pub fn disk_dir(&self) -> Option<&Path> {
-        self.disk.as_deref()
+        self.roots.first().map(PathBuf::as_path)
+    }
+
+    /// The disk cache, opened now if it was not yet; `None` when there is none.
+    ///
+    /// Errors: [`NvJitError::Cache`] from [`DiskCache::open`].
+    pub fn disk_cache(&self) -> Result<Option<&DiskCache>, NvJitError> {
+        if self.roots.is_empty() {
+            return Ok(None);
+        }
+        if let Some(d) = self.disk.get() {
+            return Ok(Some(d));
+        }
+        let d = DiskCache::open(&self.roots)?.with_max_bytes(self.max_bytes);
+        Ok(Some(self.disk.get_or_init(|| d)))
     }
 
     /// Forgets the loaded libraries (they unload when their last user drops them).
@@ -166,38 +233,61 @@ impl NvJit {
         self.memory.lock().clear();
     }
 
-    /// Compiles `source` for `sm`, or reads the disk cache.
+    /// Compiles `source` for `sm`, or reads the disk cache; returns the cubin, where it came
+    /// from, the key (64 hex digits) and the time spent in nvcc.
     ///
-    /// Errors: [`NvJitError::Nvcc`], [`NvJitError::Cubin`], [`NvJitError::CacheWrite`].
+    /// Errors: [`NvJitError::Nvcc`], [`NvJitError::Cubin`], [`NvJitError::Cache`] (the cache
+    /// cannot be opened, or the entry cannot be written).
     pub fn compile(
         &self,
         source: &str,
         sm: crate::cuda::target::SmTarget,
         flags: &[String],
     ) -> Result<(Cubin, NvOrigin, String, Duration), NvJitError> {
-        let key = self.nvcc.cache_key(source, sm, flags);
-        let path = self.disk.as_ref().map(|d| d.join(format!("{key}.cubin")));
-        if let Some(p) = &path {
-            if let Ok(bytes) = std::fs::read(p) {
-                match Cubin::from_bytes(&bytes) {
-                    Ok(c) => return Ok((c, NvOrigin::Disk, key, Duration::ZERO)),
-                    Err(e) => {
-                        tracing::warn!(path = %p.display(), error = %e, "bad cache entry; compiling again")
-                    }
-                }
+        let key = self.nvcc.key(source, sm, flags);
+        let disk = self.disk_cache()?;
+        if let Some(cubin) = disk.and_then(|d| disk_hit(d, &key)) {
+            return Ok((cubin, NvOrigin::Disk, key.to_hex(), Duration::ZERO));
+        }
+        // Another process may be compiling this key: wait for it, then look again.
+        let lock = disk.and_then(|d| d.lock(&key));
+        if let (Some(d), Some(_)) = (disk, &lock) {
+            if let Some(cubin) = disk_hit(d, &key) {
+                return Ok((cubin, NvOrigin::Disk, key.to_hex(), Duration::ZERO));
             }
         }
         let t = Instant::now();
         let bytes = self.nvcc.compile(source, sm, flags)?;
         let took = t.elapsed();
         let cubin = Cubin::from_bytes(&bytes).map_err(|source| NvJitError::Cubin {
-            path: path.clone().unwrap_or_default(),
+            path: disk
+                .map(|d| DiskCache::entry_path(&d.roots()[0].path, &key))
+                .unwrap_or_default(),
             source,
         })?;
-        if let Some(p) = &path {
-            write_atomically(p, &bytes)?;
+        if let Some(d) = disk {
+            let command = std::iter::once(self.nvcc.path().display().to_string())
+                .chain(self.nvcc.key_flags(sm, flags))
+                .collect();
+            let meta = EntryMeta {
+                format_version: 0,
+                key: String::new(),
+                command,
+                compiler: self.nvcc.identity(),
+                options: CompileOptions {
+                    extra_flags: flags.to_vec(),
+                    ..CompileOptions::default()
+                },
+                tracked_headers: Nvcc::prelude_headers(),
+                dependencies: Vec::new(),
+                created_unix_ms: SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+                artefacts: Vec::new(),
+            };
+            d.put(&key, meta, &[(CUBIN_ARTEFACT, &bytes)])?;
         }
-        Ok((cubin, NvOrigin::Compiled, key, took))
+        Ok((cubin, NvOrigin::Compiled, key.to_hex(), took))
     }
 
     /// Compiles (or finds) `source` and loads it on `device`; a second call for the same
@@ -265,19 +355,32 @@ impl NvJit {
     }
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), NvJitError> {
-    let err = |source| NvJitError::CacheWrite {
-        path: path.to_path_buf(),
-        source,
+/// The cubin of `key`'s entry, when a root holds a valid one that reads as a cubin. Bad
+/// entries are misses ([`DiskCache::get`] reports them; the next write replaces one in the
+/// written root). An intact entry without a readable cubin (written by another hipjit version,
+/// or by hand) is reported and, in the written root, removed, so that the compile that follows
+/// publishes a good one in its place ([`DiskCache::put`] never overwrites an intact entry).
+fn disk_hit(disk: &DiskCache, key: &CacheKey) -> Option<Cubin> {
+    let entry = disk.get(key).entry?;
+    let reason = match entry.artefact(CUBIN_ARTEFACT) {
+        None => format!("it has no {CUBIN_ARTEFACT} artefact"),
+        Some(bytes) => match Cubin::from_bytes(bytes) {
+            Ok(cubin) => return Some(cubin),
+            Err(e) => e.to_string(),
+        },
     };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(err)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(dir)
-        .map_err(err)?;
-    tmp.write_all(bytes).map_err(err)?;
-    tmp.as_file().sync_all().map_err(err)?;
-    tmp.persist(path).map_err(|e| err(e.error))?;
-    Ok(())
+    tracing::warn!(path = %entry.path.display(), %reason, "unusable hipjit cache entry");
+    let written = disk
+        .roots()
+        .first()
+        .is_some_and(|r| entry.path.starts_with(&r.path));
+    if written {
+        if let Err(e) = std::fs::remove_file(&entry.path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %entry.path.display(), error = %e,
+                    "cannot remove an unusable hipjit cache entry");
+            }
+        }
+    }
+    None
 }
