@@ -1151,3 +1151,67 @@ fn doctor_reports_the_version_of_the_nvcc_named_by_hipjit_nvcc() {
     assert!(release.starts_with("13."), "{n:#}");
     assert!(direct.contains(&format!("release {release},")), "{direct}");
 }
+
+/// `cc -shared` of `src` (a file) into `dir/libcuda.so.1` with `extra` flags.
+fn build_driver(dir: &Path, src: &Path, extra: &[&str]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = dir.join("libcuda.so.1");
+    let o = Command::new("cc")
+        .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1"])
+        .args(extra)
+        .arg("-o")
+        .arg(&out)
+        .arg(src)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
+    assert!(
+        o.status.success(),
+        "cc failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+#[test]
+fn doctor_says_a_driver_without_the_library_api_falls_back_to_the_module_api() {
+    // The fixture driver with the cuLibrary* symbols and cuKernelGetFunction made local by a
+    // linker version script: what a driver older than CUDA 12.4 exports.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("old-driver.map");
+    std::fs::write(
+        &script,
+        "{ global: *; local: cuLibraryLoadData; cuLibraryLoadFromFile; cuLibraryUnload; \
+         cuLibraryGetKernel; cuLibraryGetKernelCount; cuLibraryEnumerateKernels; \
+         cuKernelGetFunction; };\n",
+    )
+    .unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
+    let flag = format!("-Wl,--version-script={}", path_str(&script));
+    let so = build_driver(dir.path(), &src, &[&flag]);
+    let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", &so)]));
+    assert_eq!(v["cuda_driver"]["library_api_exported"], 0, "{v:#}");
+    assert!(
+        has_finding(&v, "note", "exports 0/5 library-API symbols"),
+        "{v:#}"
+    );
+    assert!(has_finding(&v, "note", "through the module API"), "{v:#}");
+}
+
+#[test]
+fn doctor_survives_a_cuda_driver_that_crashes_on_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("crash.c");
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\n__attribute__((constructor)) static void crash(void) { abort(); }\n",
+    )
+    .unwrap();
+    let so = build_driver(dir.path(), &src, &[]);
+    let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", &so)]));
+    let e = v["cuda_driver"]["load_error"].as_str().unwrap_or_default();
+    assert!(e.contains("probe process ended with"), "{v:#}");
+    assert!(
+        has_finding(&v, "warning", "does not load as a CUDA driver"),
+        "{v:#}"
+    );
+}

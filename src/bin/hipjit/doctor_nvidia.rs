@@ -322,6 +322,10 @@ pub fn platform(in_use: &Probe, cuda: &CudaReport) -> PlatformReport {
         (None, _) if std::env::var_os("HIPJIT_HIP_LIBRARY").is_some_and(|v| !v.is_empty()) => {
             "HIPJIT_HIP_LIBRARY is set: the AMD runtime it names, without detection".into()
         }
+        (None, None) => format!(
+            "detecting ({PLATFORM_ENV} unset), Runtime::load fails: {}",
+            in_use.load_error.as_deref().unwrap_or("no reason given")
+        ),
         (None, chosen) => {
             let nv = match (&cuda.load_error, &cuda.device_error) {
                 (Some(_), _) => "no CUDA driver loads".to_owned(),
@@ -330,8 +334,6 @@ pub fn platform(in_use: &Probe, cuda: &CudaReport) -> PlatformReport {
             };
             let amd = if chosen.as_deref() == Some("nvidia") {
                 "no AMD runtime reports a device".to_owned()
-            } else if in_use.load_error.is_some() {
-                "no AMD runtime loads".to_owned()
             } else if in_use.devices.is_empty() {
                 "the AMD runtime reports no device".to_owned()
             } else {
