@@ -1124,6 +1124,10 @@ fn doctor_warns_when_hip_platform_is_nvidia_without_a_cuda_driver() {
         ),
         "{v:#}"
     );
+    assert!(
+        has_finding(&v, "note", "hipcc compiles through nvcc"),
+        "{v:#}"
+    );
 }
 
 #[test]
