@@ -601,6 +601,9 @@ fn doctor_json_has_the_documented_keys() {
         "compilers",
         "devices",
         "findings",
+        "platform",
+        "cuda_driver",
+        "nvcc",
     ] {
         assert!(v.get(key).is_some(), "missing key {key}: {v:#}");
     }
@@ -669,6 +672,9 @@ fn doctor_text_has_every_section() {
         "Runtimes",
         "Compilers",
         "Devices",
+        "Platform",
+        "CUDA driver",
+        "nvcc",
         "Diagnosis",
     ] {
         assert!(out.contains(section), "missing {section}: {out}");
@@ -956,5 +962,260 @@ fn doctor_warns_of_settings_that_point_at_nothing() {
         f.iter().any(|(l, t)| l == "warning"
             && t.starts_with(&format!("HIP_INCLUDE_DIR={}", cache.path().display()))),
         "{f:#?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// doctor and HIP's NVIDIA platform: the fixture CUDA driver (tests/fixtures/fake_cuda.c, built
+// here with `cc` as tests/cuda_fixture.rs does: no NVIDIA driver can be had here; it reports
+// CUDA 12.4, the five library-API symbols and one compute capability 9.0 device named
+// "Fixture GPU") and the nvcc that scripts/setup.sh installs from PyPI.
+
+/// `hipjit doctor ARGS` with `env` set and the NVIDIA variables otherwise unset.
+fn doctor_with(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let cache = tempfile::tempdir().expect("a temporary directory");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    cmd.arg("doctor")
+        .args(args)
+        .env("HIPJIT_CACHE_DIR", cache.path())
+        .env_remove("HIPJIT_HIPCC");
+    for var in ["HIP_PLATFORM", "HIPJIT_CUDA_LIBRARY", "HIPJIT_NVCC"] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().expect("the hipjit binary runs");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    o
+}
+
+fn fixture_cuda() -> &'static Path {
+    static F: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    F.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-fixture-cuda");
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("libcuda.so.1");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
+        let o = Command::new("cc")
+            .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
+        assert!(
+            o.status.success(),
+            "cc failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out
+    })
+}
+
+/// The nvcc of PyPI's nvidia-cuda-nvcc (cu13) under $HIPJIT_CI_CACHE/nvcc-venv.
+fn pypi_nvcc() -> PathBuf {
+    let cache = std::env::var_os("HIPJIT_CI_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
+    std::fs::read_dir(cache.join("nvcc-venv/lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/nvcc"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no nvcc under {}/nvcc-venv: scripts/setup.sh installs it from PyPI (pip install nvidia-cuda-nvcc nvidia-cuda-crt nvidia-cuda-runtime)",
+                cache.display()
+            )
+        })
+}
+
+fn has_finding(v: &serde_json::Value, level: &str, text: &str) -> bool {
+    v["findings"].as_array().is_some_and(|fs| {
+        fs.iter()
+            .any(|f| f["level"] == level && f["text"].as_str().is_some_and(|t| t.contains(text)))
+    })
+}
+
+#[test]
+fn doctor_reports_the_fixture_cuda_driver_its_library_api_and_device() {
+    let so = fixture_cuda();
+    let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", so)]));
+    let d = &v["cuda_driver"];
+    assert_eq!(d["origin"], "HIPJIT_CUDA_LIBRARY", "{d:#}");
+    assert_eq!(d["path"], path_str(so), "{d:#}");
+    assert_eq!(d["version"], "12.4", "{d:#}");
+    assert_eq!(d["library_api_exported"], 5, "{d:#}");
+    assert_eq!(d["devices"][0]["target"], "sm_90", "{d:#}");
+    assert_eq!(d["devices"][0]["name"], "Fixture GPU", "{d:#}");
+    assert!(
+        has_finding(&v, "ok", "exports all five library-API symbols"),
+        "{v:#}"
+    );
+}
+
+#[test]
+fn doctor_detects_the_nvidia_platform_when_only_the_cuda_driver_has_a_device() {
+    // Debian's HIP 5.2.3 runtime loads but sees no device; the fixture driver reports one.
+    let so = fixture_cuda();
+    let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", so)]));
+    let p = &v["platform"];
+    assert_eq!(p["chosen"], "nvidia", "{p:#}");
+    assert_eq!(p["hip_platform"], serde_json::Value::Null, "{p:#}");
+    assert!(
+        p["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("detected")),
+        "{p:#}"
+    );
+}
+
+#[test]
+fn doctor_text_shows_the_fixture_driver_section() {
+    let so = fixture_cuda();
+    let out = stdout(&doctor_with(&[], &[("HIPJIT_CUDA_LIBRARY", so)]));
+    for line in [
+        "CUDA driver (HIP's NVIDIA platform)",
+        "CUDA 12.4  [HIPJIT_CUDA_LIBRARY]",
+        "library API 5/5 exported",
+        "device 0: sm_90 (Fixture GPU)",
+    ] {
+        assert!(out.contains(line), "missing {line:?}: {out}");
+    }
+}
+
+#[test]
+fn doctor_names_a_hip_platform_that_is_neither_amd_nor_nvidia() {
+    let v = json(&doctor_with(
+        &["--json"],
+        &[("HIP_PLATFORM", Path::new("bogus"))],
+    ));
+    assert_eq!(v["platform"]["hip_platform"], "bogus");
+    assert_eq!(v["platform"]["chosen"], serde_json::Value::Null);
+    assert!(
+        has_finding(
+            &v,
+            "warning",
+            "HIP_PLATFORM=bogus is neither amd nor nvidia"
+        ),
+        "{v:#}"
+    );
+}
+
+#[test]
+fn doctor_warns_when_hip_platform_is_nvidia_without_a_cuda_driver() {
+    // Debian bookworm here: no libcuda.so.1 anywhere.
+    let v = json(&doctor_with(
+        &["--json"],
+        &[("HIP_PLATFORM", Path::new("nvidia"))],
+    ));
+    assert!(
+        v["cuda_driver"]["load_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("libcuda.so.1")),
+        "{v:#}"
+    );
+    assert!(
+        has_finding(
+            &v,
+            "warning",
+            "HIP_PLATFORM=nvidia but no CUDA driver loads"
+        ),
+        "{v:#}"
+    );
+    assert!(
+        has_finding(&v, "note", "hipcc compiles through nvcc"),
+        "{v:#}"
+    );
+}
+
+#[test]
+fn doctor_says_there_is_no_cuda_driver_on_this_machine() {
+    let v = json(&doctor_with(&["--json"], &[]));
+    assert_eq!(v["platform"]["chosen"], "amd", "{:#}", v["platform"]);
+    assert_eq!(v["cuda_driver"]["origin"], "dynamic loader");
+    assert!(has_finding(&v, "note", "no CUDA driver"), "{v:#}");
+}
+
+#[test]
+fn doctor_reports_the_version_of_the_nvcc_named_by_hipjit_nvcc() {
+    let nvcc = pypi_nvcc();
+    let direct = Command::new(&nvcc)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", nvcc.display()));
+    let direct = String::from_utf8_lossy(&direct.stdout).into_owned();
+    let v = json(&doctor_with(&["--json"], &[("HIPJIT_NVCC", &nvcc)]));
+    let n = &v["nvcc"];
+    assert_eq!(n["path"], path_str(&nvcc), "{n:#}");
+    assert_eq!(n["origin"], "HIPJIT_NVCC", "{n:#}");
+    let release = n["release"].as_str().unwrap_or_else(|| panic!("{n:#}"));
+    // The cu13 wheel: CUDA 13.x.
+    assert!(release.starts_with("13."), "{n:#}");
+    assert!(direct.contains(&format!("release {release},")), "{direct}");
+}
+
+/// `cc -shared` of `src` (a file) into `dir/libcuda.so.1` with `extra` flags.
+fn build_driver(dir: &Path, src: &Path, extra: &[&str]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = dir.join("libcuda.so.1");
+    let o = Command::new("cc")
+        .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1"])
+        .args(extra)
+        .arg("-o")
+        .arg(&out)
+        .arg(src)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
+    assert!(
+        o.status.success(),
+        "cc failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+#[test]
+fn doctor_says_a_driver_without_the_library_api_falls_back_to_the_module_api() {
+    // The fixture driver with the cuLibrary* symbols and cuKernelGetFunction made local by a
+    // linker version script: what a driver older than CUDA 12.4 exports.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("old-driver.map");
+    std::fs::write(
+        &script,
+        "{ global: *; local: cuLibraryLoadData; cuLibraryLoadFromFile; cuLibraryUnload; \
+         cuLibraryGetKernel; cuLibraryGetKernelCount; cuLibraryEnumerateKernels; \
+         cuKernelGetFunction; };\n",
+    )
+    .unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
+    let flag = format!("-Wl,--version-script={}", path_str(&script));
+    let so = build_driver(dir.path(), &src, &[&flag]);
+    let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", &so)]));
+    assert_eq!(v["cuda_driver"]["library_api_exported"], 0, "{v:#}");
+    assert!(
+        has_finding(&v, "note", "exports 0/5 library-API symbols"),
+        "{v:#}"
+    );
+    assert!(has_finding(&v, "note", "through the module API"), "{v:#}");
+}
+
+#[test]
+fn doctor_survives_a_cuda_driver_that_crashes_on_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("crash.c");
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\n__attribute__((constructor)) static void crash(void) { abort(); }\n",
+    )
+    .unwrap();
+    let so = build_driver(dir.path(), &src, &[]);
+    let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", &so)]));
+    let e = v["cuda_driver"]["load_error"].as_str().unwrap_or_default();
+    assert!(e.contains("probe process ended with"), "{v:#}");
+    assert!(
+        has_finding(&v, "warning", "does not load as a CUDA driver"),
+        "{v:#}"
     );
 }

@@ -12,6 +12,8 @@ mod cache;
 mod compile;
 #[path = "hipjit/doctor.rs"]
 mod doctor;
+#[path = "hipjit/doctor_nvidia.rs"]
+mod doctor_nvidia;
 #[path = "hipjit/header_set.rs"]
 mod header_set;
 #[path = "hipjit/inspect.rs"]
@@ -33,7 +35,9 @@ Errors go to stderr and name the file, the target and what was wrong; results go
 With --json, stdout holds one JSON document with \"schema_version\": 1.
 
 Environment: HIPJIT_CACHE_DIR (cache roots, ':'-separated, the first written),
-HIPJIT_HIPCC (the compiler), HIPJIT_HIP_LIBRARY (the runtime), HIP_PATH, ROCM_PATH, PATH.";
+HIPJIT_HIPCC (the compiler), HIPJIT_HIP_LIBRARY (the runtime), HIP_PATH, ROCM_PATH, PATH;
+HIP's NVIDIA platform: HIP_PLATFORM (amd or nvidia), HIPJIT_CUDA_LIBRARY (the CUDA driver),
+HIPJIT_NVCC (nvcc), CUDA_PATH, CUDA_HOME.";
 
 /// Just-in-time compiled HIP kernels: doctor, compile, inspect, cache.
 #[derive(Parser, Debug)]
@@ -63,6 +67,10 @@ enum Command {
     /// each runtime in its own process).
     #[command(hide = true)]
     ProbeRuntime(doctor::ProbeArgs),
+    /// Probe the CUDA driver in this process and print JSON (used by `doctor`, so that a
+    /// broken driver cannot end it).
+    #[command(hide = true)]
+    ProbeCuda(doctor_nvidia::ProbeArgs),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +91,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => inspect::run(a),
         Command::Cache(a) => cache::run(a),
         Command::ProbeRuntime(a) => doctor::probe_runtime(a),
+        Command::ProbeCuda(a) => doctor_nvidia::probe_cuda(a),
     };
     match result {
         Ok(()) => ExitCode::from(output::EXIT_OK),

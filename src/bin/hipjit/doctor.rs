@@ -15,6 +15,9 @@
 //! - devices: from the runtime hipjit would load (`Runtime::load`), or the HIP error saying why
 //!   there are none.
 //!
+//! - HIP's NVIDIA platform ([`crate::doctor_nvidia`]): the platform `Runtime::load` takes and
+//!   why, the CUDA driver (probed in a child process, `hipjit probe-cuda`) and nvcc.
+//!
 //! Findings compare by declaration and by exported symbol, never by version number alone.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,6 +29,7 @@ use hip_sys::discovery::{self, Origin};
 use hipjit::compiler::process::{self, RunError};
 use serde::{Deserialize, Serialize};
 
+use crate::doctor_nvidia;
 use crate::header_set::{self, HeaderSet};
 use crate::output::{self, CliError};
 use crate::shared_object;
@@ -52,7 +56,10 @@ const PROBE_ARCH: &str = "gfx90a";
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Print JSON (with "schema_version": 1) instead of the screen. Keys: header_sets, build,
-    /// runtimes, runtime_in_use, compilers, devices, findings.
+    /// runtimes, runtime_in_use, compilers, devices, findings; and for HIP's NVIDIA platform:
+    /// platform {hip_platform, chosen, reason}, cuda_driver {asked, origin, path, version,
+    /// version_code, library_api_exported, library_api, devices [{name, target}],
+    /// device_error, load_error}, nvcc {path, origin, release, version, error}.
     #[arg(long)]
     pub json: bool,
 }
@@ -99,6 +106,9 @@ struct BuildReport {
 /// What the child process reports about one runtime.
 #[derive(Serialize, Deserialize, Debug, Default, Clone)]
 pub struct Probe {
+    /// The platform `Runtime::load` took (`amd`, `nvidia`).
+    #[serde(default)]
+    pub(crate) platform: Option<String>,
     /// The file loaded (`dladdr`).
     path: Option<PathBuf>,
     /// How `Runtime::load` found it.
@@ -114,13 +124,13 @@ pub struct Probe {
     /// The code object versions hipjit's table says it accepts.
     code_object_versions: Option<Vec<u32>>,
     /// Each device's target ID (or `gcnArchName` when it does not parse).
-    devices: Vec<String>,
+    pub(crate) devices: Vec<String>,
     /// Why there are no devices: the failing call and the named HIP error.
     device_error: Option<String>,
     /// The named HIP error alone (`hipErrorNoDevice`).
     device_error_name: Option<String>,
     /// Why the runtime could not be loaded.
-    load_error: Option<String>,
+    pub(crate) load_error: Option<String>,
 }
 
 /// One runtime library file found.
@@ -167,11 +177,11 @@ struct CompilerReport {
 
 /// One line of the diagnosis.
 #[derive(Serialize, Debug)]
-struct Finding {
+pub(crate) struct Finding {
     /// `ok`, `note` or `warning`.
-    level: &'static str,
+    pub(crate) level: &'static str,
     /// What was found, in plain words, naming the paths.
-    text: String,
+    pub(crate) text: String,
 }
 
 /// The whole report.
@@ -183,6 +193,9 @@ struct Report {
     runtime_in_use: Probe,
     compilers: Vec<CompilerReport>,
     devices: Vec<String>,
+    platform: doctor_nvidia::PlatformReport,
+    cuda_driver: doctor_nvidia::CudaReport,
+    nvcc: doctor_nvidia::NvccReport,
     findings: Vec<Finding>,
 }
 
@@ -412,7 +425,7 @@ fn run_probe(library: Option<&Path>) -> Probe {
     }
 }
 
-fn last_line(bytes: &[u8]) -> Option<String> {
+pub(crate) fn last_line(bytes: &[u8]) -> Option<String> {
     String::from_utf8_lossy(bytes)
         .lines()
         .rev()
@@ -422,7 +435,7 @@ fn last_line(bytes: &[u8]) -> Option<String> {
 
 /// Runs `cmd` with stdin closed and stdout and stderr captured, killing its process group
 /// after `timeout` ([`hipjit::compiler::process::run`], as the compiler stage does).
-fn run_with_timeout(
+pub(crate) fn run_with_timeout(
     cmd: &mut Command,
     timeout: Duration,
 ) -> Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>), String> {
@@ -782,7 +795,7 @@ fn diagnose(r: &mut Report) {
                 .device_error
                 .clone()
                 .unwrap_or_else(|| "hipGetDeviceCount reported 0 devices".into());
-            let kfd = if Path::new("/dev/kfd").exists() {
+            let kfd = if p.platform.as_deref() == Some("nvidia") || Path::new("/dev/kfd").exists() {
                 String::new()
             } else {
                 "; /dev/kfd does not exist (no AMD GPU kernel driver)".into()
@@ -803,6 +816,7 @@ fn diagnose(r: &mut Report) {
             );
         }
     }
+    doctor_nvidia::diagnose(&r.platform, &r.cuda_driver, &r.nvcc, &mut f);
     r.findings = f;
 }
 
@@ -867,7 +881,7 @@ fn missing_list(apis: &BTreeMap<String, bool>) -> String {
 }
 
 fn print_text(r: &Report) {
-    println!("hipjit doctor: the HIP setup of this machine\n");
+    println!("hipjit doctor: the HIP setup of this machine (AMD and NVIDIA platforms)\n");
     println!("Header sets");
     for h in &r.header_sets {
         println!(
@@ -978,6 +992,7 @@ fn print_text(r: &Report) {
             println!("  {i}: {d}");
         }
     }
+    doctor_nvidia::print_text(&r.platform, &r.cuda_driver, &r.nvcc);
     println!("\nDiagnosis");
     for f in &r.findings {
         println!("  {:<7} {}", f.level, f.text);
@@ -989,7 +1004,11 @@ fn print_text(r: &Report) {
 pub fn run(args: &Args) -> Result<(), CliError> {
     let runtimes = runtimes();
     let runtime_in_use = run_probe(None);
+    let cuda_driver = doctor_nvidia::cuda_driver();
     let mut report = Report {
+        platform: doctor_nvidia::platform(&runtime_in_use, &cuda_driver),
+        cuda_driver,
+        nvcc: doctor_nvidia::nvcc(),
         header_sets: header_sets(),
         build: build_report(),
         runtimes,
@@ -1024,6 +1043,7 @@ pub fn probe_runtime(args: &ProbeArgs) -> Result<(), CliError> {
     match loaded {
         Err(e) => p.load_error = Some(e.to_string()),
         Ok(rt) => {
+            p.platform = Some(rt.platform().to_string());
             p.path = Some(canonical(rt.path()));
             p.found = Some(rt.found().to_string());
             p.version = rt.version().map(|v| v.to_string());
