@@ -1219,3 +1219,186 @@ fn doctor_survives_a_cuda_driver_that_crashes_on_load() {
         "{v:#}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// compile and inspect on HIP's NVIDIA platform: the nvcc from PyPI (`pypi_nvcc`), named by
+// HIPJIT_NVCC, examples/kernels/saxpy.hip for sm_90.
+
+/// `hipjit ARGS` with the cache in `cache` and HIPJIT_NVCC set to `nvcc`.
+fn hipjit_nv(cache: &Path, nvcc: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(args)
+        .env("HIPJIT_CACHE_DIR", cache)
+        .env("HIPJIT_NVCC", nvcc)
+        .env_remove("HIPJIT_HIPCC")
+        .output()
+        .expect("the hipjit binary runs")
+}
+
+/// saxpy compiled for sm_90 into `dir/saxpy.cubin` (through a cache in `dir/cache`).
+fn saxpy_cubin(dir: &Path) -> PathBuf {
+    let out = dir.join("saxpy.cubin");
+    let o = hipjit_nv(
+        &dir.join("cache"),
+        &pypi_nvcc(),
+        &[
+            "compile",
+            "--arch",
+            "sm_90",
+            "-o",
+            path_str(&out),
+            path_str(&saxpy()),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    out
+}
+
+#[test]
+fn compile_sm_90_misses_then_hits_the_disk_cache() {
+    let nvcc = pypi_nvcc();
+    let cache = tempfile::tempdir().unwrap();
+    let src = saxpy();
+    let args = ["compile", "--json", "--arch", "sm_90", path_str(&src)];
+    let first = hipjit_nv(cache.path(), &nvcc, &args);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let a = json(&first);
+    assert_eq!(a["schema_version"], 1);
+    assert_eq!(a["platform"], "nvidia");
+    assert_eq!(a["compiler"]["path"], path_str(&nvcc), "{a:#}");
+    let r = &a["results"][0];
+    assert_eq!(r["cache"], "miss", "{a:#}");
+    assert_eq!(r["hit"], false);
+    assert_eq!(r["key"].as_str().map(str::len), Some(64), "{a:#}");
+    let entry = r["entry"].as_str().expect("the entry path");
+    assert!(Path::new(entry).starts_with(cache.path()), "{entry}");
+    assert!(Path::new(entry).is_file(), "{entry}");
+    let second = hipjit_nv(cache.path(), &nvcc, &args);
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let b = json(&second);
+    assert_eq!(b["results"][0]["cache"], "disk", "{b:#}");
+    assert_eq!(b["results"][0]["hit"], true);
+    assert_eq!(b["results"][0]["key"], r["key"]);
+}
+
+#[test]
+fn compile_sm_90_json_lists_saxpy_parameters_and_no_registers() {
+    let cache = tempfile::tempdir().unwrap();
+    let o = hipjit_nv(
+        cache.path(),
+        &pypi_nvcc(),
+        &["compile", "--json", "--arch", "sm_90", path_str(&saxpy())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let co = &v["results"][0]["code_objects"][0];
+    assert_eq!(co["target_id"], "sm_90", "{co:#}");
+    let k = &co["kernels"][0];
+    assert_eq!(k["name"], "saxpy", "{k:#}");
+    // saxpy(float a, const float* x, float* y, unsigned int n): offsets 0, 8, 16, 24.
+    let layout: Vec<(u64, u64)> = k["params"]
+        .as_array()
+        .expect("params is an array")
+        .iter()
+        .map(|p| (p["offset"].as_u64().unwrap(), p["size"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(layout, [(0, 4), (8, 8), (16, 8), (24, 4)], "{k:#}");
+    assert_eq!(k["param_size"], 28, "{k:#}");
+    assert!(k["registers"].is_null(), "{k:#}");
+}
+
+#[test]
+fn compile_sm_90_text_shows_hit_parameters_and_says_registers_are_not_recorded() {
+    let nvcc = pypi_nvcc();
+    let cache = tempfile::tempdir().unwrap();
+    let src = saxpy();
+    let args = ["compile", "--arch", "sm_90", path_str(&src)];
+    let first = hipjit_nv(cache.path(), &nvcc, &args);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    assert!(
+        stdout(&first).contains("miss (compiled)"),
+        "{}",
+        stdout(&first)
+    );
+    let second = hipjit_nv(cache.path(), &nvcc, &args);
+    let out = stdout(&second);
+    assert!(out.contains("hit (disk)"), "{out}");
+    assert!(out.contains("target sm_90: cubin"), "{out}");
+    assert!(out.contains("kernel saxpy"), "{out}");
+    assert!(out.contains("parameters: 28 B, 4 parameter(s)"), "{out}");
+    assert!(out.contains("not recorded in a cubin"), "{out}");
+    assert!(!out.contains("SGPR"), "{out}");
+}
+
+#[test]
+fn compile_sm_90_with_o_writes_the_cubin() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = saxpy_cubin(dir.path());
+    let bytes = std::fs::read(&out).unwrap();
+    assert_eq!(&bytes[..4], b"\x7fELF");
+    // e_machine EM_CUDA (190), little-endian.
+    assert_eq!(u16::from_le_bytes([bytes[18], bytes[19]]), 190);
+}
+
+#[test]
+fn inspect_cubin_text_shows_sm_target_abi_and_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let cubin = saxpy_cubin(dir.path());
+    let o = hipjit(&["inspect", path_str(&cubin)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("SM target:           sm_90"), "{out}");
+    assert!(out.contains("ELF ABI version:     8"), "{out}");
+    assert!(out.contains("kernel saxpy"), "{out}");
+    assert!(out.contains("parameters: 28 B, 4 parameter(s)"), "{out}");
+}
+
+#[test]
+fn inspect_cubin_json_has_platform_target_and_parameter_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let cubin = saxpy_cubin(dir.path());
+    let o = hipjit(&["inspect", "--json", path_str(&cubin)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["platform"], "nvidia");
+    assert_eq!(v["container"], "cubin");
+    assert_eq!(v["target_id"], "sm_90");
+    assert_eq!(v["elf_abi_version"], 8);
+    let k = &v["kernels"][0];
+    assert_eq!(k["name"], "saxpy", "{v:#}");
+    assert_eq!(k["params"][1]["offset"], 8, "{v:#}");
+    assert_eq!(k["params"][1]["size"], 8, "{v:#}");
+    assert!(k["registers"].is_null(), "{v:#}");
+}
+
+#[test]
+fn compile_sm_90_with_nvcc_missing_exits_1_naming_hipjit_nvcc() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-nvcc");
+    let o = hipjit_nv(
+        &dir.path().join("cache"),
+        &missing,
+        &["compile", "--arch", "sm_90", path_str(&saxpy())],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("HIPJIT_NVCC"), "{err}");
+    assert!(err.contains(path_str(&missing)), "{err}");
+}
+
+#[test]
+fn compile_mixing_sm_90_and_gfx90a_is_a_usage_error_naming_both() {
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "sm_90",
+        "--arch",
+        "gfx90a",
+        path_str(&saxpy()),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("sm_90") && err.contains("gfx90a"), "{err}");
+    assert!(err.contains("cannot be mixed"), "{err}");
+}

@@ -14,6 +14,11 @@
 //!   target ID written `_`) in the directory `-o` names.
 //!
 //! Without `-o`, nothing is written besides the cache entry.
+//!
+//! NVIDIA targets (`--arch sm_90`, `sm_90a`: HIP's NVIDIA platform) compile with nvcc through
+//! `hipjit::cuda::jit::NvJit` and the same disk cache (see `compile_nvidia`); outputs are named
+//! `.cubin`. AMDGPU and NVIDIA targets in one invocation are a usage error: the two platforms
+//! have separate compilers and separate options.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -24,6 +29,7 @@ use hipjit::compiler::diagnostics::{Diagnostic, Severity};
 use hipjit::compiler::{
     is_valid_source_name, CompileError, CompileOptions, CompilerConfig, OptLevel,
 };
+use hipjit::cuda::target::SmTarget;
 use hipjit::jit::{Compiled, Jit, JitError, JitOptions, Origin};
 use hipjit::target_id::TargetId;
 
@@ -35,9 +41,10 @@ pub struct Args {
     /// HIP C++ source files.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Target ID to compile for (`gfx90a`, `gfx942:sramecc+:xnack-`); repeat for several.
-    #[arg(long = "arch", required = true, value_name = "TARGET_ID")]
-    pub targets: Vec<TargetId>,
+    /// Target to compile for: an AMDGPU target ID (`gfx90a`, `gfx942:sramecc+:xnack-`) or an
+    /// NVIDIA SM target (`sm_90`, `sm_90a`); repeat for several of one platform.
+    #[arg(long = "arch", required = true, value_name = "TARGET", value_parser = parse_arch)]
+    pub targets: Vec<Arch>,
     /// Define a macro: `-D NAME` or `-D NAME=VALUE`.
     #[arg(short = 'D', value_name = "NAME[=VALUE]")]
     pub defines: Vec<String>,
@@ -65,6 +72,34 @@ pub struct Args {
     pub json: bool,
 }
 
+/// A target of `--arch`: AMDGPU or NVIDIA.
+#[derive(Clone, Debug)]
+pub enum Arch {
+    /// An AMDGPU target ID.
+    Amd(TargetId),
+    /// An NVIDIA SM target.
+    Nvidia(SmTarget),
+}
+
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Arch::Amd(t) => t.fmt(f),
+            Arch::Nvidia(t) => t.fmt(f),
+        }
+    }
+}
+
+fn parse_arch(s: &str) -> Result<Arch, String> {
+    if s.starts_with("sm_") {
+        SmTarget::parse(s)
+            .map(Arch::Nvidia)
+            .map_err(|e| e.to_string())
+    } else {
+        TargetId::parse(s).map(Arch::Amd).map_err(|e| e.to_string())
+    }
+}
+
 fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
     Ok(match s {
         "0" => OptLevel::O0,
@@ -81,8 +116,9 @@ fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
     })
 }
 
-/// Where one input's code objects go (one path per target), if anywhere.
-fn output_paths(args: &Args) -> Result<Vec<Vec<PathBuf>>, CliError> {
+/// Where one input's code objects go (one path per target), if anywhere; `ext` is the file
+/// extension (`hsaco`, `cubin`).
+pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, CliError> {
     let Some(out) = &args.output else {
         return Ok(vec![Vec::new(); args.files.len()]);
     };
@@ -115,7 +151,7 @@ fn output_paths(args: &Args) -> Result<Vec<Vec<PathBuf>>, CliError> {
                 "{} and {} would both be written to {}: rename one or compile them separately",
                 args.files[j].display(),
                 args.files[i].display(),
-                out.join(format!("{s}.hsaco")).display()
+                out.join(format!("{s}.{ext}")).display()
             )));
         }
     }
@@ -123,11 +159,11 @@ fn output_paths(args: &Args) -> Result<Vec<Vec<PathBuf>>, CliError> {
         .iter()
         .map(|s| {
             if args.targets.len() == 1 {
-                vec![out.join(format!("{s}.hsaco"))]
+                vec![out.join(format!("{s}.{ext}"))]
             } else {
                 args.targets
                     .iter()
-                    .map(|t| out.join(format!("{s}-{}.hsaco", t.to_string().replace(':', "_"))))
+                    .map(|t| out.join(format!("{s}-{}.{ext}", t.to_string().replace(':', "_"))))
                     .collect()
             }
         })
@@ -136,7 +172,7 @@ fn output_paths(args: &Args) -> Result<Vec<Vec<PathBuf>>, CliError> {
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed and
 /// synced, then renamed over `path`. A reader never sees a partly written file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -314,9 +350,36 @@ fn compile_one(
 /// outputs), 1 when the compiler cannot be found or any input fails (each failure is printed
 /// on stderr as it is known, the others' results still on stdout).
 pub fn run(args: &Args) -> Result<(), CliError> {
-    let outs = output_paths(args)?;
+    let amd: Vec<TargetId> = args
+        .targets
+        .iter()
+        .filter_map(|t| match t {
+            Arch::Amd(t) => Some(t.clone()),
+            Arch::Nvidia(_) => None,
+        })
+        .collect();
+    let nvidia: Vec<SmTarget> = args
+        .targets
+        .iter()
+        .filter_map(|t| match t {
+            Arch::Nvidia(t) => Some(*t),
+            Arch::Amd(_) => None,
+        })
+        .collect();
+    if let (Some(a), Some(n)) = (amd.first(), nvidia.first()) {
+        return Err(CliError::usage(format!(
+            "--arch {a} (AMDGPU) and --arch {n} (NVIDIA) cannot be mixed in one invocation: \
+             the platforms compile with different compilers (hipcc, nvcc); run hipjit compile \
+             once per platform"
+        )));
+    }
+    if !nvidia.is_empty() {
+        let outs = output_paths(args, "cubin")?;
+        return crate::compile_nvidia::run(args, &nvidia, &outs);
+    }
+    let outs = output_paths(args, "hsaco")?;
     let mut base = CompileOptions {
-        targets: args.targets.clone(),
+        targets: amd,
         include_dirs: args.include_dirs.clone(),
         ..CompileOptions::default()
     };
@@ -422,6 +485,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     if args.json {
         let list: Vec<serde_json::Value> = results.iter().map(outcome_json).collect();
         output::print_json(serde_json::json!({
+            "platform": "amd",
             "compiler": { "path": id.path, "version": id.version_summary() },
             "cache_roots": jit.disk_cache().map(|d| d.roots().iter().map(|r| r.path.clone()).collect::<Vec<_>>()),
             "results": list,

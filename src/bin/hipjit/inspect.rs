@@ -1,9 +1,12 @@
 //! `hipjit inspect FILE [--target T] [--json]`: what hipjit's code-object reader finds in a file
 //! (raw ELF, offload bundle or compressed offload bundle): container, target ID, code object
-//! version, and each kernel with its arguments and resources.
+//! version, and each kernel with its arguments and resources. A CUDA cubin (ELF `EM_CUDA`, the
+//! code object of HIP's NVIDIA platform) is read by hipjit's cubin reader: SM target, ELF ABI
+//! version and each kernel's parameter layout.
 
 use std::path::PathBuf;
 
+use hipjit::code_object::cubin::{Cubin, EM_CUDA};
 use hipjit::code_object::{bundle_entries, CodeObject, CodeObjectError};
 use hipjit::target_id::TargetId;
 
@@ -12,7 +15,8 @@ use crate::output::{self, CliError};
 /// Arguments of `hipjit inspect`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The code object: raw ELF (.hsaco), offload bundle (.hipfb) or compressed bundle (CCOB).
+    /// The code object: raw ELF (.hsaco), offload bundle (.hipfb), compressed bundle (CCOB) or
+    /// CUDA cubin (.cubin).
     pub file: PathBuf,
     /// From a bundle, the entry that runs on this target ID (e.g. `gfx90a`,
     /// `gfx942:sramecc+:xnack-`); required when the bundle holds several AMDGPU entries. For a
@@ -32,12 +36,20 @@ pub struct Args {
 /// `code_object_version`, `elf_size`, `kernels`), and `target_id`, `code_object_version`,
 /// `kernels` of the first code object.
 ///
+/// A cubin prints `file`, `file_size`, `container` ("cubin"), `platform` ("nvidia"),
+/// `target_id` (`sm_90`), `elf_abi_version` and `kernels` (see `output::cubin_kernel_json`);
+/// AMDGPU code objects carry `platform` "amd".
+///
 /// Errors: exit status 1 when the file cannot be read or is no code object hipjit reads (the
-/// message names the file, the format found and, with `--target`, the target).
+/// message names the file, the format found and, with `--target`, the target); 2 for
+/// `--target` with a cubin.
 pub fn run(args: &Args) -> Result<(), CliError> {
     let path = &args.file;
     let bytes = std::fs::read(path)
         .map_err(|e| CliError::failed(format!("{}: cannot read the file: {e}", path.display())))?;
+    if is_cubin(&bytes) {
+        return run_cubin(args, &bytes);
+    }
     let with_target = |e: CodeObjectError, t: Option<&TargetId>| {
         let target = t.map(|t| format!(" (target {t})")).unwrap_or_default();
         CliError::failed(format!("{}{target}: {e}", path.display()))
@@ -75,6 +87,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         output::print_json(serde_json::json!({
             "file": path,
             "file_size": bytes.len(),
+            "platform": "amd",
             "container": output::container_name(container),
             "entries": entries.iter().map(|e| serde_json::json!({
                 "id": e.id, "offset": e.offset, "size": e.size,
@@ -111,4 +124,49 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         }
         Ok(())
     }
+}
+
+/// Whether `bytes` is an ELF whose `e_machine` is `EM_CUDA` (little-endian, as cubins are).
+fn is_cubin(bytes: &[u8]) -> bool {
+    bytes.len() >= 20
+        && bytes.starts_with(b"\x7fELF")
+        && u16::from_le_bytes([bytes[18], bytes[19]]) == EM_CUDA
+}
+
+fn run_cubin(args: &Args, bytes: &[u8]) -> Result<(), CliError> {
+    let path = &args.file;
+    if let Some(t) = &args.target {
+        return Err(CliError::usage(format!(
+            "--target {t}: {} is a CUDA cubin, which holds one SM target and no bundle; \
+             --target selects AMDGPU bundle entries",
+            path.display()
+        )));
+    }
+    let cubin = Cubin::from_bytes(bytes)
+        .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
+    if args.json {
+        return output::print_json(serde_json::json!({
+            "file": path,
+            "file_size": bytes.len(),
+            "platform": "nvidia",
+            "container": "cubin",
+            "target_id": cubin.target().to_string(),
+            "elf_abi_version": cubin.abi_version(),
+            "kernels": cubin.kernels().iter().map(output::cubin_kernel_json).collect::<Vec<_>>(),
+        }));
+    }
+    println!(
+        "file:                {} ({} B)",
+        path.display(),
+        bytes.len()
+    );
+    println!("container:           CUDA cubin (HIP's NVIDIA platform)");
+    println!("SM target:           {}", cubin.target());
+    println!("ELF ABI version:     {}", cubin.abi_version());
+    println!("kernels:             {}", cubin.kernels().len());
+    for k in cubin.kernels() {
+        println!();
+        print!("{}", output::cubin_kernel_text(k, 0));
+    }
+    Ok(())
 }

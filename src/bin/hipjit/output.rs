@@ -153,6 +153,60 @@ pub fn kernel_text(k: &KernelInfo, indent: usize) -> String {
     s
 }
 
+/// What hipjit says of a cubin kernel's registers and shared memory: a cubin does not record
+/// them (the CUDA driver reports them per kernel, `cuFuncGetAttribute`).
+pub const CUBIN_RESOURCES_NOTE: &str =
+    "not recorded in a cubin (the CUDA driver reports registers and shared memory per kernel)";
+
+/// The text form of one cubin kernel: its name, its parameter block and each parameter
+/// (offset, size in bytes), and a line saying that registers are not in the cubin; indented by
+/// `indent` spaces.
+pub fn cubin_kernel_text(k: &KernelInfo, indent: usize) -> String {
+    let pad = " ".repeat(indent);
+    let mut s = String::new();
+    let _ = writeln!(s, "{pad}kernel {}", k.name);
+    if let Some(d) = demangled(&k.name) {
+        let _ = writeln!(s, "{pad}  demangled: {d}");
+    }
+    let _ = writeln!(s, "{pad}  resources: {CUBIN_RESOURCES_NOTE}");
+    if k.max_flat_workgroup_size > 0 {
+        let _ = writeln!(
+            s,
+            "{pad}  max threads per block: {} (__launch_bounds__)",
+            k.max_flat_workgroup_size
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{pad}  parameters: {} B, {} parameter(s)",
+        k.kernarg_segment_size,
+        k.args.len()
+    );
+    let _ = writeln!(s, "{pad}  {:>6} {:>5}  #", "offset", "size");
+    for (i, a) in k.args.iter().enumerate() {
+        let _ = writeln!(s, "{pad}  {:>6} {:>5}  {i}", a.offset, a.size);
+    }
+    s
+}
+
+/// The JSON form of one cubin kernel: `name`, `symbol`, `demangled` (or null), `params` (each
+/// `index`, `offset`, `size`, bytes), `param_size` (bytes), `max_threads_per_block` (0: no
+/// `__launch_bounds__`), `registers` null and `resources_note` saying why.
+pub fn cubin_kernel_json(k: &KernelInfo) -> serde_json::Value {
+    serde_json::json!({
+        "name": k.name,
+        "symbol": k.symbol,
+        "demangled": demangled(&k.name),
+        "params": k.args.iter().enumerate().map(|(i, a)| serde_json::json!({
+            "index": i, "offset": a.offset, "size": a.size,
+        })).collect::<Vec<_>>(),
+        "param_size": k.kernarg_segment_size,
+        "max_threads_per_block": k.max_flat_workgroup_size,
+        "registers": null,
+        "resources_note": CUBIN_RESOURCES_NOTE,
+    })
+}
+
 /// The demangled form of a C++ kernel name (`_Z5scalePdd` -> `scale(double*, double)`).
 pub fn demangled(name: &str) -> Option<String> {
     if !name.starts_with("_Z") {

@@ -1,0 +1,252 @@
+//! `hipjit compile FILE... --arch sm_NN`: HIP sources to cubins on HIP's NVIDIA platform, through
+//! `hipjit::cuda::jit::NvJit` (nvcc found by `Nvcc` discovery: `HIPJIT_NVCC`, `CUDA_PATH`/
+//! `CUDA_HOME`, `PATH`, `/usr/local/cuda/bin/nvcc`) and the same disk cache as the AMD path
+//! (`HIPJIT_CACHE_DIR`).
+//!
+//! `-D` and `-I` become nvcc's `-D`/`-I`, the directory holding each source is added after the
+//! `-I` directories; nvcc runs with `-O3` (hipjit's NVIDIA JIT fixes it), so `-O` other than 3 is
+//! a usage error, as is `--code-object-version` (an AMDGPU notion). Inputs are compiled one
+//! after another. A cubin records no register counts (the CUDA driver reports them per kernel),
+//! so none are printed.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use hipjit::cache::disk::DiskCache;
+use hipjit::code_object::cubin::Cubin;
+use hipjit::compiler::OptLevel;
+use hipjit::cuda::jit::{NvJit, NvOrigin};
+use hipjit::cuda::target::SmTarget;
+
+use crate::compile::{write_atomically, Args};
+use crate::output::{self, CliError};
+
+/// One target's result for one input.
+struct Built {
+    cubin: Cubin,
+    origin: NvOrigin,
+    key: String,
+    entry: Option<PathBuf>,
+    elapsed: std::time::Duration,
+}
+
+/// What became of one input.
+struct Outcome {
+    file: PathBuf,
+    result: Result<(Vec<Built>, Vec<PathBuf>), String>,
+}
+
+fn origin_name(o: NvOrigin) -> &'static str {
+    match o {
+        NvOrigin::Memory => "hit (memory)",
+        NvOrigin::Disk => "hit (disk)",
+        NvOrigin::Compiled => "miss (compiled)",
+    }
+}
+
+fn cache_name(o: NvOrigin) -> &'static str {
+    match o {
+        NvOrigin::Memory => "memory",
+        NvOrigin::Disk => "disk",
+        NvOrigin::Compiled => "miss",
+    }
+}
+
+/// nvcc's flags for `args` and the directory holding `file`.
+fn flags(args: &Args, file: &Path) -> Vec<String> {
+    let mut f: Vec<String> = args.defines.iter().map(|d| format!("-D{d}")).collect();
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    for i in args.include_dirs.iter().map(PathBuf::as_path).chain([dir]) {
+        f.push("-I".into());
+        f.push(i.display().to_string());
+    }
+    f
+}
+
+fn compile_one(
+    jit: &NvJit,
+    args: &Args,
+    sms: &[SmTarget],
+    file: &Path,
+    outs: &[PathBuf],
+) -> Outcome {
+    let fail = |m: String| Outcome {
+        file: file.to_path_buf(),
+        result: Err(m),
+    };
+    let source = match std::fs::read(file) {
+        Ok(b) => match String::from_utf8(b) {
+            Ok(s) => s,
+            Err(e) => {
+                return fail(format!(
+                    "{}: not UTF-8 text (invalid byte at offset {})",
+                    file.display(),
+                    e.utf8_error().valid_up_to()
+                ))
+            }
+        },
+        Err(e) => return fail(format!("{}: cannot read the file: {e}", file.display())),
+    };
+    let flags = flags(args, file);
+    let mut built = Vec::new();
+    for &sm in sms {
+        let t = Instant::now();
+        match jit.compile(&source, sm, &flags) {
+            Ok((cubin, origin, key, _)) => {
+                let entry = jit
+                    .disk_dir()
+                    .map(|root| DiskCache::entry_path(root, &jit.nvcc().key(&source, sm, &flags)));
+                built.push(Built {
+                    cubin,
+                    origin,
+                    key,
+                    entry,
+                    elapsed: t.elapsed(),
+                });
+            }
+            Err(e) => return fail(format!("{} (target {sm}): {e}", file.display())),
+        }
+    }
+    let mut written = Vec::new();
+    for (b, path) in built.iter().zip(outs) {
+        if let Err(e) = write_atomically(path, b.cubin.elf()) {
+            return fail(format!(
+                "{} (target {}): {e}",
+                file.display(),
+                b.cubin.target()
+            ));
+        }
+        written.push(path.clone());
+    }
+    Outcome {
+        file: file.to_path_buf(),
+        result: Ok((built, written)),
+    }
+}
+
+/// Runs `hipjit compile` for NVIDIA targets `sms`, writing input `i`'s cubins to `outs[i]`
+/// (one path per target, or none).
+///
+/// Errors: exit status 2 for options that do not apply to nvcc (`-O` other than 3,
+/// `--code-object-version`), 1 when nvcc cannot be found (the message names `HIPJIT_NVCC`),
+/// the cache cannot be opened, or any input fails.
+pub fn run(args: &Args, sms: &[SmTarget], outs: &[Vec<PathBuf>]) -> Result<(), CliError> {
+    if args.opt_level.is_some_and(|l| l != OptLevel::O3) {
+        return Err(CliError::usage(
+            "-O: hipjit's NVIDIA JIT always runs nvcc with -O3; drop -O for sm_ targets",
+        ));
+    }
+    if args.code_object_version.is_some() {
+        return Err(CliError::usage(
+            "--code-object-version applies to AMDGPU code objects, not to cubins (sm_ targets)",
+        ));
+    }
+    let jit = NvJit::from_env().map_err(|e| CliError::failed(e.to_string()))?;
+    let n = args.files.len();
+    let mut results = Vec::with_capacity(n);
+    for (i, file) in args.files.iter().enumerate() {
+        let o = compile_one(&jit, args, sms, file, &outs[i]);
+        match &o.result {
+            Err(e) => eprintln!("hipjit: error: {e}"),
+            Ok(_) if n > 1 => eprintln!("[{}/{n}] {}: done", i + 1, file.display()),
+            Ok(_) => {}
+        }
+        results.push(o);
+    }
+    let failed = results.iter().filter(|o| o.result.is_err()).count();
+    if args.json {
+        let roots: Option<Vec<PathBuf>> = jit
+            .disk_cache()
+            .ok()
+            .flatten()
+            .map(|d| d.roots().iter().map(|r| r.path.clone()).collect());
+        output::print_json(serde_json::json!({
+            "platform": "nvidia",
+            "compiler": {
+                "path": jit.nvcc().path(),
+                "version": jit.nvcc().release().unwrap_or(jit.nvcc().version_text().trim()),
+            },
+            "cache_roots": roots,
+            "results": results.iter().map(outcome_json).collect::<Vec<_>>(),
+            "failed": failed,
+        }))?;
+    } else {
+        for o in &results {
+            if let Ok((built, written)) = &o.result {
+                print_built(&o.file, built, written);
+            }
+        }
+    }
+    if failed > 0 {
+        return Err(CliError {
+            status: output::EXIT_FAILED,
+            message: if n > 1 {
+                format!("{failed} of {n} files failed")
+            } else {
+                String::new()
+            },
+        });
+    }
+    Ok(())
+}
+
+fn print_built(file: &Path, built: &[Built], written: &[PathBuf]) {
+    for b in built {
+        println!(
+            "{}: {} in {}, key {}",
+            file.display(),
+            origin_name(b.origin),
+            output::ms(b.elapsed),
+            b.key
+        );
+    }
+    for w in written {
+        println!("  wrote {}", w.display());
+    }
+    for b in built {
+        println!(
+            "  target {}: cubin (ELF ABI version {}), {} kernel(s)",
+            b.cubin.target(),
+            b.cubin.abi_version(),
+            b.cubin.kernels().len()
+        );
+        for k in b.cubin.kernels() {
+            print!("{}", output::cubin_kernel_text(k, 4));
+        }
+    }
+}
+
+fn outcome_json(o: &Outcome) -> serde_json::Value {
+    match &o.result {
+        Ok((built, written)) => {
+            let first = &built[0];
+            serde_json::json!({
+                "file": o.file,
+                "ok": true,
+                "cache": cache_name(first.origin),
+                "hit": built.iter().all(|b| b.origin != NvOrigin::Compiled),
+                "time_ms": built.iter().map(|b| b.elapsed.as_secs_f64() * 1000.0).sum::<f64>(),
+                "key": first.key,
+                "entry": first.entry,
+                "written": written,
+                "code_objects": built.iter().map(|b| serde_json::json!({
+                    "target_id": b.cubin.target().to_string(),
+                    "elf_abi_version": b.cubin.abi_version(),
+                    "cache": cache_name(b.origin),
+                    "key": b.key,
+                    "entry": b.entry,
+                    "kernels": b.cubin.kernels().iter().map(output::cubin_kernel_json).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            })
+        }
+        Err(e) => serde_json::json!({
+            "file": o.file,
+            "ok": false,
+            "error": e,
+            "diagnostics": [],
+        }),
+    }
+}
