@@ -1402,3 +1402,53 @@ fn compile_mixing_sm_90_and_gfx90a_is_a_usage_error_naming_both() {
     assert!(err.contains("sm_90") && err.contains("gfx90a"), "{err}");
     assert!(err.contains("cannot be mixed"), "{err}");
 }
+
+#[test]
+fn compile_sm_90_and_sm_90a_to_a_directory_writes_one_cubin_per_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = hipjit_nv(
+        &dir.path().join("cache"),
+        &pypi_nvcc(),
+        &[
+            "compile",
+            "--json",
+            "--arch",
+            "sm_90",
+            "--arch",
+            "sm_90a",
+            "-o",
+            path_str(&out),
+            path_str(&saxpy()),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let targets: Vec<&str> = v["results"][0]["code_objects"]
+        .as_array()
+        .expect("code_objects is an array")
+        .iter()
+        .map(|c| c["target_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(targets, ["sm_90", "sm_90a"], "{v:#}");
+    assert!(out.join("saxpy-sm_90.cubin").is_file());
+    assert!(out.join("saxpy-sm_90a.cubin").is_file());
+}
+
+#[test]
+fn compile_sm_90_with_code_object_version_is_a_usage_error() {
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "sm_90",
+        "--code-object-version",
+        "5",
+        path_str(&saxpy()),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--code-object-version"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -5,11 +5,13 @@
 //!
 //! `-D` and `-I` become nvcc's `-D`/`-I`, the directory holding each source is added after the
 //! `-I` directories; nvcc runs with `-O3` (hipjit's NVIDIA JIT fixes it), so `-O` other than 3 is
-//! a usage error, as is `--code-object-version` (an AMDGPU notion). Inputs are compiled one
-//! after another. A cubin records no register counts (the CUDA driver reports them per kernel),
+//! a usage error, as is `--code-object-version` (an AMDGPU notion). At most `-j` inputs compile
+//! at once; results print in the order of the inputs. A cubin records no register counts (the CUDA driver reports them per kernel),
 //! so none are printed.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use hipjit::cache::disk::DiskCache;
@@ -23,6 +25,8 @@ use crate::output::{self, CliError};
 
 /// One target's result for one input.
 struct Built {
+    /// The target asked for (the cubin's own target drops an `a`/`f` suffix).
+    sm: SmTarget,
     cubin: Cubin,
     origin: NvOrigin,
     key: String,
@@ -100,6 +104,7 @@ fn compile_one(
                     .disk_dir()
                     .map(|root| DiskCache::entry_path(root, &jit.nvcc().key(&source, sm, &flags)));
                 built.push(Built {
+                    sm,
                     cubin,
                     origin,
                     key,
@@ -113,11 +118,7 @@ fn compile_one(
     let mut written = Vec::new();
     for (b, path) in built.iter().zip(outs) {
         if let Err(e) = write_atomically(path, b.cubin.elf()) {
-            return fail(format!(
-                "{} (target {}): {e}",
-                file.display(),
-                b.cubin.target()
-            ));
+            return fail(format!("{} (target {}): {e}", file.display(), b.sm));
         }
         written.push(path.clone());
     }
@@ -146,16 +147,39 @@ pub fn run(args: &Args, sms: &[SmTarget], outs: &[Vec<PathBuf>]) -> Result<(), C
     }
     let jit = NvJit::from_env().map_err(|e| CliError::failed(e.to_string()))?;
     let n = args.files.len();
-    let mut results = Vec::with_capacity(n);
-    for (i, file) in args.files.iter().enumerate() {
-        let o = compile_one(&jit, args, sms, file, &outs[i]);
-        match &o.result {
-            Err(e) => eprintln!("hipjit: error: {e}"),
-            Ok(_) if n > 1 => eprintln!("[{}/{n}] {}: done", i + 1, file.display()),
-            Ok(_) => {}
+    let jobs = args.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |j| j as usize,
+    );
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let slots: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..n).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(n) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let o = compile_one(&jit, args, sms, &args.files[i], &outs[i]);
+                let k = done.fetch_add(1, Ordering::Relaxed) + 1;
+                match &o.result {
+                    Err(e) => eprintln!("hipjit: error: {e}"),
+                    Ok(_) if n > 1 => eprintln!("[{k}/{n}] {}: done", o.file.display()),
+                    Ok(_) => {}
+                }
+                if let Ok(mut r) = slots.lock() {
+                    r[i] = Some(o);
+                }
+            });
         }
-        results.push(o);
-    }
+    });
+    let results: Vec<Outcome> = slots
+        .into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .collect();
     let failed = results.iter().filter(|o| o.result.is_err()).count();
     if args.json {
         let roots: Option<Vec<PathBuf>> = jit
@@ -209,7 +233,7 @@ fn print_built(file: &Path, built: &[Built], written: &[PathBuf]) {
     for b in built {
         println!(
             "  target {}: cubin (ELF ABI version {}), {} kernel(s)",
-            b.cubin.target(),
+            b.sm,
             b.cubin.abi_version(),
             b.cubin.kernels().len()
         );
@@ -233,7 +257,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
                 "entry": first.entry,
                 "written": written,
                 "code_objects": built.iter().map(|b| serde_json::json!({
-                    "target_id": b.cubin.target().to_string(),
+                    "target_id": b.sm.to_string(),
                     "elf_abi_version": b.cubin.abi_version(),
                     "cache": cache_name(b.origin),
                     "key": b.key,
