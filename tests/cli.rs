@@ -1452,3 +1452,34 @@ fn compile_sm_90_with_code_object_version_is_a_usage_error() {
         stderr(&o)
     );
 }
+
+#[test]
+fn compile_sm_90_error_exits_1_naming_the_users_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(
+        dir.path(),
+        "bad.hip",
+        "extern \"C\" __global__ void k(int* p) {\n  p[0] = undeclared_name;\n}\n",
+    );
+    let o = hipjit_nv(
+        &dir.path().join("cache"),
+        &pypi_nvcc(),
+        &["compile", "--arch", "sm_90", path_str(&src)],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("{}(2): error", src.display())),
+        "{err}"
+    );
+    assert!(err.contains("undeclared_name"), "{err}");
+}
+
+#[test]
+fn inspect_cubin_with_an_amdgpu_target_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cubin = saxpy_cubin(dir.path());
+    let o = hipjit(&["inspect", "--target", "gfx90a", path_str(&cubin)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("CUDA cubin"), "{}", stderr(&o));
+}

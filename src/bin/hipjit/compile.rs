@@ -64,10 +64,13 @@ pub struct Args {
     /// Compile at most N files at once (default: the number of CPU cores).
     #[arg(short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
-    /// Print JSON (with "schema_version": 1) instead of text. Keys: compiler {path, version},
-    /// cache_roots, failed (count), results[]: file, ok, then cache ("miss", "disk", "memory"),
-    /// hit, time_ms, key, entry, written, code_objects[] {target_id, code_object_version,
-    /// kernels}; or error and diagnostics[] {file, line, column, severity, message}.
+    /// Print JSON (with "schema_version": 1) instead of text. Keys: platform ("amd" or
+    /// "nvidia"), compiler {path, version}, cache_roots, failed (count), results[]: file, ok,
+    /// then cache ("miss", "disk", "memory"), hit, time_ms, key, entry, written,
+    /// code_objects[] {target_id, code_object_version, kernels} (NVIDIA: {target_id,
+    /// elf_abi_version, cache, key, entry, kernels[] {name, symbol, params[] {index, offset,
+    /// size}, param_size, registers: null}}); or error and diagnostics[] {file, line, column,
+    /// severity, message}.
     #[arg(long)]
     pub json: bool,
 }

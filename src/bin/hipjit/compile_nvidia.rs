@@ -16,8 +16,9 @@ use std::time::Instant;
 
 use hipjit::cache::disk::DiskCache;
 use hipjit::code_object::cubin::Cubin;
+use hipjit::compiler::nvcc::NvccError;
 use hipjit::compiler::OptLevel;
-use hipjit::cuda::jit::{NvJit, NvOrigin};
+use hipjit::cuda::jit::{NvJit, NvJitError, NvOrigin};
 use hipjit::cuda::target::SmTarget;
 
 use crate::compile::{write_atomically, Args};
@@ -112,7 +113,7 @@ fn compile_one(
                     elapsed: t.elapsed(),
                 });
             }
-            Err(e) => return fail(format!("{} (target {sm}): {e}", file.display())),
+            Err(e) => return fail(error_text(file, sm, &e)),
         }
     }
     let mut written = Vec::new();
@@ -126,6 +127,29 @@ fn compile_one(
         file: file.to_path_buf(),
         result: Ok((built, written)),
     }
+}
+
+/// The message for a failed compile: the file and target, and for an nvcc error nvcc's output
+/// with its temporary source file (the last argument of its command line) named as the user's
+/// file, so that `kernel.cu(2): error` reads `FILE(2): error`.
+fn error_text(file: &Path, sm: SmTarget, e: &NvJitError) -> String {
+    if let NvJitError::Nvcc(NvccError::Failed {
+        status,
+        command,
+        log,
+    }) = e
+    {
+        let user = file.display().to_string();
+        let log = match command.rsplit(' ').next() {
+            Some(tmp) if !tmp.is_empty() => log.replace(tmp, &user),
+            _ => log.clone(),
+        };
+        return format!(
+            "{user} (target {sm}): compile failed (nvcc {status}):\n{}",
+            log.trim_end()
+        );
+    }
+    format!("{} (target {sm}): {e}", file.display())
 }
 
 /// Runs `hipjit compile` for NVIDIA targets `sms`, writing input `i`'s cubins to `outs[i]`
