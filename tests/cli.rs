@@ -1483,3 +1483,22 @@ fn inspect_cubin_with_an_amdgpu_target_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("CUDA cubin"), "{}", stderr(&o));
 }
+
+#[test]
+fn compile_sm_90_hit_in_a_read_only_root_names_that_roots_entry() {
+    let nvcc = pypi_nvcc();
+    let shared = tempfile::tempdir().unwrap();
+    let own = tempfile::tempdir().unwrap();
+    let src = saxpy();
+    let args = ["compile", "--json", "--arch", "sm_90", path_str(&src)];
+    let first = hipjit_nv(shared.path(), &nvcc, &args);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let roots = format!("{}:{}", own.path().display(), shared.path().display());
+    let second = hipjit_nv(Path::new(&roots), &nvcc, &args);
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let v = json(&second);
+    let r = &v["results"][0];
+    assert_eq!(r["cache"], "disk", "{v:#}");
+    let entry = r["entry"].as_str().expect("the entry path");
+    assert!(Path::new(entry).starts_with(shared.path()), "{v:#}");
+}

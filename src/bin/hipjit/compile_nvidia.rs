@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use hipjit::cache::disk::DiskCache;
+use hipjit::cache::key::CacheKey;
 use hipjit::code_object::cubin::Cubin;
 use hipjit::compiler::nvcc::NvccError;
 use hipjit::compiler::OptLevel;
@@ -101,9 +102,7 @@ fn compile_one(
         let t = Instant::now();
         match jit.compile(&source, sm, &flags) {
             Ok((cubin, origin, key, _)) => {
-                let entry = jit
-                    .disk_dir()
-                    .map(|root| DiskCache::entry_path(root, &jit.nvcc().key(&source, sm, &flags)));
+                let entry = entry_path(jit, &jit.nvcc().key(&source, sm, &flags));
                 built.push(Built {
                     sm,
                     cubin,
@@ -127,6 +126,22 @@ fn compile_one(
         file: file.to_path_buf(),
         result: Ok((built, written)),
     }
+}
+
+/// The cache entry of `key`: the first root holding it (a hit may come from a read-only root),
+/// else where the written root would hold it; `None` without a disk cache.
+fn entry_path(jit: &NvJit, key: &CacheKey) -> Option<PathBuf> {
+    let roots: Vec<PathBuf> = jit
+        .disk_cache()
+        .ok()
+        .flatten()
+        .map(|d| d.roots().iter().map(|r| r.path.clone()).collect())
+        .unwrap_or_default();
+    roots
+        .iter()
+        .map(|r| DiskCache::entry_path(r, key))
+        .find(|p| p.is_file())
+        .or_else(|| jit.disk_dir().map(|r| DiskCache::entry_path(r, key)))
 }
 
 /// The message for a failed compile: the file and target, and for an nvcc error nvcc's output
