@@ -1502,3 +1502,10 @@ fn compile_sm_90_hit_in_a_read_only_root_names_that_roots_entry() {
     let entry = r["entry"].as_str().expect("the entry path");
     assert!(Path::new(entry).starts_with(shared.path()), "{v:#}");
 }
+
+#[test]
+fn compile_for_compute_90_is_a_usage_error_suggesting_sm_90() {
+    let o = hipjit(&["compile", "--arch", "compute_90", path_str(&saxpy())]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("use sm_90"), "{}", stderr(&o));
+}

@@ -94,6 +94,11 @@ impl std::fmt::Display for Arch {
 }
 
 fn parse_arch(s: &str) -> Result<Arch, String> {
+    if let Some(n) = s.strip_prefix("compute_") {
+        return Err(format!(
+            "`{s}` names PTX (a virtual architecture); hipjit compiles cubins: use sm_{n}"
+        ));
+    }
     if s.starts_with("sm_") {
         SmTarget::parse(s)
             .map(Arch::Nvidia)
