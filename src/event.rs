@@ -61,8 +61,11 @@ impl Event {
 
     /// Records the event on `stream` (`hipEventRecord`).
     ///
-    /// Errors: the runtime's error.
+    /// Errors: `hipErrorInvalidHandle` when `stream` belongs to another loaded runtime (checked
+    /// by hipjit), or the runtime's error.
     pub fn record(&self, stream: &impl AsStream) -> Result<(), HipError> {
+        self.device
+            .check_same_runtime(stream.device(), "stream", "hipEventRecord")?;
         self.device.bind()?;
         let rt = self.device.runtime();
         // SAFETY: both handles are live.

@@ -740,6 +740,51 @@ fn async_scope_copies_through_the_stream_and_synchronizes_it() {
 }
 
 #[test]
+fn async_copy_on_a_stream_of_another_loaded_runtime_is_refused_before_the_call() {
+    // Two fixture runtimes built into different files: two loaded copies in one process.
+    let path_a = build("two-runtimes-a", &[], Props::Hip6);
+    let path_b = build("two-runtimes-b", &[], Props::Hip6);
+    let dev_a = load(&path_a).device(0).unwrap();
+    let dev_b = load(&path_b).device(0).unwrap();
+    let stream_a = Stream::new(&dev_a, StreamFlags::NON_BLOCKING).unwrap();
+    let mut buf_b = DeviceBuffer::<u32>::alloc(&dev_b, 4).unwrap();
+    let src = [1u32, 2, 3, 4];
+    let err = async_scope(&stream_a, |s| s.copy_to_device(&src, &mut buf_b))
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.name(), "hipErrorInvalidHandle", "{err}");
+    assert_eq!(err.call(), "hipMemcpyAsync");
+    assert!(
+        err.message().contains(&path_a.display().to_string())
+            && err.message().contains(&path_b.display().to_string()),
+        "{err}"
+    );
+    assert!(
+        position(&log(&path_b), "hipMemcpyAsync").is_none(),
+        "runtime b was handed runtime a's stream: {:#?}",
+        log(&path_b)
+    );
+}
+
+#[test]
+fn event_record_on_a_stream_of_another_loaded_runtime_is_refused_before_the_call() {
+    let path_a = build("two-runtimes-event-a", &[], Props::Hip6);
+    let path_b = build("two-runtimes-event-b", &[], Props::Hip6);
+    let dev_a = load(&path_a).device(0).unwrap();
+    let dev_b = load(&path_b).device(0).unwrap();
+    let stream_a = Stream::new(&dev_a, StreamFlags::NON_BLOCKING).unwrap();
+    let event_b = Event::new(&dev_b, EventFlags::empty()).unwrap();
+    let err = event_b.record(&stream_a).unwrap_err();
+    assert_eq!(err.name(), "hipErrorInvalidHandle", "{err}");
+    assert_eq!(err.call(), "hipEventRecord");
+    assert!(
+        position(&log(&path_b), "hipEventRecord").is_none(),
+        "runtime b was handed runtime a's stream: {:#?}",
+        log(&path_b)
+    );
+}
+
+#[test]
 fn copy_with_mismatched_length_is_refused() {
     let path = build("mismatch", &[], Props::Hip6);
     let rt = load(&path);
