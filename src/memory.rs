@@ -378,6 +378,9 @@ impl<T: DeviceCopy> Drop for PinnedBuffer<T> {
             return;
         }
         let rt = self.device.runtime();
+        if let Err(e) = self.device.bind() {
+            tracing::error!(error = %e, "cannot bind the device to free pinned host memory");
+        }
         // SAFETY: `ptr` came from hipHostMalloc and is freed once.
         if let Err(e) = rt.check(
             unsafe { (rt.api().hipHostFree)(self.ptr as *mut c_void as _) },

@@ -851,6 +851,21 @@ fn device_is_bound_on_each_thread_that_uses_it() {
     assert!(position(&log, "unbound call").is_none(), "{log:#?}");
 }
 
+#[test]
+fn pinned_buffer_dropped_on_another_thread_binds_the_device_first() {
+    let path = build("pinned-drop-thread", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let pinned = PinnedBuffer::from_slice(&dev, &[1u32, 2, 3, 4]).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(move || drop(pinned));
+    });
+    // The fixture's current device is unset on each new thread and refuses unbound calls.
+    let log = log(&path);
+    assert!(position(&log, "hipHostFree").is_some(), "{log:#?}");
+    assert!(position(&log, "unbound call").is_none(), "{log:#?}");
+}
+
 fn data(name: &str) -> Vec<u8> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/code-objects")
