@@ -359,7 +359,12 @@ impl Kernel<'_> {
         self.check_launch(&cfg, args)?;
         self.check_stream(stream)?;
         let threads = u32::try_from(cfg.block.product()).unwrap_or(u32::MAX);
-        if let Ok(per_cu) = self.max_active_blocks_per_cu(threads, cfg.dynamic_lds_bytes as usize) {
+        // Without the occupancy entry point the runtime's own check
+        // (hipErrorCooperativeLaunchTooLarge) is the only one; a failing query is an error.
+        let occupancy = self
+            .occupancy(threads, cfg.dynamic_lds_bytes as usize)
+            .transpose()?;
+        if let Some(per_cu) = occupancy {
             let cus = d.properties().compute_units;
             let max = u64::from(per_cu) * u64::from(cus);
             if cfg.grid.product() > max {

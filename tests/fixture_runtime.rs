@@ -712,6 +712,46 @@ fn cooperative_launch_checks_occupancy_and_runs() {
 }
 
 #[test]
+fn cooperative_launch_is_refused_when_the_occupancy_query_fails() {
+    let path = build(
+        "coop-occupancy-fails",
+        &["COOPERATIVE", "FAIL_OCCUPANCY"],
+        Props::Hip6,
+    );
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let k = lib.kernel("scale").unwrap();
+    let s = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    let buf = DeviceBuffer::from_slice(&dev, &[1.0f32; 8]).unwrap();
+    let n = 8u32;
+    // SAFETY: scale(float*, float, unsigned) with 8 floats; refused before the launch.
+    let err = unsafe {
+        k.launch_cooperative(
+            &s,
+            LaunchConfig::for_num_elems(n, 64),
+            &mut args![&buf, &2.0f32, &n],
+        )
+    }
+    .unwrap_err();
+    let LaunchError::Hip(e) = &err else {
+        panic!("expected the occupancy query's error, got {err}");
+    };
+    assert_eq!(
+        (e.call(), e.name()),
+        (
+            "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+            "hipErrorInvalidDeviceFunction"
+        )
+    );
+    let log = log(&path);
+    assert!(
+        position(&log, "hipModuleLaunchCooperativeKernel").is_none(),
+        "{log:#?}"
+    );
+}
+
+#[test]
 fn async_scope_copies_through_the_stream_and_synchronizes_it() {
     let path = build("async", &[], Props::Hip6);
     let rt = load(&path);
