@@ -825,6 +825,23 @@ fn event_record_on_a_stream_of_another_loaded_runtime_is_refused_before_the_call
 }
 
 #[test]
+fn elapsed_time_to_an_event_of_another_loaded_runtime_is_refused_before_the_call() {
+    let path_a = build("two-runtimes-elapsed-a", &[], Props::Hip6);
+    let path_b = build("two-runtimes-elapsed-b", &[], Props::Hip6);
+    let dev_a = load(&path_a).device(0).unwrap();
+    let dev_b = load(&path_b).device(0).unwrap();
+    let start_b = Event::new(&dev_b, EventFlags::empty()).unwrap();
+    let end_a = Event::new(&dev_a, EventFlags::empty()).unwrap();
+    // The fixture's hipEventElapsedTime answers 1.5 ms for any pair of handles.
+    let err = start_b.elapsed_ms(&end_a).unwrap_err();
+    assert_eq!(
+        (err.name(), err.call()),
+        ("hipErrorInvalidHandle", "hipEventElapsedTime"),
+        "{err}"
+    );
+}
+
+#[test]
 fn copy_with_mismatched_length_is_refused() {
     let path = build("mismatch", &[], Props::Hip6);
     let rt = load(&path);
