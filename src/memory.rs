@@ -312,20 +312,31 @@ unsafe impl<T: DeviceCopy + Send> Send for PinnedBuffer<T> {}
 unsafe impl<T: DeviceCopy + Sync> Sync for PinnedBuffer<T> {}
 
 impl<T: DeviceCopy> PinnedBuffer<T> {
-    /// Allocates `len` values, zero-filled (`hipHostMalloc` with `hipHostMallocDefault`).
+    /// Allocates `len` values, zero-filled (`hipHostMalloc` with `hipHostMallocDefault`). A
+    /// buffer of 0 bytes allocates nothing (as `hipHostMalloc` of 0 bytes in HIP) and calls no
+    /// runtime entry point.
     ///
     /// Errors: the runtime's error.
     pub fn zeroed(device: &Device, len: usize) -> Result<PinnedBuffer<T>, HipError> {
+        let bytes = size_of_n::<T>(len);
+        if bytes == 0 {
+            // Drop frees nothing for 0 bytes, so nothing may be allocated for them either (a
+            // runtime that answers 0 bytes with a non-null pointer would otherwise leak it).
+            return Ok(PinnedBuffer {
+                device: device.clone(),
+                ptr: std::ptr::NonNull::<T>::dangling().as_ptr(),
+                len,
+            });
+        }
         device.bind()?;
         let rt = device.runtime();
         let mut ptr: *mut c_void = std::ptr::null_mut();
-        let bytes = size_of_n::<T>(len);
         // SAFETY: valid out pointer; flags 0 = hipHostMallocDefault.
         rt.check(
             unsafe { (rt.api().hipHostMalloc)(&mut ptr as *mut *mut c_void as _, bytes, 0) },
             "hipHostMalloc",
         )?;
-        if ptr.is_null() && bytes > 0 {
+        if ptr.is_null() {
             return Err(HipError::new(
                 2,
                 "hipHostMalloc",
@@ -333,12 +344,8 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
                 "returned NULL".into(),
             ));
         }
-        if ptr.is_null() {
-            ptr = std::ptr::NonNull::<T>::dangling().as_ptr() as *mut c_void;
-        } else {
-            // SAFETY: `ptr` points at `bytes` writable bytes.
-            unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, bytes) };
-        }
+        // SAFETY: `ptr` points at `bytes` writable bytes.
+        unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, bytes) };
         Ok(PinnedBuffer {
             device: device.clone(),
             ptr: ptr as *mut T,

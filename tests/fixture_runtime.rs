@@ -923,6 +923,23 @@ fn pinned_buffer_dropped_on_another_thread_binds_the_device_first() {
     assert!(position(&log, "unbound call").is_none(), "{log:#?}");
 }
 
+#[test]
+fn zero_length_pinned_buffer_leaves_no_pinned_allocation_behind() {
+    // The fixture answers hipHostMalloc of 0 bytes with a 1-byte allocation.
+    let path = build("pinned-zero", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let pinned = PinnedBuffer::<u32>::zeroed(&dev, 0).unwrap();
+    assert!(pinned.is_empty());
+    drop(pinned);
+    let log = log(&path);
+    assert_eq!(
+        lines(&log, "hipHostMalloc").len(),
+        lines(&log, "hipHostFree").len(),
+        "{log:#?}"
+    );
+}
+
 fn data(name: &str) -> Vec<u8> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/code-objects")
