@@ -199,6 +199,33 @@ impl Device {
         )
     }
 
+    /// Refuses, before any call, a handle of `other` (a stream, a buffer) handed to an entry
+    /// point of `self`'s runtime when the two belong to different loaded runtimes: the runtime
+    /// would read the foreign handle as one of its own.
+    ///
+    /// Errors: `hipErrorInvalidHandle` naming `what`, `call` and both runtimes' paths.
+    pub(crate) fn check_same_runtime(
+        &self,
+        other: &Device,
+        what: &str,
+        call: &'static str,
+    ) -> Result<(), HipError> {
+        if self.inner.runtime.same_library(&other.inner.runtime) {
+            return Ok(());
+        }
+        Err(HipError::new(
+            400,
+            call,
+            None,
+            format!(
+                "refused by hipjit before the call: the {what} belongs to the runtime {}, not to \
+                 {}, the runtime making the call",
+                other.inner.runtime.path().display(),
+                self.inner.runtime.path().display()
+            ),
+        ))
+    }
+
     pub(crate) fn same_as(&self, other: &Device) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
             || (Arc::ptr_eq(&self.inner.runtime.inner, &other.inner.runtime.inner)

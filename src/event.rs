@@ -61,8 +61,11 @@ impl Event {
 
     /// Records the event on `stream` (`hipEventRecord`).
     ///
-    /// Errors: the runtime's error.
+    /// Errors: `hipErrorInvalidHandle` when `stream` belongs to another loaded runtime (checked
+    /// by hipjit), or the runtime's error.
     pub fn record(&self, stream: &impl AsStream) -> Result<(), HipError> {
+        self.device
+            .check_same_runtime(stream.device(), "stream", "hipEventRecord")?;
         self.device.bind()?;
         let rt = self.device.runtime();
         // SAFETY: both handles are live.
@@ -106,8 +109,11 @@ impl Event {
     /// (`hipEventElapsedTime`).
     ///
     /// Errors: the runtime's error (`hipErrorNotReady` when not completed,
-    /// `hipErrorInvalidHandle` for events created with [`EventFlags::DISABLE_TIMING`]).
+    /// `hipErrorInvalidHandle` for events created with [`EventFlags::DISABLE_TIMING`]);
+    /// `hipErrorInvalidHandle` when `end` belongs to another loaded runtime (checked by hipjit).
     pub fn elapsed_ms(&self, end: &Event) -> Result<f32, HipError> {
+        self.device
+            .check_same_runtime(&end.device, "end event", "hipEventElapsedTime")?;
         self.device.bind()?;
         let rt = self.device.runtime();
         let mut ms = 0.0f32;

@@ -214,28 +214,41 @@ impl<'lib> Kernel<'lib> {
         block_size: u32,
         dynamic_lds_bytes: usize,
     ) -> Result<u32, LibraryError> {
+        self.occupancy(block_size, dynamic_lds_bytes)
+            .ok_or(LibraryError::Unsupported {
+                symbol: "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+            })?
+            .map_err(LibraryError::from)
+    }
+
+    /// [`Kernel::max_active_blocks_per_cu`], `None` when the runtime does not export the entry
+    /// point.
+    pub(crate) fn occupancy(
+        &self,
+        block_size: u32,
+        dynamic_lds_bytes: usize,
+    ) -> Option<Result<u32, HipError>> {
         let d = self.lib.device();
         let rt = d.runtime();
         let occ = rt
             .api()
-            .hipModuleOccupancyMaxActiveBlocksPerMultiprocessor
-            .ok_or(LibraryError::Unsupported {
-                symbol: "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
-            })?;
-        d.bind()?;
-        let mut n = 0;
-        // SAFETY: valid out pointer, live function handle.
-        rt.check(
-            unsafe {
-                occ(
-                    &mut n,
-                    self.func,
-                    i32::try_from(block_size).unwrap_or(i32::MAX),
-                    dynamic_lds_bytes,
-                )
-            },
-            "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
-        )?;
-        Ok(u32::try_from(n).unwrap_or(0))
+            .hipModuleOccupancyMaxActiveBlocksPerMultiprocessor?;
+        Some((|| {
+            d.bind()?;
+            let mut n = 0;
+            // SAFETY: valid out pointer, live function handle.
+            rt.check(
+                unsafe {
+                    occ(
+                        &mut n,
+                        self.func,
+                        i32::try_from(block_size).unwrap_or(i32::MAX),
+                        dynamic_lds_bytes,
+                    )
+                },
+                "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+            )?;
+            Ok(u32::try_from(n).unwrap_or(0))
+        })())
     }
 }

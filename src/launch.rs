@@ -92,7 +92,9 @@ unsafe impl<T: DeviceCopy> KernelArg for T {
         self as *const T as *const c_void
     }
     fn arg_size(&self) -> u32 {
-        std::mem::size_of::<T>() as u32
+        // A value of 4 GiB or more cannot be a kernel argument: saturate so that it never
+        // matches an argument size of the kernel's metadata after truncation.
+        u32::try_from(std::mem::size_of::<T>()).unwrap_or(u32::MAX)
     }
 }
 
@@ -359,7 +361,12 @@ impl Kernel<'_> {
         self.check_launch(&cfg, args)?;
         self.check_stream(stream)?;
         let threads = u32::try_from(cfg.block.product()).unwrap_or(u32::MAX);
-        if let Ok(per_cu) = self.max_active_blocks_per_cu(threads, cfg.dynamic_lds_bytes as usize) {
+        // Without the occupancy entry point the runtime's own check
+        // (hipErrorCooperativeLaunchTooLarge) is the only one; a failing query is an error.
+        let occupancy = self
+            .occupancy(threads, cfg.dynamic_lds_bytes as usize)
+            .transpose()?;
+        if let Some(per_cu) = occupancy {
             let cus = d.properties().compute_units;
             let max = u64::from(per_cu) * u64::from(cus);
             if cfg.grid.product() > max {
@@ -407,7 +414,17 @@ impl Kernel<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::Dim3;
+    use super::{Dim3, KernelArg};
+
+    #[test]
+    fn argument_of_4_gib_or_more_reports_a_saturated_size_not_a_truncated_one() {
+        // 2^32 + 4 bytes: truncated to u32 this would read as a 4-byte argument. Zeroed pages
+        // are never touched, so the allocation stays virtual.
+        type Huge = [u8; (1usize << 32) + 4];
+        // SAFETY: all-zero bytes are a valid `[u8; N]`.
+        let huge: Box<Huge> = unsafe { Box::<Huge>::new_zeroed().assume_init() };
+        assert_eq!(KernelArg::arg_size(&*huge), u32::MAX);
+    }
 
     #[test]
     fn dim3_product_saturates_instead_of_overflowing() {

@@ -224,9 +224,12 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
     /// Copies `src` (same length, same device) into this buffer (`hipMemcpy`, device to device).
     ///
-    /// Errors: `hipErrorInvalidValue` on a length mismatch, or the runtime's error.
+    /// Errors: `hipErrorInvalidValue` on a length mismatch, `hipErrorInvalidHandle` when `src`
+    /// belongs to another loaded runtime (both checked by hipjit), or the runtime's error.
     pub fn copy_from_device(&mut self, src: &DeviceBuffer<T>) -> Result<(), HipError> {
         self.check_len(src.len, "hipMemcpy")?;
+        self.device
+            .check_same_runtime(&src.device, "source buffer", "hipMemcpy")?;
         self.device.bind()?;
         let rt = self.device.runtime();
         // SAFETY: both buffers hold `len` values.
@@ -259,8 +262,11 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Queues setting every byte to `byte` on `stream` (`hipMemsetAsync`). Only device memory
     /// is touched, so nothing on the host must outlive it.
     ///
-    /// Errors: the runtime's error.
+    /// Errors: `hipErrorInvalidHandle` when `stream` belongs to another loaded runtime (checked
+    /// by hipjit), or the runtime's error.
     pub fn memset_async(&mut self, byte: u8, stream: &impl AsStream) -> Result<(), HipError> {
+        self.device
+            .check_same_runtime(stream.device(), "stream", "hipMemsetAsync")?;
         self.device.bind()?;
         let rt = self.device.runtime();
         // SAFETY: `ptr` holds size_bytes() bytes; freeing it (hipFree) waits for queued work.
@@ -306,20 +312,31 @@ unsafe impl<T: DeviceCopy + Send> Send for PinnedBuffer<T> {}
 unsafe impl<T: DeviceCopy + Sync> Sync for PinnedBuffer<T> {}
 
 impl<T: DeviceCopy> PinnedBuffer<T> {
-    /// Allocates `len` values, zero-filled (`hipHostMalloc` with `hipHostMallocDefault`).
+    /// Allocates `len` values, zero-filled (`hipHostMalloc` with `hipHostMallocDefault`). A
+    /// buffer of 0 bytes allocates nothing (as `hipHostMalloc` of 0 bytes in HIP) and calls no
+    /// runtime entry point.
     ///
     /// Errors: the runtime's error.
     pub fn zeroed(device: &Device, len: usize) -> Result<PinnedBuffer<T>, HipError> {
+        let bytes = size_of_n::<T>(len);
+        if bytes == 0 {
+            // Drop frees nothing for 0 bytes, so nothing may be allocated for them either (a
+            // runtime that answers 0 bytes with a non-null pointer would otherwise leak it).
+            return Ok(PinnedBuffer {
+                device: device.clone(),
+                ptr: std::ptr::NonNull::<T>::dangling().as_ptr(),
+                len,
+            });
+        }
         device.bind()?;
         let rt = device.runtime();
         let mut ptr: *mut c_void = std::ptr::null_mut();
-        let bytes = size_of_n::<T>(len);
         // SAFETY: valid out pointer; flags 0 = hipHostMallocDefault.
         rt.check(
             unsafe { (rt.api().hipHostMalloc)(&mut ptr as *mut *mut c_void as _, bytes, 0) },
             "hipHostMalloc",
         )?;
-        if ptr.is_null() && bytes > 0 {
+        if ptr.is_null() {
             return Err(HipError::new(
                 2,
                 "hipHostMalloc",
@@ -327,12 +344,8 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
                 "returned NULL".into(),
             ));
         }
-        if ptr.is_null() {
-            ptr = std::ptr::NonNull::<T>::dangling().as_ptr() as *mut c_void;
-        } else {
-            // SAFETY: `ptr` points at `bytes` writable bytes.
-            unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, bytes) };
-        }
+        // SAFETY: `ptr` points at `bytes` writable bytes.
+        unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, bytes) };
         Ok(PinnedBuffer {
             device: device.clone(),
             ptr: ptr as *mut T,
@@ -372,6 +385,9 @@ impl<T: DeviceCopy> Drop for PinnedBuffer<T> {
             return;
         }
         let rt = self.device.runtime();
+        if let Err(e) = self.device.bind() {
+            tracing::error!(error = %e, "cannot bind the device to free pinned host memory");
+        }
         // SAFETY: `ptr` came from hipHostMalloc and is freed once.
         if let Err(e) = rt.check(
             unsafe { (rt.api().hipHostFree)(self.ptr as *mut c_void as _) },
@@ -388,14 +404,17 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
     /// has been synchronized. Forgetting the [`InFlight`] leaks the pinned memory instead of
     /// freeing it under the copy.
     ///
-    /// Errors: `hipErrorInvalidValue` on a length mismatch, or the runtime's error (the buffer
-    /// is then freed, which waits for the device).
+    /// Errors: `hipErrorInvalidValue` on a length mismatch, `hipErrorInvalidHandle` when
+    /// `stream` belongs to another loaded runtime (both checked by hipjit), or the runtime's
+    /// error (the buffer is then freed, which waits for the device).
     pub fn copy_to_device_async<'s, S: AsStream>(
         self,
         dst: &mut DeviceBuffer<T>,
         stream: &'s S,
     ) -> Result<InFlight<'s, T, S>, HipError> {
         dst.check_len(self.len, "hipMemcpyAsync")?;
+        dst.device
+            .check_same_runtime(stream.device(), "stream", "hipMemcpyAsync")?;
         dst.device.bind()?;
         let rt = dst.device.runtime();
         // SAFETY: sizes match; `self` moves into the InFlight, which frees it only after
@@ -428,6 +447,8 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
         stream: &'s S,
     ) -> Result<InFlight<'s, T, S>, HipError> {
         src.check_len(self.len, "hipMemcpyAsync")?;
+        src.device
+            .check_same_runtime(stream.device(), "stream", "hipMemcpyAsync")?;
         src.device.bind()?;
         let rt = src.device.runtime();
         // SAFETY: as in copy_to_device_async, the other direction.
@@ -498,13 +519,17 @@ impl<'scope, 'env, S: AsStream> AsyncScope<'scope, 'env, S> {
     /// device). `src` stays borrowed until the stream has been synchronized at the end of the
     /// scope.
     ///
-    /// Errors: `hipErrorInvalidValue` on a length mismatch, or the runtime's error.
+    /// Errors: `hipErrorInvalidValue` on a length mismatch, `hipErrorInvalidHandle` when the
+    /// scope's stream belongs to another loaded runtime than `dst` (both checked by hipjit), or
+    /// the runtime's error.
     pub fn copy_to_device<T: DeviceCopy>(
         &self,
         src: &'scope [T],
         dst: &'scope mut DeviceBuffer<T>,
     ) -> Result<(), HipError> {
         dst.check_len(src.len(), "hipMemcpyAsync")?;
+        dst.device
+            .check_same_runtime(self.stream.device(), "stream", "hipMemcpyAsync")?;
         dst.device.bind()?;
         let rt = dst.device.runtime();
         // SAFETY: sizes match; `src` and `dst` stay borrowed until the stream is synchronized
@@ -533,6 +558,8 @@ impl<'scope, 'env, S: AsStream> AsyncScope<'scope, 'env, S> {
         dst: &'scope mut [T],
     ) -> Result<(), HipError> {
         src.check_len(dst.len(), "hipMemcpyAsync")?;
+        src.device
+            .check_same_runtime(self.stream.device(), "stream", "hipMemcpyAsync")?;
         src.device.bind()?;
         let rt = src.device.runtime();
         // SAFETY: as in copy_to_device, the other direction.

@@ -186,6 +186,18 @@ fn memory_round_trips_through_the_driver() {
 }
 
 #[test]
+fn zero_length_device_buffer_allocates_nothing_as_on_hip() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let before = live().allocations;
+    let buf = DeviceBuffer::<u32>::alloc(&dev, 0).unwrap();
+    assert!(buf.as_raw().is_null());
+    assert_eq!(live().allocations, before);
+    drop(buf);
+    assert_eq!(live().allocations, before);
+}
+
+#[test]
 fn mapped_cu_result_keeps_its_value_and_hip_name() {
     let _g = serial();
     let dev = runtime().device(0).unwrap();

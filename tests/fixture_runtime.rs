@@ -712,6 +712,46 @@ fn cooperative_launch_checks_occupancy_and_runs() {
 }
 
 #[test]
+fn cooperative_launch_is_refused_when_the_occupancy_query_fails() {
+    let path = build(
+        "coop-occupancy-fails",
+        &["COOPERATIVE", "FAIL_OCCUPANCY"],
+        Props::Hip6,
+    );
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let k = lib.kernel("scale").unwrap();
+    let s = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    let buf = DeviceBuffer::from_slice(&dev, &[1.0f32; 8]).unwrap();
+    let n = 8u32;
+    // SAFETY: scale(float*, float, unsigned) with 8 floats; refused before the launch.
+    let err = unsafe {
+        k.launch_cooperative(
+            &s,
+            LaunchConfig::for_num_elems(n, 64),
+            &mut args![&buf, &2.0f32, &n],
+        )
+    }
+    .unwrap_err();
+    let LaunchError::Hip(e) = &err else {
+        panic!("expected the occupancy query's error, got {err}");
+    };
+    assert_eq!(
+        (e.call(), e.name()),
+        (
+            "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+            "hipErrorInvalidDeviceFunction"
+        )
+    );
+    let log = log(&path);
+    assert!(
+        position(&log, "hipModuleLaunchCooperativeKernel").is_none(),
+        "{log:#?}"
+    );
+}
+
+#[test]
 fn async_scope_copies_through_the_stream_and_synchronizes_it() {
     let path = build("async", &[], Props::Hip6);
     let rt = load(&path);
@@ -737,6 +777,68 @@ fn async_scope_copies_through_the_stream_and_synchronizes_it() {
         .skip(copy)
         .position(|l| l.starts_with("hipStreamSynchronize"));
     assert!(sync.is_some(), "{log:#?}");
+}
+
+#[test]
+fn async_copy_on_a_stream_of_another_loaded_runtime_is_refused_before_the_call() {
+    // Two fixture runtimes built into different files: two loaded copies in one process.
+    let path_a = build("two-runtimes-a", &[], Props::Hip6);
+    let path_b = build("two-runtimes-b", &[], Props::Hip6);
+    let dev_a = load(&path_a).device(0).unwrap();
+    let dev_b = load(&path_b).device(0).unwrap();
+    let stream_a = Stream::new(&dev_a, StreamFlags::NON_BLOCKING).unwrap();
+    let mut buf_b = DeviceBuffer::<u32>::alloc(&dev_b, 4).unwrap();
+    let src = [1u32, 2, 3, 4];
+    let err = async_scope(&stream_a, |s| s.copy_to_device(&src, &mut buf_b))
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.name(), "hipErrorInvalidHandle", "{err}");
+    assert_eq!(err.call(), "hipMemcpyAsync");
+    assert!(
+        err.message().contains(&path_a.display().to_string())
+            && err.message().contains(&path_b.display().to_string()),
+        "{err}"
+    );
+    assert!(
+        position(&log(&path_b), "hipMemcpyAsync").is_none(),
+        "runtime b was handed runtime a's stream: {:#?}",
+        log(&path_b)
+    );
+}
+
+#[test]
+fn event_record_on_a_stream_of_another_loaded_runtime_is_refused_before_the_call() {
+    let path_a = build("two-runtimes-event-a", &[], Props::Hip6);
+    let path_b = build("two-runtimes-event-b", &[], Props::Hip6);
+    let dev_a = load(&path_a).device(0).unwrap();
+    let dev_b = load(&path_b).device(0).unwrap();
+    let stream_a = Stream::new(&dev_a, StreamFlags::NON_BLOCKING).unwrap();
+    let event_b = Event::new(&dev_b, EventFlags::empty()).unwrap();
+    let err = event_b.record(&stream_a).unwrap_err();
+    assert_eq!(err.name(), "hipErrorInvalidHandle", "{err}");
+    assert_eq!(err.call(), "hipEventRecord");
+    assert!(
+        position(&log(&path_b), "hipEventRecord").is_none(),
+        "runtime b was handed runtime a's stream: {:#?}",
+        log(&path_b)
+    );
+}
+
+#[test]
+fn elapsed_time_to_an_event_of_another_loaded_runtime_is_refused_before_the_call() {
+    let path_a = build("two-runtimes-elapsed-a", &[], Props::Hip6);
+    let path_b = build("two-runtimes-elapsed-b", &[], Props::Hip6);
+    let dev_a = load(&path_a).device(0).unwrap();
+    let dev_b = load(&path_b).device(0).unwrap();
+    let start_b = Event::new(&dev_b, EventFlags::empty()).unwrap();
+    let end_a = Event::new(&dev_a, EventFlags::empty()).unwrap();
+    // The fixture's hipEventElapsedTime answers 1.5 ms for any pair of handles.
+    let err = start_b.elapsed_ms(&end_a).unwrap_err();
+    assert_eq!(
+        (err.name(), err.call()),
+        ("hipErrorInvalidHandle", "hipEventElapsedTime"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -804,6 +906,38 @@ fn device_is_bound_on_each_thread_that_uses_it() {
     let log = log(&path);
     assert_eq!(lines(&log, "hipSetDevice 0").len(), 2, "{log:#?}");
     assert!(position(&log, "unbound call").is_none(), "{log:#?}");
+}
+
+#[test]
+fn pinned_buffer_dropped_on_another_thread_binds_the_device_first() {
+    let path = build("pinned-drop-thread", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let pinned = PinnedBuffer::from_slice(&dev, &[1u32, 2, 3, 4]).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(move || drop(pinned));
+    });
+    // The fixture's current device is unset on each new thread and refuses unbound calls.
+    let log = log(&path);
+    assert!(position(&log, "hipHostFree").is_some(), "{log:#?}");
+    assert!(position(&log, "unbound call").is_none(), "{log:#?}");
+}
+
+#[test]
+fn zero_length_pinned_buffer_leaves_no_pinned_allocation_behind() {
+    // The fixture answers hipHostMalloc of 0 bytes with a 1-byte allocation.
+    let path = build("pinned-zero", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let pinned = PinnedBuffer::<u32>::zeroed(&dev, 0).unwrap();
+    assert!(pinned.is_empty());
+    drop(pinned);
+    let log = log(&path);
+    assert_eq!(
+        lines(&log, "hipHostMalloc").len(),
+        lines(&log, "hipHostFree").len(),
+        "{log:#?}"
+    );
 }
 
 fn data(name: &str) -> Vec<u8> {

@@ -407,6 +407,13 @@ pub(crate) unsafe extern "C" fn hip_malloc(p: *mut *mut c_void, size: usize) -> 
     if p.is_null() {
         return HIP_ERROR_INVALID_VALUE;
     }
+    if size == 0 {
+        // HIP's hipMalloc: "If size is 0, no memory is allocated, *ptr returns nullptr, and
+        // hipSuccess is returned"; cuMemAlloc refuses 0 bytes (CUDA_ERROR_INVALID_VALUE).
+        // SAFETY: non-null out pointer.
+        unsafe { *p = std::ptr::null_mut() };
+        return HIP_SUCCESS;
+    }
     let mut d: CUdeviceptr = 0;
     // SAFETY: valid out pointer.
     let e = with_context!(map(unsafe { (drv!().cuMemAlloc_v2)(&mut d, size) }));

@@ -524,6 +524,15 @@ impl Runtime {
         &self.inner.api
     }
 
+    /// Whether `self` and `other` drive the same loaded copy of the runtime, so that handles of
+    /// one (streams, events, device pointers) may be handed to the entry points of the other.
+    /// Two [`Runtime`] values over one library share their entry points; an AMD runtime and the
+    /// NVIDIA shims, or two copies of `libamdhip64` loaded from different files, do not.
+    pub(crate) fn same_library(&self, other: &Runtime) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+            || self.api().hipStreamDestroy as usize == other.api().hipStreamDestroy as usize
+    }
+
     /// Turns a status into a `Result`, with the runtime's name and string for an error.
     #[inline]
     pub(crate) fn check(&self, rc: sys::hipError_t, call: &'static str) -> Result<(), HipError> {
