@@ -172,9 +172,10 @@ impl<'lib> Kernel<'lib> {
 
     /// Allows `bytes` of dynamic LDS, above the runtime's default (`hipFuncSetAttribute` with
     /// `hipFuncAttributeMaxDynamicSharedMemorySize`, handed the kernel's `hipFunction_t`).
-    /// Once the runtime accepts it, launches through this `Kernel` with up to `bytes` of dynamic
-    /// LDS are no longer refused against the device's default LDS per block (the runtime then
-    /// judges them).
+    /// On HIP's NVIDIA platform, once the driver accepts it, launches through this `Kernel`
+    /// with up to `bytes` of dynamic shared memory are no longer refused against the device's
+    /// default per block (the driver then judges them against its opt-in maximum). On AMD the
+    /// device's LDS per block is already the whole LDS, and the launch check keeps it.
     ///
     /// Errors: [`LibraryError::Unsupported`] when the runtime does not export
     /// `hipFuncSetAttribute`, or the runtime's error.
@@ -200,7 +201,12 @@ impl<'lib> Kernel<'lib> {
             },
             "hipFuncSetAttribute",
         )?;
-        self.raised_dynamic_lds.store(bytes, Ordering::Relaxed);
+        // Only NVIDIA GPUs have an opt-in above the default shared memory per block
+        // (`sharedMemPerBlockOptin`); on AMD the device's LDS per block is already all of it,
+        // so the launch check keeps that limit there.
+        if rt.platform() == crate::runtime::Platform::Nvidia {
+            self.raised_dynamic_lds.store(bytes, Ordering::Relaxed);
+        }
         Ok(())
     }
 

@@ -253,6 +253,30 @@ fn launch_passes_geometry_stream_and_arguments_through() {
 }
 
 #[test]
+fn set_max_dynamic_lds_raises_the_launch_check_to_the_opt_in() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_cubin(&dev, &cubin()).unwrap();
+    let kernel = lib.kernel("add_one").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let buf = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let cfg = LaunchConfig {
+        grid: 1.into(),
+        block: 64.into(),
+        dynamic_lds_bytes: 96 * 1024,
+    };
+    // SAFETY: refused before the call (above the fixture's 49152 bytes per block).
+    let err = unsafe { kernel.launch(&stream, cfg, &mut args![&buf]) }.unwrap_err();
+    assert!(err.to_string().contains("98304 bytes dynamic LDS"), "{err}");
+    kernel.set_max_dynamic_lds(96 * 1024).unwrap();
+    // SAFETY: the fixture runs nothing; add_one(int*) takes one pointer.
+    unsafe { kernel.launch(&stream, cfg, &mut args![&buf]) }.unwrap();
+    // SAFETY: the fixture's record, laid out as `LastLaunch`; read after the launch returned.
+    let last = unsafe { &*(sym(c"fixture_last_launch") as *const LastLaunch) };
+    assert_eq!(last.shared, 96 * 1024);
+}
+
+#[test]
 fn launch_checks_argument_count_against_the_cubin() {
     let _g = serial();
     let dev = runtime().device(0).unwrap();
