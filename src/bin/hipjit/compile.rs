@@ -287,18 +287,9 @@ fn compile_one(
         diagnostics: Vec::new(),
     };
     let targets = targets_text(args);
-    let source = match std::fs::read(file) {
-        Ok(b) => match String::from_utf8(b) {
-            Ok(s) => s,
-            Err(e) => {
-                return fail(format!(
-                    "{}: not UTF-8 text (invalid byte at offset {})",
-                    file.display(),
-                    e.utf8_error().valid_up_to()
-                ))
-            }
-        },
-        Err(e) => return fail(format!("{}: cannot read the file: {e}", file.display())),
+    let source = match read_source(file) {
+        Ok(s) => s,
+        Err(m) => return fail(m),
     };
     let mut o = base.clone();
     let name = file
@@ -569,4 +560,18 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
             "diagnostics": o.diagnostics,
         }),
     }
+}
+
+/// The source text of `file`, or a message naming the file and what was wrong (unreadable, or
+/// not UTF-8 with the offset of the first bad byte).
+pub fn read_source(file: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(file)
+        .map_err(|e| format!("{}: cannot read the file: {e}", file.display()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{}: not UTF-8 text (invalid byte at offset {})",
+            file.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
 }

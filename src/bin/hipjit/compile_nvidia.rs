@@ -83,18 +83,9 @@ fn compile_one(
         file: file.to_path_buf(),
         result: Err(m),
     };
-    let source = match std::fs::read(file) {
-        Ok(b) => match String::from_utf8(b) {
-            Ok(s) => s,
-            Err(e) => {
-                return fail(format!(
-                    "{}: not UTF-8 text (invalid byte at offset {})",
-                    file.display(),
-                    e.utf8_error().valid_up_to()
-                ))
-            }
-        },
-        Err(e) => return fail(format!("{}: cannot read the file: {e}", file.display())),
+    let source = match super::compile::read_source(file) {
+        Ok(s) => s,
+        Err(m) => return fail(m),
     };
     let flags = flags(args, file);
     let mut built = Vec::new();
