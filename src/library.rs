@@ -94,15 +94,7 @@ impl Library {
         device.bind()?;
         let loader = rt.code_object_loader();
         let handle = match loader {
-            CodeObjectLoader::ModuleApi => {
-                let mut m: sys::hipModule_t = std::ptr::null_mut();
-                // SAFETY: `elf` is a complete ELF image kept alive with the module.
-                rt.check(
-                    unsafe { (rt.api().hipModuleLoadData)(&mut m, elf.as_ptr() as *const c_void) },
-                    "hipModuleLoadData",
-                )?;
-                Handle::Module(m)
-            }
+            CodeObjectLoader::ModuleApi => load_module(device, &elf)?,
             CodeObjectLoader::LibraryApi => Handle::Library(load_library(device, &elf)?),
         };
         tracing::debug!(
@@ -151,15 +143,7 @@ impl Library {
             CodeObjectLoader::LibraryApi if rt.api().hipLibraryLoadData.is_some() => {
                 Handle::Library(load_library(device, &elf)?)
             }
-            _ => {
-                let mut m: sys::hipModule_t = std::ptr::null_mut();
-                // SAFETY: `elf` is a complete cubin kept alive with the module.
-                rt.check(
-                    unsafe { (rt.api().hipModuleLoadData)(&mut m, elf.as_ptr() as *const c_void) },
-                    "hipModuleLoadData",
-                )?;
-                Handle::Module(m)
-            }
+            _ => load_module(device, &elf)?,
         };
         tracing::debug!(
             target = %cubin.target(),
@@ -416,6 +400,19 @@ impl Library {
             size,
         })
     }
+}
+
+/// Loads `image` through the module API (`hipModuleLoadData`). The caller keeps `image` alive
+/// with the returned module; the device is already bound.
+fn load_module(device: &Device, image: &[u8]) -> Result<Handle, HipError> {
+    let rt = device.runtime();
+    let mut m: sys::hipModule_t = std::ptr::null_mut();
+    // SAFETY: `image` is a complete code object (ELF or cubin) that outlives the module.
+    rt.check(
+        unsafe { (rt.api().hipModuleLoadData)(&mut m, image.as_ptr() as *const c_void) },
+        "hipModuleLoadData",
+    )?;
+    Ok(Handle::Module(m))
 }
 
 fn load_library(device: &Device, elf: &[u8]) -> Result<sys::hipLibrary_t, LibraryError> {
