@@ -138,6 +138,7 @@ impl fmt::Display for CompilerIdentity {
 
 /// Errors of [`Compiler::new`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompilerError {
     /// Discovery failed.
     #[error(transparent)]
@@ -193,6 +194,7 @@ impl fmt::Display for CompileFailure {
 
 /// Errors of [`Compiler::compile`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompileError {
     /// The options are invalid.
     #[error(transparent)]
