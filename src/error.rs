@@ -520,6 +520,7 @@ mod tests {
         into_error::<crate::cache::CacheError>();
         into_error::<crate::cuda::driver::CudaLoadError>();
         into_error::<crate::cuda::jit::NvJitError>();
+        into_error::<crate::compiler::rtc::RtcError>();
     }
 
     #[test]
@@ -782,6 +783,9 @@ pub enum Error {
     /// The NVIDIA JIT ([`crate::cuda::jit::NvJitError`]).
     #[error(transparent)]
     NvJit(Box<crate::cuda::jit::NvJitError>),
+    /// An in-process compiler, hipRTC or NVRTC ([`crate::compiler::rtc::RtcError`]).
+    #[error(transparent)]
+    Rtc(Box<crate::compiler::rtc::RtcError>),
 }
 
 /// `Result` with [`Error`] as its default error: inside a function returning it, `?` converts
@@ -807,6 +811,7 @@ boxed_from! {
     crate::code_object::cubin::CubinError => Cubin,
     crate::compiler::nvcc::NvccError => Nvcc,
     crate::cuda::jit::NvJitError => NvJit,
+    crate::compiler::rtc::RtcError => Rtc,
 }
 
 impl From<crate::cuda::driver::CudaLoadError> for Error {
