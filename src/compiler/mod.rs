@@ -26,9 +26,12 @@
 
 pub mod diagnostics;
 pub mod discovery;
+pub mod hiprtc;
 pub mod nvcc;
+pub mod nvrtc;
 pub mod options;
 pub mod process;
+pub mod rtc;
 
 use std::ffi::OsString;
 use std::fmt;

@@ -147,7 +147,7 @@ fn dlerror_string() -> String {
 }
 
 /// dlopen with the flags of this module; `noload` asks only for an already loaded library.
-fn open(name: &OsStr, noload: bool) -> Result<Handle, String> {
+pub(crate) fn open(name: &OsStr, noload: bool) -> Result<Handle, String> {
     let c = CString::new(name.as_bytes()).map_err(|_| "the path contains a NUL byte".to_owned())?;
     let mut flags = libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE;
     if noload {

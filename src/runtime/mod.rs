@@ -57,7 +57,7 @@
 //! between threads.
 
 mod api;
-mod loader;
+pub(crate) mod loader;
 
 use std::ffi::CStr;
 use std::fmt;
