@@ -158,6 +158,7 @@ pub struct Lookup {
 
 /// Disk cache errors.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CacheError {
     /// No cache directory could be determined.
     #[error("no cache directory: set HIPJIT_CACHE_DIR, XDG_CACHE_HOME or HOME")]

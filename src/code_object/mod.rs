@@ -92,6 +92,7 @@ pub struct KernelInfo {
 /// offset in the input (in the uncompressed bundle or the ELF for errors found there). Kept at
 /// most 64 bytes (large details are boxed) so that results carrying it stay small.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CodeObjectError {
     /// The input is no container hipjit reads; `found` says what it is.
     #[error("not an AMDGPU code object or offload bundle: the input is {found}")]

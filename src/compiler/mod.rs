@@ -143,6 +143,7 @@ impl fmt::Display for CompilerIdentity {
 
 /// Errors of [`Compiler::new`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompilerError {
     /// Discovery failed.
     #[error(transparent)]
@@ -198,6 +199,7 @@ impl fmt::Display for CompileFailure {
 
 /// Errors of [`Compiler::compile`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompileError {
     /// The options are invalid.
     #[error(transparent)]

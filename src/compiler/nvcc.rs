@@ -89,6 +89,7 @@ pub const NVCC_KEY_ENV: &[&str] = &["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "
 
 /// An error finding or running nvcc.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum NvccError {
     /// No nvcc in the discovery order.
     #[error(

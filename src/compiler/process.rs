@@ -21,11 +21,14 @@ pub struct Finished {
 }
 
 /// Why a child did not finish.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunError {
     /// The process could not be started.
+    #[error("cannot start the process: {0}")]
     Spawn(std::io::Error),
     /// It ran past the timeout; its process group was killed. Holds what it wrote to stderr.
+    #[error("it ran past its timeout and was killed")]
     Timeout(Vec<u8>),
 }
 
