@@ -16,6 +16,7 @@ pub mod device;
 pub mod error;
 pub use error::{Error, Result};
 pub mod event;
+pub mod file_read;
 pub mod jit;
 pub mod kernel;
 pub mod launch;

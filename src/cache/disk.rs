@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use super::key::{hex, sha256, CacheKey, TrackedHeader, CACHE_FORMAT_VERSION};
 use crate::compiler::{CompileOptions, CompilerIdentity};
+use crate::file_read;
 
 /// The environment variable listing cache roots.
 pub const CACHE_DIR_ENV: &str = "HIPJIT_CACHE_DIR";
@@ -51,6 +52,9 @@ pub const ENTRY_MAGIC: &[u8; 8] = b"HIPJITCE";
 /// How old a temporary file in `<root>/v1/tmp` must be for [`DiskCache::clear`] and
 /// [`DiskCache::prune`] to remove it: one hour.
 pub const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
+/// The largest entry file read (bytes): a code object of at most
+/// [`file_read::CODE_OBJECT_LIMIT`] and its dumps. A bigger file is a bad entry.
+pub const ENTRY_LIMIT: u64 = 2 * file_read::CODE_OBJECT_LIMIT;
 const LAYOUT_DIR: &str = "v1";
 const ENTRY_EXT: &str = "hjc";
 const HEADER_LEN: usize = 8 + 4 + 8;
@@ -688,10 +692,12 @@ enum ReadError {
 }
 
 fn read_entry(path: &Path, key: Option<&CacheKey>, shared: bool) -> Result<Entry, ReadError> {
-    let mut f = match File::open(path) {
+    // Opened without blocking and checked on the descriptor: a FIFO or device planted at an
+    // entry's path is a bad entry, not a hang.
+    let (f, size) = match file_read::open_regular(path, ENTRY_LIMIT, "a cache entry") {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing),
-        Err(e) => return Err(ReadError::Bad(format!("cannot open: {e}"))),
+        Err(e) if e.is_not_found() => return Err(ReadError::Missing),
+        Err(e) => return Err(ReadError::Bad(format!("cannot open: {}", e.reason()))),
     };
     let bad = ReadError::Bad;
     if !shared {
@@ -699,8 +705,16 @@ fn read_entry(path: &Path, key: Option<&CacheKey>, shared: bool) -> Result<Entry
         check_meta(&m).map_err(bad)?;
     }
     let mut data = Vec::new();
-    f.read_to_end(&mut data)
+    data.try_reserve_exact(size as usize)
+        .map_err(|e| bad(format!("cannot reserve {size} bytes: {e}")))?;
+    f.take(ENTRY_LIMIT + 1)
+        .read_to_end(&mut data)
         .map_err(|e| bad(format!("cannot read: {e}")))?;
+    if data.len() as u64 > ENTRY_LIMIT {
+        return Err(bad(format!(
+            "grew past hipjit's limit of {ENTRY_LIMIT} bytes for a cache entry while read"
+        )));
+    }
     if data.len() < HEADER_LEN || &data[..8] != ENTRY_MAGIC {
         return Err(bad(format!(
             "not a hipjit cache entry ({} bytes, no {:?} magic)",

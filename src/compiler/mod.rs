@@ -42,6 +42,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::file_read;
+
 pub use diagnostics::{Diagnostic, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
 pub use options::{
@@ -443,9 +445,15 @@ impl Compiler {
             return Err(self.classify_failure(options, failure));
         }
         let out_path = build.dir.path().join(OUTPUT_NAME);
-        let code_object = std::fs::read(&out_path).map_err(|e| CompileError::NoOutput {
+        let code_object = file_read::read_file(
+            &out_path,
+            file_read::CODE_OBJECT_LIMIT,
+            "the compiler's output",
+            file_read::Streams::None,
+        )
+        .map_err(|e| CompileError::NoOutput {
             output: OUTPUT_NAME.into(),
-            reason: e.to_string(),
+            reason: e.into_io_error().to_string(),
             command: command.clone(),
         })?;
         let dependencies = build.dependencies();
@@ -672,7 +680,11 @@ impl Build {
     }
 
     fn dependencies(&self) -> Vec<PathBuf> {
-        let Ok(text) = std::fs::read_to_string(self.dir.path().join(DEPS_NAME)) else {
+        let Ok(text) = file_read::read_text_lossy(
+            &self.dir.path().join(DEPS_NAME),
+            file_read::TEXT_OUTPUT_LIMIT,
+            "the compiler's dependency list",
+        ) else {
             return Vec::new();
         };
         parse_depfile(&text)
@@ -703,10 +715,21 @@ impl Build {
         for n in names {
             let p = self.dir.path().join(&n);
             if options.dump_llvm_ir && bc.is_none() && n.ends_with(".bc") {
-                bc = std::fs::read(&p).ok();
+                bc = file_read::read_file(
+                    &p,
+                    file_read::CODE_OBJECT_LIMIT,
+                    "an LLVM bitcode dump",
+                    file_read::Streams::None,
+                )
+                .ok();
             }
             if options.dump_isa && isa.is_none() && n.ends_with(".s") {
-                isa = std::fs::read_to_string(&p).ok();
+                isa = file_read::read_text_lossy(
+                    &p,
+                    file_read::CODE_OBJECT_LIMIT,
+                    "an assembly dump",
+                )
+                .ok();
             }
         }
         (bc, isa)
