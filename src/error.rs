@@ -521,6 +521,7 @@ mod tests {
         into_error::<crate::cuda::driver::CudaLoadError>();
         into_error::<crate::cuda::jit::NvJitError>();
         into_error::<crate::compiler::rtc::RtcError>();
+        into_error::<crate::occupancy::OccupancyError>();
     }
 
     #[test]
@@ -783,6 +784,9 @@ pub enum Error {
     /// The NVIDIA JIT ([`crate::cuda::jit::NvJitError`]).
     #[error(transparent)]
     NvJit(Box<crate::cuda::jit::NvJitError>),
+    /// Occupancy from metadata ([`crate::occupancy::OccupancyError`]).
+    #[error(transparent)]
+    Occupancy(#[from] crate::occupancy::OccupancyError),
     /// An in-process compiler, hipRTC or NVRTC ([`crate::compiler::rtc::RtcError`]).
     #[error(transparent)]
     Rtc(Box<crate::compiler::rtc::RtcError>),

@@ -2,7 +2,7 @@
 //!
 //! Layers: [`sys`] (raw HIP API from hip-sys), the safe runtime layer ([`runtime`], [`device`],
 //! [`stream`], [`memory`], [`event`], [`library`], [`kernel`], [`launch`]), the code-object
-//! reader ([`code_object`], [`target_id`]) and the JIT ([`compiler`], [`cache`],
+//! reader ([`code_object`], [`target_id`], [`occupancy`]) and the JIT ([`compiler`], [`cache`],
 //! [`jit`]). [`prelude`] brings the types of a compile -> load -> launch program into scope;
 //! every error converts into [`Error`].
 
@@ -22,6 +22,7 @@ pub mod kernel;
 pub mod launch;
 pub mod library;
 pub mod memory;
+pub mod occupancy;
 pub mod runtime;
 pub mod stream;
 pub mod target_id;

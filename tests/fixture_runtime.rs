@@ -1389,3 +1389,25 @@ fn clones_of_one_kernel_launch_from_many_threads_with_one_lookup() {
         "the last clone unloads the library"
     );
 }
+
+#[test]
+fn occupancy_from_metadata_matches_the_runtime_query_on_the_fixture_device() {
+    // The fixture's hipModuleOccupancyMaxActiveBlocksPerMultiprocessor answers 2048 / block:
+    // the residency of a gfx90a kernel whose registers leave all wave slots free (4 SIMDs x 8
+    // waves x 64 lanes = 2048 threads per CU), as the scale kernel's (few VGPRs, no LDS).
+    let path = build("coopocc", &["COOPERATIVE"], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let k = lib.kernel("scale").unwrap();
+    let info = k.info().unwrap();
+    let target = dev.target_id().unwrap();
+    for block in [64, 128, 256, 512, 1024] {
+        let ours = info.occupancy(target, block, 0).unwrap();
+        assert_eq!(
+            ours.blocks_per_cu,
+            k.max_active_blocks_per_cu(block, 0).unwrap(),
+            "block {block}: {ours:?}"
+        );
+    }
+}
