@@ -715,80 +715,97 @@ fn read_entry(path: &Path, key: Option<&CacheKey>, shared: bool) -> Result<Entry
             "grew past hipjit's limit of {ENTRY_LIMIT} bytes for a cache entry while read"
         )));
     }
-    if data.len() < HEADER_LEN || &data[..8] != ENTRY_MAGIC {
-        return Err(bad(format!(
-            "not a hipjit cache entry ({} bytes, no {:?} magic)",
-            data.len(),
-            String::from_utf8_lossy(ENTRY_MAGIC)
-        )));
-    }
-    let version = u32::from_le_bytes([data[8], data[9], data[10], data[11]]);
-    if version != CACHE_FORMAT_VERSION {
-        return Err(bad(format!(
-            "cache format version {version}, expected {CACHE_FORMAT_VERSION}"
-        )));
-    }
-    let mut len8 = [0u8; 8];
-    len8.copy_from_slice(&data[12..20]);
-    let meta_len = u64::from_le_bytes(len8);
-    let meta_end = (HEADER_LEN as u64)
-        .checked_add(meta_len)
-        .filter(|&e| e <= data.len() as u64)
-        .ok_or_else(|| {
-            bad(format!(
-                "metadata length {meta_len} runs past the end ({} bytes)",
-                data.len()
-            ))
-        })? as usize;
-    let meta: EntryMeta = rmp_serde::from_slice(&data[HEADER_LEN..meta_end])
-        .map_err(|e| bad(format!("metadata does not decode: {e}")))?;
-    if let Some(key) = key {
-        if meta.key != key.to_hex() {
-            return Err(bad(format!("holds key {}, expected {key}", meta.key)));
+    Entry::from_bytes(data, path, key).map_err(bad)
+}
+
+impl Entry {
+    /// Parses and verifies the bytes of an entry file (see the module documentation for the
+    /// layout): magic, format version, metadata, the key it holds (equal to `key` when given),
+    /// each artefact's size and sha256, and no trailing bytes. `path` is recorded as the
+    /// entry's file.
+    ///
+    /// Errors: a message saying what is wrong and where (a bad entry).
+    pub fn from_bytes(
+        mut data: Vec<u8>,
+        path: &Path,
+        key: Option<&CacheKey>,
+    ) -> Result<Entry, String> {
+        let bad = |s: String| s;
+        if data.len() < HEADER_LEN || &data[..8] != ENTRY_MAGIC {
+            return Err(bad(format!(
+                "not a hipjit cache entry ({} bytes, no {:?} magic)",
+                data.len(),
+                String::from_utf8_lossy(ENTRY_MAGIC)
+            )));
         }
-    }
-    let key = meta
-        .key
-        .parse()
-        .map_err(|e: super::key::BadKey| bad(e.to_string()))?;
-    let mut offsets = Vec::new();
-    let mut at = meta_end as u64;
-    for a in &meta.artefacts {
-        let end = at
-            .checked_add(a.size)
+        let version = u32::from_le_bytes([data[8], data[9], data[10], data[11]]);
+        if version != CACHE_FORMAT_VERSION {
+            return Err(bad(format!(
+                "cache format version {version}, expected {CACHE_FORMAT_VERSION}"
+            )));
+        }
+        let mut len8 = [0u8; 8];
+        len8.copy_from_slice(&data[12..20]);
+        let meta_len = u64::from_le_bytes(len8);
+        let meta_end = (HEADER_LEN as u64)
+            .checked_add(meta_len)
             .filter(|&e| e <= data.len() as u64)
             .ok_or_else(|| {
                 bad(format!(
-                    "artefact {} ({} bytes) runs past the end of the file ({} bytes)",
-                    a.name,
-                    a.size,
+                    "metadata length {meta_len} runs past the end ({} bytes)",
                     data.len()
                 ))
-            })?;
-        let digest = hex(&sha256(&data[at as usize..end as usize]));
-        if digest != a.sha256 {
+            })? as usize;
+        let meta: EntryMeta = rmp_serde::from_slice(&data[HEADER_LEN..meta_end])
+            .map_err(|e| bad(format!("metadata does not decode: {e}")))?;
+        if let Some(key) = key {
+            if meta.key != key.to_hex() {
+                return Err(bad(format!("holds key {}, expected {key}", meta.key)));
+            }
+        }
+        let key = meta
+            .key
+            .parse()
+            .map_err(|e: super::key::BadKey| bad(e.to_string()))?;
+        let mut offsets = Vec::new();
+        let mut at = meta_end as u64;
+        for a in &meta.artefacts {
+            let end = at
+                .checked_add(a.size)
+                .filter(|&e| e <= data.len() as u64)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "artefact {} ({} bytes) runs past the end of the file ({} bytes)",
+                        a.name,
+                        a.size,
+                        data.len()
+                    ))
+                })?;
+            let digest = hex(&sha256(&data[at as usize..end as usize]));
+            if digest != a.sha256 {
+                return Err(bad(format!(
+                    "artefact {} has sha256 {digest}, recorded {}",
+                    a.name, a.sha256
+                )));
+            }
+            offsets.push((at as usize - meta_end, a.size as usize));
+            at = end;
+        }
+        if at != data.len() as u64 {
             return Err(bad(format!(
-                "artefact {} has sha256 {digest}, recorded {}",
-                a.name, a.sha256
+                "{} trailing bytes after the artefacts",
+                data.len() as u64 - at
             )));
         }
-        offsets.push((at as usize - meta_end, a.size as usize));
-        at = end;
+        data.drain(..meta_end);
+        Ok(Entry {
+            key,
+            path: path.to_path_buf(),
+            meta,
+            data,
+            offsets,
+        })
     }
-    if at != data.len() as u64 {
-        return Err(bad(format!(
-            "{} trailing bytes after the artefacts",
-            data.len() as u64 - at
-        )));
-    }
-    data.drain(..meta_end);
-    Ok(Entry {
-        key,
-        path: path.to_path_buf(),
-        meta,
-        data,
-        offsets,
-    })
 }
 
 fn untracked_headers(meta: &EntryMeta) -> Vec<PathBuf> {

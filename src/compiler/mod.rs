@@ -35,6 +35,7 @@ pub mod rtc;
 
 use std::ffi::OsString;
 use std::fmt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -618,8 +619,12 @@ struct Build {
 impl Build {
     fn stage(source: &str, options: &CompileOptions) -> Result<Build, CompileError> {
         let base = build_base();
+        sweep_dead_builds(&base);
+        // Private (0700, whatever the umask), and named after this process so that a later
+        // run can tell a dead process's leftovers from a live one's.
         let dir = tempfile::Builder::new()
-            .prefix("hipjit-build-")
+            .prefix(&format!("{BUILD_PREFIX}{}-", std::process::id()))
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(&base)
             .map_err(|source| CompileError::BuildDir {
                 path: base.clone(),
@@ -733,6 +738,44 @@ impl Build {
             }
         }
         (bc, isa)
+    }
+}
+
+/// The name of every build directory starts with this, then the creating process's ID and `-`.
+const BUILD_PREFIX: &str = "hipjit-build-";
+
+/// Removes the build directories in `base` left by processes of this user that no longer run
+/// (a hipjit killed mid-compile cannot remove its own). A directory of a live process, of
+/// another user, or not named `hipjit-build-<pid>-...` is left alone; failures are ignored.
+fn sweep_dead_builds(base: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for e in std::fs::read_dir(base).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(BUILD_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest
+            .split_once('-')
+            .and_then(|(p, _)| p.parse::<libc::pid_t>().ok())
+            .filter(|&p| p > 0)
+        else {
+            continue;
+        };
+        // Not followed: a link planted under that name is not ours to clear.
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != me {
+            continue;
+        }
+        // SAFETY: kill with signal 0 only checks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
