@@ -4,9 +4,11 @@
 #   fmt           cargo fmt --all --check
 #   lint-scripts  shellcheck on .ci/run and scripts/*.sh
 #   clippy        cargo clippy --workspace --all-targets -- -D warnings
-#   clippy-cli    the same with --features hipjit/cli,hipjit/testing (those the crate has)
+#   clippy-cli    the same with --features hipjit/cli,hipjit/testing,hipjit-softmax/testing
+#                 (those the workspace has)
 #   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli,...]
-#                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3)
+#                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3), then
+#                 examples/downstream's softmax-demo --testing (the testing runtime)
 #   sid-test      scripts/sid-test.sh: the real_* test binaries again inside the sid root
 #                 (hipcc 7.0.2, HIP 6.4.3)
 #   header-matrix scripts/header-matrix.sh (when present): hip-sys and hipjit against each
@@ -60,22 +62,32 @@ step_clippy_cli() {
     read -ra features < <(feature_args)
     cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 }
-# --features hipjit/cli (and hipjit/testing, the testing runtime, when the crate has it) when
-# that feature exists. `test` and `sid-test` pass the same features, so sid-test reuses the test
-# binaries that `test` built.
+# --features with hipjit/cli, hipjit/testing (the testing runtime) and hipjit-softmax/testing
+# (examples/downstream's demo on it), those the workspace has. `test` and `sid-test` pass the
+# same features, so sid-test reuses the test binaries that `test` built.
 feature_args() {
-    if has_cli_feature; then
-        if has_feature testing; then
-            echo --features hipjit/cli,hipjit/testing
-        else
-            echo --features hipjit/cli
-        fi
+    local -a f=()
+    if has_cli_feature; then f+=(hipjit/cli); fi
+    if has_feature testing; then f+=(hipjit/testing); fi
+    if has_package hipjit-softmax; then f+=(hipjit-softmax/testing); fi
+    if ((${#f[@]} > 0)); then
+        local IFS=,
+        echo "--features ${f[*]}"
     fi
+}
+# Whether the workspace has the package $1.
+has_package() {
+    cargo metadata --no-deps --format-version 1 |
+        jq -e --arg p "$1" '.packages[] | select(.name == $p)' >/dev/null
 }
 step_test() {
     local -a features
     read -ra features < <(feature_args)
     HIPJIT_TEST_ENV=bookworm cargo test --workspace "${features[@]}"
+    # examples/downstream, the crate-author path end to end on the testing runtime.
+    if has_package hipjit-softmax; then
+        cargo run -p hipjit-softmax "${features[@]}" --bin softmax-demo -- --testing
+    fi
 }
 step_sid_test() {
     local -a features
