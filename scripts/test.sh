@@ -4,8 +4,8 @@
 #   fmt           cargo fmt --all --check
 #   lint-scripts  shellcheck on .ci/run and scripts/*.sh
 #   clippy        cargo clippy --workspace --all-targets -- -D warnings
-#   clippy-cli    the same with --features hipjit/cli (when the hipjit crate has that feature)
-#   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli]
+#   clippy-cli    the same with --features hipjit/cli,hipjit/half (those the hipjit crate has)
+#   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli,hipjit/half]
 #                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3)
 #   sid-test      scripts/sid-test.sh: the real_* test binaries again inside the sid root
 #                 (hipcc 7.0.2, HIP 6.4.3)
@@ -54,12 +54,26 @@ step_clippy_cli() {
         echo "clippy-cli: the hipjit crate has no feature cli: nothing to check"
         return 0
     fi
-    cargo clippy --workspace --all-targets --features hipjit/cli -- -D warnings
+    local -a features
+    read -ra features < <(feature_args)
+    cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 }
-# --features hipjit/cli when that feature exists. `test` and `sid-test` pass the same features, so
-# sid-test reuses the test binaries that `test` built.
+# Whether the hipjit package declares the cargo feature `half` (f16/bf16 element types).
+has_half_feature() {
+    cargo metadata --no-deps --format-version 1 |
+        jq -e '.packages[] | select(.name == "hipjit") | .features | has("half")' >/dev/null
+}
+
+# --features hipjit/cli (and hipjit/half) when those features exist. `test` and `sid-test` pass
+# the same features, so sid-test reuses the test binaries that `test` built.
 feature_args() {
-    if has_cli_feature; then echo --features hipjit/cli; fi
+    local -a f=()
+    if has_cli_feature; then f+=(hipjit/cli); fi
+    if has_half_feature; then f+=(hipjit/half); fi
+    if ((${#f[@]})); then
+        local IFS=,
+        echo "--features ${f[*]}"
+    fi
 }
 step_test() {
     local -a features
