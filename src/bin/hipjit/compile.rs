@@ -562,11 +562,13 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
     }
 }
 
-/// The source text of `file`, or a message naming the file and what was wrong (unreadable, or
-/// not UTF-8 with the offset of the first bad byte).
+/// The source text of `file`, or a message naming the file and what was wrong (unreadable, not
+/// a regular file or standard input, larger than `hipjit::file_read::SOURCE_LIMIT`, or not
+/// UTF-8 with the offset of the first bad byte).
 pub fn read_source(file: &Path) -> Result<String, String> {
-    let bytes = std::fs::read(file)
-        .map_err(|e| format!("{}: cannot read the file: {e}", file.display()))?;
+    use hipjit::file_read::{read_file, Streams, SOURCE_LIMIT};
+    let bytes = read_file(file, SOURCE_LIMIT, "a source", Streams::Stdin)
+        .map_err(|e| format!("{}: cannot read the file: {}", file.display(), e.reason()))?;
     String::from_utf8(bytes).map_err(|e| {
         format!(
             "{}: not UTF-8 text (invalid byte at offset {})",
