@@ -280,3 +280,95 @@ fn cache_verify_reports_a_fifo_planted_as_an_entry_without_hanging() {
     let o = run(hipjit(&cache).args(["cache", "verify"]));
     assert_fails_naming(&o, &["not a regular file (a FIFO)"]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Non-UTF-8 paths with --json
+
+/// `base/<name>` where `name` is not UTF-8.
+fn non_utf8(base: &Path, name: &[u8]) -> PathBuf {
+    base.join(OsStr::from_bytes(name))
+}
+
+fn json_of(o: &Output) -> serde_json::Value {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}
+
+/// The path a JSON path value stands for: a string, or `{"text", "hex"}` for bytes that are
+/// not UTF-8.
+fn json_path(v: &serde_json::Value) -> PathBuf {
+    if let Some(s) = v.as_str() {
+        return PathBuf::from(s);
+    }
+    let hex = v["hex"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a path: {v}"));
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    assert_eq!(v["text"], text.as_str());
+    PathBuf::from(OsStr::from_bytes(&bytes))
+}
+
+/// Every command that prints paths, run with --json on a source, an output, a cache root and
+/// an entry whose names are not UTF-8 (the real hipcc compiles): JSON comes out, and each path
+/// in it is the exact one.
+#[test]
+fn every_json_command_prints_non_utf8_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    // The source's directory is UTF-8: it becomes an include directory, and include
+    // directories are the key record's business (tests/cache_key.rs).
+    let src_dir = dir.path().join("src");
+    std::fs::create_dir(&src_dir).unwrap();
+    let src = non_utf8(&src_dir, b"k\xfe.hip");
+    std::fs::write(
+        &src,
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n",
+    )
+    .unwrap();
+    let cache = non_utf8(dir.path(), b"cache-\xfd");
+    let out = non_utf8(dir.path(), b"out-\xfc.hsaco");
+
+    let o = run(hipjit(&cache)
+        .args(["compile", "--json", "--arch", "gfx90a", "-o"])
+        .arg(&out)
+        .arg(&src));
+    let v = json_of(&o);
+    let r = &v["results"][0];
+    assert_eq!(json_path(&r["file"]), src);
+    assert_eq!(json_path(&r["written"][0]), out);
+    assert_eq!(json_path(&v["cache_roots"][0]), cache);
+    let entry = json_path(&r["entry"]);
+    assert!(entry.starts_with(&cache), "{}", entry.display());
+
+    let v = json_of(&run(hipjit(&cache).args(["inspect", "--json"]).arg(&out)));
+    assert_eq!(json_path(&v["file"]), out);
+    assert_eq!(v["target_id"], "gfx90a");
+
+    let v = json_of(&run(hipjit(&cache).args(["cache", "list", "--json"])));
+    assert_eq!(json_path(&v["entries"][0]["path"]), entry);
+    assert_eq!(json_path(&v["entries"][0]["root"]), cache);
+    let v = json_of(&run(hipjit(&cache).args(["cache", "stats", "--json"])));
+    assert_eq!(json_path(&v["roots"][0]["path"]), cache);
+    assert_eq!(v["roots"][0]["entries"], 1);
+    let v = json_of(&run(hipjit(&cache).args(["cache", "verify", "--json"])));
+    assert_eq!(json_path(&v["entries"][0]["path"]), entry);
+    assert_eq!(v["bad"], 0);
+    let v = json_of(&run(hipjit(&cache).args([
+        "cache",
+        "prune",
+        "--json",
+        "--max-size",
+        "0",
+    ])));
+    assert_eq!(json_path(&v["root"]), cache);
+    let v = json_of(&run(hipjit(&cache).args(["cache", "clear", "--json"])));
+    assert_eq!(json_path(&v["root"]), cache);
+}

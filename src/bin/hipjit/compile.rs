@@ -485,8 +485,8 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         let list: Vec<serde_json::Value> = results.iter().map(outcome_json).collect();
         output::print_json(serde_json::json!({
             "platform": "amd",
-            "compiler": { "path": id.path, "version": id.version_summary() },
-            "cache_roots": jit.disk_cache().map(|d| d.roots().iter().map(|r| r.path.clone()).collect::<Vec<_>>()),
+            "compiler": { "path": output::path_json(&id.path), "version": id.version_summary() },
+            "cache_roots": jit.disk_cache().map(|d| output::paths_json(d.roots().iter().map(|r| &r.path))),
             "results": list,
             "failed": failed,
         }))?;
@@ -539,14 +539,14 @@ fn print_compiled(file: &Path, c: &Compiled, written: &[PathBuf]) {
 fn outcome_json(o: &Outcome) -> serde_json::Value {
     match &o.result {
         Ok((c, written)) => serde_json::json!({
-            "file": o.file,
+            "file": output::path_json(&o.file),
             "ok": true,
             "cache": match c.origin() { Origin::Memory => "memory", Origin::Disk => "disk", Origin::Compiler => "miss" },
             "hit": c.is_hit(),
             "time_ms": c.elapsed().as_secs_f64() * 1000.0,
             "key": c.key().to_hex(),
-            "entry": c.entry_path(),
-            "written": written,
+            "entry": c.entry_path().map(output::path_json),
+            "written": output::paths_json(written),
             "code_objects": c.code_objects().iter().map(|co| serde_json::json!({
                 "target_id": co.target_id().to_string(),
                 "code_object_version": co.code_object_version(),
@@ -554,7 +554,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
             })).collect::<Vec<_>>(),
         }),
         Err(e) => serde_json::json!({
-            "file": o.file,
+            "file": output::path_json(&o.file),
             "ok": false,
             "error": e,
             "diagnostics": o.diagnostics,
