@@ -4,8 +4,9 @@
 #   fmt           cargo fmt --all --check
 #   lint-scripts  shellcheck on .ci/run and scripts/*.sh
 #   clippy        cargo clippy --workspace --all-targets -- -D warnings
-#   clippy-cli    the same with --features hipjit/cli,hipjit/half (those the hipjit crate has)
-#   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli,hipjit/half]
+#   clippy-cli    the same with --features hipjit/cli,hipjit/testing,hipjit/half (those the
+#                 crate has)
+#   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli,...]
 #                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3)
 #   sid-test      scripts/sid-test.sh: the real_* test binaries again inside the sid root
 #                 (hipcc 7.0.2, HIP 6.4.3)
@@ -37,9 +38,11 @@ log_file=$(mktemp "${TMPDIR:-/tmp}/hipjit-test.XXXXXX")
 trap 'rm -f -- "$log_file"' EXIT
 
 # Whether the hipjit package declares the cargo feature `cli`.
-has_cli_feature() {
+has_cli_feature() { has_feature cli; }
+# Whether the hipjit package declares the cargo feature $1.
+has_feature() {
     cargo metadata --no-deps --format-version 1 |
-        jq -e '.packages[] | select(.name == "hipjit") | .features | has("cli")' >/dev/null
+        jq -e --arg f "$1" '.packages[] | select(.name == "hipjit") | .features | has($f)' >/dev/null
 }
 
 step_setup() { bash scripts/setup.sh; }
@@ -58,18 +61,15 @@ step_clippy_cli() {
     read -ra features < <(feature_args)
     cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 }
-# Whether the hipjit package declares the cargo feature `half` (f16/bf16 element types).
-has_half_feature() {
-    cargo metadata --no-deps --format-version 1 |
-        jq -e '.packages[] | select(.name == "hipjit") | .features | has("half")' >/dev/null
-}
-
-# --features hipjit/cli (and hipjit/half) when those features exist. `test` and `sid-test` pass
-# the same features, so sid-test reuses the test binaries that `test` built.
+# --features with hipjit/cli, hipjit/testing (the testing runtime) and hipjit/half (f16/bf16
+# element types), those the crate has. `test` and `sid-test` pass the same features, so sid-test
+# reuses the test binaries that `test` built.
 feature_args() {
     local -a f=()
-    if has_cli_feature; then f+=(hipjit/cli); fi
-    if has_half_feature; then f+=(hipjit/half); fi
+    local name
+    for name in cli testing half; do
+        if has_feature "$name"; then f+=("hipjit/$name"); fi
+    done
     if ((${#f[@]})); then
         local IFS=,
         echo "--features ${f[*]}"

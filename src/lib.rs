@@ -26,6 +26,8 @@ pub mod occupancy;
 pub mod runtime;
 pub mod stream;
 pub mod target_id;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 /// The types of a compile -> load -> launch program: `use hipjit::prelude::*;`.
 pub mod prelude {
