@@ -372,3 +372,75 @@ fn every_json_command_prints_non_utf8_paths() {
     let v = json_of(&run(hipjit(&cache).args(["cache", "clear", "--json"])));
     assert_eq!(json_path(&v["root"]), cache);
 }
+
+// ---------------------------------------------------------------------------------------------
+// -o onto what is not an ordinary output file
+
+const KERNEL: &str =
+    "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n";
+
+#[test]
+fn compile_o_onto_a_character_device_writes_into_it_and_leaves_it_a_device() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    // A private twin of /dev/null (character device 1:3): the real one is not ours to risk.
+    let null = dir.path().join("null");
+    let c = CString::new(null.as_os_str().as_bytes()).unwrap();
+    // SAFETY: mknod with a NUL-terminated path (the tests run as root, here and in CI).
+    let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
+    let src = dir.path().join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let o = run(hipjit(&dir.path().join("cache"))
+        .args(["compile", "--arch", "gfx90a", "-o"])
+        .arg(&null)
+        .arg(&src));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = std::fs::symlink_metadata(&null).unwrap();
+    assert!(
+        m.file_type().is_char_device(),
+        "{null:?} was replaced: {m:?}"
+    );
+}
+
+#[test]
+fn compile_o_naming_the_input_is_refused_however_spelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let src = d.join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    for spelling in ["d/k.hip", "./d/../d/k.hip"] {
+        let o = run(hipjit(&dir.path().join("cache"))
+            .current_dir(dir.path())
+            .args(["compile", "--arch", "gfx90a", "-o", spelling, "d/k.hip"]));
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{spelling}: {e}");
+        assert!(
+            e.contains(spelling) && e.contains("is the input file"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&src).unwrap(), KERNEL);
+    }
+}
+
+#[test]
+fn compile_o_onto_a_fifo_is_refused_by_name() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("out.hsaco");
+    mkfifo(&fifo);
+    let src = dir.path().join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let o = run(hipjit(&dir.path().join("cache"))
+        .args(["compile", "--arch", "gfx90a", "-o"])
+        .arg(&fifo)
+        .arg(&src));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("out.hsaco") && e.contains("FIFO"), "{e}");
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+}
