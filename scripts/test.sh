@@ -4,8 +4,8 @@
 #   fmt           cargo fmt --all --check
 #   lint-scripts  shellcheck on .ci/run and scripts/*.sh
 #   clippy        cargo clippy --workspace --all-targets -- -D warnings
-#   clippy-cli    the same with --features hipjit/cli,hipjit/testing,hipjit-softmax/testing
-#                 (those the workspace has)
+#   clippy-cli    the same with --features hipjit/cli,hipjit/testing,hipjit/half and
+#                 hipjit-softmax/testing (those the workspace has)
 #   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli,...]
 #                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3), then
 #                 examples/downstream's softmax-demo --testing (the testing runtime)
@@ -62,15 +62,18 @@ step_clippy_cli() {
     read -ra features < <(feature_args)
     cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 }
-# --features with hipjit/cli, hipjit/testing (the testing runtime) and hipjit-softmax/testing
-# (examples/downstream's demo on it), those the workspace has. `test` and `sid-test` pass the
-# same features, so sid-test reuses the test binaries that `test` built.
+# --features with hipjit/cli, hipjit/testing (the testing runtime), hipjit/half (f16/bf16
+# element types) and hipjit-softmax/testing (examples/downstream's demo on the testing runtime),
+# those the workspace has. `test` and `sid-test` pass the same features, so sid-test reuses the
+# test binaries that `test` built.
 feature_args() {
     local -a f=()
-    if has_cli_feature; then f+=(hipjit/cli); fi
-    if has_feature testing; then f+=(hipjit/testing); fi
+    local name
+    for name in cli testing half; do
+        if has_feature "$name"; then f+=("hipjit/$name"); fi
+    done
     if has_package hipjit-softmax; then f+=(hipjit-softmax/testing); fi
-    if ((${#f[@]} > 0)); then
+    if ((${#f[@]})); then
         local IFS=,
         echo "--features ${f[*]}"
     fi
