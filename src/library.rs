@@ -269,9 +269,15 @@ impl Library {
     /// Errors: [`LibraryError::Io`] naming the path, else as [`Library::load_bytes`].
     pub fn load_file(device: &Device, path: impl AsRef<Path>) -> Result<Library, LibraryError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| LibraryError::Io {
+        let bytes = crate::file_read::read_file(
+            path,
+            crate::file_read::CODE_OBJECT_LIMIT,
+            "a code object",
+            crate::file_read::Streams::None,
+        )
+        .map_err(|e| LibraryError::Io {
             path: path.to_path_buf(),
-            source,
+            source: e.into_io_error(),
         })?;
         Self::load_bytes(device, &bytes)
     }

@@ -48,8 +48,9 @@
 //! Every entry point is resolved by `dlsym` into the function-pointer type hip-sys declares for
 //! it (`hip_sys::pfn::*`, from the headers or hip-sys's own fallback declarations). A missing
 //! required symbol ([`REQUIRED_SYMBOLS`]) is a [`LoadError::MissingSymbol`] naming it, the
-//! library path and the runtime version; optional families ([`OPTIONAL_SYMBOLS`]: the library
-//! API, cooperative launch, module occupancy, `hipFuncSetAttribute`) are `Option`s.
+//! library path and the runtime version; optional families ([`OPTIONAL_SYMBOLS`]: the
+//! stream-ordered allocator `hipMallocAsync`/`hipFreeAsync`, the library API, cooperative
+//! launch, module occupancy, `hipFuncSetAttribute`) are `Option`s.
 //!
 //! # Current device
 //! HIP's current device is per thread. Every call that depends on it binds the device first
@@ -369,12 +370,16 @@ impl Runtime {
         found: Found,
         asked: Option<&Path>,
     ) -> Result<Runtime, LoadError> {
-        // The path actually loaded: the file holding any symbol of the library.
-        let probe = handle
-            .sym_addr(c"hipRuntimeGetVersion")
-            .or_else(|| handle.sym_addr(c"hipInit"));
-        let path = probe
-            .and_then(loader::Handle::file_of)
+        // The path actually loaded: the handle's own file, else the file holding one of its
+        // symbols, else the name it was opened by.
+        let path = handle
+            .file()
+            .or_else(|| {
+                handle
+                    .sym_addr(c"hipRuntimeGetVersion")
+                    .or_else(|| handle.sym_addr(c"hipInit"))
+                    .and_then(loader::Handle::file_of)
+            })
             .or_else(|| asked.map(Path::to_path_buf))
             .unwrap_or_else(|| PathBuf::from("libamdhip64.so"));
         // SAFETY: the declared type of hipRuntimeGetVersion.
@@ -483,6 +488,13 @@ impl Runtime {
     /// Each optional entry point ([`OPTIONAL_SYMBOLS`]) and whether the runtime exports it.
     pub fn optional_symbols(&self) -> Vec<(&'static str, bool)> {
         self.api().optional_present()
+    }
+
+    /// Whether the stream-ordered allocator (`hipMallocAsync` and `hipFreeAsync`, HIP 5.1 and
+    /// later) is available; without it [`crate::memory::DeviceBuffer::alloc_async`] falls back
+    /// to `hipMalloc`/`hipFree`.
+    pub fn has_stream_ordered_alloc(&self) -> bool {
+        self.api().hipMallocAsync.is_some() && self.api().hipFreeAsync.is_some()
     }
 
     /// Whether cooperative launch (`hipModuleLaunchCooperativeKernel`) is available.
