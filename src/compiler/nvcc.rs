@@ -96,6 +96,7 @@ pub const NVCC_KEY_ENV: &[&str] = &["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "
 
 /// An error finding or running nvcc.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum NvccError {
     /// No nvcc in the discovery order.
     #[error(
@@ -561,7 +562,13 @@ impl Nvcc {
                 diagnostics,
             });
         }
-        let cubin = std::fs::read(&out).map_err(io("cannot read", &out))?;
+        let cubin = crate::file_read::read_file(
+            &out,
+            crate::file_read::CODE_OBJECT_LIMIT,
+            "nvcc's output",
+            crate::file_read::Streams::None,
+        )
+        .map_err(|e| io("cannot read", &out)(e.into_io_error()))?;
         Ok((cubin, diagnostics))
     }
 }

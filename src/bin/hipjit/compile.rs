@@ -647,7 +647,10 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
 }
 
 /// The bytes of `file` (any encoding: the compiler decides what it accepts), or a message
-/// naming the file and why it cannot be read.
+/// naming the file and why it cannot be read (unreadable, not a regular file or standard input,
+/// larger than `hipjit::file_read::SOURCE_LIMIT`).
 pub fn read_source(file: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(file).map_err(|e| format!("{}: cannot read the file: {e}", file.display()))
+    use hipjit::file_read::{read_file, Streams, SOURCE_LIMIT};
+    read_file(file, SOURCE_LIMIT, "a source", Streams::Stdin)
+        .map_err(|e| format!("{}: cannot read the file: {}", file.display(), e.reason()))
 }
