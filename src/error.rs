@@ -784,6 +784,10 @@ pub enum Error {
     /// The NVIDIA JIT ([`crate::cuda::jit::NvJitError`]).
     #[error(transparent)]
     NvJit(Box<crate::cuda::jit::NvJitError>),
+    /// Starting the testing runtime ([`crate::testing::TestingError`]; feature `testing`).
+    #[cfg(feature = "testing")]
+    #[error(transparent)]
+    Testing(Box<crate::testing::TestingError>),
     /// Occupancy from metadata ([`crate::occupancy::OccupancyError`]).
     #[error(transparent)]
     Occupancy(#[from] crate::occupancy::OccupancyError),
@@ -816,6 +820,11 @@ boxed_from! {
     crate::compiler::nvcc::NvccError => Nvcc,
     crate::cuda::jit::NvJitError => NvJit,
     crate::compiler::rtc::RtcError => Rtc,
+}
+
+#[cfg(feature = "testing")]
+boxed_from! {
+    crate::testing::TestingError => Testing,
 }
 
 impl From<crate::cuda::driver::CudaLoadError> for Error {

@@ -26,6 +26,8 @@ pub mod occupancy;
 pub mod runtime;
 pub mod stream;
 pub mod target_id;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 /// The types of a compile -> load -> launch program: `use hipjit::prelude::*;`.
 pub mod prelude {
@@ -39,7 +41,9 @@ pub mod prelude {
     pub use crate::kernel::Kernel;
     pub use crate::launch::{Dim3, LaunchConfig};
     pub use crate::library::Library;
-    pub use crate::memory::{DeviceBuffer, PinnedBuffer};
+    pub use crate::memory::{
+        DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, PinnedBuffer,
+    };
     pub use crate::runtime::Runtime;
     pub use crate::stream::{AsStream, Stream, StreamFlags};
     pub use crate::target_id::TargetId;

@@ -280,3 +280,202 @@ fn cache_verify_reports_a_fifo_planted_as_an_entry_without_hanging() {
     let o = run(hipjit(&cache).args(["cache", "verify"]));
     assert_fails_naming(&o, &["not a regular file (a FIFO)"]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Non-UTF-8 paths with --json
+
+/// `base/<name>` where `name` is not UTF-8.
+fn non_utf8(base: &Path, name: &[u8]) -> PathBuf {
+    base.join(OsStr::from_bytes(name))
+}
+
+fn json_of(o: &Output) -> serde_json::Value {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}
+
+/// The path a JSON path value stands for: a string, or `{"text", "hex"}` for bytes that are
+/// not UTF-8.
+fn json_path(v: &serde_json::Value) -> PathBuf {
+    if let Some(s) = v.as_str() {
+        return PathBuf::from(s);
+    }
+    let hex = v["hex"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a path: {v}"));
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    assert_eq!(v["text"], text.as_str());
+    PathBuf::from(OsStr::from_bytes(&bytes))
+}
+
+/// Every command that prints paths, run with --json on a source, an output, a cache root and
+/// an entry whose names are not UTF-8 (the real hipcc compiles): JSON comes out, and each path
+/// in it is the exact one.
+#[test]
+fn every_json_command_prints_non_utf8_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    // The source's directory is UTF-8: it becomes an include directory, and include
+    // directories are the key record's business (tests/cache_key.rs).
+    let src_dir = dir.path().join("src");
+    std::fs::create_dir(&src_dir).unwrap();
+    let src = non_utf8(&src_dir, b"k\xfe.hip");
+    std::fs::write(
+        &src,
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n",
+    )
+    .unwrap();
+    let cache = non_utf8(dir.path(), b"cache-\xfd");
+    let out = non_utf8(dir.path(), b"out-\xfc.hsaco");
+
+    let o = run(hipjit(&cache)
+        .args(["compile", "--json", "--arch", "gfx90a", "-o"])
+        .arg(&out)
+        .arg(&src));
+    let v = json_of(&o);
+    let r = &v["results"][0];
+    assert_eq!(json_path(&r["file"]), src);
+    assert_eq!(json_path(&r["written"][0]), out);
+    assert_eq!(json_path(&v["cache_roots"][0]), cache);
+    let entry = json_path(&r["entry"]);
+    assert!(entry.starts_with(&cache), "{}", entry.display());
+
+    let v = json_of(&run(hipjit(&cache).args(["inspect", "--json"]).arg(&out)));
+    assert_eq!(json_path(&v["file"]), out);
+    assert_eq!(v["target_id"], "gfx90a");
+
+    let v = json_of(&run(hipjit(&cache).args(["cache", "list", "--json"])));
+    assert_eq!(json_path(&v["entries"][0]["path"]), entry);
+    assert_eq!(json_path(&v["entries"][0]["root"]), cache);
+    let v = json_of(&run(hipjit(&cache).args(["cache", "stats", "--json"])));
+    assert_eq!(json_path(&v["roots"][0]["path"]), cache);
+    assert_eq!(v["roots"][0]["entries"], 1);
+    let v = json_of(&run(hipjit(&cache).args(["cache", "verify", "--json"])));
+    assert_eq!(json_path(&v["entries"][0]["path"]), entry);
+    assert_eq!(v["bad"], 0);
+    let v = json_of(&run(hipjit(&cache).args([
+        "cache",
+        "prune",
+        "--json",
+        "--max-size",
+        "0",
+    ])));
+    assert_eq!(json_path(&v["root"]), cache);
+    let v = json_of(&run(hipjit(&cache).args(["cache", "clear", "--json"])));
+    assert_eq!(json_path(&v["root"]), cache);
+}
+
+// ---------------------------------------------------------------------------------------------
+// -o onto what is not an ordinary output file
+
+const KERNEL: &str =
+    "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n";
+
+#[test]
+fn compile_o_onto_a_character_device_writes_into_it_and_leaves_it_a_device() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    // A private twin of /dev/null (character device 1:3): the real one is not ours to risk.
+    let null = dir.path().join("null");
+    let c = CString::new(null.as_os_str().as_bytes()).unwrap();
+    // SAFETY: mknod with a NUL-terminated path (the tests run as root, here and in CI).
+    let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
+    let src = dir.path().join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let o = run(hipjit(&dir.path().join("cache"))
+        .args(["compile", "--arch", "gfx90a", "-o"])
+        .arg(&null)
+        .arg(&src));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = std::fs::symlink_metadata(&null).unwrap();
+    assert!(
+        m.file_type().is_char_device(),
+        "{null:?} was replaced: {m:?}"
+    );
+}
+
+#[test]
+fn compile_o_naming_the_input_is_refused_however_spelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let src = d.join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    for spelling in ["d/k.hip", "./d/../d/k.hip"] {
+        let o = run(hipjit(&dir.path().join("cache"))
+            .current_dir(dir.path())
+            .args(["compile", "--arch", "gfx90a", "-o", spelling, "d/k.hip"]));
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{spelling}: {e}");
+        assert!(
+            e.contains(spelling) && e.contains("is the input file"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&src).unwrap(), KERNEL);
+    }
+}
+
+#[test]
+fn compile_o_onto_a_fifo_is_refused_by_name() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("out.hsaco");
+    mkfifo(&fifo);
+    let src = dir.path().join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let o = run(hipjit(&dir.path().join("cache"))
+        .args(["compile", "--arch", "gfx90a", "-o"])
+        .arg(&fifo)
+        .arg(&src));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("out.hsaco") && e.contains("FIFO"), "{e}");
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shell code through the variables hipcc pastes into its `sh -c` line
+
+#[test]
+fn shell_code_in_variables_hipcc_pastes_is_refused_naming_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let pwned = dir.path().join("pwned");
+    let p = pwned.display();
+    for (name, value) in [
+        ("HIPCC_COMPILE_FLAGS_APPEND", format!("'; touch {p} #'")),
+        ("HIP_CLANG_PATH", format!("/usr/bin;touch {p}")),
+        ("ROCM_PATH", format!("/usr/$(touch {p})")),
+        ("ROCM_PATH", "/opt/my rocm".to_owned()),
+    ] {
+        let o = run(hipjit(&dir.path().join("cache"))
+            .env(name, &value)
+            .args(["compile", "--arch", "gfx90a"])
+            .arg(&src));
+        assert_fails_naming(&o, &[name, "refusing to run hipcc"]);
+        assert!(!pwned.exists(), "{name}={value} ran");
+        // doctor runs every hipcc it finds: it must say why it did not, and run nothing.
+        let o = run(hipjit(&dir.path().join("cache"))
+            .env(name, &value)
+            .args(["doctor", "--json"]));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains(name),
+            "doctor does not name {name}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        assert!(!pwned.exists(), "doctor with {name}={value} ran it");
+    }
+}

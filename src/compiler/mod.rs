@@ -33,6 +33,7 @@ pub mod nvrtc;
 pub mod options;
 pub mod process;
 pub mod rtc;
+pub mod shell_env;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -161,6 +162,10 @@ pub enum CompilerError {
     /// Discovery failed.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
+    /// A variable hipcc pastes into its shell command line holds what the shell would
+    /// misparse ([`shell_env`]).
+    #[error(transparent)]
+    UnsafeEnvironment(#[from] shell_env::UnsafeVariable),
     /// `hipcc --version` could not run or failed.
     #[error("`{} --version` failed: {reason}", path.display())]
     Version {
@@ -371,6 +376,7 @@ impl Compiler {
                 .filter(|(k, _)| ENV_ALLOWLIST.contains(&k.as_str()))
                 .collect(),
         };
+        shell_env::check(&env)?;
         let version = read_version(&path, &env, config.timeout)?;
         Ok(Compiler {
             inner: Arc::new(Inner {

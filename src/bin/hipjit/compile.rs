@@ -26,6 +26,11 @@
 //! - several targets: one code object per input and target, `<stem>-<target>.hsaco` (`:` in the
 //!   target ID written `_`) in the directory `-o` names.
 //!
+//! As with cc, an output that is an input file (by device and inode, however spelled) or that
+//! exists as a directory, FIFO, socket or block device is refused by name (exit status 2); a
+//! character device such as `/dev/null` is written into, never replaced; a symbolic link's
+//! target is replaced, not the link.
+//!
 //! Without `-o`, nothing is written besides the cache entry.
 //!
 //! NVIDIA targets (`--arch sm_90`, `sm_90a`: HIP's NVIDIA platform) compile with nvcc through
@@ -205,7 +210,9 @@ pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, 
     // `-o dir/` names a directory even before it exists.
     let names_dir = out.is_dir() || out.as_os_str().to_string_lossy().ends_with('/');
     if single && !names_dir {
-        return Ok(vec![vec![out.clone()]]);
+        let outs = vec![vec![out.clone()]];
+        check_outputs(args, &outs)?;
+        return Ok(outs);
     }
     if out.exists() && !out.is_dir() {
         return Err(CliError::usage(format!(
@@ -225,7 +232,7 @@ pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, 
             )));
         }
     }
-    Ok(stems
+    let outs: Vec<Vec<PathBuf>> = stems
         .iter()
         .map(|s| {
             if args.targets.len() == 1 {
@@ -237,12 +244,80 @@ pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, 
                     .collect()
             }
         })
-        .collect())
+        .collect();
+    check_outputs(args, &outs)?;
+    Ok(outs)
+}
+
+/// Refuses, as cc does, outputs that must not be written: one that is an input file (by device
+/// and inode, whatever the spelling), and one that exists as something other than a regular
+/// file or a character device (a directory, FIFO, socket or block device). A character device
+/// such as `/dev/null` is written into, never replaced.
+fn check_outputs(args: &Args, outs: &[Vec<PathBuf>]) -> Result<(), CliError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let inputs: Vec<(u64, u64, &PathBuf)> = args
+        .files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok().map(|m| (m.dev(), m.ino(), f)))
+        .collect();
+    for out in outs.iter().flatten() {
+        let Ok(m) = std::fs::metadata(out) else {
+            continue;
+        };
+        if let Some((_, _, input)) = inputs
+            .iter()
+            .find(|(dev, ino, _)| *dev == m.dev() && *ino == m.ino())
+        {
+            return Err(CliError::usage(format!(
+                "-o {}: this is the input file {}; refusing to overwrite it",
+                out.display(),
+                input.display()
+            )));
+        }
+        let t = m.file_type();
+        if !(t.is_file() || t.is_char_device()) {
+            return Err(CliError::usage(format!(
+                "-o {}: exists and is a {}, not a regular file; refusing to write there",
+                out.display(),
+                hipjit::file_read::kind_name(t)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed and
-/// synced, then renamed over `path`. A reader never sees a partly written file.
+/// synced, then renamed over `path`. A reader never sees a partly written file. A symbolic
+/// link is followed (its target is replaced, not the link), a character device (`/dev/null`)
+/// is written into, and anything else that is not a regular file is refused: no rename ever
+/// replaces a device, FIFO, socket or directory.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let resolved;
+    let path = match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_char_device() => {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            return f
+                .write_all(bytes)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()));
+        }
+        Ok(m) if !m.is_file() => {
+            return Err(format!(
+                "{} is a {}, not a regular file; refusing to replace it",
+                path.display(),
+                hipjit::file_read::kind_name(m.file_type())
+            ))
+        }
+        Ok(_) if path.is_symlink() => {
+            resolved = std::fs::canonicalize(path)
+                .map_err(|e| format!("cannot resolve {}: {e}", path.display()))?;
+            resolved.as_path()
+        }
+        _ => path,
+    };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -566,10 +641,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         let list: Vec<serde_json::Value> = results.iter().map(outcome_json).collect();
         output::print_json(serde_json::json!({
             "platform": "amd",
-            "compiler": { "path": id.path, "version": id.version_summary() },
+            "compiler": { "path": output::path_json(&id.path), "version": id.version_summary() },
             "std": base.std.to_string(),
             "extra_flags": base.extra_flags,
-            "cache_roots": jit.disk_cache().map(|d| d.roots().iter().map(|r| r.path.clone()).collect::<Vec<_>>()),
+            "cache_roots": jit.disk_cache().map(|d| output::paths_json(d.roots().iter().map(|r| &r.path))),
             "results": list,
             "failed": failed,
         }))?;
@@ -622,15 +697,15 @@ fn print_compiled(file: &Path, c: &Compiled, written: &[PathBuf]) {
 fn outcome_json(o: &Outcome) -> serde_json::Value {
     match &o.result {
         Ok((c, written)) => serde_json::json!({
-            "file": o.file,
+            "file": output::path_json(&o.file),
             "ok": true,
             "diagnostics": o.diagnostics,
             "cache": match c.origin() { Origin::Memory => "memory", Origin::Disk => "disk", Origin::Compiler => "miss" },
             "hit": c.is_hit(),
             "time_ms": c.elapsed().as_secs_f64() * 1000.0,
             "key": c.key().to_hex(),
-            "entry": c.entry_path(),
-            "written": written,
+            "entry": c.entry_path().map(output::path_json),
+            "written": output::paths_json(written),
             "code_objects": c.code_objects().iter().map(|co| serde_json::json!({
                 "target_id": co.target_id().to_string(),
                 "code_object_version": co.code_object_version(),
@@ -638,7 +713,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
             })).collect::<Vec<_>>(),
         }),
         Err(e) => serde_json::json!({
-            "file": o.file,
+            "file": output::path_json(&o.file),
             "ok": false,
             "error": e,
             "diagnostics": o.diagnostics,

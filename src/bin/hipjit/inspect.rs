@@ -92,7 +92,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             .collect();
         let first = &objects[0];
         output::print_json(serde_json::json!({
-            "file": path,
+            "file": output::path_json(path),
             "file_size": bytes.len(),
             "platform": "amd",
             "container": output::container_name(container),
@@ -153,7 +153,7 @@ fn run_cubin(args: &Args, bytes: &[u8]) -> Result<(), CliError> {
         .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
     if args.json {
         return output::print_json(serde_json::json!({
-            "file": path,
+            "file": output::path_json(path),
             "file_size": bytes.len(),
             "platform": "nvidia",
             "container": "cubin",
