@@ -8,7 +8,14 @@ use std::process::Command;
 fn list(package: &str) -> Vec<String> {
     let out = Command::new(env!("CARGO"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["package", "--list", "--offline", "--allow-dirty", "-p", package])
+        .args([
+            "package",
+            "--list",
+            "--offline",
+            "--allow-dirty",
+            "-p",
+            package,
+        ])
         .output()
         .expect("cargo runs");
     assert!(
@@ -38,7 +45,10 @@ fn check(package: &str, allowed: impl Fn(&str) -> bool, required: &[&str]) {
         .collect();
     assert!(extra.is_empty(), "{package} would publish {extra:?}");
     for r in required {
-        assert!(files.iter().any(|f| f == r), "{package} lacks {r}: {files:?}");
+        assert!(
+            files.iter().any(|f| f == r),
+            "{package} lacks {r}: {files:?}"
+        );
     }
 }
 
