@@ -71,7 +71,8 @@ pub struct Args {
     pub jobs: Option<u32>,
     /// Print JSON (with "schema_version": 1) instead of text. Keys: platform ("amd" or
     /// "nvidia"), compiler {path, version}, cache_roots, failed (count), results[]: file, ok,
-    /// then cache ("miss", "disk", "memory"), hit, time_ms, key, entry, written,
+    /// then cache ("miss", "disk", "memory"), hit, time_ms, key, entry, written, cache_warnings
+    /// (what went wrong with the disk cache without failing the compile),
     /// code_objects[] {target_id, code_object_version, kernels} (NVIDIA: {target_id,
     /// elf_abi_version, cache, key, entry, kernels[] {name, symbol, params[] {index, offset,
     /// size}, param_size, registers: null}}); or error and diagnostics[] {file, line, column,
@@ -516,6 +517,14 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                     Err(_) => format!("{}: failed", outcome.file.display()),
                 };
                 if let Ok((c, _)) = &outcome.result {
+                    // A cache that could not be written is said, in text and JSON runs alike.
+                    for w in c.cache_warnings() {
+                        let text = format!("hipjit: warning: {}: {w}", outcome.file.display());
+                        match &bar {
+                            Some(b) => b.suspend(|| eprintln!("{text}")),
+                            None => eprintln!("{text}"),
+                        }
+                    }
                     let log = c.log().trim();
                     if !log.is_empty() {
                         let text = format!("{}: compiler output:\n{log}", outcome.file.display());
@@ -622,6 +631,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
             "key": c.key().to_hex(),
             "entry": c.entry_path().map(output::path_json),
             "written": output::paths_json(written),
+            "cache_warnings": c.cache_warnings(),
             "code_objects": c.code_objects().iter().map(|co| serde_json::json!({
                 "target_id": co.target_id().to_string(),
                 "code_object_version": co.code_object_version(),
