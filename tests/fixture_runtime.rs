@@ -1729,3 +1729,32 @@ fn f16_and_bf16_values_round_trip_through_device_memory_and_are_2_byte_arguments
     let (x, y) = (f16::ONE, bf16::ONE);
     assert_eq!(args![&x, &y].sizes(), [2, 2]);
 }
+
+#[test]
+fn synchronous_upload_copy_and_fill_are_complete_when_they_return() {
+    // The CUDA driver's cuMemcpy from pageable memory returns before its DMA is done, and its
+    // device-to-device cuMemcpy and cuMemsetD8 return at once: each is followed by a wait for
+    // the null stream, so a kernel queued next on a NON_BLOCKING stream sees the data.
+    let (path, dev) = fixture_device("sync-complete", &[]);
+    let mut a = DeviceBuffer::from_slice(&dev, &[1u32, 2, 3, 4]).unwrap();
+    let b = DeviceBuffer::<u32>::zeroed(&dev, 4).unwrap();
+    a.copy_from_device(&b).unwrap();
+    assert_eq!(a.to_vec().unwrap(), [0; 4]);
+    let log = log(&path);
+    let at = in_order(
+        &log,
+        &[
+            "hipMemcpy 16 kind=1".to_owned(),
+            "hipStreamSynchronize (nil)".to_owned(),
+            "hipMemset 16".to_owned(),
+            "hipStreamSynchronize (nil)".to_owned(),
+            "hipMemcpy 16 kind=3".to_owned(),
+            "hipStreamSynchronize (nil)".to_owned(),
+            "hipMemcpy 16 kind=2".to_owned(),
+        ],
+    );
+    for pair in at.chunks(2).take(3) {
+        assert_eq!(pair[1], pair[0] + 1, "{log:#?}");
+    }
+    assert_eq!(at[6], log.len() - 1, "no wait after a download: {log:#?}");
+}

@@ -126,7 +126,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         Ok(Self::new(device, ptr, len, Free::Stream(stream.handle())))
     }
 
-    /// Allocates `len` values set to zero bytes (`hipMalloc`, `hipMemset`).
+    /// Allocates `len` values set to zero bytes (`hipMalloc`, then [`DeviceBuffer::memset`]):
+    /// complete when it returns, ready for work on any stream.
     ///
     /// Errors: the runtime's error.
     pub fn zeroed(device: &Device, len: usize) -> Result<DeviceBuffer<T>, HipError> {
@@ -145,7 +146,9 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         Ok(b)
     }
 
-    /// Allocates a buffer holding a copy of `src` (`hipMalloc`, `hipMemcpy` host to device).
+    /// Allocates a buffer holding a copy of `src` (`hipMalloc`, then
+    /// [`DeviceBuffer::copy_from_host`]): complete when it returns, ready for work on any
+    /// stream.
     ///
     /// Errors: the runtime's error.
     pub fn from_slice(device: &Device, src: &[T]) -> Result<DeviceBuffer<T>, HipError> {
@@ -304,20 +307,28 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         self.device.bind()?;
         self.enter(null)?;
         let rt = self.device.runtime();
-        // SAFETY: the caller passes regions of size_bytes() bytes, live for the call, which
-        // returns when the copy is done.
-        let r = rt.check(
-            unsafe { (rt.api().hipMemcpy)(dst as _, src as _, self.size_bytes(), kind) },
-            "hipMemcpy",
-        );
+        // SAFETY: the caller passes regions of size_bytes() bytes, live for the call.
+        let r = rt
+            .check(
+                unsafe { (rt.api().hipMemcpy)(dst as _, src as _, self.size_bytes(), kind) },
+                "hipMemcpy",
+            )
+            .and_then(|()| {
+                if kind == sys::hipMemcpyDeviceToHost {
+                    Ok(())
+                } else {
+                    settle_null_stream(&self.device)
+                }
+            });
         self.exit(null)?;
         r
     }
 
-    /// Copies `src` to the device (`hipMemcpy`, host to device, on the null stream). Returns
-    /// once `src` has been read; it starts after the work on the null stream and every
-    /// blocking stream, not after work on a `NON_BLOCKING` stream (use
-    /// [`super::DeviceMemoryMut::copy_from_host_on`] there).
+    /// Copies `src` to the device (`hipMemcpy`, host to device, on the null stream, then
+    /// `hipStreamSynchronize` of the null stream): the data is on the device when this returns,
+    /// so work queued next on any stream sees it. It starts after the work on the null stream
+    /// and every blocking stream, not after work on a `NON_BLOCKING` stream (to upload after a
+    /// kernel on such a stream, use [`super::DeviceMemoryMut::copy_from_host_on`] there).
     ///
     /// Errors: `hipErrorInvalidValue` when `src.len()` differs from [`DeviceBuffer::len`]
     /// (checked by hipjit, message says both lengths), or the runtime's error.
@@ -363,7 +374,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     }
 
     /// Copies `src` (same length, same loaded runtime) into this buffer (`hipMemcpy`, device to
-    /// device, on the null stream). `src` may be any view ([`DeviceMemory`]).
+    /// device, on the null stream, then `hipStreamSynchronize` of the null stream: complete
+    /// when it returns). `src` may be any view ([`DeviceMemory`]).
     ///
     /// Errors: `hipErrorInvalidValue` on a length mismatch, `hipErrorInvalidHandle` when `src`
     /// belongs to another loaded runtime (both checked by hipjit), or the runtime's error.
@@ -382,7 +394,9 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         r
     }
 
-    /// Sets every byte to `byte` (`hipMemset`, on the null stream; returns when done).
+    /// Sets every byte to `byte` (`hipMemset` on the null stream, then `hipStreamSynchronize`
+    /// of the null stream: complete when it returns, on NVIDIA too, where `cuMemsetD8` returns
+    /// before the fill is done).
     ///
     /// Errors: the runtime's error.
     pub fn memset(&mut self, byte: u8) -> Result<(), HipError> {
@@ -391,10 +405,14 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         self.enter(null)?;
         let rt = self.device.runtime();
         // SAFETY: `ptr` holds size_bytes() bytes.
-        let r = rt.check(
-            unsafe { (rt.api().hipMemset)(self.ptr as _, i32::from(byte) as _, self.size_bytes()) },
-            "hipMemset",
-        );
+        let r = rt
+            .check(
+                unsafe {
+                    (rt.api().hipMemset)(self.ptr as _, i32::from(byte) as _, self.size_bytes())
+                },
+                "hipMemset",
+            )
+            .and_then(|()| settle_null_stream(&self.device));
         self.exit(null)?;
         r
     }
@@ -430,6 +448,21 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
             tracing::error!(error = %e, "failed to free a device buffer");
         }
     }
+}
+
+/// Waits for the null stream after a synchronous upload, device-to-device copy or fill
+/// (`hipStreamSynchronize(0)`), so that it is complete when the call returns on both platforms:
+/// AMD's `hipMemcpy`/`hipMemset` return when done, but the CUDA driver's `cuMemcpy` from
+/// pageable memory returns once the data is staged, before the DMA has finished, and
+/// `cuMemcpy` device to device and `cuMemsetD8` return at once; work on a `NON_BLOCKING` stream
+/// queued next would not be ordered after them.
+fn settle_null_stream(device: &Device) -> Result<(), HipError> {
+    let rt = device.runtime();
+    // SAFETY: the null stream is always valid; the device is bound.
+    rt.check(
+        unsafe { (rt.api().hipStreamSynchronize)(std::ptr::null_mut()) },
+        "hipStreamSynchronize",
+    )
 }
 
 /// `ptr` advanced by `n` values of `T`.

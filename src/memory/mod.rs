@@ -17,11 +17,14 @@
 //! [`DeviceBuffer::free_after`] after queuing it (the launch is `unsafe` and says so).
 //!
 //! # Copies, fills and what they wait for
-//! - Synchronous (inherent methods of [`DeviceBuffer`]: `copy_from_host`, `copy_to_host`,
-//!   `to_vec`, `copy_from_device`, `memset`): `hipMemcpy`/`hipMemset` on the null stream.
-//!   They return when their own copy is done, having started after the work on the null
-//!   stream and on every *blocking* stream of the device; they do **not** wait for a
-//!   `NON_BLOCKING` stream (the rule is in [`crate::stream`]).
+//! - Synchronous (inherent methods of [`DeviceBuffer`]: `from_slice`, `zeroed`,
+//!   `copy_from_host`, `copy_to_host`, `to_vec`, `copy_from_device`, `memset`):
+//!   `hipMemcpy`/`hipMemset` on the null stream, followed for uploads, device-to-device copies
+//!   and fills by `hipStreamSynchronize` of the null stream. They return when their own work
+//!   is complete (on NVIDIA too, where `cuMemcpy` from pageable memory and `cuMemsetD8` may
+//!   return earlier), having started after the work on the null stream and on every
+//!   *blocking* stream of the device; they do **not** wait for a `NON_BLOCKING` stream (the
+//!   rule is in [`crate::stream`]).
 //! - On a stream, then waiting for that stream (the `*_on` methods of [`DeviceMemory`] and
 //!   [`DeviceMemoryMut`]: `to_vec_on`, `copy_to_host_on`, `copy_from_host_on`): the copy is
 //!   ordered after the stream's work (a kernel that wrote the buffer), and the host slice is
