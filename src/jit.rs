@@ -153,7 +153,7 @@ impl Compiled {
     /// The compiler's warnings (and remarks) for this source, each with its notes, include
     /// chain and excerpt, file names as the user knows them (the source name of the options,
     /// include directories as given): from this compile, or, on a disk hit, as recorded in the
-    /// entry when it was compiled. [`diagnostics::render_all`](crate::compiler::diagnostics::render_all)
+    /// entry when it was compiled. [`diagnostics::render_all`]
     /// prints them as clang does.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.inner.diagnostics

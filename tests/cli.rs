@@ -1662,3 +1662,33 @@ fn compile_sm_90_refuses_amd_and_output_flags_naming_nvcc() {
         assert!(err.contains(flag) && err.contains("nvcc"), "{flag}: {err}");
     }
 }
+
+#[test]
+fn compile_sm_90_finds_headers_beside_a_source_named_relative_to_the_working_directory() {
+    // nvcc runs in a temporary directory: relative include directories (the source's own
+    // directory, `-I sub`) are made absolute first, and its warnings name them as given.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+    write(
+        &dir.path().join("sub"),
+        "near.h",
+        "#pragma once\n__device__ inline int near_value() { int spare; return 5; }\n",
+    );
+    write(
+        &dir.path().join("sub"),
+        "k.hip",
+        "#include \"near.h\"\nextern \"C\" __global__ void k(int* p) { p[0] = near_value(); }\n",
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["compile", "--json", "--arch", "sm_90", "sub/k.hip"])
+        .current_dir(dir.path())
+        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+        .env("HIPJIT_NVCC", pypi_nvcc())
+        .output()
+        .expect("the hipjit binary runs");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let d = &v["results"][0]["diagnostics"][0];
+    assert_eq!(d["file"], "sub/near.h", "{v:#}");
+    assert_eq!(d["line"], 2, "{v:#}");
+}

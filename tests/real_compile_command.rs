@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use hipjit::compiler::{CompileOptions, CxxStd};
-use hipjit::jit::{CacheLocation, Jit, JitOptions};
+use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
 use hipjit::target_id::TargetId;
 
 const TARGET: &str = "gfx90a";
@@ -340,4 +340,33 @@ fn library_std_cxx23_compiles_on_this_clang() {
         "{:?}",
         c.command()
     );
+}
+
+#[test]
+fn library_compiled_carries_its_warnings_and_a_disk_hit_replays_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let jit = |cache: &Path| {
+        Jit::new(JitOptions {
+            cache: CacheLocation::Roots(vec![cache.to_path_buf()]),
+            ..JitOptions::default()
+        })
+        .unwrap()
+    };
+    let cache = dir.path().join("cache");
+    let o = CompileOptions {
+        source_name: Some("unused.hip".into()),
+        ..CompileOptions::for_target(TargetId::parse(TARGET).unwrap())
+    }
+    .flag("-Wunused-variable");
+    let first = jit(&cache).compile(UNUSED, &o).unwrap();
+    assert_eq!(first.origin(), Origin::Compiler);
+    let w = &first.diagnostics()[0];
+    assert_eq!(w.severity, hipjit::compiler::Severity::Warning);
+    assert_eq!(w.file.as_deref(), Some("unused.hip"));
+    assert_eq!((w.line, w.column), (Some(2), Some(9)));
+    assert!(w.message.contains("unused_here"), "{}", w.message);
+    // A fresh process's view: the disk entry, which recorded the warning.
+    let again = jit(&cache).compile(UNUSED, &o).unwrap();
+    assert_eq!(again.origin(), Origin::Disk);
+    assert_eq!(again.diagnostics(), first.diagnostics());
 }

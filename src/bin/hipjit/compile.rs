@@ -46,6 +46,7 @@ use std::sync::Mutex;
 use hipjit::compiler::diagnostics::{self, Diagnostic, Layout};
 use hipjit::compiler::{
     is_valid_source_name, CompileError, CompileOptions, CompilerConfig, CxxStd, OptLevel,
+    OptionsError,
 };
 use hipjit::cuda::target::SmTarget;
 use hipjit::jit::{Compiled, Jit, JitError, JitOptions, Origin};
@@ -553,8 +554,13 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         };
         base.defines.push((name, value));
     }
-    base.validate()
-        .map_err(|e| CliError::usage(format!("target {}: {e}", targets_text(args))))?;
+    base.validate().map_err(|e| match e {
+        // A flag's error names the flag and the compiler; the targets add nothing.
+        OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. } => {
+            CliError::usage(e.to_string())
+        }
+        _ => CliError::usage(format!("target {}: {e}", targets_text(args))),
+    })?;
     let jobs = args.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         |j| j as usize,
