@@ -22,6 +22,7 @@ use crate::cache::disk::{BadEntry, CacheError, DiskCache, EntryMeta};
 use crate::cache::key::{self, CacheKey, KeyInputs};
 use crate::cache::memory::MemoryCache;
 use crate::code_object::{CodeObject, CodeObjectError, KernelInfo};
+use crate::compiler::diagnostics::{self, Diagnostic};
 use crate::compiler::{
     CompileError, CompileOptions, Compiler, CompilerConfig, CompilerError, CompilerIdentity,
 };
@@ -79,6 +80,7 @@ struct CompiledInner {
     entry_path: Option<PathBuf>,
     command: Vec<String>,
     log: String,
+    diagnostics: Vec<Diagnostic>,
     llvm_ir: Option<Vec<u8>>,
     isa: Option<String>,
     bad_entries: Vec<BadEntry>,
@@ -138,9 +140,17 @@ impl Compiled {
         &self.inner.command
     }
     /// The compiler's standard error (warnings) when this process compiled it; empty on a
-    /// disk hit.
+    /// disk hit (see [`Compiled::diagnostics`]).
     pub fn log(&self) -> &str {
         &self.inner.log
+    }
+    /// The compiler's warnings (and remarks) for this source, each with its notes, include
+    /// chain and excerpt, file names as the user knows them (the source name of the options,
+    /// include directories as given): from this compile, or, on a disk hit, as recorded in the
+    /// entry when it was compiled. [`diagnostics::render_all`]
+    /// prints them as clang does.
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        &self.inner.diagnostics
     }
     /// Device LLVM bitcode, when [`CompileOptions::dump_llvm_ir`] was set.
     pub fn llvm_ir(&self) -> Option<&[u8]> {
@@ -311,17 +321,28 @@ impl Jit {
         o
     }
 
-    /// The cache key `source` and `options` would have (reads tracked headers, hashes).
+    /// The cache key `source` (its bytes) and `options` would have (reads tracked headers,
+    /// hashes).
     ///
     /// Errors: [`JitError::Compile`] with invalid options.
-    pub fn key(&self, source: &str, options: &CompileOptions) -> Result<CacheKey, JitError> {
+    pub fn key(
+        &self,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<CacheKey, JitError> {
+        let source = source.as_ref();
         let o = self.effective_options(options);
         o.validate().map_err(CompileError::from)?;
         let headers = key::track_includes(source, &o.include_dirs, &o.tracked_include_dirs);
         Ok(self.key_of(source, &o, &headers))
     }
 
-    fn key_of(&self, source: &str, o: &CompileOptions, headers: &[key::TrackedHeader]) -> CacheKey {
+    fn key_of(
+        &self,
+        source: &[u8],
+        o: &CompileOptions,
+        headers: &[key::TrackedHeader],
+    ) -> CacheKey {
         key::compute(&KeyInputs {
             source,
             headers,
@@ -332,19 +353,25 @@ impl Jit {
         })
     }
 
-    /// Compiles `source` for `options.targets`, or returns the cached result.
+    /// Compiles `source` for `options.targets`, or returns the cached result. The source is
+    /// bytes (`&str`, `String`, `&[u8]`, `Vec<u8>`), in any encoding the compiler accepts,
+    /// keyed by those bytes.
     ///
     /// Errors: [`JitError::Compile`] (bad options, compiler failure, unsupported target...),
     /// [`JitError::CodeObject`] (the compiler's output unreadable; a cached entry whose code
     /// object does not read is a bad entry, compiled again), [`JitError::Check`] (a requested
     /// metadata check failed). A disk cache that cannot be written only logs a warning.
-    pub fn compile(&self, source: &str, options: &CompileOptions) -> Result<Compiled, JitError> {
-        self.compile_impl(source, options, false)
+    pub fn compile(
+        &self,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<Compiled, JitError> {
+        self.compile_impl(source.as_ref(), options, false)
     }
 
     fn compile_impl(
         &self,
-        source: &str,
+        source: &[u8],
         options: &CompileOptions,
         bypass_disk: bool,
     ) -> Result<Compiled, JitError> {
@@ -369,11 +396,11 @@ impl Jit {
     /// Errors: [`JitError::Cache`] when the entry file cannot be removed.
     pub fn evict(
         &self,
-        source: &str,
+        source: impl AsRef<[u8]>,
         options: &CompileOptions,
         compiled: &Compiled,
     ) -> Result<(), JitError> {
-        self.memory.remove(source, options);
+        self.memory.remove(source.as_ref(), options);
         if let (Some(disk), Some(path)) = (&self.disk, compiled.entry_path()) {
             if path.starts_with(&disk.roots()[0].path) {
                 match std::fs::remove_file(path) {
@@ -406,7 +433,7 @@ impl Jit {
     pub fn load(
         &self,
         device: &Device,
-        source: &str,
+        source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<Loaded, JitError> {
         self.load_with(device, source, options, Library::load)
@@ -419,13 +446,14 @@ impl Jit {
     pub fn load_with<L>(
         &self,
         device: &Device,
-        source: &str,
+        source: impl AsRef<[u8]>,
         options: &CompileOptions,
         load: L,
     ) -> Result<Loaded, JitError>
     where
         L: Fn(&Device, &CodeObject) -> Result<Library, LibraryError>,
     {
+        let source = source.as_ref();
         let device_target = device.target_id().cloned();
         let mut o = options.clone();
         if o.targets.is_empty() {
@@ -496,7 +524,7 @@ impl Jit {
 
     fn compile_uncached(
         &self,
-        source: &str,
+        source: &[u8],
         options: &CompileOptions,
         bypass_disk: bool,
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
@@ -553,6 +581,10 @@ impl Jit {
             if let Some(isa) = &out.isa {
                 artefacts.push((ISA, isa.as_bytes()));
             }
+            let recorded = diagnostics::to_artefact(&out.diagnostics);
+            if let Some(r) = &recorded {
+                artefacts.push((diagnostics::ARTEFACT, r));
+            }
             match disk.put(&key, meta, &artefacts) {
                 Ok((path, _)) => entry_path = Some(path),
                 Err(e) => tracing::warn!(%key, error = %e, "hipjit cache write failed"),
@@ -564,6 +596,7 @@ impl Jit {
             entry_path,
             command: out.command,
             log: out.log,
+            diagnostics: out.diagnostics,
             llvm_ir: out.llvm_ir,
             isa: out.isa,
             bad_entries,
@@ -589,6 +622,7 @@ fn inner_from_entry(
         entry_path: Some(entry.path.clone()),
         command: entry.meta.command.clone(),
         log: String::new(),
+        diagnostics: diagnostics::from_artefact(entry.artefact(diagnostics::ARTEFACT)),
         llvm_ir: entry.artefact(LLVM_IR).map(<[u8]>::to_vec),
         isa: entry
             .artefact(ISA)
@@ -660,14 +694,7 @@ fn read_code_objects(
 /// AMDGPUUsage: v5 from LLVM 15 (behind the flag until 16), v6 from LLVM 19, v2/v3 dropped
 /// in LLVM 19). Unknown versions: 4 and 5.
 pub fn compiler_code_object_versions(identity: &CompilerIdentity) -> Vec<u32> {
-    let major = identity
-        .version
-        .lines()
-        .find_map(|l| {
-            let rest = &l[l.find("clang version ")? + "clang version ".len()..];
-            rest.split('.').next()?.trim().parse::<u32>().ok()
-        })
-        .unwrap_or(0);
+    let major = identity.clang_major().unwrap_or(0);
     match major {
         0 => vec![4, 5],
         1..=14 => vec![4],

@@ -8,7 +8,7 @@ use hipjit::compiler::{CompileOptions, CompilerIdentity};
 use hipjit::target_id::TargetId;
 
 struct Base {
-    source: String,
+    source: Vec<u8>,
     headers: Vec<TrackedHeader>,
     options: CompileOptions,
     compiler: CompilerIdentity,
@@ -19,7 +19,7 @@ struct Base {
 impl Base {
     fn new() -> Base {
         Base {
-            source: "extern \"C\" __global__ void k() {}\n".into(),
+            source: b"extern \"C\" __global__ void k() {}\n".to_vec(),
             headers: vec![TrackedHeader {
                 include: "a.h".into(),
                 path: PathBuf::from("/inc/a.h"),
@@ -61,7 +61,19 @@ fn same_inputs_give_the_same_key() {
 
 #[test]
 fn source_changes_the_key() {
-    assert!(changed(|b| b.source.push(' ')));
+    assert!(changed(|b| b.source.push(b' ')));
+}
+
+#[test]
+fn source_is_keyed_by_its_bytes_whatever_the_encoding() {
+    // The same text in Latin-1 (0xa9) and in UTF-8 (0xc2 0xa9) are two sources.
+    let latin1 = |b: &mut Base| b.source.extend_from_slice(b"// \xa9\n");
+    assert!(changed(latin1));
+    let mut a = Base::new();
+    latin1(&mut a);
+    let mut u = Base::new();
+    u.source.extend_from_slice("// \u{a9}\n".as_bytes());
+    assert_ne!(a.key(), u.key());
 }
 
 #[test]
@@ -133,9 +145,9 @@ fn editing_a_nested_header_changes_its_tracked_hash() {
     std::fs::write(inc.join("lib/top.h"), "#include \"inner.h\"\n").unwrap();
     std::fs::write(inc.join("lib/inner.h"), "#define N 1\n").unwrap();
     let src = "#include <lib/top.h>\n";
-    let before = track_includes(src, std::slice::from_ref(&inc), &[]);
+    let before = track_includes(src.as_bytes(), std::slice::from_ref(&inc), &[]);
     std::fs::write(inc.join("lib/inner.h"), "#define N 2\n").unwrap();
-    let after = track_includes(src, std::slice::from_ref(&inc), &[]);
+    let after = track_includes(src.as_bytes(), std::slice::from_ref(&inc), &[]);
     assert_eq!(before.len(), 2, "{before:?}");
     assert_eq!(before[0].sha256, after[0].sha256, "top.h did not change");
     assert_ne!(before[1].sha256, after[1].sha256, "inner.h changed");
@@ -158,9 +170,11 @@ fn record_given_field_by_field_hashes_as_documented() {
         version: "release 13.0, V13.0.88\n".into(),
     };
     let key = compute_record(&KeyRecord {
-        source: "k",
+        source: b"k\xa9",
         headers: &headers,
         flags: &["-cubin".into(), "-arch=sm_90".into()],
+        std: "-std=c++20",
+        extra_flags: &["-lineinfo".into(), "-DX=1".into()],
         targets: &["sm_90".into()],
         code_object_version: 0,
         compiler: &compiler,
@@ -172,6 +186,6 @@ fn record_given_field_by_field_hashes_as_documented() {
     });
     assert_eq!(
         key.to_hex(),
-        "70483770b7c8a1a88357524b8aa27f18d5b370466ca295928cd1f98c6ccfd55c"
+        "bbfe24ab3a8a51e560db2f18c1beffb0455c3b60b6c5b68d1932e2e5a63b5c6d"
     );
 }

@@ -3,9 +3,13 @@
 //!
 //! Record layout (all integers little-endian): for each field in order, `u64` length of the
 //! field name, the name, `u64` length of the value, the value. Fields: `format` (the
-//! [`CACHE_FORMAT_VERSION`] as `u32`), `source`, one `header` field per tracked header (its
-//! include path relative to where it was found, then its sha256), `flags` (each effective flag
-//! as its own length-prefixed item), `targets` (each AMDGPU target ID, or the SM architecture on HIP's NVIDIA platform),
+//! [`CACHE_FORMAT_VERSION`] as `u32`), `source` (the source's bytes as given: any encoding),
+//! one `header` field per tracked header (its include path relative to where it was found, then
+//! its sha256), `flags` (each of hipjit's own flags as its own length-prefixed item:
+//! [`CompileOptions::own_flags`], or nvcc's fixed flags), `std` (the standard flag as given to
+//! this compiler, e.g. `-std=c++2b` for C++23 on clang before 17:
+//! [`crate::compiler::BackendKind::std_flag`]), `extra-flags` (the caller's extra flags, each
+//! its own length-prefixed item, in order), `targets` (each AMDGPU target ID, or the SM architecture on HIP's NVIDIA platform),
 //! `code-object-version` (`u32`,
 //! 0 = compiler default), `compiler-path`, `compiler-version`, `env` (each allowlisted
 //! variable but `PATH` and `HOME`: name and value, or name and an unset marker), `extra` (the
@@ -25,7 +29,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::compiler::{CompileOptions, CompilerIdentity};
+use crate::compiler::{BackendKind, CompileOptions, CompilerIdentity};
 
 /// Bumped whenever the key record or the entry file layout changes.
 pub const CACHE_FORMAT_VERSION: u32 = 1;
@@ -107,12 +111,12 @@ pub struct TrackedHeader {
 /// Everything that goes into a key.
 #[derive(Clone, Debug)]
 pub struct KeyInputs<'a> {
-    /// The source text.
-    pub source: &'a str,
+    /// The source's bytes.
+    pub source: &'a [u8],
     /// Tracked headers, from [`track_includes`].
     pub headers: &'a [TrackedHeader],
-    /// The compile options (their effective flags, targets and code object version are used;
-    /// checks are not).
+    /// The compile options (their own flags, standard, extra flags, targets and code object
+    /// version are used; checks are not).
     pub options: &'a CompileOptions,
     /// The compiler's identity.
     pub compiler: &'a CompilerIdentity,
@@ -148,12 +152,16 @@ impl Record {
 /// module documentation describes, field for field.
 #[derive(Clone, Debug)]
 pub struct KeyRecord<'a> {
-    /// The source text.
-    pub source: &'a str,
+    /// The source's bytes.
+    pub source: &'a [u8],
     /// Headers hashed into the key (include name and sha256 are used).
     pub headers: &'a [TrackedHeader],
-    /// The effective flags, in order.
+    /// hipjit's own flags, in order.
     pub flags: &'a [String],
+    /// The standard flag as this compiler is given it (`-std=c++17`, `-std=c++2b`).
+    pub std: &'a str,
+    /// The caller's extra flags, in order.
+    pub extra_flags: &'a [String],
     /// The targets: AMDGPU target IDs (`gfx90a`), or an SM architecture (`sm_90`).
     pub targets: &'a [String],
     /// The code object version, 0 for the compiler's default (or none applies).
@@ -168,7 +176,8 @@ pub struct KeyRecord<'a> {
 
 /// Computes the key (see the module documentation for the record).
 pub fn compute(inputs: &KeyInputs<'_>) -> CacheKey {
-    let flags = inputs.options.effective_flags();
+    let flags = inputs.options.own_flags();
+    let std = BackendKind::Hipcc.std_flag(inputs.options.std, inputs.compiler);
     let targets: Vec<String> = inputs
         .options
         .targets
@@ -191,6 +200,8 @@ pub fn compute(inputs: &KeyInputs<'_>) -> CacheKey {
         source: inputs.source,
         headers: inputs.headers,
         flags: &flags,
+        std: &std,
+        extra_flags: &inputs.options.extra_flags,
         targets: &targets,
         code_object_version: inputs.options.code_object_version.unwrap_or(0),
         compiler: inputs.compiler,
@@ -203,7 +214,7 @@ pub fn compute(inputs: &KeyInputs<'_>) -> CacheKey {
 pub fn compute_record(record: &KeyRecord<'_>) -> CacheKey {
     let mut r = Record(Sha256::new());
     r.field("format", &CACHE_FORMAT_VERSION.to_le_bytes());
-    r.field("source", record.source.as_bytes());
+    r.field("source", record.source);
     for h in record.headers {
         let mut v = Vec::new();
         v.extend_from_slice(&(h.include.len() as u64).to_le_bytes());
@@ -212,6 +223,11 @@ pub fn compute_record(record: &KeyRecord<'_>) -> CacheKey {
         r.field("header", &v);
     }
     r.list("flags", record.flags.iter().map(|f| f.as_bytes()));
+    r.field("std", record.std.as_bytes());
+    r.list(
+        "extra-flags",
+        record.extra_flags.iter().map(|f| f.as_bytes()),
+    );
     r.list("targets", record.targets.iter().map(|t| t.as_bytes()));
     r.field(
         "code-object-version",
@@ -246,9 +262,10 @@ pub fn compute_record(record: &KeyRecord<'_>) -> CacheKey {
 /// found nowhere there (the compiler's own, the system's) are not tracked: the compiler's
 /// identity covers them. Includes through macros (`#include FOO`) are not followed; every
 /// `#include` line is followed whatever conditional it sits in. Unreadable headers are skipped
-/// (the compiler will report them).
+/// (the compiler will report them). The source and headers are bytes in any encoding; their
+/// `#include` lines are read from a lossy UTF-8 decoding (an include name is ASCII in practice).
 pub fn track_includes(
-    source: &str,
+    source: impl AsRef<[u8]>,
     include_dirs: &[PathBuf],
     tracked_dirs: &[PathBuf],
 ) -> Vec<TrackedHeader> {
@@ -257,7 +274,7 @@ pub fn track_includes(
     let mut hashed: HashMap<PathBuf, String> = HashMap::new();
     let mut work: Vec<(Option<PathBuf>, String)> = Vec::new();
     let roots: Vec<&PathBuf> = include_dirs.iter().chain(tracked_dirs).collect();
-    for inc in scan_includes(source) {
+    for inc in scan_includes(&String::from_utf8_lossy(source.as_ref())) {
         work.push((None, inc.1));
     }
     work.reverse();
@@ -361,7 +378,7 @@ mod tests {
         .unwrap();
         std::fs::write(d.join("c.h"), "#pragma once\nint c;\n").unwrap();
         let tracked = track_includes(
-            "#include <a.h>\n#include <hip/hip_runtime.h>\n",
+            b"#include <a.h>\n#include <hip/hip_runtime.h>\n",
             &[d.to_path_buf()],
             &[],
         );

@@ -26,6 +26,7 @@
 
 pub mod diagnostics;
 pub mod discovery;
+pub mod flags;
 pub mod hiprtc;
 pub mod nvcc;
 pub mod nvrtc;
@@ -46,11 +47,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::file_read;
 
-pub use diagnostics::{Diagnostic, Severity};
+pub use diagnostics::{Diagnostic, IncludedFrom, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
+pub use flags::{check_extra_flag, BackendKind, RejectedBecause};
 pub use options::{
-    check_extra_flag, is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError,
-    RejectedBecause,
+    is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError, UnknownStd,
 };
 
 use process::{RunError, Slots};
@@ -137,6 +138,17 @@ impl CompilerIdentity {
     }
 }
 
+impl CompilerIdentity {
+    /// The major version of the clang underneath, from the first `clang version N.` in the
+    /// `--version` output (`Debian clang version 15.0.6` -> 15); `None` when there is none.
+    pub fn clang_major(&self) -> Option<u32> {
+        self.version.lines().find_map(|l| {
+            let rest = &l[l.find("clang version ")? + "clang version ".len()..];
+            rest.split('.').next()?.trim().parse::<u32>().ok()
+        })
+    }
+}
+
 impl fmt::Display for CompilerIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.path.display(), self.version_summary())
@@ -174,9 +186,11 @@ pub struct CompileFailure {
     pub build_dir: PathBuf,
     /// The exit status (`None` when killed by a signal).
     pub exit_code: Option<i32>,
-    /// The complete standard error.
+    /// The complete standard error (lossy where it is not UTF-8; the diagnostics carry an
+    /// escaped form).
     pub stderr: String,
-    /// The diagnostics parsed from it.
+    /// The diagnostics parsed from it, every warning and error with its notes, include chain
+    /// and excerpt, file names as the user knows them ([`Diagnostic::file`]).
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -187,16 +201,12 @@ impl fmt::Display for CompileFailure {
             None => write!(f, "compiler was killed by a signal")?,
         }
         write!(f, ": {}", shell_words(&self.command))?;
-        let errors: Vec<&Diagnostic> = self
-            .diagnostics
-            .iter()
-            .filter(|d| matches!(d.severity, Severity::Error | Severity::Fatal))
-            .collect();
+        let errors: Vec<&Diagnostic> = self.diagnostics.iter().filter(|d| d.is_error()).collect();
         if errors.is_empty() {
             write!(f, "\n{}", self.stderr.trim_end())
         } else {
             for d in errors {
-                write!(f, "\n{d}")?;
+                write!(f, "\n{}", d.render().trim_end())?;
             }
             Ok(())
         }
@@ -315,7 +325,8 @@ pub struct CompileOutput {
     pub command: Vec<String>,
     /// The compiler's standard error (warnings; the commands run with `verbose`).
     pub log: String,
-    /// Warnings and notes parsed from the log.
+    /// The warnings (and remarks) parsed from the log, with their notes, include chains and
+    /// excerpts, file names as the user knows them.
     pub diagnostics: Vec<Diagnostic>,
     /// The non-system headers the compiler read (cc1 `-dependency-file`, the `-MD` list
     /// without system headers), with staged include paths mapped back.
@@ -397,18 +408,19 @@ impl Compiler {
         self.inner.slots.limit()
     }
 
-    /// Compiles `source` with `options` in a fresh private build directory, removed afterwards.
-    /// Blocks while [`CompilerConfig::max_concurrent`] compiles are running.
+    /// Compiles `source` (its bytes, written to the source file as they are: any encoding
+    /// the compiler accepts) with `options` in a fresh private build directory, removed
+    /// afterwards. Blocks while [`CompilerConfig::max_concurrent`] compiles are running.
     ///
     /// Errors: every [`CompileError`] variant; a failed compile carries the command line, exit
     /// status, stderr and parsed diagnostics, and produces no output.
     pub fn compile(
         &self,
-        source: &str,
+        source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<CompileOutput, CompileError> {
         options.validate()?;
-        let build = Build::stage(source, options)?;
+        let build = Build::stage(source.as_ref(), options)?;
         let command = self.command_line(options, &build);
         let mut cmd = Command::new(&self.inner.identity.path);
         cmd.args(&command[1..])
@@ -440,7 +452,7 @@ impl Compiler {
         };
         let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
         let rename = |f: &str| build.user_name(f);
-        let diagnostics = diagnostics::parse(&stderr, &rename);
+        let diagnostics = diagnostics::parse(&finished.stderr, &rename);
         if !finished.status.success() {
             let failure = Box::new(CompileFailure {
                 command,
@@ -479,7 +491,9 @@ impl Compiler {
 
     fn command_line(&self, options: &CompileOptions, build: &Build) -> Vec<String> {
         let mut args = vec![self.inner.identity.path.display().to_string()];
-        let mut flags = options.effective_flags().into_iter();
+        let mut flags = options
+            .effective_flags_for(&self.inner.identity)
+            .into_iter();
         let mut include_index = 0;
         while let Some(f) = flags.next() {
             if f == "-I" {
@@ -496,6 +510,9 @@ impl Compiler {
         // The dependency list, asked of the device compile (cc1) itself: clang-21 ignores
         // `-MD -MF` together with `--cuda-device-only` (hipcc 7's spelling of `--genco`),
         // measured. Lists the non-system headers read.
+        // Notes get their include chain too (clang prints it for errors and warnings only by
+        // default); it changes what is printed, not what is compiled, so it is not keyed.
+        args.push("-fdiagnostics-show-note-include-stack".into());
         args.extend([
             "-Xclang".into(),
             "-dependency-file".into(),
@@ -623,7 +640,7 @@ struct Build {
 }
 
 impl Build {
-    fn stage(source: &str, options: &CompileOptions) -> Result<Build, CompileError> {
+    fn stage(source: &[u8], options: &CompileOptions) -> Result<Build, CompileError> {
         let base = build_base();
         sweep_dead_builds(&base);
         // Private (0700, whatever the umask), and named after this process so that a later
