@@ -1,5 +1,6 @@
-//! Launching kernels: [`LaunchConfig`], [`KernelArgs`] (built with [`args!`](crate::args)) and
-//! [`Kernel::launch`].
+//! Launching kernels: [`LaunchConfig`], [`KernelArgs`] (built with [`args!`](crate::args)),
+//! [`Kernel::launch`], and launches checked once then repeated ([`prepared`]:
+//! [`Kernel::prepare`], [`PreparedLaunch`]).
 //!
 //! Arguments travel as an array of pointers to live values (`kernelParams` of
 //! `hipModuleLaunchKernel`): [`KernelArgs`] borrows each value for as long as it exists, so no
@@ -48,6 +49,9 @@ use crate::error::{Dim, LaunchError};
 use crate::kernel::Kernel;
 use crate::memory::{DeviceBuffer, DeviceCopy, DeviceSlice, DeviceSliceMut};
 use crate::stream::AsStream;
+
+pub mod prepared;
+pub use prepared::PreparedLaunch;
 
 /// The most arguments one launch can carry.
 pub const MAX_KERNEL_ARGS: usize = 32;
