@@ -370,3 +370,36 @@ fn library_compiled_carries_its_warnings_and_a_disk_hit_replays_them() {
     assert_eq!(again.origin(), Origin::Disk);
     assert_eq!(again.diagnostics(), first.diagnostics());
 }
+
+#[test]
+fn hiprtc_takes_the_standard_as_hipjit_spells_it_for_hiprtc() {
+    use hipjit::compiler::hiprtc::{self, HipRtc};
+    use hipjit::compiler::rtc::RtcInput;
+    use hipjit::compiler::{BackendKind, CompilerIdentity};
+    let rtc = HipRtc::open(None).unwrap_or_else(|e| panic!("{e}"));
+    // hipRTC's version (9.0 on both 5.2.3 and 6.4.3) does not name its clang: an identity
+    // without a clang version, as the in-process backend has.
+    let identity = CompilerIdentity {
+        path: rtc.path().to_path_buf(),
+        version: String::new(),
+    };
+    let target = TargetId::parse(TARGET).unwrap();
+    for (std, low, high) in [
+        (CxxStd::Cxx20, "202002L", "202003L"),
+        (CxxStd::Cxx23, "202100L", "202303L"),
+    ] {
+        let options = vec![
+            hiprtc::arch_option(&target),
+            BackendKind::Hiprtc.std_flag(std, &identity),
+            format!("-DLOW={low}"),
+            format!("-DHIGH={high}"),
+        ];
+        rtc.compile(&RtcInput {
+            source: STD_PROBE,
+            name: "std.hip",
+            headers: &[],
+            options: &options,
+        })
+        .unwrap_or_else(|e| panic!("{std:?} as {options:?}: {e}"));
+    }
+}
