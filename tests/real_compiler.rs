@@ -579,7 +579,7 @@ fn compiler_records_the_access_of_restrict_pointers() {
     let jit = jit_memory_only();
     let compiled = jit
         .compile(
-            &kernel("access.hip"),
+            kernel("access.hip"),
             &CompileOptions::for_target(any_target()),
         )
         .unwrap_or_else(|e| panic!("{e}"));
