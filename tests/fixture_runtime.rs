@@ -1783,6 +1783,19 @@ fn argument_the_code_object_says_is_written_is_refused_as_a_shared_borrow() {
     // SAFETY: access(...) with 4 floats each; y written, x and w (the same buffer) read.
     unsafe { k.launch(&stream, cfg, &mut args![&x, &mut y, &x, &2.0f32, &n]) }.unwrap();
     assert_eq!(lines(&log(&path), "hipModuleLaunchKernel access").len(), 1);
+    // A prepared launch keeps the rule on every launch.
+    let prepared = k
+        .prepare(&stream, cfg, &args![&x, &mut y, &x, &2.0f32, &n])
+        .unwrap();
+    // SAFETY: refused before the call.
+    let err = unsafe { prepared.launch(&mut args![&x, &y, &x, &2.0f32, &n]) }.unwrap_err();
+    assert!(
+        matches!(err, LaunchError::ArgWritten { index: 1, .. }),
+        "{err}"
+    );
+    // SAFETY: as the launch above.
+    unsafe { prepared.launch(&mut args![&x, &mut y, &x, &2.0f32, &n]) }.unwrap();
+    assert_eq!(lines(&log(&path), "hipModuleLaunchKernel access").len(), 2);
 }
 
 #[test]
