@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::cache::disk::{BadEntry, CacheError, DiskCache, EntryMeta};
+use crate::cache::disk::{BadEntry, CacheError, DiskCache, EntryMeta, LockOutcome};
 use crate::cache::key::{self, CacheKey, KeyInputs};
 use crate::cache::memory::MemoryCache;
 use crate::code_object::{CodeObject, CodeObjectError, KernelInfo};
@@ -60,6 +60,11 @@ pub struct JitOptions {
     /// (`Runtime::code_object_versions`). When set, and the options do not pick a version,
     /// the highest version both the runtime and the compiler support is requested.
     pub runtime_code_object_versions: Option<Vec<u32>>,
+    /// How long a compile waits for another process compiling the same key (the cache's
+    /// per-key lock) before compiling without it, saying so in
+    /// [`Compiled::cache_warnings`]. `None`: the compiler's timeout
+    /// ([`CompilerConfig::timeout`]).
+    pub lock_wait: Option<Duration>,
 }
 
 /// Where a [`Compiled`] came from.
@@ -84,6 +89,7 @@ struct CompiledInner {
     llvm_ir: Option<Vec<u8>>,
     isa: Option<String>,
     bad_entries: Vec<BadEntry>,
+    cache_warnings: Vec<String>,
 }
 
 /// A compiled source: its key, its code object(s), where it came from and how long the
@@ -163,6 +169,13 @@ impl Compiled {
     /// Bad disk entries met while looking this key up (skipped or replaced).
     pub fn bad_entries(&self) -> &[BadEntry] {
         &self.inner.bad_entries
+    }
+    /// What went wrong with the disk cache while this result was made, without failing it: the
+    /// entry could not be published (read-only or full root, another user's root...), or the
+    /// wait for another process's compile of the key ran out and this one compiled without
+    /// the lock. Empty when all went well.
+    pub fn cache_warnings(&self) -> &[String] {
+        &self.inner.cache_warnings
     }
 }
 
@@ -246,6 +259,7 @@ pub struct Jit {
     memory: MemoryCache<(Arc<CompiledInner>, Origin)>,
     extra: Vec<u8>,
     runtime_versions: Option<Vec<u32>>,
+    lock_wait: Option<Duration>,
     loaded: Mutex<HashMap<LoadedKey, Arc<Library>>>,
 }
 
@@ -277,6 +291,7 @@ impl Jit {
             memory: MemoryCache::new(),
             extra: options.extra_signature,
             runtime_versions: options.runtime_code_object_versions,
+            lock_wait: options.lock_wait,
             loaded: Mutex::new(HashMap::new()),
         })
     }
@@ -545,8 +560,28 @@ impl Jit {
                 }
             }
         }
-        // Another process may be compiling this key: wait for it, then look again.
-        let _lock = self.disk.as_ref().and_then(|d| d.lock(&key));
+        // Another process may be compiling this key: wait for it (bounded), then look again.
+        let mut cache_warnings = Vec::new();
+        let wait = self.lock_wait.unwrap_or_else(|| self.compiler.timeout());
+        let _lock = match self.disk.as_ref().map(|d| d.lock(&key, wait)) {
+            Some(LockOutcome::Held(l)) => Some(l),
+            Some(LockOutcome::TimedOut { path }) => {
+                let w = format!(
+                    "waited {} s for the compile lock {} (another process compiling this key, \
+                     stopped or slow); compiling without it",
+                    wait.as_secs_f64(),
+                    path.display()
+                );
+                tracing::warn!(%key, "{w}");
+                cache_warnings.push(w);
+                None
+            }
+            Some(LockOutcome::Unavailable(reason)) => {
+                tracing::debug!(%key, %reason, "no compile lock");
+                None
+            }
+            None => None,
+        };
         if let (Some(disk), Some(_)) = (self.disk.as_ref().filter(|_| !bypass_disk), &_lock) {
             if let Some(entry) = disk.get(&key).entry {
                 if let Some(code_objects) = usable_entry(disk, &key, &entry, &o, &mut bad_entries) {
@@ -587,7 +622,10 @@ impl Jit {
             }
             match disk.put(&key, meta, &artefacts) {
                 Ok((path, _)) => entry_path = Some(path),
-                Err(e) => tracing::warn!(%key, error = %e, "hipjit cache write failed"),
+                Err(e) => {
+                    tracing::warn!(%key, error = %e, "hipjit cache write failed");
+                    cache_warnings.push(format!("the result was not cached: {e}"));
+                }
             }
         }
         let inner = CompiledInner {
@@ -600,6 +638,7 @@ impl Jit {
             llvm_ir: out.llvm_ir,
             isa: out.isa,
             bad_entries,
+            cache_warnings,
         };
         Ok((Arc::new(inner), Origin::Compiler))
     }
@@ -628,6 +667,7 @@ fn inner_from_entry(
             .artefact(ISA)
             .map(|b| String::from_utf8_lossy(b).into_owned()),
         bad_entries,
+        cache_warnings: Vec::new(),
     }
 }
 

@@ -403,6 +403,11 @@ impl Compiler {
         &self.inner.env
     }
 
+    /// How long one compiler run may take ([`CompilerConfig::timeout`]).
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
     /// The cap on concurrent compiles.
     pub fn max_concurrent(&self) -> usize {
         self.inner.slots.limit()
