@@ -120,6 +120,9 @@ api_table! {
         hipLibraryGetKernelCount,
         hipLibraryEnumerateKernels,
         hipKernelGetFunction,
+        hipDeviceCanAccessPeer,
+        hipDeviceEnablePeerAccess,
+        hipMemcpyPeerAsync,
     }
 }
 
