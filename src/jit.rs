@@ -3,16 +3,20 @@
 //! [`Jit::compile`] looks in three places, in order:
 //! 1. the in-process cache ([`crate::cache::memory`]): a cheap pre-key over source and options,
 //!    confirmed by comparing both in full; no sha256 on this path;
-//! 2. the disk cache ([`crate::cache::disk`]), by the sha256 key ([`crate::cache::key`]), which
-//!    also covers tracked headers, the compiler's identity and environment and the caller's
-//!    extra signature;
-//! 3. the compiler ([`crate::compiler`]); the result is published to the disk cache.
+//! 2. the disk cache ([`crate::cache::disk`]): the direct key ([`crate::cache::key`]: source,
+//!    options, the compiler's identity and environment, the caller's extra signature) names
+//!    a header manifest ([`crate::cache::manifest`]) of the files the last compile read; the
+//!    files are checked as they are now (stat first, hashed when changed), and their hashes
+//!    give the result key of the entry holding the code objects;
+//! 3. the compiler ([`crate::compiler`]); the result is published under the result key of the
+//!    files the compiler's dependency output lists, and the manifest replaced, unless a file
+//!    changed while it ran (then the result goes to the caller only).
 //!
 //! However many threads ask for the same source and options at once, one compiles (single
-//! flight); across processes sharing a cache root, a missing key is compiled under the key's
-//! lock ([`DiskCache::lock`]), and the processes that waited read the published entry. Headers are read when the key is computed, i.e. on the first request in a process:
-//! the in-process cache does not notice a header edited while the process runs (call
-//! [`Jit::clear_memory`]).
+//! flight); across processes sharing a cache root, a miss is compiled under the direct key's
+//! lock ([`DiskCache::lock`]), and the processes that waited read the published entry.
+//! Headers are checked on disk lookups only: the in-process cache does not notice a header
+//! edited while the process runs (call [`Jit::clear_memory`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::cache::disk::{BadEntry, CacheError, DiskCache, EntryMeta};
 use crate::cache::key::{self, CacheKey, KeyInputs};
+use crate::cache::manifest::{self, Manifest, MANIFEST_ARTEFACT};
 use crate::cache::memory::MemoryCache;
 use crate::code_object::{CodeObject, CodeObjectError, KernelInfo};
 use crate::compiler::{
@@ -310,20 +315,31 @@ impl Jit {
         o
     }
 
-    /// The cache key `source` and `options` would have (reads tracked headers, hashes).
+    /// The result key `source` and `options` have with the files on disk as they are now, when
+    /// the disk cache holds a header manifest for them (a compile of them was published);
+    /// `None` otherwise (no disk cache, or never compiled: the files the compiler would read are
+    /// only known from a compile).
     ///
     /// Errors: [`JitError::Compile`] with invalid options.
-    pub fn key(&self, source: &str, options: &CompileOptions) -> Result<CacheKey, JitError> {
+    pub fn key(
+        &self,
+        source: &str,
+        options: &CompileOptions,
+    ) -> Result<Option<CacheKey>, JitError> {
         let o = self.effective_options(options);
         o.validate().map_err(CompileError::from)?;
-        let headers = key::track_includes(source, &o.include_dirs, &o.tracked_include_dirs);
-        Ok(self.key_of(source, &o, &headers))
+        let direct = self.direct_key(source, &o);
+        Ok(self
+            .disk
+            .as_ref()
+            .and_then(|d| manifest_lookup(d, &direct, &o))
+            .map(|(_, k)| k))
     }
 
-    fn key_of(&self, source: &str, o: &CompileOptions, headers: &[key::TrackedHeader]) -> CacheKey {
+    /// The direct key (see [`crate::cache::key`]).
+    fn direct_key(&self, source: &str, o: &CompileOptions) -> CacheKey {
         key::compute(&KeyInputs {
-            source,
-            headers,
+            source: source.as_bytes(),
             options: o,
             compiler: self.compiler.identity(),
             env: self.compiler.environment(),
@@ -501,45 +517,68 @@ impl Jit {
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
         let o = self.effective_options(options);
         o.validate().map_err(CompileError::from)?;
-        let headers = key::track_includes(source, &o.include_dirs, &o.tracked_include_dirs);
-        let key = self.key_of(source, &o, &headers);
+        let direct = self.direct_key(source, &o);
         let mut bad_entries = Vec::new();
-        if let Some(disk) = self.disk.as_ref().filter(|_| !bypass_disk) {
-            let lookup = disk.get(&key);
-            bad_entries = lookup.bad;
-            if let Some(entry) = lookup.entry {
-                if let Some(code_objects) = usable_entry(disk, &key, &entry, &o, &mut bad_entries) {
-                    return Ok((
-                        Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
-                        Origin::Disk,
-                    ));
+        let mut looked_up: Option<Manifest> = None;
+        let disk_lookup = self.disk.as_ref().filter(|_| !bypass_disk);
+        if let Some(disk) = disk_lookup {
+            if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
+                let lookup = disk.get(&key);
+                bad_entries = lookup.bad;
+                if let Some(entry) = lookup.entry {
+                    if let Some(code_objects) =
+                        usable_entry(disk, &key, &entry, &o, &mut bad_entries)
+                    {
+                        return Ok((
+                            Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
+                            Origin::Disk,
+                        ));
+                    }
                 }
+                looked_up = Some(now);
             }
         }
-        // Another process may be compiling this key: wait for it, then look again.
-        let _lock = self.disk.as_ref().and_then(|d| d.lock(&key));
-        if let (Some(disk), Some(_)) = (self.disk.as_ref().filter(|_| !bypass_disk), &_lock) {
-            if let Some(entry) = disk.get(&key).entry {
-                if let Some(code_objects) = usable_entry(disk, &key, &entry, &o, &mut bad_entries) {
-                    return Ok((
-                        Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
-                        Origin::Disk,
-                    ));
+        // Another process may be compiling this source: wait for it, then look again.
+        let _lock = self.disk.as_ref().and_then(|d| d.lock(&direct));
+        if let (Some(disk), Some(_)) = (disk_lookup, &_lock) {
+            if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
+                if let Some(entry) = disk.get(&key).entry {
+                    if let Some(code_objects) =
+                        usable_entry(disk, &key, &entry, &o, &mut bad_entries)
+                    {
+                        return Ok((
+                            Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
+                            Origin::Disk,
+                        ));
+                    }
                 }
+                looked_up = Some(now);
             }
         }
         let out = self.compiler.compile(source, &o)?;
+        let recorded = manifest::record(
+            &out.dependencies,
+            &o.include_dirs,
+            &manifest::extra_search_dirs(&o.extra_flags, self.compiler.environment()),
+            self.compiler.identity(),
+            out.started,
+            looked_up.as_ref(),
+        );
+        let key = key::result_key(&direct, &recorded.manifest);
         let code_objects = read_code_objects(&key, &out.code_object, &o)?;
         let mut entry_path = None;
-        if let Some(disk) = &self.disk {
+        if let (Some(_), Some(why)) = (&self.disk, &recorded.unpublishable) {
+            tracing::warn!(%key, reason = %why,
+                "hipjit cache: result not published, a file the compiler read changed while it ran");
+        } else if let Some(disk) = &self.disk {
             let meta = EntryMeta {
                 format_version: 0,
                 key: String::new(),
                 command: out.command.clone(),
                 compiler: self.compiler.identity().clone(),
                 options: o.clone(),
-                tracked_headers: headers,
-                dependencies: out.dependencies.clone(),
+                tracked_headers: recorded.headers.clone(),
+                dependencies: out.dependencies.iter().map(|d| d.path.clone()).collect(),
                 created_unix_ms: SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64),
@@ -552,8 +591,11 @@ impl Jit {
             if let Some(isa) = &out.isa {
                 artefacts.push((ISA, isa.as_bytes()));
             }
-            match disk.put(&key, meta, &artefacts) {
-                Ok((path, _)) => entry_path = Some(path),
+            match disk.put(&key, meta.clone(), &artefacts) {
+                Ok((path, _)) => {
+                    entry_path = Some(path);
+                    publish_manifest(disk, &direct, meta, &recorded.manifest);
+                }
                 Err(e) => tracing::warn!(%key, error = %e, "hipjit cache write failed"),
             }
         }
@@ -568,6 +610,57 @@ impl Jit {
             bad_entries,
         };
         Ok((Arc::new(inner), Origin::Compiler))
+    }
+}
+
+/// The manifest of `direct` in `disk` as the files are now, and the result key it gives;
+/// `None` when there is none, it does not decode (reported), or one of its files is gone.
+fn manifest_lookup(
+    disk: &DiskCache,
+    direct: &CacheKey,
+    o: &CompileOptions,
+) -> Option<(Manifest, CacheKey)> {
+    let entry = disk.get(direct).entry?;
+    let bytes = entry.artefact(MANIFEST_ARTEFACT)?;
+    let stored = match Manifest::from_bytes(bytes) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(path = %entry.path.display(), error = %e, "unusable hipjit header manifest");
+            return None;
+        }
+    };
+    let now = stored.current(&o.include_dirs)?;
+    let key = key::result_key(direct, &now);
+    Some((now, key))
+}
+
+/// Stores `manifest` as the entry of `direct` in the written root, replacing the one there.
+/// A failure is a warning: the result entry is published, it is only not found by this route.
+fn publish_manifest(disk: &DiskCache, direct: &CacheKey, meta: EntryMeta, manifest: &Manifest) {
+    let bytes = manifest.to_bytes();
+    let Some(root) = disk.roots().first() else {
+        return;
+    };
+    if let Some(old) = disk.get(direct).entry {
+        if old.artefact(MANIFEST_ARTEFACT) == Some(&bytes[..]) {
+            return;
+        }
+        if old.path.starts_with(&root.path) {
+            if let Err(e) = std::fs::remove_file(&old.path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(path = %old.path.display(), error = %e,
+                        "cannot replace a hipjit header manifest");
+                    return;
+                }
+            }
+        }
+    }
+    let meta = EntryMeta {
+        dependencies: Vec::new(),
+        ..meta
+    };
+    if let Err(e) = disk.put(direct, meta, &[(MANIFEST_ARTEFACT, &bytes)]) {
+        tracing::warn!(key = %direct, error = %e, "hipjit cache: header manifest not written");
     }
 }
 

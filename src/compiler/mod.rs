@@ -2,10 +2,12 @@
 //!
 //! # How the compiler is run
 //! * Found by [`discovery`] (the shared installation-root order of
-//!   [`hip_sys::discovery`]); its identity ([`CompilerIdentity`]) is its resolved path plus the
-//!   complete standard output of `hipcc --version`. Standard error is left out: Debian's
-//!   hipcc 5.2.3 runs `rocm_agent_enumerator`, which prints a Python traceback there that
-//!   depends on whether `/sys/class/kfd` exists, not on the compiler.
+//!   [`hip_sys::discovery`]); its identity ([`CompilerIdentity`], [`identity`]) is its kind,
+//!   its `--version` standard output and a fingerprint of the files that make it up,
+//!   remembered per user so that a fresh process usually starts no compiler to learn it.
+//!   Standard error is left out of the version: Debian's hipcc 5.2.3 runs
+//!   `rocm_agent_enumerator`, which prints a Python traceback there that depends on whether
+//!   `/sys/class/kfd` exists, not on the compiler.
 //! * No shell of hipjit's, and none of hipcc's either. hipcc 5.2.3 is a Perl script that
 //!   joins its clang command into one string for `sh`. Measured with Debian's 5.2.3: it
 //!   backslash-escapes the arguments it passes through, but writes the output path as
@@ -24,8 +26,10 @@
 //! * A timeout ([`CompilerConfig::timeout`]) after which the compiler's whole process group
 //!   is killed, and at most [`CompilerConfig::max_concurrent`] compiles at once.
 
+pub mod depfile;
 pub mod diagnostics;
 pub mod discovery;
+pub mod identity;
 pub mod nvcc;
 pub mod options;
 pub mod process;
@@ -35,12 +39,12 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use serde::{Deserialize, Serialize};
-
+pub use depfile::Dependency;
 pub use diagnostics::{Diagnostic, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
+pub use identity::{CompilerIdentity, CompilerKind, IdentityError};
 pub use options::{
     check_extra_flag, is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError,
     RejectedBecause,
@@ -88,6 +92,9 @@ pub struct CompilerConfig {
     /// own environment; `Some` uses these values instead (names outside the allowlist are
     /// dropped).
     pub env: Option<Vec<(String, OsString)>>,
+    /// Where the compiler's identity is remembered between processes; `None`: the per-user
+    /// default ([`identity::identity_dir`]).
+    pub identity_dir: Option<PathBuf>,
 }
 
 impl Default for CompilerConfig {
@@ -99,40 +106,8 @@ impl Default for CompilerConfig {
                 .map(|n| n.get())
                 .unwrap_or(1),
             env: None,
+            identity_dir: None,
         }
-    }
-}
-
-/// What the compiler is: resolved path and complete `--version` standard output.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct CompilerIdentity {
-    /// The compiler with symlinks resolved.
-    pub path: PathBuf,
-    /// The full standard output of `<path> --version`.
-    pub version: String,
-}
-
-impl CompilerIdentity {
-    /// A one-line summary of the version, e.g. `HIP version: 5.2.21153-0, Debian clang
-    /// version 15.0.6`.
-    pub fn version_summary(&self) -> String {
-        let lines: Vec<&str> = self
-            .version
-            .lines()
-            .map(str::trim)
-            .filter(|l| l.starts_with("HIP version") || l.contains("clang version"))
-            .collect();
-        if lines.is_empty() {
-            self.version.lines().next().unwrap_or("").trim().to_string()
-        } else {
-            lines.join(", ")
-        }
-    }
-}
-
-impl fmt::Display for CompilerIdentity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.path.display(), self.version_summary())
     }
 }
 
@@ -142,14 +117,10 @@ pub enum CompilerError {
     /// Discovery failed.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
-    /// `hipcc --version` could not run or failed.
-    #[error("`{} --version` failed: {reason}", path.display())]
-    Version {
-        /// The compiler.
-        path: PathBuf,
-        /// What happened (exit status and stderr, or the spawn error).
-        reason: String,
-    },
+    /// The compiler's identity could not be read: `hipcc --version` or `hipcc -###` could not
+    /// run or failed, or a file of its closed list could not be read ([`identity`]).
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
 }
 
 /// A failed compiler run: everything needed to reproduce and understand it.
@@ -256,6 +227,18 @@ pub enum CompileError {
         /// The command line.
         command: Vec<String>,
     },
+    /// The compiler succeeded but left no readable dependency list: the files it read are
+    /// unknown, so the result cannot be cached safely.
+    #[error(
+        "compiler exited 0 but its dependency list {DEPS_NAME} {reason}: {}",
+        shell_words(command)
+    )]
+    NoDependencies {
+        /// What is wrong with it (missing, unreadable, no rule).
+        reason: String,
+        /// The command line.
+        command: Vec<String>,
+    },
 }
 
 /// The compiler does not know a processor: "`<compiler> (<version>) does not support gfx942`".
@@ -304,9 +287,13 @@ pub struct CompileOutput {
     pub log: String,
     /// Warnings and notes parsed from the log.
     pub diagnostics: Vec<Diagnostic>,
-    /// The non-system headers the compiler read (cc1 `-dependency-file`, the `-MD` list
-    /// without system headers), with staged include paths mapped back.
-    pub dependencies: Vec<PathBuf>,
+    /// Every file the preprocessor read but the source (cc1 `-dependency-file` with
+    /// `-sys-header-deps`: user, system and compiler headers), with staged include paths mapped
+    /// back to their `-I` directory.
+    pub dependencies: Vec<Dependency>,
+    /// The time taken just before the compiler started: a file read with a modification or
+    /// change time at or after it may have changed during the compile.
+    pub started: SystemTime,
     /// Device LLVM bitcode, when [`CompileOptions::dump_llvm_ir`] was set (one target: its
     /// bitcode; several: the first target's).
     pub llvm_ir: Option<Vec<u8>>,
@@ -331,11 +318,13 @@ struct Inner {
 }
 
 impl Compiler {
-    /// Finds the compiler ([`discovery`]) and reads its identity, with the process
-    /// environment.
+    /// Finds the compiler ([`discovery`]) and reads its identity ([`identity::identify`]:
+    /// remembered per user, so that a fresh process usually starts no compiler here), with the
+    /// process environment.
     ///
     /// Errors: [`CompilerError::Discovery`] (nothing found, or an explicit path unusable),
-    /// [`CompilerError::Version`] (`--version` failed).
+    /// [`CompilerError::Identity`] (`--version` failed, or a file of the compiler's closed
+    /// list could not be read).
     pub fn new(config: CompilerConfig) -> Result<Compiler, CompilerError> {
         let path = discovery::find_hipcc(
             config.hipcc.as_deref(),
@@ -352,10 +341,16 @@ impl Compiler {
                 .filter(|(k, _)| ENV_ALLOWLIST.contains(&k.as_str()))
                 .collect(),
         };
-        let version = read_version(&path, &env, config.timeout)?;
+        let identity = identity::identify(
+            CompilerKind::Hipcc,
+            &path,
+            &env,
+            config.timeout,
+            config.identity_dir.as_deref(),
+        )?;
         Ok(Compiler {
             inner: Arc::new(Inner {
-                identity: CompilerIdentity { path, version },
+                identity,
                 env,
                 timeout: config.timeout,
                 slots: Slots::new(config.max_concurrent),
@@ -368,7 +363,7 @@ impl Compiler {
         Compiler::new(CompilerConfig::default())
     }
 
-    /// Resolved path and `--version` output.
+    /// The compiler's identity: kind, resolved path, `--version` output, fingerprint.
     pub fn identity(&self) -> &CompilerIdentity {
         &self.inner.identity
     }
@@ -404,6 +399,7 @@ impl Compiler {
             .env("TMPDIR", build.dir.path())
             .env("LC_ALL", "C");
         let _slot = self.inner.slots.acquire();
+        let started_at = SystemTime::now();
         let started = Instant::now();
         let run = process::run(&mut cmd, self.inner.timeout);
         let duration = started.elapsed();
@@ -443,7 +439,13 @@ impl Compiler {
             reason: e.to_string(),
             command: command.clone(),
         })?;
-        let dependencies = build.dependencies();
+        let dependencies =
+            build
+                .dependencies(options)
+                .map_err(|reason| CompileError::NoDependencies {
+                    reason,
+                    command: command.clone(),
+                })?;
         let (llvm_ir, isa) = build.dumps(options);
         Ok(CompileOutput {
             code_object,
@@ -451,6 +453,7 @@ impl Compiler {
             log: stderr,
             diagnostics,
             dependencies,
+            started: started_at,
             llvm_ir,
             isa,
             duration,
@@ -475,7 +478,7 @@ impl Compiler {
         let _ = build;
         // The dependency list, asked of the device compile (cc1) itself: clang-21 ignores
         // `-MD -MF` together with `--cuda-device-only` (hipcc 7's spelling of `--genco`),
-        // measured. Lists the non-system headers read.
+        // measured. `-sys-header-deps` adds the system headers: the list is every file read.
         args.extend([
             "-Xclang".into(),
             "-dependency-file".into(),
@@ -485,6 +488,8 @@ impl Compiler {
             "-MT".into(),
             "-Xclang".into(),
             OUTPUT_NAME.into(),
+            "-Xclang".into(),
+            "-sys-header-deps".into(),
             options.source_file_name().into(),
             "-o".into(),
             OUTPUT_NAME.into(),
@@ -666,15 +671,18 @@ impl Build {
         printed.to_string()
     }
 
-    fn dependencies(&self) -> Vec<PathBuf> {
-        let Ok(text) = std::fs::read_to_string(self.dir.path().join(DEPS_NAME)) else {
-            return Vec::new();
-        };
-        parse_depfile(&text)
-            .into_iter()
-            .filter(|d| d != &self.source_name)
-            .map(|d| PathBuf::from(self.user_name(&d)))
-            .collect()
+    /// The files the compiler read, from its dependency list.
+    fn dependencies(&self, options: &CompileOptions) -> Result<Vec<Dependency>, String> {
+        let path = self.dir.path().join(DEPS_NAME);
+        let text = std::fs::read(&path).map_err(|e| format!("cannot be read ({e})"))?;
+        let deps = depfile::parse(&text).ok_or_else(|| "holds no rule".to_string())?;
+        Ok(depfile::map_build_paths(
+            &deps,
+            &self.source_name,
+            INCLUDE_DIR,
+            &options.include_dirs,
+            self.dir.path(),
+        ))
     }
 
     fn dumps(&self, options: &CompileOptions) -> (Option<Vec<u8>>, Option<String>) {
@@ -723,72 +731,6 @@ fn build_base() -> PathBuf {
     }
 }
 
-/// Parses a Make-style dependency file (`target: dep dep \` with `\ ` escaping spaces).
-pub fn parse_depfile(text: &str) -> Vec<String> {
-    let mut deps = Vec::new();
-    let body = match text.find(": ") {
-        Some(i) => &text[i + 2..],
-        None => return deps,
-    };
-    let mut cur = String::new();
-    let mut chars = body.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => match chars.peek() {
-                Some('\n') => {
-                    chars.next();
-                }
-                Some(' ') | Some('#') | Some(':') => {
-                    cur.push(chars.next().unwrap_or(' '));
-                }
-                _ => cur.push('\\'),
-            },
-            '$' if chars.peek() == Some(&'$') => {
-                chars.next();
-                cur.push('$');
-            }
-            ' ' | '\n' | '\t' => {
-                if !cur.is_empty() {
-                    deps.push(std::mem::take(&mut cur));
-                }
-            }
-            c => cur.push(c),
-        }
-    }
-    if !cur.is_empty() {
-        deps.push(cur);
-    }
-    deps
-}
-
-fn read_version(
-    path: &Path,
-    env: &[(String, OsString)],
-    timeout: Duration,
-) -> Result<String, CompilerError> {
-    let mut cmd = Command::new(path);
-    cmd.arg("--version")
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("LC_ALL", "C");
-    let err = |reason: String| CompilerError::Version {
-        path: path.to_path_buf(),
-        reason,
-    };
-    match process::run(&mut cmd, timeout) {
-        Ok(f) if f.status.success() => Ok(String::from_utf8_lossy(&f.stdout).into_owned()),
-        Ok(f) => Err(err(format!(
-            "{}; stderr: {}",
-            f.status,
-            String::from_utf8_lossy(&f.stderr).trim_end()
-        ))),
-        Err(RunError::Spawn(e)) => Err(err(e.to_string())),
-        Err(RunError::Timeout(_)) => {
-            Err(err(format!("no answer within {} s", timeout.as_secs_f64())))
-        }
-    }
-}
-
 /// Joins a command line for display, quoting words that need it (for people, never run).
 pub fn shell_words(words: &[String]) -> String {
     words
@@ -805,30 +747,4 @@ pub fn shell_words(words: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn depfile_continuations_and_escaped_spaces_are_parsed() {
-        let text = "out.hsaco: kernel.hip \\\n  /usr/include/a\\ b.h include/0/c.h\n";
-        assert_eq!(
-            parse_depfile(text),
-            ["kernel.hip", "/usr/include/a b.h", "include/0/c.h"]
-        );
-    }
-
-    #[test]
-    fn version_summary_picks_hip_and_clang_lines() {
-        let id = CompilerIdentity {
-            path: "/usr/bin/hipcc".into(),
-            version: "HIP version: 5.2.21153-0\nDebian clang version 15.0.6\nTarget: x\n".into(),
-        };
-        assert_eq!(
-            id.version_summary(),
-            "HIP version: 5.2.21153-0, Debian clang version 15.0.6"
-        );
-    }
 }

@@ -11,7 +11,8 @@
 //!   and optional size cap. A bad entry is a miss (replaced in the written root); an intact
 //!   entry whose cubin does not read is removed from the written root and compiled again. A
 //!   missing key is compiled under the key's cross-process lock ([`DiskCache::lock`]).
-//!   nvcc's remembered identity ([`Nvcc::discover_cached`]) lives in `<written root>/nvidia/`.
+//!   nvcc's identity is remembered per user ([`crate::compiler::identity`]), never in a cache
+//!   root, where another member of a sharing group could forge it.
 //! - Memory: loaded libraries per (device, source, flags), checked by comparing the source
 //!   itself, so a hit costs a hash of the source, one lock and a comparison. A miss compiles
 //!   and loads once per key however many threads ask at once (single flight).
@@ -77,9 +78,6 @@ pub enum NvJitError {
 
 /// The name of the cubin artefact in a disk-cache entry (the AMD JIT's is `code-object`).
 pub const CUBIN_ARTEFACT: &str = "cubin";
-
-/// The directory under the written cache root where nvcc's identity is remembered.
-const IDENTITY_DIR: &str = "nvidia";
 
 /// A source loaded on a device.
 #[derive(Debug, Clone)]
@@ -179,7 +177,7 @@ impl NvJit {
 
     /// nvcc discovered in the documented order, the disk cache over the roots of
     /// `HIPJIT_CACHE_DIR` (else the default root; none when nothing is set), nvcc's identity
-    /// remembered in the written root ([`Nvcc::discover_cached`]).
+    /// remembered per user ([`Nvcc::discover`]).
     ///
     /// Errors: [`NvccError`] from discovery, [`NvJitError::Cache`] from opening the roots.
     pub fn from_env() -> Result<NvJit, NvJitError> {
@@ -188,7 +186,7 @@ impl NvJit {
     }
 
     /// nvcc discovered in the documented order, the disk cache rooted at `dir` (one root,
-    /// written; `None`: none), nvcc's identity remembered there.
+    /// written; `None`: none), nvcc's identity remembered per user.
     ///
     /// Errors: [`NvccError`] from discovery, [`NvJitError::Cache`] from opening the root.
     pub fn with_cache_dir(dir: Option<PathBuf>) -> Result<NvJit, NvJitError> {
@@ -196,11 +194,11 @@ impl NvJit {
     }
 
     fn open(roots: Vec<PathBuf>) -> Result<NvJit, NvJitError> {
-        let Some(written) = roots.first() else {
+        if roots.is_empty() {
             return Ok(NvJit::with_roots(Nvcc::discover(None)?, roots));
-        };
+        }
         let disk = DiskCache::open(&roots)?;
-        let nvcc = Nvcc::discover_cached(None, &written.join(IDENTITY_DIR))?;
+        let nvcc = Nvcc::discover(None)?;
         Ok(NvJit::with_disk_cache(nvcc, Some(disk)))
     }
 
