@@ -4,7 +4,7 @@
 #      libclang for bindgen, debootstrap, unzip, jq, shellcheck;
 #   2. a Debian sid root filesystem with hipcc 7.0.2 / HIP 6.4.3 at $CACHE/sid-root;
 #   3. the HIP header sets of the header-compatibility matrix (scripts/fetch-headers.sh);
-#   4. nvcc from PyPI in a venv at $CACHE/nvcc-venv, for the NVIDIA-platform tests (no GPU).
+#   4. nvcc and NVRTC from PyPI in a venv at $CACHE/nvcc-venv, for the NVIDIA-platform tests (no GPU).
 # Downloads are cached under CACHE=${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}, so a rerun finds
 # them; a rerun with everything in place only checks and returns in about a second.
 #
@@ -162,23 +162,28 @@ hand?); remove it (rm -rf --one-file-system \"$root\") and run this script again
     log "sid root ready: $root"
 }
 
-# nvcc for tests/nvcc_cubin.rs: PyPI's nvidia-cuda-nvcc (with -crt, -runtime and nvidia-nvvm)
-# compiles cubins on a machine without a GPU. The wheels stay in $CACHE/nvcc-wheels, so a fresh
-# venv is made without downloading again.
-NVCC_PACKAGES=(nvidia-cuda-nvcc==13.5.37 nvidia-cuda-crt==13.5.37 nvidia-cuda-runtime==13.5.37)
+# nvcc and NVRTC for tests/nvcc_cubin.rs and tests/nvrtc.rs: PyPI's nvidia-cuda-nvcc (with -crt,
+# -runtime and nvidia-nvvm) and nvidia-cuda-nvrtc compile cubins on a machine without a GPU;
+# NVRTC lands in nvidia/cu13/lib beside nvidia/cu13/bin/nvcc. The wheels stay in
+# $CACHE/nvcc-wheels, so a fresh venv is made without downloading again.
+NVCC_PACKAGES=(nvidia-cuda-nvcc==13.5.37 nvidia-cuda-crt==13.5.37 nvidia-cuda-runtime==13.5.37
+    nvidia-cuda-nvrtc==13.5.37)
 ensure_nvcc() {
-    local venv="$CACHE/nvcc-venv" wheels="$CACHE/nvcc-wheels" nvcc
+    local venv="$CACHE/nvcc-venv" wheels="$CACHE/nvcc-wheels" nvcc nvrtc
     nvcc=$(find "$venv/lib" -path '*/nvidia/cu*/bin/nvcc' -type f 2>/dev/null | head -n 1 || true)
-    if [[ -n "$nvcc" ]]; then
-        log "nvcc present: $nvcc"
+    nvrtc=$(find "$venv/lib" -path '*/nvidia/cu*/lib/libnvrtc.so.*' -type f 2>/dev/null | head -n 1 || true)
+    if [[ -n "$nvcc" && -n "$nvrtc" ]]; then
+        log "nvcc present: $nvcc; NVRTC present: $nvrtc"
         return 0
     fi
-    python3 -m venv "$venv"
-    if ! compgen -G "$wheels/nvidia_cuda_nvcc-*.whl" >/dev/null; then
+    [[ -x "$venv/bin/pip" ]] || python3 -m venv "$venv"
+    if ! compgen -G "$wheels/nvidia_cuda_nvcc-*.whl" >/dev/null ||
+        ! compgen -G "$wheels/nvidia_cuda_nvrtc-*.whl" >/dev/null; then
         "$venv/bin/pip" download -q -d "$wheels" "${NVCC_PACKAGES[@]}"
     fi
     "$venv/bin/pip" install -q --no-index --find-links "$wheels" "${NVCC_PACKAGES[@]}"
     log "nvcc installed: $(find "$venv/lib" -path '*/nvidia/cu*/bin/nvcc' -type f | head -n 1)"
+    log "NVRTC installed: $(find "$venv/lib" -path '*/nvidia/cu*/lib/libnvrtc.so.*' -type f | head -n 1)"
 }
 
 main() {
@@ -214,7 +219,7 @@ main() {
     timed "Debian packages" install_debian_packages "${packages[@]}"
     timed "sid root" ensure_sid_root
     timed "header sets" bash "$script_dir/fetch-headers.sh"
-    timed "nvcc (PyPI)" ensure_nvcc
+    timed "nvcc and NVRTC (PyPI)" ensure_nvcc
 }
 
 main "$@"

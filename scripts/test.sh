@@ -4,8 +4,8 @@
 #   fmt           cargo fmt --all --check
 #   lint-scripts  shellcheck on .ci/run and scripts/*.sh
 #   clippy        cargo clippy --workspace --all-targets -- -D warnings
-#   clippy-cli    the same with --features hipjit/cli (when the hipjit crate has that feature)
-#   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli]
+#   clippy-cli    the same with --features hipjit/cli,hipjit/testing (those the crate has)
+#   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli,...]
 #                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3)
 #   sid-test      scripts/sid-test.sh: the real_* test binaries again inside the sid root
 #                 (hipcc 7.0.2, HIP 6.4.3)
@@ -37,9 +37,11 @@ log_file=$(mktemp "${TMPDIR:-/tmp}/hipjit-test.XXXXXX")
 trap 'rm -f -- "$log_file"' EXIT
 
 # Whether the hipjit package declares the cargo feature `cli`.
-has_cli_feature() {
+has_cli_feature() { has_feature cli; }
+# Whether the hipjit package declares the cargo feature $1.
+has_feature() {
     cargo metadata --no-deps --format-version 1 |
-        jq -e '.packages[] | select(.name == "hipjit") | .features | has("cli")' >/dev/null
+        jq -e --arg f "$1" '.packages[] | select(.name == "hipjit") | .features | has($f)' >/dev/null
 }
 
 step_setup() { bash scripts/setup.sh; }
@@ -54,12 +56,21 @@ step_clippy_cli() {
         echo "clippy-cli: the hipjit crate has no feature cli: nothing to check"
         return 0
     fi
-    cargo clippy --workspace --all-targets --features hipjit/cli -- -D warnings
+    local -a features
+    read -ra features < <(feature_args)
+    cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 }
-# --features hipjit/cli when that feature exists. `test` and `sid-test` pass the same features, so
-# sid-test reuses the test binaries that `test` built.
+# --features hipjit/cli (and hipjit/testing, the testing runtime, when the crate has it) when
+# that feature exists. `test` and `sid-test` pass the same features, so sid-test reuses the test
+# binaries that `test` built.
 feature_args() {
-    if has_cli_feature; then echo --features hipjit/cli; fi
+    if has_cli_feature; then
+        if has_feature testing; then
+            echo --features hipjit/cli,hipjit/testing
+        else
+            echo --features hipjit/cli
+        fi
+    fi
 }
 step_test() {
     local -a features

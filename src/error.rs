@@ -187,6 +187,7 @@ impl std::error::Error for HipError {}
 
 /// Loading the HIP runtime library failed ([`crate::runtime::Runtime::load`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// `HIPJIT_HIP_LIBRARY` is set (non-empty) but does not name a loadable library.
     #[error("HIPJIT_HIP_LIBRARY={path} cannot be loaded: {reason}")]
@@ -259,6 +260,7 @@ pub struct LibraryApiError {
 
 /// Loading a code object or looking up a kernel failed ([`crate::library::Library`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LibraryError {
     /// A HIP call failed (for a rejected code object: `hipErrorInvalidImage`).
     #[error(transparent)]
@@ -372,6 +374,7 @@ impl fmt::Display for Dim {
 
 /// A launch was refused before reaching the runtime, or the runtime refused it.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LaunchError {
     /// The runtime's launch call failed.
     #[error(transparent)]
@@ -495,6 +498,40 @@ pub enum LaunchError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_public_error_converts_into_error() {
+        fn into_error<E: Into<Error> + std::error::Error>() {}
+        into_error::<LoadError>();
+        into_error::<HipError>();
+        into_error::<LibraryApiError>();
+        into_error::<LibraryError>();
+        into_error::<LaunchError>();
+        into_error::<crate::code_object::CodeObjectError>();
+        into_error::<crate::code_object::cubin::CubinError>();
+        into_error::<crate::target_id::TargetIdError>();
+        into_error::<crate::jit::JitError>();
+        into_error::<crate::jit::CheckFailed>();
+        into_error::<crate::compiler::CompilerError>();
+        into_error::<crate::compiler::CompileError>();
+        into_error::<crate::compiler::DiscoveryError>();
+        into_error::<crate::compiler::options::OptionsError>();
+        into_error::<crate::compiler::nvcc::NvccError>();
+        into_error::<crate::cache::CacheError>();
+        into_error::<crate::cuda::driver::CudaLoadError>();
+        into_error::<crate::cuda::jit::NvJitError>();
+        into_error::<crate::compiler::rtc::RtcError>();
+        into_error::<crate::occupancy::OccupancyError>();
+    }
+
+    #[test]
+    fn converted_error_keeps_the_message_and_the_variant() {
+        let e = crate::target_id::TargetId::parse("sm_90").unwrap_err();
+        let text = e.to_string();
+        let converted: Error = e.into();
+        assert!(matches!(converted, Error::TargetId(_)));
+        assert_eq!(converted.to_string(), text);
+    }
 
     #[test]
     fn no_device_error_names_call_code_and_message() {
@@ -641,16 +678,60 @@ mod tests {
     }
 }
 
-/// Any error hipjit returns, for callers who want one type: `?` converts each module's error
-/// into it, and [`std::error::Error::source`] / `Display` are those of the wrapped error.
+/// Any error hipjit returns, for callers who want one type: every module's error converts into
+/// it (`From`), and [`std::error::Error::source`] / `Display` are those of the wrapped error.
 ///
 /// ```no_run
-/// fn first_device_target() -> Result<String, hipjit::Error> {
+/// fn first_device_target() -> hipjit::Result<String> {
 ///     let runtime = hipjit::runtime::Runtime::load()?; // LoadError
 ///     let device = runtime.device(0)?; // HipError
 ///     let wanted = hipjit::target_id::TargetId::parse("gfx90a")?; // TargetIdError
 ///     Ok(format!("{} (want {wanted})", device.arch_name()))
 /// }
+/// ```
+///
+/// A downstream crate's error type needs one variant for all of hipjit. Its functions that call
+/// hipjit return [`Result`] (`?` converts each module's error), and `?` turns that into the
+/// crate's own error; or one generic `From` lets `?` convert any hipjit error directly:
+///
+/// ```
+/// #[derive(Debug, thiserror::Error)]
+/// enum SoftmaxError {
+///     #[error(transparent)]
+///     Gpu(#[from] hipjit::Error),
+///     #[error("rows of {0} elements are not supported")]
+///     Shape(usize),
+/// }
+///
+/// fn load(device: &hipjit::device::Device, bytes: &[u8]) -> hipjit::Result<hipjit::kernel::Kernel> {
+///     let library = hipjit::library::Library::load_bytes(device, bytes)?; // LibraryError
+///     Ok(library.kernel("softmax")?)
+/// }
+///
+/// fn prepare(device: &hipjit::device::Device, bytes: &[u8], cols: usize)
+///     -> Result<hipjit::kernel::Kernel, SoftmaxError> {
+///     if cols == 0 {
+///         return Err(SoftmaxError::Shape(cols));
+///     }
+///     Ok(load(device, bytes)?) // hipjit::Error
+/// }
+///
+/// // Without `#[from]` on the variant, `?` converts every hipjit error in one step:
+/// #[derive(Debug)]
+/// enum AppError {
+///     Gpu(hipjit::Error),
+/// }
+/// impl<E: Into<hipjit::Error>> From<E> for AppError {
+///     fn from(e: E) -> AppError {
+///         AppError::Gpu(e.into())
+///     }
+/// }
+/// fn parse(target: &str) -> Result<hipjit::target_id::TargetId, AppError> {
+///     Ok(hipjit::target_id::TargetId::parse(target)?) // TargetIdError
+/// }
+/// let err = parse("sm_90").unwrap_err();
+/// assert!(matches!(err, AppError::Gpu(hipjit::Error::TargetId(_))));
+/// # let _ = prepare;
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -679,6 +760,83 @@ pub enum Error {
     /// Compiling through the JIT and its caches ([`crate::jit::JitError`]).
     #[error(transparent)]
     Jit(Box<crate::jit::JitError>),
+    /// Finding or identifying a compiler ([`crate::compiler::CompilerError`]).
+    #[error(transparent)]
+    Compiler(Box<crate::compiler::CompilerError>),
+    /// A compile that failed ([`crate::compiler::CompileError`]).
+    #[error(transparent)]
+    Compile(Box<crate::compiler::CompileError>),
+    /// Looking for hipcc ([`crate::compiler::DiscoveryError`]).
+    #[error(transparent)]
+    Discovery(Box<crate::compiler::DiscoveryError>),
+    /// Invalid compile options ([`crate::compiler::options::OptionsError`]).
+    #[error(transparent)]
+    Options(Box<crate::compiler::options::OptionsError>),
+    /// The disk cache ([`crate::cache::CacheError`]).
+    #[error(transparent)]
+    Cache(Box<crate::cache::CacheError>),
+    /// Reading a cubin ([`crate::code_object::cubin::CubinError`]).
+    #[error(transparent)]
+    Cubin(Box<crate::code_object::cubin::CubinError>),
+    /// Compiling with nvcc ([`crate::compiler::nvcc::NvccError`]).
+    #[error(transparent)]
+    Nvcc(Box<crate::compiler::nvcc::NvccError>),
+    /// The NVIDIA JIT ([`crate::cuda::jit::NvJitError`]).
+    #[error(transparent)]
+    NvJit(Box<crate::cuda::jit::NvJitError>),
+    /// Starting the testing runtime ([`crate::testing::TestingError`]; feature `testing`).
+    #[cfg(feature = "testing")]
+    #[error(transparent)]
+    Testing(Box<crate::testing::TestingError>),
+    /// Occupancy from metadata ([`crate::occupancy::OccupancyError`]).
+    #[error(transparent)]
+    Occupancy(#[from] crate::occupancy::OccupancyError),
+    /// An in-process compiler, hipRTC or NVRTC ([`crate::compiler::rtc::RtcError`]).
+    #[error(transparent)]
+    Rtc(Box<crate::compiler::rtc::RtcError>),
+}
+
+/// `Result` with [`Error`] as its default error: inside a function returning it, `?` converts
+/// every error hipjit returns.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+macro_rules! boxed_from {
+    ($($ty:ty => $variant:ident),* $(,)?) => {$(
+        impl From<$ty> for Error {
+            fn from(e: $ty) -> Error {
+                Error::$variant(Box::new(e))
+            }
+        }
+    )*};
+}
+
+boxed_from! {
+    crate::compiler::CompilerError => Compiler,
+    crate::compiler::CompileError => Compile,
+    crate::compiler::DiscoveryError => Discovery,
+    crate::compiler::options::OptionsError => Options,
+    crate::cache::CacheError => Cache,
+    crate::code_object::cubin::CubinError => Cubin,
+    crate::compiler::nvcc::NvccError => Nvcc,
+    crate::cuda::jit::NvJitError => NvJit,
+    crate::compiler::rtc::RtcError => Rtc,
+}
+
+#[cfg(feature = "testing")]
+boxed_from! {
+    crate::testing::TestingError => Testing,
+}
+
+impl From<crate::cuda::driver::CudaLoadError> for Error {
+    fn from(e: crate::cuda::driver::CudaLoadError) -> Error {
+        Error::Load(LoadError::from(e))
+    }
+}
+
+impl From<crate::jit::CheckFailed> for Error {
+    fn from(e: crate::jit::CheckFailed) -> Error {
+        Error::Jit(Box::new(e.into()))
+    }
 }
 
 impl From<LibraryError> for Error {

@@ -173,6 +173,7 @@ pub struct CheckFailed {
 
 /// Errors of the JIT.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JitError {
     /// The compiler could not be found or identified.
     #[error(transparent)]

@@ -1,8 +1,9 @@
-//! A kernel of a loaded [`Library`]: its attributes, occupancy and dynamic-LDS limit. Launching
-//! is in [`crate::launch`].
+//! A kernel of a loaded [`Library`]: an owned, shareable handle with its attributes, occupancy
+//! and dynamic-LDS limit. Launching is in [`crate::launch`].
 
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use hip_sys as sys;
 
@@ -10,22 +11,30 @@ use crate::code_object::KernelInfo;
 use crate::error::{HipError, LibraryError};
 use crate::library::Library;
 
-/// A kernel (`hipFunction_t`) of a [`Library`], which it borrows: it cannot outlive the loaded
-/// code object. `Send + Sync`.
+/// A kernel (`hipFunction_t`) of a [`Library`]: an owned handle, cheap to clone (an `Arc`), that
+/// keeps its library loaded, so it can be stored beside or instead of the library and launched
+/// from many threads. `Send + Sync`; clones share one handle and its raised dynamic-LDS limit
+/// ([`Kernel::set_max_dynamic_lds`]).
 ///
-/// ```compile_fail,E0597
-/// # fn f(dev: &hipjit::device::Device, co: &hipjit::code_object::CodeObject) {
-/// let kernel = {
-///     let lib = hipjit::library::Library::load(dev, co).unwrap();
-///     lib.kernel("scale").unwrap()
-/// }; // `lib` is unloaded here, while `kernel` would still borrow it
-/// # }
+/// The same type serves both platforms: on HIP's NVIDIA platform the handle is a `CUfunction`
+/// (through [`crate::cuda`]).
+///
 /// ```
-pub struct Kernel<'lib> {
-    pub(crate) lib: &'lib Library,
+/// fn assert_owned<T: Clone + Send + Sync + 'static>() {}
+/// assert_owned::<hipjit::kernel::Kernel>();
+/// ```
+#[derive(Clone)]
+pub struct Kernel {
+    pub(crate) inner: Arc<Function>,
+}
+
+/// What the clones of a [`Kernel`] share.
+pub(crate) struct Function {
+    pub(crate) lib: Library,
     pub(crate) func: sys::hipFunction_t,
     pub(crate) name: String,
-    pub(crate) info: Option<&'lib KernelInfo>,
+    /// Index of the kernel's entry in the library's metadata.
+    pub(crate) info: Option<usize>,
     /// Threads per block the kernel allows (attribute, else metadata, else the device's).
     pub(crate) max_threads: u32,
     /// Static LDS in bytes (attribute, else metadata, else 0).
@@ -36,16 +45,16 @@ pub struct Kernel<'lib> {
 }
 
 // SAFETY: a hipFunction_t may be used from any thread; the device is bound before each call.
-unsafe impl Send for Kernel<'_> {}
-// SAFETY: `&Kernel` mutates nothing on the Rust side.
-unsafe impl Sync for Kernel<'_> {}
+unsafe impl Send for Function {}
+// SAFETY: `&Function` mutates nothing but an atomic.
+unsafe impl Sync for Function {}
 
-impl fmt::Debug for Kernel<'_> {
+impl fmt::Debug for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Kernel")
-            .field("name", &self.name)
-            .field("max_threads", &self.max_threads)
-            .field("static_lds", &self.static_lds)
+            .field("name", &self.inner.name)
+            .field("max_threads", &self.inner.max_threads)
+            .field("static_lds", &self.inner.static_lds)
             .finish()
     }
 }
@@ -79,88 +88,85 @@ impl KernelAttribute {
     }
 }
 
-impl<'lib> Kernel<'lib> {
+impl Kernel {
+    /// Reads the attributes the launch checks use, once.
     pub(crate) fn new(
-        lib: &'lib Library,
+        lib: Library,
         func: sys::hipFunction_t,
-        name: String,
-        info: Option<&'lib KernelInfo>,
-    ) -> Kernel<'lib> {
-        let mut k = Kernel {
-            lib,
-            func,
-            name,
-            info,
-            max_threads: lib.device().properties().max_threads_per_block,
-            static_lds: 0,
-            raised_dynamic_lds: AtomicU32::new(0),
+        name: &str,
+        info: Option<usize>,
+    ) -> Kernel {
+        let meta = info.and_then(|i| lib.kernels().get(i));
+        let attribute = |attr| read_attribute(&lib, func, attr);
+        let max_threads = match attribute(KernelAttribute::MaxThreadsPerBlock) {
+            Ok(v) if v > 0 => v as u32,
+            _ => match meta.filter(|i| i.max_flat_workgroup_size > 0) {
+                Some(i) => i.max_flat_workgroup_size,
+                None => lib.device().properties().max_threads_per_block,
+            },
         };
-        match k.attribute(KernelAttribute::MaxThreadsPerBlock) {
-            Ok(v) if v > 0 => k.max_threads = v as u32,
-            _ => {
-                if let Some(i) = info.filter(|i| i.max_flat_workgroup_size > 0) {
-                    k.max_threads = i.max_flat_workgroup_size;
-                }
-            }
+        let static_lds = match attribute(KernelAttribute::StaticLdsBytes) {
+            Ok(v) if v >= 0 => v as u32,
+            _ => meta.map_or(0, |i| i.group_segment_fixed_size),
+        };
+        Kernel {
+            inner: Arc::new(Function {
+                lib,
+                func,
+                name: name.to_owned(),
+                info,
+                max_threads,
+                static_lds,
+                raised_dynamic_lds: AtomicU32::new(0),
+            }),
         }
-        match k.attribute(KernelAttribute::StaticLdsBytes) {
-            Ok(v) if v >= 0 => k.static_lds = v as u32,
-            _ => {
-                if let Some(i) = info {
-                    k.static_lds = i.group_segment_fixed_size;
-                }
-            }
-        }
-        k
     }
 
     /// The kernel's name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.inner.name
     }
 
-    /// The library it belongs to.
-    pub fn library(&self) -> &'lib Library {
-        self.lib
+    /// The library it belongs to, kept loaded by this kernel.
+    pub fn library(&self) -> &Library {
+        &self.inner.lib
+    }
+
+    /// Whether `self` and `other` are clones of one handle.
+    pub fn same_as(&self, other: &Kernel) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The kernel's entry in the code object's metadata, when the code object declares it.
-    pub fn info(&self) -> Option<&'lib KernelInfo> {
-        self.info
+    pub fn info(&self) -> Option<&KernelInfo> {
+        self.inner
+            .info
+            .and_then(|i| self.inner.lib.kernels().get(i))
     }
 
-    /// The raw handle (valid while the library is loaded).
+    /// The raw handle (valid while this kernel or a clone of it lives).
     pub fn as_raw(&self) -> sys::hipFunction_t {
-        self.func
+        self.inner.func
     }
 
     /// Reads an attribute (`hipFuncGetAttribute`).
     ///
     /// Errors: the runtime's error.
     pub fn attribute(&self, attr: KernelAttribute) -> Result<i32, HipError> {
-        let d = self.lib.device();
-        d.bind()?;
-        let rt = d.runtime();
-        let mut v = 0;
-        // SAFETY: valid out pointer, live function handle.
-        rt.check(
-            unsafe { (rt.api().hipFuncGetAttribute)(&mut v, attr.raw(), self.func) },
-            "hipFuncGetAttribute",
-        )?;
-        Ok(v)
+        read_attribute(&self.inner.lib, self.inner.func, attr)
     }
 
     /// Threads per block the kernel allows, as used by launch checks
     /// (`HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`, else the metadata's
     /// `.max_flat_workgroup_size`, else the device's limit).
     pub fn max_threads_per_block(&self) -> u32 {
-        self.max_threads
+        self.inner.max_threads
     }
 
     /// Static LDS in bytes, as used by launch checks (`HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`,
     /// else the metadata's `.group_segment_fixed_size`).
     pub fn static_lds_bytes(&self) -> u32 {
-        self.static_lds
+        self.inner.static_lds
     }
 
     /// Registers per thread (`HIP_FUNC_ATTRIBUTE_NUM_REGS`).
@@ -180,7 +186,7 @@ impl<'lib> Kernel<'lib> {
     /// Errors: [`LibraryError::Unsupported`] when the runtime does not export
     /// `hipFuncSetAttribute`, or the runtime's error.
     pub fn set_max_dynamic_lds(&self, bytes: u32) -> Result<(), LibraryError> {
-        let d = self.lib.device();
+        let d = self.inner.lib.device();
         let rt = d.runtime();
         let set = rt
             .api()
@@ -194,7 +200,7 @@ impl<'lib> Kernel<'lib> {
         rt.check(
             unsafe {
                 set(
-                    self.func as *const std::ffi::c_void,
+                    self.inner.func as *const std::ffi::c_void,
                     sys::hipFuncAttributeMaxDynamicSharedMemorySize,
                     value,
                 )
@@ -205,7 +211,9 @@ impl<'lib> Kernel<'lib> {
         // (`sharedMemPerBlockOptin`); on AMD the device's LDS per block is already all of it,
         // so the launch check keeps that limit there.
         if rt.platform() == crate::runtime::Platform::Nvidia {
-            self.raised_dynamic_lds.store(bytes, Ordering::Relaxed);
+            self.inner
+                .raised_dynamic_lds
+                .store(bytes, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -234,7 +242,7 @@ impl<'lib> Kernel<'lib> {
         block_size: u32,
         dynamic_lds_bytes: usize,
     ) -> Option<Result<u32, HipError>> {
-        let d = self.lib.device();
+        let d = self.inner.lib.device();
         let rt = d.runtime();
         let occ = rt
             .api()
@@ -247,7 +255,7 @@ impl<'lib> Kernel<'lib> {
                 unsafe {
                     occ(
                         &mut n,
-                        self.func,
+                        self.inner.func,
                         i32::try_from(block_size).unwrap_or(i32::MAX),
                         dynamic_lds_bytes,
                     )
@@ -257,4 +265,22 @@ impl<'lib> Kernel<'lib> {
             Ok(u32::try_from(n).unwrap_or(0))
         })())
     }
+}
+
+/// `hipFuncGetAttribute` on `func` of `lib`, with the device bound.
+fn read_attribute(
+    lib: &Library,
+    func: sys::hipFunction_t,
+    attr: KernelAttribute,
+) -> Result<i32, HipError> {
+    let d = lib.device();
+    d.bind()?;
+    let rt = d.runtime();
+    let mut v = 0;
+    // SAFETY: valid out pointer, live function handle.
+    rt.check(
+        unsafe { (rt.api().hipFuncGetAttribute)(&mut v, attr.raw(), func) },
+        "hipFuncGetAttribute",
+    )?;
+    Ok(v)
 }

@@ -219,7 +219,7 @@ fn check_dims(what: &'static str, d: Dim3, max: [u32; 3]) -> Result<(), LaunchEr
     Ok(())
 }
 
-impl Kernel<'_> {
+impl Kernel {
     /// Checks `cfg` and `args` against the device's limits, the kernel's attributes and, when
     /// the code object declares the kernel, its explicit arguments (count and sizes). Runs
     /// before every launch; allocates only to build an error.
@@ -231,7 +231,7 @@ impl Kernel<'_> {
         cfg: &LaunchConfig,
         args: &KernelArgs<'_>,
     ) -> Result<(), LaunchError> {
-        let props = self.lib.device().properties();
+        let props = self.inner.lib.device().properties();
         check_dims("block", cfg.block, props.max_block_dims)?;
         check_dims("grid", cfg.grid, props.max_grid_dims)?;
         let threads = cfg.block.product();
@@ -242,20 +242,21 @@ impl Kernel<'_> {
                 max: u64::from(props.max_threads_per_block),
             });
         }
-        if self.max_threads > 0 && threads > u64::from(self.max_threads) {
+        if self.inner.max_threads > 0 && threads > u64::from(self.inner.max_threads) {
             return Err(LaunchError::BlockThreads {
                 threads,
                 which: "kernel",
-                max: u64::from(self.max_threads),
+                max: u64::from(self.inner.max_threads),
             });
         }
-        let lds = u64::from(self.static_lds) + u64::from(cfg.dynamic_lds_bytes);
+        let lds = u64::from(self.inner.static_lds) + u64::from(cfg.dynamic_lds_bytes);
         let raised = self
+            .inner
             .raised_dynamic_lds
             .load(std::sync::atomic::Ordering::Relaxed);
         if props.lds_per_block > 0 && lds > props.lds_per_block && cfg.dynamic_lds_bytes > raised {
             return Err(LaunchError::Lds {
-                static_lds: u64::from(self.static_lds),
+                static_lds: u64::from(self.inner.static_lds),
                 dynamic_lds: u64::from(cfg.dynamic_lds_bytes),
                 max: props.lds_per_block,
             });
@@ -265,7 +266,7 @@ impl Kernel<'_> {
                 max: MAX_KERNEL_ARGS,
             });
         }
-        if let Some(info) = self.info {
+        if let Some(info) = self.info() {
             let explicit = info
                 .args
                 .iter()
@@ -273,7 +274,7 @@ impl Kernel<'_> {
             let expected = explicit.clone().count();
             if expected != args.len {
                 return Err(LaunchError::ArgCount {
-                    kernel: self.name.clone(),
+                    kernel: self.inner.name.clone(),
                     expected,
                     given: args.len,
                 });
@@ -281,7 +282,7 @@ impl Kernel<'_> {
             for (index, (meta, &given)) in explicit.zip(args.sizes()).enumerate() {
                 if meta.size != given {
                     return Err(LaunchError::ArgSize {
-                        kernel: self.name.clone(),
+                        kernel: self.inner.name.clone(),
                         index,
                         name: meta.name.clone(),
                         expected: meta.size,
@@ -311,7 +312,7 @@ impl Kernel<'_> {
     ) -> Result<(), LaunchError> {
         self.check_launch(&cfg, args)?;
         self.check_stream(stream)?;
-        let d = self.lib.device();
+        let d = self.inner.lib.device();
         d.bind()?;
         let rt = d.runtime();
         // SAFETY: `args.ptrs[..len]` point at live borrowed values (KernelArgs' lifetime); the
@@ -319,7 +320,7 @@ impl Kernel<'_> {
         rt.check(
             unsafe {
                 (rt.api().hipModuleLaunchKernel)(
-                    self.func,
+                    self.inner.func,
                     cfg.grid.x,
                     cfg.grid.y,
                     cfg.grid.z,
@@ -352,7 +353,7 @@ impl Kernel<'_> {
         cfg: LaunchConfig,
         args: &mut KernelArgs<'_>,
     ) -> Result<(), LaunchError> {
-        let d = self.lib.device();
+        let d = self.inner.lib.device();
         let rt = d.runtime();
         let launch = rt
             .api()
@@ -383,7 +384,7 @@ impl Kernel<'_> {
         rt.check(
             unsafe {
                 launch(
-                    self.func,
+                    self.inner.func,
                     cfg.grid.x,
                     cfg.grid.y,
                     cfg.grid.z,
@@ -401,12 +402,12 @@ impl Kernel<'_> {
     }
 
     fn check_stream(&self, stream: &impl AsStream) -> Result<(), LaunchError> {
-        if stream.device().same_as(self.lib.device()) {
+        if stream.device().same_as(self.inner.lib.device()) {
             Ok(())
         } else {
             Err(LaunchError::WrongDevice {
                 stream: stream.device().ordinal(),
-                kernel: self.lib.device().ordinal(),
+                kernel: self.inner.lib.device().ordinal(),
             })
         }
     }

@@ -14,6 +14,7 @@
 use std::ffi::{c_void, CString};
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 use hip_sys as sys;
 
@@ -29,10 +30,17 @@ enum Handle {
     Library(sys::hipLibrary_t),
 }
 
-/// A code object loaded on one device, unloaded on drop (`hipModuleUnload` or
-/// `hipLibraryUnload`). Its [`Kernel`]s and [`DeviceGlobal`]s borrow it, so it is unloaded only
-/// after the last of them is gone. `Send + Sync`.
+/// A code object loaded on one device: a shared handle (like `Arc`), cheap to clone, unloaded
+/// (`hipModuleUnload` or `hipLibraryUnload`) when the last clone, [`Kernel`] and
+/// [`DeviceGlobal`] taken from it is dropped. `Send + Sync`: kernels may be looked up and
+/// launched from any thread.
+#[derive(Clone)]
 pub struct Library {
+    inner: Arc<Loaded>,
+}
+
+/// What a [`Library`] shares among its clones and kernels; unloads on drop.
+struct Loaded {
     device: Device,
     handle: Handle,
     kernels: Vec<KernelInfo>,
@@ -43,21 +51,37 @@ pub struct Library {
 
 // SAFETY: module and library handles may be used from any thread; the device is bound before
 // each call.
-unsafe impl Send for Library {}
-// SAFETY: the runtime synchronizes lookups on a module internally; `&Library` mutates nothing.
-unsafe impl Sync for Library {}
+unsafe impl Send for Loaded {}
+// SAFETY: the runtime synchronizes lookups on a module internally; `&Loaded` mutates nothing.
+unsafe impl Sync for Loaded {}
 
 impl fmt::Debug for Library {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Library")
-            .field("device", &self.device.ordinal())
-            .field("handle", &self.handle)
+            .field("device", &self.inner.device.ordinal())
+            .field("handle", &self.inner.handle)
             .field("kernels", &self.kernel_names().collect::<Vec<_>>())
             .finish()
     }
 }
 
 impl Library {
+    fn new(device: &Device, handle: Handle, kernels: Vec<KernelInfo>, elf: Box<[u8]>) -> Library {
+        Library {
+            inner: Arc::new(Loaded {
+                device: device.clone(),
+                handle,
+                kernels,
+                _elf: elf,
+            }),
+        }
+    }
+
+    /// Whether `self` and `other` are clones of one loaded code object.
+    pub fn same_as(&self, other: &Library) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Loads `code_object` on `device`.
     ///
     /// Errors: [`LibraryError::TargetMismatch`] (naming both target IDs),
@@ -104,12 +128,12 @@ impl Library {
             kernels = code_object.kernels().len(),
             "loaded a code object"
         );
-        Ok(Library {
-            device: device.clone(),
+        Ok(Library::new(
+            device,
             handle,
-            kernels: code_object.kernels().to_vec(),
-            _elf: elf,
-        })
+            code_object.kernels().to_vec(),
+            elf,
+        ))
     }
 
     /// Loads a cubin on a device of HIP's NVIDIA platform, through the library API
@@ -150,12 +174,7 @@ impl Library {
             kernels = cubin.kernels().len(),
             "loaded a cubin"
         );
-        Ok(Library {
-            device: device.clone(),
-            handle,
-            kernels: cubin.kernels().to_vec(),
-            _elf: elf,
-        })
+        Ok(Library::new(device, handle, cubin.kernels().to_vec(), elf))
     }
 
     /// The number of kernels the runtime reports for this library (`hipLibraryGetKernelCount`),
@@ -164,15 +183,16 @@ impl Library {
     /// Errors: the runtime's error.
     pub fn runtime_kernel_count(&self) -> Result<Option<u32>, LibraryError> {
         let (Handle::Library(l), Some(count)) = (
-            self.handle,
-            self.device.runtime().api().hipLibraryGetKernelCount,
+            self.inner.handle,
+            self.inner.device.runtime().api().hipLibraryGetKernelCount,
         ) else {
             return Ok(None);
         };
-        self.device.bind()?;
+        self.inner.device.bind()?;
         let mut n = 0;
         // SAFETY: live library, valid out pointer.
-        self.device
+        self.inner
+            .device
             .runtime()
             .check(unsafe { count(&mut n, l) }, "hipLibraryGetKernelCount")?;
         Ok(Some(n))
@@ -185,17 +205,17 @@ impl Library {
     ///
     /// Errors: the runtime's error.
     pub fn enumerated_functions(&self) -> Result<Option<Vec<sys::hipFunction_t>>, LibraryError> {
-        let rt = self.device.runtime();
+        let rt = self.inner.device.runtime();
         let api = rt.api();
         let (Handle::Library(l), Some(count), Some(enumerate), Some(get)) = (
-            self.handle,
+            self.inner.handle,
             api.hipLibraryGetKernelCount,
             api.hipLibraryEnumerateKernels,
             api.hipKernelGetFunction,
         ) else {
             return Ok(None);
         };
-        self.device.bind()?;
+        self.inner.device.bind()?;
         let mut n = 0;
         // SAFETY: live library, valid out pointer.
         rt.check(unsafe { count(&mut n, l) }, "hipLibraryGetKernelCount")?;
@@ -249,21 +269,27 @@ impl Library {
     /// Errors: [`LibraryError::Io`] naming the path, else as [`Library::load_bytes`].
     pub fn load_file(device: &Device, path: impl AsRef<Path>) -> Result<Library, LibraryError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| LibraryError::Io {
+        let bytes = crate::file_read::read_file(
+            path,
+            crate::file_read::CODE_OBJECT_LIMIT,
+            "a code object",
+            crate::file_read::Streams::None,
+        )
+        .map_err(|e| LibraryError::Io {
             path: path.to_path_buf(),
-            source,
+            source: e.into_io_error(),
         })?;
         Self::load_bytes(device, &bytes)
     }
 
     /// The device the library is loaded on.
     pub fn device(&self) -> &Device {
-        &self.device
+        &self.inner.device
     }
 
     /// How the library was loaded.
     pub fn loader(&self) -> CodeObjectLoader {
-        match self.handle {
+        match self.inner.handle {
             Handle::Module(_) => CodeObjectLoader::ModuleApi,
             Handle::Library(_) => CodeObjectLoader::LibraryApi,
         }
@@ -271,12 +297,12 @@ impl Library {
 
     /// The kernels the code object's metadata declares.
     pub fn kernels(&self) -> &[KernelInfo] {
-        &self.kernels
+        &self.inner.kernels
     }
 
     /// The names of the kernels the code object declares.
     pub fn kernel_names(&self) -> impl Iterator<Item = &str> {
-        self.kernels.iter().map(|k| k.name.as_str())
+        self.inner.kernels.iter().map(|k| k.name.as_str())
     }
 
     /// The kernel `name` (its `.name` in the code object's metadata; for C++ kernels without
@@ -287,19 +313,19 @@ impl Library {
     /// `hipModuleGetFunction` / `hipLibraryGetKernel` / `hipKernelGetFunction`, or
     /// [`LibraryError::Unsupported`] when the library API gives no way to pick a kernel by name
     /// (no `hipLibraryGetKernel` and more than one kernel).
-    pub fn kernel(&self, name: &str) -> Result<Kernel<'_>, LibraryError> {
-        let info = self.kernels.iter().find(|k| k.name == name);
-        if info.is_none() && !self.kernels.is_empty() {
+    pub fn kernel(&self, name: &str) -> Result<Kernel, LibraryError> {
+        let info = self.inner.kernels.iter().position(|k| k.name == name);
+        if info.is_none() && !self.inner.kernels.is_empty() {
             return Err(LibraryError::KernelNotFound {
                 name: name.to_owned(),
                 available: self.kernel_names().map(str::to_owned).collect(),
             });
         }
         let cname = CString::new(name).map_err(|_| LibraryError::NulInName(name.to_owned()))?;
-        let rt = self.device.runtime();
-        self.device.bind()?;
+        let rt = self.inner.device.runtime();
+        self.inner.device.bind()?;
         let mut f: sys::hipFunction_t = std::ptr::null_mut();
-        match self.handle {
+        match self.inner.handle {
             Handle::Module(m) => {
                 // SAFETY: live module, NUL-terminated name, valid out pointer.
                 rt.check(
@@ -319,7 +345,7 @@ impl Library {
                 rt.check(unsafe { get(&mut f, k) }, "hipKernelGetFunction")?;
             }
         }
-        Ok(Kernel::new(self, f, name.to_owned(), info))
+        Ok(Kernel::new(self.clone(), f, name, info))
     }
 
     fn library_kernel(
@@ -328,7 +354,7 @@ impl Library {
         cname: &CString,
         declared: bool,
     ) -> Result<sys::hipKernel_t, LibraryError> {
-        let rt = self.device.runtime();
+        let rt = self.inner.device.runtime();
         let mut k: sys::hipKernel_t = std::ptr::null_mut();
         if let Some(get) = rt.api().hipLibraryGetKernel {
             // SAFETY: live library, NUL-terminated name, valid out pointer.
@@ -354,7 +380,7 @@ impl Library {
             unsafe { count_fn(&mut count, l) },
             "hipLibraryGetKernelCount",
         )?;
-        if count != 1 || !declared || self.kernels.len() != 1 {
+        if count != 1 || !declared || self.inner.kernels.len() != 1 {
             return Err(LibraryError::Unsupported {
                 symbol: "hipLibraryGetKernel",
             });
@@ -371,15 +397,15 @@ impl Library {
     ///
     /// Errors: [`LibraryError::NeedsModuleApi`] for a library loaded through the library API,
     /// or the runtime's error (`hipErrorNotFound`...).
-    pub fn global(&self, name: &str) -> Result<DeviceGlobal<'_>, LibraryError> {
-        let Handle::Module(m) = self.handle else {
+    pub fn global(&self, name: &str) -> Result<DeviceGlobal, LibraryError> {
+        let Handle::Module(m) = self.inner.handle else {
             return Err(LibraryError::NeedsModuleApi {
                 what: "hipModuleGetGlobal",
             });
         };
         let cname = CString::new(name).map_err(|_| LibraryError::NulInName(name.to_owned()))?;
-        let rt = self.device.runtime();
-        self.device.bind()?;
+        let rt = self.inner.device.runtime();
+        self.inner.device.bind()?;
         let mut ptr: sys::hipDeviceptr_t = std::ptr::null_mut();
         let mut size = 0usize;
         // SAFETY: live module, valid out pointers, NUL-terminated name.
@@ -395,7 +421,7 @@ impl Library {
             "hipModuleGetGlobal",
         )?;
         Ok(DeviceGlobal {
-            lib: self,
+            lib: self.clone(),
             ptr,
             size,
         })
@@ -476,14 +502,15 @@ fn load_library(device: &Device, elf: &[u8]) -> Result<sys::hipLibrary_t, Librar
     Ok(l)
 }
 
-impl Drop for Library {
+impl Drop for Loaded {
     fn drop(&mut self) {
         let rt = self.device.runtime();
         if let Err(e) = self.device.bind() {
             tracing::error!(error = %e, "cannot bind the device to unload a code object");
         }
         let r: Result<(), HipError> = match self.handle {
-            // SAFETY: loaded by hipModuleLoadData, unloaded once; no Kernel borrows remain.
+            // SAFETY: loaded by hipModuleLoadData, unloaded once: the last Library, Kernel and
+            // DeviceGlobal holding it are gone.
             Handle::Module(m) => {
                 rt.check(unsafe { (rt.api().hipModuleUnload)(m) }, "hipModuleUnload")
             }
@@ -503,14 +530,20 @@ impl Drop for Library {
 }
 
 /// A global variable of a loaded code object (`hipModuleGetGlobal`): device address and size
-/// in bytes. Borrows its [`Library`].
-pub struct DeviceGlobal<'lib> {
-    lib: &'lib Library,
+/// in bytes. Keeps its [`Library`] loaded.
+pub struct DeviceGlobal {
+    lib: Library,
     ptr: sys::hipDeviceptr_t,
     size: usize,
 }
 
-impl fmt::Debug for DeviceGlobal<'_> {
+// SAFETY: a device address may be used from any thread; the device is bound before each call,
+// and writing takes `&mut self`.
+unsafe impl Send for DeviceGlobal {}
+// SAFETY: `&DeviceGlobal` only reads.
+unsafe impl Sync for DeviceGlobal {}
+
+impl fmt::Debug for DeviceGlobal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeviceGlobal")
             .field("ptr", &self.ptr)
@@ -519,7 +552,7 @@ impl fmt::Debug for DeviceGlobal<'_> {
     }
 }
 
-impl DeviceGlobal<'_> {
+impl DeviceGlobal {
     /// The device address.
     pub fn as_raw(&self) -> sys::hipDeviceptr_t {
         self.ptr
@@ -535,7 +568,7 @@ impl DeviceGlobal<'_> {
     /// Errors: `hipErrorInvalidValue` on a size mismatch, or the runtime's error.
     pub fn write(&mut self, bytes: &[u8]) -> Result<(), HipError> {
         self.check(bytes.len())?;
-        let d = &self.lib.device;
+        let d = self.lib.device();
         d.bind()?;
         let rt = d.runtime();
         // SAFETY: the global holds `size` bytes; `bytes` is that long.
@@ -557,7 +590,7 @@ impl DeviceGlobal<'_> {
     /// Errors: the runtime's error.
     pub fn read(&self) -> Result<Vec<u8>, HipError> {
         let mut out = vec![0u8; self.size];
-        let d = &self.lib.device;
+        let d = self.lib.device();
         d.bind()?;
         let rt = d.runtime();
         // SAFETY: `out` holds `size` bytes.

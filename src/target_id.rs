@@ -42,6 +42,7 @@ impl FeatureSetting {
 
 /// An error in a target ID or a list of target IDs.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TargetIdError {
     /// The string was empty (or only whitespace).
     #[error("empty target ID")]

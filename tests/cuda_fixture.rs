@@ -676,3 +676,41 @@ fn load_file_takes_a_cubin_on_the_nvidia_platform() {
     assert_eq!(lib.kernel_names().collect::<Vec<_>>(), ["add_one"]);
     assert_eq!(lib.loader(), CodeObjectLoader::LibraryApi);
 }
+
+#[test]
+fn kernel_outlives_its_library_handle_and_launches_from_other_threads() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let before = live();
+    let kernel = Library::load_cubin(&dev, &cubin())
+        .unwrap()
+        .kernel("add_one")
+        .unwrap();
+    // The Library value is gone; the kernel keeps the driver's library loaded.
+    assert_eq!(
+        live().libraries + live().modules,
+        before.libraries + before.modules + 1
+    );
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            let kernel = kernel.clone();
+            let dev = dev.clone();
+            s.spawn(move || {
+                let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+                let buf = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+                // SAFETY: the fixture runs nothing; add_one(int*) takes one pointer.
+                unsafe {
+                    kernel.launch(
+                        &stream,
+                        LaunchConfig::for_num_elems(64, 64),
+                        &mut args![&buf],
+                    )
+                }
+                .unwrap();
+                stream.synchronize().unwrap();
+            });
+        }
+    });
+    drop(kernel);
+    assert_eq!(live(), before, "the last clone unloads the library");
+}

@@ -539,7 +539,7 @@ fn unknown_kernel_name_lists_the_kernels_there_are() {
 
 fn with_scale_kernel(
     name: &str,
-    f: impl FnOnce(&hipjit::kernel::Kernel<'_>, &Stream, &DeviceBuffer<f32>),
+    f: impl FnOnce(&hipjit::kernel::Kernel, &Stream, &DeviceBuffer<f32>),
 ) -> PathBuf {
     let path = build(name, &[], Props::Hip6);
     let rt = load(&path);
@@ -1067,7 +1067,7 @@ fn safe_types_are_send_and_sync() {
     send_sync::<PinnedBuffer<f32>>();
     send_sync::<Event>();
     send_sync::<Library>();
-    send_sync::<hipjit::kernel::Kernel<'static>>();
+    send_sync::<hipjit::kernel::Kernel>();
 }
 
 #[test]
@@ -1290,4 +1290,124 @@ fn pinned_buffer_round_trips_through_in_flight_copies() {
         assert!(log[c + 1].starts_with("hipStreamSynchronize"), "{log:#?}");
     }
     assert_eq!(lines(&log, "hipHostFree").len(), 2);
+}
+
+/// A kernel library's state: loaded kernels stored beside (or without) their library, which
+/// only an owned kernel handle allows.
+struct ScaleOps {
+    scale: hipjit::kernel::Kernel,
+}
+
+fn scale_ops(dev: &hipjit::device::Device) -> ScaleOps {
+    let lib = Library::load(dev, &gfx90a()).unwrap();
+    ScaleOps {
+        scale: lib.kernel("scale").unwrap(),
+    }
+}
+
+#[test]
+fn kernel_keeps_its_library_loaded_after_the_library_handle_is_dropped() {
+    let path = build("ownedkernel", &[], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let ops = scale_ops(&dev);
+    // The Library value is gone; the kernel holds the module.
+    assert!(position(&log(&path), "hipModuleUnload").is_none());
+    let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    let buf = DeviceBuffer::from_slice(&dev, &[1.0f32, 2.0, 3.0]).unwrap();
+    let n = 3u32;
+    // SAFETY: scale(float*, float, unsigned) with a buffer of 3 floats.
+    unsafe {
+        ops.scale.launch(
+            &stream,
+            LaunchConfig::for_num_elems(n, 64),
+            &mut args![&buf, &2.0f32, &n],
+        )
+    }
+    .unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(buf.to_vec().unwrap(), [2.0, 4.0, 6.0]);
+    let clone = ops.scale.clone();
+    drop(ops);
+    assert!(position(&log(&path), "hipModuleUnload").is_none());
+    drop(clone);
+    let log = log(&path);
+    let unload = lines(&log, "hipModuleUnload");
+    assert_eq!(unload.len(), 1, "{log:#?}");
+    let last_launch = log
+        .iter()
+        .rposition(|l| l.starts_with("hipModuleLaunchKernel"))
+        .unwrap();
+    assert!(position(&log, "hipModuleUnload").unwrap() > last_launch);
+}
+
+#[test]
+fn clones_of_one_kernel_launch_from_many_threads_with_one_lookup() {
+    let path = build("kernelthreads", &["LIBRARY_API=5"], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let kernel = Library::load(&dev, &gfx90a())
+        .unwrap()
+        .kernel("scale")
+        .unwrap();
+    let threads: Vec<_> = (0..4u32)
+        .map(|t| {
+            let kernel = kernel.clone();
+            let dev = dev.clone();
+            std::thread::spawn(move || {
+                let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+                let buf = DeviceBuffer::from_slice(&dev, &[1.0f32; 100]).unwrap();
+                let (n, a) = (100u32, (t + 2) as f32);
+                for _ in 0..3 {
+                    // SAFETY: scale(float*, float, unsigned) with a buffer of 100 floats.
+                    unsafe {
+                        kernel.launch(
+                            &stream,
+                            LaunchConfig::for_num_elems(n, 64),
+                            &mut args![&buf, &a, &n],
+                        )
+                    }
+                    .unwrap();
+                }
+                stream.synchronize().unwrap();
+                (a, buf.to_vec().unwrap())
+            })
+        })
+        .collect();
+    for t in threads {
+        let (a, out) = t.join().unwrap();
+        assert_eq!(out, vec![a * a * a; 100]);
+    }
+    assert!(kernel.same_as(&kernel.clone()));
+    let log = log(&path);
+    assert_eq!(lines(&log, "hipKernelGetFunction scale").len(), 1);
+    assert_eq!(lines(&log, "hipModuleLaunchKernel scale").len(), 12);
+    drop(kernel);
+    assert_eq!(
+        lines(&self::log(&path), "hipLibraryUnload").len(),
+        1,
+        "the last clone unloads the library"
+    );
+}
+
+#[test]
+fn occupancy_from_metadata_matches_the_runtime_query_on_the_fixture_device() {
+    // The fixture's hipModuleOccupancyMaxActiveBlocksPerMultiprocessor answers 2048 / block:
+    // the residency of a gfx90a kernel whose registers leave all wave slots free (4 SIMDs x 8
+    // waves x 64 lanes = 2048 threads per CU), as the scale kernel's (few VGPRs, no LDS).
+    let path = build("coopocc", &["COOPERATIVE"], Props::Hip6);
+    let rt = load(&path);
+    let dev = rt.device(0).unwrap();
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let k = lib.kernel("scale").unwrap();
+    let info = k.info().unwrap();
+    let target = dev.target_id().unwrap();
+    for block in [64, 128, 256, 512, 1024] {
+        let ours = info.occupancy(target, block, 0).unwrap();
+        assert_eq!(
+            ours.blocks_per_cu,
+            k.max_active_blocks_per_cu(block, 0).unwrap(),
+            "block {block}: {ours:?}"
+        );
+    }
 }

@@ -35,6 +35,8 @@ Exit status:
 
 Errors go to stderr and name the file, the target and what was wrong; results go to stdout.
 With --json, stdout holds one JSON document with \"schema_version\": 1.
+A path in JSON is a string; one that is not UTF-8 is {\"text\": lossy text, \"hex\": its
+bytes in hex}.
 
 Environment: HIPJIT_CACHE_DIR (cache roots, ':'-separated, the first written),
 HIPJIT_HIPCC (the compiler), HIPJIT_HIP_LIBRARY (the runtime), HIP_PATH, ROCM_PATH, PATH;

@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use super::key::{hex, sha256, CacheKey, TrackedHeader, CACHE_FORMAT_VERSION};
 use crate::compiler::{CompileOptions, CompilerIdentity};
+use crate::file_read;
 
 /// The environment variable listing cache roots.
 pub const CACHE_DIR_ENV: &str = "HIPJIT_CACHE_DIR";
@@ -51,6 +52,9 @@ pub const ENTRY_MAGIC: &[u8; 8] = b"HIPJITCE";
 /// How old a temporary file in `<root>/v1/tmp` must be for [`DiskCache::clear`] and
 /// [`DiskCache::prune`] to remove it: one hour.
 pub const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
+/// The largest entry file read (bytes): a code object of at most
+/// [`file_read::CODE_OBJECT_LIMIT`] and its dumps. A bigger file is a bad entry.
+pub const ENTRY_LIMIT: u64 = 2 * file_read::CODE_OBJECT_LIMIT;
 const LAYOUT_DIR: &str = "v1";
 const ENTRY_EXT: &str = "hjc";
 const HEADER_LEN: usize = 8 + 4 + 8;
@@ -154,6 +158,7 @@ pub struct Lookup {
 
 /// Disk cache errors.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CacheError {
     /// No cache directory could be determined.
     #[error("no cache directory: set HIPJIT_CACHE_DIR, XDG_CACHE_HOME or HOME")]
@@ -687,10 +692,12 @@ enum ReadError {
 }
 
 fn read_entry(path: &Path, key: Option<&CacheKey>, shared: bool) -> Result<Entry, ReadError> {
-    let mut f = match File::open(path) {
+    // Opened without blocking and checked on the descriptor: a FIFO or device planted at an
+    // entry's path is a bad entry, not a hang.
+    let (f, size) = match file_read::open_regular(path, ENTRY_LIMIT, "a cache entry") {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing),
-        Err(e) => return Err(ReadError::Bad(format!("cannot open: {e}"))),
+        Err(e) if e.is_not_found() => return Err(ReadError::Missing),
+        Err(e) => return Err(ReadError::Bad(format!("cannot open: {}", e.reason()))),
     };
     let bad = ReadError::Bad;
     if !shared {
@@ -698,82 +705,107 @@ fn read_entry(path: &Path, key: Option<&CacheKey>, shared: bool) -> Result<Entry
         check_meta(&m).map_err(bad)?;
     }
     let mut data = Vec::new();
-    f.read_to_end(&mut data)
+    data.try_reserve_exact(size as usize)
+        .map_err(|e| bad(format!("cannot reserve {size} bytes: {e}")))?;
+    f.take(ENTRY_LIMIT + 1)
+        .read_to_end(&mut data)
         .map_err(|e| bad(format!("cannot read: {e}")))?;
-    if data.len() < HEADER_LEN || &data[..8] != ENTRY_MAGIC {
+    if data.len() as u64 > ENTRY_LIMIT {
         return Err(bad(format!(
-            "not a hipjit cache entry ({} bytes, no {:?} magic)",
-            data.len(),
-            String::from_utf8_lossy(ENTRY_MAGIC)
+            "grew past hipjit's limit of {ENTRY_LIMIT} bytes for a cache entry while read"
         )));
     }
-    let version = u32::from_le_bytes([data[8], data[9], data[10], data[11]]);
-    if version != CACHE_FORMAT_VERSION {
-        return Err(bad(format!(
-            "cache format version {version}, expected {CACHE_FORMAT_VERSION}"
-        )));
-    }
-    let mut len8 = [0u8; 8];
-    len8.copy_from_slice(&data[12..20]);
-    let meta_len = u64::from_le_bytes(len8);
-    let meta_end = (HEADER_LEN as u64)
-        .checked_add(meta_len)
-        .filter(|&e| e <= data.len() as u64)
-        .ok_or_else(|| {
-            bad(format!(
-                "metadata length {meta_len} runs past the end ({} bytes)",
-                data.len()
-            ))
-        })? as usize;
-    let meta: EntryMeta = rmp_serde::from_slice(&data[HEADER_LEN..meta_end])
-        .map_err(|e| bad(format!("metadata does not decode: {e}")))?;
-    if let Some(key) = key {
-        if meta.key != key.to_hex() {
-            return Err(bad(format!("holds key {}, expected {key}", meta.key)));
+    Entry::from_bytes(data, path, key).map_err(bad)
+}
+
+impl Entry {
+    /// Parses and verifies the bytes of an entry file (see the module documentation for the
+    /// layout): magic, format version, metadata, the key it holds (equal to `key` when given),
+    /// each artefact's size and sha256, and no trailing bytes. `path` is recorded as the
+    /// entry's file.
+    ///
+    /// Errors: a message saying what is wrong and where (a bad entry).
+    pub fn from_bytes(
+        mut data: Vec<u8>,
+        path: &Path,
+        key: Option<&CacheKey>,
+    ) -> Result<Entry, String> {
+        let bad = |s: String| s;
+        if data.len() < HEADER_LEN || &data[..8] != ENTRY_MAGIC {
+            return Err(bad(format!(
+                "not a hipjit cache entry ({} bytes, no {:?} magic)",
+                data.len(),
+                String::from_utf8_lossy(ENTRY_MAGIC)
+            )));
         }
-    }
-    let key = meta
-        .key
-        .parse()
-        .map_err(|e: super::key::BadKey| bad(e.to_string()))?;
-    let mut offsets = Vec::new();
-    let mut at = meta_end as u64;
-    for a in &meta.artefacts {
-        let end = at
-            .checked_add(a.size)
+        let version = u32::from_le_bytes([data[8], data[9], data[10], data[11]]);
+        if version != CACHE_FORMAT_VERSION {
+            return Err(bad(format!(
+                "cache format version {version}, expected {CACHE_FORMAT_VERSION}"
+            )));
+        }
+        let mut len8 = [0u8; 8];
+        len8.copy_from_slice(&data[12..20]);
+        let meta_len = u64::from_le_bytes(len8);
+        let meta_end = (HEADER_LEN as u64)
+            .checked_add(meta_len)
             .filter(|&e| e <= data.len() as u64)
             .ok_or_else(|| {
                 bad(format!(
-                    "artefact {} ({} bytes) runs past the end of the file ({} bytes)",
-                    a.name,
-                    a.size,
+                    "metadata length {meta_len} runs past the end ({} bytes)",
                     data.len()
                 ))
-            })?;
-        let digest = hex(&sha256(&data[at as usize..end as usize]));
-        if digest != a.sha256 {
+            })? as usize;
+        let meta: EntryMeta = rmp_serde::from_slice(&data[HEADER_LEN..meta_end])
+            .map_err(|e| bad(format!("metadata does not decode: {e}")))?;
+        if let Some(key) = key {
+            if meta.key != key.to_hex() {
+                return Err(bad(format!("holds key {}, expected {key}", meta.key)));
+            }
+        }
+        let key = meta
+            .key
+            .parse()
+            .map_err(|e: super::key::BadKey| bad(e.to_string()))?;
+        let mut offsets = Vec::new();
+        let mut at = meta_end as u64;
+        for a in &meta.artefacts {
+            let end = at
+                .checked_add(a.size)
+                .filter(|&e| e <= data.len() as u64)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "artefact {} ({} bytes) runs past the end of the file ({} bytes)",
+                        a.name,
+                        a.size,
+                        data.len()
+                    ))
+                })?;
+            let digest = hex(&sha256(&data[at as usize..end as usize]));
+            if digest != a.sha256 {
+                return Err(bad(format!(
+                    "artefact {} has sha256 {digest}, recorded {}",
+                    a.name, a.sha256
+                )));
+            }
+            offsets.push((at as usize - meta_end, a.size as usize));
+            at = end;
+        }
+        if at != data.len() as u64 {
             return Err(bad(format!(
-                "artefact {} has sha256 {digest}, recorded {}",
-                a.name, a.sha256
+                "{} trailing bytes after the artefacts",
+                data.len() as u64 - at
             )));
         }
-        offsets.push((at as usize - meta_end, a.size as usize));
-        at = end;
+        data.drain(..meta_end);
+        Ok(Entry {
+            key,
+            path: path.to_path_buf(),
+            meta,
+            data,
+            offsets,
+        })
     }
-    if at != data.len() as u64 {
-        return Err(bad(format!(
-            "{} trailing bytes after the artefacts",
-            data.len() as u64 - at
-        )));
-    }
-    data.drain(..meta_end);
-    Ok(Entry {
-        key,
-        path: path.to_path_buf(),
-        meta,
-        data,
-        offsets,
-    })
 }
 
 fn untracked_headers(meta: &EntryMeta) -> Vec<PathBuf> {

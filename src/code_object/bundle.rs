@@ -24,8 +24,10 @@ pub(crate) const BUNDLE_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 /// The magic of a compressed offload bundle.
 pub(crate) const CCOB_MAGIC: &[u8] = b"CCOB";
 
-/// The largest uncompressed bundle hipjit accepts (bytes); code objects are far smaller.
-pub const MAX_UNCOMPRESSED_SIZE: u64 = 1 << 30;
+/// The largest uncompressed bundle hipjit accepts (bytes): [`crate::file_read::CODE_OBJECT_LIMIT`]
+/// (512 MiB); code objects are far smaller. Checked against the declared size before anything is
+/// allocated.
+pub const MAX_UNCOMPRESSED_SIZE: u64 = crate::file_read::CODE_OBJECT_LIMIT;
 
 /// One entry of an offload bundle.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -250,42 +252,46 @@ pub(crate) fn decompress(data: &[u8]) -> Result<Vec<u8>, CodeObjectError> {
         ));
     }
     let payload = Bytes::new(data).slice(h.header_size, end - h.header_size, "CCOB payload")?;
-    let limit = h.uncompressed_size + 1;
-    let mut out = Vec::new();
-    let (method, result) = match h.method {
-        0 => (
-            "zlib",
-            flate2::read::ZlibDecoder::new(payload)
-                .take(limit)
-                .read_to_end(&mut out)
-                .map_err(|e| e.to_string()),
-        ),
-        1 => (
-            "zstd",
-            match ruzstd::decoding::StreamingDecoder::new(payload) {
-                Ok(decoder) => decoder
-                    .take(limit)
-                    .read_to_end(&mut out)
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            },
-        ),
+    let method = match h.method {
+        0 => "zlib",
+        1 => "zstd",
         method => return Err(CodeObjectError::UnknownCompressionMethod { method }),
     };
-    if let Err(reason) = result {
-        return Err(CodeObjectError::Decompress { method, reason });
+    // The output buffer is the declared size, reserved once (a reservation the allocator
+    // refuses is an error, not an abort); the decoder streams into it and is stopped one
+    // byte past the declared size, so a bomb never grows it.
+    let mut out = Vec::new();
+    if let Err(e) = out.try_reserve_exact(h.uncompressed_size as usize) {
+        return Err(CodeObjectError::Decompress {
+            method,
+            reason: format!(
+                "cannot reserve the {} uncompressed bytes the header declares: {e}",
+                h.uncompressed_size
+            ),
+        });
     }
-    if out.len() as u64 != h.uncompressed_size {
+    let result = match h.method {
+        0 => fill_bounded(
+            flate2::read::ZlibDecoder::new(payload),
+            &mut out,
+            h.uncompressed_size,
+        ),
+        _ => match ruzstd::decoding::StreamingDecoder::new(payload) {
+            Ok(decoder) => fill_bounded(decoder, &mut out, h.uncompressed_size),
+            Err(e) => Err(e.to_string()),
+        },
+    };
+    let more = match result {
+        Ok(more) => more,
+        Err(reason) => return Err(CodeObjectError::Decompress { method, reason }),
+    };
+    if more || out.len() as u64 != h.uncompressed_size {
         return Err(bad(
             format!(
                 "header says {} uncompressed bytes but {method} data gives {}{}",
                 h.uncompressed_size,
                 out.len(),
-                if out.len() as u64 > h.uncompressed_size {
-                    " or more"
-                } else {
-                    ""
-                }
+                if more { " or more" } else { "" }
             ),
             size_at,
         ));
@@ -301,4 +307,27 @@ pub(crate) fn decompress(data: &[u8]) -> Result<Vec<u8>, CodeObjectError> {
         });
     }
     Ok(out)
+}
+
+/// Reads `r` into `out` (capacity already reserved) up to `size` bytes without growing it;
+/// returns whether `r` had more to give past `size`.
+fn fill_bounded(mut r: impl Read, out: &mut Vec<u8>, size: u64) -> Result<bool, String> {
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        let room = (size - out.len() as u64).min(chunk.len() as u64) as usize;
+        // With no room left, one more byte says whether the data runs past the size.
+        let want = room.max(1);
+        let n = match r.read(&mut chunk[..want]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.to_string()),
+        };
+        if n == 0 {
+            return Ok(false);
+        }
+        if room == 0 {
+            return Ok(true);
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
 }

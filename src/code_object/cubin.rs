@@ -26,6 +26,7 @@ pub const EM_CUDA: u16 = 190;
 
 /// An error reading a cubin, naming what was wrong and, where there is one, the byte offset.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CubinError {
     /// Not a 64-bit little-endian ELF at all.
     #[error("not a cubin: {0}")]

@@ -52,8 +52,13 @@ pub struct KernelArg {
     pub address_space: Option<String>,
 }
 
-/// One kernel of a code object: its metadata map (AMDGPUUsage "Kernel Metadata Map").
-/// Sizes are in bytes.
+/// One kernel of a code object: its metadata map (LLVM AMDGPUUsage, "Code Object V3 to V6
+/// Metadata", table "AMDHSA Code Object V3 Kernel Metadata Map"). Sizes are in bytes; register
+/// counts are per work-item (per lane of a wavefront). For cubins (HIP's NVIDIA platform) the
+/// fields a cubin has are filled and the others are 0.
+///
+/// [`crate::occupancy`] turns the register, LDS and workgroup fields into waves per SIMD and
+/// blocks per compute unit without a device.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelInfo {
     /// `.name`: the kernel's source name (mangled when not `extern "C"`).
@@ -62,29 +67,43 @@ pub struct KernelInfo {
     pub symbol: String,
     /// `.args`, in order (hidden arguments included).
     pub args: Vec<KernelArg>,
-    /// `.kernarg_segment_size`.
+    /// `.kernarg_segment_size`: bytes of the kernel argument segment, hidden arguments included.
     pub kernarg_segment_size: u32,
-    /// `.kernarg_segment_align`.
+    /// `.kernarg_segment_align`: alignment of the kernel argument segment, bytes (a power of 2,
+    /// as the compiler wrote it).
     pub kernarg_segment_align: u32,
-    /// `.group_segment_fixed_size`: static LDS.
+    /// `.group_segment_fixed_size`: static LDS (group segment) per workgroup, bytes; dynamic LDS
+    /// given at launch comes on top.
     pub group_segment_fixed_size: u32,
-    /// `.private_segment_fixed_size`: scratch per work-item.
+    /// `.private_segment_fixed_size`: scratch (private segment) per work-item, bytes, not
+    /// counting a dynamic stack ([`KernelInfo::uses_dynamic_stack`]).
     pub private_segment_fixed_size: u32,
-    /// `.sgpr_count`.
+    /// `.sgpr_count`: scalar registers per wavefront, including those reserved for VCC, FLAT_SCRATCH
+    /// and XNACK; what limits waves per SIMD on gfx6-gfx9 (SGPRs do not limit occupancy on gfx10+).
     pub sgpr_count: u32,
-    /// `.vgpr_count`.
+    /// `.vgpr_count`: vector registers per work-item. On gfx90a and gfx94x/gfx950, which have
+    /// one unified register file, it already includes the AGPRs: the ArchVGPRs rounded up to 4
+    /// plus the AGPRs (a kernel with 256 VGPRs and 192 AGPRs reports 448). On gfx908, whose
+    /// AGPRs are a separate file of the same size, it is the larger of the two counts. Either
+    /// way it is the figure that limits waves per SIMD.
     pub vgpr_count: u32,
-    /// `.agpr_count` (processors with AGPRs, e.g. gfx90a).
+    /// `.agpr_count`: accumulation registers per work-item (processors with AGPRs: gfx908,
+    /// gfx90a, gfx94x, gfx950); already counted in [`KernelInfo::vgpr_count`] on gfx90a and
+    /// later. `None` when absent.
     pub agpr_count: Option<u32>,
-    /// `.sgpr_spill_count` (0 when absent).
+    /// `.sgpr_spill_count`: scalar registers spilled (0 when absent).
     pub sgpr_spill_count: u32,
-    /// `.vgpr_spill_count` (0 when absent).
+    /// `.vgpr_spill_count`: vector registers spilled to scratch (0 when absent).
     pub vgpr_spill_count: u32,
-    /// `.wavefront_size`: 32 or 64.
+    /// `.wavefront_size`: 64 on gfx6-gfx9 (gfx90a, gfx94x...); 32 or 64 on gfx10+ (32 unless
+    /// compiled with `-mwavefrontsize64`).
     pub wavefront_size: u32,
-    /// `.max_flat_workgroup_size`.
+    /// `.max_flat_workgroup_size`: the most work-items a workgroup of this kernel may have. It
+    /// reflects `__launch_bounds__(N)` (or `amdgpu_flat_work_group_size`); without one, hipcc
+    /// compiles for 1024. Register allocation assumes it, so a launch with more is refused.
     pub max_flat_workgroup_size: u32,
-    /// `.uses_dynamic_stack` (code object v5+; false when absent).
+    /// `.uses_dynamic_stack` (code object v5+; false when absent): the kernel's stack size is
+    /// not known at compile time (recursion, indirect calls, variable-sized arrays).
     pub uses_dynamic_stack: bool,
 }
 
@@ -92,6 +111,7 @@ pub struct KernelInfo {
 /// offset in the input (in the uncompressed bundle or the ELF for errors found there). Kept at
 /// most 64 bytes (large details are boxed) so that results carrying it stay small.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CodeObjectError {
     /// The input is no container hipjit reads; `found` says what it is.
     #[error("not an AMDGPU code object or offload bundle: the input is {found}")]

@@ -45,6 +45,7 @@ impl fmt::Display for Candidate {
 
 /// Errors of compiler discovery.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DiscoveryError {
     /// An explicitly configured compiler path does not name an executable file.
     #[error("the compiler set by {origin} ({}) is not usable: {problem}", path.display())]

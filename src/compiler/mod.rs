@@ -29,17 +29,23 @@
 pub mod depfile;
 pub mod diagnostics;
 pub mod discovery;
+pub mod hiprtc;
 pub mod identity;
 pub mod nvcc;
+pub mod nvrtc;
 pub mod options;
 pub mod process;
+pub mod rtc;
 
 use std::ffi::OsString;
 use std::fmt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+
+use crate::file_read;
 
 pub use depfile::Dependency;
 pub use diagnostics::{Diagnostic, Severity};
@@ -113,6 +119,7 @@ impl Default for CompilerConfig {
 
 /// Errors of [`Compiler::new`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompilerError {
     /// Discovery failed.
     #[error(transparent)]
@@ -164,6 +171,7 @@ impl fmt::Display for CompileFailure {
 
 /// Errors of [`Compiler::compile`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompileError {
     /// The options are invalid.
     #[error(transparent)]
@@ -434,9 +442,15 @@ impl Compiler {
             return Err(self.classify_failure(options, failure));
         }
         let out_path = build.dir.path().join(OUTPUT_NAME);
-        let code_object = std::fs::read(&out_path).map_err(|e| CompileError::NoOutput {
+        let code_object = file_read::read_file(
+            &out_path,
+            file_read::CODE_OBJECT_LIMIT,
+            "the compiler's output",
+            file_read::Streams::None,
+        )
+        .map_err(|e| CompileError::NoOutput {
             output: OUTPUT_NAME.into(),
-            reason: e.to_string(),
+            reason: e.into_io_error().to_string(),
             command: command.clone(),
         })?;
         let dependencies =
@@ -610,8 +624,12 @@ struct Build {
 impl Build {
     fn stage(source: &str, options: &CompileOptions) -> Result<Build, CompileError> {
         let base = build_base();
+        sweep_dead_builds(&base);
+        // Private (0700, whatever the umask), and named after this process so that a later
+        // run can tell a dead process's leftovers from a live one's.
         let dir = tempfile::Builder::new()
-            .prefix("hipjit-build-")
+            .prefix(&format!("{BUILD_PREFIX}{}-", std::process::id()))
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(&base)
             .map_err(|source| CompileError::BuildDir {
                 path: base.clone(),
@@ -671,10 +689,17 @@ impl Build {
         printed.to_string()
     }
 
-    /// The files the compiler read, from its dependency list.
+    /// The files the compiler read, from its dependency list (read bounded by
+    /// [`file_read::TEXT_OUTPUT_LIMIT`]).
     fn dependencies(&self, options: &CompileOptions) -> Result<Vec<Dependency>, String> {
         let path = self.dir.path().join(DEPS_NAME);
-        let text = std::fs::read(&path).map_err(|e| format!("cannot be read ({e})"))?;
+        let text = file_read::read_file(
+            &path,
+            file_read::TEXT_OUTPUT_LIMIT,
+            "the compiler's dependency list",
+            file_read::Streams::None,
+        )
+        .map_err(|e| format!("cannot be read ({})", e.reason()))?;
         let deps = depfile::parse(&text).ok_or_else(|| "holds no rule".to_string())?;
         Ok(depfile::map_build_paths(
             &deps,
@@ -706,13 +731,62 @@ impl Build {
         for n in names {
             let p = self.dir.path().join(&n);
             if options.dump_llvm_ir && bc.is_none() && n.ends_with(".bc") {
-                bc = std::fs::read(&p).ok();
+                bc = file_read::read_file(
+                    &p,
+                    file_read::CODE_OBJECT_LIMIT,
+                    "an LLVM bitcode dump",
+                    file_read::Streams::None,
+                )
+                .ok();
             }
             if options.dump_isa && isa.is_none() && n.ends_with(".s") {
-                isa = std::fs::read_to_string(&p).ok();
+                isa = file_read::read_text_lossy(
+                    &p,
+                    file_read::CODE_OBJECT_LIMIT,
+                    "an assembly dump",
+                )
+                .ok();
             }
         }
         (bc, isa)
+    }
+}
+
+/// The name of every build directory starts with this, then the creating process's ID and `-`.
+const BUILD_PREFIX: &str = "hipjit-build-";
+
+/// Removes the build directories in `base` left by processes of this user that no longer run
+/// (a hipjit killed mid-compile cannot remove its own). A directory of a live process, of
+/// another user, or not named `hipjit-build-<pid>-...` is left alone; failures are ignored.
+fn sweep_dead_builds(base: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for e in std::fs::read_dir(base).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(BUILD_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest
+            .split_once('-')
+            .and_then(|(p, _)| p.parse::<libc::pid_t>().ok())
+            .filter(|&p| p > 0)
+        else {
+            continue;
+        };
+        // Not followed: a link planted under that name is not ours to clear.
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != me {
+            continue;
+        }
+        // SAFETY: kill with signal 0 only checks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 

@@ -87,6 +87,7 @@ pub const NVCC_KEY_ENV: &[&str] = &["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "
 
 /// An error finding or running nvcc.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum NvccError {
     /// No nvcc in the discovery order.
     #[error(
@@ -408,6 +409,12 @@ impl Nvcc {
                 log,
             });
         }
-        std::fs::read(&out).map_err(io("cannot read", &out))
+        crate::file_read::read_file(
+            &out,
+            crate::file_read::CODE_OBJECT_LIMIT,
+            "nvcc's output",
+            crate::file_read::Streams::None,
+        )
+        .map_err(|e| io("cannot read", &out)(e.into_io_error()))
     }
 }

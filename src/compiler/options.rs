@@ -298,6 +298,7 @@ impl fmt::Display for RejectedBecause {
 
 /// Errors in [`CompileOptions`], each naming what was wrong.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OptionsError {
     /// No target ID: hipjit never compiles without `--offload-arch`.
     #[error("no target ID given and none could be read from a device: hipjit never compiles without --offload-arch")]

@@ -1,90 +1,340 @@
-//! Running a child process with a timeout (the whole process group is killed when it expires)
-//! and a cap on how many run at once. [`run`] serves the compiler stage and `hipjit doctor`.
+//! Running a child process (the compiler, `hipcc --version`, `hipjit doctor`'s probes) so that
+//! it can neither outlive hipjit nor hold it: [`run`] serves the compiler stage and `doctor`.
+//!
+//! * **One deadline for everything.** The timeout covers the run and the reading of its
+//!   standard output and error: when the deadline passes, the child's process group is killed
+//!   and the run is a [`RunError::Timeout`], even when a descendant that left the group (`setsid
+//!   sleep 400 &`) still holds the pipes open.
+//! * **Bounded output.** At most [`crate::file_read::TEXT_OUTPUT_LIMIT`] bytes of each stream
+//!   are kept; the rest is read and dropped (so the child never blocks on a full pipe), and a
+//!   line saying how much was dropped ends the kept text.
+//! * **Nothing survives hipjit.** The child leads a new process group (hipcc 5.2.3 runs clang
+//!   through `sh`, so killing the direct child alone would leave clang running) and gets
+//!   `PR_SET_PDEATHSIG(SIGKILL)`. That signal follows the *thread* that forked the child and
+//!   is not inherited by the child's own children, so two more measures: the child is forked
+//!   by the thread that then waits for it inside [`run`] (that thread outlives it), and a
+//!   watchdog process forked beside it holds the read end of a pipe whose write end only hipjit
+//!   holds; when hipjit dies (even by `SIGKILL`) the pipe reads end-of-file and the watchdog
+//!   kills the whole group. When the child finishes normally, hipjit kills what is left of its
+//!   group itself (before reaping the leader, so the group ID cannot have been reused) and
+//!   dismisses the watchdog.
 
 use std::io::Read;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+
+use crate::file_read::TEXT_OUTPUT_LIMIT;
 
 /// What a finished child left behind.
 #[derive(Debug)]
 pub struct Finished {
     /// Its exit status.
     pub status: ExitStatus,
-    /// Everything it wrote to stdout.
+    /// What it wrote to stdout (at most [`TEXT_OUTPUT_LIMIT`] bytes, then a note of the rest).
     pub stdout: Vec<u8>,
-    /// Everything it wrote to stderr.
+    /// What it wrote to stderr (at most [`TEXT_OUTPUT_LIMIT`] bytes, then a note of the rest).
     pub stderr: Vec<u8>,
 }
 
 /// Why a child did not finish.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunError {
-    /// The process could not be started.
+    /// The process could not be started (or waited for).
+    #[error("cannot start the process: {0}")]
     Spawn(std::io::Error),
-    /// It ran past the timeout; its process group was killed. Holds what it wrote to stderr.
+    /// It ran past the timeout (or its output stayed open past it); its process group was
+    /// killed. Holds what it wrote to stderr.
+    #[error("it ran past its timeout and was killed")]
     Timeout(Vec<u8>),
 }
 
-/// Runs `cmd` in a new process group with stdin closed and stdout/stderr captured; after
-/// `timeout` the group receives SIGKILL (hipcc 5.2.3 runs clang through `sh`, so killing the
-/// direct child alone would leave clang running).
+/// Runs `cmd` in a new process group with stdin closed and stdout/stderr captured (bounded);
+/// when `timeout` passes before the child has exited *and* both streams have closed, the group
+/// receives SIGKILL. See the module documentation for how the group dies with hipjit.
 ///
 /// Errors: [`RunError::Spawn`] when the process cannot be started (or waited for),
-/// [`RunError::Timeout`] when it ran past `timeout`.
+/// [`RunError::Timeout`] when it (or its output) ran past `timeout`.
 pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
+    let deadline = Instant::now() + timeout;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
+    // functions (prctl, getppid, _exit).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // hipjit died between fork and prctl: the signal would never come.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
     let mut child = cmd.spawn().map_err(RunError::Spawn)?;
     let pid = child.id() as libc::pid_t;
-    let out_reader = child.stdout.take().map(spawn_reader);
-    let err_reader = child.stderr.take().map(spawn_reader);
-    let (tx, rx) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let status = child.wait();
-        let _ = tx.send(());
-        status
-    });
-    let timed_out = rx.recv_timeout(timeout).is_err();
-    if timed_out {
-        // SAFETY: kill(2) with a negative pid signals the process group we created for the
-        // child (process_group(0) made its pid the group id); no memory is involved.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
+    let watchdog = Watchdog::start(pid);
+    let mut streams = [
+        Stream::new(child.stdout.take().map(|s| s.into()), "standard output"),
+        Stream::new(child.stderr.take().map(|s| s.into()), "standard error"),
+    ];
+    let mut exited = false;
+    let timed_out = loop {
+        if !exited {
+            exited = has_exited(pid);
+            if exited {
+                // The leader is a zombie until reaped: its ID, the group's, cannot be reused
+                // yet. Whatever it left in its group goes now.
+                kill_group(pid);
+            }
         }
-    }
-    let status = waiter.join().map_err(|_| {
-        RunError::Spawn(std::io::Error::other(
-            "the thread waiting for the child panicked",
-        ))
-    })?;
-    let collect = |r: Option<std::thread::JoinHandle<Vec<u8>>>| {
-        r.and_then(|h| h.join().ok()).unwrap_or_default()
+        if exited && streams.iter().all(Stream::closed) {
+            break false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            break true;
+        }
+        let tick = (deadline - now).min(Duration::from_millis(50));
+        poll_streams(&mut streams, tick);
     };
-    let stdout = collect(out_reader);
-    let stderr = collect(err_reader);
     if timed_out {
-        return Err(RunError::Timeout(stderr));
+        kill_group(pid);
+    }
+    if let Some(w) = watchdog {
+        w.dismiss();
+    }
+    let status = child.wait();
+    let [out, err] = streams;
+    if timed_out {
+        return Err(RunError::Timeout(err.finish()));
     }
     let status = status.map_err(RunError::Spawn)?;
     Ok(Finished {
         status,
-        stdout,
-        stderr,
+        stdout: out.finish(),
+        stderr: err.finish(),
     })
 }
 
-fn spawn_reader<R: Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        buf
-    })
+/// Whether `pid` (a child of this process) has exited, without reaping it.
+fn has_exited(pid: libc::pid_t) -> bool {
+    let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+    // SAFETY: waitid writes `info`; WNOWAIT leaves the child waitable for Child::wait.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            info.as_mut_ptr(),
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if rc != 0 {
+        // ECHILD: already reaped (cannot happen here) or not our child: treat as gone.
+        return true;
+    }
+    // SAFETY: waitid returned 0 and zeroed-then-filled `info`; si_pid is 0 when no child
+    // has changed state (WNOHANG).
+    unsafe { info.assume_init().si_pid() != 0 }
+}
+
+fn kill_group(pid: libc::pid_t) {
+    // SAFETY: kill(2) with a negative pid signals the process group the child leads
+    // (process_group(0) made its pid the group ID); no memory is involved.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+}
+
+/// One captured stream: the pipe (non-blocking), the kept bytes, the count dropped.
+struct Stream {
+    pipe: Option<std::fs::File>,
+    kept: Vec<u8>,
+    dropped: u64,
+    name: &'static str,
+}
+
+impl Stream {
+    fn new(pipe: Option<std::os::fd::OwnedFd>, name: &'static str) -> Stream {
+        let pipe = pipe.map(std::fs::File::from);
+        if let Some(p) = &pipe {
+            // SAFETY: fcntl on a descriptor this stream owns.
+            unsafe {
+                let fl = libc::fcntl(p.as_raw_fd(), libc::F_GETFL);
+                libc::fcntl(p.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+            }
+        }
+        Stream {
+            pipe,
+            kept: Vec::new(),
+            dropped: 0,
+            name,
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.pipe.is_none()
+    }
+
+    /// Reads what is there now; closes the stream at end-of-file or on an error.
+    fn drain(&mut self) {
+        let Some(p) = self.pipe.as_mut() else { return };
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match p.read(&mut buf) {
+                Ok(0) => {
+                    self.pipe = None;
+                    return;
+                }
+                Ok(n) => {
+                    let room = (TEXT_OUTPUT_LIMIT as usize).saturating_sub(self.kept.len());
+                    let keep = n.min(room);
+                    self.kept.extend_from_slice(&buf[..keep]);
+                    self.dropped += (n - keep) as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.pipe = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if self.dropped > 0 {
+            self.kept.extend_from_slice(
+                format!(
+                    "\n[hipjit: {} more bytes of {} not kept (limit {TEXT_OUTPUT_LIMIT} bytes)]\n",
+                    self.dropped, self.name
+                )
+                .as_bytes(),
+            );
+        }
+        self.kept
+    }
+}
+
+/// Waits up to `tick` for output on the open streams, then reads what came.
+fn poll_streams(streams: &mut [Stream], tick: Duration) {
+    let mut fds: Vec<libc::pollfd> = streams
+        .iter()
+        .filter_map(|s| s.pipe.as_ref())
+        .map(|p| libc::pollfd {
+            fd: p.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    if fds.is_empty() {
+        std::thread::sleep(tick);
+        return;
+    }
+    // SAFETY: `fds` is a valid array of fds.len() pollfd structures.
+    unsafe {
+        libc::poll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tick.as_millis() as i32,
+        );
+    }
+    for s in streams.iter_mut() {
+        s.drain();
+    }
+}
+
+/// The watchdog process of one run (see the module documentation).
+struct Watchdog {
+    pid: libc::pid_t,
+    pipe: RawFd,
+}
+
+impl Watchdog {
+    /// Forks the watchdog of the group led by `group`; `None` when it cannot be started (the
+    /// run goes on, protected by PR_SET_PDEATHSIG alone).
+    fn start(group: libc::pid_t) -> Option<Watchdog> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return None;
+        }
+        let [read_end, write_end] = fds;
+        // SAFETY: fork; the child below calls only async-signal-safe functions (setpgid, dup2,
+        // syscall(close_range), close, read, kill, _exit) and never returns.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: as above; every call is async-signal-safe and touches only local data.
+            unsafe {
+                // Out of hipjit's process group: a Ctrl-C meant for hipjit must not take the
+                // watchdog with it.
+                libc::setpgid(0, 0);
+                let fd: RawFd = 3;
+                if read_end != fd {
+                    libc::dup2(read_end, fd);
+                }
+                // Hold nothing of hipjit's but the pipe (another run's pipe included).
+                if libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) != 0 {
+                    for other in 4..1024 {
+                        libc::close(other);
+                    }
+                }
+                for std_fd in 0..3 {
+                    libc::close(std_fd);
+                }
+                let mut byte = 0u8;
+                loop {
+                    let n = libc::read(fd, (&mut byte as *mut u8).cast(), 1);
+                    if n > 0 {
+                        // Dismissed: the run ended normally.
+                        libc::_exit(0);
+                    }
+                    if n == 0 || *libc::__errno_location() != libc::EINTR {
+                        break;
+                    }
+                }
+                // End of file: hipjit is gone.
+                libc::kill(-group, libc::SIGKILL);
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: closing the read end this process no longer needs.
+        unsafe { libc::close(read_end) };
+        if pid < 0 {
+            // SAFETY: closing the write end of a pipe nobody reads.
+            unsafe { libc::close(write_end) };
+            return None;
+        }
+        Some(Watchdog {
+            pid,
+            pipe: write_end,
+        })
+    }
+
+    /// Tells the watchdog the run is over, and reaps it.
+    fn dismiss(self) {
+        // SAFETY: one byte from a local to the pipe this process owns; then closing it and
+        // reaping the watchdog, a child of this process.
+        unsafe {
+            let byte = 1u8;
+            libc::write(self.pipe, (&byte as *const u8).cast(), 1);
+            libc::close(self.pipe);
+            let mut status = 0;
+            while libc::waitpid(self.pid, &mut status, 0) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
+        }
+    }
 }
 
 /// A counting semaphore: at most `limit` holders at once.

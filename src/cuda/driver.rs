@@ -34,6 +34,7 @@ pub const LIBRARY_ENV: &str = "HIPJIT_CUDA_LIBRARY";
 
 /// An error loading the CUDA driver.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum CudaLoadError {
     /// dlopen failed.
     #[error("cannot open the CUDA driver {path}: {message}")]

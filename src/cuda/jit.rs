@@ -47,6 +47,7 @@ pub enum NvOrigin {
 
 /// An error of the NVIDIA JIT.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum NvJitError {
     /// nvcc could not be found or failed.
     #[error(transparent)]

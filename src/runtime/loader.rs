@@ -81,6 +81,41 @@ impl Handle {
         Some(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
     }
 
+    /// The file this handle's library was loaded from: the link-map name the dynamic loader
+    /// records for it (`dlinfo(RTLD_DI_LINKMAP)`), which is the path found for a soname and the
+    /// path given for a file. `None` when the loader records no name.
+    pub(crate) fn file(&self) -> Option<PathBuf> {
+        /// The leading fields of glibc's `struct link_map` (`<link.h>`), the only ones read.
+        #[repr(C)]
+        struct LinkMap {
+            l_addr: usize,
+            l_name: *const std::ffi::c_char,
+        }
+        let mut map: *const LinkMap = std::ptr::null();
+        // SAFETY: the handle is a live dlopen handle; RTLD_DI_LINKMAP writes one pointer to
+        // the library's `struct link_map` into `map`.
+        let rc = unsafe {
+            libc::dlinfo(
+                self.0,
+                libc::RTLD_DI_LINKMAP,
+                (&mut map as *mut *const LinkMap).cast(),
+            )
+        };
+        if rc != 0 || map.is_null() {
+            return None;
+        }
+        // SAFETY: `map` points to the loader's link map of a library that is never unloaded;
+        // `l_name` is its NUL-terminated name (possibly empty), owned by the loader.
+        let name = unsafe {
+            let name = (*map).l_name;
+            if name.is_null() {
+                return None;
+            }
+            CStr::from_ptr(name)
+        };
+        (!name.to_bytes().is_empty()).then(|| PathBuf::from(OsStr::from_bytes(name.to_bytes())))
+    }
+
     /// The file the library containing `addr` was loaded from (`dladdr`).
     pub(crate) fn file_of(addr: *mut c_void) -> Option<PathBuf> {
         let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
@@ -112,7 +147,7 @@ fn dlerror_string() -> String {
 }
 
 /// dlopen with the flags of this module; `noload` asks only for an already loaded library.
-fn open(name: &OsStr, noload: bool) -> Result<Handle, String> {
+pub(crate) fn open(name: &OsStr, noload: bool) -> Result<Handle, String> {
     let c = CString::new(name.as_bytes()).map_err(|_| "the path contains a NUL byte".to_owned())?;
     let mut flags = libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE;
     if noload {

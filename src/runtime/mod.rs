@@ -57,7 +57,7 @@
 //! between threads.
 
 mod api;
-mod loader;
+pub(crate) mod loader;
 
 use std::ffi::CStr;
 use std::fmt;
@@ -369,12 +369,16 @@ impl Runtime {
         found: Found,
         asked: Option<&Path>,
     ) -> Result<Runtime, LoadError> {
-        // The path actually loaded: the file holding any symbol of the library.
-        let probe = handle
-            .sym_addr(c"hipRuntimeGetVersion")
-            .or_else(|| handle.sym_addr(c"hipInit"));
-        let path = probe
-            .and_then(loader::Handle::file_of)
+        // The path actually loaded: the handle's own file, else the file holding one of its
+        // symbols, else the name it was opened by.
+        let path = handle
+            .file()
+            .or_else(|| {
+                handle
+                    .sym_addr(c"hipRuntimeGetVersion")
+                    .or_else(|| handle.sym_addr(c"hipInit"))
+                    .and_then(loader::Handle::file_of)
+            })
             .or_else(|| asked.map(Path::to_path_buf))
             .unwrap_or_else(|| PathBuf::from("libamdhip64.so"));
         // SAFETY: the declared type of hipRuntimeGetVersion.

@@ -96,13 +96,14 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let roots: Vec<serde_json::Value> = cache
         .roots()
         .iter()
-        .map(|r| serde_json::json!({"path": r.path, "writable": r.writable, "shared": r.shared}))
+        .map(|r| serde_json::json!({"path": output::path_json(&r.path), "writable": r.writable, "shared": r.shared}))
         .collect();
     let written = cache
         .roots()
         .first()
         .map(|r| r.path.display().to_string())
         .unwrap_or_default();
+    let written_json = cache.roots().first().map(|r| output::path_json(&r.path));
     match &args.action {
         Action::List => {
             let entries = cache.list();
@@ -111,7 +112,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                     .iter()
                     .map(|e| {
                         serde_json::json!({
-                            "root": e.root, "path": e.path,
+                            "root": output::path_json(&e.root), "path": output::path_json(&e.path),
                             "key": e.key.map(|k| k.to_hex()),
                             "bytes": e.bytes, "last_used_unix": unix_secs(e.last_used),
                         })
@@ -143,7 +144,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                     .iter()
                     .map(|s| {
                         serde_json::json!({
-                            "path": s.root.path, "writable": s.root.writable,
+                            "path": output::path_json(&s.root.path), "writable": s.root.writable,
                             "shared": s.root.shared, "entries": s.entries, "bytes": s.bytes,
                         })
                     })
@@ -176,10 +177,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                     .iter()
                     .map(|v| {
                         serde_json::json!({
-                            "path": v.path,
+                            "path": output::path_json(&v.path),
                             "ok": v.status.is_ok(),
                             "error": v.status.as_ref().err(),
-                            "untracked_headers": v.untracked,
+                            "untracked_headers": output::paths_json(&v.untracked),
                         })
                     })
                     .collect();
@@ -220,7 +221,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                 .clear()
                 .map_err(|e| CliError::failed(format!("clearing {written}: {e}")))?;
             if args.json {
-                output::print_json(serde_json::json!({"root": written, "removed": n}))
+                output::print_json(serde_json::json!({"root": written_json, "removed": n}))
             } else {
                 println!("removed {n} entries from {written}");
                 Ok(())
@@ -232,7 +233,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                 .map_err(|e| CliError::failed(format!("pruning {written}: {e}")))?;
             if args.json {
                 output::print_json(serde_json::json!({
-                    "root": written, "max_bytes": max_size, "removed": r.removed,
+                    "root": written_json, "max_bytes": max_size, "removed": r.removed,
                     "bytes_freed": r.bytes_freed, "bytes_left": r.bytes_left,
                 }))
             } else {

@@ -13,6 +13,11 @@
 //! - several targets: one code object per input and target, `<stem>-<target>.hsaco` (`:` in the
 //!   target ID written `_`) in the directory `-o` names.
 //!
+//! As with cc, an output that is an input file (by device and inode, however spelled) or that
+//! exists as a directory, FIFO, socket or block device is refused by name (exit status 2); a
+//! character device such as `/dev/null` is written into, never replaced; a symbolic link's
+//! target is replaced, not the link.
+//!
 //! Without `-o`, nothing is written besides the cache entry.
 //!
 //! NVIDIA targets (`--arch sm_90`, `sm_90a`: HIP's NVIDIA platform) compile with nvcc through
@@ -143,7 +148,9 @@ pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, 
     // `-o dir/` names a directory even before it exists.
     let names_dir = out.is_dir() || out.as_os_str().to_string_lossy().ends_with('/');
     if single && !names_dir {
-        return Ok(vec![vec![out.clone()]]);
+        let outs = vec![vec![out.clone()]];
+        check_outputs(args, &outs)?;
+        return Ok(outs);
     }
     if out.exists() && !out.is_dir() {
         return Err(CliError::usage(format!(
@@ -163,7 +170,7 @@ pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, 
             )));
         }
     }
-    Ok(stems
+    let outs: Vec<Vec<PathBuf>> = stems
         .iter()
         .map(|s| {
             if args.targets.len() == 1 {
@@ -175,12 +182,80 @@ pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, 
                     .collect()
             }
         })
-        .collect())
+        .collect();
+    check_outputs(args, &outs)?;
+    Ok(outs)
+}
+
+/// Refuses, as cc does, outputs that must not be written: one that is an input file (by device
+/// and inode, whatever the spelling), and one that exists as something other than a regular
+/// file or a character device (a directory, FIFO, socket or block device). A character device
+/// such as `/dev/null` is written into, never replaced.
+fn check_outputs(args: &Args, outs: &[Vec<PathBuf>]) -> Result<(), CliError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let inputs: Vec<(u64, u64, &PathBuf)> = args
+        .files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok().map(|m| (m.dev(), m.ino(), f)))
+        .collect();
+    for out in outs.iter().flatten() {
+        let Ok(m) = std::fs::metadata(out) else {
+            continue;
+        };
+        if let Some((_, _, input)) = inputs
+            .iter()
+            .find(|(dev, ino, _)| *dev == m.dev() && *ino == m.ino())
+        {
+            return Err(CliError::usage(format!(
+                "-o {}: this is the input file {}; refusing to overwrite it",
+                out.display(),
+                input.display()
+            )));
+        }
+        let t = m.file_type();
+        if !(t.is_file() || t.is_char_device()) {
+            return Err(CliError::usage(format!(
+                "-o {}: exists and is a {}, not a regular file; refusing to write there",
+                out.display(),
+                hipjit::file_read::kind_name(t)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed and
-/// synced, then renamed over `path`. A reader never sees a partly written file.
+/// synced, then renamed over `path`. A reader never sees a partly written file. A symbolic
+/// link is followed (its target is replaced, not the link), a character device (`/dev/null`)
+/// is written into, and anything else that is not a regular file is refused: no rename ever
+/// replaces a device, FIFO, socket or directory.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let resolved;
+    let path = match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_char_device() => {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            return f
+                .write_all(bytes)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()));
+        }
+        Ok(m) if !m.is_file() => {
+            return Err(format!(
+                "{} is a {}, not a regular file; refusing to replace it",
+                path.display(),
+                hipjit::file_read::kind_name(m.file_type())
+            ))
+        }
+        Ok(_) if path.is_symlink() => {
+            resolved = std::fs::canonicalize(path)
+                .map_err(|e| format!("cannot resolve {}: {e}", path.display()))?;
+            resolved.as_path()
+        }
+        _ => path,
+    };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -485,8 +560,8 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         let list: Vec<serde_json::Value> = results.iter().map(outcome_json).collect();
         output::print_json(serde_json::json!({
             "platform": "amd",
-            "compiler": { "path": id.path, "version": id.version_summary() },
-            "cache_roots": jit.disk_cache().map(|d| d.roots().iter().map(|r| r.path.clone()).collect::<Vec<_>>()),
+            "compiler": { "path": output::path_json(&id.path), "version": id.version_summary() },
+            "cache_roots": jit.disk_cache().map(|d| output::paths_json(d.roots().iter().map(|r| &r.path))),
             "results": list,
             "failed": failed,
         }))?;
@@ -539,14 +614,14 @@ fn print_compiled(file: &Path, c: &Compiled, written: &[PathBuf]) {
 fn outcome_json(o: &Outcome) -> serde_json::Value {
     match &o.result {
         Ok((c, written)) => serde_json::json!({
-            "file": o.file,
+            "file": output::path_json(&o.file),
             "ok": true,
             "cache": match c.origin() { Origin::Memory => "memory", Origin::Disk => "disk", Origin::Compiler => "miss" },
             "hit": c.is_hit(),
             "time_ms": c.elapsed().as_secs_f64() * 1000.0,
             "key": c.key().to_hex(),
-            "entry": c.entry_path(),
-            "written": written,
+            "entry": c.entry_path().map(output::path_json),
+            "written": output::paths_json(written),
             "code_objects": c.code_objects().iter().map(|co| serde_json::json!({
                 "target_id": co.target_id().to_string(),
                 "code_object_version": co.code_object_version(),
@@ -554,7 +629,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
             })).collect::<Vec<_>>(),
         }),
         Err(e) => serde_json::json!({
-            "file": o.file,
+            "file": output::path_json(&o.file),
             "ok": false,
             "error": e,
             "diagnostics": o.diagnostics,
@@ -562,11 +637,13 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
     }
 }
 
-/// The source text of `file`, or a message naming the file and what was wrong (unreadable, or
-/// not UTF-8 with the offset of the first bad byte).
+/// The source text of `file`, or a message naming the file and what was wrong (unreadable, not
+/// a regular file or standard input, larger than `hipjit::file_read::SOURCE_LIMIT`, or not
+/// UTF-8 with the offset of the first bad byte).
 pub fn read_source(file: &Path) -> Result<String, String> {
-    let bytes = std::fs::read(file)
-        .map_err(|e| format!("{}: cannot read the file: {e}", file.display()))?;
+    use hipjit::file_read::{read_file, Streams, SOURCE_LIMIT};
+    let bytes = read_file(file, SOURCE_LIMIT, "a source", Streams::Stdin)
+        .map_err(|e| format!("{}: cannot read the file: {}", file.display(), e.reason()))?;
     String::from_utf8(bytes).map_err(|e| {
         format!(
             "{}: not UTF-8 text (invalid byte at offset {})",

@@ -220,10 +220,10 @@ pub fn run(args: &Args, sms: &[SmTarget], outs: &[Vec<PathBuf>]) -> Result<(), C
         output::print_json(serde_json::json!({
             "platform": "nvidia",
             "compiler": {
-                "path": jit.nvcc().path(),
+                "path": output::path_json(jit.nvcc().path()),
                 "version": jit.nvcc().release().unwrap_or(jit.nvcc().version_text().trim()),
             },
-            "cache_roots": roots,
+            "cache_roots": roots.map(output::paths_json),
             "results": results.iter().map(outcome_json).collect::<Vec<_>>(),
             "failed": failed,
         }))?;
@@ -278,26 +278,26 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
         Ok((built, written)) => {
             let first = &built[0];
             serde_json::json!({
-                "file": o.file,
+                "file": output::path_json(&o.file),
                 "ok": true,
                 "cache": cache_name(first.origin),
                 "hit": built.iter().all(|b| b.origin != NvOrigin::Compiled),
                 "time_ms": built.iter().map(|b| b.elapsed.as_secs_f64() * 1000.0).sum::<f64>(),
                 "key": first.key,
-                "entry": first.entry,
-                "written": written,
+                "entry": first.entry.as_ref().map(output::path_json),
+                "written": output::paths_json(written),
                 "code_objects": built.iter().map(|b| serde_json::json!({
                     "target_id": b.sm.to_string(),
                     "elf_abi_version": b.cubin.abi_version(),
                     "cache": cache_name(b.origin),
                     "key": b.key,
-                    "entry": b.entry,
+                    "entry": b.entry.as_ref().map(output::path_json),
                     "kernels": b.cubin.kernels().iter().map(output::cubin_kernel_json).collect::<Vec<_>>(),
                 })).collect::<Vec<_>>(),
             })
         }
         Err(e) => serde_json::json!({
-            "file": o.file,
+            "file": output::path_json(&o.file),
             "ok": false,
             "error": e,
             "diagnostics": [],

@@ -447,6 +447,7 @@ pub(crate) fn run_with_timeout(
             cmd.get_program(),
             timeout.as_secs()
         )),
+        Err(e) => Err(format!("{:?}: {e}", cmd.get_program())),
     }
 }
 

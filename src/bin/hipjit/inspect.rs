@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use hipjit::code_object::cubin::{Cubin, EM_CUDA};
 use hipjit::code_object::{bundle_entries, CodeObject, CodeObjectError};
+use hipjit::file_read::{read_file, Streams, CODE_OBJECT_LIMIT};
 use hipjit::target_id::TargetId;
 
 use crate::output::{self, CliError};
@@ -45,8 +46,14 @@ pub struct Args {
 /// `--target` with a cubin.
 pub fn run(args: &Args) -> Result<(), CliError> {
     let path = &args.file;
-    let bytes = std::fs::read(path)
-        .map_err(|e| CliError::failed(format!("{}: cannot read the file: {e}", path.display())))?;
+    let bytes =
+        read_file(path, CODE_OBJECT_LIMIT, "a code object", Streams::Stdin).map_err(|e| {
+            CliError::failed(format!(
+                "{}: cannot read the file: {}",
+                path.display(),
+                e.reason()
+            ))
+        })?;
     if is_cubin(&bytes) {
         return run_cubin(args, &bytes);
     }
@@ -85,7 +92,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             .collect();
         let first = &objects[0];
         output::print_json(serde_json::json!({
-            "file": path,
+            "file": output::path_json(path),
             "file_size": bytes.len(),
             "platform": "amd",
             "container": output::container_name(container),
@@ -146,7 +153,7 @@ fn run_cubin(args: &Args, bytes: &[u8]) -> Result<(), CliError> {
         .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
     if args.json {
         return output::print_json(serde_json::json!({
-            "file": path,
+            "file": output::path_json(path),
             "file_size": bytes.len(),
             "platform": "nvidia",
             "container": "cubin",

@@ -56,6 +56,27 @@ pub fn print_json(mut value: serde_json::Value) -> Result<(), CliError> {
     Ok(())
 }
 
+/// A path in JSON: its text as a string when it is UTF-8; otherwise an object
+/// `{"text": <the path with each invalid sequence as U+FFFD>, "hex": <its bytes in hex>}`, so
+/// that any path can be printed and the exact one recovered.
+pub fn path_json(p: impl AsRef<std::path::Path>) -> serde_json::Value {
+    use std::os::unix::ffi::OsStrExt;
+    let p = p.as_ref();
+    match p.to_str() {
+        Some(s) => s.into(),
+        None => {
+            let bytes = p.as_os_str().as_bytes();
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            serde_json::json!({ "text": String::from_utf8_lossy(bytes), "hex": hex })
+        }
+    }
+}
+
+/// A list of paths in JSON, each as [`path_json`].
+pub fn paths_json<P: AsRef<std::path::Path>>(ps: impl IntoIterator<Item = P>) -> serde_json::Value {
+    ps.into_iter().map(path_json).collect::<Vec<_>>().into()
+}
+
 /// The name of a container as the command prints it (text and JSON).
 pub fn container_name(c: Container) -> &'static str {
     match c {
@@ -219,6 +240,17 @@ pub fn demangled(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_non_utf8_path_is_text_and_hex() {
+        use std::os::unix::ffi::OsStrExt;
+        let p = std::path::Path::new(std::ffi::OsStr::from_bytes(b"/tmp/a\xffb"));
+        assert_eq!(
+            path_json(p),
+            serde_json::json!({"text": "/tmp/a\u{fffd}b", "hex": "2f746d7061ff62"})
+        );
+        assert_eq!(path_json("/tmp/k.hip"), serde_json::json!("/tmp/k.hip"));
+    }
 
     #[test]
     fn human_bytes_uses_binary_units() {

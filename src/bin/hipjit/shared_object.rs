@@ -55,8 +55,13 @@ fn cstr_at(b: &[u8], o: usize) -> Option<&str> {
 /// Errors: a message naming the path and what was wrong (unreadable, not ELF64 little-endian,
 /// section table out of bounds).
 pub fn read(path: &Path) -> Result<SharedObject, String> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| format!("{}: cannot read the file: {e}", path.display()))?;
+    let bytes = hipjit::file_read::read_file(
+        path,
+        hipjit::file_read::CODE_OBJECT_LIMIT,
+        "a shared library",
+        hipjit::file_read::Streams::None,
+    )
+    .map_err(|e| format!("{}: cannot read the file: {}", path.display(), e.reason()))?;
     parse(&bytes).map_err(|what| format!("{}: {what}", path.display()))
 }
 

@@ -1,0 +1,297 @@
+//! hipRTC, HIP's in-process runtime compiler: HIP C++ source to an AMDGPU code object without
+//! starting a process.
+//!
+//! The library is opened with `dlopen` and every entry point resolved with `dlsym`, like the HIP
+//! runtime ([`crate::runtime`]); a library without one of them is refused by name
+//! ([`RtcError::MissingSymbol`]). Where it is looked for, in order:
+//! 1. a path given to [`HipRtc::open_path`], or the `HIPJIT_HIPRTC_LIBRARY` variable;
+//! 2. beside the HIP runtime hipjit loaded (the `runtime_library` argument of [`HipRtc::open`]):
+//!    `libhiprtc.so.7`, `libhiprtc.so.6`, `libhiprtc.so` in its directory, then the runtime
+//!    itself, which is where HIP 5.x keeps hipRTC (`libamdhip64.so.5` exports
+//!    `hiprtcCreateProgram`);
+//! 3. the dynamic loader: `libhiprtc.so.7`, `libhiprtc.so.6`, `libhiprtc.so`,
+//!    `libamdhip64.so.5`.
+//!
+//! Concurrency: hipRTC 5.2.3 is not safe to call from two threads at once (measured: SIGSEGV,
+//! heap corruption, LLVM's "Option registered more than once" abort), and 6.4.3 serialises
+//! inside the library anyway, so every program hipjit compiles with hipRTC is created, compiled,
+//! read and destroyed under one process-wide lock. Another hipRTC user in the same process (a
+//! framework's own JIT) does not take that lock and cannot be coordinated with.
+//!
+//! Options are clang's as hipRTC forwards them: `--gpu-architecture=<target ID>` selects the
+//! target ([`arch_option`]); the output is a raw ELF code object.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
+
+use super::rtc::{self, Api, RtcError, RtcInput, RtcOutput, Symbols};
+use crate::runtime::loader;
+use crate::target_id::TargetId;
+
+/// The variable naming the hipRTC library explicitly.
+pub const HIPRTC_LIBRARY_ENV: &str = "HIPJIT_HIPRTC_LIBRARY";
+
+/// hipRTC's own library names, newest first; HIP 5.x has none (hipRTC is inside the runtime).
+pub const HIPRTC_SONAMES: &[&str] = &["libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so"];
+
+/// The HIP 5.x runtime, which exports hipRTC itself.
+const RUNTIME_WITH_HIPRTC: &str = "libamdhip64.so.5";
+
+const COMPILER: &str = "hipRTC";
+
+static SYMBOLS: Symbols = Symbols {
+    create: c"hiprtcCreateProgram",
+    compile: c"hiprtcCompileProgram",
+    log_size: c"hiprtcGetProgramLogSize",
+    log: c"hiprtcGetProgramLog",
+    output_size: c"hiprtcGetCodeSize",
+    output: c"hiprtcGetCode",
+    destroy: c"hiprtcDestroyProgram",
+    error_string: c"hiprtcGetErrorString",
+    version: c"hiprtcVersion",
+};
+
+/// Held around every hipRTC program's life (see the module documentation).
+static HIPRTC_LOCK: Mutex<()> = Mutex::new(());
+
+/// A loaded hipRTC library. Opening the same file twice gives the same library (the dynamic
+/// loader shares it); it is never unloaded.
+pub struct HipRtc {
+    path: PathBuf,
+    found: String,
+    api: Api,
+}
+
+impl std::fmt::Debug for HipRtc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HipRtc")
+            .field("path", &self.path)
+            .field("found", &self.found)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `--gpu-architecture=<target ID>`, hipRTC's option selecting the target (features included,
+/// e.g. `gfx90a:xnack-`).
+pub fn arch_option(target: &TargetId) -> String {
+    format!("--gpu-architecture={target}")
+}
+
+impl HipRtc {
+    /// Opens hipRTC from `HIPJIT_HIPRTC_LIBRARY`, else beside `runtime_library` (the file the
+    /// HIP runtime was loaded from, [`crate::runtime::Runtime::path`]), else through the dynamic
+    /// loader; see the module documentation for the order.
+    ///
+    /// Errors: [`RtcError::Open`] or [`RtcError::MissingSymbol`] for a library named by the
+    /// variable; [`RtcError::NotFound`] listing every candidate and why it failed.
+    pub fn open(runtime_library: Option<&Path>) -> Result<HipRtc, RtcError> {
+        if let Some(path) = std::env::var_os(HIPRTC_LIBRARY_ENV).filter(|v| !v.is_empty()) {
+            return Self::open_named(Path::new(&path), HIPRTC_LIBRARY_ENV);
+        }
+        let mut tried = Vec::new();
+        if let Some(runtime) = runtime_library {
+            let dir = runtime.parent().unwrap_or(Path::new("."));
+            let beside = HIPRTC_SONAMES
+                .iter()
+                .map(|name| dir.join(name))
+                .chain(std::iter::once(runtime.to_path_buf()));
+            for candidate in beside {
+                if !candidate.exists() {
+                    continue;
+                }
+                match Self::try_open(candidate.as_os_str(), "beside the HIP runtime") {
+                    Ok(rtc) => return Ok(rtc),
+                    Err(why) => {
+                        tried.push((rtc::describe(&candidate, "beside the HIP runtime"), why))
+                    }
+                }
+            }
+        }
+        for name in HIPRTC_SONAMES
+            .iter()
+            .chain(std::iter::once(&RUNTIME_WITH_HIPRTC))
+        {
+            match Self::try_open(OsStr::new(name), "dynamic loader") {
+                Ok(rtc) => return Ok(rtc),
+                Err(why) => tried.push((format!("{name} (dynamic loader)"), why)),
+            }
+        }
+        Err(RtcError::NotFound {
+            compiler: COMPILER,
+            tried,
+        })
+    }
+
+    /// Opens hipRTC from `path` exactly.
+    ///
+    /// Errors: [`RtcError::Open`] when dlopen fails, [`RtcError::MissingSymbol`] naming the first
+    /// hipRTC entry point the file does not export.
+    pub fn open_path(path: &Path) -> Result<HipRtc, RtcError> {
+        Self::open_named(path, "explicit path")
+    }
+
+    fn open_named(path: &Path, from: &str) -> Result<HipRtc, RtcError> {
+        let handle = loader::open(path.as_os_str(), false).map_err(|reason| RtcError::Open {
+            compiler: COMPILER,
+            path: path.to_path_buf(),
+            from: from.to_owned(),
+            reason,
+        })?;
+        let api = Api::resolve(&handle, &SYMBOLS).map_err(|symbol| RtcError::MissingSymbol {
+            compiler: COMPILER,
+            path: path.to_path_buf(),
+            symbol,
+        })?;
+        Ok(Self::new(&handle, path, from, api))
+    }
+
+    /// One candidate of the search: the reason it failed, as text, on failure.
+    fn try_open(name: &OsStr, from: &str) -> Result<HipRtc, String> {
+        let handle = loader::open(name, false)?;
+        let api = Api::resolve(&handle, &SYMBOLS)
+            .map_err(|symbol| format!("does not export {symbol}"))?;
+        Ok(Self::new(&handle, Path::new(name), from, api))
+    }
+
+    fn new(handle: &loader::Handle, name: &Path, from: &str, api: Api) -> HipRtc {
+        let path = handle
+            .sym_addr(SYMBOLS.create)
+            .and_then(loader::Handle::file_of)
+            .unwrap_or_else(|| name.to_path_buf());
+        HipRtc {
+            path,
+            found: from.to_owned(),
+            api,
+        }
+    }
+
+    /// The file the library was loaded from (`dladdr` of `hiprtcCreateProgram`).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How the library was found: `HIPJIT_HIPRTC_LIBRARY`, `explicit path`, `beside the HIP
+    /// runtime` or `dynamic loader`.
+    pub fn found(&self) -> &str {
+        &self.found
+    }
+
+    /// `hiprtcVersion`'s answer. It does not identify a build: 5.2.3 and 6.4.3 both say 9.0.
+    pub fn version(&self) -> Option<(i32, i32)> {
+        self.api.version()
+    }
+
+    /// Compiles one program to a code object, under the process-wide hipRTC lock.
+    ///
+    /// Errors: [`RtcError::NulByte`] before any call when a string holds a NUL byte;
+    /// [`RtcError::Compile`] with the program log when the compile fails;
+    /// [`RtcError::EmptyOutput`] when it succeeds with no code; [`RtcError::Call`] when another
+    /// hipRTC call fails.
+    /// File names in the log are the user's: comgr's staging paths are mapped back (see
+    /// [`unstage_log`]).
+    pub fn compile(&self, input: &RtcInput<'_>) -> Result<RtcOutput, RtcError> {
+        let out = {
+            let _serialised = HIPRTC_LOCK.lock();
+            rtc::compile(COMPILER, &self.api, &SYMBOLS, input)
+        };
+        let mut out = out.map_err(|e| match e {
+            RtcError::Compile {
+                compiler,
+                name,
+                options,
+                log,
+            } => RtcError::Compile {
+                log: unstage_log(&log, &name),
+                compiler,
+                name,
+                options,
+            },
+            other => other,
+        })?;
+        out.log = unstage_log(&out.log, input.name);
+        if out.code.is_empty() {
+            let arch = input
+                .options
+                .iter()
+                .find_map(|o| o.strip_prefix("--gpu-architecture="))
+                .unwrap_or("the default target");
+            return Err(RtcError::EmptyOutput {
+                compiler: COMPILER,
+                what: "code object",
+                arch: arch.to_owned(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// A hipRTC log with comgr's staging paths mapped back to the names the caller gave: comgr
+/// writes the source and the in-memory headers under `<TMPDIR>/comgr-<id>/input/` and its
+/// diagnostics name those files; HIP 5.x also renames the source `CompileSource`. So
+/// `/tmp/comgr-696f67/input/CompileSource:3:11: error: ...` becomes `kern.hip:3:11: error: ...`
+/// and `/tmp/comgr-a1c2d5/input/shape.h` becomes `shape.h`.
+pub fn unstage_log(log: &str, source_name: &str) -> String {
+    let mut out = String::with_capacity(log.len());
+    let mut rest = log;
+    while let Some(at) = rest.find("comgr-") {
+        // The staging path starts after the last delimiter before `comgr-`.
+        let start = rest[..at]
+            .rfind(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '(' | '['))
+            .map_or(0, |i| i + 1);
+        let after = &rest[at + "comgr-".len()..];
+        let id_len = after
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .unwrap_or(after.len());
+        let staged = id_len > 0 && after[id_len..].starts_with("/input/");
+        if !staged || !rest[start..at].starts_with('/') {
+            out.push_str(&rest[..at + "comgr-".len()]);
+            rest = after;
+            continue;
+        }
+        out.push_str(&rest[..start]);
+        rest = &after[id_len + "/input/".len()..];
+        if let Some(tail) = rest.strip_prefix("CompileSource") {
+            out.push_str(source_name);
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unstage_log;
+
+    #[test]
+    fn comgr_staging_paths_become_the_callers_names() {
+        let hip5 = "/tmp/comgr-696f67/input/CompileSource:3:11: error: expected expression\n\
+                    In file included from /tmp/comgr-696f67/input/CompileSource:1:\n\
+                    /tmp/comgr-696f67/input/shape.h:2:1: note: here";
+        assert_eq!(
+            unstage_log(hip5, "kern.hip"),
+            "kern.hip:3:11: error: expected expression\n\
+             In file included from kern.hip:1:\n\
+             shape.h:2:1: note: here"
+        );
+        let hip6 = "/var/tmp/x/comgr-a1c2d5/input/kern.hip:3:11: error: expected expression";
+        assert_eq!(
+            unstage_log(hip6, "kern.hip"),
+            "kern.hip:3:11: error: expected expression"
+        );
+    }
+
+    #[test]
+    fn text_that_only_looks_like_comgr_is_kept() {
+        for text in [
+            "comgr-abc/input/x.h: not a path",
+            "/tmp/comgr-/input/x.h",
+            "/tmp/comgr-12/output/x.o",
+            "see comgr-",
+        ] {
+            assert_eq!(unstage_log(text, "k.hip"), text);
+        }
+    }
+}

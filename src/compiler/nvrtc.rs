@@ -1,0 +1,310 @@
+//! NVRTC, CUDA's in-process runtime compiler: CUDA C++ source to a cubin (SASS for one SM
+//! architecture) without starting a process, for HIP's NVIDIA platform.
+//!
+//! The library is opened with `dlopen` and every entry point resolved with `dlsym`; a library
+//! without one of them is refused by name ([`RtcError::MissingSymbol`]). Where it is looked for,
+//! in order:
+//! 1. a path given to [`NvRtc::open_path`], or the `HIPJIT_NVRTC_LIBRARY` variable;
+//! 2. `lib64/` under `CUDA_PATH`, then under `CUDA_HOME`;
+//! 3. beside the nvcc hipjit found (the `nvcc` argument of [`NvRtc::open`]): `../lib64` (a
+//!    toolkit) and `../lib` (PyPI's `nvidia/cu13/lib` beside `nvidia/cu13/bin/nvcc`);
+//! 4. the dynamic loader: `libnvrtc.so.13`, `libnvrtc.so.12`, `libnvrtc.so.11.2`, `libnvrtc.so`.
+//!
+//! In a directory the newest `libnvrtc.so.N` is taken (`libnvrtc-builtins` is NVRTC's own
+//! dependency, loaded by it).
+//!
+//! The output is a cubin (`nvrtcGetCUBIN`), so the architecture must be a real one,
+//! `-arch=sm_NN` ([`arch_option`]): NVRTC accepts `-arch=compute_NN` and returns a 0-byte cubin,
+//! which hipjit refuses before compiling ([`RtcError::Arch`]); a 0-byte cubin from any other
+//! option is [`RtcError::EmptyOutput`]. NVRTC may be called from several threads at once (its
+//! documentation's "Thread Safety" section), so no lock is taken.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use super::rtc::{self, Api, RtcError, RtcInput, RtcOutput, Symbols};
+use crate::cuda::target::SmTarget;
+use crate::runtime::loader;
+
+/// The variable naming the NVRTC library explicitly.
+pub const NVRTC_LIBRARY_ENV: &str = "HIPJIT_NVRTC_LIBRARY";
+
+/// NVRTC's names for the dynamic loader, newest first.
+pub const NVRTC_SONAMES: &[&str] = &[
+    "libnvrtc.so.13",
+    "libnvrtc.so.12",
+    "libnvrtc.so.11.2",
+    "libnvrtc.so",
+];
+
+const COMPILER: &str = "NVRTC";
+
+static SYMBOLS: Symbols = Symbols {
+    create: c"nvrtcCreateProgram",
+    compile: c"nvrtcCompileProgram",
+    log_size: c"nvrtcGetProgramLogSize",
+    log: c"nvrtcGetProgramLog",
+    output_size: c"nvrtcGetCUBINSize",
+    output: c"nvrtcGetCUBIN",
+    destroy: c"nvrtcDestroyProgram",
+    error_string: c"nvrtcGetErrorString",
+    version: c"nvrtcVersion",
+};
+
+/// `-arch=sm_NN`, NVRTC's option selecting the SM architecture of the cubin.
+pub fn arch_option(target: SmTarget) -> String {
+    format!("-arch={target}")
+}
+
+/// A loaded NVRTC library, never unloaded.
+pub struct NvRtc {
+    path: PathBuf,
+    found: String,
+    api: Api,
+}
+
+impl std::fmt::Debug for NvRtc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvRtc")
+            .field("path", &self.path)
+            .field("found", &self.found)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The newest `libnvrtc.so.N...` in `dir` (not `libnvrtc-builtins`, not the bare `libnvrtc.so`
+/// development link when a versioned file exists), by the numbers after `.so.`.
+fn newest_in(dir: &Path) -> Option<PathBuf> {
+    let mut best: Option<(Vec<u32>, PathBuf)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name.strip_prefix("libnvrtc.so") else {
+            continue;
+        };
+        let version: Vec<u32> = if rest.is_empty() {
+            Vec::new()
+        } else if let Some(v) = rest.strip_prefix('.') {
+            match v
+                .split('.')
+                .map(str::parse)
+                .collect::<Result<Vec<u32>, _>>()
+            {
+                Ok(v) => v,
+                Err(_) => continue,
+            }
+        } else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(b, _)| version > *b) {
+            best = Some((version, entry.path()));
+        }
+    }
+    best.map(|(_, p)| p)
+}
+
+impl NvRtc {
+    /// Opens NVRTC from `HIPJIT_NVRTC_LIBRARY`, `CUDA_PATH`/`CUDA_HOME`, beside `nvcc`, or the
+    /// dynamic loader; see the module documentation for the order.
+    ///
+    /// Errors: [`RtcError::Open`] or [`RtcError::MissingSymbol`] for a library named by the
+    /// variable; [`RtcError::NotFound`] listing every candidate and why it failed.
+    pub fn open(nvcc: Option<&Path>) -> Result<NvRtc, RtcError> {
+        Self::open_with_env(nvcc, |name| std::env::var_os(name))
+    }
+
+    /// [`NvRtc::open`] with the environment read through `env`.
+    pub fn open_with_env(
+        nvcc: Option<&Path>,
+        env: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<NvRtc, RtcError> {
+        if let Some(path) = env(NVRTC_LIBRARY_ENV).filter(|v| !v.is_empty()) {
+            return Self::open_named(Path::new(&path), NVRTC_LIBRARY_ENV);
+        }
+        let mut dirs: Vec<(PathBuf, String)> = Vec::new();
+        for var in ["CUDA_PATH", "CUDA_HOME"] {
+            if let Some(root) = env(var).filter(|v| !v.is_empty()) {
+                dirs.push((Path::new(&root).join("lib64"), format!("lib64 under {var}")));
+            }
+        }
+        if let Some(bin) = nvcc.and_then(Path::parent) {
+            let top = bin.parent().unwrap_or(Path::new("/"));
+            dirs.push((
+                top.join("lib64"),
+                format!("beside {}", nvcc.unwrap_or(bin).display()),
+            ));
+            dirs.push((
+                top.join("lib"),
+                format!("beside {}", nvcc.unwrap_or(bin).display()),
+            ));
+        }
+        let mut tried = Vec::new();
+        for (dir, from) in &dirs {
+            let Some(candidate) = newest_in(dir) else {
+                tried.push((rtc::describe(dir, from), "no libnvrtc.so*".to_owned()));
+                continue;
+            };
+            match Self::try_open(candidate.as_os_str(), from) {
+                Ok(nvrtc) => return Ok(nvrtc),
+                Err(why) => tried.push((rtc::describe(&candidate, from), why)),
+            }
+        }
+        for name in NVRTC_SONAMES {
+            match Self::try_open(OsStr::new(name), "dynamic loader") {
+                Ok(nvrtc) => return Ok(nvrtc),
+                Err(why) => tried.push((format!("{name} (dynamic loader)"), why)),
+            }
+        }
+        Err(RtcError::NotFound {
+            compiler: COMPILER,
+            tried,
+        })
+    }
+
+    /// Opens NVRTC from `path` exactly.
+    ///
+    /// Errors: [`RtcError::Open`] when dlopen fails, [`RtcError::MissingSymbol`] naming the first
+    /// NVRTC entry point the file does not export.
+    pub fn open_path(path: &Path) -> Result<NvRtc, RtcError> {
+        Self::open_named(path, "explicit path")
+    }
+
+    fn open_named(path: &Path, from: &str) -> Result<NvRtc, RtcError> {
+        let handle = loader::open(path.as_os_str(), false).map_err(|reason| RtcError::Open {
+            compiler: COMPILER,
+            path: path.to_path_buf(),
+            from: from.to_owned(),
+            reason,
+        })?;
+        let api = Api::resolve(&handle, &SYMBOLS).map_err(|symbol| RtcError::MissingSymbol {
+            compiler: COMPILER,
+            path: path.to_path_buf(),
+            symbol,
+        })?;
+        Ok(Self::new(&handle, path, from, api))
+    }
+
+    fn try_open(name: &OsStr, from: &str) -> Result<NvRtc, String> {
+        let handle = loader::open(name, false)?;
+        let api = Api::resolve(&handle, &SYMBOLS)
+            .map_err(|symbol| format!("does not export {symbol}"))?;
+        Ok(Self::new(&handle, Path::new(name), from, api))
+    }
+
+    fn new(handle: &loader::Handle, name: &Path, from: &str, api: Api) -> NvRtc {
+        let path = handle
+            .sym_addr(SYMBOLS.create)
+            .and_then(loader::Handle::file_of)
+            .unwrap_or_else(|| name.to_path_buf());
+        NvRtc {
+            path,
+            found: from.to_owned(),
+            api,
+        }
+    }
+
+    /// The file the library was loaded from (`dladdr` of `nvrtcCreateProgram`).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How the library was found (`HIPJIT_NVRTC_LIBRARY`, `lib64 under CUDA_PATH`, `beside
+    /// <nvcc>`, `dynamic loader`, `explicit path`).
+    pub fn found(&self) -> &str {
+        &self.found
+    }
+
+    /// `nvrtcVersion`: the CUDA version of this NVRTC, e.g. `(13, 0)`.
+    pub fn version(&self) -> Option<(i32, i32)> {
+        self.api.version()
+    }
+
+    /// Compiles one program to a cubin. Headers in `input.headers` are handed to NVRTC in
+    /// memory (`nvrtcCreateProgram`'s `headers`/`includeNames`), which is how NVRTC reads them
+    /// without a file system (it reports no dependency list).
+    ///
+    /// Errors: [`RtcError::Arch`] before compiling for `-arch=compute_NN` (or
+    /// `--gpu-architecture=compute_NN`), which yields PTX and an empty cubin;
+    /// [`RtcError::NulByte`] before any call; [`RtcError::Compile`] with the program log;
+    /// [`RtcError::EmptyOutput`] for a 0-byte cubin; [`RtcError::Call`] for another failing call.
+    pub fn compile(&self, input: &RtcInput<'_>) -> Result<RtcOutput, RtcError> {
+        let arch = requested_arch(input.options);
+        if let Some(arch) = arch.filter(|a| a.starts_with("compute_")) {
+            let sm = arch.trim_start_matches("compute_");
+            return Err(RtcError::Arch {
+                compiler: COMPILER,
+                arch: arch.to_owned(),
+                reason: format!(
+                    "a virtual architecture gives PTX, not a cubin (NVRTC returns 0 bytes); \
+                     use sm_{sm}"
+                ),
+            });
+        }
+        let out = rtc::compile(COMPILER, &self.api, &SYMBOLS, input)?;
+        if out.code.is_empty() {
+            return Err(RtcError::EmptyOutput {
+                compiler: COMPILER,
+                what: "cubin",
+                arch: arch.unwrap_or("the default architecture").to_owned(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The value of the last `-arch=`, `--gpu-architecture=` (or `-arch X` pair) among `options`.
+fn requested_arch(options: &[String]) -> Option<&str> {
+    let mut arch = None;
+    let mut iter = options.iter();
+    while let Some(o) = iter.next() {
+        if let Some(v) = o
+            .strip_prefix("-arch=")
+            .or_else(|| o.strip_prefix("--gpu-architecture="))
+        {
+            arch = Some(v);
+        } else if o == "-arch" || o == "--gpu-architecture" {
+            arch = iter.next().map(String::as_str);
+        }
+    }
+    arch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_arch_option_wins_in_every_spelling() {
+        let o = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(requested_arch(&o(&["-arch=sm_80", "-O3"])), Some("sm_80"));
+        assert_eq!(
+            requested_arch(&o(&["-arch", "compute_90"])),
+            Some("compute_90")
+        );
+        assert_eq!(
+            requested_arch(&o(&["-arch=sm_80", "--gpu-architecture=sm_90a"])),
+            Some("sm_90a")
+        );
+        assert_eq!(requested_arch(&o(&["-O3"])), None);
+    }
+
+    #[test]
+    fn the_newest_versioned_library_in_a_directory_is_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "libnvrtc.so",
+            "libnvrtc.so.12",
+            "libnvrtc.so.13",
+            "libnvrtc.so.13.0.1",
+            "libnvrtc-builtins.so.13.5",
+            "libnvrtc.so.bak",
+        ] {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        assert_eq!(
+            newest_in(dir.path()),
+            Some(dir.path().join("libnvrtc.so.13.0.1"))
+        );
+        assert_eq!(newest_in(&dir.path().join("missing")), None);
+    }
+}

@@ -1,0 +1,411 @@
+//! The program life cycle that HIP's and CUDA's runtime compilers share: create a program from
+//! a source and in-memory headers, compile it with options, read its log and its output,
+//! destroy it. hipRTC (`hiprtcCreateProgram`, `hiprtcCompileProgram`, `hiprtcGetCode`...) and
+//! NVRTC (`nvrtcCreateProgram`, `nvrtcCompileProgram`, `nvrtcGetCUBIN`...) have the same entry
+//! points with the same C signatures, so one table of function pointers serves both; the
+//! backends ([`super::hiprtc`], [`super::nvrtc`]) find the library, name the symbols and check
+//! what is specific to their vendor.
+//!
+//! Both compilers take C strings: a source, header or option holding a NUL byte is refused
+//! before the library is called ([`RtcError::NulByte`]).
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+
+use crate::runtime::loader::Handle;
+
+/// An opaque program handle (`hiprtcProgram`, `nvrtcProgram`).
+pub(crate) type Program = *mut c_void;
+
+type CreateProgram = unsafe extern "C" fn(
+    *mut Program,
+    *const c_char,
+    *const c_char,
+    c_int,
+    *const *const c_char,
+    *const *const c_char,
+) -> c_int;
+type CompileProgram = unsafe extern "C" fn(Program, c_int, *const *const c_char) -> c_int;
+type GetSize = unsafe extern "C" fn(Program, *mut usize) -> c_int;
+type GetBytes = unsafe extern "C" fn(Program, *mut c_char) -> c_int;
+type DestroyProgram = unsafe extern "C" fn(*mut Program) -> c_int;
+type GetErrorString = unsafe extern "C" fn(c_int) -> *const c_char;
+type GetVersion = unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int;
+
+/// The exported names of one compiler's entry points, in the order of [`Api`]'s fields.
+pub(crate) struct Symbols {
+    pub create: &'static CStr,
+    pub compile: &'static CStr,
+    pub log_size: &'static CStr,
+    pub log: &'static CStr,
+    pub output_size: &'static CStr,
+    pub output: &'static CStr,
+    pub destroy: &'static CStr,
+    pub error_string: &'static CStr,
+    pub version: &'static CStr,
+}
+
+/// The resolved entry points of one loaded runtime compiler.
+#[derive(Clone, Copy)]
+pub(crate) struct Api {
+    create: CreateProgram,
+    compile: CompileProgram,
+    log_size: GetSize,
+    log: GetBytes,
+    output_size: GetSize,
+    output: GetBytes,
+    destroy: DestroyProgram,
+    error_string: GetErrorString,
+    version: GetVersion,
+}
+
+impl Api {
+    /// Resolves every entry point of `symbols` in `handle`; the first one missing is returned by
+    /// name.
+    pub(crate) fn resolve(handle: &Handle, symbols: &Symbols) -> Result<Api, &'static str> {
+        // SAFETY: each type above is the C declaration of the named function, identical in
+        // hiprtc.h and nvrtc.h (the program handle is a pointer, the result an int enum).
+        unsafe {
+            macro_rules! get {
+                ($field:ident) => {
+                    handle
+                        .sym(symbols.$field)
+                        .ok_or_else(|| symbols.$field.to_str().unwrap_or("?"))?
+                };
+            }
+            Ok(Api {
+                create: get!(create),
+                compile: get!(compile),
+                log_size: get!(log_size),
+                log: get!(log),
+                output_size: get!(output_size),
+                output: get!(output),
+                destroy: get!(destroy),
+                error_string: get!(error_string),
+                version: get!(version),
+            })
+        }
+    }
+
+    /// The library's own version pair (`hiprtcVersion`, `nvrtcVersion`), or `None` when the call
+    /// fails. hipRTC 5.2.3 and 6.4.3 both answer 9.0: it identifies nothing.
+    pub(crate) fn version(&self) -> Option<(i32, i32)> {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: both pointers are valid for writes of one int.
+        let rc = unsafe { (self.version)(&mut major, &mut minor) };
+        (rc == 0).then_some((major, minor))
+    }
+
+    /// The library's text for a result code.
+    fn message(&self, code: c_int) -> String {
+        // SAFETY: the function accepts any result value and returns NULL or a static string.
+        let p = unsafe { (self.error_string)(code) };
+        if p.is_null() {
+            format!("result {code}")
+        } else {
+            // SAFETY: non-null, NUL-terminated, static.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    }
+}
+
+/// One compile's input.
+#[derive(Debug, Clone, Copy)]
+pub struct RtcInput<'a> {
+    /// The source bytes (no NUL byte).
+    pub source: &'a [u8],
+    /// The source's name, as diagnostics show it (e.g. `kernel.hip`).
+    pub name: &'a str,
+    /// Headers handed to the compiler in memory: the name an `#include` uses, and the bytes.
+    pub headers: &'a [(String, Vec<u8>)],
+    /// The compiler's options, one argument each (e.g. `--gpu-architecture=gfx90a`, `-O3`).
+    pub options: &'a [String],
+}
+
+/// What a successful compile returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RtcOutput {
+    /// The code: an AMDGPU code object (hipRTC) or a cubin (NVRTC).
+    pub code: Vec<u8>,
+    /// The program log (warnings), lossily decoded; empty when there were none.
+    pub log: String,
+}
+
+/// Errors of the in-process compilers.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RtcError {
+    /// No library of this compiler could be opened; every candidate tried, with the reason.
+    #[error("{compiler} not found; tried:{}", tried_list(.tried))]
+    NotFound {
+        /// `hipRTC` or `NVRTC`.
+        compiler: &'static str,
+        /// Each candidate (a path or soname, and where it came from) and why it failed.
+        tried: Vec<(String, String)>,
+    },
+    /// A library named explicitly (argument or environment variable) could not be opened.
+    #[error("cannot open {compiler} library {path} (from {from}): {reason}")]
+    Open {
+        /// `hipRTC` or `NVRTC`.
+        compiler: &'static str,
+        /// The path as given.
+        path: PathBuf,
+        /// The argument or variable that named it.
+        from: String,
+        /// dlopen's message.
+        reason: String,
+    },
+    /// The library opened but does not export an entry point the compile needs.
+    #[error("{path} is not a usable {compiler} library: it does not export {symbol}")]
+    MissingSymbol {
+        /// `hipRTC` or `NVRTC`.
+        compiler: &'static str,
+        /// The file opened.
+        path: PathBuf,
+        /// The first entry point missing.
+        symbol: &'static str,
+    },
+    /// A string handed to the compiler holds a NUL byte, which a C string cannot carry.
+    #[error("{what} holds a NUL byte at offset {offset}: {compiler} takes C strings (hipcc and nvcc read files and accept it)")]
+    NulByte {
+        /// `hipRTC` or `NVRTC`.
+        compiler: &'static str,
+        /// Which string: `the source`, `header "x.h"`, `option 2`...
+        what: String,
+        /// Byte offset of the first NUL.
+        offset: usize,
+    },
+    /// A call other than the compile itself failed.
+    #[error("{call} failed: {message} ({code})")]
+    Call {
+        /// The entry point, e.g. `hiprtcCreateProgram`.
+        call: &'static str,
+        /// The result code.
+        code: i32,
+        /// The library's text for it.
+        message: String,
+    },
+    /// The compile failed; the program log holds the compiler's diagnostics.
+    #[error("{compiler} could not compile {name} with [{}]:\n{log}", .options.join(" "))]
+    Compile {
+        /// `hipRTC` or `NVRTC`.
+        compiler: &'static str,
+        /// The source's name.
+        name: String,
+        /// The options used.
+        options: Vec<String>,
+        /// The program log, lossily decoded.
+        log: String,
+    },
+    /// The compile succeeded with nothing to load: NVRTC returns a 0-byte cubin for a virtual
+    /// architecture (`compute_NN`).
+    #[error("{compiler} returned an empty {what} for {arch}")]
+    EmptyOutput {
+        /// `hipRTC` or `NVRTC`.
+        compiler: &'static str,
+        /// `code object` or `cubin`.
+        what: &'static str,
+        /// The architecture asked for.
+        arch: String,
+    },
+    /// The architecture cannot be compiled to loadable code by this compiler.
+    #[error("{compiler} cannot compile for {arch:?}: {reason}")]
+    Arch {
+        /// `hipRTC` or `NVRTC`.
+        compiler: &'static str,
+        /// The architecture as given.
+        arch: String,
+        /// Why, and what to use instead.
+        reason: String,
+    },
+}
+
+fn tried_list(tried: &[(String, String)]) -> String {
+    if tried.is_empty() {
+        return " nothing".to_owned();
+    }
+    tried
+        .iter()
+        .map(|(what, why)| format!("\n  {what}: {why}"))
+        .collect()
+}
+
+/// `bytes` as a C string, or [`RtcError::NulByte`] naming `what`.
+fn c_string(
+    compiler: &'static str,
+    what: impl Fn() -> String,
+    bytes: &[u8],
+) -> Result<CString, RtcError> {
+    CString::new(bytes).map_err(|e| RtcError::NulByte {
+        compiler,
+        what: what(),
+        offset: e.nul_position(),
+    })
+}
+
+/// Destroys the program when dropped, on every path out of [`compile`].
+struct ProgramGuard<'a> {
+    api: &'a Api,
+    program: Program,
+}
+
+impl Drop for ProgramGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `program` was created by `api.create` and is destroyed once, here.
+        unsafe { (self.api.destroy)(&mut self.program) };
+    }
+}
+
+/// Reads a size-then-bytes pair (the log, the code) from a compiled program.
+fn read_bytes(
+    api: &Api,
+    program: Program,
+    size_call: (&'static str, GetSize),
+    bytes_call: (&'static str, GetBytes),
+) -> Result<Vec<u8>, RtcError> {
+    let mut size = 0usize;
+    // SAFETY: `program` is live; `size` is valid for one write.
+    let rc = unsafe { (size_call.1)(program, &mut size) };
+    if rc != 0 {
+        return Err(RtcError::Call {
+            call: size_call.0,
+            code: rc,
+            message: api.message(rc),
+        });
+    }
+    let mut buf = vec![0u8; size];
+    if size > 0 {
+        // SAFETY: `buf` holds exactly the `size` bytes the library said it writes.
+        let rc = unsafe { (bytes_call.1)(program, buf.as_mut_ptr().cast()) };
+        if rc != 0 {
+            return Err(RtcError::Call {
+                call: bytes_call.0,
+                code: rc,
+                message: api.message(rc),
+            });
+        }
+    }
+    Ok(buf)
+}
+
+/// Log bytes as text: the trailing NUL the libraries count in the size removed, lossily decoded.
+fn log_text(mut bytes: Vec<u8>) -> String {
+    while bytes.last() == Some(&0) {
+        bytes.pop();
+    }
+    String::from_utf8_lossy(&bytes).trim_end().to_owned()
+}
+
+/// Creates, compiles, reads and destroys one program through `api`. The caller holds whatever
+/// lock the library needs.
+pub(crate) fn compile(
+    compiler: &'static str,
+    api: &Api,
+    symbols: &Symbols,
+    input: &RtcInput<'_>,
+) -> Result<RtcOutput, RtcError> {
+    let source = c_string(compiler, || "the source".to_owned(), input.source)?;
+    let name = c_string(
+        compiler,
+        || format!("the source name {:?}", input.name),
+        input.name.as_bytes(),
+    )?;
+    let mut header_names = Vec::with_capacity(input.headers.len());
+    let mut header_bodies = Vec::with_capacity(input.headers.len());
+    for (include_name, body) in input.headers {
+        header_names.push(c_string(
+            compiler,
+            || format!("the header name {include_name:?}"),
+            include_name.as_bytes(),
+        )?);
+        header_bodies.push(c_string(
+            compiler,
+            || format!("header {include_name:?}"),
+            body,
+        )?);
+    }
+    let mut options = Vec::with_capacity(input.options.len());
+    for (i, option) in input.options.iter().enumerate() {
+        options.push(c_string(
+            compiler,
+            || format!("option {i} ({option:?})"),
+            option.as_bytes(),
+        )?);
+    }
+    let header_name_ptrs: Vec<*const c_char> = header_names.iter().map(|c| c.as_ptr()).collect();
+    let header_body_ptrs: Vec<*const c_char> = header_bodies.iter().map(|c| c.as_ptr()).collect();
+    let option_ptrs: Vec<*const c_char> = options.iter().map(|c| c.as_ptr()).collect();
+    let call_err = |call: &'static str, code: c_int| RtcError::Call {
+        call,
+        code,
+        message: api.message(code),
+    };
+
+    let mut program: Program = std::ptr::null_mut();
+    let n_headers =
+        c_int::try_from(header_body_ptrs.len()).map_err(|_| call_err(sym(symbols.create), -1))?;
+    let (bodies, names) = if header_body_ptrs.is_empty() {
+        (std::ptr::null(), std::ptr::null())
+    } else {
+        (header_body_ptrs.as_ptr(), header_name_ptrs.as_ptr())
+    };
+    // SAFETY: every pointer is a NUL-terminated string kept alive by the CStrings above until
+    // the end of this function; the arrays hold `n_headers` entries; `program` is valid for one
+    // write.
+    let rc = unsafe {
+        (api.create)(
+            &mut program,
+            source.as_ptr(),
+            name.as_ptr(),
+            n_headers,
+            bodies,
+            names,
+        )
+    };
+    if rc != 0 {
+        return Err(call_err(sym(symbols.create), rc));
+    }
+    let guard = ProgramGuard { api, program };
+    let n_options =
+        c_int::try_from(option_ptrs.len()).map_err(|_| call_err(sym(symbols.compile), -1))?;
+    let opts = if option_ptrs.is_empty() {
+        std::ptr::null()
+    } else {
+        option_ptrs.as_ptr()
+    };
+    // SAFETY: the program is live; the option array holds `n_options` NUL-terminated strings
+    // alive until the end of this function.
+    let rc = unsafe { (api.compile)(guard.program, n_options, opts) };
+    let log = read_bytes(
+        api,
+        guard.program,
+        (sym(symbols.log_size), api.log_size),
+        (sym(symbols.log), api.log),
+    )
+    .map(log_text)
+    .unwrap_or_default();
+    if rc != 0 {
+        return Err(RtcError::Compile {
+            compiler,
+            name: input.name.to_owned(),
+            options: input.options.to_vec(),
+            log: if log.is_empty() { api.message(rc) } else { log },
+        });
+    }
+    let code = read_bytes(
+        api,
+        guard.program,
+        (sym(symbols.output_size), api.output_size),
+        (sym(symbols.output), api.output),
+    )?;
+    Ok(RtcOutput { code, log })
+}
+
+fn sym(name: &'static CStr) -> &'static str {
+    name.to_str().unwrap_or("?")
+}
+
+/// Where a candidate library came from, for [`RtcError::NotFound`]'s list.
+pub(crate) fn describe(path: &Path, from: &str) -> String {
+    format!("{} ({from})", path.display())
+}

@@ -1,0 +1,455 @@
+//! The `hipjit` command against hostile or unlucky inputs: FIFOs, devices, huge sparse files,
+//! decompression bombs, non-UTF-8 paths. Every case must end promptly with a clear error (exit
+//! status 1 or 2) naming what was wrong: no hang, no panic, no abort. Each child runs under a
+//! deadline so that a hang fails the test instead of stalling the suite.
+
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long any command here may take before the test calls it a hang.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/code-objects")
+        .join(name)
+}
+
+fn mkfifo(path: &Path) {
+    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// Runs `cmd` with stdin closed and a deadline; a child still running at the deadline is killed
+/// and the test fails, naming the command.
+fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let what = format!("{cmd:?}");
+    let mut child = cmd.spawn().expect("the hipjit binary starts");
+    let started = Instant::now();
+    loop {
+        if child.try_wait().expect("waitpid").is_some() {
+            return child.wait_with_output().expect("its output");
+        }
+        if started.elapsed() > DEADLINE {
+            // SAFETY: kill(2) of the process group the child leads.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            panic!("hung for {DEADLINE:?}: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn hipjit(cache: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    c.env("HIPJIT_CACHE_DIR", cache).env_remove("HIPJIT_HIPCC");
+    c
+}
+
+/// `hipjit` limited to `bytes` of address space (RLIMIT_AS): an unbounded allocation fails
+/// inside instead of exhausting the machine.
+fn hipjit_limited(cache: &Path, bytes: u64) -> Command {
+    let mut c = hipjit(cache);
+    // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        c.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn assert_fails_naming(o: &Output, words: &[&str]) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "exit status {:?}: {e}", o.status);
+    for w in words {
+        assert!(e.contains(w), "stderr lacks {w:?}: {e}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// FIFOs and devices: refused by name, without blocking
+
+#[test]
+fn compile_of_a_fifo_source_is_refused_without_waiting_for_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("k.hip");
+    mkfifo(&fifo);
+    let o = run(hipjit(dir.path())
+        .args(["compile", "--arch", "gfx90a"])
+        .arg(&fifo));
+    assert_fails_naming(&o, &["k.hip", "not a regular file (a FIFO)"]);
+}
+
+#[test]
+fn compile_of_dev_zero_is_refused_as_a_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(hipjit(dir.path()).args(["compile", "--arch", "gfx90a", "/dev/zero"]));
+    assert_fails_naming(&o, &["/dev/zero", "character device"]);
+}
+
+#[test]
+fn inspect_of_a_fifo_is_refused_without_waiting_for_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("k.hsaco");
+    mkfifo(&fifo);
+    let o = run(hipjit(dir.path()).arg("inspect").arg(&fifo));
+    assert_fails_naming(&o, &["k.hsaco", "not a regular file (a FIFO)"]);
+}
+
+#[test]
+fn inspect_reads_a_code_object_from_standard_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = std::fs::File::open(data("single-gfx90a.hsaco")).unwrap();
+    let mut cmd = hipjit(dir.path());
+    cmd.args(["inspect", "/dev/stdin"]);
+    let mut child = cmd
+        .stdin(f)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < DEADLINE, "inspect /dev/stdin hung");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("gfx90a"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounded memory
+
+#[test]
+fn inspect_of_a_3_gib_sparse_file_is_refused_by_its_size_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("huge.hsaco");
+    let file = std::fs::File::create(&f).unwrap();
+    file.set_len(3 << 30).unwrap();
+    // 512 MiB of address space: reading the file whole would fail (and abort) inside.
+    let o = run(hipjit_limited(dir.path(), 512 << 20).arg("inspect").arg(&f));
+    assert_fails_naming(&o, &["huge.hsaco", "3221225472 bytes", "limit"]);
+}
+
+/// A CCOB v2 compressed offload bundle around `payload` (method 0 zlib, 1 zstd), declaring
+/// `uncompressed` bytes and an MD5 low half of 0 (no real bundle hashes to it).
+fn ccob_v2(method: u16, uncompressed: u32, payload: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(b"CCOB");
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&method.to_le_bytes());
+    let total = (24 + payload.len()) as u32;
+    b.extend_from_slice(&total.to_le_bytes());
+    b.extend_from_slice(&uncompressed.to_le_bytes());
+    b.extend_from_slice(&0u64.to_le_bytes());
+    b.extend_from_slice(payload);
+    b
+}
+
+/// A zstd frame of `n` zero bytes made of RLE blocks (RFC 8878 3.1.1): 4 bytes a 128 KiB block.
+fn zstd_zeros(n: u64) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&0xFD2F_B528u32.to_le_bytes());
+    // Frame header descriptor: no content size, not single segment, no checksum, no
+    // dictionary; window descriptor: exponent 7 (128 KiB window).
+    f.push(0x00);
+    f.push(7 << 3);
+    const BLOCK: u64 = 128 << 10;
+    let mut left = n;
+    while left > 0 {
+        let size = left.min(BLOCK);
+        left -= size;
+        let last = u32::from(left == 0);
+        let header = last | (1 << 1) | ((size as u32) << 3);
+        f.extend_from_slice(&header.to_le_bytes()[..3]);
+        f.push(0);
+    }
+    f
+}
+
+fn zlib_zeros(n: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let chunk = vec![0u8; 1 << 20];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(chunk.len());
+        e.write_all(&chunk[..k]).unwrap();
+        left -= k;
+    }
+    e.finish().unwrap()
+}
+
+/// A decompression bomb declaring 300 MiB: under a 256 MiB address-space limit the output
+/// buffer cannot be had, and that must be an error naming the bundle, not an abort.
+#[test]
+fn a_zstd_bundle_declaring_more_than_memory_allows_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bomb.ccob");
+    std::fs::write(&f, ccob_v2(1, 300 << 20, &zstd_zeros(300 << 20))).unwrap();
+    let o = run(hipjit_limited(dir.path(), 256 << 20).arg("inspect").arg(&f));
+    assert_fails_naming(&o, &["bomb.ccob"]);
+}
+
+#[test]
+fn a_bundle_declaring_more_than_the_limit_is_refused_before_decompressing() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, method, payload) in [
+        ("zstd.ccob", 1u16, zstd_zeros(600 << 20)),
+        ("zlib.ccob", 0u16, zlib_zeros(1 << 20)),
+    ] {
+        let f = dir.path().join(name);
+        std::fs::write(&f, ccob_v2(method, 600 << 20, &payload)).unwrap();
+        let o = run(hipjit_limited(dir.path(), 512 << 20).arg("inspect").arg(&f));
+        assert_fails_naming(&o, &[name, "629145600", "limit"]);
+    }
+}
+
+#[test]
+fn a_bundle_whose_data_runs_past_its_declared_size_stops_there() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, method, payload) in [
+        ("zstd.ccob", 1u16, zstd_zeros(64 << 20)),
+        ("zlib.ccob", 0u16, zlib_zeros(64 << 20)),
+    ] {
+        let f = dir.path().join(name);
+        std::fs::write(&f, ccob_v2(method, 1 << 20, &payload)).unwrap();
+        // 1 MiB declared, 64 MiB of data: reading past the declared size would need more than
+        // the 64 MiB of heap this leaves.
+        let o = run(hipjit_limited(dir.path(), 96 << 20).arg("inspect").arg(&f));
+        assert_fails_naming(&o, &[name, "1048576 uncompressed bytes"]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache entries that are not files
+
+fn entry_paths(cache: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for sub in std::fs::read_dir(cache.join("v1"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for f in std::fs::read_dir(sub.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if f.path().extension() == Some(OsStr::new("hjc")) {
+                out.push(f.path());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn cache_verify_reports_a_fifo_planted_as_an_entry_without_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let sub = cache.join("v1").join("ab");
+    std::fs::create_dir_all(&sub).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let entry = sub.join(format!("ab{}.hjc", "0".repeat(62)));
+    mkfifo(&entry);
+    assert_eq!(entry_paths(&cache), vec![entry.clone()]);
+    let o = run(hipjit(&cache).args(["cache", "verify"]));
+    assert_fails_naming(&o, &["not a regular file (a FIFO)"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Non-UTF-8 paths with --json
+
+/// `base/<name>` where `name` is not UTF-8.
+fn non_utf8(base: &Path, name: &[u8]) -> PathBuf {
+    base.join(OsStr::from_bytes(name))
+}
+
+fn json_of(o: &Output) -> serde_json::Value {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}
+
+/// The path a JSON path value stands for: a string, or `{"text", "hex"}` for bytes that are
+/// not UTF-8.
+fn json_path(v: &serde_json::Value) -> PathBuf {
+    if let Some(s) = v.as_str() {
+        return PathBuf::from(s);
+    }
+    let hex = v["hex"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a path: {v}"));
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    assert_eq!(v["text"], text.as_str());
+    PathBuf::from(OsStr::from_bytes(&bytes))
+}
+
+/// Every command that prints paths, run with --json on a source, an output, a cache root and
+/// an entry whose names are not UTF-8 (the real hipcc compiles): JSON comes out, and each path
+/// in it is the exact one.
+#[test]
+fn every_json_command_prints_non_utf8_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    // The source's directory is UTF-8: it becomes an include directory, and include
+    // directories are the key record's business (tests/cache_key.rs).
+    let src_dir = dir.path().join("src");
+    std::fs::create_dir(&src_dir).unwrap();
+    let src = non_utf8(&src_dir, b"k\xfe.hip");
+    std::fs::write(
+        &src,
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n",
+    )
+    .unwrap();
+    let cache = non_utf8(dir.path(), b"cache-\xfd");
+    let out = non_utf8(dir.path(), b"out-\xfc.hsaco");
+    // The source's directory is searched for headers: one changed as the compile starts is
+    // "too new" for the result to be published (hipjit::cache::manifest).
+    std::thread::sleep(std::time::Duration::from_millis(60));
+
+    let o = run(hipjit(&cache)
+        .args(["compile", "--json", "--arch", "gfx90a", "-o"])
+        .arg(&out)
+        .arg(&src));
+    let v = json_of(&o);
+    let r = &v["results"][0];
+    assert_eq!(json_path(&r["file"]), src);
+    assert_eq!(json_path(&r["written"][0]), out);
+    assert_eq!(json_path(&v["cache_roots"][0]), cache);
+    let entry = json_path(&r["entry"]);
+    assert!(entry.starts_with(&cache), "{}", entry.display());
+
+    let v = json_of(&run(hipjit(&cache).args(["inspect", "--json"]).arg(&out)));
+    assert_eq!(json_path(&v["file"]), out);
+    assert_eq!(v["target_id"], "gfx90a");
+
+    // Two entries: the result and its header manifest (hipjit::cache::key).
+    let has_entry = |v: &serde_json::Value| {
+        v["entries"]
+            .as_array()
+            .is_some_and(|es| es.iter().any(|e| json_path(&e["path"]) == entry))
+    };
+    let v = json_of(&run(hipjit(&cache).args(["cache", "list", "--json"])));
+    assert!(has_entry(&v), "{v}");
+    assert_eq!(json_path(&v["entries"][0]["root"]), cache);
+    let v = json_of(&run(hipjit(&cache).args(["cache", "stats", "--json"])));
+    assert_eq!(json_path(&v["roots"][0]["path"]), cache);
+    assert_eq!(v["roots"][0]["entries"], 2);
+    let v = json_of(&run(hipjit(&cache).args(["cache", "verify", "--json"])));
+    assert!(has_entry(&v), "{v}");
+    assert_eq!(v["bad"], 0);
+    let v = json_of(&run(hipjit(&cache).args([
+        "cache",
+        "prune",
+        "--json",
+        "--max-size",
+        "0",
+    ])));
+    assert_eq!(json_path(&v["root"]), cache);
+    let v = json_of(&run(hipjit(&cache).args(["cache", "clear", "--json"])));
+    assert_eq!(json_path(&v["root"]), cache);
+}
+
+// ---------------------------------------------------------------------------------------------
+// -o onto what is not an ordinary output file
+
+const KERNEL: &str =
+    "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n";
+
+#[test]
+fn compile_o_onto_a_character_device_writes_into_it_and_leaves_it_a_device() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    // A private twin of /dev/null (character device 1:3): the real one is not ours to risk.
+    let null = dir.path().join("null");
+    let c = CString::new(null.as_os_str().as_bytes()).unwrap();
+    // SAFETY: mknod with a NUL-terminated path (the tests run as root, here and in CI).
+    let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
+    let src = dir.path().join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let o = run(hipjit(&dir.path().join("cache"))
+        .args(["compile", "--arch", "gfx90a", "-o"])
+        .arg(&null)
+        .arg(&src));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = std::fs::symlink_metadata(&null).unwrap();
+    assert!(
+        m.file_type().is_char_device(),
+        "{null:?} was replaced: {m:?}"
+    );
+}
+
+#[test]
+fn compile_o_naming_the_input_is_refused_however_spelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let src = d.join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    for spelling in ["d/k.hip", "./d/../d/k.hip"] {
+        let o = run(hipjit(&dir.path().join("cache"))
+            .current_dir(dir.path())
+            .args(["compile", "--arch", "gfx90a", "-o", spelling, "d/k.hip"]));
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{spelling}: {e}");
+        assert!(
+            e.contains(spelling) && e.contains("is the input file"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&src).unwrap(), KERNEL);
+    }
+}
+
+#[test]
+fn compile_o_onto_a_fifo_is_refused_by_name() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("out.hsaco");
+    mkfifo(&fifo);
+    let src = dir.path().join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let o = run(hipjit(&dir.path().join("cache"))
+        .args(["compile", "--arch", "gfx90a", "-o"])
+        .arg(&fifo)
+        .arg(&src));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("out.hsaco") && e.contains("FIFO"), "{e}");
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+}
