@@ -20,7 +20,7 @@ use hipjit::device::Device;
 use hipjit::event::{Event, EventFlags};
 use hipjit::launch::LaunchConfig;
 use hipjit::library::Library;
-use hipjit::memory::{DeviceBuffer, DeviceCopy};
+use hipjit::memory::{DeviceBuffer, DeviceCopy, DeviceMemory, PinnedBuffer};
 use hipjit::runtime::{Platform, Runtime};
 use hipjit::stream::{Stream, StreamFlags};
 
@@ -506,8 +506,138 @@ fn main() -> R<()> {
         )?;
     }
 
+    stream_ordered_memory(&dev, &jit, lib)?;
     benchmarks(&dev, &jit, lib, &stream, &cache, &kernels_cubin)?;
     println!("ALL CHECKS PASSED");
+    Ok(())
+}
+
+/// A kernel that spins for `cycles` clock cycles, then writes 1 to `done[0]`.
+const SPIN: &str = r#"
+#include <hip/hip_runtime.h>
+extern "C" __global__ void spin(long long cycles, unsigned* done) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+    done[0] = 1;
+}
+"#;
+
+/// Stream-ordered allocation, copies on two streams with an event dependency, views as kernel
+/// arguments, and a drop that does not wait for a kernel running on another stream.
+fn stream_ordered_memory(dev: &Device, jit: &NvJit, lib: &Library) -> R<()> {
+    check(
+        "stream-ordered allocator present (cuMemAllocAsync, cuMemFreeAsync)",
+        dev.runtime().has_stream_ordered_alloc(),
+        String::new(),
+    )?;
+    // Upload on stream a, compute on stream b after an event recorded on a, read back on b.
+    {
+        let n = 1u32 << 24;
+        let a = Stream::new(dev, StreamFlags::NON_BLOCKING)?;
+        let b = Stream::new(dev, StreamFlags::NON_BLOCKING)?;
+        let x: Vec<f32> = (0..n).map(|i| (i % 1013) as f32).collect();
+        let pinned = PinnedBuffer::from_slice(dev, &x)?;
+        let mut dx = DeviceBuffer::<f32>::alloc_async(&a, n as usize)?;
+        let upload = pinned.copy_to_device_async(&mut dx, &a)?;
+        let uploaded = Event::new(dev, EventFlags::DISABLE_TIMING)?;
+        uploaded.record(&a)?;
+        let mut dy = DeviceBuffer::<f32>::zeroed_async(&b, n as usize)?;
+        // Everything queued on b from here waits for the allocation and the upload on a.
+        b.wait_event(&uploaded)?;
+        let k = lib.kernel("saxpy")?;
+        // SAFETY: saxpy(float, const float*, float*, unsigned) writing y; x was allocated on
+        // a, whose work b waits for, and its free is ordered after b's kernel below.
+        unsafe {
+            k.launch(
+                &b,
+                LaunchConfig::for_num_elems(n, 256),
+                &mut args![&2.0f32, &dx, &mut dy, &n],
+            )?
+        };
+        dx.free_after(&b)?;
+        // A view as a written argument: the second half of y is overwritten with 7 + i.
+        let half = n / 2;
+        let fill = lib.kernel("fill")?;
+        {
+            let mut upper = dy.slice_mut(half as usize..)?;
+            // SAFETY: fill(unsigned*, unsigned, unsigned) over the view's `half` floats, read
+            // back as bits below.
+            unsafe {
+                fill.launch(
+                    &b,
+                    LaunchConfig::for_num_elems(half, 256),
+                    &mut args![&mut upper, &7u32, &half],
+                )?
+            };
+        }
+        let y = dy.to_vec_on(&b)?;
+        let pinned = upload.wait()?;
+        let bad = (0..n as usize)
+            .filter(|&i| {
+                if i < half as usize {
+                    y[i] != 2.0 * x[i]
+                } else {
+                    y[i].to_bits() != 7 + (i - half as usize) as u32
+                }
+            })
+            .count();
+        drop((dx, dy, pinned));
+        check(
+            "async copies and allocation on two streams with an event dependency",
+            bad == 0,
+            format!("{n} elements (half saxpy, half a view filled), {bad} wrong"),
+        )?;
+    }
+    // Dropping a stream-ordered buffer while a kernel runs on another stream.
+    {
+        let spin = jit.load(dev, SPIN, &[])?;
+        let k = spin.library.kernel("spin")?;
+        let busy = Stream::new(dev, StreamFlags::NON_BLOCKING)?;
+        let other = Stream::new(dev, StreamFlags::NON_BLOCKING)?;
+        // About 200 ms of clock cycles.
+        let cycles = i64::from(dev.properties().clock_khz) * 200;
+        let mut done = DeviceBuffer::<u32>::zeroed(dev, 1)?;
+        let bytes = 256usize << 20;
+        let mut run = |drop_it: &mut dyn FnMut() -> R<()>| -> R<(f64, bool, f64)> {
+            done.memset(0)?;
+            let t0 = Instant::now();
+            // SAFETY: spin(long long, unsigned*).
+            unsafe {
+                k.launch(
+                    &busy,
+                    LaunchConfig::for_num_elems(1, 1),
+                    &mut args![&cycles, &mut done],
+                )?
+            };
+            let t = Instant::now();
+            drop_it()?;
+            let dropped = t.elapsed().as_secs_f64() * 1e3;
+            let running = !busy.query()?;
+            busy.synchronize()?;
+            Ok((dropped, running, t0.elapsed().as_secs_f64() * 1e3))
+        };
+        let ordered = DeviceBuffer::<u8>::zeroed_async(&other, bytes)?;
+        other.synchronize()?;
+        let mut ordered = Some(ordered);
+        let (async_ms, async_running, kernel_ms) = run(&mut || {
+            drop(ordered.take());
+            Ok(())
+        })?;
+        let plain = DeviceBuffer::<u8>::zeroed(dev, bytes)?;
+        let mut plain = Some(plain);
+        let (sync_ms, sync_running, _) = run(&mut || {
+            drop(plain.take());
+            Ok(())
+        })?;
+        check(
+            "no device-wide stall on drop: a stream-ordered buffer's drop returns while a kernel runs on another stream",
+            async_running && done.to_vec()? == [1],
+            format!(
+                "256 MiB, drop {async_ms:.3} ms (cuMemFreeAsync) with the {kernel_ms:.0} ms kernel still running: {async_running}; \
+                 baseline drop of a cuMemAlloc buffer {sync_ms:.3} ms (cuMemFree), kernel still running after it: {sync_running}"
+            ),
+        )?;
+    }
     Ok(())
 }
 

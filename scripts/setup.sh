@@ -162,23 +162,25 @@ hand?); remove it (rm -rf --one-file-system \"$root\") and run this script again
     log "sid root ready: $root"
 }
 
-# nvcc and NVRTC for tests/nvcc_cubin.rs and tests/nvrtc.rs: PyPI's nvidia-cuda-nvcc (with -crt,
+# nvcc and NVRTC for tests/nvcc_cubin.rs, tests/nvrtc*.rs: PyPI's nvidia-cuda-nvcc (with -crt,
 # -runtime and nvidia-nvvm) and nvidia-cuda-nvrtc compile cubins on a machine without a GPU;
-# NVRTC lands in nvidia/cu13/lib beside nvidia/cu13/bin/nvcc. The wheels stay in
-# $CACHE/nvcc-wheels, so a fresh venv is made without downloading again.
+# NVRTC lands in nvidia/cu13/lib beside nvidia/cu13/bin/nvcc; nvidia-cuda-cccl brings
+# <nv/target>, which cuda_fp16.h includes. The wheels stay in $CACHE/nvcc-wheels, so a fresh
+# venv is made without downloading again.
 NVCC_PACKAGES=(nvidia-cuda-nvcc==13.5.37 nvidia-cuda-crt==13.5.37 nvidia-cuda-runtime==13.5.37
-    nvidia-cuda-nvrtc==13.5.37)
+    nvidia-cuda-nvrtc==13.5.37 nvidia-cuda-cccl==13.3.5.0.6)
 ensure_nvcc() {
     local venv="$CACHE/nvcc-venv" wheels="$CACHE/nvcc-wheels" nvcc nvrtc
     nvcc=$(find "$venv/lib" -path '*/nvidia/cu*/bin/nvcc' -type f 2>/dev/null | head -n 1 || true)
     nvrtc=$(find "$venv/lib" -path '*/nvidia/cu*/lib/libnvrtc.so.*' -type f 2>/dev/null | head -n 1 || true)
-    if [[ -n "$nvcc" && -n "$nvrtc" ]]; then
+    if [[ -n "$nvcc" && -n "$nvrtc" ]] && compgen -G "$venv/lib/*/site-packages/nvidia/cu*/include/nv/target" >/dev/null; then
         log "nvcc present: $nvcc; NVRTC present: $nvrtc"
         return 0
     fi
     [[ -x "$venv/bin/pip" ]] || python3 -m venv "$venv"
     if ! compgen -G "$wheels/nvidia_cuda_nvcc-*.whl" >/dev/null ||
-        ! compgen -G "$wheels/nvidia_cuda_nvrtc-*.whl" >/dev/null; then
+        ! compgen -G "$wheels/nvidia_cuda_nvrtc-*.whl" >/dev/null ||
+        ! compgen -G "$wheels/nvidia_cuda_cccl-*.whl" >/dev/null; then
         "$venv/bin/pip" download -q -d "$wheels" "${NVCC_PACKAGES[@]}"
     fi
     "$venv/bin/pip" install -q --no-index --find-links "$wheels" "${NVCC_PACKAGES[@]}"

@@ -4,7 +4,8 @@
 #   fmt           cargo fmt --all --check
 #   lint-scripts  shellcheck on .ci/run and scripts/*.sh
 #   clippy        cargo clippy --workspace --all-targets -- -D warnings
-#   clippy-cli    the same with --features hipjit/cli,hipjit/testing (those the crate has)
+#   clippy-cli    the same with --features hipjit/cli,hipjit/testing,hipjit/half (those the
+#                 crate has)
 #   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli,...]
 #                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3)
 #   sid-test      scripts/sid-test.sh: the real_* test binaries again inside the sid root
@@ -60,16 +61,18 @@ step_clippy_cli() {
     read -ra features < <(feature_args)
     cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 }
-# --features hipjit/cli (and hipjit/testing, the testing runtime, when the crate has it) when
-# that feature exists. `test` and `sid-test` pass the same features, so sid-test reuses the test
-# binaries that `test` built.
+# --features with hipjit/cli, hipjit/testing (the testing runtime) and hipjit/half (f16/bf16
+# element types), those the crate has. `test` and `sid-test` pass the same features, so sid-test
+# reuses the test binaries that `test` built.
 feature_args() {
-    if has_cli_feature; then
-        if has_feature testing; then
-            echo --features hipjit/cli,hipjit/testing
-        else
-            echo --features hipjit/cli
-        fi
+    local -a f=()
+    local name
+    for name in cli testing half; do
+        if has_feature "$name"; then f+=("hipjit/$name"); fi
+    done
+    if ((${#f[@]})); then
+        local IFS=,
+        echo "--features ${f[*]}"
     fi
 }
 step_test() {

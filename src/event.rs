@@ -1,4 +1,8 @@
-//! Events: markers recorded on a stream, for waiting and timing.
+//! Events: markers recorded on a stream, for ordering another stream after it
+//! ([`AsStream::wait_event`](crate::stream::AsStream::wait_event)), waiting on the host and
+//! timing. [`Event::record`] takes any stream: an owned [`Stream`](crate::stream::Stream), a
+//! [`BorrowedStream`](crate::stream::BorrowedStream) (a framework's stream, the null stream).
+//! The ordering rule is in [`crate::stream`].
 
 use std::fmt;
 
@@ -59,7 +63,10 @@ impl Event {
         })
     }
 
-    /// Records the event on `stream` (`hipEventRecord`).
+    /// Records the event on `stream` (`hipEventRecord`): the event completes when the work
+    /// queued on `stream` before this call has finished. Any stream of the same loaded runtime
+    /// may be given, owned or borrowed; recording again moves the marker (a later
+    /// [`AsStream::wait_event`](crate::stream::AsStream::wait_event) waits for the newest).
     ///
     /// Errors: `hipErrorInvalidHandle` when `stream` belongs to another loaded runtime (checked
     /// by hipjit), or the runtime's error.
@@ -123,6 +130,11 @@ impl Event {
             "hipEventElapsedTime",
         )?;
         Ok(ms)
+    }
+
+    /// The device the event was created on.
+    pub fn device(&self) -> &Device {
+        &self.device
     }
 
     /// The raw handle (valid while `self` lives).

@@ -5,13 +5,46 @@
 //! `hipModuleLaunchKernel`): [`KernelArgs`] borrows each value for as long as it exists, so no
 //! pointer in it can dangle. The launch path allocates nothing, takes no lock and logs nothing:
 //! the pointers sit in a fixed array of [`MAX_KERNEL_ARGS`] entries.
+//!
+//! # Read-only and written arguments
+//! How an argument is borrowed says whether the kernel may write it:
+//! - `&buf` (a [`DeviceBuffer`], a [`DeviceSlice`], a [`DeviceSliceMut`]) is a read-only
+//!   argument: the kernel must not write through it;
+//! - `&mut buf` (a [`DeviceBuffer`] or a [`DeviceSliceMut`], traits [`KernelArgMut`]) is an
+//!   argument the kernel may write. The buffer stays exclusively borrowed while the
+//!   [`KernelArgs`] lives, so no other view of it can be handed to the same launch or read on
+//!   the host meanwhile;
+//! - scalars (`&n`, any [`DeviceCopy`] value) are passed by value and never written back;
+//!   `&mut n` is refused at compile time.
+//!
+//! ```compile_fail,E0502
+//! # fn f(buf: &mut hipjit::memory::DeviceBuffer<f32>) {
+//! let args = hipjit::args![&mut *buf, &4u32];
+//! let _ = buf.to_vec(); // `buf` is still borrowed for writing by `args`
+//! drop(args);
+//! # }
+//! ```
+//!
+//! The borrow ends when the [`KernelArgs`] is dropped, not when the kernel has finished: the
+//! host read that follows must be ordered after the kernel by its stream (the rule in
+//! [`crate::stream`]; [`crate::memory::DeviceMemory::to_vec_on`] on the launch's stream does
+//! this).
+//!
+//! The code object's metadata cannot check the choice: AMDGPUUsage's code object v3+ argument
+//! metadata has `.access`/`.actual_access` (`read_only`, `write_only`, `read_write`) and
+//! `.is_const`, but HIP compilers record only `.access: read_only`, for a
+//! `const T* __restrict__` parameter (measured with Debian's hipcc 5.2.3: nothing for a written
+//! pointer, nothing for a `const T*` without `__restrict__`). So a written argument cannot be
+//! told from a read-only one by metadata; the borrow is the caller's statement, part of
+//! [`Kernel::launch`]'s safety contract. Passing `&mut` to a read-only parameter is always
+//! allowed.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
 
 use crate::error::{Dim, LaunchError};
 use crate::kernel::Kernel;
-use crate::memory::{DeviceBuffer, DeviceCopy};
+use crate::memory::{DeviceBuffer, DeviceCopy, DeviceSlice, DeviceSliceMut};
 use crate::stream::AsStream;
 
 /// The most arguments one launch can carry.
@@ -108,21 +141,77 @@ unsafe impl<T: DeviceCopy> KernelArg for DeviceBuffer<T> {
     }
 }
 
-/// The arguments of one launch: pointers to values borrowed for `'a`, in a fixed array.
+// SAFETY: a view is passed as its device pointer, which lives inside the view.
+unsafe impl<T: DeviceCopy> KernelArg for DeviceSlice<'_, T> {
+    fn arg_ptr(&self) -> *const c_void {
+        self.ptr_slot()
+    }
+    fn arg_size(&self) -> u32 {
+        std::mem::size_of::<hip_sys::hipDeviceptr_t>() as u32
+    }
+}
+
+// SAFETY: as for DeviceSlice.
+unsafe impl<T: DeviceCopy> KernelArg for DeviceSliceMut<'_, T> {
+    fn arg_ptr(&self) -> *const c_void {
+        self.ptr_slot()
+    }
+    fn arg_size(&self) -> u32 {
+        std::mem::size_of::<hip_sys::hipDeviceptr_t>() as u32
+    }
+}
+
+/// Device memory a kernel may write: passed to [`KernelArgs::arg`] as `&mut`.
+///
+/// # Safety
+/// As [`KernelArg`]; the value must own or exclusively borrow the memory it points at.
+pub unsafe trait KernelArgMut: KernelArg {}
+
+// SAFETY: the buffer owns its memory.
+unsafe impl<T: DeviceCopy> KernelArgMut for DeviceBuffer<T> {}
+// SAFETY: the view borrows its buffer exclusively.
+unsafe impl<T: DeviceCopy> KernelArgMut for DeviceSliceMut<'_, T> {}
+
+/// What [`KernelArgs::arg`] takes: `&T` for a read-only argument ([`KernelArg`]), `&mut T`
+/// for one the kernel may write ([`KernelArgMut`]).
+pub trait IntoKernelArg<'a> {
+    /// The argument's pointer, size in bytes and whether the kernel may write it.
+    fn into_kernel_arg(self) -> (*const c_void, u32, bool);
+}
+
+impl<'a, T: KernelArg + ?Sized> IntoKernelArg<'a> for &'a T {
+    #[inline]
+    fn into_kernel_arg(self) -> (*const c_void, u32, bool) {
+        (self.arg_ptr(), self.arg_size(), false)
+    }
+}
+
+impl<'a, T: KernelArgMut + ?Sized> IntoKernelArg<'a> for &'a mut T {
+    #[inline]
+    fn into_kernel_arg(self) -> (*const c_void, u32, bool) {
+        (self.arg_ptr(), self.arg_size(), true)
+    }
+}
+
+/// The arguments of one launch: pointers to values borrowed for `'a`, in a fixed array, and
+/// which of them the kernel may write (a bit each).
 ///
 /// ```no_run
 /// # use hipjit::{args, launch::KernelArgs};
-/// # fn f(buf: &hipjit::memory::DeviceBuffer<f32>) {
+/// # fn f(x: &hipjit::memory::DeviceBuffer<f32>, y: &mut hipjit::memory::DeviceBuffer<f32>) {
 /// let n = 1024u32;
-/// let x = 2.0f32;
-/// let a = args![buf, &n, &x];
-/// let b = KernelArgs::new().arg(buf).arg(&n).arg(&x);
-/// assert_eq!(a.len(), b.len());
+/// let a = 2.0f32;
+/// let one = args![&mut *y, x, &a, &n];
+/// assert!(one.is_writable(0) && !one.is_writable(1));
+/// drop(one);
+/// let two = KernelArgs::new().arg(&mut *y).arg(x).arg(&a).arg(&n);
+/// assert_eq!(two.len(), 4);
 /// # }
 /// ```
 pub struct KernelArgs<'a> {
     ptrs: [*mut c_void; MAX_KERNEL_ARGS],
     sizes: [u32; MAX_KERNEL_ARGS],
+    writable: u32,
     len: usize,
     overflow: bool,
     _borrow: PhantomData<&'a ()>,
@@ -140,30 +229,40 @@ impl<'a> KernelArgs<'a> {
         KernelArgs {
             ptrs: [std::ptr::null_mut(); MAX_KERNEL_ARGS],
             sizes: [0; MAX_KERNEL_ARGS],
+            writable: 0,
             len: 0,
             overflow: false,
             _borrow: PhantomData,
         }
     }
 
-    /// Appends `value`, borrowed for `'a`. Past [`MAX_KERNEL_ARGS`] the launch fails with
+    /// Appends `value`, borrowed for `'a`: `&x` read-only, `&mut buf` written by the kernel
+    /// (module documentation). Past [`MAX_KERNEL_ARGS`] the launch fails with
     /// [`LaunchError::TooManyArgs`].
     #[inline]
-    pub fn arg<T: KernelArg + ?Sized>(mut self, value: &'a T) -> KernelArgs<'a> {
+    pub fn arg(mut self, value: impl IntoKernelArg<'a>) -> KernelArgs<'a> {
         self.push(value);
         self
     }
 
     /// Appends `value` in place.
     #[inline]
-    pub fn push<T: KernelArg + ?Sized>(&mut self, value: &'a T) {
+    pub fn push(&mut self, value: impl IntoKernelArg<'a>) {
         if self.len == MAX_KERNEL_ARGS {
             self.overflow = true;
             return;
         }
-        self.ptrs[self.len] = value.arg_ptr() as *mut c_void;
-        self.sizes[self.len] = value.arg_size();
+        let (ptr, size, writable) = value.into_kernel_arg();
+        self.ptrs[self.len] = ptr as *mut c_void;
+        self.sizes[self.len] = size;
+        self.writable |= u32::from(writable) << self.len;
         self.len += 1;
+    }
+
+    /// Whether argument `index` was passed as `&mut` (the kernel may write it); `false` past
+    /// the end.
+    pub fn is_writable(&self, index: usize) -> bool {
+        index < self.len && self.writable & (1 << index) != 0
     }
 
     /// Number of arguments.
@@ -183,7 +282,8 @@ impl<'a> KernelArgs<'a> {
 }
 
 /// Builds a [`KernelArgs`] from references to the arguments, in order:
-/// `args![&buf, &n, &x]`. The arguments stay borrowed while the [`KernelArgs`] exists:
+/// `args![&mut y, &x, &n]` (`&mut` for a buffer the kernel writes, `&` for one it only reads
+/// and for scalars). The arguments stay borrowed while the [`KernelArgs`] exists:
 ///
 /// ```compile_fail,E0597
 /// let args = {
@@ -300,10 +400,13 @@ impl Kernel {
     /// Errors: a [`LaunchError`] from the checks, or the runtime's error.
     ///
     /// # Safety
-    /// The arguments must be what the kernel's code expects (type and meaning, not only size),
-    /// and the kernel must only access memory that stays valid until it has finished: device
-    /// buffers passed to it are freed with `hipFree`, which waits for the device, but the
-    /// kernel must not read or write outside them.
+    /// The arguments must be what the kernel's code expects (type and meaning, not only size);
+    /// the kernel must write only the arguments passed as `&mut` (module documentation), and
+    /// only access memory that stays valid until it has finished: inside the buffers and views
+    /// passed to it (a buffer freed with `hipFree` waits for the device; one allocated on
+    /// another stream with [`DeviceBuffer::alloc_async`] needs
+    /// [`DeviceBuffer::use_on`] before and [`DeviceBuffer::free_after`] after this call, with
+    /// this launch's stream).
     pub unsafe fn launch(
         &self,
         stream: &impl AsStream,

@@ -41,7 +41,9 @@ pub mod prelude {
     pub use crate::kernel::Kernel;
     pub use crate::launch::{Dim3, LaunchConfig};
     pub use crate::library::Library;
-    pub use crate::memory::{DeviceBuffer, PinnedBuffer};
+    pub use crate::memory::{
+        DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, PinnedBuffer,
+    };
     pub use crate::runtime::Runtime;
     pub use crate::stream::{AsStream, Stream, StreamFlags};
     pub use crate::target_id::TargetId;

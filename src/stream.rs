@@ -1,12 +1,41 @@
 //! Streams: owned ([`Stream`], destroyed on drop) and borrowed ([`BorrowedStream`], a
 //! `hipStream_t` owned by someone else, such as a framework's current stream).
+//!
+//! # What a launch and a copy order against
+//! Work queued on one stream runs in the order it was queued: a kernel launch
+//! ([`crate::kernel::Kernel::launch`]), an asynchronous copy or fill (the `*_async` methods of
+//! [`crate::memory`], [`crate::memory::async_scope`]), a stream-ordered allocation or free
+//! ([`crate::memory::DeviceBuffer::alloc_async`] and its drop), an event record
+//! ([`crate::event::Event::record`]) and a wait ([`AsStream::wait_event`]) each start after
+//! everything queued before them on the same stream has finished. Nothing orders two streams
+//! against each other except:
+//! - [`AsStream::wait_event`]: work queued on the waiting stream after the call starts once the
+//!   work recorded in the event (queued on its stream before [`crate::event::Event::record`])
+//!   has finished;
+//! - the null stream ([`BorrowedStream::null`]): work on it waits for the work queued before it
+//!   on every *blocking* stream of the device (created without [`StreamFlags::NON_BLOCKING`]),
+//!   and work queued later on a blocking stream waits for it. A `NON_BLOCKING` stream is never
+//!   ordered against the null stream.
+//!
+//! The synchronous calls of [`crate::memory`] (`from_slice`, `copy_from_host`, `to_vec`,
+//! `memset`...) are `hipMemcpy`/`hipMemset` on the null stream: they return to the host when
+//! their own work is done, after the null stream's ordering above, so they do *not* wait for
+//! a kernel still running on a `NON_BLOCKING` stream. Use the stream-ordered forms on that
+//! stream instead (`DeviceBuffer::to_vec_on`, `DeviceBuffer::copy_from_host_on`) or
+//! synchronize the stream first.
+//!
+//! The host waits only when asked: [`AsStream::synchronize`], [`crate::event::Event::synchronize`],
+//! the `*_on` conveniences of [`crate::memory`], and the end of an
+//! [`crate::memory::async_scope`] or an [`crate::memory::InFlight`].
 
 use std::fmt;
+use std::sync::Arc;
 
 use hip_sys as sys;
 
 use crate::device::Device;
 use crate::error::HipError;
+use crate::event::Event;
 
 bitflags::bitflags! {
     /// Flags of `hipStreamCreateWithFlags`.
@@ -37,6 +66,39 @@ pub trait AsStream {
         )
     }
 
+    /// Makes work queued on this stream after the call wait until the work recorded in `event`
+    /// has finished, without blocking the host (`hipStreamWaitEvent` with flags 0; on NVIDIA
+    /// `cuStreamWaitEvent`). The wait is for the event's most recent
+    /// [`Event::record`](crate::event::Event::record) before this call; an event never recorded
+    /// is complete, so the wait is a no-op.
+    ///
+    /// Errors: `hipErrorInvalidHandle` when `event` belongs to another loaded runtime (checked
+    /// by hipjit), or the runtime's error.
+    fn wait_event(&self, event: &Event) -> Result<(), HipError> {
+        let d = self.device();
+        d.check_same_runtime(event.device(), "event", "hipStreamWaitEvent")?;
+        d.bind()?;
+        let rt = d.runtime();
+        // SAFETY: both handles are live while `self` and `event` are; flags 0.
+        rt.check(
+            unsafe { (rt.api().hipStreamWaitEvent)(self.as_raw(), event.as_raw(), 0) },
+            "hipStreamWaitEvent",
+        )
+    }
+
+    /// A handle that keeps the stream valid for work ordered on it later: a buffer allocated
+    /// with [`DeviceBuffer::alloc_async`](crate::memory::DeviceBuffer::alloc_async) holds one
+    /// and queues its free on the stream when dropped. [`Stream`]'s handle keeps the stream
+    /// alive (the stream is destroyed when the last one is gone); the default, used by
+    /// [`BorrowedStream`], only copies the raw handle, whose owner must keep it valid as long
+    /// as such buffers exist.
+    fn handle(&self) -> StreamHandle {
+        StreamHandle {
+            raw: self.as_raw(),
+            _owner: None,
+        }
+    }
+
     /// Whether all queued work has finished (`hipStreamQuery`: `hipSuccess` -> `true`,
     /// `hipErrorNotReady` -> `false`).
     ///
@@ -56,25 +118,78 @@ pub trait AsStream {
     }
 }
 
-/// An owned HIP stream, destroyed on drop (`hipStreamDestroy`). `Send + Sync`: HIP streams may
-/// be used from any thread, and every call binds the stream's device first.
-pub struct Stream {
+/// A stream kept valid by its holder ([`AsStream::handle`]): the raw handle, and for an owned
+/// [`Stream`] a share of it, so the stream is destroyed only when the last share is gone.
+#[derive(Clone)]
+pub struct StreamHandle {
+    raw: sys::hipStream_t,
+    _owner: Option<Arc<OwnedStream>>,
+}
+
+// SAFETY: as for `Stream`: a handle the runtime allows on any thread.
+unsafe impl Send for StreamHandle {}
+// SAFETY: as above; nothing is mutated through `&StreamHandle`.
+unsafe impl Sync for StreamHandle {}
+
+impl StreamHandle {
+    /// The raw handle (valid while `self` lives, under [`AsStream::handle`]'s rule).
+    pub fn as_raw(&self) -> sys::hipStream_t {
+        self.raw
+    }
+}
+
+impl fmt::Debug for StreamHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamHandle")
+            .field("raw", &self.raw)
+            .finish()
+    }
+}
+
+/// The stream itself, shared by a [`Stream`] and the [`StreamHandle`]s taken from it; destroyed
+/// when the last is dropped.
+struct OwnedStream {
     device: Device,
     raw: sys::hipStream_t,
 }
 
+impl Drop for OwnedStream {
+    fn drop(&mut self) {
+        let rt = self.device.runtime();
+        if let Err(e) = self.device.bind() {
+            tracing::error!(error = %e, "cannot bind the device to destroy a stream");
+        }
+        // SAFETY: `raw` was created by hipStreamCreateWithFlags and is destroyed once, when no
+        // Stream or StreamHandle refers to it any more.
+        if let Err(e) = rt.check(
+            unsafe { (rt.api().hipStreamDestroy)(self.raw) },
+            "hipStreamDestroy",
+        ) {
+            tracing::error!(error = %e, "failed to destroy a stream");
+        }
+    }
+}
+
+/// An owned HIP stream, destroyed (`hipStreamDestroy`) when it and every [`StreamHandle`] taken
+/// from it are dropped: a buffer whose free is queued on the stream keeps it alive. `Send +
+/// Sync`: HIP streams may be used from any thread, and every call binds the stream's device
+/// first.
+pub struct Stream {
+    inner: Arc<OwnedStream>,
+}
+
 // SAFETY: a hipStream_t is a handle the runtime allows on any thread; the device is bound before
 // each call that needs it.
-unsafe impl Send for Stream {}
-// SAFETY: the runtime serialises operations on a stream internally; `&Stream` exposes no
+unsafe impl Send for OwnedStream {}
+// SAFETY: the runtime serialises operations on a stream internally; `&OwnedStream` exposes no
 // mutation of Rust-side state.
-unsafe impl Sync for Stream {}
+unsafe impl Sync for OwnedStream {}
 
 impl fmt::Debug for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Stream")
-            .field("device", &self.device.ordinal())
-            .field("raw", &self.raw)
+            .field("device", &self.inner.device.ordinal())
+            .field("raw", &self.inner.raw)
             .finish()
     }
 }
@@ -93,8 +208,10 @@ impl Stream {
             "hipStreamCreateWithFlags",
         )?;
         Ok(Stream {
-            device: device.clone(),
-            raw,
+            inner: Arc::new(OwnedStream {
+                device: device.clone(),
+                raw,
+            }),
         })
     }
 }
@@ -114,33 +231,30 @@ impl Stream {
         AsStream::query(self)
     }
 
+    /// [`AsStream::wait_event`], without importing the trait.
+    ///
+    /// Errors: as [`AsStream::wait_event`].
+    pub fn wait_event(&self, event: &Event) -> Result<(), HipError> {
+        AsStream::wait_event(self, event)
+    }
+
     /// The raw handle (valid while `self` lives).
     pub fn as_raw(&self) -> sys::hipStream_t {
-        self.raw
+        self.inner.raw
     }
 }
 
 impl AsStream for Stream {
     fn device(&self) -> &Device {
-        &self.device
+        &self.inner.device
     }
     fn as_raw(&self) -> sys::hipStream_t {
-        self.raw
+        self.inner.raw
     }
-}
-
-impl Drop for Stream {
-    fn drop(&mut self) {
-        let rt = self.device.runtime();
-        if let Err(e) = self.device.bind() {
-            tracing::error!(error = %e, "cannot bind the device to destroy a stream");
-        }
-        // SAFETY: `raw` was created by hipStreamCreateWithFlags and is destroyed once.
-        if let Err(e) = rt.check(
-            unsafe { (rt.api().hipStreamDestroy)(self.raw) },
-            "hipStreamDestroy",
-        ) {
-            tracing::error!(error = %e, "failed to destroy a stream");
+    fn handle(&self) -> StreamHandle {
+        StreamHandle {
+            raw: self.inner.raw,
+            _owner: Some(Arc::clone(&self.inner)),
         }
     }
 }
@@ -172,7 +286,9 @@ impl BorrowedStream {
     /// # Safety
     /// `raw` must be a stream created on `device` by the same loaded copy of the HIP runtime
     /// (or the null stream, `0`), and must stay valid (not destroyed) for as long as the
-    /// returned value and anything queued through it exist. It is never destroyed by hipjit.
+    /// returned value, anything queued through it and every buffer allocated on it with
+    /// [`DeviceBuffer::alloc_async`](crate::memory::DeviceBuffer::alloc_async) (whose drop
+    /// queues its free on the stream) exist. It is never destroyed by hipjit.
     pub unsafe fn from_raw(device: &Device, raw: sys::hipStream_t) -> BorrowedStream {
         BorrowedStream {
             device: device.clone(),

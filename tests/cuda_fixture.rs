@@ -714,3 +714,70 @@ fn kernel_outlives_its_library_handle_and_launches_from_other_threads() {
     drop(kernel);
     assert_eq!(live(), before, "the last clone unloads the library");
 }
+
+/// The fixture driver's record of stream-ordered operations (`fixture_log`), one per line.
+fn op_log() -> Vec<String> {
+    // SAFETY: fixture_log(void) returns a NUL-terminated static buffer.
+    let f: extern "C" fn() -> *const std::ffi::c_char =
+        unsafe { std::mem::transmute(sym(c"fixture_log")) };
+    // SAFETY: as above.
+    let text = unsafe { std::ffi::CStr::from_ptr(f()) }.to_string_lossy();
+    text.lines().map(str::to_owned).collect()
+}
+
+/// Asserts that lines starting with each of `prefixes` follow one another in `log` (others may
+/// come between).
+fn assert_in_order(log: &[String], prefixes: &[String]) {
+    let mut from = 0;
+    for p in prefixes {
+        from += log[from..]
+            .iter()
+            .position(|l| l.starts_with(p.as_str()))
+            .unwrap_or_else(|| panic!("no line {p:?} after line {from} in {log:#?}"))
+            + 1;
+    }
+}
+
+#[test]
+fn stream_ordered_memory_and_waits_between_streams_map_onto_the_driver() {
+    use hipjit::event::{Event, EventFlags};
+    use hipjit::memory::{DeviceMemory, DeviceMemoryMut};
+    let _g = serial();
+    let rt = runtime();
+    assert!(rt.has_stream_ordered_alloc());
+    let dev = rt.device(0).unwrap();
+    let live_before = live();
+    let start = op_log().len();
+    let a = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let b = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let (sa, sb) = (format!("{:?}", a.as_raw()), format!("{:?}", b.as_raw()));
+    let mut x = DeviceBuffer::<u32>::alloc_async(&a, 4).unwrap();
+    x.copy_from_host_on(&[1, 2, 3, 4], &a).unwrap();
+    let done = Event::new(&dev, EventFlags::DISABLE_TIMING).unwrap();
+    done.record(&a).unwrap();
+    b.wait_event(&done).unwrap();
+    let mut y = DeviceBuffer::<u32>::alloc_async(&b, 4).unwrap();
+    y.copy_from_device_async(&x, &b).unwrap();
+    y.slice_mut(..1).unwrap().memset_async(0, &b).unwrap();
+    assert_eq!(y.to_vec_on(&b).unwrap(), [0, 2, 3, 4]);
+    drop((x, y));
+    let e = format!("{:?}", done.as_raw());
+    let log = op_log()[start..].to_vec();
+    assert_in_order(
+        &log,
+        &[
+            format!("cuMemAllocAsync 16 {sa}"),
+            format!("cuMemcpyHtoDAsync_v2 16 {sa}"),
+            format!("cuEventRecord {e} {sa}"),
+            format!("cuStreamWaitEvent {sb} {e}"),
+            format!("cuMemAllocAsync 16 {sb}"),
+            format!("cuMemcpyDtoDAsync_v2 16 {sb}"),
+            format!("cuMemsetD8Async 4 {sb}"),
+            format!("cuMemcpyDtoHAsync_v2 16 {sb}"),
+            format!("cuMemFreeAsync {sa}"),
+            format!("cuMemFreeAsync {sb}"),
+        ],
+    );
+    drop((a, b, done));
+    assert_eq!(live(), live_before);
+}

@@ -838,7 +838,7 @@ fn copy_with_mismatched_length_is_refused() {
     assert_eq!(
         err.to_string(),
         "hipMemcpy failed: hipErrorInvalidValue (1): refused by hipjit before the call: host \
-         slice of 3 values for a device buffer of 4 values"
+         slice of 3 values for device memory of 4 values"
     );
 }
 
@@ -1410,4 +1410,351 @@ fn occupancy_from_metadata_matches_the_runtime_query_on_the_fixture_device() {
             "block {block}: {ours:?}"
         );
     }
+}
+
+// Stream-ordered memory, views and waits between streams. The fixture runs every operation
+// when it is queued; its record names each operation's stream, so these tests read the order
+// in which work was queued on each stream.
+
+fn fixture_device(name: &str, defines: &[&str]) -> (PathBuf, hipjit::device::Device) {
+    let path = build(name, defines, Props::Hip6);
+    let dev = load(&path).device(0).unwrap();
+    (path, dev)
+}
+
+/// Positions in `log` of lines starting with each of `prefixes`, asserting that they appear
+/// in that order.
+fn in_order(log: &[String], prefixes: &[String]) -> Vec<usize> {
+    let mut from = 0;
+    let mut at = Vec::new();
+    for p in prefixes {
+        let i = log[from..]
+            .iter()
+            .position(|l| l.starts_with(p.as_str()))
+            .unwrap_or_else(|| panic!("no line {p:?} after line {from} in {log:#?}"))
+            + from;
+        at.push(i);
+        from = i + 1;
+    }
+    at
+}
+
+/// The pointer as the fixture's `%p` prints it.
+fn p<T>(ptr: *mut T) -> String {
+    if ptr.is_null() {
+        "(nil)".to_owned()
+    } else {
+        format!("{ptr:?}")
+    }
+}
+
+#[test]
+fn stream_ordered_buffer_is_allocated_and_freed_on_its_stream_without_a_device_wide_wait() {
+    let (path, dev) = fixture_device("malloc-async", &[]);
+    assert!(dev.runtime().has_stream_ordered_alloc());
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let s = p(stream.as_raw());
+    let buf = DeviceBuffer::<f32>::zeroed_async(&stream, 64).unwrap();
+    assert!(buf.is_stream_ordered());
+    let b = p(buf.as_raw() as _);
+    let start = log(&path).len();
+    drop(buf);
+    let log = log(&path);
+    in_order(
+        &log,
+        &[
+            format!("hipMallocAsync 256 {b} {s}"),
+            format!("hipMemsetAsync 256 {s}"),
+            format!("hipFreeAsync {b} {s}"),
+        ],
+    );
+    let dropped = &log[start..];
+    assert_eq!(dropped, [format!("hipFreeAsync {b} {s}")], "{log:#?}");
+    assert!(position(&log, "hipFree ").is_none(), "{log:#?}");
+}
+
+#[test]
+fn without_the_stream_ordered_allocator_alloc_async_falls_back_to_hip_malloc_and_hip_free() {
+    let (path, dev) = fixture_device("no-malloc-async", &["NO_MALLOC_ASYNC"]);
+    assert!(!dev.runtime().has_stream_ordered_alloc());
+    let present = |name: &str| {
+        dev.runtime()
+            .optional_symbols()
+            .iter()
+            .any(|&(n, p)| n == name && p)
+    };
+    assert!(!present("hipMallocAsync") && !present("hipFreeAsync"));
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let buf = DeviceBuffer::<u32>::alloc_async(&stream, 4).unwrap();
+    assert!(!buf.is_stream_ordered());
+    let b = p(buf.as_raw() as _);
+    drop(buf);
+    let log = log(&path);
+    in_order(&log, &[format!("hipMalloc 16 {b}"), format!("hipFree {b}")]);
+    assert!(position(&log, "hipMallocAsync").is_none(), "{log:#?}");
+}
+
+#[test]
+fn stream_ordered_buffer_keeps_its_stream_until_its_free_is_queued() {
+    let (path, dev) = fixture_device("malloc-async-keep", &[]);
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let s = p(stream.as_raw());
+    let buf = DeviceBuffer::<u8>::alloc_async(&stream, 8).unwrap();
+    let b = p(buf.as_raw() as _);
+    drop(stream);
+    assert!(position(&log(&path), "hipStreamDestroy").is_none());
+    drop(buf);
+    in_order(
+        &log(&path),
+        &[
+            format!("hipFreeAsync {b} {s}"),
+            format!("hipStreamDestroy {s}"),
+        ],
+    );
+}
+
+#[test]
+fn use_on_another_stream_is_ordered_after_the_allocation_and_the_free_after_the_use() {
+    let (path, dev) = fixture_device("malloc-async-cross", &[]);
+    let home = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let other = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let (h, o) = (p(home.as_raw()), p(other.as_raw()));
+    let mut buf = DeviceBuffer::<u8>::alloc_async(&home, 8).unwrap();
+    let b = p(buf.as_raw() as _);
+    buf.memset_async(7, &other).unwrap();
+    // A synchronous call runs on the null stream: ordered the same way.
+    assert_eq!(buf.to_vec().unwrap(), vec![7u8; 8]);
+    drop(buf);
+    let log = log(&path);
+    let fence = lines(&log, "hipEventCreate");
+    assert_eq!(fence.len(), 1, "one event per buffer: {log:#?}");
+    let e = fence[0].trim_start_matches("hipEventCreate ");
+    in_order(
+        &log,
+        &[
+            format!("hipMallocAsync 8 {b} {h}"),
+            format!("hipEventRecord {e} {h}"),
+            format!("hipStreamWaitEvent {o} {e}"),
+            format!("hipMemsetAsync 8 {o}"),
+            format!("hipEventRecord {e} {o}"),
+            format!("hipStreamWaitEvent {h} {e}"),
+            format!("hipEventRecord {e} {h}"),
+            format!("hipStreamWaitEvent (nil) {e}"),
+            "hipMemcpy 8 kind=2".to_owned(),
+            format!("hipEventRecord {e} (nil)"),
+            format!("hipStreamWaitEvent {h} {e}"),
+            format!("hipFreeAsync {b} {h}"),
+        ],
+    );
+}
+
+#[test]
+fn buffer_freed_with_hip_free_is_used_on_any_stream_without_events() {
+    let (path, dev) = fixture_device("malloc-cross", &[]);
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let mut buf = DeviceBuffer::<u8>::alloc(&dev, 8).unwrap();
+    buf.memset_async(1, &stream).unwrap();
+    buf.use_on(&stream).unwrap();
+    buf.free_after(&stream).unwrap();
+    drop(buf);
+    let log = log(&path);
+    assert!(position(&log, "hipEventCreate").is_none(), "{log:#?}");
+    assert!(position(&log, "hipStreamWaitEvent").is_none(), "{log:#?}");
+}
+
+#[test]
+fn wait_event_queues_a_wait_of_one_stream_on_an_event_recorded_on_another() {
+    let (path, dev) = fixture_device("wait-event", &[]);
+    let a = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let b = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let e = Event::new(&dev, EventFlags::DISABLE_TIMING).unwrap();
+    e.record(&a).unwrap();
+    b.wait_event(&e).unwrap();
+    // Any stream: the null stream waits too.
+    hipjit::stream::BorrowedStream::null(&dev)
+        .wait_event(&e)
+        .unwrap();
+    let ev = p(e.as_raw() as _);
+    in_order(
+        &log(&path),
+        &[
+            format!("hipEventRecord {ev} {}", p(a.as_raw())),
+            format!("hipStreamWaitEvent {} {ev}", p(b.as_raw())),
+            format!("hipStreamWaitEvent (nil) {ev}"),
+        ],
+    );
+}
+
+#[test]
+fn wait_event_on_an_event_of_another_loaded_runtime_is_refused_before_the_call() {
+    let (path_a, dev_a) = fixture_device("two-runtimes-wait-a", &[]);
+    let (_, dev_b) = fixture_device("two-runtimes-wait-b", &[]);
+    let stream_a = Stream::new(&dev_a, StreamFlags::NON_BLOCKING).unwrap();
+    let event_b = Event::new(&dev_b, EventFlags::empty()).unwrap();
+    let err = stream_a.wait_event(&event_b).unwrap_err();
+    assert_eq!(
+        (err.name(), err.call()),
+        ("hipErrorInvalidHandle", "hipStreamWaitEvent"),
+        "{err}"
+    );
+    assert!(position(&log(&path_a), "hipStreamWaitEvent").is_none());
+}
+
+#[test]
+fn mutable_view_is_a_kernel_argument_and_only_its_range_is_written() {
+    use hipjit::memory::DeviceMemory;
+    let (_, dev) = fixture_device("views-launch", &[]);
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let k = lib.kernel("scale").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let mut buf = DeviceBuffer::from_slice(&dev, &[1.0f32; 8]).unwrap();
+    let n = 4u32;
+    {
+        let mut mid = buf.slice_mut(2..6).unwrap();
+        let mut a = args![&mut mid, &3.0f32, &n];
+        assert!(a.is_writable(0) && !a.is_writable(1) && !a.is_writable(2));
+        // SAFETY: scale(float*, float, unsigned) writing n = 4 floats of a 4-float view.
+        unsafe { k.launch(&stream, LaunchConfig::for_num_elems(n, 64), &mut a) }.unwrap();
+    }
+    assert_eq!(
+        buf.to_vec_on(&stream).unwrap(),
+        [1.0, 1.0, 3.0, 3.0, 3.0, 3.0, 1.0, 1.0]
+    );
+    let tail = buf.slice(6..).unwrap();
+    assert_eq!(tail.len(), 2);
+    assert_eq!(tail.as_raw() as usize, buf.as_raw() as usize + 24);
+    assert_eq!(tail.to_vec_on(&stream).unwrap(), [1.0, 1.0]);
+    assert_eq!(tail.slice(1..).unwrap().to_vec_on(&stream).unwrap(), [1.0]);
+}
+
+#[test]
+fn view_past_the_end_is_an_error_naming_the_range_and_the_length() {
+    let (_, dev) = fixture_device("views-range", &[]);
+    let mut buf = DeviceBuffer::<u32>::alloc(&dev, 4).unwrap();
+    let err = buf.slice(2..5).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "slice failed: hipErrorInvalidValue (1): refused by hipjit: the range \
+         Included(2)..Excluded(5) is not within the 4 values of the device memory"
+    );
+    let mut view = buf.slice_mut(1..).unwrap();
+    assert!(view.slice_mut(..4).is_err());
+    assert_eq!(view.slice_mut(..3).unwrap().len(), 3);
+}
+
+#[test]
+fn to_vec_on_copies_on_the_stream_and_waits_for_that_stream() {
+    use hipjit::memory::DeviceMemory;
+    let (path, dev) = fixture_device("to-vec-on", &[]);
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let s = p(stream.as_raw());
+    let buf = DeviceBuffer::from_slice(&dev, &[1u32, 2, 3]).unwrap();
+    assert_eq!(buf.to_vec_on(&stream).unwrap(), [1, 2, 3]);
+    let log = log(&path);
+    let at = in_order(
+        &log,
+        &[
+            format!("hipMemcpyAsync 12 kind=2 {s}"),
+            format!("hipStreamSynchronize {s}"),
+        ],
+    );
+    assert_eq!(at[1], at[0] + 1, "{log:#?}");
+}
+
+#[test]
+fn host_and_device_copies_on_a_stream_reach_views() {
+    use hipjit::memory::DeviceMemoryMut;
+    let (path, dev) = fixture_device("views-copies", &[]);
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let s = p(stream.as_raw());
+    let mut a = DeviceBuffer::<u32>::zeroed_async(&stream, 4).unwrap();
+    let b = DeviceBuffer::from_slice(&dev, &[9u32, 8]).unwrap();
+    a.slice_mut(1..3)
+        .unwrap()
+        .copy_from_device_async(&b, &stream)
+        .unwrap();
+    a.slice_mut(3..)
+        .unwrap()
+        .copy_from_host_on(&[5], &stream)
+        .unwrap();
+    let pinned = PinnedBuffer::<u32>::zeroed(&dev, 2).unwrap();
+    let pinned = pinned
+        .copy_from_device_async(&a.slice(2..).unwrap(), &stream)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(&*pinned, &[8, 5]);
+    let mut first = a.slice_mut(..1).unwrap();
+    async_scope(&stream, |sc| sc.copy_to_device(&[4u32], &mut first))
+        .unwrap()
+        .unwrap();
+    let mut back = [0u32; 4];
+    async_scope(&stream, |sc| sc.copy_to_host(&a, &mut back))
+        .unwrap()
+        .unwrap();
+    assert_eq!(back, [4, 9, 8, 5]);
+    let err = a
+        .slice_mut(..2)
+        .unwrap()
+        .copy_from_device_async(&b.slice(..1).unwrap(), &stream)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("source of 1 values for device memory of 2 values"),
+        "{err}"
+    );
+    in_order(
+        &log(&path),
+        &[
+            format!("hipMemcpyAsync 8 kind=3 {s}"),
+            format!("hipMemcpyAsync 4 kind=1 {s}"),
+            format!("hipStreamSynchronize {s}"),
+            format!("hipMemcpyAsync 8 kind=2 {s}"),
+        ],
+    );
+}
+
+#[cfg(feature = "half")]
+#[test]
+fn f16_and_bf16_values_round_trip_through_device_memory_and_are_2_byte_arguments() {
+    use half::{bf16, f16};
+    let (_, dev) = fixture_device("half", &[]);
+    let h: Vec<f16> = [0.5f32, -2.0, 65504.0].map(f16::from_f32).to_vec();
+    let buf = DeviceBuffer::from_slice(&dev, &h).unwrap();
+    assert_eq!(buf.size_bytes(), 6);
+    assert_eq!(buf.to_vec().unwrap(), h);
+    let b: Vec<bf16> = [1.0f32, -0.0, 3.0e38].map(bf16::from_f32).to_vec();
+    let buf = DeviceBuffer::from_slice(&dev, &b).unwrap();
+    assert_eq!(buf.to_vec().unwrap(), b);
+    let (x, y) = (f16::ONE, bf16::ONE);
+    assert_eq!(args![&x, &y].sizes(), [2, 2]);
+}
+
+#[test]
+fn synchronous_upload_copy_and_fill_are_complete_when_they_return() {
+    // The CUDA driver's cuMemcpy from pageable memory returns before its DMA is done, and its
+    // device-to-device cuMemcpy and cuMemsetD8 return at once: each is followed by a wait for
+    // the null stream, so a kernel queued next on a NON_BLOCKING stream sees the data.
+    let (path, dev) = fixture_device("sync-complete", &[]);
+    let mut a = DeviceBuffer::from_slice(&dev, &[1u32, 2, 3, 4]).unwrap();
+    let b = DeviceBuffer::<u32>::zeroed(&dev, 4).unwrap();
+    a.copy_from_device(&b).unwrap();
+    assert_eq!(a.to_vec().unwrap(), [0; 4]);
+    let log = log(&path);
+    let at = in_order(
+        &log,
+        &[
+            "hipMemcpy 16 kind=1".to_owned(),
+            "hipStreamSynchronize (nil)".to_owned(),
+            "hipMemset 16".to_owned(),
+            "hipStreamSynchronize (nil)".to_owned(),
+            "hipMemcpy 16 kind=3".to_owned(),
+            "hipStreamSynchronize (nil)".to_owned(),
+            "hipMemcpy 16 kind=2".to_owned(),
+        ],
+    );
+    for pair in at.chunks(2).take(3) {
+        assert_eq!(pair[1], pair[0] + 1, "{log:#?}");
+    }
+    assert_eq!(at[6], log.len() - 1, "no wait after a download: {log:#?}");
 }

@@ -453,3 +453,38 @@ fn compile_o_onto_a_fifo_is_refused_by_name() {
         .file_type()
         .is_fifo());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Shell code through the variables hipcc pastes into its `sh -c` line
+
+#[test]
+fn shell_code_in_variables_hipcc_pastes_is_refused_naming_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let pwned = dir.path().join("pwned");
+    let p = pwned.display();
+    for (name, value) in [
+        ("HIPCC_COMPILE_FLAGS_APPEND", format!("'; touch {p} #'")),
+        ("HIP_CLANG_PATH", format!("/usr/bin;touch {p}")),
+        ("ROCM_PATH", format!("/usr/$(touch {p})")),
+        ("ROCM_PATH", "/opt/my rocm".to_owned()),
+    ] {
+        let o = run(hipjit(&dir.path().join("cache"))
+            .env(name, &value)
+            .args(["compile", "--arch", "gfx90a"])
+            .arg(&src));
+        assert_fails_naming(&o, &[name, "refusing to run hipcc"]);
+        assert!(!pwned.exists(), "{name}={value} ran");
+        // doctor runs every hipcc it finds: it must say why it did not, and run nothing.
+        let o = run(hipjit(&dir.path().join("cache"))
+            .env(name, &value)
+            .args(["doctor", "--json"]));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains(name),
+            "doctor does not name {name}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        assert!(!pwned.exists(), "doctor with {name}={value} ran it");
+    }
+}

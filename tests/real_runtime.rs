@@ -229,3 +229,10 @@ fn end_to_end_on_a_gpu_scales_a_buffer() {
     let expected: Vec<f32> = host.iter().map(|x| x * 2.0).collect();
     assert_eq!(buf.to_vec().unwrap(), expected);
 }
+
+#[test]
+fn stream_ordered_allocator_is_exported_by_hip_5_2_and_6_4() {
+    // hipMallocAsync and hipFreeAsync arrived in HIP 5.1 (symbol version hip_5.1 in both
+    // runtimes), so alloc_async takes the stream-ordered path on both, not the fallback.
+    assert!(runtime().has_stream_ordered_alloc());
+}

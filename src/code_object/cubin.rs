@@ -137,6 +137,32 @@ impl Cubin {
         &self.kernels
     }
 
+    /// The machine code (SASS) of kernel `name`: the contents of its section `.text.<name>`.
+    /// Two cubins whose kernels have equal bytes here run the same instructions.
+    ///
+    /// Errors: [`CubinError::KernelNotFound`] as [`Cubin::kernel`]; [`CubinError::Truncated`]
+    /// when the section lies outside the file; [`CubinError::NotElf`] when the kernel has no
+    /// `.text.<name>` section.
+    pub fn kernel_code(&self, name: &str) -> Result<&[u8], CubinError> {
+        self.kernel(name)?;
+        let r = Reader(&self.elf);
+        let wanted = format!(".text.{name}");
+        let section =
+            r.sections()?
+                .into_iter()
+                .find(|s| s.name == wanted)
+                .ok_or(CubinError::NotElf(
+                    "a kernel without its .text.<name> section",
+                ))?;
+        let (offset, size) = (section.offset, section.size);
+        Reader(&self.elf)
+            .bytes(offset, size, "kernel code")
+            .map(|_| {
+                // Bounds checked just above.
+                &self.elf[offset as usize..(offset + size) as usize]
+            })
+    }
+
     /// The kernel `name`.
     ///
     /// Errors: [`CubinError::KernelNotFound`] listing the kernels there are.

@@ -118,6 +118,8 @@ pub(crate) struct Header {
 pub(crate) struct Section {
     pub(crate) index: usize,
     pub(crate) sh_type: u32,
+    /// `sh_addr`: the section's virtual address in the loaded image.
+    pub(crate) sh_addr: u64,
     pub(crate) sh_link: u32,
     pub(crate) sh_offset: u64,
     pub(crate) sh_size: u64,
@@ -131,6 +133,10 @@ pub(crate) struct Symbol {
     /// `STT_*` (low nibble of st_info): 1 object, 2 function.
     pub(crate) kind: u8,
     pub(crate) shndx: u16,
+    /// `st_value`: the symbol's virtual address.
+    pub(crate) value: u64,
+    /// `st_size` in bytes.
+    pub(crate) size: u64,
 }
 
 /// A parsed view of an ELF64 little-endian file.
@@ -230,6 +236,7 @@ impl<'a> Elf<'a> {
                 let section = Section {
                     index,
                     sh_type: bytes.u32(at + 4, &what("sh_type"))?,
+                    sh_addr: bytes.u64(at + 16, &what("sh_addr"))?,
                     sh_offset: bytes.u64(at + 24, &what("sh_offset"))?,
                     sh_size: bytes.u64(at + 32, &what("sh_size"))?,
                     sh_link: bytes.u32(at + 40, &what("sh_link"))?,
@@ -243,6 +250,42 @@ impl<'a> Elf<'a> {
             header,
             sections,
         })
+    }
+
+    /// The `size` bytes at virtual address `addr` inside section `shndx` (a symbol's bytes),
+    /// bounds-checked against the section and the file.
+    pub(crate) fn symbol_data(
+        &self,
+        shndx: u16,
+        addr: u64,
+        size: u64,
+        what: &str,
+    ) -> Result<&'a [u8], CodeObjectError> {
+        let section =
+            self.sections
+                .get(usize::from(shndx))
+                .ok_or_else(|| CodeObjectError::BadElf {
+                    what: format!("{what} is in section {shndx}, which does not exist"),
+                    offset: self.header.e_shoff,
+                })?;
+        let data = self.section_data(section)?;
+        let start = addr.checked_sub(section.sh_addr);
+        let range = start.and_then(|s| {
+            Some((
+                usize::try_from(s).ok()?,
+                usize::try_from(s.checked_add(size)?).ok()?,
+            ))
+        });
+        match range {
+            Some((s, e)) if e <= data.len() => Ok(&data[s..e]),
+            _ => Err(CodeObjectError::BadElf {
+                what: format!(
+                    "{what} ({size} bytes at {addr:#x}) lies outside its section {shndx} ({} bytes at {:#x})",
+                    section.sh_size, section.sh_addr
+                ),
+                offset: section.sh_offset,
+            }),
+        }
     }
 
     /// The contents of a section, bounds-checked (`SHT_NOBITS` sections have none).
@@ -366,6 +409,8 @@ impl<'a> Elf<'a> {
                 let st_name = data.u32(at, &what("st_name"))?;
                 let st_info = data.u8(at + 4, &what("st_info"))?;
                 let shndx = data.u16(at + 6, &what("st_shndx"))?;
+                let value = data.u64(at + 8, &what("st_value"))?;
+                let size = data.u64(at + 16, &what("st_size"))?;
                 let name = c_string(strings, st_name as usize).ok_or_else(|| {
                     CodeObjectError::BadElf {
                         what: format!(
@@ -379,6 +424,8 @@ impl<'a> Elf<'a> {
                     name: String::from_utf8_lossy(name).into_owned(),
                     kind: st_info & 0xf,
                     shndx,
+                    value,
+                    size,
                 });
             }
         }

@@ -13,6 +13,7 @@
 
 mod bundle;
 pub mod cubin;
+pub mod descriptor;
 mod elf;
 mod md5;
 mod metadata;
@@ -529,6 +530,61 @@ impl CodeObject {
     /// The kernel named `name` (its `.name`, the mangled name for a kernel without
     /// `extern "C"`).
     ///
+    /// The machine code of kernel `name`: the bytes of its function symbol (`st_size` bytes at
+    /// `st_value`, in the section holding it). Two code objects whose kernels have equal bytes
+    /// run the same instructions (relocations aside: kernels reach no other symbol).
+    ///
+    /// Errors: [`CodeObjectError::KernelNotFound`] as [`CodeObject::kernel`];
+    /// [`CodeObjectError::BadElf`] when the kernel has no function symbol or it lies outside its
+    /// section.
+    pub fn kernel_code(&self, name: &str) -> Result<&[u8], CodeObjectError> {
+        let kernel = self.kernel(name)?;
+        self.symbol_bytes(&kernel.name, 2, "function symbol")
+    }
+
+    /// The kernel descriptor of kernel `name` (its `.symbol`, `<name>.kd`, 64 bytes): see
+    /// [`descriptor::KernelDescriptor`].
+    ///
+    /// Errors: [`CodeObjectError::KernelNotFound`] as [`CodeObject::kernel`];
+    /// [`CodeObjectError::BadElf`] when the descriptor symbol is missing, shorter than 64 bytes,
+    /// or lies outside its section.
+    pub fn kernel_descriptor(
+        &self,
+        name: &str,
+    ) -> Result<descriptor::KernelDescriptor, CodeObjectError> {
+        let kernel = self.kernel(name)?;
+        let bytes = self.symbol_bytes(&kernel.symbol, 1, "kernel descriptor")?;
+        descriptor::KernelDescriptor::parse(bytes).ok_or_else(|| CodeObjectError::BadElf {
+            what: format!(
+                "kernel descriptor {} is {} bytes (expected {})",
+                kernel.symbol,
+                bytes.len(),
+                descriptor::KERNEL_DESCRIPTOR_SIZE
+            ),
+            offset: 0,
+        })
+    }
+
+    /// The bytes of the defined symbol `name` of kind `kind` (`STT_OBJECT` 1, `STT_FUNC` 2).
+    fn symbol_bytes(&self, name: &str, kind: u8, what: &str) -> Result<&[u8], CodeObjectError> {
+        let header = elf::parse_header(&self.elf)?;
+        let parsed = elf::Elf::parse(&self.elf, header)?;
+        let symbol = parsed
+            .symbols()?
+            .into_iter()
+            .find(|s| s.name == name && s.kind == kind && s.shndx != 0)
+            .ok_or_else(|| CodeObjectError::BadElf {
+                what: format!("no {what} named {name:?}"),
+                offset: 0,
+            })?;
+        parsed.symbol_data(
+            symbol.shndx,
+            symbol.value,
+            symbol.size,
+            &format!("{what} {name:?}"),
+        )
+    }
+
     /// Errors: [`CodeObjectError::KernelNotFound`], whose `suggestions` hold the mangled names
     /// that demangle to `name` (`name`, `name(...)`, `ns::name<T>(...)` and the like).
     pub fn kernel(&self, name: &str) -> Result<&KernelInfo, CodeObjectError> {

@@ -36,6 +36,7 @@ pub mod nvrtc;
 pub mod options;
 pub mod process;
 pub mod rtc;
+pub mod shell_env;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -124,6 +125,10 @@ pub enum CompilerError {
     /// Discovery failed.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
+    /// A variable hipcc pastes into its shell command line holds what the shell would
+    /// misparse ([`shell_env`]).
+    #[error(transparent)]
+    UnsafeEnvironment(#[from] shell_env::UnsafeVariable),
     /// The compiler's identity could not be read: `hipcc --version` or `hipcc -###` could not
     /// run or failed, or a file of its closed list could not be read ([`identity`]).
     #[error(transparent)]
@@ -349,6 +354,7 @@ impl Compiler {
                 .filter(|(k, _)| ENV_ALLOWLIST.contains(&k.as_str()))
                 .collect(),
         };
+        shell_env::check(&env)?;
         let identity = identity::identify(
             CompilerKind::Hipcc,
             &path,

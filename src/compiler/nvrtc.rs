@@ -51,6 +51,50 @@ static SYMBOLS: Symbols = Symbols {
     version: c"nvrtcVersion",
 };
 
+/// The prelude's text for NVRTC: nvcc's [`super::nvcc::PRELUDE`] without its
+/// `#include <cuda_runtime.h>`, which NVRTC cannot open (it compiles device code only; the
+/// kernel-language built-ins the prelude maps onto, `threadIdx`, `warpSize`, `__shfl_sync`...,
+/// are NVRTC's own).
+pub fn prelude() -> String {
+    super::nvcc::PRELUDE.replace("#include <cuda_runtime.h>\n", "")
+}
+
+/// The headers hipjit hands NVRTC in memory so HIP sources compile unchanged:
+/// `hip/hip_runtime.h` and `hip/hip_runtime_api.h` ([`prelude`]), and `hip/hip_fp16.h`, which
+/// includes the toolkit's `cuda_fp16.h` when `cuda_include` holds it and otherwise stops the
+/// compile with an error naming what is missing.
+pub fn prelude_headers(cuda_include: Option<&Path>) -> Vec<(String, Vec<u8>)> {
+    let prelude = prelude().into_bytes();
+    let fp16 = match cuda_include {
+        Some(dir) if dir.join("cuda_fp16.h").is_file() => {
+            "#pragma once\n#include <cuda_fp16.h>\n".to_owned()
+        }
+        _ => "#pragma once\n#error \"hip/hip_fp16.h needs the CUDA toolkit's cuda_fp16.h, which \
+              hipjit did not find beside NVRTC (include/ beside its lib or lib64 directory)\"\n"
+            .to_owned(),
+    };
+    vec![
+        ("hip/hip_runtime.h".to_owned(), prelude.clone()),
+        ("hip/hip_runtime_api.h".to_owned(), prelude),
+        ("hip/hip_fp16.h".to_owned(), fp16.into_bytes()),
+    ]
+}
+
+/// The options compiling HIP source through the prelude to a cubin for `target`, as nvcc's
+/// command does (`-arch=sm_NN -std=c++17`, the prelude force-included), plus `-I` for the
+/// toolkit's headers when known.
+pub fn hip_options(target: SmTarget, cuda_include: Option<&Path>) -> Vec<String> {
+    let mut o = vec![
+        arch_option(target),
+        "-std=c++17".to_owned(),
+        "--pre-include=hip/hip_runtime.h".to_owned(),
+    ];
+    if let Some(dir) = cuda_include {
+        o.push(format!("-I{}", dir.display()));
+    }
+    o
+}
+
 /// `-arch=sm_NN`, NVRTC's option selecting the SM architecture of the cubin.
 pub fn arch_option(target: SmTarget) -> String {
     format!("-arch={target}")
@@ -212,6 +256,15 @@ impl NvRtc {
     /// <nvcc>`, `dynamic loader`, `explicit path`).
     pub fn found(&self) -> &str {
         &self.found
+    }
+
+    /// The CUDA toolkit's header directory belonging to this NVRTC: `include/` beside the
+    /// directory holding the library (a toolkit's `lib64` -> `include`, PyPI's
+    /// `nvidia/cu13/lib` -> `nvidia/cu13/include`), when it holds `cuda_fp16.h`.
+    pub fn include_dir(&self) -> Option<PathBuf> {
+        let lib_dir = self.path.parent()?;
+        let dir = lib_dir.parent()?.join("include");
+        dir.join("cuda_fp16.h").is_file().then_some(dir)
     }
 
     /// `nvrtcVersion`: the CUDA version of this NVRTC, e.g. `(13, 0)`.

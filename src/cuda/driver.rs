@@ -59,8 +59,8 @@ macro_rules! driver_table {
         required { $($req:ident : fn($($rt:ty),*);)* }
         optional { $($opt:ident : fn($($ot:ty),*);)* }
     ) => {
-        /// The resolved `cu*` entry points (required ones as plain function pointers, the
-        /// library API and cooperative launch as `Option`s).
+        /// The resolved `cu*` entry points (required ones as plain function pointers; the
+        /// stream-ordered allocator, the library API and cooperative launch as `Option`s).
         #[allow(non_snake_case)]
         pub struct Driver {
             $(#[doc = concat!("`", stringify!($req), "`")] pub $req: unsafe extern "C" fn($($rt),*) -> CUresult,)*
@@ -134,6 +134,9 @@ driver_table! {
         cuMemFreeHost: fn(*mut c_void);
         cuMemcpy: fn(CUdeviceptr, CUdeviceptr, usize);
         cuMemcpyAsync: fn(CUdeviceptr, CUdeviceptr, usize, Handle);
+        cuMemcpyHtoDAsync_v2: fn(CUdeviceptr, *const c_void, usize, Handle);
+        cuMemcpyDtoHAsync_v2: fn(*mut c_void, CUdeviceptr, usize, Handle);
+        cuMemcpyDtoDAsync_v2: fn(CUdeviceptr, CUdeviceptr, usize, Handle);
         cuMemsetD8_v2: fn(CUdeviceptr, u8, usize);
         cuMemsetD8Async: fn(CUdeviceptr, u8, usize, Handle);
         cuMemGetInfo_v2: fn(*mut usize, *mut usize);
@@ -141,6 +144,7 @@ driver_table! {
         cuStreamDestroy_v2: fn(Handle);
         cuStreamSynchronize: fn(Handle);
         cuStreamQuery: fn(Handle);
+        cuStreamWaitEvent: fn(Handle, Handle, c_uint);
         cuEventCreate: fn(*mut Handle, c_uint);
         cuEventDestroy_v2: fn(Handle);
         cuEventRecord: fn(Handle, Handle);
@@ -154,6 +158,8 @@ driver_table! {
         cuFuncGetAttribute: fn(*mut c_int, c_int, Handle);
     }
     optional {
+        cuMemAllocAsync: fn(*mut CUdeviceptr, usize, Handle);
+        cuMemFreeAsync: fn(CUdeviceptr, Handle);
         cuFuncSetAttribute: fn(Handle, c_int, c_int);
         cuOccupancyMaxActiveBlocksPerMultiprocessor: fn(*mut c_int, Handle, c_int, usize);
         cuLaunchCooperativeKernel: fn(Handle, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, Handle, *mut *mut c_void);

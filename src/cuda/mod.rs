@@ -18,8 +18,10 @@
 //! | hipSetDevice / hipGetDevice | cuDevicePrimaryCtxRetain + cuCtxSetCurrent / cuCtxGetCurrent |
 //! | hipGetDevicePropertiesR0600 | cuDeviceGetName, cuDeviceTotalMem, cuDeviceGetAttribute (`gcnArchName` = `sm_NN`) |
 //! | hipMalloc, hipFree, hipHostMalloc, hipHostFree | cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost |
-//! | hipMemcpy(Async), hipMemset(Async) | cuMemcpy(Async), cuMemsetD8(Async) |
-//! | hipStream*, hipEvent* | cuStream*, cuEvent* |
+//! | hipMallocAsync, hipFreeAsync | cuMemAllocAsync, cuMemFreeAsync (optional: CUDA 11.2+) |
+//! | hipMemcpy, hipMemset(Async) | cuMemcpy, cuMemsetD8(Async) |
+//! | hipMemcpyAsync | cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2, cuMemcpyDtoDAsync_v2 (by direction), cuMemcpyAsync |
+//! | hipStream*, hipStreamWaitEvent, hipEvent* | cuStream*, cuStreamWaitEvent, cuEvent* |
 //! | hipModuleLoadData, hipModuleGetFunction, hipModuleGetGlobal, hipModuleUnload | cuModule* |
 //! | hipLibraryLoadData/LoadFromFile, GetKernel, GetKernelCount, EnumerateKernels, Unload, hipKernelGetFunction | cuLibrary*, cuKernelGetFunction |
 //! | hipModuleLaunchKernel, hipModuleLaunchCooperativeKernel | cuLaunchKernel, cuLaunchCooperativeKernel |
@@ -62,6 +64,7 @@ pub(crate) fn api(d: &driver::Driver) -> Api {
         hipStreamDestroy: hip_stream_destroy,
         hipStreamSynchronize: hip_stream_synchronize,
         hipStreamQuery: hip_stream_query,
+        hipStreamWaitEvent: hip_stream_wait_event,
         hipMalloc: hip_malloc,
         hipFree: hip_free,
         hipHostMalloc: hip_host_malloc,
@@ -82,6 +85,12 @@ pub(crate) fn api(d: &driver::Driver) -> Api {
         hipModuleGetGlobal: hip_module_get_global,
         hipModuleLaunchKernel: hip_module_launch_kernel,
         hipFuncGetAttribute: hip_func_get_attribute,
+        hipMallocAsync: d
+            .cuMemAllocAsync
+            .map(|_| hip_malloc_async as pfn::hipMallocAsync),
+        hipFreeAsync: d
+            .cuMemFreeAsync
+            .map(|_| hip_free_async as pfn::hipFreeAsync),
         hipFuncSetAttribute: d
             .cuFuncSetAttribute
             .map(|_| hip_func_set_attribute as pfn::hipFuncSetAttribute),

@@ -13,8 +13,11 @@
 //!   blocking sync, disable timing, interprocess: 0, 1, 2, 4 on both) and host allocation
 //!   (`hipHostMallocPortable`/`Mapped`/`WriteCombined` = `CU_MEMHOSTALLOC_*` 1, 2, 4) have the
 //!   same values; other host-allocation bits are refused with `hipErrorInvalidValue`.
-//! - Copies use `cuMemcpy`/`cuMemcpyAsync` (unified addressing): the direction argument is
-//!   checked but not needed.
+//! - Synchronous copies use `cuMemcpy` (unified addressing; the direction is checked but not
+//!   needed); asynchronous ones the driver's call for the direction (`cuMemcpyHtoDAsync_v2`,
+//!   `cuMemcpyDtoHAsync_v2`, `cuMemcpyDtoDAsync_v2`). The stream-ordered allocator
+//!   (`hipMallocAsync`/`hipFreeAsync`) is `cuMemAllocAsync`/`cuMemFreeAsync` on the device's
+//!   default memory pool, present when the driver exports both.
 //! - Current device: the CUDA context is per thread. `hipSetDevice` retains the device's
 //!   primary context (once per process) and makes it current; `hipGetDevice` reports the
 //!   device whose primary context is current, binding device 0's (as the CUDA runtime does)
@@ -403,6 +406,64 @@ pub(crate) unsafe extern "C" fn hip_stream_query(s: sys::hipStream_t) -> sys::hi
     with_context!(map(unsafe { (drv!().cuStreamQuery)(s as Handle) }))
 }
 
+pub(crate) unsafe extern "C" fn hip_stream_wait_event(
+    s: sys::hipStream_t,
+    e: sys::hipEvent_t,
+    flags: c_uint,
+) -> sys::hipError_t {
+    // hipStreamWaitEvent's flags must be 0, as cuStreamWaitEvent's (CU_EVENT_WAIT_DEFAULT).
+    if flags != 0 {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: live stream and event.
+    with_context!(map(unsafe {
+        (drv!().cuStreamWaitEvent)(s as Handle, e as Handle, 0)
+    }))
+}
+
+/// `hipMallocAsync` -> `cuMemAllocAsync` (the device's default memory pool), 0 bytes giving a
+/// null pointer as [`hip_malloc`] does.
+pub(crate) unsafe extern "C" fn hip_malloc_async(
+    p: *mut *mut c_void,
+    size: usize,
+    s: sys::hipStream_t,
+) -> sys::hipError_t {
+    let Some(alloc) = drv!().cuMemAllocAsync else {
+        return HIP_ERROR_NOT_SUPPORTED;
+    };
+    if p.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    if size == 0 {
+        // SAFETY: non-null out pointer.
+        unsafe { *p = std::ptr::null_mut() };
+        return HIP_SUCCESS;
+    }
+    let mut d: CUdeviceptr = 0;
+    // SAFETY: valid out pointer, live stream.
+    let e = with_context!(map(unsafe { alloc(&mut d, size, s as Handle) }));
+    if e == HIP_SUCCESS {
+        // SAFETY: non-null out pointer.
+        unsafe { *p = d as usize as *mut c_void };
+    }
+    e
+}
+
+/// `hipFreeAsync` -> `cuMemFreeAsync`; a null pointer is a no-op.
+pub(crate) unsafe extern "C" fn hip_free_async(
+    p: *mut c_void,
+    s: sys::hipStream_t,
+) -> sys::hipError_t {
+    let Some(free) = drv!().cuMemFreeAsync else {
+        return HIP_ERROR_NOT_SUPPORTED;
+    };
+    if p.is_null() {
+        return HIP_SUCCESS;
+    }
+    // SAFETY: an allocation of hip_malloc_async, on a live stream.
+    with_context!(map(unsafe { free(dptr(p), s as Handle) }))
+}
+
 pub(crate) unsafe extern "C" fn hip_malloc(p: *mut *mut c_void, size: usize) -> sys::hipError_t {
     if p.is_null() {
         return HIP_ERROR_INVALID_VALUE;
@@ -474,6 +535,9 @@ pub(crate) unsafe extern "C" fn hip_memcpy(
     }))
 }
 
+/// `hipMemcpyAsync` -> the driver's copy for the direction (`cuMemcpyHtoDAsync_v2`,
+/// `cuMemcpyDtoHAsync_v2`, `cuMemcpyDtoDAsync_v2`), `cuMemcpyAsync` (unified addressing) for
+/// `hipMemcpyHostToHost` and `hipMemcpyDefault`.
 pub(crate) unsafe extern "C" fn hip_memcpy_async(
     dst: *mut c_void,
     src: *const c_void,
@@ -481,12 +545,20 @@ pub(crate) unsafe extern "C" fn hip_memcpy_async(
     kind: sys::hipMemcpyKind,
     s: sys::hipStream_t,
 ) -> sys::hipError_t {
-    if !check_kind(kind) {
-        return HIP_ERROR_INVALID_VALUE;
-    }
-    // SAFETY: as above, on a live stream.
-    with_context!(map(unsafe {
-        (drv!().cuMemcpyAsync)(dptr(dst), dptr(src), size, s as Handle)
+    let d = drv!();
+    let s = s as Handle;
+    // SAFETY (each arm): the caller's regions of `size` bytes on a live stream, on the side
+    // the direction names.
+    with_context!(map(match kind {
+        sys::hipMemcpyHostToDevice => unsafe { (d.cuMemcpyHtoDAsync_v2)(dptr(dst), src, size, s) },
+        sys::hipMemcpyDeviceToHost => unsafe { (d.cuMemcpyDtoHAsync_v2)(dst, dptr(src), size, s) },
+        sys::hipMemcpyDeviceToDevice => unsafe {
+            (d.cuMemcpyDtoDAsync_v2)(dptr(dst), dptr(src), size, s)
+        },
+        sys::hipMemcpyHostToHost | sys::hipMemcpyDefault => unsafe {
+            (d.cuMemcpyAsync)(dptr(dst), dptr(src), size, s)
+        },
+        _ => return HIP_ERROR_INVALID_VALUE,
     }))
 }
 

@@ -85,6 +85,7 @@ api_table! {
         hipStreamDestroy,
         hipStreamSynchronize,
         hipStreamQuery,
+        hipStreamWaitEvent,
         hipMalloc,
         hipFree,
         hipHostMalloc,
@@ -107,6 +108,8 @@ api_table! {
         hipFuncGetAttribute,
     }
     optional {
+        hipMallocAsync,
+        hipFreeAsync,
         hipFuncSetAttribute,
         hipModuleOccupancyMaxActiveBlocksPerMultiprocessor,
         hipModuleLaunchCooperativeKernel,

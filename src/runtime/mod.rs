@@ -48,8 +48,9 @@
 //! Every entry point is resolved by `dlsym` into the function-pointer type hip-sys declares for
 //! it (`hip_sys::pfn::*`, from the headers or hip-sys's own fallback declarations). A missing
 //! required symbol ([`REQUIRED_SYMBOLS`]) is a [`LoadError::MissingSymbol`] naming it, the
-//! library path and the runtime version; optional families ([`OPTIONAL_SYMBOLS`]: the library
-//! API, cooperative launch, module occupancy, `hipFuncSetAttribute`) are `Option`s.
+//! library path and the runtime version; optional families ([`OPTIONAL_SYMBOLS`]: the
+//! stream-ordered allocator `hipMallocAsync`/`hipFreeAsync`, the library API, cooperative
+//! launch, module occupancy, `hipFuncSetAttribute`) are `Option`s.
 //!
 //! # Current device
 //! HIP's current device is per thread. Every call that depends on it binds the device first
@@ -487,6 +488,13 @@ impl Runtime {
     /// Each optional entry point ([`OPTIONAL_SYMBOLS`]) and whether the runtime exports it.
     pub fn optional_symbols(&self) -> Vec<(&'static str, bool)> {
         self.api().optional_present()
+    }
+
+    /// Whether the stream-ordered allocator (`hipMallocAsync` and `hipFreeAsync`, HIP 5.1 and
+    /// later) is available; without it [`crate::memory::DeviceBuffer::alloc_async`] falls back
+    /// to `hipMalloc`/`hipFree`.
+    pub fn has_stream_ordered_alloc(&self) -> bool {
+        self.api().hipMallocAsync.is_some() && self.api().hipFreeAsync.is_some()
     }
 
     /// Whether cooperative launch (`hipModuleLaunchCooperativeKernel`) is available.

@@ -482,6 +482,17 @@ fn compilers() -> Vec<CompilerReport> {
             hip_runtime_h: None,
             error: None,
         };
+        // hipcc runs its commands through sh with these variables pasted in: refuse what the
+        // shell would misparse (or run) instead of running it.
+        let pasted: Vec<(String, std::ffi::OsString)> = hipjit::compiler::shell_env::SHELL_PASTED
+            .iter()
+            .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
+            .collect();
+        if let Err(e) = hipjit::compiler::shell_env::check(&pasted) {
+            c.error = Some(e.to_string());
+            out.push(c);
+            continue;
+        }
         match run_with_timeout(Command::new(&path).arg("--version"), COMPILER_TIMEOUT) {
             Ok((status, stdout, stderr)) if status.success() => {
                 let text = String::from_utf8_lossy(&stdout).into_owned();

@@ -1,0 +1,124 @@
+//! The environment variables hipcc pastes into a shell command line, and the values hipjit
+//! refuses in them.
+//!
+//! hipjit starts no shell: every process it runs gets an argument vector. hipcc does: hipcc
+//! 5.x (a Perl script) joins its clang command into one string and runs it with `sh -c`
+//! (`system("$CMD")`), pasting `HIPCC_COMPILE_FLAGS_APPEND` unescaped and the directories
+//! derived from `HIP_PATH`, `ROCM_PATH`, `HIP_CLANG_PATH` and the other path variables
+//! unquoted or in double quotes (measured with Debian's 5.2.3: `'; touch FILE #'` and `$(...)`
+//! in those variables ran, in `hipjit compile` and `hipjit doctor`; a `ROCM_PATH` with a space
+//! broke the command). So hipjit refuses, naming the variable, a value of [`SHELL_PASTED`]
+//! holding a shell metacharacter ([`METACHARACTERS`]) and a value of [`PATH_VARIABLES`]
+//! holding a space or tab, before it runs hipcc at all.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+
+/// The variables hipcc pastes into its shell command line.
+pub const SHELL_PASTED: &[&str] = &[
+    "HIPCC_COMPILE_FLAGS_APPEND",
+    "HIPCC_LINK_FLAGS_APPEND",
+    "HIP_PATH",
+    "ROCM_PATH",
+    "HIP_CLANG_PATH",
+    "HIP_DEVICE_LIB_PATH",
+    "DEVICE_LIB_PATH",
+    "HIP_LIB_PATH",
+    "HIP_INCLUDE_PATH",
+    "HIP_ROCCLR_HOME",
+    "HSA_PATH",
+];
+
+/// The variables of [`SHELL_PASTED`] that name one directory: a space in them splits the
+/// word hipcc pastes.
+pub const PATH_VARIABLES: &[&str] = &[
+    "HIP_PATH",
+    "ROCM_PATH",
+    "HIP_CLANG_PATH",
+    "HIP_DEVICE_LIB_PATH",
+    "DEVICE_LIB_PATH",
+    "HIP_LIB_PATH",
+    "HIP_INCLUDE_PATH",
+    "HIP_ROCCLR_HOME",
+    "HSA_PATH",
+];
+
+/// The bytes `sh` gives a meaning to that hipjit refuses in [`SHELL_PASTED`] values:
+/// `; & | $ ` ( ) < > ' " \` and newline.
+pub const METACHARACTERS: &[u8] = b";&|$`()<>'\"\\\n";
+
+/// A variable hipcc would paste into its shell line holds what `sh` would misparse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("refusing to run hipcc with {name}={value:?}: {reason}; hipcc pastes {name} into a command line it runs with sh, which would misparse it (hipjit itself starts no shell)")]
+pub struct UnsafeVariable {
+    /// The variable.
+    pub name: String,
+    /// Its value (lossy text).
+    pub value: String,
+    /// What is wrong: the metacharacter or the space found.
+    pub reason: String,
+}
+
+/// Checks `env` (name, value pairs) for values hipcc's shell would misparse.
+///
+/// Errors: [`UnsafeVariable`] for the first variable of [`SHELL_PASTED`] whose value holds a
+/// byte of [`METACHARACTERS`], or of [`PATH_VARIABLES`] whose value holds a space or tab.
+pub fn check(env: &[(String, OsString)]) -> Result<(), UnsafeVariable> {
+    for (name, value) in env {
+        if !SHELL_PASTED.contains(&name.as_str()) {
+            continue;
+        }
+        let bytes = value.as_bytes();
+        let bad = |reason: String| UnsafeVariable {
+            name: name.clone(),
+            value: value.to_string_lossy().into_owned(),
+            reason,
+        };
+        if let Some(&b) = bytes.iter().find(|b| METACHARACTERS.contains(b)) {
+            let shown = if b == b'\n' {
+                "a newline".to_owned()
+            } else {
+                format!("the shell metacharacter `{}`", b as char)
+            };
+            return Err(bad(format!("it holds {shown}")));
+        }
+        if PATH_VARIABLES.contains(&name.as_str()) && bytes.iter().any(|&b| b == b' ' || b == b'\t')
+        {
+            return Err(bad("the directory holds a space".to_owned()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str, value: &str) -> Vec<(String, OsString)> {
+        vec![(name.to_owned(), OsString::from(value))]
+    }
+
+    #[test]
+    fn metacharacters_in_pasted_variables_are_refused_by_name() {
+        for (name, value) in [
+            ("HIPCC_COMPILE_FLAGS_APPEND", "'; touch /tmp/x #'"),
+            ("HIP_PATH", "/opt/$(id)"),
+            ("ROCM_PATH", "/opt/rocm`id`"),
+            ("HIP_CLANG_PATH", "/usr/bin;id"),
+            ("HIPCC_COMPILE_FLAGS_APPEND", "-DX=1\n-DY"),
+        ] {
+            let e = check(&env(name, value)).unwrap_err();
+            assert_eq!(e.name, name);
+            assert!(e.to_string().contains(name), "{e}");
+        }
+    }
+
+    #[test]
+    fn spaces_are_refused_in_paths_and_allowed_between_flags() {
+        let e = check(&env("ROCM_PATH", "/opt/my rocm")).unwrap_err();
+        assert!(e.reason.contains("space"), "{e}");
+        check(&env("HIPCC_COMPILE_FLAGS_APPEND", "-O2 -DX=1")).unwrap();
+        check(&env("PATH", "/a b;c")).unwrap();
+        check(&env("HIP_PATH", "/opt/rocm-6.4.3")).unwrap();
+    }
+}
