@@ -506,10 +506,40 @@ fn main() -> R<()> {
         )?;
     }
 
+    front_door(&dev, &cache, &stream)?;
     stream_ordered_memory(&dev, &jit, lib)?;
     benchmarks(&dev, &jit, lib, &stream, &cache, &kernels_cubin)?;
     println!("ALL CHECKS PASSED");
     Ok(())
+}
+
+/// A Latin-1 source (one byte 0xa9 in a comment, not UTF-8) using a C++20 feature
+/// (`consteval`) and a macro given as an extra flag.
+const FRONT_DOOR: &[u8] = b"// \xa9 2026, Latin-1\n\
+    #include <hip/hip_runtime.h>\n\
+    consteval long long sq(long long x) { return x * x; }\n\
+    extern \"C\" __global__ void front(long long* out) {\n\
+        out[0] = __cplusplus;\n\
+        out[1] = SCALE * sq(3);\n\
+    }\n";
+
+/// What the command line's front door passes reaches the GPU code: the source as bytes, the
+/// standard (NvJit::with_std), an extra flag (-DSCALE=3).
+fn front_door(dev: &Device, cache: &Path, stream: &Stream) -> R<()> {
+    let jit =
+        NvJit::with_cache_dir(Some(cache.to_path_buf()))?.with_std(hipjit::compiler::CxxStd::Cxx20);
+    let loaded = jit.load(dev, FRONT_DOOR, &["-DSCALE=3".to_string()])?;
+    let out = DeviceBuffer::<i64>::zeroed(dev, 2)?;
+    let k = loaded.library.kernel("front")?;
+    // SAFETY: front(long long*) writes two elements.
+    unsafe { k.launch(stream, LaunchConfig::for_num_elems(1, 1), &mut args![&out])? };
+    stream.synchronize()?;
+    let got = out.to_vec()?;
+    check(
+        "C++20, an extra flag and a Latin-1 source reach the GPU code",
+        got == [202002, 27],
+        format!("__cplusplus {}, SCALE * sq(3) = {}", got[0], got[1]),
+    )
 }
 
 /// A kernel that spins for `cycles` clock cycles, then writes 1 to `done[0]`.

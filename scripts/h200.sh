@@ -21,6 +21,27 @@ export HIPJIT_CACHE_DIR
 export HIPJIT_E2E_CACHE="$HIPJIT_CACHE_DIR/e2e"
 unset HIP_PLATFORM
 
+# CuPy's RawModule (NVRTC + cuModuleLoadData) on the 4 KiB source nvidia_compilers times: 7
+# fresh processes, each source distinct and CuPy's disk cache in a new directory, median printed.
+cupy_cold() {
+    local i
+    for i in 1 2 3 4 5 6 7; do
+        CUPY_CACHE_DIR="$(mktemp -d)" python3 - "$i" <<'PY'
+import sys, time
+import cupy
+cupy.cuda.Device(0).use()
+src = "// run %s\nextern \"C\" __global__ void four_k(float* x) { x[threadIdx.x] += 1.0f; }\n" % sys.argv[1]
+while len(src) < 4096:
+    src += "// padding to make the source 4 KiB long, as a generated kernel would be\n"
+src = src[:4096]
+t = time.perf_counter()
+k = cupy.RawModule(code=src).get_function("four_k")
+print("COLD_MS %.3f" % ((time.perf_counter() - t) * 1e3))
+PY
+    done | awk '/^COLD_MS/ { print $2 }' | sort -n |
+        awk '{ v[NR] = $1 } END { printf "BENCH CuPy RawModule cold compile + load, 4 KiB source, median of %d fresh processes: %.1f ms\n", NR, v[int((NR + 1) / 2)] }'
+}
+
 run_all() {
     echo "== machine"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -29,6 +50,12 @@ run_all() {
 
     echo "== hipjit checks and benchmarks (examples/nvidia_e2e.rs)"
     "$bin/nvidia_e2e"
+
+    echo "== NVRTC against nvcc (examples/nvidia_compilers.rs)"
+    "$bin/nvidia_compilers"
+
+    echo "== CuPy RawModule, the same 4 KiB source: cold compile + load in fresh processes"
+    cupy_cold
 
     echo "== PyTorch stream borrowed by a hipjit cdylib (examples/torch_stream)"
     HIP_PLATFORM=nvidia python3 - "$bin/libhipjit_torch_stream.so" <<'PY'

@@ -27,6 +27,7 @@ use crate::cache::key::{self, CacheKey, KeyInputs};
 use crate::cache::manifest::{self, Manifest, MANIFEST_ARTEFACT};
 use crate::cache::memory::MemoryCache;
 use crate::code_object::{CodeObject, CodeObjectError, KernelInfo};
+use crate::compiler::diagnostics::{self, Diagnostic};
 use crate::compiler::{
     CompileError, CompileOptions, Compiler, CompilerConfig, CompilerError, CompilerIdentity,
 };
@@ -84,6 +85,7 @@ struct CompiledInner {
     entry_path: Option<PathBuf>,
     command: Vec<String>,
     log: String,
+    diagnostics: Vec<Diagnostic>,
     llvm_ir: Option<Vec<u8>>,
     isa: Option<String>,
     bad_entries: Vec<BadEntry>,
@@ -143,9 +145,17 @@ impl Compiled {
         &self.inner.command
     }
     /// The compiler's standard error (warnings) when this process compiled it; empty on a
-    /// disk hit.
+    /// disk hit (see [`Compiled::diagnostics`]).
     pub fn log(&self) -> &str {
         &self.inner.log
+    }
+    /// The compiler's warnings (and remarks) for this source, each with its notes, include
+    /// chain and excerpt, file names as the user knows them (the source name of the options,
+    /// include directories as given): from this compile, or, on a disk hit, as recorded in the
+    /// entry when it was compiled. [`diagnostics::render_all`]
+    /// prints them as clang does.
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        &self.inner.diagnostics
     }
     /// Device LLVM bitcode, when [`CompileOptions::dump_llvm_ir`] was set.
     pub fn llvm_ir(&self) -> Option<&[u8]> {
@@ -316,17 +326,18 @@ impl Jit {
         o
     }
 
-    /// The result key `source` and `options` have with the files on disk as they are now, when
-    /// the disk cache holds a header manifest for them (a compile of them was published);
-    /// `None` otherwise (no disk cache, or never compiled: the files the compiler would read are
-    /// only known from a compile).
+    /// The result key `source` (its bytes) and `options` have with the files on disk as they
+    /// are now, when the disk cache holds a header manifest for them (a compile of them was
+    /// published); `None` otherwise (no disk cache, or never compiled: the files the compiler
+    /// would read are only known from a compile).
     ///
     /// Errors: [`JitError::Compile`] with invalid options.
     pub fn key(
         &self,
-        source: &str,
+        source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<Option<CacheKey>, JitError> {
+        let source = source.as_ref();
         let o = self.effective_options(options);
         o.validate().map_err(CompileError::from)?;
         let direct = self.direct_key(source, &o);
@@ -337,10 +348,26 @@ impl Jit {
             .map(|(_, k)| k))
     }
 
+    /// The direct key of `source` (its bytes) and `options`: everything known before the
+    /// compiler runs (source, options, compiler identity and environment, signature), which
+    /// names the header manifest; two sources or option sets with different direct keys never
+    /// share a result ([`crate::cache::key`]). Computed without touching the disk.
+    ///
+    /// Errors: [`JitError::Compile`] with invalid options.
+    pub fn source_key(
+        &self,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<CacheKey, JitError> {
+        let o = self.effective_options(options);
+        o.validate().map_err(CompileError::from)?;
+        Ok(self.direct_key(source.as_ref(), &o))
+    }
+
     /// The direct key (see [`crate::cache::key`]).
-    fn direct_key(&self, source: &str, o: &CompileOptions) -> CacheKey {
+    fn direct_key(&self, source: &[u8], o: &CompileOptions) -> CacheKey {
         key::compute(&KeyInputs {
-            source: source.as_bytes(),
+            source,
             options: o,
             compiler: self.compiler.identity(),
             env: self.compiler.environment(),
@@ -348,19 +375,25 @@ impl Jit {
         })
     }
 
-    /// Compiles `source` for `options.targets`, or returns the cached result.
+    /// Compiles `source` for `options.targets`, or returns the cached result. The source is
+    /// bytes (`&str`, `String`, `&[u8]`, `Vec<u8>`), in any encoding the compiler accepts,
+    /// keyed by those bytes.
     ///
     /// Errors: [`JitError::Compile`] (bad options, compiler failure, unsupported target...),
     /// [`JitError::CodeObject`] (the compiler's output unreadable; a cached entry whose code
     /// object does not read is a bad entry, compiled again), [`JitError::Check`] (a requested
     /// metadata check failed). A disk cache that cannot be written only logs a warning.
-    pub fn compile(&self, source: &str, options: &CompileOptions) -> Result<Compiled, JitError> {
-        self.compile_impl(source, options, false)
+    pub fn compile(
+        &self,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<Compiled, JitError> {
+        self.compile_impl(source.as_ref(), options, false)
     }
 
     fn compile_impl(
         &self,
-        source: &str,
+        source: &[u8],
         options: &CompileOptions,
         bypass_disk: bool,
     ) -> Result<Compiled, JitError> {
@@ -385,11 +418,11 @@ impl Jit {
     /// Errors: [`JitError::Cache`] when the entry file cannot be removed.
     pub fn evict(
         &self,
-        source: &str,
+        source: impl AsRef<[u8]>,
         options: &CompileOptions,
         compiled: &Compiled,
     ) -> Result<(), JitError> {
-        self.memory.remove(source, options);
+        self.memory.remove(source.as_ref(), options);
         if let (Some(disk), Some(path)) = (&self.disk, compiled.entry_path()) {
             if path.starts_with(&disk.roots()[0].path) {
                 match std::fs::remove_file(path) {
@@ -422,7 +455,7 @@ impl Jit {
     pub fn load(
         &self,
         device: &Device,
-        source: &str,
+        source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<Loaded, JitError> {
         self.load_with(device, source, options, Library::load)
@@ -435,13 +468,14 @@ impl Jit {
     pub fn load_with<L>(
         &self,
         device: &Device,
-        source: &str,
+        source: impl AsRef<[u8]>,
         options: &CompileOptions,
         load: L,
     ) -> Result<Loaded, JitError>
     where
         L: Fn(&Device, &CodeObject) -> Result<Library, LibraryError>,
     {
+        let source = source.as_ref();
         let device_target = device.target_id().cloned();
         let mut o = options.clone();
         if o.targets.is_empty() {
@@ -512,7 +546,7 @@ impl Jit {
 
     fn compile_uncached(
         &self,
-        source: &str,
+        source: &[u8],
         options: &CompileOptions,
         bypass_disk: bool,
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
@@ -592,6 +626,10 @@ impl Jit {
             if let Some(isa) = &out.isa {
                 artefacts.push((ISA, isa.as_bytes()));
             }
+            let diagnostics_artefact = diagnostics::to_artefact(&out.diagnostics);
+            if let Some(r) = &diagnostics_artefact {
+                artefacts.push((diagnostics::ARTEFACT, r));
+            }
             match disk.put(&key, meta.clone(), &artefacts) {
                 Ok((path, _)) => {
                     entry_path = Some(path);
@@ -606,6 +644,7 @@ impl Jit {
             entry_path,
             command: out.command,
             log: out.log,
+            diagnostics: out.diagnostics,
             llvm_ir: out.llvm_ir,
             isa: out.isa,
             bad_entries,
@@ -682,6 +721,7 @@ fn inner_from_entry(
         entry_path: Some(entry.path.clone()),
         command: entry.meta.command.clone(),
         log: String::new(),
+        diagnostics: diagnostics::from_artefact(entry.artefact(diagnostics::ARTEFACT)),
         llvm_ir: entry.artefact(LLVM_IR).map(<[u8]>::to_vec),
         isa: entry
             .artefact(ISA)
@@ -753,14 +793,7 @@ fn read_code_objects(
 /// AMDGPUUsage: v5 from LLVM 15 (behind the flag until 16), v6 from LLVM 19, v2/v3 dropped
 /// in LLVM 19). Unknown versions: 4 and 5.
 pub fn compiler_code_object_versions(identity: &CompilerIdentity) -> Vec<u32> {
-    let major = identity
-        .version
-        .lines()
-        .find_map(|l| {
-            let rest = &l[l.find("clang version ")? + "clang version ".len()..];
-            rest.split('.').next()?.trim().parse::<u32>().ok()
-        })
-        .unwrap_or(0);
+    let major = identity.clang_major().unwrap_or(0);
     match major {
         0 => vec![4, 5],
         1..=14 => vec![4],

@@ -19,7 +19,7 @@ fn identity(path: &str, version: &str) -> CompilerIdentity {
 }
 
 struct Base {
-    source: String,
+    source: Vec<u8>,
     options: CompileOptions,
     compiler: CompilerIdentity,
     env: Vec<(String, OsString)>,
@@ -29,7 +29,7 @@ struct Base {
 impl Base {
     fn new() -> Base {
         Base {
-            source: "extern \"C\" __global__ void k() {}\n".into(),
+            source: b"extern \"C\" __global__ void k() {}\n".to_vec(),
             options: CompileOptions::for_target(TargetId::parse("gfx90a").unwrap()),
             compiler: identity(
                 "/usr/bin/hipcc",
@@ -42,7 +42,7 @@ impl Base {
 
     fn key(&self) -> CacheKey {
         compute(&KeyInputs {
-            source: self.source.as_bytes(),
+            source: &self.source,
             options: &self.options,
             compiler: &self.compiler,
             env: &self.env,
@@ -65,7 +65,19 @@ fn same_inputs_give_the_same_key() {
 
 #[test]
 fn source_changes_the_key() {
-    assert!(changed(|b| b.source.push(' ')));
+    assert!(changed(|b| b.source.push(b' ')));
+}
+
+#[test]
+fn source_is_keyed_by_its_bytes_whatever_the_encoding() {
+    // The same text in Latin-1 (0xa9) and in UTF-8 (0xc2 0xa9) are two sources.
+    let latin1 = |b: &mut Base| b.source.extend_from_slice(b"// \xa9\n");
+    assert!(changed(latin1));
+    let mut a = Base::new();
+    latin1(&mut a);
+    let mut u = Base::new();
+    u.source.extend_from_slice("// \u{a9}\n".as_bytes());
+    assert_ne!(a.key(), u.key());
 }
 
 #[test]
@@ -241,8 +253,8 @@ fn a_manifest_checked_now_gives_the_recorded_key_until_a_file_or_listing_changes
 fn a_file_modified_at_or_after_the_compile_start_is_not_published() {
     let tmp = tempfile::tempdir().unwrap();
     let dirs = vec![tmp.path().to_path_buf()];
+    let started = manifest::filesystem_now(tmp.path());
     std::fs::write(dirs[0].join("x.h"), "#define V 1\n").unwrap();
-    let started = std::time::SystemTime::now();
     let r = manifest::record(
         &[dep_in(0, &dirs, "x.h")],
         &dirs,
@@ -272,8 +284,10 @@ fn record_given_field_by_field_hashes_as_documented() {
     );
     compiler.kind = CompilerKind::Nvcc;
     let key = compute_record(&KeyRecord {
-        source: b"k",
+        source: b"k\xa9",
         flags: &["-cubin".into(), "-arch=sm_90".into()],
+        std: "-std=c++20",
+        extra_flags: &["-lineinfo".into(), "-DX=1".into()],
         targets: &["sm_90".into()],
         code_object_version: 0,
         compiler: &compiler,
@@ -286,6 +300,6 @@ fn record_given_field_by_field_hashes_as_documented() {
     });
     assert_eq!(
         key.to_hex(),
-        "aef3e610076635500a72b30565b2e564873fe1185cfd0e9cd2d99742e70e5380"
+        "291dfdf75630b29d4ea7b4f084d2d8b8788c15e80884c9b9873d5248fc5cebf8"
     );
 }

@@ -1,7 +1,8 @@
 //! Bad compile options give errors naming what is wrong, before any compiler runs.
 
 use hipjit::compiler::{
-    check_extra_flag, is_valid_source_name, CompileOptions, OptionsError, RejectedBecause,
+    check_extra_flag, is_valid_source_name, BackendKind, CompileOptions, CxxStd, OptionsError,
+    RejectedBecause,
 };
 use hipjit::target_id::TargetId;
 
@@ -13,12 +14,27 @@ fn rejected(flag: &str) -> RejectedBecause {
     match check_extra_flag(flag) {
         Err(OptionsError::RejectedFlag {
             flag: named,
+            backend,
             because,
         }) => {
             assert_eq!(named, flag);
+            assert_eq!(backend, BackendKind::Hipcc);
             because
         }
         other => panic!("{flag}: expected a rejection, got {other:?}"),
+    }
+}
+
+fn rejected_by(kind: BackendKind, flags: &[&str]) -> RejectedBecause {
+    let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+    match kind.check_extra_flags(&flags) {
+        Err(OptionsError::RejectedFlag {
+            backend, because, ..
+        }) => {
+            assert_eq!(backend, kind);
+            because
+        }
+        other => panic!("{flags:?}: expected a rejection by {kind}, got {other:?}"),
     }
 }
 
@@ -83,9 +99,169 @@ fn output_format_flags_are_rejected() {
 
 #[test]
 fn output_path_flags_are_rejected() {
-    for f in ["-o", "-ofoo.o", "-MF", "-MD"] {
+    for f in ["-o", "-ofoo.o", "--output=x.o"] {
         assert_eq!(rejected(f), RejectedBecause::OutputPath, "{f}");
     }
+}
+
+#[test]
+fn dependency_output_flags_are_rejected() {
+    for f in [
+        "-M",
+        "-MM",
+        "-MD",
+        "-MMD",
+        "-MF",
+        "-MFdeps.d",
+        "-MT",
+        "-MQ",
+        "-MP",
+        "-MG",
+    ] {
+        assert_eq!(rejected(f), RejectedBecause::DependencyOutput, "{f}");
+    }
+}
+
+#[test]
+fn output_kind_flags_of_the_issue_list_are_rejected() {
+    for f in [
+        "-c",
+        "-S",
+        "-E",
+        "-save-temps",
+        "-save-temps=obj",
+        "-fsyntax-only",
+        "-fgpu-rdc",
+        "--offload-device-only",
+        "--offload-host-only",
+        "-###",
+    ] {
+        assert_eq!(rejected(f), RejectedBecause::OutputFormat, "{f}");
+    }
+}
+
+#[test]
+fn flags_reading_files_the_key_does_not_see_are_rejected() {
+    for f in [
+        "-include",
+        "-includefoo.h",
+        "-imacros",
+        "--rocm-path=/opt/rocm",
+        "--hip-path=/opt/rocm",
+        "--rocm-device-lib-path=/x",
+        "-mlink-builtin-bitcode",
+        "-fprofile-use=x.profdata",
+        "-fprofile-instr-use=x.profdata",
+        "-fprofile-sample-use=x.prof",
+        "@flags.rsp",
+        "--config=x.cfg",
+        "-fplugin=x.so",
+        "-fpass-plugin=x.so",
+        "--sysroot=/x",
+        "-B/x",
+        "-Wl,--version-script=x",
+    ] {
+        assert_eq!(rejected(f), RejectedBecause::ReadsUnkeyedFiles, "{f}");
+    }
+    assert_eq!(
+        rejected_by(BackendKind::Hipcc, &["-Xclang", "-mlink-bitcode-file"]),
+        RejectedBecause::ReadsUnkeyedFiles
+    );
+    assert_eq!(
+        rejected_by(BackendKind::Hipcc, &["-Xclang", "-load"]),
+        RejectedBecause::ReadsUnkeyedFiles
+    );
+}
+
+#[test]
+fn include_directories_as_flags_point_to_the_staged_option() {
+    for f in [
+        "-I",
+        "-I/usr/include",
+        "-isystem",
+        "-isystem/x",
+        "-iquote",
+        "-idirafter",
+    ] {
+        assert_eq!(rejected(f), RejectedBecause::IncludeDirectory, "{f}");
+    }
+    let err = check_extra_flag("-I/x").unwrap_err().to_string();
+    assert!(err.contains("-I") && err.contains("hipcc"), "{err}");
+}
+
+#[test]
+fn standard_and_optimisation_flags_point_to_their_options() {
+    assert_eq!(rejected("-std=c++20"), RejectedBecause::Standard);
+    assert_eq!(rejected("-O2"), RejectedBecause::OptLevel);
+    assert_eq!(
+        rejected_by(BackendKind::Nvcc, &["-std=c++20"]),
+        RejectedBecause::Standard
+    );
+}
+
+#[test]
+fn nvcc_rules_refuse_its_own_output_and_target_flags_and_amd_flags() {
+    use RejectedBecause::*;
+    for (f, why) in [
+        ("-ptx", OutputFormat),
+        ("-rdc=true", OutputFormat),
+        ("-o", OutputPath),
+        ("-MD", DependencyOutput),
+        ("-arch=sm_80", TargetList),
+        ("-gencode=arch=compute_90,code=sm_90", TargetList),
+        ("--options-file", ReadsUnkeyedFiles),
+        ("-ccbin=/x", ReadsUnkeyedFiles),
+        ("--pre-include=x.h", ReadsUnkeyedFiles),
+        ("-isystem", IncludeDirectory),
+        ("-mcumode", AmdOnly),
+        ("-munsafe-fp-atomics", AmdOnly),
+        ("-fgpu-flush-denormals-to-zero", AmdOnly),
+    ] {
+        assert_eq!(rejected_by(BackendKind::Nvcc, &[f]), why, "{f}");
+    }
+    let ok: Vec<String> = [
+        "-lineinfo",
+        "--use_fast_math",
+        "-Xptxas",
+        "-v",
+        "-maxrregcount=64",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(BackendKind::Nvcc.check_extra_flags(&ok), Ok(()));
+}
+
+#[test]
+fn flag_with_a_newline_is_rejected() {
+    assert_eq!(
+        rejected("-DX=1\n-o/tmp/x"),
+        RejectedBecause::ControlCharacter
+    );
+}
+
+#[test]
+fn options_with_a_refused_extra_flag_do_not_validate() {
+    let o = CompileOptions::for_target(t("gfx90a")).flag("-MD");
+    let err = o.validate().unwrap_err();
+    assert!(err.to_string().contains("\"-MD\""), "{err}");
+    assert!(err.to_string().contains("hipcc"), "{err}");
+}
+
+#[test]
+fn cxx_standard_names_parse_and_print() {
+    for (s, std) in [
+        ("c++14", CxxStd::Cxx14),
+        ("c++17", CxxStd::Cxx17),
+        ("c++20", CxxStd::Cxx20),
+        ("c++23", CxxStd::Cxx23),
+        ("c++2b", CxxStd::Cxx23),
+    ] {
+        assert_eq!(s.parse::<CxxStd>(), Ok(std), "{s}");
+    }
+    assert_eq!(CxxStd::Cxx23.to_string(), "c++23");
+    assert_eq!(CxxStd::default(), CxxStd::Cxx17);
+    assert!("gnu++17".parse::<CxxStd>().is_err());
 }
 
 #[test]
@@ -128,6 +304,10 @@ fn ordinary_flags_pass() {
         "-Wall",
         "-fgpu-flush-denormals-to-zero",
         "-munsafe-fp-atomics",
+        "-mcumode",
+        "-ffast-math",
+        "-Werror",
+        "-DNAME=1",
     ] {
         assert_eq!(check_extra_flag(f), Ok(()), "{f}");
     }

@@ -127,7 +127,7 @@ fn concurrent_compiles_are_capped() {
     let threads: Vec<_> = (0..3)
         .map(|i| {
             let c = Arc::clone(&c);
-            std::thread::spawn(move || c.compile(&format!("int x{i};"), &opts()).map(|_| ()))
+            std::thread::spawn(move || c.compile(format!("int x{i};"), &opts()).map(|_| ()))
         })
         .collect();
     for t in threads {

@@ -194,3 +194,17 @@ fn every_candidate_is_listed_when_none_opens() {
         Err(other) => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn the_identity_lists_the_library_and_its_builtins() {
+    let files = nvrtc().identity_files();
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["libnvrtc-builtins.so.13.5", "libnvrtc.so.13"],
+        "{files:?}"
+    );
+}

@@ -194,10 +194,7 @@ fn a_compile_that_leaves_no_dependency_list_is_an_error() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco");
     let fake = fake_hipcc(t.path(), &format!("cp '{}' out.hsaco", object.display()));
     let err = jit(&t.path().join("cache"), None, Some(fake))
-        .compile(
-            &kernel("#define V 1"),
-            &CompileOptions::for_target(target()),
-        )
+        .compile(kernel("#define V 1"), &CompileOptions::for_target(target()))
         .expect_err("no dependency list, no result");
     match err {
         JitError::Compile(CompileError::NoDependencies { reason, .. }) => {

@@ -143,7 +143,7 @@ fn runtime_accepted_versions_pick_the_highest_the_compiler_supports() {
     let opts = CompileOptions::for_target(any_target());
     assert_eq!(jit.effective_options(&opts).code_object_version, Some(5));
     let c = jit
-        .compile(&kernel("scale.hip"), &opts)
+        .compile(kernel("scale.hip"), &opts)
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(c.code_object().code_object_version(), 5);
     assert!(
@@ -162,7 +162,7 @@ fn target_id_features_reach_the_code_object_e_flags() {
     };
     let jit = jit_memory_only();
     let c = jit
-        .compile(&kernel("scale.hip"), &CompileOptions::for_target(target(t)))
+        .compile(kernel("scale.hip"), &CompileOptions::for_target(target(t)))
         .unwrap_or_else(|e| panic!("{t}: {e}"));
     let flags = e_flags(c.code_object().elf());
     let mask = if test_env() == TestEnv::Sid {
@@ -177,7 +177,7 @@ fn target_id_features_reach_the_code_object_e_flags() {
 fn gfx942_is_unsupported_by_bookworm_hipcc_and_compiles_with_sid_hipcc() {
     let jit = jit_memory_only();
     let r = jit.compile(
-        &kernel("scale.hip"),
+        kernel("scale.hip"),
         &CompileOptions::for_target(target("gfx942")),
     );
     match test_env() {
@@ -205,7 +205,7 @@ fn gfx942_is_unsupported_by_bookworm_hipcc_and_compiles_with_sid_hipcc() {
 fn gfx1100_lacks_its_device_library_on_bookworm_and_compiles_on_sid() {
     let jit = jit_memory_only();
     let r = jit.compile(
-        &kernel("scale.hip"),
+        kernel("scale.hip"),
         &CompileOptions::for_target(target("gfx1100")),
     );
     match test_env() {
@@ -245,7 +245,7 @@ fn compile_error_carries_command_status_stderr_and_located_diagnostics() {
         ..CompileOptions::for_target(any_target())
     };
     let err = jit
-        .compile(&kernel("broken.hip"), &opts)
+        .compile(kernel("broken.hip"), &opts)
         .expect_err("must fail");
     let JitError::Compile(CompileError::Failed(f)) = &err else {
         panic!("expected Failed, got {err}")
@@ -387,7 +387,7 @@ fn isa_dump_holds_the_kernel_symbol() {
         ..CompileOptions::for_target(any_target())
     };
     let c = jit
-        .compile(&kernel("scale.hip"), &opts)
+        .compile(kernel("scale.hip"), &opts)
         .unwrap_or_else(|e| panic!("{e}"));
     let isa = c.isa().expect("ISA dump");
     assert!(isa.contains("scale:"), "{isa}");
@@ -402,7 +402,7 @@ fn mixed() -> &'static hipjit::jit::Compiled {
     MIXED.get_or_init(|| {
         jit_memory_only()
             .compile(
-                &kernel("mixed.hip"),
+                kernel("mixed.hip"),
                 &CompileOptions::for_target(any_target()),
             )
             .unwrap_or_else(|e| panic!("{e}"))
@@ -540,7 +540,7 @@ fn no_scratch_check_names_the_kernel_that_uses_scratch() {
     let jit = jit_memory_only();
     let mut opts = CompileOptions::for_target(any_target());
     opts.checks.no_scratch = true;
-    let err = jit.compile(&kernel("scratch.hip"), &opts).unwrap_err();
+    let err = jit.compile(kernel("scratch.hip"), &opts).unwrap_err();
     let JitError::Check(c) = &err else {
         panic!("expected a check failure, got {err}")
     };
@@ -554,6 +554,6 @@ fn no_spills_and_no_scratch_checks_pass_for_a_simple_kernel() {
     let mut opts = CompileOptions::for_target(any_target());
     opts.checks.no_scratch = true;
     opts.checks.no_spills = true;
-    jit.compile(&kernel("scale.hip"), &opts)
+    jit.compile(kernel("scale.hip"), &opts)
         .unwrap_or_else(|e| panic!("{e}"));
 }

@@ -194,3 +194,35 @@ fn a_library_without_hiprtc_is_refused_by_symbol() {
     let err = HipRtc::open_path(Path::new("/nonexistent/libhiprtc.so")).unwrap_err();
     assert!(matches!(err, RtcError::Open { .. }), "{err:?}");
 }
+
+#[test]
+fn the_identity_lists_the_library_comgr_llvm_and_the_builtins() {
+    let files = hiprtc().identity_files();
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let has = |prefix: &str| names.iter().any(|n| n.starts_with(prefix));
+    let (library, comgr, llvm, builtins) = match test_env() {
+        TestEnv::Bookworm => (
+            "libamdhip64.so.5",
+            "libamd_comgr.so.2",
+            "libLLVM-15.so",
+            "libhiprtc-builtins.so.5",
+        ),
+        TestEnv::Sid => (
+            "libhiprtc.so.6",
+            "libamd_comgr.so.3",
+            "libLLVM.so.21",
+            "libhiprtc-builtins.so.6",
+        ),
+    };
+    for want in [library, comgr, llvm, builtins] {
+        assert!(has(want), "{want} missing from {names:?}");
+    }
+    assert!(
+        files.iter().all(|p| p.is_absolute() && p.is_file()),
+        "{files:?}"
+    );
+    assert_eq!(names.len(), 4, "{names:?}");
+}

@@ -84,7 +84,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(compile::normalize_args(std::env::args_os().collect())) {
         Ok(cli) => cli,
         // clap prints help/version (status 0) and usage errors (status 2) itself.
         Err(e) => e.exit(),

@@ -24,11 +24,15 @@
 //! length of its value, the value; a list value is its items, each `u64`-length-prefixed.
 //! Fields, in order:
 //! * `format`: [`CACHE_FORMAT_VERSION`] as `u32`;
-//! * `source`: the source bytes;
-//! * `flags`: the effective flags, in order, each `-I <dir>` of
-//!   [`crate::compiler::CompileOptions::include_dirs`] written `-I` and `include/<index>`:
-//!   the directory's path is not in the key (its files are, through the manifest, relative to
-//!   it), so a moved tree still hits, and a path is never passed through lossy text;
+//! * `source`: the source's bytes as given (any encoding);
+//! * `flags`: hipjit's own flags, in order ([`CompileOptions::own_flags`], or nvcc's fixed
+//!   flags), each `-I <dir>` of [`crate::compiler::CompileOptions::include_dirs`] written `-I`
+//!   and `include/<index>`: the directory's path is not in the key (its files are, through the
+//!   manifest, relative to it), so a moved tree still hits, and a path is never passed through
+//!   lossy text;
+//! * `std`: the standard flag as given to this compiler (`-std=c++2b` for C++23 on clang
+//!   before 17: [`crate::compiler::BackendKind::std_flag`]);
+//! * `extra-flags`: the caller's extra flags, in order;
 //! * `targets`: each AMDGPU target ID, or the SM architecture on HIP's NVIDIA platform;
 //! * `code-object-version`: `u32`, 0 = the compiler's default;
 //! * `compiler-kind`: `hipcc` or `nvcc` ([`crate::compiler::CompilerKind`]; in-process
@@ -58,8 +62,8 @@
 //! * In-process (memory) hits do not re-check headers: a header edited while a process runs
 //!   is seen after [`crate::jit::Jit::clear_memory`] or in a new process.
 //! * A compile whose files changed while it ran is not published (see
-//!   [`crate::cache::manifest`]): a file read with a modification or change time at or after
-//!   the compile's start, minus the filesystem's timestamp granularity, or a file whose
+//!   [`crate::cache::manifest`]): a file read (or directory searched) with a modification or
+//!   change time at or after the compile's start on the filesystem's clock, or a file whose
 //!   content differs from what the lookup hashed.
 
 use std::ffi::{OsStr, OsString};
@@ -72,7 +76,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::cache::manifest::Manifest;
-use crate::compiler::{CompileOptions, CompilerIdentity};
+use crate::compiler::{BackendKind, CompileOptions, CompilerIdentity};
 
 /// Bumped whenever a key record or the entry file layout changes. 2: direct and result keys,
 /// header manifests, compiler fingerprints.
@@ -159,8 +163,8 @@ pub struct TrackedHeader {
 pub struct KeyInputs<'a> {
     /// The source bytes.
     pub source: &'a [u8],
-    /// The compile options (their effective flags, targets and code object version are used;
-    /// checks are not).
+    /// The compile options (their own flags, standard, extra flags, targets and code object
+    /// version are used; checks are not).
     pub options: &'a CompileOptions,
     /// The compiler's identity.
     pub compiler: &'a CompilerIdentity,
@@ -202,8 +206,12 @@ fn push_item(v: &mut Vec<u8>, item: &[u8]) {
 pub struct KeyRecord<'a> {
     /// The source bytes.
     pub source: &'a [u8],
-    /// The effective flags, in order, include directories by index ([`key_flags`]).
+    /// hipjit's own flags, in order, include directories by index ([`key_flags`]).
     pub flags: &'a [String],
+    /// The standard flag as this compiler is given it (`-std=c++17`, `-std=c++2b`).
+    pub std: &'a str,
+    /// The caller's extra flags, in order.
+    pub extra_flags: &'a [String],
     /// The targets: AMDGPU target IDs (`gfx90a`), or an SM architecture (`sm_90`).
     pub targets: &'a [String],
     /// The code object version, 0 for the compiler's default (or none applies).
@@ -218,12 +226,12 @@ pub struct KeyRecord<'a> {
     pub extra: &'a [u8],
 }
 
-/// The effective flags of `options` as hashed into the key: each `-I <dir>` of
-/// [`CompileOptions::include_dirs`] becomes `-I include/<index>` (the name it is staged
-/// under), every other flag is kept.
+/// hipjit's own flags of `options` ([`CompileOptions::own_flags`]) as hashed into the key:
+/// each `-I <dir>` of [`CompileOptions::include_dirs`] becomes `-I include/<index>` (the name
+/// it is staged under), every other flag is kept.
 pub fn key_flags(options: &CompileOptions) -> Vec<String> {
     let mut out = Vec::new();
-    let mut flags = options.effective_flags().into_iter();
+    let mut flags = options.own_flags().into_iter();
     let mut index = 0;
     let staged = options.include_dirs.len();
     while let Some(f) = flags.next() {
@@ -242,6 +250,7 @@ pub fn key_flags(options: &CompileOptions) -> Vec<String> {
 /// Computes the direct key of an AMD compile (see the module documentation).
 pub fn compute(inputs: &KeyInputs<'_>) -> CacheKey {
     let flags = key_flags(inputs.options);
+    let std = BackendKind::Hipcc.std_flag(inputs.options.std, inputs.compiler);
     let targets: Vec<String> = inputs
         .options
         .targets
@@ -263,6 +272,8 @@ pub fn compute(inputs: &KeyInputs<'_>) -> CacheKey {
     compute_record(&KeyRecord {
         source: inputs.source,
         flags: &flags,
+        std: &std,
+        extra_flags: &inputs.options.extra_flags,
         targets: &targets,
         code_object_version: inputs.options.code_object_version.unwrap_or(0),
         compiler: inputs.compiler,
@@ -278,6 +289,11 @@ pub fn compute_record(record: &KeyRecord<'_>) -> CacheKey {
     r.field("format", &CACHE_FORMAT_VERSION.to_le_bytes());
     r.field("source", record.source);
     r.list("flags", record.flags.iter().map(|f| f.as_bytes()));
+    r.field("std", record.std.as_bytes());
+    r.list(
+        "extra-flags",
+        record.extra_flags.iter().map(|f| f.as_bytes()),
+    );
     r.list("targets", record.targets.iter().map(|t| t.as_bytes()));
     r.field(
         "code-object-version",

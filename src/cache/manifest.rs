@@ -20,10 +20,15 @@
 //! when the stat is unchanged, and hashes or lists only what changed.
 //!
 //! Recording ([`record`]) refuses to vouch for a compile during which a file changed: a file
-//! or directory whose modification or change time is at or after the compile's start minus
-//! the filesystem's timestamp granularity ([`TIMESTAMP_GRANULARITY`]; a second when the
-//! filesystem stores whole seconds) makes the result unpublishable ("too new", ccache's
-//! rule), as does a file whose content differs from what the lookup before the compile hashed.
+//! or directory whose modification or change time is at or after the compile's start makes
+//! the result unpublishable ("too new", ccache's rule), as does a file whose content differs
+//! from what the lookup before the compile hashed. The start is read from the filesystem's own
+//! clock ([`filesystem_now`]: the modification time of a file written just before the compiler
+//! starts), which is coarser than the wall clock and lags it by up to one tick; comparing
+//! stamps of one clock leaves only writes within that tick before the start as false alarms.
+//! A file stamped in whole seconds (nanoseconds 0) is too new from the start's second on.
+//! Files on a network filesystem are stamped by the server's clock, which this rule trusts to
+//! agree with the local one.
 //!
 //! Stored as the artefact [`MANIFEST_ARTEFACT`] (MessagePack) of the disk-cache entry named by
 //! the direct key, replaced after each published compile.
@@ -41,11 +46,6 @@ use crate::compiler::{CompilerIdentity, Dependency};
 
 /// The name of the manifest artefact in the entry of a direct key.
 pub const MANIFEST_ARTEFACT: &str = "manifest";
-
-/// Timestamp granularity assumed for filesystems with sub-second timestamps: Linux stamps files
-/// from a clock that advances once per scheduler tick (1-10 ms) and lags the wall clock by up
-/// to one tick.
-pub const TIMESTAMP_GRANULARITY: Duration = Duration::from_millis(20);
 
 /// A manifest file bigger than this is refused (a real one is a few hundred records).
 pub const MAX_MANIFEST_BYTES: usize = 16 << 20;
@@ -233,20 +233,28 @@ pub struct Recorded {
     pub headers: Vec<crate::cache::key::TrackedHeader>,
 }
 
-/// Whether a timestamp (s, ns) is at or after `start` minus the granularity of a filesystem
-/// whose timestamps look like `(s, ns)`.
+/// The filesystem's clock now: the modification time of a file written in `dir` (and removed),
+/// or the wall clock when that fails. Linux stamps files from a clock that advances once per
+/// scheduler tick and lags the wall clock by up to one tick; a stamp read this way compares
+/// with other files' stamps without that lag.
+pub fn filesystem_now(dir: &Path) -> SystemTime {
+    let stamp = dir.join(".hipjit-start");
+    let read = std::fs::write(&stamp, b"").and_then(|()| std::fs::metadata(&stamp)?.modified());
+    let _ = std::fs::remove_file(&stamp);
+    read.unwrap_or_else(|_| SystemTime::now())
+}
+
+/// Whether a timestamp (s, ns) is at or after `start`; one stamped in whole seconds (ns 0) is
+/// compared by its second.
 fn too_new(ts: (i64, i64), start: SystemTime) -> bool {
     let Ok(start) = start.duration_since(UNIX_EPOCH) else {
         return true;
     };
-    let granularity = if ts.1 == 0 {
-        Duration::from_secs(1)
-    } else {
-        TIMESTAMP_GRANULARITY
-    };
-    let limit = start.saturating_sub(granularity);
+    if ts.1 == 0 {
+        return ts.0 >= start.as_secs() as i64;
+    }
     let t = Duration::new(ts.0.max(0) as u64, ts.1.clamp(0, 999_999_999) as u32);
-    t >= limit
+    t >= start
 }
 
 /// The search directories of a compile: the `-I` directories by index, then absolute ones
@@ -424,10 +432,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_timestamp_at_or_after_the_start_less_granularity_is_too_new() {
+    fn a_timestamp_at_or_after_the_start_is_too_new() {
         let start = UNIX_EPOCH + Duration::new(1000, 500_000_000);
-        assert!(too_new((1000, 490_000_000), start));
-        assert!(!too_new((1000, 400_000_000), start));
+        assert!(too_new((1000, 500_000_000), start));
+        assert!(too_new((1000, 500_000_001), start));
+        assert!(!too_new((1000, 499_999_999), start));
         // Whole-second filesystems truncate: a stamp of the start's own second is too new,
         // one of the second before (written before the start) is not.
         assert!(too_new((1000, 0), start));

@@ -1,4 +1,4 @@
-//! The in-process cache: one value per (source, options), found through a cheap pre-key and
+//! The in-process cache: one value per (source bytes, options), found through a cheap pre-key and
 //! confirmed by a full comparison, so a hit never pays for sha256; and single flight: however
 //! many threads ask for the same (source, options) at once, one of them computes the value.
 
@@ -68,9 +68,9 @@ impl Hasher for PreHasher {
     }
 }
 
-/// The pre-key of (source, options).
-pub fn pre_key(source: &str, options: &CompileOptions) -> u64 {
-    let mut h = PreHasher(fast_hash(source.as_bytes()));
+/// The pre-key of (source bytes, options).
+pub fn pre_key(source: &[u8], options: &CompileOptions) -> u64 {
+    let mut h = PreHasher(fast_hash(source));
     options.hash(&mut h);
     h.finish()
 }
@@ -94,7 +94,7 @@ impl Hasher for IdentityHasher {
 }
 
 struct Slot<V> {
-    source: Box<str>,
+    source: Box<[u8]>,
     options: CompileOptions,
     value: OnceLock<V>,
     flight: Mutex<()>,
@@ -130,7 +130,7 @@ impl<V: Clone> MemoryCache<V> {
         Self::default()
     }
 
-    fn slot(&self, source: &str, options: &CompileOptions) -> Arc<Slot<V>> {
+    fn slot(&self, source: &[u8], options: &CompileOptions) -> Arc<Slot<V>> {
         let pk = pre_key(source, options);
         let mut map = self.map.lock();
         let bucket = map.entry(pk).or_default();
@@ -151,17 +151,18 @@ impl<V: Clone> MemoryCache<V> {
     }
 
     /// The value for (source, options): cached (`true`), or computed by `make` (`false`).
+    /// The source is compared as bytes (`&str`, `String`, `&[u8]`, `Vec<u8>` all do).
     /// Concurrent callers with the same (source, options) wait for one `make`; when it fails,
     /// its error goes to its caller and the next waiter tries again.
     ///
     /// Errors: whatever `make` returns.
     pub fn get_or_try_insert<E>(
         &self,
-        source: &str,
+        source: impl AsRef<[u8]>,
         options: &CompileOptions,
         make: impl FnOnce() -> Result<V, E>,
     ) -> Result<(V, bool), E> {
-        let slot = self.slot(source, options);
+        let slot = self.slot(source.as_ref(), options);
         if let Some(v) = slot.value.get() {
             return Ok((v.clone(), true));
         }
@@ -175,7 +176,8 @@ impl<V: Clone> MemoryCache<V> {
     }
 
     /// Forgets the value for (source, options), so the next call computes it again.
-    pub fn remove(&self, source: &str, options: &CompileOptions) {
+    pub fn remove(&self, source: impl AsRef<[u8]>, options: &CompileOptions) {
+        let source = source.as_ref();
         let pk = pre_key(source, options);
         let mut map = self.map.lock();
         if let Some(bucket) = map.get_mut(&pk) {
@@ -231,6 +233,22 @@ mod tests {
             ..o
         };
         let (v, hit) = c.get_or_try_insert::<()>("src", &o2, || Ok(3)).unwrap();
+        assert_eq!((v, hit), (3, false));
+    }
+
+    #[test]
+    fn sources_are_compared_as_bytes_whatever_their_encoding() {
+        let c = MemoryCache::new();
+        let o = CompileOptions::default();
+        // One Latin-1 byte (0xa9, a copyright sign) that is not UTF-8, and its UTF-8 form.
+        let latin1: &[u8] = b"// \xa9\nint x;\n";
+        let utf8 = "// \u{a9}\nint x;\n";
+        let (v, hit) = c.get_or_try_insert::<()>(latin1, &o, || Ok(1)).unwrap();
+        assert_eq!((v, hit), (1, false));
+        let owned: Vec<u8> = latin1.into();
+        let (v, hit) = c.get_or_try_insert::<()>(owned, &o, || Ok(2)).unwrap();
+        assert_eq!((v, hit), (1, true));
+        let (v, hit) = c.get_or_try_insert::<()>(utf8, &o, || Ok(3)).unwrap();
         assert_eq!((v, hit), (3, false));
     }
 

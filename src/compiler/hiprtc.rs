@@ -178,6 +178,38 @@ impl HipRtc {
         &self.found
     }
 
+    /// The files that decide what this hipRTC compiles, for the compiler identity of the cache
+    /// key: the library itself (for HIP 5.x the runtime that holds it), the code-object
+    /// compiler it loads (`libamd_comgr`) with LLVM (`libLLVM`, `libclang-cpp`, `liblld` where
+    /// split), and hipRTC's builtin headers (`libhiprtc-builtins`, beside the library). comgr
+    /// is loaded by hipRTC at its first compile, so this runs one small compile first when none
+    /// has run in the process (its result is ignored: a target the library cannot compile still
+    /// loads comgr). Each file once, symlinks resolved, sorted.
+    pub fn identity_files(&self) -> Vec<PathBuf> {
+        static PROBED: std::sync::Once = std::sync::Once::new();
+        PROBED.call_once(|| {
+            let options = ["--gpu-architecture=gfx90a".to_owned()];
+            let _ = self.compile(&RtcInput {
+                source: b"extern \"C\" __global__ void hipjit_identity_probe() {}\n",
+                name: "hipjit_identity_probe.hip",
+                headers: &[],
+                options: &options,
+            });
+        });
+        rtc::identity_files(
+            vec![self.path.clone()],
+            &[
+                "libamd_comgr",
+                "libLLVM",
+                "libclang-cpp",
+                "liblld",
+                "libhiprtc-builtins",
+            ],
+            self.path.parent(),
+            &["libhiprtc-builtins.so."],
+        )
+    }
+
     /// `hiprtcVersion`'s answer. It does not identify a build: 5.2.3 and 6.4.3 both say 9.0.
     pub fn version(&self) -> Option<(i32, i32)> {
         self.api.version()

@@ -116,6 +116,15 @@ impl CompilerIdentity {
         }
     }
 
+    /// The major version of the clang underneath, from the first `clang version N.` in the
+    /// `--version` output (`Debian clang version 15.0.6` -> 15); `None` when there is none.
+    pub fn clang_major(&self) -> Option<u32> {
+        self.version.lines().find_map(|l| {
+            let rest = &l[l.find("clang version ")? + "clang version ".len()..];
+            rest.split('.').next()?.trim().parse::<u32>().ok()
+        })
+    }
+
     /// Whether `path` (absolute, as the compiler printed it) lies in a covered directory.
     /// Compared lexically first, then with symlinks resolved.
     pub fn covers(&self, path: &Path) -> bool {

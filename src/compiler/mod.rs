@@ -29,6 +29,7 @@
 pub mod depfile;
 pub mod diagnostics;
 pub mod discovery;
+pub mod flags;
 pub mod hiprtc;
 pub mod identity;
 pub mod nvcc;
@@ -49,12 +50,12 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::file_read;
 
 pub use depfile::Dependency;
-pub use diagnostics::{Diagnostic, Severity};
+pub use diagnostics::{Diagnostic, IncludedFrom, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
+pub use flags::{check_extra_flag, BackendKind, RejectedBecause};
 pub use identity::{CompilerIdentity, CompilerKind, IdentityError};
 pub use options::{
-    check_extra_flag, is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError,
-    RejectedBecause,
+    is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError, UnknownStd,
 };
 
 use process::{RunError, Slots};
@@ -145,9 +146,11 @@ pub struct CompileFailure {
     pub build_dir: PathBuf,
     /// The exit status (`None` when killed by a signal).
     pub exit_code: Option<i32>,
-    /// The complete standard error.
+    /// The complete standard error (lossy where it is not UTF-8; the diagnostics carry an
+    /// escaped form).
     pub stderr: String,
-    /// The diagnostics parsed from it.
+    /// The diagnostics parsed from it, every warning and error with its notes, include chain
+    /// and excerpt, file names as the user knows them ([`Diagnostic::file`]).
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -158,16 +161,12 @@ impl fmt::Display for CompileFailure {
             None => write!(f, "compiler was killed by a signal")?,
         }
         write!(f, ": {}", shell_words(&self.command))?;
-        let errors: Vec<&Diagnostic> = self
-            .diagnostics
-            .iter()
-            .filter(|d| matches!(d.severity, Severity::Error | Severity::Fatal))
-            .collect();
+        let errors: Vec<&Diagnostic> = self.diagnostics.iter().filter(|d| d.is_error()).collect();
         if errors.is_empty() {
             write!(f, "\n{}", self.stderr.trim_end())
         } else {
             for d in errors {
-                write!(f, "\n{d}")?;
+                write!(f, "\n{}", d.render().trim_end())?;
             }
             Ok(())
         }
@@ -298,14 +297,16 @@ pub struct CompileOutput {
     pub command: Vec<String>,
     /// The compiler's standard error (warnings; the commands run with `verbose`).
     pub log: String,
-    /// Warnings and notes parsed from the log.
+    /// The warnings (and remarks) parsed from the log, with their notes, include chains and
+    /// excerpts, file names as the user knows them.
     pub diagnostics: Vec<Diagnostic>,
     /// Every file the preprocessor read but the source (cc1 `-dependency-file` with
     /// `-sys-header-deps`: user, system and compiler headers), with staged include paths mapped
     /// back to their `-I` directory.
     pub dependencies: Vec<Dependency>,
-    /// The time taken just before the compiler started: a file read with a modification or
-    /// change time at or after it may have changed during the compile.
+    /// The filesystem's clock just before the compiler started
+    /// ([`crate::cache::manifest::filesystem_now`]): a file read with a modification or change
+    /// time at or after it may have changed during the compile.
     pub started: SystemTime,
     /// Device LLVM bitcode, when [`CompileOptions::dump_llvm_ir`] was set (one target: its
     /// bitcode; several: the first target's).
@@ -392,18 +393,19 @@ impl Compiler {
         self.inner.slots.limit()
     }
 
-    /// Compiles `source` with `options` in a fresh private build directory, removed afterwards.
-    /// Blocks while [`CompilerConfig::max_concurrent`] compiles are running.
+    /// Compiles `source` (its bytes, written to the source file as they are: any encoding
+    /// the compiler accepts) with `options` in a fresh private build directory, removed
+    /// afterwards. Blocks while [`CompilerConfig::max_concurrent`] compiles are running.
     ///
     /// Errors: every [`CompileError`] variant; a failed compile carries the command line, exit
     /// status, stderr and parsed diagnostics, and produces no output.
     pub fn compile(
         &self,
-        source: &str,
+        source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<CompileOutput, CompileError> {
         options.validate()?;
-        let build = Build::stage(source, options)?;
+        let build = Build::stage(source.as_ref(), options)?;
         let command = self.command_line(options, &build);
         let mut cmd = Command::new(&self.inner.identity.path);
         cmd.args(&command[1..])
@@ -413,7 +415,7 @@ impl Compiler {
             .env("TMPDIR", build.dir.path())
             .env("LC_ALL", "C");
         let _slot = self.inner.slots.acquire();
-        let started_at = SystemTime::now();
+        let started_at = crate::cache::manifest::filesystem_now(build.dir.path());
         let started = Instant::now();
         let run = process::run(&mut cmd, self.inner.timeout);
         let duration = started.elapsed();
@@ -436,7 +438,7 @@ impl Compiler {
         };
         let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
         let rename = |f: &str| build.user_name(f);
-        let diagnostics = diagnostics::parse(&stderr, &rename);
+        let diagnostics = diagnostics::parse(&finished.stderr, &rename);
         if !finished.status.success() {
             let failure = Box::new(CompileFailure {
                 command,
@@ -482,7 +484,9 @@ impl Compiler {
 
     fn command_line(&self, options: &CompileOptions, build: &Build) -> Vec<String> {
         let mut args = vec![self.inner.identity.path.display().to_string()];
-        let mut flags = options.effective_flags().into_iter();
+        let mut flags = options
+            .effective_flags_for(&self.inner.identity)
+            .into_iter();
         let mut include_index = 0;
         while let Some(f) = flags.next() {
             if f == "-I" {
@@ -499,6 +503,9 @@ impl Compiler {
         // The dependency list, asked of the device compile (cc1) itself: clang-21 ignores
         // `-MD -MF` together with `--cuda-device-only` (hipcc 7's spelling of `--genco`),
         // measured. `-sys-header-deps` adds the system headers: the list is every file read.
+        // Notes get their include chain too (clang prints it for errors and warnings only by
+        // default); it changes what is printed, not what is compiled, so it is not keyed.
+        args.push("-fdiagnostics-show-note-include-stack".into());
         args.extend([
             "-Xclang".into(),
             "-dependency-file".into(),
@@ -628,7 +635,7 @@ struct Build {
 }
 
 impl Build {
-    fn stage(source: &str, options: &CompileOptions) -> Result<Build, CompileError> {
+    fn stage(source: &[u8], options: &CompileOptions) -> Result<Build, CompileError> {
         let base = build_base();
         sweep_dead_builds(&base);
         // Private (0700, whatever the umask), and named after this process so that a later

@@ -16,16 +16,24 @@
 //! CUDA's `_sync` forms with a full mask, and defines `__HIP_PLATFORM_NVIDIA__`.
 //!
 //! # Command
-//! `nvcc -cubin -arch=sm_NN -std=c++17 -O3 -I <prelude dir> -include hip/hip_runtime.h
-//! [flags] -o <out>.cubin -x cu <source>`, run with `std::process::Command` (no shell) in a
-//! temporary directory.
+//! `nvcc -cubin -arch=sm_NN -std=c++17 -O3 -I include -include hip/hip_runtime.h
+//! [flags] -o kernel.cubin -x cu kernel.cu`, run with `std::process::Command` (no shell) in a
+//! temporary directory holding the prelude (`include/`) and the source (`kernel.cu`, its
+//! bytes as given), so that nvcc's diagnostics name `kernel.cu`. The standard is C++17 unless
+//! [`Nvcc::with_std`] says otherwise; nvcc ignores, with a warning, a standard its host
+//! compiler lacks (`-std=c++23` with GCC 12): hipjit makes that an error
+//! ([`NvccError::StdIgnored`]) rather than compile under another standard. The caller's flags
+//! are checked with nvcc's rules ([`crate::compiler::flags`]; `-I DIR` is accepted: it is how
+//! [`crate::cuda::jit::NvJit`]'s callers name include directories).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::cache::key::{self, hex, sha256, CacheKey, KeyRecord, TrackedHeader};
-use crate::compiler::identity::{identify, CompilerIdentity, CompilerKind, IdentityError};
+use crate::compiler::diagnostics::{parse_nvcc, Diagnostic};
+use crate::compiler::identity::{identify, CompilerKind, IdentityError};
+use crate::compiler::{BackendKind, CompilerIdentity, CxxStd, OptionsError};
 use crate::cuda::target::SmTarget;
 
 /// The environment variable naming nvcc explicitly.
@@ -117,6 +125,20 @@ pub enum NvccError {
         /// The error.
         source: std::io::Error,
     },
+    /// A flag nvcc is not given ([`crate::compiler::flags`]).
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// nvcc said it ignored the standard asked for (its host compiler lacks it).
+    #[error(
+        "nvcc ignored {flag}: {message} (the host compiler nvcc uses does not support it; \
+             pick an older standard or point nvcc at a newer host compiler)"
+    )]
+    StdIgnored {
+        /// The flag, e.g. `-std=c++23`.
+        flag: String,
+        /// nvcc's warning.
+        message: String,
+    },
     /// nvcc exited with an error.
     #[error("nvcc failed ({status}): {command}\n{log}")]
     Failed {
@@ -124,14 +146,18 @@ pub enum NvccError {
         status: String,
         /// The command line (for reading, not for a shell).
         command: String,
-        /// nvcc's output.
+        /// nvcc's output (lossy where it is not UTF-8).
         log: String,
+        /// The diagnostics parsed from it ([`crate::compiler::diagnostics::parse_nvcc`]), the
+        /// source named `kernel.cu`, with escaped forms where the output was not UTF-8.
+        diagnostics: Vec<Diagnostic>,
     },
 }
 
 /// A discovered nvcc with its identity.
 #[derive(Debug, Clone)]
 pub struct Nvcc {
+    std: CxxStd,
     path: PathBuf,
     identity: CompilerIdentity,
 }
@@ -230,6 +256,7 @@ impl Nvcc {
                 status: reason,
                 command: format!("{} {args}", path.display()),
                 log: String::new(),
+                diagnostics: Vec::new(),
             },
             IdentityError::Read { path, source } => NvccError::Io {
                 what: "cannot read (to fingerprint nvcc)",
@@ -238,9 +265,26 @@ impl Nvcc {
             },
         })?;
         Ok(Nvcc {
+            std: CxxStd::default(),
             path: path.to_path_buf(),
             identity,
         })
+    }
+
+    /// This nvcc compiling with the standard `std` (the default is C++17), spelled by
+    /// [`BackendKind::std_flag`].
+    pub fn with_std(mut self, std: CxxStd) -> Nvcc {
+        self.std = std;
+        self
+    }
+
+    /// The C++ standard its compiles use.
+    pub fn std(&self) -> CxxStd {
+        self.std
+    }
+
+    fn std_flag(&self) -> String {
+        BackendKind::Nvcc.std_flag(self.std, &self.identity())
     }
 
     /// The executable.
@@ -267,21 +311,26 @@ impl Nvcc {
         self.identity.clone()
     }
 
-    /// The flags hashed into the key of compiling for `sm` with `flags`: the command line of
-    /// [`Nvcc::arguments`] less its file paths (the prelude directory, the output and the
-    /// source, which are temporary).
+    /// The command line of compiling for `sm` with `flags` (after the nvcc path) less its
+    /// file names: what an entry records as its command.
     pub fn key_flags(&self, sm: SmTarget, flags: &[String]) -> Vec<String> {
-        let mut f = vec![
-            "-cubin".to_string(),
-            format!("-arch={sm}"),
-            "-std=c++17".into(),
-            "-O3".into(),
-            "-include".into(),
-            "hip/hip_runtime.h".into(),
-        ];
+        let mut f = self.own_flags(sm);
+        f.insert(2, self.std_flag());
         f.extend(flags.iter().cloned());
         f.extend(["-x".to_string(), "cu".to_string()]);
         f
+    }
+
+    /// hipjit's own flags (the key record's `flags` field): `-cubin -arch=sm_NN -O3 -include
+    /// hip/hip_runtime.h`.
+    fn own_flags(&self, sm: SmTarget) -> Vec<String> {
+        vec![
+            "-cubin".to_string(),
+            format!("-arch={sm}"),
+            "-O3".into(),
+            "-include".into(),
+            "hip/hip_runtime.h".into(),
+        ]
     }
 
     /// The headers of hipjit's own that every compile sees, as hashed into the key: the
@@ -297,14 +346,16 @@ impl Nvcc {
             .collect()
     }
 
-    /// The cache key of compiling `source` for `sm` with `flags`: the record of
+    /// The cache key of compiling `source` (its bytes) for `sm` with `flags`: the record of
     /// [`crate::cache::key`] with the source, the prelude as tracked headers
-    /// ([`Nvcc::prelude_headers`]), the flags ([`Nvcc::key_flags`]), the SM target in place of
-    /// target IDs, code object version 0, nvcc's identity ([`Nvcc::identity`]) and the
-    /// variables of [`NVCC_KEY_ENV`] as read now.
-    pub fn key(&self, source: &str, sm: SmTarget, flags: &[String]) -> CacheKey {
+    /// ([`Nvcc::prelude_headers`]), hipjit's own flags, the standard as nvcc is given it,
+    /// `flags` as the extra flags, the SM target in place of target IDs, code object version
+    /// 0, nvcc's identity ([`Nvcc::identity`]) and the variables of [`NVCC_KEY_ENV`] as read
+    /// now.
+    pub fn key(&self, source: impl AsRef<[u8]>, sm: SmTarget, flags: &[String]) -> CacheKey {
         let headers = Nvcc::prelude_headers();
-        let flags = self.key_flags(sm, flags);
+        let own = self.own_flags(sm);
+        let std = self.std_flag();
         let targets = [sm.to_string()];
         let values: Vec<Option<OsString>> = NVCC_KEY_ENV.iter().map(std::env::var_os).collect();
         let env: Vec<(&str, Option<&OsStr>)> = NVCC_KEY_ENV
@@ -313,8 +364,10 @@ impl Nvcc {
             .map(|(n, v)| (*n, v.as_deref()))
             .collect();
         key::compute_record(&KeyRecord {
-            source: source.as_bytes(),
-            flags: &flags,
+            source: source.as_ref(),
+            flags: &own,
+            std: &std,
+            extra_flags: flags,
             targets: &targets,
             code_object_version: 0,
             compiler: &self.identity,
@@ -325,7 +378,7 @@ impl Nvcc {
     }
 
     /// [`Nvcc::key`] as 64 hex digits.
-    pub fn cache_key(&self, source: &str, sm: SmTarget, flags: &[String]) -> String {
+    pub fn cache_key(&self, source: impl AsRef<[u8]>, sm: SmTarget, flags: &[String]) -> String {
         self.key(source, sm, flags).to_hex()
     }
 
@@ -341,7 +394,7 @@ impl Nvcc {
         let mut a: Vec<OsString> = vec![
             "-cubin".into(),
             format!("-arch={sm}").into(),
-            "-std=c++17".into(),
+            self.std_flag().into(),
             "-O3".into(),
             "-I".into(),
             prelude_dir.into(),
@@ -359,16 +412,52 @@ impl Nvcc {
         a
     }
 
-    /// Compiles `source` for `sm` to a cubin (its bytes), in a temporary directory.
+    /// Compiles `source` (its bytes) for `sm` to a cubin (its bytes), in a temporary
+    /// directory.
     ///
-    /// Errors: [`NvccError::Io`] for the temporary files, [`NvccError::Failed`] with the
-    /// command line and nvcc's output.
+    /// Errors: as [`Nvcc::compile_logged`].
     pub fn compile(
         &self,
-        source: &str,
+        source: impl AsRef<[u8]>,
         sm: SmTarget,
         flags: &[String],
     ) -> Result<Vec<u8>, NvccError> {
+        self.compile_logged(source, sm, flags)
+            .map(|(cubin, _)| cubin)
+    }
+
+    /// Checks `flags` with nvcc's rules ([`BackendKind::check_extra_flags`]), `-I DIR` and
+    /// `-IDIR` accepted.
+    ///
+    /// Errors: [`NvccError::Options`] naming the flag.
+    pub fn check_flags(flags: &[String]) -> Result<(), NvccError> {
+        let mut rest = Vec::with_capacity(flags.len());
+        let mut it = flags.iter();
+        while let Some(f) = it.next() {
+            if f == "-I" {
+                let _ = it.next();
+            } else if !f.starts_with("-I") {
+                rest.push(f.clone());
+            }
+        }
+        BackendKind::Nvcc.check_extra_flags(&rest)?;
+        Ok(())
+    }
+
+    /// [`Nvcc::compile`], also returning nvcc's warnings, parsed (its source named
+    /// `kernel.cu`).
+    ///
+    /// Errors: [`NvccError::Options`] for a refused flag, [`NvccError::Io`] for the temporary
+    /// files, [`NvccError::StdIgnored`] when nvcc ignored the standard, [`NvccError::Failed`]
+    /// with the command line and nvcc's output.
+    pub fn compile_logged(
+        &self,
+        source: impl AsRef<[u8]>,
+        sm: SmTarget,
+        flags: &[String],
+    ) -> Result<(Vec<u8>, Vec<Diagnostic>), NvccError> {
+        Nvcc::check_flags(flags)?;
+        let source = source.as_ref();
         let io = |what, path: &Path| {
             let path = path.to_path_buf();
             move |source| NvccError::Io { what, path, source }
@@ -390,15 +479,34 @@ impl Nvcc {
         let src = tmp.path().join("kernel.cu");
         std::fs::write(&src, source).map_err(io("cannot write", &src))?;
         let out = tmp.path().join("kernel.cubin");
-        let args = self.arguments(sm, &inc, flags, &src, &out);
+        // Names relative to the directory nvcc runs in: its diagnostics say `kernel.cu`.
+        let args = self.arguments(
+            sm,
+            Path::new("include"),
+            flags,
+            Path::new("kernel.cu"),
+            Path::new("kernel.cubin"),
+        );
         let output = Command::new(&self.path)
             .args(&args)
             .current_dir(tmp.path())
             .output()
             .map_err(io("cannot run", &self.path))?;
+        let mut raw = output.stderr.clone();
+        raw.extend_from_slice(&output.stdout);
+        let log = String::from_utf8_lossy(&raw).into_owned();
+        let diagnostics = parse_nvcc(&raw, &|f: &str| f.to_string());
+        let std_flag = self.std_flag();
+        if let Some(line) = log
+            .lines()
+            .find(|l| l.contains(&std_flag) && l.contains("Flag will be ignored"))
+        {
+            return Err(NvccError::StdIgnored {
+                flag: std_flag,
+                message: line.trim().to_string(),
+            });
+        }
         if !output.status.success() {
-            let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
-            log.push_str(&String::from_utf8_lossy(&output.stdout));
             return Err(NvccError::Failed {
                 status: output.status.to_string(),
                 command: std::iter::once(self.path.as_os_str())
@@ -407,14 +515,16 @@ impl Nvcc {
                     .collect::<Vec<_>>()
                     .join(" "),
                 log,
+                diagnostics,
             });
         }
-        crate::file_read::read_file(
+        let cubin = crate::file_read::read_file(
             &out,
             crate::file_read::CODE_OBJECT_LIMIT,
             "nvcc's output",
             crate::file_read::Streams::None,
         )
-        .map_err(|e| io("cannot read", &out)(e.into_io_error()))
+        .map_err(|e| io("cannot read", &out)(e.into_io_error()))?;
+        Ok((cubin, diagnostics))
     }
 }

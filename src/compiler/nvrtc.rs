@@ -267,6 +267,18 @@ impl NvRtc {
         dir.join("cuda_fp16.h").is_file().then_some(dir)
     }
 
+    /// The files that decide what this NVRTC compiles, for the compiler identity of the cache
+    /// key: the library and its builtins (`libnvrtc-builtins.so.*`, beside it, which NVRTC
+    /// loads at its first compile). Each file once, symlinks resolved, sorted.
+    pub fn identity_files(&self) -> Vec<PathBuf> {
+        rtc::identity_files(
+            vec![self.path.clone()],
+            &["libnvrtc-builtins"],
+            self.path.parent(),
+            &["libnvrtc-builtins.so."],
+        )
+    }
+
     /// `nvrtcVersion`: the CUDA version of this NVRTC, e.g. `(13, 0)`.
     pub fn version(&self) -> Option<(i32, i32)> {
         self.api.version()

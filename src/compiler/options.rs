@@ -3,12 +3,18 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::compiler::flags::BackendKind;
+#[doc(no_inline)]
+pub use crate::compiler::flags::{check_extra_flag, RejectedBecause};
 use crate::target_id::TargetId;
 
-/// The C++ standard passed as `-std=c++NN`.
+/// The C++ standard: `-std=c++NN`, spelled for each compiler by
+/// [`BackendKind::std_flag`](crate::compiler::flags::BackendKind::std_flag) (C++23 is
+/// `-std=c++2b` for clang before 17). The default is C++17, for hipcc and nvcc alike.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum CxxStd {
     /// `-std=c++11`.
@@ -20,12 +26,39 @@ pub enum CxxStd {
     Cxx17,
     /// `-std=c++20`.
     Cxx20,
-    /// `-std=c++23` (clang 17+ spelling; older compilers reject it).
+    /// `-std=c++23` (`-std=c++2b` for clang before 17).
     Cxx23,
 }
 
+/// A C++ standard name that is not one of `c++11`, `c++14`, `c++17`, `c++20`, `c++23`.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("unknown C++ standard {0:?}: expected c++14, c++17, c++20 or c++23 (or c++11)")]
+pub struct UnknownStd(pub String);
+
+impl FromStr for CxxStd {
+    type Err = UnknownStd;
+    /// Parses `c++14`, `c++17`, `c++20`, `c++23` (also `c++11`, and the draft names
+    /// `c++1y`, `c++1z`, `c++2a`, `c++2b`).
+    fn from_str(s: &str) -> Result<Self, UnknownStd> {
+        Ok(match s {
+            "c++11" => CxxStd::Cxx11,
+            "c++14" | "c++1y" => CxxStd::Cxx14,
+            "c++17" | "c++1z" => CxxStd::Cxx17,
+            "c++20" | "c++2a" => CxxStd::Cxx20,
+            "c++23" | "c++2b" => CxxStd::Cxx23,
+            _ => return Err(UnknownStd(s.to_string())),
+        })
+    }
+}
+
+impl fmt::Display for CxxStd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.flag().trim_start_matches("-std="))
+    }
+}
+
 impl CxxStd {
-    /// The flag, e.g. `-std=c++17`.
+    /// The standard flag as clang 17+ and nvcc spell it, e.g. `-std=c++17`.
     pub fn flag(self) -> &'static str {
         match self {
             CxxStd::Cxx11 => "-std=c++11",
@@ -84,8 +117,9 @@ pub struct Checks {
 ///
 /// Flags are built in this order: `-x hip --genco --offload-arch=T...` (one per target)
 /// `-O3 [--no-gpu-bundle-output] -std=c++17 [-mcode-object-version=N] [-ffast-math]
-/// [-gline-tables-only] [-v] -DNAME[=VALUE]... -I DIR... EXTRA...`. With one target the output
-/// is a raw ELF code object; with several, a clang offload bundle holding one per target.
+/// [-gline-tables-only] [-v] -DNAME[=VALUE]... -I DIR... EXTRA... [-save-temps]`, the standard
+/// spelled for the compiler ([`CompileOptions::effective_flags_for`]). With one target the
+/// output is a raw ELF code object; with several, a clang offload bundle holding one per target.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CompileOptions {
     /// Target IDs (`gfx90a`, `gfx942:sramecc+:xnack-`): at least one, no duplicates, and one
@@ -93,7 +127,8 @@ pub struct CompileOptions {
     /// ([`crate::target_id::check_target_list`]: `gfx90a:xnack+` with `gfx90a:xnack-` is fine,
     /// `gfx90a` with `gfx90a:xnack-` is not). hipjit never compiles without `--offload-arch`.
     pub targets: Vec<TargetId>,
-    /// `-std=c++NN`, default C++17.
+    /// The C++ standard, default C++17 (`-std=c++17`), spelled per compiler (C++23 is
+    /// `-std=c++2b` for clang before 17).
     pub std: CxxStd,
     /// Optimisation level, default `-O3`.
     pub opt_level: OptLevel,
@@ -112,7 +147,11 @@ pub struct CompileOptions {
     pub line_info: bool,
     /// `-v`: the compiler prints the commands it runs (to the compile log).
     pub verbose: bool,
-    /// Further compiler flags, checked by [`check_extra_flag`].
+    /// Further compiler flags, passed as given after hipjit's own and hashed into the cache
+    /// key. Checked by [`BackendKind::check_extra_flags`] (hipcc's rules): flags that change
+    /// the output kind, target, output path or dependency output, and flags that make the
+    /// compiler read files the key does not see, are refused by name
+    /// ([`crate::compiler::flags`]).
     pub extra_flags: Vec<String>,
     /// `-mcode-object-version=N` (4, 5 or 6); `None` leaves the compiler's default. The JIT
     /// fills it from the runtime in use when that runtime says which versions it accepts.
@@ -192,9 +231,7 @@ impl CompileOptions {
                 return Err(OptionsError::BadDefineValue(name.clone()));
             }
         }
-        for flag in &self.extra_flags {
-            check_extra_flag(flag)?;
-        }
+        BackendKind::Hipcc.check_extra_flags(&self.extra_flags)?;
         if let Some(v) = self.code_object_version {
             if !(4..=6).contains(&v) {
                 return Err(OptionsError::CodeObjectVersion(v));
@@ -208,9 +245,26 @@ impl CompileOptions {
     }
 
     /// The flags that decide the output, in order, with include directories as given (the
-    /// staged names are substituted only on the real command line). This is the "effective
-    /// flags" part of the cache key. `--no-gpu-bundle-output` appears with a single target.
+    /// staged names are substituted only on the real command line) and the standard as clang
+    /// 17+ spells it. `--no-gpu-bundle-output` appears with a single target.
     pub fn effective_flags(&self) -> Vec<String> {
+        self.flags(Some(self.std.flag()), true)
+    }
+
+    /// [`CompileOptions::effective_flags`] with the standard spelled for `compiler`
+    /// ([`BackendKind::std_flag`]): the flags hipcc is given.
+    pub fn effective_flags_for(&self, compiler: &crate::compiler::CompilerIdentity) -> Vec<String> {
+        self.flags(Some(&BackendKind::Hipcc.std_flag(self.std, compiler)), true)
+    }
+
+    /// hipjit's own flags: [`CompileOptions::effective_flags`] without the standard and the
+    /// extra flags (the `flags` field of the cache key record, which keys those two in fields
+    /// of their own: [`crate::cache::key`]).
+    pub fn own_flags(&self) -> Vec<String> {
+        self.flags(None, false)
+    }
+
+    fn flags(&self, std: Option<&str>, extra: bool) -> Vec<String> {
         let mut f = vec!["-x".to_string(), "hip".into(), "--genco".into()];
         for t in &self.targets {
             f.push(format!("--offload-arch={t}"));
@@ -219,7 +273,9 @@ impl CompileOptions {
         if self.targets.len() == 1 {
             f.push("--no-gpu-bundle-output".into());
         }
-        f.push(self.std.flag().into());
+        if let Some(std) = std {
+            f.push(std.into());
+        }
         if let Some(v) = self.code_object_version {
             f.push(format!("-mcode-object-version={v}"));
         }
@@ -242,7 +298,9 @@ impl CompileOptions {
             f.push("-I".into());
             f.push(d.display().to_string());
         }
-        f.extend(self.extra_flags.iter().cloned());
+        if extra {
+            f.extend(self.extra_flags.iter().cloned());
+        }
         if self.dump_llvm_ir || self.dump_isa {
             f.push("-save-temps".into());
         }
@@ -262,38 +320,6 @@ pub(crate) fn is_safe_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'+'))
-}
-
-/// Why a flag is not accepted among [`CompileOptions::extra_flags`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RejectedBecause {
-    /// It changes the output format (`-S`, `-c`, `-emit-llvm`, `--genco`, `-fgpu-rdc`...).
-    OutputFormat,
-    /// It names an output or dependency file (`-o`, `-MF`...).
-    OutputPath,
-    /// It changes the target list or triple (`--offload-arch`, `-mcpu`, `--target`...).
-    TargetList,
-    /// It is set through [`CompileOptions::code_object_version`].
-    CodeObjectVersion,
-    /// It is a CUDA/nvcc flag (`--cuda-path`, `-arch=sm_90`, `-Xptxas`...).
-    CudaOnly,
-    /// It changes the input language (`-x`).
-    Language,
-}
-
-impl fmt::Display for RejectedBecause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RejectedBecause::OutputFormat => "it changes the output format",
-            RejectedBecause::OutputPath => "it sets an output path, which hipjit owns",
-            RejectedBecause::TargetList => {
-                "it changes the target list: set CompileOptions::targets instead"
-            }
-            RejectedBecause::CodeObjectVersion => "set CompileOptions::code_object_version instead",
-            RejectedBecause::CudaOnly => "it is a CUDA-only flag",
-            RejectedBecause::Language => "hipjit always compiles the source as HIP (-x hip)",
-        })
-    }
 }
 
 /// Errors in [`CompileOptions`], each naming what was wrong.
@@ -320,13 +346,23 @@ pub enum OptionsError {
     /// A define value with a newline or NUL.
     #[error("the value of define {0} contains a newline or NUL")]
     BadDefineValue(String),
-    /// An extra flag hipjit does not accept.
-    #[error("compiler flag {flag:?} is not accepted: {because}")]
+    /// An extra flag hipjit does not accept for this backend ([`crate::compiler::flags`]).
+    #[error("compiler flag {flag:?} is not accepted for {backend}: {because}")]
     RejectedFlag {
-        /// The flag as given.
+        /// The flag as given (`-Xclang X` for a pair).
         flag: String,
+        /// The compiler it was meant for.
+        backend: BackendKind,
         /// Why.
         because: RejectedBecause,
+    },
+    /// A flag that takes the next word as its value (`-Xclang`, `-mllvm`, `-Xptxas`) came last.
+    #[error("compiler flag {flag:?} for {backend} needs a value after it")]
+    DanglingFlag {
+        /// The flag.
+        flag: String,
+        /// The compiler it was meant for.
+        backend: BackendKind,
     },
     /// A code object version other than 4, 5, 6.
     #[error("code object version {0} is not supported (4, 5 or 6)")]
@@ -334,94 +370,4 @@ pub enum OptionsError {
     /// A source name with characters outside `[A-Za-z0-9._+-]`.
     #[error("source name {0:?} must use only letters, digits, '.', '_', '+', '-' and not start with '.' or '-'")]
     SourceName(String),
-}
-
-/// Rejects flags that change the output format, output path or target list, the code object
-/// version flag (an option of its own) and CUDA-only flags.
-///
-/// Errors: [`OptionsError::RejectedFlag`] naming the flag and the reason.
-pub fn check_extra_flag(flag: &str) -> Result<(), OptionsError> {
-    use RejectedBecause::*;
-    let exact: &[(&str, RejectedBecause)] = &[
-        ("-S", OutputFormat),
-        ("-c", OutputFormat),
-        ("-E", OutputFormat),
-        ("-M", OutputFormat),
-        ("-MM", OutputFormat),
-        ("-MD", OutputPath),
-        ("-MMD", OutputPath),
-        ("-emit-llvm", OutputFormat),
-        ("--genco", OutputFormat),
-        ("-fsyntax-only", OutputFormat),
-        ("-shared", OutputFormat),
-        ("-save-temps", OutputFormat),
-        ("-fgpu-rdc", OutputFormat),
-        ("-fno-gpu-rdc", OutputFormat),
-        ("--gpu-bundle-output", OutputFormat),
-        ("--no-gpu-bundle-output", OutputFormat),
-        ("--offload-compress", OutputFormat),
-        ("--cuda-device-only", OutputFormat),
-        ("--offload-device-only", OutputFormat),
-        ("--cuda-host-only", OutputFormat),
-        ("--offload-host-only", OutputFormat),
-        ("-o", OutputPath),
-        ("-MF", OutputPath),
-        ("-MT", OutputPath),
-        ("-MQ", OutputPath),
-        ("-target", TargetList),
-        ("-x", Language),
-        ("-cubin", CudaOnly),
-        ("-ptx", CudaOnly),
-        ("-fatbin", CudaOnly),
-        ("-rdc", CudaOnly),
-        ("-lineinfo", CudaOnly),
-        ("-use_fast_math", CudaOnly),
-        ("--use_fast_math", CudaOnly),
-        ("--expt-relaxed-constexpr", CudaOnly),
-        ("--expt-extended-lambda", CudaOnly),
-        ("-gencode", CudaOnly),
-    ];
-    let prefixes: &[(&str, RejectedBecause)] = &[
-        ("-o", OutputPath),
-        ("--output", OutputPath),
-        ("-MF", OutputPath),
-        ("-save-temps=", OutputFormat),
-        ("--offload-arch", TargetList),
-        ("--no-offload-arch", TargetList),
-        ("--amdgpu-target", TargetList),
-        ("--cuda-gpu-arch", TargetList),
-        ("--no-cuda-gpu-arch", TargetList),
-        ("--offload=", TargetList),
-        ("--offload-targets", TargetList),
-        ("-mcpu", TargetList),
-        ("-march", TargetList),
-        ("--target", TargetList),
-        ("-triple", TargetList),
-        ("-mcode-object-version", CodeObjectVersion),
-        ("-x", Language),
-        ("--cuda-path", CudaOnly),
-        ("-arch=sm_", CudaOnly),
-        ("-arch=compute_", CudaOnly),
-        ("--gpu-architecture", CudaOnly),
-        ("--gpu-code", CudaOnly),
-        ("-Xptxas", CudaOnly),
-        ("--ptxas-options", CudaOnly),
-        ("-Xcompiler", CudaOnly),
-        ("--compiler-options", CudaOnly),
-        ("--relocatable-device-code", CudaOnly),
-        ("-ccbin", CudaOnly),
-        ("--compiler-bindir", CudaOnly),
-        ("-Xcuda-", CudaOnly),
-    ];
-    let reject = |because| OptionsError::RejectedFlag {
-        flag: flag.to_string(),
-        because,
-    };
-    if let Some((_, b)) = exact.iter().find(|(f, _)| *f == flag) {
-        return Err(reject(*b));
-    }
-    if let Some((_, b)) = prefixes.iter().find(|(p, _)| flag.starts_with(p)) {
-        return Err(reject(*b));
-    }
-    Ok(())
 }

@@ -409,3 +409,69 @@ fn sym(name: &'static CStr) -> &'static str {
 pub(crate) fn describe(path: &Path, from: &str) -> String {
     format!("{} ({from})", path.display())
 }
+
+/// The files of the shared objects loaded in this process (`dl_iterate_phdr`), in load order,
+/// without duplicates; the main program and the vDSO (no file name) are left out.
+pub(crate) fn loaded_objects() -> Vec<PathBuf> {
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: dl_iterate_phdr hands a valid info pointer for the duration of the call, and
+        // `data` is the `&mut Vec<PathBuf>` passed below.
+        let (info, out) = unsafe { (&*info, &mut *data.cast::<Vec<PathBuf>>()) };
+        if !info.dlpi_name.is_null() {
+            // SAFETY: dlpi_name is a NUL-terminated string owned by the dynamic loader.
+            let name = unsafe { CStr::from_ptr(info.dlpi_name) };
+            if !name.to_bytes().is_empty() {
+                use std::os::unix::ffi::OsStrExt;
+                let path = PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes()));
+                if !out.contains(&path) {
+                    out.push(path);
+                }
+            }
+        }
+        0
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    // SAFETY: the callback only reads the info it is given and pushes to `out`, which outlives
+    // the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut out as *mut Vec<PathBuf>).cast()) };
+    out
+}
+
+/// `files` plus the loaded objects whose file names start with one of `prefixes`, and the files
+/// in `beside` whose names start with one of `beside_prefixes`; each file once (by its
+/// canonical path, symlinks resolved), sorted.
+pub(crate) fn identity_files(
+    mut files: Vec<PathBuf>,
+    prefixes: &[&str],
+    beside: Option<&Path>,
+    beside_prefixes: &[&str],
+) -> Vec<PathBuf> {
+    let starts = |p: &Path, prefixes: &[&str]| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| prefixes.iter().any(|pre| n.starts_with(pre)))
+    };
+    files.extend(loaded_objects().into_iter().filter(|p| starts(p, prefixes)));
+    if let Some(dir) = beside {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            files.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| starts(p, beside_prefixes)),
+            );
+        }
+    }
+    let mut out: Vec<PathBuf> = files
+        .into_iter()
+        .filter_map(|p| std::fs::canonicalize(&p).ok())
+        .filter(|p| p.is_file())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}

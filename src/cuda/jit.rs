@@ -13,6 +13,8 @@
 //!   missing key is compiled under the key's cross-process lock ([`DiskCache::lock`]).
 //!   nvcc's identity is remembered per user ([`crate::compiler::identity`]), never in a cache
 //!   root, where another member of a sharing group could forge it.
+//! - Sources are bytes (`&str`, `String`, `&[u8]`, `Vec<u8>`), in any encoding nvcc accepts,
+//!   keyed by those bytes. The standard is one per `NvJit` ([`NvJit::with_std`]).
 //! - Memory: loaded libraries per (device, source, flags), checked by comparing the source
 //!   itself, so a hit costs a hash of the source, one lock and a comparison. A miss compiles
 //!   and loads once per key however many threads ask at once (single flight).
@@ -28,6 +30,7 @@ use crate::cache::disk::{CacheError, DiskCache, EntryMeta};
 use crate::cache::key::CacheKey;
 use crate::cache::memory::fast_hash;
 use crate::code_object::cubin::{Cubin, CubinError};
+use crate::compiler::diagnostics::Diagnostic;
 use crate::compiler::nvcc::{Nvcc, NvccError};
 use crate::compiler::CompileOptions;
 use crate::device::Device;
@@ -80,6 +83,22 @@ pub enum NvJitError {
 /// The name of the cubin artefact in a disk-cache entry (the AMD JIT's is `code-object`).
 pub const CUBIN_ARTEFACT: &str = "cubin";
 
+/// A compile result of [`NvJit::compile_detailed`].
+#[derive(Debug, Clone)]
+pub struct NvCompiled {
+    /// The cubin.
+    pub cubin: Cubin,
+    /// Where it came from ([`NvOrigin::Compiled`] or [`NvOrigin::Disk`]).
+    pub origin: NvOrigin,
+    /// The cache key (64 hex digits).
+    pub key: String,
+    /// Time spent in nvcc (zero unless compiled).
+    pub compile_time: Duration,
+    /// nvcc's warnings (its source named `kernel.cu`), from this compile or recorded in the
+    /// disk entry.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
 /// A source loaded on a device.
 #[derive(Debug, Clone)]
 pub struct NvLoaded {
@@ -94,7 +113,7 @@ pub struct NvLoaded {
 }
 
 struct Entry {
-    source: Box<str>,
+    source: Box<[u8]>,
     flags: Box<[String]>,
     library: Arc<Library>,
 }
@@ -203,6 +222,14 @@ impl NvJit {
         Ok(NvJit::with_disk_cache(nvcc, Some(disk)))
     }
 
+    /// This JIT compiling with the C++ standard `std` ([`Nvcc::with_std`]; default C++17).
+    /// Call it before the first compile: results already in memory are forgotten.
+    pub fn with_std(mut self, std: crate::compiler::CxxStd) -> Self {
+        self.nvcc = self.nvcc.with_std(std);
+        self.memory.lock().clear();
+        self
+    }
+
     /// The compiler.
     pub fn nvcc(&self) -> &Nvcc {
         &self.nvcc
@@ -239,24 +266,47 @@ impl NvJit {
     /// cannot be opened, or the entry cannot be written).
     pub fn compile(
         &self,
-        source: &str,
+        source: impl AsRef<[u8]>,
         sm: crate::cuda::target::SmTarget,
         flags: &[String],
     ) -> Result<(Cubin, NvOrigin, String, Duration), NvJitError> {
+        self.compile_detailed(source, sm, flags)
+            .map(|c| (c.cubin, c.origin, c.key, c.compile_time))
+    }
+
+    /// [`NvJit::compile`], with nvcc's warnings: those of this compile, or, on a disk hit,
+    /// those recorded in the entry when it was compiled.
+    ///
+    /// Errors: as [`NvJit::compile`].
+    pub fn compile_detailed(
+        &self,
+        source: impl AsRef<[u8]>,
+        sm: crate::cuda::target::SmTarget,
+        flags: &[String],
+    ) -> Result<NvCompiled, NvJitError> {
+        let source = source.as_ref();
+        Nvcc::check_flags(flags)?;
         let key = self.nvcc.key(source, sm, flags);
         let disk = self.disk_cache()?;
-        if let Some(cubin) = disk.and_then(|d| disk_hit(d, &key)) {
-            return Ok((cubin, NvOrigin::Disk, key.to_hex(), Duration::ZERO));
+        let hit = |(cubin, diagnostics)| NvCompiled {
+            cubin,
+            origin: NvOrigin::Disk,
+            key: key.to_hex(),
+            compile_time: Duration::ZERO,
+            diagnostics,
+        };
+        if let Some(found) = disk.and_then(|d| disk_hit(d, &key)) {
+            return Ok(hit(found));
         }
         // Another process may be compiling this key: wait for it, then look again.
         let lock = disk.and_then(|d| d.lock(&key));
         if let (Some(d), Some(_)) = (disk, &lock) {
-            if let Some(cubin) = disk_hit(d, &key) {
-                return Ok((cubin, NvOrigin::Disk, key.to_hex(), Duration::ZERO));
+            if let Some(found) = disk_hit(d, &key) {
+                return Ok(hit(found));
             }
         }
         let t = Instant::now();
-        let bytes = self.nvcc.compile(source, sm, flags)?;
+        let (bytes, diagnostics) = self.nvcc.compile_logged(source, sm, flags)?;
         let took = t.elapsed();
         let cubin = Cubin::from_bytes(&bytes).map_err(|source| NvJitError::Cubin {
             path: disk
@@ -274,6 +324,7 @@ impl NvJit {
                 command,
                 compiler: self.nvcc.identity(),
                 options: CompileOptions {
+                    std: self.nvcc.std(),
                     extra_flags: flags.to_vec(),
                     ..CompileOptions::default()
                 },
@@ -284,9 +335,20 @@ impl NvJit {
                     .map_or(0, |d| d.as_millis() as u64),
                 artefacts: Vec::new(),
             };
-            d.put(&key, meta, &[(CUBIN_ARTEFACT, &bytes)])?;
+            let recorded = crate::compiler::diagnostics::to_artefact(&diagnostics);
+            let mut artefacts: Vec<(&str, &[u8])> = vec![(CUBIN_ARTEFACT, &bytes)];
+            if let Some(r) = &recorded {
+                artefacts.push((crate::compiler::diagnostics::ARTEFACT, r));
+            }
+            d.put(&key, meta, &artefacts)?;
         }
-        Ok((cubin, NvOrigin::Compiled, key.to_hex(), took))
+        Ok(NvCompiled {
+            cubin,
+            origin: NvOrigin::Compiled,
+            key: key.to_hex(),
+            compile_time: took,
+            diagnostics,
+        })
     }
 
     /// Compiles (or finds) `source` and loads it on `device`; a second call for the same
@@ -296,10 +358,11 @@ impl NvJit {
     pub fn load(
         &self,
         device: &Device,
-        source: &str,
+        source: impl AsRef<[u8]>,
         flags: &[String],
     ) -> Result<NvLoaded, NvJitError> {
-        let mut h = fast_hash(source.as_bytes());
+        let source = source.as_ref();
+        let mut h = fast_hash(source);
         for f in flags {
             h = (h.rotate_left(7) ^ fast_hash(f.as_bytes())).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
@@ -339,7 +402,7 @@ impl NvJit {
 
 impl NvJit {
     #[inline]
-    fn memory_hit(&self, mkey: &MemoryKey, source: &str, flags: &[String]) -> Option<NvLoaded> {
+    fn memory_hit(&self, mkey: &MemoryKey, source: &[u8], flags: &[String]) -> Option<NvLoaded> {
         let memory = self.memory.lock();
         let e = memory
             .get(mkey)?
@@ -359,12 +422,17 @@ impl NvJit {
 /// written root). An intact entry without a readable cubin (written by another hipjit version,
 /// or by hand) is reported and, in the written root, removed, so that the compile that follows
 /// publishes a good one in its place ([`DiskCache::put`] never overwrites an intact entry).
-fn disk_hit(disk: &DiskCache, key: &CacheKey) -> Option<Cubin> {
+fn disk_hit(disk: &DiskCache, key: &CacheKey) -> Option<(Cubin, Vec<Diagnostic>)> {
     let entry = disk.get(key).entry?;
     let reason = match entry.artefact(CUBIN_ARTEFACT) {
         None => format!("it has no {CUBIN_ARTEFACT} artefact"),
         Some(bytes) => match Cubin::from_bytes(bytes) {
-            Ok(cubin) => return Some(cubin),
+            Ok(cubin) => {
+                let diagnostics = crate::compiler::diagnostics::from_artefact(
+                    entry.artefact(crate::compiler::diagnostics::ARTEFACT),
+                );
+                return Some((cubin, diagnostics));
+            }
             Err(e) => e.to_string(),
         },
     };

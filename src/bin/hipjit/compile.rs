@@ -1,5 +1,18 @@
-//! `hipjit compile FILE... --arch T [-D..] [-I..] [-O..] [-o OUT] [-j N] [--json]`: HIP sources
-//! to code objects through hipjit's JIT and its disk cache (`HIPJIT_CACHE_DIR`).
+//! `hipjit compile FILE... --arch T [-D..] [-I..] [-O..] [--std c++NN] [--cflag FLAG]... [-o OUT]
+//! [-j N] [--json] [-- FLAG...]`: HIP sources to code objects through hipjit's JIT and its disk
+//! cache (`HIPJIT_CACHE_DIR`).
+//!
+//! Sources are read as bytes (any encoding the compiler accepts) and keyed by those bytes. The
+//! standard is C++17 unless `--std` (or `-std=c++NN`) says otherwise. Extra compiler flags
+//! (`--cflag FLAG`, repeatable, and every word after `--`) go to the compiler after hipjit's
+//! own and into the cache key; flags that change the output, target or dependency output, or
+//! make the compiler read files the key does not see, are a usage error naming the flag and
+//! the compiler (`hipjit::compiler::flags`).
+//!
+//! Diagnostics: every warning and error as the compiler printed it (include chain, notes,
+//! source line and caret) with the user's own paths, on stderr; a cache hit replays the
+//! warnings recorded when it was compiled. With `--json`, each result carries `diagnostics[]`
+//! (see `Args::json`).
 //!
 //! Each source is compiled on its own (as `hipjit::jit::Jit::compile` does for a string), with
 //! the directory holding it added after the `-I` directories so that `#include "x.h"` next to
@@ -30,9 +43,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use hipjit::compiler::diagnostics::{Diagnostic, Severity};
+use hipjit::compiler::diagnostics::{self, Diagnostic, Layout};
 use hipjit::compiler::{
-    is_valid_source_name, CompileError, CompileOptions, CompilerConfig, OptLevel,
+    is_valid_source_name, CompileError, CompileOptions, CompilerConfig, CxxStd, OptLevel,
+    OptionsError,
 };
 use hipjit::cuda::target::SmTarget;
 use hipjit::jit::{Compiled, Jit, JitError, JitOptions, Origin};
@@ -59,6 +73,19 @@ pub struct Args {
     /// Optimisation level: 0, 1, 2, 3, s or z (default 3).
     #[arg(short = 'O', value_name = "LEVEL", value_parser = parse_opt_level)]
     pub opt_level: Option<OptLevel>,
+    /// C++ standard: c++14, c++17, c++20 or c++23 (default c++17); `-std=c++20` works too.
+    /// Spelled for the compiler: C++23 is -std=c++2b for clang before 17.
+    #[arg(long = "std", value_name = "STD", value_parser = parse_std)]
+    pub std: Option<CxxStd>,
+    /// An extra compiler flag, passed as one word after hipjit's own and hashed into the cache
+    /// key (repeatable; `--cflag=-mcumode`). Words after `--` are extra flags too. Flags that
+    /// change the output kind, target, output path or dependency output, or make the compiler
+    /// read files the cache key does not see (-include, --rocm-path, @file...), are refused.
+    #[arg(long = "cflag", value_name = "FLAG", allow_hyphen_values = true)]
+    pub cflags: Vec<String>,
+    /// Extra compiler flags: every word after `--`.
+    #[arg(last = true, value_name = "FLAG")]
+    pub trailing_flags: Vec<String>,
     /// Write the code object(s): a file for one input and one target, else a directory.
     #[arg(short = 'o', value_name = "OUT")]
     pub output: Option<PathBuf>,
@@ -70,12 +97,15 @@ pub struct Args {
     #[arg(short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
     /// Print JSON (with "schema_version": 1) instead of text. Keys: platform ("amd" or
-    /// "nvidia"), compiler {path, version}, cache_roots, failed (count), results[]: file, ok,
-    /// then cache ("miss", "disk", "memory"), hit, time_ms, key, entry, written,
-    /// code_objects[] {target_id, code_object_version, kernels} (NVIDIA: {target_id,
-    /// elf_abi_version, cache, key, entry, kernels[] {name, symbol, params[] {index, offset,
-    /// size}, param_size, registers: null}}); or error and diagnostics[] {file, line, column,
-    /// severity, message}.
+    /// "nvidia"), compiler {path, version}, std, extra_flags, cache_roots, failed (count),
+    /// results[]: file, ok, diagnostics[], then cache ("miss", "disk", "memory"), hit,
+    /// time_ms, key, entry, written, code_objects[] {target_id, code_object_version, kernels}
+    /// (NVIDIA: {target_id, elf_abi_version, cache, key, entry, kernels[] {name, symbol,
+    /// params[] {index, offset, size}, param_size, registers: null}}); or error. A diagnostic:
+    /// {severity ("fatal", "error", "warning", "note", "remark"), file, line, column (null
+    /// when the compiler gives none: nvcc), message, notes[] (diagnostics), included_from[]
+    /// {file, line} (outermost first), excerpt[] (source line, caret), and escaped (only
+    /// when the compiler's text was not UTF-8: that text with bytes as \xNN)}.
     #[arg(long)]
     pub json: bool,
 }
@@ -111,6 +141,39 @@ fn parse_arch(s: &str) -> Result<Arch, String> {
     } else {
         TargetId::parse(s).map(Arch::Amd).map_err(|e| e.to_string())
     }
+}
+
+fn parse_std(s: &str) -> Result<CxxStd, String> {
+    s.parse::<CxxStd>().map_err(|e| e.to_string())
+}
+
+/// The command line with `-std=X` (clang's and nvcc's spelling) written `--std=X` for
+/// `hipjit compile`, before `--`, so that clang's argument parser takes it.
+pub fn normalize_args(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    if args.get(1).is_none_or(|a| a != "compile") {
+        return args;
+    }
+    let mut out = Vec::with_capacity(args.len());
+    let mut after_dashes = false;
+    for a in args {
+        if a == "--" {
+            after_dashes = true;
+        }
+        match a.to_str().and_then(|s| s.strip_prefix("-std=")) {
+            Some(v) if !after_dashes => out.push(format!("--std={v}").into()),
+            _ => out.push(a),
+        }
+    }
+    out
+}
+
+/// The extra flags of `args`: `--cflag` values, then the words after `--`.
+pub(crate) fn extra_flags(args: &Args) -> Vec<String> {
+    args.cflags
+        .iter()
+        .chain(&args.trailing_flags)
+        .cloned()
+        .collect()
 }
 
 fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
@@ -289,29 +352,37 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> 
 struct Outcome {
     file: PathBuf,
     result: Result<(Compiled, Vec<PathBuf>), String>,
-    /// The compiler's diagnostics of a failed compile, file names as the user gave them.
+    /// The compiler's diagnostics (warnings of a success, everything of a failure), file names
+    /// as the user gave them.
     diagnostics: Vec<Diagnostic>,
 }
 
-/// The diagnostics of a failed compile with the build directory's source name replaced by the
-/// user's path.
-fn user_diagnostics(file: &Path, source_name: &str, e: &JitError) -> Vec<Diagnostic> {
-    let diags = match e {
-        JitError::Compile(CompileError::Failed(f)) => &f.diagnostics,
-        JitError::Compile(CompileError::UnsupportedTarget(u)) => &u.failure.diagnostics,
-        JitError::Compile(CompileError::MissingDeviceLibrary(m)) => &m.failure.diagnostics,
-        _ => return Vec::new(),
-    };
+/// `diags` with the build directory's source name replaced by the user's path, everywhere
+/// (notes and include chains too).
+pub(crate) fn user_diagnostics(
+    file: &Path,
+    source_name: &str,
+    diags: &[Diagnostic],
+) -> Vec<Diagnostic> {
+    let user = file.display().to_string();
     diags
         .iter()
         .map(|d| {
             let mut d = d.clone();
-            if d.file.as_deref() == Some(source_name) {
-                d.file = Some(file.display().to_string());
-            }
+            d.rename_files(&|f: &str| (f == source_name).then(|| user.clone()));
             d
         })
         .collect()
+}
+
+/// The diagnostics a failed compile carries, if any.
+fn failure_diagnostics(e: &JitError) -> &[Diagnostic] {
+    match e {
+        JitError::Compile(CompileError::Failed(f)) => &f.diagnostics,
+        JitError::Compile(CompileError::UnsupportedTarget(u)) => &u.failure.diagnostics,
+        JitError::Compile(CompileError::MissingDeviceLibrary(m)) => &m.failure.diagnostics,
+        _ => &[],
+    }
 }
 
 fn origin_name(o: Origin) -> &'static str {
@@ -330,19 +401,20 @@ fn targets_text(args: &Args) -> String {
         .join(", ")
 }
 
-/// The message for a failed compile: the file, the targets, and the compiler's error
-/// diagnostics (user paths), or the JIT's error when it has none.
-fn error_text(file: &Path, targets: &str, e: &JitError, diags: &[Diagnostic]) -> String {
+/// The message for a failed compile: the file, the targets, and every diagnostic of the
+/// compiler as it printed them (user paths), or the JIT's error when it has none.
+pub(crate) fn error_text(
+    file: &Path,
+    targets: &str,
+    e: &dyn std::fmt::Display,
+    failed: bool,
+    diags: &[Diagnostic],
+    layout: Layout,
+) -> String {
     let mut s = format!("{} (target {targets}): ", file.display());
-    let errors: Vec<&Diagnostic> = diags
-        .iter()
-        .filter(|d| matches!(d.severity, Severity::Error | Severity::Fatal))
-        .collect();
-    if matches!(e, JitError::Compile(CompileError::Failed(_))) && !errors.is_empty() {
-        s.push_str("compile failed:");
-        for d in errors {
-            s.push_str(&format!("\n  {d}"));
-        }
+    if failed && diags.iter().any(Diagnostic::is_error) {
+        s.push_str("compile failed:\n");
+        s.push_str(diagnostics::render_all_as(diags, layout).trim_end());
     } else {
         s.push_str(&e.to_string());
     }
@@ -401,17 +473,26 @@ fn compile_one(
                 }
                 written.push(path.clone());
             }
+            let diagnostics = user_diagnostics(file, o.source_file_name(), c.diagnostics());
             Outcome {
                 file: file.to_path_buf(),
                 result: Ok((c, written)),
-                diagnostics: Vec::new(),
+                diagnostics,
             }
         }
         Err(e) => {
-            let diagnostics = user_diagnostics(file, o.source_file_name(), &e);
+            let diagnostics = user_diagnostics(file, o.source_file_name(), failure_diagnostics(&e));
+            let failed = matches!(e, JitError::Compile(CompileError::Failed(_)));
             Outcome {
                 file: file.to_path_buf(),
-                result: Err(error_text(file, &targets, &e, &diagnostics)),
+                result: Err(error_text(
+                    file,
+                    &targets,
+                    &e,
+                    failed,
+                    &diagnostics,
+                    Layout::Clang,
+                )),
                 diagnostics,
             }
         }
@@ -455,6 +536,8 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let mut base = CompileOptions {
         targets: amd,
         include_dirs: args.include_dirs.clone(),
+        std: args.std.unwrap_or_default(),
+        extra_flags: extra_flags(args),
         ..CompileOptions::default()
     };
     if let Some(l) = args.opt_level {
@@ -468,8 +551,13 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         };
         base.defines.push((name, value));
     }
-    base.validate()
-        .map_err(|e| CliError::usage(format!("target {}: {e}", targets_text(args))))?;
+    base.validate().map_err(|e| match e {
+        // A flag's error names the flag and the compiler; the targets add nothing.
+        OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. } => {
+            CliError::usage(e.to_string())
+        }
+        _ => CliError::usage(format!("target {}: {e}", targets_text(args))),
+    })?;
     let jobs = args.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         |j| j as usize,
@@ -515,14 +603,13 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                     ),
                     Err(_) => format!("{}: failed", outcome.file.display()),
                 };
-                if let Ok((c, _)) = &outcome.result {
-                    let log = c.log().trim();
-                    if !log.is_empty() {
-                        let text = format!("{}: compiler output:\n{log}", outcome.file.display());
-                        match &bar {
-                            Some(b) => b.suspend(|| eprintln!("{text}")),
-                            None => eprintln!("{text}"),
-                        }
+                if outcome.result.is_ok() && !outcome.diagnostics.is_empty() {
+                    // The warnings, as the compiler printed them, with the user's paths.
+                    let text = diagnostics::render_all(&outcome.diagnostics);
+                    let text = text.trim_end();
+                    match &bar {
+                        Some(b) => b.suspend(|| eprintln!("{text}")),
+                        None => eprintln!("{text}"),
                     }
                 }
                 if let Err(e) = &outcome.result {
@@ -561,6 +648,8 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         output::print_json(serde_json::json!({
             "platform": "amd",
             "compiler": { "path": output::path_json(&id.path), "version": id.version_summary() },
+            "std": base.std.to_string(),
+            "extra_flags": base.extra_flags,
             "cache_roots": jit.disk_cache().map(|d| output::paths_json(d.roots().iter().map(|r| &r.path))),
             "results": list,
             "failed": failed,
@@ -616,6 +705,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
         Ok((c, written)) => serde_json::json!({
             "file": output::path_json(&o.file),
             "ok": true,
+            "diagnostics": o.diagnostics,
             "cache": match c.origin() { Origin::Memory => "memory", Origin::Disk => "disk", Origin::Compiler => "miss" },
             "hit": c.is_hit(),
             "time_ms": c.elapsed().as_secs_f64() * 1000.0,
@@ -637,18 +727,11 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
     }
 }
 
-/// The source text of `file`, or a message naming the file and what was wrong (unreadable, not
-/// a regular file or standard input, larger than `hipjit::file_read::SOURCE_LIMIT`, or not
-/// UTF-8 with the offset of the first bad byte).
-pub fn read_source(file: &Path) -> Result<String, String> {
+/// The bytes of `file` (any encoding: the compiler decides what it accepts), or a message
+/// naming the file and why it cannot be read (unreadable, not a regular file or standard input,
+/// larger than `hipjit::file_read::SOURCE_LIMIT`).
+pub fn read_source(file: &Path) -> Result<Vec<u8>, String> {
     use hipjit::file_read::{read_file, Streams, SOURCE_LIMIT};
-    let bytes = read_file(file, SOURCE_LIMIT, "a source", Streams::Stdin)
-        .map_err(|e| format!("{}: cannot read the file: {}", file.display(), e.reason()))?;
-    String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "{}: not UTF-8 text (invalid byte at offset {})",
-            file.display(),
-            e.utf8_error().valid_up_to()
-        )
-    })
+    read_file(file, SOURCE_LIMIT, "a source", Streams::Stdin)
+        .map_err(|e| format!("{}: cannot read the file: {}", file.display(), e.reason()))
 }

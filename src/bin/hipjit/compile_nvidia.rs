@@ -3,9 +3,14 @@
 //! `CUDA_HOME`, `PATH`, `/usr/local/cuda/bin/nvcc`) and the same disk cache as the AMD path
 //! (`HIPJIT_CACHE_DIR`).
 //!
-//! `-D` and `-I` become nvcc's `-D`/`-I`, the directory holding each source is added after the
-//! `-I` directories; nvcc runs with `-O3` (hipjit's NVIDIA JIT fixes it), so `-O` other than 3 is
-//! a usage error, as is `--code-object-version` (an AMDGPU notion). At most `-j` inputs compile
+//! `-D` and `-I` become nvcc's `-D`/`-I` (include directories made absolute: nvcc runs in a
+//! temporary directory), the directory holding each source is added after the `-I`
+//! directories; `--std` becomes nvcc's `-std=` (a standard nvcc's host compiler lacks is an
+//! error, not a silent fallback); `--cflag` and the words after `--` are checked with nvcc's
+//! rules (`hipjit::compiler::flags`) and passed after them. nvcc runs with `-O3` (hipjit's
+//! NVIDIA JIT fixes it), so `-O` other than 3 is a usage error, as is `--code-object-version`
+//! (an AMDGPU notion). Diagnostics are nvcc's, its temporary source named as the user's file,
+//! with no column (nvcc prints none). At most `-j` inputs compile
 //! at once; results print in the order of the inputs. A cubin records no register counts (the CUDA driver reports them per kernel),
 //! so none are printed.
 
@@ -17,12 +22,13 @@ use std::time::Instant;
 use hipjit::cache::disk::DiskCache;
 use hipjit::cache::key::CacheKey;
 use hipjit::code_object::cubin::Cubin;
+use hipjit::compiler::diagnostics::{self, Diagnostic, Layout};
 use hipjit::compiler::nvcc::NvccError;
-use hipjit::compiler::OptLevel;
+use hipjit::compiler::{BackendKind, OptLevel};
 use hipjit::cuda::jit::{NvJit, NvJitError, NvOrigin};
 use hipjit::cuda::target::SmTarget;
 
-use crate::compile::{write_atomically, Args};
+use crate::compile::{error_text, write_atomically, Args};
 use crate::output::{self, CliError};
 
 /// One target's result for one input.
@@ -40,6 +46,8 @@ struct Built {
 struct Outcome {
     file: PathBuf,
     result: Result<(Vec<Built>, Vec<PathBuf>), String>,
+    /// nvcc's diagnostics (warnings of a success, everything of a failure), user paths.
+    diagnostics: Vec<Diagnostic>,
 }
 
 fn origin_name(o: NvOrigin) -> &'static str {
@@ -58,18 +66,49 @@ fn cache_name(o: NvOrigin) -> &'static str {
     }
 }
 
-/// nvcc's flags for `args` and the directory holding `file`.
-fn flags(args: &Args, file: &Path) -> Vec<String> {
+/// The include directories of `args` and the one holding `file`, as given and made absolute.
+type IncludeDirs = Vec<(PathBuf, PathBuf)>;
+
+/// nvcc's flags for `args` and the directory holding `file`: the defines, the include
+/// directories made absolute, then the extra flags; and the include directories.
+fn flags(args: &Args, file: &Path) -> Result<(Vec<String>, IncludeDirs), String> {
     let mut f: Vec<String> = args.defines.iter().map(|d| format!("-D{d}")).collect();
     let dir = file
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    let mut dirs = Vec::new();
     for i in args.include_dirs.iter().map(PathBuf::as_path).chain([dir]) {
+        let abs = std::fs::canonicalize(i)
+            .map_err(|e| format!("include directory {}: {e}", i.display()))?;
         f.push("-I".into());
-        f.push(i.display().to_string());
+        f.push(abs.display().to_string());
+        dirs.push((i.to_path_buf(), abs));
     }
-    f
+    f.extend(crate::compile::extra_flags(args));
+    Ok((f, dirs))
+}
+
+/// `diags` with nvcc's names made the user's: its staged source as `file`, a header under an
+/// absolute include directory under the directory as the user gave it.
+fn nvcc_user_diagnostics(file: &Path, dirs: &IncludeDirs, diags: &[Diagnostic]) -> Vec<Diagnostic> {
+    let user = file.display().to_string();
+    diags
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            d.rename_files(&|f: &str| {
+                if f == NVCC_SOURCE {
+                    return Some(user.clone());
+                }
+                dirs.iter().find_map(|(given, abs)| {
+                    let rest = Path::new(f).strip_prefix(abs).ok()?;
+                    Some(given.join(rest).display().to_string())
+                })
+            });
+            d
+        })
+        .collect()
 }
 
 fn compile_one(
@@ -82,28 +121,59 @@ fn compile_one(
     let fail = |m: String| Outcome {
         file: file.to_path_buf(),
         result: Err(m),
+        diagnostics: Vec::new(),
     };
     let source = match super::compile::read_source(file) {
         Ok(s) => s,
         Err(m) => return fail(m),
     };
-    let flags = flags(args, file);
+    let (flags, dirs) = match flags(args, file) {
+        Ok(f) => f,
+        Err(m) => return fail(format!("{}: {m}", file.display())),
+    };
     let mut built = Vec::new();
+    let mut diagnostics: Vec<Diagnostic> = Vec::new();
     for &sm in sms {
         let t = Instant::now();
-        match jit.compile(&source, sm, &flags) {
-            Ok((cubin, origin, key, _)) => {
+        match jit.compile_detailed(&source, sm, &flags) {
+            Ok(c) => {
                 let entry = entry_path(jit, &jit.nvcc().key(&source, sm, &flags));
+                for d in nvcc_user_diagnostics(file, &dirs, &c.diagnostics) {
+                    if !diagnostics.contains(&d) {
+                        diagnostics.push(d);
+                    }
+                }
                 built.push(Built {
                     sm,
-                    cubin,
-                    origin,
-                    key,
+                    cubin: c.cubin,
+                    origin: c.origin,
+                    key: c.key,
                     entry,
                     elapsed: t.elapsed(),
                 });
             }
-            Err(e) => return fail(error_text(file, sm, &e)),
+            Err(e) => {
+                let diagnostics = match &e {
+                    NvJitError::Nvcc(NvccError::Failed { diagnostics, .. }) => {
+                        nvcc_user_diagnostics(file, &dirs, diagnostics)
+                    }
+                    _ => Vec::new(),
+                };
+                let failed = matches!(&e, NvJitError::Nvcc(NvccError::Failed { .. }));
+                let text = error_text(
+                    file,
+                    &sm.to_string(),
+                    &e,
+                    failed,
+                    &diagnostics,
+                    Layout::Nvcc,
+                );
+                return Outcome {
+                    file: file.to_path_buf(),
+                    result: Err(text),
+                    diagnostics,
+                };
+            }
         }
     }
     let mut written = Vec::new();
@@ -116,8 +186,12 @@ fn compile_one(
     Outcome {
         file: file.to_path_buf(),
         result: Ok((built, written)),
+        diagnostics,
     }
 }
+
+/// The name nvcc's diagnostics give the source (hipjit's NVIDIA JIT stages it so).
+const NVCC_SOURCE: &str = "kernel.cu";
 
 /// The cache entry of `key`: the first root holding it (a hit may come from a read-only root),
 /// else where the written root would hold it; `None` without a disk cache.
@@ -133,29 +207,6 @@ fn entry_path(jit: &NvJit, key: &CacheKey) -> Option<PathBuf> {
         .map(|r| DiskCache::entry_path(r, key))
         .find(|p| p.is_file())
         .or_else(|| jit.disk_dir().map(|r| DiskCache::entry_path(r, key)))
-}
-
-/// The message for a failed compile: the file and target, and for an nvcc error nvcc's output
-/// with its temporary source file (the last argument of its command line) named as the user's
-/// file, so that `kernel.cu(2): error` reads `FILE(2): error`.
-fn error_text(file: &Path, sm: SmTarget, e: &NvJitError) -> String {
-    if let NvJitError::Nvcc(NvccError::Failed {
-        status,
-        command,
-        log,
-    }) = e
-    {
-        let user = file.display().to_string();
-        let log = match command.rsplit(' ').next() {
-            Some(tmp) if !tmp.is_empty() => log.replace(tmp, &user),
-            _ => log.clone(),
-        };
-        return format!(
-            "{user} (target {sm}): compile failed (nvcc {status}):\n{}",
-            log.trim_end()
-        );
-    }
-    format!("{} (target {sm}): {e}", file.display())
 }
 
 /// Runs `hipjit compile` for NVIDIA targets `sms`, writing input `i`'s cubins to `outs[i]`
@@ -175,7 +226,13 @@ pub fn run(args: &Args, sms: &[SmTarget], outs: &[Vec<PathBuf>]) -> Result<(), C
             "--code-object-version applies to AMDGPU code objects, not to cubins (sm_ targets)",
         ));
     }
-    let jit = NvJit::from_env().map_err(|e| CliError::failed(e.to_string()))?;
+    let extra = crate::compile::extra_flags(args);
+    BackendKind::Nvcc
+        .check_extra_flags(&extra)
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let jit = NvJit::from_env()
+        .map_err(|e| CliError::failed(e.to_string()))?
+        .with_std(args.std.unwrap_or_default());
     let n = args.files.len();
     let jobs = args.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -193,6 +250,10 @@ pub fn run(args: &Args, sms: &[SmTarget], outs: &[Vec<PathBuf>]) -> Result<(), C
                 }
                 let o = compile_one(&jit, args, sms, &args.files[i], &outs[i]);
                 let k = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if o.result.is_ok() && !o.diagnostics.is_empty() {
+                    let text = diagnostics::render_all_as(&o.diagnostics, Layout::Nvcc);
+                    eprintln!("{}", text.trim_end());
+                }
                 match &o.result {
                     Err(e) => eprintln!("hipjit: error: {e}"),
                     Ok(_) if n > 1 => eprintln!("[{k}/{n}] {}: done", o.file.display()),
@@ -223,6 +284,8 @@ pub fn run(args: &Args, sms: &[SmTarget], outs: &[Vec<PathBuf>]) -> Result<(), C
                 "path": output::path_json(jit.nvcc().path()),
                 "version": jit.nvcc().release().unwrap_or(jit.nvcc().version_text().trim()),
             },
+            "std": jit.nvcc().std().to_string(),
+            "extra_flags": extra,
             "cache_roots": roots.map(output::paths_json),
             "results": results.iter().map(outcome_json).collect::<Vec<_>>(),
             "failed": failed,
@@ -280,6 +343,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
             serde_json::json!({
                 "file": output::path_json(&o.file),
                 "ok": true,
+                "diagnostics": o.diagnostics,
                 "cache": cache_name(first.origin),
                 "hit": built.iter().all(|b| b.origin != NvOrigin::Compiled),
                 "time_ms": built.iter().map(|b| b.elapsed.as_secs_f64() * 1000.0).sum::<f64>(),
@@ -300,7 +364,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
             "file": output::path_json(&o.file),
             "ok": false,
             "error": e,
-            "diagnostics": [],
+            "diagnostics": o.diagnostics,
         }),
     }
 }

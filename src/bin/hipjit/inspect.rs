@@ -19,9 +19,9 @@ pub struct Args {
     /// The code object: raw ELF (.hsaco), offload bundle (.hipfb), compressed bundle (CCOB) or
     /// CUDA cubin (.cubin).
     pub file: PathBuf,
-    /// From a bundle, the entry that runs on this target ID (e.g. `gfx90a`,
-    /// `gfx942:sramecc+:xnack-`); required when the bundle holds several AMDGPU entries. For a
-    /// raw ELF, checks that it runs on this target.
+    /// From a bundle, read only the entry that runs on this target ID (e.g. `gfx90a`,
+    /// `gfx942:sramecc+:xnack-`); without it, every AMDGPU entry of a bundle is read and
+    /// listed. For a raw ELF, checks that it runs on this target.
     #[arg(long, value_name = "TARGET_ID")]
     pub target: Option<TargetId>,
     /// Print JSON (with "schema_version": 1) instead of text.

@@ -1,0 +1,316 @@
+//! NVRTC against nvcc on a real NVIDIA GPU (scripts/h200.sh runs this on the H200 machine):
+//! kernels compiled in process by NVRTC through hipjit's HIP prelude are loaded and launched and
+//! their results checked element by element; then the cold compile + load of a 4 KiB source is
+//! timed in fresh processes, NVRTC (with its first `dlopen`, and a second compile in the same
+//! process without it) against nvcc, 7 interleaved runs each, medians reported.
+//!
+//! `nvidia_compilers` runs everything; `nvidia_compilers child nvrtc|nvcc SEED` is one timed
+//! fresh process (it prints `COLD_MS`, and for NVRTC `SECOND_MS`). nvcc is `HIPJIT_NVCC`, else
+//! hipjit's discovery; NVRTC is found beside it (or `HIPJIT_NVRTC_LIBRARY`).
+
+use std::error::Error;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use hipjit::args;
+use hipjit::code_object::cubin::Cubin;
+use hipjit::compiler::nvcc::Nvcc;
+use hipjit::compiler::nvrtc::{self, NvRtc};
+use hipjit::compiler::rtc::RtcInput;
+use hipjit::cuda::target::SmTarget;
+use hipjit::device::Device;
+use hipjit::launch::LaunchConfig;
+use hipjit::library::Library;
+use hipjit::memory::DeviceBuffer;
+use hipjit::runtime::{Platform, Runtime};
+use hipjit::stream::{Stream, StreamFlags};
+
+type R<T> = Result<T, Box<dyn Error>>;
+
+const KERNELS: &str = r#"
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+
+extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+
+extern "C" __global__ void block_sum(const int* in, int* out, unsigned n) {
+    HIP_DYNAMIC_SHARED(int, sdata)
+    unsigned t = hipThreadIdx_x;
+    unsigned i = hipBlockIdx_x * hipBlockDim_x + t;
+    sdata[t] = i < n ? in[i] : 0;
+    __syncthreads();
+    for (unsigned s = hipBlockDim_x / 2; s > 0; s >>= 1) {
+        if (t < s) sdata[t] += sdata[t + s];
+        __syncthreads();
+    }
+    if (t == 0) out[hipBlockIdx_x] = sdata[0];
+}
+
+extern "C" __global__ void warp_sum(const int* in, int* out) {
+    int v = in[hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x];
+    for (int o = warpSize / 2; o > 0; o >>= 1) v += __shfl_down(v, o);
+    if (hipThreadIdx_x % warpSize == 0) out[(hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x) / warpSize] = v;
+}
+
+extern "C" __global__ void half_scale(__half* x, float s, unsigned n) {
+    unsigned i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
+    if (i < n) x[i] = __float2half(__half2float(x[i]) * s);
+}
+"#;
+
+fn check(name: &str, ok: bool, detail: String) -> R<()> {
+    println!("{} {name}: {detail}", if ok { "PASS" } else { "FAIL" });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("check {name} failed: {detail}").into())
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn open() -> R<(Runtime, Device, SmTarget)> {
+    let rt = Runtime::load_platform(Platform::Nvidia)?;
+    let dev = rt.device(0)?;
+    let sm = dev
+        .sm_target()
+        .ok_or("the device reports no SM architecture")?;
+    Ok((rt, dev, sm))
+}
+
+fn nvcc() -> R<Nvcc> {
+    Ok(Nvcc::discover(None)?)
+}
+
+/// A 4 KiB source, distinct per `seed` so that nothing can be served from any cache.
+fn four_k_source(seed: &str) -> String {
+    let mut src = format!(
+        "#include <hip/hip_runtime.h>\n// run {seed}\nextern \"C\" __global__ void four_k(float* x) {{ x[hipThreadIdx_x] += 1.0f; }}\n"
+    );
+    while src.len() < 4096 {
+        src.push_str("// padding to make the source 4 KiB long, as a generated kernel would be\n");
+    }
+    src.truncate(4096);
+    src
+}
+
+fn nvrtc_compile(rtc: &NvRtc, source: &str, sm: SmTarget) -> R<Vec<u8>> {
+    let include = rtc.include_dir();
+    let headers = nvrtc::prelude_headers(include.as_deref());
+    let options = nvrtc::hip_options(sm, include.as_deref());
+    let out = rtc.compile(&RtcInput {
+        source: source.as_bytes(),
+        name: "kernel.hip",
+        headers: &headers,
+        options: &options,
+    })?;
+    Ok(out.code)
+}
+
+fn child(mode: &str, seed: &str) -> R<()> {
+    let (_rt, dev, sm) = open()?;
+    let nvcc = nvcc()?;
+    let source = four_k_source(seed);
+    let t = Instant::now();
+    let cubin = match mode {
+        "nvrtc" => {
+            let rtc = NvRtc::open(Some(nvcc.path()))?;
+            nvrtc_compile(&rtc, &source, sm)?
+        }
+        "nvcc" => nvcc.compile(&source, sm, &[])?,
+        other => return Err(format!("unknown child mode {other}").into()),
+    };
+    let lib = Library::load_cubin(&dev, &Cubin::from_bytes(&cubin)?)?;
+    let _k = lib.kernel("four_k")?;
+    println!("COLD_MS {:.3}", t.elapsed().as_secs_f64() * 1e3);
+    if mode == "nvrtc" {
+        let rtc = NvRtc::open(Some(nvcc.path()))?;
+        let second = four_k_source(&format!("{seed}-second"));
+        let t = Instant::now();
+        let cubin = nvrtc_compile(&rtc, &second, sm)?;
+        let lib = Library::load_cubin(&dev, &Cubin::from_bytes(&cubin)?)?;
+        let _k = lib.kernel("four_k")?;
+        println!("SECOND_MS {:.3}", t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(())
+}
+
+fn checks(dev: &Device, sm: SmTarget, rtc: &NvRtc) -> R<()> {
+    let lib = Library::load_cubin(dev, &Cubin::from_bytes(&nvrtc_compile(rtc, KERNELS, sm)?)?)?;
+    let stream = Stream::new(dev, StreamFlags::NON_BLOCKING)?;
+
+    let n = 1u32 << 20;
+    let xs: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let x = DeviceBuffer::from_slice(dev, &xs)?;
+    let mut y = DeviceBuffer::from_slice(dev, &vec![1.0f32; n as usize])?;
+    let saxpy = lib.kernel("saxpy")?;
+    // SAFETY: saxpy(float, const float*, float*, unsigned), checked against the cubin too.
+    unsafe {
+        saxpy.launch(
+            &stream,
+            LaunchConfig::for_num_elems(n, 256),
+            &mut args![&2.0f32, &x, &mut y, &n],
+        )?
+    };
+    stream.synchronize()?;
+    let got = y.to_vec()?;
+    let bad = (0..n as usize)
+        .filter(|&i| got[i] != 2.0 * i as f32 + 1.0)
+        .count();
+    check(
+        "NVRTC saxpy",
+        bad == 0,
+        format!("{n} elements, {bad} wrong"),
+    )?;
+
+    let blocks = 1024u32;
+    let ins: Vec<i32> = (0..blocks * 256).map(|i| (i % 97) as i32 - 40).collect();
+    let input = DeviceBuffer::from_slice(dev, &ins)?;
+    let mut sums = DeviceBuffer::<i32>::zeroed(dev, blocks as usize)?;
+    let block_sum = lib.kernel("block_sum")?;
+    let mut cfg = LaunchConfig::for_num_elems(blocks * 256, 256);
+    cfg.dynamic_lds_bytes = 256 * 4;
+    let total = blocks * 256;
+    // SAFETY: block_sum(const int*, int*, unsigned) with 1 KiB of dynamic shared memory.
+    unsafe { block_sum.launch(&stream, cfg, &mut args![&input, &mut sums, &total])? };
+    let mut warps = DeviceBuffer::<i32>::zeroed(dev, (blocks * 256 / 32) as usize)?;
+    let warp_sum = lib.kernel("warp_sum")?;
+    // SAFETY: warp_sum(const int*, int*).
+    unsafe {
+        warp_sum.launch(
+            &stream,
+            LaunchConfig::for_num_elems(blocks * 256, 256),
+            &mut args![&input, &mut warps],
+        )?
+    };
+    stream.synchronize()?;
+    let got = sums.to_vec()?;
+    let want: Vec<i32> = ins.chunks(256).map(|c| c.iter().sum()).collect();
+    let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+    check(
+        "NVRTC block_sum (dynamic shared memory)",
+        bad == 0,
+        format!("{blocks} blocks, {bad} wrong"),
+    )?;
+    let got = warps.to_vec()?;
+    let want: Vec<i32> = ins.chunks(32).map(|c| c.iter().sum()).collect();
+    let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+    check(
+        "NVRTC warp_sum (HIP's __shfl_down through the prelude)",
+        bad == 0,
+        format!("{} warps, {bad} wrong", want.len()),
+    )?;
+
+    // __half through cuda_fp16.h: 16-bit values in, scaled by 2 (exact for these values).
+    let hs: Vec<u16> = (0..4096u32)
+        .map(|i| f32_to_half((i % 512) as f32))
+        .collect();
+    let mut h = DeviceBuffer::from_slice(dev, &hs)?;
+    let half_scale = lib.kernel("half_scale")?;
+    let hn = hs.len() as u32;
+    // SAFETY: half_scale(__half*, float, unsigned); __half is 2 bytes, passed as u16 storage.
+    unsafe {
+        half_scale.launch(
+            &stream,
+            LaunchConfig::for_num_elems(hn, 256),
+            &mut args![&mut h, &2.0f32, &hn],
+        )?
+    };
+    stream.synchronize()?;
+    let got = h.to_vec()?;
+    let bad = (0..hs.len())
+        .filter(|&i| got[i] != f32_to_half(2.0 * (i % 512) as f32))
+        .count();
+    check(
+        "NVRTC half_scale (hip_fp16.h -> cuda_fp16.h)",
+        bad == 0,
+        format!("{hn} halves, {bad} wrong"),
+    )?;
+    Ok(())
+}
+
+/// IEEE binary16 of a small non-negative integer-valued float (exact below 2048).
+fn f32_to_half(v: f32) -> u16 {
+    if v == 0.0 {
+        return 0;
+    }
+    let bits = v.to_bits();
+    let exp = ((bits >> 23) & 0xff) as i32 - 127 + 15;
+    let mant = (bits >> 13) & 0x3ff;
+    ((exp as u32) << 10 | mant) as u16
+}
+
+fn main() -> R<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("child") {
+        return child(&args[2], &args[3]);
+    }
+    let (_rt, dev, sm) = open()?;
+    let nvcc = nvcc()?;
+    let rtc = NvRtc::open(Some(nvcc.path()))?;
+    println!(
+        "NVRTC {} ({}), version {:?}; nvcc {}; device target {sm}",
+        rtc.path().display(),
+        rtc.found(),
+        rtc.version(),
+        nvcc.path().display()
+    );
+    checks(&dev, sm, &rtc)?;
+
+    let exe: PathBuf = std::env::current_exe()?;
+    let (mut cold_rtc, mut second_rtc, mut cold_nvcc) = (vec![], vec![], vec![]);
+    for run in 0..7 {
+        for mode in ["nvrtc", "nvcc"] {
+            let out = Command::new(&exe)
+                .args([
+                    "child",
+                    mode,
+                    &format!("{}-{run}-{mode}", std::process::id()),
+                ])
+                .output()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() {
+                return Err(format!(
+                    "{mode} child failed: {text} {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            let value = |key: &str| -> R<f64> {
+                Ok(text
+                    .lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .ok_or_else(|| format!("{mode} child printed no {key}: {text}"))?
+                    .trim()
+                    .parse()?)
+            };
+            if mode == "nvrtc" {
+                cold_rtc.push(value("COLD_MS ")?);
+                second_rtc.push(value("SECOND_MS ")?);
+            } else {
+                cold_nvcc.push(value("COLD_MS ")?);
+            }
+        }
+    }
+    let (r, s, n) = (
+        median(&mut cold_rtc),
+        median(&mut second_rtc),
+        median(&mut cold_nvcc),
+    );
+    println!(
+        "BENCH compile + load of a 4 KiB source, fresh process, medians of 7 interleaved runs: \
+         NVRTC with its first dlopen {r:.1} ms ({:.3}x nvcc), NVRTC second compile in the process \
+         {s:.1} ms ({:.3}x nvcc, target <= 0.15x), nvcc {n:.1} ms",
+        r / n,
+        s / n
+    );
+    println!("== all passed");
+    Ok(())
+}
