@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # hipjit on HIP's NVIDIA platform, end to end on a machine with an NVIDIA GPU (the H200 device
-# machine): the checks and benchmarks of examples/nvidia_e2e.rs, then a PyTorch stream handed to
-# a cdylib built from hipjit (examples/torch_stream) through ctypes.
+# machine): the checks and benchmarks of examples/nvidia_e2e.rs, the kernel library of
+# examples/downstream (softmax-demo: generate, compile with defines and an include directory,
+# size from occupancy, load, launch on a stream between events, check every element), then a
+# PyTorch stream handed to a cdylib built from hipjit (examples/torch_stream) through ctypes.
 #
 # The machine needs the NVIDIA driver, nvcc (HIPJIT_NVCC, default /usr/local/cuda/bin/nvcc) and
-# python3 with torch; no Rust. Build the two binaries where Rust is (scripts/build-device-bin.sh
+# python3 with torch; no Rust. Build the binaries where Rust is (scripts/build-device-bin.sh
 # puts them in .device-bin/), carry that folder, then run:
 #
 #   scripts/h200.sh [BIN_DIR]        # BIN_DIR defaults to .device-bin
@@ -50,6 +52,9 @@ run_all() {
 
     echo "== hipjit checks and benchmarks (examples/nvidia_e2e.rs)"
     "$bin/nvidia_e2e"
+
+    echo "== a kernel library on hipjit (examples/downstream, softmax-demo)"
+    HIP_PLATFORM=nvidia "$bin/softmax-demo"
 
     echo "== NVRTC against nvcc (examples/nvidia_compilers.rs)"
     "$bin/nvidia_compilers"

@@ -4,14 +4,16 @@
 #   fmt           cargo fmt --all --check
 #   lint-scripts  shellcheck on .ci/run and scripts/*.sh
 #   clippy        cargo clippy --workspace --all-targets -- -D warnings
-#   clippy-cli    the same with --features hipjit/cli,hipjit/testing,hipjit/half (those the
-#                 crate has)
+#   clippy-cli    the same with --features hipjit/cli,hipjit/testing,hipjit/half and
+#                 hipjit-softmax/testing (those the workspace has)
 #   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli,...]
-#                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3)
+#                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3), then
+#                 examples/downstream's softmax-demo --testing (the testing runtime)
 #   sid-test      scripts/sid-test.sh: the real_* test binaries again inside the sid root
 #                 (hipcc 7.0.2, HIP 6.4.3)
 #   header-matrix scripts/header-matrix.sh (when present): hip-sys and hipjit against each
 #                 HIP header set
+#   fuzz          scripts/fuzz-brief.sh: a brief libFuzzer run of each fuzz target (fuzz/)
 # A failing setup stops the run; any other failing step is reported and the run goes on, so one
 # run shows every problem. Ends with the steps' times and, alone on the last line,
 # "N passed, N failed, N skipped", summed over the libtest "test result:" lines of every step
@@ -25,7 +27,7 @@ script_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 repo="$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null || dirname -- "$script_dir")"
 cd -- "$repo"
 
-ALL_STEPS=(setup fmt lint-scripts clippy clippy-cli test sid-test header-matrix)
+ALL_STEPS=(setup fmt lint-scripts clippy clippy-cli test sid-test header-matrix fuzz)
 
 # The machine this runs on has 2 cores (and CI's too): two rustc jobs at a time.
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
@@ -61,24 +63,35 @@ step_clippy_cli() {
     read -ra features < <(feature_args)
     cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 }
-# --features with hipjit/cli, hipjit/testing (the testing runtime) and hipjit/half (f16/bf16
-# element types), those the crate has. `test` and `sid-test` pass the same features, so sid-test
-# reuses the test binaries that `test` built.
+# --features with hipjit/cli, hipjit/testing (the testing runtime), hipjit/half (f16/bf16
+# element types) and hipjit-softmax/testing (examples/downstream's demo on the testing runtime),
+# those the workspace has. `test` and `sid-test` pass the same features, so sid-test reuses the
+# test binaries that `test` built.
 feature_args() {
     local -a f=()
     local name
     for name in cli testing half; do
         if has_feature "$name"; then f+=("hipjit/$name"); fi
     done
+    if has_package hipjit-softmax; then f+=(hipjit-softmax/testing); fi
     if ((${#f[@]})); then
         local IFS=,
         echo "--features ${f[*]}"
     fi
 }
+# Whether the workspace has the package $1.
+has_package() {
+    cargo metadata --no-deps --format-version 1 |
+        jq -e --arg p "$1" '.packages[] | select(.name == $p)' >/dev/null
+}
 step_test() {
     local -a features
     read -ra features < <(feature_args)
     HIPJIT_TEST_ENV=bookworm cargo test --workspace "${features[@]}"
+    # examples/downstream, the crate-author path end to end on the testing runtime.
+    if has_package hipjit-softmax; then
+        cargo run -p hipjit-softmax "${features[@]}" --bin softmax-demo -- --testing
+    fi
 }
 step_sid_test() {
     local -a features
@@ -92,6 +105,7 @@ step_header_matrix() {
     fi
     bash scripts/header-matrix.sh
 }
+step_fuzz() { bash scripts/fuzz-brief.sh; }
 
 main() {
     local -a steps=("$@") failed=() times=()

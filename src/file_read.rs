@@ -132,7 +132,9 @@ pub fn is_stdin(path: &Path) -> bool {
 
 /// The kind of a non-regular file, for messages.
 pub fn kind_name(t: std::fs::FileType) -> &'static str {
-    if t.is_fifo() {
+    if t.is_file() {
+        "regular file"
+    } else if t.is_fifo() {
         "FIFO"
     } else if t.is_socket() {
         "socket"
@@ -159,13 +161,42 @@ pub fn open_regular(
     limit: u64,
     what: &'static str,
 ) -> Result<(File, u64), FileReadError> {
+    open_checked(path, limit, what, 0)
+}
+
+/// [`open_regular`] without following a symbolic link at `path` itself (`O_NOFOLLOW`): a link
+/// is refused as [`FileReadError::NotRegular`] with kind `symbolic link`.
+///
+/// Errors: as [`open_regular`].
+pub fn open_regular_nofollow(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+) -> Result<(File, u64), FileReadError> {
+    open_checked(path, limit, what, libc::O_NOFOLLOW).map_err(|e| match e {
+        FileReadError::Io { path, source } if source.raw_os_error() == Some(libc::ELOOP) => {
+            FileReadError::NotRegular {
+                path,
+                kind: "symbolic link",
+            }
+        }
+        e => e,
+    })
+}
+
+fn open_checked(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+    flags: i32,
+) -> Result<(File, u64), FileReadError> {
     let io = |source| FileReadError::Io {
         path: path.to_path_buf(),
         source,
     };
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | flags)
         .open(path)
         .map_err(io)?;
     let meta = file.metadata().map_err(io)?;

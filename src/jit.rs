@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::cache::disk::{BadEntry, CacheError, DiskCache, EntryMeta};
+use crate::cache::disk::{BadEntry, CacheError, DiskCache, EntryMeta, LockOutcome};
 use crate::cache::key::{self, CacheKey, KeyInputs};
 use crate::cache::manifest::{self, Manifest, MANIFEST_ARTEFACT};
 use crate::cache::memory::MemoryCache;
@@ -65,6 +65,11 @@ pub struct JitOptions {
     /// (`Runtime::code_object_versions`). When set, and the options do not pick a version,
     /// the highest version both the runtime and the compiler support is requested.
     pub runtime_code_object_versions: Option<Vec<u32>>,
+    /// How long a compile waits for another process compiling the same key (the cache's
+    /// per-key lock) before compiling without it, saying so in
+    /// [`Compiled::cache_warnings`]. `None`: the compiler's timeout
+    /// ([`CompilerConfig::timeout`]).
+    pub lock_wait: Option<Duration>,
 }
 
 /// Where a [`Compiled`] came from.
@@ -89,6 +94,7 @@ struct CompiledInner {
     llvm_ir: Option<Vec<u8>>,
     isa: Option<String>,
     bad_entries: Vec<BadEntry>,
+    cache_warnings: Vec<String>,
 }
 
 /// A compiled source: its key, its code object(s), where it came from and how long the
@@ -168,6 +174,13 @@ impl Compiled {
     /// Bad disk entries met while looking this key up (skipped or replaced).
     pub fn bad_entries(&self) -> &[BadEntry] {
         &self.inner.bad_entries
+    }
+    /// What went wrong with the disk cache while this result was made, without failing it: the
+    /// entry could not be published (read-only or full root, another user's root...), or the
+    /// wait for another process's compile of the key ran out and this one compiled without
+    /// the lock. Empty when all went well.
+    pub fn cache_warnings(&self) -> &[String] {
+        &self.inner.cache_warnings
     }
 }
 
@@ -251,6 +264,7 @@ pub struct Jit {
     memory: MemoryCache<(Arc<CompiledInner>, Origin)>,
     extra: Vec<u8>,
     runtime_versions: Option<Vec<u32>>,
+    lock_wait: Option<Duration>,
     loaded: Mutex<HashMap<LoadedKey, Arc<Library>>>,
 }
 
@@ -282,6 +296,7 @@ impl Jit {
             memory: MemoryCache::new(),
             extra: options.extra_signature,
             runtime_versions: options.runtime_code_object_versions,
+            lock_wait: options.lock_wait,
             loaded: Mutex::new(HashMap::new()),
         })
     }
@@ -573,8 +588,28 @@ impl Jit {
                 looked_up = Some(now);
             }
         }
-        // Another process may be compiling this source: wait for it, then look again.
-        let _lock = self.disk.as_ref().and_then(|d| d.lock(&direct));
+        // Another process may be compiling this source: wait for it (bounded), then look again.
+        let mut cache_warnings = Vec::new();
+        let wait = self.lock_wait.unwrap_or_else(|| self.compiler.timeout());
+        let _lock = match self.disk.as_ref().map(|d| d.lock(&direct, wait)) {
+            Some(LockOutcome::Held(l)) => Some(l),
+            Some(LockOutcome::TimedOut { path }) => {
+                let w = format!(
+                    "waited {} s for the compile lock {} (another process compiling this source, \
+                     stopped or slow); compiling without it",
+                    wait.as_secs_f64(),
+                    path.display()
+                );
+                tracing::warn!(key = %direct, "{w}");
+                cache_warnings.push(w);
+                None
+            }
+            Some(LockOutcome::Unavailable(reason)) => {
+                tracing::debug!(key = %direct, %reason, "no compile lock");
+                None
+            }
+            None => None,
+        };
         if let (Some(disk), Some(_)) = (disk_lookup, &_lock) {
             if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
                 if let Some(entry) = disk.get(&key).entry {
@@ -605,6 +640,9 @@ impl Jit {
         if let (Some(_), Some(why)) = (&self.disk, &recorded.unpublishable) {
             tracing::warn!(%key, reason = %why,
                 "hipjit cache: result not published, a file the compiler read changed while it ran");
+            cache_warnings.push(format!(
+                "the result was not cached: {why} (a file the compiler read changed while it ran)"
+            ));
         } else if let Some(disk) = &self.disk {
             let meta = EntryMeta {
                 format_version: 0,
@@ -633,9 +671,14 @@ impl Jit {
             match disk.put(&key, meta.clone(), &artefacts) {
                 Ok((path, _)) => {
                     entry_path = Some(path);
-                    publish_manifest(disk, &direct, meta, &recorded.manifest);
+                    if let Some(w) = publish_manifest(disk, &direct, meta, &recorded.manifest) {
+                        cache_warnings.push(w);
+                    }
                 }
-                Err(e) => tracing::warn!(%key, error = %e, "hipjit cache write failed"),
+                Err(e) => {
+                    tracing::warn!(%key, error = %e, "hipjit cache write failed");
+                    cache_warnings.push(format!("the result was not cached: {e}"));
+                }
             }
         }
         let inner = CompiledInner {
@@ -648,6 +691,7 @@ impl Jit {
             llvm_ir: out.llvm_ir,
             isa: out.isa,
             bad_entries,
+            cache_warnings,
         };
         Ok((Arc::new(inner), Origin::Compiler))
     }
@@ -675,22 +719,29 @@ fn manifest_lookup(
 }
 
 /// Stores `manifest` as the entry of `direct` in the written root, replacing the one there.
-/// A failure is a warning: the result entry is published, it is only not found by this route.
-fn publish_manifest(disk: &DiskCache, direct: &CacheKey, meta: EntryMeta, manifest: &Manifest) {
+/// A failure is a warning (returned): the result entry is published, it is only not found by
+/// this route.
+fn publish_manifest(
+    disk: &DiskCache,
+    direct: &CacheKey,
+    meta: EntryMeta,
+    manifest: &Manifest,
+) -> Option<String> {
     let bytes = manifest.to_bytes();
-    let Some(root) = disk.roots().first() else {
-        return;
-    };
+    let root = disk.roots().first()?;
     if let Some(old) = disk.get(direct).entry {
         if old.artefact(MANIFEST_ARTEFACT) == Some(&bytes[..]) {
-            return;
+            return None;
         }
         if old.path.starts_with(&root.path) {
             if let Err(e) = std::fs::remove_file(&old.path) {
                 if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(path = %old.path.display(), error = %e,
-                        "cannot replace a hipjit header manifest");
-                    return;
+                    let w = format!(
+                        "the header manifest {} cannot be replaced: {e}",
+                        old.path.display()
+                    );
+                    tracing::warn!(key = %direct, "{w}");
+                    return Some(w);
                 }
             }
         }
@@ -699,8 +750,13 @@ fn publish_manifest(disk: &DiskCache, direct: &CacheKey, meta: EntryMeta, manife
         dependencies: Vec::new(),
         ..meta
     };
-    if let Err(e) = disk.put(direct, meta, &[(MANIFEST_ARTEFACT, &bytes)]) {
-        tracing::warn!(key = %direct, error = %e, "hipjit cache: header manifest not written");
+    match disk.put(direct, meta, &[(MANIFEST_ARTEFACT, &bytes)]) {
+        Ok(_) => None,
+        Err(e) => {
+            let w = format!("the header manifest was not cached: {e}");
+            tracing::warn!(key = %direct, "{w}");
+            Some(w)
+        }
     }
 }
 
@@ -727,6 +783,7 @@ fn inner_from_entry(
             .artefact(ISA)
             .map(|b| String::from_utf8_lossy(b).into_owned()),
         bad_entries,
+        cache_warnings: Vec::new(),
     }
 }
 

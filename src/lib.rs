@@ -1,10 +1,73 @@
-//! hipjit: just-in-time compiled HIP kernels on AMD GPUs.
+//! hipjit: just-in-time compiled HIP kernels on AMD GPUs (and on NVIDIA GPUs through HIP's
+//! NVIDIA platform).
 //!
-//! Layers: [`sys`] (raw HIP API from hip-sys), the safe runtime layer ([`runtime`], [`device`],
-//! [`stream`], [`memory`], [`event`], [`library`], [`kernel`], [`launch`]), the code-object
-//! reader ([`code_object`], [`target_id`], [`occupancy`]) and the JIT ([`compiler`], [`cache`],
-//! [`jit`]). [`prelude`] brings the types of a compile -> load -> launch program into scope;
-//! every error converts into [`Error`].
+//! # Quickstart
+//!
+//! Compile a kernel (through the memory and disk caches), load it, launch it on a stream, read
+//! the result back:
+//!
+#![cfg_attr(feature = "testing", doc = "```")]
+#![cfg_attr(not(feature = "testing"), doc = "```no_run")]
+//! use hipjit::prelude::*;
+//!
+//! # fn main() -> hipjit::Result<()> {
+//! # // Run as a doctest on the testing runtime (feature `testing`): a pretended gfx90a whose
+//! # // `saxpy` is a host implementation; `Runtime::load` finds it through HIPJIT_HIP_LIBRARY.
+//! # #[cfg(feature = "testing")]
+//! # let _test = hipjit::testing::TestDevice::new("gfx90a:sramecc+:xnack-")?
+//! #     .host_kernel("saxpy", |l| {
+//! #         let (a, n): (f32, u32) = unsafe { (l.arg(0), l.arg(3)) };
+//! #         let x = unsafe { l.slice::<f32>(1, n as usize) }.to_vec();
+//! #         let y = unsafe { l.slice_mut::<f32>(2, n as usize) };
+//! #         y.iter_mut().zip(x).for_each(|(y, x)| *y += a * x);
+//! #         Ok(())
+//! #     })
+//! #     .start()?;
+//! # #[cfg(feature = "testing")]
+//! # std::env::set_var("HIPJIT_HIP_LIBRARY", _test.library_path());
+//! const SAXPY: &str = r#"
+//! #include <hip/hip_runtime.h>
+//! extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+//!     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+//!     if (i < n) y[i] = a * x[i] + y[i];
+//! }
+//! "#;
+//!
+//! let runtime = Runtime::load()?; // dlopen, every entry point resolved
+//! let device = runtime.device(0)?;
+//! let jit = Jit::new(JitOptions::default())?; // finds hipcc, opens the disk cache
+//! let target = device.target_id().expect("the device reports a target ID");
+//! let options = CompileOptions::for_target(target.clone());
+//! let compiled = jit.compile(SAXPY, &options)?; // memory cache -> disk cache -> hipcc
+//! let library = Library::load(&device, compiled.code_object())?;
+//! let saxpy: Kernel = library.kernel("saxpy")?; // owned: store it, clone it, share it
+//!
+//! let n = 1 << 16;
+//! let x = DeviceBuffer::from_slice(&device, &vec![1.0f32; n])?;
+//! let y = DeviceBuffer::from_slice(&device, &vec![2.0f32; n])?;
+//! let stream = Stream::new(&device, StreamFlags::NON_BLOCKING)?;
+//! let cfg = LaunchConfig::for_num_elems(n as u32, 256);
+//! // SAFETY: saxpy(float, const float*, float*, unsigned) takes exactly these arguments; hipjit
+//! // also checks their count and sizes against the code object's metadata before the launch.
+//! unsafe { saxpy.launch(&stream, cfg, &mut args![&3.0f32, &x, &y, &(n as u32)])? };
+//! stream.synchronize()?;
+//! assert!(y.to_vec()?.iter().all(|&v| v == 5.0));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! With feature `testing` this example runs as a doctest without a GPU, on
+//! [`testing`]'s runtime (a pretended gfx90a whose `saxpy` is a host implementation); without
+//! it, it is compiled only. To test your own crate the same way, see [`testing`].
+//!
+//! # Layers
+//!
+//! [`sys`] (raw HIP API from the `hipjit-sys` crate), the safe runtime layer ([`runtime`],
+//! [`device`], [`stream`], [`memory`], [`event`], [`library`], [`kernel`], [`launch`]), the
+//! code-object reader ([`code_object`], [`target_id`], [`occupancy`]) and the JIT
+//! ([`compiler`], [`cache`], [`jit`]). [`prelude`] brings the types of a compile -> load ->
+//! launch program into scope. Every error converts into [`Error`]: a downstream error type
+//! needs one variant for all of hipjit (see [`Error`]).
 
 pub use hip_sys as sys;
 

@@ -172,9 +172,9 @@ fn bad_entry_in_a_read_only_root_is_skipped_and_reported() {
 }
 
 #[test]
-fn root_writable_by_others_is_refused_unless_declared_shared() {
+fn root_writable_by_its_group_is_refused_unless_declared_shared() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o775)).unwrap();
     let err = DiskCache::open(&[dir.path().to_path_buf()]).unwrap_err();
     assert!(matches!(err, CacheError::Unsafe { .. }), "{err}");
     assert!(err.to_string().contains("HIPJIT_SHARED"), "{err}");
@@ -184,6 +184,16 @@ fn root_writable_by_others_is_refused_unless_declared_shared() {
     let path = put(&cache, &key(8), b"x");
     let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o644);
+}
+
+#[test]
+fn a_shared_root_writable_by_others_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(SHARED_MARKER), "").unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = DiskCache::open(&[dir.path().to_path_buf()]).unwrap_err();
+    assert!(matches!(err, CacheError::Unsafe { .. }), "{err}");
+    assert!(err.to_string().contains("writable by others"), "{err}");
 }
 
 #[test]

@@ -1758,3 +1758,106 @@ fn synchronous_upload_copy_and_fill_are_complete_when_they_return() {
     }
     assert_eq!(at[6], log.len() - 1, "no wait after a download: {log:#?}");
 }
+
+#[test]
+fn argument_the_code_object_says_is_written_is_refused_as_a_shared_borrow() {
+    // access(const float* __restrict__ x, float* __restrict__ y, const float* w, float a,
+    // unsigned n), built by hipcc 7.0.2, whose metadata says `.actual_access: write_only` of y.
+    let (path, dev) = fixture_device("access-metadata", &[]);
+    let co = CodeObject::from_bytes(&data("access-gfx90a.hsaco"), None).unwrap();
+    let lib = Library::load(&dev, &co).unwrap();
+    let k = lib.kernel("access").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let x = DeviceBuffer::<f32>::zeroed(&dev, 4).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeroed(&dev, 4).unwrap();
+    let n = 4u32;
+    let cfg = LaunchConfig::for_num_elems(n, 64);
+    // SAFETY: refused before the call.
+    let err = unsafe { k.launch(&stream, cfg, &mut args![&x, &y, &x, &2.0f32, &n]) }.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "kernel access argument 1: the code object says the kernel writes it (write_only), but \
+         it was passed as a shared borrow; pass it as &mut"
+    );
+    assert!(position(&log(&path), "hipModuleLaunchKernel").is_none());
+    // SAFETY: access(...) with 4 floats each; y written, x and w (the same buffer) read.
+    unsafe { k.launch(&stream, cfg, &mut args![&x, &mut y, &x, &2.0f32, &n]) }.unwrap();
+    assert_eq!(lines(&log(&path), "hipModuleLaunchKernel access").len(), 1);
+    // A prepared launch keeps the rule on every launch.
+    let prepared = k
+        .prepare(&stream, cfg, &args![&x, &mut y, &x, &2.0f32, &n])
+        .unwrap();
+    // SAFETY: refused before the call.
+    let err = unsafe { prepared.launch(&mut args![&x, &y, &x, &2.0f32, &n]) }.unwrap_err();
+    assert!(
+        matches!(err, LaunchError::ArgWritten { index: 1, .. }),
+        "{err}"
+    );
+    // SAFETY: as the launch above.
+    unsafe { prepared.launch(&mut args![&x, &mut y, &x, &2.0f32, &n]) }.unwrap();
+    assert_eq!(lines(&log(&path), "hipModuleLaunchKernel access").len(), 2);
+}
+
+#[test]
+fn prepared_launch_is_checked_once_then_runs_with_new_values() {
+    let (path, dev) = fixture_device("prepared", &[]);
+    let lib = Library::load(&dev, &gfx90a()).unwrap();
+    let kernel = lib.kernel("scale").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let n = 64u32;
+    let mut buf = DeviceBuffer::from_slice(&dev, &vec![1.0f32; n as usize]).unwrap();
+    let cfg = LaunchConfig::for_num_elems(n, 32);
+    let prepared = kernel
+        .prepare(&stream, cfg, &args![&mut buf, &0.0f32, &n])
+        .unwrap();
+    assert_eq!(prepared.arg_sizes(), [8, 4, 4]);
+    for a in [2.0f32, 3.0, 0.5] {
+        // SAFETY: scale(float*, float, unsigned) with a buffer of n floats.
+        unsafe { prepared.launch(&mut args![&mut buf, &a, &n]) }.unwrap();
+    }
+    stream.synchronize().unwrap();
+    drop(prepared);
+    assert_eq!(buf.to_vec().unwrap(), vec![3.0f32; n as usize]);
+    let log = log(&path);
+    let launches = lines(
+        &log,
+        "hipModuleLaunchKernel scale grid=2,1,1 block=32,1,1 lds=0 ",
+    );
+    assert_eq!(launches.len(), 3, "{log:#?}");
+}
+
+#[test]
+fn prepared_launch_refuses_arguments_of_another_shape_naming_the_argument() {
+    with_scale_kernel("prepared-shape", |k, s, buf| {
+        let n = 16u32;
+        let cfg = LaunchConfig::for_num_elems(16, 16);
+        let prepared = k.prepare(s, cfg, &args![buf, &1.0f32, &n]).unwrap();
+        // SAFETY: refused before the call.
+        let err = unsafe { prepared.launch(&mut args![buf, &1.0f64, &n]) }.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LaunchError::ArgSize {
+                    index: 1,
+                    expected: 4,
+                    given: 8,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        // SAFETY: refused before the call.
+        let err = unsafe { prepared.launch(&mut args![buf, &1.0f32]) }.unwrap_err();
+        assert_eq!(err.to_string(), "kernel scale takes 3 arguments, 2 given");
+        // A configuration out of range is refused at preparation.
+        let too_big = LaunchConfig {
+            block: 4096.into(),
+            ..cfg
+        };
+        let err = k.prepare(s, too_big, &args![buf, &1.0f32, &n]).unwrap_err();
+        assert!(
+            matches!(err, LaunchError::BlockDim { value: 4096, .. }),
+            "{err:?}"
+        );
+    });
+}

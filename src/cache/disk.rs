@@ -6,13 +6,23 @@
 //! is `$XDG_CACHE_HOME/hipjit`, else `~/.cache/hipjit`. The written root is created with mode
 //! 0700.
 //!
-//! # Who may write
-//! A root, or an entry file, that is owned by another user or writable by group or others is
-//! refused, unless the root is declared shared: a file named [`SHARED_MARKER`]
-//! (`HIPJIT_SHARED`) in the root directory declares it, when the marker is owned by the root
-//! directory's owner or by the superuser (a marker dropped by anyone else who can write there
-//! declares nothing). Entries written into a shared root are
-//! readable by all (0644); entries of a private root are 0600.
+//! # Who may write: the trust model
+//! A root that exists and is not a directory (a regular file, a dangling link) is an error
+//! ([`CacheError::NotADirectory`]), never a silent miss. A root that is a symbolic link must
+//! itself be owned by this user or the superuser.
+//!
+//! A *private* root (the default) belongs to one user: the root, every directory in it and
+//! every entry must be owned by this user and not writable by group or others; an entry in a
+//! directory writable by others is bad. Directories hipjit creates there are 0700.
+//!
+//! A *shared* root is declared by a file named [`SHARED_MARKER`] (`HIPJIT_SHARED`) in it,
+//! owned by the root directory's owner or by the superuser (a marker dropped by anyone else who
+//! can write there declares nothing). It is shared with the root directory's group and nobody
+//! else: a shared root writable by others is refused, and an entry owned by a user outside that
+//! group (nor this user, nor the superuser) or writable by others is bad (never served).
+//! Directories hipjit creates there are `2775` (group-writable, set-group-ID so that what is
+//! made inside keeps the root's group), set with `chmod` after `mkdir` so that the umask
+//! cannot narrow them; entries are readable by all (0644). Entries of a private root are 0600.
 //!
 //! # Layout and publishing
 //! `<root>/v1/<first two hex digits>/<key>.hjc`: [`ENTRY_MAGIC`], the [`CACHE_FORMAT_VERSION`]
@@ -22,18 +32,29 @@
 //! without replacing anything (`link(2)`, or `renameat2(RENAME_NOREPLACE)`), and the directory
 //! is fsynced. A single file is published and replaced atomically by `rename(2)` on local
 //! filesystems and on NFS, unlike a directory. An existing valid entry is never overwritten;
-//! an invalid one in the written root is replaced by `rename(2)`.
+//! an invalid one in the written root is replaced by `rename(2)`; what sits at an entry path
+//! and is not a regular file (a dangling or planted link, a directory, a FIFO) is removed
+//! first (never followed), so that no key can be kept from publishing.
+//!
+//! Only key-named paths are entries: `<root>/v1/<xx>/<key>.hjc` with `<xx>` a real directory
+//! (not a link) named after the key's first two hex digits. `list`, `verify`, `clear` and
+//! `prune` see nothing else, never follow a link, and `clear`/`prune` remove only entries.
+//!
+//! The per-key compile lock ([`DiskCache::lock`]) is waited for at most a given time (the
+//! JIT: the compile timeout); after that the caller compiles without it and says so.
 //!
 //! # Reading
-//! A reader checks magic, format version, the key in the metadata, the total length and the
-//! size and sha256 of each artefact. A bad entry is a miss: in the written root it is
+//! An entry is opened without following a link and without blocking, checked to be a regular
+//! file of at most [`ENTRY_LIMIT`] bytes on the open descriptor ([`crate::file_read`]), then
+//! read. A reader checks magic, format version, the key in the metadata, the total length and
+//! the size and sha256 of each artefact. A bad entry is a miss: in the written root it is
 //! reported and will be replaced by the next write; in a read-only root it is skipped and
 //! reported. A hit in the written root sets the file's modification time, which the size cap
 //! uses for least-recently-used pruning.
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -125,6 +146,22 @@ pub struct KeyLock {
     _file: File,
 }
 
+/// What [`DiskCache::lock`] got.
+#[derive(Debug)]
+pub enum LockOutcome {
+    /// The lock, held until dropped.
+    Held(KeyLock),
+    /// Another process held it for the whole wait (a compile longer than the wait, a stopped
+    /// process, another user): the caller compiles without it.
+    TimedOut {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// No lock can be had here (a lock directory that cannot be made, a filesystem without
+    /// `flock`): the caller compiles without it. Holds the reason.
+    Unavailable(String),
+}
+
 /// One cache root.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Root {
@@ -134,6 +171,9 @@ pub struct Root {
     pub writable: bool,
     /// Whether it holds [`SHARED_MARKER`].
     pub shared: bool,
+    /// The group a shared root is shared with (the root directory's group); `None` for a
+    /// private root or one that does not exist.
+    pub group: Option<u32>,
 }
 
 /// An entry found bad while reading.
@@ -171,6 +211,14 @@ pub enum CacheError {
         path: PathBuf,
         /// Owner or mode problem.
         reason: String,
+    },
+    /// A cache root exists and is not a directory (nor a link to one).
+    #[error("cache root {} is a {kind}, not a directory", path.display())]
+    NotADirectory {
+        /// The root.
+        path: PathBuf,
+        /// What it is (`regular file`, `FIFO`...; `dangling symbolic link`).
+        kind: &'static str,
     },
     /// A filesystem operation failed.
     #[error("cache I/O on {}: {source}", path.display())]
@@ -272,18 +320,29 @@ impl DiskCache {
                     })?;
             }
             let shared = declared_shared(path);
-            if path.exists() {
-                if let Err(reason) = check_owner(path, shared) {
-                    return Err(CacheError::Unsafe {
-                        path: path.clone(),
-                        reason,
-                    });
+            let mut group = None;
+            if std::fs::symlink_metadata(path).is_ok() {
+                match check_root(path, shared) {
+                    Ok(gid) => group = shared.then_some(gid),
+                    Err(RootProblem::NotADirectory(kind)) => {
+                        return Err(CacheError::NotADirectory {
+                            path: path.clone(),
+                            kind,
+                        })
+                    }
+                    Err(RootProblem::Unsafe(reason)) => {
+                        return Err(CacheError::Unsafe {
+                            path: path.clone(),
+                            reason,
+                        })
+                    }
                 }
             }
             out.push(Root {
                 path: path.clone(),
                 writable,
                 shared,
+                group,
             });
         }
         if out.is_empty() {
@@ -320,7 +379,7 @@ impl DiskCache {
         let mut lookup = Lookup::default();
         for root in &self.roots {
             let path = Self::entry_path(&root.path, key);
-            match read_entry(&path, Some(key), root.shared) {
+            match read_entry(&path, Some(key), root) {
                 Ok(entry) => {
                     if root.writable {
                         // Least-recently-used bookkeeping; failure only skews pruning.
@@ -358,7 +417,7 @@ impl DiskCache {
     ) -> Result<(PathBuf, bool), CacheError> {
         let root = &self.roots[0];
         let path = Self::entry_path(&root.path, key);
-        let existing = read_entry(&path, Some(key), root.shared);
+        let existing = read_entry(&path, Some(key), root);
         if existing.is_ok() {
             return Ok((path, false));
         }
@@ -380,13 +439,8 @@ impl DiskCache {
         };
         let dir = path.parent().unwrap_or(&root.path).to_path_buf();
         let tmp_dir = root.path.join(LAYOUT_DIR).join("tmp");
-        let mode = if root.shared { 0o777 } else { 0o700 };
         for d in [&dir, &tmp_dir] {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(mode)
-                .create(d)
-                .map_err(io(d))?;
+            create_dirs(&root.path, d, root.shared).map_err(io(d))?;
         }
         let mut tmp = tempfile::Builder::new()
             .prefix(&format!(".{}.", key.to_hex()))
@@ -411,11 +465,29 @@ impl DiskCache {
             }
             f.sync_all().map_err(tmp_io())?;
         }
+        // What sits at the entry path and is not a regular file (a dangling or planted
+        // symbolic link, a directory) belongs to the written root: it goes, so that this key
+        // can be published at all (a rename cannot replace a directory, and `link` refuses any
+        // existing name).
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+            remove_entry_path(&path)?;
+        }
         let published = match existing {
             Err(ReadError::Missing) => match tmp.persist_noclobber(&path) {
                 Ok(_) => true,
-                // Another process published first: keep theirs.
-                Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => false,
+                // Another process published first: keep theirs when it is a file (a bad one is
+                // replaced by the next write).
+                Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                        false
+                    } else {
+                        remove_entry_path(&path)?;
+                        e.file
+                            .persist_noclobber(&path)
+                            .map_err(|e| io(&path)(e.error))?;
+                        true
+                    }
+                }
                 Err(e) => return Err(io(&path)(e.error)),
             },
             // A bad entry: replace it atomically.
@@ -434,37 +506,50 @@ impl DiskCache {
     }
 
     /// Takes the cross-process compile lock of `key` in the written root (`flock(2)` on
-    /// `<root>/v1/locks/<key>.lock`), blocking until it is free: the JIT holds it while it
+    /// `<root>/v1/locks/<key>.lock`), waiting at most `wait` for it: the JIT holds it while it
     /// compiles a missing key, so processes asking for the same key at once compile it once.
-    /// The lock only saves work; correctness rests on the atomic publish. `None` when the lock
-    /// cannot be taken (a filesystem without locks): the caller compiles anyway. Released
-    /// when the returned guard drops (or the process dies).
-    pub fn lock(&self, key: &CacheKey) -> Option<KeyLock> {
+    /// The lock only saves work; correctness rests on the atomic publish, so a wait that runs
+    /// out ([`LockOutcome::TimedOut`]: the holder is stopped, slow, or another user) or a lock
+    /// that cannot be had ([`LockOutcome::Unavailable`]) lets the caller compile anyway.
+    /// Released when the returned guard drops (or the process dies).
+    pub fn lock(&self, key: &CacheKey, wait: Duration) -> LockOutcome {
         use std::os::fd::AsRawFd;
         let root = &self.roots[0];
         let dir = root.path.join(LAYOUT_DIR).join("locks");
-        let mode = if root.shared { 0o777 } else { 0o700 };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(mode)
-            .create(&dir)
-            .ok()?;
+        if let Err(e) = create_dirs(&root.path, &dir, root.shared) {
+            return LockOutcome::Unavailable(format!("{}: {e}", dir.display()));
+        }
         let path = dir.join(format!("{}.lock", key.to_hex()));
-        let file = std::fs::OpenOptions::new()
+        let file = match std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(if root.shared { 0o664 } else { 0o600 })
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&path)
-            .ok()?;
+        {
+            Ok(f) => f,
+            Err(e) => return LockOutcome::Unavailable(format!("{}: {e}", path.display())),
+        };
+        let deadline = std::time::Instant::now() + wait;
+        let mut pause = Duration::from_millis(5);
         loop {
             // SAFETY: flock on a descriptor this function owns; no memory is involved.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
             if rc == 0 {
-                return Some(KeyLock { _file: file });
+                return LockOutcome::Held(KeyLock { _file: file });
             }
-            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                return None;
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => {}
+                _ => return LockOutcome::Unavailable(format!("{}: {e}", path.display())),
             }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return LockOutcome::TimedOut { path };
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(100));
         }
     }
 
@@ -497,7 +582,7 @@ impl DiskCache {
         let mut out = Vec::new();
         for root in &self.roots {
             for e in list_root(&root.path) {
-                let read = read_entry(&e.path, e.key.as_ref(), root.shared);
+                let read = read_entry(&e.path, e.key.as_ref(), root);
                 let (status, untracked) = match read {
                     Ok(entry) => (Ok(()), untracked_headers(&entry.meta)),
                     Err(ReadError::Missing) => (Err("vanished while verifying".into()), vec![]),
@@ -522,7 +607,7 @@ impl DiskCache {
         let root = &self.roots[0];
         let mut n = 0;
         for e in list_root(&root.path) {
-            remove(&e.path)?;
+            remove_entry_path(&e.path)?;
             n += 1;
         }
         for f in stale_temporaries(&root.path) {
@@ -545,7 +630,7 @@ impl DiskCache {
             if total <= max_bytes {
                 break;
             }
-            remove(&e.path)?;
+            remove_entry_path(&e.path)?;
             total -= e.bytes;
             report.removed += 1;
             report.bytes_freed += e.bytes;
@@ -606,6 +691,11 @@ fn remove(path: &Path) -> Result<(), CacheError> {
     }
 }
 
+/// The key-named entries of `root`: `<root>/v1/<xx>/<key>.hjc` where `<xx>` is a real
+/// directory (a symbolic link is not followed) named after the key's first two hex digits.
+/// Anything else is not an entry and is never listed, read or removed. An entry may be a
+/// non-regular file (a symbolic link, directory or FIFO planted there): it is listed (size 0
+/// unless a regular file) so that `verify` reports it and `clear` removes it.
 fn list_root(root: &Path) -> Vec<EntrySummary> {
     let mut out = Vec::new();
     let layout = root.join(LAYOUT_DIR);
@@ -614,7 +704,14 @@ fn list_root(root: &Path) -> Vec<EntrySummary> {
         .flatten()
         .filter_map(Result::ok)
     {
-        if sub.file_name() == "tmp" {
+        let name = sub.file_name();
+        let Some(prefix) = name
+            .to_str()
+            .filter(|n| n.len() == 2 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+        else {
+            continue;
+        };
+        if !sub.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         for f in std::fs::read_dir(sub.path())
@@ -622,25 +719,97 @@ fn list_root(root: &Path) -> Vec<EntrySummary> {
             .flatten()
             .filter_map(Result::ok)
         {
-            let path = f.path();
-            if path.extension().and_then(|e| e.to_str()) != Some(ENTRY_EXT) {
+            let file_name = f.file_name();
+            let Some(key) = file_name
+                .to_str()
+                .and_then(|n| n.strip_suffix(&format!(".{ENTRY_EXT}")))
+                .and_then(|k| k.parse::<CacheKey>().ok())
+                .filter(|k| k.to_hex().starts_with(prefix))
+            else {
                 continue;
-            }
-            let Ok(m) = f.metadata() else { continue };
-            let key = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .and_then(|s| s.parse().ok());
+            };
+            // Not followed: a link is listed as itself.
+            let Ok(m) = std::fs::symlink_metadata(f.path()) else {
+                continue;
+            };
             out.push(EntrySummary {
                 root: root.to_path_buf(),
-                path,
-                key,
-                bytes: m.len(),
+                path: f.path(),
+                key: Some(key),
+                bytes: if m.is_file() { m.len() } else { 0 },
                 last_used: m.modified().unwrap_or(UNIX_EPOCH),
             });
         }
     }
     out
+}
+
+/// Removes an entry path of the written root whatever it is, never following a link: a file
+/// or link is unlinked, a directory removed with its contents (`remove_dir_all` does not follow
+/// links inside either).
+fn remove_entry_path(path: &Path) -> Result<(), CacheError> {
+    let r = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(CacheError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Creates `dir`, a directory below `root`, and its missing parents below `root`, each with
+/// the root's mode set explicitly (`chmod` after `mkdir`, so the umask cannot narrow it):
+/// `2775` in a shared root (group-writable; set-group-ID so that everything made inside
+/// keeps the root's group), `0700` in a private one. Directories met on the way must be real
+/// directories (a symbolic link is refused) and, in a private root, not writable by group or
+/// others.
+///
+/// Errors: the OS error, or an `Other` error naming the directory and what is wrong with it.
+fn create_dirs(root: &Path, dir: &Path, shared: bool) -> std::io::Result<()> {
+    let rel = dir.strip_prefix(root).map_err(|_| {
+        std::io::Error::other(format!("{} is not under {}", dir.display(), root.display()))
+    })?;
+    let mode = if shared { 0o2775 } else { 0o700 };
+    let mut cur = root.to_path_buf();
+    for c in rel.components() {
+        cur.push(c);
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.is_dir() => {
+                if !shared && m.mode() & 0o022 != 0 {
+                    return Err(std::io::Error::other(format!(
+                        "{} is writable by group or others (mode {:o}) in a private cache root",
+                        cur.display(),
+                        m.mode() & 0o7777
+                    )));
+                }
+            }
+            Ok(m) => {
+                return Err(std::io::Error::other(format!(
+                    "{} is a {}, not a directory",
+                    cur.display(),
+                    file_read::kind_name(m.file_type())
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match std::fs::DirBuilder::new().mode(mode).create(&cur) {
+                    Ok(()) => {
+                        std::fs::set_permissions(&cur, std::fs::Permissions::from_mode(mode))?
+                    }
+                    // Made by another process meanwhile: theirs has the same mode.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Checks that `path` is owned by this user (root-owned paths are refused too) and not
@@ -660,12 +829,126 @@ fn declared_shared(root: &Path) -> bool {
     }
 }
 
-fn check_owner(path: &Path, shared: bool) -> Result<(), String> {
+enum RootProblem {
+    NotADirectory(&'static str),
+    Unsafe(String),
+}
+
+/// The trust rules for a root (see the module documentation); returns the root's group.
+/// A root that is a symbolic link must itself be owned by this user or the superuser (whoever
+/// owns the link decides where the cache is). Then the directory it names: private, owned by
+/// this user and not writable by group or others; shared, not writable by others (it is
+/// shared with its group, nobody else).
+fn check_root(path: &Path, shared: bool) -> Result<u32, RootProblem> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let link = std::fs::symlink_metadata(path).map_err(|e| RootProblem::Unsafe(e.to_string()))?;
+    if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
+        return Err(RootProblem::Unsafe(format!(
+            "a symbolic link owned by uid {}, neither this user (uid {me}) nor the superuser",
+            link.uid()
+        )));
+    }
+    let m = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RootProblem::NotADirectory("dangling symbolic link"))
+        }
+        Err(e) => return Err(RootProblem::Unsafe(e.to_string())),
+    };
+    if !m.is_dir() {
+        return Err(RootProblem::NotADirectory(file_read::kind_name(
+            m.file_type(),
+        )));
+    }
     if shared {
+        if m.mode() & 0o002 != 0 {
+            return Err(RootProblem::Unsafe(format!(
+                "a shared root is shared with its group only, and this one is writable by \
+                 others (mode {:o}): chmod o-w it",
+                m.mode() & 0o7777
+            )));
+        }
+    } else {
+        check_meta(&m).map_err(RootProblem::Unsafe)?;
+    }
+    Ok(m.gid())
+}
+
+/// Whether user `uid` belongs to group `gid` (as its primary group or a listed member).
+fn user_in_group(uid: u32, gid: u32) -> bool {
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: getpwuid_r fills `pwd` with pointers into `buf`, which outlives their use.
+    let (primary, name) = unsafe {
+        let mut pwd = std::mem::zeroed::<libc::passwd>();
+        let mut out = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut out);
+        if rc != 0 || out.is_null() {
+            return false;
+        }
+        (
+            pwd.pw_gid,
+            std::ffi::CStr::from_ptr(pwd.pw_name).to_bytes().to_vec(),
+        )
+    };
+    if primary == gid {
+        return true;
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: getgrgid_r fills `grp` with pointers into `buf`; gr_mem is a NULL-terminated
+    // array of NUL-terminated names inside it.
+    unsafe {
+        let mut grp = std::mem::zeroed::<libc::group>();
+        let mut out = std::ptr::null_mut();
+        let rc = libc::getgrgid_r(gid, &mut grp, buf.as_mut_ptr().cast(), buf.len(), &mut out);
+        if rc != 0 || out.is_null() || grp.gr_mem.is_null() {
+            return false;
+        }
+        let mut p = grp.gr_mem;
+        while !(*p).is_null() {
+            if std::ffi::CStr::from_ptr(*p).to_bytes() == name.as_slice() {
+                return true;
+            }
+            p = p.add(1);
+        }
+    }
+    false
+}
+
+/// The trust rule for an entry file of `root`: in a private root, owned by this user and not
+/// writable by group or others, in a directory not writable by group or others; in a shared
+/// root, owned by a member of the root's group (or the superuser) and not writable by others.
+fn check_entry(m: &std::fs::Metadata, path: &Path, root: &Root) -> Result<(), String> {
+    if !root.shared {
+        check_meta(m)?;
+        if let Some(dir) = path.parent() {
+            let d = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+            if d.mode() & 0o022 != 0 {
+                return Err(format!(
+                    "its directory {} is writable by group or others (mode {:o}) in a private root",
+                    dir.display(),
+                    d.mode() & 0o7777
+                ));
+            }
+        }
         return Ok(());
     }
-    let m = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    check_meta(&m)
+    if m.mode() & 0o002 != 0 {
+        return Err(format!("writable by others (mode {:o})", m.mode() & 0o7777));
+    }
+    let Some(gid) = root.group else {
+        return Ok(());
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if m.uid() == me || m.uid() == 0 || user_in_group(m.uid(), gid) {
+        Ok(())
+    } else {
+        Err(format!(
+            "owned by uid {}, who is not in the shared root's group (gid {gid})",
+            m.uid()
+        ))
+    }
 }
 
 fn check_meta(m: &std::fs::Metadata) -> Result<(), String> {
@@ -691,19 +974,17 @@ enum ReadError {
     Bad(String),
 }
 
-fn read_entry(path: &Path, key: Option<&CacheKey>, shared: bool) -> Result<Entry, ReadError> {
+fn read_entry(path: &Path, key: Option<&CacheKey>, root: &Root) -> Result<Entry, ReadError> {
     // Opened without blocking and checked on the descriptor: a FIFO or device planted at an
     // entry's path is a bad entry, not a hang.
-    let (f, size) = match file_read::open_regular(path, ENTRY_LIMIT, "a cache entry") {
+    let (f, size) = match file_read::open_regular_nofollow(path, ENTRY_LIMIT, "a cache entry") {
         Ok(f) => f,
         Err(e) if e.is_not_found() => return Err(ReadError::Missing),
         Err(e) => return Err(ReadError::Bad(format!("cannot open: {}", e.reason()))),
     };
     let bad = ReadError::Bad;
-    if !shared {
-        let m = f.metadata().map_err(|e| bad(e.to_string()))?;
-        check_meta(&m).map_err(bad)?;
-    }
+    let m = f.metadata().map_err(|e| bad(e.to_string()))?;
+    check_entry(&m, path, root).map_err(bad)?;
     let mut data = Vec::new();
     data.try_reserve_exact(size as usize)
         .map_err(|e| bad(format!("cannot reserve {size} bytes: {e}")))?;

@@ -35,8 +35,7 @@
 //! * `extra-flags`: the caller's extra flags, in order;
 //! * `targets`: each AMDGPU target ID, or the SM architecture on HIP's NVIDIA platform;
 //! * `code-object-version`: `u32`, 0 = the compiler's default;
-//! * `compiler-kind`: `hipcc` or `nvcc` ([`crate::compiler::CompilerKind`]; in-process
-//!   compilers will add kinds);
+//! * `compiler-kind`: `hipcc`, `nvcc`, `hiprtc` or `nvrtc` ([`crate::compiler::CompilerKind`]);
 //! * `compiler-version`: the `--version` text without the lines naming the installation
 //!   directory ([`crate::compiler::CompilerIdentity::key_version`]);
 //! * `compiler-fingerprint`: sha256 over the closed list of the compiler's files

@@ -60,6 +60,14 @@ pub enum CubinError {
         /// The input's size.
         size: usize,
     },
+    /// A kernel attribute holding an impossible value.
+    #[error("cubin kernel attribute at offset {offset}: {what}")]
+    BadAttribute {
+        /// What is wrong with it.
+        what: String,
+        /// Its offset in the attribute section.
+        offset: u64,
+    },
     /// A kernel asked by name that the cubin does not hold.
     #[error("no kernel `{name}` in the cubin; it holds: {}", available.join(", "))]
     KernelNotFound {
@@ -339,12 +347,26 @@ fn kernel_info(name: String, attrs: &[u8], base: u64) -> Result<KernelInfo, Cubi
                         size,
                         value_kind: "by_value".to_owned(),
                         address_space: None,
+                        access: None,
+                        actual_access: None,
                     },
                 ));
             }
             EIATTR_MAX_THREADS if len >= 12 => {
                 let dims = [word(0), word(4), word(8)];
-                max_threads = dims.iter().map(|d| d.unwrap_or(1).max(1)).product::<u32>();
+                // A product past u32 is no block size any device has (found by fuzzing).
+                max_threads = dims
+                    .iter()
+                    .try_fold(1u32, |acc, d| acc.checked_mul(d.unwrap_or(1).max(1)))
+                    .ok_or_else(|| CubinError::BadAttribute {
+                        what: format!(
+                            "max threads per block {} x {} x {} does not fit 32 bits",
+                            dims[0].unwrap_or(1),
+                            dims[1].unwrap_or(1),
+                            dims[2].unwrap_or(1)
+                        ),
+                        offset: base + i as u64,
+                    })?;
             }
             _ => {}
         }

@@ -52,14 +52,20 @@ pub enum CompilerKind {
     Hipcc,
     /// `nvcc` (HIP's NVIDIA platform).
     Nvcc,
+    /// hipRTC, the in-process HIP compiler (`libhiprtc` or `libamdhip64`).
+    Hiprtc,
+    /// NVRTC, the in-process CUDA compiler (`libnvrtc`).
+    Nvrtc,
 }
 
 impl CompilerKind {
-    /// `hipcc` or `nvcc`: the text hashed into the key.
+    /// `hipcc`, `nvcc`, `hiprtc` or `nvrtc`: the text hashed into the key.
     pub fn as_str(self) -> &'static str {
         match self {
             CompilerKind::Hipcc => "hipcc",
             CompilerKind::Nvcc => "nvcc",
+            CompilerKind::Hiprtc => "hiprtc",
+            CompilerKind::Nvrtc => "nvrtc",
         }
     }
 }
@@ -248,6 +254,9 @@ pub fn identify(
     let (files, covered) = match kind {
         CompilerKind::Hipcc => hipcc_files(path, &resolved, &version, env, timeout),
         CompilerKind::Nvcc => nvcc_files(&resolved),
+        // The in-process compilers list their files themselves (compiler::rtc); here only the
+        // library named.
+        CompilerKind::Hiprtc | CompilerKind::Nvrtc => (vec![resolved.clone()], Vec::new()),
     };
     let mut all: Vec<PathBuf> = files;
     for d in &covered {

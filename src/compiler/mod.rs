@@ -37,6 +37,7 @@ pub mod nvrtc;
 pub mod options;
 pub mod process;
 pub mod rtc;
+pub mod selection;
 pub mod shell_env;
 
 use std::ffi::OsString;
@@ -386,6 +387,11 @@ impl Compiler {
     /// The allowlisted environment variables the compiler runs with, and their values.
     pub fn environment(&self) -> &[(String, OsString)] {
         &self.inner.env
+    }
+
+    /// How long one compiler run may take ([`CompilerConfig::timeout`]).
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
     }
 
     /// The cap on concurrent compiles.

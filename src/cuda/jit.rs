@@ -298,8 +298,15 @@ impl NvJit {
         if let Some(found) = disk.and_then(|d| disk_hit(d, &key)) {
             return Ok(hit(found));
         }
-        // Another process may be compiling this key: wait for it, then look again.
-        let lock = disk.and_then(|d| d.lock(&key));
+        // Another process may be compiling this key: wait for it (at most the AMD compile
+        // timeout's default, 300 s), then look again; past that, compile without the lock.
+        let lock = disk.and_then(|d| match d.lock(&key, Duration::from_secs(300)) {
+            crate::cache::disk::LockOutcome::Held(l) => Some(l),
+            other => {
+                tracing::warn!(%key, outcome = ?other, "compiling without the cache's compile lock");
+                None
+            }
+        });
         if let (Some(d), Some(_)) = (disk, &lock) {
             if let Some(found) = disk_hit(d, &key) {
                 return Ok(hit(found));

@@ -57,7 +57,8 @@ use crate::output::{self, CliError};
 /// Arguments of `hipjit compile`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// HIP C++ source files.
+    /// HIP C++ source files: regular files of at most 64 MiB, or `-` / /dev/stdin for
+    /// standard input (FIFOs and devices are refused).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Target to compile for: an AMDGPU target ID (`gfx90a`, `gfx942:sramecc+:xnack-`) or an
@@ -99,13 +100,16 @@ pub struct Args {
     /// Print JSON (with "schema_version": 1) instead of text. Keys: platform ("amd" or
     /// "nvidia"), compiler {path, version}, std, extra_flags, cache_roots, failed (count),
     /// results[]: file, ok, diagnostics[], then cache ("miss", "disk", "memory"), hit,
-    /// time_ms, key, entry, written, code_objects[] {target_id, code_object_version, kernels}
+    /// time_ms, key, entry, written, cache_warnings[] (what went wrong with the disk cache
+    /// without failing the compile: an entry not published, a lock wait given up),
+    /// code_objects[] {target_id, code_object_version, kernels}
     /// (NVIDIA: {target_id, elf_abi_version, cache, key, entry, kernels[] {name, symbol,
     /// params[] {index, offset, size}, param_size, registers: null}}); or error. A diagnostic:
     /// {severity ("fatal", "error", "warning", "note", "remark"), file, line, column (null
     /// when the compiler gives none: nvcc), message, notes[] (diagnostics), included_from[]
     /// {file, line} (outermost first), excerpt[] (source line, caret), and escaped (only
-    /// when the compiler's text was not UTF-8: that text with bytes as \xNN)}.
+    /// when the compiler's text was not UTF-8: that text with bytes as \xNN)}. A path is a
+    /// string, or {text, hex} when it is not UTF-8.
     #[arg(long)]
     pub json: bool,
 }
@@ -603,6 +607,16 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                     ),
                     Err(_) => format!("{}: failed", outcome.file.display()),
                 };
+                if let Ok((c, _)) = &outcome.result {
+                    // A cache that could not be written is said, in text and JSON runs alike.
+                    for w in c.cache_warnings() {
+                        let text = format!("hipjit: warning: {}: {w}", outcome.file.display());
+                        match &bar {
+                            Some(b) => b.suspend(|| eprintln!("{text}")),
+                            None => eprintln!("{text}"),
+                        }
+                    }
+                }
                 if outcome.result.is_ok() && !outcome.diagnostics.is_empty() {
                     // The warnings, as the compiler printed them, with the user's paths.
                     let text = diagnostics::render_all(&outcome.diagnostics);
@@ -712,6 +726,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
             "key": c.key().to_hex(),
             "entry": c.entry_path().map(output::path_json),
             "written": output::paths_json(written),
+            "cache_warnings": c.cache_warnings(),
             "code_objects": c.code_objects().iter().map(|co| serde_json::json!({
                 "target_id": co.target_id().to_string(),
                 "code_object_version": co.code_object_version(),

@@ -1,0 +1,577 @@
+//! The disk cache under stress from its surroundings: a lock held by a stopped process, roots
+//! that cannot be roots, publishing that fails, things planted at entry paths, links in the
+//! layout, and a root shared by two real users. The "compiler" is tests/fixtures/
+//! fake-hipcc-act.sh copying a real code object (tests/data/code-objects), so each compile is
+//! quick; every wait has a deadline so that a hang fails the test.
+
+use std::ffi::OsString;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use hipjit::cache::DiskCache;
+use hipjit::compiler::{CompileOptions, CompilerConfig};
+use hipjit::jit::{CacheLocation, Compiled, Jit, JitOptions};
+use hipjit::target_id::TargetId;
+
+fn fake_hipcc() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-hipcc-act.sh")
+}
+
+fn code_object() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/single-gfx90a.hsaco")
+}
+
+/// A `$HOME` whose act.sh makes the fake hipcc "compile" by copying a real gfx90a code object.
+fn home(dir: &Path) -> PathBuf {
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        home.join("act.sh"),
+        // The dependency list hipjit requires names the source only (its last argument before
+        // `-o out.hsaco`): no header is read.
+        format!(
+            "cp {} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
+             echo \"out.hsaco: $src\" > deps.d\n",
+            code_object().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(home.join("act.sh"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    home
+}
+
+fn jit(root: &Path, home: &Path, lock_wait: Option<Duration>) -> Jit {
+    Jit::new(JitOptions {
+        compiler: CompilerConfig {
+            hipcc: Some(fake_hipcc()),
+            env: Some(vec![
+                ("HOME".into(), OsString::from(home)),
+                ("PATH".into(), "/usr/bin:/bin".into()),
+            ]),
+            ..CompilerConfig::default()
+        },
+        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
+        lock_wait,
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn opts() -> CompileOptions {
+    CompileOptions::for_target(TargetId::parse("gfx90a").unwrap())
+}
+
+fn compile_within(jit: Jit, source: &'static str, limit: Duration) -> Compiled {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(jit.compile(source, &opts()).map_err(|e| e.to_string()));
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("the compile did not return within {limit:?}"))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `hipjit` with the fake compiler, the cache in `root`, and a deadline.
+fn hipjit(root: &Path, home: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    cmd.args(args)
+        .env("HIPJIT_CACHE_DIR", root)
+        .env("HIPJIT_HIPCC", fake_hipcc())
+        .env("HOME", home)
+        .env("PATH", "/usr/bin:/bin");
+    run(&mut cmd)
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let what = format!("{cmd:?}");
+    let mut child = cmd.spawn().expect("the command starts");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("hung: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", text(&o.stdout), text(&o.stderr)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The compile lock
+
+#[test]
+fn a_lock_held_past_the_wait_is_given_up_and_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cache");
+    let home = home(dir.path());
+    let first = compile_within(jit(&root, &home, None), "int a;", Duration::from_secs(30));
+    let key = first.key().to_hex();
+    // The compile lock is the direct key's (source and options; hipjit::cache::key).
+    let direct = jit(&root, &home, None)
+        .source_key("int a;", &opts())
+        .unwrap()
+        .to_hex();
+    DiskCache::open(std::slice::from_ref(&root))
+        .unwrap()
+        .clear()
+        .unwrap();
+    // Another holder of the key's lock that never lets go (a stopped process, another user).
+    let lock = root.join("v1/locks").join(format!("{direct}.lock"));
+    let held = std::fs::OpenOptions::new().write(true).open(&lock).unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) },
+        0
+    );
+    let started = Instant::now();
+    let c = compile_within(
+        jit(&root, &home, Some(Duration::from_secs(1))),
+        "int a;",
+        Duration::from_secs(20),
+    );
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert_eq!(c.key().to_hex(), key);
+    assert!(
+        c.cache_warnings()
+            .iter()
+            .any(|w| w.contains("compiling without it")),
+        "{:?}",
+        c.cache_warnings()
+    );
+    drop(held);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Roots that cannot be roots, publishing that fails
+
+#[test]
+fn a_root_that_is_a_regular_file_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let root = dir.path().join("cache");
+    std::fs::write(&root, "not a directory").unwrap();
+    std::fs::write(dir.path().join("k.hip"), "int a;").unwrap();
+    let k = dir.path().join("k.hip");
+    let o = hipjit(
+        &root,
+        &home,
+        &["compile", "--arch", "gfx90a", k.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("is a regular file, not a directory"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn a_failed_publish_is_a_warning_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let root = dir.path().join("cache");
+    std::fs::create_dir_all(root.join("v1")).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // The temporary directory cannot be made: every publish fails.
+    std::fs::write(root.join("v1/tmp"), "").unwrap();
+    let k = dir.path().join("k.hip");
+    std::fs::write(&k, "int a;").unwrap();
+    let o = hipjit(
+        &root,
+        &home,
+        &["compile", "--arch", "gfx90a", k.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("hipjit: warning:") && text(&o.stderr).contains("not cached"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = hipjit(
+        &root,
+        &home,
+        &["compile", "--json", "--arch", "gfx90a", k.to_str().unwrap()],
+    );
+    let v = json(&o);
+    let w = v["results"][0]["cache_warnings"]
+        .as_array()
+        .expect("cache_warnings");
+    assert!(
+        w.iter()
+            .any(|w| w.as_str().unwrap_or("").contains("v1/tmp")),
+        "{w:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Repairs, and clear/prune never following links
+
+fn entry_of(root: &Path, home: &Path, k: &Path) -> (PathBuf, String) {
+    let o = hipjit(
+        root,
+        home,
+        &["compile", "--json", "--arch", "gfx90a", k.to_str().unwrap()],
+    );
+    let v = json(&o);
+    let r = &v["results"][0];
+    (
+        PathBuf::from(
+            r["entry"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no entry: {v}")),
+        ),
+        r["cache"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[test]
+fn a_dangling_link_or_a_directory_at_an_entry_path_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let root = dir.path().join("cache");
+    let k = dir.path().join("k.hip");
+    std::fs::write(&k, "int a;").unwrap();
+    let (entry, _) = entry_of(&root, &home, &k);
+    for plant in ["dangling link", "directory"] {
+        std::fs::remove_file(&entry).ok();
+        std::fs::remove_dir_all(&entry).ok();
+        if plant == "directory" {
+            std::fs::create_dir(&entry).unwrap();
+            std::fs::write(entry.join("x"), "").unwrap();
+        } else {
+            std::os::unix::fs::symlink(dir.path().join("nowhere"), &entry).unwrap();
+        }
+        let (again, origin) = entry_of(&root, &home, &k);
+        assert_eq!(again, entry);
+        assert_eq!(origin, "miss", "{plant}");
+        assert!(
+            std::fs::symlink_metadata(&entry).unwrap().is_file(),
+            "{plant} left in place"
+        );
+        let (_, origin) = entry_of(&root, &home, &k);
+        assert_eq!(origin, "disk", "after repairing a {plant}, the key hits");
+    }
+}
+
+#[test]
+fn clear_removes_key_named_entries_only_and_follows_no_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let root = dir.path().join("cache");
+    let k = dir.path().join("k.hip");
+    std::fs::write(&k, "int a;").unwrap();
+    let (entry, _) = entry_of(&root, &home, &k);
+    let name = |c: char| format!("{}.hjc", c.to_string().repeat(64));
+    // A directory named like an entry (used to make every `cache clear` fail).
+    let sub_a = root.join("v1/aa");
+    std::fs::create_dir_all(sub_a.join(name('a'))).unwrap();
+    // A symbolic link as a layout directory, to a directory outside the cache holding a file
+    // named like an entry: clear used to follow it and delete the file.
+    let outside = dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join(name('b')), "not the cache's").unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("v1/bb")).unwrap();
+    // A file that is not key-named.
+    std::fs::write(root.join("v1/aa/notes.hjc"), "mine").unwrap();
+    let o = hipjit(&root, &home, &["cache", "clear"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(!entry.exists());
+    assert!(
+        !sub_a.join(name('a')).exists(),
+        "the entry-named directory stayed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join(name('b'))).unwrap(),
+        "not the cache's"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("v1/aa/notes.hjc")).unwrap(),
+        "mine"
+    );
+    let o = hipjit(&root, &home, &["cache", "prune", "--max-size", "0"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(outside.join(name('b')).exists());
+}
+
+// ---------------------------------------------------------------------------------------------
+// A root shared by two real users
+
+/// Users and a group made for one test, removed when dropped (also when the test fails).
+struct Accounts {
+    users: Vec<String>,
+    group: String,
+}
+
+impl Accounts {
+    fn new(tag: &str, n: usize) -> Accounts {
+        let base = format!("hj{}{tag}", std::process::id() % 100_000);
+        let group = format!("{base}g");
+        let ok = |c: &mut Command| {
+            let o = c.output().unwrap();
+            assert!(o.status.success(), "{c:?}: {}", text(&o.stderr));
+        };
+        ok(Command::new("groupadd").arg(&group));
+        let mut a = Accounts {
+            users: Vec::new(),
+            group,
+        };
+        for i in 0..n {
+            let u = format!("{base}u{i}");
+            ok(Command::new("useradd").args(["-M", "-N", "-s", "/usr/sbin/nologin", &u]));
+            a.users.push(u);
+        }
+        a
+    }
+
+    fn uid(&self, i: usize) -> u32 {
+        let o = Command::new("id")
+            .args(["-u", &self.users[i]])
+            .output()
+            .unwrap();
+        text(&o.stdout).trim().parse().unwrap()
+    }
+
+    fn gid(&self) -> u32 {
+        let o = Command::new("getent")
+            .args(["group", &self.group])
+            .output()
+            .unwrap();
+        text(&o.stdout)
+            .split(':')
+            .nth(2)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    fn add_to_group(&self, i: usize) {
+        let o = Command::new("usermod")
+            .args(["-a", "-G", &self.group, &self.users[i]])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+}
+
+impl Drop for Accounts {
+    fn drop(&mut self) {
+        for u in &self.users {
+            let _ = Command::new("userdel").arg(u).output();
+        }
+        let _ = Command::new("groupdel").arg(&self.group).output();
+    }
+}
+
+/// `hipjit` run as user `uid` with groups `groups` (its primary group first).
+fn hipjit_as(uid: u32, groups: &[u32], root: &Path, home: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    cmd.args(args)
+        .env_clear()
+        .env("HIPJIT_CACHE_DIR", root)
+        .env("HIPJIT_HIPCC", fake_hipcc())
+        .env("HOME", home)
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir("/");
+    let primary = groups[0];
+    let groups = groups.to_vec();
+    // SAFETY: setgroups, setgid and setuid are async-signal-safe; the vector was allocated
+    // before fork. (std's own uid/gid switch runs before pre_exec, too early for setgroups.)
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                || libc::setgid(primary) != 0
+                || libc::setuid(uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    run(&mut cmd)
+}
+
+#[test]
+fn two_users_of_a_shared_root_both_publish_and_an_outsider_is_refused() {
+    let acc = Accounts::new("s", 3);
+    acc.add_to_group(0);
+    acc.add_to_group(1);
+    let (a, b, outsider, g) = (acc.uid(0), acc.uid(1), acc.uid(2), acc.gid());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = home(dir.path());
+    // The shared root: owned by user a, group g, group-writable, declared shared by a; the
+    // sources readable by all.
+    let root = dir.path().join("shared");
+    std::fs::create_dir(&root).unwrap();
+    std::os::unix::fs::chown(&root, Some(a), Some(g)).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o2775)).unwrap();
+    let marker = root.join("HIPJIT_SHARED");
+    std::fs::write(&marker, "").unwrap();
+    std::os::unix::fs::chown(&marker, Some(a), Some(g)).unwrap();
+    let src = |name: &str, body: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        p
+    };
+    let ka = src("ka.hip", "int a;");
+    let kb = src("kb.hip", "int b;");
+    // The umask that made directories 0755, which locked the second user out.
+    // SAFETY: umask has no preconditions; it is inherited by the children started below.
+    let old = unsafe { libc::umask(0o022) };
+    let oa = hipjit_as(
+        a,
+        &[a, g],
+        &root,
+        &home,
+        &[
+            "compile",
+            "--json",
+            "--arch",
+            "gfx90a",
+            ka.to_str().unwrap(),
+        ],
+    );
+    let ob = hipjit_as(
+        b,
+        &[b, g],
+        &root,
+        &home,
+        &[
+            "compile",
+            "--json",
+            "--arch",
+            "gfx90a",
+            kb.to_str().unwrap(),
+        ],
+    );
+    // b reads what a published.
+    let ob2 = hipjit_as(
+        b,
+        &[b, g],
+        &root,
+        &home,
+        &[
+            "compile",
+            "--json",
+            "--arch",
+            "gfx90a",
+            ka.to_str().unwrap(),
+        ],
+    );
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    for (who, o) in [("a", &oa), ("b", &ob)] {
+        let v = json(o);
+        let r = &v["results"][0];
+        assert_eq!(r["ok"], true, "{who}: {v}");
+        assert_eq!(
+            r["cache_warnings"],
+            serde_json::json!([]),
+            "{who}: {}",
+            text(&o.stderr)
+        );
+        let entry = PathBuf::from(r["entry"].as_str().unwrap());
+        assert!(
+            entry.is_file(),
+            "{who} did not publish: {}",
+            text(&o.stderr)
+        );
+    }
+    assert_eq!(
+        json(&ob2)["results"][0]["cache"],
+        "disk",
+        "{}",
+        text(&ob2.stderr)
+    );
+    // Every directory made in the shared root carries the sharing mode, whatever the umask.
+    for d in ["v1", "v1/tmp", "v1/locks"] {
+        let m = std::fs::metadata(root.join(d)).unwrap();
+        assert_eq!(m.mode() & 0o7777, 0o2775, "{d}");
+        assert_eq!(m.gid(), g, "{d}");
+    }
+    // An entry owned by a user outside the group is refused (read as bad, never served).
+    let eb = PathBuf::from(json(&ob)["results"][0]["entry"].as_str().unwrap());
+    std::os::unix::fs::chown(&eb, Some(outsider), None).unwrap();
+    let o = hipjit_as(a, &[a, g], &root, &home, &["cache", "verify", "--json"]);
+    let v = json(&o);
+    let bad: Vec<_> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ok"] == false)
+        .collect();
+    assert_eq!(bad.len(), 1, "{v}");
+    assert!(
+        bad[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not in the shared root's group"),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_root_that_is_a_link_owned_by_another_user_is_refused() {
+    let acc = Accounts::new("l", 1);
+    let other = acc.uid(0);
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let link = dir.path().join("cache");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(other), None).unwrap();
+    let k = dir.path().join("k.hip");
+    std::fs::write(&k, "int a;").unwrap();
+    let o = hipjit(
+        &link,
+        &home,
+        &["compile", "--arch", "gfx90a", k.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("symbolic link owned by uid"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn a_world_writable_directory_in_a_private_root_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let root = dir.path().join("cache");
+    let k = dir.path().join("k.hip");
+    std::fs::write(&k, "int a;").unwrap();
+    let (entry, _) = entry_of(&root, &home, &k);
+    let sub = entry.parent().unwrap();
+    std::fs::set_permissions(sub, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = hipjit(&root, &home, &["cache", "verify"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains("writable by group or others"),
+        "{}",
+        text(&o.stdout)
+    );
+}
