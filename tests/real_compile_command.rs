@@ -403,3 +403,28 @@ fn hiprtc_takes_the_standard_as_hipjit_spells_it_for_hiprtc() {
         .unwrap_or_else(|e| panic!("{std:?} as {options:?}: {e}"));
     }
 }
+
+#[test]
+fn extra_flags_with_shell_metacharacters_reach_clang_as_one_word() {
+    // hipcc 5.2.3 (Perl) and 7.x run clang through a shell command line: a flag holding a
+    // space, `$`, `;`, a backquote or a quote must reach clang as the word given, or the key
+    // would describe a different compile.
+    let dir = tempfile::tempdir().unwrap();
+    let content = "s p$HOME;`id`'x";
+    let src = write(
+        dir.path(),
+        "word.hip",
+        format!(
+            "static_assert(sizeof(V) == {}, V);\n\
+             extern \"C\" __global__ void k(int* p) {{ p[0] = 1; }}\n",
+            content.len() + 1
+        )
+        .as_bytes(),
+    );
+    let flag = format!("-DV=\"{content}\"");
+    let o = hipjit(
+        &dir.path().join("cache"),
+        &["compile", "--arch", TARGET, s(&src), "--cflag", &flag],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
