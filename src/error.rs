@@ -472,6 +472,24 @@ pub enum LaunchError {
         /// The size of the value passed (bytes).
         given: u32,
     },
+    /// The code object's metadata says the kernel writes an argument (`.access` or
+    /// `.actual_access` `write_only`/`read_write`) that was passed as a shared borrow: pass it
+    /// as `&mut` ([`crate::launch`]).
+    #[error(
+        "kernel {kernel} argument {index}{}: the code object says the kernel writes it ({access}), \
+         but it was passed as a shared borrow; pass it as &mut",
+        name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()
+    )]
+    ArgWritten {
+        /// The kernel's name.
+        kernel: String,
+        /// The argument's position, from 0.
+        index: usize,
+        /// The argument's name, when the metadata records it.
+        name: Option<String>,
+        /// The metadata's access (`write_only` or `read_write`).
+        access: String,
+    },
     /// A cooperative launch was asked for, but the runtime does not export
     /// `hipModuleLaunchCooperativeKernel`.
     #[error(

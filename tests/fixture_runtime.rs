@@ -1760,6 +1760,45 @@ fn synchronous_upload_copy_and_fill_are_complete_when_they_return() {
 }
 
 #[test]
+fn argument_the_code_object_says_is_written_is_refused_as_a_shared_borrow() {
+    // access(const float* __restrict__ x, float* __restrict__ y, const float* w, float a,
+    // unsigned n), built by hipcc 7.0.2, whose metadata says `.actual_access: write_only` of y.
+    let (path, dev) = fixture_device("access-metadata", &[]);
+    let co = CodeObject::from_bytes(&data("access-gfx90a.hsaco"), None).unwrap();
+    let lib = Library::load(&dev, &co).unwrap();
+    let k = lib.kernel("access").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let x = DeviceBuffer::<f32>::zeroed(&dev, 4).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeroed(&dev, 4).unwrap();
+    let n = 4u32;
+    let cfg = LaunchConfig::for_num_elems(n, 64);
+    // SAFETY: refused before the call.
+    let err = unsafe { k.launch(&stream, cfg, &mut args![&x, &y, &x, &2.0f32, &n]) }.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "kernel access argument 1: the code object says the kernel writes it (write_only), but \
+         it was passed as a shared borrow; pass it as &mut"
+    );
+    assert!(position(&log(&path), "hipModuleLaunchKernel").is_none());
+    // SAFETY: access(...) with 4 floats each; y written, x and w (the same buffer) read.
+    unsafe { k.launch(&stream, cfg, &mut args![&x, &mut y, &x, &2.0f32, &n]) }.unwrap();
+    assert_eq!(lines(&log(&path), "hipModuleLaunchKernel access").len(), 1);
+    // A prepared launch keeps the rule on every launch.
+    let prepared = k
+        .prepare(&stream, cfg, &args![&x, &mut y, &x, &2.0f32, &n])
+        .unwrap();
+    // SAFETY: refused before the call.
+    let err = unsafe { prepared.launch(&mut args![&x, &y, &x, &2.0f32, &n]) }.unwrap_err();
+    assert!(
+        matches!(err, LaunchError::ArgWritten { index: 1, .. }),
+        "{err}"
+    );
+    // SAFETY: as the launch above.
+    unsafe { prepared.launch(&mut args![&x, &mut y, &x, &2.0f32, &n]) }.unwrap();
+    assert_eq!(lines(&log(&path), "hipModuleLaunchKernel access").len(), 2);
+}
+
+#[test]
 fn prepared_launch_is_checked_once_then_runs_with_new_values() {
     let (path, dev) = fixture_device("prepared", &[]);
     let lib = Library::load(&dev, &gfx90a()).unwrap();

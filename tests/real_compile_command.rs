@@ -370,3 +370,61 @@ fn library_compiled_carries_its_warnings_and_a_disk_hit_replays_them() {
     assert_eq!(again.origin(), Origin::Disk);
     assert_eq!(again.diagnostics(), first.diagnostics());
 }
+
+#[test]
+fn hiprtc_takes_the_standard_as_hipjit_spells_it_for_hiprtc() {
+    use hipjit::compiler::hiprtc::{self, HipRtc};
+    use hipjit::compiler::rtc::RtcInput;
+    use hipjit::compiler::{BackendKind, CompilerIdentity};
+    let rtc = HipRtc::open(None).unwrap_or_else(|e| panic!("{e}"));
+    // hipRTC's version (9.0 on both 5.2.3 and 6.4.3) does not name its clang: an identity
+    // without a clang version, as the in-process backend has.
+    let identity = CompilerIdentity {
+        path: rtc.path().to_path_buf(),
+        version: String::new(),
+    };
+    let target = TargetId::parse(TARGET).unwrap();
+    for (std, low, high) in [
+        (CxxStd::Cxx20, "202002L", "202003L"),
+        (CxxStd::Cxx23, "202100L", "202303L"),
+    ] {
+        let options = vec![
+            hiprtc::arch_option(&target),
+            BackendKind::Hiprtc.std_flag(std, &identity),
+            format!("-DLOW={low}"),
+            format!("-DHIGH={high}"),
+        ];
+        rtc.compile(&RtcInput {
+            source: STD_PROBE,
+            name: "std.hip",
+            headers: &[],
+            options: &options,
+        })
+        .unwrap_or_else(|e| panic!("{std:?} as {options:?}: {e}"));
+    }
+}
+
+#[test]
+fn extra_flags_with_shell_metacharacters_reach_clang_as_one_word() {
+    // hipcc 5.2.3 (Perl) and 7.x run clang through a shell command line: a flag holding a
+    // space, `$`, `;`, a backquote or a quote must reach clang as the word given, or the key
+    // would describe a different compile.
+    let dir = tempfile::tempdir().unwrap();
+    let content = "s p$HOME;`id`'x";
+    let src = write(
+        dir.path(),
+        "word.hip",
+        format!(
+            "static_assert(sizeof(V) == {}, V);\n\
+             extern \"C\" __global__ void k(int* p) {{ p[0] = 1; }}\n",
+            content.len() + 1
+        )
+        .as_bytes(),
+    );
+    let flag = format!("-DV=\"{content}\"");
+    let o = hipjit(
+        &dir.path().join("cache"),
+        &["compile", "--arch", TARGET, s(&src), "--cflag", &flag],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -569,3 +569,43 @@ fn no_spills_and_no_scratch_checks_pass_for_a_simple_kernel() {
     jit.compile(kernel("scale.hip"), &opts)
         .unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn compiler_records_the_access_of_restrict_pointers() {
+    // The basis of hipjit::launch's check of `&` against `&mut`: hipcc 5.2.3 marks only a
+    // `const T* __restrict__` read-only (`.access`); hipcc 7.0.2 records `.actual_access` of
+    // both `__restrict__` pointers, write_only for the written one; neither says anything of a
+    // pointer without `__restrict__`.
+    let jit = jit_memory_only();
+    let compiled = jit
+        .compile(
+            kernel("access.hip"),
+            &CompileOptions::for_target(any_target()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let info = compiled.code_object().kernel("access").unwrap();
+    let explicit: Vec<_> = info
+        .args
+        .iter()
+        .filter(|a| !a.value_kind.starts_with("hidden_"))
+        .map(|a| {
+            (
+                a.access.as_deref(),
+                a.actual_access.as_deref(),
+                a.is_written(),
+            )
+        })
+        .collect();
+    let none = (None, None, false);
+    let expected = match test_env() {
+        TestEnv::Bookworm => [(Some("read_only"), None, false), none, none, none, none],
+        TestEnv::Sid => [
+            (None, Some("read_only"), false),
+            (None, Some("write_only"), true),
+            none,
+            none,
+            none,
+        ],
+    };
+    assert_eq!(explicit, expected, "{:#?}", info.args);
+}

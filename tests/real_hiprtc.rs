@@ -65,6 +65,11 @@ fn the_library_of_the_environment_is_found() {
         TestEnv::Sid => assert!(file.starts_with("libhiprtc.so.6"), "{rtc:?}"),
     }
     assert_eq!(rtc.found(), "dynamic loader");
+    let major = match test_env() {
+        TestEnv::Bookworm => 5,
+        TestEnv::Sid => 6,
+    };
+    assert_eq!(rtc.hip_major(), Some(major), "{rtc:?}");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! kernarg segment, SGPR/VGPR/AGPR counts, spills, LDS, scratch, wavefront size, workgroup
 //! limit), the same kernel descriptor (WGP-mode bit included) and the same machine code, byte
 //! for byte. Run here on HIP 5.2.3 (`bookworm`: gfx90a, gfx1030) and inside the sid root by
-//! scripts/sid-test.sh (`sid`, HIP 6.4.3: gfx90a, gfx1100).
+//! scripts/sid-test.sh (`sid`, HIP 6.4.3: gfx90a, gfx942, gfx1100).
 //!
 //! Measured: on HIP 6.4.3 every kernel is identical on both targets. On HIP 5.2.3 metadata and
 //! descriptors are identical, but the machine code of the kernels in [`HIP5_CODE_DIFFERS`]
@@ -40,6 +40,10 @@ fn cases() -> &'static [Case] {
         Ok("sid") => &[
             Case {
                 target: "gfx90a",
+                flags: &[],
+            },
+            Case {
+                target: "gfx942",
                 flags: &[],
             },
             Case {

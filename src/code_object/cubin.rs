@@ -347,6 +347,8 @@ fn kernel_info(name: String, attrs: &[u8], base: u64) -> Result<KernelInfo, Cubi
                         size,
                         value_kind: "by_value".to_owned(),
                         address_space: None,
+                        access: None,
+                        actual_access: None,
                     },
                 ));
             }

@@ -205,5 +205,7 @@ fn parse_arg(
         size: f.u32(".size")?,
         value_kind: f.str(".value_kind")?,
         address_space: f.opt_str(".address_space")?,
+        access: f.opt_str(".access")?,
+        actual_access: f.opt_str(".actual_access")?,
     })
 }

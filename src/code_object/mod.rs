@@ -51,6 +51,28 @@ pub struct KernelArg {
     pub value_kind: String,
     /// `.address_space` of pointer arguments: `global`, `constant`, `local`...
     pub address_space: Option<String>,
+    /// `.access`: the access qualifier (`read_only`, `write_only`, `read_write`). Debian's
+    /// hipcc 5.2.3 records `read_only` for a `const T* __restrict__` parameter and nothing for
+    /// other pointers (measured); OpenCL records its image and pipe qualifiers.
+    #[serde(default)]
+    pub access: Option<String>,
+    /// `.actual_access`: the accesses the compiler found the kernel performs (`read_only`,
+    /// `write_only`, `read_write`). hipcc 7.0.2 (clang 21) records it for `__restrict__`
+    /// pointers (measured); absent otherwise.
+    #[serde(default)]
+    pub actual_access: Option<String>,
+}
+
+impl KernelArg {
+    /// Whether the metadata says the kernel writes through this argument: `.access` or
+    /// `.actual_access` is `write_only` or `read_write`. `false` says nothing: compilers
+    /// rarely record either.
+    pub fn is_written(&self) -> bool {
+        [&self.access, &self.actual_access]
+            .into_iter()
+            .flatten()
+            .any(|a| a == "write_only" || a == "read_write")
+    }
 }
 
 /// One kernel of a code object: its metadata map (LLVM AMDGPUUsage, "Code Object V3 to V6

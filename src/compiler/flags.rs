@@ -1,6 +1,6 @@
 //! The rules each compiler backend applies to the flags a caller adds, and how each spells the
-//! C++ standard: one table per [`BackendKind`], so that a new backend (an in-process compiler)
-//! adds its own rules here.
+//! C++ standard, keyed by [`BackendKind`]: hipcc and hipRTC (clang) share one table, nvcc and
+//! NVRTC another; a new backend adds its variant and its rules here.
 //!
 //! A caller's extra flags (`CompileOptions::extra_flags`, `hipjit compile --cflag` or the words
 //! after `--`) reach the compiler as given, after hipjit's own, and are part of the cache key.
@@ -29,11 +29,18 @@ use crate::compiler::CompilerIdentity;
 /// Which compiler a compile goes to. The flag rules and the spelling of the standard depend on
 /// it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BackendKind {
     /// `hipcc` (clang underneath): AMDGPU code objects.
     Hipcc,
     /// `nvcc`: cubins on HIP's NVIDIA platform.
     Nvcc,
+    /// hipRTC, in process ([`crate::compiler::hiprtc`]; clang through comgr): hipcc's rules,
+    /// with `--gpu-architecture` (its target option) a target flag.
+    Hiprtc,
+    /// NVRTC, in process ([`crate::compiler::nvrtc`]): nvcc's rules (NVRTC takes the same
+    /// spellings for the options it shares with nvcc).
+    Nvrtc,
 }
 
 impl fmt::Display for BackendKind {
@@ -41,6 +48,8 @@ impl fmt::Display for BackendKind {
         f.write_str(match self {
             BackendKind::Hipcc => "hipcc",
             BackendKind::Nvcc => "nvcc",
+            BackendKind::Hiprtc => "hipRTC",
+            BackendKind::Nvrtc => "NVRTC",
         })
     }
 }
@@ -361,6 +370,10 @@ const NVCC_PREFIX: &[(&str, RejectedBecause)] = &[
     ("-Xclang", AmdOnly),
 ];
 
+/// hipRTC's own spellings, checked before hipcc's rules.
+const HIPRTC_PREFIX: &[(&str, RejectedBecause)] =
+    &[("--gpu-architecture", TargetList), ("-arch", TargetList)];
+
 /// cc1 options that read or write files, refused after `-Xclang`.
 const CC1_PREFIX: &[(&str, RejectedBecause)] = &[
     ("-load", ReadsUnkeyedFiles),
@@ -403,18 +416,27 @@ fn rule(
 }
 
 impl BackendKind {
-    /// The spelling of `std` this compiler takes, e.g. `-std=c++17`. hipcc: clang before 17
-    /// (read from the identity's `clang version N`, or unknown) takes C++23 only as
-    /// `-std=c++2b`, clang 17 and later as `-std=c++23` (clang's "C++ Support" status page).
-    /// nvcc: `-std=c++NN` as is (nvcc ignores, with a warning, a standard its host compiler
-    /// lacks; [`crate::compiler::nvcc::Nvcc::compile`] makes that an error).
+    /// The spelling of `std` this compiler takes, e.g. `-std=c++17`. hipcc and hipRTC: clang
+    /// before 17 (read from the identity's `clang version N`; unknown counts as before 17, as
+    /// for hipRTC, whose version does not name its clang) takes C++23 only as `-std=c++2b`,
+    /// which later clang still takes; clang 17 and later get `-std=c++23` (clang's "C++
+    /// Support" status page). nvcc and NVRTC: `-std=c++NN` as is (nvcc ignores, with a
+    /// warning, a standard its host compiler lacks; [`crate::compiler::nvcc::Nvcc::compile`]
+    /// makes that an error).
     pub fn std_flag(self, std: CxxStd, compiler: &CompilerIdentity) -> String {
         match (self, std) {
-            (BackendKind::Hipcc, CxxStd::Cxx23) if compiler.clang_major().unwrap_or(0) < 17 => {
+            (BackendKind::Hipcc | BackendKind::Hiprtc, CxxStd::Cxx23)
+                if compiler.clang_major().unwrap_or(0) < 17 =>
+            {
                 "-std=c++2b".into()
             }
             _ => std.flag().into(),
         }
+    }
+
+    /// Whether this backend runs clang (hipcc, hipRTC) rather than NVIDIA's front end.
+    fn is_clang(self) -> bool {
+        matches!(self, BackendKind::Hipcc | BackendKind::Hiprtc)
     }
 
     /// Checks a caller's extra flags in order (see the module documentation for what is
@@ -431,8 +453,13 @@ impl BackendKind {
         };
         let mut it = flags.iter().peekable();
         while let Some(flag) = it.next() {
+            if self == BackendKind::Hiprtc {
+                if let Some(b) = rule(flag, &[], HIPRTC_PREFIX) {
+                    return Err(reject(flag, b));
+                }
+            }
             match self {
-                BackendKind::Hipcc => {
+                _ if self.is_clang() => {
                     let payload = if flag == "-Xclang" {
                         Some(it.next().ok_or_else(|| OptionsError::DanglingFlag {
                             flag: flag.clone(),
@@ -466,7 +493,7 @@ impl BackendKind {
                         }
                     }
                 }
-                BackendKind::Nvcc => {
+                _ => {
                     if let Some(b) = rule(flag, NVCC_EXACT, NVCC_PREFIX) {
                         return Err(reject(flag, b));
                     }
@@ -540,6 +567,15 @@ mod tests {
         );
         let ok = ["-Xclang".to_string(), "-fnative-half-type".to_string()];
         assert_eq!(BackendKind::Hipcc.check_extra_flags(&ok), Ok(()));
+        let target = ["--gpu-architecture=gfx942".to_string()];
+        assert!(matches!(
+            BackendKind::Hiprtc.check_extra_flags(&target),
+            Err(OptionsError::RejectedFlag {
+                because: TargetList,
+                backend: BackendKind::Hiprtc,
+                ..
+            })
+        ));
         let dangling = ["-Xclang".to_string()];
         assert!(matches!(
             BackendKind::Hipcc.check_extra_flags(&dangling),

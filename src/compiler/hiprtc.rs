@@ -210,6 +210,17 @@ impl HipRtc {
         )
     }
 
+    /// HIP's major version of this hipRTC, from the library's file name (`hiprtcVersion` does
+    /// not tell): `libhiprtc.so.N...` gives N, the hipRTC inside `libamdhip64.so.5...` gives 5.
+    /// `None` for a file named otherwise.
+    pub fn hip_major(&self) -> Option<u32> {
+        let name = self.path.file_name()?.to_str()?;
+        let rest = name
+            .strip_prefix("libhiprtc.so.")
+            .or_else(|| name.strip_prefix("libamdhip64.so."))?;
+        rest.split('.').next()?.parse().ok()
+    }
+
     /// `hiprtcVersion`'s answer. It does not identify a build: 5.2.3 and 6.4.3 both say 9.0.
     pub fn version(&self) -> Option<(i32, i32)> {
         self.api.version()

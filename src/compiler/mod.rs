@@ -33,6 +33,7 @@ pub mod nvrtc;
 pub mod options;
 pub mod process;
 pub mod rtc;
+pub mod selection;
 pub mod shell_env;
 
 use std::ffi::OsString;

@@ -31,14 +31,16 @@
 //! [`crate::stream`]; [`crate::memory::DeviceMemory::to_vec_on`] on the launch's stream does
 //! this).
 //!
-//! The code object's metadata cannot check the choice: AMDGPUUsage's code object v3+ argument
-//! metadata has `.access`/`.actual_access` (`read_only`, `write_only`, `read_write`) and
-//! `.is_const`, but HIP compilers record only `.access: read_only`, for a
-//! `const T* __restrict__` parameter (measured with Debian's hipcc 5.2.3: nothing for a written
-//! pointer, nothing for a `const T*` without `__restrict__`). So a written argument cannot be
-//! told from a read-only one by metadata; the borrow is the caller's statement, part of
-//! [`Kernel::launch`]'s safety contract. Passing `&mut` to a read-only parameter is always
-//! allowed.
+//! The code object's metadata (LLVM AMDGPUUsage, code object v3+ "Kernel Argument Metadata
+//! Map": `.access`, `.actual_access`, each `read_only`, `write_only` or `read_write`) is checked
+//! where it speaks: an argument it says the kernel writes, passed as a shared borrow, is
+//! refused before the launch ([`LaunchError::ArgWritten`]). What compilers record (measured):
+//! hipcc 7.0.2 (clang 21) gives `.actual_access` of `__restrict__` pointers (`read_only`,
+//! `write_only`); Debian's hipcc 5.2.3 gives only `.access: read_only` of a
+//! `const T* __restrict__`; neither says anything of a pointer without `__restrict__`, and NVIDIA
+//! cubins carry no access at all. Where the metadata is silent the borrow is the caller's
+//! statement, part of [`Kernel::launch`]'s safety contract. Passing `&mut` to a read-only
+//! parameter is always allowed.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -308,6 +310,41 @@ macro_rules! args {
     };
 }
 
+/// Checks argument `index` against its metadata: the size, and a shared borrow of an argument
+/// the metadata says the kernel writes.
+fn check_arg(
+    kernel: &str,
+    index: usize,
+    meta: &crate::code_object::KernelArg,
+    given: u32,
+    writable: bool,
+) -> Result<(), LaunchError> {
+    if meta.size != given {
+        return Err(LaunchError::ArgSize {
+            kernel: kernel.to_owned(),
+            index,
+            name: meta.name.clone(),
+            expected: meta.size,
+            given,
+        });
+    }
+    if !writable && meta.is_written() {
+        let access = [&meta.actual_access, &meta.access]
+            .into_iter()
+            .flatten()
+            .find(|a| *a == "write_only" || *a == "read_write")
+            .cloned()
+            .unwrap_or_default();
+        return Err(LaunchError::ArgWritten {
+            kernel: kernel.to_owned(),
+            index,
+            name: meta.name.clone(),
+            access,
+        });
+    }
+    Ok(())
+}
+
 fn check_dims(what: &'static str, d: Dim3, max: [u32; 3]) -> Result<(), LaunchError> {
     for (dim, value, max) in [
         (Dim::X, d.x, max[0]),
@@ -389,15 +426,13 @@ impl Kernel {
                 });
             }
             for (index, (meta, &given)) in explicit.zip(args.sizes()).enumerate() {
-                if meta.size != given {
-                    return Err(LaunchError::ArgSize {
-                        kernel: self.inner.name.clone(),
-                        index,
-                        name: meta.name.clone(),
-                        expected: meta.size,
-                        given,
-                    });
-                }
+                check_arg(
+                    &self.inner.name,
+                    index,
+                    meta,
+                    given,
+                    args.is_writable(index),
+                )?;
             }
         }
         Ok(())
@@ -537,6 +572,46 @@ mod tests {
         // SAFETY: all-zero bytes are a valid `[u8; N]`.
         let huge: Box<Huge> = unsafe { Box::<Huge>::new_zeroed().assume_init() };
         assert_eq!(KernelArg::arg_size(&*huge), u32::MAX);
+    }
+
+    fn meta(access: Option<&str>, actual: Option<&str>) -> crate::code_object::KernelArg {
+        crate::code_object::KernelArg {
+            name: Some("out".into()),
+            type_name: None,
+            offset: 0,
+            size: 8,
+            value_kind: "global_buffer".into(),
+            address_space: Some("global".into()),
+            access: access.map(str::to_owned),
+            actual_access: actual.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn argument_the_metadata_says_is_written_must_be_passed_mutably() {
+        for (access, actual) in [
+            (Some("write_only"), None),
+            (None, Some("read_write")),
+            (Some("read_only"), Some("write_only")),
+        ] {
+            let m = meta(access, actual);
+            let err = super::check_arg("k", 1, &m, 8, false).unwrap_err();
+            assert!(
+                err.to_string().starts_with(
+                    "kernel k argument 1 (out): the code object says the kernel writes it"
+                ),
+                "{err}"
+            );
+            assert!(super::check_arg("k", 1, &m, 8, true).is_ok());
+        }
+    }
+
+    #[test]
+    fn read_only_or_silent_metadata_accepts_either_borrow() {
+        for m in [meta(Some("read_only"), None), meta(None, None)] {
+            assert!(super::check_arg("k", 0, &m, 8, false).is_ok());
+            assert!(super::check_arg("k", 0, &m, 8, true).is_ok());
+        }
     }
 
     #[test]

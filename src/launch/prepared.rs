@@ -6,7 +6,8 @@
 //! configuration against the device's limits and the kernel's attributes, the stream's device,
 //! and the argument list (count and sizes) against the code object's metadata
 //! (`amdhsa.kernels[].args`, LLVM AMDGPUUsage "Code Object V3 and Above Metadata"). A launch
-//! then compares the argument sizes with the prepared ones (a few integers; no metadata, no
+//! then compares the argument sizes with the prepared ones, and the arguments passed as `&mut`
+//! with those the metadata says the kernel writes (a few integers; no metadata, no
 //! properties, no table lookup), binds the device and makes one call of the entry point copied
 //! out of the runtime's table at preparation.
 //!
@@ -35,6 +36,9 @@ pub struct PreparedLaunch<'s> {
     cfg: LaunchConfig,
     sizes: [u32; MAX_KERNEL_ARGS],
     len: usize,
+    /// The arguments the code object's metadata says the kernel writes (a bit each): a launch
+    /// must pass them as `&mut`, as [`Kernel::check_launch`] requires.
+    written: u32,
     _stream: PhantomData<&'s ()>,
 }
 
@@ -72,6 +76,14 @@ impl Kernel {
         self.check_stream(stream)?;
         let device = self.inner.lib.device().clone();
         let launch = device.runtime().api().hipModuleLaunchKernel;
+        let written = self.info().map_or(0, |info| {
+            info.args
+                .iter()
+                .filter(|a| !a.value_kind.starts_with("hidden_"))
+                .enumerate()
+                .filter(|(i, a)| *i < MAX_KERNEL_ARGS && a.is_written())
+                .fold(0u32, |m, (i, _)| m | 1 << i)
+        });
         Ok(PreparedLaunch {
             kernel: self.clone(),
             device,
@@ -81,6 +93,7 @@ impl Kernel {
             cfg,
             sizes: args.sizes,
             len: args.len,
+            written,
             _stream: PhantomData,
         })
     }
@@ -92,13 +105,19 @@ impl PreparedLaunch<'_> {
     /// launch is queued.
     ///
     /// Errors: [`LaunchError::TooManyArgs`], [`LaunchError::ArgCount`] or
-    /// [`LaunchError::ArgSize`] when `args` is not shaped as prepared, or the runtime's error.
+    /// [`LaunchError::ArgSize`] when `args` is not shaped as prepared,
+    /// [`LaunchError::ArgWritten`] for an argument the metadata says the kernel writes passed as
+    /// a shared borrow, or the runtime's error.
     ///
     /// # Safety
     /// As [`Kernel::launch`].
     #[inline]
     pub unsafe fn launch(&self, args: &mut KernelArgs<'_>) -> Result<(), LaunchError> {
-        if args.len != self.len || args.overflow || args.sizes() != self.arg_sizes() {
+        if args.len != self.len
+            || args.overflow
+            || args.sizes() != self.arg_sizes()
+            || args.writable & self.written != self.written
+        {
             return Err(self.shape_error(args));
         }
         self.device.bind()?;
@@ -153,6 +172,22 @@ impl PreparedLaunch<'_> {
             };
         }
         let kernel = self.kernel.name().to_owned();
+        if args.len == self.len && args.sizes() == self.arg_sizes() {
+            // The sizes match: a written argument passed as a shared borrow.
+            if let Some(info) = self.kernel.info() {
+                let explicit = info
+                    .args
+                    .iter()
+                    .filter(|a| !a.value_kind.starts_with("hidden_"));
+                for (index, (meta, &given)) in explicit.zip(args.sizes()).enumerate() {
+                    if let Err(e) =
+                        super::check_arg(&kernel, index, meta, given, args.is_writable(index))
+                    {
+                        return e;
+                    }
+                }
+            }
+        }
         if args.len != self.len {
             return LaunchError::ArgCount {
                 kernel,

@@ -38,6 +38,9 @@ if [ "${1:-}" = "--inside-sid" ]; then
         -o kernels-gfx942-gfx1100-v2.ccob
     COMPRESSED_BUNDLE_FORMAT_VERSION=3 hipcc $flags --offload-compress --offload-arch=gfx942 \
         --offload-arch=gfx1100 kernels.hip -o kernels-gfx942-gfx1100-v3.ccob
+    # clang-21 records .actual_access (read_only, write_only) for __restrict__ pointers.
+    hipcc $flags --offload-arch=gfx90a --no-gpu-bundle-output ../../kernels/access.hip \
+        -o access-gfx90a.hsaco
     exit 0
 fi
 
