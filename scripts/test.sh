@@ -13,6 +13,7 @@
 #                 (hipcc 7.0.2, HIP 6.4.3)
 #   header-matrix scripts/header-matrix.sh (when present): hip-sys and hipjit against each
 #                 HIP header set
+#   fuzz          scripts/fuzz-brief.sh: a brief libFuzzer run of each fuzz target (fuzz/)
 # A failing setup stops the run; any other failing step is reported and the run goes on, so one
 # run shows every problem. Ends with the steps' times and, alone on the last line,
 # "N passed, N failed, N skipped", summed over the libtest "test result:" lines of every step
@@ -26,7 +27,7 @@ script_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 repo="$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null || dirname -- "$script_dir")"
 cd -- "$repo"
 
-ALL_STEPS=(setup fmt lint-scripts clippy clippy-cli test sid-test header-matrix)
+ALL_STEPS=(setup fmt lint-scripts clippy clippy-cli test sid-test header-matrix fuzz)
 
 # The machine this runs on has 2 cores (and CI's too): two rustc jobs at a time.
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
@@ -104,6 +105,7 @@ step_header_matrix() {
     fi
     bash scripts/header-matrix.sh
 }
+step_fuzz() { bash scripts/fuzz-brief.sh; }
 
 main() {
     local -a steps=("$@") failed=() times=()

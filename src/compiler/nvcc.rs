@@ -37,6 +37,10 @@ use crate::compiler::diagnostics::{parse_nvcc, Diagnostic};
 use crate::compiler::{BackendKind, CompilerIdentity, CxxStd, OptionsError};
 use crate::cuda::target::SmTarget;
 
+/// How long one nvcc run may take before it and its children are killed: 300 s (the AMD
+/// compile timeout's default).
+pub const NVCC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// The environment variable naming nvcc explicitly.
 pub const NVCC_ENV: &str = "HIPJIT_NVCC";
 
@@ -508,6 +512,7 @@ impl Nvcc {
         };
         let tmp = tempfile::Builder::new()
             .prefix("hipjit-nvcc-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir()
             .map_err(io(
                 "cannot create a temporary directory in",
@@ -531,11 +536,23 @@ impl Nvcc {
             Path::new("kernel.cu"),
             Path::new("kernel.cubin"),
         );
-        let output = Command::new(&self.path)
-            .args(&args)
-            .current_dir(tmp.path())
-            .output()
-            .map_err(io("cannot run", &self.path))?;
+        // Through the compiler stage's runner: a deadline covering its output, bounded
+        // output, and nvcc and its children die with hipjit (see `process`).
+        let mut cmd = Command::new(&self.path);
+        cmd.args(&args).current_dir(tmp.path());
+        let output = match super::process::run(&mut cmd, NVCC_TIMEOUT) {
+            Ok(f) => f,
+            Err(super::process::RunError::Timeout(_)) => {
+                return Err(io("cannot run", &self.path)(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "it ran longer than {} s and was killed",
+                        NVCC_TIMEOUT.as_secs()
+                    ),
+                )))
+            }
+            Err(e) => return Err(io("cannot run", &self.path)(std::io::Error::other(e))),
+        };
         let mut raw = output.stderr.clone();
         raw.extend_from_slice(&output.stdout);
         let log = String::from_utf8_lossy(&raw).into_owned();

@@ -57,7 +57,8 @@ use crate::output::{self, CliError};
 /// Arguments of `hipjit compile`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// HIP C++ source files.
+    /// HIP C++ source files: regular files of at most 64 MiB, or `-` / /dev/stdin for
+    /// standard input (FIFOs and devices are refused).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Target to compile for: an AMDGPU target ID (`gfx90a`, `gfx942:sramecc+:xnack-`) or an

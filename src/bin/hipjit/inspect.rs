@@ -17,7 +17,8 @@ use crate::output::{self, CliError};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The code object: raw ELF (.hsaco), offload bundle (.hipfb), compressed bundle (CCOB) or
-    /// CUDA cubin (.cubin).
+    /// CUDA cubin (.cubin); `-` or /dev/stdin reads standard input. A regular file of at most
+    /// 512 MiB (hipjit::file_read::CODE_OBJECT_LIMIT): FIFOs and devices are refused.
     pub file: PathBuf,
     /// From a bundle, read only the entry that runs on this target ID (e.g. `gfx90a`,
     /// `gfx942:sramecc+:xnack-`); without it, every AMDGPU entry of a bundle is read and
