@@ -2,7 +2,8 @@
 //! needed: 7 interleaved runs of each of
 //! - a fresh process that opens hipRTC and compiles the source (whole process, spawn to exit);
 //! - bare `hipcc -x hip --genco --offload-arch=T -O3 --no-gpu-bundle-output -std=c++17` on it;
-//! and, inside one process, a second hipRTC compile of a new source after a first one.
+//! - inside one process, a second hipRTC compile of a new source after a first one.
+//!
 //! Medians and the ratios to hipcc are printed. Run: `cargo bench --bench compilers` (needs
 //! hipcc and hipRTC; `HIPJIT_BENCH_TARGET` picks the target, default gfx90a).
 
