@@ -80,6 +80,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     ///
     /// Errors: the runtime's error (`hipErrorOutOfMemory`...).
     pub fn alloc(device: &Device, len: usize) -> Result<DeviceBuffer<T>, HipError> {
+        crate::graph::check_not_capturing(device, None, "hipMalloc")?;
         device.bind()?;
         let rt = device.runtime();
         let mut ptr: *mut c_void = std::ptr::null_mut();
@@ -304,6 +305,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         kind: sys::hipMemcpyKind,
     ) -> Result<(), HipError> {
         let null = std::ptr::null_mut();
+        crate::graph::check_not_capturing(&self.device, Some(null), "hipMemcpy")?;
         self.device.bind()?;
         self.enter(null)?;
         let rt = self.device.runtime();
@@ -401,6 +403,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Errors: the runtime's error.
     pub fn memset(&mut self, byte: u8) -> Result<(), HipError> {
         let null = std::ptr::null_mut();
+        crate::graph::check_not_capturing(&self.device, Some(null), "hipMemset")?;
         self.device.bind()?;
         self.enter(null)?;
         let rt = self.device.runtime();
