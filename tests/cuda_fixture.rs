@@ -784,6 +784,22 @@ fn stream_ordered_memory_and_waits_between_streams_map_onto_the_driver() {
     assert_eq!(live(), live_before);
 }
 
+#[test]
+fn zero_length_stream_ordered_buffer_allocates_and_frees_nothing() {
+    let _g = serial();
+    let rt = runtime();
+    let dev = rt.device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let before = live().allocations;
+    let start = op_log().len();
+    let empty = DeviceBuffer::<u32>::alloc_async(&stream, 0).unwrap();
+    assert!(empty.as_raw().is_null());
+    drop(empty);
+    // cuMemAllocAsync refuses 0 bytes; HIP's answer, a null pointer, needs no free either.
+    assert_eq!(op_log()[start..], [] as [String; 0]);
+    assert_eq!(live().allocations, before);
+}
+
 #[repr(C)]
 struct NodeParams {
     func: *mut c_void,

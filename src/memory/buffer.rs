@@ -433,6 +433,10 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
         // The fence's last record + wait were queued already; destroying it does not undo them.
         drop(self.fence.get_mut().take());
+        if self.ptr.is_null() {
+            // 0 bytes: HIP hands out a null pointer and there is nothing to free.
+            return;
+        }
         let rt = self.device.runtime();
         if let Err(e) = self.device.bind() {
             tracing::error!(error = %e, "cannot bind the device to free a device buffer");
