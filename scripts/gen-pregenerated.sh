@@ -29,8 +29,8 @@ bindgen_version=$(awk '/^name = "bindgen"$/ { getline; gsub(/version = |"/, "");
 
 target="$root/target/pregenerated"
 json=$(cd "$root" && HIP_SYS_BINDINGS=generated HIP_INCLUDE_DIR="$dir" \
-    cargo build -p hip-sys --target-dir "$target" --message-format=json)
-out_dir=$(printf '%s\n' "$json" | grep '"reason":"build-script-executed"' | grep '"package_id":"[^"]*hip-sys' \
+    cargo build -p hipjit-sys --target-dir "$target" --message-format=json)
+out_dir=$(printf '%s\n' "$json" | grep '"reason":"build-script-executed"' | grep '"package_id":"[^"]*hipjit-sys' \
     | sed 's/.*"out_dir":"\([^"]*\)".*/\1/' | tail -n 1)
 if [ -z "$out_dir" ] || [ ! -f "$out_dir/bindings.rs" ]; then
     echo "gen-pregenerated: could not find hip-sys's generated bindings" >&2

@@ -25,7 +25,7 @@
 #   - the library API matches the expected table (5.2, 6.2, 6.4: none; 7.1: LoadData,
 #     LoadFromFile, Unload, GetKernel, GetKernelCount; overlay: all seven);
 #   - for the set the pregenerated bindings come from, that they are still what it gives;
-#   - `cargo test -p hip-sys` passes: device-property layouts against the set's structs (as
+#   - `cargo test -p hipjit-sys` passes: device-property layouts against the set's structs (as
 #     bindgen and as a C++ compiler see them), the API contract, the build-script tests; for
 #     hip-5.2-debian also `--features link --test linked_runtime` (linking the real runtime).
 # All sets share one target directory (target/header-matrix); each set rebuilds hip-sys and
@@ -242,8 +242,8 @@ check_set() {
     # inputs' file times move forward, and the `none` set hides /usr/include/hip in a private
     # mount namespace, after which the real (older) files look unchanged and a stale probe of
     # the hidden state would be reused by the next set.
-    if ! cargo clean -q -p hip-sys --target-dir "$TARGET" >"$log.clean.txt" 2>&1; then
-        ROWS+=("$set|?|?|cargo clean -p hip-sys failed: see $log.clean.txt|FAIL|0")
+    if ! cargo clean -q -p hipjit-sys --target-dir "$TARGET" >"$log.clean.txt" 2>&1; then
+        ROWS+=("$set|?|?|cargo clean -p hipjit-sys failed: see $log.clean.txt|FAIL|0")
         FAILED=1
         return
     fi
@@ -251,20 +251,20 @@ check_set() {
     run_in_set "$set" "$dir" cargo build -p hipjit --lib --target-dir "$TARGET" \
         --message-format=json-render-diagnostics >"$log.build.json" 2>"$log.build.txt"
     local build_rc=$?
-    run_in_set "$set" "$dir" cargo test -p hip-sys --target-dir "$TARGET" >"$log.test.txt" 2>&1
+    run_in_set "$set" "$dir" cargo test -p hipjit-sys --target-dir "$TARGET" >"$log.test.txt" 2>&1
     local test_rc=$?
     if [[ $set == hip-5.2-debian ]]; then
         # Feature `link`: the declarations link against the installed runtime (HIP 5.2.3).
-        run_in_set "$set" "$dir" cargo test -p hip-sys --features link --test linked_runtime \
+        run_in_set "$set" "$dir" cargo test -p hipjit-sys --features link --test linked_runtime \
             --target-dir "$TARGET" >>"$log.test.txt" 2>&1 || test_rc=1
     fi
     ((build_rc == 0)) || problems+=("build failed (see $log.build.txt)")
     ((test_rc == 0)) || problems+=("hip-sys tests failed (see $log.test.txt)")
 
     local sys_cfgs jit_cfgs out_dir
-    sys_cfgs=$(cfgs_of "$log.build.json" "hip-sys")
+    sys_cfgs=$(cfgs_of "$log.build.json" "hipjit-sys")
     jit_cfgs=$(cfgs_of "$log.build.json" "hipjit")
-    out_dir=$(out_dir_of "$log.build.json" "hip-sys")
+    out_dir=$(out_dir_of "$log.build.json" "hipjit-sys")
     [[ $sys_cfgs == "$expected_cfgs" ]] ||
         problems+=("hip-sys cfgs [$(words "$sys_cfgs")] != inventory [$(words "$expected_cfgs")]")
     [[ $jit_cfgs == "$expected_cfgs" ]] ||
@@ -298,9 +298,9 @@ check_set() {
 
     local allowed="" warns
     if [[ $set == none ]]; then
-        allowed="warning: hip-sys@"
+        allowed="warning: hipjit-sys@"
         local notice
-        notice=$(grep -F "warning: hip-sys@" "$log.build.txt" | head -n 1)
+        notice=$(grep -F "warning: hipjit-sys@" "$log.build.txt" | head -n 1)
         [[ $notice == *"no HIP headers found"* ]] || problems+=("no 'no HIP headers found' warning")
         for c in HIP_INCLUDE_DIR HIP_PATH ROCM_PATH "hipconfig/hipcc on PATH" /opt/rocm /usr/include; do
             [[ $notice == *"$c"* ]] || problems+=("the warning does not name $c")

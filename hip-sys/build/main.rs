@@ -43,7 +43,12 @@ fn run() -> Result<(), String> {
         println!("cargo::rerun-if-env-changed={var}");
     }
 
+    println!("cargo::rerun-if-env-changed=DOCS_RS");
     let mode = match std::env::var(HIP_SYS_BINDINGS).as_deref() {
+        // docs.rs (which sets DOCS_RS) has no ROCm: document the pregenerated bindings.
+        Err(std::env::VarError::NotPresent) if std::env::var_os("DOCS_RS").is_some() => {
+            Mode::Pregenerated
+        }
         Err(std::env::VarError::NotPresent) | Ok("") | Ok("auto") => Mode::Auto,
         Ok("generated") => Mode::Generated,
         Ok("pregenerated") => Mode::Pregenerated,

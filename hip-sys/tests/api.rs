@@ -5,13 +5,13 @@
 use core::ffi::c_void;
 use core::mem::size_of;
 
-use hip_sys::{build_info, pfn};
+use hipjit_sys::{build_info, pfn};
 
 #[test]
 fn enum_constants_are_plain_constants_of_the_enum_type() {
-    let success: hip_sys::hipError_t = hip_sys::hipSuccess;
-    let no_device: hip_sys::hipError_t = hip_sys::hipErrorNoDevice;
-    let regs: hip_sys::hipFunction_attribute = hip_sys::HIP_FUNC_ATTRIBUTE_NUM_REGS;
+    let success: hipjit_sys::hipError_t = hipjit_sys::hipSuccess;
+    let no_device: hipjit_sys::hipError_t = hipjit_sys::hipErrorNoDevice;
+    let regs: hipjit_sys::hipFunction_attribute = hipjit_sys::HIP_FUNC_ATTRIBUTE_NUM_REGS;
     assert_eq!((success, no_device), (0, 100));
     assert_eq!(
         regs, 4,
@@ -22,16 +22,16 @@ fn enum_constants_are_plain_constants_of_the_enum_type() {
 #[test]
 fn pfn_hipModuleLoadData_has_the_c_signature() {
     unsafe extern "C" fn stand_in(
-        _module: *mut hip_sys::hipModule_t,
+        _module: *mut hipjit_sys::hipModule_t,
         _image: *const c_void,
-    ) -> hip_sys::hipError_t {
-        hip_sys::hipErrorInvalidImage
+    ) -> hipjit_sys::hipError_t {
+        hipjit_sys::hipErrorInvalidImage
     }
     let f: pfn::hipModuleLoadData = stand_in;
-    let mut module: hip_sys::hipModule_t = core::ptr::null_mut();
+    let mut module: hipjit_sys::hipModule_t = core::ptr::null_mut();
     // SAFETY: `stand_in` ignores its arguments.
     let status = unsafe { f(&mut module, core::ptr::null()) };
-    assert_eq!(status, hip_sys::hipErrorInvalidImage);
+    assert_eq!(status, hipjit_sys::hipErrorInvalidImage);
 }
 
 #[test]
@@ -53,12 +53,12 @@ fn every_probed_api_has_a_pfn_type_whatever_the_headers() {
 
 #[test]
 fn library_api_types_exist_whatever_the_headers() {
-    let library: hip_sys::hipLibrary_t = core::ptr::null_mut();
-    let kernel: hip_sys::hipKernel_t = core::ptr::null_mut();
-    let option: hip_sys::hipLibraryOption = hip_sys::hipLibraryBinaryIsPreserved;
+    let library: hipjit_sys::hipLibrary_t = core::ptr::null_mut();
+    let kernel: hipjit_sys::hipKernel_t = core::ptr::null_mut();
+    let option: hipjit_sys::hipLibraryOption = hipjit_sys::hipLibraryBinaryIsPreserved;
     assert!(library.is_null() && kernel.is_null());
     assert_eq!(option, 1);
-    assert_eq!(hip_sys::hipLibraryHostUniversalFunctionAndDataTable, 0);
+    assert_eq!(hipjit_sys::hipLibraryHostUniversalFunctionAndDataTable, 0);
 }
 
 #[test]

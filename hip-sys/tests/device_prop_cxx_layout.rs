@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hip_sys::build_info;
-use hip_sys::device_prop::{hipDeviceProp_tR0000, hipDeviceProp_tR0600};
+use hipjit_sys::build_info;
+use hipjit_sys::device_prop::{hipDeviceProp_tR0000, hipDeviceProp_tR0600};
 
 #[macro_use]
 mod layout_fields;

@@ -8,7 +8,7 @@
 
 use core::mem::{offset_of, size_of};
 
-use hip_sys::device_prop::{hipDeviceProp_tR0000, hipDeviceProp_tR0600};
+use hipjit_sys::device_prop::{hipDeviceProp_tR0000, hipDeviceProp_tR0600};
 
 #[macro_use]
 mod layout_fields;
@@ -29,7 +29,7 @@ macro_rules! assert_same_layout {
 }
 
 fn hip_major() -> u32 {
-    let version = hip_sys::build_info::HIP_VERSION;
+    let version = hipjit_sys::build_info::HIP_VERSION;
     version
         .split('.')
         .next()
@@ -43,12 +43,12 @@ fn r0000_layout_matches_hip5_hipDeviceProp_t() {
     assert!(
         hip_major() < 6,
         "HIP {} headers declare a plain hipDeviceProp_t: only HIP 5.x headers should",
-        hip_sys::build_info::HIP_VERSION
+        hipjit_sys::build_info::HIP_VERSION
     );
     r0000_fields!(
         assert_same_layout,
         hipDeviceProp_tR0000,
-        hip_sys::hipDeviceProp_t
+        hipjit_sys::hipDeviceProp_t
     );
 }
 
@@ -58,7 +58,7 @@ fn headers_without_plain_hipDeviceProp_t_are_hip6_or_later() {
     assert!(
         hip_major() >= 6,
         "HIP {} headers lack hipDeviceProp_t, but HIP 5.x headers declare it",
-        hip_sys::build_info::HIP_VERSION
+        hipjit_sys::build_info::HIP_VERSION
     );
 }
 
@@ -68,7 +68,7 @@ fn r0000_layout_matches_headers_hipDeviceProp_tR0000() {
     r0000_fields!(
         assert_same_layout,
         hipDeviceProp_tR0000,
-        hip_sys::hipDeviceProp_tR0000
+        hipjit_sys::hipDeviceProp_tR0000
     );
 }
 
@@ -78,7 +78,7 @@ fn r0600_layout_matches_headers_hipDeviceProp_tR0600() {
     r0600_fields!(
         assert_same_layout,
         hipDeviceProp_tR0600,
-        hip_sys::hipDeviceProp_tR0600
+        hipjit_sys::hipDeviceProp_tR0600
     );
 }
 
@@ -88,7 +88,7 @@ fn headers_without_hipDeviceProp_tR0600_are_hip5() {
     assert!(
         hip_major() < 6,
         "HIP {} headers lack hipDeviceProp_tR0600, which HIP 6.0 introduced",
-        hip_sys::build_info::HIP_VERSION
+        hipjit_sys::build_info::HIP_VERSION
     );
 }
 
