@@ -82,6 +82,9 @@ pub enum OccupancyError {
         /// The kernel's limit.
         max: u32,
     },
+    /// The code object lacks the kernel or its descriptor ([`occupancy_of`]).
+    #[error("{0}")]
+    CodeObject(String),
     /// A wavefront size the processor does not run.
     #[error("kernel {kernel} has wavefront size {wavefront_size}, which {processor} does not run")]
     WavefrontSize {
@@ -331,6 +334,38 @@ pub fn best_block_size(
         }
     }
     best
+}
+
+/// [`occupancy`] of kernel `name` of `code_object`, on the code object's processor, in the mode
+/// its kernel descriptor says (`COMPUTE_PGM_RSRC1.WGP_MODE`: a gfx10+ kernel compiled for CU
+/// mode, as hipRTC 5.2 or `-mcumode` compile, gets [`Processor::cu_mode`]).
+///
+/// Errors: [`OccupancyError::CodeObject`] when the kernel or its descriptor is missing, else as
+/// [`occupancy`].
+pub fn occupancy_of(
+    code_object: &crate::code_object::CodeObject,
+    name: &str,
+    block_size: u32,
+    dynamic_lds_bytes: u32,
+) -> Result<Occupancy, OccupancyError> {
+    let target = code_object.target_id();
+    let info = code_object
+        .kernel(name)
+        .map_err(|e| OccupancyError::CodeObject(e.to_string()))?;
+    let descriptor = code_object
+        .kernel_descriptor(name)
+        .map_err(|e| OccupancyError::CodeObject(e.to_string()))?;
+    let mut processor = Processor::for_target(target)?;
+    if processor.wave32 && !descriptor.wgp_mode() {
+        processor = processor.cu_mode();
+    }
+    occupancy_on(
+        &processor,
+        target.processor(),
+        info,
+        block_size,
+        dynamic_lds_bytes,
+    )
 }
 
 impl KernelInfo {

@@ -38,6 +38,10 @@ fn source() -> String {
 
 /// Compiles [`source`] for `arch`; returns the code object and LLVM's `; Occupancy:` per kernel.
 fn compile(arch: &str) -> (CodeObject, Vec<(String, u32)>) {
+    compile_with(arch, &[])
+}
+
+fn compile_with(arch: &str, flags: &[&str]) -> (CodeObject, Vec<(String, u32)>) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("k.hip"), source()).unwrap();
     let out = Command::new("/usr/bin/hipcc")
@@ -51,6 +55,7 @@ fn compile(arch: &str) -> (CodeObject, Vec<(String, u32)>) {
             "--save-temps",
         ])
         .arg(format!("--offload-arch={arch}"))
+        .args(flags)
         .args(["-o", "k.co", "k.hip"])
         .output()
         .unwrap_or_else(|e| panic!("cannot run /usr/bin/hipcc ({e}): apt-get install hipcc"));
@@ -125,4 +130,24 @@ fn gfx940_waves_per_simd_match_llvm() {
 #[test]
 fn gfx1030_wave32_waves_per_simd_match_llvm() {
     check("gfx1030");
+}
+
+#[test]
+fn gfx1030_cu_mode_from_the_kernel_descriptor_halves_blocks_per_compute_unit() {
+    // The lightest kernel (k4): 16 waves per SIMD32 either way (LLVM's figure). hipcc compiles
+    // for WGP mode by default: 4 SIMDs x 16 = 64 waves per WGP; blocks of 256 threads are 8
+    // waves: 8 blocks. With -mcumode the descriptor's WGP_MODE bit is clear: 2 SIMDs x 16 = 32
+    // waves per CU: 4 blocks.
+    let (wgp, llvm) = compile("gfx1030");
+    let (cu, llvm_cu) = compile_with("gfx1030", &["-mcumode"]);
+    assert_eq!(llvm[0], ("k4".to_string(), 16));
+    assert_eq!(llvm_cu[0], ("k4".to_string(), 16));
+    assert!(wgp.kernel_descriptor("k4").unwrap().wgp_mode());
+    assert!(!cu.kernel_descriptor("k4").unwrap().wgp_mode());
+    let a = hipjit::occupancy::occupancy_of(&wgp, "k4", 256, 0).unwrap();
+    let b = hipjit::occupancy::occupancy_of(&cu, "k4", 256, 0).unwrap();
+    assert_eq!((a.waves_per_simd, a.blocks_per_cu), (16, 8));
+    assert_eq!((b.waves_per_simd, b.blocks_per_cu), (16, 4));
+    let err = hipjit::occupancy::occupancy_of(&cu, "nope", 256, 0).unwrap_err();
+    assert!(err.to_string().contains("nope"), "{err}");
 }

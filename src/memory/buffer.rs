@@ -85,6 +85,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     ///
     /// Errors: the runtime's error (`hipErrorOutOfMemory`...).
     pub fn alloc(device: &Device, len: usize) -> Result<DeviceBuffer<T>, HipError> {
+        crate::graph::check_not_capturing(device, None, "hipMalloc")?;
         device.bind()?;
         let rt = device.runtime();
         let mut ptr: *mut c_void = std::ptr::null_mut();
@@ -363,6 +364,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         kind: sys::hipMemcpyKind,
     ) -> Result<(), HipError> {
         let null = std::ptr::null_mut();
+        crate::graph::check_not_capturing(&self.device, Some(null), "hipMemcpy")?;
         self.device.bind()?;
         self.enter(null)?;
         let rt = self.device.runtime();
@@ -460,6 +462,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Errors: the runtime's error.
     pub fn memset(&mut self, byte: u8) -> Result<(), HipError> {
         let null = std::ptr::null_mut();
+        crate::graph::check_not_capturing(&self.device, Some(null), "hipMemset")?;
         self.device.bind()?;
         self.enter(null)?;
         let rt = self.device.runtime();
@@ -493,6 +496,10 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
             if let Err(e) = event.synchronize() {
                 tracing::error!(error = %e, "waiting for another device's use of a device buffer failed");
             }
+        }
+        if self.ptr.is_null() {
+            // 0 bytes: HIP hands out a null pointer and there is nothing to free.
+            return;
         }
         let rt = self.device.runtime();
         if let Err(e) = self.device.bind() {

@@ -123,6 +123,17 @@ api_table! {
         hipDeviceCanAccessPeer,
         hipDeviceEnablePeerAccess,
         hipMemcpyPeerAsync,
+        hipStreamBeginCapture,
+        hipStreamEndCapture,
+        hipStreamIsCapturing,
+        hipThreadExchangeStreamCaptureMode,
+        hipGraphInstantiateWithFlags,
+        hipGraphLaunch,
+        hipGraphDestroy,
+        hipGraphExecDestroy,
+        hipGraphGetNodes,
+        hipGraphNodeGetType,
+        hipGraphExecKernelNodeSetParams,
     }
 }
 
