@@ -17,6 +17,7 @@ use hipjit::device::Device;
 use hipjit::event::{Event, EventFlags};
 use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
 use hipjit::launch::LaunchConfig;
+use hipjit::library::Library;
 use hipjit::memory::{DeviceBuffer, DeviceMemory, DeviceMemoryMut};
 use hipjit::runtime::Runtime;
 use hipjit::stream::{Stream, StreamFlags};
@@ -399,8 +400,13 @@ fn jit_compiles_once_per_target_and_loads_once_per_device_from_many_threads() {
                 let (dev, jit, barrier) = (&d[i], &jit, &barrier);
                 s.spawn(move || {
                     barrier.wait();
+                    // The load is slowed down so that the threads of one device overlap in
+                    // it: without single flight both would load.
                     let l = jit
-                        .load(dev, SOURCE, &CompileOptions::default())
+                        .load_with(dev, SOURCE, &CompileOptions::default(), |d, co| {
+                            std::thread::sleep(std::time::Duration::from_millis(300));
+                            Library::load(d, co)
+                        })
                         .unwrap_or_else(|e| panic!("device {i}: {e}"));
                     (i, l)
                 })
