@@ -257,6 +257,11 @@ pub struct Loaded {
 /// (runtime library path, device ordinal, cache key).
 type LoadedKey = (PathBuf, i32, CacheKey);
 
+/// One loaded library per [`LoadedKey`]: the lock is held while it is loaded, so that threads
+/// asking for the same device and key at once load it once (single flight), while other
+/// devices and keys load in parallel.
+type LoadedSlot = Arc<Mutex<Option<Arc<Library>>>>;
+
 /// The JIT compiler with its caches. `Send + Sync`: share one per process.
 pub struct Jit {
     compiler: Compiler,
@@ -265,7 +270,7 @@ pub struct Jit {
     extra: Vec<u8>,
     runtime_versions: Option<Vec<u32>>,
     lock_wait: Option<Duration>,
-    loaded: Mutex<HashMap<LoadedKey, Arc<Library>>>,
+    loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
     kernels: crate::cache::kernels::KernelCache<CompileOptions>,
 }
@@ -544,7 +549,9 @@ impl Jit {
         loop {
             let compiled = self.compile_impl(source, &o, bypass_disk)?;
             let map_key = (runtime.clone(), device.ordinal(), compiled.key());
-            if let Some(lib) = self.loaded.lock().get(&map_key) {
+            let slot: LoadedSlot = Arc::clone(self.loaded.lock().entry(map_key).or_default());
+            let mut slot = slot.lock();
+            if let Some(lib) = &*slot {
                 return Ok(Loaded {
                     compiled,
                     library: Arc::clone(lib),
@@ -568,18 +575,16 @@ impl Jit {
                 };
             match load(device, co) {
                 Ok(lib) => {
-                    let lib = Arc::clone(
-                        self.loaded
-                            .lock()
-                            .entry(map_key)
-                            .or_insert_with(|| Arc::new(lib)),
-                    );
+                    let lib = Arc::new(lib);
+                    *slot = Some(Arc::clone(&lib));
                     return Ok(Loaded {
                         compiled,
                         library: lib,
                     });
                 }
                 Err(LibraryError::Hip(e)) if e.is_invalid_image() && !bypass_disk => {
+                    // Released before the recompile: the retry takes the slot again.
+                    drop(slot);
                     tracing::warn!(key = %compiled.key(), error = %e,
                         "the runtime rejected a cached code object; recompiling once");
                     self.evict(source, &o, &compiled)?;
