@@ -632,12 +632,10 @@ fn nvcc_identity_is_remembered_in_the_cache_dir() {
     let a = Nvcc::discover_cached(Some(n.path()), dir.path()).unwrap();
     let remembered: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
     assert_eq!(remembered.len(), 1);
-    assert_eq!(
-        std::fs::read_to_string(remembered[0].path()).unwrap(),
-        n.version_text()
-    );
+    assert_eq!(a.version_text(), n.version_text());
     let b = Nvcc::discover_cached(Some(n.path()), dir.path()).unwrap();
-    assert_eq!(a.version_text(), b.version_text());
+    assert_eq!(a.identity(), b.identity());
+    assert_eq!(a.identity().fingerprint.len(), 64);
 }
 
 #[test]
@@ -903,4 +901,26 @@ fn load_during_a_global_capture_is_refused_before_the_driver_sees_it() {
     assert_eq!(err.code(), 900, "{err}");
     cap.end_capture().unwrap();
     stream.synchronize().unwrap();
+}
+
+#[test]
+fn nvidia_jit_kernel_hit_is_the_cached_handle_and_flags_are_part_of_the_key() {
+    use hipjit::cuda::jit::NvJit;
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let jit = NvJit::new(nvcc(), Some(dir.path().to_path_buf()));
+    let first = jit.kernel(&dev, JIT_SOURCE, "twice", &[]).unwrap();
+    let modules = live();
+    let again = jit
+        .kernel(&dev, String::from(JIT_SOURCE), "twice", &[])
+        .unwrap();
+    assert!(first.same_as(&again));
+    assert_eq!(live(), modules, "a hit loads nothing");
+    let flagged = jit
+        .kernel(&dev, JIT_SOURCE, "twice", &["-DUNUSED=1".to_owned()])
+        .unwrap();
+    assert!(!flagged.same_as(&first), "other flags: another kernel");
+    let err = jit.kernel(&dev, JIT_SOURCE, "thrice", &[]).unwrap_err();
+    assert!(err.to_string().contains("thrice"), "{err}");
 }

@@ -11,7 +11,8 @@
 //!   and optional size cap. A bad entry is a miss (replaced in the written root); an intact
 //!   entry whose cubin does not read is removed from the written root and compiled again. A
 //!   missing key is compiled under the key's cross-process lock ([`DiskCache::lock`]).
-//!   nvcc's remembered identity ([`Nvcc::discover_cached`]) lives in `<written root>/nvidia/`.
+//!   nvcc's identity is remembered per user ([`crate::compiler::identity`]), never in a cache
+//!   root, where another member of a sharing group could forge it.
 //! - Sources are bytes (`&str`, `String`, `&[u8]`, `Vec<u8>`), in any encoding nvcc accepts,
 //!   keyed by those bytes. The standard is one per `NvJit` ([`NvJit::with_std`]).
 //! - Memory: loaded libraries per (device, source, flags), checked by comparing the source
@@ -34,6 +35,7 @@ use crate::compiler::nvcc::{Nvcc, NvccError};
 use crate::compiler::CompileOptions;
 use crate::device::Device;
 use crate::error::LibraryError;
+use crate::kernel::Kernel;
 use crate::library::Library;
 
 /// Where a result came from.
@@ -81,9 +83,6 @@ pub enum NvJitError {
 
 /// The name of the cubin artefact in a disk-cache entry (the AMD JIT's is `code-object`).
 pub const CUBIN_ARTEFACT: &str = "cubin";
-
-/// The directory under the written cache root where nvcc's identity is remembered.
-const IDENTITY_DIR: &str = "nvidia";
 
 /// A compile result of [`NvJit::compile_detailed`].
 #[derive(Debug, Clone)]
@@ -134,6 +133,8 @@ pub struct NvJit {
     /// One lock per memory key, held while compiling and loading: one compile per key at a
     /// time (single flight); other callers wait, then find the result in memory.
     in_flight: Mutex<HashMap<MemoryKey, Arc<Mutex<()>>>>,
+    /// Kernels by (device, source, flags, name): [`NvJit::kernel`].
+    kernels: crate::cache::kernels::KernelCache<Vec<String>>,
 }
 
 impl std::fmt::Debug for NvJit {
@@ -170,6 +171,7 @@ impl NvJit {
             disk: OnceLock::new(),
             memory: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
+            kernels: Default::default(),
         }
     }
 
@@ -199,7 +201,7 @@ impl NvJit {
 
     /// nvcc discovered in the documented order, the disk cache over the roots of
     /// `HIPJIT_CACHE_DIR` (else the default root; none when nothing is set), nvcc's identity
-    /// remembered in the written root ([`Nvcc::discover_cached`]).
+    /// remembered per user ([`Nvcc::discover`]).
     ///
     /// Errors: [`NvccError`] from discovery, [`NvJitError::Cache`] from opening the roots.
     pub fn from_env() -> Result<NvJit, NvJitError> {
@@ -208,7 +210,7 @@ impl NvJit {
     }
 
     /// nvcc discovered in the documented order, the disk cache rooted at `dir` (one root,
-    /// written; `None`: none), nvcc's identity remembered there.
+    /// written; `None`: none), nvcc's identity remembered per user.
     ///
     /// Errors: [`NvccError`] from discovery, [`NvJitError::Cache`] from opening the root.
     pub fn with_cache_dir(dir: Option<PathBuf>) -> Result<NvJit, NvJitError> {
@@ -216,11 +218,11 @@ impl NvJit {
     }
 
     fn open(roots: Vec<PathBuf>) -> Result<NvJit, NvJitError> {
-        let Some(written) = roots.first() else {
+        if roots.is_empty() {
             return Ok(NvJit::with_roots(Nvcc::discover(None)?, roots));
-        };
+        }
         let disk = DiskCache::open(&roots)?;
-        let nvcc = Nvcc::discover_cached(None, &written.join(IDENTITY_DIR))?;
+        let nvcc = Nvcc::discover(None)?;
         Ok(NvJit::with_disk_cache(nvcc, Some(disk)))
     }
 
@@ -259,6 +261,37 @@ impl NvJit {
     /// Forgets the loaded libraries (they unload when their last user drops them).
     pub fn clear_memory(&self) {
         self.memory.lock().clear();
+        self.kernels.clear();
+    }
+
+    /// The kernel `name` of `source` compiled with `flags` and loaded on `device`
+    /// ([`NvJit::load`], then [`Library::kernel`]), cached per (device, source, flags, name):
+    /// a hit compares the source, flags and name in full and clones the owned [`Kernel`],
+    /// with no driver call.
+    ///
+    /// Errors: those of [`NvJit::load`], [`NvJitError::Load`] with
+    /// [`LibraryError::KernelNotFound`](crate::error::LibraryError::KernelNotFound) naming the
+    /// kernels there are.
+    pub fn kernel(
+        &self,
+        device: &Device,
+        source: impl AsRef<[u8]>,
+        name: &str,
+        flags: &[String],
+    ) -> Result<Kernel, NvJitError> {
+        let source = source.as_ref();
+        if let Some(k) = self.kernels.get(
+            device,
+            source,
+            |f: &Vec<String>| f.as_slice() == flags,
+            name,
+        ) {
+            return Ok(k);
+        }
+        let kernel = self.load(device, source, flags)?.library.kernel(name)?;
+        self.kernels
+            .insert(device, source, flags.to_vec(), name, &kernel);
+        Ok(kernel)
     }
 
     /// Compiles `source` for `sm`, or reads the disk cache; returns the cubin, where it came
