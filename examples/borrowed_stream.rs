@@ -90,8 +90,8 @@ fn run() -> Result<u8, Box<dyn Error>> {
 
     let n = 4096u32;
     let host: Vec<i32> = (0..n as i32).collect();
-    let buf = DeviceBuffer::from_slice(&device, &host)?;
-    let mut args = hipjit::args![&buf, &n];
+    let mut buf = DeviceBuffer::from_slice(&device, &host)?;
+    let mut args = hipjit::args![&mut buf, &n];
     // SAFETY: add_one(int*, unsigned) touches x[i] for i < n; the buffer holds n ints and
     // outlives the synchronization.
     unsafe { kernel.launch(&borrowed, LaunchConfig::for_num_elems(n, 256), &mut args)? };

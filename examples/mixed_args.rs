@@ -124,9 +124,9 @@ fn run() -> Result<u8, Box<dyn Error>> {
         bias: 100.0,
     };
     let n = 256u32;
-    let out = DeviceBuffer::<f64>::zeroed(&device, n as usize)?;
+    let mut out = DeviceBuffer::<f64>::zeroed(&device, n as usize)?;
     let stream = BorrowedStream::null(&device);
-    let mut args = hipjit::args![&c, &d, &v, &p, &out];
+    let mut args = hipjit::args![&c, &d, &v, &p, &mut out];
     // SAFETY: the argument types match the kernel's (sizes checked above); it writes out[i]
     // for i < 256, the buffer's length, and the buffer outlives the synchronization.
     unsafe { kernel.launch(&stream, LaunchConfig::for_num_elems(n, 64), &mut args)? };

@@ -89,11 +89,11 @@ fn run() -> Result<u8, Box<dyn Error>> {
     let x_host: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let y_host: Vec<f32> = (0..n).map(|i| (n - i) as f32).collect();
     let x = DeviceBuffer::from_slice(&device, &x_host)?;
-    let y = DeviceBuffer::from_slice(&device, &y_host)?;
+    let mut y = DeviceBuffer::from_slice(&device, &y_host)?;
     let stream = Stream::new(&device, StreamFlags::NON_BLOCKING)?;
-    let mut args = hipjit::args![&a, &x, &y, &n];
-    // SAFETY: saxpy(float, const float*, float*, unsigned) reads x[i] and writes y[i] for
-    // i < n; both buffers hold n floats and outlive the synchronization below.
+    let mut args = hipjit::args![&a, &x, &mut y, &n];
+    // SAFETY: saxpy(float, const float*, float*, unsigned) reads x[i] and writes y[i] (passed
+    // as &mut) for i < n; both buffers hold n floats and outlive the synchronization below.
     unsafe { kernel.launch(&stream, LaunchConfig::for_num_elems(n, 256), &mut args)? };
     stream.synchronize()?;
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # hipjit on HIP's NVIDIA platform, end to end on a machine with an NVIDIA GPU (the H200 device
-# machine): the checks and benchmarks of examples/nvidia_e2e.rs, the kernel library of
+# machine): the checks and benchmarks of examples/nvidia_e2e.rs and examples/nvidia_graphs.rs
+# (prepared launches, capture and graphs), the kernel library of
 # examples/downstream (softmax-demo: generate, compile with defines and an include directory,
 # size from occupancy, load, launch on a stream between events, check every element), then a
 # PyTorch stream handed to a cdylib built from hipjit (examples/torch_stream) through ctypes.
@@ -54,6 +55,9 @@ run_all() {
 
     echo "== hipjit checks and benchmarks (examples/nvidia_e2e.rs)"
     "$bin/nvidia_e2e"
+
+    echo "== prepared launches, stream capture and graphs (examples/nvidia_graphs.rs)"
+    "$bin/nvidia_graphs"
 
     echo "== a kernel library on hipjit (examples/downstream, softmax-demo)"
     HIP_PLATFORM=nvidia "$bin/softmax-demo"

@@ -188,8 +188,10 @@ impl Device {
 
     /// Waits for all work on the device (`hipDeviceSynchronize`).
     ///
-    /// Errors: the runtime's error, e.g. a kernel's fault.
+    /// Errors: the runtime's error, e.g. a kernel's fault; `hipErrorStreamCaptureUnsupported`,
+    /// before the call, when a capture forbids it on this thread ([`crate::graph::capture`]).
     pub fn synchronize(&self) -> Result<(), HipError> {
+        crate::graph::check_not_capturing(self, None, "hipDeviceSynchronize")?;
         self.bind()?;
         let rt = self.runtime();
         // SAFETY: no arguments; the device is bound.

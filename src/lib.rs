@@ -80,6 +80,7 @@ pub mod error;
 pub use error::{Error, Result};
 pub mod event;
 pub mod file_read;
+pub mod graph;
 pub mod jit;
 pub mod kernel;
 pub mod launch;

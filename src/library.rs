@@ -431,6 +431,7 @@ impl Library {
 /// Loads `image` through the module API (`hipModuleLoadData`). The caller keeps `image` alive
 /// with the returned module; the device is already bound.
 fn load_module(device: &Device, image: &[u8]) -> Result<Handle, HipError> {
+    crate::graph::check_not_capturing(device, None, "hipModuleLoadData")?;
     let rt = device.runtime();
     let mut m: sys::hipModule_t = std::ptr::null_mut();
     // SAFETY: `image` is a complete code object (ELF or cubin) that outlives the module.
@@ -443,6 +444,12 @@ fn load_module(device: &Device, image: &[u8]) -> Result<Handle, HipError> {
 
 fn load_library(device: &Device, elf: &[u8]) -> Result<sys::hipLibrary_t, LibraryError> {
     let rt = device.runtime();
+    let call = if rt.api().hipLibraryLoadData.is_some() {
+        "hipLibraryLoadData"
+    } else {
+        "hipLibraryLoadFromFile"
+    };
+    crate::graph::check_not_capturing(device, None, call)?;
     let mut l: sys::hipLibrary_t = std::ptr::null_mut();
     if let Some(load_data) = rt.api().hipLibraryLoadData {
         // SAFETY: complete ELF image; no JIT or library options (count 0, null arrays).

@@ -55,8 +55,15 @@ pub trait AsStream {
 
     /// Blocks until all work queued on the stream has finished (`hipStreamSynchronize`).
     ///
-    /// Errors: the runtime's error, e.g. a fault of a kernel queued on the stream.
+    /// Errors: the runtime's error, e.g. a fault of a kernel queued on the stream;
+    /// `hipErrorStreamCaptureUnsupported`, before the call, when the stream is capturing or a
+    /// capture forbids it on this thread ([`crate::graph::capture`]).
     fn synchronize(&self) -> Result<(), HipError> {
+        crate::graph::check_not_capturing(
+            self.device(),
+            Some(self.as_raw()),
+            "hipStreamSynchronize",
+        )?;
         let rt = self.device().runtime();
         self.device().bind()?;
         // SAFETY: the stream handle is valid while `self` lives.

@@ -783,3 +783,124 @@ fn stream_ordered_memory_and_waits_between_streams_map_onto_the_driver() {
     drop((a, b, done));
     assert_eq!(live(), live_before);
 }
+
+#[test]
+fn zero_length_stream_ordered_buffer_allocates_and_frees_nothing() {
+    let _g = serial();
+    let rt = runtime();
+    let dev = rt.device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let before = live().allocations;
+    let start = op_log().len();
+    let empty = DeviceBuffer::<u32>::alloc_async(&stream, 0).unwrap();
+    assert!(empty.as_raw().is_null());
+    drop(empty);
+    // cuMemAllocAsync refuses 0 bytes; HIP's answer, a null pointer, needs no free either.
+    assert_eq!(op_log()[start..], [] as [String; 0]);
+    assert_eq!(live().allocations, before);
+}
+
+#[repr(C)]
+struct NodeParams {
+    func: *mut c_void,
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared: c_uint,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+    kern: *mut c_void,
+    ctx: *mut c_void,
+}
+
+#[test]
+fn capture_and_graphs_go_through_the_versioned_driver_entry_points() {
+    use hipjit::graph::{CaptureMode, Written};
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let kernel = Library::load_cubin(&dev, &cubin())
+        .unwrap()
+        .kernel("add_one")
+        .unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let a = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let b = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let graphs_live = || {
+        // SAFETY: the fixture's `int fixture_graphs_live`.
+        unsafe { *(sym(c"fixture_graphs_live") as *const c_int) }
+    };
+    let before = graphs_live();
+    let cfg = LaunchConfig::for_num_elems(64, 64);
+    let mut cap = stream.begin_capture(CaptureMode::Global).unwrap();
+    for _ in 0..3 {
+        // SAFETY: the fixture runs nothing; add_one(int*) takes one pointer.
+        unsafe { cap.launch(&kernel, cfg, args![Written(&a)]) }.unwrap();
+    }
+    let graph = cap.end_capture().unwrap();
+    let mut exec = graph.instantiate().unwrap();
+    assert_eq!(exec.kernel_nodes().len(), 3);
+    let node = exec.kernel_nodes()[1];
+    let wide = LaunchConfig {
+        grid: (7, 1, 1).into(),
+        block: (32, 2, 1).into(),
+        dynamic_lds_bytes: 128,
+    };
+    // SAFETY: as above.
+    unsafe { exec.set_kernel_params(node, &kernel, wide, args![Written(&b)]) }.unwrap();
+    // SAFETY: the fixture's record, laid out as `NodeParams`, read after the call returned.
+    let p = unsafe { &*(sym(c"fixture_last_node_params") as *const NodeParams) };
+    assert_eq!(
+        (p.func, p.grid, p.block, p.shared),
+        (kernel.as_raw() as *mut c_void, [7, 1, 1], [32, 2, 1], 128)
+    );
+    assert!(p.extra.is_null() && p.kern.is_null() && p.ctx.is_null());
+    exec.launch(&stream).unwrap();
+    drop((exec, graph));
+    assert_eq!(
+        graphs_live(),
+        before,
+        "every graph and executable graph destroyed"
+    );
+    let log = op_log();
+    assert_in_order(
+        &log,
+        &[
+            "cuStreamBeginCapture_v2".into(),
+            "cuLaunchKernel".into(),
+            "cuStreamEndCapture".into(),
+            "cuGraphInstantiateWithFlags".into(),
+            "cuGraphExecKernelNodeSetParams_v2".into(),
+            "cuGraphLaunch".into(),
+            "cuGraphExecDestroy".into(),
+            "cuGraphDestroy".into(),
+        ],
+    );
+    assert!(
+        log.iter().any(|l| l.ends_with("nodes=3")),
+        "three launches recorded: {log:#?}"
+    );
+    assert!(
+        !log.iter().any(|l| l.starts_with("LEGACY")),
+        "a legacy entry point was called: {log:#?}"
+    );
+}
+
+#[test]
+fn load_during_a_global_capture_is_refused_before_the_driver_sees_it() {
+    use hipjit::graph::CaptureMode;
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let modules = live().modules + live().libraries;
+    let cap = stream.begin_capture(CaptureMode::Global).unwrap();
+    let err = Library::load_cubin(&dev, &cubin()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("hipErrorStreamCaptureUnsupported (900): refused by hipjit before the call"),
+        "{err}"
+    );
+    assert_eq!(live().modules + live().libraries, modules);
+    let err = stream.synchronize().unwrap_err();
+    assert_eq!(err.code(), 900, "{err}");
+    cap.end_capture().unwrap();
+    stream.synchronize().unwrap();
+}

@@ -1861,3 +1861,297 @@ fn prepared_launch_refuses_arguments_of_another_shape_naming_the_argument() {
         );
     });
 }
+
+mod graphs {
+    use super::*;
+    use hipjit::graph::{CaptureMode, GraphError, Written};
+
+    fn scale_setup(
+        name: &str,
+    ) -> (
+        PathBuf,
+        hipjit::device::Device,
+        hipjit::kernel::Kernel,
+        Stream,
+    ) {
+        let (path, dev) = fixture_device(name, &[]);
+        let kernel = Library::load(&dev, &gfx90a())
+            .unwrap()
+            .kernel("scale")
+            .unwrap();
+        let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+        (path, dev, kernel, stream)
+    }
+
+    #[test]
+    fn capture_records_launches_that_each_replay_runs_in_order() {
+        let (path, dev, kernel, stream) = scale_setup("graph-replay");
+        let n = 8u32;
+        let (two, three) = (2.0f32, 3.0f32);
+        let x = DeviceBuffer::from_slice(&dev, &[1.0f32; 8]).unwrap();
+        let cfg = LaunchConfig::for_num_elems(n, 8);
+        let mut cap = stream.begin_capture(CaptureMode::Global).unwrap();
+        // SAFETY: scale(float*, float, unsigned) on a buffer of n floats.
+        unsafe {
+            cap.launch(&kernel, cfg, args![Written(&x), &two, &n])
+                .unwrap();
+        }
+        // SAFETY: as above.
+        unsafe {
+            cap.launch(&kernel, cfg, args![Written(&x), &three, &n])
+                .unwrap();
+        }
+        let graph = cap.end_capture().unwrap();
+        assert_eq!(graph.kernel_nodes().unwrap().len(), 2, "{:#?}", log(&path));
+        let exec = graph.instantiate().unwrap();
+        exec.launch(&stream).unwrap();
+        stream.synchronize().unwrap();
+        assert_eq!(x.to_vec().unwrap(), [6.0f32; 8], "read between replays");
+        exec.launch(&stream).unwrap();
+        stream.synchronize().unwrap();
+        drop((exec, graph));
+        assert_eq!(x.to_vec().unwrap(), [36.0f32; 8], "(2 * 3)^2");
+        let log = log(&path);
+        in_order(
+            &log,
+            &[
+                "hipStreamBeginCapture".into(),
+                "captured scale".into(),
+                "captured scale".into(),
+                "hipStreamEndCapture".into(),
+                "hipGraphInstantiateWithFlags".into(),
+                "hipGraphLaunch".into(),
+                "hipGraphLaunch".into(),
+                "hipGraphExecDestroy".into(),
+                "hipGraphDestroy".into(),
+            ],
+        );
+        assert!(
+            position(&log, "hipStreamEndCapture").is_some_and(|i| log[i].ends_with("nodes=2")),
+            "{log:#?}"
+        );
+        assert!(
+            position(&log, "hipModuleLaunchKernel").is_some(),
+            "launches go through hipModuleLaunchKernel while capturing: {log:#?}"
+        );
+    }
+
+    #[test]
+    fn graph_replays_after_its_stream_kernel_and_library_are_dropped() {
+        let (path, dev, kernel, stream) = scale_setup("graph-keepalive");
+        let n = 4u32;
+        let a = 2.0f32;
+        let mut x = DeviceBuffer::from_slice(&dev, &[1.0f32; 4]).unwrap();
+        let mut cap = stream.begin_capture(CaptureMode::ThreadLocal).unwrap();
+        // SAFETY: scale on a buffer of n floats.
+        unsafe {
+            cap.launch(
+                &kernel,
+                LaunchConfig::for_num_elems(n, 4),
+                args![&mut x, &a, &n],
+            )
+            .unwrap();
+        }
+        let exec = cap.end_capture().unwrap().instantiate().unwrap();
+        drop((kernel, stream));
+        assert!(
+            position(&log(&path), "hipModuleUnload").is_none(),
+            "the graph keeps the module loaded"
+        );
+        let other = Stream::new(&dev, StreamFlags::empty()).unwrap();
+        exec.launch(&other).unwrap();
+        other.synchronize().unwrap();
+        drop(exec);
+        assert_eq!(x.to_vec().unwrap(), [2.0f32; 4]);
+        in_order(
+            &log(&path),
+            &[
+                "hipGraphLaunch".into(),
+                "hipGraphExecDestroy".into(),
+                "hipGraphDestroy".into(),
+                "hipModuleUnload".into(),
+            ],
+        );
+    }
+
+    #[test]
+    fn kernel_node_update_changes_the_next_replay() {
+        let (path, dev, kernel, stream) = scale_setup("graph-update");
+        let n = 4u32;
+        let (two, five) = (2.0f32, 5.0f32);
+        let mut x = DeviceBuffer::from_slice(&dev, &[1.0f32; 4]).unwrap();
+        let mut y = DeviceBuffer::from_slice(&dev, &[1.0f32; 4]).unwrap();
+        let cfg = LaunchConfig::for_num_elems(n, 4);
+        let mut cap = stream.begin_capture(CaptureMode::Relaxed).unwrap();
+        // SAFETY: scale on a buffer of n floats.
+        unsafe { cap.launch(&kernel, cfg, args![&mut x, &two, &n]) }.unwrap();
+        let graph = cap.end_capture().unwrap();
+        let mut exec = graph.instantiate().unwrap();
+        let node = exec.kernel_nodes()[0];
+        // SAFETY: as above, on y.
+        unsafe { exec.set_kernel_params(node, &kernel, cfg, args![&mut y, &five, &n]) }.unwrap();
+        exec.launch(&stream).unwrap();
+        stream.synchronize().unwrap();
+        // A wrongly shaped update is refused by the launch checks, before the call.
+        // SAFETY: refused before the call.
+        let err =
+            unsafe { exec.set_kernel_params(node, &kernel, cfg, args![&five, &n]) }.unwrap_err();
+        assert_eq!(err.to_string(), "kernel scale takes 3 arguments, 2 given");
+        drop((exec, graph));
+        assert_eq!(
+            x.to_vec().unwrap(),
+            [1.0f32; 4],
+            "x is no longer in the graph"
+        );
+        assert_eq!(y.to_vec().unwrap(), [5.0f32; 4]);
+        let log = log(&path);
+        assert_eq!(
+            lines(&log, "hipGraphExecKernelNodeSetParams").len(),
+            1,
+            "{log:#?}"
+        );
+    }
+
+    #[test]
+    fn node_of_another_graph_is_refused() {
+        let (_path, dev, kernel, stream) = scale_setup("graph-foreign");
+        let n = 4u32;
+        let a = 2.0f32;
+        let x = DeviceBuffer::from_slice(&dev, &[1.0f32; 4]).unwrap();
+        let cfg = LaunchConfig::for_num_elems(n, 4);
+        let mut execs = Vec::new();
+        for _ in 0..2 {
+            let mut cap = stream.begin_capture(CaptureMode::Global).unwrap();
+            // SAFETY: scale on a buffer of n floats.
+            unsafe { cap.launch(&kernel, cfg, args![Written(&x), &a, &n]) }.unwrap();
+            execs.push(cap.end_capture().unwrap().instantiate().unwrap());
+        }
+        let second = execs.pop().unwrap();
+        let mut first = execs.pop().unwrap();
+        let foreign = second.kernel_nodes()[0];
+        // SAFETY: refused before the call.
+        let err = unsafe { first.set_kernel_params(foreign, &kernel, cfg, args![&x, &a, &n]) }
+            .unwrap_err();
+        assert!(
+            matches!(err, GraphError::ForeignNode { index: 0, count: 1 }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn load_allocation_and_synchronize_during_a_global_capture_are_refused_by_name() {
+        let (path, dev, kernel, stream) = scale_setup("graph-refuse");
+        let cap = stream.begin_capture(CaptureMode::Global).unwrap();
+        let err = Library::load(&dev, &gfx90a()).unwrap_err();
+        assert!(err.to_string().starts_with("hipModuleLoadData failed: hipErrorStreamCaptureUnsupported (900): refused by hipjit before the call"), "{err}");
+        let err = DeviceBuffer::<f32>::alloc(&dev, 4).unwrap_err();
+        assert_eq!((err.call(), err.code()), ("hipMalloc", 900), "{err}");
+        let err = stream.synchronize().unwrap_err();
+        assert_eq!(
+            (err.call(), err.code()),
+            ("hipStreamSynchronize", 900),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("the stream it would use is capturing"),
+            "{err}"
+        );
+        let err = dev.synchronize().unwrap_err();
+        assert_eq!(
+            (err.call(), err.code()),
+            ("hipDeviceSynchronize", 900),
+            "{err}"
+        );
+        // The capture was not invalidated: it ends with its launch.
+        let n = 4u32;
+        let a = 2.0f32;
+        let x = DeviceBuffer::<f32>::zeroed(&dev, 0).err();
+        assert!(x.is_some(), "zeroed allocates: refused too");
+        drop(x);
+        let graph = cap.end_capture().unwrap();
+        assert_eq!(graph.kernel_nodes().unwrap().len(), 0);
+        drop((graph, kernel, n, a));
+        let log = log(&path);
+        assert!(
+            position(&log, "hipModuleLoadData during capture").is_none()
+                && position(&log, "hipMalloc during capture").is_none(),
+            "hipjit made a forbidden call: {log:#?}"
+        );
+        assert_eq!(
+            lines(&log, "hipModuleLoadData ").len(),
+            1,
+            "only the load before the capture: {log:#?}"
+        );
+        // After the capture, the same calls work.
+        Library::load(&dev, &gfx90a()).unwrap();
+        stream.synchronize().unwrap();
+    }
+
+    #[test]
+    fn another_thread_may_load_during_a_thread_local_capture_but_not_during_a_global_one() {
+        let (_path, dev, _kernel, stream) = scale_setup("graph-threads");
+        let cap = stream.begin_capture(CaptureMode::ThreadLocal).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| Library::load(&dev, &gfx90a()).unwrap());
+        });
+        cap.end_capture().unwrap();
+        let cap = stream.begin_capture(CaptureMode::Global).unwrap();
+        let err = std::thread::scope(|s| {
+            s.spawn(|| Library::load(&dev, &gfx90a()).unwrap_err())
+                .join()
+                .unwrap()
+        });
+        assert!(
+            err.to_string()
+                .contains("a global-mode stream capture is under way"),
+            "{err}"
+        );
+        cap.end_capture().unwrap();
+    }
+
+    #[test]
+    fn capture_dropped_without_end_capture_ends_it_and_destroys_the_graph() {
+        let (path, _dev, _kernel, stream) = scale_setup("graph-abandon");
+        drop(stream.begin_capture(CaptureMode::Global).unwrap());
+        stream.synchronize().unwrap();
+        in_order(
+            &log(&path),
+            &[
+                "hipStreamBeginCapture".into(),
+                "hipStreamEndCapture".into(),
+                "hipGraphDestroy".into(),
+                "hipStreamSynchronize".into(),
+            ],
+        );
+    }
+}
+
+#[test]
+fn kernel_nodes_of_a_hip_5_runtime_are_found_by_its_own_node_type_value() {
+    // HIP 5.x numbers hipGraphNodeTypeKernel 1, HIP 6.0 and later 0: the loaded runtime's value
+    // counts, whatever the headers hipjit was built with say.
+    let path = build("graph-hip5", &["RUNTIME_VERSION=50221153"], Props::Hip6);
+    let dev = load(&path).device(0).unwrap();
+    let kernel = Library::load(&dev, &gfx90a())
+        .unwrap()
+        .kernel("scale")
+        .unwrap();
+    let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    let (n, a) = (4u32, 2.0f32);
+    let x = DeviceBuffer::from_slice(&dev, &[1.0f32; 4]).unwrap();
+    let mut cap = stream
+        .begin_capture(hipjit::graph::CaptureMode::Global)
+        .unwrap();
+    // SAFETY: scale on a buffer of n floats.
+    unsafe {
+        cap.launch(
+            &kernel,
+            LaunchConfig::for_num_elems(n, 4),
+            args![hipjit::graph::Written(&x), &a, &n],
+        )
+    }
+    .unwrap();
+    let graph = cap.end_capture().unwrap();
+    assert_eq!(graph.kernel_nodes().unwrap().len(), 1);
+}

@@ -60,7 +60,8 @@ macro_rules! driver_table {
         optional { $($opt:ident : fn($($ot:ty),*);)* }
     ) => {
         /// The resolved `cu*` entry points (required ones as plain function pointers; the
-        /// stream-ordered allocator, the library API and cooperative launch as `Option`s).
+        /// stream-ordered allocator, the library API, cooperative launch, stream capture
+        /// and graphs as `Option`s; the versioned entry points, never the legacy plain names).
         #[allow(non_snake_case)]
         pub struct Driver {
             $(#[doc = concat!("`", stringify!($req), "`")] pub $req: unsafe extern "C" fn($($rt),*) -> CUresult,)*
@@ -170,8 +171,55 @@ driver_table! {
         cuLibraryGetKernelCount: fn(*mut c_uint, Handle);
         cuLibraryEnumerateKernels: fn(*mut Handle, c_uint, Handle);
         cuKernelGetFunction: fn(*mut Handle, Handle);
+        cuStreamBeginCapture_v2: fn(Handle, c_int);
+        cuStreamEndCapture: fn(Handle, *mut Handle);
+        cuStreamIsCapturing: fn(Handle, *mut c_int);
+        cuThreadExchangeStreamCaptureMode: fn(*mut c_int);
+        cuGraphInstantiateWithFlags: fn(*mut Handle, Handle, u64);
+        cuGraphLaunch: fn(Handle, Handle);
+        cuGraphDestroy: fn(Handle);
+        cuGraphExecDestroy: fn(Handle);
+        cuGraphGetNodes: fn(Handle, *mut Handle, *mut usize);
+        cuGraphNodeGetType: fn(Handle, *mut c_int);
+        cuGraphExecKernelNodeSetParams_v2: fn(Handle, Handle, *const KernelNodeParams);
     }
 }
+
+/// `CUDA_KERNEL_NODE_PARAMS_v2` (cuda.h, CUDA 12.0 and later), the parameters of
+/// `cuGraphExecKernelNodeSetParams_v2`: the function, grid and block dimensions, dynamic shared
+/// memory in bytes, the `kernelParams` array, `extra`, and `kern`/`ctx` (NULL: use `func` and
+/// the current context).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_snake_case)]
+pub struct KernelNodeParams {
+    /// `CUfunction`.
+    pub func: Handle,
+    /// Grid x, blocks.
+    pub gridDimX: c_uint,
+    /// Grid y, blocks.
+    pub gridDimY: c_uint,
+    /// Grid z, blocks.
+    pub gridDimZ: c_uint,
+    /// Block x, threads.
+    pub blockDimX: c_uint,
+    /// Block y, threads.
+    pub blockDimY: c_uint,
+    /// Block z, threads.
+    pub blockDimZ: c_uint,
+    /// Dynamic shared memory per block, bytes.
+    pub sharedMemBytes: c_uint,
+    /// Pointers to each argument.
+    pub kernelParams: *mut *mut c_void,
+    /// `extra` (NULL).
+    pub extra: *mut *mut c_void,
+    /// `CUkernel`, used only when `func` is NULL.
+    pub kern: Handle,
+    /// `CUcontext` (NULL: the current one).
+    pub ctx: Handle,
+}
+
+const _: () = assert!(std::mem::size_of::<KernelNodeParams>() == 72);
 
 /// # Safety
 /// `F` must be the function-pointer type of the C declaration of `name` (NUL-terminated).

@@ -26,6 +26,8 @@
 //! | hipLibraryLoadData/LoadFromFile, GetKernel, GetKernelCount, EnumerateKernels, Unload, hipKernelGetFunction | cuLibrary*, cuKernelGetFunction |
 //! | hipModuleLaunchKernel, hipModuleLaunchCooperativeKernel | cuLaunchKernel, cuLaunchCooperativeKernel |
 //! | hipFuncGetAttribute, hipFuncSetAttribute, hipModuleOccupancyMaxActiveBlocksPerMultiprocessor | cuFuncGetAttribute, cuFuncSetAttribute, cuOccupancyMaxActiveBlocksPerMultiprocessor |
+//! | hipStreamBeginCapture, hipStreamEndCapture, hipStreamIsCapturing, hipThreadExchangeStreamCaptureMode | cuStreamBeginCapture_v2 (with its mode), cuStreamEndCapture, cuStreamIsCapturing, cuThreadExchangeStreamCaptureMode (optional) |
+//! | hipGraphInstantiateWithFlags, hipGraphLaunch, hipGraphGetNodes, hipGraphNodeGetType, hipGraphExecKernelNodeSetParams, hipGraphExecDestroy, hipGraphDestroy | cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphGetNodes, cuGraphNodeGetType, cuGraphExecKernelNodeSetParams_v2 (`CUDA_KERNEL_NODE_PARAMS_v2`), cuGraphExecDestroy, cuGraphDestroy (optional) |
 //!
 //! The platform is chosen by `HIP_PLATFORM` (`amd`, `nvidia`) or
 //! [`Runtime::load_platform`](crate::runtime::Runtime::load_platform), else detected
@@ -139,6 +141,39 @@ pub(crate) fn api(d: &driver::Driver) -> Api {
         hipKernelGetFunction: d
             .cuKernelGetFunction
             .map(|_| hip_kernel_get_function as pfn::hipKernelGetFunction),
+        hipStreamBeginCapture: d
+            .cuStreamBeginCapture_v2
+            .map(|_| hip_stream_begin_capture as pfn::hipStreamBeginCapture),
+        hipStreamEndCapture: d
+            .cuStreamEndCapture
+            .map(|_| hip_stream_end_capture as pfn::hipStreamEndCapture),
+        hipStreamIsCapturing: d
+            .cuStreamIsCapturing
+            .map(|_| hip_stream_is_capturing as pfn::hipStreamIsCapturing),
+        hipThreadExchangeStreamCaptureMode: d.cuThreadExchangeStreamCaptureMode.map(|_| {
+            hip_thread_exchange_stream_capture_mode as pfn::hipThreadExchangeStreamCaptureMode
+        }),
+        hipGraphInstantiateWithFlags: d
+            .cuGraphInstantiateWithFlags
+            .map(|_| hip_graph_instantiate_with_flags as pfn::hipGraphInstantiateWithFlags),
+        hipGraphLaunch: d
+            .cuGraphLaunch
+            .map(|_| hip_graph_launch as pfn::hipGraphLaunch),
+        hipGraphDestroy: d
+            .cuGraphDestroy
+            .map(|_| hip_graph_destroy as pfn::hipGraphDestroy),
+        hipGraphExecDestroy: d
+            .cuGraphExecDestroy
+            .map(|_| hip_graph_exec_destroy as pfn::hipGraphExecDestroy),
+        hipGraphGetNodes: d
+            .cuGraphGetNodes
+            .map(|_| hip_graph_get_nodes as pfn::hipGraphGetNodes),
+        hipGraphNodeGetType: d
+            .cuGraphNodeGetType
+            .map(|_| hip_graph_node_get_type as pfn::hipGraphNodeGetType),
+        hipGraphExecKernelNodeSetParams: d
+            .cuGraphExecKernelNodeSetParams_v2
+            .map(|_| hip_graph_exec_kernel_node_set_params as pfn::hipGraphExecKernelNodeSetParams),
         get_device_properties: DevicePropertiesFn::R0600(hip_get_device_properties_r0600),
     }
 }

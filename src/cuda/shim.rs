@@ -940,6 +940,179 @@ pub(crate) unsafe extern "C" fn hip_kernel_get_function(
     with_context!(map(unsafe { get(f as *mut Handle, k as Handle) }))
 }
 
+/// The optional driver entry point `$name`, or a return of `hipErrorNotSupported`.
+macro_rules! opt {
+    ($name:ident) => {
+        match drv!().$name {
+            Some(f) => f,
+            None => return HIP_ERROR_NOT_SUPPORTED,
+        }
+    };
+}
+
+/// `hipStreamBeginCapture` -> `cuStreamBeginCapture_v2` (the capture modes have the same
+/// values: global 0, thread-local 1, relaxed 2).
+pub(crate) unsafe extern "C" fn hip_stream_begin_capture(
+    s: sys::hipStream_t,
+    mode: sys::hipStreamCaptureMode,
+) -> sys::hipError_t {
+    let begin = opt!(cuStreamBeginCapture_v2);
+    // SAFETY: the caller's stream; the mode is passed through.
+    with_context!(map(unsafe { begin(s as Handle, mode as c_int) }))
+}
+
+/// `hipStreamEndCapture` -> `cuStreamEndCapture`.
+pub(crate) unsafe extern "C" fn hip_stream_end_capture(
+    s: sys::hipStream_t,
+    graph: *mut sys::hipGraph_t,
+) -> sys::hipError_t {
+    let end = opt!(cuStreamEndCapture);
+    // SAFETY: the caller's stream and out pointer (a hipGraph_t is a CUgraph).
+    with_context!(map(unsafe { end(s as Handle, graph as *mut Handle) }))
+}
+
+/// `hipStreamIsCapturing` -> `cuStreamIsCapturing` (statuses have the same values: none 0,
+/// active 1, invalidated 2).
+pub(crate) unsafe extern "C" fn hip_stream_is_capturing(
+    s: sys::hipStream_t,
+    status: *mut sys::hipStreamCaptureStatus,
+) -> sys::hipError_t {
+    let is_capturing = opt!(cuStreamIsCapturing);
+    if status.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    let mut st: c_int = 0;
+    // SAFETY: the caller's stream; valid out pointer.
+    let e = with_context!(map(unsafe { is_capturing(s as Handle, &mut st) }));
+    if e == HIP_SUCCESS {
+        // SAFETY: non-null out pointer.
+        unsafe { *status = st as sys::hipStreamCaptureStatus };
+    }
+    e
+}
+
+/// `hipThreadExchangeStreamCaptureMode` -> `cuThreadExchangeStreamCaptureMode`.
+pub(crate) unsafe extern "C" fn hip_thread_exchange_stream_capture_mode(
+    mode: *mut sys::hipStreamCaptureMode,
+) -> sys::hipError_t {
+    let exchange = opt!(cuThreadExchangeStreamCaptureMode);
+    if mode.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: non-null in/out pointer.
+    let mut m = unsafe { *mode } as c_int;
+    // SAFETY: valid in/out pointer.
+    let e = map(unsafe { exchange(&mut m) });
+    if e == HIP_SUCCESS {
+        // SAFETY: non-null out pointer.
+        unsafe { *mode = m as sys::hipStreamCaptureMode };
+    }
+    e
+}
+
+/// `hipGraphInstantiateWithFlags` -> `cuGraphInstantiateWithFlags`.
+pub(crate) unsafe extern "C" fn hip_graph_instantiate_with_flags(
+    exec: *mut sys::hipGraphExec_t,
+    graph: sys::hipGraph_t,
+    flags: std::ffi::c_ulonglong,
+) -> sys::hipError_t {
+    let instantiate = opt!(cuGraphInstantiateWithFlags);
+    // SAFETY: the caller's out pointer and graph.
+    with_context!(map(unsafe {
+        instantiate(exec as *mut Handle, graph as Handle, flags)
+    }))
+}
+
+/// `hipGraphLaunch` -> `cuGraphLaunch`; like a kernel launch, the safe layer bound the context.
+pub(crate) unsafe extern "C" fn hip_graph_launch(
+    exec: sys::hipGraphExec_t,
+    s: sys::hipStream_t,
+) -> sys::hipError_t {
+    let launch = opt!(cuGraphLaunch);
+    // SAFETY: the caller's executable graph and stream.
+    map(unsafe { launch(exec as Handle, s as Handle) })
+}
+
+/// `hipGraphDestroy` -> `cuGraphDestroy`.
+pub(crate) unsafe extern "C" fn hip_graph_destroy(graph: sys::hipGraph_t) -> sys::hipError_t {
+    let destroy = opt!(cuGraphDestroy);
+    // SAFETY: the caller's graph.
+    with_context!(map(unsafe { destroy(graph as Handle) }))
+}
+
+/// `hipGraphExecDestroy` -> `cuGraphExecDestroy`.
+pub(crate) unsafe extern "C" fn hip_graph_exec_destroy(
+    exec: sys::hipGraphExec_t,
+) -> sys::hipError_t {
+    let destroy = opt!(cuGraphExecDestroy);
+    // SAFETY: the caller's executable graph.
+    with_context!(map(unsafe { destroy(exec as Handle) }))
+}
+
+/// `hipGraphGetNodes` -> `cuGraphGetNodes`.
+pub(crate) unsafe extern "C" fn hip_graph_get_nodes(
+    graph: sys::hipGraph_t,
+    nodes: *mut sys::hipGraphNode_t,
+    count: *mut usize,
+) -> sys::hipError_t {
+    let get = opt!(cuGraphGetNodes);
+    // SAFETY: the caller's graph, array (or NULL) and count.
+    with_context!(map(unsafe {
+        get(graph as Handle, nodes as *mut Handle, count)
+    }))
+}
+
+/// `hipGraphNodeGetType` -> `cuGraphNodeGetType` (a kernel node is 0 on both).
+pub(crate) unsafe extern "C" fn hip_graph_node_get_type(
+    node: sys::hipGraphNode_t,
+    ty: *mut sys::hipGraphNodeType,
+) -> sys::hipError_t {
+    let get = opt!(cuGraphNodeGetType);
+    if ty.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    let mut t: c_int = 0;
+    // SAFETY: the caller's node; valid out pointer.
+    let e = with_context!(map(unsafe { get(node as Handle, &mut t) }));
+    if e == HIP_SUCCESS {
+        // SAFETY: non-null out pointer.
+        unsafe { *ty = t as sys::hipGraphNodeType };
+    }
+    e
+}
+
+/// `hipGraphExecKernelNodeSetParams` -> `cuGraphExecKernelNodeSetParams_v2`, the
+/// `hipKernelNodeParams` rewritten as a `CUDA_KERNEL_NODE_PARAMS_v2` (`func` is the
+/// `CUfunction`; `kern` and `ctx` NULL).
+pub(crate) unsafe extern "C" fn hip_graph_exec_kernel_node_set_params(
+    exec: sys::hipGraphExec_t,
+    node: sys::hipGraphNode_t,
+    params: *const sys::hipKernelNodeParams,
+) -> sys::hipError_t {
+    let set = opt!(cuGraphExecKernelNodeSetParams_v2);
+    if params.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: non-null, the caller's parameters.
+    let p = unsafe { &*params };
+    let cu = driver::KernelNodeParams {
+        func: p.func as Handle,
+        gridDimX: p.gridDim.x,
+        gridDimY: p.gridDim.y,
+        gridDimZ: p.gridDim.z,
+        blockDimX: p.blockDim.x,
+        blockDimY: p.blockDim.y,
+        blockDimZ: p.blockDim.z,
+        sharedMemBytes: p.sharedMemBytes,
+        kernelParams: p.kernelParams,
+        extra: p.extra,
+        kern: std::ptr::null_mut(),
+        ctx: std::ptr::null_mut(),
+    };
+    // SAFETY: the caller's executable graph and node; `cu` lives for the call.
+    with_context!(map(unsafe { set(exec as Handle, node as Handle, &cu) }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -285,6 +285,11 @@ impl<'a> KernelArgs<'a> {
     pub fn sizes(&self) -> &[u32] {
         &self.sizes[..self.len]
     }
+
+    /// The `kernelParams` array: pointers to the borrowed values.
+    pub(crate) fn raw_ptrs(&mut self) -> *mut *mut c_void {
+        self.ptrs.as_mut_ptr()
+    }
 }
 
 /// Builds a [`KernelArgs`] from references to the arguments, in order:

@@ -80,6 +80,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     ///
     /// Errors: the runtime's error (`hipErrorOutOfMemory`...).
     pub fn alloc(device: &Device, len: usize) -> Result<DeviceBuffer<T>, HipError> {
+        crate::graph::check_not_capturing(device, None, "hipMalloc")?;
         device.bind()?;
         let rt = device.runtime();
         let mut ptr: *mut c_void = std::ptr::null_mut();
@@ -304,6 +305,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         kind: sys::hipMemcpyKind,
     ) -> Result<(), HipError> {
         let null = std::ptr::null_mut();
+        crate::graph::check_not_capturing(&self.device, Some(null), "hipMemcpy")?;
         self.device.bind()?;
         self.enter(null)?;
         let rt = self.device.runtime();
@@ -401,6 +403,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Errors: the runtime's error.
     pub fn memset(&mut self, byte: u8) -> Result<(), HipError> {
         let null = std::ptr::null_mut();
+        crate::graph::check_not_capturing(&self.device, Some(null), "hipMemset")?;
         self.device.bind()?;
         self.enter(null)?;
         let rt = self.device.runtime();
@@ -430,6 +433,10 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
         // The fence's last record + wait were queued already; destroying it does not undo them.
         drop(self.fence.get_mut().take());
+        if self.ptr.is_null() {
+            // 0 bytes: HIP hands out a null pointer and there is nothing to free.
+            return;
+        }
         let rt = self.device.runtime();
         if let Err(e) = self.device.bind() {
             tracing::error!(error = %e, "cannot bind the device to free a device buffer");

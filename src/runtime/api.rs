@@ -120,6 +120,17 @@ api_table! {
         hipLibraryGetKernelCount,
         hipLibraryEnumerateKernels,
         hipKernelGetFunction,
+        hipStreamBeginCapture,
+        hipStreamEndCapture,
+        hipStreamIsCapturing,
+        hipThreadExchangeStreamCaptureMode,
+        hipGraphInstantiateWithFlags,
+        hipGraphLaunch,
+        hipGraphDestroy,
+        hipGraphExecDestroy,
+        hipGraphGetNodes,
+        hipGraphNodeGetType,
+        hipGraphExecKernelNodeSetParams,
     }
 }
 

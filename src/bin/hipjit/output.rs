@@ -247,7 +247,7 @@ mod tests {
         let p = std::path::Path::new(std::ffi::OsStr::from_bytes(b"/tmp/a\xffb"));
         assert_eq!(
             path_json(p),
-            serde_json::json!({"text": "/tmp/a\u{fffd}b", "hex": "2f746d7061ff62"})
+            serde_json::json!({"text": "/tmp/a\u{fffd}b", "hex": "2f746d702f61ff62"})
         );
         assert_eq!(path_json("/tmp/k.hip"), serde_json::json!("/tmp/k.hip"));
     }

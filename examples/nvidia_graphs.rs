@@ -1,0 +1,532 @@
+//! Prepared launches, stream capture and graphs on a real NVIDIA GPU (scripts/h200.sh runs this
+//! on the H200 machine): checks, element by element against values computed here, then the
+//! benchmarks of launch and graph costs against raw CUDA driver calls in the same process.
+//!
+//! Checks: 1,000 launches of two kernels captured into one graph and replayed 10 times; a graph
+//! replayed after the `Stream`, `Kernel`, `Library` and `NvJit` that built it were dropped; a
+//! hipjit load attempted inside a global-mode capture refused by name, the capture intact.
+//!
+//! Benchmarks (each printed as a `BENCH` line): batches of 512 launches followed by a
+//! synchronize, only the launch calls timed, hipjit and raw batches alternating, 200 batches
+//! each; the median per launch of each side, the absolute overhead and the ratio. Graph costs:
+//! capture per launch, instantiation, node update per node, and replay, each against the raw
+//! driver calls on a graph of the same launches.
+
+use std::error::Error;
+use std::ffi::c_void;
+use std::time::Instant;
+
+use hipjit::args;
+use hipjit::cuda::driver::{self, Driver, KernelNodeParams};
+use hipjit::cuda::jit::NvJit;
+use hipjit::device::Device;
+use hipjit::graph::{CaptureMode, GraphExec, Written};
+use hipjit::kernel::Kernel;
+use hipjit::launch::LaunchConfig;
+use hipjit::memory::DeviceBuffer;
+use hipjit::runtime::{Platform, Runtime};
+use hipjit::stream::{Stream, StreamFlags};
+
+type R<T> = Result<T, Box<dyn Error>>;
+
+const KERNELS: &str = r#"
+#include <hip/hip_runtime.h>
+
+extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+
+extern "C" __global__ void scale_shift(float* y, float s, float b, unsigned n) {
+    unsigned i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
+    if (i < n) y[i] = s * y[i] + b;
+}
+"#;
+
+/// Elements of the checked buffers.
+const N: u32 = 1 << 16;
+/// Launches per benchmark batch.
+const BATCH: usize = 512;
+/// Batches per side.
+const BATCHES: usize = 200;
+
+fn check(name: &str, ok: bool, detail: String) -> R<()> {
+    if ok {
+        println!("PASS {name}: {detail}");
+        Ok(())
+    } else {
+        println!("FAIL {name}: {detail}");
+        Err(format!("check {name} failed: {detail}").into())
+    }
+}
+
+fn drv() -> R<&'static Driver> {
+    Ok(driver::get().ok_or("the CUDA driver is not loaded")?)
+}
+
+fn need<T>(f: Option<T>, name: &str) -> R<T> {
+    f.ok_or_else(|| format!("the driver does not export {name}").into())
+}
+
+fn cu(rc: i32, call: &str) -> R<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!("{call} failed: CUresult {rc}").into())
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// The coefficients of launch `j` of the 1,000: even `j` is saxpy with `a`, odd `j` is
+/// scale_shift with `(s, b)`. Every value is a small integer, so every result is exact in f32
+/// whether or not the compiler fuses the multiply-add.
+fn coefficients() -> Vec<(f32, f32, f32)> {
+    (0..1000u32)
+        .map(|j| {
+            let h = j / 2;
+            let a = (h % 3) as f32;
+            let s = if h % 2 == 0 { 1.0 } else { -1.0 };
+            let b = (h % 4) as f32;
+            (a, s, b)
+        })
+        .collect()
+}
+
+fn host_replay(x: &[f32], y: &mut [f32], coef: &[(f32, f32, f32)], replays: usize) {
+    for _ in 0..replays {
+        for (j, &(a, s, b)) in coef.iter().enumerate() {
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = if j % 2 == 0 { a * x + *y } else { s * *y + b };
+            }
+        }
+    }
+}
+
+fn main() -> R<()> {
+    let rt = Runtime::load_platform(Platform::Nvidia)?;
+    let dev = rt.device(0)?;
+    let cache = std::env::temp_dir().join(format!("hipjit-graphs-{}", std::process::id()));
+    let jit = NvJit::with_cache_dir(Some(cache.clone()))?;
+    let lib = jit.load(&dev, KERNELS, &[])?.library;
+    let saxpy = lib.kernel("saxpy")?;
+    let scale_shift = lib.kernel("scale_shift")?;
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
+
+    thousand_launches_replayed(&dev, &saxpy, &scale_shift, &stream)?;
+    replay_after_builders_dropped(&dev, &cache)?;
+    load_refused_during_global_capture(&dev, &jit, &stream)?;
+
+    bench_launches(&dev, &saxpy, &stream)?;
+    bench_graphs(&dev, &saxpy, &stream)?;
+    let _ = std::fs::remove_dir_all(&cache);
+    println!("== graphs: all passed");
+    Ok(())
+}
+
+fn thousand_launches_replayed(
+    dev: &Device,
+    saxpy: &Kernel,
+    scale_shift: &Kernel,
+    stream: &Stream,
+) -> R<()> {
+    let x_host: Vec<f32> = (0..N).map(|i| (i % 7) as f32).collect();
+    let y_host: Vec<f32> = (0..N).map(|i| (i % 5) as f32).collect();
+    let x = DeviceBuffer::from_slice(dev, &x_host)?;
+    let y = DeviceBuffer::from_slice(dev, &y_host)?;
+    let coef = coefficients();
+    let n = N;
+    let cfg = LaunchConfig::for_num_elems(N, 256);
+    let t = Instant::now();
+    let mut cap = stream.begin_capture(CaptureMode::Global)?;
+    for (j, (a, s, b)) in coef.iter().enumerate() {
+        // SAFETY: saxpy(float, const float*, float*, unsigned) and scale_shift(float*, float,
+        // float, unsigned) on buffers of n floats.
+        unsafe {
+            if j % 2 == 0 {
+                cap.launch(saxpy, cfg, args![a, &x, Written(&y), &n])?;
+            } else {
+                cap.launch(scale_shift, cfg, args![Written(&y), s, b, &n])?;
+            }
+        }
+    }
+    let graph = cap.end_capture()?;
+    let captured = t.elapsed();
+    let nodes = graph.kernel_nodes()?.len();
+    let exec = graph.instantiate()?;
+    for _ in 0..10 {
+        exec.launch(stream)?;
+    }
+    stream.synchronize()?;
+    let got = y.to_vec()?;
+    let mut want = y_host.clone();
+    host_replay(&x_host, &mut want, &coef, 10);
+    let bad = got.iter().zip(&want).filter(|(g, w)| g != w).count();
+    check(
+        "graph of 1,000 launches of two kernels, replayed 10 times",
+        nodes == 1000 && bad == 0,
+        format!(
+            "{nodes} kernel nodes, captured in {:.1} ms, {N} elements, {bad} wrong",
+            captured.as_secs_f64() * 1e3
+        ),
+    )
+}
+
+fn replay_after_builders_dropped(dev: &Device, cache: &std::path::Path) -> R<()> {
+    let x_host: Vec<f32> = (0..N).map(|i| (i % 3) as f32).collect();
+    let x = DeviceBuffer::from_slice(dev, &x_host)?;
+    let y = DeviceBuffer::from_slice(dev, &vec![1.0f32; N as usize])?;
+    let (a, n) = (2.0f32, N);
+    let exec: GraphExec<'_> = {
+        let jit = NvJit::with_cache_dir(Some(cache.join("second")))?;
+        let lib = jit.load(dev, KERNELS, &[])?.library;
+        let kernel = lib.kernel("saxpy")?;
+        let stream = Stream::new(dev, StreamFlags::NON_BLOCKING)?;
+        let mut cap = stream.begin_capture(CaptureMode::Global)?;
+        // SAFETY: saxpy on buffers of n floats.
+        unsafe {
+            cap.launch(
+                &kernel,
+                LaunchConfig::for_num_elems(N, 256),
+                args![&a, &x, Written(&y), &n],
+            )?
+        };
+        let exec = cap.end_capture()?.instantiate()?;
+        drop((kernel, lib, stream, jit));
+        exec
+    };
+    let other = Stream::new(dev, StreamFlags::NON_BLOCKING)?;
+    exec.launch(&other)?;
+    exec.launch(&other)?;
+    other.synchronize()?;
+    let got = y.to_vec()?;
+    let bad = got
+        .iter()
+        .zip(&x_host)
+        .filter(|(g, x)| **g != 1.0 + 2.0 * 2.0 * **x)
+        .count();
+    check(
+        "graph replayed after its Stream, Kernel, Library and NvJit were dropped",
+        bad == 0,
+        format!("2 replays on a new stream, {N} elements, {bad} wrong"),
+    )
+}
+
+fn load_refused_during_global_capture(dev: &Device, jit: &NvJit, stream: &Stream) -> R<()> {
+    let source = format!(
+        "{KERNELS}\n// a source not loaded yet: {}\n",
+        std::process::id()
+    );
+    let cap = stream.begin_capture(CaptureMode::Global)?;
+    let err = match jit.load(dev, &source, &[]) {
+        Ok(_) => {
+            return check(
+                "load refused during a global capture",
+                false,
+                "it loaded".into(),
+            )
+        }
+        Err(e) => e.to_string(),
+    };
+    let other_thread = std::thread::scope(|s| {
+        s.spawn(|| DeviceBuffer::<f32>::alloc(dev, 16).map(|_| ()))
+            .join()
+    })
+    .map_err(|_| "thread panicked")?;
+    let intact = cap.end_capture().is_ok();
+    check(
+        "a hipjit load inside a global-mode capture is refused by name, the capture intact",
+        err.contains("hipErrorStreamCaptureUnsupported")
+            && err.contains("refused by hipjit before the call")
+            && other_thread.as_ref().is_err_and(|e| e.code() == 900)
+            && intact,
+        format!(
+            "load: {err}; hipMalloc on another thread: {:?}; end_capture ok: {intact}",
+            other_thread.err().map(|e| e.to_string())
+        ),
+    )
+}
+
+/// Times `BATCHES` alternating batches of `BATCH` calls of `raw` and `ours` (each batch timed as
+/// a whole, then a synchronize outside the clock); returns the medians per call in ns.
+fn alternate(
+    stream: &Stream,
+    mut raw: impl FnMut() -> R<()>,
+    mut ours: impl FnMut() -> R<()>,
+) -> R<(f64, f64)> {
+    let (mut r, mut o) = (Vec::with_capacity(BATCHES), Vec::with_capacity(BATCHES));
+    for _ in 0..BATCHES {
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            raw()?;
+        }
+        r.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+        stream.synchronize()?;
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            ours()?;
+        }
+        o.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+        stream.synchronize()?;
+    }
+    Ok((median(&mut r), median(&mut o)))
+}
+
+fn bench_launches(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
+    let d = drv()?;
+    let x = DeviceBuffer::<f32>::zeroed(dev, N as usize)?;
+    let mut y = DeviceBuffer::<f32>::zeroed(dev, N as usize)?;
+    let (a, n) = (1.0f32, N);
+    let cfg = LaunchConfig::for_num_elems(N, 256);
+    let f = saxpy.as_raw() as *mut c_void;
+    let s = stream.as_raw() as *mut c_void;
+    let (xp, yp) = (x.as_raw() as u64, y.as_raw() as u64);
+    let raw = || -> R<()> {
+        let mut params: [*mut c_void; 4] = [
+            &a as *const f32 as *mut c_void,
+            &xp as *const u64 as *mut c_void,
+            &yp as *const u64 as *mut c_void,
+            &n as *const u32 as *mut c_void,
+        ];
+        // SAFETY: saxpy's four parameters, live for the call; live function and stream.
+        let rc = unsafe {
+            (d.cuLaunchKernel)(
+                f,
+                cfg.grid.x,
+                1,
+                1,
+                cfg.block.x,
+                1,
+                1,
+                0,
+                s,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        cu(rc, "cuLaunchKernel")
+    };
+
+    let prepared = saxpy.prepare(stream, cfg, &args![&a, &x, &mut y, &n])?;
+    let (mr, mo) = alternate(stream, raw, || {
+        // SAFETY: saxpy's arguments, as prepared.
+        unsafe { prepared.launch(&mut args![&a, &x, &mut y, &n]) }?;
+        Ok(())
+    })?;
+    println!(
+        "BENCH prepared launch, 4 arguments: PreparedLaunch::launch median {mo:.0} ns vs raw cuLaunchKernel {mr:.0} ns per launch ({BATCHES} alternating batches of {BATCH}): overhead {:+.0} ns, ratio {:.3} (target: raw + 40 ns)",
+        mo - mr,
+        mo / mr
+    );
+    drop(prepared);
+
+    let (mr, mo) = alternate(stream, raw, || {
+        // SAFETY: saxpy's arguments.
+        unsafe { saxpy.launch(stream, cfg, &mut args![&a, &x, &mut y, &n]) }?;
+        Ok(())
+    })?;
+    println!(
+        "BENCH Kernel::launch, 4 arguments: median {mo:.0} ns vs raw cuLaunchKernel {mr:.0} ns per launch ({BATCHES} alternating batches of {BATCH}): overhead {:+.0} ns, ratio {:.3} (target <= 1.03)",
+        mo - mr,
+        mo / mr
+    );
+    Ok(())
+}
+
+fn bench_graphs(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
+    let d = drv()?;
+    let begin = need(d.cuStreamBeginCapture_v2, "cuStreamBeginCapture_v2")?;
+    let end = need(d.cuStreamEndCapture, "cuStreamEndCapture")?;
+    let instantiate = need(d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags")?;
+    let launch = need(d.cuGraphLaunch, "cuGraphLaunch")?;
+    let get_nodes = need(d.cuGraphGetNodes, "cuGraphGetNodes")?;
+    let set_params = need(
+        d.cuGraphExecKernelNodeSetParams_v2,
+        "cuGraphExecKernelNodeSetParams_v2",
+    )?;
+    let destroy = need(d.cuGraphDestroy, "cuGraphDestroy")?;
+    let exec_destroy = need(d.cuGraphExecDestroy, "cuGraphExecDestroy")?;
+
+    let x = DeviceBuffer::<f32>::zeroed(dev, N as usize)?;
+    let y = DeviceBuffer::<f32>::zeroed(dev, N as usize)?;
+    let (a, n) = (1.0f32, N);
+    let cfg = LaunchConfig::for_num_elems(N, 256);
+    let f = saxpy.as_raw() as *mut c_void;
+    let s = stream.as_raw() as *mut c_void;
+    let (xp, yp) = (x.as_raw() as u64, y.as_raw() as u64);
+    let mut params: [*mut c_void; 4] = [
+        &a as *const f32 as *mut c_void,
+        &xp as *const u64 as *mut c_void,
+        &yp as *const u64 as *mut c_void,
+        &n as *const u32 as *mut c_void,
+    ];
+    const REPS: usize = 50;
+
+    // Capture: BATCH launches each, raw and hipjit alternating.
+    let raw_capture = |params: &mut [*mut c_void; 4]| -> R<*mut c_void> {
+        let mut g: *mut c_void = std::ptr::null_mut();
+        // SAFETY: live stream; global mode 0; saxpy's parameters live for each call.
+        unsafe {
+            cu(begin(s, 0), "cuStreamBeginCapture_v2")?;
+            for _ in 0..BATCH {
+                cu(
+                    (d.cuLaunchKernel)(
+                        f,
+                        cfg.grid.x,
+                        1,
+                        1,
+                        cfg.block.x,
+                        1,
+                        1,
+                        0,
+                        s,
+                        params.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    ),
+                    "cuLaunchKernel",
+                )?;
+            }
+            cu(end(s, &mut g), "cuStreamEndCapture")?;
+        }
+        Ok(g)
+    };
+    let (mut cr, mut co) = (Vec::new(), Vec::new());
+    for _ in 0..REPS {
+        let t = Instant::now();
+        let g = raw_capture(&mut params)?;
+        cr.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+        // SAFETY: the graph just captured.
+        cu(unsafe { destroy(g) }, "cuGraphDestroy")?;
+        let t = Instant::now();
+        let mut cap = stream.begin_capture(CaptureMode::Global)?;
+        for _ in 0..BATCH {
+            // SAFETY: saxpy's arguments.
+            unsafe { cap.launch(saxpy, cfg, args![&a, &x, Written(&y), &n])? };
+        }
+        let graph = cap.end_capture()?;
+        co.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+        drop(graph);
+    }
+    let (mr, mo) = (median(&mut cr), median(&mut co));
+    println!(
+        "BENCH graph capture per launch ({BATCH} launches, {REPS} captures each): hipjit {mo:.0} ns vs raw cuStreamBeginCapture_v2 + cuLaunchKernel + cuStreamEndCapture {mr:.0} ns: overhead {:+.0} ns, ratio {:.3}",
+        mo - mr,
+        mo / mr
+    );
+
+    // Instantiate, node update and replay on graphs of the same BATCH launches.
+    let raw_graph = raw_capture(&mut params)?;
+    let mut cap = stream.begin_capture(CaptureMode::Global)?;
+    for _ in 0..BATCH {
+        // SAFETY: saxpy's arguments.
+        unsafe { cap.launch(saxpy, cfg, args![&a, &x, Written(&y), &n])? };
+    }
+    let graph = cap.end_capture()?;
+    let (mut ir, mut io) = (Vec::new(), Vec::new());
+    for _ in 0..REPS {
+        let mut e: *mut c_void = std::ptr::null_mut();
+        let t = Instant::now();
+        // SAFETY: a live graph; valid out pointer.
+        cu(
+            unsafe { instantiate(&mut e, raw_graph, 0) },
+            "cuGraphInstantiateWithFlags",
+        )?;
+        ir.push(t.elapsed().as_secs_f64() * 1e6);
+        // SAFETY: the executable graph just made.
+        cu(unsafe { exec_destroy(e) }, "cuGraphExecDestroy")?;
+        let t = Instant::now();
+        let exec = graph.instantiate()?;
+        io.push(t.elapsed().as_secs_f64() * 1e6);
+        drop(exec);
+    }
+    let (mr, mo) = (median(&mut ir), median(&mut io));
+    println!(
+        "BENCH graph instantiate ({BATCH} kernel nodes, {REPS} each): Graph::instantiate (with the kernel-node list) {mo:.1} us vs raw cuGraphInstantiateWithFlags {mr:.1} us: overhead {:+.1} us, ratio {:.3}",
+        mo - mr,
+        mo / mr
+    );
+
+    let mut raw_exec: *mut c_void = std::ptr::null_mut();
+    // SAFETY: a live graph; valid out pointer.
+    cu(
+        unsafe { instantiate(&mut raw_exec, raw_graph, 0) },
+        "cuGraphInstantiateWithFlags",
+    )?;
+    let mut count = BATCH;
+    let mut raw_nodes: Vec<*mut c_void> = vec![std::ptr::null_mut(); BATCH];
+    // SAFETY: room for BATCH nodes.
+    cu(
+        unsafe { get_nodes(raw_graph, raw_nodes.as_mut_ptr(), &mut count) },
+        "cuGraphGetNodes",
+    )?;
+    raw_nodes.truncate(count);
+    let mut exec = graph.instantiate()?;
+    let nodes = exec.kernel_nodes().to_vec();
+    let (mut ur, mut uo) = (Vec::new(), Vec::new());
+    for _ in 0..REPS {
+        let t = Instant::now();
+        for &node in &raw_nodes {
+            let p = KernelNodeParams {
+                func: f,
+                gridDimX: cfg.grid.x,
+                gridDimY: 1,
+                gridDimZ: 1,
+                blockDimX: cfg.block.x,
+                blockDimY: 1,
+                blockDimZ: 1,
+                sharedMemBytes: 0,
+                kernelParams: params.as_mut_ptr(),
+                extra: std::ptr::null_mut(),
+                kern: std::ptr::null_mut(),
+                ctx: std::ptr::null_mut(),
+            };
+            // SAFETY: a node of the graph instantiated as raw_exec; parameters live.
+            cu(
+                unsafe { set_params(raw_exec, node, &p) },
+                "cuGraphExecKernelNodeSetParams_v2",
+            )?;
+        }
+        ur.push(t.elapsed().as_secs_f64() * 1e9 / raw_nodes.len() as f64);
+        let t = Instant::now();
+        for &node in &nodes {
+            // SAFETY: saxpy's arguments.
+            unsafe { exec.set_kernel_params(node, saxpy, cfg, args![&a, &x, Written(&y), &n])? };
+        }
+        uo.push(t.elapsed().as_secs_f64() * 1e9 / nodes.len() as f64);
+    }
+    let (mr, mo) = (median(&mut ur), median(&mut uo));
+    println!(
+        "BENCH graph kernel-node update per node ({} nodes, {REPS} passes each): GraphExec::set_kernel_params {mo:.0} ns vs raw cuGraphExecKernelNodeSetParams_v2 {mr:.0} ns: overhead {:+.0} ns, ratio {:.3}",
+        nodes.len(),
+        mo - mr,
+        mo / mr
+    );
+
+    let (mut rr, mut ro) = (Vec::new(), Vec::new());
+    for _ in 0..BATCHES {
+        let t = Instant::now();
+        // SAFETY: a live executable graph and stream.
+        cu(unsafe { launch(raw_exec, s) }, "cuGraphLaunch")?;
+        stream.synchronize()?;
+        rr.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = Instant::now();
+        exec.launch(stream)?;
+        stream.synchronize()?;
+        ro.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let (mr, mo) = (median(&mut rr), median(&mut ro));
+    println!(
+        "BENCH graph replay of {BATCH} launches, launch + synchronize ({BATCHES} alternating): GraphExec::launch {mo:.1} us vs raw cuGraphLaunch {mr:.1} us: ratio {:.3} (regression guard: equal)",
+        mo / mr
+    );
+    drop(exec);
+    // SAFETY: the raw executable graph and graph, destroyed once.
+    unsafe {
+        cu(exec_destroy(raw_exec), "cuGraphExecDestroy")?;
+        cu(destroy(raw_graph), "cuGraphDestroy")?;
+    }
+    Ok(())
+}
