@@ -3,16 +3,20 @@
 //! [`Jit::compile`] looks in three places, in order:
 //! 1. the in-process cache ([`crate::cache::memory`]): a cheap pre-key over source and options,
 //!    confirmed by comparing both in full; no sha256 on this path;
-//! 2. the disk cache ([`crate::cache::disk`]), by the sha256 key ([`crate::cache::key`]), which
-//!    also covers tracked headers, the compiler's identity and environment and the caller's
-//!    extra signature;
-//! 3. the compiler ([`crate::compiler`]); the result is published to the disk cache.
+//! 2. the disk cache ([`crate::cache::disk`]): the direct key ([`crate::cache::key`]: source,
+//!    options, the compiler's identity and environment, the caller's extra signature) names
+//!    a header manifest ([`crate::cache::manifest`]) of the files the last compile read; the
+//!    files are checked as they are now (stat first, hashed when changed), and their hashes
+//!    give the result key of the entry holding the code objects;
+//! 3. the compiler ([`crate::compiler`]); the result is published under the result key of the
+//!    files the compiler's dependency output lists, and the manifest replaced, unless a file
+//!    changed while it ran (then the result goes to the caller only).
 //!
 //! However many threads ask for the same source and options at once, one compiles (single
-//! flight); across processes sharing a cache root, a missing key is compiled under the key's
-//! lock ([`DiskCache::lock`]), and the processes that waited read the published entry. Headers are read when the key is computed, i.e. on the first request in a process:
-//! the in-process cache does not notice a header edited while the process runs (call
-//! [`Jit::clear_memory`]).
+//! flight); across processes sharing a cache root, a miss is compiled under the direct key's
+//! lock ([`DiskCache::lock`]), and the processes that waited read the published entry.
+//! Headers are checked on disk lookups only: the in-process cache does not notice a header
+//! edited while the process runs (call [`Jit::clear_memory`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::cache::disk::{BadEntry, CacheError, DiskCache, EntryMeta, LockOutcome};
 use crate::cache::key::{self, CacheKey, KeyInputs};
+use crate::cache::manifest::{self, Manifest, MANIFEST_ARTEFACT};
 use crate::cache::memory::MemoryCache;
 use crate::code_object::{CodeObject, CodeObjectError, KernelInfo};
 use crate::compiler::diagnostics::{self, Diagnostic};
@@ -252,6 +257,11 @@ pub struct Loaded {
 /// (runtime library path, device ordinal, cache key).
 type LoadedKey = (PathBuf, i32, CacheKey);
 
+/// One loaded library per [`LoadedKey`]: the lock is held while it is loaded, so that threads
+/// asking for the same device and key at once load it once (single flight), while other
+/// devices and keys load in parallel.
+type LoadedSlot = Arc<Mutex<Option<Arc<Library>>>>;
+
 /// The JIT compiler with its caches. `Send + Sync`: share one per process.
 pub struct Jit {
     compiler: Compiler,
@@ -260,7 +270,7 @@ pub struct Jit {
     extra: Vec<u8>,
     runtime_versions: Option<Vec<u32>>,
     lock_wait: Option<Duration>,
-    loaded: Mutex<HashMap<LoadedKey, Arc<Library>>>,
+    loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
 }
 
 impl std::fmt::Debug for Jit {
@@ -336,31 +346,48 @@ impl Jit {
         o
     }
 
-    /// The cache key `source` (its bytes) and `options` would have (reads tracked headers,
-    /// hashes).
+    /// The result key `source` (its bytes) and `options` have with the files on disk as they
+    /// are now, when the disk cache holds a header manifest for them (a compile of them was
+    /// published); `None` otherwise (no disk cache, or never compiled: the files the compiler
+    /// would read are only known from a compile).
     ///
     /// Errors: [`JitError::Compile`] with invalid options.
     pub fn key(
         &self,
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
-    ) -> Result<CacheKey, JitError> {
+    ) -> Result<Option<CacheKey>, JitError> {
         let source = source.as_ref();
         let o = self.effective_options(options);
         o.validate().map_err(CompileError::from)?;
-        let headers = key::track_includes(source, &o.include_dirs, &o.tracked_include_dirs);
-        Ok(self.key_of(source, &o, &headers))
+        let direct = self.direct_key(source, &o);
+        Ok(self
+            .disk
+            .as_ref()
+            .and_then(|d| manifest_lookup(d, &direct, &o))
+            .map(|(_, k)| k))
     }
 
-    fn key_of(
+    /// The direct key of `source` (its bytes) and `options`: everything known before the
+    /// compiler runs (source, options, compiler identity and environment, signature), which
+    /// names the header manifest; two sources or option sets with different direct keys never
+    /// share a result ([`crate::cache::key`]). Computed without touching the disk.
+    ///
+    /// Errors: [`JitError::Compile`] with invalid options.
+    pub fn source_key(
         &self,
-        source: &[u8],
-        o: &CompileOptions,
-        headers: &[key::TrackedHeader],
-    ) -> CacheKey {
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<CacheKey, JitError> {
+        let o = self.effective_options(options);
+        o.validate().map_err(CompileError::from)?;
+        Ok(self.direct_key(source.as_ref(), &o))
+    }
+
+    /// The direct key (see [`crate::cache::key`]).
+    fn direct_key(&self, source: &[u8], o: &CompileOptions) -> CacheKey {
         key::compute(&KeyInputs {
             source,
-            headers,
             options: o,
             compiler: self.compiler.identity(),
             env: self.compiler.environment(),
@@ -490,7 +517,9 @@ impl Jit {
         loop {
             let compiled = self.compile_impl(source, &o, bypass_disk)?;
             let map_key = (runtime.clone(), device.ordinal(), compiled.key());
-            if let Some(lib) = self.loaded.lock().get(&map_key) {
+            let slot: LoadedSlot = Arc::clone(self.loaded.lock().entry(map_key).or_default());
+            let mut slot = slot.lock();
+            if let Some(lib) = &*slot {
                 return Ok(Loaded {
                     compiled,
                     library: Arc::clone(lib),
@@ -514,18 +543,16 @@ impl Jit {
                 };
             match load(device, co) {
                 Ok(lib) => {
-                    let lib = Arc::clone(
-                        self.loaded
-                            .lock()
-                            .entry(map_key)
-                            .or_insert_with(|| Arc::new(lib)),
-                    );
+                    let lib = Arc::new(lib);
+                    *slot = Some(Arc::clone(&lib));
                     return Ok(Loaded {
                         compiled,
                         library: lib,
                     });
                 }
                 Err(LibraryError::Hip(e)) if e.is_invalid_image() && !bypass_disk => {
+                    // Released before the recompile: the retry takes the slot again.
+                    drop(slot);
                     tracing::warn!(key = %compiled.key(), error = %e,
                         "the runtime rejected a cached code object; recompiling once");
                     self.evict(source, &o, &compiled)?;
@@ -545,65 +572,91 @@ impl Jit {
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
         let o = self.effective_options(options);
         o.validate().map_err(CompileError::from)?;
-        let headers = key::track_includes(source, &o.include_dirs, &o.tracked_include_dirs);
-        let key = self.key_of(source, &o, &headers);
+        let direct = self.direct_key(source, &o);
         let mut bad_entries = Vec::new();
-        if let Some(disk) = self.disk.as_ref().filter(|_| !bypass_disk) {
-            let lookup = disk.get(&key);
-            bad_entries = lookup.bad;
-            if let Some(entry) = lookup.entry {
-                if let Some(code_objects) = usable_entry(disk, &key, &entry, &o, &mut bad_entries) {
-                    return Ok((
-                        Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
-                        Origin::Disk,
-                    ));
+        let mut looked_up: Option<Manifest> = None;
+        let disk_lookup = self.disk.as_ref().filter(|_| !bypass_disk);
+        if let Some(disk) = disk_lookup {
+            if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
+                let lookup = disk.get(&key);
+                bad_entries = lookup.bad;
+                if let Some(entry) = lookup.entry {
+                    if let Some(code_objects) =
+                        usable_entry(disk, &key, &entry, &o, &mut bad_entries)
+                    {
+                        return Ok((
+                            Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
+                            Origin::Disk,
+                        ));
+                    }
                 }
+                looked_up = Some(now);
             }
         }
-        // Another process may be compiling this key: wait for it (bounded), then look again.
+        // Another process may be compiling this source: wait for it (bounded), then look again.
         let mut cache_warnings = Vec::new();
         let wait = self.lock_wait.unwrap_or_else(|| self.compiler.timeout());
-        let _lock = match self.disk.as_ref().map(|d| d.lock(&key, wait)) {
+        let _lock = match self.disk.as_ref().map(|d| d.lock(&direct, wait)) {
             Some(LockOutcome::Held(l)) => Some(l),
             Some(LockOutcome::TimedOut { path }) => {
                 let w = format!(
-                    "waited {} s for the compile lock {} (another process compiling this key, \
+                    "waited {} s for the compile lock {} (another process compiling this source, \
                      stopped or slow); compiling without it",
                     wait.as_secs_f64(),
                     path.display()
                 );
-                tracing::warn!(%key, "{w}");
+                tracing::warn!(key = %direct, "{w}");
                 cache_warnings.push(w);
                 None
             }
             Some(LockOutcome::Unavailable(reason)) => {
-                tracing::debug!(%key, %reason, "no compile lock");
+                tracing::debug!(key = %direct, %reason, "no compile lock");
                 None
             }
             None => None,
         };
-        if let (Some(disk), Some(_)) = (self.disk.as_ref().filter(|_| !bypass_disk), &_lock) {
-            if let Some(entry) = disk.get(&key).entry {
-                if let Some(code_objects) = usable_entry(disk, &key, &entry, &o, &mut bad_entries) {
-                    return Ok((
-                        Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
-                        Origin::Disk,
-                    ));
+        if let (Some(disk), Some(_)) = (disk_lookup, &_lock) {
+            if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
+                if let Some(entry) = disk.get(&key).entry {
+                    if let Some(code_objects) =
+                        usable_entry(disk, &key, &entry, &o, &mut bad_entries)
+                    {
+                        return Ok((
+                            Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
+                            Origin::Disk,
+                        ));
+                    }
                 }
+                looked_up = Some(now);
             }
         }
         let out = self.compiler.compile(source, &o)?;
+        let recorded = manifest::record(
+            &out.dependencies,
+            &o.include_dirs,
+            &manifest::extra_search_dirs(&o.extra_flags, self.compiler.environment()),
+            self.compiler.identity(),
+            out.started,
+            looked_up.as_ref(),
+        );
+        let key = key::result_key(&direct, &recorded.manifest);
         let code_objects = read_code_objects(&key, &out.code_object, &o)?;
         let mut entry_path = None;
-        if let Some(disk) = &self.disk {
+        if let (Some(_), Some(why)) = (&self.disk, &recorded.unpublishable) {
+            tracing::warn!(%key, reason = %why,
+                "hipjit cache: result not published, a file the compiler read changed while it ran");
+            cache_warnings.push(format!(
+                "the result was not cached: {why} (a file the compiler read changed while it ran)"
+            ));
+        } else if let Some(disk) = &self.disk {
             let meta = EntryMeta {
                 format_version: 0,
                 key: String::new(),
                 command: out.command.clone(),
                 compiler: self.compiler.identity().clone(),
                 options: o.clone(),
-                tracked_headers: headers,
-                dependencies: out.dependencies.clone(),
+                tracked_headers: recorded.headers.clone(),
+                dependencies: out.dependencies.iter().map(|d| d.path.clone()).collect(),
                 created_unix_ms: SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64),
@@ -616,12 +669,17 @@ impl Jit {
             if let Some(isa) = &out.isa {
                 artefacts.push((ISA, isa.as_bytes()));
             }
-            let recorded = diagnostics::to_artefact(&out.diagnostics);
-            if let Some(r) = &recorded {
+            let diagnostics_artefact = diagnostics::to_artefact(&out.diagnostics);
+            if let Some(r) = &diagnostics_artefact {
                 artefacts.push((diagnostics::ARTEFACT, r));
             }
-            match disk.put(&key, meta, &artefacts) {
-                Ok((path, _)) => entry_path = Some(path),
+            match disk.put(&key, meta.clone(), &artefacts) {
+                Ok((path, _)) => {
+                    entry_path = Some(path);
+                    if let Some(w) = publish_manifest(disk, &direct, meta, &recorded.manifest) {
+                        cache_warnings.push(w);
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(%key, error = %e, "hipjit cache write failed");
                     cache_warnings.push(format!("the result was not cached: {e}"));
@@ -641,6 +699,69 @@ impl Jit {
             cache_warnings,
         };
         Ok((Arc::new(inner), Origin::Compiler))
+    }
+}
+
+/// The manifest of `direct` in `disk` as the files are now, and the result key it gives;
+/// `None` when there is none, it does not decode (reported), or one of its files is gone.
+fn manifest_lookup(
+    disk: &DiskCache,
+    direct: &CacheKey,
+    o: &CompileOptions,
+) -> Option<(Manifest, CacheKey)> {
+    let entry = disk.get(direct).entry?;
+    let bytes = entry.artefact(MANIFEST_ARTEFACT)?;
+    let stored = match Manifest::from_bytes(bytes) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(path = %entry.path.display(), error = %e, "unusable hipjit header manifest");
+            return None;
+        }
+    };
+    let now = stored.current(&o.include_dirs)?;
+    let key = key::result_key(direct, &now);
+    Some((now, key))
+}
+
+/// Stores `manifest` as the entry of `direct` in the written root, replacing the one there.
+/// A failure is a warning (returned): the result entry is published, it is only not found by
+/// this route.
+fn publish_manifest(
+    disk: &DiskCache,
+    direct: &CacheKey,
+    meta: EntryMeta,
+    manifest: &Manifest,
+) -> Option<String> {
+    let bytes = manifest.to_bytes();
+    let root = disk.roots().first()?;
+    if let Some(old) = disk.get(direct).entry {
+        if old.artefact(MANIFEST_ARTEFACT) == Some(&bytes[..]) {
+            return None;
+        }
+        if old.path.starts_with(&root.path) {
+            if let Err(e) = std::fs::remove_file(&old.path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    let w = format!(
+                        "the header manifest {} cannot be replaced: {e}",
+                        old.path.display()
+                    );
+                    tracing::warn!(key = %direct, "{w}");
+                    return Some(w);
+                }
+            }
+        }
+    }
+    let meta = EntryMeta {
+        dependencies: Vec::new(),
+        ..meta
+    };
+    match disk.put(direct, meta, &[(MANIFEST_ARTEFACT, &bytes)]) {
+        Ok(_) => None,
+        Err(e) => {
+            let w = format!("the header manifest was not cached: {e}");
+            tracing::warn!(key = %direct, "{w}");
+            Some(w)
+        }
     }
 }
 

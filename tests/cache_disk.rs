@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use hipjit::cache::disk::{roots_from_env, CacheError, DiskCache, EntryMeta, SHARED_MARKER};
 use hipjit::cache::key::CacheKey;
-use hipjit::compiler::{CompileOptions, CompilerIdentity};
+use hipjit::compiler::{CompileOptions, CompilerIdentity, CompilerKind};
 
 fn meta() -> EntryMeta {
     EntryMeta {
@@ -15,8 +15,11 @@ fn meta() -> EntryMeta {
         key: String::new(),
         command: vec!["/usr/bin/hipcc".into(), "--genco".into()],
         compiler: CompilerIdentity {
+            kind: CompilerKind::Hipcc,
             path: "/usr/bin/hipcc".into(),
             version: "HIP version: 5.2.21153-0\n".into(),
+            fingerprint: "00".repeat(32),
+            covered: vec![],
         },
         options: CompileOptions::default(),
         tracked_headers: vec![],

@@ -1,15 +1,25 @@
-//! The cache key changes when any one of its inputs changes, and only then.
+//! The cache keys change when any one of their inputs changes, and only then.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use hipjit::cache::key::{compute, track_includes, CacheKey, KeyInputs, TrackedHeader};
-use hipjit::compiler::{CompileOptions, CompilerIdentity};
+use hipjit::cache::key::{compute, result_key, CacheKey, KeyInputs, TrackedHeader};
+use hipjit::cache::manifest::{self, Manifest};
+use hipjit::compiler::{CompileOptions, CompilerIdentity, CompilerKind, Dependency};
 use hipjit::target_id::TargetId;
+
+fn identity(path: &str, version: &str) -> CompilerIdentity {
+    CompilerIdentity {
+        kind: CompilerKind::Hipcc,
+        path: path.into(),
+        version: version.into(),
+        fingerprint: "f0".repeat(32),
+        covered: vec![],
+    }
+}
 
 struct Base {
     source: Vec<u8>,
-    headers: Vec<TrackedHeader>,
     options: CompileOptions,
     compiler: CompilerIdentity,
     env: Vec<(String, OsString)>,
@@ -20,16 +30,11 @@ impl Base {
     fn new() -> Base {
         Base {
             source: b"extern \"C\" __global__ void k() {}\n".to_vec(),
-            headers: vec![TrackedHeader {
-                include: "a.h".into(),
-                path: PathBuf::from("/inc/a.h"),
-                sha256: "00".repeat(32),
-            }],
             options: CompileOptions::for_target(TargetId::parse("gfx90a").unwrap()),
-            compiler: CompilerIdentity {
-                path: "/usr/bin/hipcc".into(),
-                version: "HIP version: 5.2.21153-0\nDebian clang version 15.0.6\n".into(),
-            },
+            compiler: identity(
+                "/usr/bin/hipcc",
+                "HIP version: 5.2.21153-0\nDebian clang version 15.0.6\n",
+            ),
             env: vec![("HIP_PATH".into(), "/usr".into())],
             extra: b"generator v1".to_vec(),
         }
@@ -38,7 +43,6 @@ impl Base {
     fn key(&self) -> CacheKey {
         compute(&KeyInputs {
             source: &self.source,
-            headers: &self.headers,
             options: &self.options,
             compiler: &self.compiler,
             env: &self.env,
@@ -77,11 +81,6 @@ fn source_is_keyed_by_its_bytes_whatever_the_encoding() {
 }
 
 #[test]
-fn tracked_header_content_changes_the_key() {
-    assert!(changed(|b| b.headers[0].sha256 = "11".repeat(32)));
-}
-
-#[test]
 fn effective_flags_change_the_key() {
     assert!(changed(|b| b.options = b.options.clone().define("N", "4")));
     assert!(changed(|b| b.options.fast_math = true));
@@ -108,9 +107,28 @@ fn code_object_version_changes_the_key() {
 }
 
 #[test]
-fn compiler_path_and_version_change_the_key() {
-    assert!(changed(|b| b.compiler.path = "/opt/rocm/bin/hipcc".into()));
+fn compiler_kind_version_and_fingerprint_change_the_key_but_its_location_does_not() {
+    assert!(changed(|b| b.compiler.kind = CompilerKind::Nvcc));
     assert!(changed(|b| b.compiler.version.push_str("Target: x86_64\n")));
+    assert!(changed(|b| b.compiler.fingerprint = "f1".repeat(32)));
+    assert!(!changed(|b| b.compiler.path = "/opt/rocm/bin/hipcc".into()));
+    assert!(!changed(|b| b
+        .compiler
+        .version
+        .push_str("InstalledDir: /opt/rocm/llvm/bin\n")));
+}
+
+#[test]
+fn include_directories_enter_the_direct_key_by_position_not_by_path() {
+    // The path is not in the key (the files read from it are, through the manifest), so a
+    // moved tree still hits and no path goes through lossy text.
+    let with = |d: &str| {
+        let mut b = Base::new();
+        b.options.include_dirs = vec![PathBuf::from(d)];
+        b.key()
+    };
+    assert_eq!(with("/a/include"), with("/moved/include"));
+    assert_ne!(with("/a/include"), Base::new().key());
 }
 
 #[test]
@@ -137,25 +155,120 @@ fn metadata_checks_do_not_change_the_key() {
     assert!(!changed(|b| b.options.checks.no_spills = true));
 }
 
-#[test]
-fn editing_a_nested_header_changes_its_tracked_hash() {
-    let dir = tempfile::tempdir().unwrap();
-    let inc = dir.path().to_path_buf();
-    std::fs::create_dir_all(inc.join("lib")).unwrap();
-    std::fs::write(inc.join("lib/top.h"), "#include \"inner.h\"\n").unwrap();
-    std::fs::write(inc.join("lib/inner.h"), "#define N 1\n").unwrap();
-    let src = "#include <lib/top.h>\n";
-    let before = track_includes(src.as_bytes(), std::slice::from_ref(&inc), &[]);
-    std::fs::write(inc.join("lib/inner.h"), "#define N 2\n").unwrap();
-    let after = track_includes(src.as_bytes(), std::slice::from_ref(&inc), &[]);
-    assert_eq!(before.len(), 2, "{before:?}");
-    assert_eq!(before[0].sha256, after[0].sha256, "top.h did not change");
-    assert_ne!(before[1].sha256, after[1].sha256, "inner.h changed");
+/// Waits past the filesystem's timestamp granularity, so that the next write gets a new
+/// modification time (as the too-new rule guarantees for recorded files).
+fn settle() {
+    std::thread::sleep(std::time::Duration::from_millis(30));
 }
 
-/// The record as the module documentation lays it out, hashed independently (Python's
-/// hashlib over the same length-prefixed fields): a key record given field by field, as the
-/// NVIDIA JIT uses it, hashes to exactly that.
+fn dep_in(dir: usize, dirs: &[PathBuf], name: &str) -> Dependency {
+    Dependency {
+        include_dir: Some(dir),
+        name: PathBuf::from(name),
+        path: dirs[dir].join(name),
+    }
+}
+
+fn recorded(deps: &[Dependency], dirs: &[PathBuf]) -> Manifest {
+    let started = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    let r = manifest::record(
+        deps,
+        dirs,
+        &[],
+        &identity("/usr/bin/hipcc", "v"),
+        started,
+        None,
+    );
+    assert_eq!(r.unpublishable, None);
+    r.manifest
+}
+
+/// Two include directories whose names differ only in bytes that are not UTF-8 (the same
+/// text through `Path::display`), holding different headers, give different result keys.
+#[test]
+fn non_utf8_include_directories_with_the_same_lossy_name_give_different_keys() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join(std::ffi::OsStr::from_bytes(b"inc\xff"));
+    let b = tmp.path().join(std::ffi::OsStr::from_bytes(b"inc\xfe"));
+    assert_eq!(a.display().to_string(), b.display().to_string());
+    for (d, v) in [(&a, "1"), (&b, "2")] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("x.h"), format!("#define V {v}\n")).unwrap();
+    }
+    let direct = Base::new().key();
+    let ka = {
+        let dirs = vec![a.clone()];
+        result_key(&direct, &recorded(&[dep_in(0, &dirs, "x.h")], &dirs))
+    };
+    let kb = {
+        let dirs = vec![b.clone()];
+        result_key(&direct, &recorded(&[dep_in(0, &dirs, "x.h")], &dirs))
+    };
+    assert_ne!(ka, kb);
+    // An absolute dependency's name is its raw bytes too.
+    let abs = |p: &PathBuf| Dependency {
+        include_dir: None,
+        name: p.join("x.h"),
+        path: p.join("x.h"),
+    };
+    std::fs::write(b.join("x.h"), "#define V 1\n").unwrap();
+    let ka = result_key(&direct, &recorded(&[abs(&a)], &[]));
+    let kb = result_key(&direct, &recorded(&[abs(&b)], &[]));
+    assert_ne!(ka, kb);
+}
+
+#[test]
+fn a_manifest_checked_now_gives_the_recorded_key_until_a_file_or_listing_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = vec![tmp.path().join("a"), tmp.path().join("b")];
+    std::fs::create_dir_all(dirs[0].join("sub")).unwrap();
+    std::fs::create_dir_all(dirs[1].join("sub")).unwrap();
+    std::fs::write(dirs[1].join("sub/x.h"), "#define V 1\n").unwrap();
+    settle();
+    let m = recorded(&[dep_in(1, &dirs, "sub/x.h")], &dirs);
+    let direct = Base::new().key();
+    let k = result_key(&direct, &m);
+    assert_eq!(result_key(&direct, &m.current(&dirs).unwrap()), k);
+    // Same size, new content: the stat changed (mtime/ctime), so it is hashed again.
+    settle();
+    std::fs::write(dirs[1].join("sub/x.h"), "#define V 2\n").unwrap();
+    assert_ne!(result_key(&direct, &m.current(&dirs).unwrap()), k);
+    settle();
+    std::fs::write(dirs[1].join("sub/x.h"), "#define V 1\n").unwrap();
+    assert_eq!(result_key(&direct, &m.current(&dirs).unwrap()), k);
+    // A header that would shadow it, in a directory searched first.
+    settle();
+    std::fs::write(dirs[0].join("sub/x.h"), "#define V 3\n").unwrap();
+    assert_ne!(result_key(&direct, &m.current(&dirs).unwrap()), k);
+    settle();
+    std::fs::remove_file(dirs[0].join("sub/x.h")).unwrap();
+    assert_eq!(result_key(&direct, &m.current(&dirs).unwrap()), k);
+    // A removed header: the manifest cannot match.
+    std::fs::remove_file(dirs[1].join("sub/x.h")).unwrap();
+    assert!(m.current(&dirs).is_none());
+}
+
+#[test]
+fn a_file_modified_at_or_after_the_compile_start_is_not_published() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = vec![tmp.path().to_path_buf()];
+    let started = manifest::filesystem_now(tmp.path());
+    std::fs::write(dirs[0].join("x.h"), "#define V 1\n").unwrap();
+    let r = manifest::record(
+        &[dep_in(0, &dirs, "x.h")],
+        &dirs,
+        &[],
+        &identity("/usr/bin/hipcc", "v"),
+        started,
+        None,
+    );
+    let why = r.unpublishable.expect("too new");
+    assert!(why.contains("x.h"), "{why}");
+}
+
+/// The direct-key record as the module documentation lays it out, hashed independently
+/// (Python's hashlib over the same length-prefixed fields).
 #[test]
 fn record_given_field_by_field_hashes_as_documented() {
     use hipjit::cache::key::{compute_record, KeyRecord};
@@ -165,13 +278,13 @@ fn record_given_field_by_field_hashes_as_documented() {
         path: PathBuf::from("/not/hashed"),
         sha256: "ab".repeat(32),
     }];
-    let compiler = CompilerIdentity {
-        path: "/opt/cuda/bin/nvcc".into(),
-        version: "release 13.0, V13.0.88\n".into(),
-    };
+    let mut compiler = identity(
+        "/opt/cuda/bin/nvcc",
+        "release 13.0, V13.0.88\nInstalledDir: /not/hashed\n",
+    );
+    compiler.kind = CompilerKind::Nvcc;
     let key = compute_record(&KeyRecord {
         source: b"k\xa9",
-        headers: &headers,
         flags: &["-cubin".into(), "-arch=sm_90".into()],
         std: "-std=c++20",
         extra_flags: &["-lineinfo".into(), "-DX=1".into()],
@@ -182,10 +295,11 @@ fn record_given_field_by_field_hashes_as_documented() {
             ("NVCC_APPEND_FLAGS", Some(OsStr::new("-G"))),
             ("NVCC_CCBIN", None),
         ],
+        builtin_headers: &headers,
         extra: b"x",
     });
     assert_eq!(
         key.to_hex(),
-        "bbfe24ab3a8a51e560db2f18c1beffb0455c3b60b6c5b68d1932e2e5a63b5c6d"
+        "291dfdf75630b29d4ea7b4f084d2d8b8788c15e80884c9b9873d5248fc5cebf8"
     );
 }

@@ -1,6 +1,6 @@
 //! Eight processes compile the same source into one cache root at once: one compile (the
-//! others wait on the key's lock and read the entry), one valid entry, no torn or temporary
-//! file left. The processes are this test binary itself, running the
+//! others wait on the key's lock and read the entry), one valid result entry and its header
+//! manifest, no torn or temporary file left. The processes are this test binary itself, running the
 //! ignored `race_child` test.
 
 use std::path::Path;
@@ -77,10 +77,27 @@ fn eight_processes_racing_on_one_key_leave_one_valid_entry() {
     assert_eq!(keys.len(), 1, "children computed different keys: {keys:?}");
     let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
     let entries = cache.list();
-    assert_eq!(entries.len(), 1, "{entries:?}");
-    let verified = cache.verify();
-    assert!(verified[0].status.is_ok(), "{:?}", verified[0].status);
-    assert_eq!(entries[0].key.map(|k| k.to_hex()), Some(keys[0].clone()));
+    assert_eq!(entries.len(), 2, "a result and its manifest: {entries:?}");
+    for v in cache.verify() {
+        assert!(v.status.is_ok(), "{:?}", v.status);
+    }
+    let mut kinds: Vec<(String, Vec<String>)> = entries
+        .iter()
+        .map(|e| {
+            let key = e.key.expect("key-named entry");
+            let entry = cache.get(&key).entry.expect("readable");
+            let names = entry
+                .meta
+                .artefacts
+                .iter()
+                .map(|a| a.name.clone())
+                .collect();
+            (key.to_hex(), names)
+        })
+        .collect();
+    kinds.sort_by_key(|(_, names)| names.clone());
+    assert_eq!(kinds[0], (keys[0].clone(), vec!["code-object".to_string()]));
+    assert_eq!(kinds[1].1, ["manifest"]);
     assert_eq!(leftover_temporaries(dir.path()), 0);
 }
 

@@ -32,7 +32,13 @@ fn home(dir: &Path) -> PathBuf {
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::write(
         home.join("act.sh"),
-        format!("cp {} out.hsaco\n", code_object().display()),
+        // The dependency list hipjit requires names the source only (its last argument before
+        // `-o out.hsaco`): no header is read.
+        format!(
+            "cp {} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
+             echo \"out.hsaco: $src\" > deps.d\n",
+            code_object().display()
+        ),
     )
     .unwrap();
     std::fs::set_permissions(home.join("act.sh"), std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -118,12 +124,17 @@ fn a_lock_held_past_the_wait_is_given_up_and_said_so() {
     let home = home(dir.path());
     let first = compile_within(jit(&root, &home, None), "int a;", Duration::from_secs(30));
     let key = first.key().to_hex();
+    // The compile lock is the direct key's (source and options; hipjit::cache::key).
+    let direct = jit(&root, &home, None)
+        .source_key("int a;", &opts())
+        .unwrap()
+        .to_hex();
     DiskCache::open(std::slice::from_ref(&root))
         .unwrap()
         .clear()
         .unwrap();
     // Another holder of the key's lock that never lets go (a stopped process, another user).
-    let lock = root.join("v1/locks").join(format!("{key}.lock"));
+    let lock = root.join("v1/locks").join(format!("{direct}.lock"));
     let held = std::fs::OpenOptions::new().write(true).open(&lock).unwrap();
     // SAFETY: flock on a descriptor this test owns.
     assert_eq!(

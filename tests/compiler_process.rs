@@ -29,6 +29,7 @@ fn compiler(home: &Path, act: &str, timeout: Duration) -> Compiler {
             ("HOME".into(), OsString::from(home)),
             ("PATH".into(), "/usr/bin:/bin".into()),
         ]),
+        identity_dir: Some(home.join("identity")),
     })
     .unwrap_or_else(|e| panic!("{e}"))
 }

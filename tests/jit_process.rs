@@ -27,6 +27,7 @@ fn compiler(script: &str, home: &Path, timeout: Duration, max: usize) -> Compile
             ("PATH".into(), "/usr/bin:/bin".into()),
             ("NOT_ALLOWED".into(), "x".into()),
         ]),
+        identity_dir: Some(home.join("identity")),
     })
     .unwrap_or_else(|e| panic!("{e}"))
 }
@@ -142,4 +143,62 @@ fn explicit_compiler_that_is_not_executable_is_an_error() {
     })
     .unwrap_err();
     assert!(err.to_string().contains("does-not-exist"), "{err}");
+}
+
+/// A fake hipcc that records each run in `$HOME/calls` (one line per run, its first argument).
+fn counting_hipcc(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("hipcc");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\necho \"$1\" >> \"$HOME/calls\"\n\
+         if [ \"$1\" = --version ]; then echo 'HIP version: 0.0-fake'; fi\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn runs(home: &Path) -> usize {
+    std::fs::read_to_string(home.join("calls"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// The identity is computed once and remembered per user: a second `Compiler::new` (as a fresh
+/// process would) starts no compiler; a changed compiler file is noticed.
+#[test]
+fn compiler_identity_is_remembered_and_a_changed_compiler_recomputes_it() {
+    let home = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let hipcc = counting_hipcc(bin.path());
+    let config = || CompilerConfig {
+        hipcc: Some(hipcc.clone()),
+        env: Some(vec![("HOME".into(), OsString::from(home.path()))]),
+        identity_dir: Some(home.path().join("identity")),
+        ..CompilerConfig::default()
+    };
+    let first = Compiler::new(config()).unwrap_or_else(|e| panic!("{e}"));
+    let cold = runs(home.path());
+    assert!(cold >= 1, "the first identity runs the compiler");
+    let second = Compiler::new(config()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        runs(home.path()),
+        cold,
+        "a remembered identity runs nothing"
+    );
+    assert_eq!(first.identity(), second.identity());
+    // Same size, new content and times: the fingerprint changes.
+    std::thread::sleep(Duration::from_millis(30));
+    let text = std::fs::read_to_string(&hipcc)
+        .unwrap()
+        .replace("0.0-fake", "0.1-fake");
+    std::fs::write(&hipcc, text).unwrap();
+    let third = Compiler::new(config()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        runs(home.path()) > cold,
+        "a changed compiler is identified again"
+    );
+    assert_ne!(third.identity().fingerprint, first.identity().fingerprint);
+    assert_ne!(third.identity().version, first.identity().version);
 }

@@ -278,6 +278,9 @@ fn include_directory_and_cache_root_with_space_quote_dollar_and_non_ascii_work()
     let inc = odd.join("include dir");
     std::fs::create_dir_all(inc.join("sub")).unwrap();
     std::fs::write(inc.join("sub/factor.h"), "#define FACTOR 3.0f\n").unwrap();
+    // Past the timestamp granularity: a header written as the compile starts is "too new"
+    // for the result to be published.
+    std::thread::sleep(std::time::Duration::from_millis(60));
     let cache = odd.join("cache");
     let jit = jit_with_cache(&cache);
     let src = "#include <hip/hip_runtime.h>\n#include <sub/factor.h>\n\
@@ -293,7 +296,13 @@ fn include_directory_and_cache_root_with_space_quote_dollar_and_non_ascii_work()
         "{:?}",
         meta.dependencies
     );
-    assert_eq!(meta.tracked_headers.len(), 1);
+    assert!(
+        meta.tracked_headers
+            .iter()
+            .any(|h| h.path == inc.join("sub/factor.h") && h.include == "sub/factor.h"),
+        "{:?}",
+        meta.tracked_headers
+    );
     let verified = disk.verify();
     assert!(verified[0].status.is_ok(), "{:?}", verified[0].status);
     assert!(
@@ -301,27 +310,6 @@ fn include_directory_and_cache_root_with_space_quote_dollar_and_non_ascii_work()
         "{:?}",
         verified[0].untracked
     );
-}
-
-#[test]
-fn cache_verify_flags_a_header_included_through_a_macro() {
-    let dir = tempfile::tempdir().unwrap();
-    let inc = dir.path().join("inc");
-    std::fs::create_dir_all(&inc).unwrap();
-    std::fs::write(inc.join("hidden.h"), "#define HIDDEN 2\n").unwrap();
-    let cache = dir.path().join("cache");
-    let src = "#include <hip/hip_runtime.h>\n#define HEADER <hidden.h>\n#include HEADER\n\
-               extern \"C\" __global__ void k(int* x) { x[0] = HIDDEN; }\n";
-    // The header is reached through an include directory but named by a macro, which key
-    // tracking does not expand; the compiler's dependency list still names it.
-    let mut opts = CompileOptions::for_target(any_target());
-    opts.include_dirs.push(inc.clone());
-    jit_with_cache(&cache)
-        .compile(src, &opts)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let verified = DiskCache::open(&[cache]).unwrap().verify();
-    assert_eq!(verified.len(), 1);
-    assert_eq!(verified[0].untracked, [inc.join("hidden.h")]);
 }
 
 #[test]

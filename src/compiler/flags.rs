@@ -529,8 +529,11 @@ mod tests {
 
     fn id(version: &str) -> CompilerIdentity {
         CompilerIdentity {
+            kind: crate::compiler::CompilerKind::Hipcc,
             path: "/usr/bin/hipcc".into(),
             version: version.into(),
+            fingerprint: String::new(),
+            covered: Vec::new(),
         }
     }
 

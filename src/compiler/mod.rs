@@ -2,10 +2,12 @@
 //!
 //! # How the compiler is run
 //! * Found by [`discovery`] (the shared installation-root order of
-//!   [`hip_sys::discovery`]); its identity ([`CompilerIdentity`]) is its resolved path plus the
-//!   complete standard output of `hipcc --version`. Standard error is left out: Debian's
-//!   hipcc 5.2.3 runs `rocm_agent_enumerator`, which prints a Python traceback there that
-//!   depends on whether `/sys/class/kfd` exists, not on the compiler.
+//!   [`hip_sys::discovery`]); its identity ([`CompilerIdentity`], [`identity`]) is its kind,
+//!   its `--version` standard output and a fingerprint of the files that make it up,
+//!   remembered per user so that a fresh process usually starts no compiler to learn it.
+//!   Standard error is left out of the version: Debian's hipcc 5.2.3 runs
+//!   `rocm_agent_enumerator`, which prints a Python traceback there that depends on whether
+//!   `/sys/class/kfd` exists, not on the compiler.
 //! * No shell of hipjit's, and none of hipcc's either. hipcc 5.2.3 is a Perl script that
 //!   joins its clang command into one string for `sh`. Measured with Debian's 5.2.3: it
 //!   backslash-escapes the arguments it passes through, but writes the output path as
@@ -24,10 +26,12 @@
 //! * A timeout ([`CompilerConfig::timeout`]) after which the compiler's whole process group
 //!   is killed, and at most [`CompilerConfig::max_concurrent`] compiles at once.
 
+pub mod depfile;
 pub mod diagnostics;
 pub mod discovery;
 pub mod flags;
 pub mod hiprtc;
+pub mod identity;
 pub mod nvcc;
 pub mod nvrtc;
 pub mod options;
@@ -42,15 +46,15 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::file_read;
 
+pub use depfile::Dependency;
 pub use diagnostics::{Diagnostic, IncludedFrom, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
 pub use flags::{check_extra_flag, BackendKind, RejectedBecause};
+pub use identity::{CompilerIdentity, CompilerKind, IdentityError};
 pub use options::{
     is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError, UnknownStd,
 };
@@ -97,6 +101,9 @@ pub struct CompilerConfig {
     /// own environment; `Some` uses these values instead (names outside the allowlist are
     /// dropped).
     pub env: Option<Vec<(String, OsString)>>,
+    /// Where the compiler's identity is remembered between processes; `None`: the per-user
+    /// default ([`identity::identity_dir`]).
+    pub identity_dir: Option<PathBuf>,
 }
 
 impl Default for CompilerConfig {
@@ -108,51 +115,8 @@ impl Default for CompilerConfig {
                 .map(|n| n.get())
                 .unwrap_or(1),
             env: None,
+            identity_dir: None,
         }
-    }
-}
-
-/// What the compiler is: resolved path and complete `--version` standard output.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct CompilerIdentity {
-    /// The compiler with symlinks resolved.
-    pub path: PathBuf,
-    /// The full standard output of `<path> --version`.
-    pub version: String,
-}
-
-impl CompilerIdentity {
-    /// A one-line summary of the version, e.g. `HIP version: 5.2.21153-0, Debian clang
-    /// version 15.0.6`.
-    pub fn version_summary(&self) -> String {
-        let lines: Vec<&str> = self
-            .version
-            .lines()
-            .map(str::trim)
-            .filter(|l| l.starts_with("HIP version") || l.contains("clang version"))
-            .collect();
-        if lines.is_empty() {
-            self.version.lines().next().unwrap_or("").trim().to_string()
-        } else {
-            lines.join(", ")
-        }
-    }
-}
-
-impl CompilerIdentity {
-    /// The major version of the clang underneath, from the first `clang version N.` in the
-    /// `--version` output (`Debian clang version 15.0.6` -> 15); `None` when there is none.
-    pub fn clang_major(&self) -> Option<u32> {
-        self.version.lines().find_map(|l| {
-            let rest = &l[l.find("clang version ")? + "clang version ".len()..];
-            rest.split('.').next()?.trim().parse::<u32>().ok()
-        })
-    }
-}
-
-impl fmt::Display for CompilerIdentity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.path.display(), self.version_summary())
     }
 }
 
@@ -167,14 +131,10 @@ pub enum CompilerError {
     /// misparse ([`shell_env`]).
     #[error(transparent)]
     UnsafeEnvironment(#[from] shell_env::UnsafeVariable),
-    /// `hipcc --version` could not run or failed.
-    #[error("`{} --version` failed: {reason}", path.display())]
-    Version {
-        /// The compiler.
-        path: PathBuf,
-        /// What happened (exit status and stderr, or the spawn error).
-        reason: String,
-    },
+    /// The compiler's identity could not be read: `hipcc --version` or `hipcc -###` could not
+    /// run or failed, or a file of its closed list could not be read ([`identity`]).
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
 }
 
 /// A failed compiler run: everything needed to reproduce and understand it.
@@ -280,6 +240,18 @@ pub enum CompileError {
         /// The command line.
         command: Vec<String>,
     },
+    /// The compiler succeeded but left no readable dependency list: the files it read are
+    /// unknown, so the result cannot be cached safely.
+    #[error(
+        "compiler exited 0 but its dependency list {DEPS_NAME} {reason}: {}",
+        shell_words(command)
+    )]
+    NoDependencies {
+        /// What is wrong with it (missing, unreadable, no rule).
+        reason: String,
+        /// The command line.
+        command: Vec<String>,
+    },
 }
 
 /// The compiler does not know a processor: "`<compiler> (<version>) does not support gfx942`".
@@ -329,9 +301,14 @@ pub struct CompileOutput {
     /// The warnings (and remarks) parsed from the log, with their notes, include chains and
     /// excerpts, file names as the user knows them.
     pub diagnostics: Vec<Diagnostic>,
-    /// The non-system headers the compiler read (cc1 `-dependency-file`, the `-MD` list
-    /// without system headers), with staged include paths mapped back.
-    pub dependencies: Vec<PathBuf>,
+    /// Every file the preprocessor read but the source (cc1 `-dependency-file` with
+    /// `-sys-header-deps`: user, system and compiler headers), with staged include paths mapped
+    /// back to their `-I` directory.
+    pub dependencies: Vec<Dependency>,
+    /// The filesystem's clock just before the compiler started
+    /// ([`crate::cache::manifest::filesystem_now`]): a file read with a modification or change
+    /// time at or after it may have changed during the compile.
+    pub started: SystemTime,
     /// Device LLVM bitcode, when [`CompileOptions::dump_llvm_ir`] was set (one target: its
     /// bitcode; several: the first target's).
     pub llvm_ir: Option<Vec<u8>>,
@@ -356,11 +333,13 @@ struct Inner {
 }
 
 impl Compiler {
-    /// Finds the compiler ([`discovery`]) and reads its identity, with the process
-    /// environment.
+    /// Finds the compiler ([`discovery`]) and reads its identity ([`identity::identify`]:
+    /// remembered per user, so that a fresh process usually starts no compiler here), with the
+    /// process environment.
     ///
     /// Errors: [`CompilerError::Discovery`] (nothing found, or an explicit path unusable),
-    /// [`CompilerError::Version`] (`--version` failed).
+    /// [`CompilerError::Identity`] (`--version` failed, or a file of the compiler's closed
+    /// list could not be read).
     pub fn new(config: CompilerConfig) -> Result<Compiler, CompilerError> {
         let path = discovery::find_hipcc(
             config.hipcc.as_deref(),
@@ -378,10 +357,16 @@ impl Compiler {
                 .collect(),
         };
         shell_env::check(&env)?;
-        let version = read_version(&path, &env, config.timeout)?;
+        let identity = identity::identify(
+            CompilerKind::Hipcc,
+            &path,
+            &env,
+            config.timeout,
+            config.identity_dir.as_deref(),
+        )?;
         Ok(Compiler {
             inner: Arc::new(Inner {
-                identity: CompilerIdentity { path, version },
+                identity,
                 env,
                 timeout: config.timeout,
                 slots: Slots::new(config.max_concurrent),
@@ -394,7 +379,7 @@ impl Compiler {
         Compiler::new(CompilerConfig::default())
     }
 
-    /// Resolved path and `--version` output.
+    /// The compiler's identity: kind, resolved path, `--version` output, fingerprint.
     pub fn identity(&self) -> &CompilerIdentity {
         &self.inner.identity
     }
@@ -436,6 +421,7 @@ impl Compiler {
             .env("TMPDIR", build.dir.path())
             .env("LC_ALL", "C");
         let _slot = self.inner.slots.acquire();
+        let started_at = crate::cache::manifest::filesystem_now(build.dir.path());
         let started = Instant::now();
         let run = process::run(&mut cmd, self.inner.timeout);
         let duration = started.elapsed();
@@ -481,7 +467,13 @@ impl Compiler {
             reason: e.into_io_error().to_string(),
             command: command.clone(),
         })?;
-        let dependencies = build.dependencies();
+        let dependencies =
+            build
+                .dependencies(options)
+                .map_err(|reason| CompileError::NoDependencies {
+                    reason,
+                    command: command.clone(),
+                })?;
         let (llvm_ir, isa) = build.dumps(options);
         Ok(CompileOutput {
             code_object,
@@ -489,6 +481,7 @@ impl Compiler {
             log: stderr,
             diagnostics,
             dependencies,
+            started: started_at,
             llvm_ir,
             isa,
             duration,
@@ -515,7 +508,7 @@ impl Compiler {
         let _ = build;
         // The dependency list, asked of the device compile (cc1) itself: clang-21 ignores
         // `-MD -MF` together with `--cuda-device-only` (hipcc 7's spelling of `--genco`),
-        // measured. Lists the non-system headers read.
+        // measured. `-sys-header-deps` adds the system headers: the list is every file read.
         // Notes get their include chain too (clang prints it for errors and warnings only by
         // default); it changes what is printed, not what is compiled, so it is not keyed.
         args.push("-fdiagnostics-show-note-include-stack".into());
@@ -528,6 +521,8 @@ impl Compiler {
             "-MT".into(),
             "-Xclang".into(),
             OUTPUT_NAME.into(),
+            "-Xclang".into(),
+            "-sys-header-deps".into(),
             options.source_file_name().into(),
             "-o".into(),
             OUTPUT_NAME.into(),
@@ -713,19 +708,25 @@ impl Build {
         printed.to_string()
     }
 
-    fn dependencies(&self) -> Vec<PathBuf> {
-        let Ok(text) = file_read::read_text_lossy(
-            &self.dir.path().join(DEPS_NAME),
+    /// The files the compiler read, from its dependency list (read bounded by
+    /// [`file_read::TEXT_OUTPUT_LIMIT`]).
+    fn dependencies(&self, options: &CompileOptions) -> Result<Vec<Dependency>, String> {
+        let path = self.dir.path().join(DEPS_NAME);
+        let text = file_read::read_file(
+            &path,
             file_read::TEXT_OUTPUT_LIMIT,
             "the compiler's dependency list",
-        ) else {
-            return Vec::new();
-        };
-        parse_depfile(&text)
-            .into_iter()
-            .filter(|d| d != &self.source_name)
-            .map(|d| PathBuf::from(self.user_name(&d)))
-            .collect()
+            file_read::Streams::None,
+        )
+        .map_err(|e| format!("cannot be read ({})", e.reason()))?;
+        let deps = depfile::parse(&text).ok_or_else(|| "holds no rule".to_string())?;
+        Ok(depfile::map_build_paths(
+            &deps,
+            &self.source_name,
+            INCLUDE_DIR,
+            &options.include_dirs,
+            self.dir.path(),
+        ))
     }
 
     fn dumps(&self, options: &CompileOptions) -> (Option<Vec<u8>>, Option<String>) {
@@ -823,72 +824,6 @@ fn build_base() -> PathBuf {
     }
 }
 
-/// Parses a Make-style dependency file (`target: dep dep \` with `\ ` escaping spaces).
-pub fn parse_depfile(text: &str) -> Vec<String> {
-    let mut deps = Vec::new();
-    let body = match text.find(": ") {
-        Some(i) => &text[i + 2..],
-        None => return deps,
-    };
-    let mut cur = String::new();
-    let mut chars = body.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => match chars.peek() {
-                Some('\n') => {
-                    chars.next();
-                }
-                Some(' ') | Some('#') | Some(':') => {
-                    cur.push(chars.next().unwrap_or(' '));
-                }
-                _ => cur.push('\\'),
-            },
-            '$' if chars.peek() == Some(&'$') => {
-                chars.next();
-                cur.push('$');
-            }
-            ' ' | '\n' | '\t' => {
-                if !cur.is_empty() {
-                    deps.push(std::mem::take(&mut cur));
-                }
-            }
-            c => cur.push(c),
-        }
-    }
-    if !cur.is_empty() {
-        deps.push(cur);
-    }
-    deps
-}
-
-fn read_version(
-    path: &Path,
-    env: &[(String, OsString)],
-    timeout: Duration,
-) -> Result<String, CompilerError> {
-    let mut cmd = Command::new(path);
-    cmd.arg("--version")
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("LC_ALL", "C");
-    let err = |reason: String| CompilerError::Version {
-        path: path.to_path_buf(),
-        reason,
-    };
-    match process::run(&mut cmd, timeout) {
-        Ok(f) if f.status.success() => Ok(String::from_utf8_lossy(&f.stdout).into_owned()),
-        Ok(f) => Err(err(format!(
-            "{}; stderr: {}",
-            f.status,
-            String::from_utf8_lossy(&f.stderr).trim_end()
-        ))),
-        Err(RunError::Spawn(e)) => Err(err(e.to_string())),
-        Err(RunError::Timeout(_)) => {
-            Err(err(format!("no answer within {} s", timeout.as_secs_f64())))
-        }
-    }
-}
-
 /// Joins a command line for display, quoting words that need it (for people, never run).
 pub fn shell_words(words: &[String]) -> String {
     words
@@ -905,30 +840,4 @@ pub fn shell_words(words: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn depfile_continuations_and_escaped_spaces_are_parsed() {
-        let text = "out.hsaco: kernel.hip \\\n  /usr/include/a\\ b.h include/0/c.h\n";
-        assert_eq!(
-            parse_depfile(text),
-            ["kernel.hip", "/usr/include/a b.h", "include/0/c.h"]
-        );
-    }
-
-    #[test]
-    fn version_summary_picks_hip_and_clang_lines() {
-        let id = CompilerIdentity {
-            path: "/usr/bin/hipcc".into(),
-            version: "HIP version: 5.2.21153-0\nDebian clang version 15.0.6\nTarget: x\n".into(),
-        };
-        assert_eq!(
-            id.version_summary(),
-            "HIP version: 5.2.21153-0, Debian clang version 15.0.6"
-        );
-    }
 }

@@ -30,10 +30,9 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sha2::{Digest, Sha256};
-
 use crate::cache::key::{self, hex, sha256, CacheKey, KeyRecord, TrackedHeader};
 use crate::compiler::diagnostics::{parse_nvcc, Diagnostic};
+use crate::compiler::identity::{identify, CompilerKind, IdentityError};
 use crate::compiler::{BackendKind, CompilerIdentity, CxxStd, OptionsError};
 use crate::cuda::target::SmTarget;
 
@@ -159,43 +158,12 @@ pub enum NvccError {
     },
 }
 
-fn identity_file(nvcc: &Path, dir: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(nvcc).ok()?;
-    let mut h = Sha256::new();
-    h.update(nvcc.as_os_str().as_encoded_bytes());
-    for v in [
-        m.dev(),
-        m.ino(),
-        m.size(),
-        m.mtime() as u64,
-        m.mtime_nsec() as u64,
-        m.ctime() as u64,
-        m.ctime_nsec() as u64,
-    ] {
-        h.update(v.to_le_bytes());
-    }
-    let hex: String = h
-        .finalize()
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Some(dir.join(format!("nvcc-{hex}.version")))
-}
-
 /// A discovered nvcc with its identity.
 #[derive(Debug, Clone)]
 pub struct Nvcc {
     std: CxxStd,
     path: PathBuf,
-    /// `path` with symlinks resolved (the identity's path).
-    resolved: PathBuf,
-    version: String,
-}
-
-fn resolve(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+    identity: CompilerIdentity,
 }
 
 fn executable(p: &Path) -> bool {
@@ -212,38 +180,15 @@ impl Nvcc {
         Nvcc::at(&Nvcc::find(explicit)?)
     }
 
-    /// [`Nvcc::discover`], with `nvcc --version` remembered in `dir` per nvcc file (keyed by its
-    /// path, device, inode, size and modification and change times), so that a fresh process
-    /// with a warm cache starts no nvcc at all.
+    /// [`Nvcc::discover`], with the identity remembered in `dir` instead of the per-user
+    /// default ([`crate::compiler::identity`]), so that a fresh process with a warm directory
+    /// starts no nvcc and hashes nothing. `dir` must be private to the user (never a shared
+    /// cache root).
     ///
-    /// Errors: as [`Nvcc::discover`] (a cache directory that cannot be written is not an
-    /// error: the identity is then not remembered).
+    /// Errors: as [`Nvcc::discover`] (a directory that cannot be written is not an error: the
+    /// identity is then not remembered).
     pub fn discover_cached(explicit: Option<&Path>, dir: &Path) -> Result<Nvcc, NvccError> {
-        let path = Nvcc::find(explicit)?;
-        let Some(file) = identity_file(&path, dir) else {
-            return Nvcc::at(&path);
-        };
-        if let Ok(version) = std::fs::read_to_string(&file) {
-            if !version.is_empty() {
-                let resolved = resolve(&path);
-                return Ok(Nvcc {
-                    std: CxxStd::default(),
-                    path,
-                    resolved,
-                    version,
-                });
-            }
-        }
-        let nvcc = Nvcc::at(&path)?;
-        let written = std::fs::create_dir_all(dir).and_then(|()| {
-            let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
-            std::io::Write::write_all(&mut tmp, nvcc.version.as_bytes())?;
-            tmp.persist(&file).map(drop).map_err(|e| e.error)
-        });
-        if let Err(e) = written {
-            tracing::debug!(path = %file.display(), error = %e, "nvcc identity not remembered");
-        }
-        Ok(nvcc)
+        Nvcc::identify(&Nvcc::find(explicit)?, Some(dir))
     }
 
     /// The nvcc executable in the documented order, without running it.
@@ -289,31 +234,44 @@ impl Nvcc {
         Err(NvccError::NotFound { tried })
     }
 
-    /// nvcc at `path` (not checked to be executable; `--version` is run).
+    /// nvcc at `path` (not checked to be executable), its identity from the per-user directory
+    /// or computed (`--version` run, its toolkit's files hashed: [`crate::compiler::identity`]).
     ///
     /// Errors: as [`Nvcc::discover`].
     pub fn at(path: &Path) -> Result<Nvcc, NvccError> {
-        let out = Command::new(path)
-            .arg("--version")
-            .output()
-            .map_err(|source| NvccError::Io {
-                what: "cannot run",
-                path: path.to_path_buf(),
-                source,
-            })?;
-        if !out.status.success() {
-            return Err(NvccError::Failed {
-                status: out.status.to_string(),
-                command: format!("{} --version", path.display()),
-                log: String::from_utf8_lossy(&out.stderr).into_owned(),
+        Nvcc::identify(path, None)
+    }
+
+    fn identify(path: &Path, dir: Option<&Path>) -> Result<Nvcc, NvccError> {
+        let env: Vec<(String, OsString)> = NVCC_KEY_ENV
+            .iter()
+            .chain(["PATH", "HOME"].iter())
+            .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
+            .collect();
+        let identity = identify(
+            CompilerKind::Nvcc,
+            path,
+            &env,
+            std::time::Duration::from_secs(120),
+            dir,
+        )
+        .map_err(|e| match e {
+            IdentityError::Run { reason, args, .. } => NvccError::Failed {
+                status: reason,
+                command: format!("{} {args}", path.display()),
+                log: String::new(),
                 diagnostics: Vec::new(),
-            });
-        }
+            },
+            IdentityError::Read { path, source } => NvccError::Io {
+                what: "cannot read (to fingerprint nvcc)",
+                path,
+                source,
+            },
+        })?;
         Ok(Nvcc {
             std: CxxStd::default(),
             path: path.to_path_buf(),
-            resolved: resolve(path),
-            version: String::from_utf8_lossy(&out.stdout).into_owned(),
+            identity,
         })
     }
 
@@ -340,23 +298,21 @@ impl Nvcc {
 
     /// `nvcc --version` output (its identity in cache keys).
     pub fn version_text(&self) -> &str {
-        &self.version
+        &self.identity.version
     }
 
     /// The release, e.g. `13.0` (from `release 13.0, V13.0.88`), when present.
     pub fn release(&self) -> Option<&str> {
-        let i = self.version.find("release ")? + "release ".len();
-        let rest = &self.version[i..];
+        let v = &self.identity.version;
+        let i = v.find("release ")? + "release ".len();
+        let rest = &v[i..];
         Some(&rest[..rest.find(',')?])
     }
 
-    /// The compiler identity hashed into cache keys and recorded in cache entries: the path
-    /// with symlinks resolved and the `--version` output.
+    /// The compiler identity hashed into cache keys and recorded in cache entries: kind, path
+    /// with symlinks resolved, `--version` output, toolkit fingerprint.
     pub fn identity(&self) -> CompilerIdentity {
-        CompilerIdentity {
-            path: self.resolved.clone(),
-            version: self.version.clone(),
-        }
+        self.identity.clone()
     }
 
     /// The command line of compiling for `sm` with `flags` (after the nvcc path) less its
@@ -413,14 +369,14 @@ impl Nvcc {
             .collect();
         key::compute_record(&KeyRecord {
             source: source.as_ref(),
-            headers: &headers,
             flags: &own,
             std: &std,
             extra_flags: flags,
             targets: &targets,
             code_object_version: 0,
-            compiler: &self.identity(),
+            compiler: &self.identity,
             env: &env,
+            builtin_headers: &headers,
             extra: &[],
         })
     }

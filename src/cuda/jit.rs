@@ -11,7 +11,8 @@
 //!   and optional size cap. A bad entry is a miss (replaced in the written root); an intact
 //!   entry whose cubin does not read is removed from the written root and compiled again. A
 //!   missing key is compiled under the key's cross-process lock ([`DiskCache::lock`]).
-//!   nvcc's remembered identity ([`Nvcc::discover_cached`]) lives in `<written root>/nvidia/`.
+//!   nvcc's identity is remembered per user ([`crate::compiler::identity`]), never in a cache
+//!   root, where another member of a sharing group could forge it.
 //! - Sources are bytes (`&str`, `String`, `&[u8]`, `Vec<u8>`), in any encoding nvcc accepts,
 //!   keyed by those bytes. The standard is one per `NvJit` ([`NvJit::with_std`]).
 //! - Memory: loaded libraries per (device, source, flags), checked by comparing the source
@@ -81,9 +82,6 @@ pub enum NvJitError {
 
 /// The name of the cubin artefact in a disk-cache entry (the AMD JIT's is `code-object`).
 pub const CUBIN_ARTEFACT: &str = "cubin";
-
-/// The directory under the written cache root where nvcc's identity is remembered.
-const IDENTITY_DIR: &str = "nvidia";
 
 /// A compile result of [`NvJit::compile_detailed`].
 #[derive(Debug, Clone)]
@@ -199,7 +197,7 @@ impl NvJit {
 
     /// nvcc discovered in the documented order, the disk cache over the roots of
     /// `HIPJIT_CACHE_DIR` (else the default root; none when nothing is set), nvcc's identity
-    /// remembered in the written root ([`Nvcc::discover_cached`]).
+    /// remembered per user ([`Nvcc::discover`]).
     ///
     /// Errors: [`NvccError`] from discovery, [`NvJitError::Cache`] from opening the roots.
     pub fn from_env() -> Result<NvJit, NvJitError> {
@@ -208,7 +206,7 @@ impl NvJit {
     }
 
     /// nvcc discovered in the documented order, the disk cache rooted at `dir` (one root,
-    /// written; `None`: none), nvcc's identity remembered there.
+    /// written; `None`: none), nvcc's identity remembered per user.
     ///
     /// Errors: [`NvccError`] from discovery, [`NvJitError::Cache`] from opening the root.
     pub fn with_cache_dir(dir: Option<PathBuf>) -> Result<NvJit, NvJitError> {
@@ -216,11 +214,11 @@ impl NvJit {
     }
 
     fn open(roots: Vec<PathBuf>) -> Result<NvJit, NvJitError> {
-        let Some(written) = roots.first() else {
+        if roots.is_empty() {
             return Ok(NvJit::with_roots(Nvcc::discover(None)?, roots));
-        };
+        }
         let disk = DiskCache::open(&roots)?;
-        let nvcc = Nvcc::discover_cached(None, &written.join(IDENTITY_DIR))?;
+        let nvcc = Nvcc::discover(None)?;
         Ok(NvJit::with_disk_cache(nvcc, Some(disk)))
     }
 

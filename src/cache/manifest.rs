@@ -1,0 +1,476 @@
+//! Header manifests: what a compile read, so that a lookup can tell whether the same compile
+//! would read the same bytes now (ccache's direct mode; the key design is in
+//! [`crate::cache::key`]).
+//!
+//! A [`Manifest`] lists
+//! * every file the compiler read (from its dependency output) outside the directories its
+//!   identity covers ([`crate::compiler::CompilerIdentity::covered`]): its base (a `-I`
+//!   directory by index, or none for an absolute path), its name relative to that base, its
+//!   stat fields ([`FileStat`]) and its sha256;
+//! * every directory searched up to where a header was found: for each search directory (the
+//!   `-I` directories, then the absolute ones: `-I`/`-isystem` in extra flags, `CPATH`,
+//!   `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`) its top level and, for each header found under
+//!   any search directory at `sub/dir/x.h`, its `sub` and `sub/dir` (so that a new `a/x.h`
+//!   shadowing `b/x.h`, or a new file a `__has_include` would now find, is a miss); and the
+//!   directory of every file read (a new `x.h` beside its includer). A directory is recorded
+//!   by its stat fields and the sha256 of its sorted listing (names and whether each is a
+//!   directory), or as absent.
+//!
+//! Checking ([`Manifest::current`]) stats each file and directory, reuses the recorded hash
+//! when the stat is unchanged, and hashes or lists only what changed.
+//!
+//! Recording ([`record`]) refuses to vouch for a compile during which a file changed: a file
+//! or directory whose modification or change time is at or after the compile's start makes
+//! the result unpublishable ("too new", ccache's rule), as does a file whose content differs
+//! from what the lookup before the compile hashed. The start is read from the filesystem's own
+//! clock ([`filesystem_now`]: the modification time of a file written just before the compiler
+//! starts), which is coarser than the wall clock and lags it by up to one tick; comparing
+//! stamps of one clock leaves only writes within that tick before the start as false alarms.
+//! A file stamped in whole seconds (nanoseconds 0) is too new from the start's second on.
+//! Files on a network filesystem are stamped by the server's clock, which this rule trusts to
+//! agree with the local one.
+//!
+//! Stored as the artefact [`MANIFEST_ARTEFACT`] (MessagePack) of the disk-cache entry named by
+//! the direct key, replaced after each published compile.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::compiler::identity::{hash_file, FileStat};
+use crate::compiler::{CompilerIdentity, Dependency};
+
+/// The name of the manifest artefact in the entry of a direct key.
+pub const MANIFEST_ARTEFACT: &str = "manifest";
+
+/// A manifest file bigger than this is refused (a real one is a few hundred records).
+pub const MAX_MANIFEST_BYTES: usize = 16 << 20;
+
+/// A file the compiler read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// The `-I` directory (index into the options' include directories) it is relative to, or
+    /// `None`: `name` is absolute.
+    pub include_dir: Option<u32>,
+    /// Its name relative to the base (raw bytes).
+    pub name: Vec<u8>,
+    /// Its stat fields when recorded.
+    pub stat: FileStat,
+    /// sha256 of its contents.
+    pub sha256: [u8; 32],
+}
+
+/// A directory searched.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirRecord {
+    /// The base, as [`FileRecord::include_dir`].
+    pub include_dir: Option<u32>,
+    /// Its name relative to the base (raw bytes; empty: the base itself).
+    pub name: Vec<u8>,
+    /// Its stat fields when recorded (`None`: it did not exist).
+    pub stat: Option<FileStat>,
+    /// sha256 of its sorted listing (`None`: it did not exist).
+    pub listing: Option<[u8; 32]>,
+}
+
+impl FileRecord {
+    /// 0 for an absolute name, `i + 1` for `-I` directory `i` (as hashed into the result key).
+    pub fn base(&self) -> u32 {
+        self.include_dir.map_or(0, |i| i + 1)
+    }
+}
+
+impl DirRecord {
+    /// As [`FileRecord::base`].
+    pub fn base(&self) -> u32 {
+        self.include_dir.map_or(0, |i| i + 1)
+    }
+}
+
+/// The files read by one compile and the directories searched for them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Files, sorted by (base, name).
+    pub files: Vec<FileRecord>,
+    /// Directories, sorted by (base, name).
+    pub dirs: Vec<DirRecord>,
+}
+
+/// A manifest that does not decode.
+#[derive(Debug, thiserror::Error)]
+#[error("bad header manifest: {0}")]
+pub struct BadManifest(pub String);
+
+fn resolve(include_dir: Option<u32>, name: &[u8], include_dirs: &[PathBuf]) -> Option<PathBuf> {
+    let name = Path::new(OsStr::from_bytes(name));
+    match include_dir {
+        None => Some(name.to_path_buf()),
+        Some(i) => {
+            let base = include_dirs.get(i as usize)?;
+            Some(if name.as_os_str().is_empty() {
+                base.clone()
+            } else {
+                base.join(name)
+            })
+        }
+    }
+}
+
+/// sha256 of a directory's listing: its entry names sorted, each with `d` for a directory and
+/// `f` for anything else. `None` when it cannot be listed.
+pub fn listing_hash(dir: &Path) -> Option<[u8; 32]> {
+    let mut names: Vec<(Vec<u8>, bool)> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| {
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir())
+                || (e.file_type().is_ok_and(|t| t.is_symlink()) && e.path().is_dir());
+            (e.file_name().as_bytes().to_vec(), is_dir)
+        })
+        .collect();
+    names.sort();
+    let mut h = Sha256::new();
+    for (n, d) in names {
+        h.update((n.len() as u64).to_le_bytes());
+        h.update(&n);
+        h.update(if d { b"d" } else { b"f" });
+    }
+    Some(h.finalize().into())
+}
+
+fn dir_state(path: &Path) -> (Option<FileStat>, Option<[u8; 32]>) {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => (Some(FileStat::of(&m)), listing_hash(path)),
+        Ok(m) => (Some(FileStat::of(&m)), None),
+        Err(_) => (None, None),
+    }
+}
+
+impl Manifest {
+    /// Decodes a manifest artefact.
+    ///
+    /// Errors: [`BadManifest`] for bytes over [`MAX_MANIFEST_BYTES`] or that do not decode.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Manifest, BadManifest> {
+        if bytes.len() > MAX_MANIFEST_BYTES {
+            return Err(BadManifest(format!(
+                "{} bytes, more than the limit of {MAX_MANIFEST_BYTES}",
+                bytes.len()
+            )));
+        }
+        rmp_serde::from_slice(bytes).map_err(|e| BadManifest(e.to_string()))
+    }
+
+    /// Encodes it (MessagePack).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        rmp_serde::to_vec(self).unwrap_or_default()
+    }
+
+    /// The same files and directories as they are now, with `include_dirs` as the options'
+    /// include directories: a record whose stat is unchanged keeps its hash; a changed one is
+    /// hashed (listed) again. `None` when a recorded file cannot be read now (removed, or an
+    /// include directory index out of range): the manifest cannot match.
+    pub fn current(&self, include_dirs: &[PathBuf]) -> Option<Manifest> {
+        let mut files = Vec::with_capacity(self.files.len());
+        for f in &self.files {
+            let path = resolve(f.include_dir, &f.name, include_dirs)?;
+            let m = std::fs::metadata(&path).ok()?;
+            if !m.is_file() {
+                return None;
+            }
+            let stat = FileStat::of(&m);
+            let sha256 = if stat == f.stat {
+                f.sha256
+            } else {
+                hash_file(&path).ok()?
+            };
+            files.push(FileRecord {
+                include_dir: f.include_dir,
+                name: f.name.clone(),
+                stat,
+                sha256,
+            });
+        }
+        let mut dirs = Vec::with_capacity(self.dirs.len());
+        for d in &self.dirs {
+            let path = resolve(d.include_dir, &d.name, include_dirs)?;
+            let now = std::fs::metadata(&path).ok().map(|m| FileStat::of(&m));
+            let (stat, listing) = if now.is_some() && now == d.stat {
+                (d.stat, d.listing)
+            } else {
+                dir_state(&path)
+            };
+            dirs.push(DirRecord {
+                include_dir: d.include_dir,
+                name: d.name.clone(),
+                stat,
+                listing,
+            });
+        }
+        Some(Manifest { files, dirs })
+    }
+
+    /// The hash of `(base, name)` in this manifest, if listed.
+    fn hash_of(&self, include_dir: Option<u32>, name: &[u8]) -> Option<[u8; 32]> {
+        self.files
+            .iter()
+            .find(|f| f.include_dir == include_dir && f.name == name)
+            .map(|f| f.sha256)
+    }
+}
+
+/// What [`record`] found.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// The manifest of the compile.
+    pub manifest: Manifest,
+    /// Why the result must not be published (a file changed during the compile), if so.
+    pub unpublishable: Option<String>,
+    /// The files recorded, for the entry's metadata: (name as text, path, sha256 hex).
+    pub headers: Vec<crate::cache::key::TrackedHeader>,
+}
+
+/// The filesystem's clock now: the modification time of a file written in `dir` (and removed),
+/// or the wall clock when that fails. Linux stamps files from a clock that advances once per
+/// scheduler tick and lags the wall clock by up to one tick; a stamp read this way compares
+/// with other files' stamps without that lag.
+pub fn filesystem_now(dir: &Path) -> SystemTime {
+    let stamp = dir.join(".hipjit-start");
+    let read = std::fs::write(&stamp, b"").and_then(|()| std::fs::metadata(&stamp)?.modified());
+    let _ = std::fs::remove_file(&stamp);
+    read.unwrap_or_else(|_| SystemTime::now())
+}
+
+/// Whether a timestamp (s, ns) is at or after `start`; one stamped in whole seconds (ns 0) is
+/// compared by its second.
+fn too_new(ts: (i64, i64), start: SystemTime) -> bool {
+    let Ok(start) = start.duration_since(UNIX_EPOCH) else {
+        return true;
+    };
+    if ts.1 == 0 {
+        return ts.0 >= start.as_secs() as i64;
+    }
+    let t = Duration::new(ts.0.max(0) as u64, ts.1.clamp(0, 999_999_999) as u32);
+    t >= start
+}
+
+/// The search directories of a compile: the `-I` directories by index, then absolute ones
+/// (`extra_search`: `-I`/`-isystem` in extra flags, `CPATH` and the like).
+fn search_dirs(include_dirs: &[PathBuf], extra_search: &[PathBuf]) -> Vec<(Option<u32>, PathBuf)> {
+    include_dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (Some(i as u32), d.clone()))
+        .chain(extra_search.iter().map(|d| (None, d.clone())))
+        .collect()
+}
+
+/// Builds the manifest of a compile that read `deps`, started at `started`, with the options'
+/// `include_dirs` and the absolute `extra_search` directories; files in directories `compiler`
+/// covers are left out. `looked_up` is the manifest as the lookup before the compile saw it
+/// (a file it hashed that now hashes differently makes the result unpublishable).
+///
+/// A file that cannot be read any more makes the result unpublishable (it is left out of the
+/// manifest).
+pub fn record(
+    deps: &[Dependency],
+    include_dirs: &[PathBuf],
+    extra_search: &[PathBuf],
+    compiler: &CompilerIdentity,
+    started: SystemTime,
+    looked_up: Option<&Manifest>,
+) -> Recorded {
+    let mut unpublishable: Option<String> = None;
+    let mut files: Vec<FileRecord> = Vec::new();
+    let mut headers = Vec::new();
+    let search = search_dirs(include_dirs, extra_search);
+    let mut dir_names: Vec<(Option<u32>, Vec<u8>)> =
+        search.iter().map(|(base, _)| (*base, Vec::new())).collect();
+    let mut seen = std::collections::HashSet::new();
+    for d in deps {
+        let include_dir = d.include_dir.map(|i| i as u32);
+        if include_dir.is_none() && compiler.covers(&d.path) {
+            continue;
+        }
+        let name = d.name.as_os_str().as_bytes().to_vec();
+        if !seen.insert((include_dir, name.clone())) {
+            continue;
+        }
+        let meta = std::fs::metadata(&d.path);
+        let digest = hash_file(&d.path);
+        let (m, digest) = match (meta, digest) {
+            (Ok(m), Ok(h)) if m.is_file() => (m, h),
+            _ => {
+                unpublishable.get_or_insert_with(|| {
+                    format!("{} cannot be read after the compile", d.path.display())
+                });
+                continue;
+            }
+        };
+        let stat = FileStat::of(&m);
+        if too_new(stat.mtime, started) || too_new(stat.ctime, started) {
+            unpublishable.get_or_insert_with(|| {
+                format!(
+                    "{} was modified during the compile (include file too new)",
+                    d.path.display()
+                )
+            });
+        }
+        if let Some(before) = looked_up.and_then(|l| l.hash_of(include_dir, &name)) {
+            if before != digest {
+                unpublishable.get_or_insert_with(|| {
+                    format!("{} changed during the compile", d.path.display())
+                });
+            }
+        }
+        // The directories searched on the way to it.
+        let rel: Option<PathBuf> = match d.include_dir {
+            Some(_) => Some(d.name.clone()),
+            None => extra_search
+                .iter()
+                .find_map(|s| d.path.strip_prefix(s).ok().map(Path::to_path_buf)),
+        };
+        if let Some(rel) = rel {
+            let mut prefix = PathBuf::new();
+            let parts: Vec<_> = rel.components().collect();
+            for c in parts.iter().take(parts.len().saturating_sub(1)) {
+                prefix.push(c);
+                for (base, _) in &search {
+                    dir_names.push((*base, prefix.as_os_str().as_bytes().to_vec()));
+                }
+            }
+        }
+        let parent = match d.include_dir {
+            Some(_) => d
+                .name
+                .parent()
+                .map(|p| (include_dir, p.as_os_str().as_bytes().to_vec())),
+            None => d
+                .path
+                .parent()
+                .map(|p| (None, p.as_os_str().as_bytes().to_vec())),
+        };
+        dir_names.extend(parent);
+        headers.push(crate::cache::key::TrackedHeader {
+            include: d.name.to_string_lossy().into_owned(),
+            path: d.path.clone(),
+            sha256: crate::cache::key::hex(&digest),
+        });
+        files.push(FileRecord {
+            include_dir,
+            name,
+            stat,
+            sha256: digest,
+        });
+    }
+    dir_names.sort();
+    dir_names.dedup();
+    let mut dirs = Vec::with_capacity(dir_names.len());
+    for (base, name) in dir_names {
+        let Some(path) = resolve(base, &name, include_dirs) else {
+            continue;
+        };
+        let (stat, listing) = dir_state(&path);
+        if let Some(s) = &stat {
+            if too_new(s.mtime, started) || too_new(s.ctime, started) {
+                unpublishable.get_or_insert_with(|| {
+                    format!("directory {} changed during the compile", path.display())
+                });
+            }
+        }
+        dirs.push(DirRecord {
+            include_dir: base,
+            name,
+            stat,
+            listing,
+        });
+    }
+    files.sort_by(|a, b| (a.include_dir, &a.name).cmp(&(b.include_dir, &b.name)));
+    Recorded {
+        manifest: Manifest { files, dirs },
+        unpublishable,
+        headers,
+    }
+}
+
+/// The absolute search directories of a compile besides its `-I` directories: the values of
+/// `-I DIR`, `-IDIR`, `-isystem DIR`, `-isystemDIR`, `-idirafter DIR` in `extra_flags`, then
+/// the entries of `CPATH`, `CPLUS_INCLUDE_PATH` and `C_INCLUDE_PATH` in `env` (empty entries,
+/// which mean the current directory, are the build directory and left out).
+pub fn extra_search_dirs(
+    extra_flags: &[String],
+    env: &[(String, std::ffi::OsString)],
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    const OPTS: [&str; 4] = ["-I", "-isystem", "-idirafter", "-iquote"];
+    let mut it = extra_flags.iter();
+    while let Some(f) = it.next() {
+        if OPTS.contains(&f.as_str()) {
+            out.extend(it.next().map(PathBuf::from));
+        } else if let Some(v) = OPTS.iter().find_map(|o| f.strip_prefix(o)) {
+            out.push(PathBuf::from(v));
+        }
+    }
+    for var in ["CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"] {
+        if let Some((_, v)) = env.iter().find(|(k, _)| k == var) {
+            for p in v.as_bytes().split(|b| *b == b':') {
+                if !p.is_empty() {
+                    out.push(PathBuf::from(OsStr::from_bytes(p)));
+                }
+            }
+        }
+    }
+    out.retain(|p| p.is_absolute());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timestamp_at_or_after_the_start_is_too_new() {
+        let start = UNIX_EPOCH + Duration::new(1000, 500_000_000);
+        assert!(too_new((1000, 500_000_000), start));
+        assert!(too_new((1000, 500_000_001), start));
+        assert!(!too_new((1000, 499_999_999), start));
+        // Whole-second filesystems truncate: a stamp of the start's own second is too new,
+        // one of the second before (written before the start) is not.
+        assert!(too_new((1000, 0), start));
+        assert!(!too_new((999, 0), start));
+    }
+
+    #[test]
+    fn manifests_round_trip_and_garbage_is_refused() {
+        let m = Manifest {
+            files: vec![FileRecord {
+                include_dir: Some(0),
+                name: b"a\xff.h".to_vec(),
+                stat: FileStat {
+                    size: 1,
+                    mtime: (1, 2),
+                    ctime: (3, 4),
+                    ino: 5,
+                    dev: 6,
+                },
+                sha256: [7; 32],
+            }],
+            dirs: vec![],
+        };
+        assert_eq!(Manifest::from_bytes(&m.to_bytes()).unwrap(), m);
+        assert!(Manifest::from_bytes(b"\xc1garbage").is_err());
+    }
+
+    #[test]
+    fn extra_flags_and_cpath_give_search_directories() {
+        let flags = ["-I/x", "-isystem", "/y", "-Wall", "-I", "rel"].map(String::from);
+        let env = [("CPATH".to_string(), std::ffi::OsString::from("/c1::/c2"))];
+        assert_eq!(
+            extra_search_dirs(&flags, &env),
+            ["/x", "/y", "/c1", "/c2"].map(PathBuf::from)
+        );
+    }
+}

@@ -1,0 +1,647 @@
+//! What a compiler is, for the cache key: its kind, its version text with the lines that name
+//! its installation directory removed, and a content fingerprint of a closed list of the files
+//! that decide its output. One design for every backend ([`CompilerKind`]).
+//!
+//! # The closed file lists
+//! * hipcc ([`CompilerKind::Hipcc`]): the hipcc program (resolved) and its siblings that make
+//!   up the driver (`hipcc*`, `hipconfig*`, `hipvars.pm`, `.hipInfo`); the clang and lld that
+//!   `hipcc -###` names; the `libLLVM` and `libclang-cpp` shared libraries of that clang's major
+//!   version (in its `lib` directory and the multiarch library directories); every file under
+//!   the device-library directory of the `-mlink-builtin-bitcode` files; every file under the
+//!   HIP header directory (the `hip` directory holding `hip_runtime.h` in one of the include
+//!   directories `-###` lists); every file under clang's resource `include` directory.
+//! * nvcc ([`CompilerKind::Nvcc`]): every file under the toolkit's `bin`, `nvvm` and
+//!   `include` directories (the toolkit root being the directory above nvcc's `bin`).
+//!
+//! The directories whose every file is fingerprinted ([`CompilerIdentity::covered`]) are left
+//! out of the header manifest ([`crate::cache::manifest`]): a header there is covered by the
+//! identity. Every other file the compiler reads (system C and C++ headers included) is in the
+//! manifest.
+//!
+//! # Remembered per user
+//! Hashing these files reads hundreds of MB (0.6-0.8 s measured), and `hipcc --version` costs
+//! about 250 ms. The identity is therefore computed once and kept in a per-user directory
+//! ([`identity_dir`]: `$XDG_CACHE_HOME/hipjit/compilers`, else `~/.cache/hipjit/compilers`,
+//! never a shared cache root, where another member of the group could forge it), in a file
+//! named after the kind, the compiler's path and the compiler's environment, holding the
+//! identity and the (path, size, mtime, ctime, inode, device) of every listed file and every
+//! directory under the covered directories. A fresh process that finds every one of those
+//! unchanged (one `stat` each) takes the identity from that file: it neither hashes nor starts
+//! the compiler. Any difference recomputes it.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::process::{self, RunError};
+
+/// The kinds of compiler hipjit drives; more will come (in-process compilers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum CompilerKind {
+    /// `hipcc` (AMD; a Perl script in 5.x, a program in 6.x/7.x) over clang.
+    Hipcc,
+    /// `nvcc` (HIP's NVIDIA platform).
+    Nvcc,
+    /// hipRTC, the in-process HIP compiler (`libhiprtc` or `libamdhip64`).
+    Hiprtc,
+    /// NVRTC, the in-process CUDA compiler (`libnvrtc`).
+    Nvrtc,
+}
+
+impl CompilerKind {
+    /// `hipcc`, `nvcc`, `hiprtc` or `nvrtc`: the text hashed into the key.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompilerKind::Hipcc => "hipcc",
+            CompilerKind::Nvcc => "nvcc",
+            CompilerKind::Hiprtc => "hiprtc",
+            CompilerKind::Nvrtc => "nvrtc",
+        }
+    }
+}
+
+/// What the compiler is (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CompilerIdentity {
+    /// The kind of compiler.
+    pub kind: CompilerKind,
+    /// The compiler with symlinks resolved (recorded, not hashed into keys).
+    pub path: PathBuf,
+    /// The full standard output of `<path> --version`.
+    pub version: String,
+    /// sha256 (64 hex digits) over the closed file list: each file's path bytes and content
+    /// sha256, in path order.
+    pub fingerprint: String,
+    /// Directories whose every file is in the fingerprint (headers there are not listed in
+    /// header manifests).
+    pub covered: Vec<PathBuf>,
+}
+
+impl CompilerIdentity {
+    /// The version text as hashed into the key: [`CompilerIdentity::version`] without the lines
+    /// that name the installation directory (clang's `InstalledDir:`), so that the same
+    /// compiler installed elsewhere has the same identity.
+    pub fn key_version(&self) -> String {
+        self.version
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("InstalledDir:"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
+
+    /// A one-line summary of the version, e.g. `HIP version: 5.2.21153-0, Debian clang
+    /// version 15.0.6`.
+    pub fn version_summary(&self) -> String {
+        let lines: Vec<&str> = self
+            .version
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("HIP version") || l.contains("clang version"))
+            .collect();
+        if lines.is_empty() {
+            self.version
+                .lines()
+                .map(str::trim)
+                .rfind(|l| l.contains("release"))
+                .or_else(|| self.version.lines().next())
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        } else {
+            lines.join(", ")
+        }
+    }
+
+    /// The major version of the clang underneath, from the first `clang version N.` in the
+    /// `--version` output (`Debian clang version 15.0.6` -> 15); `None` when there is none.
+    pub fn clang_major(&self) -> Option<u32> {
+        self.version.lines().find_map(|l| {
+            let rest = &l[l.find("clang version ")? + "clang version ".len()..];
+            rest.split('.').next()?.trim().parse::<u32>().ok()
+        })
+    }
+
+    /// Whether `path` (absolute, as the compiler printed it) lies in a covered directory.
+    /// Compared lexically first, then with symlinks resolved.
+    pub fn covers(&self, path: &Path) -> bool {
+        if self.covered.iter().any(|d| path.starts_with(d)) {
+            return true;
+        }
+        match std::fs::canonicalize(path) {
+            Ok(real) => self.covered.iter().any(|d| real.starts_with(d)),
+            Err(_) => false,
+        }
+    }
+}
+
+impl fmt::Display for CompilerIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.path.display(), self.version_summary())
+    }
+}
+
+/// Why an identity could not be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// `<compiler> --version` (or `-###`) could not run or failed.
+    #[error("`{} {args}` failed: {reason}", path.display())]
+    Run {
+        /// The compiler.
+        path: PathBuf,
+        /// The arguments.
+        args: String,
+        /// The exit status and stderr, or the spawn error.
+        reason: String,
+    },
+    /// A listed file could not be read for hashing.
+    #[error("cannot read {} to fingerprint the compiler: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// The per-user directory where identities are remembered: `$XDG_CACHE_HOME/hipjit/compilers`
+/// (when `XDG_CACHE_HOME` is an absolute path), else `$HOME/.cache/hipjit/compilers`; `None`
+/// when neither is set.
+pub fn identity_dir() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| Path::new(v).is_absolute()) {
+        return Some(Path::new(&x).join("hipjit/compilers"));
+    }
+    std::env::var_os("HOME")
+        .filter(|v| Path::new(v).is_absolute())
+        .map(|h| Path::new(&h).join(".cache/hipjit/compilers"))
+}
+
+/// The stat fields an identity file compares: size, modification and change times (ns), inode
+/// and device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStat {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, s and ns.
+    pub mtime: (i64, i64),
+    /// Status change time, s and ns.
+    pub ctime: (i64, i64),
+    /// Inode number.
+    pub ino: u64,
+    /// Device number.
+    pub dev: u64,
+}
+
+impl FileStat {
+    /// The fields of `m`.
+    pub fn of(m: &std::fs::Metadata) -> FileStat {
+        FileStat {
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+            ino: m.ino(),
+            dev: m.dev(),
+        }
+    }
+
+    /// `stat(2)` of `path` (symlinks followed).
+    pub fn read(path: &Path) -> Option<FileStat> {
+        std::fs::metadata(path).ok().map(|m| FileStat::of(&m))
+    }
+}
+
+const MEMO_FORMAT: u32 = 1;
+
+#[derive(Serialize, Deserialize)]
+struct Memo {
+    format: u32,
+    identity: CompilerIdentity,
+    /// (path bytes, stat) of every listed file and every directory of the covered trees.
+    stats: Vec<(Vec<u8>, FileStat)>,
+}
+
+/// The identity of the compiler at `path` of `kind`, run with `env`: from the per-user identity
+/// file when every recorded file is unchanged, else computed (running `--version`, and for
+/// hipcc `-###`, hashing the closed file list) and remembered. `dir` overrides
+/// [`identity_dir`]; a directory that cannot be written only means nothing is remembered.
+///
+/// Errors: [`IdentityError::Run`] when `--version` fails, [`IdentityError::Read`] when a
+/// listed file cannot be read.
+pub fn identify(
+    kind: CompilerKind,
+    path: &Path,
+    env: &[(String, OsString)],
+    timeout: Duration,
+    dir: Option<&Path>,
+) -> Result<CompilerIdentity, IdentityError> {
+    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let default_dir = identity_dir();
+    let dir = dir.or(default_dir.as_deref());
+    let memo_file = dir.map(|d| d.join(memo_name(kind, &resolved, env)));
+    if let Some(id) = memo_file.as_deref().and_then(|f| read_memo(f, &resolved)) {
+        return Ok(id);
+    }
+    let version = run_text(path, &["--version"], env, timeout)?;
+    let (files, covered) = match kind {
+        CompilerKind::Hipcc => hipcc_files(path, &resolved, &version, env, timeout),
+        CompilerKind::Nvcc => nvcc_files(&resolved),
+        // The in-process compilers list their files themselves (compiler::rtc); here only the
+        // library named.
+        CompilerKind::Hiprtc | CompilerKind::Nvrtc => (vec![resolved.clone()], Vec::new()),
+    };
+    let mut all: Vec<PathBuf> = files;
+    for d in &covered {
+        walk(d, &mut all, &mut Vec::new());
+    }
+    all.sort();
+    all.dedup();
+    let mut fp = Sha256::new();
+    let mut stats = Vec::new();
+    for f in &all {
+        let digest = hash_file(f).map_err(|source| IdentityError::Read {
+            path: f.clone(),
+            source,
+        })?;
+        fp.update((f.as_os_str().len() as u64).to_le_bytes());
+        fp.update(f.as_os_str().as_bytes());
+        fp.update(digest);
+        if let Some(s) = FileStat::read(f) {
+            stats.push((f.as_os_str().as_bytes().to_vec(), s));
+        }
+    }
+    let mut dirs = Vec::new();
+    for d in &covered {
+        walk(d, &mut Vec::new(), &mut dirs);
+    }
+    for d in dirs {
+        if let Some(s) = FileStat::read(&d) {
+            stats.push((d.as_os_str().as_bytes().to_vec(), s));
+        }
+    }
+    let identity = CompilerIdentity {
+        kind,
+        path: resolved.clone(),
+        version,
+        fingerprint: crate::cache::key::hex(&fp.finalize()),
+        covered,
+    };
+    if let Some(file) = memo_file {
+        let mut stats = stats;
+        if let Some(s) = FileStat::read(&resolved) {
+            stats.push((resolved.as_os_str().as_bytes().to_vec(), s));
+        }
+        write_memo(&file, &identity, stats);
+    }
+    Ok(identity)
+}
+
+fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsString)]) -> String {
+    let mut h = Sha256::new();
+    let mut item = |b: &[u8]| {
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(b);
+    };
+    item(&MEMO_FORMAT.to_le_bytes());
+    item(kind.as_str().as_bytes());
+    item(resolved.as_os_str().as_bytes());
+    let mut env: Vec<&(String, OsString)> = env.iter().collect();
+    env.sort();
+    for (k, v) in env {
+        item(k.as_bytes());
+        item(v.as_bytes());
+    }
+    format!(
+        "{}-{}.id",
+        kind.as_str(),
+        &crate::cache::key::hex(&h.finalize())[..32]
+    )
+}
+
+fn read_memo(file: &Path, resolved: &Path) -> Option<CompilerIdentity> {
+    let m = std::fs::symlink_metadata(file).ok()?;
+    // Ours only: a regular file of this user, writable by nobody else.
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if !m.file_type().is_file() || m.uid() != uid || m.mode() & 0o022 != 0 || m.len() > 64 << 20 {
+        return None;
+    }
+    let bytes = std::fs::read(file).ok()?;
+    let memo: Memo = rmp_serde::from_slice(&bytes).ok()?;
+    if memo.format != MEMO_FORMAT || memo.identity.path != resolved || memo.stats.is_empty() {
+        return None;
+    }
+    let unchanged = memo.stats.iter().all(|(p, s)| {
+        FileStat::read(Path::new(std::ffi::OsStr::from_bytes(p))).as_ref() == Some(s)
+    });
+    unchanged.then_some(memo.identity)
+}
+
+fn write_memo(file: &Path, identity: &CompilerIdentity, stats: Vec<(Vec<u8>, FileStat)>) {
+    let Some(dir) = file.parent() else { return };
+    let memo = Memo {
+        format: MEMO_FORMAT,
+        identity: identity.clone(),
+        stats,
+    };
+    let written = (|| -> std::io::Result<()> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        let bytes = rmp_serde::to_vec(&memo).map_err(std::io::Error::other)?;
+        let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+        std::io::Write::write_all(&mut tmp, &bytes)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(file).map(drop).map_err(|e| e.error)
+    })();
+    if let Err(e) = written {
+        tracing::debug!(path = %file.display(), error = %e, "compiler identity not remembered");
+    }
+}
+
+fn run_text(
+    path: &Path,
+    args: &[&str],
+    env: &[(String, OsString)],
+    timeout: Duration,
+) -> Result<String, IdentityError> {
+    run_in(path, args, env, timeout, None).map(|(out, _)| out)
+}
+
+fn run_in(
+    path: &Path,
+    args: &[&str],
+    env: &[(String, OsString)],
+    timeout: Duration,
+    cwd: Option<&Path>,
+) -> Result<(String, String), IdentityError> {
+    let mut cmd = Command::new(path);
+    cmd.args(args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("LC_ALL", "C");
+    if let Some(d) = cwd {
+        cmd.current_dir(d).env("TMPDIR", d);
+    }
+    let err = |reason: String| IdentityError::Run {
+        path: path.to_path_buf(),
+        args: args.join(" "),
+        reason,
+    };
+    match process::run(&mut cmd, timeout) {
+        Ok(f) if f.status.success() => Ok((
+            String::from_utf8_lossy(&f.stdout).into_owned(),
+            String::from_utf8_lossy(&f.stderr).into_owned(),
+        )),
+        Ok(f) => Err(err(format!(
+            "{}; stderr: {}",
+            f.status,
+            String::from_utf8_lossy(&f.stderr).trim_end()
+        ))),
+        Err(RunError::Spawn(e)) => Err(err(e.to_string())),
+        Err(RunError::Timeout(_)) => {
+            Err(err(format!("no answer within {} s", timeout.as_secs_f64())))
+        }
+    }
+}
+
+/// sha256 of a file's contents, read in 1 MiB pieces.
+pub fn hash_file(path: &Path) -> std::io::Result<[u8; 32]> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().into())
+}
+
+/// Every regular file (into `files`) and directory (into `dirs`) under `dir`, symlinks
+/// followed to files but not to directories; bounded at 100,000 entries.
+fn walk(dir: &Path, files: &mut Vec<PathBuf>, dirs: &mut Vec<PathBuf>) {
+    let mut work = vec![dir.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(d) = work.pop() {
+        dirs.push(d.clone());
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            seen += 1;
+            if seen > 100_000 {
+                return;
+            }
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => work.push(p),
+                Ok(t) if t.is_file() => files.push(p),
+                Ok(t) if t.is_symlink() && p.is_file() => files.push(p),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The hipcc file list and covered directories (see the module documentation).
+fn hipcc_files(
+    path: &Path,
+    resolved: &Path,
+    version: &str,
+    env: &[(String, OsString)],
+    timeout: Duration,
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut files = vec![resolved.to_path_buf()];
+    if let Some(bin) = resolved.parent() {
+        for e in std::fs::read_dir(bin).into_iter().flatten().flatten() {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            if n.starts_with("hipcc") || n.starts_with("hipconfig") || n == "hipvars.pm" {
+                files.push(e.path());
+            }
+        }
+        if let Some(root) = bin.parent() {
+            for info in [root.join("share/hip/.hipInfo"), root.join("lib/.hipInfo")] {
+                if info.is_file() {
+                    files.push(info);
+                }
+            }
+        }
+    }
+    let mut covered = Vec::new();
+    // What clang runs with: `-###` prints the commands without running them.
+    let probe = tempfile::Builder::new().prefix("hipjit-id-").tempdir().ok();
+    let listing = probe.as_ref().and_then(|d| {
+        std::fs::write(d.path().join("probe.hip"), "").ok()?;
+        let (out, err) = run_in(
+            path,
+            &[
+                "-###",
+                "-x",
+                "hip",
+                "--genco",
+                "--offload-arch=gfx90a",
+                "--no-gpu-bundle-output",
+                "probe.hip",
+                "-o",
+                "probe.o",
+            ],
+            env,
+            timeout,
+            Some(d.path()),
+        )
+        .ok()?;
+        Some(format!("{out}\n{err}"))
+    });
+    let words: Vec<String> = listing
+        .as_deref()
+        .map(|t| {
+            t.split_whitespace()
+                .map(|w| w.trim_matches('"').to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let canon = |p: &str| std::fs::canonicalize(p).ok();
+    let mut clang: Option<PathBuf> = None;
+    for (i, w) in words.iter().enumerate() {
+        let next = words.get(i + 1).map(String::as_str).unwrap_or("");
+        let base = Path::new(w)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        match w.as_str() {
+            "-resource-dir" => {
+                if let Some(r) = canon(next) {
+                    covered.push(r.join("include"));
+                }
+            }
+            "-mlink-builtin-bitcode" => {
+                if let Some(d) = canon(next).and_then(|p| p.parent().map(Path::to_path_buf)) {
+                    covered.push(d);
+                }
+            }
+            "-internal-isystem" | "-isystem" | "-idirafter" | "-internal-externc-isystem" => {
+                let hip = Path::new(next).join("hip");
+                if hip.join("hip_runtime.h").is_file() {
+                    if let Ok(h) = std::fs::canonicalize(&hip) {
+                        covered.push(h);
+                    }
+                }
+            }
+            _ if w.starts_with('/')
+                && (base.as_deref() == Some("lld") || base.as_deref() == Some("ld.lld")) =>
+            {
+                if let Some(p) = canon(w) {
+                    files.push(p);
+                }
+            }
+            _ if w.starts_with('/')
+                && base.as_deref().is_some_and(|b| b.starts_with("clang"))
+                && clang.is_none() =>
+            {
+                if let Some(p) = canon(w).filter(|p| p.is_file()) {
+                    files.push(p.clone());
+                    clang = Some(p);
+                }
+            }
+            _ => {}
+        }
+    }
+    // libLLVM and libclang-cpp of clang's major version.
+    let major = version.lines().find_map(|l| {
+        let rest = &l[l.find("clang version ")? + "clang version ".len()..];
+        rest.split('.').next()?.trim().parse::<u32>().ok()
+    });
+    if let (Some(clang), Some(major)) = (&clang, major) {
+        let mut lib_dirs: Vec<PathBuf> = clang
+            .parent()
+            .and_then(Path::parent)
+            .map(|llvm| vec![llvm.join("lib")])
+            .unwrap_or_default();
+        let triple = version
+            .lines()
+            .find_map(|l| l.strip_prefix("Target: "))
+            .and_then(|t| t.trim().split('-').next())
+            .map(|arch| format!("{arch}-linux-gnu"));
+        if let Some(t) = triple {
+            lib_dirs.push(Path::new("/usr/lib").join(&t));
+            lib_dirs.push(Path::new("/lib").join(&t));
+        }
+        let names = [
+            format!("libLLVM-{major}.so"),
+            format!("libLLVM.so.{major}"),
+            format!("libclang-cpp.so.{major}"),
+        ];
+        for d in lib_dirs {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                if names.iter().any(|p| n.starts_with(p.as_str())) {
+                    if let Ok(p) = std::fs::canonicalize(e.path()) {
+                        files.push(p);
+                    }
+                }
+            }
+        }
+    }
+    covered.sort();
+    covered.dedup();
+    (files, covered)
+}
+
+/// The nvcc file list (none beyond the covered trees) and covered directories.
+fn nvcc_files(resolved: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let files = vec![resolved.to_path_buf()];
+    let Some(root) = resolved.parent().and_then(Path::parent) else {
+        return (files, Vec::new());
+    };
+    let covered = ["bin", "nvvm", "include"]
+        .iter()
+        .map(|d| root.join(d))
+        .filter(|d| d.is_dir())
+        .collect();
+    (files, covered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(version: &str) -> CompilerIdentity {
+        CompilerIdentity {
+            kind: CompilerKind::Hipcc,
+            path: "/usr/bin/hipcc".into(),
+            version: version.into(),
+            fingerprint: String::new(),
+            covered: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn version_summary_picks_hip_and_clang_lines() {
+        let id = id("HIP version: 5.2.21153-0\nDebian clang version 15.0.6\nTarget: x\n");
+        assert_eq!(
+            id.version_summary(),
+            "HIP version: 5.2.21153-0, Debian clang version 15.0.6"
+        );
+    }
+
+    #[test]
+    fn key_version_drops_the_installed_dir_line_only() {
+        let a = id("HIP version: 5.2\nclang version 15\nInstalledDir: /usr/bin\n");
+        let b = id("HIP version: 5.2\nclang version 15\nInstalledDir: /opt/rocm/llvm/bin\n");
+        assert_eq!(a.key_version(), b.key_version());
+        assert_eq!(a.key_version(), "HIP version: 5.2\nclang version 15\n");
+    }
+}
