@@ -36,7 +36,7 @@
 //!
 //! ```no_run
 //! use hipjit::event::{Event, EventFlags};
-//! use hipjit::memory::{DeviceBuffer, DeviceMemoryMut};
+//! use hipjit::memory::{DeviceBuffer, DeviceMemory, DeviceMemoryMut};
 //! use hipjit::runtime::Runtime;
 //! use hipjit::stream::{Stream, StreamFlags};
 //!
