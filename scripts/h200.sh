@@ -4,7 +4,10 @@
 # (prepared launches, capture and graphs), the kernel library of
 # examples/downstream (softmax-demo: generate, compile with defines and an include directory,
 # size from occupancy, load, launch on a stream between events, check every element), then a
-# PyTorch stream handed to a cdylib built from hipjit (examples/torch_stream) through ctypes.
+# PyTorch stream handed to a cdylib built from hipjit (examples/torch_stream) through ctypes;
+# on a machine with two or more GPUs, several GPUs in one process (examples/nvidia_multi_gpu.rs:
+# saxpy on both from one NvJit, a 1 GiB peer copy with its bandwidth, an event from GPU 0's
+# stream waited on by GPU 1's, drop order), skipped with a SKIP line when fewer than two.
 #
 # The machine needs the NVIDIA driver, nvcc (HIPJIT_NVCC, default /usr/local/cuda/bin/nvcc) and
 # python3 with torch; no Rust. Build the binaries where Rust is (scripts/build-device-bin.sh
@@ -90,6 +93,16 @@ print(("PASS" if ok else "FAIL"),
       f"{n} elements, {bad} wrong")
 sys.exit(0 if ok else 1)
 PY
+    echo "== several GPUs in one process (examples/nvidia_multi_gpu.rs)"
+    local gpus
+    gpus="$(nvidia-smi -L | grep -c '^GPU ' || true)"
+    if [ "$gpus" -lt 2 ]; then
+        echo "SKIP several GPUs: $gpus GPU(s) on this machine, 2 needed (saxpy on both, 1 GiB peer copy, cross-GPU event, drop order not run)"
+    else
+        # No NVLink multicast (NVLS) objects: NCCL's use of them is off, hipjit creates none.
+        NCCL_NVLS_ENABLE=0 "$bin/nvidia_multi_gpu"
+    fi
+
     echo "== all passed"
 }
 

@@ -68,11 +68,28 @@ impl Event {
     /// may be given, owned or borrowed; recording again moves the marker (a later
     /// [`AsStream::wait_event`](crate::stream::AsStream::wait_event) waits for the newest).
     ///
-    /// Errors: `hipErrorInvalidHandle` when `stream` belongs to another loaded runtime (checked
-    /// by hipjit), or the runtime's error.
+    /// The stream must be on the event's device (as HIP and CUDA require); a stream of
+    /// another device may then wait for the event ([`crate::peer`] has the cross-device rules).
+    ///
+    /// Errors: `hipErrorInvalidHandle` when `stream` belongs to another loaded runtime or to
+    /// another device (checked by hipjit), or the runtime's error.
     pub fn record(&self, stream: &impl AsStream) -> Result<(), HipError> {
         self.device
             .check_same_runtime(stream.device(), "stream", "hipEventRecord")?;
+        if !self.device.same_as(stream.device()) {
+            return Err(HipError::new(
+                400,
+                "hipEventRecord",
+                None,
+                format!(
+                    "refused by hipjit before the call: the event belongs to device {} and the \
+                     stream to device {}; an event is recorded on a stream of its own device \
+                     (a stream of any device may wait for it)",
+                    self.device.ordinal(),
+                    stream.device().ordinal()
+                ),
+            ));
+        }
         self.device.bind()?;
         let rt = self.device.runtime();
         // SAFETY: both handles are live.

@@ -257,6 +257,11 @@ pub struct Loaded {
 /// (runtime library path, device ordinal, cache key).
 type LoadedKey = (PathBuf, i32, CacheKey);
 
+/// One loaded library per [`LoadedKey`]: the lock is held while it is loaded, so that threads
+/// asking for the same device and key at once load it once (single flight), while other
+/// devices and keys load in parallel.
+type LoadedSlot = Arc<Mutex<Option<Arc<Library>>>>;
+
 /// The JIT compiler with its caches. `Send + Sync`: share one per process.
 pub struct Jit {
     compiler: Compiler,
@@ -265,7 +270,9 @@ pub struct Jit {
     extra: Vec<u8>,
     runtime_versions: Option<Vec<u32>>,
     lock_wait: Option<Duration>,
-    loaded: Mutex<HashMap<LoadedKey, Arc<Library>>>,
+    loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
+    /// Kernels by (device, source, options, name): [`Jit::kernel`].
+    kernels: crate::cache::kernels::KernelCache<CompileOptions>,
 }
 
 impl std::fmt::Debug for Jit {
@@ -298,6 +305,7 @@ impl Jit {
             runtime_versions: options.runtime_code_object_versions,
             lock_wait: options.lock_wait,
             loaded: Mutex::new(HashMap::new()),
+            kernels: Default::default(),
         })
     }
 
@@ -314,6 +322,35 @@ impl Jit {
     /// Forgets every in-process result (the disk cache stays).
     pub fn clear_memory(&self) {
         self.memory.clear();
+        self.kernels.clear();
+    }
+
+    /// The kernel `name` of `source` compiled with `options` and loaded on `device`
+    /// ([`Jit::load`], then [`Library::kernel`]), cached per (device, source, options, name):
+    /// a hit compares the source, options and name in full and clones the owned [`Kernel`],
+    /// with no runtime call.
+    ///
+    /// Errors: those of [`Jit::load`]; [`JitError::Load`] with
+    /// [`LibraryError::KernelNotFound`] naming the kernels there are.
+    pub fn kernel(
+        &self,
+        device: &Device,
+        source: impl AsRef<[u8]>,
+        name: &str,
+        options: &CompileOptions,
+    ) -> Result<crate::kernel::Kernel, JitError> {
+        let source = source.as_ref();
+        if let Some(k) = self.kernels.get(device, source, |o| o == options, name) {
+            return Ok(k);
+        }
+        let kernel = self
+            .load(device, source, options)?
+            .library
+            .kernel(name)
+            .map_err(|e| JitError::from(Box::new(e)))?;
+        self.kernels
+            .insert(device, source, options.clone(), name, &kernel);
+        Ok(kernel)
     }
 
     /// The options as compiled: [`CompileOptions::code_object_version`] filled from the
@@ -512,7 +549,9 @@ impl Jit {
         loop {
             let compiled = self.compile_impl(source, &o, bypass_disk)?;
             let map_key = (runtime.clone(), device.ordinal(), compiled.key());
-            if let Some(lib) = self.loaded.lock().get(&map_key) {
+            let slot: LoadedSlot = Arc::clone(self.loaded.lock().entry(map_key).or_default());
+            let mut slot = slot.lock();
+            if let Some(lib) = &*slot {
                 return Ok(Loaded {
                     compiled,
                     library: Arc::clone(lib),
@@ -536,18 +575,16 @@ impl Jit {
                 };
             match load(device, co) {
                 Ok(lib) => {
-                    let lib = Arc::clone(
-                        self.loaded
-                            .lock()
-                            .entry(map_key)
-                            .or_insert_with(|| Arc::new(lib)),
-                    );
+                    let lib = Arc::new(lib);
+                    *slot = Some(Arc::clone(&lib));
                     return Ok(Loaded {
                         compiled,
                         library: lib,
                     });
                 }
                 Err(LibraryError::Hip(e)) if e.is_invalid_image() && !bypass_disk => {
+                    // Released before the recompile: the retry takes the slot again.
+                    drop(slot);
                     tracing::warn!(key = %compiled.key(), error = %e,
                         "the runtime rejected a cached code object; recompiling once");
                     self.evict(source, &o, &compiled)?;

@@ -87,6 +87,7 @@ pub mod launch;
 pub mod library;
 pub mod memory;
 pub mod occupancy;
+pub mod peer;
 pub mod runtime;
 pub mod stream;
 pub mod target_id;

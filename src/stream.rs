@@ -77,7 +77,8 @@ pub trait AsStream {
     /// has finished, without blocking the host (`hipStreamWaitEvent` with flags 0; on NVIDIA
     /// `cuStreamWaitEvent`). The wait is for the event's most recent
     /// [`Event::record`](crate::event::Event::record) before this call; an event never recorded
-    /// is complete, so the wait is a no-op.
+    /// is complete, so the wait is a no-op. The event may belong to another device of the same
+    /// runtime: the wait is then between devices, still on the GPUs ([`crate::peer`]).
     ///
     /// Errors: `hipErrorInvalidHandle` when `event` belongs to another loaded runtime (checked
     /// by hipjit), or the runtime's error.

@@ -171,6 +171,9 @@ driver_table! {
         cuLibraryGetKernelCount: fn(*mut c_uint, Handle);
         cuLibraryEnumerateKernels: fn(*mut Handle, c_uint, Handle);
         cuKernelGetFunction: fn(*mut Handle, Handle);
+        cuDeviceCanAccessPeer: fn(*mut c_int, CUdevice, CUdevice);
+        cuCtxEnablePeerAccess: fn(Handle, c_uint);
+        cuMemcpyPeerAsync: fn(CUdeviceptr, Handle, CUdeviceptr, Handle, usize, Handle);
         cuStreamBeginCapture_v2: fn(Handle, c_int);
         cuStreamEndCapture: fn(Handle, *mut Handle);
         cuStreamIsCapturing: fn(Handle, *mut c_int);

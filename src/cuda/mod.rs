@@ -24,6 +24,7 @@
 //! | hipStream*, hipStreamWaitEvent, hipEvent* | cuStream*, cuStreamWaitEvent, cuEvent* |
 //! | hipModuleLoadData, hipModuleGetFunction, hipModuleGetGlobal, hipModuleUnload | cuModule* |
 //! | hipLibraryLoadData/LoadFromFile, GetKernel, GetKernelCount, EnumerateKernels, Unload, hipKernelGetFunction | cuLibrary*, cuKernelGetFunction |
+//! | hipDeviceCanAccessPeer, hipDeviceEnablePeerAccess, hipMemcpyPeerAsync | cuDeviceCanAccessPeer, cuCtxEnablePeerAccess (with the peer's primary context), cuMemcpyPeerAsync (between primary contexts) |
 //! | hipModuleLaunchKernel, hipModuleLaunchCooperativeKernel | cuLaunchKernel, cuLaunchCooperativeKernel |
 //! | hipFuncGetAttribute, hipFuncSetAttribute, hipModuleOccupancyMaxActiveBlocksPerMultiprocessor | cuFuncGetAttribute, cuFuncSetAttribute, cuOccupancyMaxActiveBlocksPerMultiprocessor |
 //! | hipStreamBeginCapture, hipStreamEndCapture, hipStreamIsCapturing, hipThreadExchangeStreamCaptureMode | cuStreamBeginCapture_v2 (with its mode), cuStreamEndCapture, cuStreamIsCapturing, cuThreadExchangeStreamCaptureMode (optional) |
@@ -141,6 +142,15 @@ pub(crate) fn api(d: &driver::Driver) -> Api {
         hipKernelGetFunction: d
             .cuKernelGetFunction
             .map(|_| hip_kernel_get_function as pfn::hipKernelGetFunction),
+        hipDeviceCanAccessPeer: d
+            .cuDeviceCanAccessPeer
+            .map(|_| hip_device_can_access_peer as pfn::hipDeviceCanAccessPeer),
+        hipDeviceEnablePeerAccess: d
+            .cuCtxEnablePeerAccess
+            .map(|_| hip_device_enable_peer_access as pfn::hipDeviceEnablePeerAccess),
+        hipMemcpyPeerAsync: d
+            .cuMemcpyPeerAsync
+            .map(|_| hip_memcpy_peer_async as pfn::hipMemcpyPeerAsync),
         hipStreamBeginCapture: d
             .cuStreamBeginCapture_v2
             .map(|_| hip_stream_begin_capture as pfn::hipStreamBeginCapture),

@@ -940,6 +940,91 @@ pub(crate) unsafe extern "C" fn hip_kernel_get_function(
     with_context!(map(unsafe { get(f as *mut Handle, k as Handle) }))
 }
 
+// Peer access and peer copies (several devices in one process).
+
+/// `hipDeviceCanAccessPeer` -> `cuDeviceCanAccessPeer` of the two ordinals' devices.
+pub(crate) unsafe extern "C" fn hip_device_can_access_peer(
+    can: *mut c_int,
+    device: c_int,
+    peer: c_int,
+) -> sys::hipError_t {
+    let Some(can_access) = drv!().cuDeviceCanAccessPeer else {
+        return HIP_ERROR_NOT_SUPPORTED;
+    };
+    if can.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    let count = match device_count() {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    if device < 0 || device >= count || peer < 0 || peer >= count {
+        return HIP_ERROR_INVALID_DEVICE;
+    }
+    let (mut dev, mut peer_dev) = (0, 0);
+    // SAFETY: valid out pointers, ordinals in range.
+    let rc = unsafe { (drv!().cuDeviceGet)(&mut dev, device) };
+    if rc != CUDA_SUCCESS {
+        return map(rc);
+    }
+    // SAFETY: as above.
+    let rc = unsafe { (drv!().cuDeviceGet)(&mut peer_dev, peer) };
+    if rc != CUDA_SUCCESS {
+        return map(rc);
+    }
+    // SAFETY: the caller's out pointer, checked non-null.
+    map(unsafe { can_access(can, dev, peer_dev) })
+}
+
+/// `hipDeviceEnablePeerAccess(peer, flags)` -> `cuCtxEnablePeerAccess(primary context of
+/// peer, flags)` from the current context: kernels and copies of the current device may then
+/// access `peer`'s memory. Already enabled: `hipErrorPeerAccessAlreadyEnabled` (704), as both
+/// runtimes answer.
+pub(crate) unsafe extern "C" fn hip_device_enable_peer_access(
+    peer: c_int,
+    flags: c_uint,
+) -> sys::hipError_t {
+    let Some(enable) = drv!().cuCtxEnablePeerAccess else {
+        return HIP_ERROR_NOT_SUPPORTED;
+    };
+    let peer_ctx = match primary_context(peer) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    // SAFETY: a retained primary context; the current one is bound first.
+    with_context!(map(unsafe { enable(peer_ctx, flags) }))
+}
+
+/// `hipMemcpyPeerAsync` -> `cuMemcpyPeerAsync` between the two devices' primary contexts,
+/// ordered on `stream`.
+pub(crate) unsafe extern "C" fn hip_memcpy_peer_async(
+    dst: *mut c_void,
+    dst_device: c_int,
+    src: *const c_void,
+    src_device: c_int,
+    bytes: usize,
+    stream: sys::hipStream_t,
+) -> sys::hipError_t {
+    let Some(copy) = drv!().cuMemcpyPeerAsync else {
+        return HIP_ERROR_NOT_SUPPORTED;
+    };
+    let (dst_ctx, src_ctx) = match (primary_context(dst_device), primary_context(src_device)) {
+        (Ok(d), Ok(s)) => (d, s),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    // SAFETY: the caller's device regions of `bytes` bytes on the devices named, a live stream.
+    with_context!(map(unsafe {
+        copy(
+            dptr(dst),
+            dst_ctx,
+            dptr(src),
+            src_ctx,
+            bytes,
+            stream as Handle,
+        )
+    }))
+}
+
 /// The optional driver entry point `$name`, or a return of `hipErrorNotSupported`.
 macro_rules! opt {
     ($name:ident) => {

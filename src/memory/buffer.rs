@@ -36,6 +36,10 @@ pub struct DeviceBuffer<T: DeviceCopy> {
     /// The event ordering a stream-ordered buffer's other streams against its own (created on
     /// first use on another stream); the lock keeps each record + wait pair together.
     fence: Mutex<Option<Event>>,
+    /// Uses queued on streams of other devices (peer copies) by a buffer freed with `hipFree`,
+    /// which waits for its own device only: one event per such stream (raw handle), each
+    /// waited for on the host before the free.
+    foreign: Mutex<Vec<(usize, Event)>>,
     _t: PhantomData<T>,
 }
 
@@ -69,6 +73,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             len,
             free,
             fence: Mutex::new(None),
+            foreign: Mutex::new(Vec::new()),
             _t: PhantomData,
         }
     }
@@ -274,6 +279,60 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         }
     }
 
+    /// Before use on `stream`, which may belong to another device of the same runtime (a peer
+    /// copy): orders it after the buffer's own stream, recording on the buffer's device and
+    /// waiting with the stream's device bound.
+    pub(crate) fn enter_on(&self, stream: &impl AsStream) -> Result<(), HipError> {
+        if stream.device().same_as(&self.device) {
+            return self.enter(stream.as_raw());
+        }
+        let Free::Stream(home) = &self.free else {
+            return Ok(());
+        };
+        let event = Event::new(&self.device, EventFlags::DISABLE_TIMING)?;
+        self.device.bind()?;
+        let rt = self.device.runtime();
+        // SAFETY: a live event of this device and the buffer's own live stream.
+        rt.check(
+            unsafe { (rt.api().hipEventRecord)(event.as_raw(), home.as_raw()) },
+            "hipEventRecord",
+        )?;
+        stream.wait_event(&event)
+    }
+
+    /// After use on `stream`, which may belong to another device (a peer copy): orders the
+    /// buffer's free after it. A stream-ordered buffer's own stream waits for an event recorded
+    /// on `stream`; a buffer freed with `hipFree` keeps that event and waits for it on the host
+    /// before its free.
+    pub(crate) fn exit_on(&self, stream: &impl AsStream) -> Result<(), HipError> {
+        if stream.device().same_as(&self.device) {
+            return self.exit(stream.as_raw());
+        }
+        let event = Event::new(stream.device(), EventFlags::DISABLE_TIMING)?;
+        event.record(stream)?;
+        match &self.free {
+            Free::Stream(home) => {
+                self.device.bind()?;
+                let rt = self.device.runtime();
+                // SAFETY: the buffer's own live stream and a live event of the same runtime;
+                // flags 0. A stream may wait for an event of another device.
+                rt.check(
+                    unsafe { (rt.api().hipStreamWaitEvent)(home.as_raw(), event.as_raw(), 0) },
+                    "hipStreamWaitEvent",
+                )
+            }
+            Free::Device => {
+                let mut foreign = self.foreign.lock();
+                let key = stream.as_raw() as usize;
+                match foreign.iter_mut().find(|(s, _)| *s == key) {
+                    Some(slot) => slot.1 = event,
+                    None => foreign.push((key, event)),
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Records the fence on `from` and makes `to` wait for it.
     fn cross(&self, from: sys::hipStream_t, to: sys::hipStream_t) -> Result<(), HipError> {
         let mut fence = self.fence.lock();
@@ -433,6 +492,11 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
         // The fence's last record + wait were queued already; destroying it does not undo them.
         drop(self.fence.get_mut().take());
+        for (_, event) in self.foreign.get_mut().drain(..) {
+            if let Err(e) = event.synchronize() {
+                tracing::error!(error = %e, "waiting for another device's use of a device buffer failed");
+            }
+        }
         if self.ptr.is_null() {
             // 0 bytes: HIP hands out a null pointer and there is nothing to free.
             return;

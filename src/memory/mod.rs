@@ -56,6 +56,7 @@ mod pinned;
 mod scope;
 mod view;
 
+pub(crate) use buffer::check_len_of;
 pub use buffer::DeviceBuffer;
 pub use pinned::{InFlight, PinnedBuffer};
 pub use scope::{async_scope, AsyncScope};

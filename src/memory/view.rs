@@ -146,8 +146,13 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
     /// Queues a copy of `src` (same length, same loaded runtime) into the region on `stream`
     /// (`hipMemcpyAsync`, device to device). Nothing on the host is involved, so nothing waits.
     ///
+    /// A source on another device is read over peer access, which must have been enabled
+    /// from the destination's device ([`Device::enable_peer_access`]);
+    /// [`DeviceMemoryMut::copy_from_peer_async`] needs none.
+    ///
     /// Errors: `hipErrorInvalidValue` on a length mismatch, `hipErrorInvalidHandle` when `src`
-    /// or `stream` belongs to another loaded runtime (checked by hipjit), or the runtime's
+    /// or `stream` belongs to another loaded runtime, `hipErrorPeerAccessNotEnabled` for a
+    /// source on another device without peer access (checked by hipjit), or the runtime's
     /// error.
     fn copy_from_device_async(
         &mut self,
@@ -157,6 +162,8 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
         check_len_of("source", src.len(), self.len(), "hipMemcpyAsync")?;
         self.device()
             .check_same_runtime(src.device(), "source buffer", "hipMemcpyAsync")?;
+        self.device()
+            .check_peer_access(src.device(), "hipMemcpyAsync")?;
         let source = src.parent().0;
         source.enter(stream.as_raw())?;
         // SAFETY: both regions hold len() values of device memory, which outlives the queued
@@ -172,6 +179,26 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
             )?
         };
         source.exit(stream.as_raw())
+    }
+
+    /// Queues a copy of `src`, on another device of the same runtime, into the region on
+    /// `stream`, a stream of either device (`hipMemcpyPeerAsync`; on NVIDIA `cuMemcpyPeerAsync`).
+    /// Peer access is not needed (without it the runtime stages the copy through host memory);
+    /// stream-ordered buffers on either side are ordered against `stream` by hipjit. Nothing on
+    /// the host waits. [`crate::peer`] has the rules.
+    ///
+    /// Errors (checked by hipjit before the call): `hipErrorInvalidValue` on a length
+    /// mismatch or for a stream on neither device, `hipErrorInvalidDevice` when `src` is on
+    /// the region's own device (use [`DeviceMemoryMut::copy_from_device_async`]),
+    /// `hipErrorInvalidHandle` when `src` or `stream` belongs to another loaded runtime,
+    /// `hipErrorNotSupported` when the runtime does not export `hipMemcpyPeerAsync`; then the
+    /// runtime's error.
+    fn copy_from_peer_async(
+        &mut self,
+        src: &impl DeviceMemory<T>,
+        stream: &impl AsStream,
+    ) -> Result<(), HipError> {
+        crate::peer::copy_peer(self, src, stream)
     }
 
     /// Queues setting every byte of the region to `byte` on `stream` (`hipMemsetAsync`; on

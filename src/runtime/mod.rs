@@ -230,6 +230,10 @@ pub(crate) struct Inner {
     found: Found,
     version: Option<RuntimeVersion>,
     loader: CodeObjectLoader,
+    /// The (device, peer) ordinal pairs whose peer access was enabled through hipjit
+    /// ([`Device::enable_peer_access`]): peer access is a property of the process's devices,
+    /// not of one `Device` value.
+    pub(crate) peers: parking_lot::Mutex<std::collections::HashSet<(i32, i32)>>,
 }
 
 /// A loaded HIP runtime: the library and its resolved entry points. Cheap to clone (an `Arc`);
@@ -347,6 +351,7 @@ impl Runtime {
                 found,
                 version,
                 loader: CodeObjectLoader::LibraryApi,
+                peers: Default::default(),
             }),
         })
     }
@@ -418,6 +423,7 @@ impl Runtime {
                 found,
                 version,
                 loader,
+                peers: Default::default(),
             }),
         })
     }
