@@ -10,7 +10,8 @@
 //! synchronize, only the launch calls timed, hipjit and raw batches alternating, 200 batches
 //! each; the median per launch of each side, the absolute overhead and the ratio. Graph costs:
 //! capture per launch, instantiation, node update per node, and replay, each against the raw
-//! driver calls on a graph of the same launches.
+//! driver calls on a graph of the same launches. The kernel-level cache hit
+//! (`NvJit::kernel`) is timed with a fresh `String` of equal contents on each call.
 
 use std::error::Error;
 use std::ffi::c_void;
@@ -120,6 +121,7 @@ fn main() -> R<()> {
     replay_after_builders_dropped(&dev, &cache)?;
     load_refused_during_global_capture(&dev, &jit, &stream)?;
 
+    bench_kernel_hit(&dev, &jit)?;
     bench_launches(&dev, &saxpy, &stream)?;
     bench_graphs(&dev, &saxpy, &stream)?;
     let _ = std::fs::remove_dir_all(&cache);
@@ -248,6 +250,34 @@ fn load_refused_during_global_capture(dev: &Device, jit: &NvJit, stream: &Stream
             other_thread.err().map(|e| e.to_string())
         ),
     )
+}
+
+/// `NvJit::kernel` hits for a 4 KiB source, each call handed a fresh `String` of equal contents
+/// (made before the clock starts), in batches of `BATCH`.
+fn bench_kernel_hit(dev: &Device, jit: &NvJit) -> R<()> {
+    let mut src = format!("{KERNELS}\n// kernel-level hit benchmark\n");
+    while src.len() < 4096 {
+        src.push_str("// padding to make the source 4 KiB long, as a generated kernel would be\n");
+    }
+    src.truncate(4096);
+    let first = jit.kernel(dev, &src, "saxpy", &[])?;
+    let mut per_call = Vec::with_capacity(BATCHES);
+    for _ in 0..BATCHES {
+        let fresh: Vec<String> = (0..BATCH).map(|_| String::from(src.as_str())).collect();
+        let t = Instant::now();
+        for s in &fresh {
+            let k = jit.kernel(dev, s, "saxpy", &[])?;
+            if !k.same_as(&first) {
+                return Err("a kernel-level hit returned another kernel".into());
+            }
+        }
+        per_call.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+    }
+    println!(
+        "BENCH kernel-level hit, 4 KiB source as a fresh String each call: NvJit::kernel median {:.0} ns per call ({BATCHES} batches of {BATCH}; target < 300 ns)",
+        median(&mut per_call)
+    );
+    Ok(())
 }
 
 /// Times `BATCHES` alternating batches of `BATCH` calls of `raw` and `ours` (each batch timed as

@@ -271,6 +271,8 @@ pub struct Jit {
     runtime_versions: Option<Vec<u32>>,
     lock_wait: Option<Duration>,
     loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
+    /// Kernels by (device, source, options, name): [`Jit::kernel`].
+    kernels: crate::cache::kernels::KernelCache<CompileOptions>,
 }
 
 impl std::fmt::Debug for Jit {
@@ -303,6 +305,7 @@ impl Jit {
             runtime_versions: options.runtime_code_object_versions,
             lock_wait: options.lock_wait,
             loaded: Mutex::new(HashMap::new()),
+            kernels: Default::default(),
         })
     }
 
@@ -319,6 +322,35 @@ impl Jit {
     /// Forgets every in-process result (the disk cache stays).
     pub fn clear_memory(&self) {
         self.memory.clear();
+        self.kernels.clear();
+    }
+
+    /// The kernel `name` of `source` compiled with `options` and loaded on `device`
+    /// ([`Jit::load`], then [`Library::kernel`]), cached per (device, source, options, name):
+    /// a hit compares the source, options and name in full and clones the owned [`Kernel`],
+    /// with no runtime call.
+    ///
+    /// Errors: those of [`Jit::load`]; [`JitError::Load`] with
+    /// [`LibraryError::KernelNotFound`] naming the kernels there are.
+    pub fn kernel(
+        &self,
+        device: &Device,
+        source: impl AsRef<[u8]>,
+        name: &str,
+        options: &CompileOptions,
+    ) -> Result<crate::kernel::Kernel, JitError> {
+        let source = source.as_ref();
+        if let Some(k) = self.kernels.get(device, source, |o| o == options, name) {
+            return Ok(k);
+        }
+        let kernel = self
+            .load(device, source, options)?
+            .library
+            .kernel(name)
+            .map_err(|e| JitError::from(Box::new(e)))?;
+        self.kernels
+            .insert(device, source, options.clone(), name, &kernel);
+        Ok(kernel)
     }
 
     /// The options as compiled: [`CompileOptions::code_object_version`] filled from the

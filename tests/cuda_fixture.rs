@@ -902,3 +902,25 @@ fn load_during_a_global_capture_is_refused_before_the_driver_sees_it() {
     cap.end_capture().unwrap();
     stream.synchronize().unwrap();
 }
+
+#[test]
+fn nvidia_jit_kernel_hit_is_the_cached_handle_and_flags_are_part_of_the_key() {
+    use hipjit::cuda::jit::NvJit;
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let jit = NvJit::new(nvcc(), Some(dir.path().to_path_buf()));
+    let first = jit.kernel(&dev, JIT_SOURCE, "twice", &[]).unwrap();
+    let modules = live();
+    let again = jit
+        .kernel(&dev, String::from(JIT_SOURCE), "twice", &[])
+        .unwrap();
+    assert!(first.same_as(&again));
+    assert_eq!(live(), modules, "a hit loads nothing");
+    let flagged = jit
+        .kernel(&dev, JIT_SOURCE, "twice", &["-DUNUSED=1".to_owned()])
+        .unwrap();
+    assert!(!flagged.same_as(&first), "other flags: another kernel");
+    let err = jit.kernel(&dev, JIT_SOURCE, "thrice", &[]).unwrap_err();
+    assert!(err.to_string().contains("thrice"), "{err}");
+}

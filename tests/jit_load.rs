@@ -164,3 +164,37 @@ fn invalid_image_after_the_recompile_is_returned() {
         "{err}"
     );
 }
+
+#[test]
+fn kernel_hit_returns_the_same_handle_for_an_equal_fresh_source_without_runtime_calls() {
+    let (device, lib) = fixture_device("kernel-hit");
+    let jit = jit(CacheLocation::Disabled);
+    let opts = CompileOptions::default();
+    let first = jit
+        .kernel(&device, SOURCE, "scale", &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let calls = fixture_log(&lib).len();
+    let again = jit
+        .kernel(&device, String::from(SOURCE), "scale", &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(first.same_as(&again), "a hit returns the cached handle");
+    assert_eq!(
+        fixture_log(&lib).len(),
+        calls,
+        "a hit makes no runtime call"
+    );
+    // A source of the same length differing inside is another kernel.
+    let other = SOURCE.replacen("blockIdx.x * blockDim.x", "blockDim.x * blockIdx.x", 1);
+    assert_eq!((other.len(), other != SOURCE), (SOURCE.len(), true));
+    let changed = jit
+        .kernel(&device, &other, "scale", &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!changed.same_as(&first));
+    let err = jit.kernel(&device, SOURCE, "missing", &opts).unwrap_err();
+    assert!(err.to_string().contains("missing"), "{err}");
+    jit.clear_memory();
+    let after = jit
+        .kernel(&device, SOURCE, "scale", &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!after.same_as(&first), "clear_memory forgets kernels too");
+}

@@ -159,6 +159,43 @@ fn every_spelling_and_search_path_of_a_header_is_covered_by_the_key() {
     }
 }
 
+/// A compile for two targets: clang writes the dependency list once per target into one file,
+/// so a header included only under the first target's `#if` must still be covered.
+#[test]
+fn a_header_read_for_one_target_of_several_is_covered() {
+    let (first, second) = match std::env::var("HIPJIT_TEST_ENV").as_deref() {
+        Ok("sid") => ("gfx942", "gfx1100"),
+        _ => ("gfx906", "gfx90a"),
+    };
+    let t = tempfile::tempdir().unwrap();
+    write(&t.path().join("first.h"), "#define V 1\n");
+    write(&t.path().join("second.h"), "#define V 7\n");
+    let src = kernel(&format!(
+        "#if defined(__{first}__)\n#include <first.h>\n#else\n#include <second.h>\n#endif"
+    ));
+    let mut opts =
+        CompileOptions::for_target(TargetId::parse(first).unwrap()).include_dir(t.path());
+    opts.targets.push(TargetId::parse(second).unwrap());
+    let cache = t.path().join("cache");
+    settle();
+    let before = compile(&cache, &src, &opts);
+    assert_eq!(before.origin(), Origin::Compiler);
+    assert!(before.entry_path().is_some(), "published");
+    write(&t.path().join("first.h"), "#define V 2\n");
+    settle();
+    let after = compile(&cache, &src, &opts);
+    assert_eq!(
+        after.origin(),
+        Origin::Compiler,
+        "the first target's header changed: a miss"
+    );
+    assert_ne!(
+        after.code_objects()[0].elf(),
+        before.code_objects()[0].elf(),
+        "the first target's code has the new value"
+    );
+}
+
 /// A script standing in for hipcc: `--version` and `-###` go to the real hipcc; a compile runs
 /// `body` (sh) with the arguments.
 fn fake_hipcc(dir: &Path, body: &str) -> PathBuf {

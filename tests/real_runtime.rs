@@ -179,6 +179,32 @@ fn optional_families_match_the_runtime() {
 }
 
 #[test]
+fn the_capture_and_graph_api_is_exported() {
+    // HIP 5.2.3 and 6.4.3 both export every entry point hipjit's graphs use.
+    let rt = runtime();
+    for name in [
+        "hipStreamBeginCapture",
+        "hipStreamEndCapture",
+        "hipStreamIsCapturing",
+        "hipThreadExchangeStreamCaptureMode",
+        "hipGraphInstantiateWithFlags",
+        "hipGraphLaunch",
+        "hipGraphDestroy",
+        "hipGraphExecDestroy",
+        "hipGraphGetNodes",
+        "hipGraphNodeGetType",
+        "hipGraphExecKernelNodeSetParams",
+    ] {
+        let present = rt
+            .optional_symbols()
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, p)| *p);
+        assert_eq!(present, Some(true), "{name}");
+    }
+}
+
+#[test]
 #[ignore = "needs a GPU: compiles a kernel for device 0's target ID, loads it, launches it"]
 fn end_to_end_on_a_gpu_scales_a_buffer() {
     use hipjit::args;

@@ -1,7 +1,9 @@
 //! The JIT's caches: the keys ([`key`]), the header manifests ([`manifest`]), the disk cache
-//! ([`disk`]) and the in-process cache ([`memory`]).
+//! ([`disk`]), the in-process cache ([`memory`]) and the kernel-level cache behind
+//! `Jit::kernel` and `NvJit::kernel`.
 
 pub mod disk;
+pub(crate) mod kernels;
 pub mod key;
 pub mod manifest;
 pub mod memory;

@@ -467,13 +467,25 @@ impl Compiler {
             reason: e.into_io_error().to_string(),
             command: command.clone(),
         })?;
-        let dependencies =
-            build
-                .dependencies(options)
-                .map_err(|reason| CompileError::NoDependencies {
-                    reason,
-                    command: command.clone(),
-                })?;
+        let mut dependencies = build.dependencies(options, DEPS_NAME).map_err(|reason| {
+            CompileError::NoDependencies {
+                reason,
+                command: command.clone(),
+            }
+        })?;
+        if options.targets.len() > 1 {
+            // clang writes the dependency list once per target into the same file, so the list
+            // read above is one target's; a header included only under another target's `#if`
+            // would be missing. Each target's list comes from a preprocessing run of its own.
+            for (i, t) in options.targets.iter().enumerate() {
+                let more = self.target_dependencies(options, &build, i, t)?;
+                for d in more {
+                    if !dependencies.contains(&d) {
+                        dependencies.push(d);
+                    }
+                }
+            }
+        }
         let (llvm_ir, isa) = build.dumps(options);
         Ok(CompileOutput {
             code_object,
@@ -486,6 +498,71 @@ impl Compiler {
             isa,
             duration,
         })
+    }
+
+    /// The files read when preprocessing for target `i` alone (`-E`, the same flags and
+    /// dependency output as the compile), for a compile of several targets.
+    fn target_dependencies(
+        &self,
+        options: &CompileOptions,
+        build: &Build,
+        i: usize,
+        target: &crate::target_id::TargetId,
+    ) -> Result<Vec<Dependency>, CompileError> {
+        let mut one = options.clone();
+        one.targets = vec![target.clone()];
+        one.dump_llvm_ir = false;
+        one.dump_isa = false;
+        let deps_name = format!("deps-{i}.d");
+        let out_name = format!("preprocessed-{i}.hip");
+        let mut command: Vec<String> = self
+            .command_line(&one, build)
+            .into_iter()
+            .map(|a| {
+                if a == DEPS_NAME {
+                    deps_name.clone()
+                } else if a == OUTPUT_NAME {
+                    out_name.clone()
+                } else {
+                    a
+                }
+            })
+            .collect();
+        command.insert(1, "-E".into());
+        let mut cmd = Command::new(&self.inner.identity.path);
+        cmd.args(&command[1..])
+            .current_dir(build.dir.path())
+            .env_clear()
+            .envs(self.inner.env.iter().map(|(k, v)| (k, v)))
+            .env("TMPDIR", build.dir.path())
+            .env("LC_ALL", "C");
+        let fail = |reason: String| CompileError::NoDependencies {
+            reason,
+            command: command.clone(),
+        };
+        let _slot = self.inner.slots.acquire();
+        match process::run(&mut cmd, self.inner.timeout) {
+            Ok(f) if f.status.success() => {}
+            Ok(f) => {
+                return Err(fail(format!(
+                    "of target {target} could not be made by preprocessing ({}): {}",
+                    f.status,
+                    String::from_utf8_lossy(&f.stderr).trim_end()
+                )))
+            }
+            Err(RunError::Spawn(e)) => return Err(fail(format!("of target {target}: {e}"))),
+            Err(RunError::Timeout(_)) => {
+                return Err(CompileError::Timeout {
+                    command: command.clone(),
+                    timeout: self.inner.timeout,
+                    stderr: String::new(),
+                })
+            }
+        }
+        let _ = std::fs::remove_file(build.dir.path().join(&out_name));
+        build
+            .dependencies(options, &deps_name)
+            .map_err(|reason| fail(format!("of target {target} {reason}")))
     }
 
     fn command_line(&self, options: &CompileOptions, build: &Build) -> Vec<String> {
@@ -710,8 +787,12 @@ impl Build {
 
     /// The files the compiler read, from its dependency list (read bounded by
     /// [`file_read::TEXT_OUTPUT_LIMIT`]).
-    fn dependencies(&self, options: &CompileOptions) -> Result<Vec<Dependency>, String> {
-        let path = self.dir.path().join(DEPS_NAME);
+    fn dependencies(
+        &self,
+        options: &CompileOptions,
+        name: &str,
+    ) -> Result<Vec<Dependency>, String> {
+        let path = self.dir.path().join(name);
         let text = file_read::read_file(
             &path,
             file_read::TEXT_OUTPUT_LIMIT,

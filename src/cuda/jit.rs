@@ -35,6 +35,7 @@ use crate::compiler::nvcc::{Nvcc, NvccError};
 use crate::compiler::CompileOptions;
 use crate::device::Device;
 use crate::error::LibraryError;
+use crate::kernel::Kernel;
 use crate::library::Library;
 
 /// Where a result came from.
@@ -132,6 +133,8 @@ pub struct NvJit {
     /// One lock per memory key, held while compiling and loading: one compile per key at a
     /// time (single flight); other callers wait, then find the result in memory.
     in_flight: Mutex<HashMap<MemoryKey, Arc<Mutex<()>>>>,
+    /// Kernels by (device, source, flags, name): [`NvJit::kernel`].
+    kernels: crate::cache::kernels::KernelCache<Vec<String>>,
 }
 
 impl std::fmt::Debug for NvJit {
@@ -168,6 +171,7 @@ impl NvJit {
             disk: OnceLock::new(),
             memory: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
+            kernels: Default::default(),
         }
     }
 
@@ -257,6 +261,37 @@ impl NvJit {
     /// Forgets the loaded libraries (they unload when their last user drops them).
     pub fn clear_memory(&self) {
         self.memory.lock().clear();
+        self.kernels.clear();
+    }
+
+    /// The kernel `name` of `source` compiled with `flags` and loaded on `device`
+    /// ([`NvJit::load`], then [`Library::kernel`]), cached per (device, source, flags, name):
+    /// a hit compares the source, flags and name in full and clones the owned [`Kernel`],
+    /// with no driver call.
+    ///
+    /// Errors: those of [`NvJit::load`], [`NvJitError::Load`] with
+    /// [`LibraryError::KernelNotFound`](crate::error::LibraryError::KernelNotFound) naming the
+    /// kernels there are.
+    pub fn kernel(
+        &self,
+        device: &Device,
+        source: impl AsRef<[u8]>,
+        name: &str,
+        flags: &[String],
+    ) -> Result<Kernel, NvJitError> {
+        let source = source.as_ref();
+        if let Some(k) = self.kernels.get(
+            device,
+            source,
+            |f: &Vec<String>| f.as_slice() == flags,
+            name,
+        ) {
+            return Ok(k);
+        }
+        let kernel = self.load(device, source, flags)?.library.kernel(name)?;
+        self.kernels
+            .insert(device, source, flags.to_vec(), name, &kernel);
+        Ok(kernel)
     }
 
     /// Compiles `source` for `sm`, or reads the disk cache; returns the cubin, where it came

@@ -1,0 +1,112 @@
+//! The kernel-level cache of [`crate::jit::Jit::kernel`] and [`crate::cuda::jit::NvJit::kernel`]:
+//! one owned [`Kernel`] per (runtime, device, source, options, kernel name), so a hit is a map
+//! lookup, a full comparison and an `Arc` clone, with no driver call.
+//!
+//! The map key is cheap on purpose: the source's length, the device, and [`fast_hash`] of the
+//! kernel name and of three 64-byte windows of the source (start, middle, end), not of the
+//! whole source. A hit is always confirmed by comparing the source bytes (`memcmp`), the
+//! options and the name in full, so two sources that differ only outside the windows share a
+//! bucket and are told apart there; never a wrong kernel.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+
+use super::memory::fast_hash;
+use crate::device::Device;
+use crate::kernel::Kernel;
+
+/// (sampled hash, source length, device ordinal, runtime identity).
+type Key = (u64, usize, i32, usize);
+
+struct Entry<O> {
+    source: Box<[u8]>,
+    options: O,
+    name: Box<str>,
+    kernel: Kernel,
+}
+
+/// Kernels by (runtime, device, source, options `O`, name).
+pub(crate) struct KernelCache<O> {
+    map: Mutex<HashMap<Key, Vec<Entry<O>>>>,
+}
+
+impl<O> Default for KernelCache<O> {
+    fn default() -> Self {
+        KernelCache {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+fn key(device: &Device, source: &[u8], name: &str) -> Key {
+    const W: usize = 64;
+    let mid = source.len() / 2;
+    let windows = [
+        &source[..source.len().min(W)],
+        &source[mid.saturating_sub(W / 2)..(mid + W / 2).min(source.len())],
+        &source[source.len().saturating_sub(W)..],
+    ];
+    let mut h = fast_hash(name.as_bytes());
+    for w in windows {
+        h = (h.rotate_left(7) ^ fast_hash(w)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    (
+        h,
+        source.len(),
+        device.ordinal(),
+        std::sync::Arc::as_ptr(&device.runtime().inner) as usize,
+    )
+}
+
+impl<O> KernelCache<O> {
+    /// The kernel cached for `device`, `source`, options for which `same_options` holds, and
+    /// `name`.
+    pub(crate) fn get(
+        &self,
+        device: &Device,
+        source: &[u8],
+        same_options: impl Fn(&O) -> bool,
+        name: &str,
+    ) -> Option<Kernel> {
+        let k = key(device, source, name);
+        let map = self.map.lock();
+        map.get(&k)?
+            .iter()
+            .find(|e| *e.name == *name && *e.source == *source && same_options(&e.options))
+            .map(|e| e.kernel.clone())
+    }
+
+    /// Caches `kernel` for `device`, `source`, `options` and `name` (a second insert of the
+    /// same is ignored).
+    pub(crate) fn insert(
+        &self,
+        device: &Device,
+        source: &[u8],
+        options: O,
+        name: &str,
+        kernel: &Kernel,
+    ) where
+        O: PartialEq,
+    {
+        let k = key(device, source, name);
+        let mut map = self.map.lock();
+        let bucket = map.entry(k).or_default();
+        if !bucket
+            .iter()
+            .any(|e| *e.name == *name && *e.source == *source && e.options == options)
+        {
+            bucket.push(Entry {
+                source: source.into(),
+                options,
+                name: name.into(),
+                kernel: kernel.clone(),
+            });
+        }
+    }
+
+    /// Forgets every kernel (their libraries unload once no other handle holds them).
+    pub(crate) fn clear(&self) {
+        self.map.lock().clear();
+    }
+}
