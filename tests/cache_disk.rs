@@ -266,7 +266,7 @@ fn size_cap_prunes_after_each_write() {
     age(&first, 100);
     put(&cache, &key(14), &[0u8; 4000]);
     assert!(!first.exists());
-    assert_eq!(cache.stats()[0].entries, 1);
+    assert_eq!(cache.stats().unwrap()[0].entries, 1);
 }
 
 #[test]
@@ -295,13 +295,13 @@ fn list_stats_verify_and_clear_cover_the_roots() {
     put(&cache, &key(15), b"a");
     let bad = put(&cache, &key(16), b"b");
     std::fs::write(&bad, b"nonsense").unwrap();
-    assert_eq!(cache.list().len(), 2);
-    assert_eq!(cache.stats()[0].entries, 2);
-    let verified = cache.verify();
+    assert_eq!(cache.list().unwrap().len(), 2);
+    assert_eq!(cache.stats().unwrap()[0].entries, 2);
+    let verified = cache.verify().unwrap();
     let bad_count = verified.iter().filter(|v| v.status.is_err()).count();
     assert_eq!(bad_count, 1);
     assert_eq!(cache.clear().unwrap(), 2);
-    assert!(cache.list().is_empty());
+    assert!(cache.list().unwrap().is_empty());
 }
 
 #[test]
@@ -314,9 +314,40 @@ fn verify_flags_dependencies_outside_tracked_headers() {
         "/home/user/project/untracked.h".into(),
     ];
     cache.put(&key(17), m, &[("code-object", b"x")]).unwrap();
-    let v = cache.verify();
+    let v = cache.verify().unwrap();
     assert_eq!(
         v[0].untracked,
         [PathBuf::from("/home/user/project/untracked.h")]
     );
+}
+
+#[test]
+fn a_format_directory_that_is_a_symbolic_link_is_never_walked() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    // A real entry, moved outside the root; `v1` becomes a link to where it now lies.
+    let cache = DiskCache::open(&[root.path().to_path_buf()]).unwrap();
+    let entry = put(&cache, &key(0xaa), b"a");
+    std::fs::rename(root.path().join("v1"), outside.path().join("v1")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("v1"), root.path().join("v1")).unwrap();
+    let victim = outside
+        .path()
+        .join(entry.strip_prefix(root.path()).unwrap());
+    assert!(victim.is_file());
+    let layout = root.path().join("v1");
+    let is_layout_error = |e: &CacheError| matches!(e, CacheError::LayoutNotADirectory { path, kind } if *path == layout && *kind == "symbolic link");
+    assert!(is_layout_error(&cache.list().unwrap_err()));
+    assert!(is_layout_error(&cache.stats().unwrap_err()));
+    assert!(is_layout_error(&cache.verify().unwrap_err()));
+    assert!(is_layout_error(&cache.clear().unwrap_err()));
+    assert!(is_layout_error(&cache.prune(0).unwrap_err()));
+    assert!(
+        cache
+            .clear()
+            .unwrap_err()
+            .to_string()
+            .contains(&format!("{} is a symbolic link", layout.display())),
+        "the error names the link"
+    );
+    assert!(victim.is_file(), "a file outside the cache was removed");
 }

@@ -76,9 +76,9 @@ fn eight_processes_racing_on_one_key_leave_one_valid_entry() {
     keys.dedup();
     assert_eq!(keys.len(), 1, "children computed different keys: {keys:?}");
     let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
-    let entries = cache.list();
+    let entries = cache.list().unwrap();
     assert_eq!(entries.len(), 2, "a result and its manifest: {entries:?}");
-    for v in cache.verify() {
+    for v in cache.verify().unwrap() {
         assert!(v.status.is_ok(), "{:?}", v.status);
     }
     let mut kinds: Vec<(String, Vec<String>)> = entries

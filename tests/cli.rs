@@ -381,6 +381,61 @@ fn compile_one_input_with_o_writes_that_file() {
 }
 
 #[test]
+fn compile_one_input_with_o_naming_an_existing_directory_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("inc");
+    std::fs::create_dir(&out).unwrap();
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-o",
+        path_str(&out),
+        path_str(&saxpy()),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("{} is a directory", path_str(&out)))
+            || stderr(&o).contains(&format!("{}: exists and is a directory", path_str(&out))),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read_dir(&out).unwrap().count(),
+        0,
+        "nothing is written"
+    );
+}
+
+#[test]
+fn compile_one_input_with_o_in_a_missing_directory_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nonexist").join("dir");
+    let out = missing.join("x.co");
+    let o = hipjit(&[
+        "compile",
+        "--arch",
+        "gfx90a",
+        "-o",
+        path_str(&out),
+        path_str(&saxpy()),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "the directory {} does not exist",
+            path_str(&missing)
+        )),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !dir.path().join("nonexist").exists(),
+        "no directory is created"
+    );
+}
+
+#[test]
 fn compile_two_inputs_with_o_naming_a_file_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a.hip", "");
@@ -587,6 +642,48 @@ fn cache_clear_removes_every_entry() {
         stdout(&o)
     );
     assert!(entry_files(cache.path()).is_empty());
+}
+
+/// A cache root whose format directory `v1` is a symbolic link to a directory outside it that
+/// holds a key-named file; returns (root, outside directory, that file).
+fn root_with_linked_layout() -> (tempfile::TempDir, tempfile::TempDir, PathBuf) {
+    let root = tempfile::tempdir().unwrap();
+    let victim = tempfile::tempdir().unwrap();
+    std::fs::create_dir(victim.path().join("aa")).unwrap();
+    let file = victim
+        .path()
+        .join("aa")
+        .join(format!("{}.hjc", "a".repeat(64)));
+    std::fs::write(&file, b"not part of any cache").unwrap();
+    std::os::unix::fs::symlink(victim.path(), root.path().join("v1")).unwrap();
+    (root, victim, file)
+}
+
+#[test]
+fn cache_commands_refuse_a_format_directory_that_is_a_symbolic_link() {
+    for args in [
+        &["cache", "clear"][..],
+        &["cache", "prune", "--max-size", "0"],
+        &["cache", "list"],
+        &["cache", "stats"],
+        &["cache", "verify"],
+    ] {
+        let (root, _victim, file) = root_with_linked_layout();
+        let o = hipjit_in(root.path(), args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stdout(&o));
+        let layout = root.path().join("v1");
+        assert!(
+            stderr(&o).contains(&format!("{} is a symbolic link", layout.display())),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(
+            !stdout(&o).contains(path_str(&file)),
+            "{args:?}: {}",
+            stdout(&o)
+        );
+        assert!(file.exists(), "{args:?} removed a file outside the cache");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -537,7 +537,7 @@ fn nvidia_jit_hits_through_a_read_only_second_root() {
     );
     let written = DiskCache::open(&[own.path().to_path_buf()]).unwrap();
     assert!(
-        written.list().is_empty(),
+        written.list().unwrap().is_empty(),
         "nothing written on a read-only hit"
     );
 }
@@ -553,7 +553,7 @@ fn disk_cache_lists_and_verifies_a_cubin_entry() {
         .load(&dev, JIT_SOURCE, &[])
         .unwrap();
     let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
-    let listed = cache.list();
+    let listed = cache.list().unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].key.map(|k| k.to_hex()), Some(loaded.key.clone()));
     let entry = cache.get(&loaded.key.parse().unwrap()).entry.unwrap();
@@ -569,7 +569,7 @@ fn disk_cache_lists_and_verifies_a_cubin_entry() {
         std::fs::canonicalize(n.path()).unwrap()
     );
     assert!(entry.meta.command.iter().any(|a| a == "-arch=sm_90"));
-    let verified = cache.verify();
+    let verified = cache.verify().unwrap();
     assert_eq!(verified.len(), 1);
     assert_eq!(verified[0].status, Ok(()));
 }
@@ -582,7 +582,10 @@ fn nvidia_jit_size_cap_prunes_the_written_root() {
     let jit = NvJit::with_disk_cache(nvcc(), Some(cache)).with_max_cache_bytes(Some(0));
     let (_, origin, _, _) = jit.compile(JIT_SOURCE, SmTarget::new(90), &[]).unwrap();
     assert_eq!(origin, NvOrigin::Compiled);
-    let listed = DiskCache::open(&[dir.path().to_path_buf()]).unwrap().list();
+    let listed = DiskCache::open(&[dir.path().to_path_buf()])
+        .unwrap()
+        .list()
+        .unwrap();
     assert!(
         listed.is_empty(),
         "a cap of 0 bytes leaves no entry: {listed:?}"

@@ -303,7 +303,7 @@ fn include_directory_and_cache_root_with_space_quote_dollar_and_non_ascii_work()
         "{:?}",
         meta.tracked_headers
     );
-    let verified = disk.verify();
+    let verified = disk.verify().unwrap();
     assert!(verified[0].status.is_ok(), "{:?}", verified[0].status);
     assert!(
         verified[0].untracked.is_empty(),

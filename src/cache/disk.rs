@@ -220,6 +220,15 @@ pub enum CacheError {
         /// What it is (`regular file`, `FIFO`...; `dangling symbolic link`).
         kind: &'static str,
     },
+    /// A root's format directory (`<root>/v1`) exists and is not a real directory (a symbolic
+    /// link, a regular file...): it is never followed, listed or cleared.
+    #[error("cache directory {} is a {kind}, not a directory; refusing to read or remove anything through it", path.display())]
+    LayoutNotADirectory {
+        /// The format directory.
+        path: PathBuf,
+        /// What it is (`symbolic link`, `regular file`...).
+        kind: &'static str,
+    },
     /// A filesystem operation failed.
     #[error("cache I/O on {}: {source}", path.display())]
     Io {
@@ -554,34 +563,41 @@ impl DiskCache {
     }
 
     /// Lists the entry files of every root (not verified), written root first.
-    pub fn list(&self) -> Vec<EntrySummary> {
+    ///
+    /// Errors: [`CacheError::LayoutNotADirectory`] when a root's format directory is not a real
+    /// directory (a symbolic link is never followed); [`CacheError::Io`] when it cannot be read.
+    pub fn list(&self) -> Result<Vec<EntrySummary>, CacheError> {
         let mut out = Vec::new();
         for root in &self.roots {
-            out.extend(list_root(&root.path));
+            out.extend(list_root(&root.path)?);
         }
-        out
+        Ok(out)
     }
 
     /// Entry count and bytes per root.
-    pub fn stats(&self) -> Vec<RootStats> {
+    ///
+    /// Errors: as [`DiskCache::list`].
+    pub fn stats(&self) -> Result<Vec<RootStats>, CacheError> {
         self.roots
             .iter()
             .map(|root| {
-                let entries = list_root(&root.path);
-                RootStats {
+                let entries = list_root(&root.path)?;
+                Ok(RootStats {
                     root: root.clone(),
                     entries: entries.len() as u64,
                     bytes: entries.iter().map(|e| e.bytes).sum(),
-                }
+                })
             })
             .collect()
     }
 
     /// Reads and verifies every entry of every root, and flags untracked headers.
-    pub fn verify(&self) -> Vec<VerifiedEntry> {
+    ///
+    /// Errors: as [`DiskCache::list`].
+    pub fn verify(&self) -> Result<Vec<VerifiedEntry>, CacheError> {
         let mut out = Vec::new();
         for root in &self.roots {
-            for e in list_root(&root.path) {
+            for e in list_root(&root.path)? {
                 let read = read_entry(&e.path, e.key.as_ref(), root);
                 let (status, untracked) = match read {
                     Ok(entry) => (Ok(()), untracked_headers(&entry.meta)),
@@ -595,18 +611,20 @@ impl DiskCache {
                 });
             }
         }
-        out
+        Ok(out)
     }
 
     /// Removes every entry of the written root, and its stale temporary files (older than
     /// [`STALE_TEMPORARY`]: a younger one may be an entry another process is writing); returns
     /// how many entries were removed.
     ///
-    /// Errors: [`CacheError::Io`] for a file that could not be removed.
+    /// Errors: [`CacheError::LayoutNotADirectory`] (nothing is removed) when the root's format
+    /// directory is not a real directory; [`CacheError::Io`] for a file that could not be
+    /// removed.
     pub fn clear(&self) -> Result<u64, CacheError> {
         let root = &self.roots[0];
         let mut n = 0;
-        for e in list_root(&root.path) {
+        for e in list_root(&root.path)? {
             remove_entry_path(&e.path)?;
             n += 1;
         }
@@ -619,10 +637,10 @@ impl DiskCache {
     /// Removes least recently used entries of the written root until it holds at most
     /// `max_bytes`, and temporary files older than [`STALE_TEMPORARY`].
     ///
-    /// Errors: [`CacheError::Io`] for a file that could not be removed.
+    /// Errors: as [`DiskCache::clear`].
     pub fn prune(&self, max_bytes: u64) -> Result<PruneReport, CacheError> {
         let root = &self.roots[0];
-        let mut entries = list_root(&root.path);
+        let mut entries = list_root(&root.path)?;
         entries.sort_by_key(|e| e.last_used);
         let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
         let mut report = PruneReport::default();
@@ -667,7 +685,14 @@ fn stale_temporaries(root: &Path) -> Vec<PathBuf> {
     let Some(cutoff) = SystemTime::now().checked_sub(STALE_TEMPORARY) else {
         return Vec::new();
     };
-    std::fs::read_dir(root.join(LAYOUT_DIR).join("tmp"))
+    let Ok(Some(layout)) = layout_dir(root) else {
+        return Vec::new();
+    };
+    let tmp = layout.join("tmp");
+    if !std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir()) {
+        return Vec::new();
+    }
+    std::fs::read_dir(tmp)
         .into_iter()
         .flatten()
         .filter_map(Result::ok)
@@ -696,12 +721,20 @@ fn remove(path: &Path) -> Result<(), CacheError> {
 /// Anything else is not an entry and is never listed, read or removed. An entry may be a
 /// non-regular file (a symbolic link, directory or FIFO planted there): it is listed (size 0
 /// unless a regular file) so that `verify` reports it and `clear` removes it.
-fn list_root(root: &Path) -> Vec<EntrySummary> {
+///
+/// `<root>/v1` itself must be a real directory: a symbolic link there (or anything else that is
+/// not a directory) is an error, never followed, so that nothing outside the root is listed or
+/// removed. A missing one holds no entries.
+fn list_root(root: &Path) -> Result<Vec<EntrySummary>, CacheError> {
     let mut out = Vec::new();
-    let layout = root.join(LAYOUT_DIR);
+    let Some(layout) = layout_dir(root)? else {
+        return Ok(out);
+    };
     for sub in std::fs::read_dir(&layout)
-        .into_iter()
-        .flatten()
+        .map_err(|source| CacheError::Io {
+            path: layout.clone(),
+            source,
+        })?
         .filter_map(Result::ok)
     {
         let name = sub.file_name();
@@ -741,7 +774,25 @@ fn list_root(root: &Path) -> Vec<EntrySummary> {
             });
         }
     }
-    out
+    Ok(out)
+}
+
+/// `<root>/v1` when it is a real directory (checked with `lstat`: a symbolic link is not
+/// followed), `None` when it does not exist, an error naming it when it is anything else.
+fn layout_dir(root: &Path) -> Result<Option<PathBuf>, CacheError> {
+    let layout = root.join(LAYOUT_DIR);
+    match std::fs::symlink_metadata(&layout) {
+        Ok(m) if m.is_dir() => Ok(Some(layout)),
+        Ok(m) => Err(CacheError::LayoutNotADirectory {
+            kind: file_read::kind_name(m.file_type()),
+            path: layout,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(CacheError::Io {
+            path: layout,
+            source,
+        }),
+    }
 }
 
 /// Removes an entry path of the written root whatever it is, never following a link: a file

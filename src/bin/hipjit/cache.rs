@@ -106,7 +106,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let written_json = cache.roots().first().map(|r| output::path_json(&r.path));
     match &args.action {
         Action::List => {
-            let entries = cache.list();
+            let entries = cache.list().map_err(|e| CliError::failed(e.to_string()))?;
             if args.json {
                 let list: Vec<_> = entries
                     .iter()
@@ -138,7 +138,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             }
         }
         Action::Stats => {
-            let stats = cache.stats();
+            let stats = cache.stats().map_err(|e| CliError::failed(e.to_string()))?;
             if args.json {
                 let list: Vec<_> = stats
                     .iter()
@@ -170,7 +170,9 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             }
         }
         Action::Verify => {
-            let checked = cache.verify();
+            let checked = cache
+                .verify()
+                .map_err(|e| CliError::failed(e.to_string()))?;
             let bad = checked.iter().filter(|v| v.status.is_err()).count();
             if args.json {
                 let list: Vec<_> = checked

@@ -20,9 +20,10 @@
 //! run, a progress bar (a terminal) or one line per finished file (otherwise) goes to stderr.
 //!
 //! Outputs (`-o`), written atomically (a temporary file in the same directory, then `rename`):
-//! - one target: one raw ELF code object per input; `-o` names the file for one input (or an
-//!   existing directory), and a directory (created when missing) for several inputs, which
-//!   get `<stem>.hsaco`;
+//! - one target: one raw ELF code object per input; `-o` names the file for one input (as with
+//!   cc: an existing directory there is refused, and a missing parent directory is an error,
+//!   never created), and a directory (created when missing) for several inputs, which get
+//!   `<stem>.hsaco`;
 //! - several targets: one code object per input and target, `<stem>-<target>.hsaco` (`:` in the
 //!   target ID written `_`) in the directory `-o` names.
 //!
@@ -87,7 +88,8 @@ pub struct Args {
     /// Extra compiler flags: every word after `--`.
     #[arg(last = true, value_name = "FLAG")]
     pub trailing_flags: Vec<String>,
-    /// Write the code object(s): a file for one input and one target, else a directory.
+    /// Write the code object(s): a file for one input and one target (its directory must
+    /// exist; an existing directory is refused), else a directory (created when missing).
     #[arg(short = 'o', value_name = "OUT")]
     pub output: Option<PathBuf>,
     /// Code object version to ask for: 4, 5 or 6 (default: the compiler's own, v4 for Debian's
@@ -211,10 +213,37 @@ pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, 
                 .unwrap_or_else(|| "kernel".into())
         })
         .collect();
-    let single = args.files.len() == 1 && args.targets.len() == 1;
-    // `-o dir/` names a directory even before it exists.
-    let names_dir = out.is_dir() || out.as_os_str().to_string_lossy().ends_with('/');
-    if single && !names_dir {
+    if !output_is_dir(args) {
+        // As with cc, `-o` names the file: an existing directory is refused by
+        // `check_outputs`, and so is a missing parent directory (never created).
+        if out.as_os_str().as_encoded_bytes().ends_with(b"/") {
+            return Err(CliError::usage(format!(
+                "-o {}: with one input and one target, -o names a file, not a directory",
+                out.display()
+            )));
+        }
+        let parent = match out.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        match std::fs::metadata(parent) {
+            Ok(m) if m.is_dir() => {}
+            Ok(m) => {
+                return Err(CliError::usage(format!(
+                    "-o {}: {} is a {}, not a directory",
+                    out.display(),
+                    parent.display(),
+                    hipjit::file_read::kind_name(m.file_type())
+                )))
+            }
+            Err(e) => {
+                return Err(CliError::usage(format!(
+                    "-o {}: the directory {} does not exist ({e})",
+                    out.display(),
+                    parent.display()
+                )))
+            }
+        }
         let outs = vec![vec![out.clone()]];
         check_outputs(args, &outs)?;
         return Ok(outs);
@@ -252,6 +281,12 @@ pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, 
         .collect();
     check_outputs(args, &outs)?;
     Ok(outs)
+}
+
+/// Whether `-o` names a directory (several inputs or several targets) rather than the one
+/// output file. Only such a directory is created when missing.
+pub(crate) fn output_is_dir(args: &Args) -> bool {
+    !(args.files.len() == 1 && args.targets.len() == 1)
 }
 
 /// Refuses, as cc does, outputs that must not be written: one that is an input file (by device
@@ -296,7 +331,10 @@ fn check_outputs(args: &Args, outs: &[Vec<PathBuf>]) -> Result<(), CliError> {
 /// link is followed (its target is replaced, not the link), a character device (`/dev/null`)
 /// is written into, and anything else that is not a regular file is refused: no rename ever
 /// replaces a device, FIFO, socket or directory.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+///
+/// `create_dir`: create the parent directory when missing (the directory `-o` names for
+/// several inputs or targets); otherwise a missing parent is an error, as with cc.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8], create_dir: bool) -> Result<(), String> {
     use std::os::unix::fs::FileTypeExt;
     let resolved;
     let path = match std::fs::metadata(path) {
@@ -327,8 +365,12 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> 
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))?;
+    if create_dir {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))?;
+    } else if !dir.is_dir() {
+        return Err(format!("the directory {} does not exist", dir.display()));
+    }
     let mut tmp = tempfile::Builder::new()
         .prefix(".hipjit-")
         .suffix(".tmp")
@@ -468,7 +510,7 @@ fn compile_one(
                         args.targets.len()
                     ));
                 };
-                if let Err(e) = write_atomically(path, co.elf()) {
+                if let Err(e) = write_atomically(path, co.elf(), output_is_dir(args)) {
                     return fail(format!(
                         "{} (target {}): {e}",
                         file.display(),

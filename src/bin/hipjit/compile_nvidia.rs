@@ -178,7 +178,7 @@ fn compile_one(
     }
     let mut written = Vec::new();
     for (b, path) in built.iter().zip(outs) {
-        if let Err(e) = write_atomically(path, b.cubin.elf()) {
+        if let Err(e) = write_atomically(path, b.cubin.elf(), crate::compile::output_is_dir(args)) {
             return fail(format!("{} (target {}): {e}", file.display(), b.sm));
         }
         written.push(path.clone());
