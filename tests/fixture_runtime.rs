@@ -812,6 +812,53 @@ fn event_record_on_a_stream_of_another_loaded_runtime_is_refused_before_the_call
 }
 
 #[test]
+fn launch_and_prepare_on_a_stream_of_another_loaded_runtime_say_so_before_the_call() {
+    // Both runtimes answer device 0: the device check alone would report "device 0, device 0".
+    let path_a = build("two-runtimes-launch-a", &[], Props::Hip6);
+    let path_b = build("two-runtimes-launch-b", &[], Props::Hip6);
+    let dev_a = load(&path_a).device(0).unwrap();
+    let dev_b = load(&path_b).device(0).unwrap();
+    let stream_a = Stream::new(&dev_a, StreamFlags::NON_BLOCKING).unwrap();
+    let lib_b = Library::load(&dev_b, &gfx90a()).unwrap();
+    let kernel_b = lib_b.kernel("scale").unwrap();
+    let n = 16u32;
+    let mut buf_b = DeviceBuffer::<f32>::zeroed(&dev_b, n as usize).unwrap();
+    let cfg = LaunchConfig::for_num_elems(n, 16);
+    let expect_foreign = |err: LaunchError| {
+        let LaunchError::Hip(h) = &err else {
+            panic!("not a runtime refusal: {err:?}");
+        };
+        assert_eq!(
+            (h.name(), h.call()),
+            ("hipErrorInvalidHandle", "hipModuleLaunchKernel"),
+            "{err}"
+        );
+        assert!(
+            h.message().contains("the stream belongs to the runtime")
+                && h.message().contains(&path_a.display().to_string())
+                && h.message().contains(&path_b.display().to_string()),
+            "{err}"
+        );
+    };
+    // SAFETY: refused before the call.
+    let err = unsafe { kernel_b.launch(&stream_a, cfg, &mut args![&mut buf_b, &2.0f32, &n]) }
+        .unwrap_err();
+    expect_foreign(err);
+    let err = kernel_b
+        .prepare(&stream_a, cfg, &args![&mut buf_b, &2.0f32, &n])
+        .map(|_| ())
+        .unwrap_err();
+    expect_foreign(err);
+    assert!(
+        position(&log(&path_b), "hipModuleLaunchKernel").is_none()
+            && position(&log(&path_a), "hipModuleLaunchKernel").is_none(),
+        "a runtime was handed the other's stream: {:#?} {:#?}",
+        log(&path_a),
+        log(&path_b)
+    );
+}
+
+#[test]
 fn elapsed_time_to_an_event_of_another_loaded_runtime_is_refused_before_the_call() {
     let path_a = build("two-runtimes-elapsed-a", &[], Props::Hip6);
     let path_b = build("two-runtimes-elapsed-b", &[], Props::Hip6);
