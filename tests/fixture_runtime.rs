@@ -168,7 +168,7 @@ use std::path::{Path, PathBuf};
 
 use fx::{build, lines, log, position, scale_code_object, Props};
 use hipjit::code_object::CodeObject;
-use hipjit::error::{LaunchError, LibraryError, LoadError};
+use hipjit::error::{HipError, LaunchError, LibraryError, LoadError};
 use hipjit::event::{Event, EventFlags};
 use hipjit::launch::LaunchConfig;
 use hipjit::library::Library;
@@ -872,6 +872,94 @@ fn elapsed_time_to_an_event_of_another_loaded_runtime_is_refused_before_the_call
         (err.name(), err.call()),
         ("hipErrorInvalidHandle", "hipEventElapsedTime"),
         "{err}"
+    );
+}
+
+#[test]
+fn allocation_whose_byte_size_overflows_is_refused_before_the_call() {
+    let path = build("alloc-overflow", &[], Props::Hip6);
+    let dev = load(&path).device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    // usize::MAX values overflow usize; isize::MAX / 4 + 1 values of 4 bytes do not, but exceed
+    // isize::MAX bytes. A saturated product would ask the runtime for usize::MAX bytes instead.
+    for len in [usize::MAX, isize::MAX as usize / 4 + 1] {
+        let expect = |err: HipError, call: &str| {
+            assert_eq!(
+                (err.name(), err.call()),
+                ("hipErrorOutOfMemory", call),
+                "{err}"
+            );
+            assert!(
+                err.message()
+                    .starts_with("refused by hipjit before the call")
+                    && err
+                        .message()
+                        .contains(&format!("{len} values of 4 bytes (f32)")),
+                "{err}"
+            );
+        };
+        expect(
+            DeviceBuffer::<f32>::alloc(&dev, len).unwrap_err(),
+            "hipMalloc",
+        );
+        expect(
+            DeviceBuffer::<f32>::zeroed(&dev, len).unwrap_err(),
+            "hipMalloc",
+        );
+        expect(
+            DeviceBuffer::<f32>::alloc_async(&stream, len).unwrap_err(),
+            "hipMallocAsync",
+        );
+        expect(
+            DeviceBuffer::<f32>::zeroed_async(&stream, len).unwrap_err(),
+            "hipMallocAsync",
+        );
+        expect(
+            PinnedBuffer::<f32>::zeroed(&dev, len)
+                .map(drop)
+                .unwrap_err(),
+            "hipHostMalloc",
+        );
+    }
+    let log = log(&path);
+    assert!(
+        ["hipMalloc", "hipMallocAsync", "hipHostMalloc"]
+            .iter()
+            .all(|call| position(&log, call).is_none()),
+        "{log:#?}"
+    );
+}
+
+#[test]
+fn allocation_the_host_cannot_back_is_out_of_memory_not_a_null_buffer() {
+    // 1 PiB: more than the fixture's malloc can back (above the 128 TiB user address space).
+    let path = build("alloc-oom", &[], Props::Hip6);
+    let dev = load(&path).device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let len = 1usize << 50;
+    let err = DeviceBuffer::<u8>::alloc(&dev, len).unwrap_err();
+    assert_eq!(
+        (err.name(), err.call()),
+        ("hipErrorOutOfMemory", "hipMalloc"),
+        "{err}"
+    );
+    let err = DeviceBuffer::<u8>::alloc_async(&stream, len).unwrap_err();
+    assert_eq!(
+        (err.name(), err.call()),
+        ("hipErrorOutOfMemory", "hipMallocAsync"),
+        "{err}"
+    );
+    let err = PinnedBuffer::<u8>::zeroed(&dev, len).map(drop).unwrap_err();
+    assert_eq!(
+        (err.name(), err.call()),
+        ("hipErrorOutOfMemory", "hipHostMalloc"),
+        "{err}"
+    );
+    let log = log(&path);
+    assert!(
+        position(&log, &format!("hipMalloc {len} out of memory")).is_some()
+            && position(&log, &format!("hipMallocAsync {len} out of memory")).is_some(),
+        "{log:#?}"
     );
 }
 
