@@ -2148,6 +2148,62 @@ mod graphs {
     }
 
     #[test]
+    fn dropping_an_executable_graph_waits_for_its_replays_on_every_stream() {
+        // The reported use-after-free: a stream-ordered buffer written by the graph, replays on
+        // two streams, the graph dropped, then the buffer (its free ordered on s1 only).
+        let (path, dev, kernel, s1) = scale_setup("graph-drop-waits");
+        let s2 = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+        let n = 4u32;
+        let a = 2.0f32;
+        let y = DeviceBuffer::<f32>::zeroed_async(&s1, 4).unwrap();
+        let cfg = LaunchConfig::for_num_elems(n, 4);
+        let mut cap = s1.begin_capture(CaptureMode::Global).unwrap();
+        // SAFETY: scale on a buffer of n floats.
+        unsafe { cap.launch(&kernel, cfg, args![Written(&y), &a, &n]) }.unwrap();
+        let exec = cap.end_capture().unwrap().instantiate().unwrap();
+        exec.launch(&s1).unwrap();
+        exec.launch(&s2).unwrap();
+        exec.launch(&s1).unwrap();
+        let (q1, q2) = (format!("{:p}", s1.as_raw()), format!("{:p}", s2.as_raw()));
+        let y_ptr = format!("{:p}", y.as_raw());
+        drop(exec);
+        drop(y);
+        let log = log(&path);
+        let launches: Vec<usize> = log
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.starts_with("hipGraphLaunch "))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(launches.len(), 3, "{log:#?}");
+        // Each replay is followed by a record of its stream's event, one event per stream.
+        let mut events = Vec::new();
+        for (&at, stream) in launches.iter().zip([&q1, &q2, &q1]) {
+            assert!(log[at].ends_with(&format!("stream={stream}")), "{log:#?}");
+            let fields: Vec<&str> = log[at + 1].split(' ').collect();
+            assert_eq!(fields[0], "hipEventRecord", "{log:#?}");
+            assert_eq!(fields[2], stream.as_str(), "{log:#?}");
+            events.push(fields[1].to_owned());
+        }
+        assert_eq!(events[0], events[2], "one event per stream: {log:#?}");
+        assert_ne!(events[0], events[1], "one event per stream: {log:#?}");
+        let last_launch = launches[2];
+        let destroy = position(&log, "hipGraphExecDestroy").unwrap();
+        for e in &events[..2] {
+            let sync = log
+                .iter()
+                .position(|l| *l == format!("hipEventSynchronize {e}"))
+                .unwrap_or_else(|| panic!("event {e} never synchronized: {log:#?}"));
+            assert!(
+                last_launch < sync && sync < destroy,
+                "the drop waits for the replays before hipGraphExecDestroy: {log:#?}"
+            );
+        }
+        let free = position(&log, &format!("hipFreeAsync {y_ptr}")).unwrap();
+        assert!(destroy < free, "{log:#?}");
+    }
+
+    #[test]
     fn node_of_another_graph_is_refused() {
         let (_path, dev, kernel, stream) = scale_setup("graph-foreign");
         let n = 4u32;

@@ -495,3 +495,36 @@ fn each_devices_kernel_runs_on_its_own_device_only() {
     no_wrong_device(&log);
     assert_eq!(count(&log, "hipModuleLaunchKernel scale"), 2, "{log:#?}");
 }
+
+#[test]
+fn a_graph_is_not_replayed_on_a_stream_of_another_device() {
+    let (rt, lib) = fixture("graph-other-device");
+    let devs = devices(&rt);
+    let s0 = Stream::new(&devs[0], StreamFlags::NON_BLOCKING).unwrap();
+    let s1 = Stream::new(&devs[1], StreamFlags::NON_BLOCKING).unwrap();
+    let cap = s0
+        .begin_capture(hipjit::graph::CaptureMode::Global)
+        .unwrap();
+    let exec = cap.end_capture().unwrap().instantiate().unwrap();
+    let err = exec.launch(&s1).unwrap_err();
+    assert_eq!(err.code(), 400, "{err}");
+    assert!(
+        err.to_string().contains("device 0") && err.to_string().contains("device 1"),
+        "{err}"
+    );
+    assert_eq!(
+        count(&log(&lib), "hipGraphLaunch"),
+        0,
+        "refused before the call"
+    );
+    assert_eq!(
+        count(&log(&lib), "hipEventCreate"),
+        0,
+        "refused before the call"
+    );
+    exec.launch(&s0).unwrap();
+    drop(exec);
+    let log = log(&lib);
+    assert_eq!(count(&log, "hipGraphLaunch"), 1, "{log:#?}");
+    no_wrong_device(&log);
+}

@@ -28,7 +28,18 @@
 //!   of one graph may write it, and the host may read it between replays (after synchronizing
 //!   the replay's stream, as for any launch);
 //! - raw device pointers passed as scalars (`u64`) are the caller's, under the `unsafe` of the
-//!   launch.
+//!   launch;
+//! - replays: a borrow ends when the [`GraphExec`] is dropped, but a replay queued by
+//!   [`GraphExec::launch`] may still be running then (`hipGraphExecDestroy` does not wait for
+//!   it), and a buffer freed next (a stream-ordered buffer's `hipFreeAsync` is ordered on its
+//!   own stream only) would be freed under it. So each `GraphExec` keeps one event per stream
+//!   it was launched on (created at the first replay there, `hipEventCreateWithFlags` with
+//!   [`EventFlags::DISABLE_TIMING`](crate::event::EventFlags::DISABLE_TIMING)), records it
+//!   right after each `hipGraphLaunch` (one `hipEventRecord` per replay), and its drop waits
+//!   for every one of them (`hipEventSynchronize`) before `hipGraphExecDestroy`: dropping an
+//!   executable graph blocks until its replays have finished, and only then are its buffers
+//!   released. Replays run on a stream of the graph's device only; [`GraphExec::launch`]
+//!   refuses another device's stream before any call.
 //!
 //! ```compile_fail,E0505
 //! # fn f(k: &hipjit::kernel::Kernel, s: &hipjit::stream::Stream,
@@ -48,12 +59,13 @@
 //! hipjit's graph support is exercised here against the fixture runtime only.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use hip_sys as sys;
 
 use crate::device::Device;
 use crate::error::{HipError, LaunchError};
+use crate::event::{Event, EventFlags};
 use crate::kernel::Kernel;
 use crate::launch::{IntoKernelArg, KernelArg, KernelArgs, LaunchConfig};
 use crate::stream::AsStream;
@@ -264,6 +276,7 @@ impl<'buf> Graph<'buf> {
             nodes,
             kernels: Vec::new(),
             launch,
+            replays: Mutex::new(Vec::new()),
             _buf: PhantomData,
         })
     }
@@ -282,7 +295,10 @@ fn kernel_node_type(rt: &crate::runtime::Runtime) -> sys::hipGraphNodeType {
 
 /// An executable graph (`hipGraphExec_t`): replayed with [`GraphExec::launch`] on any stream of
 /// its device, its kernel nodes' arguments changed with [`GraphExec::set_kernel_params`].
-/// Destroyed (`hipGraphExecDestroy`) on drop. `Send + Sync`.
+/// Destroyed on drop, after waiting for every replay it launched (`hipEventSynchronize` on the
+/// event recorded after the last replay on each stream, then `hipGraphExecDestroy`; module
+/// documentation, "What a graph keeps alive"): the drop blocks until those replays finish, and
+/// a failure there is logged (`tracing::error`), not raised. `Send + Sync`.
 pub struct GraphExec<'buf> {
     raw: sys::hipGraphExec_t,
     graph: Arc<GraphInner>,
@@ -290,6 +306,9 @@ pub struct GraphExec<'buf> {
     /// Kernels set by node updates (those recorded are in `graph`).
     kernels: Vec<Kernel>,
     launch: sys::pfn::hipGraphLaunch,
+    /// Per stream replayed on (its raw handle as an address), an event recorded after the last
+    /// replay there; the drop waits for each.
+    replays: Mutex<Vec<(usize, Event)>>,
     _buf: PhantomData<&'buf mut ()>,
 }
 
@@ -309,6 +328,18 @@ impl std::fmt::Debug for GraphExec<'_> {
 
 impl Drop for GraphExec<'_> {
     fn drop(&mut self) {
+        // The replays may still use the buffers borrowed for 'buf, which end with `self`: wait
+        // for each before the borrows end.
+        let replays = match self.replays.get_mut() {
+            Ok(r) => std::mem::take(r),
+            Err(poisoned) => std::mem::take(poisoned.into_inner()),
+        };
+        for (_, event) in &replays {
+            if let Err(e) = event.synchronize() {
+                tracing::error!(error = %e, "failed to wait for a replay of an executable graph");
+            }
+        }
+        drop(replays);
         let rt = self.graph.device.runtime();
         if let Some(destroy) = rt.api().hipGraphExecDestroy {
             if let Err(e) = self.graph.device.bind() {
@@ -333,21 +364,66 @@ impl<'buf> GraphExec<'buf> {
         &self.nodes
     }
 
-    /// Replays the graph on `stream` (`hipGraphLaunch`; on NVIDIA `cuGraphLaunch`). Returns once
-    /// queued.
+    /// Replays the graph on `stream` (`hipGraphLaunch`; on NVIDIA `cuGraphLaunch`), then records
+    /// this graph's event for `stream` (`hipEventRecord`; the event is created, with
+    /// `hipEventCreateWithFlags`, at the first replay on a stream). Returns once queued; the
+    /// drop of `self` waits for the replay (module documentation, "What a graph keeps alive").
     ///
-    /// Errors: `hipErrorInvalidHandle` when `stream` belongs to another loaded runtime, or the
-    /// runtime's error.
+    /// Errors: `hipErrorInvalidHandle`, before any call, when `stream` belongs to another
+    /// loaded runtime or to another device than the graph's; the runtime's error from creating
+    /// the event (nothing is launched then) or from the launch; when recording the event after a
+    /// queued replay fails, the stream is synchronized (`hipStreamSynchronize`) so that the
+    /// replay has finished, and the recording's error is returned.
     pub fn launch(&self, stream: &impl AsStream) -> Result<(), HipError> {
         let d = &self.graph.device;
         d.check_same_runtime(stream.device(), "stream", "hipGraphLaunch")?;
+        if !d.same_as(stream.device()) {
+            return Err(HipError::new(
+                400,
+                "hipGraphLaunch",
+                None,
+                format!(
+                    "refused by hipjit before the call: the executable graph belongs to device \
+                     {} and the stream to device {}; a graph is replayed on a stream of its own \
+                     device",
+                    d.ordinal(),
+                    stream.device().ordinal()
+                ),
+            ));
+        }
+        let key = stream.as_raw() as usize;
+        let mut replays = match self.replays.lock() {
+            Ok(r) => r,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let at = match replays.iter().position(|(k, _)| *k == key) {
+            Some(at) => at,
+            None => {
+                replays.push((key, Event::new(d, EventFlags::DISABLE_TIMING)?));
+                replays.len() - 1
+            }
+        };
         d.bind()?;
+        let rt = d.runtime();
         // SAFETY: a live executable graph; the stream is live while `stream` is; every kernel
         // and buffer it uses is kept alive (module documentation).
-        d.runtime().check(
+        rt.check(
             unsafe { (self.launch)(self.raw, stream.as_raw()) },
             "hipGraphLaunch",
-        )
+        )?;
+        // SAFETY: a live event and stream of the bound device (checked above).
+        let recorded = rt.check(
+            unsafe { (rt.api().hipEventRecord)(replays[at].1.as_raw(), stream.as_raw()) },
+            "hipEventRecord",
+        );
+        if let Err(e) = recorded {
+            // The drop could not wait for this replay: wait for it now.
+            if let Err(sync) = stream.synchronize() {
+                tracing::error!(error = %sync, "failed to wait for a replay of an executable graph");
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Sets the kernel, configuration and arguments of kernel node `node` for later replays
