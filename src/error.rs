@@ -540,6 +540,37 @@ mod tests {
         into_error::<crate::cuda::jit::NvJitError>();
         into_error::<crate::compiler::rtc::RtcError>();
         into_error::<crate::occupancy::OccupancyError>();
+        into_error::<crate::graph::GraphError>();
+        into_error::<crate::cuda::target::SmTargetError>();
+    }
+
+    /// `?` converts the capture/graph and SM-target errors inside a function returning
+    /// [`Result`], keeping the variant and the message.
+    #[test]
+    fn graph_and_sm_target_errors_convert_with_question_mark() {
+        fn graph() -> Result<()> {
+            Err(crate::graph::GraphError::Unsupported {
+                symbol: "hipStreamBeginCapture",
+            })?;
+            Ok(())
+        }
+        fn sm() -> Result<crate::cuda::target::SmTarget> {
+            Ok(crate::cuda::target::SmTarget::parse("gfx90a")?)
+        }
+        let e = graph().unwrap_err();
+        assert!(matches!(&e, Error::Graph(g)
+            if matches!(**g, crate::graph::GraphError::Unsupported { .. })));
+        assert_eq!(
+            e.to_string(),
+            "the HIP runtime does not export hipStreamBeginCapture (stream capture and graphs)"
+        );
+        let e = sm().unwrap_err();
+        assert!(matches!(e, Error::SmTarget(_)));
+        assert!(
+            e.to_string()
+                .starts_with("`gfx90a` is not an SM architecture"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -812,6 +843,12 @@ pub enum Error {
     /// An in-process compiler, hipRTC or NVRTC ([`crate::compiler::rtc::RtcError`]).
     #[error(transparent)]
     Rtc(Box<crate::compiler::rtc::RtcError>),
+    /// Stream capture or a graph ([`crate::graph::GraphError`]).
+    #[error(transparent)]
+    Graph(Box<crate::graph::GraphError>),
+    /// Parsing an SM architecture name ([`crate::cuda::target::SmTargetError`]).
+    #[error(transparent)]
+    SmTarget(#[from] crate::cuda::target::SmTargetError),
 }
 
 /// `Result` with [`Error`] as its default error: inside a function returning it, `?` converts
@@ -838,6 +875,7 @@ boxed_from! {
     crate::compiler::nvcc::NvccError => Nvcc,
     crate::cuda::jit::NvJitError => NvJit,
     crate::compiler::rtc::RtcError => Rtc,
+    crate::graph::GraphError => Graph,
 }
 
 #[cfg(feature = "testing")]

@@ -168,7 +168,7 @@ use std::path::{Path, PathBuf};
 
 use fx::{build, lines, log, position, scale_code_object, Props};
 use hipjit::code_object::CodeObject;
-use hipjit::error::{LaunchError, LibraryError, LoadError};
+use hipjit::error::{HipError, LaunchError, LibraryError, LoadError};
 use hipjit::event::{Event, EventFlags};
 use hipjit::launch::LaunchConfig;
 use hipjit::library::Library;
@@ -812,6 +812,53 @@ fn event_record_on_a_stream_of_another_loaded_runtime_is_refused_before_the_call
 }
 
 #[test]
+fn launch_and_prepare_on_a_stream_of_another_loaded_runtime_say_so_before_the_call() {
+    // Both runtimes answer device 0: the device check alone would report "device 0, device 0".
+    let path_a = build("two-runtimes-launch-a", &[], Props::Hip6);
+    let path_b = build("two-runtimes-launch-b", &[], Props::Hip6);
+    let dev_a = load(&path_a).device(0).unwrap();
+    let dev_b = load(&path_b).device(0).unwrap();
+    let stream_a = Stream::new(&dev_a, StreamFlags::NON_BLOCKING).unwrap();
+    let lib_b = Library::load(&dev_b, &gfx90a()).unwrap();
+    let kernel_b = lib_b.kernel("scale").unwrap();
+    let n = 16u32;
+    let mut buf_b = DeviceBuffer::<f32>::zeroed(&dev_b, n as usize).unwrap();
+    let cfg = LaunchConfig::for_num_elems(n, 16);
+    let expect_foreign = |err: LaunchError| {
+        let LaunchError::Hip(h) = &err else {
+            panic!("not a runtime refusal: {err:?}");
+        };
+        assert_eq!(
+            (h.name(), h.call()),
+            ("hipErrorInvalidHandle", "hipModuleLaunchKernel"),
+            "{err}"
+        );
+        assert!(
+            h.message().contains("the stream belongs to the runtime")
+                && h.message().contains(&path_a.display().to_string())
+                && h.message().contains(&path_b.display().to_string()),
+            "{err}"
+        );
+    };
+    // SAFETY: refused before the call.
+    let err = unsafe { kernel_b.launch(&stream_a, cfg, &mut args![&mut buf_b, &2.0f32, &n]) }
+        .unwrap_err();
+    expect_foreign(err);
+    let err = kernel_b
+        .prepare(&stream_a, cfg, &args![&mut buf_b, &2.0f32, &n])
+        .map(|_| ())
+        .unwrap_err();
+    expect_foreign(err);
+    assert!(
+        position(&log(&path_b), "hipModuleLaunchKernel").is_none()
+            && position(&log(&path_a), "hipModuleLaunchKernel").is_none(),
+        "a runtime was handed the other's stream: {:#?} {:#?}",
+        log(&path_a),
+        log(&path_b)
+    );
+}
+
+#[test]
 fn elapsed_time_to_an_event_of_another_loaded_runtime_is_refused_before_the_call() {
     let path_a = build("two-runtimes-elapsed-a", &[], Props::Hip6);
     let path_b = build("two-runtimes-elapsed-b", &[], Props::Hip6);
@@ -825,6 +872,94 @@ fn elapsed_time_to_an_event_of_another_loaded_runtime_is_refused_before_the_call
         (err.name(), err.call()),
         ("hipErrorInvalidHandle", "hipEventElapsedTime"),
         "{err}"
+    );
+}
+
+#[test]
+fn allocation_whose_byte_size_overflows_is_refused_before_the_call() {
+    let path = build("alloc-overflow", &[], Props::Hip6);
+    let dev = load(&path).device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    // usize::MAX values overflow usize; isize::MAX / 4 + 1 values of 4 bytes do not, but exceed
+    // isize::MAX bytes. A saturated product would ask the runtime for usize::MAX bytes instead.
+    for len in [usize::MAX, isize::MAX as usize / 4 + 1] {
+        let expect = |err: HipError, call: &str| {
+            assert_eq!(
+                (err.name(), err.call()),
+                ("hipErrorOutOfMemory", call),
+                "{err}"
+            );
+            assert!(
+                err.message()
+                    .starts_with("refused by hipjit before the call")
+                    && err
+                        .message()
+                        .contains(&format!("{len} values of 4 bytes (f32)")),
+                "{err}"
+            );
+        };
+        expect(
+            DeviceBuffer::<f32>::alloc(&dev, len).unwrap_err(),
+            "hipMalloc",
+        );
+        expect(
+            DeviceBuffer::<f32>::zeroed(&dev, len).unwrap_err(),
+            "hipMalloc",
+        );
+        expect(
+            DeviceBuffer::<f32>::alloc_async(&stream, len).unwrap_err(),
+            "hipMallocAsync",
+        );
+        expect(
+            DeviceBuffer::<f32>::zeroed_async(&stream, len).unwrap_err(),
+            "hipMallocAsync",
+        );
+        expect(
+            PinnedBuffer::<f32>::zeroed(&dev, len)
+                .map(drop)
+                .unwrap_err(),
+            "hipHostMalloc",
+        );
+    }
+    let log = log(&path);
+    assert!(
+        ["hipMalloc", "hipMallocAsync", "hipHostMalloc"]
+            .iter()
+            .all(|call| position(&log, call).is_none()),
+        "{log:#?}"
+    );
+}
+
+#[test]
+fn allocation_the_host_cannot_back_is_out_of_memory_not_a_null_buffer() {
+    // 1 PiB: more than the fixture's malloc can back (above the 128 TiB user address space).
+    let path = build("alloc-oom", &[], Props::Hip6);
+    let dev = load(&path).device(0).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let len = 1usize << 50;
+    let err = DeviceBuffer::<u8>::alloc(&dev, len).unwrap_err();
+    assert_eq!(
+        (err.name(), err.call()),
+        ("hipErrorOutOfMemory", "hipMalloc"),
+        "{err}"
+    );
+    let err = DeviceBuffer::<u8>::alloc_async(&stream, len).unwrap_err();
+    assert_eq!(
+        (err.name(), err.call()),
+        ("hipErrorOutOfMemory", "hipMallocAsync"),
+        "{err}"
+    );
+    let err = PinnedBuffer::<u8>::zeroed(&dev, len).map(drop).unwrap_err();
+    assert_eq!(
+        (err.name(), err.call()),
+        ("hipErrorOutOfMemory", "hipHostMalloc"),
+        "{err}"
+    );
+    let log = log(&path);
+    assert!(
+        position(&log, &format!("hipMalloc {len} out of memory")).is_some()
+            && position(&log, &format!("hipMallocAsync {len} out of memory")).is_some(),
+        "{log:#?}"
     );
 }
 

@@ -441,7 +441,8 @@ impl Kernel {
     /// Launches the kernel on `stream` (`hipModuleLaunchKernel`), after [`Kernel::check_launch`].
     /// Returns once the launch is queued; synchronize the stream to wait for it.
     ///
-    /// Errors: a [`LaunchError`] from the checks, or the runtime's error.
+    /// Errors: a [`LaunchError`] from the checks (among them `hipErrorInvalidHandle` when
+    /// `stream` belongs to another loaded runtime), or the runtime's error.
     ///
     /// # Safety
     /// The arguments must be what the kernel's code expects (type and meaning, not only size);
@@ -458,7 +459,7 @@ impl Kernel {
         args: &mut KernelArgs<'_>,
     ) -> Result<(), LaunchError> {
         self.check_launch(&cfg, args)?;
-        self.check_stream(stream)?;
+        self.check_stream(stream, "hipModuleLaunchKernel")?;
         let d = self.inner.lib.device();
         d.bind()?;
         let rt = d.runtime();
@@ -507,7 +508,7 @@ impl Kernel {
             .hipModuleLaunchCooperativeKernel
             .ok_or(LaunchError::NoCooperativeLaunch)?;
         self.check_launch(&cfg, args)?;
-        self.check_stream(stream)?;
+        self.check_stream(stream, "hipModuleLaunchCooperativeKernel")?;
         let threads = u32::try_from(cfg.block.product()).unwrap_or(u32::MAX);
         // Without the occupancy entry point the runtime's own check
         // (hipErrorCooperativeLaunchTooLarge) is the only one; a failing query is an error.
@@ -548,7 +549,15 @@ impl Kernel {
         Ok(())
     }
 
-    fn check_stream(&self, stream: &impl AsStream) -> Result<(), LaunchError> {
+    /// Refuses a stream of another loaded runtime (`hipErrorInvalidHandle` naming `call` and
+    /// both runtimes, as the memory and event entry points do), then a stream of another device
+    /// of this runtime ([`LaunchError::WrongDevice`]). The runtime is checked first: ordinals of
+    /// two runtimes are not comparable.
+    fn check_stream(&self, stream: &impl AsStream, call: &'static str) -> Result<(), LaunchError> {
+        self.inner
+            .lib
+            .device()
+            .check_same_runtime(stream.device(), "stream", call)?;
         if stream.device().same_as(self.inner.lib.device()) {
             Ok(())
         } else {

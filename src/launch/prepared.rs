@@ -64,7 +64,8 @@ impl Kernel {
     /// [`PreparedLaunch::launch`] then skips those checks. `args` gives the argument sizes; its
     /// values are not kept.
     ///
-    /// Errors: the [`LaunchError`] of [`Kernel::check_launch`], or
+    /// Errors: the [`LaunchError`] of [`Kernel::check_launch`], [`LaunchError::Hip`] with
+    /// `hipErrorInvalidHandle` when `stream` belongs to another loaded runtime, or
     /// [`LaunchError::WrongDevice`].
     pub fn prepare<'s>(
         &self,
@@ -73,7 +74,7 @@ impl Kernel {
         args: &KernelArgs<'_>,
     ) -> Result<PreparedLaunch<'s>, LaunchError> {
         self.check_launch(&cfg, args)?;
-        self.check_stream(stream)?;
+        self.check_stream(stream, "hipModuleLaunchKernel")?;
         let device = self.inner.lib.device().clone();
         let launch = device.runtime().api().hipModuleLaunchKernel;
         let written = self.info().map_or(0, |info| {

@@ -10,7 +10,7 @@ use hip_sys as sys;
 use parking_lot::Mutex;
 
 use super::view::{range_of, DeviceMemory, DeviceSlice, DeviceSliceMut};
-use super::{size_of_n, DeviceCopy};
+use super::{alloc_bytes, size_of_n, DeviceCopy};
 use crate::device::Device;
 use crate::error::HipError;
 use crate::event::{Event, EventFlags};
@@ -83,15 +83,17 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// whole device: prefer [`DeviceBuffer::alloc_async`] for buffers made and dropped while
     /// kernels run.
     ///
-    /// Errors: the runtime's error (`hipErrorOutOfMemory`...).
+    /// Errors: `hipErrorOutOfMemory` before the call when `len` values of `T` exceed
+    /// `isize::MAX` bytes (checked by hipjit), or the runtime's error (`hipErrorOutOfMemory`...).
     pub fn alloc(device: &Device, len: usize) -> Result<DeviceBuffer<T>, HipError> {
+        let bytes = alloc_bytes::<T>(len, "hipMalloc")?;
         crate::graph::check_not_capturing(device, None, "hipMalloc")?;
         device.bind()?;
         let rt = device.runtime();
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: valid out pointer.
         rt.check(
-            unsafe { (rt.api().hipMalloc)(&mut ptr as *mut *mut c_void as _, size_of_n::<T>(len)) },
+            unsafe { (rt.api().hipMalloc)(&mut ptr as *mut *mut c_void as _, bytes) },
             "hipMalloc",
         )?;
         Ok(Self::new(device, ptr, len, Free::Device))
@@ -108,9 +110,11 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// exporting only the classic entry points) this is [`DeviceBuffer::alloc`]: `hipMalloc`,
     /// and `hipFree` (waiting for the device) on drop.
     ///
-    /// Errors: `hipErrorInvalidHandle` when `stream` belongs to another loaded runtime (checked
-    /// by hipjit), or the runtime's error.
+    /// Errors: `hipErrorOutOfMemory` when `len` values of `T` exceed `isize::MAX` bytes, or
+    /// `hipErrorInvalidHandle` when `stream` belongs to another loaded runtime (both checked by
+    /// hipjit), or the runtime's error.
     pub fn alloc_async(stream: &impl AsStream, len: usize) -> Result<DeviceBuffer<T>, HipError> {
+        let bytes = alloc_bytes::<T>(len, "hipMallocAsync")?;
         let device = stream.device();
         let rt = device.runtime();
         let (Some(malloc), Some(_)) = (rt.api().hipMallocAsync, rt.api().hipFreeAsync) else {
@@ -120,13 +124,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: valid out pointer, live stream of this runtime.
         rt.check(
-            unsafe {
-                malloc(
-                    &mut ptr as *mut *mut c_void as _,
-                    size_of_n::<T>(len),
-                    stream.as_raw(),
-                )
-            },
+            unsafe { malloc(&mut ptr as *mut *mut c_void as _, bytes, stream.as_raw()) },
             "hipMallocAsync",
         )?;
         Ok(Self::new(device, ptr, len, Free::Stream(stream.handle())))
@@ -135,7 +133,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Allocates `len` values set to zero bytes (`hipMalloc`, then [`DeviceBuffer::memset`]):
     /// complete when it returns, ready for work on any stream.
     ///
-    /// Errors: the runtime's error.
+    /// Errors: as [`DeviceBuffer::alloc`].
     pub fn zeroed(device: &Device, len: usize) -> Result<DeviceBuffer<T>, HipError> {
         let mut b = Self::alloc(device, len)?;
         b.memset(0)?;

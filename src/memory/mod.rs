@@ -89,8 +89,33 @@ unsafe impl DeviceCopy for half::bf16 {}
 // SAFETY: an array of valid-for-any-bits values is valid for any bits.
 unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
 
+/// The bytes of `n` values of `T`, for memory that exists: its allocation was sized by
+/// [`alloc_bytes`], so the product does not overflow.
 fn size_of_n<T>(n: usize) -> usize {
     n.saturating_mul(std::mem::size_of::<T>())
+}
+
+/// The bytes of an allocation of `len` values of `T` made by `call`, refused before the call
+/// when they overflow `usize` or exceed `isize::MAX` (no Rust slice or `Vec` of the values could
+/// exist): a saturated size would ask the runtime for another size than `len` values.
+///
+/// Errors: `hipErrorOutOfMemory` naming `call`, `len`, the element size and type.
+fn alloc_bytes<T>(len: usize, call: &'static str) -> Result<usize, crate::error::HipError> {
+    let size = std::mem::size_of::<T>();
+    len.checked_mul(size)
+        .filter(|&bytes| isize::try_from(bytes).is_ok())
+        .ok_or_else(|| {
+            crate::error::HipError::new(
+                2,
+                call,
+                None,
+                format!(
+                    "refused by hipjit before the call: {len} values of {size} bytes ({}) \
+                     exceed isize::MAX bytes",
+                    std::any::type_name::<T>()
+                ),
+            )
+        })
 }
 
 /// Waits for `stream` after work that uses borrowed host memory was queued on it; when that

@@ -7,7 +7,7 @@ use hip_sys as sys;
 
 use super::buffer::check_len;
 use super::view::queue_copy;
-use super::{size_of_n, DeviceCopy, DeviceMemory, DeviceMemoryMut};
+use super::{alloc_bytes, size_of_n, DeviceCopy, DeviceMemory, DeviceMemoryMut};
 use crate::device::Device;
 use crate::error::HipError;
 use crate::stream::AsStream;
@@ -32,9 +32,10 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
     /// buffer of 0 bytes allocates nothing (as `hipHostMalloc` of 0 bytes in HIP) and calls no
     /// runtime entry point.
     ///
-    /// Errors: the runtime's error.
+    /// Errors: `hipErrorOutOfMemory` before the call when `len` values of `T` exceed
+    /// `isize::MAX` bytes (checked by hipjit), or the runtime's error.
     pub fn zeroed(device: &Device, len: usize) -> Result<PinnedBuffer<T>, HipError> {
-        let bytes = size_of_n::<T>(len);
+        let bytes = alloc_bytes::<T>(len, "hipHostMalloc")?;
         if bytes == 0 {
             // Drop frees nothing for 0 bytes, so nothing may be allocated for them either (a
             // runtime that answers 0 bytes with a non-null pointer would otherwise leak it).
