@@ -1292,6 +1292,38 @@ fn compile_sm_90_misses_then_hits_the_disk_cache() {
 }
 
 #[test]
+fn compile_sm_90_refuses_a_host_compiler_include_in_every_spelling() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(
+        dir.path(),
+        "e.hip",
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(int* o){ o[0]=EV; }\n",
+    );
+    let header = write(dir.path(), "e.h", "#define EV 1\n");
+    let h = path_str(&header);
+    let out = dir.path().join("n.cubin");
+    let joined = format!("-include,{h}");
+    let glued = format!("-Xcompiler=-include{h}");
+    let spellings: [&[&str]; 3] = [
+        &["-Xcompiler", &joined],
+        &[&glued],
+        &["--compiler-options", &joined],
+    ];
+    for extra in spellings {
+        let mut args = vec!["compile", "--arch", "sm_90", path_str(&src), "-o"];
+        args.push(path_str(&out));
+        args.push("--");
+        args.extend_from_slice(extra);
+        let o = hipjit_nv(&dir.path().join("cache"), &pypi_nvcc(), &args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains("-include"), "{err}");
+        assert!(err.contains("nvcc"), "{err}");
+        assert!(!out.exists(), "{extra:?} wrote a cubin");
+    }
+}
+
+#[test]
 fn compile_sm_90_json_lists_saxpy_parameters_and_no_registers() {
     let cache = tempfile::tempdir().unwrap();
     let o = hipjit_nv(
