@@ -313,6 +313,44 @@ fn compile_error_json_carries_the_diagnostic_with_its_line() {
 }
 
 #[test]
+fn compile_error_json_gives_a_non_utf8_header_path_as_text_and_hex() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let inc = dir.path().join(std::ffi::OsStr::from_bytes(b"i\xff"));
+    std::fs::create_dir(&inc).unwrap();
+    std::fs::write(inc.join("v.h"), "#define X\nint v = nope;\n").unwrap();
+    let src = write(
+        dir.path(),
+        "k.hip",
+        "#include <hip/hip_runtime.h>\n#include \"v.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = 1; }\n",
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["compile", "--json", "--arch", "gfx90a", "-I"])
+        .arg(&inc)
+        .arg(&src)
+        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+        .output()
+        .expect("the hipjit binary runs");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v = json(&o);
+    let d = &v["results"][0]["diagnostics"][0];
+    let hex: String = inc
+        .join("v.h")
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(d["file"]["hex"], hex, "{d:#}");
+    assert_eq!(
+        d["file"]["text"],
+        inc.join("v.h").to_string_lossy().as_ref(),
+        "{d:#}"
+    );
+    assert_eq!(d["included_from"][0]["file"], path_str(&src), "{d:#}");
+}
+
+#[test]
 fn compile_for_a_processor_the_compiler_does_not_know_exits_1_naming_it() {
     // gfx9999 is well-formed as a target ID but no compiler knows it.
     let o = hipjit(&["compile", "--arch", "gfx9999", path_str(&saxpy())]);
