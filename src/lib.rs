@@ -44,12 +44,13 @@
 //!
 //! let n = 1 << 16;
 //! let x = DeviceBuffer::from_slice(&device, &vec![1.0f32; n])?;
-//! let y = DeviceBuffer::from_slice(&device, &vec![2.0f32; n])?;
+//! let mut y = DeviceBuffer::from_slice(&device, &vec![2.0f32; n])?;
 //! let stream = Stream::new(&device, StreamFlags::NON_BLOCKING)?;
 //! let cfg = LaunchConfig::for_num_elems(n as u32, 256);
 //! // SAFETY: saxpy(float, const float*, float*, unsigned) takes exactly these arguments; hipjit
 //! // also checks their count and sizes against the code object's metadata before the launch.
-//! unsafe { saxpy.launch(&stream, cfg, &mut args![&3.0f32, &x, &y, &(n as u32)])? };
+//! // `y` is written by the kernel, so it is passed `&mut` ([`launch`]'s rule); `x` is only read.
+//! unsafe { saxpy.launch(&stream, cfg, &mut args![&3.0f32, &x, &mut y, &(n as u32)])? };
 //! stream.synchronize()?;
 //! assert!(y.to_vec()?.iter().all(|&v| v == 5.0));
 //! # Ok(())

@@ -211,11 +211,26 @@ impl RowSoftmax {
 
     /// Queues the softmax of `rows` rows of `x` into `y` on `stream` (one block per row).
     /// Returns once queued; `y` is ready when the stream has passed the launch.
+    ///
+    /// The kernel writes `y`, so it is borrowed `&mut` (hipjit's launch rule); a shared borrow
+    /// does not compile:
+    ///
+    /// ```compile_fail,E0308
+    /// # use hipjit::memory::DeviceBuffer;
+    /// fn run(
+    ///     softmax: &hipjit_softmax::RowSoftmax,
+    ///     stream: &hipjit::stream::Stream,
+    ///     x: &DeviceBuffer<f32>,
+    ///     y: &DeviceBuffer<f32>,
+    /// ) {
+    ///     let _ = softmax.forward(stream, x, y, 1);
+    /// }
+    /// ```
     pub fn forward(
         &self,
         stream: &impl AsStream,
         x: &DeviceBuffer<f32>,
-        y: &DeviceBuffer<f32>,
+        y: &mut DeviceBuffer<f32>,
         rows: u32,
     ) -> Result<(), SoftmaxError> {
         let needed = u64::from(rows) * u64::from(self.cols);
@@ -240,7 +255,7 @@ impl RowSoftmax {
         // caller synchronizes before reading or dropping them.
         unsafe {
             self.kernel
-                .launch(stream, cfg, &mut hipjit::args![x, y, &rows])?;
+                .launch(stream, cfg, &mut hipjit::args![x, &mut *y, &rows])?;
         }
         Ok(())
     }

@@ -99,9 +99,9 @@ fn run(testing: bool) -> Result<bool, Box<dyn std::error::Error>> {
             .map(|i| ((i as u64).wrapping_mul(2_654_435_761) % 2001) as f32 / 100.0 - 10.0)
             .collect();
         let x = DeviceBuffer::from_slice(&device, &host)?;
-        let y = DeviceBuffer::<f32>::zeroed(&device, n)?;
+        let mut y = DeviceBuffer::<f32>::zeroed(&device, n)?;
         start.record(&stream)?;
-        softmax.forward(&stream, &x, &y, rows)?;
+        softmax.forward(&stream, &x, &mut y, rows)?;
         end.record(&stream)?;
         stream.synchronize()?;
         let ms = start.elapsed_ms(&end)?;

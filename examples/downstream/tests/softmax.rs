@@ -27,9 +27,9 @@ fn rows_are_softmaxed_on_a_stream_and_read_back() {
     let n = (rows * cols) as usize;
     let host: Vec<f32> = (0..n).map(|i| (i % 37) as f32 * 0.25 - 3.0).collect();
     let x = DeviceBuffer::from_slice(device, &host).unwrap();
-    let y = DeviceBuffer::<f32>::zeroed(device, n).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeroed(device, n).unwrap();
     let stream = Stream::new(device, StreamFlags::NON_BLOCKING).unwrap();
-    softmax.forward(&stream, &x, &y, rows).unwrap();
+    softmax.forward(&stream, &x, &mut y, rows).unwrap();
     stream.synchronize().unwrap();
     let got = y.to_vec().unwrap();
     assert!(max_abs_diff(&got, &reference(&host, cols as usize)) <= 1e-6);
@@ -69,9 +69,9 @@ fn the_source_is_specialised_and_bad_shapes_are_refused() {
     ));
     let softmax = RowSoftmax::new(test.device(), &compiler, 8).unwrap();
     let x = DeviceBuffer::<f32>::zeroed(test.device(), 16).unwrap();
-    let y = DeviceBuffer::<f32>::zeroed(test.device(), 16).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeroed(test.device(), 16).unwrap();
     let stream = Stream::new(test.device(), StreamFlags::empty()).unwrap();
-    let err = softmax.forward(&stream, &x, &y, 3).unwrap_err();
+    let err = softmax.forward(&stream, &x, &mut y, 3).unwrap_err();
     assert_eq!(
         err.to_string(),
         "3 rows of 8 floats need 24 elements, a buffer has 16"
