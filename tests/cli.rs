@@ -313,6 +313,44 @@ fn compile_error_json_carries_the_diagnostic_with_its_line() {
 }
 
 #[test]
+fn compile_error_json_gives_a_non_utf8_header_path_as_text_and_hex() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let inc = dir.path().join(std::ffi::OsStr::from_bytes(b"i\xff"));
+    std::fs::create_dir(&inc).unwrap();
+    std::fs::write(inc.join("v.h"), "#define X\nint v = nope;\n").unwrap();
+    let src = write(
+        dir.path(),
+        "k.hip",
+        "#include <hip/hip_runtime.h>\n#include \"v.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = 1; }\n",
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["compile", "--json", "--arch", "gfx90a", "-I"])
+        .arg(&inc)
+        .arg(&src)
+        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+        .output()
+        .expect("the hipjit binary runs");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v = json(&o);
+    let d = &v["results"][0]["diagnostics"][0];
+    let hex: String = inc
+        .join("v.h")
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(d["file"]["hex"], hex, "{d:#}");
+    assert_eq!(
+        d["file"]["text"],
+        inc.join("v.h").to_string_lossy().as_ref(),
+        "{d:#}"
+    );
+    assert_eq!(d["included_from"][0]["file"], path_str(&src), "{d:#}");
+}
+
+#[test]
 fn compile_for_a_processor_the_compiler_does_not_know_exits_1_naming_it() {
     // gfx9999 is well-formed as a target ID but no compiler knows it.
     let o = hipjit(&["compile", "--arch", "gfx9999", path_str(&saxpy())]);
@@ -1386,6 +1424,38 @@ fn compile_sm_90_misses_then_hits_the_disk_cache() {
     assert_eq!(b["results"][0]["cache"], "disk", "{b:#}");
     assert_eq!(b["results"][0]["hit"], true);
     assert_eq!(b["results"][0]["key"], r["key"]);
+}
+
+#[test]
+fn compile_sm_90_refuses_a_host_compiler_include_in_every_spelling() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(
+        dir.path(),
+        "e.hip",
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(int* o){ o[0]=EV; }\n",
+    );
+    let header = write(dir.path(), "e.h", "#define EV 1\n");
+    let h = path_str(&header);
+    let out = dir.path().join("n.cubin");
+    let joined = format!("-include,{h}");
+    let glued = format!("-Xcompiler=-include{h}");
+    let spellings: [&[&str]; 3] = [
+        &["-Xcompiler", &joined],
+        &[&glued],
+        &["--compiler-options", &joined],
+    ];
+    for extra in spellings {
+        let mut args = vec!["compile", "--arch", "sm_90", path_str(&src), "-o"];
+        args.push(path_str(&out));
+        args.push("--");
+        args.extend_from_slice(extra);
+        let o = hipjit_nv(&dir.path().join("cache"), &pypi_nvcc(), &args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains("-include"), "{err}");
+        assert!(err.contains("nvcc"), "{err}");
+        assert!(!out.exists(), "{extra:?} wrote a cubin");
+    }
 }
 
 #[test]

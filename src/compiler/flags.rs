@@ -18,8 +18,11 @@
 //! - flags of the other platform's compiler (a CUDA flag for hipcc, an AMDGPU one for nvcc).
 //!
 //! `-Xclang X` (and `-Xclang=X`) is judged by `X` with the same rules plus cc1's own
-//! (`-load`, `-plugin`, `-dependency-file`, `-mlink-bitcode-file`...). A flag with a newline or
-//! a NUL byte is refused.
+//! (`-load`, `-plugin`, `-dependency-file`, `-mlink-bitcode-file`...). nvcc's `-Xcompiler A,B`
+//! (and `-Xcompiler=`, `--compiler-options`) is judged word by word: a host-compiler word that
+//! reads files or adds an include directory (`-include`, `-imacros`, `-I`, `-isystem`, `@file`,
+//! `--sysroot`, `-B`, `-specs`...) is refused as `-Xcompiler WORD`. A flag with a newline or a
+//! NUL byte is refused.
 
 use std::fmt;
 
@@ -315,6 +318,8 @@ const NVCC_EXACT: &[(&str, RejectedBecause)] = &[
 /// (prefix, reason) pairs, for nvcc; the first match decides.
 const NVCC_PREFIX: &[(&str, RejectedBecause)] = &[
     ("@", ReadsUnkeyedFiles),
+    ("-optf", ReadsUnkeyedFiles),
+    ("--options-file", ReadsUnkeyedFiles),
     ("-o", OutputPath),
     ("--output-file", OutputPath),
     ("-odir", OutputPath),
@@ -347,8 +352,6 @@ const NVCC_PREFIX: &[(&str, RejectedBecause)] = &[
     ("--x", Language),
     ("-include", ReadsUnkeyedFiles),
     ("--pre-include", ReadsUnkeyedFiles),
-    ("-optf", ReadsUnkeyedFiles),
-    ("--options-file", ReadsUnkeyedFiles),
     ("-ccbin", ReadsUnkeyedFiles),
     ("--compiler-bindir", ReadsUnkeyedFiles),
     ("--use-local-env", ReadsUnkeyedFiles),
@@ -397,6 +400,59 @@ const CC1_PREFIX: &[(&str, RejectedBecause)] = &[
     ("-target-cpu", TargetList),
     ("-aux-triple", TargetList),
 ];
+
+/// nvcc's options whose value is a comma-separated list of words for the host compiler.
+const HOST_OPTIONS: &[&str] = &["-Xcompiler", "--compiler-options"];
+
+/// Host-compiler (gcc, clang) options that read files the cache key does not see or add an
+/// include directory, refused in `-Xcompiler`'s words. The host compiler does not compile
+/// device code, but it preprocesses the source, so what it includes reaches the cubin.
+const HOST_PREFIX: &[(&str, RejectedBecause)] = &[
+    ("@", ReadsUnkeyedFiles),
+    ("-B", ReadsUnkeyedFiles),
+    ("-include", ReadsUnkeyedFiles),
+    ("--include", ReadsUnkeyedFiles),
+    ("-imacros", ReadsUnkeyedFiles),
+    ("--imacros", ReadsUnkeyedFiles),
+    ("--sysroot", ReadsUnkeyedFiles),
+    ("-isysroot", ReadsUnkeyedFiles),
+    ("-specs", ReadsUnkeyedFiles),
+    ("--specs", ReadsUnkeyedFiles),
+    ("-fplugin", ReadsUnkeyedFiles),
+    ("-fpass-plugin", ReadsUnkeyedFiles),
+    ("-fprofile-use", ReadsUnkeyedFiles),
+    ("-fprofile-instr-use", ReadsUnkeyedFiles),
+    ("-fprofile-sample-use", ReadsUnkeyedFiles),
+    ("-fauto-profile", ReadsUnkeyedFiles),
+    ("--config", ReadsUnkeyedFiles),
+    ("-Wp,", ReadsUnkeyedFiles),
+    ("-Xpreprocessor", ReadsUnkeyedFiles),
+    ("-Xclang", ReadsUnkeyedFiles),
+    ("-ivfsoverlay", ReadsUnkeyedFiles),
+    ("-fmodule-file", ReadsUnkeyedFiles),
+    ("-fmodule-map-file", ReadsUnkeyedFiles),
+    ("-isystem", IncludeDirectory),
+    ("-cxx-isystem", IncludeDirectory),
+    ("-iquote", IncludeDirectory),
+    ("-idirafter", IncludeDirectory),
+    ("-iprefix", IncludeDirectory),
+    ("-iwithprefix", IncludeDirectory),
+    ("-I", IncludeDirectory),
+    ("-F", IncludeDirectory),
+    ("--include-directory", IncludeDirectory),
+    ("-o", OutputPath),
+    ("-M", DependencyOutput),
+];
+
+/// The first word of an `-Xcompiler` value (comma-separated) that the host compiler must not
+/// get, with the reason. A word that takes its value as the next word (`-include,f.h`) is
+/// refused by its own name.
+fn host_compiler_rejection(value: &str) -> Option<(&str, RejectedBecause)> {
+    value
+        .split(',')
+        .map(str::trim)
+        .find_map(|w| rule(w, &[], HOST_PREFIX).map(|b| (w, b)))
+}
 
 fn rule(
     flag: &str,
@@ -494,13 +550,40 @@ impl BackendKind {
                     }
                 }
                 _ => {
+                    // The host compiler's words: `-Xcompiler A,B`, `-Xcompiler=A,B`,
+                    // `--compiler-options A,B`, `--compiler-options=A,B`.
+                    let host = HOST_OPTIONS.iter().find_map(|o| {
+                        if flag == o {
+                            Some((*o, None))
+                        } else {
+                            let v = flag.strip_prefix(o)?.strip_prefix('=')?;
+                            Some((*o, Some(v)))
+                        }
+                    });
+                    let host = match host {
+                        Some((o, Some(v))) => Some((o, v)),
+                        Some((o, None)) => {
+                            let v = it.next().ok_or_else(|| OptionsError::DanglingFlag {
+                                flag: flag.clone(),
+                                backend: self,
+                            })?;
+                            Some((o, v.as_str()))
+                        }
+                        None => None,
+                    };
+                    if let Some((option, value)) = host {
+                        if value.contains(['\n', '\r', '\0']) {
+                            return Err(reject(value, ControlCharacter));
+                        }
+                        if let Some((word, b)) = host_compiler_rejection(value) {
+                            return Err(reject(&format!("{option} {word}"), b));
+                        }
+                        continue;
+                    }
                     if let Some(b) = rule(flag, NVCC_EXACT, NVCC_PREFIX) {
                         return Err(reject(flag, b));
                     }
-                    if matches!(
-                        flag.as_str(),
-                        "-Xptxas" | "--ptxas-options" | "-Xcompiler" | "--compiler-options"
-                    ) {
+                    if matches!(flag.as_str(), "-Xptxas" | "--ptxas-options") {
                         let v = it.next().ok_or_else(|| OptionsError::DanglingFlag {
                             flag: flag.clone(),
                             backend: self,
@@ -584,5 +667,68 @@ mod tests {
             BackendKind::Hipcc.check_extra_flags(&dangling),
             Err(OptionsError::DanglingFlag { .. })
         ));
+    }
+
+    fn nvcc(flags: &[&str]) -> Result<(), OptionsError> {
+        let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+        BackendKind::Nvcc.check_extra_flags(&flags)
+    }
+
+    fn refused(r: Result<(), OptionsError>) -> (String, RejectedBecause) {
+        match r {
+            Err(OptionsError::RejectedFlag {
+                flag,
+                backend: BackendKind::Nvcc,
+                because,
+            }) => (flag, because),
+            other => panic!("not refused for nvcc: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn xcompiler_words_that_read_files_are_refused_in_every_spelling() {
+        for flags in [
+            &["-Xcompiler", "-include,/tmp/e.h"][..],
+            &["-Xcompiler", "-Wall,-include,/tmp/e.h"],
+            &["-Xcompiler=-include/tmp/e.h"],
+            &["--compiler-options", "-include,/tmp/e.h"],
+            &["--compiler-options=-include,/tmp/e.h"],
+        ] {
+            let (flag, because) = refused(nvcc(flags));
+            assert!(
+                flag.ends_with(" -include") || flag.ends_with(" -include/tmp/e.h"),
+                "{flag}"
+            );
+            assert!(flag.starts_with("-Xcompiler") || flag.starts_with("--compiler-options"));
+            assert_eq!(because, ReadsUnkeyedFiles, "{flags:?}");
+        }
+        for (word, because) in [
+            ("-imacros,m.h", ReadsUnkeyedFiles),
+            ("@opts", ReadsUnkeyedFiles),
+            ("--sysroot=/x", ReadsUnkeyedFiles),
+            ("-B/x", ReadsUnkeyedFiles),
+            ("-specs=x", ReadsUnkeyedFiles),
+            ("-Wp,-include,x", ReadsUnkeyedFiles),
+            ("-I/x", IncludeDirectory),
+            ("-isystem,/x", IncludeDirectory),
+            ("-iquote,/x", IncludeDirectory),
+            ("-idirafter,/x", IncludeDirectory),
+        ] {
+            assert_eq!(refused(nvcc(&["-Xcompiler", word])).1, because, "{word}");
+        }
+        assert_eq!(nvcc(&["-Xcompiler", "-Wall,-fno-strict-aliasing"]), Ok(()));
+        assert_eq!(nvcc(&["-Xcompiler=-Wall"]), Ok(()));
+        assert_eq!(nvcc(&["-Xptxas", "-v"]), Ok(()));
+        assert!(matches!(
+            nvcc(&["-Xcompiler"]),
+            Err(OptionsError::DanglingFlag { .. })
+        ));
+    }
+
+    #[test]
+    fn nvcc_options_file_reads_files() {
+        for flags in [&["-optf", "x"][..], &["-optf=x"], &["--options-file", "x"]] {
+            assert_eq!(refused(nvcc(flags)).1, ReadsUnkeyedFiles, "{flags:?}");
+        }
     }
 }

@@ -700,7 +700,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let failed = results.iter().filter(|o| o.result.is_err()).count();
     let id = jit.compiler().identity();
     if args.json {
-        let list: Vec<serde_json::Value> = results.iter().map(outcome_json).collect();
+        let list: Vec<serde_json::Value> = results
+            .iter()
+            .map(|o| outcome_json(o, &args.include_dirs))
+            .collect();
         output::print_json(serde_json::json!({
             "platform": "amd",
             "compiler": { "path": output::path_json(&id.path), "version": id.version_summary() },
@@ -756,12 +759,22 @@ fn print_compiled(file: &Path, c: &Compiled, written: &[PathBuf]) {
     }
 }
 
-fn outcome_json(o: &Outcome) -> serde_json::Value {
+/// The paths a diagnostic of `o` may name: the input, its directory and the include
+/// directories.
+fn diagnostic_paths<'a>(o: &'a Outcome, include_dirs: &'a [PathBuf]) -> Vec<&'a Path> {
+    let mut paths = vec![o.file.as_path()];
+    paths.extend(o.file.parent().filter(|d| !d.as_os_str().is_empty()));
+    paths.extend(include_dirs.iter().map(PathBuf::as_path));
+    paths
+}
+
+fn outcome_json(o: &Outcome, include_dirs: &[PathBuf]) -> serde_json::Value {
+    let diagnostics = output::diagnostics_json(&o.diagnostics, &diagnostic_paths(o, include_dirs));
     match &o.result {
         Ok((c, written)) => serde_json::json!({
             "file": output::path_json(&o.file),
             "ok": true,
-            "diagnostics": o.diagnostics,
+            "diagnostics": diagnostics,
             "cache": match c.origin() { Origin::Memory => "memory", Origin::Disk => "disk", Origin::Compiler => "miss" },
             "hit": c.is_hit(),
             "time_ms": c.elapsed().as_secs_f64() * 1000.0,
@@ -779,7 +792,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
             "file": output::path_json(&o.file),
             "ok": false,
             "error": e,
-            "diagnostics": o.diagnostics,
+            "diagnostics": diagnostics,
         }),
     }
 }

@@ -287,7 +287,7 @@ pub fn run(args: &Args, sms: &[SmTarget], outs: &[Vec<PathBuf>]) -> Result<(), C
             "std": jit.nvcc().std().to_string(),
             "extra_flags": extra,
             "cache_roots": roots.map(output::paths_json),
-            "results": results.iter().map(outcome_json).collect::<Vec<_>>(),
+            "results": results.iter().map(|o| outcome_json(o, &args.include_dirs)).collect::<Vec<_>>(),
             "failed": failed,
         }))?;
     } else {
@@ -336,14 +336,24 @@ fn print_built(file: &Path, built: &[Built], written: &[PathBuf]) {
     }
 }
 
-fn outcome_json(o: &Outcome) -> serde_json::Value {
+/// The paths a diagnostic of `o` may name: the input, its directory and the include
+/// directories.
+fn diagnostic_paths<'a>(o: &'a Outcome, include_dirs: &'a [PathBuf]) -> Vec<&'a Path> {
+    let mut paths = vec![o.file.as_path()];
+    paths.extend(o.file.parent().filter(|d| !d.as_os_str().is_empty()));
+    paths.extend(include_dirs.iter().map(PathBuf::as_path));
+    paths
+}
+
+fn outcome_json(o: &Outcome, include_dirs: &[PathBuf]) -> serde_json::Value {
+    let diagnostics = output::diagnostics_json(&o.diagnostics, &diagnostic_paths(o, include_dirs));
     match &o.result {
         Ok((built, written)) => {
             let first = &built[0];
             serde_json::json!({
                 "file": output::path_json(&o.file),
                 "ok": true,
-                "diagnostics": o.diagnostics,
+                "diagnostics": diagnostics,
                 "cache": cache_name(first.origin),
                 "hit": built.iter().all(|b| b.origin != NvOrigin::Compiled),
                 "time_ms": built.iter().map(|b| b.elapsed.as_secs_f64() * 1000.0).sum::<f64>(),
@@ -364,7 +374,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
             "file": output::path_json(&o.file),
             "ok": false,
             "error": e,
-            "diagnostics": o.diagnostics,
+            "diagnostics": diagnostics,
         }),
     }
 }

@@ -72,6 +72,72 @@ pub fn path_json(p: impl AsRef<std::path::Path>) -> serde_json::Value {
     }
 }
 
+/// A compiler's diagnostics in JSON, each file they name (`file`, `notes[].file`,
+/// `included_from[].file`) as [`path_json`]. A diagnostic holds its file names as text, with
+/// bytes that are not UTF-8 replaced; a name that is such text of one of `paths` (the input,
+/// the include directories), or of a file under one of them, is given as that path, so its
+/// exact bytes come out as `hex`.
+pub fn diagnostics_json(
+    diags: &[hipjit::compiler::diagnostics::Diagnostic],
+    paths: &[&std::path::Path],
+) -> serde_json::Value {
+    let mut v = serde_json::to_value(diags).unwrap_or(serde_json::Value::Null);
+    if let serde_json::Value::Array(list) = &mut v {
+        for d in list {
+            diagnostic_paths(d, paths);
+        }
+    }
+    v
+}
+
+/// Replaces the file names of one diagnostic's JSON (its notes' too) with [`path_json`]s.
+fn diagnostic_paths(d: &mut serde_json::Value, paths: &[&std::path::Path]) {
+    let Some(d) = d.as_object_mut() else {
+        return;
+    };
+    if let Some(f) = d.get_mut("file") {
+        user_path(f, paths);
+    }
+    if let Some(serde_json::Value::Array(chain)) = d.get_mut("included_from") {
+        for i in chain {
+            if let Some(f) = i.get_mut("file") {
+                user_path(f, paths);
+            }
+        }
+    }
+    if let Some(serde_json::Value::Array(notes)) = d.get_mut("notes") {
+        for n in notes {
+            diagnostic_paths(n, paths);
+        }
+    }
+}
+
+/// `f`, a file name as text (or null), as [`path_json`] of the path of `paths` it names, or of
+/// the file under the longest one it names; otherwise as the text.
+fn user_path(f: &mut serde_json::Value, paths: &[&std::path::Path]) {
+    let Some(text) = f.as_str() else {
+        return;
+    };
+    let mut best: Option<(usize, std::path::PathBuf)> = None;
+    for p in paths {
+        let lossy = p.to_string_lossy();
+        let found = if text == lossy {
+            Some(p.to_path_buf())
+        } else {
+            text.strip_prefix(&*lossy)
+                .and_then(|r| r.strip_prefix('/'))
+                .filter(|r| !r.is_empty())
+                .map(|r| p.join(r))
+        };
+        if let Some(found) = found {
+            if best.as_ref().is_none_or(|(len, _)| lossy.len() > *len) {
+                best = Some((lossy.len(), found));
+            }
+        }
+    }
+    *f = path_json(best.map_or_else(|| std::path::PathBuf::from(text), |(_, p)| p));
+}
+
 /// A list of paths in JSON, each as [`path_json`].
 pub fn paths_json<P: AsRef<std::path::Path>>(ps: impl IntoIterator<Item = P>) -> serde_json::Value {
     ps.into_iter().map(path_json).collect::<Vec<_>>().into()
@@ -240,6 +306,39 @@ pub fn demangled(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_diagnostic_under_a_non_utf8_include_dir_names_its_bytes() {
+        use hipjit::compiler::diagnostics::{Diagnostic, IncludedFrom, Severity};
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::path::Path::new(std::ffi::OsStr::from_bytes(b"i\xff"));
+        let src = std::path::Path::new("k.hip");
+        let mut d = Diagnostic::new(
+            Severity::Error,
+            Some("i\u{fffd}/v.h".into()),
+            Some(1),
+            Some(2),
+            "x",
+        );
+        d.included_from.push(IncludedFrom {
+            file: "k.hip".into(),
+            line: 1,
+        });
+        d.notes.push(Diagnostic::new(
+            Severity::Note,
+            Some("i\u{fffd}/w.h".into()),
+            None,
+            None,
+            "y",
+        ));
+        let v = diagnostics_json(&[d], &[src, dir]);
+        assert_eq!(
+            v[0]["file"],
+            serde_json::json!({"text": "i\u{fffd}/v.h", "hex": "69ff2f762e68"})
+        );
+        assert_eq!(v[0]["included_from"][0]["file"], "k.hip");
+        assert_eq!(v[0]["notes"][0]["file"]["hex"], "69ff2f772e68");
+    }
 
     #[test]
     fn a_non_utf8_path_is_text_and_hex() {
