@@ -26,8 +26,7 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
-use super::rtc::{self, Api, RtcError, RtcInput, RtcOutput, Symbols};
-use crate::runtime::loader;
+use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
 use crate::target_id::TargetId;
 
 /// The variable naming the hipRTC library explicitly.
@@ -59,16 +58,14 @@ static HIPRTC_LOCK: Mutex<()> = Mutex::new(());
 /// A loaded hipRTC library. Opening the same file twice gives the same library (the dynamic
 /// loader shares it); it is never unloaded.
 pub struct HipRtc {
-    path: PathBuf,
-    found: String,
-    api: Api,
+    lib: rtc::Loaded,
 }
 
 impl std::fmt::Debug for HipRtc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HipRtc")
-            .field("path", &self.path)
-            .field("found", &self.found)
+            .field("path", &self.lib.path)
+            .field("found", &self.lib.found)
             .finish_non_exhaustive()
     }
 }
@@ -133,49 +130,23 @@ impl HipRtc {
     }
 
     fn open_named(path: &Path, from: &str) -> Result<HipRtc, RtcError> {
-        let handle = loader::open(path.as_os_str(), false).map_err(|reason| RtcError::Open {
-            compiler: COMPILER,
-            path: path.to_path_buf(),
-            from: from.to_owned(),
-            reason,
-        })?;
-        let api = Api::resolve(&handle, &SYMBOLS).map_err(|symbol| RtcError::MissingSymbol {
-            compiler: COMPILER,
-            path: path.to_path_buf(),
-            symbol,
-        })?;
-        Ok(Self::new(&handle, path, from, api))
+        rtc::Loaded::open_named(COMPILER, &SYMBOLS, path, from).map(|lib| HipRtc { lib })
     }
 
     /// One candidate of the search: the reason it failed, as text, on failure.
     fn try_open(name: &OsStr, from: &str) -> Result<HipRtc, String> {
-        let handle = loader::open(name, false)?;
-        let api = Api::resolve(&handle, &SYMBOLS)
-            .map_err(|symbol| format!("does not export {symbol}"))?;
-        Ok(Self::new(&handle, Path::new(name), from, api))
-    }
-
-    fn new(handle: &loader::Handle, name: &Path, from: &str, api: Api) -> HipRtc {
-        let path = handle
-            .sym_addr(SYMBOLS.create)
-            .and_then(loader::Handle::file_of)
-            .unwrap_or_else(|| name.to_path_buf());
-        HipRtc {
-            path,
-            found: from.to_owned(),
-            api,
-        }
+        rtc::Loaded::try_open(&SYMBOLS, name, from).map(|lib| HipRtc { lib })
     }
 
     /// The file the library was loaded from (`dladdr` of `hiprtcCreateProgram`).
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.lib.path
     }
 
     /// How the library was found: `HIPJIT_HIPRTC_LIBRARY`, `explicit path`, `beside the HIP
     /// runtime` or `dynamic loader`.
     pub fn found(&self) -> &str {
-        &self.found
+        &self.lib.found
     }
 
     /// The files that decide what this hipRTC compiles, for the compiler identity of the cache
@@ -197,7 +168,7 @@ impl HipRtc {
             });
         });
         rtc::identity_files(
-            vec![self.path.clone()],
+            vec![self.lib.path.clone()],
             &[
                 "libamd_comgr",
                 "libLLVM",
@@ -205,7 +176,7 @@ impl HipRtc {
                 "liblld",
                 "libhiprtc-builtins",
             ],
-            self.path.parent(),
+            self.lib.path.parent(),
             &["libhiprtc-builtins.so."],
         )
     }
@@ -214,7 +185,7 @@ impl HipRtc {
     /// not tell): `libhiprtc.so.N...` gives N, the hipRTC inside `libamdhip64.so.5...` gives 5.
     /// `None` for a file named otherwise.
     pub fn hip_major(&self) -> Option<u32> {
-        let name = self.path.file_name()?.to_str()?;
+        let name = self.lib.path.file_name()?.to_str()?;
         let rest = name
             .strip_prefix("libhiprtc.so.")
             .or_else(|| name.strip_prefix("libamdhip64.so."))?;
@@ -223,7 +194,7 @@ impl HipRtc {
 
     /// `hiprtcVersion`'s answer. It does not identify a build: 5.2.3 and 6.4.3 both say 9.0.
     pub fn version(&self) -> Option<(i32, i32)> {
-        self.api.version()
+        self.lib.api.version()
     }
 
     /// Compiles one program to a code object, under the process-wide hipRTC lock.
@@ -237,7 +208,7 @@ impl HipRtc {
     pub fn compile(&self, input: &RtcInput<'_>) -> Result<RtcOutput, RtcError> {
         let out = {
             let _serialised = HIPRTC_LOCK.lock();
-            rtc::compile(COMPILER, &self.api, &SYMBOLS, input)
+            rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input)
         };
         let mut out = out.map_err(|e| match e {
             RtcError::Compile {

@@ -22,9 +22,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use super::rtc::{self, Api, RtcError, RtcInput, RtcOutput, Symbols};
+use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
 use crate::cuda::target::SmTarget;
-use crate::runtime::loader;
 
 /// The variable naming the NVRTC library explicitly.
 pub const NVRTC_LIBRARY_ENV: &str = "HIPJIT_NVRTC_LIBRARY";
@@ -102,16 +101,14 @@ pub fn arch_option(target: SmTarget) -> String {
 
 /// A loaded NVRTC library, never unloaded.
 pub struct NvRtc {
-    path: PathBuf,
-    found: String,
-    api: Api,
+    lib: rtc::Loaded,
 }
 
 impl std::fmt::Debug for NvRtc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NvRtc")
-            .field("path", &self.path)
-            .field("found", &self.found)
+            .field("path", &self.lib.path)
+            .field("found", &self.lib.found)
             .finish_non_exhaustive()
     }
 }
@@ -214,55 +211,30 @@ impl NvRtc {
     }
 
     fn open_named(path: &Path, from: &str) -> Result<NvRtc, RtcError> {
-        let handle = loader::open(path.as_os_str(), false).map_err(|reason| RtcError::Open {
-            compiler: COMPILER,
-            path: path.to_path_buf(),
-            from: from.to_owned(),
-            reason,
-        })?;
-        let api = Api::resolve(&handle, &SYMBOLS).map_err(|symbol| RtcError::MissingSymbol {
-            compiler: COMPILER,
-            path: path.to_path_buf(),
-            symbol,
-        })?;
-        Ok(Self::new(&handle, path, from, api))
+        rtc::Loaded::open_named(COMPILER, &SYMBOLS, path, from).map(|lib| NvRtc { lib })
     }
 
+    /// One candidate of the search: the reason it failed, as text, on failure.
     fn try_open(name: &OsStr, from: &str) -> Result<NvRtc, String> {
-        let handle = loader::open(name, false)?;
-        let api = Api::resolve(&handle, &SYMBOLS)
-            .map_err(|symbol| format!("does not export {symbol}"))?;
-        Ok(Self::new(&handle, Path::new(name), from, api))
-    }
-
-    fn new(handle: &loader::Handle, name: &Path, from: &str, api: Api) -> NvRtc {
-        let path = handle
-            .sym_addr(SYMBOLS.create)
-            .and_then(loader::Handle::file_of)
-            .unwrap_or_else(|| name.to_path_buf());
-        NvRtc {
-            path,
-            found: from.to_owned(),
-            api,
-        }
+        rtc::Loaded::try_open(&SYMBOLS, name, from).map(|lib| NvRtc { lib })
     }
 
     /// The file the library was loaded from (`dladdr` of `nvrtcCreateProgram`).
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.lib.path
     }
 
     /// How the library was found (`HIPJIT_NVRTC_LIBRARY`, `lib64 under CUDA_PATH`, `beside
     /// <nvcc>`, `dynamic loader`, `explicit path`).
     pub fn found(&self) -> &str {
-        &self.found
+        &self.lib.found
     }
 
     /// The CUDA toolkit's header directory belonging to this NVRTC: `include/` beside the
     /// directory holding the library (a toolkit's `lib64` -> `include`, PyPI's
     /// `nvidia/cu13/lib` -> `nvidia/cu13/include`), when it holds `cuda_fp16.h`.
     pub fn include_dir(&self) -> Option<PathBuf> {
-        let lib_dir = self.path.parent()?;
+        let lib_dir = self.lib.path.parent()?;
         let dir = lib_dir.parent()?.join("include");
         dir.join("cuda_fp16.h").is_file().then_some(dir)
     }
@@ -272,16 +244,16 @@ impl NvRtc {
     /// loads at its first compile). Each file once, symlinks resolved, sorted.
     pub fn identity_files(&self) -> Vec<PathBuf> {
         rtc::identity_files(
-            vec![self.path.clone()],
+            vec![self.lib.path.clone()],
             &["libnvrtc-builtins"],
-            self.path.parent(),
+            self.lib.path.parent(),
             &["libnvrtc-builtins.so."],
         )
     }
 
     /// `nvrtcVersion`: the CUDA version of this NVRTC, e.g. `(13, 0)`.
     pub fn version(&self) -> Option<(i32, i32)> {
-        self.api.version()
+        self.lib.api.version()
     }
 
     /// Compiles one program to a cubin. Headers in `input.headers` are handed to NVRTC in
@@ -305,7 +277,7 @@ impl NvRtc {
                 ),
             });
         }
-        let out = rtc::compile(COMPILER, &self.api, &SYMBOLS, input)?;
+        let out = rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input)?;
         if out.code.is_empty() {
             return Err(RtcError::EmptyOutput {
                 compiler: COMPILER,

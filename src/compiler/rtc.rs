@@ -9,10 +9,10 @@
 //! Both compilers take C strings: a source, header or option holding a NUL byte is refused
 //! before the library is called ([`RtcError::NulByte`]).
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr};
 use std::path::{Path, PathBuf};
 
-use crate::runtime::loader::Handle;
+use crate::runtime::loader::{self, Handle};
 
 /// An opaque program handle (`hiprtcProgram`, `nvrtcProgram`).
 pub(crate) type Program = *mut c_void;
@@ -403,6 +403,61 @@ pub(crate) fn compile(
 
 fn sym(name: &'static CStr) -> &'static str {
     name.to_str().unwrap_or("?")
+}
+
+/// A runtime compiler's library, opened and resolved: the file it was loaded from (`dladdr` of
+/// its create-program entry point), how it was found, and its entry points. hipRTC and NVRTC
+/// open their libraries the same way; only the names and the search order differ.
+pub(crate) struct Loaded {
+    pub(crate) path: PathBuf,
+    pub(crate) found: String,
+    pub(crate) api: Api,
+}
+
+impl Loaded {
+    /// Opens `path` exactly, named by `from` (an argument or a variable).
+    ///
+    /// Errors: [`RtcError::Open`] when dlopen fails, [`RtcError::MissingSymbol`] naming the
+    /// first entry point of `symbols` the file does not export.
+    pub(crate) fn open_named(
+        compiler: &'static str,
+        symbols: &Symbols,
+        path: &Path,
+        from: &str,
+    ) -> Result<Loaded, RtcError> {
+        let handle = loader::open(path.as_os_str(), false).map_err(|reason| RtcError::Open {
+            compiler,
+            path: path.to_path_buf(),
+            from: from.to_owned(),
+            reason,
+        })?;
+        let api = Api::resolve(&handle, symbols).map_err(|symbol| RtcError::MissingSymbol {
+            compiler,
+            path: path.to_path_buf(),
+            symbol,
+        })?;
+        Ok(Self::new(&handle, symbols, path, from, api))
+    }
+
+    /// One candidate of a search: the reason it failed, as text, on failure.
+    pub(crate) fn try_open(symbols: &Symbols, name: &OsStr, from: &str) -> Result<Loaded, String> {
+        let handle = loader::open(name, false)?;
+        let api =
+            Api::resolve(&handle, symbols).map_err(|symbol| format!("does not export {symbol}"))?;
+        Ok(Self::new(&handle, symbols, Path::new(name), from, api))
+    }
+
+    fn new(handle: &Handle, symbols: &Symbols, name: &Path, from: &str, api: Api) -> Loaded {
+        let path = handle
+            .sym_addr(symbols.create)
+            .and_then(Handle::file_of)
+            .unwrap_or_else(|| name.to_path_buf());
+        Loaded {
+            path,
+            found: from.to_owned(),
+            api,
+        }
+    }
 }
 
 /// Where a candidate library came from, for [`RtcError::NotFound`]'s list.
