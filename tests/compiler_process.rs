@@ -93,8 +93,13 @@ fn the_timeout_covers_output_held_open_by_a_process_that_left_the_group() {
     let home = tempfile::tempdir().unwrap();
     // The compiler exits at once, but a descendant in its own session keeps stdout and
     // stderr open for 30 s.
+    // The script exits only once the sleeper is in a session of its own: until then, hipjit's
+    // kill of the compiler's process group at its exit could still reach it (a race that made
+    // this test fail now and then).
     let act = format!(
-        "setsid sleep 30 &\necho $! > {}/pid\nexit 0\n",
+        "setsid sleep 30 &\npid=$!\necho $pid > {}/pid\n\
+         while [ \"$(cut -d' ' -f6 /proc/$pid/stat)\" = \"$(cut -d' ' -f6 /proc/$$/stat)\" ]; do sleep 0.01; done\n\
+         exit 0\n",
         home.path().display()
     );
     let c = compiler(home.path(), &act, Duration::from_secs(1));
