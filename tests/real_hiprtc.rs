@@ -3,11 +3,14 @@
 //! or `sid` (HIP 6.4.3, libhiprtc.so.6, run inside the sid root filesystem by
 //! scripts/sid-test.sh). No GPU is needed: hipRTC compiles without one (ENVIRONMENT.md).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use hipjit::cache::key::{self, CacheKey};
+use hipjit::cache::manifest;
 use hipjit::code_object::CodeObject;
 use hipjit::compiler::hiprtc::{self, HipRtc};
 use hipjit::compiler::rtc::{RtcError, RtcInput};
+use hipjit::compiler::{CompilerIdentity, CompilerKind};
 use hipjit::target_id::TargetId;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -46,9 +49,30 @@ fn input<'a>(source: &'a [u8], options: &'a [String]) -> RtcInput<'a> {
         source,
         name: "saxpy.hip",
         headers: &[],
+        include_dirs: &[],
         options,
     }
 }
+
+/// A stand-in identity for the header manifest (it covers no directory).
+fn identity(rtc: &HipRtc) -> CompilerIdentity {
+    CompilerIdentity {
+        kind: CompilerKind::Hiprtc,
+        path: rtc.path().to_path_buf(),
+        version: String::new(),
+        fingerprint: String::new(),
+        covered: Vec::new(),
+    }
+}
+
+/// A source reading a header from an include directory (`shape.h`), one handed in memory
+/// (`mem.h`) and the HIP runtime header.
+const INCLUDES: &str = r#"
+#include <hip/hip_runtime.h>
+#include "shape.h"
+#include "mem.h"
+extern "C" __global__ void k(int* o) { o[0] = WIDTH * 1000 + IN_MEMORY; }
+"#;
 
 #[test]
 fn the_library_of_the_environment_is_found() {
@@ -107,7 +131,7 @@ fn a_syntax_error_returns_the_log_with_the_callers_file_name() {
         panic!("{err:?}")
     };
     assert_eq!(name, "broken.hip");
-    assert_eq!(options, &opts);
+    assert!(options.starts_with(&opts), "{options:?}");
     assert!(
         log.contains("broken.hip:2:11: error: expected expression"),
         "{log}"
@@ -128,6 +152,7 @@ fn headers_in_memory_are_included() {
     let out = hiprtc()
         .compile(&RtcInput {
             headers: &headers,
+            include_dirs: &[],
             ..input(source.as_bytes(), &opts)
         })
         .unwrap();
@@ -230,4 +255,105 @@ fn the_identity_lists_the_library_comgr_llvm_and_the_builtins() {
         "{files:?}"
     );
     assert_eq!(names.len(), 4, "{names:?}");
+}
+
+#[test]
+fn the_files_read_are_reported_without_comgrs_staged_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("shape.h"), "#define WIDTH 7\n").unwrap();
+    std::fs::write(dir.path().join("unused.h"), "#error never read\n").unwrap();
+    let opts = options("gfx90a");
+    let headers = vec![("mem.h".to_owned(), b"#define IN_MEMORY 3\n".to_vec())];
+    let include_dirs = [dir.path().to_path_buf()];
+    let out = hiprtc()
+        .compile(&RtcInput {
+            headers: &headers,
+            include_dirs: &include_dirs,
+            ..input(INCLUDES.as_bytes(), &opts)
+        })
+        .unwrap();
+    let in_dir: Vec<_> = out
+        .dependencies
+        .iter()
+        .filter(|d| d.include_dir.is_some())
+        .map(|d| (d.include_dir, d.name.clone(), d.path.clone()))
+        .collect();
+    assert_eq!(
+        in_dir,
+        [(
+            Some(0),
+            PathBuf::from("shape.h"),
+            dir.path().join("shape.h")
+        )]
+    );
+    let others: Vec<&Path> = out
+        .dependencies
+        .iter()
+        .filter(|d| d.include_dir.is_none())
+        .map(|d| d.path.as_path())
+        .collect();
+    assert!(
+        others
+            .iter()
+            .all(|p| p.is_absolute() && p.is_file() && !p.to_string_lossy().contains("comgr-")),
+        "{others:?}"
+    );
+    // hip_runtime.h comes from the system header directory, as the compiler read it.
+    assert!(
+        others.contains(&Path::new("/usr/include/hip/hip_runtime.h")),
+        "{others:?}"
+    );
+}
+
+#[test]
+fn editing_an_included_header_changes_the_key_and_the_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = dir.path().join("shape.h");
+    std::fs::write(&header, "#define WIDTH 7\n").unwrap();
+    let opts = options("gfx90a");
+    let headers = vec![("mem.h".to_owned(), b"#define IN_MEMORY 3\n".to_vec())];
+    let include_dirs = [dir.path().to_path_buf()];
+    let rtc = hiprtc();
+    let compile = || {
+        rtc.compile(&RtcInput {
+            headers: &headers,
+            include_dirs: &include_dirs,
+            ..input(INCLUDES.as_bytes(), &opts)
+        })
+        .unwrap()
+    };
+    let id = identity(&rtc);
+    let direct = CacheKey([1; 32]);
+    let first = compile();
+    let recorded = manifest::record(
+        &first.dependencies,
+        &include_dirs,
+        &[],
+        &id,
+        first.started,
+        None,
+    );
+    let first_key = key::result_key(&direct, &recorded.manifest);
+    // Unchanged: the manifest as it is now gives the same key (a hit).
+    let now = recorded.manifest.current(&include_dirs).unwrap();
+    assert_eq!(key::result_key(&direct, &now), first_key);
+
+    std::fs::write(&header, "#define WIDTH 8\n").unwrap();
+    let now = recorded.manifest.current(&include_dirs).unwrap();
+    let looked_up = key::result_key(&direct, &now);
+    assert_ne!(
+        looked_up, first_key,
+        "the edited header must not find the old entry"
+    );
+    let second = compile();
+    assert_ne!(second.code, first.code, "WIDTH 8 compiles to other code");
+    let again = manifest::record(
+        &second.dependencies,
+        &include_dirs,
+        &[],
+        &id,
+        second.started,
+        Some(&now),
+    );
+    assert_eq!(key::result_key(&direct, &again.manifest), looked_up);
 }
