@@ -11,7 +11,7 @@ use hipjit::cache::manifest;
 use hipjit::code_object::cubin::Cubin;
 use hipjit::compiler::nvrtc::{self, NvRtc};
 use hipjit::compiler::rtc::{RtcError, RtcInput};
-use hipjit::compiler::{CompilerIdentity, CompilerKind};
+use hipjit::compiler::{CompilerIdentity, CompilerKind, Severity};
 use hipjit::cuda::target::SmTarget;
 
 /// The PyPI nvcc of scripts/setup.sh's venv.
@@ -118,6 +118,26 @@ fn a_syntax_error_returns_the_program_log() {
     assert!(
         log.contains("broken.cu(2): error: expected an expression"),
         "{log}"
+    );
+    let RtcError::Compile { diagnostics, .. } = &err else {
+        unreachable!()
+    };
+    let d = &diagnostics[0];
+    assert_eq!(
+        (
+            d.severity,
+            d.file.as_deref(),
+            d.line,
+            d.column,
+            d.message.as_str()
+        ),
+        (
+            Severity::Error,
+            Some("broken.cu"),
+            Some(2),
+            None,
+            "expected an expression"
+        )
     );
 }
 
@@ -349,4 +369,53 @@ fn an_include_directory_that_is_not_one_is_named() {
         };
         assert_eq!(path, &dirs[0]);
     }
+}
+
+#[test]
+fn errors_in_a_header_name_the_include_directory_as_given() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("real")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+    std::fs::write(
+        dir.path().join("real/shape.h"),
+        "#define WIDTH 7\nint bad = ;\n",
+    )
+    .unwrap();
+    let include_dirs = [dir.path().join("link")];
+    let err = nvrtc()
+        .compile(&RtcInput {
+            name: "kern.cu",
+            include_dirs: &include_dirs,
+            ..input(INCLUDES.as_bytes(), &sm90())
+        })
+        .unwrap_err();
+    let RtcError::Compile { diagnostics, .. } = &err else {
+        panic!("{err:?}")
+    };
+    let header = dir.path().join("link/shape.h").display().to_string();
+    let d = &diagnostics[0];
+    assert_eq!(
+        (d.file.as_deref(), d.line, d.message.as_str()),
+        (Some(header.as_str()), Some(2), "expected an expression")
+    );
+}
+
+#[test]
+fn an_unknown_option_is_a_diagnostic_without_a_file() {
+    let mut options = sm90();
+    options.push("-Wall".to_owned());
+    let err = nvrtc()
+        .compile(&input(INCLUDES.as_bytes(), &options))
+        .unwrap_err();
+    let RtcError::Compile { diagnostics, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(
+        (
+            diagnostics[0].file.as_deref(),
+            diagnostics[0].message.as_str()
+        ),
+        (None, "unrecognized option -Wall found")
+    );
 }

@@ -137,6 +137,15 @@ fn a_syntax_error_returns_the_log_with_the_callers_file_name() {
         "{log}"
     );
     assert!(!log.contains("comgr-"), "staging paths mapped back: {log}");
+    let RtcError::Compile { diagnostics, .. } = &err else {
+        unreachable!()
+    };
+    let d = &diagnostics[0];
+    assert_eq!(
+        (d.file.as_deref(), d.line, d.column, d.message.as_str()),
+        (Some("broken.hip"), Some(2), Some(11), "expected expression")
+    );
+    assert!(d.is_error(), "{d:?}");
     assert!(
         err.to_string().contains("--gpu-architecture=gfx90a -O3"),
         "{err}"
@@ -356,4 +365,146 @@ fn editing_an_included_header_changes_the_key_and_the_code() {
         Some(&now),
     );
     assert_eq!(key::result_key(&direct, &again.manifest), looked_up);
+}
+
+#[test]
+fn the_comgr_lists_the_processors_that_compile() {
+    let rtc = hiprtc();
+    let comgr = rtc.comgr().unwrap();
+    let (knows, lacks): (&[&str], &[&str]) = match test_env() {
+        // Measured: hipRTC 5.2.3 compiles gfx90a and gfx1030 and aborts on gfx940-gfx942/gfx11.
+        TestEnv::Bookworm => (
+            &["gfx900", "gfx90a", "gfx1030"],
+            &["gfx940", "gfx942", "gfx1100"],
+        ),
+        TestEnv::Sid => (&["gfx90a", "gfx942", "gfx1100", "gfx1151"], &["gfx9999"]),
+    };
+    for p in knows {
+        assert!(comgr.knows(p), "{p} missing from {comgr:?}");
+    }
+    for p in lacks {
+        assert!(!comgr.knows(p), "{p} in {comgr:?}");
+    }
+    let name = comgr.path.file_name().unwrap().to_string_lossy();
+    let soname = match test_env() {
+        TestEnv::Bookworm => "libamd_comgr.so.2",
+        TestEnv::Sid => "libamd_comgr.so.3",
+    };
+    assert!(name.starts_with(soname), "{comgr:?}");
+}
+
+#[test]
+fn a_processor_its_comgr_does_not_know_is_refused_before_hiprtc_could_abort() {
+    // Without the check hipRTC aborts this test process (SIGABRT, "munmap_chunk(): invalid
+    // pointer" on 5.2.3, "free(): invalid pointer" on 6.4.3).
+    let rtc = hiprtc();
+    let mut refused = vec!["gfx9999"];
+    if test_env() == TestEnv::Bookworm {
+        refused.extend(["gfx940", "gfx942", "gfx1100"]);
+    }
+    for target in refused {
+        for spelling in [
+            vec![format!("--gpu-architecture={target}")],
+            vec!["--offload-arch".to_owned(), target.to_owned()],
+        ] {
+            let err = rtc
+                .compile(&input(SAXPY.as_bytes(), &spelling))
+                .unwrap_err();
+            let RtcError::UnsupportedTarget {
+                target: t,
+                library,
+                reason,
+                ..
+            } = &err
+            else {
+                panic!("{target}: {err:?}")
+            };
+            assert_eq!(t, target);
+            assert_eq!(library, rtc.path());
+            assert!(
+                reason.contains("libamd_comgr") && reason.contains(&format!("not know {target}")),
+                "{reason}"
+            );
+            assert!(
+                err.to_string().contains(&rtc.path().display().to_string()),
+                "{err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_feature_the_processor_lacks_is_refused_before_compiling() {
+    let rtc = hiprtc();
+    for target in ["gfx1030:xnack+", "gfx90a:foo+", "gfx1100:sramecc-"] {
+        let opts = vec![format!("--gpu-architecture={target}")];
+        let err = rtc.compile(&input(SAXPY.as_bytes(), &opts)).unwrap_err();
+        assert!(
+            matches!(&err, RtcError::UnsupportedTarget { target: t, .. } if t == target),
+            "{target}: {err:?}"
+        );
+    }
+    // A feature the processor has compiles.
+    let opts = options("gfx90a:xnack+");
+    assert!(rtc.compile(&input(SAXPY.as_bytes(), &opts)).is_ok());
+}
+
+#[test]
+fn errors_in_an_included_header_are_diagnostics_naming_the_callers_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("real")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+    std::fs::write(
+        dir.path().join("real/shape.h"),
+        "#define WIDTH 7\nint bad = ;\n",
+    )
+    .unwrap();
+    let include_dirs = [dir.path().join("link")];
+    let opts = options("gfx90a");
+    let headers = vec![("mem.h".to_owned(), b"#define IN_MEMORY 3\n".to_vec())];
+    let err = hiprtc()
+        .compile(&RtcInput {
+            name: "kern.hip",
+            headers: &headers,
+            include_dirs: &include_dirs,
+            ..input(INCLUDES.as_bytes(), &opts)
+        })
+        .unwrap_err();
+    let RtcError::Compile { diagnostics, .. } = &err else {
+        panic!("{err:?}")
+    };
+    let errors: Vec<_> = diagnostics.iter().filter(|d| d.is_error()).collect();
+    assert_eq!(errors.len(), 1, "{diagnostics:?}");
+    let e = errors[0];
+    let header = dir.path().join("link/shape.h").display().to_string();
+    assert_eq!(
+        (e.file.as_deref(), e.line, e.column, e.message.as_str()),
+        (
+            Some(header.as_str()),
+            Some(2),
+            Some(11),
+            "expected expression"
+        )
+    );
+    assert_eq!(e.included_from.len(), 1, "{e:?}");
+    assert_eq!(
+        (e.included_from[0].file.as_str(), e.included_from[0].line),
+        ("kern.hip", 3)
+    );
+}
+
+#[test]
+fn an_unknown_option_is_a_diagnostic_without_a_file() {
+    let mut opts = options("gfx90a");
+    opts.push("-fno-such-thing".to_owned());
+    let err = hiprtc()
+        .compile(&input(SAXPY.as_bytes(), &opts))
+        .unwrap_err();
+    let RtcError::Compile { diagnostics, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    let d = &diagnostics[0];
+    assert!(d.is_error() && d.file.is_none(), "{d:?}");
+    assert_eq!(d.message, "unknown argument: '-fno-such-thing'");
 }

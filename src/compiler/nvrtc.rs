@@ -23,6 +23,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use super::depfile::Dependency;
+use super::diagnostics;
 use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
 use crate::cache::manifest;
 use crate::cuda::target::SmTarget;
@@ -338,7 +339,26 @@ impl NvRtc {
         }
         let mut extra = rtc::include_options(&canonical);
         extra.push("--no-source-include".into());
-        let out = rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input, &extra)?;
+        let rename = |printed: &str| rtc::user_file_name(printed, input.include_dirs, &canonical);
+        let out =
+            rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input, &extra).map_err(
+                |e| match e {
+                    RtcError::Compile {
+                        compiler,
+                        name,
+                        options,
+                        log,
+                        ..
+                    } => RtcError::Compile {
+                        diagnostics: diagnostics::parse_nvcc(&log, &rename),
+                        log,
+                        compiler,
+                        name,
+                        options,
+                    },
+                    other => other,
+                },
+            )?;
         if out.code.is_empty() {
             return Err(RtcError::EmptyOutput {
                 compiler: COMPILER,
@@ -347,6 +367,7 @@ impl NvRtc {
             });
         }
         Ok(RtcOutput {
+            diagnostics: diagnostics::parse_nvcc(&out.log, &rename),
             code: out.code,
             log: out.log,
             dependencies,

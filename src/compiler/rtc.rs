@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::depfile::Dependency;
+use super::diagnostics::Diagnostic;
 use crate::runtime::loader::{self, Handle};
 
 /// An opaque program handle (`hiprtcProgram`, `nvrtcProgram`).
@@ -138,6 +139,11 @@ pub struct RtcOutput {
     pub code: Vec<u8>,
     /// The program log (warnings), lossily decoded; empty when there were none.
     pub log: String,
+    /// The warnings (and remarks) parsed from the log, as hipcc's and nvcc's are
+    /// ([`super::diagnostics`]): file names as the caller knows them (the source's name, an
+    /// in-memory header's include name, an include directory as given), NVRTC's without a
+    /// column.
+    pub diagnostics: Vec<Diagnostic>,
     /// The files the compile read, for the cache key's header manifest
     /// ([`crate::cache::manifest::record`]): for hipRTC, clang's dependency list of the compile
     /// (system headers included) without comgr's staged copies of the source and the in-memory
@@ -216,6 +222,9 @@ pub enum RtcError {
         options: Vec<String>,
         /// The program log, lossily decoded.
         log: String,
+        /// The log parsed, as [`RtcOutput::diagnostics`]: every error and warning with its
+        /// notes, include chain and excerpt.
+        diagnostics: Vec<Diagnostic>,
     },
     /// The compile succeeded with nothing to load: NVRTC returns a 0-byte cubin for a virtual
     /// architecture (`compute_NN`).
@@ -245,6 +254,23 @@ pub enum RtcError {
         compiler: &'static str,
         /// What is wrong.
         reason: String,
+    },
+    /// The library found cannot compile for the target asked for; checked before the compile,
+    /// since hipRTC aborts the process on a processor its comgr does not know
+    /// ([`super::comgr`]).
+    #[error("hipRTC {} ({found}) cannot compile for {target}: {reason}; candidates tried before it:{}",
+        library.display(), tried_list(.tried))]
+    UnsupportedTarget {
+        /// The hipRTC library that was to compile.
+        library: PathBuf,
+        /// How it was found (`HIPJIT_HIPRTC_LIBRARY`, `beside the HIP runtime`...).
+        found: String,
+        /// The target as given.
+        target: String,
+        /// Why (the processors its comgr knows, or the feature its processor lacks).
+        reason: String,
+        /// The candidates tried, in order, before the one taken, and why each was passed over.
+        tried: Vec<(String, String)>,
     },
     /// The architecture cannot be compiled to loadable code by this compiler.
     #[error("{compiler} cannot compile for {arch:?}: {reason}")]
@@ -448,6 +474,7 @@ pub(crate) fn compile(
                 .chain(extra.iter().map(|o| o.to_string_lossy().into_owned()))
                 .collect(),
             log: if log.is_empty() { api.message(rc) } else { log },
+            diagnostics: Vec::new(),
         });
     }
     let code = read_bytes(
@@ -484,6 +511,25 @@ pub(crate) fn canonical_include_dirs(include_dirs: &[PathBuf]) -> Result<Vec<Pat
             }
         })
         .collect()
+}
+
+/// A file name as the compiler printed it, as the caller knows it: under `canonical[i]` (what
+/// the compiler was given with `-I`), the same name under `include_dirs[i]`.
+pub(crate) fn user_file_name(
+    printed: &str,
+    include_dirs: &[PathBuf],
+    canonical: &[PathBuf],
+) -> String {
+    let path = Path::new(printed);
+    canonical
+        .iter()
+        .zip(include_dirs)
+        .filter_map(|(real, given)| Some((real, given, path.strip_prefix(real).ok()?)))
+        .max_by_key(|(real, _, _)| real.as_os_str().len())
+        .map_or_else(
+            || printed.to_owned(),
+            |(_, given, name)| given.join(name).display().to_string(),
+        )
 }
 
 /// `-I<dir>` for each directory.
@@ -562,6 +608,8 @@ pub(crate) struct Loaded {
     pub(crate) path: PathBuf,
     pub(crate) found: String,
     pub(crate) api: Api,
+    /// The candidates of the search tried before this one, and why each failed.
+    pub(crate) tried: Vec<(String, String)>,
 }
 
 impl Loaded {
@@ -606,6 +654,7 @@ impl Loaded {
             path,
             found: from.to_owned(),
             api,
+            tried: Vec::new(),
         }
     }
 }
