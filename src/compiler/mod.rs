@@ -26,6 +26,7 @@
 //! * A timeout ([`CompilerConfig::timeout`]) after which the compiler's whole process group
 //!   is killed, and at most [`CompilerConfig::max_concurrent`] compiles at once.
 
+pub mod comgr;
 pub mod depfile;
 pub mod diagnostics;
 pub mod discovery;
