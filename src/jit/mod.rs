@@ -1,4 +1,11 @@
-//! The JIT: HIP C++ source in, cached code objects and their kernels out.
+//! The JIT, one for both of HIP's platforms: HIP C++ source in, cached AMDGPU code objects
+//! (hipcc) or cubins (nvcc, HIP's NVIDIA platform) and their kernels out.
+//!
+//! [`Jit::load`] takes the platform and the target from the device (its target ID, or its SM
+//! target); [`Jit::compile`] takes them from the options ([`CompileOptions::targets`] or
+//! [`CompileOptions::sm_targets`]). The compiler of each platform is found on first use
+//! ([`compilers`]), so a JIT on a machine with only nvcc never looks for hipcc. Both platforms
+//! share everything below.
 //!
 //! [`Jit::compile`] looks in three places, in order:
 //! 1. the in-process cache ([`crate::cache::memory`]): a cheap pre-key over source and options,
@@ -7,10 +14,10 @@
 //!    options, the compiler's identity and environment, the caller's extra signature) names
 //!    a header manifest ([`crate::cache::manifest`]) of the files the last compile read; the
 //!    files are checked as they are now (stat first, hashed when changed), and their hashes
-//!    give the result key of the entry holding the code objects;
-//! 3. the compiler ([`crate::compiler`]); the result is published under the result key of the
-//!    files the compiler's dependency output lists, and the manifest replaced, unless a file
-//!    changed while it ran (then the result goes to the caller only).
+//!    give the result key of the entry holding the code objects or cubin ([`entry`]);
+//! 3. the compiler ([`crate::compiler::Backend`]); the result is published under the result
+//!    key of the files the compiler's dependency output lists, and the manifest replaced,
+//!    unless a file changed while it ran (then the result goes to the caller only).
 //!
 //! However many threads ask for the same source and options at once, one compiles (single
 //! flight); across processes sharing a cache root, a miss is compiled under the direct key's
@@ -18,25 +25,41 @@
 //! Headers are checked on disk lookups only: the in-process cache does not notice a header
 //! edited while the process runs (call [`Jit::clear_memory`]).
 
+mod checks;
+pub mod compiled;
+pub mod compilers;
+pub mod entry;
+
+pub use checks::CheckFailed;
+pub use compiled::{Artefact, Compiled, CompilerUsed, Origin};
+pub use compilers::Chosen;
+pub use entry::{CODE_OBJECT_ARTEFACT, CUBIN_ARTEFACT};
+
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::cache::disk::{BadEntry, CacheError, DiskCache, EntryMeta, LockOutcome};
-use crate::cache::key::{self, CacheKey, KeyInputs};
-use crate::cache::manifest::{self, Manifest, MANIFEST_ARTEFACT};
+use parking_lot::Mutex;
+
+use crate::cache::disk::{CacheError, DiskCache, EntryMeta, LockOutcome};
+use crate::cache::key::{self, CacheKey};
+use crate::cache::manifest::{self, Manifest};
 use crate::cache::memory::MemoryCache;
-use crate::code_object::{CodeObject, CodeObjectError, KernelInfo};
-use crate::compiler::diagnostics::{self, Diagnostic};
+use crate::code_object::CodeObjectError;
+use crate::compiler::diagnostics;
 use crate::compiler::{
-    CompileError, CompileOptions, Compiler, CompilerConfig, CompilerError, CompilerIdentity,
+    CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerIdentity,
 };
 use crate::device::Device;
 use crate::error::LibraryError;
 use crate::library::Library;
-use crate::target_id::TargetId;
-use parking_lot::Mutex;
-use std::collections::HashMap;
+use compiled::CompiledInner;
+use compilers::Compilers;
+use entry::{
+    inner_from_entry, manifest_lookup, output_artefact, publish_manifest, read_artefacts,
+    usable_entry, ISA, LLVM_IR,
+};
 
 /// Where the disk cache lives.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -53,8 +76,8 @@ pub enum CacheLocation {
 /// Settings of a [`Jit`].
 #[derive(Clone, Debug, Default)]
 pub struct JitOptions {
-    /// How to find and run the compiler.
-    pub compiler: CompilerConfig,
+    /// How to find and run the compilers (hipcc, nvcc), each found on first use.
+    pub compiler_config: CompilerConfig,
     /// The disk cache.
     pub cache: CacheLocation,
     /// Size cap of the written cache root in bytes (least recently used entries go first).
@@ -70,128 +93,6 @@ pub struct JitOptions {
     /// [`Compiled::cache_warnings`]. `None`: the compiler's timeout
     /// ([`CompilerConfig::timeout`]).
     pub lock_wait: Option<Duration>,
-}
-
-/// Where a [`Compiled`] came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    /// The in-process cache.
-    Memory,
-    /// The disk cache.
-    Disk,
-    /// A compiler run.
-    Compiler,
-}
-
-#[derive(Debug)]
-struct CompiledInner {
-    key: CacheKey,
-    code_objects: Vec<Arc<CodeObject>>,
-    entry_path: Option<PathBuf>,
-    command: Vec<String>,
-    log: String,
-    diagnostics: Vec<Diagnostic>,
-    llvm_ir: Option<Vec<u8>>,
-    isa: Option<String>,
-    bad_entries: Vec<BadEntry>,
-    cache_warnings: Vec<String>,
-}
-
-/// A compiled source: its key, its code object(s), where it came from and how long the
-/// request took. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct Compiled {
-    inner: Arc<CompiledInner>,
-    origin: Origin,
-    elapsed: Duration,
-}
-
-impl Compiled {
-    /// The cache key.
-    pub fn key(&self) -> CacheKey {
-        self.inner.key
-    }
-    /// The code object of the first target.
-    pub fn code_object(&self) -> &Arc<CodeObject> {
-        &self.inner.code_objects[0]
-    }
-    /// One code object per target, in the order of [`CompileOptions::targets`].
-    pub fn code_objects(&self) -> &[Arc<CodeObject>] {
-        &self.inner.code_objects
-    }
-    /// The code object whose target ID runs on `device`, if any.
-    pub fn code_object_for(&self, device: &TargetId) -> Option<&Arc<CodeObject>> {
-        self.inner
-            .code_objects
-            .iter()
-            .find(|c| c.target_id().runs_on(device))
-    }
-    /// The kernels of the first target's code object.
-    pub fn kernels(&self) -> &[KernelInfo] {
-        self.code_object().kernels()
-    }
-    /// Where this result came from.
-    pub fn origin(&self) -> Origin {
-        self.origin
-    }
-    /// Whether it came from a cache (memory or disk).
-    pub fn is_hit(&self) -> bool {
-        self.origin != Origin::Compiler
-    }
-    /// Wall time of the [`Jit::compile`] call that returned it.
-    pub fn elapsed(&self) -> Duration {
-        self.elapsed
-    }
-    /// The disk cache entry, when one was read or written.
-    pub fn entry_path(&self) -> Option<&PathBuf> {
-        self.inner.entry_path.as_ref()
-    }
-    /// The compiler command line (from the entry's metadata on a disk hit).
-    pub fn command(&self) -> &[String] {
-        &self.inner.command
-    }
-    /// The compiler's standard error (warnings) when this process compiled it; empty on a
-    /// disk hit (see [`Compiled::diagnostics`]).
-    pub fn log(&self) -> &str {
-        &self.inner.log
-    }
-    /// The compiler's warnings (and remarks) for this source, each with its notes, include
-    /// chain and excerpt, file names as the user knows them (the source name of the options,
-    /// include directories as given): from this compile, or, on a disk hit, as recorded in the
-    /// entry when it was compiled. [`diagnostics::render_all`]
-    /// prints them as clang does.
-    pub fn diagnostics(&self) -> &[Diagnostic] {
-        &self.inner.diagnostics
-    }
-    /// Device LLVM bitcode, when [`CompileOptions::dump_llvm_ir`] was set.
-    pub fn llvm_ir(&self) -> Option<&[u8]> {
-        self.inner.llvm_ir.as_deref()
-    }
-    /// Device assembly, when [`CompileOptions::dump_isa`] was set.
-    pub fn isa(&self) -> Option<&str> {
-        self.inner.isa.as_deref()
-    }
-    /// Bad disk entries met while looking this key up (skipped or replaced).
-    pub fn bad_entries(&self) -> &[BadEntry] {
-        &self.inner.bad_entries
-    }
-    /// What went wrong with the disk cache while this result was made, without failing it: the
-    /// entry could not be published (read-only or full root, another user's root...), or the
-    /// wait for another process's compile of the key ran out and this one compiled without
-    /// the lock. Empty when all went well.
-    pub fn cache_warnings(&self) -> &[String] {
-        &self.inner.cache_warnings
-    }
-}
-
-/// A failed metadata check ([`crate::compiler::Checks`]).
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-#[error("check failed for {target}: {what}")]
-pub struct CheckFailed {
-    /// The code object's target ID.
-    pub target: String,
-    /// What failed, naming the kernel.
-    pub what: String,
 }
 
 /// Errors of the JIT.
@@ -217,25 +118,36 @@ pub enum JitError {
         /// The reader's error.
         source: Box<CodeObjectError>,
     },
+    /// The compiler's output is not a usable cubin for the SM target.
+    #[error("output of key {key} is not a usable cubin for {target}: {reason}")]
+    Cubin {
+        /// The cache key.
+        key: CacheKey,
+        /// The SM target.
+        target: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A metadata check failed.
     #[error(transparent)]
     Check(#[from] CheckFailed),
-    /// Loading the code object on the device failed (after one recompile when the runtime
-    /// called the image invalid).
+    /// Loading the code object or cubin on the device failed (after one recompile when the
+    /// runtime called the image invalid).
     #[error(transparent)]
     Load(#[from] Box<LibraryError>),
-    /// No code object of the result runs on the device.
+    /// No artefact of the result runs on the device.
     #[error("none of the compiled targets ({targets}) runs on device {ordinal} ({device})")]
     NoCodeObjectForDevice {
-        /// The compiled target IDs.
+        /// The compiled targets.
         targets: String,
-        /// The device's target ID.
+        /// The device's target ID or SM target.
         device: String,
         /// The device ordinal.
         ordinal: i32,
     },
-    /// The device's target ID is unknown and the options name no target.
-    #[error("device {ordinal} reports the architecture {arch_name:?}, which is not a target ID hipjit knows; name the target in CompileOptions::targets")]
+    /// The device's target is unknown (neither a target ID nor an SM target) and the options
+    /// name no target.
+    #[error("device {ordinal} reports the architecture {arch_name:?}, which is neither a target ID nor an SM target hipjit knows; name the target in CompileOptions::targets or sm_targets")]
     UnknownDeviceTarget {
         /// The device ordinal.
         ordinal: i32,
@@ -250,7 +162,7 @@ pub enum JitError {
 pub struct Loaded {
     /// The compile result.
     pub compiled: Compiled,
-    /// The code object loaded on the device.
+    /// The code object or cubin loaded on the device.
     pub library: Arc<Library>,
 }
 
@@ -262,9 +174,10 @@ type LoadedKey = (PathBuf, i32, CacheKey);
 /// devices and keys load in parallel.
 type LoadedSlot = Arc<Mutex<Option<Arc<Library>>>>;
 
-/// The JIT compiler with its caches. `Send + Sync`: share one per process.
+/// The JIT compiler with its caches, for AMD and NVIDIA GPUs alike. `Send + Sync`: share one
+/// per process.
 pub struct Jit {
-    compiler: Compiler,
+    compilers: Compilers,
     disk: Option<DiskCache>,
     memory: MemoryCache<(Arc<CompiledInner>, Origin)>,
     extra: Vec<u8>,
@@ -278,7 +191,7 @@ pub struct Jit {
 impl std::fmt::Debug for Jit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Jit")
-            .field("compiler", self.compiler.identity())
+            .field("compilers", &self.compilers)
             .field("disk", &self.disk)
             .field("memory", &self.memory)
             .finish()
@@ -286,11 +199,12 @@ impl std::fmt::Debug for Jit {
 }
 
 impl Jit {
-    /// Finds the compiler and opens the disk cache.
+    /// Opens the disk cache. The compilers are found on first use (hipcc for an AMDGPU
+    /// target, nvcc for an SM target), so their errors come from the first compile.
     ///
-    /// Errors: [`JitError::Compiler`], [`JitError::Cache`].
+    /// Errors: [`JitError::Cache`] (a root that cannot be created, or is refused by the
+    /// ownership rules of [`crate::cache::disk`]).
     pub fn new(options: JitOptions) -> Result<Jit, JitError> {
-        let compiler = Compiler::new(options.compiler)?;
         let disk = match options.cache {
             CacheLocation::Disabled => None,
             CacheLocation::FromEnv => Some(DiskCache::from_env()?),
@@ -298,7 +212,7 @@ impl Jit {
         }
         .map(|d| d.with_max_bytes(options.max_cache_bytes));
         Ok(Jit {
-            compiler,
+            compilers: Compilers::new(options.compiler_config),
             disk,
             memory: MemoryCache::new(),
             extra: options.extra_signature,
@@ -309,9 +223,11 @@ impl Jit {
         })
     }
 
-    /// The compiler.
-    pub fn compiler(&self) -> &Compiler {
-        &self.compiler
+    /// The compiler that compiles `options` (found now if it was not yet), and why that one.
+    ///
+    /// Errors: [`JitError::Compiler`] when it cannot be found or identified.
+    pub fn compiler_for(&self, options: &CompileOptions) -> Result<Chosen, JitError> {
+        Ok(self.compilers.choose(options)?)
     }
 
     /// The disk cache, unless disabled.
@@ -327,8 +243,8 @@ impl Jit {
 
     /// The kernel `name` of `source` compiled with `options` and loaded on `device`
     /// ([`Jit::load`], then [`Library::kernel`]), cached per (device, source, options, name):
-    /// a hit compares the source, options and name in full and clones the owned [`Kernel`],
-    /// with no runtime call.
+    /// a hit compares the source, options and name in full and clones the owned
+    /// [`crate::kernel::Kernel`], with no runtime call. On either platform.
     ///
     /// Errors: those of [`Jit::load`]; [`JitError::Load`] with
     /// [`LibraryError::KernelNotFound`] naming the kernels there are.
@@ -353,9 +269,12 @@ impl Jit {
         Ok(kernel)
     }
 
-    /// The options as compiled: [`CompileOptions::code_object_version`] filled from the
-    /// runtime's accepted versions when they are known and the options leave it open.
-    pub fn effective_options(&self, options: &CompileOptions) -> CompileOptions {
+    /// The options as compiled: for AMDGPU targets, [`CompileOptions::code_object_version`]
+    /// filled from the runtime's accepted versions when they are known and the options leave
+    /// it open (which asks hipcc's identity, finding it if need be).
+    ///
+    /// Errors: [`JitError::Compiler`] when that needs hipcc and it cannot be found.
+    pub fn effective_options(&self, options: &CompileOptions) -> Result<CompileOptions, JitError> {
         self.effective_options_with(options, self.runtime_versions.as_deref())
     }
 
@@ -363,11 +282,12 @@ impl Jit {
         &self,
         options: &CompileOptions,
         runtime_versions: Option<&[u32]>,
-    ) -> CompileOptions {
+    ) -> Result<CompileOptions, JitError> {
         let mut o = options.clone();
-        if o.code_object_version.is_none() {
+        if o.code_object_version.is_none() && o.sm_targets.is_empty() {
             if let Some(accepted) = runtime_versions {
-                let supported = compiler_code_object_versions(self.compiler.identity());
+                let chosen = self.compilers.choose(&o)?;
+                let supported = compiler_code_object_versions(chosen.backend.identity());
                 o.code_object_version = accepted
                     .iter()
                     .copied()
@@ -375,7 +295,7 @@ impl Jit {
                     .max();
             }
         }
-        o
+        Ok(o)
     }
 
     /// The result key `source` (its bytes) and `options` have with the files on disk as they
@@ -383,16 +303,17 @@ impl Jit {
     /// published); `None` otherwise (no disk cache, or never compiled: the files the compiler
     /// would read are only known from a compile).
     ///
-    /// Errors: [`JitError::Compile`] with invalid options.
+    /// Errors: [`JitError::Compile`] with invalid options, [`JitError::Compiler`].
     pub fn key(
         &self,
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<Option<CacheKey>, JitError> {
         let source = source.as_ref();
-        let o = self.effective_options(options);
+        let o = self.effective_options(options)?;
         o.validate().map_err(CompileError::from)?;
-        let direct = self.direct_key(source, &o);
+        let chosen = self.compilers.choose(&o)?;
+        let direct = chosen.backend.direct_key(source, &o, &self.extra);
         Ok(self
             .disk
             .as_ref()
@@ -405,36 +326,28 @@ impl Jit {
     /// names the header manifest; two sources or option sets with different direct keys never
     /// share a result ([`crate::cache::key`]). Computed without touching the disk.
     ///
-    /// Errors: [`JitError::Compile`] with invalid options.
+    /// Errors: [`JitError::Compile`] with invalid options, [`JitError::Compiler`].
     pub fn source_key(
         &self,
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<CacheKey, JitError> {
-        let o = self.effective_options(options);
+        let o = self.effective_options(options)?;
         o.validate().map_err(CompileError::from)?;
-        Ok(self.direct_key(source.as_ref(), &o))
+        let chosen = self.compilers.choose(&o)?;
+        Ok(chosen.backend.direct_key(source.as_ref(), &o, &self.extra))
     }
 
-    /// The direct key (see [`crate::cache::key`]).
-    fn direct_key(&self, source: &[u8], o: &CompileOptions) -> CacheKey {
-        key::compute(&KeyInputs {
-            source,
-            options: o,
-            compiler: self.compiler.identity(),
-            env: self.compiler.environment(),
-            extra: &self.extra,
-        })
-    }
-
-    /// Compiles `source` for `options.targets`, or returns the cached result. The source is
-    /// bytes (`&str`, `String`, `&[u8]`, `Vec<u8>`), in any encoding the compiler accepts,
-    /// keyed by those bytes.
+    /// Compiles `source` for the targets of `options` (AMDGPU target IDs, or an SM target), or
+    /// returns the cached result. The source is bytes (`&str`, `String`, `&[u8]`, `Vec<u8>`),
+    /// in any encoding the compiler accepts, keyed by those bytes.
     ///
-    /// Errors: [`JitError::Compile`] (bad options, compiler failure, unsupported target...),
-    /// [`JitError::CodeObject`] (the compiler's output unreadable; a cached entry whose code
-    /// object does not read is a bad entry, compiled again), [`JitError::Check`] (a requested
-    /// metadata check failed). A disk cache that cannot be written only logs a warning.
+    /// Errors: [`JitError::Compiler`] (the platform's compiler not found),
+    /// [`JitError::Compile`] (bad options, compiler failure, unsupported target...),
+    /// [`JitError::CodeObject`] / [`JitError::Cubin`] (the compiler's output unreadable; a
+    /// cached entry whose output does not read is a bad entry, compiled again),
+    /// [`JitError::Check`] (a requested metadata check failed). A disk cache that cannot be
+    /// written only logs a warning (and says so in [`Compiled::cache_warnings`]).
     pub fn compile(
         &self,
         source: impl AsRef<[u8]>,
@@ -454,7 +367,7 @@ impl Jit {
             self.compile_uncached(source, options, bypass_disk)
         })?;
         if options.checks != Default::default() {
-            run_checks(&inner.0, options)?;
+            checks::run_checks(&inner.0, options)?;
         }
         Ok(Compiled {
             inner: inner.0,
@@ -465,7 +378,7 @@ impl Jit {
 
     /// Forgets `compiled` (compiled from `source` and `options`) in memory and removes its
     /// entry from the written disk root, so the next [`Jit::compile`] compiles again. For a
-    /// code object the runtime rejected as an invalid image.
+    /// code object or cubin the runtime rejected as an invalid image.
     ///
     /// Errors: [`JitError::Cache`] when the entry file cannot be removed.
     pub fn evict(
@@ -495,26 +408,29 @@ impl Jit {
 
     /// Compiles `source` for `device` (or takes it from a cache) and loads it there; the
     /// loaded library is cached per (runtime, device, key), so a second call returns the same
-    /// [`Library`]. With no targets in `options` the device's target ID is used; with no code
-    /// object version in `options` (and none from [`JitOptions::runtime_code_object_versions`])
-    /// the device runtime's accepted versions choose it. When the runtime rejects the image as
-    /// invalid (`hipErrorInvalidImage`), the cached result is evicted (memory and written disk
-    /// root) and the source is compiled and loaded once more.
+    /// [`Library`]. With no targets in `options` the device's is used: its target ID on AMD,
+    /// its SM target on HIP's NVIDIA platform (then compiled by nvcc to a cubin). With no code
+    /// object version in `options` (and none from
+    /// [`JitOptions::runtime_code_object_versions`]) the device runtime's accepted versions
+    /// choose it. When the runtime rejects the image as invalid (`hipErrorInvalidImage`), the
+    /// cached result is evicted (memory and written disk root) and the source is compiled and
+    /// loaded once more.
     ///
     /// Errors: those of [`Jit::compile`]; [`JitError::UnknownDeviceTarget`];
-    /// [`JitError::NoCodeObjectForDevice`]; [`JitError::Load`] from
-    /// [`Library::load`] (`hipModuleLoadData` / `hipLibraryLoadData`).
+    /// [`JitError::NoCodeObjectForDevice`]; [`JitError::Load`] from [`Library::load`]
+    /// (`hipModuleLoadData` / `hipLibraryLoadData`) or [`Library::load_cubin`]
+    /// (`cuLibraryLoadData` / `cuModuleLoadData`).
     pub fn load(
         &self,
         device: &Device,
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<Loaded, JitError> {
-        self.load_with(device, source, options, Library::load)
+        self.load_with(device, source, options, Artefact::load)
     }
 
     /// [`Jit::load`] with the loading step supplied by the caller (a wrapper that logs or
-    /// injects failures); `load` gets the device and the code object chosen for it.
+    /// injects failures); `load` gets the device and the artefact chosen for it.
     ///
     /// Errors: as [`Jit::load`], with `load`'s errors in [`JitError::Load`].
     pub fn load_with<L>(
@@ -525,24 +441,24 @@ impl Jit {
         load: L,
     ) -> Result<Loaded, JitError>
     where
-        L: Fn(&Device, &CodeObject) -> Result<Library, LibraryError>,
+        L: Fn(&Artefact, &Device) -> Result<Library, LibraryError>,
     {
         let source = source.as_ref();
-        let device_target = device.target_id().cloned();
         let mut o = options.clone();
-        if o.targets.is_empty() {
-            match &device_target {
-                Some(t) => o.targets = vec![t.clone()],
-                None => {
-                    return Err(JitError::UnknownDeviceTarget {
-                        ordinal: device.ordinal(),
-                        arch_name: device.arch_name().to_string(),
-                    })
-                }
+        if o.targets.is_empty() && o.sm_targets.is_empty() {
+            if let Some(t) = device.target_id() {
+                o.targets = vec![t.clone()];
+            } else if let Some(sm) = device.sm_target() {
+                o.sm_targets = vec![sm];
+            } else {
+                return Err(JitError::UnknownDeviceTarget {
+                    ordinal: device.ordinal(),
+                    arch_name: device.arch_name().to_string(),
+                });
             }
         }
         if self.runtime_versions.is_none() {
-            o = self.effective_options_with(&o, device.runtime().code_object_versions());
+            o = self.effective_options_with(&o, device.runtime().code_object_versions())?;
         }
         let runtime = device.runtime().path().to_path_buf();
         let mut bypass_disk = false;
@@ -557,23 +473,24 @@ impl Jit {
                     library: Arc::clone(lib),
                 });
             }
-            let co =
-                match &device_target {
-                    Some(t) => compiled.code_object_for(t).ok_or_else(|| {
-                        JitError::NoCodeObjectForDevice {
-                            targets: o
-                                .targets
-                                .iter()
-                                .map(|t| t.to_string())
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                            device: t.to_string(),
-                            ordinal: device.ordinal(),
-                        }
-                    })?,
-                    None => compiled.code_object(),
-                };
-            match load(device, co) {
+            let device_known = device.target_id().is_some() || device.sm_target().is_some();
+            let artefact = match compiled.artefact_for(device) {
+                Some(a) => a.clone(),
+                // A device whose target is unknown: let the loader report the mismatch.
+                None if !device_known => compiled.artefacts()[0].clone(),
+                None => {
+                    return Err(JitError::NoCodeObjectForDevice {
+                        targets: o.target_names().join(", "),
+                        device: device
+                            .target_id()
+                            .map(|t| t.to_string())
+                            .or_else(|| device.sm_target().map(|t| t.to_string()))
+                            .unwrap_or_else(|| device.arch_name().to_string()),
+                        ordinal: device.ordinal(),
+                    })
+                }
+            };
+            match load(&artefact, device) {
                 Ok(lib) => {
                     let lib = Arc::new(lib);
                     *slot = Some(Arc::clone(&lib));
@@ -602,9 +519,11 @@ impl Jit {
         options: &CompileOptions,
         bypass_disk: bool,
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
-        let o = self.effective_options(options);
+        let o = self.effective_options(options)?;
         o.validate().map_err(CompileError::from)?;
-        let direct = self.direct_key(source, &o);
+        let chosen = self.compilers.choose(&o)?;
+        let backend = &chosen.backend;
+        let direct = backend.direct_key(source, &o, &self.extra);
         let mut bad_entries = Vec::new();
         let mut looked_up: Option<Manifest> = None;
         let disk_lookup = self.disk.as_ref().filter(|_| !bypass_disk);
@@ -613,11 +532,17 @@ impl Jit {
                 let lookup = disk.get(&key);
                 bad_entries = lookup.bad;
                 if let Some(entry) = lookup.entry {
-                    if let Some(code_objects) =
-                        usable_entry(disk, &key, &entry, &o, &mut bad_entries)
+                    if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
                         return Ok((
-                            Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
+                            Arc::new(inner_from_entry(
+                                key,
+                                artefacts,
+                                &entry,
+                                bad_entries,
+                                chosen.used(),
+                                &o,
+                            )),
                             Origin::Disk,
                         ));
                     }
@@ -627,7 +552,7 @@ impl Jit {
         }
         // Another process may be compiling this source: wait for it (bounded), then look again.
         let mut cache_warnings = Vec::new();
-        let wait = self.lock_wait.unwrap_or_else(|| self.compiler.timeout());
+        let wait = self.lock_wait.unwrap_or_else(|| backend.timeout());
         let _lock = match self.disk.as_ref().map(|d| d.lock(&direct, wait)) {
             Some(LockOutcome::Held(l)) => Some(l),
             Some(LockOutcome::TimedOut { path }) => {
@@ -650,11 +575,17 @@ impl Jit {
         if let (Some(disk), Some(_)) = (disk_lookup, &_lock) {
             if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
                 if let Some(entry) = disk.get(&key).entry {
-                    if let Some(code_objects) =
-                        usable_entry(disk, &key, &entry, &o, &mut bad_entries)
+                    if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
                         return Ok((
-                            Arc::new(inner_from_entry(key, code_objects, &entry, bad_entries)),
+                            Arc::new(inner_from_entry(
+                                key,
+                                artefacts,
+                                &entry,
+                                bad_entries,
+                                chosen.used(),
+                                &o,
+                            )),
                             Origin::Disk,
                         ));
                     }
@@ -662,17 +593,17 @@ impl Jit {
                 looked_up = Some(now);
             }
         }
-        let out = self.compiler.compile(source, &o)?;
+        let out = backend.compile(source, &o)?;
         let recorded = manifest::record(
             &out.dependencies,
             &o.include_dirs,
-            &manifest::extra_search_dirs(&o.extra_flags, self.compiler.environment()),
-            self.compiler.identity(),
+            &manifest::extra_search_dirs(&o.extra_flags, backend.environment()),
+            backend.identity(),
             out.started,
             looked_up.as_ref(),
         );
         let key = key::result_key(&direct, &recorded.manifest);
-        let code_objects = read_code_objects(&key, &out.code_object, &o)?;
+        let artefacts = read_artefacts(&key, &out.code_object, &o)?;
         let mut entry_path = None;
         if let (Some(_), Some(why)) = (&self.disk, &recorded.unpublishable) {
             tracing::warn!(%key, reason = %why,
@@ -685,7 +616,7 @@ impl Jit {
                 format_version: 0,
                 key: String::new(),
                 command: out.command.clone(),
-                compiler: self.compiler.identity().clone(),
+                compiler: backend.identity().clone(),
                 options: o.clone(),
                 tracked_headers: recorded.headers.clone(),
                 dependencies: out.dependencies.iter().map(|d| d.path.clone()).collect(),
@@ -694,18 +625,18 @@ impl Jit {
                     .map_or(0, |d| d.as_millis() as u64),
                 artefacts: Vec::new(),
             };
-            let mut artefacts: Vec<(&str, &[u8])> = vec![(CODE_OBJECT, &out.code_object)];
+            let mut stored: Vec<(&str, &[u8])> = vec![(output_artefact(&o), &out.code_object)];
             if let Some(ir) = &out.llvm_ir {
-                artefacts.push((LLVM_IR, ir));
+                stored.push((LLVM_IR, ir));
             }
             if let Some(isa) = &out.isa {
-                artefacts.push((ISA, isa.as_bytes()));
+                stored.push((ISA, isa.as_bytes()));
             }
             let diagnostics_artefact = diagnostics::to_artefact(&out.diagnostics);
             if let Some(r) = &diagnostics_artefact {
-                artefacts.push((diagnostics::ARTEFACT, r));
+                stored.push((diagnostics::ARTEFACT, r));
             }
-            match disk.put(&key, meta.clone(), &artefacts) {
+            match disk.put(&key, meta.clone(), &stored) {
                 Ok((path, _)) => {
                     entry_path = Some(path);
                     if let Some(w) = publish_manifest(disk, &direct, meta, &recorded.manifest) {
@@ -720,7 +651,9 @@ impl Jit {
         }
         let inner = CompiledInner {
             key,
-            code_objects,
+            targets: o.target_names(),
+            code_objects: entry::code_objects_of(&artefacts),
+            artefacts,
             entry_path,
             command: out.command,
             log: out.log,
@@ -729,158 +662,10 @@ impl Jit {
             isa: out.isa,
             bad_entries,
             cache_warnings,
+            compiler: chosen.used(),
         };
         Ok((Arc::new(inner), Origin::Compiler))
     }
-}
-
-/// The manifest of `direct` in `disk` as the files are now, and the result key it gives;
-/// `None` when there is none, it does not decode (reported), or one of its files is gone.
-fn manifest_lookup(
-    disk: &DiskCache,
-    direct: &CacheKey,
-    o: &CompileOptions,
-) -> Option<(Manifest, CacheKey)> {
-    let entry = disk.get(direct).entry?;
-    let bytes = entry.artefact(MANIFEST_ARTEFACT)?;
-    let stored = match Manifest::from_bytes(bytes) {
-        Ok(m) => m,
-        Err(e) => {
-            tracing::warn!(path = %entry.path.display(), error = %e, "unusable hipjit header manifest");
-            return None;
-        }
-    };
-    let now = stored.current(&o.include_dirs)?;
-    let key = key::result_key(direct, &now);
-    Some((now, key))
-}
-
-/// Stores `manifest` as the entry of `direct` in the written root, replacing the one there.
-/// A failure is a warning (returned): the result entry is published, it is only not found by
-/// this route.
-fn publish_manifest(
-    disk: &DiskCache,
-    direct: &CacheKey,
-    meta: EntryMeta,
-    manifest: &Manifest,
-) -> Option<String> {
-    let bytes = manifest.to_bytes();
-    let root = disk.roots().first()?;
-    if let Some(old) = disk.get(direct).entry {
-        if old.artefact(MANIFEST_ARTEFACT) == Some(&bytes[..]) {
-            return None;
-        }
-        if old.path.starts_with(&root.path) {
-            if let Err(e) = std::fs::remove_file(&old.path) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    let w = format!(
-                        "the header manifest {} cannot be replaced: {e}",
-                        old.path.display()
-                    );
-                    tracing::warn!(key = %direct, "{w}");
-                    return Some(w);
-                }
-            }
-        }
-    }
-    let meta = EntryMeta {
-        dependencies: Vec::new(),
-        ..meta
-    };
-    match disk.put(direct, meta, &[(MANIFEST_ARTEFACT, &bytes)]) {
-        Ok(_) => None,
-        Err(e) => {
-            let w = format!("the header manifest was not cached: {e}");
-            tracing::warn!(key = %direct, "{w}");
-            Some(w)
-        }
-    }
-}
-
-/// Artefact names in a cache entry.
-const CODE_OBJECT: &str = "code-object";
-const LLVM_IR: &str = "llvm-ir.bc";
-const ISA: &str = "isa.s";
-
-fn inner_from_entry(
-    key: CacheKey,
-    code_objects: Vec<Arc<CodeObject>>,
-    entry: &crate::cache::disk::Entry,
-    bad_entries: Vec<BadEntry>,
-) -> CompiledInner {
-    CompiledInner {
-        key,
-        code_objects,
-        entry_path: Some(entry.path.clone()),
-        command: entry.meta.command.clone(),
-        log: String::new(),
-        diagnostics: diagnostics::from_artefact(entry.artefact(diagnostics::ARTEFACT)),
-        llvm_ir: entry.artefact(LLVM_IR).map(<[u8]>::to_vec),
-        isa: entry
-            .artefact(ISA)
-            .map(|b| String::from_utf8_lossy(b).into_owned()),
-        bad_entries,
-        cache_warnings: Vec::new(),
-    }
-}
-
-/// The code objects of a disk hit, or `None` when the entry, though intact (its sha256 sums
-/// match), holds no code object hipjit can read for `o.targets` (written by another hipjit
-/// version, or by hand). Such an entry is recorded in `bad` and, in the written root, removed,
-/// so that the compile that follows publishes a good one in its place ([`DiskCache::put`]
-/// never overwrites an intact entry).
-fn usable_entry(
-    disk: &DiskCache,
-    key: &CacheKey,
-    entry: &crate::cache::disk::Entry,
-    o: &CompileOptions,
-    bad: &mut Vec<BadEntry>,
-) -> Option<Vec<Arc<CodeObject>>> {
-    let reason = match entry.artefact(CODE_OBJECT) {
-        None => format!("it has no {CODE_OBJECT} artefact"),
-        Some(bytes) => match read_code_objects(key, bytes, o) {
-            Ok(code_objects) => return Some(code_objects),
-            Err(e) => e.to_string(),
-        },
-    };
-    let writable_root = disk
-        .roots()
-        .first()
-        .is_some_and(|r| entry.path.starts_with(&r.path));
-    tracing::warn!(path = %entry.path.display(), %reason, "unusable hipjit cache entry");
-    if writable_root {
-        if let Err(e) = std::fs::remove_file(&entry.path) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(path = %entry.path.display(), error = %e,
-                    "cannot remove an unusable hipjit cache entry");
-            }
-        }
-    }
-    bad.push(BadEntry {
-        path: entry.path.clone(),
-        reason,
-        writable_root,
-    });
-    None
-}
-
-fn read_code_objects(
-    key: &CacheKey,
-    bytes: &[u8],
-    o: &CompileOptions,
-) -> Result<Vec<Arc<CodeObject>>, JitError> {
-    o.targets
-        .iter()
-        .map(|t| {
-            CodeObject::from_bytes(bytes, Some(t))
-                .map(Arc::new)
-                .map_err(|source| JitError::CodeObject {
-                    key: *key,
-                    target: t.to_string(),
-                    source: Box::new(source),
-                })
-        })
-        .collect()
 }
 
 /// The code object versions a compiler can produce, from its clang major version (LLVM
@@ -894,41 +679,4 @@ pub fn compiler_code_object_versions(identity: &CompilerIdentity) -> Vec<u32> {
         15..=18 => vec![4, 5],
         _ => vec![4, 5, 6],
     }
-}
-
-fn run_checks(inner: &CompiledInner, options: &CompileOptions) -> Result<(), CheckFailed> {
-    for co in &inner.code_objects {
-        let fail = |what: String| CheckFailed {
-            target: co.target_id().to_string(),
-            what,
-        };
-        if co.kernels().is_empty() {
-            return Err(fail(
-                "the code object has no kernel metadata (NT_AMDGPU_METADATA amdhsa.kernels)".into(),
-            ));
-        }
-        for k in co.kernels() {
-            if options.checks.no_spills && (k.sgpr_spill_count > 0 || k.vgpr_spill_count > 0) {
-                return Err(fail(format!(
-                    "kernel {} spills registers ({} SGPRs, {} VGPRs)",
-                    k.name, k.sgpr_spill_count, k.vgpr_spill_count
-                )));
-            }
-            if options.checks.no_scratch
-                && (k.private_segment_fixed_size > 0 || k.uses_dynamic_stack)
-            {
-                return Err(fail(format!(
-                    "kernel {} uses scratch memory ({} bytes private segment{})",
-                    k.name,
-                    k.private_segment_fixed_size,
-                    if k.uses_dynamic_stack {
-                        ", dynamic stack"
-                    } else {
-                        ""
-                    }
-                )));
-            }
-        }
-    }
-    Ok(())
 }
