@@ -45,6 +45,7 @@ fn compile(rtc: &HipRtc, target: &TargetId, source: &str) {
             source: source.as_bytes(),
             name: "bench.hip",
             headers: &[],
+            include_dirs: &[],
             options: &options,
         })
         .unwrap_or_else(|e| panic!("{e}"));

@@ -109,6 +109,7 @@ fn nvrtc_compile(rtc: &NvRtc, source: &str, sm: SmTarget) -> R<Vec<u8>> {
         source: source.as_bytes(),
         name: "kernel.hip",
         headers: &headers,
+        include_dirs: &[],
         options: &options,
     })?;
     Ok(out.code)

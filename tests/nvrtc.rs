@@ -6,9 +6,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use hipjit::cache::key::{self, CacheKey};
+use hipjit::cache::manifest;
 use hipjit::code_object::cubin::Cubin;
 use hipjit::compiler::nvrtc::{self, NvRtc};
 use hipjit::compiler::rtc::{RtcError, RtcInput};
+use hipjit::compiler::{CompilerIdentity, CompilerKind, Severity};
 use hipjit::cuda::target::SmTarget;
 
 /// The PyPI nvcc of scripts/setup.sh's venv.
@@ -57,6 +60,7 @@ fn input<'a>(source: &'a [u8], options: &'a [String]) -> RtcInput<'a> {
         source,
         name: "saxpy.cu",
         headers: &[],
+        include_dirs: &[],
         options,
     }
 }
@@ -115,6 +119,26 @@ fn a_syntax_error_returns_the_program_log() {
         log.contains("broken.cu(2): error: expected an expression"),
         "{log}"
     );
+    let RtcError::Compile { diagnostics, .. } = &err else {
+        unreachable!()
+    };
+    let d = &diagnostics[0];
+    assert_eq!(
+        (
+            d.severity,
+            d.file.as_deref(),
+            d.line,
+            d.column,
+            d.message.as_str()
+        ),
+        (
+            Severity::Error,
+            Some("broken.cu"),
+            Some(2),
+            None,
+            "expected an expression"
+        )
+    );
 }
 
 #[test]
@@ -125,6 +149,7 @@ fn headers_in_memory_are_included() {
     let out = nvrtc()
         .compile(&RtcInput {
             headers: &headers,
+            include_dirs: &[],
             ..input(source.as_bytes(), &sm90())
         })
         .unwrap();
@@ -138,6 +163,7 @@ fn a_nul_byte_in_a_header_is_refused_before_compiling() {
     let err = nvrtc()
         .compile(&RtcInput {
             headers: &headers,
+            include_dirs: &[],
             ..input(b"#include \"shape.h\"\n", &sm90())
         })
         .unwrap_err();
@@ -206,5 +232,190 @@ fn the_identity_lists_the_library_and_its_builtins() {
         names,
         ["libnvrtc-builtins.so.13.5", "libnvrtc.so.13"],
         "{files:?}"
+    );
+}
+
+const INCLUDES: &str = "#include \"shape.h\"\n\
+    extern \"C\" __global__ void k(int* o) { o[0] = WIDTH; }\n";
+
+#[test]
+fn every_file_under_the_include_directories_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("shape.h"), "#define WIDTH 7\n").unwrap();
+    std::fs::write(dir.path().join("sub/other.h"), "#error never read\n").unwrap();
+    let include_dirs = [dir.path().to_path_buf()];
+    let out = nvrtc()
+        .compile(&RtcInput {
+            include_dirs: &include_dirs,
+            ..input(INCLUDES.as_bytes(), &sm90())
+        })
+        .unwrap();
+    assert!(Cubin::from_bytes(&out.code).unwrap().kernel("k").is_ok());
+    let got: Vec<_> = out
+        .dependencies
+        .iter()
+        .map(|d| (d.include_dir, d.name.clone(), d.path.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                Some(0),
+                PathBuf::from("shape.h"),
+                dir.path().join("shape.h")
+            ),
+            (
+                Some(0),
+                PathBuf::from("sub/other.h"),
+                dir.path().join("sub/other.h")
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_header_beside_the_source_name_is_not_read() {
+    // NVRTC looks up quoted includes in the directory of the program's name by default, a file
+    // hipjit would not track; hipjit turns that off.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("shape.h"), "#define WIDTH 7\n").unwrap();
+    let name = dir.path().join("kern.cu");
+    let err = nvrtc()
+        .compile(&RtcInput {
+            name: name.to_str().unwrap(),
+            ..input(INCLUDES.as_bytes(), &sm90())
+        })
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("could not open source file \"shape.h\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn editing_a_header_in_an_include_directory_changes_the_key_and_the_cubin() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = dir.path().join("shape.h");
+    std::fs::write(&header, "#define WIDTH 7\n").unwrap();
+    let include_dirs = [dir.path().to_path_buf()];
+    let rtc = nvrtc();
+    let options = sm90();
+    let compile = || {
+        rtc.compile(&RtcInput {
+            include_dirs: &include_dirs,
+            ..input(INCLUDES.as_bytes(), &options)
+        })
+        .unwrap()
+    };
+    let id = CompilerIdentity {
+        kind: CompilerKind::Nvrtc,
+        path: rtc.path().to_path_buf(),
+        version: String::new(),
+        fingerprint: String::new(),
+        covered: Vec::new(),
+    };
+    let direct = CacheKey([2; 32]);
+    let first = compile();
+    let recorded = manifest::record(
+        &first.dependencies,
+        &include_dirs,
+        &[],
+        &id,
+        first.started,
+        None,
+    );
+    let first_key = key::result_key(&direct, &recorded.manifest);
+    let now = recorded.manifest.current(&include_dirs).unwrap();
+    assert_eq!(key::result_key(&direct, &now), first_key);
+
+    std::fs::write(&header, "#define WIDTH 8\n").unwrap();
+    let now = recorded.manifest.current(&include_dirs).unwrap();
+    let looked_up = key::result_key(&direct, &now);
+    assert_ne!(
+        looked_up, first_key,
+        "the edited header must not find the old entry"
+    );
+    let second = compile();
+    assert_ne!(second.code, first.code, "WIDTH 8 compiles to another cubin");
+
+    // A header added beside it (which an #include may now find first) changes the key too.
+    std::fs::write(dir.path().join("new.h"), "\n").unwrap();
+    let after_add = manifest::record(
+        &compile().dependencies,
+        &include_dirs,
+        &[],
+        &id,
+        std::time::SystemTime::UNIX_EPOCH,
+        None,
+    );
+    assert_ne!(key::result_key(&direct, &after_add.manifest), looked_up);
+}
+
+#[test]
+fn an_include_directory_that_is_not_one_is_named() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let include_dirs = [file.path().to_path_buf(), PathBuf::from("/nonexistent/inc")];
+    for dirs in [&include_dirs[..1], &include_dirs[1..]] {
+        let err = nvrtc()
+            .compile(&RtcInput {
+                include_dirs: dirs,
+                ..input(INCLUDES.as_bytes(), &sm90())
+            })
+            .unwrap_err();
+        let RtcError::IncludeDir { path, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(path, &dirs[0]);
+    }
+}
+
+#[test]
+fn errors_in_a_header_name_the_include_directory_as_given() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("real")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+    std::fs::write(
+        dir.path().join("real/shape.h"),
+        "#define WIDTH 7\nint bad = ;\n",
+    )
+    .unwrap();
+    let include_dirs = [dir.path().join("link")];
+    let err = nvrtc()
+        .compile(&RtcInput {
+            name: "kern.cu",
+            include_dirs: &include_dirs,
+            ..input(INCLUDES.as_bytes(), &sm90())
+        })
+        .unwrap_err();
+    let RtcError::Compile { diagnostics, .. } = &err else {
+        panic!("{err:?}")
+    };
+    let header = dir.path().join("link/shape.h").display().to_string();
+    let d = &diagnostics[0];
+    assert_eq!(
+        (d.file.as_deref(), d.line, d.message.as_str()),
+        (Some(header.as_str()), Some(2), "expected an expression")
+    );
+}
+
+#[test]
+fn an_unknown_option_is_a_diagnostic_without_a_file() {
+    let mut options = sm90();
+    options.push("-Wall".to_owned());
+    let err = nvrtc()
+        .compile(&input(INCLUDES.as_bytes(), &options))
+        .unwrap_err();
+    let RtcError::Compile { diagnostics, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(
+        (
+            diagnostics[0].file.as_deref(),
+            diagnostics[0].message.as_str()
+        ),
+        (None, "unrecognized option -Wall found")
     );
 }

@@ -59,6 +59,7 @@ fn nvrtc_compiles_the_corpus_to_the_same_cubins_as_nvcc() {
                     source: source.as_bytes(),
                     name: file,
                     headers: &headers,
+                    include_dirs: &[],
                     options: &options,
                 })
                 .unwrap_or_else(|e| panic!("NVRTC, {file} for {target}: {e}"));
@@ -104,6 +105,7 @@ fn hip_fp16_without_the_toolkit_headers_is_an_error_naming_them() {
             source: b"#include <hip/hip_fp16.h>\n__global__ void k(__half* h) {}\n",
             name: "half.hip",
             headers: &headers,
+            include_dirs: &[],
             options: &nvrtc::hip_options(SmTarget::new(90), None),
         })
         .unwrap_err();

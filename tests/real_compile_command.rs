@@ -410,6 +410,7 @@ fn hiprtc_takes_the_standard_as_hipjit_spells_it_for_hiprtc() {
             source: STD_PROBE,
             name: "std.hip",
             headers: &[],
+            include_dirs: &[],
             options: &options,
         })
         .unwrap_or_else(|e| panic!("{std:?} as {options:?}: {e}"));

@@ -213,6 +213,7 @@ fn hiprtc_compiles_the_corpus_to_the_same_kernels_as_hipcc() {
                     source: source.as_bytes(),
                     name: file,
                     headers: &[],
+                    include_dirs: &[],
                     options: &rtc_options,
                 })
                 .unwrap_or_else(|e| panic!("hipRTC, {file} for {}: {e}", case.target));

@@ -147,6 +147,64 @@ pub fn map_build_paths(
     out
 }
 
+/// Maps the prerequisites an in-process compiler (hipRTC) printed to [`Dependency`] values.
+///
+/// comgr, the library under hipRTC, writes the source and the in-memory headers into a staging
+/// directory (`<TMPDIR>/comgr-<id>/`, the source under `input/`, headers under `include/` on HIP
+/// 5.x and 6.x) before clang reads them: the first prerequisite is the staged source, and every
+/// file under the `comgr-*` directory holding it is left out (the source and in-memory headers
+/// are the caller's bytes, not files; hipRTC's own `hiprtc_runtime.h` belongs to the library).
+/// When the first prerequisite lies in no `comgr-*` directory only it is left out. A file under
+/// `canonical[i]` (the path the compiler was given with `-I`) gets index `i` and the name below
+/// it, the longest such directory winning; any other absolute path is kept as printed, and a
+/// relative one is joined to `cwd`.
+pub fn map_in_process_paths(
+    deps: &[Vec<u8>],
+    include_dirs: &[PathBuf],
+    canonical: &[PathBuf],
+    cwd: &Path,
+) -> Vec<Dependency> {
+    let Some((source, rest)) = deps.split_first() else {
+        return Vec::new();
+    };
+    let source = Path::new(OsStr::from_bytes(source));
+    let staging = source.ancestors().skip(1).find(|a| {
+        a.file_name()
+            .is_some_and(|n| n.as_bytes().starts_with(b"comgr-"))
+    });
+    let mut out = Vec::new();
+    for d in rest {
+        let printed = Path::new(OsStr::from_bytes(d));
+        if staging.is_some_and(|s| printed.starts_with(s)) {
+            continue;
+        }
+        let path = if printed.is_absolute() {
+            printed.to_path_buf()
+        } else {
+            cwd.join(printed)
+        };
+        let under = canonical
+            .iter()
+            .enumerate()
+            .filter_map(|(i, dir)| Some((i, path.strip_prefix(dir).ok()?)))
+            .filter(|(_, name)| !name.as_os_str().is_empty())
+            .max_by_key(|(i, _)| canonical[*i].as_os_str().len());
+        match under.and_then(|(i, name)| Some((i, name, include_dirs.get(i)?))) {
+            Some((i, name, dir)) => out.push(Dependency {
+                include_dir: Some(i),
+                name: name.to_path_buf(),
+                path: dir.join(name),
+            }),
+            None => out.push(Dependency {
+                include_dir: None,
+                name: path.clone(),
+                path,
+            }),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +237,48 @@ mod tests {
     fn a_file_without_a_rule_is_refused() {
         assert_eq!(parse(b""), None);
         assert_eq!(parse(b"no rule here"), None);
+    }
+
+    #[test]
+    fn comgrs_staged_files_are_left_out_and_include_directories_map_back() {
+        let hip5 = parse(
+            b"X: /tmp/comgr-3896d8/input/CompileSource \\\n  \
+              /tmp/comgr-3896d8/include/hiprtc_runtime.h /real/inc/sub/mine.h \\\n  \
+              /usr/include/hip/hip_runtime.h /tmp/comgr-3896d8/include/inmem.h \
+              /real/inc/nested/x.h rel.h\n",
+        )
+        .unwrap();
+        let given = [PathBuf::from("inc"), PathBuf::from("/elsewhere/nested")];
+        let canonical = [
+            PathBuf::from("/real/inc"),
+            PathBuf::from("/real/inc/nested"),
+        ];
+        let m = map_in_process_paths(&hip5, &given, &canonical, Path::new("/cwd"));
+        let got: Vec<_> = m
+            .iter()
+            .map(|d| (d.include_dir, d.name.clone(), d.path.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(0), "sub/mine.h".into(), "inc/sub/mine.h".into()),
+                (
+                    None,
+                    "/usr/include/hip/hip_runtime.h".into(),
+                    "/usr/include/hip/hip_runtime.h".into()
+                ),
+                (Some(1), "x.h".into(), "/elsewhere/nested/x.h".into()),
+                (None, "/cwd/rel.h".into(), "/cwd/rel.h".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn without_a_comgr_directory_only_the_source_is_left_out() {
+        let deps = parse(b"X: /work/kern.hip /work/a.h\n").unwrap();
+        let m = map_in_process_paths(&deps, &[], &[], Path::new("/"));
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].path, Path::new("/work/a.h"));
     }
 
     #[test]

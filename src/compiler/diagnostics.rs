@@ -440,6 +440,18 @@ fn is_summary(line: &str) -> bool {
 }
 
 fn clang_diagnostic(line: &str) -> Option<Diagnostic> {
+    // A message with no file and no driver name, as hipRTC's log has them ("error: cannot find
+    // ROCm device library for gfx9-generic; ...", "warning: argument unused during
+    // compilation: ...").
+    if let Some((label, severity)) = SEVERITIES.iter().find(|(l, _)| line.starts_with(l)) {
+        return Some(Diagnostic::new(
+            *severity,
+            None,
+            None,
+            None,
+            &line[label.len()..],
+        ));
+    }
     // The earliest ": <severity>: " marker.
     let (pos, sev_len, severity) = SEVERITIES
         .iter()
@@ -474,7 +486,8 @@ fn clang_diagnostic(line: &str) -> Option<Diagnostic> {
 }
 
 /// Parses nvcc's output (EDG's `file(line): error: message`, `file(line): warning #177-D:
-/// message`, `nvcc fatal   : message`, `ptxas error   : message`) into structured diagnostics
+/// message`, `nvcc fatal   : message`, `ptxas error   : message`), and NVRTC's program log
+/// (the same EDG lines, and `nvrtc: error: message` for options), into structured diagnostics
 /// with their excerpts; nvcc gives no column. `rename` maps a file name as nvcc printed it
 /// to the name the user knows.
 pub fn parse_nvcc(output: impl AsRef<[u8]>, rename: &dyn Fn(&str) -> String) -> Vec<Diagnostic> {
@@ -495,9 +508,19 @@ fn nvcc_line(line: &str) -> LineKind {
     {
         return LineKind::End;
     }
-    for tool in ["nvcc", "ptxas", "nvlink", "fatbinary", "cicc", "cudafe++"] {
+    for tool in [
+        "nvcc",
+        "nvrtc",
+        "ptxas",
+        "nvlink",
+        "fatbinary",
+        "cicc",
+        "cudafe++",
+    ] {
         if let Some(rest) = t.strip_prefix(tool) {
+            // `nvcc fatal   : ...`, and NVRTC's `nvrtc: error: ...`.
             let rest = rest.trim_start();
+            let rest = rest.strip_prefix(':').map_or(rest, str::trim_start);
             for (word, severity) in [
                 ("fatal", Severity::Fatal),
                 ("error", Severity::Error),
@@ -560,6 +583,46 @@ fn edg_diagnostic(line: &str) -> Option<Diagnostic> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_severity_at_the_start_of_a_line_is_a_diagnostic_without_a_file() {
+        let d = parse(
+            "error: unknown argument: '-fno-such'\nwarning: argument unused during compilation: '-MF x'\n",
+            &|f| f.to_owned(),
+        );
+        let got: Vec<_> = d
+            .iter()
+            .map(|d| (d.severity, d.file.clone(), d.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Severity::Error, None, "unknown argument: '-fno-such'"),
+                (
+                    Severity::Warning,
+                    None,
+                    "argument unused during compilation: '-MF x'"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn nvrtcs_option_errors_are_diagnostics() {
+        let d = parse_nvcc(
+            "nvrtc: error: invalid value for --gpu-architecture (-arch)\n",
+            &|f| f.to_owned(),
+        );
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(
+            (d[0].severity, d[0].file.as_deref(), d[0].message.as_str()),
+            (
+                Severity::Error,
+                None,
+                "invalid value for --gpu-architecture (-arch)"
+            )
+        );
+    }
 
     fn same(s: &str) -> String {
         s.to_string()

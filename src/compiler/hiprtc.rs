@@ -24,10 +24,17 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
+use std::sync::OnceLock;
+
 use parking_lot::Mutex;
 
+use super::comgr::Comgr;
+use super::depfile;
+use super::diagnostics;
 use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
-use crate::target_id::TargetId;
+use crate::cache::manifest;
+use crate::file_read;
+use crate::target_id::{FeatureSetting, TargetId};
 
 /// The variable naming the hipRTC library explicitly.
 pub const HIPRTC_LIBRARY_ENV: &str = "HIPJIT_HIPRTC_LIBRARY";
@@ -59,6 +66,8 @@ static HIPRTC_LOCK: Mutex<()> = Mutex::new(());
 /// loader shares it); it is never unloaded.
 pub struct HipRtc {
     lib: rtc::Loaded,
+    /// The comgr this hipRTC compiles through, read once ([`HipRtc::comgr`]).
+    comgr: OnceLock<Result<Comgr, String>>,
 }
 
 impl std::fmt::Debug for HipRtc {
@@ -99,7 +108,10 @@ impl HipRtc {
                     continue;
                 }
                 match Self::try_open(candidate.as_os_str(), "beside the HIP runtime") {
-                    Ok(rtc) => return Ok(rtc),
+                    Ok(mut rtc) => {
+                        rtc.lib.tried = tried;
+                        return Ok(rtc);
+                    }
                     Err(why) => {
                         tried.push((rtc::describe(&candidate, "beside the HIP runtime"), why))
                     }
@@ -111,7 +123,10 @@ impl HipRtc {
             .chain(std::iter::once(&RUNTIME_WITH_HIPRTC))
         {
             match Self::try_open(OsStr::new(name), "dynamic loader") {
-                Ok(rtc) => return Ok(rtc),
+                Ok(mut rtc) => {
+                    rtc.lib.tried = tried;
+                    return Ok(rtc);
+                }
                 Err(why) => tried.push((format!("{name} (dynamic loader)"), why)),
             }
         }
@@ -130,12 +145,73 @@ impl HipRtc {
     }
 
     fn open_named(path: &Path, from: &str) -> Result<HipRtc, RtcError> {
-        rtc::Loaded::open_named(COMPILER, &SYMBOLS, path, from).map(|lib| HipRtc { lib })
+        rtc::Loaded::open_named(COMPILER, &SYMBOLS, path, from).map(HipRtc::new)
     }
 
     /// One candidate of the search: the reason it failed, as text, on failure.
     fn try_open(name: &OsStr, from: &str) -> Result<HipRtc, String> {
-        rtc::Loaded::try_open(&SYMBOLS, name, from).map(|lib| HipRtc { lib })
+        rtc::Loaded::try_open(&SYMBOLS, name, from).map(HipRtc::new)
+    }
+
+    fn new(lib: rtc::Loaded) -> HipRtc {
+        HipRtc {
+            lib,
+            comgr: OnceLock::new(),
+        }
+    }
+
+    /// The comgr this hipRTC compiles through and the processors it knows ([`Comgr`]), read
+    /// once per [`HipRtc`]; this loads comgr into the process.
+    ///
+    /// Errors: a text saying why comgr could not be found or asked.
+    pub fn comgr(&self) -> Result<&Comgr, &str> {
+        self.comgr
+            .get_or_init(|| Comgr::for_hiprtc(&self.lib.path))
+            .as_ref()
+            .map_err(String::as_str)
+    }
+
+    /// Checks, without compiling, that this hipRTC compiles for `target` (a target ID, as
+    /// `--gpu-architecture` takes it): it parses as a target ID, its processor is one comgr
+    /// knows, and a feature written (`:xnack+`) is one hipjit knows the processor to have.
+    /// [`HipRtc::compile`] checks every target option this way, since hipRTC aborts the
+    /// process otherwise (see [`super::comgr`]).
+    ///
+    /// Errors: [`RtcError::UnsupportedTarget`] naming the library, how it was found, the
+    /// reason and the candidates tried before it.
+    pub fn check_target(&self, target: &str) -> Result<(), RtcError> {
+        let unsupported = |reason: String| RtcError::UnsupportedTarget {
+            library: self.lib.path.clone(),
+            found: self.lib.found.clone(),
+            target: target.to_owned(),
+            reason,
+            tried: self.lib.tried.clone(),
+        };
+        let id = TargetId::parse(target).map_err(|e| unsupported(e.to_string()))?;
+        let comgr = self.comgr().map_err(|why| {
+            unsupported(format!(
+                "the processors it compiles for cannot be read ({why}), and hipRTC aborts the \
+                 process on one it does not know"
+            ))
+        })?;
+        if !comgr.knows(id.processor()) {
+            return Err(unsupported(format!(
+                "its comgr {} does not know {} (it knows {})",
+                comgr.path.display(),
+                id.processor(),
+                comgr.processors.join(" ")
+            )));
+        }
+        let written = |f: FeatureSetting| matches!(f, FeatureSetting::On | FeatureSetting::Off);
+        let features_written = written(id.xnack()) || written(id.sramecc());
+        if features_written && id.e_flags_mach().is_none() {
+            return Err(unsupported(format!(
+                "hipjit does not know which target features {} has, and hipRTC aborts the \
+                 process on one it lacks; name the processor alone",
+                id.processor()
+            )));
+        }
+        Ok(())
     }
 
     /// The file the library was loaded from (`dladdr` of `hiprtcCreateProgram`).
@@ -159,11 +235,21 @@ impl HipRtc {
     pub fn identity_files(&self) -> Vec<PathBuf> {
         static PROBED: std::sync::Once = std::sync::Once::new();
         PROBED.call_once(|| {
-            let options = ["--gpu-architecture=gfx90a".to_owned()];
+            // A processor this comgr knows (the check in `compile` refuses any other).
+            let Some(processor) = self.comgr().ok().and_then(|c| {
+                ["gfx90a", "gfx942", "gfx1100"]
+                    .into_iter()
+                    .find(|p| c.knows(p))
+                    .or(c.processors.first().map(String::as_str))
+            }) else {
+                return;
+            };
+            let options = [format!("--gpu-architecture={processor}")];
             let _ = self.compile(&RtcInput {
                 source: b"extern \"C\" __global__ void hipjit_identity_probe() {}\n",
                 name: "hipjit_identity_probe.hip",
                 headers: &[],
+                include_dirs: &[],
                 options: &options,
             });
         });
@@ -197,34 +283,81 @@ impl HipRtc {
         self.lib.api.version()
     }
 
-    /// Compiles one program to a code object, under the process-wide hipRTC lock.
+    /// Compiles one program to a code object, under the process-wide hipRTC lock, and reports
+    /// the files it read.
     ///
-    /// Errors: [`RtcError::NulByte`] before any call when a string holds a NUL byte;
+    /// The include directories go to hipRTC as `-I<dir>` (symlinks resolved) after the options.
+    /// The files read come from clang's own dependency list, asked of the compile with
+    /// `-Xclang -dependency-file -Xclang <private dir>/deps.d -Xclang -MT -Xclang out
+    /// -Xclang -sys-header-deps` (system headers included). Measured: hipRTC 6.4.3 ignores
+    /// `-MD -MF` ("argument unused") and honours this form; hipRTC 5.2.3 honours both and lists
+    /// the same files. comgr's staged copies of the source and of the in-memory headers are
+    /// left out ([`depfile::map_in_process_paths`]).
+    ///
+    /// Errors: [`RtcError::IncludeDir`] for an include directory that is not one;
+    /// [`RtcError::NulByte`] before any call when a string holds a NUL byte;
     /// [`RtcError::Compile`] with the program log when the compile fails;
-    /// [`RtcError::EmptyOutput`] when it succeeds with no code; [`RtcError::Call`] when another
+    /// [`RtcError::EmptyOutput`] when it succeeds with no code; [`RtcError::NoDependencies`]
+    /// when it succeeds without a readable dependency list; [`RtcError::Call`] when another
     /// hipRTC call fails.
     /// File names in the log are the user's: comgr's staging paths are mapped back (see
     /// [`unstage_log`]).
     pub fn compile(&self, input: &RtcInput<'_>) -> Result<RtcOutput, RtcError> {
+        for target in target_options(input.options) {
+            self.check_target(target)?;
+        }
+        let canonical = rtc::canonical_include_dirs(input.include_dirs)?;
+        let no_deps = |reason: String| RtcError::NoDependencies {
+            compiler: COMPILER,
+            reason,
+        };
+        let scratch = tempfile::Builder::new()
+            .prefix("hipjit-hiprtc-")
+            .tempdir()
+            .map_err(|e| no_deps(format!("cannot make a directory for the list: {e}")))?;
+        let deps_file = scratch.path().join(DEPS_NAME);
+        let mut extra = rtc::include_options(&canonical);
+        for word in [
+            OsStr::new("-Xclang"),
+            OsStr::new("-dependency-file"),
+            OsStr::new("-Xclang"),
+            deps_file.as_os_str(),
+            OsStr::new("-Xclang"),
+            OsStr::new("-MT"),
+            OsStr::new("-Xclang"),
+            OsStr::new("out"),
+            OsStr::new("-Xclang"),
+            OsStr::new("-sys-header-deps"),
+        ] {
+            extra.push(word.to_owned());
+        }
+        let started = manifest::filesystem_now(scratch.path());
         let out = {
             let _serialised = HIPRTC_LOCK.lock();
-            rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input)
+            rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input, &extra)
         };
-        let mut out = out.map_err(|e| match e {
+        let rename = |printed: &str| rtc::user_file_name(printed, input.include_dirs, &canonical);
+        let out = out.map_err(|e| match e {
             RtcError::Compile {
                 compiler,
                 name,
                 options,
                 log,
-            } => RtcError::Compile {
-                log: unstage_log(&log, &name),
-                compiler,
-                name,
-                options,
-            },
+                ..
+            } => {
+                let log = unstage_log(&log, &name);
+                RtcError::Compile {
+                    diagnostics: diagnostics::parse(&log, &rename),
+                    log,
+                    compiler,
+                    name,
+                    options,
+                }
+            }
             other => other,
         })?;
-        out.log = unstage_log(&out.log, input.name);
+        let log = unstage_log(&out.log, input.name);
+        let diagnostics = diagnostics::parse(&log, &rename);
         if out.code.is_empty() {
             let arch = input
                 .options
@@ -237,9 +370,57 @@ impl HipRtc {
                 arch: arch.to_owned(),
             });
         }
-        Ok(out)
+        let text = file_read::read_file(
+            &deps_file,
+            file_read::TEXT_OUTPUT_LIMIT,
+            "hipRTC's dependency list",
+            file_read::Streams::None,
+        )
+        .map_err(|e| {
+            no_deps(format!(
+                "its dependency list cannot be read ({})",
+                e.reason()
+            ))
+        })?;
+        let printed = depfile::parse(&text)
+            .ok_or_else(|| no_deps("its dependency list holds no rule".to_owned()))?;
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let dependencies =
+            depfile::map_in_process_paths(&printed, input.include_dirs, &canonical, &cwd);
+        Ok(RtcOutput {
+            code: out.code,
+            log,
+            diagnostics,
+            dependencies,
+            started,
+        })
     }
 }
+
+/// The values of the options that name a target: `--gpu-architecture`, `--offload-arch` (with
+/// one or two dashes, `=VALUE` or the next argument) and `--amdgpu-target`.
+fn target_options(options: &[String]) -> Vec<&str> {
+    const NAMES: [&str; 3] = ["gpu-architecture", "offload-arch", "amdgpu-target"];
+    let mut out = Vec::new();
+    let mut it = options.iter();
+    while let Some(o) = it.next() {
+        let bare = o.trim_start_matches('-');
+        if o.len() - bare.len() == 0 {
+            continue;
+        }
+        for name in NAMES {
+            if bare == name {
+                out.extend(it.next().map(String::as_str));
+            } else if let Some(v) = bare.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+                out.push(v);
+            }
+        }
+    }
+    out
+}
+
+/// The dependency list's name in the compile's private directory.
+const DEPS_NAME: &str = "deps.d";
 
 /// A hipRTC log with comgr's staging paths mapped back to the names the caller gave: comgr
 /// writes the source and the in-memory headers under `<TMPDIR>/comgr-<id>/input/` and its

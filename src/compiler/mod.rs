@@ -27,6 +27,7 @@
 //!   is killed, and at most [`CompilerConfig::max_concurrent`] compiles at once.
 
 pub mod backend;
+pub mod comgr;
 pub mod depfile;
 pub mod diagnostics;
 pub mod discovery;

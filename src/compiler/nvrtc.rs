@@ -22,7 +22,10 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use super::depfile::Dependency;
+use super::diagnostics;
 use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
+use crate::cache::manifest;
 use crate::cuda::target::SmTarget;
 
 /// The variable naming the NVRTC library explicitly.
@@ -256,14 +259,26 @@ impl NvRtc {
         self.lib.api.version()
     }
 
-    /// Compiles one program to a cubin. Headers in `input.headers` are handed to NVRTC in
-    /// memory (`nvrtcCreateProgram`'s `headers`/`includeNames`), which is how NVRTC reads them
-    /// without a file system (it reports no dependency list).
+    /// Compiles one program to a cubin, and reports the files it may have read.
+    ///
+    /// Headers in `input.headers` are handed to NVRTC in memory (`nvrtcCreateProgram`'s
+    /// `headers`/`includeNames`). The include directories go to NVRTC as `-I<dir>` (symlinks
+    /// resolved) after the options, with `--no-source-include`, so that a quoted `#include` is
+    /// not looked up in the current directory (NVRTC's default, measured with 13.5: the
+    /// directory of the program's name, relative to the process's working directory). NVRTC
+    /// reports no dependency list (13.5 rejects `-M`, `-MD`), so the dependencies are every
+    /// regular file under every include directory, those of `input.include_dirs` by index and
+    /// those of `-I` options as absolute paths (at most [`rtc::MAX_TRACKED_FILES`]): editing,
+    /// adding or removing any of them changes the header manifest. A file named by an absolute
+    /// path in an `#include` directive is read by NVRTC and cannot be tracked.
     ///
     /// Errors: [`RtcError::Arch`] before compiling for `-arch=compute_NN` (or
     /// `--gpu-architecture=compute_NN`), which yields PTX and an empty cubin;
-    /// [`RtcError::NulByte`] before any call; [`RtcError::Compile`] with the program log;
-    /// [`RtcError::EmptyOutput`] for a 0-byte cubin; [`RtcError::Call`] for another failing call.
+    /// [`RtcError::IncludeDir`] for an include directory that is not one;
+    /// [`RtcError::NoDependencies`] when an include directory cannot be walked or holds too
+    /// many files; [`RtcError::NulByte`] before any call; [`RtcError::Compile`] with the program
+    /// log; [`RtcError::EmptyOutput`] for a 0-byte cubin; [`RtcError::Call`] for another failing
+    /// call.
     pub fn compile(&self, input: &RtcInput<'_>) -> Result<RtcOutput, RtcError> {
         let arch = requested_arch(input.options);
         if let Some(arch) = arch.filter(|a| a.starts_with("compute_")) {
@@ -277,7 +292,73 @@ impl NvRtc {
                 ),
             });
         }
-        let out = rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input)?;
+        let canonical = rtc::canonical_include_dirs(input.include_dirs)?;
+        let no_deps = |reason: String| RtcError::NoDependencies {
+            compiler: COMPILER,
+            reason,
+        };
+        let scratch = tempfile::Builder::new()
+            .prefix("hipjit-nvrtc-")
+            .tempdir()
+            .map_err(|e| no_deps(format!("cannot make a scratch directory: {e}")))?;
+        let started = manifest::filesystem_now(scratch.path());
+        drop(scratch);
+        let mut dependencies = Vec::new();
+        let mut budget = rtc::MAX_TRACKED_FILES;
+        let walk = |dir: &Path, budget: &mut usize| {
+            let files = rtc::files_under(dir, *budget).map_err(|why| {
+                no_deps(format!(
+                    "NVRTC reports no dependency list, so hipjit keys on every file under its \
+                     include directories, and {why}"
+                ))
+            })?;
+            *budget -= files.len();
+            Ok::<_, RtcError>(files)
+        };
+        for (i, (given, real)) in input.include_dirs.iter().zip(&canonical).enumerate() {
+            for name in walk(real, &mut budget)? {
+                dependencies.push(Dependency {
+                    include_dir: Some(i),
+                    path: given.join(&name),
+                    name,
+                });
+            }
+        }
+        for dir in rtc::include_dirs_in_options(input.options) {
+            let dir = std::env::current_dir()
+                .map(|cwd| cwd.join(&dir))
+                .unwrap_or(dir);
+            for name in walk(&dir, &mut budget)? {
+                let path = dir.join(name);
+                dependencies.push(Dependency {
+                    include_dir: None,
+                    name: path.clone(),
+                    path,
+                });
+            }
+        }
+        let mut extra = rtc::include_options(&canonical);
+        extra.push("--no-source-include".into());
+        let rename = |printed: &str| rtc::user_file_name(printed, input.include_dirs, &canonical);
+        let out =
+            rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input, &extra).map_err(
+                |e| match e {
+                    RtcError::Compile {
+                        compiler,
+                        name,
+                        options,
+                        log,
+                        ..
+                    } => RtcError::Compile {
+                        diagnostics: diagnostics::parse_nvcc(&log, &rename),
+                        log,
+                        compiler,
+                        name,
+                        options,
+                    },
+                    other => other,
+                },
+            )?;
         if out.code.is_empty() {
             return Err(RtcError::EmptyOutput {
                 compiler: COMPILER,
@@ -285,7 +366,13 @@ impl NvRtc {
                 arch: arch.unwrap_or("the default architecture").to_owned(),
             });
         }
-        Ok(out)
+        Ok(RtcOutput {
+            diagnostics: diagnostics::parse_nvcc(&out.log, &rename),
+            code: out.code,
+            log: out.log,
+            dependencies,
+            started,
+        })
     }
 }
 

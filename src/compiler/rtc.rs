@@ -9,9 +9,13 @@
 //! Both compilers take C strings: a source, header or option holding a NUL byte is refused
 //! before the library is called ([`RtcError::NulByte`]).
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr};
+use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
+use super::depfile::Dependency;
+use super::diagnostics::Diagnostic;
 use crate::runtime::loader::{self, Handle};
 
 /// An opaque program handle (`hiprtcProgram`, `nvrtcProgram`).
@@ -117,7 +121,13 @@ pub struct RtcInput<'a> {
     /// The source's name, as diagnostics show it (e.g. `kernel.hip`).
     pub name: &'a str,
     /// Headers handed to the compiler in memory: the name an `#include` uses, and the bytes.
+    /// They are not files, so they are not in [`RtcOutput::dependencies`]: a cache key must
+    /// cover them itself.
     pub headers: &'a [(String, Vec<u8>)],
+    /// The include directories, searched in order: the backend hands each to the compiler as
+    /// `-I<dir>` (symlinks resolved) after `options`, and reports the files read there by the
+    /// directory's index ([`Dependency::include_dir`]).
+    pub include_dirs: &'a [PathBuf],
     /// The compiler's options, one argument each (e.g. `--gpu-architecture=gfx90a`, `-O3`).
     pub options: &'a [String],
 }
@@ -129,6 +139,22 @@ pub struct RtcOutput {
     pub code: Vec<u8>,
     /// The program log (warnings), lossily decoded; empty when there were none.
     pub log: String,
+    /// The warnings (and remarks) parsed from the log, as hipcc's and nvcc's are
+    /// ([`super::diagnostics`]): file names as the caller knows them (the source's name, an
+    /// in-memory header's include name, an include directory as given), NVRTC's without a
+    /// column.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The files the compile read, for the cache key's header manifest
+    /// ([`crate::cache::manifest::record`]): for hipRTC, clang's dependency list of the compile
+    /// (system headers included) without comgr's staged copies of the source and the in-memory
+    /// headers; for NVRTC, which reports none, every file under the include directories
+    /// ([`RtcInput::include_dirs`] and `-I` options). Files under an include directory carry
+    /// its index; others are absolute.
+    pub dependencies: Vec<Dependency>,
+    /// The filesystem's clock just before the compile ([`crate::cache::manifest::filesystem_now`]):
+    /// a file read with a modification or change time at or after it may have changed during the
+    /// compile.
+    pub started: SystemTime,
 }
 
 /// Errors of the in-process compilers.
@@ -196,6 +222,9 @@ pub enum RtcError {
         options: Vec<String>,
         /// The program log, lossily decoded.
         log: String,
+        /// The log parsed, as [`RtcOutput::diagnostics`]: every error and warning with its
+        /// notes, include chain and excerpt.
+        diagnostics: Vec<Diagnostic>,
     },
     /// The compile succeeded with nothing to load: NVRTC returns a 0-byte cubin for a virtual
     /// architecture (`compute_NN`).
@@ -207,6 +236,41 @@ pub enum RtcError {
         what: &'static str,
         /// The architecture asked for.
         arch: String,
+    },
+    /// An include directory does not exist or is not a directory.
+    #[error("include directory {} is not usable: {reason}", path.display())]
+    IncludeDir {
+        /// The directory as given.
+        path: PathBuf,
+        /// What is wrong (the OS error, `not a directory`).
+        reason: String,
+    },
+    /// The compile succeeded but the files it read are unknown (hipRTC left no readable
+    /// dependency list; an include directory NVRTC searched could not be walked or holds more
+    /// than [`MAX_TRACKED_FILES`] files), so its result cannot be cached safely.
+    #[error("{compiler} compiled, but the files it read are unknown: {reason}")]
+    NoDependencies {
+        /// `hipRTC` or `NVRTC`.
+        compiler: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The library found cannot compile for the target asked for; checked before the compile,
+    /// since hipRTC aborts the process on a processor its comgr does not know
+    /// ([`super::comgr`]).
+    #[error("hipRTC {} ({found}) cannot compile for {target}: {reason}; candidates tried before it:{}",
+        library.display(), tried_list(.tried))]
+    UnsupportedTarget {
+        /// The hipRTC library that was to compile.
+        library: PathBuf,
+        /// How it was found (`HIPJIT_HIPRTC_LIBRARY`, `beside the HIP runtime`...).
+        found: String,
+        /// The target as given.
+        target: String,
+        /// Why (the processors its comgr knows, or the feature its processor lacks).
+        reason: String,
+        /// The candidates tried, in order, before the one taken, and why each was passed over.
+        tried: Vec<(String, String)>,
     },
     /// The architecture cannot be compiled to loadable code by this compiler.
     #[error("{compiler} cannot compile for {arch:?}: {reason}")]
@@ -296,14 +360,22 @@ fn log_text(mut bytes: Vec<u8>) -> String {
     String::from_utf8_lossy(&bytes).trim_end().to_owned()
 }
 
-/// Creates, compiles, reads and destroys one program through `api`. The caller holds whatever
-/// lock the library needs.
+/// What [`compile`] returns: the code and the program log.
+pub(crate) struct ProgramOutput {
+    pub code: Vec<u8>,
+    pub log: String,
+}
+
+/// Creates, compiles, reads and destroys one program through `api`, with `input.options`
+/// followed by `extra` (the backend's own: include directories, the dependency list). The
+/// caller holds whatever lock the library needs.
 pub(crate) fn compile(
     compiler: &'static str,
     api: &Api,
     symbols: &Symbols,
     input: &RtcInput<'_>,
-) -> Result<RtcOutput, RtcError> {
+    extra: &[OsString],
+) -> Result<ProgramOutput, RtcError> {
     let source = c_string(compiler, || "the source".to_owned(), input.source)?;
     let name = c_string(
         compiler,
@@ -324,11 +396,18 @@ pub(crate) fn compile(
             body,
         )?);
     }
-    let mut options = Vec::with_capacity(input.options.len());
+    let mut options = Vec::with_capacity(input.options.len() + extra.len());
     for (i, option) in input.options.iter().enumerate() {
         options.push(c_string(
             compiler,
             || format!("option {i} ({option:?})"),
+            option.as_bytes(),
+        )?);
+    }
+    for option in extra {
+        options.push(c_string(
+            compiler,
+            || format!("option {option:?}"),
             option.as_bytes(),
         )?);
     }
@@ -388,8 +467,14 @@ pub(crate) fn compile(
         return Err(RtcError::Compile {
             compiler,
             name: input.name.to_owned(),
-            options: input.options.to_vec(),
+            options: input
+                .options
+                .iter()
+                .cloned()
+                .chain(extra.iter().map(|o| o.to_string_lossy().into_owned()))
+                .collect(),
             log: if log.is_empty() { api.message(rc) } else { log },
+            diagnostics: Vec::new(),
         });
     }
     let code = read_bytes(
@@ -398,7 +483,118 @@ pub(crate) fn compile(
         (sym(symbols.output_size), api.output_size),
         (sym(symbols.output), api.output),
     )?;
-    Ok(RtcOutput { code, log })
+    Ok(ProgramOutput { code, log })
+}
+
+/// The most files hipjit records for one NVRTC compile's include directories (NVRTC reports
+/// no dependency list, so every file under them is keyed): 20,000.
+pub const MAX_TRACKED_FILES: usize = 20_000;
+
+/// `include_dirs` with symlinks resolved, in order.
+///
+/// Errors: [`RtcError::IncludeDir`] for one that does not exist or is not a directory.
+pub(crate) fn canonical_include_dirs(include_dirs: &[PathBuf]) -> Result<Vec<PathBuf>, RtcError> {
+    include_dirs
+        .iter()
+        .map(|d| {
+            let real = std::fs::canonicalize(d).map_err(|e| RtcError::IncludeDir {
+                path: d.clone(),
+                reason: e.to_string(),
+            })?;
+            if real.is_dir() {
+                Ok(real)
+            } else {
+                Err(RtcError::IncludeDir {
+                    path: d.clone(),
+                    reason: "not a directory".to_owned(),
+                })
+            }
+        })
+        .collect()
+}
+
+/// A file name as the compiler printed it, as the caller knows it: under `canonical[i]` (what
+/// the compiler was given with `-I`), the same name under `include_dirs[i]`.
+pub(crate) fn user_file_name(
+    printed: &str,
+    include_dirs: &[PathBuf],
+    canonical: &[PathBuf],
+) -> String {
+    let path = Path::new(printed);
+    canonical
+        .iter()
+        .zip(include_dirs)
+        .filter_map(|(real, given)| Some((real, given, path.strip_prefix(real).ok()?)))
+        .max_by_key(|(real, _, _)| real.as_os_str().len())
+        .map_or_else(
+            || printed.to_owned(),
+            |(_, given, name)| given.join(name).display().to_string(),
+        )
+}
+
+/// `-I<dir>` for each directory.
+pub(crate) fn include_options(dirs: &[PathBuf]) -> Vec<OsString> {
+    dirs.iter()
+        .map(|d| {
+            let mut o = OsString::from("-I");
+            o.push(d);
+            o
+        })
+        .collect()
+}
+
+/// The values of `-I DIR` and `-IDIR` among `options`, in order.
+pub(crate) fn include_dirs_in_options(options: &[String]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut it = options.iter();
+    while let Some(o) = it.next() {
+        if o == "-I" || o == "--include-path" {
+            out.extend(it.next().map(PathBuf::from));
+        } else if let Some(v) = o
+            .strip_prefix("--include-path=")
+            .or_else(|| o.strip_prefix("-I"))
+        {
+            out.push(PathBuf::from(v));
+        }
+    }
+    out
+}
+
+/// Every regular file under `dir` (symbolic links followed, each directory visited once), as
+/// names relative to it, sorted; at most `limit` of them.
+///
+/// Errors: a text naming the directory that cannot be listed, or saying the limit was passed.
+pub(crate) fn files_under(dir: &Path, limit: usize) -> Result<Vec<PathBuf>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let here = dir.join(&rel);
+        let meta = std::fs::metadata(&here).map_err(|e| format!("{}: {e}", here.display()))?;
+        if !seen.insert((meta.dev(), meta.ino())) {
+            continue;
+        }
+        let entries = std::fs::read_dir(&here).map_err(|e| format!("{}: {e}", here.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("{}: {e}", here.display()))?;
+            let name = rel.join(entry.file_name());
+            // Followed: a link to a file or a directory is read through by the compiler.
+            match std::fs::metadata(entry.path()) {
+                Ok(m) if m.is_dir() => stack.push(name),
+                Ok(m) if m.is_file() => {
+                    if out.len() == limit {
+                        return Err(format!("{} holds more than {limit} files", dir.display()));
+                    }
+                    out.push(name);
+                }
+                // A dangling link or a special file: nothing an #include can read.
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 fn sym(name: &'static CStr) -> &'static str {
@@ -412,6 +608,8 @@ pub(crate) struct Loaded {
     pub(crate) path: PathBuf,
     pub(crate) found: String,
     pub(crate) api: Api,
+    /// The candidates of the search tried before this one, and why each failed.
+    pub(crate) tried: Vec<(String, String)>,
 }
 
 impl Loaded {
@@ -456,6 +654,7 @@ impl Loaded {
             path,
             found: from.to_owned(),
             api,
+            tried: Vec::new(),
         }
     }
 }
@@ -480,7 +679,6 @@ pub(crate) fn loaded_objects() -> Vec<PathBuf> {
             // SAFETY: dlpi_name is a NUL-terminated string owned by the dynamic loader.
             let name = unsafe { CStr::from_ptr(info.dlpi_name) };
             if !name.to_bytes().is_empty() {
-                use std::os::unix::ffi::OsStrExt;
                 let path = PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes()));
                 if !out.contains(&path) {
                     out.push(path);
