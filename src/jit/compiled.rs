@@ -24,6 +24,8 @@ pub enum Origin {
     Memory,
     /// The disk cache.
     Disk,
+    /// The remote tier ([`crate::cache::remote`]); written to the first disk root too.
+    Remote,
     /// A compiler run.
     Compiler,
 }
@@ -176,7 +178,7 @@ impl Compiled {
     pub fn origin(&self) -> Origin {
         self.origin
     }
-    /// Whether it came from a cache (memory or disk).
+    /// Whether it came from a cache (memory, disk or remote).
     pub fn is_hit(&self) -> bool {
         self.origin != Origin::Compiler
     }

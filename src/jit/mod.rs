@@ -15,13 +15,18 @@
 //!    a header manifest ([`crate::cache::manifest`]) of the files the last compile read; the
 //!    files are checked as they are now (stat first, hashed when changed), and their hashes
 //!    give the result key of the entry holding the code objects or cubin ([`entry`]);
-//! 3. the compiler ([`crate::compiler::Backend`]); the result is published under the result
+//! 3. the remote tier shared by a cluster ([`crate::cache::remote`], feature `redis`), when
+//!    configured: the direct key's manifests and the entry they name, checked like a disk
+//!    entry, then written to the first disk root ([`remote`]);
+//! 4. the compiler ([`crate::compiler::Backend`]); the result is published under the result
 //!    key of the files the compiler's dependency output lists, and the manifest replaced,
-//!    unless a file changed while it ran (then the result goes to the caller only).
+//!    unless a file changed while it ran (then the result goes to the caller only); then
+//!    stored remotely.
 //!
 //! However many threads ask for the same source and options at once, one compiles (single
 //! flight); across processes sharing a cache root, a miss is compiled under the direct key's
-//! lock ([`DiskCache::lock`]), and the processes that waited read the published entry.
+//! lock ([`DiskCache::lock`]), and the processes that waited read the published entry; across
+//! machines, under the remote tier's cluster lock ([`crate::cache::remote::lock`]).
 //! Headers are checked on disk lookups only: the in-process cache does not notice a header
 //! edited while the process runs (call [`Jit::clear_memory`]).
 
@@ -29,11 +34,13 @@ mod checks;
 pub mod compiled;
 pub mod compilers;
 pub mod entry;
+mod remote;
 
 pub use checks::CheckFailed;
 pub use compiled::{Artefact, Compiled, CompilerUsed, Origin};
 pub use compilers::Chosen;
 pub use entry::{CODE_OBJECT_ARTEFACT, CUBIN_ARTEFACT};
+pub use remote::RemoteLocation;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -46,6 +53,7 @@ use crate::cache::disk::{CacheError, DiskCache, EntryMeta, LockOutcome};
 use crate::cache::key::{self, CacheKey};
 use crate::cache::manifest::{self, Manifest};
 use crate::cache::memory::MemoryCache;
+use crate::cache::remote::RemoteConfigError;
 use crate::code_object::CodeObjectError;
 use crate::compiler::diagnostics;
 use crate::compiler::{
@@ -93,6 +101,10 @@ pub struct JitOptions {
     /// [`Compiled::cache_warnings`]. `None`: the compiler's timeout
     /// ([`CompilerConfig::timeout`]).
     pub lock_wait: Option<Duration>,
+    /// The remote cache tier, looked up after the disk roots and written after each compile
+    /// (needs the `redis` feature; without it, a configured server is an error and the
+    /// variable is ignored with a warning).
+    pub remote_cache: RemoteLocation,
 }
 
 /// Errors of the JIT.
@@ -108,6 +120,9 @@ pub enum JitError {
     /// The disk cache could not be opened or written.
     #[error(transparent)]
     Cache(#[from] CacheError),
+    /// The remote cache's settings cannot be used.
+    #[error(transparent)]
+    RemoteConfig(#[from] RemoteConfigError),
     /// The compiler's output is not a usable code object.
     #[error("output of key {key} is not a usable code object for {target}: {source}")]
     CodeObject {
@@ -183,6 +198,8 @@ pub struct Jit {
     extra: Vec<u8>,
     runtime_versions: Option<Vec<u32>>,
     lock_wait: Option<Duration>,
+    #[cfg(feature = "redis")]
+    remote: Option<crate::cache::remote::RemoteCache>,
     loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
     kernels: crate::cache::kernels::KernelCache<CompileOptions>,
@@ -203,8 +220,15 @@ impl Jit {
     /// target, nvcc for an SM target), so their errors come from the first compile.
     ///
     /// Errors: [`JitError::Cache`] (a root that cannot be created, or is refused by the
-    /// ownership rules of [`crate::cache::disk`]).
+    /// ownership rules of [`crate::cache::disk`]), [`JitError::RemoteConfig`] (a malformed
+    /// `HIPJIT_REMOTE_CACHE` or signing key; a server configured in a build without the
+    /// `redis` feature).
     pub fn new(options: JitOptions) -> Result<Jit, JitError> {
+        #[cfg_attr(
+            not(feature = "redis"),
+            allow(clippy::let_unit_value, unused_variables)
+        )]
+        let remote = remote::open_remote(options.remote_cache)?;
         let disk = match options.cache {
             CacheLocation::Disabled => None,
             CacheLocation::FromEnv => Some(DiskCache::from_env()?),
@@ -218,6 +242,8 @@ impl Jit {
             extra: options.extra_signature,
             runtime_versions: options.runtime_code_object_versions,
             lock_wait: options.lock_wait,
+            #[cfg(feature = "redis")]
+            remote,
             loaded: Mutex::new(HashMap::new()),
             kernels: Default::default(),
         })
@@ -233,6 +259,12 @@ impl Jit {
     /// The disk cache, unless disabled.
     pub fn disk_cache(&self) -> Option<&DiskCache> {
         self.disk.as_ref()
+    }
+
+    /// The remote tier, when one is configured.
+    #[cfg(feature = "redis")]
+    pub fn remote_cache(&self) -> Option<&crate::cache::remote::RemoteCache> {
+        self.remote.as_ref()
     }
 
     /// Forgets every in-process result (the disk cache stays).
@@ -550,8 +582,25 @@ impl Jit {
                 looked_up = Some(now);
             }
         }
-        // Another process may be compiling this source: wait for it (bounded), then look again.
         let mut cache_warnings = Vec::new();
+        #[cfg(feature = "redis")]
+        if !bypass_disk {
+            if let Some(remote) = &self.remote {
+                let fetch = remote.fetch(&direct, &o.include_dirs);
+                if let Some(hit) = self.remote_hit(
+                    &direct,
+                    &o,
+                    &chosen,
+                    fetch,
+                    &mut bad_entries,
+                    &mut looked_up,
+                    &mut cache_warnings,
+                ) {
+                    return Ok(hit);
+                }
+            }
+        }
+        // Another process may be compiling this source: wait for it (bounded), then look again.
         let wait = self.lock_wait.unwrap_or_else(|| backend.timeout());
         let _lock = match self.disk.as_ref().map(|d| d.lock(&direct, wait)) {
             Some(LockOutcome::Held(l)) => Some(l),
@@ -593,6 +642,21 @@ impl Jit {
                 looked_up = Some(now);
             }
         }
+        // Another machine may be compiling it: the cluster lock, waited for as the disk's.
+        #[cfg(feature = "redis")]
+        let _cluster_lock = match self.cluster_lock(
+            &direct,
+            &o,
+            &chosen,
+            wait,
+            bypass_disk,
+            &mut bad_entries,
+            &mut looked_up,
+            &mut cache_warnings,
+        ) {
+            std::ops::ControlFlow::Break(hit) => return Ok(hit),
+            std::ops::ControlFlow::Continue(guard) => guard,
+        };
         let out = backend.compile(source, &o)?;
         let recorded = manifest::record(
             &out.dependencies,
@@ -605,13 +669,14 @@ impl Jit {
         let key = key::result_key(&direct, &recorded.manifest);
         let artefacts = read_artefacts(&key, &out.code_object, &o)?;
         let mut entry_path = None;
-        if let (Some(_), Some(why)) = (&self.disk, &recorded.unpublishable) {
+        let publish = self.disk.is_some() || self.has_remote();
+        if let (true, Some(why)) = (publish, &recorded.unpublishable) {
             tracing::warn!(%key, reason = %why,
                 "hipjit cache: result not published, a file the compiler read changed while it ran");
             cache_warnings.push(format!(
                 "the result was not cached: {why} (a file the compiler read changed while it ran)"
             ));
-        } else if let Some(disk) = &self.disk {
+        } else if publish {
             let meta = EntryMeta {
                 format_version: 0,
                 key: String::new(),
@@ -636,16 +701,34 @@ impl Jit {
             if let Some(r) = &diagnostics_artefact {
                 stored.push((diagnostics::ARTEFACT, r));
             }
-            match disk.put(&key, meta.clone(), &stored) {
-                Ok((path, _)) => {
-                    entry_path = Some(path);
-                    if let Some(w) = publish_manifest(disk, &direct, meta, &recorded.manifest) {
-                        cache_warnings.push(w);
+            if let Some(disk) = &self.disk {
+                match disk.put(&key, meta.clone(), &stored) {
+                    Ok((path, _)) => {
+                        entry_path = Some(path);
+                        if let Some(w) =
+                            publish_manifest(disk, &direct, meta.clone(), &recorded.manifest)
+                        {
+                            cache_warnings.push(w);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%key, error = %e, "hipjit cache write failed");
+                        cache_warnings.push(format!("the result was not cached: {e}"));
                     }
                 }
-                Err(e) => {
-                    tracing::warn!(%key, error = %e, "hipjit cache write failed");
-                    cache_warnings.push(format!("the result was not cached: {e}"));
+            }
+            #[cfg(feature = "redis")]
+            if let Some(remote) = &self.remote {
+                match crate::cache::disk::encode_entry(&key, meta, &stored) {
+                    Ok(bytes) => cache_warnings.extend(remote.store(
+                        &direct,
+                        &key,
+                        &bytes,
+                        &recorded.manifest,
+                    )),
+                    Err(e) => {
+                        cache_warnings.push(format!("the result was not stored remotely: {e}"))
+                    }
                 }
             }
         }

@@ -443,6 +443,7 @@ fn origin_name(o: Origin) -> &'static str {
     match o {
         Origin::Memory => "hit (memory)",
         Origin::Disk => "hit (disk)",
+        Origin::Remote => "hit (remote)",
         Origin::Compiler => "miss (compiled)",
     }
 }
@@ -857,6 +858,7 @@ fn outcome_json(o: &Outcome, include_dirs: &[PathBuf]) -> serde_json::Value {
     let cache = |c: &Compiled| match c.origin() {
         Origin::Memory => "memory",
         Origin::Disk => "disk",
+        Origin::Remote => "remote",
         Origin::Compiler => "miss",
     };
     match &o.result {
