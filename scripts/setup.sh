@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything hipjit's test suite needs, idempotently:
 #   1. Debian packages: Debian's HIP 5.2.3 toolchain and runtime (hipcc, libamdhip64), LLVM 15,
-#      libclang for bindgen, debootstrap, unzip, jq, shellcheck;
+#      libclang for bindgen, debootstrap, unzip, jq, shellcheck, redis-server (the remote
+#      cache tier's tests start their own servers on free ports and need no service);
 #   2. a Debian sid root filesystem with hipcc 7.0.2 / HIP 6.4.3 at $CACHE/sid-root;
 #   3. the HIP header sets of the header-compatibility matrix (scripts/fetch-headers.sh);
-#   4. nvcc and NVRTC from PyPI in a venv at $CACHE/nvcc-venv, for the NVIDIA-platform tests (no GPU).
+#   4. nvcc and NVRTC from PyPI in a venv at $CACHE/nvcc-venv, for the NVIDIA-platform tests (no GPU);
+#   5. maturin, pytest and numpy from PyPI in a venv at $CACHE/python-venv, for the Python
+#      package (python/: scripts/build-wheel.sh, scripts/test-python.sh).
 # Downloads are cached under CACHE=${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}, so a rerun finds
 # them; a rerun with everything in place only checks and returns in about a second.
 #
@@ -24,7 +27,7 @@ SID_MIRROR="${HIPJIT_SID_MIRROR:-http://deb.debian.org/debian}"
 # rocm-device-libs and libamdhip64-dev; clang-15 pulls in libclang1-15, the libclang that
 # bindgen loads at build time (libclang-15-dev is not needed). llvm-15 gives llvm-readelf-15.
 TEST_PACKAGES=(hipcc libamdhip64-dev libamdhip64-5 rocm-device-libs llvm-15 clang-15
-    libclang1-15 debootstrap unzip jq shellcheck python3-venv)
+    libclang1-15 debootstrap unzip jq shellcheck python3-venv redis-server)
 # What compiling a kernel needs (Debian 12+, Ubuntu 24.04+): hipcc and the HIP runtime.
 COMPILER_PACKAGES=(hipcc libamdhip64-dev)
 # What the sid root filesystem holds: hipcc 7.0.2 over clang-21, HIP 6.4.3, llvm-readelf-21.
@@ -188,6 +191,27 @@ ensure_nvcc() {
     log "NVRTC installed: $(find "$venv/lib" -path '*/nvidia/cu*/lib/libnvrtc.so.*' -type f | head -n 1)"
 }
 
+# What the Python package needs here: maturin builds the wheel (scripts/build-wheel.sh), pytest
+# and numpy run its tests (scripts/test-python.sh, which installs them into a fresh venv from
+# the same wheels, without the network). Versions pinned: the wheels stay in
+# $CACHE/python-wheels.
+PYTHON_PACKAGES=(maturin==1.16.0 pytest==9.2.0 numpy==2.4.6)
+ensure_python_tools() {
+    local venv="$CACHE/python-venv" wheels="$CACHE/python-wheels"
+    if [[ -x "$venv/bin/maturin" && -x "$venv/bin/pytest" ]] &&
+        "$venv/bin/python" -c 'import numpy' 2>/dev/null; then
+        log "maturin present: $("$venv/bin/maturin" --version)"
+        return 0
+    fi
+    [[ -x "$venv/bin/pip" ]] || python3 -m venv "$venv"
+    if ! "$venv/bin/pip" download -q --no-index --find-links "$wheels" -d "$wheels" \
+        "${PYTHON_PACKAGES[@]}" 2>/dev/null; then
+        "$venv/bin/pip" download -q -d "$wheels" "${PYTHON_PACKAGES[@]}"
+    fi
+    "$venv/bin/pip" install -q --no-index --find-links "$wheels" "${PYTHON_PACKAGES[@]}"
+    log "maturin installed: $("$venv/bin/maturin" --version)"
+}
+
 main() {
     local only_compiler=0
     while (($# > 0)); do
@@ -222,6 +246,7 @@ main() {
     timed "sid root" ensure_sid_root
     timed "header sets" bash "$script_dir/fetch-headers.sh"
     timed "nvcc and NVRTC (PyPI)" ensure_nvcc
+    timed "maturin, pytest, numpy (PyPI)" ensure_python_tools
 }
 
 main "$@"

@@ -11,6 +11,8 @@
 #                 examples/downstream's softmax-demo --testing (the testing runtime)
 #   sid-test      scripts/sid-test.sh: the real_* test binaries again inside the sid root
 #                 (hipcc 7.0.2, HIP 6.4.3)
+#   python        scripts/test-python.sh: the Python package's wheel built, installed into a
+#                 fresh venv and its pytest suite run (python/tests)
 #   header-matrix scripts/header-matrix.sh (when present): hip-sys and hipjit against each
 #                 HIP header set
 #   fuzz          scripts/fuzz-brief.sh: a brief libFuzzer run of each fuzz target (fuzz/)
@@ -27,7 +29,7 @@ script_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 repo="$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null || dirname -- "$script_dir")"
 cd -- "$repo"
 
-ALL_STEPS=(setup fmt lint-scripts clippy clippy-cli test sid-test header-matrix fuzz)
+ALL_STEPS=(setup fmt lint-scripts clippy clippy-cli test sid-test python header-matrix fuzz)
 
 # The machine this runs on has 2 cores (and CI's too): two rustc jobs at a time.
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
@@ -102,6 +104,13 @@ step_sid_test() {
     local -a features
     read -ra features < <(feature_args)
     bash scripts/sid-test.sh "${features[@]}"
+}
+step_python() {
+    if [[ ! -f scripts/test-python.sh ]]; then
+        echo "python: scripts/test-python.sh does not exist yet: nothing to run"
+        return 0
+    fi
+    bash scripts/test-python.sh
 }
 step_header_matrix() {
     if [[ ! -f scripts/header-matrix.sh ]]; then

@@ -124,6 +124,22 @@ pub(crate) fn check_not_capturing(
     Ok(())
 }
 
+/// Refuses `call` when `stream` is capturing, or when a capture begun through hipjit forbids
+/// it on this thread: the check hipjit makes before its own loads, allocations and
+/// synchronizes, for a caller about to make such a call on behalf of a stream it was handed
+/// (a framework's current stream: a code-object load while `torch.cuda.graph` captures on it
+/// would invalidate the capture). One `hipStreamIsCapturing` call
+/// (`cuStreamIsCapturing` on NVIDIA).
+///
+/// Errors: `hipErrorStreamCaptureUnsupported` (900) naming `call` ("refused by hipjit before
+/// the call"), or the runtime's error of `hipStreamIsCapturing`.
+pub fn refuse_while_capturing(
+    stream: &impl crate::stream::AsStream,
+    call: &'static str,
+) -> Result<(), HipError> {
+    check_not_capturing(stream.device(), Some(stream.as_raw()), call)
+}
+
 #[cold]
 fn refusal(call: &'static str, why: &str) -> HipError {
     HipError::new(

@@ -73,7 +73,7 @@ use crate::stream::AsStream;
 pub mod capture;
 
 pub(crate) use capture::check_not_capturing;
-pub use capture::{Capture, CaptureMode};
+pub use capture::{refuse_while_capturing, Capture, CaptureMode};
 
 #[allow(unused_imports)] // named by the documentation
 use crate::stream::Stream;

@@ -1,0 +1,192 @@
+"""Type stubs of hipjit (the extension module hipjit._hipjit, re-exported here)."""
+
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+__version__: str
+
+_Dims = Union[int, Tuple[int], Tuple[int, int], Tuple[int, int, int]]
+_Defines = Union[Mapping[str, Union[str, int, float, bool, None]], Sequence[str]]
+_Path = Union[str, "os.PathLike[str]"]
+
+class HipjitError(Exception):
+    """A failure of hipjit: the cache, a runtime call, a code object that does not read."""
+
+class CompileError(HipjitError):
+    """The compiler refused the source or could not run."""
+
+    diagnostics: List[Dict[str, Any]]
+    """Parsed warnings and errors: severity, file, line, column, message, notes,
+    included_from, excerpt."""
+    log: str
+    """The compiler's whole standard error."""
+    command: List[str]
+    """The compiler's command line (empty for the in-process compilers)."""
+
+class LoadError(HipjitError):
+    """The GPU runtime could not be opened or a code object could not be loaded (among
+    others: a load refused because the current stream is capturing)."""
+
+class LaunchError(HipjitError):
+    """A launch refused by hipjit's checks or by the runtime."""
+
+class ArgInfo:
+    """One explicit kernel argument."""
+
+    index: int
+    name: Optional[str]
+    ctype: Optional[str]
+    kind: str
+    """"pointer", "value" or "unknown"."""
+    offset: int
+    size: int
+    value_kind: str
+    address_space: Optional[str]
+    access: Optional[str]
+
+class KernelInfo:
+    """A kernel of a code object: arguments and resources (sizes in bytes)."""
+
+    name: str
+    args: List[ArgInfo]
+    kernarg_size: int
+    lds_bytes: int
+    scratch_bytes: int
+    sgpr_count: int
+    vgpr_count: int
+    agpr_count: Optional[int]
+    sgpr_spill_count: int
+    vgpr_spill_count: int
+    wavefront_size: int
+    max_threads_per_block: int
+    uses_dynamic_stack: bool
+
+class Compiled:
+    """The result of a compile."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def origin(self) -> str:
+        """"memory", "disk", "remote" or "compiler"."""
+    @property
+    def is_hit(self) -> bool: ...
+    @property
+    def compiler(self) -> str: ...
+    @property
+    def kernels(self) -> List[KernelInfo]: ...
+    @property
+    def targets(self) -> List[str]: ...
+    @property
+    def code_object(self) -> bytes: ...
+    @property
+    def code_objects(self) -> List[bytes]: ...
+    @property
+    def code_object_version(self) -> int: ...
+    @property
+    def elapsed(self) -> float:
+        """Seconds."""
+    @property
+    def diagnostics(self) -> List[Dict[str, Any]]: ...
+    @property
+    def command(self) -> List[str]: ...
+    @property
+    def log(self) -> str: ...
+    @property
+    def cache_warnings(self) -> List[str]: ...
+    @property
+    def entry_path(self) -> Optional[str]: ...
+    def kernel(self, name: str) -> KernelInfo: ...
+
+class Inspected:
+    """What inspect() read."""
+
+    container: str
+    """"elf", "offload_bundle", "compressed_offload_bundle" or "cubin"."""
+    target: str
+    code_object_version: int
+    kernels: List[KernelInfo]
+    entries: List[str]
+
+class Kernel:
+    """A kernel loaded on a device; call it to launch."""
+
+    def __call__(
+        self,
+        grid: _Dims,
+        block: _Dims,
+        *args: Any,
+        shared_mem: int = 0,
+        stream: Any = None,
+    ) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def args(self) -> List[ArgInfo]: ...
+    @property
+    def info(self) -> KernelInfo: ...
+    @property
+    def device(self) -> int: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def max_threads_per_block(self) -> int: ...
+
+class Jit:
+    """The JIT compiler with its caches."""
+
+    def __init__(
+        self,
+        *,
+        cache_dir: Union[None, bool, _Path, Sequence[_Path]] = None,
+        compiler: str = "auto",
+        max_cache_bytes: Optional[int] = None,
+        extra_signature: Optional[bytes] = None,
+    ) -> None: ...
+    def compile(
+        self,
+        source: Union[str, bytes],
+        arch: Union[str, Sequence[str]],
+        *,
+        defines: Optional[_Defines] = None,
+        include_dirs: Optional[Sequence[_Path]] = None,
+        opt: Union[int, str, None] = None,
+        std: Optional[str] = None,
+        flags: Optional[Sequence[str]] = None,
+        fast_math: bool = False,
+    ) -> Compiled: ...
+    def kernel(
+        self,
+        source: Union[str, bytes],
+        name: str,
+        *,
+        device: Any = None,
+        defines: Optional[_Defines] = None,
+        include_dirs: Optional[Sequence[_Path]] = None,
+        opt: Union[int, str, None] = None,
+        std: Optional[str] = None,
+        flags: Optional[Sequence[str]] = None,
+        fast_math: bool = False,
+    ) -> Kernel: ...
+    def clear_memory(self) -> None: ...
+    @property
+    def cache_dirs(self) -> List[str]: ...
+    @property
+    def compiler(self) -> str: ...
+
+def get_jit() -> Jit: ...
+def compile(
+    source: Union[str, bytes],
+    arch: Union[str, Sequence[str]],
+    *,
+    defines: Optional[_Defines] = None,
+    include_dirs: Optional[Sequence[_Path]] = None,
+    opt: Union[int, str, None] = None,
+    std: Optional[str] = None,
+    flags: Optional[Sequence[str]] = None,
+    fast_math: bool = False,
+) -> Compiled: ...
+def inspect(path_or_bytes: Union[_Path, bytes, bytearray], *, target: Optional[str] = None) -> Inspected: ...
+def runtime_info() -> Dict[str, Any]: ...

@@ -1,0 +1,151 @@
+//! The exception classes of `hipjit` and the mapping of hipjit's Rust errors onto them.
+//!
+//! - `HipjitError(Exception)`: every failure of hipjit itself (cache, runtime calls, a code
+//!   object that does not read);
+//! - `CompileError(HipjitError)`: the compiler refused the source or could not run; carries
+//!   `diagnostics` (a list of dicts, each a parsed warning or error with its notes, include
+//!   chain and excerpt), `log` (the compiler's whole standard error) and `command`;
+//! - `LoadError(HipjitError)`: the GPU runtime could not be opened, or a code object could not be
+//!   loaded on the device (including a load refused because a stream capture is under way);
+//! - `LaunchError(HipjitError)`: a launch refused by hipjit's checks or by the runtime.
+//!
+//! A wrong Python argument (type, range, device) is a `TypeError` or `ValueError` naming the
+//! argument by its position and, when known, its name.
+
+use hipjit::compiler::diagnostics::Diagnostic;
+use hipjit::compiler::CompileError as RsCompileError;
+use hipjit::jit::JitError;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+create_exception!(
+    hipjit,
+    HipjitError,
+    PyException,
+    "A failure of hipjit: the cache, a runtime call, a code object that does not read."
+);
+create_exception!(
+    hipjit,
+    CompileError,
+    HipjitError,
+    "The compiler refused the source or could not run. Attributes: `diagnostics` (list of \
+     dicts: severity, file, line, column, message, notes, included_from, excerpt), `log` (the \
+     compiler's standard error), `command` (the command line, a list of str; empty for the \
+     in-process compilers)."
+);
+create_exception!(
+    hipjit,
+    LoadError,
+    HipjitError,
+    "The GPU runtime could not be opened, or a code object could not be loaded on the device \
+     (among others: a load refused because a stream capture is under way)."
+);
+create_exception!(
+    hipjit,
+    LaunchError,
+    HipjitError,
+    "A launch refused by hipjit's checks (grid, block, shared memory, stream) or by the runtime."
+);
+
+/// Adds the exception classes to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("HipjitError", py.get_type::<HipjitError>())?;
+    m.add("CompileError", py.get_type::<CompileError>())?;
+    m.add("LoadError", py.get_type::<LoadError>())?;
+    m.add("LaunchError", py.get_type::<LaunchError>())?;
+    Ok(())
+}
+
+/// One diagnostic as a dict (the shape of `hipjit compile --json`'s `diagnostics[]`).
+pub fn diagnostic_dict<'py>(py: Python<'py>, d: &Diagnostic) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("severity", d.severity.to_string())?;
+    dict.set_item("file", d.file.as_deref())?;
+    dict.set_item("line", d.line)?;
+    dict.set_item("column", d.column)?;
+    dict.set_item("message", &d.message)?;
+    let notes = PyList::empty(py);
+    for n in &d.notes {
+        notes.append(diagnostic_dict(py, n)?)?;
+    }
+    dict.set_item("notes", notes)?;
+    let chain = PyList::empty(py);
+    for i in &d.included_from {
+        chain.append((i.file.as_str(), i.line))?;
+    }
+    dict.set_item("included_from", chain)?;
+    dict.set_item("excerpt", d.excerpt.clone())?;
+    Ok(dict)
+}
+
+/// A list of diagnostics as a Python list of dicts.
+pub fn diagnostics_list<'py>(py: Python<'py>, ds: &[Diagnostic]) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for d in ds {
+        list.append(diagnostic_dict(py, d)?)?;
+    }
+    Ok(list)
+}
+
+fn compile_error(py: Python<'_>, e: &RsCompileError) -> PyErr {
+    let err = CompileError::new_err(e.to_string());
+    let (diagnostics, log, command): (&[Diagnostic], &str, &[String]) = match e {
+        RsCompileError::Failed(f) => (&f.diagnostics, &f.stderr, &f.command),
+        RsCompileError::Timeout {
+            command, stderr, ..
+        } => (&[], stderr, command),
+        RsCompileError::NoOutput { command, .. }
+        | RsCompileError::NoDependencies { command, .. } => (&[], "", command),
+        _ => (&[], "", &[]),
+    };
+    let value = err.value(py);
+    let set = || -> PyResult<()> {
+        value.setattr("diagnostics", diagnostics_list(py, diagnostics)?)?;
+        value.setattr("log", log)?;
+        value.setattr("command", command.to_vec())?;
+        Ok(())
+    };
+    match set() {
+        Ok(()) => err,
+        Err(e) => e,
+    }
+}
+
+/// Maps an error of the JIT: compile failures and a missing compiler to `CompileError`,
+/// load failures to `LoadError`, the rest to `HipjitError`.
+pub fn jit_error(py: Python<'_>, e: JitError) -> PyErr {
+    match &e {
+        JitError::Compile(c) => compile_error(py, c),
+        JitError::Compiler(_) | JitError::Check(_) => {
+            let err = CompileError::new_err(e.to_string());
+            let value = err.value(py);
+            let _ = value.setattr("diagnostics", PyList::empty(py));
+            let _ = value.setattr("log", "");
+            let _ = value.setattr("command", Vec::<String>::new());
+            err
+        }
+        JitError::Load(_) | JitError::NoCodeObjectForDevice { .. } => {
+            LoadError::new_err(e.to_string())
+        }
+        JitError::UnknownDeviceTarget { .. } => LoadError::new_err(e.to_string()),
+        _ => HipjitError::new_err(e.to_string()),
+    }
+}
+
+/// `LoadError` with `message`.
+pub fn load_error(message: impl std::fmt::Display) -> PyErr {
+    LoadError::new_err(message.to_string())
+}
+
+/// `LaunchError` with `message`.
+pub fn launch_error(message: impl std::fmt::Display) -> PyErr {
+    LaunchError::new_err(message.to_string())
+}
+
+/// `HipjitError` with `message`.
+pub fn hipjit_error(message: impl std::fmt::Display) -> PyErr {
+    HipjitError::new_err(message.to_string())
+}

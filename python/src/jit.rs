@@ -1,0 +1,385 @@
+//! `Jit`: the compiler with its caches, `get_jit()` (one per process, from the environment) and
+//! the module-level `compile`.
+//!
+//! Compiling and loading release the GIL: other Python threads run while hipcc or hipRTC
+//! works, and threads asking for the same source wait for one compile (the JIT's single
+//! flight).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use hipjit::jit::{CacheLocation, Jit as RsJit, JitOptions};
+use hipjit::library::Library;
+use hipjit::stream::BorrowedStream;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyString};
+
+use crate::compiled::Compiled;
+use crate::errors;
+use crate::kernel::Kernel;
+use crate::options::{self, type_name, Keywords};
+use crate::runtime;
+use crate::stream;
+
+/// The JIT compiler with its in-process and disk caches. Thread-safe; share one per process
+/// (`get_jit()`).
+#[pyclass(frozen, module = "hipjit")]
+pub struct Jit {
+    inner: Arc<RsJit>,
+    compiler_choice: String,
+}
+
+/// The source as bytes, and as text when it is UTF-8 (to read kernel signatures).
+fn source_of(source: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Option<String>)> {
+    if let Ok(s) = source.cast::<PyString>() {
+        let s = s.to_cow()?.into_owned();
+        return Ok((s.clone().into_bytes(), Some(s)));
+    }
+    if let Ok(b) = source.cast::<PyBytes>() {
+        let bytes = b.as_bytes().to_vec();
+        let text = String::from_utf8(bytes.clone()).ok();
+        return Ok((bytes, text));
+    }
+    Err(PyTypeError::new_err(format!(
+        "source: expected str or bytes, got {}",
+        type_name(source)
+    )))
+}
+
+fn cache_location(cache_dir: Option<&Bound<'_, PyAny>>) -> PyResult<CacheLocation> {
+    let Some(c) = cache_dir.filter(|c| !c.is_none()) else {
+        return Ok(CacheLocation::FromEnv);
+    };
+    if let Ok(b) = c.cast::<pyo3::types::PyBool>() {
+        return if b.is_true() {
+            Ok(CacheLocation::FromEnv)
+        } else {
+            Ok(CacheLocation::Disabled)
+        };
+    }
+    if let Ok(p) = c.extract::<PathBuf>() {
+        return Ok(CacheLocation::Roots(vec![p]));
+    }
+    if let Ok(ps) = c.extract::<Vec<PathBuf>>() {
+        if ps.is_empty() {
+            return Err(PyValueError::new_err(
+                "cache_dir: the list of cache roots is empty (False disables the disk cache)",
+            ));
+        }
+        return Ok(CacheLocation::Roots(ps));
+    }
+    Err(PyTypeError::new_err(format!(
+        "cache_dir: expected None, False, a directory or a list of directories; got {}",
+        type_name(c)
+    )))
+}
+
+/// The device ordinal a `device=` argument names: None (torch's current device when torch has
+/// initialised its GPU state, else 0), an int, `"cuda:N"`/`"cuda"`/`"hip:N"`, a
+/// `torch.device`, or an object with an `id` (a CuPy device).
+pub fn device_ordinal(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
+    let Some(d) = device.filter(|d| !d.is_none()) else {
+        if stream::torch_gpu_ready(py) {
+            if let Some(torch) = stream::torch(py) {
+                return torch
+                    .getattr("cuda")?
+                    .call_method0("current_device")?
+                    .extract();
+            }
+        }
+        return Ok(0);
+    };
+    if let Ok(n) = d.extract::<i64>() {
+        return u32::try_from(n)
+            .map_err(|_| PyValueError::new_err(format!("device: {n} is not a device ordinal")));
+    }
+    let text = if let Ok(s) = d.extract::<String>() {
+        Some(s)
+    } else if d.hasattr("type")? && d.hasattr("index")? {
+        let t: String = d.getattr("type")?.extract()?;
+        let i: Option<u32> = d.getattr("index")?.extract()?;
+        Some(match i {
+            Some(i) => format!("{t}:{i}"),
+            None => t,
+        })
+    } else if let Ok(id) = d.getattr("id") {
+        return id.extract();
+    } else {
+        None
+    };
+    let Some(text) = text else {
+        return Err(PyTypeError::new_err(format!(
+            "device: expected None, an int, \"cuda:N\", a torch.device or a CuPy device; got {}",
+            type_name(d)
+        )));
+    };
+    match text.split_once(':') {
+        None if matches!(text.as_str(), "cuda" | "hip" | "gpu") => device_ordinal(py, None),
+        Some(("cuda" | "hip" | "gpu", n)) => n
+            .parse()
+            .map_err(|_| PyValueError::new_err(format!("device: {text:?} has no device index"))),
+        _ => Err(PyValueError::new_err(format!(
+            "device: {text:?} is not a GPU device (expected \"cuda:N\")"
+        ))),
+    }
+}
+
+impl Jit {
+    fn create(
+        py: Python<'_>,
+        cache_dir: Option<&Bound<'_, PyAny>>,
+        compiler: &str,
+        max_cache_bytes: Option<u64>,
+        extra_signature: Option<Vec<u8>>,
+    ) -> PyResult<Jit> {
+        match compiler {
+            "auto" | "hipcc" => {}
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "compiler: {other:?} is not a compiler this version takes (auto, hipcc)"
+                )))
+            }
+        }
+        let options = JitOptions {
+            cache: cache_location(cache_dir)?,
+            max_cache_bytes,
+            extra_signature: extra_signature.unwrap_or_default(),
+            ..JitOptions::default()
+        };
+        let inner = py
+            .detach(|| RsJit::new(options))
+            .map_err(|e| errors::jit_error(py, e))?;
+        Ok(Jit {
+            inner: Arc::new(inner),
+            compiler_choice: compiler.to_owned(),
+        })
+    }
+
+    fn compiler_text(&self) -> String {
+        self.inner.compiler().identity().to_string()
+    }
+
+    /// Compiles with the keywords; the GIL is released while the compiler runs.
+    pub fn compile_with(
+        &self,
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+        k: &Keywords<'_, '_>,
+    ) -> PyResult<Compiled> {
+        let (bytes, text) = source_of(source)?;
+        let options = options::compile_options(k)?;
+        if options.targets.is_empty() {
+            return Err(PyValueError::new_err(
+                "arch: no target given (e.g. \"gfx90a\"); Jit.kernel takes the device's",
+            ));
+        }
+        let jit = Arc::clone(&self.inner);
+        let compiled = py
+            .detach(move || jit.compile(&bytes, &options))
+            .map_err(|e| errors::jit_error(py, e))?;
+        Ok(Compiled::new(
+            compiled,
+            text.as_deref(),
+            self.compiler_text(),
+        ))
+    }
+}
+
+#[pymethods]
+impl Jit {
+    /// `Jit(*, cache_dir=None, compiler="auto", max_cache_bytes=None, extra_signature=None)`.
+    ///
+    /// `cache_dir`: None (`HIPJIT_CACHE_DIR`, else `~/.cache/hipjit`), False (no disk cache), a
+    /// directory, or a list of them (the first written, the others read only).
+    /// `compiler`: `"auto"` or `"hipcc"`. `max_cache_bytes`: a size cap of the written root.
+    /// `extra_signature`: bytes hashed into every key (a generator's version, say).
+    ///
+    /// Raises `CompileError` when no compiler is found, `HipjitError` when the cache cannot be
+    /// opened.
+    #[new]
+    #[pyo3(signature = (*, cache_dir=None, compiler="auto", max_cache_bytes=None, extra_signature=None))]
+    fn new(
+        py: Python<'_>,
+        cache_dir: Option<&Bound<'_, PyAny>>,
+        compiler: &str,
+        max_cache_bytes: Option<u64>,
+        extra_signature: Option<Vec<u8>>,
+    ) -> PyResult<Jit> {
+        Jit::create(py, cache_dir, compiler, max_cache_bytes, extra_signature)
+    }
+
+    /// `jit.compile(source, arch, *, defines=None, include_dirs=None, opt=3, std=None,
+    /// flags=None, fast_math=False)`: compiles `source` (str or bytes) for `arch` (a target ID or
+    /// a list of them), or returns the cached result. See `hipjit.compile`.
+    #[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn compile(
+        &self,
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+        arch: &Bound<'_, PyAny>,
+        defines: Option<&Bound<'_, PyAny>>,
+        include_dirs: Option<&Bound<'_, PyAny>>,
+        opt: Option<&Bound<'_, PyAny>>,
+        std: Option<&str>,
+        flags: Option<Vec<String>>,
+        fast_math: bool,
+    ) -> PyResult<Compiled> {
+        let k = Keywords {
+            arch: Some(arch),
+            defines,
+            include_dirs,
+            opt,
+            std,
+            flags,
+            fast_math,
+        };
+        self.compile_with(py, source, &k)
+    }
+
+    /// `jit.kernel(source, name, *, device=None, defines=None, include_dirs=None, opt=3,
+    /// std=None, flags=None, fast_math=False)`: the kernel `name` of `source`, compiled for the
+    /// device's target (or taken from a cache) and loaded on `device` (None: torch's current
+    /// device when torch is in use, else device 0). Loaded libraries are cached per device and
+    /// key: asking again returns the same loaded code.
+    ///
+    /// Raises `CompileError`, `LoadError` (no runtime, a load refused while the current stream
+    /// is capturing, no kernel of that name), `TypeError`/`ValueError` for bad keywords.
+    #[pyo3(signature = (source, name, *, device=None, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn kernel(
+        &self,
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+        name: &str,
+        device: Option<&Bound<'_, PyAny>>,
+        defines: Option<&Bound<'_, PyAny>>,
+        include_dirs: Option<&Bound<'_, PyAny>>,
+        opt: Option<&Bound<'_, PyAny>>,
+        std: Option<&str>,
+        flags: Option<Vec<String>>,
+        fast_math: bool,
+    ) -> PyResult<Kernel> {
+        let (bytes, text) = source_of(source)?;
+        let k = Keywords {
+            arch: None,
+            defines,
+            include_dirs,
+            opt,
+            std,
+            flags,
+            fast_math,
+        };
+        let options = options::compile_options(&k)?;
+        let ordinal = device_ordinal(py, device)?;
+        let dev = runtime::device(py, ordinal)?;
+        // A load while the framework's current stream captures would invalidate the capture:
+        // the stream is asked before the load (only a load, never a cache hit, is refused).
+        let capture_stream = if stream::torch_gpu_ready(py) {
+            Some(stream::torch_current_stream(py, dev.ordinal())?)
+        } else {
+            None
+        };
+        let jit = Arc::clone(&self.inner);
+        let loaded = py
+            .detach(|| {
+                jit.load_with(&dev, &bytes, &options, |d, co| {
+                    if let Some(raw) = capture_stream {
+                        // SAFETY: torch's current stream of this device, alive while the
+                        // caller holds it current; only asked whether it is capturing.
+                        let s = unsafe { BorrowedStream::from_raw(d, raw as _) };
+                        hipjit::graph::refuse_while_capturing(&s, "hipModuleLoadData")?;
+                    }
+                    Library::load(d, co)
+                })
+            })
+            .map_err(|e| errors::jit_error(py, e))?;
+        let kernel = loaded
+            .library
+            .kernel(name)
+            .map_err(|e| errors::load_error(e.to_string()))?;
+        Kernel::new(kernel, dev, text.as_deref(), loaded.compiled.key().to_hex())
+    }
+
+    /// Forgets every in-process result (the disk cache stays).
+    fn clear_memory(&self) {
+        self.inner.clear_memory();
+    }
+
+    /// The roots of the disk cache (the first is written), or an empty list.
+    #[getter]
+    fn cache_dirs(&self) -> Vec<PathBuf> {
+        self.inner
+            .disk_cache()
+            .map(|d| d.roots().iter().map(|r| r.path.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The compiler: its path and version.
+    #[getter]
+    fn compiler(&self) -> String {
+        self.compiler_text()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Jit(compiler={:?} ({}), cache_dirs={:?})",
+            self.compiler_text(),
+            self.compiler_choice,
+            self.cache_dirs()
+        )
+    }
+}
+
+static PROCESS_JIT: PyOnceLock<Py<Jit>> = PyOnceLock::new();
+
+/// `hipjit.get_jit()`: the process-wide `Jit`, made on the first call from the environment
+/// (`HIPJIT_CACHE_DIR`, `HIPJIT_HIPCC`...).
+///
+/// Raises `CompileError` when no compiler is found.
+#[pyfunction]
+pub fn get_jit(py: Python<'_>) -> PyResult<Py<Jit>> {
+    PROCESS_JIT
+        .get_or_try_init(py, || {
+            Jit::create(py, None, "auto", None, None).and_then(|j| Py::new(py, j))
+        })
+        .map(|j| j.clone_ref(py))
+}
+
+/// `hipjit.compile(source, arch, *, defines=None, include_dirs=None, opt=3, std=None,
+/// flags=None, fast_math=False)`: compiles `source` (str or bytes) for `arch` (a target ID such
+/// as `"gfx90a"` or `"gfx942:sramecc+:xnack-"`, or a list of them) with the process-wide `Jit`,
+/// or returns the cached result. `defines`: a dict (`{"N": 256, "DEBUG": None}`) or a list of
+/// `"NAME=VALUE"`; `include_dirs`: a list of directories; `opt`: 0-3, `"s"` or `"z"`; `std`:
+/// `"c++17"` (default), `"c++20"`...; `flags`: further compiler flags (checked: flags that
+/// change the output or read files the cache key does not see are refused).
+///
+/// Raises `CompileError` (with `diagnostics`), `TypeError`/`ValueError` for bad arguments.
+#[pyfunction]
+#[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false))]
+#[allow(clippy::too_many_arguments)]
+pub fn compile(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+    arch: &Bound<'_, PyAny>,
+    defines: Option<&Bound<'_, PyAny>>,
+    include_dirs: Option<&Bound<'_, PyAny>>,
+    opt: Option<&Bound<'_, PyAny>>,
+    std: Option<&str>,
+    flags: Option<Vec<String>>,
+    fast_math: bool,
+) -> PyResult<Compiled> {
+    let jit = get_jit(py)?;
+    let k = Keywords {
+        arch: Some(arch),
+        defines,
+        include_dirs,
+        opt,
+        std,
+        flags,
+        fast_math,
+    };
+    jit.get().compile_with(py, source, &k)
+}

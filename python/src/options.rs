@@ -1,0 +1,171 @@
+//! The keyword arguments of `compile` and `Jit.kernel` turned into [`CompileOptions`]; every bad
+//! value a `TypeError` or `ValueError` naming the keyword.
+
+use std::path::PathBuf;
+
+use hipjit::compiler::{CompileOptions, CxxStd, OptLevel};
+use hipjit::target_id::TargetId;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+/// The compile keywords shared by `compile` and `Jit.kernel`.
+#[derive(Default)]
+pub struct Keywords<'a, 'py> {
+    pub arch: Option<&'a Bound<'py, PyAny>>,
+    pub defines: Option<&'a Bound<'py, PyAny>>,
+    pub include_dirs: Option<&'a Bound<'py, PyAny>>,
+    pub opt: Option<&'a Bound<'py, PyAny>>,
+    pub std: Option<&'a str>,
+    pub flags: Option<Vec<String>>,
+    pub fast_math: bool,
+}
+
+/// `arch`: one target (`"gfx90a"`, `"gfx942:sramecc+:xnack-"`) or a list of them.
+pub fn targets(arch: &Bound<'_, PyAny>) -> PyResult<Vec<TargetId>> {
+    let names: Vec<String> = if let Ok(s) = arch.cast::<PyString>() {
+        vec![s.to_cow()?.into_owned()]
+    } else if arch.is_instance_of::<PyList>() || arch.is_instance_of::<PyTuple>() {
+        arch.extract().map_err(|_| {
+            PyTypeError::new_err("arch: expected a target name (str) or a list of them")
+        })?
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "arch: expected a target name (str) or a list of them, got {}",
+            type_name(arch)
+        )));
+    };
+    if names.is_empty() {
+        return Err(PyValueError::new_err("arch: the list of targets is empty"));
+    }
+    names
+        .iter()
+        .map(|n| {
+            n.parse::<TargetId>()
+                .map_err(|e| PyValueError::new_err(format!("arch: {n:?}: {e}")))
+        })
+        .collect()
+}
+
+/// `defines`: a dict `{name: value}` (value `None` for `-DNAME`; str, int, float or bool
+/// otherwise) or a list of `"NAME"` / `"NAME=VALUE"` strings.
+fn defines(d: &Bound<'_, PyAny>) -> PyResult<Vec<(String, Option<String>)>> {
+    let mut out = Vec::new();
+    if let Ok(dict) = d.cast::<PyDict>() {
+        for (k, v) in dict.iter() {
+            let name: String = k.extract().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "defines: the name {} is not a str",
+                    k.repr().map(|r| r.to_string()).unwrap_or_default()
+                ))
+            })?;
+            let value = if v.is_none() {
+                None
+            } else if let Ok(b) = v.extract::<bool>() {
+                Some(if b { "1" } else { "0" }.to_owned())
+            } else if v.is_instance_of::<PyString>()
+                || v.is_instance_of::<pyo3::types::PyInt>()
+                || v.is_instance_of::<pyo3::types::PyFloat>()
+            {
+                Some(v.str()?.to_cow()?.into_owned())
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "defines[{name:?}]: expected None, str, int, float or bool, got {}",
+                    type_name(&v)
+                )));
+            };
+            out.push((name, value));
+        }
+    } else if d.is_instance_of::<PyList>() || d.is_instance_of::<PyTuple>() {
+        let items: Vec<String> = d.extract().map_err(|_| {
+            PyTypeError::new_err("defines: expected a dict or a list of \"NAME=VALUE\" strings")
+        })?;
+        for item in items {
+            match item.split_once('=') {
+                Some((n, v)) => out.push((n.to_owned(), Some(v.to_owned()))),
+                None => out.push((item, None)),
+            }
+        }
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "defines: expected a dict or a list of \"NAME=VALUE\" strings, got {}",
+            type_name(d)
+        )));
+    }
+    Ok(out)
+}
+
+fn include_dirs(d: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
+    if d.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(
+            "include_dirs: expected a list of directories, got one str (wrap it in a list)",
+        ));
+    }
+    d.extract::<Vec<PathBuf>>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "include_dirs: expected a list of str or os.PathLike, got {}",
+            type_name(d)
+        ))
+    })
+}
+
+fn opt_level(o: &Bound<'_, PyAny>) -> PyResult<OptLevel> {
+    if let Ok(n) = o.extract::<i64>() {
+        return match n {
+            0 => Ok(OptLevel::O0),
+            1 => Ok(OptLevel::O1),
+            2 => Ok(OptLevel::O2),
+            3 => Ok(OptLevel::O3),
+            _ => Err(PyValueError::new_err(format!(
+                "opt: {n} is not an optimisation level (0, 1, 2, 3, \"s\" or \"z\")"
+            ))),
+        };
+    }
+    match o.extract::<String>().as_deref() {
+        Ok("s") | Ok("Os") => Ok(OptLevel::Os),
+        Ok("z") | Ok("Oz") => Ok(OptLevel::Oz),
+        Ok(s) => Err(PyValueError::new_err(format!(
+            "opt: {s:?} is not an optimisation level (0, 1, 2, 3, \"s\" or \"z\")"
+        ))),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "opt: expected an int or \"s\"/\"z\", got {}",
+            type_name(o)
+        ))),
+    }
+}
+
+/// The options the keywords describe. Targets are left empty when `arch` is not given (a load
+/// takes the device's).
+pub fn compile_options(k: &Keywords<'_, '_>) -> PyResult<CompileOptions> {
+    let mut o = CompileOptions::default();
+    if let Some(a) = k.arch.filter(|a| !a.is_none()) {
+        o.targets = targets(a)?;
+    }
+    if let Some(d) = k.defines.filter(|d| !d.is_none()) {
+        o.defines = defines(d)?;
+    }
+    if let Some(d) = k.include_dirs.filter(|d| !d.is_none()) {
+        o.include_dirs = include_dirs(d)?;
+    }
+    if let Some(l) = k.opt {
+        o.opt_level = opt_level(l)?;
+    }
+    if let Some(s) = k.std {
+        o.std = s
+            .parse::<CxxStd>()
+            .map_err(|e| PyValueError::new_err(format!("std: {e}")))?;
+    }
+    if let Some(f) = &k.flags {
+        o.extra_flags = f.clone();
+    }
+    o.fast_math = k.fast_math;
+    Ok(o)
+}
+
+/// The Python type name of `v`, for messages.
+pub fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".to_owned())
+}

@@ -1,0 +1,164 @@
+"""hipjit.compile and hipjit.inspect against the real hipcc here (Debian's HIP 5.2.3)."""
+
+import threading
+import time
+
+import pytest
+
+import hipjit
+from conftest import SAXPY, run_python
+
+
+def test_compile_reads_kernels_arguments_and_resources():
+    c = hipjit.compile(SAXPY, "gfx90a")
+    assert c.targets == ["gfx90a"]
+    assert len(c.key) == 64
+    (k,) = c.kernels
+    assert k.name == "saxpy"
+    got = [(a.index, a.name, a.ctype, a.kind, a.offset, a.size) for a in k.args]
+    assert got == [
+        (0, "a", "float", "value", 0, 4),
+        (1, "x", "const float* __restrict__", "pointer", 8, 8),
+        (2, "y", "float* __restrict__", "pointer", 16, 8),
+        (3, "n", "unsigned int", "value", 24, 4),
+    ]
+    # hipcc 5.2.3 on gfx90a: wave64, no LDS, no scratch, no spills (measured).
+    assert (k.wavefront_size, k.lds_bytes, k.scratch_bytes) == (64, 0, 0)
+    assert k.sgpr_spill_count == 0 and k.vgpr_spill_count == 0
+    assert c.code_object.startswith(b"\x7fELF")
+    assert c.code_object_version == 4
+    assert "hipcc" in c.compiler
+    assert repr(c).startswith("Compiled(key='")
+    assert "saxpy(float a, const float* __restrict__ x" in repr(k)
+
+
+def test_second_compile_is_a_memory_hit_and_a_fresh_process_a_disk_hit():
+    src = SAXPY + "\n// variant for the hit test\n"
+    first = hipjit.compile(src, "gfx90a")
+    assert first.origin == "compiler" and not first.is_hit
+    again = hipjit.compile(src, "gfx90a")
+    assert again.origin == "memory" and again.key == first.key
+    r = run_python(
+        "import sys, hipjit\n"
+        "c = hipjit.compile(sys.argv[0] if False else %r, 'gfx90a')\n"
+        "print(c.origin, c.key)\n" % src
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["disk", first.key]
+
+
+def test_defines_and_options_change_the_key():
+    src = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n"
+    a = hipjit.compile(src, "gfx90a", defines={"N": 1})
+    b = hipjit.compile(src, "gfx90a", defines=["N=2"])
+    c = hipjit.compile(src, "gfx90a", defines={"N": 1}, opt=1)
+    assert len({a.key, b.key, c.key}) == 3
+
+
+def test_include_dir_header_edit_recompiles(tmp):
+    inc = tmp / "include"
+    inc.mkdir()
+    (inc / "val.h").write_text("#define VAL 1\n")
+    src = '#include "val.h"\nextern "C" __global__ void k(int* x) { x[0] = VAL; }\n'
+    jit = hipjit.Jit(cache_dir=tmp / "cache")
+    first = jit.compile(src, "gfx90a", include_dirs=[inc])
+    (inc / "val.h").write_text("#define VAL 2\n")
+    fresh = hipjit.Jit(cache_dir=tmp / "cache")
+    second = fresh.compile(src, "gfx90a", include_dirs=[inc])
+    assert second.origin == "compiler"
+    assert second.key != first.key
+    assert second.code_object != first.code_object
+
+
+def test_compile_error_carries_parsed_diagnostics():
+    with pytest.raises(hipjit.CompileError) as e:
+        hipjit.compile('extern "C" __global__ void f(int* x) {\n  x[0] = ;\n}\n', "gfx90a")
+    err = e.value
+    assert "kernel.hip:2:10: error: expected expression" in str(err)
+    (d,) = [d for d in err.diagnostics if d["severity"] == "error"]
+    assert (d["file"], d["line"], d["column"]) == ("kernel.hip", 2, 10)
+    assert d["message"] == "expected expression"
+    assert d["excerpt"][0] == "  x[0] = ;"
+    assert "error: expected expression" in err.log
+    assert err.command[0].endswith("hipcc")
+    assert isinstance(err, hipjit.HipjitError)
+
+
+def test_target_the_compiler_does_not_know_is_a_compile_error():
+    with pytest.raises(hipjit.CompileError, match="does not support gfx942"):
+        hipjit.compile(SAXPY, "gfx942")
+
+
+def test_bad_arguments_name_the_keyword():
+    with pytest.raises(ValueError, match=r"arch: \"gfx9000x\""):
+        hipjit.compile(SAXPY, "gfx9000x")
+    with pytest.raises(TypeError, match="arch: expected a target name"):
+        hipjit.compile(SAXPY, 90)
+    with pytest.raises(TypeError, match="source: expected str or bytes, got int"):
+        hipjit.compile(3, "gfx90a")
+    with pytest.raises(ValueError, match="opt: 7 is not an optimisation level"):
+        hipjit.compile(SAXPY, "gfx90a", opt=7)
+    with pytest.raises(ValueError, match="std: unknown C\\+\\+ standard \"c\\+\\+98\""):
+        hipjit.compile(SAXPY, "gfx90a", std="c++98")
+    with pytest.raises(TypeError, match="defines: expected a dict"):
+        hipjit.compile(SAXPY, "gfx90a", defines=5)
+    with pytest.raises(TypeError, match="include_dirs: expected a list of directories, got one str"):
+        hipjit.compile(SAXPY, "gfx90a", include_dirs="/tmp")
+    with pytest.raises(hipjit.CompileError, match='"-o"'):
+        hipjit.compile(SAXPY, "gfx90a", flags=["-o", "x"])
+
+
+def test_inspect_bytes_path_and_bundle(tmp):
+    c = hipjit.compile(SAXPY, ["gfx90a", "gfx906"])
+    assert c.targets == ["gfx90a", "gfx906"]
+    elf = c.code_objects[1]
+    i = hipjit.inspect(elf)
+    assert (i.container, i.target, i.code_object_version) == ("elf", "gfx906", 4)
+    assert [k.name for k in i.kernels] == ["saxpy"]
+    # From a file; metadata alone gives no parameter names or C types.
+    p = tmp / "saxpy.hsaco"
+    p.write_bytes(elf)
+    (a0, a1, _, _) = hipjit.inspect(p).kernels[0].args
+    assert (a0.name, a0.ctype, a0.kind, a0.size) == (None, None, "value", 4)
+    assert (a1.kind, a1.value_kind, a1.address_space) == ("pointer", "global_buffer", "global")
+
+
+def test_inspect_refuses_what_is_not_a_code_object(tmp):
+    with pytest.raises(
+        hipjit.HipjitError,
+        match=r'not an AMDGPU code object or offload bundle: the input is text \(starting "hello, world"\)',
+    ):
+        hipjit.inspect(b"hello, world")
+    with pytest.raises(hipjit.HipjitError, match="missing.hsaco"):
+        hipjit.inspect(tmp / "missing.hsaco")
+    with pytest.raises(TypeError, match="expected a path"):
+        hipjit.inspect(3.5)
+
+
+def test_compile_releases_the_gil():
+    # While hipcc runs (about a second), another Python thread keeps running.
+    src = SAXPY + "\n// GIL test %f\n" % time.time()
+    done = threading.Event()
+    ticks = 0
+
+    def work():
+        hipjit.compile(src, "gfx90a")
+        done.set()
+
+    t = threading.Thread(target=work)
+    t.start()
+    while not done.is_set():
+        ticks += 1
+        time.sleep(0.002)
+    t.join()
+    assert ticks >= 20, ticks
+
+
+def test_jit_with_its_own_cache_and_repr(tmp):
+    jit = hipjit.Jit(cache_dir=[tmp / "w", tmp / "r"])
+    assert [str(p) for p in jit.cache_dirs] == [str(tmp / "w"), str(tmp / "r")]
+    assert "Jit(compiler=" in repr(jit)
+    assert hipjit.Jit(cache_dir=False).cache_dirs == []
+    assert hipjit.get_jit() is hipjit.get_jit()
+    with pytest.raises(ValueError, match="compiler: \"icc\""):
+        hipjit.Jit(compiler="icc")
