@@ -273,9 +273,10 @@ fn decide(r: &mut RtcReport, name: &str, process: Option<&str>) {
                     t.auto = Some(process_kind.to_owned());
                     t.auto_reason = format!("{p}: {c} {major}.x cannot compile for {processor}");
                 }
-                None => t.auto_reason = format!(
-                    "{c} {major}.x cannot compile for {processor} and no {process_kind} was found"
-                ),
+                None => {
+                    let why = format!("{c} {major}.x cannot compile for {processor}");
+                    t.auto_reason = format!("{why} and no {process_kind} was found");
+                }
             }
             continue;
         }
