@@ -8,13 +8,17 @@
 //!    a header manifest ([`crate::cache::manifest`]) of the files the last compile read; the
 //!    files are checked as they are now (stat first, hashed when changed), and their hashes
 //!    give the result key of the entry holding the code objects;
-//! 3. the compiler ([`crate::compiler`]); the result is published under the result key of the
+//! 3. the remote tier shared by a cluster ([`crate::cache::remote`], feature `redis`), when
+//!    configured: the direct key's manifests and the entry they name, checked like a disk
+//!    entry, then written to the first disk root;
+//! 4. the compiler ([`crate::compiler`]); the result is published under the result key of the
 //!    files the compiler's dependency output lists, and the manifest replaced, unless a file
-//!    changed while it ran (then the result goes to the caller only).
+//!    changed while it ran (then the result goes to the caller only); then stored remotely.
 //!
 //! However many threads ask for the same source and options at once, one compiles (single
 //! flight); across processes sharing a cache root, a miss is compiled under the direct key's
-//! lock ([`DiskCache::lock`]), and the processes that waited read the published entry.
+//! lock ([`DiskCache::lock`]), and the processes that waited read the published entry; across
+//! machines, under the remote tier's cluster lock ([`crate::cache::remote::lock`]).
 //! Headers are checked on disk lookups only: the in-process cache does not notice a header
 //! edited while the process runs (call [`Jit::clear_memory`]).
 
@@ -26,6 +30,7 @@ use crate::cache::disk::{BadEntry, CacheError, DiskCache, EntryMeta, LockOutcome
 use crate::cache::key::{self, CacheKey, KeyInputs};
 use crate::cache::manifest::{self, Manifest, MANIFEST_ARTEFACT};
 use crate::cache::memory::MemoryCache;
+use crate::cache::remote::{RemoteConfig, RemoteConfigError};
 use crate::code_object::{CodeObject, CodeObjectError, KernelInfo};
 use crate::compiler::diagnostics::{self, Diagnostic};
 use crate::compiler::{
@@ -50,6 +55,18 @@ pub enum CacheLocation {
     Disabled,
 }
 
+/// Where the remote cache tier is ([`crate::cache::remote`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum RemoteLocation {
+    /// `HIPJIT_REMOTE_CACHE` (and `HIPJIT_REMOTE_CACHE_KEY`); none when unset.
+    #[default]
+    FromEnv,
+    /// This server.
+    Server(RemoteConfig),
+    /// No remote tier.
+    Disabled,
+}
+
 /// Settings of a [`Jit`].
 #[derive(Clone, Debug, Default)]
 pub struct JitOptions {
@@ -70,6 +87,10 @@ pub struct JitOptions {
     /// [`Compiled::cache_warnings`]. `None`: the compiler's timeout
     /// ([`CompilerConfig::timeout`]).
     pub lock_wait: Option<Duration>,
+    /// The remote cache tier, looked up after the disk roots and written after each compile
+    /// (needs the `redis` feature; without it, a configured server is an error and the
+    /// variable is ignored with a warning).
+    pub remote_cache: RemoteLocation,
 }
 
 /// Where a [`Compiled`] came from.
@@ -79,6 +100,8 @@ pub enum Origin {
     Memory,
     /// The disk cache.
     Disk,
+    /// The remote tier ([`crate::cache::remote`]); written to the first disk root too.
+    Remote,
     /// A compiler run.
     Compiler,
 }
@@ -134,7 +157,7 @@ impl Compiled {
     pub fn origin(&self) -> Origin {
         self.origin
     }
-    /// Whether it came from a cache (memory or disk).
+    /// Whether it came from a cache (memory, disk or remote).
     pub fn is_hit(&self) -> bool {
         self.origin != Origin::Compiler
     }
@@ -207,6 +230,9 @@ pub enum JitError {
     /// The disk cache could not be opened or written.
     #[error(transparent)]
     Cache(#[from] CacheError),
+    /// The remote cache's settings cannot be used.
+    #[error(transparent)]
+    RemoteConfig(#[from] RemoteConfigError),
     /// The compiler's output is not a usable code object.
     #[error("output of key {key} is not a usable code object for {target}: {source}")]
     CodeObject {
@@ -270,6 +296,8 @@ pub struct Jit {
     extra: Vec<u8>,
     runtime_versions: Option<Vec<u32>>,
     lock_wait: Option<Duration>,
+    #[cfg(feature = "redis")]
+    remote: Option<crate::cache::remote::RemoteCache>,
     loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
     kernels: crate::cache::kernels::KernelCache<CompileOptions>,
@@ -288,8 +316,15 @@ impl std::fmt::Debug for Jit {
 impl Jit {
     /// Finds the compiler and opens the disk cache.
     ///
-    /// Errors: [`JitError::Compiler`], [`JitError::Cache`].
+    /// Errors: [`JitError::Compiler`], [`JitError::Cache`], [`JitError::RemoteConfig`] (a
+    /// malformed `HIPJIT_REMOTE_CACHE` or signing key; a server configured in a build without
+    /// the `redis` feature).
     pub fn new(options: JitOptions) -> Result<Jit, JitError> {
+        #[cfg_attr(
+            not(feature = "redis"),
+            allow(clippy::let_unit_value, unused_variables)
+        )]
+        let remote = open_remote(options.remote_cache)?;
         let compiler = Compiler::new(options.compiler)?;
         let disk = match options.cache {
             CacheLocation::Disabled => None,
@@ -304,6 +339,8 @@ impl Jit {
             extra: options.extra_signature,
             runtime_versions: options.runtime_code_object_versions,
             lock_wait: options.lock_wait,
+            #[cfg(feature = "redis")]
+            remote,
             loaded: Mutex::new(HashMap::new()),
             kernels: Default::default(),
         })
@@ -317,6 +354,12 @@ impl Jit {
     /// The disk cache, unless disabled.
     pub fn disk_cache(&self) -> Option<&DiskCache> {
         self.disk.as_ref()
+    }
+
+    /// The remote tier, when one is configured.
+    #[cfg(feature = "redis")]
+    pub fn remote_cache(&self) -> Option<&crate::cache::remote::RemoteCache> {
+        self.remote.as_ref()
     }
 
     /// Forgets every in-process result (the disk cache stays).
@@ -625,8 +668,24 @@ impl Jit {
                 looked_up = Some(now);
             }
         }
-        // Another process may be compiling this source: wait for it (bounded), then look again.
         let mut cache_warnings = Vec::new();
+        #[cfg(feature = "redis")]
+        if !bypass_disk {
+            if let Some(remote) = &self.remote {
+                let fetch = remote.fetch(&direct, &o.include_dirs);
+                if let Some(hit) = self.remote_hit(
+                    &direct,
+                    &o,
+                    fetch,
+                    &mut bad_entries,
+                    &mut looked_up,
+                    &mut cache_warnings,
+                ) {
+                    return Ok(hit);
+                }
+            }
+        }
+        // Another process may be compiling this source: wait for it (bounded), then look again.
         let wait = self.lock_wait.unwrap_or_else(|| self.compiler.timeout());
         let _lock = match self.disk.as_ref().map(|d| d.lock(&direct, wait)) {
             Some(LockOutcome::Held(l)) => Some(l),
@@ -662,6 +721,20 @@ impl Jit {
                 looked_up = Some(now);
             }
         }
+        // Another machine may be compiling it: the cluster lock, waited for as the disk's.
+        #[cfg(feature = "redis")]
+        let _cluster_lock = match self.cluster_lock(
+            &direct,
+            &o,
+            wait,
+            bypass_disk,
+            &mut bad_entries,
+            &mut looked_up,
+            &mut cache_warnings,
+        ) {
+            std::ops::ControlFlow::Break(hit) => return Ok(hit),
+            std::ops::ControlFlow::Continue(guard) => guard,
+        };
         let out = self.compiler.compile(source, &o)?;
         let recorded = manifest::record(
             &out.dependencies,
@@ -674,13 +747,14 @@ impl Jit {
         let key = key::result_key(&direct, &recorded.manifest);
         let code_objects = read_code_objects(&key, &out.code_object, &o)?;
         let mut entry_path = None;
-        if let (Some(_), Some(why)) = (&self.disk, &recorded.unpublishable) {
+        let publish = self.disk.is_some() || self.has_remote();
+        if let (true, Some(why)) = (publish, &recorded.unpublishable) {
             tracing::warn!(%key, reason = %why,
                 "hipjit cache: result not published, a file the compiler read changed while it ran");
             cache_warnings.push(format!(
                 "the result was not cached: {why} (a file the compiler read changed while it ran)"
             ));
-        } else if let Some(disk) = &self.disk {
+        } else if publish {
             let meta = EntryMeta {
                 format_version: 0,
                 key: String::new(),
@@ -705,16 +779,34 @@ impl Jit {
             if let Some(r) = &diagnostics_artefact {
                 artefacts.push((diagnostics::ARTEFACT, r));
             }
-            match disk.put(&key, meta.clone(), &artefacts) {
-                Ok((path, _)) => {
-                    entry_path = Some(path);
-                    if let Some(w) = publish_manifest(disk, &direct, meta, &recorded.manifest) {
-                        cache_warnings.push(w);
+            if let Some(disk) = &self.disk {
+                match disk.put(&key, meta.clone(), &artefacts) {
+                    Ok((path, _)) => {
+                        entry_path = Some(path);
+                        if let Some(w) =
+                            publish_manifest(disk, &direct, meta.clone(), &recorded.manifest)
+                        {
+                            cache_warnings.push(w);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%key, error = %e, "hipjit cache write failed");
+                        cache_warnings.push(format!("the result was not cached: {e}"));
                     }
                 }
-                Err(e) => {
-                    tracing::warn!(%key, error = %e, "hipjit cache write failed");
-                    cache_warnings.push(format!("the result was not cached: {e}"));
+            }
+            #[cfg(feature = "redis")]
+            if let Some(remote) = &self.remote {
+                match crate::cache::disk::encode_entry(&key, meta, &artefacts) {
+                    Ok(bytes) => cache_warnings.extend(remote.store(
+                        &direct,
+                        &key,
+                        &bytes,
+                        &recorded.manifest,
+                    )),
+                    Err(e) => {
+                        cache_warnings.push(format!("the result was not stored remotely: {e}"))
+                    }
                 }
             }
         }
@@ -733,6 +825,169 @@ impl Jit {
         Ok((Arc::new(inner), Origin::Compiler))
     }
 }
+
+impl Jit {
+    fn has_remote(&self) -> bool {
+        #[cfg(feature = "redis")]
+        return self.remote.is_some();
+        #[cfg(not(feature = "redis"))]
+        return false;
+    }
+
+    /// Takes a remote lookup's result: its bad entries and warnings, and its hit when the code
+    /// objects read (else the entry is rejected: reported and removed from the server). A hit
+    /// is written to the first disk root with its manifest.
+    #[cfg(feature = "redis")]
+    fn remote_hit(
+        &self,
+        direct: &CacheKey,
+        o: &CompileOptions,
+        fetch: crate::cache::remote::Fetch,
+        bad_entries: &mut Vec<BadEntry>,
+        looked_up: &mut Option<Manifest>,
+        cache_warnings: &mut Vec<String>,
+    ) -> Option<(Arc<CompiledInner>, Origin)> {
+        let remote = self.remote.as_ref()?;
+        bad_entries.extend(fetch.bad);
+        cache_warnings.extend(fetch.warnings);
+        if looked_up.is_none() {
+            *looked_up = fetch.looked_up;
+        }
+        let hit = fetch.hit?;
+        let read = match hit.entry.artefact(CODE_OBJECT) {
+            None => Err(format!("it has no {CODE_OBJECT} artefact")),
+            Some(bytes) => read_code_objects(&hit.key, bytes, o).map_err(|e| e.to_string()),
+        };
+        let code_objects = match read {
+            Ok(c) => c,
+            Err(reason) => {
+                bad_entries.push(remote.reject(hit, reason));
+                return None;
+            }
+        };
+        let mut entry = hit.entry;
+        if let Some(disk) = &self.disk {
+            let artefacts: Vec<(&str, &[u8])> = entry
+                .meta
+                .artefacts
+                .iter()
+                .filter_map(|a| Some((a.name.as_str(), entry.artefact(&a.name)?)))
+                .collect();
+            match disk.put(&hit.key, entry.meta.clone(), &artefacts) {
+                Ok((path, _)) => {
+                    if let Some(w) =
+                        publish_manifest(disk, direct, entry.meta.clone(), &hit.manifest)
+                    {
+                        cache_warnings.push(w);
+                    }
+                    entry.path = path;
+                }
+                Err(e) => {
+                    tracing::warn!(key = %hit.key, error = %e, "a remote hit was not written to the disk cache");
+                    cache_warnings.push(format!("the remote entry was not cached on disk: {e}"));
+                }
+            }
+        }
+        let mut inner =
+            inner_from_entry(hit.key, code_objects, &entry, std::mem::take(bad_entries));
+        inner.cache_warnings = std::mem::take(cache_warnings);
+        Some((Arc::new(inner), Origin::Remote))
+    }
+
+    /// The cluster lock of `direct` when a remote tier is configured: `Break` with the entry
+    /// another machine published while this one waited, else `Continue` with the lock (none
+    /// when the wait ran out or the server cannot lock).
+    #[allow(clippy::too_many_arguments)]
+    #[cfg(feature = "redis")]
+    fn cluster_lock(
+        &self,
+        direct: &CacheKey,
+        o: &CompileOptions,
+        wait: Duration,
+        bypass: bool,
+        bad_entries: &mut Vec<BadEntry>,
+        looked_up: &mut Option<Manifest>,
+        cache_warnings: &mut Vec<String>,
+    ) -> std::ops::ControlFlow<
+        (Arc<CompiledInner>, Origin),
+        Option<crate::cache::remote::lock::ClusterLockGuard>,
+    > {
+        use crate::cache::remote::lock::ClusterLock;
+        use std::ops::ControlFlow;
+        let Some(remote) = self.remote.as_ref().filter(|_| !bypass) else {
+            return ControlFlow::Continue(None);
+        };
+        let mut lock_warnings = Vec::new();
+        let outcome = remote.lock(direct, wait, &mut lock_warnings, || {
+            let fetch = remote.fetch(direct, &o.include_dirs);
+            fetch.hit.is_some().then_some(fetch)
+        });
+        cache_warnings.extend(lock_warnings);
+        match outcome {
+            ClusterLock::Held(g) => ControlFlow::Continue(Some(g)),
+            ClusterLock::Found(fetch) => {
+                match self.remote_hit(direct, o, fetch, bad_entries, looked_up, cache_warnings) {
+                    Some(hit) => ControlFlow::Break(hit),
+                    None => ControlFlow::Continue(None),
+                }
+            }
+            ClusterLock::TimedOut => {
+                let w = format!(
+                    "waited {} s for the cluster compile lock of {direct} (another machine \
+                     compiling this source, stopped or slow); compiling without it",
+                    wait.as_secs_f64()
+                );
+                tracing::warn!("{w}");
+                cache_warnings.push(w);
+                ControlFlow::Continue(None)
+            }
+            ClusterLock::Unavailable => ControlFlow::Continue(None),
+        }
+    }
+}
+
+/// The remote tier `location` names: `None` when none is configured.
+fn open_remote(location: RemoteLocation) -> Result<RemoteOpened, JitError> {
+    #[cfg(feature = "redis")]
+    {
+        let config = match location {
+            RemoteLocation::Disabled => None,
+            RemoteLocation::Server(c) => Some(c),
+            RemoteLocation::FromEnv => RemoteConfig::from_env()?,
+        };
+        Ok(match config {
+            Some(c) => Some(crate::cache::remote::RemoteCache::new(c)?),
+            None => None,
+        })
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        match location {
+            RemoteLocation::Server(c) => Err(RemoteConfigError::NotBuilt {
+                url: c.redacted_url(),
+            }
+            .into()),
+            RemoteLocation::FromEnv => {
+                if std::env::var_os(crate::cache::remote::REMOTE_CACHE_ENV)
+                    .is_some_and(|v| !v.is_empty())
+                {
+                    tracing::warn!(
+                        "{} is set, but hipjit was built without its `redis` feature: no remote \
+                         cache tier",
+                        crate::cache::remote::REMOTE_CACHE_ENV
+                    );
+                }
+                Ok(())
+            }
+            RemoteLocation::Disabled => Ok(()),
+        }
+    }
+}
+
+#[cfg(feature = "redis")]
+type RemoteOpened = Option<crate::cache::remote::RemoteCache>;
+#[cfg(not(feature = "redis"))]
+type RemoteOpened = ();
 
 /// The manifest of `direct` in `disk` as the files are now, and the result key it gives;
 /// `None` when there is none, it does not decode (reported), or one of its files is gone.

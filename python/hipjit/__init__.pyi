@@ -68,7 +68,7 @@ class Compiled:
     def key(self) -> str: ...
     @property
     def origin(self) -> str:
-        """"memory", "disk" or "compiler"."""
+        """"memory", "disk", "remote" or "compiler"."""
     @property
     def is_hit(self) -> bool: ...
     @property

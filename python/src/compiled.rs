@@ -250,6 +250,7 @@ fn origin_name(o: Origin) -> &'static str {
     match o {
         Origin::Memory => "memory",
         Origin::Disk => "disk",
+        Origin::Remote => "remote",
         Origin::Compiler => "compiler",
     }
 }
@@ -261,7 +262,7 @@ impl Compiled {
     fn key(&self) -> String {
         self.inner.key().to_hex()
     }
-    /// `"memory"`, `"disk"` or `"compiler"`.
+    /// `"memory"`, `"disk"`, `"remote"` or `"compiler"`.
     #[getter]
     fn origin(&self) -> &'static str {
         origin_name(self.inner.origin())

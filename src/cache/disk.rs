@@ -421,7 +421,7 @@ impl DiskCache {
     pub fn put(
         &self,
         key: &CacheKey,
-        mut meta: EntryMeta,
+        meta: EntryMeta,
         artefacts: &[(&str, &[u8])],
     ) -> Result<(PathBuf, bool), CacheError> {
         let root = &self.roots[0];
@@ -430,18 +430,7 @@ impl DiskCache {
         if existing.is_ok() {
             return Ok((path, false));
         }
-        meta.format_version = CACHE_FORMAT_VERSION;
-        meta.key = key.to_hex();
-        meta.artefacts = artefacts
-            .iter()
-            .map(|(name, bytes)| ArtefactMeta {
-                name: name.to_string(),
-                size: bytes.len() as u64,
-                sha256: hex(&sha256(bytes)),
-            })
-            .collect();
-        let meta_bytes =
-            rmp_serde::to_vec_named(&meta).map_err(|e| CacheError::Encode(e.to_string()))?;
+        let bytes = encode_entry(key, meta, artefacts)?;
         let io = |p: &Path| {
             let p = p.to_path_buf();
             move |source| CacheError::Io { path: p, source }
@@ -459,15 +448,7 @@ impl DiskCache {
             let tmp_path = tmp.path().to_path_buf();
             let tmp_io = || io(&tmp_path);
             let f = tmp.as_file_mut();
-            let mut header = Vec::with_capacity(HEADER_LEN);
-            header.extend_from_slice(ENTRY_MAGIC);
-            header.extend_from_slice(&CACHE_FORMAT_VERSION.to_le_bytes());
-            header.extend_from_slice(&(meta_bytes.len() as u64).to_le_bytes());
-            f.write_all(&header).map_err(tmp_io())?;
-            f.write_all(&meta_bytes).map_err(tmp_io())?;
-            for (_, bytes) in artefacts {
-                f.write_all(bytes).map_err(tmp_io())?;
-            }
+            f.write_all(&bytes).map_err(tmp_io())?;
             if root.shared {
                 f.set_permissions(std::fs::Permissions::from_mode(0o644))
                     .map_err(tmp_io())?;
@@ -659,6 +640,40 @@ impl DiskCache {
         }
         Ok(report)
     }
+}
+
+/// The bytes of an entry file for `key` (see the module documentation for the layout):
+/// `meta` with its format version, key and artefact list filled in, then `artefacts` (name
+/// and bytes) back to back. What [`DiskCache::put`] writes and the remote tier stores.
+///
+/// Errors: [`CacheError::Encode`] when the metadata does not encode.
+pub fn encode_entry(
+    key: &CacheKey,
+    mut meta: EntryMeta,
+    artefacts: &[(&str, &[u8])],
+) -> Result<Vec<u8>, CacheError> {
+    meta.format_version = CACHE_FORMAT_VERSION;
+    meta.key = key.to_hex();
+    meta.artefacts = artefacts
+        .iter()
+        .map(|(name, bytes)| ArtefactMeta {
+            name: name.to_string(),
+            size: bytes.len() as u64,
+            sha256: hex(&sha256(bytes)),
+        })
+        .collect();
+    let meta_bytes =
+        rmp_serde::to_vec_named(&meta).map_err(|e| CacheError::Encode(e.to_string()))?;
+    let total = HEADER_LEN + meta_bytes.len() + artefacts.iter().map(|a| a.1.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(ENTRY_MAGIC);
+    out.extend_from_slice(&CACHE_FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(meta_bytes.len() as u64).to_le_bytes());
+    out.extend_from_slice(&meta_bytes);
+    for (_, bytes) in artefacts {
+        out.extend_from_slice(bytes);
+    }
+    Ok(out)
 }
 
 /// The roots named by `HIPJIT_CACHE_DIR` (empty items ignored), else the default root; `None`

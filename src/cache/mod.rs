@@ -1,5 +1,6 @@
 //! The JIT's caches: the keys ([`key`]), the header manifests ([`manifest`]), the disk cache
-//! ([`disk`]), the in-process cache ([`memory`]) and the kernel-level cache behind
+//! ([`disk`]), the in-process cache ([`memory`]), the remote tier shared by a cluster
+//! ([`remote`]) and the kernel-level cache behind
 //! `Jit::kernel` and `NvJit::kernel`.
 
 pub mod disk;
@@ -7,6 +8,7 @@ pub(crate) mod kernels;
 pub mod key;
 pub mod manifest;
 pub mod memory;
+pub mod remote;
 
 pub use disk::{CacheError, DiskCache, Entry, EntryMeta, CACHE_DIR_ENV, SHARED_MARKER};
 pub use key::{CacheKey, TrackedHeader, CACHE_FORMAT_VERSION};

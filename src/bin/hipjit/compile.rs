@@ -435,6 +435,7 @@ fn origin_name(o: Origin) -> &'static str {
     match o {
         Origin::Memory => "hit (memory)",
         Origin::Disk => "hit (disk)",
+        Origin::Remote => "hit (remote)",
         Origin::Compiler => "miss (compiled)",
     }
 }
@@ -775,7 +776,7 @@ fn outcome_json(o: &Outcome, include_dirs: &[PathBuf]) -> serde_json::Value {
             "file": output::path_json(&o.file),
             "ok": true,
             "diagnostics": diagnostics,
-            "cache": match c.origin() { Origin::Memory => "memory", Origin::Disk => "disk", Origin::Compiler => "miss" },
+            "cache": match c.origin() { Origin::Memory => "memory", Origin::Disk => "disk", Origin::Remote => "remote", Origin::Compiler => "miss" },
             "hit": c.is_hit(),
             "time_ms": c.elapsed().as_secs_f64() * 1000.0,
             "key": c.key().to_hex(),

@@ -1,0 +1,427 @@
+//! The remote tier: a cache shared by a whole cluster, on a Redis server (or any server
+//! speaking its protocol, such as Valkey), behind the in-process cache and the local disk
+//! roots. Built with the `redis` feature; configured by [`REMOTE_CACHE_ENV`] or
+//! [`crate::jit::JitOptions::remote_cache`].
+//!
+//! # Keys and values
+//! With `N` the namespace ([`RemoteConfig::namespace`], default `hipjit`) and `F` the
+//! [`CACHE_FORMAT_VERSION`]:
+//! * `N:F:e:<result key>`: an entry, byte for byte the disk cache's entry file
+//!   ([`crate::cache::disk`]) in the envelope of [`signing`]. Entries are immutable: written
+//!   with `SET NX` (the first writer wins), each with a lifetime ([`RemoteConfig::ttl`],
+//!   default 30 days) refreshed on every hit (`PEXPIRE`).
+//! * `N:F:m:<direct key>`: the header manifests ([`crate::cache::manifest`]) of a direct key, a
+//!   hash with one field per distinct manifest (named by the manifest's sha256, the last writer
+//!   of a field wins), merged on read: a lookup checks each against the files as they are now
+//!   and tries the result key of each that can match.
+//! * `N:F:l:<direct key>`: the cluster compile lock ([`lock`]).
+//!
+//! # Reading
+//! A remote entry is checked exactly like a disk entry ([`Entry::from_bytes`]: magic, format,
+//! key, sizes and sha256 of every artefact; then the JIT reads its code objects), after its
+//! signature when a signing key is set. A bad entry is never served: it is reported and
+//! removed only while it still holds the bad bytes (a Lua compare-and-delete on the value's
+//! SHA-1, `redis.sha1hex`), so that the next compile can publish in its place without ever
+//! deleting a good entry written meanwhile. The JIT then writes a good remote entry to the
+//! first local root.
+//!
+//! # Failure
+//! The tier never makes a compile fail. Connecting is bounded by
+//! [`RemoteConfig::connect_timeout`] (default 200 ms) and each operation by
+//! [`RemoteConfig::timeout_for`] (200 ms plus its payload at 10 MB/s). When the server cannot be
+//! reached, one warning is given for the outage, every operation fails at once without
+//! touching the network, and the server is tried again after [`RemoteConfig::retry_after`].
+//! An out-of-memory reply (`OOM`: the server's `maxmemory` reached under the default
+//! `noeviction` policy) is a warning; `maxmemory-policy allkeys-lru` is the setting to use.
+//!
+//! # Trust
+//! Whoever can write the database can plant a self-consistent entry holding any code, which
+//! every machine would load. Use credentials (`redis://user:password@host`) and TLS
+//! (`rediss://`), and set a signing key ([`REMOTE_CACHE_KEY_ENV`]): hipjit then signs each
+//! value it writes (HMAC-SHA256 over the key name and the value) and refuses every value
+//! that is unsigned or badly signed. The password in the URL never appears in a message,
+//! `Debug` output, `hipjit doctor` or JSON ([`RemoteConfig::redacted_url`]).
+
+pub mod config;
+
+#[cfg(feature = "redis")]
+mod client;
+#[cfg(feature = "redis")]
+pub mod lock;
+#[cfg(feature = "redis")]
+pub mod signing;
+
+pub use config::{
+    RemoteConfig, RemoteConfigError, MIN_SIGNING_KEY_BYTES, REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV,
+};
+
+#[cfg(feature = "redis")]
+pub use imp::*;
+
+#[allow(unused_imports)]
+use crate::cache::key::CACHE_FORMAT_VERSION;
+
+#[cfg(feature = "redis")]
+mod imp {
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use super::client::{Client, OpError};
+    use super::config::RemoteConfig;
+    use super::signing;
+    use crate::cache::disk::{BadEntry, Entry};
+    use crate::cache::key::{self, hex, CacheKey, CACHE_FORMAT_VERSION};
+    use crate::cache::manifest::Manifest;
+
+    /// At most this many manifests of one direct key are tried on a lookup.
+    pub const MAX_MANIFESTS: usize = 32;
+
+    const DEL_IF_SHA1: &str = "local v = redis.call('GET', KEYS[1]) \
+         if v and redis.sha1hex(v) == ARGV[1] then return redis.call('DEL', KEYS[1]) end \
+         return 0";
+    const HDEL_IF_SHA1: &str = "local v = redis.call('HGET', KEYS[1], ARGV[1]) \
+         if v and redis.sha1hex(v) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end \
+         return 0";
+
+    /// The remote cache tier (see the module documentation). `Send + Sync`; cheap to clone.
+    #[derive(Clone, Debug)]
+    pub struct RemoteCache {
+        pub(super) inner: Arc<Inner>,
+    }
+
+    #[derive(Debug)]
+    pub(super) struct Inner {
+        pub(super) client: Client,
+        /// Set when the server refused `EVAL` (said once).
+        pub(super) eval_refused: AtomicBool,
+    }
+
+    /// An entry found in the server and checked ([`Entry::from_bytes`], signature).
+    #[derive(Debug)]
+    pub struct RemoteEntry {
+        /// Its result key.
+        pub key: CacheKey,
+        /// The manifest that led to it, as the files are now.
+        pub manifest: Manifest,
+        /// The entry; its `path` is [`RemoteCache::describe`] of its key name.
+        pub entry: Entry,
+        name: String,
+        value_sha1: String,
+    }
+
+    /// What [`RemoteCache::fetch`] found.
+    #[derive(Debug, Default)]
+    pub struct Fetch {
+        /// A checked entry, when one matched.
+        pub hit: Option<RemoteEntry>,
+        /// Bad values met (never served; removed when they still held the bad bytes).
+        pub bad: Vec<BadEntry>,
+        /// The first manifest that could match, as the files are now, when any.
+        pub looked_up: Option<Manifest>,
+        /// Warnings for the caller's result (the outage, once; a server error).
+        pub warnings: Vec<String>,
+    }
+
+    impl RemoteCache {
+        /// A tier for `config`; no connection is made until the first lookup.
+        ///
+        /// Errors: a bad setting ([`RemoteConfig::validate`]) or a URL the client refuses,
+        /// as text without the password.
+        pub fn new(config: RemoteConfig) -> Result<RemoteCache, super::RemoteConfigError> {
+            config.validate()?;
+            let client =
+                Client::new(config.clone()).map_err(|reason| super::RemoteConfigError::BadUrl {
+                    url: config.redacted_url(),
+                    reason,
+                })?;
+            Ok(RemoteCache {
+                inner: Arc::new(Inner {
+                    client,
+                    eval_refused: AtomicBool::new(false),
+                }),
+            })
+        }
+
+        /// The settings.
+        pub fn config(&self) -> &RemoteConfig {
+            &self.inner.client.config
+        }
+
+        /// Whether the server is known to be unreachable now (no operation will be tried
+        /// before [`RemoteConfig::retry_after`] has passed).
+        pub fn is_down(&self) -> bool {
+            self.inner.client.is_down()
+        }
+
+        pub(super) fn name(&self, kind: &str, key: &CacheKey) -> String {
+            format!(
+                "{}:{}:{kind}:{}",
+                self.config().namespace,
+                CACHE_FORMAT_VERSION,
+                key.to_hex()
+            )
+        }
+
+        /// How a key name of the server is shown: the redacted URL, `#`, the name.
+        pub fn describe(&self, name: &str) -> PathBuf {
+            PathBuf::from(format!("{}#{name}", self.config().redacted_url()))
+        }
+
+        fn signing_key(&self) -> Option<&[u8]> {
+            self.config().signing_key.as_deref()
+        }
+
+        fn note(warnings: &mut Vec<String>, e: OpError) {
+            match e {
+                OpError::Down | OpError::Lost(None) => {}
+                OpError::Lost(Some(w)) => warnings.push(w),
+                OpError::Server { message, .. } => {
+                    tracing::warn!(error = %message, "remote cache operation refused");
+                    warnings.push(format!("the remote cache refused an operation: {message}"));
+                }
+            }
+        }
+
+        /// Looks `direct` up: its manifests (each checked against the files as they are now,
+        /// with `include_dirs` as the options' include directories), then the entry of each
+        /// result key that can match, until one checks out. A hit refreshes the lifetime of
+        /// the entry and of the manifests.
+        pub fn fetch(&self, direct: &CacheKey, include_dirs: &[PathBuf]) -> Fetch {
+            let mut out = Fetch::default();
+            let mname = self.name("m", direct);
+            let fields: HashMap<Vec<u8>, Vec<u8>> = match self
+                .inner
+                .client
+                .run(0, |c| redis::cmd("HGETALL").arg(&mname).query(c))
+            {
+                Ok(f) => f,
+                Err(e) => {
+                    Self::note(&mut out.warnings, e);
+                    return out;
+                }
+            };
+            let mut tried = std::collections::HashSet::new();
+            let mut fields: Vec<_> = fields.into_iter().collect();
+            fields.sort();
+            for (field, value) in fields.into_iter().take(MAX_MANIFESTS) {
+                let manifest = match signing::open(self.signing_key(), mname.as_bytes(), &value)
+                    .map_err(|e| e.to_string())
+                    .and_then(|p| Manifest::from_bytes(p).map_err(|e| e.to_string()))
+                {
+                    Ok(m) => m,
+                    Err(reason) => {
+                        out.bad
+                            .push(self.remove_manifest(&mname, &field, &value, reason));
+                        continue;
+                    }
+                };
+                let Some(now) = manifest.current(include_dirs) else {
+                    continue;
+                };
+                let rkey = key::result_key(direct, &now);
+                if out.looked_up.is_none() {
+                    out.looked_up = Some(now.clone());
+                }
+                if !tried.insert(rkey) {
+                    continue;
+                }
+                match self.get_entry(&rkey, &mname, &mut out) {
+                    Some((entry, name, value_sha1)) => {
+                        out.hit = Some(RemoteEntry {
+                            key: rkey,
+                            manifest: now,
+                            entry,
+                            name,
+                            value_sha1,
+                        });
+                        return out;
+                    }
+                    None if self.is_down() => return out,
+                    None => {}
+                }
+            }
+            out
+        }
+
+        fn get_entry(
+            &self,
+            rkey: &CacheKey,
+            mname: &str,
+            out: &mut Fetch,
+        ) -> Option<(Entry, String, String)> {
+            let name = self.name("e", rkey);
+            let ttl = self.config().ttl.as_millis() as u64;
+            let got: Result<(Option<Vec<u8>>,), _> = self.inner.client.run(0, |c| {
+                redis::pipe()
+                    .cmd("GET")
+                    .arg(&name)
+                    .cmd("PEXPIRE")
+                    .arg(&name)
+                    .arg(ttl)
+                    .ignore()
+                    .cmd("PEXPIRE")
+                    .arg(mname)
+                    .arg(ttl)
+                    .ignore()
+                    .query(c)
+            });
+            let value = match got {
+                Ok((Some(v),)) => v,
+                Ok((None,)) => return None,
+                Err(e) => {
+                    Self::note(&mut out.warnings, e);
+                    return None;
+                }
+            };
+            let sha1 = sha1_hex(&value);
+            let checked = signing::open(self.signing_key(), name.as_bytes(), &value)
+                .and_then(|p| Entry::from_bytes(p.to_vec(), &self.describe(&name), Some(rkey)));
+            match checked {
+                Ok(entry) => Some((entry, name, sha1)),
+                Err(reason) => {
+                    out.bad.push(self.remove_if(&name, &sha1, reason));
+                    None
+                }
+            }
+        }
+
+        /// Reports `hit` as bad for `reason` (its code objects do not read, say) and removes
+        /// it from the server while it still holds the same bytes.
+        pub fn reject(&self, hit: RemoteEntry, reason: String) -> BadEntry {
+            self.remove_if(&hit.name, &hit.value_sha1, reason)
+        }
+
+        fn eval_refused(&self, e: &OpError) -> bool {
+            let refused = matches!(e.code(), Some("NOPERM"))
+                || matches!(e, OpError::Server { message, .. }
+                    if message.contains("unknown command") || message.contains("NOSCRIPT")
+                        || message.to_ascii_lowercase().contains("script"));
+            if refused && !self.inner.eval_refused.swap(true, Ordering::SeqCst) {
+                tracing::warn!(url = %self.config().redacted_url(), error = %e,
+                    "the remote cache server refuses EVAL: bad entries are left in place and \
+                     compiles run without the cluster lock");
+            }
+            refused
+        }
+
+        pub(super) fn script(
+            &self,
+            script: &redis::Script,
+            keys: &[&str],
+            args: &[&[u8]],
+        ) -> Result<i64, OpError> {
+            if self.inner.eval_refused.load(Ordering::SeqCst) {
+                return Err(OpError::Server {
+                    code: None,
+                    message: "the server refuses EVAL".into(),
+                });
+            }
+            let r = self.inner.client.run(0, |c| {
+                let mut inv = script.prepare_invoke();
+                for k in keys {
+                    inv.key(*k);
+                }
+                for a in args {
+                    inv.arg(*a);
+                }
+                inv.invoke::<i64>(c)
+            });
+            if let Err(e) = &r {
+                self.eval_refused(e);
+            }
+            r
+        }
+
+        fn remove_if(&self, name: &str, sha1: &str, reason: String) -> BadEntry {
+            tracing::warn!(entry = %self.describe(name).display(), %reason, "bad remote hipjit cache entry");
+            let script = redis::Script::new(DEL_IF_SHA1);
+            let removed = self.script(&script, &[name], &[sha1.as_bytes()]);
+            BadEntry {
+                path: self.describe(name),
+                reason,
+                writable_root: removed.is_ok(),
+            }
+        }
+
+        fn remove_manifest(
+            &self,
+            mname: &str,
+            field: &[u8],
+            value: &[u8],
+            reason: String,
+        ) -> BadEntry {
+            let what = format!("{mname} {}", String::from_utf8_lossy(field));
+            tracing::warn!(manifest = %what, %reason, "bad remote hipjit header manifest");
+            let script = redis::Script::new(HDEL_IF_SHA1);
+            let removed = self.script(&script, &[mname], &[field, sha1_hex(value).as_bytes()]);
+            BadEntry {
+                path: self.describe(&what),
+                reason,
+                writable_root: removed.is_ok(),
+            }
+        }
+
+        /// Publishes an entry (`entry`: the bytes of a disk-cache entry file for `key`) with
+        /// `SET NX` (an entry already there stays), and the manifest that names it under
+        /// `direct`, each with the lifetime [`RemoteConfig::ttl`]. Returns warnings (the
+        /// outage, once; an out-of-memory reply); never fails.
+        pub fn store(
+            &self,
+            direct: &CacheKey,
+            key: &CacheKey,
+            entry: &[u8],
+            manifest: &Manifest,
+        ) -> Vec<String> {
+            let mut warnings = Vec::new();
+            let name = self.name("e", key);
+            let mname = self.name("m", direct);
+            let value = signing::seal(self.signing_key(), name.as_bytes(), entry);
+            let mbytes = manifest.to_bytes();
+            let field = hex(&key::sha256(&mbytes));
+            let mvalue = signing::seal(self.signing_key(), mname.as_bytes(), &mbytes);
+            let ttl = self.config().ttl.as_millis() as u64;
+            let r: Result<(), OpError> = self.inner.client.run(value.len() + mvalue.len(), |c| {
+                redis::pipe()
+                    .cmd("SET")
+                    .arg(&name)
+                    .arg(&value)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl)
+                    .ignore()
+                    .cmd("HSET")
+                    .arg(&mname)
+                    .arg(&field)
+                    .arg(&mvalue)
+                    .ignore()
+                    .cmd("PEXPIRE")
+                    .arg(&mname)
+                    .arg(ttl)
+                    .ignore()
+                    .query(c)
+            });
+            match r {
+                Ok(()) => {}
+                Err(e) if e.code() == Some("OOM") => {
+                    let w = format!(
+                        "the remote cache {} is out of memory (maxmemory reached under the \
+                         noeviction policy): the result was not stored remotely; set \
+                         maxmemory-policy allkeys-lru on the server",
+                        self.config().redacted_url()
+                    );
+                    tracing::warn!("{w}");
+                    warnings.push(w);
+                }
+                Err(e) => Self::note(&mut warnings, e),
+            }
+            warnings
+        }
+    }
+
+    /// The SHA-1 of `bytes` in hex, as Redis's Lua `redis.sha1hex` gives it.
+    pub(super) fn sha1_hex(bytes: &[u8]) -> String {
+        sha1_smol::Sha1::from(bytes).digest().to_string()
+    }
+}

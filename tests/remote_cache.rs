@@ -1,0 +1,566 @@
+//! The remote cache tier against a real redis-server (Debian's, installed by scripts/setup.sh):
+//! each test starts its own server on 127.0.0.1 at a free port with a private directory, and
+//! stops only what it started. The compiler is the fixture `fake-hipcc-act.sh` copying a real
+//! gfx90a code object and counting its runs in `$HOME/compiles`, so that "exactly one compile"
+//! is counted across processes; the child processes are this test binary running its ignored
+//! `child_*` tests.
+
+use std::ffi::OsString;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use hipjit::cache::disk::DiskCache;
+use hipjit::cache::key::CACHE_FORMAT_VERSION;
+use hipjit::cache::remote::{signing, RemoteConfig};
+use hipjit::compiler::{CompileOptions, CompilerConfig};
+use hipjit::jit::{CacheLocation, Compiled, Jit, JitOptions, Origin, RemoteLocation};
+use hipjit::target_id::TargetId;
+
+const SOURCE: &str = "extern \"C\" __global__ void k(int* x) { x[0] = 1; }\n";
+const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+// ---- a real redis-server -------------------------------------------------------------------
+
+struct Server {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Server {
+    fn start() -> Server {
+        let mut s = Server {
+            child: None,
+            port: 0,
+            dir: tempfile::tempdir().unwrap(),
+        };
+        for _ in 0..5 {
+            s.port = free_port();
+            if s.launch() {
+                return s;
+            }
+        }
+        panic!("redis-server did not start on a free port in five tries");
+    }
+
+    /// Starts redis-server on this port; `false` when it exited (the port was taken).
+    fn launch(&mut self) -> bool {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot run redis-server ({e}): install it with scripts/setup.sh")
+            });
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(c) = &mut self.child {
+                if c.try_wait().unwrap().is_some() {
+                    self.child = None;
+                    return false;
+                }
+            }
+            if let Ok(mut c) = self.connection() {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server on port {} did not answer PING", self.port);
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    fn connection(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(1))
+    }
+
+    fn redis(&self) -> redis::Connection {
+        self.connection().unwrap()
+    }
+
+    /// SIGKILLs the server this test started, and reaps it.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again on the same port (empty: nothing is persisted).
+    fn restart(&mut self) {
+        assert!(
+            self.launch(),
+            "redis-server did not restart on port {}",
+            self.port
+        );
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+// ---- the fixture compiler -------------------------------------------------------------------
+
+fn fake_hipcc() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-hipcc-act.sh")
+}
+
+fn code_object() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/single-gfx90a.hsaco")
+}
+
+/// A `$HOME` whose act.sh "compiles" by copying a real gfx90a code object and appends a line
+/// to `$HOME/compiles`; with `$HOME/hang` present it records its pid in `$HOME/hang.pid` and
+/// sleeps instead; with `$HOME/slow` it takes a second.
+fn home(dir: &Path) -> PathBuf {
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        home.join("act.sh"),
+        format!(
+            "echo $$ >> \"$HOME/compiles\"\n\
+             if [ -f \"$HOME/hang\" ]; then echo $$ > \"$HOME/hang.pid\"; exec sleep 60; fi\n\
+             if [ -f \"$HOME/slow\" ]; then sleep 1; fi\n\
+             cp {} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
+             echo \"out.hsaco: $src\" > deps.d\n",
+            code_object().display()
+        ),
+    )
+    .unwrap();
+    home
+}
+
+fn compiles(home: &Path) -> usize {
+    std::fs::read_to_string(home.join("compiles"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+fn config(url: &str) -> RemoteConfig {
+    let mut c = RemoteConfig::new(url).unwrap();
+    c.lock_ttl = Duration::from_secs(2);
+    c.lock_renew = Duration::from_millis(500);
+    c.lock_poll = Duration::from_millis(50);
+    c
+}
+
+fn jit(root: &Path, home: &Path, remote: Option<RemoteConfig>) -> Jit {
+    Jit::new(JitOptions {
+        compiler: CompilerConfig {
+            hipcc: Some(fake_hipcc()),
+            env: Some(vec![
+                ("HOME".into(), OsString::from(home)),
+                ("PATH".into(), "/usr/bin:/bin".into()),
+            ]),
+            ..CompilerConfig::default()
+        },
+        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
+        remote_cache: remote.map_or(RemoteLocation::Disabled, RemoteLocation::Server),
+        lock_wait: Some(Duration::from_secs(20)),
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn opts() -> CompileOptions {
+    CompileOptions::for_target(TargetId::parse("gfx90a").unwrap())
+}
+
+/// Compiles on another thread and fails the test when it takes longer than `limit` (a hang).
+fn compile_within(jit: &Jit, source: &str, limit: Duration) -> Compiled {
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel();
+        s.spawn(move || {
+            let _ = tx.send(jit.compile(source, &opts()).map_err(|e| e.to_string()));
+        });
+        rx.recv_timeout(limit)
+            .unwrap_or_else(|_| panic!("the compile did not return within {limit:?}"))
+            .unwrap_or_else(|e| panic!("{e}"))
+    })
+}
+
+fn compile(jit: &Jit, source: &str) -> Compiled {
+    compile_within(jit, source, Duration::from_secs(60))
+}
+
+fn entry_name(c: &Compiled) -> String {
+    format!("hipjit:{CACHE_FORMAT_VERSION}:e:{}", c.key())
+}
+
+fn get(server: &Server, name: &str) -> Option<Vec<u8>> {
+    redis::cmd("GET")
+        .arg(name)
+        .query(&mut server.redis())
+        .unwrap()
+}
+
+fn set(server: &Server, name: &str, value: &[u8]) {
+    redis::cmd("SET")
+        .arg(name)
+        .arg(value)
+        .query::<()>(&mut server.redis())
+        .unwrap();
+}
+
+// ---- the cases ------------------------------------------------------------------------------
+
+#[test]
+fn a_remote_hit_fills_a_second_root_without_compiling() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let (root_a, root_b) = (dir.path().join("a"), dir.path().join("b"));
+    let first = compile(&jit(&root_a, &home, Some(config(&server.url()))), SOURCE);
+    assert_eq!(first.origin(), Origin::Compiler);
+    assert!(get(&server, &entry_name(&first)).is_some(), "not stored");
+
+    let second = compile(&jit(&root_b, &home, Some(config(&server.url()))), SOURCE);
+    assert_eq!(second.origin(), Origin::Remote);
+    assert_eq!(second.key(), first.key());
+    assert_eq!(compiles(&home), 1, "the second root compiled");
+    assert_eq!(
+        second.code_object().kernels()[0].name,
+        first.code_object().kernels()[0].name
+    );
+    // Written to the second root, with its manifest: a disk hit without the server.
+    let disk = DiskCache::open(std::slice::from_ref(&root_b)).unwrap();
+    assert!(disk.get(&first.key()).entry.is_some());
+    assert!(second.entry_path().unwrap().starts_with(&root_b));
+    let third = compile(&jit(&root_b, &home, None), SOURCE);
+    assert_eq!(third.origin(), Origin::Disk);
+    assert_eq!(compiles(&home), 1);
+}
+
+#[test]
+fn a_corrupted_remote_entry_is_never_served_and_is_replaced() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let first = compile(
+        &jit(&dir.path().join("a"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    let name = entry_name(&first);
+    let good = get(&server, &name).unwrap();
+    let mut bad = good.clone();
+    let last = bad.len() - 100;
+    bad[last] ^= 0x55; // inside the code object: its recorded sha256 no longer matches
+    set(&server, &name, &bad);
+
+    let second = compile(
+        &jit(&dir.path().join("b"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    assert_eq!(
+        second.origin(),
+        Origin::Compiler,
+        "the bad entry was served"
+    );
+    assert_eq!(compiles(&home), 2);
+    let reported = second
+        .bad_entries()
+        .iter()
+        .find(|b| b.path.to_string_lossy().ends_with(&name))
+        .unwrap_or_else(|| panic!("not reported: {:?}", second.bad_entries()));
+    assert!(reported.reason.contains("sha256"), "{}", reported.reason);
+    // Removed (it still held the bad bytes) and published again by the compile.
+    let now = get(&server, &name).expect("not published again");
+    assert!(now != bad, "the bad entry is still there");
+    let payload = signing::open(None, name.as_bytes(), &now).unwrap();
+    hipjit::cache::disk::Entry::from_bytes(payload.to_vec(), Path::new(&name), Some(&first.key()))
+        .unwrap_or_else(|e| panic!("the replacement is bad: {e}"));
+    assert_eq!(good.len(), now.len());
+    let third = compile(
+        &jit(&dir.path().join("c"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    assert_eq!(third.origin(), Origin::Remote);
+    assert_eq!(compiles(&home), 2);
+}
+
+#[test]
+fn forged_entries_are_refused_under_signing() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let signed = || config(&server.url()).with_signing_key(KEY).unwrap();
+    let first = compile(&jit(&dir.path().join("a"), &home, Some(signed())), SOURCE);
+    let name = entry_name(&first);
+    let value = get(&server, &name).unwrap();
+    let payload = signing::open(Some(KEY), name.as_bytes(), &value).unwrap();
+
+    // A self-consistent entry, unsigned, then signed with another key: each refused.
+    let forgeries = [
+        (signing::seal(None, name.as_bytes(), payload), "unsigned"),
+        (
+            signing::seal(
+                Some(b"not the cluster's key, 32 bytes."),
+                name.as_bytes(),
+                payload,
+            ),
+            "signature",
+        ),
+    ];
+    for (i, (forged, why)) in forgeries.iter().enumerate() {
+        set(&server, &name, forged);
+        let root = dir.path().join(format!("b{i}"));
+        let c = compile(&jit(&root, &home, Some(signed())), SOURCE);
+        assert_eq!(c.origin(), Origin::Compiler, "a forged entry was served");
+        assert!(
+            c.bad_entries().iter().any(|b| b.reason.contains(why)),
+            "{why}: {:?}",
+            c.bad_entries()
+        );
+        // Replaced by this compile's signed entry.
+        let now = get(&server, &name).unwrap();
+        assert!(signing::open(Some(KEY), name.as_bytes(), &now).is_ok());
+    }
+    assert_eq!(compiles(&home), 3);
+    // Without the key the same signed entries still serve (their checks pass).
+    let unsigned = compile(
+        &jit(&dir.path().join("c"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    assert_eq!(unsigned.origin(), Origin::Remote);
+}
+
+#[test]
+fn a_server_killed_during_eight_compiles_costs_one_warning() {
+    let mut server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let jit = jit(&dir.path().join("a"), &home, Some(config(&server.url())));
+    let mut warnings = 0;
+    for i in 0..8 {
+        if i == 2 {
+            server.kill();
+        }
+        let c = compile_within(&jit, &format!("{SOURCE}// {i}\n"), Duration::from_secs(20));
+        assert_eq!(c.origin(), Origin::Compiler);
+        assert!(
+            c.cache_warnings().len() <= 1,
+            "compile {i}: {:?}",
+            c.cache_warnings()
+        );
+        for w in c.cache_warnings() {
+            assert!(w.contains("unreachable"), "{w}");
+            assert!(w.contains(&server.url()), "{w}");
+        }
+        warnings += c.cache_warnings().len();
+        // Published locally all the same.
+        assert!(c.entry_path().is_some());
+    }
+    assert_eq!(warnings, 1, "one warning for the outage");
+    assert_eq!(compiles(&home), 8);
+}
+
+#[test]
+fn the_tier_resumes_after_a_restart() {
+    let mut server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let mut c = config(&server.url());
+    c.retry_after = Duration::from_millis(300);
+    let jit_a = jit(&dir.path().join("a"), &home, Some(c));
+    compile(&jit_a, &format!("{SOURCE}// before\n"));
+    server.kill();
+    let during = compile(&jit_a, &format!("{SOURCE}// during\n"));
+    assert_eq!(
+        during.cache_warnings().len(),
+        1,
+        "{:?}",
+        during.cache_warnings()
+    );
+    server.restart();
+    std::thread::sleep(Duration::from_millis(400));
+    let after = compile(&jit_a, &format!("{SOURCE}// after\n"));
+    assert!(
+        after.cache_warnings().is_empty(),
+        "{:?}",
+        after.cache_warnings()
+    );
+    assert!(
+        get(&server, &entry_name(&after)).is_some(),
+        "not stored after the restart"
+    );
+    let other = compile(
+        &jit(&dir.path().join("b"), &home, Some(config(&server.url()))),
+        &format!("{SOURCE}// after\n"),
+    );
+    assert_eq!(other.origin(), Origin::Remote);
+}
+
+#[test]
+fn an_unreachable_address_is_bounded_and_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    // A port nobody listens on (refused at once), and an address that drops packets
+    // (the connect timeout bounds it) where the network has a route to it.
+    for url in [
+        format!("redis://user:pw-secret@127.0.0.1:{}/0", free_port()),
+        "redis://user:pw-secret@10.255.255.1:6379/0".to_string(),
+    ] {
+        let jit = jit(&dir.path().join("a"), &home, Some(config(&url)));
+        let source = format!("{SOURCE}// {url}\n");
+        let c = compile_within(&jit, &source, Duration::from_secs(10));
+        assert_eq!(c.origin(), Origin::Compiler);
+        assert_eq!(c.cache_warnings().len(), 1, "{:?}", c.cache_warnings());
+        let w = &c.cache_warnings()[0];
+        assert!(w.contains("unreachable") && w.contains("user:***@"), "{w}");
+        assert!(!w.contains("pw-secret"), "the password shows: {w}");
+        assert!(!format!("{jit:?}").contains("pw-secret"));
+        // The server stays down for the retry interval: the next miss does not wait again.
+        let again = compile_within(&jit, &format!("{source}// 2\n"), Duration::from_secs(10));
+        assert!(
+            again.cache_warnings().is_empty(),
+            "{:?}",
+            again.cache_warnings()
+        );
+    }
+}
+
+const CHILD_URL: &str = "HIPJIT_TEST_REMOTE_URL";
+const CHILD_ROOT: &str = "HIPJIT_TEST_REMOTE_ROOT";
+const CHILD_HOME: &str = "HIPJIT_TEST_REMOTE_HOME";
+
+fn child_jit() -> Jit {
+    let var = |k: &str| std::env::var_os(k).unwrap_or_else(|| panic!("{k} must be set"));
+    jit(
+        Path::new(&var(CHILD_ROOT)),
+        Path::new(&var(CHILD_HOME)),
+        Some(config(var(CHILD_URL).to_str().unwrap())),
+    )
+}
+
+#[test]
+#[ignore = "child process of the remote cache tests"]
+fn child_compile() {
+    let c = child_jit()
+        .compile(SOURCE, &opts())
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("ORIGIN {:?} KEY {}", c.origin(), c.key());
+}
+
+fn spawn_child(server: &Server, root: &Path, home: &Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_compile", "--ignored", "--nocapture"])
+        .args(["--test-threads=1"])
+        .env(CHILD_URL, server.url())
+        .env(CHILD_ROOT, root)
+        .env(CHILD_HOME, home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn eight_processes_over_four_roots_compile_once() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    std::fs::write(home.join("slow"), "").unwrap();
+    let children: Vec<Child> = (0..8)
+        .map(|i| spawn_child(&server, &dir.path().join(format!("root{}", i % 4)), &home))
+        .collect();
+    let mut origins = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "child failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let origin = stdout
+            .lines()
+            .find_map(|l| l.split_once("ORIGIN ").map(|(_, o)| o))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or_else(|| panic!("no origin: {stdout}"))
+            .to_string();
+        origins.push(origin);
+    }
+    assert_eq!(compiles(&home), 1, "origins: {origins:?}");
+    assert_eq!(origins.iter().filter(|o| *o == "Compiler").count(), 1);
+    for i in 0..4 {
+        let disk = DiskCache::open(&[dir.path().join(format!("root{i}"))]).unwrap();
+        assert_eq!(
+            disk.list().unwrap().len(),
+            2,
+            "root{i}: an entry and its manifest"
+        );
+    }
+}
+
+#[test]
+fn a_killed_lock_holder_lets_another_compile_after_expiry() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let holder_home = home(&dir.path().join("holder"));
+    std::fs::write(holder_home.join("hang"), "").unwrap();
+    let mut holder = spawn_child(&server, &dir.path().join("a"), &holder_home);
+    // Wait until the holder's compiler runs: it holds the cluster lock.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let lock_pid = loop {
+        if let Ok(p) = std::fs::read_to_string(holder_home.join("hang.pid")) {
+            if let Ok(p) = p.trim().parse::<i32>() {
+                break p;
+            }
+        }
+        assert!(Instant::now() < deadline, "the holder never compiled");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let locks: Vec<String> = redis::cmd("KEYS")
+        .arg("hipjit:*:l:*")
+        .query(&mut server.redis())
+        .unwrap();
+    assert_eq!(locks.len(), 1, "the holder's lock: {locks:?}");
+    // SAFETY: kill(2) on processes this test started: the child, then its fixture compiler.
+    unsafe {
+        libc::kill(holder.id() as i32, libc::SIGKILL);
+        libc::kill(lock_pid, libc::SIGKILL);
+    }
+    let _ = holder.wait();
+
+    let home = home(dir.path());
+    let started = Instant::now();
+    let c = compile(
+        &jit(&dir.path().join("b"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    assert_eq!(c.origin(), Origin::Compiler);
+    assert_eq!(compiles(&home), 1);
+    assert!(
+        c.cache_warnings().iter().all(|w| !w.contains("waited")),
+        "it took the expired lock rather than waiting out: {:?}",
+        c.cache_warnings()
+    );
+    // It compiled once the 2 s lock had expired, well before its 20 s wait ran out.
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
