@@ -58,8 +58,8 @@
 //! # What is and is not re-checked
 //! * The compiler's programs, libraries and device libraries are covered by the compiler
 //!   fingerprint ([`crate::compiler::identity`]); the headers of its installation (the HIP
-//!   headers, clang's resource headers) are in the manifest like every other header read.
-//!   nvcc's toolkit headers are the exception: its identity covers its `include` tree.
+//!   headers, clang's resource headers, the CUDA toolkit's headers) are in the manifest like
+//!   every other header read.
 //! * In-process (memory) hits do not re-check headers: a header edited while a process runs
 //!   is seen after [`crate::jit::Jit::clear_memory`] or in a new process.
 //! * A compile whose files changed while it ran is not published (see

@@ -11,16 +11,16 @@
 //!   HIP headers and clang's resource headers a compile reads are in its header manifest
 //!   ([`crate::cache::manifest`]), like every other header, checked on each lookup.
 //! * nvcc ([`CompilerKind::Nvcc`]): every file under the toolkit's `bin` and `nvvm`
-//!   directories (the toolkit root being the directory above nvcc's `bin`), and, as a covered
-//!   header tree ([`CompilerIdentity::covered`]), every file under its `include` directory
-//!   (nvcc reports no dependency list to hipjit's NVIDIA JIT yet, so the identity stands in for
-//!   a manifest of the toolkit headers).
+//!   directories (the toolkit root being the directory above nvcc's `bin`). No header
+//!   directory: the toolkit headers a compile reads are in its dependency list (`-MD -MF`),
+//!   hence in its header manifest.
 //!
 //! The directories whose every file is fingerprinted ([`CompilerIdentity::covered`]) are left
-//! out of the header manifest ([`crate::cache::manifest`]): a header there is covered by the
-//! identity. Every other file the compiler reads (system C and C++ headers included) is in the
-//! manifest.
-//!
+//! out of the header manifest ([`crate::cache::manifest`]): a header there would be covered by
+//! the identity. Neither hipcc nor nvcc has one any more (their headers are in the manifest);
+//! the field stays for identities remembered by other backends. Every file the compiler reads
+//! (system C and C++ headers included) is in the manifest.
+
 //! # Remembered per user
 //! Hashing these files reads hundreds of MB (0.6-0.8 s measured), and `hipcc --version` costs
 //! about 250 ms. The identity is therefore computed once and kept in a per-user directory
@@ -29,19 +29,17 @@
 //! named after the kind, the compiler's path and the compiler's environment, holding the
 //! identity and the stat fields (size, mtime, ctime, inode, device) of what a fresh process
 //! checks:
-//! * each *program* file (the closed list above, less the covered header trees: the
-//!   compiler's binaries, libraries, configuration and device bitcode), so a program replaced
-//!   in place or by a new file is seen;
-//! * each *directory* holding a program, and each directory of a covered header tree, so a
-//!   file added, removed, renamed or replaced by a rename (how package managers, pip, installers
-//!   and editors replace files) anywhere in them is seen.
+//! * each *program* file (the closed list above: the compiler's binaries, libraries,
+//!   configuration and device bitcode), so a program replaced in place or by a new file is
+//!   seen;
+//! * each directory holding a program, and each directory of a covered tree, so a file added,
+//!   removed or renamed there is seen.
 //!
-//! A fresh process that finds every one of those unchanged (one `stat` each: a dozen for
-//! hipcc's programs, about 170 for a PyPI CUDA toolkit, where the old check stat'd each of its
-//! 2,600 files) takes the identity from that file: it neither hashes nor starts the compiler.
-//! Any difference recomputes it. What this does not see is a file of a covered header tree
-//! rewritten in place (same inode, no rename): only nvcc has such a tree, and its headers move
-//! to the header manifest once nvcc reports its dependency list.
+//! A fresh process that finds every one of those unchanged (one `stat` each: about 70 for
+//! Debian's hipcc 5.2.3, 60 of them device-library bitcode files; 17 for a PyPI CUDA toolkit,
+//! where the check used to stat each of its 2,600 files) takes the identity from that file: it
+//! neither hashes nor starts the compiler. Any difference recomputes it. Headers are checked by
+//! the header manifest of each lookup, which stats only the files that compile read.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -288,9 +286,9 @@ pub fn identify(
     all.dedup();
     dirs.sort();
     dirs.dedup();
-    // What a fresh process checks: the programs one by one, the directories (a file added,
-    // removed or replaced by a rename in a covered tree changes its directory), not each header
-    // of a covered tree. Read before hashing, so that a file changed meanwhile differs from its
+    // What a fresh process checks: the programs one by one and the directories (a file added,
+    // removed or renamed changes its directory), not each file of a covered tree. Read before
+    // hashing, so that a file changed meanwhile differs from its
     // recorded stat at the next check.
     let stats: Vec<(Vec<u8>, FileStat)> = programs
         .iter()
@@ -610,25 +608,18 @@ fn hipcc_files(
 }
 
 /// The nvcc program files (every file under the toolkit's `bin` and `nvvm`, nvcc itself
-/// included) and its covered header tree (`include`).
+/// included); no covered directory.
 fn nvcc_files(resolved: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut files = vec![resolved.to_path_buf()];
-    let Some(root) = resolved.parent().and_then(Path::parent) else {
-        return (files, Vec::new());
-    };
-    for d in ["bin", "nvvm"] {
-        let d = root.join(d);
-        if d.is_dir() {
-            walk(&d, &mut files, &mut Vec::new());
+    if let Some(root) = resolved.parent().and_then(Path::parent) {
+        for d in ["bin", "nvvm"] {
+            let d = root.join(d);
+            if d.is_dir() {
+                walk(&d, &mut files, &mut Vec::new());
+            }
         }
     }
-    let include = root.join("include");
-    let covered = if include.is_dir() {
-        vec![include]
-    } else {
-        Vec::new()
-    };
-    (files, covered)
+    (files, Vec::new())
 }
 
 #[cfg(test)]
