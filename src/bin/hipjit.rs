@@ -10,8 +10,6 @@ use clap::{Parser, Subcommand};
 mod cache;
 #[path = "hipjit/compile.rs"]
 mod compile;
-#[path = "hipjit/compile_nvidia.rs"]
-mod compile_nvidia;
 #[path = "hipjit/doctor.rs"]
 mod doctor;
 #[path = "hipjit/doctor_nvidia.rs"]
