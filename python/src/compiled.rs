@@ -291,10 +291,11 @@ impl Compiled {
             .map(|c| c.target_id().to_string())
             .collect()
     }
-    /// The first target's code object: the raw ELF the runtime is handed.
+    /// The first target's code object (or cubin, for an SM target): the raw ELF the runtime
+    /// is handed.
     #[getter]
     fn code_object<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, self.inner.code_object().elf())
+        PyBytes::new(py, self.inner.artefacts()[0].elf())
     }
     /// One code object (raw ELF) per target, in the order of `targets`.
     #[getter]
@@ -305,10 +306,10 @@ impl Compiled {
             .map(|c| PyBytes::new(py, c.elf()))
             .collect()
     }
-    /// The code object version (4, 5, 6) of the first target's code object.
+    /// The code object version (4, 5, 6) of the first target's code object; None for a cubin.
     #[getter]
-    fn code_object_version(&self) -> u32 {
-        self.inner.code_object().code_object_version()
+    fn code_object_version(&self) -> Option<u32> {
+        self.inner.code_object().map(|c| c.code_object_version())
     }
     /// Seconds the compile call took (a hit included).
     #[getter]

@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use hipjit::jit::{CacheLocation, Jit as RsJit, JitOptions};
-use hipjit::library::Library;
 use hipjit::stream::BorrowedStream;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -158,7 +157,14 @@ impl Jit {
     }
 
     fn compiler_text(&self) -> String {
-        self.inner.compiler().identity().to_string()
+        // The AMD compiler (options without an SM target), found now if it was not yet.
+        match self
+            .inner
+            .compiler_for(&hipjit::compiler::CompileOptions::default())
+        {
+            Ok(c) => c.backend.identity().to_string(),
+            Err(e) => format!("none ({e})"),
+        }
     }
 
     /// Compiles with the keywords; the GIL is released while the compiler runs.
@@ -285,14 +291,14 @@ impl Jit {
         let jit = Arc::clone(&self.inner);
         let loaded = py
             .detach(|| {
-                jit.load_with(&dev, &bytes, &options, |d, co| {
+                jit.load_with(&dev, &bytes, &options, |co, d| {
                     if let Some(raw) = capture_stream {
                         // SAFETY: torch's current stream of this device, alive while the
                         // caller holds it current; only asked whether it is capturing.
                         let s = unsafe { BorrowedStream::from_raw(d, raw as _) };
                         hipjit::graph::refuse_while_capturing(&s, "hipModuleLoadData")?;
                     }
-                    Library::load(d, co)
+                    co.load(d)
                 })
             })
             .map_err(|e| errors::jit_error(py, e))?;

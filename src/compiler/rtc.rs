@@ -258,8 +258,8 @@ pub enum RtcError {
     /// The library found cannot compile for the target asked for; checked before the compile,
     /// since hipRTC aborts the process on a processor its comgr does not know
     /// ([`super::comgr`]).
-    #[error("hipRTC {} ({found}) cannot compile for {target}: {reason}; candidates tried before it:{}",
-        library.display(), tried_list(.tried))]
+    #[error("hipRTC {} ({found}) cannot compile for {target}: {reason}{}",
+        library.display(), tried_before(.tried))]
     UnsupportedTarget {
         /// The hipRTC library that was to compile.
         library: PathBuf,
@@ -282,6 +282,14 @@ pub enum RtcError {
         /// Why, and what to use instead.
         reason: String,
     },
+}
+
+fn tried_before(tried: &[(String, String)]) -> String {
+    if tried.is_empty() {
+        String::new()
+    } else {
+        format!("; candidates tried before it:{}", tried_list(tried))
+    }
 }
 
 fn tried_list(tried: &[(String, String)]) -> String {
