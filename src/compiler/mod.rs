@@ -41,6 +41,7 @@ pub mod process;
 pub mod rtc;
 pub mod selection;
 pub mod shell_env;
+pub mod worker;
 
 use std::ffi::OsString;
 use std::fmt;
