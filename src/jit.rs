@@ -298,6 +298,9 @@ pub struct Jit {
     lock_wait: Option<Duration>,
     #[cfg(feature = "redis")]
     remote: Option<crate::cache::remote::RemoteCache>,
+    /// Copies of remote hits into the first disk root, written in the background.
+    #[cfg(feature = "redis")]
+    write_back: crate::cache::remote::write_back::WriteBack,
     loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
     kernels: crate::cache::kernels::KernelCache<CompileOptions>,
@@ -341,6 +344,8 @@ impl Jit {
             lock_wait: options.lock_wait,
             #[cfg(feature = "redis")]
             remote,
+            #[cfg(feature = "redis")]
+            write_back: Default::default(),
             loaded: Mutex::new(HashMap::new()),
             kernels: Default::default(),
         })
@@ -360,6 +365,13 @@ impl Jit {
     #[cfg(feature = "redis")]
     pub fn remote_cache(&self) -> Option<&crate::cache::remote::RemoteCache> {
         self.remote.as_ref()
+    }
+
+    /// Waits until every remote hit of this `Jit` has been written to the first disk root
+    /// (they are written in the background; dropping the `Jit` waits too).
+    #[cfg(feature = "redis")]
+    pub fn flush_cache_writes(&self) {
+        self.write_back.flush();
     }
 
     /// Forgets every in-process result (the disk cache stays).
@@ -867,26 +879,27 @@ impl Jit {
         };
         let mut entry = hit.entry;
         if let Some(disk) = &self.disk {
-            let artefacts: Vec<(&str, &[u8])> = entry
-                .meta
-                .artefacts
-                .iter()
-                .filter_map(|a| Some((a.name.as_str(), entry.artefact(&a.name)?)))
-                .collect();
-            match disk.put(&hit.key, entry.meta.clone(), &artefacts) {
-                Ok((path, _)) => {
-                    if let Some(w) =
-                        publish_manifest(disk, direct, entry.meta.clone(), &hit.manifest)
-                    {
-                        cache_warnings.push(w);
+            // Served now; written to the first root in the background (two fsynced publishes).
+            let (disk, key, direct, manifest) = (disk.clone(), hit.key, *direct, hit.manifest);
+            let copy = entry.clone();
+            entry.path = DiskCache::entry_path(&disk.roots()[0].path, &key);
+            self.write_back.submit(move || {
+                let artefacts: Vec<(&str, &[u8])> = copy
+                    .meta
+                    .artefacts
+                    .iter()
+                    .filter_map(|a| Some((a.name.as_str(), copy.artefact(&a.name)?)))
+                    .collect();
+                match disk.put(&key, copy.meta.clone(), &artefacts) {
+                    Ok(_) => {
+                        publish_manifest(&disk, &direct, copy.meta.clone(), &manifest);
                     }
-                    entry.path = path;
+                    Err(e) => {
+                        tracing::warn!(%key, error = %e,
+                            "a remote hit was not written to the disk cache");
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(key = %hit.key, error = %e, "a remote hit was not written to the disk cache");
-                    cache_warnings.push(format!("the remote entry was not cached on disk: {e}"));
-                }
-            }
+            });
         }
         let mut inner =
             inner_from_entry(hit.key, code_objects, &entry, std::mem::take(bad_entries));

@@ -1,8 +1,9 @@
 //! The JIT's caches: the keys ([`key`]), the header manifests ([`manifest`]), the disk cache
-//! ([`disk`]), the in-process cache ([`memory`]), the remote tier shared by a cluster
+//! ([`disk`]) and its bundles ([`bundle`]), the in-process cache ([`memory`]), the remote tier shared by a cluster
 //! ([`remote`]) and the kernel-level cache behind
 //! `Jit::kernel` and `NvJit::kernel`.
 
+pub mod bundle;
 pub mod disk;
 pub(crate) mod kernels;
 pub mod key;
