@@ -108,9 +108,9 @@ fn main() {
 
     println!(
         "hipjit JIT cache latency ({}, target {target}, source {} bytes, code object {} bytes)",
-        jit.compiler().identity().version_summary(),
+        first.compiler().version,
         src.len(),
-        first.code_object().elf().len()
+        first.code_object().unwrap().elf().len()
     );
     println!(
         "{:<28} {:>12} {:>12} {:>12}",

@@ -16,7 +16,6 @@ use std::process::ExitCode;
 use hipjit::compiler::CompileOptions;
 use hipjit::jit::{Jit, JitOptions};
 use hipjit::launch::LaunchConfig;
-use hipjit::library::Library;
 use hipjit::memory::DeviceBuffer;
 use hipjit::runtime::Runtime;
 use hipjit::stream::{AsStream, BorrowedStream, Stream, StreamFlags};
@@ -79,7 +78,7 @@ fn run() -> Result<u8, Box<dyn Error>> {
         ..JitOptions::default()
     })?;
     let compiled = jit.compile(SOURCE, &CompileOptions::for_target(target))?;
-    let library = Library::load(&device, compiled.code_object())?;
+    let library = compiled.artefacts()[0].load(&device)?;
     let kernel = library.kernel("add_one")?;
 
     // The framework owns this stream; hipjit only borrows its handle.

@@ -80,7 +80,10 @@ fn run() -> Result<u8, Box<dyn Error>> {
         )?,
     };
     let compiled = jit.compile(SOURCE, &CompileOptions::for_target(target))?;
-    let info = compiled.code_object().kernel("mixed_args")?;
+    let code_object = compiled
+        .code_object()
+        .ok_or("an AMDGPU target compiles to a code object")?;
+    let info = code_object.kernel("mixed_args")?;
 
     // The host types must have the sizes the compiler gave the arguments.
     let ours = [
@@ -108,7 +111,7 @@ fn run() -> Result<u8, Box<dyn Error>> {
         eprintln!("mixed_args: this example needs an AMD GPU to load and launch the kernel");
         return Ok(NO_DEVICE);
     };
-    let library = Library::load(&device, compiled.code_object())?;
+    let library = Library::load(&device, code_object)?;
     let kernel = library.kernel("mixed_args")?;
     let c: i8 = 7;
     let d: f64 = 0.25;

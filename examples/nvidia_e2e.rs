@@ -14,10 +14,11 @@ use std::time::Instant;
 use hipjit::args;
 use hipjit::cache::disk::DiskCache;
 use hipjit::code_object::cubin::Cubin;
+use hipjit::compiler::CompileOptions;
 use hipjit::cuda::driver::{self, Driver};
-use hipjit::cuda::jit::{NvJit, NvOrigin, CUBIN_ARTEFACT};
 use hipjit::device::Device;
 use hipjit::event::{Event, EventFlags};
+use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin, CUBIN_ARTEFACT};
 use hipjit::launch::LaunchConfig;
 use hipjit::library::Library;
 use hipjit::memory::{DeviceBuffer, DeviceCopy, DeviceMemory, PinnedBuffer};
@@ -100,8 +101,18 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn jit(cache: &Path) -> R<NvJit> {
-    Ok(NvJit::with_cache_dir(Some(cache.to_path_buf()))?)
+/// hipjit's one JIT with its disk cache in `cache`; the compiler for the device's SM target is
+/// nvcc, or the one `HIPJIT_COMPILER` names.
+fn jit(cache: &Path) -> R<Jit> {
+    Ok(Jit::new(JitOptions {
+        cache: CacheLocation::Roots(vec![cache.to_path_buf()]),
+        ..JitOptions::default()
+    })?)
+}
+
+/// No target: the JIT takes the device's SM target.
+fn opts() -> CompileOptions {
+    CompileOptions::default()
 }
 
 fn open() -> R<(Runtime, Device)> {
@@ -155,30 +166,41 @@ fn main() -> R<()> {
     )?;
 
     let jit = jit(&cache)?;
-    println!(
-        "nvcc: {} ({:?})",
-        jit.nvcc().path().display(),
-        jit.nvcc().release()
-    );
     let t = Instant::now();
-    let loaded = jit.load(&dev, KERNELS, &[])?;
+    let loaded = jit.load(&dev, KERNELS, &opts())?;
+    let used = loaded.compiled.compiler();
     println!(
-        "compile+load: {:?} in {:.1} ms (nvcc {:.1} ms), key {}",
-        loaded.origin,
+        "compiler: {} {} ({}), because {}",
+        used.kind.as_str(),
+        used.path.display(),
+        used.version,
+        used.reason
+    );
+    println!(
+        "compile+load: {:?} in {:.1} ms (compile {:.1} ms), key {}",
+        loaded.compiled.origin(),
         t.elapsed().as_secs_f64() * 1e3,
-        loaded.compile_time.as_secs_f64() * 1e3,
-        loaded.key
+        loaded.compiled.elapsed().as_secs_f64() * 1e3,
+        loaded.compiled.key()
     );
     check(
         "first load compiles",
-        loaded.origin == NvOrigin::Compiled,
-        format!("{:?}", loaded.origin),
+        loaded.compiled.origin() == Origin::Compiler,
+        format!("{:?}", loaded.compiled.origin()),
     )?;
-    let again = jit.load(&dev, KERNELS, &[])?;
+    if let Some(want) = std::env::var_os("HIPJIT_COMPILER").filter(|v| v != "auto") {
+        check(
+            "the compiler HIPJIT_COMPILER names compiled it",
+            want.to_str() == Some(used.kind.as_str()),
+            format!("{want:?} asked, {} used", used.kind.as_str()),
+        )?;
+    }
+    let again = jit.load(&dev, KERNELS, &opts())?;
     check(
         "second load is a memory hit sharing the library",
-        again.origin == NvOrigin::Memory && std::sync::Arc::ptr_eq(&again.library, &loaded.library),
-        format!("{:?}", again.origin),
+        again.compiled.origin() == Origin::Memory
+            && std::sync::Arc::ptr_eq(&again.library, &loaded.library),
+        format!("{:?}", again.compiled.origin()),
     )?;
     let lib = &loaded.library;
     // The cubin as a plain file, for the raw-driver comparisons: taken from its cache entry.
@@ -186,7 +208,7 @@ fn main() -> R<()> {
     {
         let disk = DiskCache::open(&[cache.to_path_buf()])?;
         let entry = disk
-            .get(&loaded.key.parse()?)
+            .get(&loaded.compiled.key())
             .entry
             .ok_or("the compiled kernels have no disk-cache entry")?;
         let cubin = entry
@@ -524,11 +546,15 @@ const FRONT_DOOR: &[u8] = b"// \xa9 2026, Latin-1\n\
     }\n";
 
 /// What the command line's front door passes reaches the GPU code: the source as bytes, the
-/// standard (NvJit::with_std), an extra flag (-DSCALE=3).
+/// standard (CompileOptions::std), a define (SCALE=3).
 fn front_door(dev: &Device, cache: &Path, stream: &Stream) -> R<()> {
-    let jit =
-        NvJit::with_cache_dir(Some(cache.to_path_buf()))?.with_std(hipjit::compiler::CxxStd::Cxx20);
-    let loaded = jit.load(dev, FRONT_DOOR, &["-DSCALE=3".to_string()])?;
+    let jit = jit(cache)?;
+    let options = CompileOptions {
+        std: hipjit::compiler::CxxStd::Cxx20,
+        ..opts()
+    }
+    .define("SCALE", "3");
+    let loaded = jit.load(dev, FRONT_DOOR, &options)?;
     let out = DeviceBuffer::<i64>::zeroed(dev, 2)?;
     let k = loaded.library.kernel("front")?;
     // SAFETY: front(long long*) writes two elements.
@@ -554,7 +580,7 @@ extern "C" __global__ void spin(long long cycles, unsigned* done) {
 
 /// Stream-ordered allocation, copies on two streams with an event dependency, views as kernel
 /// arguments, and a drop that does not wait for a kernel running on another stream.
-fn stream_ordered_memory(dev: &Device, jit: &NvJit, lib: &Library) -> R<()> {
+fn stream_ordered_memory(dev: &Device, jit: &Jit, lib: &Library) -> R<()> {
     check(
         "stream-ordered allocator present (cuMemAllocAsync, cuMemFreeAsync)",
         dev.runtime().has_stream_ordered_alloc(),
@@ -620,7 +646,7 @@ fn stream_ordered_memory(dev: &Device, jit: &NvJit, lib: &Library) -> R<()> {
     }
     // Dropping a stream-ordered buffer while a kernel runs on another stream.
     {
-        let spin = jit.load(dev, SPIN, &[])?;
+        let spin = jit.load(dev, SPIN, &opts())?;
         let k = spin.library.kernel("spin")?;
         let busy = Stream::new(dev, StreamFlags::NON_BLOCKING)?;
         let other = Stream::new(dev, StreamFlags::NON_BLOCKING)?;
@@ -673,7 +699,7 @@ fn stream_ordered_memory(dev: &Device, jit: &NvJit, lib: &Library) -> R<()> {
 
 fn benchmarks(
     dev: &Device,
-    jit: &NvJit,
+    jit: &Jit,
     lib: &Library,
     stream: &Stream,
     cache: &Path,
@@ -731,20 +757,20 @@ fn benchmarks(
         src.push_str("// padding to make the source 4 KiB long, as a generated kernel would be\n");
     }
     src.truncate(4096);
-    let first = jit.load(dev, &src, &[])?;
+    let first = jit.load(dev, &src, &opts())?;
     let mut hit = Vec::with_capacity(100_000);
     let mut hit_kernel = Vec::with_capacity(10_000);
     for _ in 0..100_000 {
         let t = Instant::now();
-        let l = jit.load(dev, &src, &[])?;
+        let l = jit.load(dev, &src, &opts())?;
         hit.push(t.elapsed().as_secs_f64() * 1e9);
-        if l.origin != NvOrigin::Memory {
+        if l.compiled.origin() != Origin::Memory {
             return Err("memory cache missed".into());
         }
     }
     for _ in 0..10_000 {
         let t = Instant::now();
-        let l = jit.load(dev, &src, &[])?;
+        let l = jit.load(dev, &src, &opts())?;
         let kk = l.library.kernel("four_k")?;
         hit_kernel.push(t.elapsed().as_secs_f64() * 1e9);
         drop(kk);
@@ -752,8 +778,8 @@ fn benchmarks(
     println!(
         "BENCH memory hit ({} B source, first {:?} {:.1} ms): to Arc<Library> median {:.0} ns; to a launchable Kernel (plus cuLibraryGetKernel, cuKernelGetFunction, 2 attributes) median {:.0} ns (target < 1000 ns)",
         src.len(),
-        first.origin,
-        first.compile_time.as_secs_f64() * 1e3,
+        first.compiled.origin(),
+        first.compiled.elapsed().as_secs_f64() * 1e3,
         median(&mut hit),
         median(&mut hit_kernel)
     );
@@ -812,9 +838,9 @@ fn child_disk_hit(cache: &Path) -> R<()> {
     let s = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
     let t = Instant::now();
     let jit = jit(cache)?;
-    let loaded = jit.load(&dev, KERNELS, &[])?;
-    if loaded.origin != NvOrigin::Disk {
-        return Err(format!("expected a disk hit, got {:?}", loaded.origin).into());
+    let loaded = jit.load(&dev, KERNELS, &opts())?;
+    if loaded.compiled.origin() != Origin::Disk {
+        return Err(format!("expected a disk hit, got {:?}", loaded.compiled.origin()).into());
     }
     let k = loaded.library.kernel("empty")?;
     // SAFETY: no arguments.

@@ -3,7 +3,7 @@
 //! benchmarks of launch and graph costs against raw CUDA driver calls in the same process.
 //!
 //! Checks: 1,000 launches of two kernels captured into one graph and replayed 10 times; a graph
-//! replayed after the `Stream`, `Kernel`, `Library` and `NvJit` that built it were dropped; a
+//! replayed after the `Stream`, `Kernel`, `Library` and `Jit` that built it were dropped; a
 //! hipjit load attempted inside a global-mode capture refused by name, the capture intact.
 //!
 //! Benchmarks (each printed as a `BENCH` line): batches of 512 launches followed by a
@@ -11,17 +11,18 @@
 //! each; the median per launch of each side, the absolute overhead and the ratio. Graph costs:
 //! capture per launch, instantiation, node update per node, and replay, each against the raw
 //! driver calls on a graph of the same launches. The kernel-level cache hit
-//! (`NvJit::kernel`) is timed with a fresh `String` of equal contents on each call.
+//! (`Jit::kernel`) is timed with a fresh `String` of equal contents on each call.
 
 use std::error::Error;
 use std::ffi::c_void;
 use std::time::Instant;
 
 use hipjit::args;
+use hipjit::compiler::CompileOptions;
 use hipjit::cuda::driver::{self, Driver, KernelNodeParams};
-use hipjit::cuda::jit::NvJit;
 use hipjit::device::Device;
 use hipjit::graph::{CaptureMode, GraphExec, Written};
+use hipjit::jit::{CacheLocation, Jit, JitOptions};
 use hipjit::kernel::Kernel;
 use hipjit::launch::LaunchConfig;
 use hipjit::memory::DeviceBuffer;
@@ -107,12 +108,20 @@ fn host_replay(x: &[f32], y: &mut [f32], coef: &[(f32, f32, f32)], replays: usiz
     }
 }
 
+/// hipjit's one JIT with its disk cache in `cache` (nvcc, or what `HIPJIT_COMPILER` names).
+fn jit(cache: &std::path::Path) -> R<Jit> {
+    Ok(Jit::new(JitOptions {
+        cache: CacheLocation::Roots(vec![cache.to_path_buf()]),
+        ..JitOptions::default()
+    })?)
+}
+
 fn main() -> R<()> {
     let rt = Runtime::load_platform(Platform::Nvidia)?;
     let dev = rt.device(0)?;
     let cache = std::env::temp_dir().join(format!("hipjit-graphs-{}", std::process::id()));
-    let jit = NvJit::with_cache_dir(Some(cache.clone()))?;
-    let lib = jit.load(&dev, KERNELS, &[])?.library;
+    let jit = jit(&cache)?;
+    let lib = jit.load(&dev, KERNELS, &CompileOptions::default())?.library;
     let saxpy = lib.kernel("saxpy")?;
     let scale_shift = lib.kernel("scale_shift")?;
     let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
@@ -183,8 +192,8 @@ fn replay_after_builders_dropped(dev: &Device, cache: &std::path::Path) -> R<()>
     let y = DeviceBuffer::from_slice(dev, &vec![1.0f32; N as usize])?;
     let (a, n) = (2.0f32, N);
     let exec: GraphExec<'_> = {
-        let jit = NvJit::with_cache_dir(Some(cache.join("second")))?;
-        let lib = jit.load(dev, KERNELS, &[])?.library;
+        let jit = jit(&cache.join("second"))?;
+        let lib = jit.load(dev, KERNELS, &CompileOptions::default())?.library;
         let kernel = lib.kernel("saxpy")?;
         let stream = Stream::new(dev, StreamFlags::NON_BLOCKING)?;
         let mut cap = stream.begin_capture(CaptureMode::Global)?;
@@ -211,19 +220,19 @@ fn replay_after_builders_dropped(dev: &Device, cache: &std::path::Path) -> R<()>
         .filter(|(g, x)| **g != 1.0 + 2.0 * 2.0 * **x)
         .count();
     check(
-        "graph replayed after its Stream, Kernel, Library and NvJit were dropped",
+        "graph replayed after its Stream, Kernel, Library and Jit were dropped",
         bad == 0,
         format!("2 replays on a new stream, {N} elements, {bad} wrong"),
     )
 }
 
-fn load_refused_during_global_capture(dev: &Device, jit: &NvJit, stream: &Stream) -> R<()> {
+fn load_refused_during_global_capture(dev: &Device, jit: &Jit, stream: &Stream) -> R<()> {
     let source = format!(
         "{KERNELS}\n// a source not loaded yet: {}\n",
         std::process::id()
     );
     let cap = stream.begin_capture(CaptureMode::Global)?;
-    let err = match jit.load(dev, &source, &[]) {
+    let err = match jit.load(dev, &source, &CompileOptions::default()) {
         Ok(_) => {
             return check(
                 "load refused during a global capture",
@@ -252,21 +261,22 @@ fn load_refused_during_global_capture(dev: &Device, jit: &NvJit, stream: &Stream
     )
 }
 
-/// `NvJit::kernel` hits for a 4 KiB source, each call handed a fresh `String` of equal contents
+/// `Jit::kernel` hits for a 4 KiB source, each call handed a fresh `String` of equal contents
 /// (made before the clock starts), in batches of `BATCH`.
-fn bench_kernel_hit(dev: &Device, jit: &NvJit) -> R<()> {
+fn bench_kernel_hit(dev: &Device, jit: &Jit) -> R<()> {
     let mut src = format!("{KERNELS}\n// kernel-level hit benchmark\n");
     while src.len() < 4096 {
         src.push_str("// padding to make the source 4 KiB long, as a generated kernel would be\n");
     }
     src.truncate(4096);
-    let first = jit.kernel(dev, &src, "saxpy", &[])?;
+    let options = CompileOptions::default();
+    let first = jit.kernel(dev, &src, "saxpy", &options)?;
     let mut per_call = Vec::with_capacity(BATCHES);
     for _ in 0..BATCHES {
         let fresh: Vec<String> = (0..BATCH).map(|_| String::from(src.as_str())).collect();
         let t = Instant::now();
         for s in &fresh {
-            let k = jit.kernel(dev, s, "saxpy", &[])?;
+            let k = jit.kernel(dev, s, "saxpy", &options)?;
             if !k.same_as(&first) {
                 return Err("a kernel-level hit returned another kernel".into());
             }
@@ -274,7 +284,7 @@ fn bench_kernel_hit(dev: &Device, jit: &NvJit) -> R<()> {
         per_call.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
     }
     println!(
-        "BENCH kernel-level hit, 4 KiB source as a fresh String each call: NvJit::kernel median {:.0} ns per call ({BATCHES} batches of {BATCH}; target < 300 ns)",
+        "BENCH kernel-level hit, 4 KiB source as a fresh String each call: Jit::kernel median {:.0} ns per call ({BATCHES} batches of {BATCH}; target < 300 ns)",
         median(&mut per_call)
     );
     Ok(())

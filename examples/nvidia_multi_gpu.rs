@@ -3,7 +3,7 @@
 //! line. With fewer than two GPUs it prints `SKIP` with the count found and exits 0.
 //!
 //! Checks, on GPUs 0 and 1:
-//! 1. one `NvJit`, first use of one saxpy source on both GPUs from two threads at once: one
+//! 1. one `Jit`, first use of one saxpy source on both GPUs from two threads at once: one
 //!    library per GPU, each loaded once; saxpy on both GPUs checked element by element;
 //! 2. peer access reported both ways and enabled where possible; a peer copy of 1 GiB from
 //!    GPU 0 to GPU 1 on GPU 1's stream, checked element by element, its bandwidth the median
@@ -11,7 +11,7 @@
 //! 3. an event dependency: a kernel on GPU 0's stream spins about 100 ms, then fills a buffer;
 //!    an event recorded after it is waited on by GPU 1's stream, which then copies the buffer
 //!    to GPU 1: every element has the value written after the spin;
-//! 4. drop order: the `NvJit` dropped while libraries on both GPUs live, kernels on both still
+//! 4. drop order: the `Jit` dropped while libraries on both GPUs live, kernels on both still
 //!    launched; GPU 0's library dropped (after its work finished) while GPU 1's saxpy may still
 //!    run, GPU 1's kernel launched again; then everything dropped and both GPUs synchronized
 //!    without error.
@@ -22,8 +22,9 @@ use std::error::Error;
 use std::sync::{Arc, Barrier};
 
 use hipjit::args;
-use hipjit::cuda::jit::{NvJit, NvOrigin};
+use hipjit::compiler::CompileOptions;
 use hipjit::event::{Event, EventFlags};
+use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
 use hipjit::launch::LaunchConfig;
 use hipjit::memory::{DeviceBuffer, DeviceMemory, DeviceMemoryMut};
 use hipjit::runtime::{Platform, Runtime};
@@ -78,13 +79,16 @@ fn main() -> R<()> {
         d[1].arch_name()
     );
     let cache = std::env::temp_dir().join(format!("hipjit-multi-gpu-{}", std::process::id()));
-    let jit = NvJit::with_cache_dir(Some(cache.clone()))?;
+    let jit = Jit::new(JitOptions {
+        cache: CacheLocation::Roots(vec![cache.clone()]),
+        ..JitOptions::default()
+    })?;
     let s = [
         Stream::new(&d[0], StreamFlags::NON_BLOCKING)?,
         Stream::new(&d[1], StreamFlags::NON_BLOCKING)?,
     ];
 
-    // 1. One NvJit, both GPUs at once.
+    // 1. One Jit, both GPUs at once.
     let barrier = Barrier::new(2);
     let loaded = std::thread::scope(|sc| {
         let h: Vec<_> = d
@@ -93,7 +97,7 @@ fn main() -> R<()> {
                 let (jit, barrier) = (&jit, &barrier);
                 sc.spawn(move || {
                     barrier.wait();
-                    jit.load(dev, KERNELS, &[])
+                    jit.load(dev, KERNELS, &CompileOptions::default())
                 })
             })
             .collect();
@@ -102,16 +106,16 @@ fn main() -> R<()> {
             .collect::<Result<Vec<_>, _>>()
     })?;
     let again = [
-        jit.load(&d[0], KERNELS, &[])?,
-        jit.load(&d[1], KERNELS, &[])?,
+        jit.load(&d[0], KERNELS, &CompileOptions::default())?,
+        jit.load(&d[1], KERNELS, &CompileOptions::default())?,
     ];
-    let origins: Vec<NvOrigin> = loaded.iter().map(|l| l.origin).collect();
+    let origins: Vec<Origin> = loaded.iter().map(|l| l.compiled.origin()).collect();
     check(
         "one library per GPU from two threads",
         !Arc::ptr_eq(&loaded[0].library, &loaded[1].library)
             && Arc::ptr_eq(&loaded[0].library, &again[0].library)
             && Arc::ptr_eq(&loaded[1].library, &again[1].library)
-            && again.iter().all(|l| l.origin == NvOrigin::Memory),
+            && again.iter().all(|l| l.compiled.origin() == Origin::Memory),
         format!("first loads {origins:?}, second loads from memory"),
     )?;
     let n: u32 = 1 << 20;
@@ -271,7 +275,7 @@ fn main() -> R<()> {
     check(
         "drop order with libraries on both GPUs",
         y0.iter().all(|&v| v == 1.0) && y1.iter().all(|&v| v == 2.0),
-        "NvJit dropped first, GPU 0's library before GPU 1's last launch, both GPUs \
+        "Jit dropped first, GPU 0's library before GPU 1's last launch, both GPUs \
          synchronized after"
             .into(),
     )?;

@@ -63,7 +63,9 @@ fn run() -> Result<u8, Box<dyn Error>> {
     };
 
     let compiled = jit.compile(SOURCE, &CompileOptions::for_target(target.clone()))?;
-    let code_object = compiled.code_object();
+    let code_object = compiled
+        .code_object()
+        .ok_or("an AMDGPU target compiles to a code object")?;
     let info = code_object.kernel("saxpy")?;
     println!(
         "compiled saxpy for {} ({}, {:.1} ms): {} arguments ({} hidden), {} SGPR, {} VGPR, {} B LDS",

@@ -12,7 +12,7 @@ cache="${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}"
 maturin="${MATURIN:-$cache/python-venv/bin/maturin}"
 profile=(--profile dev)
 if [[ "${1:-}" == --release ]]; then
-    profile=(--release)
+    profile=(--release --strip)
     shift
 fi
 out="${1:-target/wheels}"

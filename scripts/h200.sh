@@ -7,10 +7,15 @@
 # PyTorch stream handed to a cdylib built from hipjit (examples/torch_stream) through ctypes;
 # on a machine with two or more GPUs, several GPUs in one process (examples/nvidia_multi_gpu.rs:
 # saxpy on both from one NvJit, a 1 GiB peer copy with its bandwidth, an event from GPU 0's
-# stream waited on by GPU 1's, drop order), skipped with a SKIP line when fewer than two.
+# stream waited on by GPU 1's, drop order), skipped with a SKIP line when fewer than two; then
+# the Python package (its wheel from .device-bin installed into a venv made with
+# --system-site-packages for torch and CuPy): python/gpu_tests with pytest (saxpy on torch
+# tensors, a non-default current stream, torch.cuda.graph capturing 100 launches replayed 10
+# times, a load refused inside a global capture, CuPy arrays, DLPack) and the launch-overhead
+# comparison with CuPy (python/bench/launch_overhead.py).
 #
 # The machine needs the NVIDIA driver, nvcc (HIPJIT_NVCC, default /usr/local/cuda/bin/nvcc) and
-# python3 with torch; no Rust. Build the binaries where Rust is (scripts/build-device-bin.sh
+# python3 with torch, CuPy and pytest; no Rust, no registry, no maturin. Build the binaries where Rust is (scripts/build-device-bin.sh
 # puts them in .device-bin/), carry that folder, then run:
 #
 #   scripts/h200.sh [BIN_DIR]        # BIN_DIR defaults to .device-bin
@@ -93,6 +98,15 @@ print(("PASS" if ok else "FAIL"),
       f"{n} elements, {bad} wrong")
 sys.exit(0 if ok else 1)
 PY
+    echo "== the Python package: python/gpu_tests (pytest) and the launch overhead against CuPy"
+    local venv
+    venv="$(mktemp -d)/venv"
+    python3 -m venv --system-site-packages "$venv"
+    "$venv/bin/pip" install -q --no-index --no-deps "$bin"/hipjit-*.whl
+    "$venv/bin/python" python/bench/import_time.py
+    "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra python/gpu_tests
+    "$venv/bin/python" python/bench/launch_overhead.py
+
     echo "== several GPUs in one process (examples/nvidia_multi_gpu.rs)"
     local gpus
     gpus="$(nvidia-smi -L | grep -c '^GPU ' || true)"

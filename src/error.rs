@@ -537,7 +537,6 @@ mod tests {
         into_error::<crate::compiler::nvcc::NvccError>();
         into_error::<crate::cache::CacheError>();
         into_error::<crate::cuda::driver::CudaLoadError>();
-        into_error::<crate::cuda::jit::NvJitError>();
         into_error::<crate::compiler::rtc::RtcError>();
         into_error::<crate::occupancy::OccupancyError>();
         into_error::<crate::graph::GraphError>();
@@ -830,9 +829,6 @@ pub enum Error {
     /// Compiling with nvcc ([`crate::compiler::nvcc::NvccError`]).
     #[error(transparent)]
     Nvcc(Box<crate::compiler::nvcc::NvccError>),
-    /// The NVIDIA JIT ([`crate::cuda::jit::NvJitError`]).
-    #[error(transparent)]
-    NvJit(Box<crate::cuda::jit::NvJitError>),
     /// Starting the testing runtime ([`crate::testing::TestingError`]; feature `testing`).
     #[cfg(feature = "testing")]
     #[error(transparent)]
@@ -873,7 +869,6 @@ boxed_from! {
     crate::cache::CacheError => Cache,
     crate::code_object::cubin::CubinError => Cubin,
     crate::compiler::nvcc::NvccError => Nvcc,
-    crate::cuda::jit::NvJitError => NvJit,
     crate::compiler::rtc::RtcError => Rtc,
     crate::graph::GraphError => Graph,
 }

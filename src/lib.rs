@@ -35,11 +35,11 @@
 //!
 //! let runtime = Runtime::load()?; // dlopen, every entry point resolved
 //! let device = runtime.device(0)?;
-//! let jit = Jit::new(JitOptions::default())?; // finds hipcc, opens the disk cache
+//! let jit = Jit::new(JitOptions::default())?; // opens the disk cache
 //! let target = device.target_id().expect("the device reports a target ID");
 //! let options = CompileOptions::for_target(target.clone());
 //! let compiled = jit.compile(SAXPY, &options)?; // memory cache -> disk cache -> hipcc
-//! let library = Library::load(&device, compiled.code_object())?;
+//! let library = compiled.artefacts()[0].load(&device)?; // a code object here
 //! let saxpy: Kernel = library.kernel("saxpy")?; // owned: store it, clone it, share it
 //!
 //! let n = 1 << 16;

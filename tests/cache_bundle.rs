@@ -44,7 +44,7 @@ fn compiles(home: &Path) -> usize {
 
 fn jit(roots: Vec<PathBuf>, home: &Path) -> Jit {
     Jit::new(JitOptions {
-        compiler: CompilerConfig {
+        compiler_config: CompilerConfig {
             hipcc: Some(fake_hipcc()),
             env: Some(vec![
                 ("HOME".into(), OsString::from(home)),

@@ -14,7 +14,7 @@ const HEADER: &str = "__device__ inline float twice(float v) { return 2.0f * v; 
 
 fn jit(root: &Path, hipcc: Option<PathBuf>) -> Jit {
     Jit::new(JitOptions {
-        compiler: CompilerConfig {
+        compiler_config: CompilerConfig {
             hipcc,
             ..CompilerConfig::default()
         },
@@ -69,9 +69,9 @@ fn the_same_compiler_through_a_symlink_farm_hits() {
     let root = dir.path().join("cache");
     let include = project(&dir.path().join("p"));
     let direct = jit(&root, None);
-    let hipcc = direct.compiler().identity().path.clone();
     let first = direct.compile(SOURCE, &options(&include)).unwrap();
     assert_eq!(first.origin(), Origin::Compiler);
+    let hipcc = first.compiler().path.clone();
 
     let farm = dir.path().join("farm/bin");
     std::fs::create_dir_all(&farm).unwrap();

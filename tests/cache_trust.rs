@@ -47,7 +47,7 @@ fn home(dir: &Path) -> PathBuf {
 
 fn jit(root: &Path, home: &Path, lock_wait: Option<Duration>) -> Jit {
     Jit::new(JitOptions {
-        compiler: CompilerConfig {
+        compiler_config: CompilerConfig {
             hipcc: Some(fake_hipcc()),
             env: Some(vec![
                 ("HOME".into(), OsString::from(home)),

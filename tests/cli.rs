@@ -749,6 +749,7 @@ fn doctor_json_has_the_documented_keys() {
         "platform",
         "cuda_driver",
         "nvcc",
+        "in_process",
     ] {
         assert!(v.get(key).is_some(), "missing key {key}: {v:#}");
     }
@@ -820,6 +821,7 @@ fn doctor_text_has_every_section() {
         "Platform",
         "CUDA driver",
         "nvcc",
+        "In-process compilers",
         "Diagnosis",
     ] {
         assert!(out.contains(section), "missing {section}: {out}");
@@ -1107,6 +1109,146 @@ fn doctor_warns_of_settings_that_point_at_nothing() {
         f.iter().any(|(l, t)| l == "warning"
             && t.starts_with(&format!("HIP_INCLUDE_DIR={}", cache.path().display()))),
         "{f:#?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// doctor and the in-process compilers: Debian's hipRTC 5.2.3 (inside libamdhip64.so.5), the
+// sid root's hipRTC 6.4.3, PyPI's NVRTC 13.5 beside PyPI's nvcc.
+
+fn in_process_target<'a>(rtc: &'a serde_json::Value, target: &str) -> &'a serde_json::Value {
+    rtc["targets"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["target"] == target))
+        .unwrap_or_else(|| panic!("no {target} in {rtc:#}"))
+}
+
+#[test]
+fn doctor_reports_hiprtc_its_comgr_the_targets_it_compiles_and_what_auto_takes() {
+    let v = json(&doctor_with(
+        &["--json", "--target", "gfx90a", "--target", "gfx942"],
+        &[],
+    ));
+    let h = &v["in_process"]["hiprtc"];
+    assert_eq!(h["found"], true, "{h:#}");
+    assert_eq!(h["origin"], "beside the HIP runtime", "{h:#}");
+    assert_eq!(h["major"], 5, "{h:#}");
+    assert!(
+        h["path"]
+            .as_str()
+            .is_some_and(|p| p.contains("libamdhip64.so.5")),
+        "{h:#}"
+    );
+    let files = h["identity_files"].to_string();
+    for lib in [
+        "libamdhip64.so.5",
+        "libamd_comgr.so.2",
+        "libLLVM-15",
+        "libhiprtc-builtins",
+    ] {
+        assert!(files.contains(lib), "{lib} missing: {files}");
+    }
+    let processors = h["processors"].as_array().unwrap();
+    assert!(processors.contains(&"gfx90a".into()), "{h:#}");
+    assert!(!processors.contains(&"gfx942".into()), "{h:#}");
+
+    let gfx90a = in_process_target(h, "gfx90a");
+    assert_eq!(gfx90a["from"], "--target");
+    assert_eq!(gfx90a["compiles"], true, "{gfx90a:#}");
+    // The parity table: hipRTC 5.2.3's code differs from hipcc 5.2.3's on gfx9.
+    assert_eq!(gfx90a["auto"], "hipcc", "{gfx90a:#}");
+    assert!(
+        gfx90a["auto_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("does not produce its code for gfx90a")),
+        "{gfx90a:#}"
+    );
+    let gfx942 = in_process_target(h, "gfx942");
+    assert_eq!(gfx942["compiles"], false, "{gfx942:#}");
+    assert!(
+        gfx942["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("does not know gfx942")),
+        "{gfx942:#}"
+    );
+    assert_eq!(gfx942["auto"], "hipcc", "{gfx942:#}");
+    assert!(
+        has_finding(&v, "warning", "cannot compile for gfx942 (--target)"),
+        "{v:#}"
+    );
+}
+
+#[test]
+fn doctor_says_why_hiprtc_was_not_found() {
+    let v = json(&doctor_with(
+        &["--json"],
+        &[(
+            "HIPJIT_HIPRTC_LIBRARY",
+            Path::new("/nonexistent/libhiprtc.so"),
+        )],
+    ));
+    let h = &v["in_process"]["hiprtc"];
+    assert_eq!(h["found"], false, "{h:#}");
+    let error = h["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("/nonexistent/libhiprtc.so") && error.contains("HIPJIT_HIPRTC_LIBRARY"),
+        "{h:#}"
+    );
+    assert!(has_finding(&v, "note", "hipRTC was not found"), "{v:#}");
+}
+
+#[test]
+fn doctor_checks_nvrtc_for_the_cuda_devices_target() {
+    // The fixture driver's device is sm_90; NVRTC is found beside PyPI's nvcc.
+    let nvcc = pypi_nvcc();
+    let v = json(&doctor_with(
+        &["--json", "--target", "sm_20"],
+        &[
+            ("HIPJIT_CUDA_LIBRARY", fixture_cuda()),
+            ("HIPJIT_NVCC", nvcc.as_path()),
+        ],
+    ));
+    let n = &v["in_process"]["nvrtc"];
+    assert_eq!(n["found"], true, "{n:#}");
+    assert!(
+        n["origin"]
+            .as_str()
+            .is_some_and(|o| o.starts_with("beside ")),
+        "{n:#}"
+    );
+    assert_eq!(n["major"], 13, "{n:#}");
+    let sm90 = in_process_target(n, "sm_90");
+    assert_eq!(sm90["from"], "CUDA device 0");
+    assert_eq!(sm90["compiles"], true, "{sm90:#}");
+    assert_eq!(sm90["auto"], "nvrtc", "{sm90:#}");
+    let sm20 = in_process_target(n, "sm_20");
+    assert_eq!(sm20["compiles"], false, "{sm20:#}");
+    assert!(
+        sm20["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("invalid value for --gpu-architecture")),
+        "{sm20:#}"
+    );
+    assert_eq!(sm20["auto"], "nvcc", "{sm20:#}");
+}
+
+#[test]
+fn doctor_in_the_sid_root_takes_hiprtc_6_for_gfx942() {
+    let cache = sid_cache();
+    let o = sid_run(&["doctor", "--json", "--target", "gfx942"], cache.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let h = &v["in_process"]["hiprtc"];
+    assert_eq!(h["found"], true, "{h:#}");
+    assert_eq!(h["major"], 6, "{h:#}");
+    let t = in_process_target(h, "gfx942");
+    assert_eq!(t["compiles"], true, "{t:#}");
+    assert_eq!(t["auto"], "hiprtc", "{t:#}");
+    assert!(
+        t["auto_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("produces /usr/bin/hipcc's code for gfx942")),
+        "{t:#}"
     );
 }
 

@@ -23,6 +23,7 @@ fn compiler(home: &Path, act: &str, timeout: Duration) -> Compiler {
     std::fs::write(home.join("act.sh"), act).unwrap();
     Compiler::new(CompilerConfig {
         hipcc: Some(fake_hipcc()),
+        nvcc: None,
         timeout,
         max_concurrent: 1,
         env: Some(vec![

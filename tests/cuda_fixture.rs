@@ -14,8 +14,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use hipjit::args;
 use hipjit::cache::disk::{DiskCache, EntryMeta};
 use hipjit::code_object::cubin::Cubin;
-use hipjit::cuda::jit::CUBIN_ARTEFACT;
+use hipjit::compiler::{CompileOptions, CompilerConfig};
 use hipjit::cuda::target::SmTarget;
+use hipjit::jit::{CacheLocation, Jit, JitError, JitOptions, Origin, CUBIN_ARTEFACT};
 use hipjit::launch::LaunchConfig;
 use hipjit::library::Library;
 use hipjit::memory::DeviceBuffer;
@@ -421,46 +422,70 @@ extern "C" __global__ void twice(float* x, unsigned n) {
 }
 "#;
 
+/// The one JIT over the test's nvcc, its disk cache over `roots` (none: no disk cache).
+fn nv_jit(roots: &[&Path]) -> Jit {
+    Jit::new(JitOptions {
+        compiler_config: CompilerConfig {
+            nvcc: Some(nvcc().path().to_path_buf()),
+            ..CompilerConfig::default()
+        },
+        cache: if roots.is_empty() {
+            CacheLocation::Disabled
+        } else {
+            CacheLocation::Roots(roots.iter().map(|r| r.to_path_buf()).collect())
+        },
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// No target: the JIT takes the device's SM target.
+fn no_target() -> CompileOptions {
+    CompileOptions::default()
+}
+
 #[test]
 fn nvidia_jit_compiles_then_hits_memory_then_disk() {
-    use hipjit::cuda::jit::{NvJit, NvOrigin};
     let _g = serial();
     let dev = runtime().device(0).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let jit = NvJit::new(nvcc(), Some(dir.path().to_path_buf()));
-    let first = jit.load(&dev, JIT_SOURCE, &[]).unwrap();
-    assert_eq!(first.origin, NvOrigin::Compiled);
-    assert!(DiskCache::entry_path(dir.path(), &first.key.parse().unwrap()).is_file());
+    let jit = nv_jit(&[dir.path()]);
+    let first = jit.load(&dev, JIT_SOURCE, &no_target()).unwrap();
+    assert_eq!(first.compiled.origin(), Origin::Compiler);
+    assert_eq!(first.compiled.compiler().kind.as_str(), "nvcc");
+    assert_eq!(first.compiled.targets(), ["sm_90"]);
+    assert!(first.compiled.cubin().is_some() && first.compiled.code_object().is_none());
+    assert!(DiskCache::entry_path(dir.path(), &first.compiled.key()).is_file());
     assert_eq!(first.library.kernel_names().collect::<Vec<_>>(), ["twice"]);
-    let second = jit.load(&dev, JIT_SOURCE, &[]).unwrap();
-    assert_eq!(second.origin, NvOrigin::Memory);
+    let second = jit.load(&dev, JIT_SOURCE, &no_target()).unwrap();
+    assert_eq!(second.compiled.origin(), Origin::Memory);
     assert!(std::sync::Arc::ptr_eq(&first.library, &second.library));
-    let fresh = NvJit::new(nvcc(), Some(dir.path().to_path_buf()));
-    let third = fresh.load(&dev, JIT_SOURCE, &[]).unwrap();
+    let fresh = nv_jit(&[dir.path()]);
+    let third = fresh.load(&dev, JIT_SOURCE, &no_target()).unwrap();
     assert_eq!(
-        (third.origin, third.key.as_str()),
-        (NvOrigin::Disk, first.key.as_str())
+        (third.compiled.origin(), third.compiled.key()),
+        (Origin::Disk, first.compiled.key())
     );
 }
 
 /// The cubin of `key`'s entry in the one root `root`, read through the disk cache.
-fn cached_cubin(root: &Path, key: &str) -> Option<Vec<u8>> {
+fn cached_cubin(root: &Path, key: &hipjit::cache::key::CacheKey) -> Option<Vec<u8>> {
     let cache = DiskCache::open(&[root.to_path_buf()]).unwrap();
-    let entry = cache.get(&key.parse().unwrap()).entry?;
+    let entry = cache.get(key).entry?;
     entry.artefact(CUBIN_ARTEFACT).map(<[u8]>::to_vec)
 }
 
 #[test]
 fn nvidia_jit_replaces_a_corrupt_cache_entry() {
-    use hipjit::cuda::jit::{NvJit, NvOrigin};
     let _g = serial();
     let dev = runtime().device(0).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let key = NvJit::new(nvcc(), Some(dir.path().to_path_buf()))
-        .load(&dev, JIT_SOURCE, &[])
+    let key = nv_jit(&[dir.path()])
+        .load(&dev, JIT_SOURCE, &no_target())
         .unwrap()
-        .key;
-    let entry = DiskCache::entry_path(dir.path(), &key.parse().unwrap());
+        .compiled
+        .key();
+    let entry = DiskCache::entry_path(dir.path(), &key);
     let mut bytes = std::fs::read(&entry).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
@@ -470,28 +495,33 @@ fn nvidia_jit_replaces_a_corrupt_cache_entry() {
         None,
         "the flipped byte is seen"
     );
-    let again = NvJit::new(nvcc(), Some(dir.path().to_path_buf()))
-        .load(&dev, JIT_SOURCE, &[])
+    let again = nv_jit(&[dir.path()])
+        .load(&dev, JIT_SOURCE, &no_target())
         .unwrap();
-    assert_eq!(again.origin, NvOrigin::Compiled);
+    assert_eq!(again.compiled.origin(), Origin::Compiler);
     let cubin = cached_cubin(dir.path(), &key).expect("a valid entry in its place");
     assert!(Cubin::from_bytes(&cubin).is_ok());
 }
 
 #[test]
 fn nvidia_jit_replaces_an_intact_entry_whose_cubin_does_not_read() {
-    use hipjit::cuda::jit::{NvJit, NvOrigin};
     let _g = serial();
     let dev = runtime().device(0).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let n = nvcc();
-    let key = n.cache_key(JIT_SOURCE, SmTarget::new(90), &[]);
+    let key = nv_jit(&[dir.path()])
+        .load(&dev, JIT_SOURCE, &no_target())
+        .unwrap()
+        .compiled
+        .key();
+    // The result entry replaced by an intact one (its sums match) holding no cubin.
+    let entry = DiskCache::entry_path(dir.path(), &key);
+    std::fs::remove_file(&entry).unwrap();
     let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
     let meta = EntryMeta {
         format_version: 0,
         key: String::new(),
         command: vec![],
-        compiler: n.identity(),
+        compiler: nvcc().identity(),
         options: Default::default(),
         tracked_headers: vec![],
         dependencies: vec![],
@@ -499,18 +529,19 @@ fn nvidia_jit_replaces_an_intact_entry_whose_cubin_does_not_read() {
         artefacts: vec![],
     };
     cache
-        .put(
-            &key.parse().unwrap(),
-            meta,
-            &[(CUBIN_ARTEFACT, b"not a cubin")],
-        )
+        .put(&key, meta, &[(CUBIN_ARTEFACT, b"not a cubin")])
         .unwrap();
-    let loaded = NvJit::new(n, Some(dir.path().to_path_buf()))
-        .load(&dev, JIT_SOURCE, &[])
+    let loaded = nv_jit(&[dir.path()])
+        .load(&dev, JIT_SOURCE, &no_target())
         .unwrap();
     assert_eq!(
-        (loaded.origin, loaded.key.as_str()),
-        (NvOrigin::Compiled, key.as_str())
+        (loaded.compiled.origin(), loaded.compiled.key()),
+        (Origin::Compiler, key)
+    );
+    assert_eq!(
+        loaded.compiled.bad_entries().len(),
+        1,
+        "the bad entry is reported"
     );
     let cubin = cached_cubin(dir.path(), &key).expect("a good entry in its place");
     assert!(Cubin::from_bytes(&cubin).is_ok());
@@ -518,22 +549,18 @@ fn nvidia_jit_replaces_an_intact_entry_whose_cubin_does_not_read() {
 
 #[test]
 fn nvidia_jit_hits_through_a_read_only_second_root() {
-    use hipjit::cuda::jit::{NvJit, NvOrigin};
     let _g = serial();
     let dev = runtime().device(0).unwrap();
     let shared = tempfile::tempdir().unwrap();
     let own = tempfile::tempdir().unwrap();
-    let first = NvJit::new(nvcc(), Some(shared.path().to_path_buf()))
-        .load(&dev, JIT_SOURCE, &[])
+    let first = nv_jit(&[shared.path()])
+        .load(&dev, JIT_SOURCE, &no_target())
         .unwrap();
-    let jit = NvJit::with_roots(
-        nvcc(),
-        vec![own.path().to_path_buf(), shared.path().to_path_buf()],
-    );
-    let hit = jit.load(&dev, JIT_SOURCE, &[]).unwrap();
+    let jit = nv_jit(&[own.path(), shared.path()]);
+    let hit = jit.load(&dev, JIT_SOURCE, &no_target()).unwrap();
     assert_eq!(
-        (hit.origin, hit.key.as_str()),
-        (NvOrigin::Disk, first.key.as_str())
+        (hit.compiled.origin(), hit.compiled.key()),
+        (Origin::Disk, first.compiled.key())
     );
     let written = DiskCache::open(&[own.path().to_path_buf()]).unwrap();
     assert!(
@@ -544,19 +571,20 @@ fn nvidia_jit_hits_through_a_read_only_second_root() {
 
 #[test]
 fn disk_cache_lists_and_verifies_a_cubin_entry() {
-    use hipjit::cuda::jit::NvJit;
     let _g = serial();
     let dev = runtime().device(0).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let n = nvcc();
-    let loaded = NvJit::new(n.clone(), Some(dir.path().to_path_buf()))
-        .load(&dev, JIT_SOURCE, &[])
+    let loaded = nv_jit(&[dir.path()])
+        .load(&dev, JIT_SOURCE, &no_target())
         .unwrap();
     let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let key = loaded.compiled.key();
+    // The result entry and the header manifest under the direct key.
     let listed = cache.list().unwrap();
-    assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0].key.map(|k| k.to_hex()), Some(loaded.key.clone()));
-    let entry = cache.get(&loaded.key.parse().unwrap()).entry.unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed.iter().any(|e| e.key == Some(key)));
+    let entry = cache.get(&key).entry.unwrap();
     let names: Vec<&str> = entry
         .meta
         .artefacts
@@ -570,18 +598,27 @@ fn disk_cache_lists_and_verifies_a_cubin_entry() {
     );
     assert!(entry.meta.command.iter().any(|a| a == "-arch=sm_90"));
     let verified = cache.verify().unwrap();
-    assert_eq!(verified.len(), 1);
-    assert_eq!(verified[0].status, Ok(()));
+    assert_eq!(verified.len(), 2);
+    assert!(verified.iter().all(|v| v.status == Ok(())), "{verified:?}");
 }
 
 #[test]
 fn nvidia_jit_size_cap_prunes_the_written_root() {
-    use hipjit::cuda::jit::{NvJit, NvOrigin};
     let dir = tempfile::tempdir().unwrap();
-    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
-    let jit = NvJit::with_disk_cache(nvcc(), Some(cache)).with_max_cache_bytes(Some(0));
-    let (_, origin, _, _) = jit.compile(JIT_SOURCE, SmTarget::new(90), &[]).unwrap();
-    assert_eq!(origin, NvOrigin::Compiled);
+    let jit = Jit::new(JitOptions {
+        compiler_config: CompilerConfig {
+            nvcc: Some(nvcc().path().to_path_buf()),
+            ..CompilerConfig::default()
+        },
+        cache: CacheLocation::Roots(vec![dir.path().to_path_buf()]),
+        max_cache_bytes: Some(0),
+        ..JitOptions::default()
+    })
+    .unwrap();
+    let c = jit
+        .compile(JIT_SOURCE, &CompileOptions::for_sm(SmTarget::new(90)))
+        .unwrap();
+    assert_eq!(c.origin(), Origin::Compiler);
     let listed = DiskCache::open(&[dir.path().to_path_buf()])
         .unwrap()
         .list()
@@ -594,30 +631,30 @@ fn nvidia_jit_size_cap_prunes_the_written_root() {
 
 #[test]
 fn nvidia_jit_refuses_a_cache_root_writable_by_others() {
-    use hipjit::cuda::jit::{NvJit, NvJitError};
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let err = NvJit::new(nvcc(), Some(dir.path().to_path_buf()))
-        .compile(JIT_SOURCE, SmTarget::new(90), &[])
-        .unwrap_err();
+    let err = Jit::new(JitOptions {
+        cache: CacheLocation::Roots(vec![dir.path().to_path_buf()]),
+        ..JitOptions::default()
+    })
+    .unwrap_err();
     assert!(
-        matches!(&err, NvJitError::Cache(hipjit::cache::CacheError::Unsafe { path, .. }) if path == dir.path()),
+        matches!(&err, JitError::Cache(hipjit::cache::CacheError::Unsafe { path, .. }) if path == dir.path()),
         "{err}"
     );
 }
 
 #[test]
 fn nvidia_jit_compile_error_names_nvcc_and_the_source_line() {
-    use hipjit::cuda::jit::NvJit;
     let _g = serial();
     let dev = runtime().device(0).unwrap();
-    let jit = NvJit::new(nvcc(), None);
+    let jit = nv_jit(&[]);
     let err = jit
         .load(
             &dev,
             "extern \"C\" __global__ void k() { undeclared_name(); }",
-            &[],
+            &no_target(),
         )
         .unwrap_err()
         .to_string();
@@ -625,6 +662,49 @@ fn nvidia_jit_compile_error_names_nvcc_and_the_source_line() {
         err.contains("nvcc failed") && err.contains("undeclared_name"),
         "{err}"
     );
+}
+
+#[test]
+fn nvidia_jit_refuses_what_only_amd_compilers_do_naming_the_option() {
+    let jit = nv_jit(&[]);
+    let mut o = CompileOptions::for_sm(SmTarget::new(90));
+    o.code_object_version = Some(5);
+    let err = jit.compile(JIT_SOURCE, &o).unwrap_err().to_string();
+    assert!(
+        err.contains("code_object_version") && err.contains("sm_90"),
+        "{err}"
+    );
+    let two = CompileOptions {
+        sm_targets: vec![SmTarget::new(80), SmTarget::new(90)],
+        ..CompileOptions::default()
+    };
+    let err = jit.compile(JIT_SOURCE, &two).unwrap_err().to_string();
+    assert!(err.contains("sm_80, sm_90"), "{err}");
+}
+
+#[test]
+fn nvidia_jit_header_edit_is_a_miss_through_nvccs_dependency_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let inc = dir.path().join("inc");
+    std::fs::create_dir(&inc).unwrap();
+    std::fs::write(inc.join("scale.h"), "#define SCALE 2.0f\n").unwrap();
+    let source =
+        "#include \"scale.h\"\nextern \"C\" __global__ void k(float* x) { x[0] *= SCALE; }\n";
+    let o = CompileOptions::for_sm(SmTarget::new(90)).include_dir(&inc);
+    let cache = dir.path().join("cache");
+    let first = nv_jit(&[&cache]).compile(source, &o).unwrap();
+    assert_eq!(first.origin(), Origin::Compiler);
+    let hit = nv_jit(&[&cache]).compile(source, &o).unwrap();
+    assert_eq!((hit.origin(), hit.key()), (Origin::Disk, first.key()));
+    // Another size, so the stat check sees the edit whatever the clock's granularity.
+    std::fs::write(inc.join("scale.h"), "#define SCALE 3.0f /* edited */\n").unwrap();
+    let edited = nv_jit(&[&cache]).compile(source, &o).unwrap();
+    assert_eq!(
+        edited.origin(),
+        Origin::Compiler,
+        "a stale cubin was served"
+    );
+    assert_ne!(edited.key(), first.key());
 }
 
 #[test]
@@ -643,20 +723,19 @@ fn nvcc_identity_is_remembered_in_the_cache_dir() {
 
 #[test]
 fn nvidia_jit_compiles_once_for_concurrent_callers() {
-    use hipjit::cuda::jit::{NvJit, NvOrigin};
     let _g = serial();
     let dev = runtime().device(0).unwrap();
-    let jit = NvJit::new(nvcc(), None);
+    let jit = nv_jit(&[]);
     let source = format!("{JIT_SOURCE}\n// concurrent\n");
     let results: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..4)
-            .map(|_| s.spawn(|| jit.load(&dev, &source, &[]).unwrap()))
+            .map(|_| s.spawn(|| jit.load(&dev, &source, &no_target()).unwrap()))
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let compiled = results
         .iter()
-        .filter(|r| r.origin == NvOrigin::Compiled)
+        .filter(|r| r.compiled.origin() == Origin::Compiler)
         .count();
     assert_eq!(compiled, 1);
     assert!(results
@@ -908,22 +987,23 @@ fn load_during_a_global_capture_is_refused_before_the_driver_sees_it() {
 
 #[test]
 fn nvidia_jit_kernel_hit_is_the_cached_handle_and_flags_are_part_of_the_key() {
-    use hipjit::cuda::jit::NvJit;
     let _g = serial();
     let dev = runtime().device(0).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let jit = NvJit::new(nvcc(), Some(dir.path().to_path_buf()));
-    let first = jit.kernel(&dev, JIT_SOURCE, "twice", &[]).unwrap();
+    let jit = nv_jit(&[dir.path()]);
+    let first = jit.kernel(&dev, JIT_SOURCE, "twice", &no_target()).unwrap();
     let modules = live();
     let again = jit
-        .kernel(&dev, String::from(JIT_SOURCE), "twice", &[])
+        .kernel(&dev, String::from(JIT_SOURCE), "twice", &no_target())
         .unwrap();
     assert!(first.same_as(&again));
     assert_eq!(live(), modules, "a hit loads nothing");
     let flagged = jit
-        .kernel(&dev, JIT_SOURCE, "twice", &["-DUNUSED=1".to_owned()])
+        .kernel(&dev, JIT_SOURCE, "twice", &no_target().flag("-DUNUSED=1"))
         .unwrap();
     assert!(!flagged.same_as(&first), "other flags: another kernel");
-    let err = jit.kernel(&dev, JIT_SOURCE, "thrice", &[]).unwrap_err();
+    let err = jit
+        .kernel(&dev, JIT_SOURCE, "thrice", &no_target())
+        .unwrap_err();
     assert!(err.to_string().contains("thrice"), "{err}");
 }

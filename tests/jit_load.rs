@@ -13,7 +13,6 @@ use hipjit::compiler::CompileOptions;
 use hipjit::device::Device;
 use hipjit::error::{HipError, LibraryError};
 use hipjit::jit::{CacheLocation, Jit, JitError, JitOptions, Origin};
-use hipjit::library::Library;
 use hipjit::runtime::Runtime;
 
 const SOURCE: &str = "#include <hip/hip_runtime.h>\n\
@@ -100,7 +99,12 @@ fn load_compiles_for_the_device_target_and_reuses_the_loaded_library() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(Arc::ptr_eq(&first.library, &second.library));
     assert_eq!(
-        first.compiled.code_object().target_id().to_string(),
+        first
+            .compiled
+            .code_object()
+            .unwrap()
+            .target_id()
+            .to_string(),
         "gfx90a:sramecc+:xnack-"
     );
     assert_eq!(second.compiled.origin(), Origin::Memory);
@@ -124,11 +128,11 @@ fn invalid_image_evicts_the_cached_entry_and_recompiles_once() {
     assert_eq!(seeded.compiled.origin(), Origin::Compiler);
     let calls = AtomicUsize::new(0);
     let loaded = jit(CacheLocation::Roots(vec![dir.path().into()]))
-        .load_with(&device, SOURCE, &opts, |d, co| {
+        .load_with(&device, SOURCE, &opts, |co, d| {
             if calls.fetch_add(1, Ordering::SeqCst) == 0 {
                 Err(invalid_image())
             } else {
-                Library::load(d, co)
+                co.load(d)
             }
         })
         .unwrap_or_else(|e| panic!("{e}"));

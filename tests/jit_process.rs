@@ -20,6 +20,7 @@ fn fixture(name: &str) -> PathBuf {
 fn compiler(script: &str, home: &Path, timeout: Duration, max: usize) -> Compiler {
     Compiler::new(CompilerConfig {
         hipcc: Some(fixture(script)),
+        nvcc: None,
         timeout,
         max_concurrent: max,
         env: Some(vec![

@@ -17,7 +17,6 @@ use hipjit::device::Device;
 use hipjit::event::{Event, EventFlags};
 use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
 use hipjit::launch::LaunchConfig;
-use hipjit::library::Library;
 use hipjit::memory::{DeviceBuffer, DeviceMemory, DeviceMemoryMut};
 use hipjit::runtime::Runtime;
 use hipjit::stream::{Stream, StreamFlags};
@@ -403,9 +402,9 @@ fn jit_compiles_once_per_target_and_loads_once_per_device_from_many_threads() {
                     // The load is slowed down so that the threads of one device overlap in
                     // it: without single flight both would load.
                     let l = jit
-                        .load_with(dev, SOURCE, &CompileOptions::default(), |d, co| {
+                        .load_with(dev, SOURCE, &CompileOptions::default(), |co, d| {
                             std::thread::sleep(std::time::Duration::from_millis(300));
-                            Library::load(d, co)
+                            co.load(d)
                         })
                         .unwrap_or_else(|e| panic!("device {i}: {e}"));
                     (i, l)
@@ -440,7 +439,15 @@ fn jit_compiles_once_per_target_and_loads_once_per_device_from_many_threads() {
         .filter(|(_, l)| l.compiled.origin() == Origin::Compiler)
         .count();
     assert_eq!(compiles, 2);
-    let target = |i: usize| loaded[i].1.compiled.code_object().target_id().to_string();
+    let target = |i: usize| {
+        loaded[i]
+            .1
+            .compiled
+            .code_object()
+            .unwrap()
+            .target_id()
+            .to_string()
+    };
     assert_eq!(target(0), "gfx90a:sramecc+:xnack-");
     assert_eq!(target(2), "gfx1030");
     assert_eq!(loaded[0].1.compiled.key(), loaded[4].1.compiled.key());

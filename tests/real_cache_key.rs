@@ -39,7 +39,7 @@ fn process_env() -> Vec<(String, OsString)> {
 fn jit(cache: &Path, env: Option<Vec<(String, OsString)>>, hipcc: Option<PathBuf>) -> Jit {
     Jit::new(JitOptions {
         cache: CacheLocation::Roots(vec![cache.to_path_buf()]),
-        compiler: CompilerConfig {
+        compiler_config: CompilerConfig {
             env,
             hipcc,
             ..CompilerConfig::default()
@@ -151,8 +151,8 @@ fn every_spelling_and_search_path_of_a_header_is_covered_by_the_key() {
         );
         assert_ne!(next.key(), previous.key(), "{step}");
         assert_ne!(
-            next.code_object().elf(),
-            previous.code_object().elf(),
+            next.code_object().unwrap().elf(),
+            previous.code_object().unwrap().elf(),
             "{step}: the new value is in the new code"
         );
         previous = next;

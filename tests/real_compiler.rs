@@ -111,19 +111,19 @@ fn every_supported_target_compiles_to_an_amdgpu_elf_for_its_processor() {
         let c = jit
             .compile(&src, &CompileOptions::for_target(t.clone()))
             .unwrap_or_else(|e| panic!("{t}: {e}"));
-        let flags = e_flags(c.code_object().elf());
+        let flags = e_flags(c.code_object().unwrap().elf());
         assert_eq!(
             flags & 0xff,
             mach_of(t.processor()),
             "{t}: e_flags {flags:#x}"
         );
-        assert_eq!(c.code_object().target_id(), &t, "{t}");
+        assert_eq!(c.code_object().unwrap().target_id(), &t, "{t}");
         let default_version = match test_env() {
             TestEnv::Bookworm => 4,
             TestEnv::Sid => 6,
         };
         assert_eq!(
-            c.code_object().code_object_version(),
+            c.code_object().unwrap().code_object_version(),
             default_version,
             "{t}"
         );
@@ -141,11 +141,14 @@ fn runtime_accepted_versions_pick_the_highest_the_compiler_supports() {
     })
     .unwrap_or_else(|e| panic!("{e}"));
     let opts = CompileOptions::for_target(any_target());
-    assert_eq!(jit.effective_options(&opts).code_object_version, Some(5));
+    assert_eq!(
+        jit.effective_options(&opts).unwrap().code_object_version,
+        Some(5)
+    );
     let c = jit
         .compile(kernel("scale.hip"), &opts)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(c.code_object().code_object_version(), 5);
+    assert_eq!(c.code_object().unwrap().code_object_version(), 5);
     assert!(
         c.command().iter().any(|a| a == "-mcode-object-version=5"),
         "{:?}",
@@ -164,7 +167,7 @@ fn target_id_features_reach_the_code_object_e_flags() {
     let c = jit
         .compile(kernel("scale.hip"), &CompileOptions::for_target(target(t)))
         .unwrap_or_else(|e| panic!("{t}: {e}"));
-    let flags = e_flags(c.code_object().elf());
+    let flags = e_flags(c.code_object().unwrap().elf());
     let mask = if test_env() == TestEnv::Sid {
         0xf00
     } else {
@@ -323,7 +326,10 @@ fn second_request_is_a_memory_hit_and_a_fresh_jit_hits_the_disk() {
     let disk = jit.compile(&src, &opts).unwrap();
     assert_eq!(disk.origin(), Origin::Disk);
     assert_eq!(disk.key(), first.key());
-    assert_eq!(disk.code_object().elf(), first.code_object().elf());
+    assert_eq!(
+        disk.code_object().unwrap().elf(),
+        first.code_object().unwrap().elf()
+    );
     let mem = jit.compile(&src, &opts).unwrap();
     assert_eq!(mem.origin(), Origin::Memory);
 }
@@ -375,7 +381,10 @@ fn intact_entry_whose_code_object_does_not_read_is_a_miss_and_is_replaced() {
     assert!(again.bad_entries()[0].writable_root);
     let third = jit_with_cache(dir.path()).compile(&src, &opts).unwrap();
     assert_eq!(third.origin(), Origin::Disk, "entry was not replaced");
-    assert_eq!(third.code_object().elf(), again.code_object().elf());
+    assert_eq!(
+        third.code_object().unwrap().elf(),
+        again.code_object().unwrap().elf()
+    );
 }
 
 #[test]
@@ -421,7 +430,11 @@ fn every_kernel_of_a_multi_kernel_source_is_listed() {
 
 #[test]
 fn kernel_without_extern_c_is_suggested_by_its_demangled_name() {
-    let err = mixed().code_object().kernel("not_extern_c").unwrap_err();
+    let err = mixed()
+        .code_object()
+        .unwrap()
+        .kernel("not_extern_c")
+        .unwrap_err();
     assert!(err.to_string().contains("_Z12not_extern_cPi"), "{err}");
 }
 
@@ -516,7 +529,7 @@ fn readelf_kernels(elf: &[u8]) -> Vec<ReadelfKernel> {
 
 #[test]
 fn reader_argument_offsets_and_sizes_equal_llvm_readelf_notes() {
-    let co = mixed().code_object();
+    let co = mixed().code_object().unwrap();
     let expected = readelf_kernels(co.elf());
     assert_eq!(expected.len(), 4, "{expected:?}");
     for e in &expected {
@@ -571,7 +584,7 @@ fn compiler_records_the_access_of_restrict_pointers() {
             &CompileOptions::for_target(any_target()),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-    let info = compiled.code_object().kernel("access").unwrap();
+    let info = compiled.code_object().unwrap().kernel("access").unwrap();
     let explicit: Vec<_> = info
         .args
         .iter()

@@ -201,7 +201,7 @@ fn hiprtc_compiles_the_corpus_to_the_same_kernels_as_hipcc() {
             let hipcc = jit
                 .compile(source, &options)
                 .unwrap_or_else(|e| panic!("hipcc, {file} for {}: {e}", case.target));
-            let hipcc = hipcc.code_object();
+            let hipcc = hipcc.code_object().unwrap();
             let mut rtc_options = vec![
                 hiprtc::arch_option(&target),
                 "-O3".to_owned(),

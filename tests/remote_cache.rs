@@ -172,7 +172,7 @@ fn config(url: &str) -> RemoteConfig {
 
 fn jit(root: &Path, home: &Path, remote: Option<RemoteConfig>) -> Jit {
     Jit::new(JitOptions {
-        compiler: CompilerConfig {
+        compiler_config: CompilerConfig {
             hipcc: Some(fake_hipcc()),
             env: Some(vec![
                 ("HOME".into(), OsString::from(home)),
@@ -244,10 +244,7 @@ fn a_remote_hit_fills_a_second_root_without_compiling() {
     assert_eq!(second.origin(), Origin::Remote);
     assert_eq!(second.key(), first.key());
     assert_eq!(compiles(&home), 1, "the second root compiled");
-    assert_eq!(
-        second.code_object().kernels()[0].name,
-        first.code_object().kernels()[0].name
-    );
+    assert_eq!(second.kernels()[0].name, first.kernels()[0].name);
     // Written to the second root, with its manifest: a disk hit without the server.
     let disk = DiskCache::open(std::slice::from_ref(&root_b)).unwrap();
     assert!(disk.get(&first.key()).entry.is_some());

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use hipjit::device::Device;
 use hipjit::runtime::{Platform, Runtime};
@@ -105,27 +105,51 @@ fn hip_copies() -> HashSet<PathBuf> {
         .collect()
 }
 
-static SINGLE_COPY: OnceLock<Result<(), String>> = OnceLock::new();
+/// The loader's count of objects loaded so far when [`check_single_copy`] last looked, and
+/// what it found.
+static SINGLE_COPY: Mutex<(u64, Option<Result<(), String>>)> = Mutex::new((u64::MAX, None));
+
+/// The dynamic loader's count of objects loaded into the process so far (`dlpi_adds` of
+/// `dl_iterate_phdr`): it changes when a library is loaded, so the mapped runtimes are read
+/// again only then.
+fn loader_adds() -> u64 {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr hands a valid info pointer for the call; `data` is the u64
+        // below.
+        unsafe { *(data as *mut u64) = (*info).dlpi_adds };
+        1
+    }
+    let mut adds: u64 = 0;
+    // SAFETY: the callback only reads `info` and writes `adds`, and stops at the first object.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&mut adds as *mut u64).cast()) };
+    adds
+}
 
 /// Refuses a launch on a framework's stream when the process holds another copy of the HIP
 /// runtime than hipjit's (hipjit opened its runtime before the framework loaded its own).
-/// Checked once per process, on the first launch on a framework's stream (the framework has
-/// loaded its runtime by then); on NVIDIA the driver is one library per process and nothing is
-/// checked.
+/// The mapped runtimes are read again only when a library was loaded since the last check
+/// (one `dl_iterate_phdr` step otherwise); on NVIDIA the driver is one library per process
+/// and nothing is checked.
 ///
 /// Errors: `LaunchError` naming both copies.
 pub fn check_single_copy(rt: &Runtime) -> PyResult<()> {
     if rt.platform() != Platform::Amd {
         return Ok(());
     }
-    let result = SINGLE_COPY.get_or_init(|| {
+    let adds = loader_adds();
+    let mut cached = SINGLE_COPY.lock().unwrap_or_else(|p| p.into_inner());
+    if cached.0 != adds || cached.1.is_none() {
         let at_load = lock()
             .as_ref()
             .map(|s| s.copies_at_load.clone())
             .unwrap_or_default();
         let mut others: Vec<PathBuf> = hip_copies().difference(&at_load).cloned().collect();
         others.sort();
-        if others.is_empty() {
+        let result = if others.is_empty() {
             Ok(())
         } else {
             Err(format!(
@@ -140,9 +164,13 @@ pub fn check_single_copy(rt: &Runtime) -> PyResult<()> {
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
-        }
-    });
-    result.clone().map_err(errors::launch_error)
+        };
+        *cached = (adds, Some(result));
+    }
+    match &cached.1 {
+        Some(Err(m)) => Err(errors::launch_error(m)),
+        _ => Ok(()),
+    }
 }
 
 /// `hipjit.runtime_info()`: opens the runtime (if not yet) and describes it: `platform`

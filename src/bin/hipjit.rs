@@ -10,12 +10,12 @@ use clap::{Parser, Subcommand};
 mod cache;
 #[path = "hipjit/compile.rs"]
 mod compile;
-#[path = "hipjit/compile_nvidia.rs"]
-mod compile_nvidia;
 #[path = "hipjit/doctor.rs"]
 mod doctor;
 #[path = "hipjit/doctor_nvidia.rs"]
 mod doctor_nvidia;
+#[path = "hipjit/doctor_rtc.rs"]
+mod doctor_rtc;
 #[path = "hipjit/header_set.rs"]
 mod header_set;
 #[path = "hipjit/inspect.rs"]
@@ -41,7 +41,8 @@ bytes in hex}.
 Environment: HIPJIT_CACHE_DIR (cache roots, ':'-separated, the first written),
 HIPJIT_HIPCC (the compiler), HIPJIT_HIP_LIBRARY (the runtime), HIP_PATH, ROCM_PATH, PATH;
 HIP's NVIDIA platform: HIP_PLATFORM (amd or nvidia), HIPJIT_CUDA_LIBRARY (the CUDA driver),
-HIPJIT_NVCC (nvcc), CUDA_PATH, CUDA_HOME.";
+HIPJIT_NVCC (nvcc), CUDA_PATH, CUDA_HOME; in-process compilers: HIPJIT_HIPRTC_LIBRARY
+(hipRTC), HIPJIT_NVRTC_LIBRARY (NVRTC).";
 
 /// Just-in-time compiled HIP kernels: doctor, compile, inspect, cache.
 #[derive(Parser, Debug)]
@@ -75,6 +76,19 @@ enum Command {
     /// broken driver cannot end it).
     #[command(hide = true)]
     ProbeCuda(doctor_nvidia::ProbeArgs),
+    /// Open hipRTC or NVRTC in this process, compile a small kernel for each target and print
+    /// JSON (used by `doctor`, so that a library that crashes cannot end it).
+    #[command(hide = true)]
+    ProbeRtc(doctor_rtc::ProbeArgs),
+    /// Serve one hipRTC or NVRTC compile read from REQUEST, writing the result to RESULT (the
+    /// worker mode of hipjit::compiler::worker).
+    #[command(hide = true)]
+    RtcWorker {
+        /// The request file.
+        request: std::path::PathBuf,
+        /// Where to write the result.
+        result: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -96,6 +110,10 @@ fn main() -> ExitCode {
         Command::Cache(a) => cache::run(a),
         Command::ProbeRuntime(a) => doctor::probe_runtime(a),
         Command::ProbeCuda(a) => doctor_nvidia::probe_cuda(a),
+        Command::ProbeRtc(a) => doctor_rtc::probe_rtc(a),
+        Command::RtcWorker { request, result } => {
+            hipjit::compiler::worker::serve(request, result).map_err(CliError::failed)
+        }
     };
     match result {
         Ok(()) => ExitCode::from(output::EXIT_OK),

@@ -1,4 +1,4 @@
-//! The kernel-level cache of [`crate::jit::Jit::kernel`] and [`crate::cuda::jit::NvJit::kernel`]:
+//! The kernel-level cache of [`crate::jit::Jit::kernel`]:
 //! one owned [`Kernel`] per (runtime, device, source, options, kernel name), so a hit is a map
 //! lookup, a full comparison and an `Arc` clone, with no driver call.
 //!

@@ -56,8 +56,10 @@
 //! and the listing's sha256, or `0` when it does not exist), in manifest order.
 //!
 //! # What is and is not re-checked
-//! * Headers inside the compiler's installation (the HIP headers, clang's resource headers,
-//!   the device libraries) are covered by the compiler fingerprint, not the manifest.
+//! * The compiler's programs, libraries and device libraries are covered by the compiler
+//!   fingerprint ([`crate::compiler::identity`]); the headers of its installation (the HIP
+//!   headers, clang's resource headers, the CUDA toolkit's headers) are in the manifest like
+//!   every other header read.
 //! * In-process (memory) hits do not re-check headers: a header edited while a process runs
 //!   is seen after [`crate::jit::Jit::clear_memory`] or in a new process.
 //! * A compile whose files changed while it ran is not published (see

@@ -26,6 +26,7 @@
 //! * A timeout ([`CompilerConfig::timeout`]) after which the compiler's whole process group
 //!   is killed, and at most [`CompilerConfig::max_concurrent`] compiles at once.
 
+pub mod backend;
 pub mod comgr;
 pub mod depfile;
 pub mod diagnostics;
@@ -40,6 +41,7 @@ pub mod process;
 pub mod rtc;
 pub mod selection;
 pub mod shell_env;
+pub mod worker;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -51,6 +53,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::file_read;
 
+pub use backend::Backend;
 pub use depfile::Dependency;
 pub use diagnostics::{Diagnostic, IncludedFrom, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
@@ -94,6 +97,9 @@ pub const ENV_ALLOWLIST: &[&str] = &[
 pub struct CompilerConfig {
     /// An explicit hipcc; `None` reads `HIPJIT_HIPCC`, then searches (see [`discovery`]).
     pub hipcc: Option<PathBuf>,
+    /// An explicit nvcc (HIP's NVIDIA platform); `None` reads `HIPJIT_NVCC`, then searches
+    /// ([`nvcc::Nvcc::find`]).
+    pub nvcc: Option<PathBuf>,
     /// How long one compiler run may take before its process group is killed. Default 300 s.
     pub timeout: Duration,
     /// At most this many compiles run at once. Default: the number of CPU cores.
@@ -111,6 +117,7 @@ impl Default for CompilerConfig {
     fn default() -> Self {
         CompilerConfig {
             hipcc: None,
+            nvcc: None,
             timeout: Duration::from_secs(300),
             max_concurrent: std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -132,6 +139,9 @@ pub enum CompilerError {
     /// misparse ([`shell_env`]).
     #[error(transparent)]
     UnsafeEnvironment(#[from] shell_env::UnsafeVariable),
+    /// nvcc could not be found or identified.
+    #[error(transparent)]
+    Nvcc(Box<nvcc::NvccError>),
     /// The compiler's identity could not be read: `hipcc --version` or `hipcc -###` could not
     /// run or failed, or a file of its closed list could not be read ([`identity`]).
     #[error(transparent)]
@@ -241,6 +251,9 @@ pub enum CompileError {
         /// The command line.
         command: Vec<String>,
     },
+    /// nvcc failed, or could not run ([`nvcc::NvccError`]).
+    #[error(transparent)]
+    Nvcc(Box<nvcc::NvccError>),
     /// The compiler succeeded but left no readable dependency list: the files it read are
     /// unknown, so the result cannot be cached safely.
     #[error(
@@ -293,7 +306,7 @@ pub struct MissingDeviceLibrary {
 #[derive(Debug, Clone)]
 pub struct CompileOutput {
     /// The output file: a raw ELF code object with one target, a clang offload bundle with
-    /// several.
+    /// several; a cubin for an SM target.
     pub code_object: Vec<u8>,
     /// The command line that produced it (program first, build-directory-relative names).
     pub command: Vec<String>,

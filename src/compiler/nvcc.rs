@@ -23,8 +23,12 @@
 //! [`Nvcc::with_std`] says otherwise; nvcc ignores, with a warning, a standard its host
 //! compiler lacks (`-std=c++23` with GCC 12): hipjit makes that an error
 //! ([`NvccError::StdIgnored`]) rather than compile under another standard. The caller's flags
-//! are checked with nvcc's rules ([`crate::compiler::flags`]; `-I DIR` is accepted: it is how
-//! [`crate::cuda::jit::NvJit`]'s callers name include directories).
+//! are checked with nvcc's rules ([`crate::compiler::flags`]; `-I DIR` is accepted).
+//!
+//! The JIT ([`crate::jit::Jit`]) compiles through [`Nvcc::compile_options`], which takes the
+//! same [`crate::compiler::CompileOptions`] as hipcc (with an SM target), stages include
+//! directories under safe names and reads nvcc's dependency list (`-MD -MF`) for the header
+//! manifest.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -93,6 +97,13 @@ const PRELUDE_FILES: [(&str, &str); 3] = [
     ("hip_fp16.h", "#pragma once\n#include <cuda_fp16.h>\n"),
 ];
 
+/// The build directory's names in [`Nvcc::compile_options`]: the prelude directory, the staged
+/// include directories, the dependency list and the output.
+const PRELUDE_DIR: &str = "prelude";
+const STAGED_INCLUDE: &str = "include";
+const DEPS_NAME: &str = "deps.d";
+const CUBIN_NAME: &str = "kernel.cubin";
+
 /// The environment variables nvcc reads that change its output, hashed into the cache key
 /// (nvcc runs with hipjit's environment).
 pub const NVCC_KEY_ENV: &[&str] = &["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN"];
@@ -142,6 +153,23 @@ pub enum NvccError {
         flag: String,
         /// nvcc's warning.
         message: String,
+    },
+    /// An include directory of the options does not exist or is not a directory.
+    #[error("include directory {} is not usable: {reason}", path.display())]
+    IncludeDir {
+        /// The directory as given.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// nvcc succeeded but left no readable dependency list (`-MD -MF`): the files it read are
+    /// unknown, so the result cannot be cached safely.
+    #[error("nvcc exited 0 but its dependency list {reason}: {command}")]
+    NoDependencies {
+        /// What is wrong with it.
+        reason: String,
+        /// The command line (for reading, not for a shell).
+        command: String,
     },
     /// nvcc exited with an error.
     #[error("nvcc failed ({status}): {command}\n{log}")]
@@ -315,6 +343,11 @@ impl Nvcc {
         self.identity.clone()
     }
 
+    /// [`Nvcc::identity`], borrowed.
+    pub fn identity_ref(&self) -> &CompilerIdentity {
+        &self.identity
+    }
+
     /// The command line of compiling for `sm` with `flags` (after the nvcc path) less its
     /// file names: what an entry records as its command.
     pub fn key_flags(&self, sm: SmTarget, flags: &[String]) -> Vec<String> {
@@ -446,6 +479,258 @@ impl Nvcc {
         }
         BackendKind::Nvcc.check_extra_flags(&rest)?;
         Ok(())
+    }
+
+    /// hipjit's own flags for `options` (an SM target's), as hashed into the direct key and
+    /// written on the command line, include directories by their staged names
+    /// (`include/<index>`): `-cubin -arch=sm_NN -O<level> -include hip/hip_runtime.h
+    /// [--use_fast_math] [-lineinfo] [-v] -DNAME[=VALUE]... -I include/<i>...`.
+    pub fn option_flags(&self, options: &crate::compiler::CompileOptions) -> Vec<String> {
+        let sm = options
+            .sm_targets
+            .first()
+            .map_or_else(String::new, |t| t.to_string());
+        let mut f = vec![
+            "-cubin".to_string(),
+            format!("-arch={sm}"),
+            options.opt_level.flag().to_string(),
+            "-include".into(),
+            "hip/hip_runtime.h".into(),
+        ];
+        if options.fast_math {
+            f.push("--use_fast_math".into());
+        }
+        if options.line_info {
+            f.push("-lineinfo".into());
+        }
+        if options.verbose {
+            f.push("-v".into());
+        }
+        for (name, value) in &options.defines {
+            match value {
+                Some(v) => f.push(format!("-D{name}={v}")),
+                None => f.push(format!("-D{name}")),
+            }
+        }
+        for i in 0..options.include_dirs.len() {
+            f.push("-I".into());
+            f.push(format!("{STAGED_INCLUDE}/{i}"));
+        }
+        f
+    }
+
+    /// The direct key ([`crate::cache::key`]) of compiling `source` with `options` (an SM
+    /// target's) and the caller's signature `extra`: the source, [`Nvcc::option_flags`], the
+    /// standard as nvcc is given it, the extra flags, the SM target, code object version 0,
+    /// nvcc's identity, the variables of [`NVCC_KEY_ENV`] as read now and the prelude
+    /// ([`Nvcc::prelude_headers`]).
+    pub fn direct_key(
+        &self,
+        source: &[u8],
+        options: &crate::compiler::CompileOptions,
+        extra: &[u8],
+    ) -> CacheKey {
+        let headers = Nvcc::prelude_headers();
+        let flags = self.option_flags(options);
+        let std = BackendKind::Nvcc.std_flag(options.std, &self.identity);
+        let targets = options.target_names();
+        let values: Vec<Option<OsString>> = NVCC_KEY_ENV.iter().map(std::env::var_os).collect();
+        let env: Vec<(&str, Option<&OsStr>)> = NVCC_KEY_ENV
+            .iter()
+            .zip(&values)
+            .map(|(n, v)| (*n, v.as_deref()))
+            .collect();
+        key::compute_record(&KeyRecord {
+            source,
+            flags: &flags,
+            std: &std,
+            extra_flags: &options.extra_flags,
+            targets: &targets,
+            code_object_version: 0,
+            compiler: &self.identity,
+            env: &env,
+            builtin_headers: &headers,
+            extra,
+        })
+    }
+
+    /// Compiles `source` (its bytes) with `options` (one SM target: checked by
+    /// [`crate::compiler::CompileOptions::validate`]) to a cubin, in a private build directory
+    /// (mode 0700) holding the source under [`crate::compiler::CompileOptions::source_name`],
+    /// the prelude and each include directory as a symlink `include/<index>`, so that the
+    /// command line holds no user path and the diagnostics name the user's files. nvcc writes
+    /// its dependency list (`-MD -MF deps.d`), which becomes
+    /// [`crate::compiler::CompileOutput::dependencies`] (the prelude left out: it is in the
+    /// key). nvcc and its children are killed after `timeout`.
+    ///
+    /// Errors: [`NvccError::Options`] for invalid options, [`NvccError::IncludeDir`],
+    /// [`NvccError::Io`] for the build directory or a run that could not start or timed out,
+    /// [`NvccError::StdIgnored`], [`NvccError::Failed`] with the command line, nvcc's output
+    /// and its parsed diagnostics, [`NvccError::NoDependencies`].
+    pub fn compile_options(
+        &self,
+        source: &[u8],
+        options: &crate::compiler::CompileOptions,
+        timeout: std::time::Duration,
+    ) -> Result<crate::compiler::CompileOutput, NvccError> {
+        options.validate()?;
+        let io = |what, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| NvccError::Io { what, path, source }
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix("hipjit-nvcc-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+            .map_err(io(
+                "cannot create a temporary directory in",
+                &std::env::temp_dir(),
+            ))?;
+        let hip = tmp.path().join(PRELUDE_DIR).join("hip");
+        std::fs::create_dir_all(&hip).map_err(io("cannot create", &hip))?;
+        for (name, text) in PRELUDE_FILES {
+            let p = hip.join(name);
+            std::fs::write(&p, text).map_err(io("cannot write", &p))?;
+        }
+        if !options.include_dirs.is_empty() {
+            let inc = tmp.path().join(STAGED_INCLUDE);
+            std::fs::create_dir(&inc).map_err(io("cannot create", &inc))?;
+            for (i, d) in options.include_dirs.iter().enumerate() {
+                let real = std::fs::canonicalize(d).map_err(|e| NvccError::IncludeDir {
+                    path: d.clone(),
+                    reason: e.to_string(),
+                })?;
+                if !real.is_dir() {
+                    return Err(NvccError::IncludeDir {
+                        path: d.clone(),
+                        reason: "not a directory".into(),
+                    });
+                }
+                let link = inc.join(i.to_string());
+                std::os::unix::fs::symlink(&real, &link).map_err(io("cannot create", &link))?;
+            }
+        }
+        let source_name = options.source_file_name();
+        let src = tmp.path().join(source_name);
+        std::fs::write(&src, source).map_err(io("cannot write", &src))?;
+        let mut command: Vec<String> = vec![self.path.display().to_string()];
+        let mut flags = self.option_flags(options).into_iter();
+        // hipjit's flags with the prelude directory first on the include path.
+        command.extend(flags.by_ref().take(3));
+        command.push(BackendKind::Nvcc.std_flag(options.std, &self.identity));
+        command.extend(["-I".into(), PRELUDE_DIR.into()]);
+        command.extend(flags);
+        command.extend(options.extra_flags.iter().cloned());
+        command.extend(
+            [
+                "-MD",
+                "-MF",
+                DEPS_NAME,
+                "-o",
+                CUBIN_NAME,
+                "-x",
+                "cu",
+                source_name,
+            ]
+            .map(String::from),
+        );
+        let mut cmd = Command::new(&self.path);
+        cmd.args(&command[1..]).current_dir(tmp.path());
+        let started_at = crate::cache::manifest::filesystem_now(tmp.path());
+        let started = std::time::Instant::now();
+        let output = match super::process::run(&mut cmd, timeout) {
+            Ok(f) => f,
+            Err(super::process::RunError::Timeout(_)) => {
+                return Err(io("cannot run", &self.path)(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "it ran longer than {} s and was killed",
+                        timeout.as_secs_f64()
+                    ),
+                )))
+            }
+            Err(e) => return Err(io("cannot run", &self.path)(std::io::Error::other(e))),
+        };
+        let duration = started.elapsed();
+        let mut raw = output.stderr.clone();
+        raw.extend_from_slice(&output.stdout);
+        let log = String::from_utf8_lossy(&raw).into_owned();
+        let include_dirs = &options.include_dirs;
+        let rename = |f: &str| {
+            let rel = f.strip_prefix("./").unwrap_or(f);
+            rel.strip_prefix(&format!("{STAGED_INCLUDE}/"))
+                .and_then(|rest| rest.split_once('/'))
+                .and_then(|(i, tail)| {
+                    let dir = include_dirs.get(i.parse::<usize>().ok()?)?;
+                    Some(dir.join(tail).display().to_string())
+                })
+                .unwrap_or_else(|| f.to_string())
+        };
+        let diagnostics = parse_nvcc(&raw, &rename);
+        let std_flag = BackendKind::Nvcc.std_flag(options.std, &self.identity);
+        if let Some(line) = log
+            .lines()
+            .find(|l| l.contains(&std_flag) && l.contains("Flag will be ignored"))
+        {
+            return Err(NvccError::StdIgnored {
+                flag: std_flag,
+                message: line.trim().to_string(),
+            });
+        }
+        let command_text = || super::shell_words(&command);
+        if !output.status.success() {
+            return Err(NvccError::Failed {
+                status: output.status.to_string(),
+                command: command_text(),
+                log,
+                diagnostics,
+            });
+        }
+        let out = tmp.path().join(CUBIN_NAME);
+        let cubin = crate::file_read::read_file(
+            &out,
+            crate::file_read::CODE_OBJECT_LIMIT,
+            "nvcc's output",
+            crate::file_read::Streams::None,
+        )
+        .map_err(|e| io("cannot read", &out)(e.into_io_error()))?;
+        let deps_path = tmp.path().join(DEPS_NAME);
+        let text = crate::file_read::read_file(
+            &deps_path,
+            crate::file_read::TEXT_OUTPUT_LIMIT,
+            "nvcc's dependency list",
+            crate::file_read::Streams::None,
+        )
+        .map_err(|e| NvccError::NoDependencies {
+            reason: format!("cannot be read ({})", e.reason()),
+            command: command_text(),
+        })?;
+        let deps = super::depfile::parse(&text).ok_or_else(|| NvccError::NoDependencies {
+            reason: "holds no rule".into(),
+            command: command_text(),
+        })?;
+        let prelude = tmp.path().join(PRELUDE_DIR);
+        let dependencies = super::depfile::map_build_paths(
+            &deps,
+            source_name,
+            STAGED_INCLUDE,
+            include_dirs,
+            tmp.path(),
+        )
+        .into_iter()
+        .filter(|d| !d.path.starts_with(&prelude))
+        .collect();
+        Ok(crate::compiler::CompileOutput {
+            code_object: cubin,
+            command,
+            log: String::from_utf8_lossy(&output.stderr).into_owned(),
+            diagnostics,
+            dependencies,
+            started: started_at,
+            llvm_ir: None,
+            isa: None,
+            duration,
+        })
     }
 
     /// [`Nvcc::compile`], also returning nvcc's warnings, parsed (its source named

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::compiler::flags::BackendKind;
 #[doc(no_inline)]
 pub use crate::compiler::flags::{check_extra_flag, RejectedBecause};
+use crate::cuda::target::SmTarget;
 use crate::target_id::TargetId;
 
 /// The C++ standard: `-std=c++NN`, spelled for each compiler by
@@ -113,9 +114,12 @@ pub struct Checks {
     pub no_scratch: bool,
 }
 
-/// Everything that decides what one compile produces.
+/// Everything that decides what one compile produces, on either platform: AMDGPU target IDs in
+/// [`CompileOptions::targets`] (hipcc, hipRTC: code objects), or one SM target in
+/// [`CompileOptions::sm_targets`] (nvcc, NVRTC: a cubin). [`crate::jit::Jit::load`] fills the
+/// one the device needs when both are empty.
 ///
-/// Flags are built in this order: `-x hip --genco --offload-arch=T...` (one per target)
+/// For hipcc, flags are built in this order: `-x hip --genco --offload-arch=T...` (one per target)
 /// `-O3 [--no-gpu-bundle-output] -std=c++17 [-mcode-object-version=N] [-ffast-math]
 /// [-gline-tables-only] [-v] -DNAME[=VALUE]... -I DIR... EXTRA... [-save-temps]`, the standard
 /// spelled for the compiler ([`CompileOptions::effective_flags_for`]). With one target the
@@ -127,6 +131,10 @@ pub struct CompileOptions {
     /// ([`crate::target_id::check_target_list`]: `gfx90a:xnack+` with `gfx90a:xnack-` is fine,
     /// `gfx90a` with `gfx90a:xnack-` is not). hipjit never compiles without `--offload-arch`.
     pub targets: Vec<TargetId>,
+    /// SM targets (`sm_90`, `sm_90a`) of HIP's NVIDIA platform: exactly one when set (a cubin
+    /// holds machine code for one SM), and then [`CompileOptions::targets`] is empty.
+    #[serde(default)]
+    pub sm_targets: Vec<SmTarget>,
     /// The C++ standard, default C++17 (`-std=c++17`), spelled per compiler (C++23 is
     /// `-std=c++2b` for clang before 17).
     pub std: CxxStd,
@@ -177,6 +185,37 @@ impl CompileOptions {
         }
     }
 
+    /// Options for one SM target of HIP's NVIDIA platform (a cubin), everything else at its
+    /// default.
+    pub fn for_sm(target: SmTarget) -> CompileOptions {
+        CompileOptions {
+            sm_targets: vec![target],
+            ..CompileOptions::default()
+        }
+    }
+
+    /// The platform these options compile for: [`Platform::Nvidia`] with an SM target,
+    /// [`Platform::Amd`] otherwise.
+    ///
+    /// [`Platform::Nvidia`]: crate::runtime::Platform::Nvidia
+    /// [`Platform::Amd`]: crate::runtime::Platform::Amd
+    pub fn platform(&self) -> crate::runtime::Platform {
+        if self.sm_targets.is_empty() {
+            crate::runtime::Platform::Amd
+        } else {
+            crate::runtime::Platform::Nvidia
+        }
+    }
+
+    /// The targets as text, in order: the target IDs, or the SM target.
+    pub fn target_names(&self) -> Vec<String> {
+        self.targets
+            .iter()
+            .map(|t| t.to_string())
+            .chain(self.sm_targets.iter().map(|t| t.to_string()))
+            .collect()
+    }
+
     /// Adds `-DNAME=VALUE`.
     pub fn define(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.defines.push((name.into(), Some(value.into())));
@@ -204,6 +243,9 @@ impl CompileOptions {
     ///
     /// Errors: [`OptionsError`] naming the target, define, flag or name at fault.
     pub fn validate(&self) -> Result<(), OptionsError> {
+        if !self.sm_targets.is_empty() {
+            return self.validate_nvidia();
+        }
         if self.targets.is_empty() {
             return Err(OptionsError::NoTarget);
         }
@@ -237,6 +279,69 @@ impl CompileOptions {
                 return Err(OptionsError::CodeObjectVersion(v));
             }
         }
+        let name = self.source_file_name();
+        if !is_valid_source_name(name) {
+            return Err(OptionsError::SourceName(name.to_string()));
+        }
+        Ok(())
+    }
+
+    /// [`CompileOptions::validate`] for an SM target: one target, no AMDGPU target with it,
+    /// nothing that only AMD compilers do, flags by nvcc's rules (`-I DIR` accepted).
+    fn validate_nvidia(&self) -> Result<(), OptionsError> {
+        if !self.targets.is_empty() {
+            return Err(OptionsError::MixedPlatforms {
+                amd: self.targets[0].to_string(),
+                nvidia: self.sm_targets[0].to_string(),
+            });
+        }
+        if self.sm_targets.len() > 1 {
+            return Err(OptionsError::SeveralSmTargets(
+                self.sm_targets.iter().map(|t| t.to_string()).collect(),
+            ));
+        }
+        let unsupported = |option: &'static str| {
+            Err(OptionsError::NotOnNvidia {
+                option,
+                target: self.sm_targets[0].to_string(),
+            })
+        };
+        if self.code_object_version.is_some() {
+            return unsupported("code_object_version");
+        }
+        if self.dump_llvm_ir {
+            return unsupported("dump_llvm_ir");
+        }
+        if self.dump_isa {
+            return unsupported("dump_isa");
+        }
+        if self.checks != Checks::default() {
+            return unsupported("checks (they read AMDGPU metadata)");
+        }
+        for (name, value) in &self.defines {
+            let ident = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ident {
+                return Err(OptionsError::BadDefine(name.clone()));
+            }
+            if value
+                .as_deref()
+                .is_some_and(|v| v.contains(['\n', '\r', '\0']))
+            {
+                return Err(OptionsError::BadDefineValue(name.clone()));
+            }
+        }
+        let mut rest = Vec::with_capacity(self.extra_flags.len());
+        let mut it = self.extra_flags.iter();
+        while let Some(f) = it.next() {
+            if f == "-I" {
+                let _ = it.next();
+            } else if !f.starts_with("-I") {
+                rest.push(f.clone());
+            }
+        }
+        BackendKind::Nvcc.check_extra_flags(&rest)?;
         let name = self.source_file_name();
         if !is_valid_source_name(name) {
             return Err(OptionsError::SourceName(name.to_string()));
@@ -363,6 +468,27 @@ pub enum OptionsError {
         flag: String,
         /// The compiler it was meant for.
         backend: BackendKind,
+    },
+    /// AMDGPU target IDs and an SM target in one set of options.
+    #[error(
+        "target {amd} (AMD) and {nvidia} (NVIDIA) are of two platforms: compile them separately"
+    )]
+    MixedPlatforms {
+        /// The first AMDGPU target ID.
+        amd: String,
+        /// The SM target.
+        nvidia: String,
+    },
+    /// More than one SM target: a cubin holds machine code for one.
+    #[error("SM targets {} given: a cubin holds code for one SM target; compile each separately", .0.join(", "))]
+    SeveralSmTargets(Vec<String>),
+    /// An option that only AMD compilers honour, set for an SM target.
+    #[error("{option} applies to AMDGPU code objects only, not to the SM target {target}")]
+    NotOnNvidia {
+        /// The option (the field of [`CompileOptions`]).
+        option: &'static str,
+        /// The SM target.
+        target: String,
     },
     /// A code object version other than 4, 5, 6.
     #[error("code object version {0} is not supported (4, 5 or 6)")]

@@ -258,8 +258,8 @@ pub enum RtcError {
     /// The library found cannot compile for the target asked for; checked before the compile,
     /// since hipRTC aborts the process on a processor its comgr does not know
     /// ([`super::comgr`]).
-    #[error("hipRTC {} ({found}) cannot compile for {target}: {reason}; candidates tried before it:{}",
-        library.display(), tried_list(.tried))]
+    #[error("hipRTC {} ({found}) cannot compile for {target}: {reason}{}",
+        library.display(), tried_before(.tried))]
     UnsupportedTarget {
         /// The hipRTC library that was to compile.
         library: PathBuf,
@@ -272,6 +272,16 @@ pub enum RtcError {
         /// The candidates tried, in order, before the one taken, and why each was passed over.
         tried: Vec<(String, String)>,
     },
+    /// A compile run in a worker process ([`super::worker`]) did not give a result: no worker
+    /// program, it could not start, it ran past its timeout, it died by a signal (a crash, or
+    /// its memory bound), or the library failed there otherwise (the error's text).
+    #[error("{compiler} in a worker process: {reason}")]
+    Worker {
+        /// `hipRTC` or `NVRTC`.
+        compiler: &'static str,
+        /// What happened.
+        reason: String,
+    },
     /// The architecture cannot be compiled to loadable code by this compiler.
     #[error("{compiler} cannot compile for {arch:?}: {reason}")]
     Arch {
@@ -282,6 +292,14 @@ pub enum RtcError {
         /// Why, and what to use instead.
         reason: String,
     },
+}
+
+fn tried_before(tried: &[(String, String)]) -> String {
+    if tried.is_empty() {
+        String::new()
+    } else {
+        format!("; candidates tried before it:{}", tried_list(tried))
+    }
 }
 
 fn tried_list(tried: &[(String, String)]) -> String {

@@ -37,11 +37,11 @@
 //!
 //! Code objects on NVIDIA are cubins ([`crate::code_object::cubin`]), targets are SM
 //! architectures ([`target::SmTarget`]), loaded with
-//! [`Library::load_cubin`](crate::library::Library::load_cubin); the JIT is [`jit::NvJit`]
-//! over nvcc ([`crate::compiler::nvcc`]).
+//! [`Library::load_cubin`](crate::library::Library::load_cubin). The JIT is the one of both
+//! platforms, [`crate::jit::Jit`], compiling with nvcc ([`crate::compiler::nvcc`]) for an SM
+//! target.
 
 pub mod driver;
-pub mod jit;
 pub mod shim;
 pub mod target;
 

@@ -90,6 +90,19 @@ impl FromStr for SmTarget {
     }
 }
 
+impl serde::Serialize for SmTarget {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SmTarget {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<SmTarget, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        SmTarget::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,6 @@
 
 use std::path::PathBuf;
 
-use hipjit::cuda::jit::NvJit;
 use hipjit::prelude::*;
 use hipjit::runtime::Platform;
 
@@ -69,27 +68,20 @@ impl<E: Into<hipjit::Error>> From<E> for SoftmaxError {
     }
 }
 
-/// The compiler for a device's platform.
-pub enum Compiler {
-    /// hipcc through hipjit's JIT (AMD).
-    Amd(Jit),
-    /// nvcc through hipjit's NVIDIA JIT (HIP's NVIDIA platform).
-    Nvidia(NvJit),
-}
+/// hipjit's JIT, one for both platforms: it compiles with hipcc for an AMD device and with
+/// nvcc for a device of HIP's NVIDIA platform, the target taken from the device.
+pub struct Compiler(pub Jit);
 
 impl Compiler {
-    /// The compiler for `device`'s platform, with hipjit's default caches.
+    /// The JIT for `device`'s runtime, with hipjit's default caches.
     pub fn for_device(device: &Device) -> Result<Compiler, SoftmaxError> {
-        Ok(match device.runtime().platform() {
-            Platform::Nvidia => Compiler::Nvidia(NvJit::from_env()?),
-            _ => Compiler::Amd(Jit::new(JitOptions {
-                runtime_code_object_versions: device
-                    .runtime()
-                    .code_object_versions()
-                    .map(<[u32]>::to_vec),
-                ..JitOptions::default()
-            })?),
-        })
+        Ok(Compiler(Jit::new(JitOptions {
+            runtime_code_object_versions: device
+                .runtime()
+                .code_object_versions()
+                .map(<[u32]>::to_vec),
+            ..JitOptions::default()
+        })?))
     }
 }
 
@@ -164,27 +156,11 @@ impl RowSoftmax {
         }
         let src = source(cols);
         let include = include_dir()?;
-        let kernel = match compiler {
-            Compiler::Amd(jit) => {
-                let target = device
-                    .target_id()
-                    .ok_or_else(|| SoftmaxError::NoBlockSize(device.arch_name().to_owned()))?;
-                let options = CompileOptions::for_target(target.clone())
-                    .define("COLS", format!("{cols}u"))
-                    .include_dir(&include);
-                let loaded = jit.load(device, &src, &options)?;
-                loaded.library.kernel(KERNEL)?
-            }
-            Compiler::Nvidia(jit) => {
-                let flags = vec![
-                    format!("-DCOLS={cols}u"),
-                    "-I".into(),
-                    include.display().to_string(),
-                ];
-                let loaded = jit.load(device, &src, &flags)?;
-                loaded.library.kernel(KERNEL)?
-            }
-        };
+        // No target named: the JIT takes the device's (a target ID, or an SM target).
+        let options = CompileOptions::default()
+            .define("COLS", format!("{cols}u"))
+            .include_dir(&include);
+        let kernel = compiler.0.kernel(device, &src, KERNEL, &options)?;
         let (block, blocks_per_cu) = pick_block_size(device, &kernel, cols)?;
         Ok(RowSoftmax {
             kernel,

@@ -9,7 +9,8 @@ use std::ffi::c_void;
 use std::sync::OnceLock;
 
 use hipjit::args;
-use hipjit::cuda::jit::NvJit;
+use hipjit::compiler::CompileOptions;
+use hipjit::jit::{Jit, JitOptions};
 use hipjit::launch::LaunchConfig;
 use hipjit::runtime::{Platform, Runtime};
 use hipjit::stream::BorrowedStream;
@@ -22,17 +23,17 @@ extern "C" __global__ void scale_add(float* x, float a, unsigned n) {
 }
 "#;
 
-static JIT: OnceLock<Result<NvJit, String>> = OnceLock::new();
+static JIT: OnceLock<Result<Jit, String>> = OnceLock::new();
 
 fn run(stream: u64, ptr: u64, n: u32, a: f32) -> Result<(), Box<dyn std::error::Error>> {
     // The driver PyTorch already loaded is found with RTLD_NOLOAD: same driver, same streams.
     let rt = Runtime::load_platform(Platform::Nvidia)?;
     let dev = rt.device(0)?;
     let jit = JIT
-        .get_or_init(|| NvJit::from_env().map_err(|e| e.to_string()))
+        .get_or_init(|| Jit::new(JitOptions::default()).map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|e| e.clone())?;
-    let loaded = jit.load(&dev, SOURCE, &[])?;
+    let loaded = jit.load(&dev, SOURCE, &CompileOptions::default())?;
     let kernel = loaded.library.kernel("scale_add")?;
     // SAFETY: PyTorch owns the stream and keeps it alive during the call; BorrowedStream never
     // destroys it.
@@ -41,7 +42,7 @@ fn run(stream: u64, ptr: u64, n: u32, a: f32) -> Result<(), Box<dyn std::error::
     unsafe { kernel.launch(&s, LaunchConfig::for_num_elems(n, 256), &mut args![&ptr, &a, &n])? };
     eprintln!(
         "hipjit_torch_scale_add: launched scale_add ({:?}) on PyTorch stream {stream:#x}",
-        loaded.origin
+        loaded.compiled.origin()
     );
     Ok(())
 }

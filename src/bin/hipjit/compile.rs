@@ -34,10 +34,12 @@
 //!
 //! Without `-o`, nothing is written besides the cache entry.
 //!
-//! NVIDIA targets (`--arch sm_90`, `sm_90a`: HIP's NVIDIA platform) compile with nvcc through
-//! `hipjit::cuda::jit::NvJit` and the same disk cache (see `compile_nvidia`); outputs are named
-//! `.cubin`. AMDGPU and NVIDIA targets in one invocation are a usage error: the two platforms
-//! have separate compilers and separate options.
+//! NVIDIA targets (`--arch sm_90`, `sm_90a`: HIP's NVIDIA platform) compile through the same
+//! `hipjit::jit::Jit` and disk cache, with nvcc, one compile per SM target (a cubin holds code
+//! for one); outputs are named `.cubin`, diagnostics are nvcc's (no column). AMDGPU and NVIDIA
+//! targets in one invocation are a usage error: the two platforms have separate compilers.
+//! `--code-object-version` is an AMDGPU notion (a usage error with `sm_` targets), and so are
+//! `-O s` and `-O z` (nvcc takes -O0 to -O3).
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -45,12 +47,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use hipjit::compiler::diagnostics::{self, Diagnostic, Layout};
+use hipjit::compiler::nvcc::NvccError;
 use hipjit::compiler::{
     is_valid_source_name, CompileError, CompileOptions, CompilerConfig, CxxStd, OptLevel,
     OptionsError,
 };
 use hipjit::cuda::target::SmTarget;
-use hipjit::jit::{Compiled, Jit, JitError, JitOptions, Origin};
+use hipjit::jit::{Artefact, Compiled, Jit, JitError, JitOptions, Origin};
 use hipjit::target_id::TargetId;
 
 use crate::output::{self, CliError};
@@ -397,7 +400,8 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8], create_dir: bool) -> R
 /// What became of one input.
 struct Outcome {
     file: PathBuf,
-    result: Result<(Compiled, Vec<PathBuf>), String>,
+    /// The results (one for AMDGPU targets, one per SM target) and the files written.
+    result: Result<(Vec<Compiled>, Vec<PathBuf>), String>,
     /// The compiler's diagnostics (warnings of a success, everything of a failure), file names
     /// as the user gave them.
     diagnostics: Vec<Diagnostic>,
@@ -427,6 +431,10 @@ fn failure_diagnostics(e: &JitError) -> &[Diagnostic] {
         JitError::Compile(CompileError::Failed(f)) => &f.diagnostics,
         JitError::Compile(CompileError::UnsupportedTarget(u)) => &u.failure.diagnostics,
         JitError::Compile(CompileError::MissingDeviceLibrary(m)) => &m.failure.diagnostics,
+        JitError::Compile(CompileError::Nvcc(e)) => match &**e {
+            NvccError::Failed { diagnostics, .. } => diagnostics,
+            _ => &[],
+        },
         _ => &[],
     }
 }
@@ -471,7 +479,7 @@ pub(crate) fn error_text(
 fn compile_one(
     jit: &Jit,
     args: &Args,
-    base: &CompileOptions,
+    bases: &[CompileOptions],
     file: &Path,
     outs: &[PathBuf],
 ) -> Outcome {
@@ -480,69 +488,92 @@ fn compile_one(
         result: Err(m),
         diagnostics: Vec::new(),
     };
-    let targets = targets_text(args);
     let source = match read_source(file) {
         Ok(s) => s,
         Err(m) => return fail(m),
     };
-    let mut o = base.clone();
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // A name the compiler stage refuses falls back to its default (`kernel.hip`).
-    if is_valid_source_name(&name) {
-        o.source_name = Some(name);
-    }
     let dir = file
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    o.include_dirs.push(dir.to_path_buf());
-    match jit.compile(&source, &o) {
-        Ok(c) => {
-            let mut written = Vec::new();
-            for (i, path) in outs.iter().enumerate() {
-                let Some(co) = c.code_objects().get(i) else {
-                    return fail(format!(
-                        "{}: the compiler returned {} code objects for {} targets",
-                        file.display(),
-                        c.code_objects().len(),
-                        args.targets.len()
-                    ));
-                };
-                if let Err(e) = write_atomically(path, co.elf(), output_is_dir(args)) {
-                    return fail(format!(
-                        "{} (target {}): {e}",
-                        file.display(),
-                        co.target_id()
-                    ));
-                }
-                written.push(path.clone());
-            }
-            let diagnostics = user_diagnostics(file, o.source_file_name(), c.diagnostics());
-            Outcome {
-                file: file.to_path_buf(),
-                result: Ok((c, written)),
-                diagnostics,
-            }
+    let mut results = Vec::new();
+    let mut written = Vec::new();
+    let mut warnings = Vec::new();
+    let mut out_index = 0;
+    for base in bases {
+        let mut o = base.clone();
+        // A name the compiler stage refuses falls back to its default (`kernel.hip`).
+        if is_valid_source_name(&name) {
+            o.source_name = Some(name.clone());
         }
-        Err(e) => {
-            let diagnostics = user_diagnostics(file, o.source_file_name(), failure_diagnostics(&e));
-            let failed = matches!(e, JitError::Compile(CompileError::Failed(_)));
-            Outcome {
-                file: file.to_path_buf(),
-                result: Err(error_text(
-                    file,
-                    &targets,
+        o.include_dirs.push(dir.to_path_buf());
+        let targets = o.target_names().join(", ");
+        let layout = if o.sm_targets.is_empty() {
+            Layout::Clang
+        } else {
+            Layout::Nvcc
+        };
+        let c = match jit.compile(&source, &o) {
+            Ok(c) => c,
+            Err(e) => {
+                let diagnostics =
+                    user_diagnostics(file, o.source_file_name(), failure_diagnostics(&e));
+                let failed = matches!(
                     &e,
-                    failed,
-                    &diagnostics,
-                    Layout::Clang,
-                )),
-                diagnostics,
+                    JitError::Compile(CompileError::Failed(_))
+                        | JitError::Compile(CompileError::Nvcc(_))
+                );
+                return Outcome {
+                    file: file.to_path_buf(),
+                    result: Err(error_text(file, &targets, &e, failed, &diagnostics, layout)),
+                    diagnostics,
+                };
             }
+        };
+        for a in c.artefacts() {
+            let Some(path) = outs.get(out_index) else {
+                break;
+            };
+            out_index += 1;
+            if let Err(e) = write_atomically(path, a.elf(), output_is_dir(args)) {
+                return fail(format!(
+                    "{} (target {}): {e}",
+                    file.display(),
+                    a.target_name()
+                ));
+            }
+            written.push(path.clone());
         }
+        if c.artefacts().len() != o.target_names().len() {
+            return fail(format!(
+                "{}: the compiler returned {} code objects for {} targets",
+                file.display(),
+                c.artefacts().len(),
+                o.target_names().len()
+            ));
+        }
+        warnings.extend(user_diagnostics(
+            file,
+            o.source_file_name(),
+            c.diagnostics(),
+        ));
+        results.push(c);
+    }
+    // One SM target after another report the same warnings: say them once.
+    let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    for d in warnings {
+        if !diagnostics.contains(&d) {
+            diagnostics.push(d);
+        }
+    }
+    Outcome {
+        file: file.to_path_buf(),
+        result: Ok((results, written)),
+        diagnostics,
     }
 }
 
@@ -575,11 +606,18 @@ pub fn run(args: &Args) -> Result<(), CliError> {
              once per platform"
         )));
     }
-    if !nvidia.is_empty() {
-        let outs = output_paths(args, "cubin")?;
-        return crate::compile_nvidia::run(args, &nvidia, &outs);
+    let on_nvidia = !nvidia.is_empty();
+    if on_nvidia && args.code_object_version.is_some() {
+        return Err(CliError::usage(
+            "--code-object-version applies to AMDGPU code objects, not to cubins (sm_ targets)",
+        ));
     }
-    let outs = output_paths(args, "hsaco")?;
+    if on_nvidia && matches!(args.opt_level, Some(OptLevel::Os | OptLevel::Oz)) {
+        return Err(CliError::usage(
+            "-O s and -O z are clang's: nvcc takes -O 0 to 3 for sm_ targets",
+        ));
+    }
+    let outs = output_paths(args, if on_nvidia { "cubin" } else { "hsaco" })?;
     let mut base = CompileOptions {
         targets: amd,
         include_dirs: args.include_dirs.clone(),
@@ -598,7 +636,19 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         };
         base.defines.push((name, value));
     }
-    base.validate().map_err(|e| match e {
+    // One compile per SM target (a cubin holds one), one for all AMDGPU targets.
+    let bases: Vec<CompileOptions> = if on_nvidia {
+        nvidia
+            .iter()
+            .map(|sm| CompileOptions {
+                sm_targets: vec![*sm],
+                ..base.clone()
+            })
+            .collect()
+    } else {
+        vec![base.clone()]
+    };
+    bases[0].validate().map_err(|e| match e {
         // A flag's error names the flag and the compiler; the targets add nothing.
         OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. } => {
             CliError::usage(e.to_string())
@@ -610,7 +660,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         |j| j as usize,
     );
     let jit = Jit::new(JitOptions {
-        compiler: CompilerConfig {
+        compiler_config: CompilerConfig {
             max_concurrent: jobs,
             ..CompilerConfig::default()
         },
@@ -639,20 +689,20 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                 if i >= n {
                     break;
                 }
-                let outcome = compile_one(&jit, args, &base, &args.files[i], &outs[i]);
+                let outcome = compile_one(&jit, args, &bases, &args.files[i], &outs[i]);
                 let k = done.fetch_add(1, Ordering::Relaxed) + 1;
                 let line = match &outcome.result {
                     Ok((c, _)) => format!(
                         "{}: {} in {}",
                         outcome.file.display(),
-                        origin_name(c.origin()),
-                        output::ms(c.elapsed())
+                        origin_name(c[0].origin()),
+                        output::ms(c.iter().map(Compiled::elapsed).sum())
                     ),
                     Err(_) => format!("{}: failed", outcome.file.display()),
                 };
                 if let Ok((c, _)) = &outcome.result {
                     // A cache that could not be written is said, in text and JSON runs alike.
-                    for w in c.cache_warnings() {
+                    for w in c.iter().flat_map(Compiled::cache_warnings) {
                         let text = format!("hipjit: warning: {}: {w}", outcome.file.display());
                         match &bar {
                             Some(b) => b.suspend(|| eprintln!("{text}")),
@@ -662,7 +712,14 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                 }
                 if outcome.result.is_ok() && !outcome.diagnostics.is_empty() {
                     // The warnings, as the compiler printed them, with the user's paths.
-                    let text = diagnostics::render_all(&outcome.diagnostics);
+                    let text = diagnostics::render_all_as(
+                        &outcome.diagnostics,
+                        if on_nvidia {
+                            Layout::Nvcc
+                        } else {
+                            Layout::Clang
+                        },
+                    );
                     let text = text.trim_end();
                     match &bar {
                         Some(b) => b.suspend(|| eprintln!("{text}")),
@@ -699,15 +756,23 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         .flatten()
         .collect();
     let failed = results.iter().filter(|o| o.result.is_err()).count();
-    let id = jit.compiler().identity();
     if args.json {
+        // The compiler of the first result (all inputs of one invocation share it), else the
+        // one the JIT would run.
+        let used = results
+            .iter()
+            .find_map(|o| o.result.as_ref().ok().map(|(c, _)| c[0].compiler().clone()))
+            .or_else(|| jit.compiler_for(&bases[0]).ok().map(|c| c.used()));
         let list: Vec<serde_json::Value> = results
             .iter()
             .map(|o| outcome_json(o, &args.include_dirs))
             .collect();
         output::print_json(serde_json::json!({
-            "platform": "amd",
-            "compiler": { "path": output::path_json(&id.path), "version": id.version_summary() },
+            "platform": if on_nvidia { "nvidia" } else { "amd" },
+            "compiler": used.map(|u| serde_json::json!({
+                "path": output::path_json(&u.path),
+                "version": u.version,
+            })),
             "std": base.std.to_string(),
             "extra_flags": base.extra_flags,
             "cache_roots": jit.disk_cache().map(|d| output::paths_json(d.roots().iter().map(|r| &r.path))),
@@ -736,26 +801,45 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     Ok(())
 }
 
-fn print_compiled(file: &Path, c: &Compiled, written: &[PathBuf]) {
-    println!(
-        "{}: {} in {}, key {}",
-        file.display(),
-        origin_name(c.origin()),
-        output::ms(c.elapsed()),
-        c.key()
-    );
+fn print_compiled(file: &Path, results: &[Compiled], written: &[PathBuf]) {
+    for c in results {
+        println!(
+            "{}: {} in {}, key {}",
+            file.display(),
+            origin_name(c.origin()),
+            output::ms(c.elapsed()),
+            c.key()
+        );
+    }
     for w in written {
         println!("  wrote {}", w.display());
     }
-    for co in c.code_objects() {
-        println!(
-            "  target {}: code object v{}, {} kernel(s)",
-            co.target_id(),
-            co.code_object_version(),
-            co.kernels().len()
-        );
-        for k in co.kernels() {
-            print!("{}", output::kernel_text(k, 4));
+    for c in results {
+        for a in c.artefacts() {
+            match a {
+                Artefact::CodeObject(co) => {
+                    println!(
+                        "  target {}: code object v{}, {} kernel(s)",
+                        co.target_id(),
+                        co.code_object_version(),
+                        co.kernels().len()
+                    );
+                    for k in co.kernels() {
+                        print!("{}", output::kernel_text(k, 4));
+                    }
+                }
+                Artefact::Cubin(cubin) => {
+                    println!(
+                        "  target {}: cubin (ELF ABI version {}), {} kernel(s)",
+                        c.targets().first().map_or("?", String::as_str),
+                        cubin.abi_version(),
+                        cubin.kernels().len()
+                    );
+                    for k in cubin.kernels() {
+                        print!("{}", output::cubin_kernel_text(k, 4));
+                    }
+                }
+            }
         }
     }
 }
@@ -771,24 +855,48 @@ fn diagnostic_paths<'a>(o: &'a Outcome, include_dirs: &'a [PathBuf]) -> Vec<&'a 
 
 fn outcome_json(o: &Outcome, include_dirs: &[PathBuf]) -> serde_json::Value {
     let diagnostics = output::diagnostics_json(&o.diagnostics, &diagnostic_paths(o, include_dirs));
+    let cache = |c: &Compiled| match c.origin() {
+        Origin::Memory => "memory",
+        Origin::Disk => "disk",
+        Origin::Remote => "remote",
+        Origin::Compiler => "miss",
+    };
     match &o.result {
-        Ok((c, written)) => serde_json::json!({
-            "file": output::path_json(&o.file),
-            "ok": true,
-            "diagnostics": diagnostics,
-            "cache": match c.origin() { Origin::Memory => "memory", Origin::Disk => "disk", Origin::Remote => "remote", Origin::Compiler => "miss" },
-            "hit": c.is_hit(),
-            "time_ms": c.elapsed().as_secs_f64() * 1000.0,
-            "key": c.key().to_hex(),
-            "entry": c.entry_path().map(output::path_json),
-            "written": output::paths_json(written),
-            "cache_warnings": c.cache_warnings(),
-            "code_objects": c.code_objects().iter().map(|co| serde_json::json!({
-                "target_id": co.target_id().to_string(),
-                "code_object_version": co.code_object_version(),
-                "kernels": co.kernels().iter().map(output::kernel_json).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-        }),
+        Ok((results, written)) => {
+            let c = &results[0];
+            let code_objects: Vec<serde_json::Value> = results
+                .iter()
+                .flat_map(|c| c.artefacts().iter().map(move |a| (c, a)))
+                .map(|(c, a)| match a {
+                    Artefact::CodeObject(co) => serde_json::json!({
+                        "target_id": co.target_id().to_string(),
+                        "code_object_version": co.code_object_version(),
+                        "kernels": co.kernels().iter().map(output::kernel_json).collect::<Vec<_>>(),
+                    }),
+                    Artefact::Cubin(cubin) => serde_json::json!({
+                        "target_id": c.targets().first(),
+                        "elf_abi_version": cubin.abi_version(),
+                        "cache": cache(c),
+                        "key": c.key().to_hex(),
+                        "entry": c.entry_path().map(output::path_json),
+                        "kernels": cubin.kernels().iter().map(output::cubin_kernel_json).collect::<Vec<_>>(),
+                    }),
+                })
+                .collect();
+            serde_json::json!({
+                "file": output::path_json(&o.file),
+                "ok": true,
+                "diagnostics": diagnostics,
+                "cache": cache(c),
+                "hit": results.iter().all(Compiled::is_hit),
+                "time_ms": results.iter().map(|c| c.elapsed().as_secs_f64() * 1000.0).sum::<f64>(),
+                "key": c.key().to_hex(),
+                "entry": c.entry_path().map(output::path_json),
+                "written": output::paths_json(written),
+                "cache_warnings": results.iter().flat_map(Compiled::cache_warnings).collect::<Vec<_>>(),
+                "code_objects": code_objects,
+            })
+        }
         Err(e) => serde_json::json!({
             "file": output::path_json(&o.file),
             "ok": false,

@@ -30,6 +30,7 @@ use hipjit::compiler::process::{self, RunError};
 use serde::{Deserialize, Serialize};
 
 use crate::doctor_nvidia;
+use crate::doctor_rtc;
 use crate::header_set::{self, HeaderSet};
 use crate::output::{self, CliError};
 use crate::shared_object;
@@ -59,9 +60,17 @@ pub struct Args {
     /// runtimes, runtime_in_use, compilers, devices, findings; and for HIP's NVIDIA platform:
     /// platform {hip_platform, chosen, reason}, cuda_driver {asked, origin, path, version,
     /// version_code, library_api_exported, library_api, devices [{name, target}],
-    /// device_error, load_error}, nvcc {path, origin, release, version, error}.
+    /// device_error, load_error}, nvcc {path, origin, release, version, error}; and for the
+    /// in-process compilers: in_process {hiprtc, nvrtc}, each {found, path, origin, major,
+    /// library_version, identity_files [{path, size}], comgr, processors, targets [{target,
+    /// from, compiles, error, auto, auto_reason}], error}.
     #[arg(long)]
     pub json: bool,
+    /// Also check the in-process compilers for this target (an AMDGPU target ID such as
+    /// `gfx942:sramecc+:xnack-`, or an SM target such as `sm_90`), as if a device had it;
+    /// repeatable.
+    #[arg(long = "target", value_name = "TARGET")]
+    pub targets: Vec<String>,
 }
 
 /// Arguments of the hidden `probe-runtime`.
@@ -196,6 +205,7 @@ struct Report {
     platform: doctor_nvidia::PlatformReport,
     cuda_driver: doctor_nvidia::CudaReport,
     nvcc: doctor_nvidia::NvccReport,
+    in_process: doctor_rtc::InProcess,
     findings: Vec<Finding>,
 }
 
@@ -829,6 +839,9 @@ fn diagnose(r: &mut Report) {
         }
     }
     doctor_nvidia::diagnose(&r.platform, &r.cuda_driver, &r.nvcc, &mut f);
+    doctor_rtc::diagnose(&r.in_process, &mut |level, text| {
+        f.push(Finding { level, text })
+    });
     r.findings = f;
 }
 
@@ -1005,6 +1018,7 @@ fn print_text(r: &Report) {
         }
     }
     doctor_nvidia::print_text(&r.platform, &r.cuda_driver, &r.nvcc);
+    doctor_rtc::print_text(&r.in_process);
     println!("\nDiagnosis");
     for f in &r.findings {
         println!("  {:<7} {}", f.level, f.text);
@@ -1017,16 +1031,55 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let runtimes = runtimes();
     let runtime_in_use = run_probe(None);
     let cuda_driver = doctor_nvidia::cuda_driver();
+    let nvcc = doctor_nvidia::nvcc();
+    let compilers = compilers();
+    let mut amd_targets: Vec<(String, String)> = Vec::new();
+    if runtime_in_use.platform.as_deref() != Some("nvidia") {
+        for (i, d) in runtime_in_use.devices.iter().enumerate() {
+            amd_targets.push((d.clone(), format!("device {i}")));
+        }
+    }
+    let mut sm_targets: Vec<(String, String)> = cuda_driver
+        .devices
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| Some((d.target.clone()?, format!("CUDA device {i}"))))
+        .collect();
+    for t in &args.targets {
+        let list = if t.starts_with("sm_") {
+            &mut sm_targets
+        } else {
+            &mut amd_targets
+        };
+        if !list.iter().any(|(have, _)| have == t) {
+            list.push((t.clone(), "--target".to_owned()));
+        }
+    }
+    let hipcc = compilers
+        .iter()
+        .find(|c| c.error.is_none())
+        .map(|c| c.path.clone());
+    let in_process = doctor_rtc::gather(
+        runtime_in_use
+            .path
+            .as_deref()
+            .filter(|_| runtime_in_use.platform.as_deref() != Some("nvidia")),
+        hipcc.as_deref(),
+        nvcc.path.as_deref(),
+        &amd_targets,
+        &sm_targets,
+    );
     let mut report = Report {
         platform: doctor_nvidia::platform(&runtime_in_use, &cuda_driver),
         cuda_driver,
-        nvcc: doctor_nvidia::nvcc(),
+        nvcc,
         header_sets: header_sets(),
         build: build_report(),
         runtimes,
         devices: runtime_in_use.devices.clone(),
         runtime_in_use,
-        compilers: compilers(),
+        compilers,
+        in_process,
         findings: Vec::new(),
     };
     diagnose(&mut report);

@@ -372,7 +372,7 @@ pub fn diagnose(
     }
     if wants_nvidia {
         push("note", format!(
-            "hipcc reads {PLATFORM_ENV} too, and hipjit passes it on to hipcc: while it says nvidia, hipcc compiles through nvcc instead of for AMD GPUs (hipjit's NVIDIA JIT, NvJit, runs nvcc itself)"
+            "hipcc reads {PLATFORM_ENV} too, and hipjit passes it on to hipcc: while it says nvidia, hipcc compiles through nvcc instead of for AMD GPUs (for sm_ targets hipjit's JIT runs nvcc itself)"
         ));
     }
     if let Some(c) = &p.chosen {

@@ -1,0 +1,215 @@
+//! The JIT's disk-cache entries ([`crate::cache::disk`]): the header manifest under the direct
+//! key, the result under the result key, and reading a result back as artefacts of the
+//! platform the options name (artefact `code-object` for AMDGPU code objects, `cubin` for a
+//! cubin).
+
+use std::sync::Arc;
+
+use super::compiled::{Artefact, CompiledInner, CompilerUsed};
+use super::JitError;
+use crate::cache::disk::{BadEntry, DiskCache, Entry, EntryMeta};
+use crate::cache::key::{self, CacheKey};
+use crate::cache::manifest::{Manifest, MANIFEST_ARTEFACT};
+use crate::code_object::cubin::Cubin;
+use crate::code_object::CodeObject;
+use crate::compiler::diagnostics;
+use crate::compiler::CompileOptions;
+
+/// The artefact holding the code object(s) of an AMD compile: a raw ELF for one target, an
+/// offload bundle for several.
+pub const CODE_OBJECT_ARTEFACT: &str = "code-object";
+/// The artefact holding the cubin of an NVIDIA compile.
+pub const CUBIN_ARTEFACT: &str = "cubin";
+pub(crate) const LLVM_IR: &str = "llvm-ir.bc";
+pub(crate) const ISA: &str = "isa.s";
+
+/// The name of the artefact holding the compiler's output for `o`'s platform.
+pub(crate) fn output_artefact(o: &CompileOptions) -> &'static str {
+    if o.sm_targets.is_empty() {
+        CODE_OBJECT_ARTEFACT
+    } else {
+        CUBIN_ARTEFACT
+    }
+}
+
+/// The manifest of `direct` in `disk` as the files are now, and the result key it gives;
+/// `None` when there is none, it does not decode (reported), or one of its files is gone.
+pub(crate) fn manifest_lookup(
+    disk: &DiskCache,
+    direct: &CacheKey,
+    o: &CompileOptions,
+) -> Option<(Manifest, CacheKey)> {
+    let entry = disk.get(direct).entry?;
+    let bytes = entry.artefact(MANIFEST_ARTEFACT)?;
+    let stored = match Manifest::from_bytes(bytes) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(path = %entry.path.display(), error = %e, "unusable hipjit header manifest");
+            return None;
+        }
+    };
+    let now = stored.current(&o.include_dirs)?;
+    let key = key::result_key(direct, &now);
+    Some((now, key))
+}
+
+/// Stores `manifest` as the entry of `direct` in the written root, replacing the one there.
+/// A failure is a warning (returned): the result entry is published, it is only not found by
+/// this route.
+pub(crate) fn publish_manifest(
+    disk: &DiskCache,
+    direct: &CacheKey,
+    meta: EntryMeta,
+    manifest: &Manifest,
+) -> Option<String> {
+    let bytes = manifest.to_bytes();
+    let root = disk.roots().first()?;
+    if let Some(old) = disk.get(direct).entry {
+        if old.artefact(MANIFEST_ARTEFACT) == Some(&bytes[..]) {
+            return None;
+        }
+        if old.path.starts_with(&root.path) {
+            if let Err(e) = std::fs::remove_file(&old.path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    let w = format!(
+                        "the header manifest {} cannot be replaced: {e}",
+                        old.path.display()
+                    );
+                    tracing::warn!(key = %direct, "{w}");
+                    return Some(w);
+                }
+            }
+        }
+    }
+    let meta = EntryMeta {
+        dependencies: Vec::new(),
+        ..meta
+    };
+    match disk.put(direct, meta, &[(MANIFEST_ARTEFACT, &bytes)]) {
+        Ok(_) => None,
+        Err(e) => {
+            let w = format!("the header manifest was not cached: {e}");
+            tracing::warn!(key = %direct, "{w}");
+            Some(w)
+        }
+    }
+}
+
+/// The result of a disk hit.
+pub(crate) fn inner_from_entry(
+    key: CacheKey,
+    artefacts: Vec<Artefact>,
+    entry: &Entry,
+    bad_entries: Vec<BadEntry>,
+    compiler: CompilerUsed,
+    o: &CompileOptions,
+) -> CompiledInner {
+    CompiledInner {
+        key,
+        targets: o.target_names(),
+        code_objects: code_objects_of(&artefacts),
+        artefacts,
+        entry_path: Some(entry.path.clone()),
+        command: entry.meta.command.clone(),
+        log: String::new(),
+        diagnostics: diagnostics::from_artefact(entry.artefact(diagnostics::ARTEFACT)),
+        llvm_ir: entry.artefact(LLVM_IR).map(<[u8]>::to_vec),
+        isa: entry
+            .artefact(ISA)
+            .map(|b| String::from_utf8_lossy(b).into_owned()),
+        bad_entries,
+        cache_warnings: Vec::new(),
+        compiler,
+    }
+}
+
+/// The code objects among `artefacts`, in order.
+pub(crate) fn code_objects_of(artefacts: &[Artefact]) -> Vec<Arc<CodeObject>> {
+    artefacts
+        .iter()
+        .filter_map(|a| match a {
+            Artefact::CodeObject(c) => Some(Arc::clone(c)),
+            Artefact::Cubin(_) => None,
+        })
+        .collect()
+}
+
+/// The artefacts of a disk hit, or `None` when the entry, though intact (its sha256 sums
+/// match), holds nothing hipjit can read for `o`'s targets (written by another hipjit
+/// version, or by hand). Such an entry is recorded in `bad` and, in the written root, removed,
+/// so that the compile that follows publishes a good one in its place ([`DiskCache::put`]
+/// never overwrites an intact entry).
+pub(crate) fn usable_entry(
+    disk: &DiskCache,
+    key: &CacheKey,
+    entry: &Entry,
+    o: &CompileOptions,
+    bad: &mut Vec<BadEntry>,
+) -> Option<Vec<Artefact>> {
+    let name = output_artefact(o);
+    let reason = match entry.artefact(name) {
+        None => format!("it has no {name} artefact"),
+        Some(bytes) => match read_artefacts(key, bytes, o) {
+            Ok(artefacts) => return Some(artefacts),
+            Err(e) => e.to_string(),
+        },
+    };
+    let writable_root = disk
+        .roots()
+        .first()
+        .is_some_and(|r| entry.path.starts_with(&r.path));
+    tracing::warn!(path = %entry.path.display(), %reason, "unusable hipjit cache entry");
+    if writable_root {
+        if let Err(e) = std::fs::remove_file(&entry.path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %entry.path.display(), error = %e,
+                    "cannot remove an unusable hipjit cache entry");
+            }
+        }
+    }
+    bad.push(BadEntry {
+        path: entry.path.clone(),
+        reason,
+        writable_root,
+    });
+    None
+}
+
+/// The compiler's output `bytes` read as the artefacts of `o`'s targets: one code object per
+/// AMDGPU target ID (out of a raw ELF or an offload bundle), or the cubin of the SM target,
+/// which must be of that SM.
+///
+/// Errors: [`JitError::CodeObject`] or [`JitError::Cubin`] naming the key and the target.
+pub(crate) fn read_artefacts(
+    key: &CacheKey,
+    bytes: &[u8],
+    o: &CompileOptions,
+) -> Result<Vec<Artefact>, JitError> {
+    if let Some(sm) = o.sm_targets.first() {
+        let cubin = Cubin::from_bytes(bytes).map_err(|e| JitError::Cubin {
+            key: *key,
+            target: sm.to_string(),
+            reason: e.to_string(),
+        })?;
+        if cubin.target().sm != sm.sm {
+            return Err(JitError::Cubin {
+                key: *key,
+                target: sm.to_string(),
+                reason: format!("it holds code for {}", cubin.target()),
+            });
+        }
+        return Ok(vec![Artefact::Cubin(Arc::new(cubin))]);
+    }
+    o.targets
+        .iter()
+        .map(|t| {
+            CodeObject::from_bytes(bytes, Some(t))
+                .map(|c| Artefact::CodeObject(Arc::new(c)))
+                .map_err(|source| JitError::CodeObject {
+                    key: *key,
+                    target: t.to_string(),
+                    source: Box::new(source),
+                })
+        })
+        .collect()
+}

@@ -1,0 +1,777 @@
+//! The JIT, one for both of HIP's platforms: HIP C++ source in, cached AMDGPU code objects
+//! (hipcc) or cubins (nvcc, HIP's NVIDIA platform) and their kernels out.
+//!
+//! [`Jit::load`] takes the platform and the target from the device (its target ID, or its SM
+//! target); [`Jit::compile`] takes them from the options ([`CompileOptions::targets`] or
+//! [`CompileOptions::sm_targets`]). The compiler of each platform is found on first use
+//! ([`compilers`]), so a JIT on a machine with only nvcc never looks for hipcc. Both platforms
+//! share everything below.
+//!
+//! [`Jit::compile`] looks in three places, in order:
+//! 1. the in-process cache ([`crate::cache::memory`]): a cheap pre-key over source and options,
+//!    confirmed by comparing both in full; no sha256 on this path;
+//! 2. the disk cache ([`crate::cache::disk`]): the direct key ([`crate::cache::key`]: source,
+//!    options, the compiler's identity and environment, the caller's extra signature) names
+//!    a header manifest ([`crate::cache::manifest`]) of the files the last compile read; the
+//!    files are checked as they are now (stat first, hashed when changed), and their hashes
+//!    give the result key of the entry holding the code objects or cubin ([`entry`]);
+//! 3. the remote tier shared by a cluster ([`crate::cache::remote`], feature `redis`), when
+//!    configured: the direct key's manifests and the entry they name, checked like a disk
+//!    entry, then written to the first disk root ([`remote`]);
+//! 4. the compiler ([`crate::compiler::Backend`]); the result is published under the result
+//!    key of the files the compiler's dependency output lists, and the manifest replaced,
+//!    unless a file changed while it ran (then the result goes to the caller only); then
+//!    stored remotely.
+//!
+//! However many threads ask for the same source and options at once, one compiles (single
+//! flight); across processes sharing a cache root, a miss is compiled under the direct key's
+//! lock ([`DiskCache::lock`]), and the processes that waited read the published entry; across
+//! machines, under the remote tier's cluster lock ([`crate::cache::remote::lock`]).
+//! Headers are checked on disk lookups only: the in-process cache does not notice a header
+//! edited while the process runs (call [`Jit::clear_memory`]).
+
+mod checks;
+pub mod compiled;
+pub mod compilers;
+pub mod entry;
+mod remote;
+
+pub use checks::CheckFailed;
+pub use compiled::{Artefact, Compiled, CompilerUsed, Origin};
+pub use compilers::Chosen;
+pub use entry::{CODE_OBJECT_ARTEFACT, CUBIN_ARTEFACT};
+pub use remote::RemoteLocation;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use crate::cache::disk::{CacheError, DiskCache, EntryMeta, LockOutcome};
+use crate::cache::key::{self, CacheKey};
+use crate::cache::manifest::{self, Manifest};
+use crate::cache::memory::MemoryCache;
+use crate::cache::remote::RemoteConfigError;
+use crate::code_object::CodeObjectError;
+use crate::compiler::diagnostics;
+use crate::compiler::{
+    CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerIdentity,
+};
+use crate::device::Device;
+use crate::error::LibraryError;
+use crate::library::Library;
+use compiled::CompiledInner;
+use compilers::Compilers;
+use entry::{
+    inner_from_entry, manifest_lookup, output_artefact, publish_manifest, read_artefacts,
+    usable_entry, ISA, LLVM_IR,
+};
+
+/// Where the disk cache lives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CacheLocation {
+    /// `HIPJIT_CACHE_DIR`, else the default root (see [`crate::cache::disk`]).
+    #[default]
+    FromEnv,
+    /// These roots: the first written, the rest read-only.
+    Roots(Vec<PathBuf>),
+    /// No disk cache (in-process only).
+    Disabled,
+}
+
+/// Settings of a [`Jit`].
+#[derive(Clone, Debug, Default)]
+pub struct JitOptions {
+    /// How to find and run the compilers (hipcc, nvcc), each found on first use.
+    pub compiler_config: CompilerConfig,
+    /// The disk cache.
+    pub cache: CacheLocation,
+    /// Size cap of the written cache root in bytes (least recently used entries go first).
+    pub max_cache_bytes: Option<u64>,
+    /// A caller-supplied signature hashed into every key (a generator's version, say).
+    pub extra_signature: Vec<u8>,
+    /// The code object versions the runtime in use accepts, when known
+    /// (`Runtime::code_object_versions`). When set, and the options do not pick a version,
+    /// the highest version both the runtime and the compiler support is requested.
+    pub runtime_code_object_versions: Option<Vec<u32>>,
+    /// How long a compile waits for another process compiling the same key (the cache's
+    /// per-key lock) before compiling without it, saying so in
+    /// [`Compiled::cache_warnings`]. `None`: the compiler's timeout
+    /// ([`CompilerConfig::timeout`]).
+    pub lock_wait: Option<Duration>,
+    /// The remote cache tier, looked up after the disk roots and written after each compile
+    /// (needs the `redis` feature; without it, a configured server is an error and the
+    /// variable is ignored with a warning).
+    pub remote_cache: RemoteLocation,
+}
+
+/// Errors of the JIT.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JitError {
+    /// The compiler could not be found or identified.
+    #[error(transparent)]
+    Compiler(#[from] CompilerError),
+    /// Compiling failed.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// The disk cache could not be opened or written.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    /// The remote cache's settings cannot be used.
+    #[error(transparent)]
+    RemoteConfig(#[from] RemoteConfigError),
+    /// The compiler's output is not a usable code object.
+    #[error("output of key {key} is not a usable code object for {target}: {source}")]
+    CodeObject {
+        /// The cache key.
+        key: CacheKey,
+        /// The target.
+        target: String,
+        /// The reader's error.
+        source: Box<CodeObjectError>,
+    },
+    /// The compiler's output is not a usable cubin for the SM target.
+    #[error("output of key {key} is not a usable cubin for {target}: {reason}")]
+    Cubin {
+        /// The cache key.
+        key: CacheKey,
+        /// The SM target.
+        target: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A metadata check failed.
+    #[error(transparent)]
+    Check(#[from] CheckFailed),
+    /// Loading the code object or cubin on the device failed (after one recompile when the
+    /// runtime called the image invalid).
+    #[error(transparent)]
+    Load(#[from] Box<LibraryError>),
+    /// No artefact of the result runs on the device.
+    #[error("none of the compiled targets ({targets}) runs on device {ordinal} ({device})")]
+    NoCodeObjectForDevice {
+        /// The compiled targets.
+        targets: String,
+        /// The device's target ID or SM target.
+        device: String,
+        /// The device ordinal.
+        ordinal: i32,
+    },
+    /// The device's target is unknown (neither a target ID nor an SM target) and the options
+    /// name no target.
+    #[error("device {ordinal} reports the architecture {arch_name:?}, which is neither a target ID nor an SM target hipjit knows; name the target in CompileOptions::targets or sm_targets")]
+    UnknownDeviceTarget {
+        /// The device ordinal.
+        ordinal: i32,
+        /// What the device reported (`gcnArchName`).
+        arch_name: String,
+    },
+}
+
+/// A compiled source loaded on one device: the compile result and the loaded library (shared
+/// by every caller asking for the same device and key).
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// The compile result.
+    pub compiled: Compiled,
+    /// The code object or cubin loaded on the device.
+    pub library: Arc<Library>,
+}
+
+/// (runtime library path, device ordinal, cache key).
+type LoadedKey = (PathBuf, i32, CacheKey);
+
+/// One loaded library per [`LoadedKey`]: the lock is held while it is loaded, so that threads
+/// asking for the same device and key at once load it once (single flight), while other
+/// devices and keys load in parallel.
+type LoadedSlot = Arc<Mutex<Option<Arc<Library>>>>;
+
+/// The JIT compiler with its caches, for AMD and NVIDIA GPUs alike. `Send + Sync`: share one
+/// per process.
+pub struct Jit {
+    compilers: Compilers,
+    disk: Option<DiskCache>,
+    memory: MemoryCache<(Arc<CompiledInner>, Origin)>,
+    extra: Vec<u8>,
+    runtime_versions: Option<Vec<u32>>,
+    lock_wait: Option<Duration>,
+    #[cfg(feature = "redis")]
+    remote: Option<crate::cache::remote::RemoteCache>,
+    /// Copies of remote hits into the first disk root, written in the background.
+    #[cfg(feature = "redis")]
+    write_back: crate::cache::remote::write_back::WriteBack,
+    loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
+    /// Kernels by (device, source, options, name): [`Jit::kernel`].
+    kernels: crate::cache::kernels::KernelCache<CompileOptions>,
+}
+
+impl std::fmt::Debug for Jit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jit")
+            .field("compilers", &self.compilers)
+            .field("disk", &self.disk)
+            .field("memory", &self.memory)
+            .finish()
+    }
+}
+
+impl Jit {
+    /// Opens the disk cache. The compilers are found on first use (hipcc for an AMDGPU
+    /// target, nvcc for an SM target), so their errors come from the first compile.
+    ///
+    /// Errors: [`JitError::Cache`] (a root that cannot be created, or is refused by the
+    /// ownership rules of [`crate::cache::disk`]), [`JitError::RemoteConfig`] (a malformed
+    /// `HIPJIT_REMOTE_CACHE` or signing key; a server configured in a build without the
+    /// `redis` feature).
+    pub fn new(options: JitOptions) -> Result<Jit, JitError> {
+        #[cfg_attr(
+            not(feature = "redis"),
+            allow(clippy::let_unit_value, unused_variables)
+        )]
+        let remote = remote::open_remote(options.remote_cache)?;
+        let disk = match options.cache {
+            CacheLocation::Disabled => None,
+            CacheLocation::FromEnv => Some(DiskCache::from_env()?),
+            CacheLocation::Roots(r) => Some(DiskCache::open(&r)?),
+        }
+        .map(|d| d.with_max_bytes(options.max_cache_bytes));
+        Ok(Jit {
+            compilers: Compilers::new(options.compiler_config),
+            disk,
+            memory: MemoryCache::new(),
+            extra: options.extra_signature,
+            runtime_versions: options.runtime_code_object_versions,
+            lock_wait: options.lock_wait,
+            #[cfg(feature = "redis")]
+            remote,
+            #[cfg(feature = "redis")]
+            write_back: Default::default(),
+            loaded: Mutex::new(HashMap::new()),
+            kernels: Default::default(),
+        })
+    }
+
+    /// The compiler that compiles `options` (found now if it was not yet), and why that one.
+    ///
+    /// Errors: [`JitError::Compiler`] when it cannot be found or identified.
+    pub fn compiler_for(&self, options: &CompileOptions) -> Result<Chosen, JitError> {
+        Ok(self.compilers.choose(options)?)
+    }
+
+    /// The disk cache, unless disabled.
+    pub fn disk_cache(&self) -> Option<&DiskCache> {
+        self.disk.as_ref()
+    }
+
+    /// The remote tier, when one is configured.
+    #[cfg(feature = "redis")]
+    pub fn remote_cache(&self) -> Option<&crate::cache::remote::RemoteCache> {
+        self.remote.as_ref()
+    }
+
+    /// Waits until every remote hit of this `Jit` has been written to the first disk root
+    /// (they are written in the background; dropping the `Jit` waits too).
+    #[cfg(feature = "redis")]
+    pub fn flush_cache_writes(&self) {
+        self.write_back.flush();
+    }
+
+    /// Forgets every in-process result (the disk cache stays).
+    pub fn clear_memory(&self) {
+        self.memory.clear();
+        self.kernels.clear();
+    }
+
+    /// The kernel `name` of `source` compiled with `options` and loaded on `device`
+    /// ([`Jit::load`], then [`Library::kernel`]), cached per (device, source, options, name):
+    /// a hit compares the source, options and name in full and clones the owned
+    /// [`crate::kernel::Kernel`], with no runtime call. On either platform.
+    ///
+    /// Errors: those of [`Jit::load`]; [`JitError::Load`] with
+    /// [`LibraryError::KernelNotFound`] naming the kernels there are.
+    pub fn kernel(
+        &self,
+        device: &Device,
+        source: impl AsRef<[u8]>,
+        name: &str,
+        options: &CompileOptions,
+    ) -> Result<crate::kernel::Kernel, JitError> {
+        let source = source.as_ref();
+        if let Some(k) = self.kernels.get(device, source, |o| o == options, name) {
+            return Ok(k);
+        }
+        let kernel = self
+            .load(device, source, options)?
+            .library
+            .kernel(name)
+            .map_err(|e| JitError::from(Box::new(e)))?;
+        self.kernels
+            .insert(device, source, options.clone(), name, &kernel);
+        Ok(kernel)
+    }
+
+    /// The options as compiled: for AMDGPU targets, [`CompileOptions::code_object_version`]
+    /// filled from the runtime's accepted versions when they are known and the options leave
+    /// it open (which asks hipcc's identity, finding it if need be).
+    ///
+    /// Errors: [`JitError::Compiler`] when that needs hipcc and it cannot be found.
+    pub fn effective_options(&self, options: &CompileOptions) -> Result<CompileOptions, JitError> {
+        self.effective_options_with(options, self.runtime_versions.as_deref())
+    }
+
+    fn effective_options_with(
+        &self,
+        options: &CompileOptions,
+        runtime_versions: Option<&[u32]>,
+    ) -> Result<CompileOptions, JitError> {
+        let mut o = options.clone();
+        if o.code_object_version.is_none() && o.sm_targets.is_empty() {
+            if let Some(accepted) = runtime_versions {
+                let chosen = self.compilers.choose(&o)?;
+                let supported = compiler_code_object_versions(chosen.backend.identity());
+                o.code_object_version = accepted
+                    .iter()
+                    .copied()
+                    .filter(|v| supported.contains(v))
+                    .max();
+            }
+        }
+        Ok(o)
+    }
+
+    /// The result key `source` (its bytes) and `options` have with the files on disk as they
+    /// are now, when the disk cache holds a header manifest for them (a compile of them was
+    /// published); `None` otherwise (no disk cache, or never compiled: the files the compiler
+    /// would read are only known from a compile).
+    ///
+    /// Errors: [`JitError::Compile`] with invalid options, [`JitError::Compiler`].
+    pub fn key(
+        &self,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<Option<CacheKey>, JitError> {
+        let source = source.as_ref();
+        let o = self.effective_options(options)?;
+        o.validate().map_err(CompileError::from)?;
+        let chosen = self.compilers.choose(&o)?;
+        let direct = chosen.backend.direct_key(source, &o, &self.extra);
+        Ok(self
+            .disk
+            .as_ref()
+            .and_then(|d| manifest_lookup(d, &direct, &o))
+            .map(|(_, k)| k))
+    }
+
+    /// The direct key of `source` (its bytes) and `options`: everything known before the
+    /// compiler runs (source, options, compiler identity and environment, signature), which
+    /// names the header manifest; two sources or option sets with different direct keys never
+    /// share a result ([`crate::cache::key`]). Computed without touching the disk.
+    ///
+    /// Errors: [`JitError::Compile`] with invalid options, [`JitError::Compiler`].
+    pub fn source_key(
+        &self,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<CacheKey, JitError> {
+        let o = self.effective_options(options)?;
+        o.validate().map_err(CompileError::from)?;
+        let chosen = self.compilers.choose(&o)?;
+        Ok(chosen.backend.direct_key(source.as_ref(), &o, &self.extra))
+    }
+
+    /// Compiles `source` for the targets of `options` (AMDGPU target IDs, or an SM target), or
+    /// returns the cached result. The source is bytes (`&str`, `String`, `&[u8]`, `Vec<u8>`),
+    /// in any encoding the compiler accepts, keyed by those bytes.
+    ///
+    /// Errors: [`JitError::Compiler`] (the platform's compiler not found),
+    /// [`JitError::Compile`] (bad options, compiler failure, unsupported target...),
+    /// [`JitError::CodeObject`] / [`JitError::Cubin`] (the compiler's output unreadable; a
+    /// cached entry whose output does not read is a bad entry, compiled again),
+    /// [`JitError::Check`] (a requested metadata check failed). A disk cache that cannot be
+    /// written only logs a warning (and says so in [`Compiled::cache_warnings`]).
+    pub fn compile(
+        &self,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<Compiled, JitError> {
+        self.compile_impl(source.as_ref(), options, false)
+    }
+
+    fn compile_impl(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        bypass_disk: bool,
+    ) -> Result<Compiled, JitError> {
+        let started = Instant::now();
+        let (inner, hit) = self.memory.get_or_try_insert(source, options, || {
+            self.compile_uncached(source, options, bypass_disk)
+        })?;
+        if options.checks != Default::default() {
+            checks::run_checks(&inner.0, options)?;
+        }
+        Ok(Compiled {
+            inner: inner.0,
+            origin: if hit { Origin::Memory } else { inner.1 },
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// Forgets `compiled` (compiled from `source` and `options`) in memory and removes its
+    /// entry from the written disk root, so the next [`Jit::compile`] compiles again. For a
+    /// code object or cubin the runtime rejected as an invalid image.
+    ///
+    /// Errors: [`JitError::Cache`] when the entry file cannot be removed.
+    pub fn evict(
+        &self,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+        compiled: &Compiled,
+    ) -> Result<(), JitError> {
+        self.memory.remove(source.as_ref(), options);
+        if let (Some(disk), Some(path)) = (&self.disk, compiled.entry_path()) {
+            if path.starts_with(&disk.roots()[0].path) {
+                match std::fs::remove_file(path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(source) => {
+                        return Err(CacheError::Io {
+                            path: path.clone(),
+                            source,
+                        }
+                        .into())
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Compiles `source` for `device` (or takes it from a cache) and loads it there; the
+    /// loaded library is cached per (runtime, device, key), so a second call returns the same
+    /// [`Library`]. With no targets in `options` the device's is used: its target ID on AMD,
+    /// its SM target on HIP's NVIDIA platform (then compiled by nvcc to a cubin). With no code
+    /// object version in `options` (and none from
+    /// [`JitOptions::runtime_code_object_versions`]) the device runtime's accepted versions
+    /// choose it. When the runtime rejects the image as invalid (`hipErrorInvalidImage`), the
+    /// cached result is evicted (memory and written disk root) and the source is compiled and
+    /// loaded once more.
+    ///
+    /// Errors: those of [`Jit::compile`]; [`JitError::UnknownDeviceTarget`];
+    /// [`JitError::NoCodeObjectForDevice`]; [`JitError::Load`] from [`Library::load`]
+    /// (`hipModuleLoadData` / `hipLibraryLoadData`) or [`Library::load_cubin`]
+    /// (`cuLibraryLoadData` / `cuModuleLoadData`).
+    pub fn load(
+        &self,
+        device: &Device,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<Loaded, JitError> {
+        self.load_with(device, source, options, Artefact::load)
+    }
+
+    /// [`Jit::load`] with the loading step supplied by the caller (a wrapper that logs or
+    /// injects failures); `load` gets the device and the artefact chosen for it.
+    ///
+    /// Errors: as [`Jit::load`], with `load`'s errors in [`JitError::Load`].
+    pub fn load_with<L>(
+        &self,
+        device: &Device,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+        load: L,
+    ) -> Result<Loaded, JitError>
+    where
+        L: Fn(&Artefact, &Device) -> Result<Library, LibraryError>,
+    {
+        let source = source.as_ref();
+        let mut o = options.clone();
+        if o.targets.is_empty() && o.sm_targets.is_empty() {
+            if let Some(t) = device.target_id() {
+                o.targets = vec![t.clone()];
+            } else if let Some(sm) = device.sm_target() {
+                o.sm_targets = vec![sm];
+            } else {
+                return Err(JitError::UnknownDeviceTarget {
+                    ordinal: device.ordinal(),
+                    arch_name: device.arch_name().to_string(),
+                });
+            }
+        }
+        if self.runtime_versions.is_none() {
+            o = self.effective_options_with(&o, device.runtime().code_object_versions())?;
+        }
+        let runtime = device.runtime().path().to_path_buf();
+        let mut bypass_disk = false;
+        loop {
+            let compiled = self.compile_impl(source, &o, bypass_disk)?;
+            let map_key = (runtime.clone(), device.ordinal(), compiled.key());
+            let slot: LoadedSlot = Arc::clone(self.loaded.lock().entry(map_key).or_default());
+            let mut slot = slot.lock();
+            if let Some(lib) = &*slot {
+                return Ok(Loaded {
+                    compiled,
+                    library: Arc::clone(lib),
+                });
+            }
+            let device_known = device.target_id().is_some() || device.sm_target().is_some();
+            let artefact = match compiled.artefact_for(device) {
+                Some(a) => a.clone(),
+                // A device whose target is unknown: let the loader report the mismatch.
+                None if !device_known => compiled.artefacts()[0].clone(),
+                None => {
+                    return Err(JitError::NoCodeObjectForDevice {
+                        targets: o.target_names().join(", "),
+                        device: device
+                            .target_id()
+                            .map(|t| t.to_string())
+                            .or_else(|| device.sm_target().map(|t| t.to_string()))
+                            .unwrap_or_else(|| device.arch_name().to_string()),
+                        ordinal: device.ordinal(),
+                    })
+                }
+            };
+            match load(&artefact, device) {
+                Ok(lib) => {
+                    let lib = Arc::new(lib);
+                    *slot = Some(Arc::clone(&lib));
+                    return Ok(Loaded {
+                        compiled,
+                        library: lib,
+                    });
+                }
+                Err(LibraryError::Hip(e)) if e.is_invalid_image() && !bypass_disk => {
+                    // Released before the recompile: the retry takes the slot again.
+                    drop(slot);
+                    tracing::warn!(key = %compiled.key(), error = %e,
+                        "the runtime rejected a cached code object; recompiling once");
+                    self.evict(source, &o, &compiled)?;
+                    // The entry may sit in a read-only root: skip the disk this time.
+                    bypass_disk = true;
+                }
+                Err(e) => return Err(Box::new(e).into()),
+            }
+        }
+    }
+
+    fn compile_uncached(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        bypass_disk: bool,
+    ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
+        let o = self.effective_options(options)?;
+        o.validate().map_err(CompileError::from)?;
+        let chosen = self.compilers.choose(&o)?;
+        let backend = &chosen.backend;
+        let direct = backend.direct_key(source, &o, &self.extra);
+        let mut bad_entries = Vec::new();
+        let mut looked_up: Option<Manifest> = None;
+        let disk_lookup = self.disk.as_ref().filter(|_| !bypass_disk);
+        if let Some(disk) = disk_lookup {
+            if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
+                let lookup = disk.get(&key);
+                bad_entries = lookup.bad;
+                if let Some(entry) = lookup.entry {
+                    if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
+                    {
+                        return Ok((
+                            Arc::new(inner_from_entry(
+                                key,
+                                artefacts,
+                                &entry,
+                                bad_entries,
+                                chosen.used(),
+                                &o,
+                            )),
+                            Origin::Disk,
+                        ));
+                    }
+                }
+                looked_up = Some(now);
+            }
+        }
+        let mut cache_warnings = Vec::new();
+        #[cfg(feature = "redis")]
+        if !bypass_disk {
+            if let Some(remote) = &self.remote {
+                let fetch = remote.fetch(&direct, &o.include_dirs);
+                if let Some(hit) = self.remote_hit(
+                    &direct,
+                    &o,
+                    &chosen,
+                    fetch,
+                    &mut bad_entries,
+                    &mut looked_up,
+                    &mut cache_warnings,
+                ) {
+                    return Ok(hit);
+                }
+            }
+        }
+        // Another process may be compiling this source: wait for it (bounded), then look again.
+        let wait = self.lock_wait.unwrap_or_else(|| backend.timeout());
+        let _lock = match self.disk.as_ref().map(|d| d.lock(&direct, wait)) {
+            Some(LockOutcome::Held(l)) => Some(l),
+            Some(LockOutcome::TimedOut { path }) => {
+                let w = format!(
+                    "waited {} s for the compile lock {} (another process compiling this source, \
+                     stopped or slow); compiling without it",
+                    wait.as_secs_f64(),
+                    path.display()
+                );
+                tracing::warn!(key = %direct, "{w}");
+                cache_warnings.push(w);
+                None
+            }
+            Some(LockOutcome::Unavailable(reason)) => {
+                tracing::debug!(key = %direct, %reason, "no compile lock");
+                None
+            }
+            None => None,
+        };
+        if let (Some(disk), Some(_)) = (disk_lookup, &_lock) {
+            if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
+                if let Some(entry) = disk.get(&key).entry {
+                    if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
+                    {
+                        return Ok((
+                            Arc::new(inner_from_entry(
+                                key,
+                                artefacts,
+                                &entry,
+                                bad_entries,
+                                chosen.used(),
+                                &o,
+                            )),
+                            Origin::Disk,
+                        ));
+                    }
+                }
+                looked_up = Some(now);
+            }
+        }
+        // Another machine may be compiling it: the cluster lock, waited for as the disk's.
+        #[cfg(feature = "redis")]
+        let _cluster_lock = match self.cluster_lock(
+            &direct,
+            &o,
+            &chosen,
+            wait,
+            bypass_disk,
+            &mut bad_entries,
+            &mut looked_up,
+            &mut cache_warnings,
+        ) {
+            std::ops::ControlFlow::Break(hit) => return Ok(hit),
+            std::ops::ControlFlow::Continue(guard) => guard,
+        };
+        let out = backend.compile(source, &o)?;
+        let recorded = manifest::record(
+            &out.dependencies,
+            &o.include_dirs,
+            &manifest::extra_search_dirs(&o.extra_flags, backend.environment()),
+            backend.identity(),
+            out.started,
+            looked_up.as_ref(),
+        );
+        let key = key::result_key(&direct, &recorded.manifest);
+        let artefacts = read_artefacts(&key, &out.code_object, &o)?;
+        let mut entry_path = None;
+        let publish = self.disk.is_some() || self.has_remote();
+        if let (true, Some(why)) = (publish, &recorded.unpublishable) {
+            tracing::warn!(%key, reason = %why,
+                "hipjit cache: result not published, a file the compiler read changed while it ran");
+            cache_warnings.push(format!(
+                "the result was not cached: {why} (a file the compiler read changed while it ran)"
+            ));
+        } else if publish {
+            let meta = EntryMeta {
+                format_version: 0,
+                key: String::new(),
+                command: out.command.clone(),
+                compiler: backend.identity().clone(),
+                options: o.clone(),
+                tracked_headers: recorded.headers.clone(),
+                dependencies: out.dependencies.iter().map(|d| d.path.clone()).collect(),
+                created_unix_ms: SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+                artefacts: Vec::new(),
+            };
+            let mut stored: Vec<(&str, &[u8])> = vec![(output_artefact(&o), &out.code_object)];
+            if let Some(ir) = &out.llvm_ir {
+                stored.push((LLVM_IR, ir));
+            }
+            if let Some(isa) = &out.isa {
+                stored.push((ISA, isa.as_bytes()));
+            }
+            let diagnostics_artefact = diagnostics::to_artefact(&out.diagnostics);
+            if let Some(r) = &diagnostics_artefact {
+                stored.push((diagnostics::ARTEFACT, r));
+            }
+            if let Some(disk) = &self.disk {
+                match disk.put(&key, meta.clone(), &stored) {
+                    Ok((path, _)) => {
+                        entry_path = Some(path);
+                        if let Some(w) =
+                            publish_manifest(disk, &direct, meta.clone(), &recorded.manifest)
+                        {
+                            cache_warnings.push(w);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%key, error = %e, "hipjit cache write failed");
+                        cache_warnings.push(format!("the result was not cached: {e}"));
+                    }
+                }
+            }
+            #[cfg(feature = "redis")]
+            if let Some(remote) = &self.remote {
+                match crate::cache::disk::encode_entry(&key, meta, &stored) {
+                    Ok(bytes) => cache_warnings.extend(remote.store(
+                        &direct,
+                        &key,
+                        &bytes,
+                        &recorded.manifest,
+                    )),
+                    Err(e) => {
+                        cache_warnings.push(format!("the result was not stored remotely: {e}"))
+                    }
+                }
+            }
+        }
+        let inner = CompiledInner {
+            key,
+            targets: o.target_names(),
+            code_objects: entry::code_objects_of(&artefacts),
+            artefacts,
+            entry_path,
+            command: out.command,
+            log: out.log,
+            diagnostics: out.diagnostics,
+            llvm_ir: out.llvm_ir,
+            isa: out.isa,
+            bad_entries,
+            cache_warnings,
+            compiler: chosen.used(),
+        };
+        Ok((Arc::new(inner), Origin::Compiler))
+    }
+}
+
+/// The code object versions a compiler can produce, from its clang major version (LLVM
+/// AMDGPUUsage: v5 from LLVM 15 (behind the flag until 16), v6 from LLVM 19, v2/v3 dropped
+/// in LLVM 19). Unknown versions: 4 and 5.
+pub fn compiler_code_object_versions(identity: &CompilerIdentity) -> Vec<u32> {
+    let major = identity.clang_major().unwrap_or(0);
+    match major {
+        0 => vec![4, 5],
+        1..=14 => vec![4],
+        15..=18 => vec![4, 5],
+        _ => vec![4, 5, 6],
+    }
+}
