@@ -8,9 +8,9 @@
 //! for a real one, so that the test may change its files.
 //!
 //! The toolkit's headers are not in the identity but in each compile's header manifest: with
-//! the real nvcc of PyPI's nvidia-cuda-nvcc, run from a copy of its toolkit (hard links, so
-//! the copy costs no space), a header the compile read, swapped by a rename or rewritten in
-//! place, makes the next lookup of a fresh `Jit` a miss.
+//! the real nvcc of PyPI's nvidia-cuda-nvcc, run from a mirror of its toolkit (nvcc copied,
+//! the rest symbolic links, so the original is never touched), a header the compile read,
+//! swapped by a rename or rewritten in place, makes the next lookup of a fresh `Jit` a miss.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -177,27 +177,46 @@ fn pypi_toolkit() -> PathBuf {
         })
 }
 
-/// A copy of the PyPI toolkit made of hard links (same filesystem, beside the original), so
-/// that renaming a file over one of its names leaves the original untouched.
-fn linked_toolkit() -> tempfile::TempDir {
+/// A stand-in for the PyPI toolkit that leaves the original untouched (no hard link, whose
+/// creation and removal would change the original files' ctimes under other tests' feet):
+/// `bin/nvcc` and `bin/nvcc.profile` copied (nvcc finds the toolkit from its own directory),
+/// the other programs and `nvvm`, `lib`, `cccl` as symbolic links, and `include` a tree of
+/// directories whose files are symbolic links to the original headers, each of which a test
+/// may replace by a file of its own.
+fn mirrored_toolkit() -> tempfile::TempDir {
+    use std::os::unix::fs::symlink;
+    fn mirror(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap().flatten() {
+            let (src, dst) = (e.path(), to.join(e.file_name()));
+            if e.file_type().unwrap().is_dir() {
+                mirror(&src, &dst);
+            } else {
+                symlink(&src, &dst).unwrap();
+            }
+        }
+    }
     let src = pypi_toolkit();
-    let parent = src.parent().unwrap();
     let copy = tempfile::Builder::new()
-        .prefix(".hipjit-test-toolkit-")
-        .tempdir_in(parent)
+        .prefix("hipjit-test-toolkit-")
+        .tempdir()
         .unwrap();
-    let o = std::process::Command::new("cp")
-        .arg("-a")
-        .arg("--link")
-        .arg(src.join("."))
-        .arg(copy.path())
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "cp --link: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let dst = copy.path();
+    std::fs::create_dir(dst.join("bin")).unwrap();
+    for e in std::fs::read_dir(src.join("bin")).unwrap().flatten() {
+        let to = dst.join("bin").join(e.file_name());
+        if e.file_name() == "nvcc" || e.file_name() == "nvcc.profile" {
+            std::fs::copy(e.path(), &to).unwrap();
+        } else {
+            symlink(e.path(), &to).unwrap();
+        }
+    }
+    for d in ["nvvm", "lib", "cccl"] {
+        if src.join(d).exists() {
+            symlink(src.join(d), dst.join(d)).unwrap();
+        }
+    }
+    mirror(&src.join("include"), &dst.join("include"));
     copy
 }
 
@@ -230,7 +249,7 @@ fn origin(toolkit: &Path, cache: &Path, ids: &Path) -> Origin {
 /// Compiles, checks an unchanged toolkit hits, applies `change` to the copy (given its root),
 /// and checks the next lookup misses.
 fn missed_after(change: impl FnOnce(&Path)) {
-    let toolkit = linked_toolkit();
+    let toolkit = mirrored_toolkit();
     let cache = tempfile::tempdir().unwrap();
     let ids = tempfile::tempdir().unwrap();
     assert_eq!(
@@ -268,13 +287,14 @@ fn a_toolkit_header_swapped_by_a_rename_is_a_miss() {
 
 #[test]
 fn a_toolkit_header_rewritten_in_place_is_a_miss() {
-    let toolkit = linked_toolkit();
-    // Break the hard link first (a file of this copy's own), so that rewriting it in place
-    // leaves the original toolkit alone; then start the cache from that state.
+    let toolkit = mirrored_toolkit();
+    // The header a file of this copy's own (not a link to the original), so that rewriting
+    // it in place leaves the original toolkit alone; then the cache starts from that state.
     let header = toolkit.path().join(HEADER);
     let text = std::fs::read(&header).unwrap();
     std::fs::remove_file(&header).unwrap();
     std::fs::write(&header, &text).unwrap();
+    settle();
     let cache = tempfile::tempdir().unwrap();
     let ids = tempfile::tempdir().unwrap();
     assert_eq!(
