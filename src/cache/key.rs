@@ -38,8 +38,9 @@
 //! * `compiler-kind`: `hipcc`, `nvcc`, `hiprtc` or `nvrtc` ([`crate::compiler::CompilerKind`]);
 //! * `compiler-version`: the `--version` text without the lines naming the installation
 //!   directory ([`crate::compiler::CompilerIdentity::key_version`]);
-//! * `compiler-fingerprint`: sha256 over the closed list of the compiler's files
-//!   ([`crate::compiler::identity`]); the compiler's path is not in the key;
+//! * `compiler-fingerprint`: sha256 over the closed list of the compiler's files, each named
+//!   below their deepest common directory ([`crate::compiler::identity`]); neither the
+//!   compiler's path nor its installation prefix is in the key;
 //! * `env`: each variable that reaches the compiler but `PATH` and `HOME`: its name, then
 //!   `1` and the value's bytes, or `0` when unset;
 //! * `builtin-headers`: headers of hipjit's own that the compile sees (the nvcc prelude),

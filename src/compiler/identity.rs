@@ -15,6 +15,10 @@
 //!   directory: the toolkit headers a compile reads are in its dependency list (`-MD -MF`),
 //!   hence in its header manifest.
 //!
+//! Each file is hashed under its path below the list's deepest common directory, with its
+//! content: the same installation copied under another prefix, or reached through links, has
+//! the same fingerprint, and any file that differs makes another compiler.
+//!
 //! The directories whose every file is fingerprinted ([`CompilerIdentity::covered`]) are left
 //! out of the header manifest ([`crate::cache::manifest`]): a header there would be covered by
 //! the identity. Neither hipcc nor nvcc has one any more (their headers are in the manifest);
@@ -91,7 +95,8 @@ pub struct CompilerIdentity {
     pub path: PathBuf,
     /// The full standard output of `<path> --version`.
     pub version: String,
-    /// sha256 (64 hex digits) over the closed file list: each file's path bytes and content
+    /// sha256 (64 hex digits) over the closed file list: each file's path below the files'
+    /// deepest common directory (so that a copy of the installation elsewhere matches) and content
     /// sha256, in path order.
     pub fingerprint: String,
     /// Directories whose every file is in the fingerprint (headers there are not listed in
@@ -231,7 +236,7 @@ impl FileStat {
     }
 }
 
-const MEMO_FORMAT: u32 = 2;
+const MEMO_FORMAT: u32 = 3;
 
 #[derive(Serialize, Deserialize)]
 struct Memo {
@@ -295,14 +300,18 @@ pub fn identify(
         .chain(&dirs)
         .filter_map(|p| Some((p.as_os_str().as_bytes().to_vec(), FileStat::read(p)?)))
         .collect();
+    // Each file by its name below the files' deepest common directory: the same installation
+    // copied under another prefix (or reached through links) has the same fingerprint.
+    let prefix = common_directory(&all);
     let mut fp = Sha256::new();
     for f in &all {
         let digest = hash_file(f).map_err(|source| IdentityError::Read {
             path: f.clone(),
             source,
         })?;
-        fp.update((f.as_os_str().len() as u64).to_le_bytes());
-        fp.update(f.as_os_str().as_bytes());
+        let rel = f.strip_prefix(&prefix).unwrap_or(f);
+        fp.update((rel.as_os_str().len() as u64).to_le_bytes());
+        fp.update(rel.as_os_str().as_bytes());
         fp.update(digest);
     }
     let identity = CompilerIdentity {
@@ -605,6 +614,30 @@ fn hipcc_files(
         }
     }
     (files, covered)
+}
+
+/// The deepest directory holding every one of `files` (absolute paths): `/` when they share
+/// nothing else; the directory of a lone file.
+fn common_directory(files: &[PathBuf]) -> PathBuf {
+    let mut dirs = files.iter().filter_map(|f| f.parent());
+    let Some(first) = dirs.next() else {
+        return PathBuf::from("/");
+    };
+    let mut common: Vec<_> = first.components().collect();
+    for d in dirs {
+        let n = common
+            .iter()
+            .zip(d.components())
+            .take_while(|(a, b)| **a == *b)
+            .count();
+        common.truncate(n);
+    }
+    let out: PathBuf = common.iter().collect();
+    if out.as_os_str().is_empty() {
+        PathBuf::from("/")
+    } else {
+        out
+    }
 }
 
 /// The nvcc program files (every file under the toolkit's `bin` and `nvvm`, nvcc itself
