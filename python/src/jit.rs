@@ -160,7 +160,7 @@ impl Jit {
         // The AMD compiler (options without an SM target), found now if it was not yet.
         match self
             .inner
-            .compiler_for(&hipjit::compiler::CompileOptions::default())
+            .compiler_for(b"", &hipjit::compiler::CompileOptions::default())
         {
             Ok(c) => c.backend.identity().to_string(),
             Err(e) => format!("none ({e})"),
