@@ -171,3 +171,46 @@ fn a_compiler_of_the_other_platform_is_refused_naming_both() {
         );
     }
 }
+
+#[test]
+fn nvrtc_through_a_worker_process_gives_the_in_process_result() {
+    let home = home();
+    let in_process = jit(CompilerChoice::Nvrtc, home, None)
+        .compile(SAXPY, &sm90())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let with_worker = |program: PathBuf| {
+        Jit::new(JitOptions {
+            compiler: Some(CompilerChoice::Nvrtc),
+            compiler_config: CompilerConfig {
+                nvcc: Some(pypi_nvcc()),
+                identity_dir: Some(home.join("identity")),
+                rtc_worker: Some(hipjit::compiler::worker::WorkerConfig {
+                    program: Some(program),
+                    ..Default::default()
+                }),
+                ..CompilerConfig::default()
+            },
+            cache: CacheLocation::Disabled,
+            ..JitOptions::default()
+        })
+        .unwrap()
+    };
+    let c = with_worker(PathBuf::from(env!("CARGO_BIN_EXE_hipjit")))
+        .compile(SAXPY, &sm90())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.key(),
+        in_process.key(),
+        "the worker is no part of the key"
+    );
+    assert_eq!(
+        c.cubin().unwrap().elf(),
+        in_process.cubin().unwrap().elf(),
+        "the worker's cubin differs"
+    );
+    let err = with_worker(PathBuf::from("/nonexistent/hipjit"))
+        .compile(SAXPY, &sm90())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("/nonexistent/hipjit"), "{err}");
+}

@@ -25,7 +25,9 @@ use hipjit::launch::{KernelArg, KernelArgMut, KernelArgs};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyCapsule, PyFloat, PyInt, PyTuple, PyType};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyCapsule, PyDict, PyFloat, PyInt, PyTuple, PyType,
+};
 
 use crate::dlpack;
 use crate::options::type_name;
@@ -167,6 +169,23 @@ impl Packed {
 static TORCH_TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static CUPY_NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
+static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+
+/// The module `name` when someone has imported it (never imported here): a lookup in
+/// `sys.modules`, with no exception raised when it is absent.
+pub fn imported_module<'py>(py: Python<'py>, name: &str) -> Option<Bound<'py, PyAny>> {
+    let modules = SYS_MODULES
+        .get_or_try_init(py, || -> PyResult<Py<PyDict>> {
+            Ok(py
+                .import("sys")?
+                .getattr("modules")?
+                .cast_into::<PyDict>()?
+                .unbind())
+        })
+        .ok()?;
+    modules.bind(py).get_item(name).ok().flatten()
+}
+
 /// `module.attr` as a type, once `module` has been imported by someone (never imported here).
 fn imported_type<'py>(
     py: Python<'py>,
@@ -177,8 +196,7 @@ fn imported_type<'py>(
     if let Some(t) = cell.get(py) {
         return Some(t);
     }
-    let modules = py.import("sys").ok()?.getattr("modules").ok()?;
-    let m = modules.get_item(module).ok()?;
+    let m = imported_module(py, module)?;
     let t = m.getattr(attr).ok()?.cast_into::<PyType>().ok()?.unbind();
     let _ = cell.set(py, t);
     cell.get(py)
@@ -253,12 +271,8 @@ fn is_numpy_scalar(v: &Bound<'_, PyAny>) -> bool {
         && v.hasattr("tobytes").unwrap_or(false)
 }
 
-fn device_label(nvidia: bool, ordinal: i32) -> String {
-    if nvidia {
-        format!("cuda:{ordinal}")
-    } else {
-        format!("device {ordinal} (torch: cuda:{ordinal})")
-    }
+fn device_label(ordinal: i32) -> String {
+    format!("device {ordinal}")
 }
 
 /// The device address a pointer argument takes from `v`.
@@ -266,35 +280,37 @@ fn pointer(py: Python<'_>, target: &Target, spec: &ArgSpec, v: &Bound<'_, PyAny>
     let label = || spec.label(&target.kernel);
     if let Some(t) = torch_tensor_type(py) {
         if v.is_instance(t.bind(py))? {
-            let dev: i64 = v.call_method0("get_device")?.extract()?;
+            let dev: i64 = v.call_method0(pyo3::intern!(py, "get_device"))?.extract()?;
             if dev < 0 {
                 return Err(PyValueError::new_err(format!(
                     "{}: the tensor is on the CPU; the kernel runs on {}",
                     label(),
-                    device_label(target.nvidia, target.ordinal)
+                    device_label(target.ordinal)
                 )));
             }
             if dev != i64::from(target.ordinal) {
                 return Err(PyValueError::new_err(format!(
                     "{}: the tensor is on cuda:{dev}; the kernel is loaded on {}",
                     label(),
-                    device_label(target.nvidia, target.ordinal)
+                    device_label(target.ordinal)
                 )));
             }
-            return v.call_method0("data_ptr")?.extract();
+            return v.call_method0(pyo3::intern!(py, "data_ptr"))?.extract();
         }
     }
     if let Some(t) = cupy_ndarray_type(py) {
         if v.is_instance(t.bind(py))? {
-            let dev: i64 = v.getattr("device")?.getattr("id")?.extract()?;
+            // `.data` is the array's MemoryPointer: its `device_id` and `ptr` are ints.
+            let data = v.getattr(pyo3::intern!(py, "data"))?;
+            let dev: i64 = data.getattr(pyo3::intern!(py, "device_id"))?.extract()?;
             if dev != i64::from(target.ordinal) {
                 return Err(PyValueError::new_err(format!(
                     "{}: the CuPy array is on device {dev}; the kernel is loaded on {}",
                     label(),
-                    device_label(target.nvidia, target.ordinal)
+                    device_label(target.ordinal)
                 )));
             }
-            return v.getattr("data")?.getattr("ptr")?.extract();
+            return data.getattr(pyo3::intern!(py, "ptr"))?.extract();
         }
     }
     if v.is_none() {
@@ -385,7 +401,14 @@ fn value_arg(
             Scalar::Unsigned => (0, (1i128 << bits) - 1),
             _ => (-(1i128 << (bits - 1)), (1i128 << bits) - 1),
         };
-        let n: i128 = v.extract().map_err(|_| out_of_range(&label(), v, lo, hi))?;
+        // i64 first (one PyLong_AsLongLong), u64 for the upper half of 64-bit unsigned values.
+        let n: i128 = match v.extract::<i64>() {
+            Ok(n) => i128::from(n),
+            Err(_) => i128::from(
+                v.extract::<u64>()
+                    .map_err(|_| out_of_range(&label(), v, lo, hi))?,
+            ),
+        };
         if n < lo || n > hi {
             return Err(out_of_range(&label(), v, lo, hi));
         }

@@ -230,19 +230,17 @@ fn kernel_infos(ks: &[RsKernelInfo], source: Option<&str>, cubin: bool) -> Vec<K
 #[pyclass(frozen, module = "hipjit")]
 pub struct Compiled {
     pub inner: RsCompiled,
-    pub compiler: String,
     pub kernels: Vec<KernelInfo>,
 }
 
 impl Compiled {
     /// Wraps a compile result of `source`.
-    pub fn new(inner: RsCompiled, source: Option<&str>, compiler: String) -> Compiled {
-        let kernels = kernel_infos(inner.kernels(), source, false);
-        Compiled {
-            inner,
-            compiler,
-            kernels,
-        }
+    pub fn new(inner: RsCompiled, source: Option<&str>) -> Compiled {
+        let kernels = match inner.cubin() {
+            Some(c) => kernel_infos(c.kernels(), source, true),
+            None => kernel_infos(inner.kernels(), source, false),
+        };
+        Compiled { inner, kernels }
     }
 }
 
@@ -272,24 +270,28 @@ impl Compiled {
     fn is_hit(&self) -> bool {
         self.inner.is_hit()
     }
-    /// The compiler: its path and version.
+    /// The compiler that made it: its kind and version (`"hipcc /usr/bin/hipcc (HIP version:
+    /// 5.2.21153-0, ...)"`).
     #[getter]
-    fn compiler(&self) -> &str {
-        &self.compiler
+    fn compiler(&self) -> String {
+        let c = self.inner.compiler();
+        format!("{} {} ({})", c.kind.as_str(), c.path.display(), c.version)
     }
-    /// The kernels of the first target's code object.
+    /// Why that compiler compiled it (the selection rule of hipjit's `Auto`, or the choice
+    /// made).
+    #[getter]
+    fn compiler_reason(&self) -> &str {
+        &self.inner.compiler().reason
+    }
+    /// The kernels of the first target's code object, or of the cubin.
     #[getter]
     fn kernels(&self) -> Vec<KernelInfo> {
         self.kernels.clone()
     }
-    /// The target IDs compiled, one per code object.
+    /// The targets compiled (target IDs, or the SM target of a cubin), one per artefact.
     #[getter]
     fn targets(&self) -> Vec<String> {
-        self.inner
-            .code_objects()
-            .iter()
-            .map(|c| c.target_id().to_string())
-            .collect()
+        self.inner.targets().to_vec()
     }
     /// The first target's code object (or cubin, for an SM target): the raw ELF the runtime
     /// is handed.
@@ -297,11 +299,11 @@ impl Compiled {
     fn code_object<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, self.inner.artefacts()[0].elf())
     }
-    /// One code object (raw ELF) per target, in the order of `targets`.
+    /// One code object or cubin (raw ELF) per target, in the order of `targets`.
     #[getter]
     fn code_objects<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
         self.inner
-            .code_objects()
+            .artefacts()
             .iter()
             .map(|c| PyBytes::new(py, c.elf()))
             .collect()

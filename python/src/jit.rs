@@ -134,10 +134,11 @@ impl Jit {
         extra_signature: Option<Vec<u8>>,
     ) -> PyResult<Jit> {
         match compiler {
-            "auto" | "hipcc" => {}
+            "auto" => {}
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "compiler: {other:?} is not a compiler this version takes (auto, hipcc)"
+                    "compiler: {other:?} is not a compiler choice this version takes (\"auto\": \
+                     hipcc for AMDGPU targets, nvcc for SM targets)"
                 )))
             }
         }
@@ -156,17 +157,6 @@ impl Jit {
         })
     }
 
-    fn compiler_text(&self) -> String {
-        // The AMD compiler (options without an SM target), found now if it was not yet.
-        match self
-            .inner
-            .compiler_for(b"", &hipjit::compiler::CompileOptions::default())
-        {
-            Ok(c) => c.backend.identity().to_string(),
-            Err(e) => format!("none ({e})"),
-        }
-    }
-
     /// Compiles with the keywords; the GIL is released while the compiler runs.
     pub fn compile_with(
         &self,
@@ -176,20 +166,17 @@ impl Jit {
     ) -> PyResult<Compiled> {
         let (bytes, text) = source_of(source)?;
         let options = options::compile_options(k)?;
-        if options.targets.is_empty() {
+        if options.targets.is_empty() && options.sm_targets.is_empty() {
             return Err(PyValueError::new_err(
-                "arch: no target given (e.g. \"gfx90a\"); Jit.kernel takes the device's",
+                "arch: no target given (e.g. \"gfx90a\" or \"sm_90\"); Jit.kernel takes the \
+                 device's",
             ));
         }
         let jit = Arc::clone(&self.inner);
         let compiled = py
             .detach(move || jit.compile(&bytes, &options))
             .map_err(|e| errors::jit_error(py, e))?;
-        Ok(Compiled::new(
-            compiled,
-            text.as_deref(),
-            self.compiler_text(),
-        ))
+        Ok(Compiled::new(compiled, text.as_deref()))
     }
 }
 
@@ -199,7 +186,7 @@ impl Jit {
     ///
     /// `cache_dir`: None (`HIPJIT_CACHE_DIR`, else `~/.cache/hipjit`), False (no disk cache), a
     /// directory, or a list of them (the first written, the others read only).
-    /// `compiler`: `"auto"` or `"hipcc"`. `max_cache_bytes`: a size cap of the written root.
+    /// `compiler`: `"auto"` (hipcc for AMDGPU targets, nvcc for SM targets). `max_cache_bytes`: a size cap of the written root.
     /// `extra_signature`: bytes hashed into every key (a generator's version, say).
     ///
     /// Raises `CompileError` when no compiler is found, `HipjitError` when the cache cannot be
@@ -323,18 +310,22 @@ impl Jit {
             .unwrap_or_default()
     }
 
-    /// The compiler: its path and version.
+    /// The compiler choice (`"auto"`).
     #[getter]
-    fn compiler(&self) -> String {
-        self.compiler_text()
+    fn compiler(&self) -> &str {
+        &self.compiler_choice
     }
 
     fn __repr__(&self) -> String {
+        let dirs: Vec<String> = self
+            .cache_dirs()
+            .iter()
+            .map(|d| format!("'{}'", d.display()))
+            .collect();
         format!(
-            "Jit(compiler={:?} ({}), cache_dirs={:?})",
-            self.compiler_text(),
+            "Jit(compiler='{}', cache_dirs=[{}])",
             self.compiler_choice,
-            self.cache_dirs()
+            dirs.join(", ")
         )
     }
 }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use hipjit::compiler::{CompileOptions, CxxStd, OptLevel};
+use hipjit::cuda::target::SmTarget;
 use hipjit::target_id::TargetId;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -21,8 +22,9 @@ pub struct Keywords<'a, 'py> {
     pub fast_math: bool,
 }
 
-/// `arch`: one target (`"gfx90a"`, `"gfx942:sramecc+:xnack-"`) or a list of them.
-pub fn targets(arch: &Bound<'_, PyAny>) -> PyResult<Vec<TargetId>> {
+/// `arch`: one target or a list of them: AMDGPU target IDs (`"gfx90a"`,
+/// `"gfx942:sramecc+:xnack-"`) or an NVIDIA SM target (`"sm_90"`, compiled to a cubin).
+pub fn targets(arch: &Bound<'_, PyAny>) -> PyResult<(Vec<TargetId>, Vec<SmTarget>)> {
     let names: Vec<String> = if let Ok(s) = arch.cast::<PyString>() {
         vec![s.to_cow()?.into_owned()]
     } else if arch.is_instance_of::<PyList>() || arch.is_instance_of::<PyTuple>() {
@@ -38,13 +40,21 @@ pub fn targets(arch: &Bound<'_, PyAny>) -> PyResult<Vec<TargetId>> {
     if names.is_empty() {
         return Err(PyValueError::new_err("arch: the list of targets is empty"));
     }
-    names
-        .iter()
-        .map(|n| {
-            n.parse::<TargetId>()
-                .map_err(|e| PyValueError::new_err(format!("arch: {n:?}: {e}")))
-        })
-        .collect()
+    let (mut amd, mut nvidia) = (Vec::new(), Vec::new());
+    for n in &names {
+        if n.starts_with("sm_") || n.starts_with("compute_") {
+            nvidia.push(
+                SmTarget::parse(n)
+                    .map_err(|e| PyValueError::new_err(format!("arch: {n:?}: {e}")))?,
+            );
+        } else {
+            amd.push(
+                n.parse::<TargetId>()
+                    .map_err(|e| PyValueError::new_err(format!("arch: {n:?}: {e}")))?,
+            );
+        }
+    }
+    Ok((amd, nvidia))
 }
 
 /// `defines`: a dict `{name: value}` (value `None` for `-DNAME`; str, int, float or bool
@@ -139,7 +149,7 @@ fn opt_level(o: &Bound<'_, PyAny>) -> PyResult<OptLevel> {
 pub fn compile_options(k: &Keywords<'_, '_>) -> PyResult<CompileOptions> {
     let mut o = CompileOptions::default();
     if let Some(a) = k.arch.filter(|a| !a.is_none()) {
-        o.targets = targets(a)?;
+        (o.targets, o.sm_targets) = targets(a)?;
     }
     if let Some(d) = k.defines.filter(|d| !d.is_none()) {
         o.defines = defines(d)?;

@@ -32,12 +32,7 @@ static TORCH_READY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBoo
 
 /// torch's module, when someone imported it (never imported here).
 pub fn torch(py: Python<'_>) -> Option<Bound<'_, PyAny>> {
-    py.import("sys")
-        .ok()?
-        .getattr("modules")
-        .ok()?
-        .get_item("torch")
-        .ok()
+    crate::args::imported_module(py, "torch")
 }
 
 /// Whether torch is imported and has initialised its GPU state (remembered once true).

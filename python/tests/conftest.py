@@ -40,6 +40,12 @@ FIXTURE_RUNTIME = build_fixture_runtime(WORK / "runtime")
 os.environ["HIPJIT_HIP_LIBRARY"] = str(FIXTURE_RUNTIME)
 os.environ["HIPJIT_CACHE_DIR"] = str(WORK / "cache")
 os.environ["XDG_CACHE_HOME"] = str(WORK / "xdg")
+# nvcc for the SM-target compiles: HIPJIT_NVCC, else the PyPI nvcc scripts/setup.sh installs.
+if "HIPJIT_NVCC" not in os.environ:
+    cache = Path(os.environ.get("HIPJIT_CI_CACHE", "/var/cache/hipjit-ci"))
+    found = sorted(cache.glob("nvcc-venv/lib/python3*/site-packages/nvidia/cu*/bin/nvcc"))
+    if found:
+        os.environ["HIPJIT_NVCC"] = str(found[0])
 # The platform is the fixture's (AMD), whatever HIP_PLATFORM the caller has.
 os.environ.pop("HIP_PLATFORM", None)
 

@@ -162,3 +162,25 @@ def test_jit_with_its_own_cache_and_repr(tmp):
     assert hipjit.get_jit() is hipjit.get_jit()
     with pytest.raises(ValueError, match="compiler: \"icc\""):
         hipjit.Jit(compiler="icc")
+
+
+def test_sm_target_compiles_a_cubin_with_nvcc():
+    # nvcc from PyPI (scripts/setup.sh): no GPU needed to compile.
+    c = hipjit.compile(SAXPY, "sm_90")
+    assert c.targets == ["sm_90"]
+    assert c.compiler.startswith("nvcc ")
+    assert c.code_object_version is None
+    (k,) = c.kernels
+    # A cubin records sizes only; the kinds, names and types come from the source.
+    got = [(a.name, a.ctype, a.kind, a.size) for a in k.args]
+    assert got == [
+        ("a", "float", "value", 4),
+        ("x", "const float* __restrict__", "pointer", 8),
+        ("y", "float* __restrict__", "pointer", 8),
+        ("n", "unsigned int", "value", 4),
+    ]
+    i = hipjit.inspect(c.code_object)
+    assert (i.container, i.target) == ("cubin", "sm_90")
+    assert [a.kind for a in i.kernels[0].args] == ["unknown"] * 4
+    with pytest.raises(ValueError, match=r'arch: "sm_9": '):
+        hipjit.compile(SAXPY, "sm_9")

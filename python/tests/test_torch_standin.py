@@ -68,8 +68,8 @@ def test_tensor_on_the_cpu_or_another_device_is_refused():
         "        print(e)\n"
     )
     assert out.splitlines() == [
-        "scale() argument 0 (x: float*): the tensor is on the CPU; the kernel runs on device 0 (torch: cuda:0)",
-        "scale() argument 0 (x: float*): the tensor is on cuda:1; the kernel is loaded on device 0 (torch: cuda:0)",
+        "scale() argument 0 (x: float*): the tensor is on the CPU; the kernel runs on device 0",
+        "scale() argument 0 (x: float*): the tensor is on cuda:1; the kernel is loaded on device 0",
     ]
 
 

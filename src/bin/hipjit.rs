@@ -80,6 +80,15 @@ enum Command {
     /// JSON (used by `doctor`, so that a library that crashes cannot end it).
     #[command(hide = true)]
     ProbeRtc(doctor_rtc::ProbeArgs),
+    /// Serve one hipRTC or NVRTC compile read from REQUEST, writing the result to RESULT (the
+    /// worker mode of hipjit::compiler::worker).
+    #[command(hide = true)]
+    RtcWorker {
+        /// The request file.
+        request: std::path::PathBuf,
+        /// Where to write the result.
+        result: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -102,6 +111,9 @@ fn main() -> ExitCode {
         Command::ProbeRuntime(a) => doctor::probe_runtime(a),
         Command::ProbeCuda(a) => doctor_nvidia::probe_cuda(a),
         Command::ProbeRtc(a) => doctor_rtc::probe_rtc(a),
+        Command::RtcWorker { request, result } => {
+            hipjit::compiler::worker::serve(request, result).map_err(CliError::failed)
+        }
     };
     match result {
         Ok(()) => ExitCode::from(output::EXIT_OK),

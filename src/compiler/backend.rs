@@ -26,6 +26,7 @@ use crate::compiler::hiprtc::HipRtc;
 use crate::compiler::nvcc::{Nvcc, NvccError};
 use crate::compiler::nvrtc::NvRtc;
 use crate::compiler::rtc::{RtcError, RtcInput, RtcOutput};
+use crate::compiler::worker::{self, RtcKind, WorkerConfig};
 use crate::compiler::{
     BackendKind, CompileError, CompileOptions, CompileOutput, Compiler, CompilerIdentity,
     CompilerKind, OptLevel,
@@ -39,6 +40,8 @@ pub struct HipRtcBackend {
     pub library: Arc<HipRtc>,
     /// Its identity ([`crate::compiler::identity::identify_library`]).
     pub identity: CompilerIdentity,
+    /// Compile in worker processes ([`crate::compiler::worker`]) rather than in this one.
+    pub worker: Option<WorkerConfig>,
 }
 
 /// NVRTC opened, with its identity and the CUDA headers beside it.
@@ -51,6 +54,8 @@ pub struct NvrtcBackend {
     pub identity: CompilerIdentity,
     /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`]).
     pub cuda_include: Option<PathBuf>,
+    /// Compile in worker processes ([`crate::compiler::worker`]) rather than in this one.
+    pub worker: Option<WorkerConfig>,
 }
 
 /// A compiler ready to compile, behind one interface. Cheap to clone.
@@ -104,6 +109,7 @@ impl HipRtcBackend {
         Ok(HipRtcBackend {
             library: Arc::new(library),
             identity,
+            worker: None,
         })
     }
 
@@ -185,6 +191,7 @@ impl NvrtcBackend {
             library: Arc::new(library),
             identity,
             cuda_include,
+            worker: None,
         })
     }
 
@@ -354,12 +361,18 @@ impl Backend {
     }
 
     /// How long one compile may run before it is killed; the in-process compilers cannot be
-    /// stopped, so for them this only bounds how long another process's compile of the same
-    /// key is waited for.
+    /// stopped (unless they run in a worker: its timeout), so for them this only bounds how
+    /// long another process's compile of the same key is waited for.
     pub fn timeout(&self) -> Duration {
         match self {
             Backend::Hipcc(c) => c.timeout(),
             Backend::Nvcc(_, t) => *t,
+            Backend::HipRtc(HipRtcBackend {
+                worker: Some(w), ..
+            })
+            | Backend::Nvrtc(NvrtcBackend {
+                worker: Some(w), ..
+            }) => w.timeout,
             Backend::HipRtc(_) | Backend::Nvrtc(_) => Duration::from_secs(300),
         }
     }
@@ -413,16 +426,18 @@ impl Backend {
                 BackendKind::Hiprtc.check_extra_flags(&options.extra_flags)?;
                 let handed = b.options(options).map_err(in_process)?;
                 let started = std::time::Instant::now();
-                let out = b
-                    .library
-                    .compile(&RtcInput {
-                        source,
-                        name: options.source_file_name(),
-                        headers: &[],
-                        include_dirs: &options.include_dirs,
-                        options: &handed,
-                    })
-                    .map_err(in_process)?;
+                let input = RtcInput {
+                    source,
+                    name: options.source_file_name(),
+                    headers: &[],
+                    include_dirs: &options.include_dirs,
+                    options: &handed,
+                };
+                let out = match &b.worker {
+                    Some(w) => worker::compile(w, RtcKind::HipRtc, b.library.path(), &input),
+                    None => b.library.compile(&input),
+                }
+                .map_err(in_process)?;
                 Ok(rtc_output(b.library.path(), handed, out, started.elapsed()))
             }
             Backend::Nvrtc(b) => {
@@ -443,16 +458,18 @@ impl Backend {
                 let handed = b.options(options).map_err(in_process)?;
                 let headers = b.headers();
                 let started = std::time::Instant::now();
-                let out = b
-                    .library
-                    .compile(&RtcInput {
-                        source,
-                        name: options.source_file_name(),
-                        headers: &headers,
-                        include_dirs: &options.include_dirs,
-                        options: &handed,
-                    })
-                    .map_err(in_process)?;
+                let input = RtcInput {
+                    source,
+                    name: options.source_file_name(),
+                    headers: &headers,
+                    include_dirs: &options.include_dirs,
+                    options: &handed,
+                };
+                let out = match &b.worker {
+                    Some(w) => worker::compile(w, RtcKind::Nvrtc, b.library.path(), &input),
+                    None => b.library.compile(&input),
+                }
+                .map_err(in_process)?;
                 Ok(rtc_output(b.library.path(), handed, out, started.elapsed()))
             }
         }

@@ -41,6 +41,7 @@ pub mod process;
 pub mod rtc;
 pub mod selection;
 pub mod shell_env;
+pub mod worker;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -110,6 +111,11 @@ pub struct CompilerConfig {
     /// Where the compiler's identity is remembered between processes; `None`: the per-user
     /// default ([`identity::identity_dir`]).
     pub identity_dir: Option<PathBuf>,
+    /// Run the in-process compilers (hipRTC, NVRTC) in worker processes ([`worker`]), with
+    /// that worker's timeout, memory bound and crash isolation, and in parallel up to
+    /// `max_concurrent`; `None` (the default): in this process, one hipRTC program at a time,
+    /// exempt from the timeout and from any memory bound.
+    pub rtc_worker: Option<worker::WorkerConfig>,
 }
 
 impl Default for CompilerConfig {
@@ -123,6 +129,7 @@ impl Default for CompilerConfig {
                 .unwrap_or(1),
             env: None,
             identity_dir: None,
+            rtc_worker: None,
         }
     }
 }

@@ -272,6 +272,16 @@ pub enum RtcError {
         /// The candidates tried, in order, before the one taken, and why each was passed over.
         tried: Vec<(String, String)>,
     },
+    /// A compile run in a worker process ([`super::worker`]) did not give a result: no worker
+    /// program, it could not start, it ran past its timeout, it died by a signal (a crash, or
+    /// its memory bound), or the library failed there otherwise (the error's text).
+    #[error("{compiler} in a worker process: {reason}")]
+    Worker {
+        /// `hipRTC` or `NVRTC`.
+        compiler: &'static str,
+        /// What happened.
+        reason: String,
+    },
     /// The architecture cannot be compiled to loadable code by this compiler.
     #[error("{compiler} cannot compile for {arch:?}: {reason}")]
     Arch {

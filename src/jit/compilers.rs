@@ -154,7 +154,12 @@ impl Compilers {
     fn hiprtc(&self, runtime: Option<&Path>) -> Result<Backend, CompilerError> {
         found(&self.hiprtc, || {
             HipRtcBackend::open(runtime, self.config.identity_dir.as_deref())
-                .map(Backend::HipRtc)
+                .map(|b| {
+                    Backend::HipRtc(HipRtcBackend {
+                        worker: self.config.rtc_worker.clone(),
+                        ..b
+                    })
+                })
                 .map_err(|e| CompilerError::InProcess(Box::new(e)))
         })
     }
@@ -164,7 +169,12 @@ impl Compilers {
         found(&self.nvrtc, || {
             let nvcc: Option<PathBuf> = self.config.nvcc.clone().or_else(|| Nvcc::find(None).ok());
             NvrtcBackend::open(nvcc.as_deref(), self.config.identity_dir.as_deref())
-                .map(Backend::Nvrtc)
+                .map(|b| {
+                    Backend::Nvrtc(NvrtcBackend {
+                        worker: self.config.rtc_worker.clone(),
+                        ..b
+                    })
+                })
                 .map_err(|e| CompilerError::InProcess(Box::new(e)))
         })
     }

@@ -207,6 +207,9 @@ pub struct Jit {
     lock_wait: Option<Duration>,
     #[cfg(feature = "redis")]
     remote: Option<crate::cache::remote::RemoteCache>,
+    /// Copies of remote hits into the first disk root, written in the background.
+    #[cfg(feature = "redis")]
+    write_back: crate::cache::remote::write_back::WriteBack,
     loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
     kernels: crate::cache::kernels::KernelCache<CompileOptions>,
@@ -254,6 +257,8 @@ impl Jit {
             lock_wait: options.lock_wait,
             #[cfg(feature = "redis")]
             remote,
+            #[cfg(feature = "redis")]
+            write_back: Default::default(),
             loaded: Mutex::new(HashMap::new()),
             kernels: Default::default(),
         })
@@ -287,6 +292,13 @@ impl Jit {
     #[cfg(feature = "redis")]
     pub fn remote_cache(&self) -> Option<&crate::cache::remote::RemoteCache> {
         self.remote.as_ref()
+    }
+
+    /// Waits until every remote hit of this `Jit` has been written to the first disk root
+    /// (they are written in the background; dropping the `Jit` waits too).
+    #[cfg(feature = "redis")]
+    pub fn flush_cache_writes(&self) {
+        self.write_back.flush();
     }
 
     /// Forgets every in-process result (the disk cache stays).

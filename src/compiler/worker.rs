@@ -1,0 +1,360 @@
+//! Running an in-process compiler (hipRTC, NVRTC) in a worker process: the `hipjit rtc-worker`
+//! mode of hipjit's own command opens the same library and compiles one program, so that the
+//! compile gets what a process compiler has: a timeout after which its process group is
+//! killed, a memory bound (`RLIMIT_AS`), and isolation from its crashes (hipRTC 5.2.3 is not
+//! safe from two threads at once and aborts on inputs it does not expect). Several workers run
+//! in parallel where hipRTC in one process runs one program at a time.
+//!
+//! In process, hipRTC and NVRTC have none of these: a compile runs to its end, may take any
+//! memory, and a crash ends the caller's process. Ask for a worker when that matters (batches,
+//! `hipjit compile -j`, untrusted sources).
+//!
+//! The request and the result travel through files in a private directory (mode 0700), in
+//! MessagePack: the source, headers, include directories and options in; the code, log,
+//! diagnostics, files read and start time, or the error, out. Paths travel as bytes, so a
+//! path that is not UTF-8 survives.
+//!
+//! The worker is found at [`WorkerConfig::program`], else `HIPJIT_WORKER`; it is a `hipjit`
+//! command built with the `cli` feature (the `hipjit` command uses itself).
+
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::depfile::Dependency;
+use super::diagnostics::Diagnostic;
+use super::hiprtc::HipRtc;
+use super::nvrtc::NvRtc;
+use super::process::{self, RunError};
+use super::rtc::{RtcError, RtcInput, RtcOutput};
+use crate::file_read;
+
+/// The variable naming the worker program (a `hipjit` command built with the `cli` feature).
+pub const WORKER_ENV: &str = "HIPJIT_WORKER";
+
+/// The hidden subcommand of the `hipjit` command that serves one request.
+pub const WORKER_SUBCOMMAND: &str = "rtc-worker";
+
+/// Which in-process compiler a worker runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RtcKind {
+    /// hipRTC.
+    HipRtc,
+    /// NVRTC.
+    Nvrtc,
+}
+
+impl RtcKind {
+    fn name(self) -> &'static str {
+        match self {
+            RtcKind::HipRtc => "hipRTC",
+            RtcKind::Nvrtc => "NVRTC",
+        }
+    }
+}
+
+/// How to run a worker.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// The worker program; `None` reads `HIPJIT_WORKER`.
+    pub program: Option<PathBuf>,
+    /// How long one compile may take, start to result, before the worker's process group is
+    /// killed. Default 300 s, as the process compilers'.
+    pub timeout: Duration,
+    /// The worker's address-space bound in bytes (`RLIMIT_AS`); `None`: unbounded. hipRTC maps
+    /// its LLVM (about 200 MB on HIP 5.2.3) before it compiles anything, so leave room for that.
+    pub memory_limit: Option<u64>,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            program: None,
+            timeout: Duration::from_secs(300),
+            memory_limit: None,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Request {
+    kind: RtcKind,
+    library: Vec<u8>,
+    source: Vec<u8>,
+    name: String,
+    headers: Vec<(String, Vec<u8>)>,
+    include_dirs: Vec<Vec<u8>>,
+    options: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireDependency {
+    include_dir: Option<usize>,
+    name: Vec<u8>,
+    path: Vec<u8>,
+}
+
+#[derive(Serialize, Deserialize)]
+enum Response {
+    Compiled {
+        code: Vec<u8>,
+        log: String,
+        diagnostics: Vec<Diagnostic>,
+        dependencies: Vec<WireDependency>,
+        started: SystemTime,
+    },
+    /// [`RtcError::Compile`], kept whole.
+    CompileFailed {
+        name: String,
+        options: Vec<String>,
+        log: String,
+        diagnostics: Vec<Diagnostic>,
+    },
+    /// Any other error, as its text.
+    Failed(String),
+}
+
+fn path_bytes(p: &Path) -> Vec<u8> {
+    p.as_os_str().as_bytes().to_vec()
+}
+
+fn path(b: Vec<u8>) -> PathBuf {
+    PathBuf::from(OsString::from_vec(b))
+}
+
+/// Compiles `input` with the `kind` library at `library` in a worker process.
+///
+/// Errors: those of [`HipRtc::compile`] / [`NvRtc::compile`] as the worker returned them
+/// ([`RtcError::Compile`] whole, any other as [`RtcError::Worker`] with its text), and
+/// [`RtcError::Worker`] when no worker program is named, it cannot be started, it ran past
+/// [`WorkerConfig::timeout`] (and was killed), it died by a signal (a crash, or the memory
+/// bound), or it left no readable result.
+pub fn compile(
+    config: &WorkerConfig,
+    kind: RtcKind,
+    library: &Path,
+    input: &RtcInput<'_>,
+) -> Result<RtcOutput, RtcError> {
+    let compiler = kind.name();
+    let fail = |reason: String| RtcError::Worker { compiler, reason };
+    let program = config
+        .program
+        .clone()
+        .or_else(|| {
+            std::env::var_os(WORKER_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
+        .ok_or_else(|| {
+            fail(format!(
+                "no worker program: name a hipjit command built with the cli feature in \
+                 {WORKER_ENV} or WorkerConfig::program"
+            ))
+        })?;
+    let request = Request {
+        kind,
+        library: path_bytes(library),
+        source: input.source.to_vec(),
+        name: input.name.to_owned(),
+        headers: input.headers.to_vec(),
+        include_dirs: input.include_dirs.iter().map(|d| path_bytes(d)).collect(),
+        options: input.options.to_vec(),
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("hipjit-worker-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .map_err(|e| fail(format!("cannot make its directory: {e}")))?;
+    let request_file = dir.path().join("request");
+    let result_file = dir.path().join("result");
+    let encoded =
+        rmp_serde::to_vec(&request).map_err(|e| fail(format!("cannot encode the request: {e}")))?;
+    std::fs::write(&request_file, encoded)
+        .map_err(|e| fail(format!("cannot write {}: {e}", request_file.display())))?;
+    let mut cmd = Command::new(&program);
+    cmd.arg(WORKER_SUBCOMMAND)
+        .arg(&request_file)
+        .arg(&result_file);
+    if let Some(limit) = config.memory_limit {
+        // SAFETY: setrlimit is async-signal-safe and touches only the child's own limits.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: limit as libc::rlim_t,
+                    rlim_max: limit as libc::rlim_t,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let bound = config
+        .memory_limit
+        .map(|l| format!(" (memory bound {} MiB)", l >> 20))
+        .unwrap_or_default();
+    let finished = match process::run(&mut cmd, config.timeout) {
+        Ok(f) => f,
+        Err(RunError::Spawn(e)) => {
+            return Err(fail(format!("cannot run {}: {e}", program.display())))
+        }
+        Err(RunError::Timeout(_)) => {
+            return Err(fail(format!(
+                "the compile ran past the worker's timeout of {} s and was killed",
+                config.timeout.as_secs_f64()
+            )))
+        }
+    };
+    let stderr = String::from_utf8_lossy(&finished.stderr);
+    let stderr = stderr.trim_end();
+    if !finished.status.success() {
+        use std::os::unix::process::ExitStatusExt;
+        let how = match finished.status.signal() {
+            Some(sig) => format!("was killed by signal {sig} ({})", signal_name(sig)),
+            None => format!("exited with {}", finished.status),
+        };
+        let tail = if stderr.is_empty() {
+            String::new()
+        } else {
+            format!(": {stderr}")
+        };
+        return Err(fail(format!("the worker {how}{bound}{tail}")));
+    }
+    let bytes = file_read::read_file(
+        &result_file,
+        file_read::CODE_OBJECT_LIMIT,
+        "a worker's result",
+        file_read::Streams::None,
+    )
+    .map_err(|e| fail(format!("its result cannot be read ({})", e.reason())))?;
+    let response: Response = rmp_serde::from_slice(&bytes)
+        .map_err(|e| fail(format!("its result does not decode: {e}")))?;
+    match response {
+        Response::Compiled {
+            code,
+            log,
+            diagnostics,
+            dependencies,
+            started,
+        } => Ok(RtcOutput {
+            code,
+            log,
+            diagnostics,
+            dependencies: dependencies
+                .into_iter()
+                .map(|d| Dependency {
+                    include_dir: d.include_dir,
+                    name: path(d.name),
+                    path: path(d.path),
+                })
+                .collect(),
+            started,
+        }),
+        Response::CompileFailed {
+            name,
+            options,
+            log,
+            diagnostics,
+        } => Err(RtcError::Compile {
+            compiler,
+            name,
+            options,
+            log,
+            diagnostics,
+        }),
+        Response::Failed(reason) => Err(fail(reason)),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        _ => "a signal",
+    }
+}
+
+/// Serves one request: reads `request`, opens the library it names, compiles, and writes the
+/// result (the output or the error) to `result`. The worker mode of the `hipjit` command
+/// (`hipjit rtc-worker REQUEST RESULT`) calls this.
+///
+/// Errors: a text saying why the request could not be read or the result not written (the
+/// compile's own errors are the result).
+pub fn serve(request: &Path, result: &Path) -> Result<(), String> {
+    let bytes = file_read::read_file(
+        request,
+        file_read::CODE_OBJECT_LIMIT,
+        "a worker request",
+        file_read::Streams::None,
+    )
+    .map_err(|e| {
+        format!(
+            "cannot read the request {}: {}",
+            request.display(),
+            e.reason()
+        )
+    })?;
+    let req: Request = rmp_serde::from_slice(&bytes)
+        .map_err(|e| format!("the request {} does not decode: {e}", request.display()))?;
+    let library = path(req.library);
+    let include_dirs: Vec<PathBuf> = req.include_dirs.into_iter().map(path).collect();
+    let input = RtcInput {
+        source: &req.source,
+        name: &req.name,
+        headers: &req.headers,
+        include_dirs: &include_dirs,
+        options: &req.options,
+    };
+    let out = match req.kind {
+        RtcKind::HipRtc => HipRtc::open_path(&library).and_then(|rtc| rtc.compile(&input)),
+        RtcKind::Nvrtc => NvRtc::open_path(&library).and_then(|rtc| rtc.compile(&input)),
+    };
+    let response = match out {
+        Ok(o) => Response::Compiled {
+            code: o.code,
+            log: o.log,
+            diagnostics: o.diagnostics,
+            dependencies: o
+                .dependencies
+                .iter()
+                .map(|d| WireDependency {
+                    include_dir: d.include_dir,
+                    name: path_bytes(&d.name),
+                    path: path_bytes(&d.path),
+                })
+                .collect(),
+            started: o.started,
+        },
+        Err(RtcError::Compile {
+            name,
+            options,
+            log,
+            diagnostics,
+            ..
+        }) => Response::CompileFailed {
+            name,
+            options,
+            log,
+            diagnostics,
+        },
+        Err(e) => Response::Failed(e.to_string()),
+    };
+    let encoded =
+        rmp_serde::to_vec(&response).map_err(|e| format!("cannot encode the result: {e}"))?;
+    // Written whole, then renamed: the parent never reads half a result.
+    let partial = result.with_extension("partial");
+    std::fs::write(&partial, encoded)
+        .and_then(|()| std::fs::rename(&partial, result))
+        .map_err(|e| format!("cannot write the result {}: {e}", result.display()))
+}
