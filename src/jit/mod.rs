@@ -482,9 +482,11 @@ impl Jit {
     /// loaded library is cached per (runtime, device, key), so a second call returns the same
     /// [`Library`]. With no targets in `options` the device's is used: its target ID on AMD,
     /// its SM target on HIP's NVIDIA platform (then compiled by nvcc to a cubin). With no code
-    /// object version in `options` (and none from
-    /// [`JitOptions::runtime_code_object_versions`]) the device runtime's accepted versions
-    /// choose it. When the runtime rejects the image as invalid (`hipErrorInvalidImage`), the
+    /// object version in `options` (nor [`JitOptions::runtime_code_object_versions`]) the
+    /// compiler's default for the target is compiled, under the key a host without this
+    /// runtime computes (a build host baking a cache shares it); only when the device's
+    /// runtime cannot load that version is the source compiled again with the highest version
+    /// both the runtime and the compiler support. When the runtime rejects the image as invalid (`hipErrorInvalidImage`), the
     /// cached result is evicted (memory and written disk root) and the source is compiled and
     /// loaded once more.
     ///
@@ -529,14 +531,11 @@ impl Jit {
                 });
             }
         }
-        if self.runtime_versions.is_none() {
-            o = self.effective_options_with(
-                source,
-                &o,
-                device.runtime().code_object_versions(),
-                Some(device.runtime().path()),
-            )?;
-        }
+        // The code object version stays what the options and the compiler make of the target,
+        // so that the key is the one a host without this runtime computes (a compile-only build
+        // host); only a code object this runtime cannot load is compiled again, with the
+        // highest version both accept.
+        let accepted = device.runtime().code_object_versions();
         let runtime = device.runtime().path().to_path_buf();
         let mut bypass_disk = false;
         loop {
@@ -567,6 +566,25 @@ impl Jit {
                     })
                 }
             };
+            if let (Artefact::CodeObject(co), Some(accepted)) = (&artefact, accepted) {
+                if o.code_object_version.is_none() && !accepted.contains(&co.code_object_version())
+                {
+                    let retry = self.effective_options_with(
+                        source,
+                        &o,
+                        Some(accepted),
+                        Some(device.runtime().path()),
+                    )?;
+                    if retry.code_object_version.is_some() {
+                        drop(slot);
+                        tracing::debug!(key = %compiled.key(), version = co.code_object_version(),
+                            "the runtime does not load this code object version; compiling \
+                             for one it does");
+                        o = retry;
+                        continue;
+                    }
+                }
+            }
             match load(&artefact, device) {
                 Ok(lib) => {
                     let lib = Arc::new(lib);
