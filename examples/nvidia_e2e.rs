@@ -906,7 +906,7 @@ fn disk_hit_steps(exe: &Path, cache: &Path, cubin_path: &Path) -> R<()> {
         m("raw-library-load: launch + synchronize"),
     );
     println!(
-        "BENCH disk hit steps, hipjit (median us of 7 fresh processes): Jit::new {new:.0}; nvcc found + identity checked {compiler:.0}; direct key {direct:.0}; manifest check {:.0}; entry read + verify + parse {:.0}; load through the library API {load:.0}; kernel {kernel:.0}; launch + synchronize {launch:.0}",
+        "BENCH disk hit steps, hipjit (median us of 7 fresh processes): Jit::new {new:.0}; compiler found + identity checked {compiler:.0}; direct key {direct:.0}; manifest check {:.0}; entry read + verify + parse {:.0}; load through the library API {load:.0}; kernel {kernel:.0}; launch + synchronize {launch:.0}",
         key - direct,
         compile - key,
     );
@@ -934,7 +934,7 @@ fn child_disk_hit_steps(cache: &Path) -> R<()> {
     let mut t = Instant::now();
     let jit = jit(cache)?;
     step(&mut t, "Jit::new");
-    jit.compiler_for(&o)?;
+    jit.compiler_for(KERNELS, &o)?;
     step(&mut t, "compiler found and identity checked");
     jit.source_key(KERNELS, &o)?;
     step(&mut t, "direct key");
