@@ -71,6 +71,8 @@ fn fixture_log(lib: &Path) -> Vec<String> {
 
 fn jit(cache: CacheLocation) -> Jit {
     Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         cache,
         ..JitOptions::default()
     })

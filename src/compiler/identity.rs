@@ -272,10 +272,71 @@ pub fn identify(
     let (files, covered) = match kind {
         CompilerKind::Hipcc => hipcc_files(path, &resolved, &version, env, timeout),
         CompilerKind::Nvcc => nvcc_files(&resolved),
-        // The in-process compilers list their files themselves (compiler::rtc); here only the
-        // library named.
+        // The in-process compilers list their files themselves: [`identify_library`].
         CompilerKind::Hiprtc | CompilerKind::Nvrtc => (vec![resolved.clone()], Vec::new()),
     };
+    fingerprint(
+        kind,
+        &resolved,
+        version,
+        files,
+        covered,
+        memo_file.as_deref(),
+    )
+}
+
+/// The identity of an in-process compiler (hipRTC, NVRTC): `kind`, the library file
+/// `library`, a version text `version` (the library's own answer names no build: hipRTC 5.2.3
+/// and 6.4.3 both say 9.0), and the content fingerprint of `files()`, the closed list of files
+/// that decide its output ([`crate::compiler::hiprtc::HipRtc::identity_files`],
+/// [`crate::compiler::nvrtc::NvRtc::identity_files`]) and of every file under `covered`
+/// (directories of headers the compiler is handed, such as the CUDA toolkit's `include` for
+/// NVRTC: a header there is then left out of the header manifests, as hipcc's own are).
+/// Remembered in `dir` (else
+/// [`identity_dir`]) as the process compilers' are: a fresh process that finds every listed
+/// file unchanged by `stat` neither calls `files` (which may compile a probe to learn what the
+/// library loads) nor hashes anything.
+///
+/// Errors: [`IdentityError::Read`] when a listed file cannot be read.
+pub fn identify_library(
+    kind: CompilerKind,
+    library: &Path,
+    version: String,
+    files: impl FnOnce() -> Vec<PathBuf>,
+    covered: Vec<PathBuf>,
+    dir: Option<&Path>,
+) -> Result<CompilerIdentity, IdentityError> {
+    let resolved = std::fs::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
+    let default_dir = identity_dir();
+    let dir = dir.or(default_dir.as_deref());
+    let memo_file = dir.map(|d| d.join(memo_name(kind, &resolved, &[])));
+    if let Some(id) = memo_file.as_deref().and_then(|f| read_memo(f, &resolved)) {
+        if id.version == version && id.covered == covered {
+            return Ok(id);
+        }
+    }
+    let mut listed = files();
+    listed.push(resolved.clone());
+    fingerprint(
+        kind,
+        &resolved,
+        version,
+        listed,
+        covered,
+        memo_file.as_deref(),
+    )
+}
+
+/// Hashes `files` and every file under `covered` into an identity, and remembers it in
+/// `memo_file` with the stat of each.
+fn fingerprint(
+    kind: CompilerKind,
+    resolved: &Path,
+    version: String,
+    files: Vec<PathBuf>,
+    covered: Vec<PathBuf>,
+    memo_file: Option<&Path>,
+) -> Result<CompilerIdentity, IdentityError> {
     let mut programs: Vec<PathBuf> = files;
     programs.sort();
     programs.dedup();
@@ -316,13 +377,13 @@ pub fn identify(
     }
     let identity = CompilerIdentity {
         kind,
-        path: resolved.clone(),
+        path: resolved.to_path_buf(),
         version,
         fingerprint: crate::cache::key::hex(&fp.finalize()),
         covered,
     };
     if let Some(file) = memo_file {
-        write_memo(&file, &identity, stats);
+        write_memo(file, &identity, stats);
     }
     Ok(identity)
 }

@@ -58,6 +58,7 @@ use crate::cache::memory::MemoryCache;
 use crate::cache::remote::RemoteConfigError;
 use crate::code_object::CodeObjectError;
 use crate::compiler::diagnostics;
+use crate::compiler::selection::CompilerChoice;
 use crate::compiler::{
     CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerIdentity,
 };
@@ -86,7 +87,13 @@ pub enum CacheLocation {
 /// Settings of a [`Jit`].
 #[derive(Clone, Debug, Default)]
 pub struct JitOptions {
-    /// How to find and run the compilers (hipcc, nvcc), each found on first use.
+    /// Which compiler compiles: `None` reads `HIPJIT_COMPILER` (`auto`, `hipcc`, `hiprtc`,
+    /// `nvcc`, `nvrtc`), else [`CompilerChoice::Auto`] ([`compilers`] has the rule). Whatever
+    /// the choice, [`Compiled::compiler`] says which compiler made a result and why.
+    pub compiler: Option<CompilerChoice>,
+    /// How to find and run the compilers (hipcc, nvcc; hipRTC and NVRTC are found as
+    /// [`crate::compiler::hiprtc`] and [`crate::compiler::nvrtc`] describe), each found on
+    /// first use.
     pub compiler_config: CompilerConfig,
     /// The disk cache.
     pub cache: CacheLocation,
@@ -243,7 +250,10 @@ impl Jit {
         }
         .map(|d| d.with_max_bytes(options.max_cache_bytes));
         Ok(Jit {
-            compilers: Compilers::new(options.compiler_config),
+            compilers: Compilers::new(
+                options.compiler_config,
+                compilers::resolve_choice(options.compiler)?,
+            ),
             disk,
             memory: MemoryCache::new(),
             extra: options.extra_signature,
@@ -259,11 +269,23 @@ impl Jit {
         })
     }
 
-    /// The compiler that compiles `options` (found now if it was not yet), and why that one.
+    /// The compiler that compiles `source` with `options` (found now if it was not yet), and
+    /// why that one ([`compilers`]).
     ///
-    /// Errors: [`JitError::Compiler`] when it cannot be found or identified.
-    pub fn compiler_for(&self, options: &CompileOptions) -> Result<Chosen, JitError> {
-        Ok(self.compilers.choose(options)?)
+    /// Errors: [`JitError::Compiler`] when it cannot be found or identified, or the choice
+    /// does not fit the options' platform.
+    pub fn compiler_for(
+        &self,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<Chosen, JitError> {
+        Ok(self.compilers.choose(source.as_ref(), options, None)?)
+    }
+
+    /// The compiler choice this JIT applies ([`JitOptions::compiler`], else `HIPJIT_COMPILER`,
+    /// else Auto).
+    pub fn compiler_choice(&self) -> CompilerChoice {
+        self.compilers.choice()
     }
 
     /// The disk cache, unless disabled.
@@ -324,18 +346,20 @@ impl Jit {
     ///
     /// Errors: [`JitError::Compiler`] when that needs hipcc and it cannot be found.
     pub fn effective_options(&self, options: &CompileOptions) -> Result<CompileOptions, JitError> {
-        self.effective_options_with(options, self.runtime_versions.as_deref())
+        self.effective_options_with(b"", options, self.runtime_versions.as_deref(), None)
     }
 
     fn effective_options_with(
         &self,
+        source: &[u8],
         options: &CompileOptions,
         runtime_versions: Option<&[u32]>,
+        runtime: Option<&std::path::Path>,
     ) -> Result<CompileOptions, JitError> {
         let mut o = options.clone();
         if o.code_object_version.is_none() && o.sm_targets.is_empty() {
             if let Some(accepted) = runtime_versions {
-                let chosen = self.compilers.choose(&o)?;
+                let chosen = self.compilers.choose(source, &o, runtime)?;
                 let supported = compiler_code_object_versions(chosen.backend.identity());
                 o.code_object_version = accepted
                     .iter()
@@ -359,9 +383,10 @@ impl Jit {
         options: &CompileOptions,
     ) -> Result<Option<CacheKey>, JitError> {
         let source = source.as_ref();
-        let o = self.effective_options(options)?;
+        let o =
+            self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
         o.validate().map_err(CompileError::from)?;
-        let chosen = self.compilers.choose(&o)?;
+        let chosen = self.compilers.choose(source, &o, None)?;
         let direct = chosen.backend.direct_key(source, &o, &self.extra);
         Ok(self
             .disk
@@ -381,10 +406,12 @@ impl Jit {
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<CacheKey, JitError> {
-        let o = self.effective_options(options)?;
+        let source = source.as_ref();
+        let o =
+            self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
         o.validate().map_err(CompileError::from)?;
-        let chosen = self.compilers.choose(&o)?;
-        Ok(chosen.backend.direct_key(source.as_ref(), &o, &self.extra))
+        let chosen = self.compilers.choose(source, &o, None)?;
+        Ok(chosen.backend.direct_key(source, &o, &self.extra))
     }
 
     /// Compiles `source` for the targets of `options` (AMDGPU target IDs, or an SM target), or
@@ -402,7 +429,7 @@ impl Jit {
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<Compiled, JitError> {
-        self.compile_impl(source.as_ref(), options, false)
+        self.compile_impl(source.as_ref(), options, false, None)
     }
 
     fn compile_impl(
@@ -410,10 +437,11 @@ impl Jit {
         source: &[u8],
         options: &CompileOptions,
         bypass_disk: bool,
+        runtime: Option<&std::path::Path>,
     ) -> Result<Compiled, JitError> {
         let started = Instant::now();
         let looked_up = self.memory.get_or_try_insert(source, options, || {
-            self.compile_uncached(source, options, bypass_disk)
+            self.compile_uncached(source, options, bypass_disk, runtime)
         });
         let (inner, hit) = match looked_up {
             Ok(r) => r,
@@ -525,7 +553,7 @@ impl Jit {
         let runtime = device.runtime().path().to_path_buf();
         let mut bypass_disk = false;
         loop {
-            let compiled = self.compile_impl(source, &o, bypass_disk)?;
+            let compiled = self.compile_impl(source, &o, bypass_disk, Some(&runtime))?;
             let map_key = (runtime.clone(), device.ordinal(), compiled.key());
             let slot: LoadedSlot = Arc::clone(self.loaded.lock().entry(map_key).or_default());
             let mut slot = slot.lock();
@@ -555,7 +583,12 @@ impl Jit {
             if let (Artefact::CodeObject(co), Some(accepted)) = (&artefact, accepted) {
                 if o.code_object_version.is_none() && !accepted.contains(&co.code_object_version())
                 {
-                    let retry = self.effective_options_with(&o, Some(accepted))?;
+                    let retry = self.effective_options_with(
+                        source,
+                        &o,
+                        Some(accepted),
+                        Some(device.runtime().path()),
+                    )?;
                     if retry.code_object_version.is_some() {
                         drop(slot);
                         tracing::debug!(key = %compiled.key(), version = co.code_object_version(),
@@ -594,10 +627,16 @@ impl Jit {
         source: &[u8],
         options: &CompileOptions,
         bypass_disk: bool,
+        runtime: Option<&std::path::Path>,
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
-        let o = self.effective_options(options)?;
+        let o = self.effective_options_with(
+            source,
+            options,
+            self.runtime_versions.as_deref(),
+            runtime,
+        )?;
         o.validate().map_err(CompileError::from)?;
-        let chosen = self.compilers.choose(&o)?;
+        let chosen = self.compilers.choose(source, &o, runtime)?;
         let backend = &chosen.backend;
         let direct = backend.direct_key(source, &o, &self.extra);
         let mut bad_entries = Vec::new();
