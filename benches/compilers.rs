@@ -160,7 +160,13 @@ fn main() {
                 })
                 .collect();
             let out = batch_dir.join("out");
-            into.push(batch(&files, jobs, &compiler, &batch_dir.join("cache"), &out));
+            into.push(batch(
+                &files,
+                jobs,
+                &compiler,
+                &batch_dir.join("cache"),
+                &out,
+            ));
         }
     }
     let (r, h, s, j2, j1) = (

@@ -1288,7 +1288,15 @@ fn compile_j2_with_hiprtc_compiles_every_file() {
             )
         })
         .collect();
-    let mut args = vec!["compile", "--arch", "gfx90a", "--compiler", "hiprtc", "-j", "2"];
+    let mut args = vec![
+        "compile",
+        "--arch",
+        "gfx90a",
+        "--compiler",
+        "hiprtc",
+        "-j",
+        "2",
+    ];
     args.extend(files.iter().map(|f| path_str(f)));
     args.extend(["--json", "-o"]);
     let out = dir.path().join("out");
@@ -1316,7 +1324,16 @@ fn compile_j2_survives_a_hiprtc_that_aborts_and_names_the_signal() {
     let calm = write(dir.path(), "calm.hip", "// calm\n");
     let cache = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["compile", "--arch", "gfx90a", "--compiler", "hiprtc", "-j", "2", "--json"])
+        .args([
+            "compile",
+            "--arch",
+            "gfx90a",
+            "--compiler",
+            "hiprtc",
+            "-j",
+            "2",
+            "--json",
+        ])
         .arg(&boom)
         .arg(&calm)
         .env("HIPJIT_CACHE_DIR", cache.path())
