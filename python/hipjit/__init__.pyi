@@ -159,6 +159,7 @@ class Jit:
         std: Optional[str] = None,
         flags: Optional[Sequence[str]] = None,
         fast_math: bool = False,
+        compiler: str = "auto",
     ) -> Compiled: ...
     def kernel(
         self,
@@ -190,6 +191,7 @@ def compile(
     std: Optional[str] = None,
     flags: Optional[Sequence[str]] = None,
     fast_math: bool = False,
+    compiler: str = "auto",
 ) -> Compiled: ...
 def inspect(path_or_bytes: Union[_Path, bytes, bytearray], *, target: Optional[str] = None) -> Inspected: ...
 def runtime_info() -> Dict[str, Any]: ...

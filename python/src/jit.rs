@@ -125,6 +125,18 @@ pub fn device_ordinal(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyRe
     }
 }
 
+/// Checks a `compiler=` keyword: this version compiles with the process compilers, picked by the
+/// target (`"auto"`).
+fn check_compiler(compiler: &str) -> PyResult<()> {
+    match compiler {
+        "auto" => Ok(()),
+        other => Err(PyValueError::new_err(format!(
+            "compiler: {other:?} is not a compiler choice this version takes (\"auto\": hipcc \
+             for AMDGPU targets, nvcc for SM targets)"
+        ))),
+    }
+}
+
 impl Jit {
     fn create(
         py: Python<'_>,
@@ -133,15 +145,7 @@ impl Jit {
         max_cache_bytes: Option<u64>,
         extra_signature: Option<Vec<u8>>,
     ) -> PyResult<Jit> {
-        match compiler {
-            "auto" => {}
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "compiler: {other:?} is not a compiler choice this version takes (\"auto\": \
-                     hipcc for AMDGPU targets, nvcc for SM targets)"
-                )))
-            }
-        }
+        check_compiler(compiler)?;
         let options = JitOptions {
             cache: cache_location(cache_dir)?,
             max_cache_bytes,
@@ -206,7 +210,7 @@ impl Jit {
     /// `jit.compile(source, arch, *, defines=None, include_dirs=None, opt=3, std=None,
     /// flags=None, fast_math=False)`: compiles `source` (str or bytes) for `arch` (a target ID or
     /// a list of them), or returns the cached result. See `hipjit.compile`.
-    #[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false))]
+    #[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false, compiler="auto"))]
     #[allow(clippy::too_many_arguments)]
     fn compile(
         &self,
@@ -219,7 +223,9 @@ impl Jit {
         std: Option<&str>,
         flags: Option<Vec<String>>,
         fast_math: bool,
+        compiler: &str,
     ) -> PyResult<Compiled> {
+        check_compiler(compiler)?;
         let k = Keywords {
             arch: Some(arch),
             defines,
@@ -351,11 +357,12 @@ pub fn get_jit(py: Python<'_>) -> PyResult<Py<Jit>> {
 /// or returns the cached result. `defines`: a dict (`{"N": 256, "DEBUG": None}`) or a list of
 /// `"NAME=VALUE"`; `include_dirs`: a list of directories; `opt`: 0-3, `"s"` or `"z"`; `std`:
 /// `"c++17"` (default), `"c++20"`...; `flags`: further compiler flags (checked: flags that
-/// change the output or read files the cache key does not see are refused).
+/// change the output or read files the cache key does not see are refused); `compiler`:
+/// `"auto"` (hipcc for AMDGPU targets, nvcc for SM targets).
 ///
 /// Raises `CompileError` (with `diagnostics`), `TypeError`/`ValueError` for bad arguments.
 #[pyfunction]
-#[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false))]
+#[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false, compiler="auto"))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile(
     py: Python<'_>,
@@ -367,7 +374,9 @@ pub fn compile(
     std: Option<&str>,
     flags: Option<Vec<String>>,
     fast_math: bool,
+    compiler: &str,
 ) -> PyResult<Compiled> {
+    check_compiler(compiler)?;
     let jit = get_jit(py)?;
     let k = Keywords {
         arch: Some(arch),
