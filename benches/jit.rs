@@ -56,6 +56,8 @@ fn main() {
     };
     let make_jit = || {
         Jit::new(JitOptions {
+            // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+            compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
             cache: CacheLocation::Roots(vec![dir.path().to_path_buf()]),
             ..JitOptions::default()
         })

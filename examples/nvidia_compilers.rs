@@ -1,12 +1,17 @@
-//! NVRTC against nvcc on a real NVIDIA GPU (scripts/h200.sh runs this on the H200 machine):
-//! kernels compiled in process by NVRTC through hipjit's HIP prelude are loaded and launched and
-//! their results checked element by element; then the cold compile + load of a 4 KiB source is
-//! timed in fresh processes, NVRTC (with its first `dlopen`, and a second compile in the same
-//! process without it) against nvcc, 7 interleaved runs each, medians reported.
+//! NVRTC against nvcc on a real NVIDIA GPU, both through hipjit's one `Jit` (scripts/h200.sh
+//! runs this on the H200 machine): kernels compiled by NVRTC (`CompilerChoice::Nvrtc`) through
+//! hipjit's HIP prelude are loaded and launched and their results checked element by element,
+//! and `Auto` is checked to take NVRTC for the device's SM target with its reason; then the
+//! cold compile + load of a 4 KiB source through `Jit::load` is timed in fresh processes, NVRTC
+//! (with its first `dlopen`, and a second source in the same process without it) against nvcc,
+//! 7 interleaved runs each, medians reported. Each child's disk cache is a new empty root, so
+//! the times include the key, the header manifest and publishing the entry.
 //!
 //! `nvidia_compilers` runs everything; `nvidia_compilers child nvrtc|nvcc SEED` is one timed
 //! fresh process (it prints `COLD_MS`, and for NVRTC `SECOND_MS`). nvcc is `HIPJIT_NVCC`, else
-//! hipjit's discovery; NVRTC is found beside it (or `HIPJIT_NVRTC_LIBRARY`).
+//! hipjit's discovery; NVRTC is found beside it (or `HIPJIT_NVRTC_LIBRARY`). The compilers'
+//! identities are remembered per user as usual: the first child computes them, the others (as
+//! any later process) read them.
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -14,14 +19,12 @@ use std::process::Command;
 use std::time::Instant;
 
 use hipjit::args;
-use hipjit::code_object::cubin::Cubin;
-use hipjit::compiler::nvcc::Nvcc;
-use hipjit::compiler::nvrtc::{self, NvRtc};
-use hipjit::compiler::rtc::RtcInput;
+use hipjit::compiler::selection::CompilerChoice;
+use hipjit::compiler::{CompileOptions, CompilerKind};
 use hipjit::cuda::target::SmTarget;
 use hipjit::device::Device;
+use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
 use hipjit::launch::LaunchConfig;
-use hipjit::library::Library;
 use hipjit::memory::DeviceBuffer;
 use hipjit::runtime::{Platform, Runtime};
 use hipjit::stream::{Stream, StreamFlags};
@@ -85,8 +88,21 @@ fn open() -> R<(Runtime, Device, SmTarget)> {
     Ok((rt, dev, sm))
 }
 
-fn nvcc() -> R<Nvcc> {
-    Ok(Nvcc::discover(None)?)
+/// hipjit's one JIT with `choice`, its disk cache in `cache` (none when `None`).
+fn jit(choice: CompilerChoice, cache: Option<PathBuf>) -> R<Jit> {
+    Ok(Jit::new(JitOptions {
+        compiler: Some(choice),
+        cache: match cache {
+            Some(c) => CacheLocation::Roots(vec![c]),
+            None => CacheLocation::Disabled,
+        },
+        ..JitOptions::default()
+    })?)
+}
+
+/// No target: the JIT takes the device's SM target.
+fn opts() -> CompileOptions {
+    CompileOptions::default()
 }
 
 /// A 4 KiB source, distinct per `seed` so that nothing can be served from any cache.
@@ -101,50 +117,63 @@ fn four_k_source(seed: &str) -> String {
     src
 }
 
-fn nvrtc_compile(rtc: &NvRtc, source: &str, sm: SmTarget) -> R<Vec<u8>> {
-    let include = rtc.include_dir();
-    let headers = nvrtc::prelude_headers(include.as_deref());
-    let options = nvrtc::hip_options(sm, include.as_deref());
-    let out = rtc.compile(&RtcInput {
-        source: source.as_bytes(),
-        name: "kernel.hip",
-        headers: &headers,
-        include_dirs: &[],
-        options: &options,
-    })?;
-    Ok(out.code)
-}
-
 fn child(mode: &str, seed: &str) -> R<()> {
-    let (_rt, dev, sm) = open()?;
-    let nvcc = nvcc()?;
-    let source = four_k_source(seed);
-    let t = Instant::now();
-    let cubin = match mode {
-        "nvrtc" => {
-            let rtc = NvRtc::open(Some(nvcc.path()))?;
-            nvrtc_compile(&rtc, &source, sm)?
-        }
-        "nvcc" => nvcc.compile(&source, sm, &[])?,
+    let (_rt, dev, _sm) = open()?;
+    let choice = match mode {
+        "nvrtc" => CompilerChoice::Nvrtc,
+        "nvcc" => CompilerChoice::Nvcc,
         other => return Err(format!("unknown child mode {other}").into()),
     };
-    let lib = Library::load_cubin(&dev, &Cubin::from_bytes(&cubin)?)?;
-    let _k = lib.kernel("four_k")?;
-    println!("COLD_MS {:.3}", t.elapsed().as_secs_f64() * 1e3);
+    let cache = std::env::temp_dir().join(format!("hipjit-compilers-{seed}"));
+    let _ = std::fs::remove_dir_all(&cache);
+    let source = four_k_source(seed);
+    let t = Instant::now();
+    let jit = jit(choice, Some(cache.clone()))?;
+    let loaded = jit.load(&dev, &source, &opts())?;
+    let _k = loaded.library.kernel("four_k")?;
+    let cold = t.elapsed();
+    if loaded.compiled.origin() != Origin::Compiler
+        || loaded.compiled.compiler().kind.as_str() != mode
+    {
+        return Err(format!(
+            "expected a {mode} compile, got {:?} by {:?}",
+            loaded.compiled.origin(),
+            loaded.compiled.compiler()
+        )
+        .into());
+    }
+    println!("COLD_MS {:.3}", cold.as_secs_f64() * 1e3);
     if mode == "nvrtc" {
-        let rtc = NvRtc::open(Some(nvcc.path()))?;
         let second = four_k_source(&format!("{seed}-second"));
         let t = Instant::now();
-        let cubin = nvrtc_compile(&rtc, &second, sm)?;
-        let lib = Library::load_cubin(&dev, &Cubin::from_bytes(&cubin)?)?;
-        let _k = lib.kernel("four_k")?;
+        let loaded = jit.load(&dev, &second, &opts())?;
+        let _k = loaded.library.kernel("four_k")?;
         println!("SECOND_MS {:.3}", t.elapsed().as_secs_f64() * 1e3);
     }
+    let _ = std::fs::remove_dir_all(&cache);
     Ok(())
 }
 
-fn checks(dev: &Device, sm: SmTarget, rtc: &NvRtc) -> R<()> {
-    let lib = Library::load_cubin(dev, &Cubin::from_bytes(&nvrtc_compile(rtc, KERNELS, sm)?)?)?;
+fn checks(dev: &Device, sm: SmTarget) -> R<()> {
+    let auto = jit(CompilerChoice::Auto, None)?.compile(KERNELS, &CompileOptions::for_sm(sm))?;
+    let used = auto.compiler();
+    check(
+        "Auto takes NVRTC for the device's SM target, where its parity with nvcc was proven",
+        used.kind == CompilerKind::Nvrtc,
+        format!(
+            "{} ({}): {}",
+            used.kind.as_str(),
+            used.path.display(),
+            used.reason
+        ),
+    )?;
+    let loaded = jit(CompilerChoice::Nvrtc, None)?.load(dev, KERNELS, &opts())?;
+    check(
+        "NVRTC through Jit::load",
+        loaded.compiled.compiler().kind == CompilerKind::Nvrtc,
+        format!("{:?}", loaded.compiled.compiler()),
+    )?;
+    let lib = &loaded.library;
     let stream = Stream::new(dev, StreamFlags::NON_BLOCKING)?;
 
     let n = 1u32 << 20;
@@ -254,16 +283,13 @@ fn main() -> R<()> {
         return child(&args[2], &args[3]);
     }
     let (_rt, dev, sm) = open()?;
-    let nvcc = nvcc()?;
-    let rtc = NvRtc::open(Some(nvcc.path()))?;
-    println!(
-        "NVRTC {} ({}), version {:?}; nvcc {}; device target {sm}",
-        rtc.path().display(),
-        rtc.found(),
-        rtc.version(),
-        nvcc.path().display()
-    );
-    checks(&dev, sm, &rtc)?;
+    for choice in [CompilerChoice::Nvrtc, CompilerChoice::Nvcc] {
+        let chosen = jit(choice, None)?.compiler_for(KERNELS, &CompileOptions::for_sm(sm))?;
+        let id = chosen.backend.identity();
+        println!("{choice}: {} ({})", id.path.display(), id.version_summary());
+    }
+    println!("device target {sm}");
+    checks(&dev, sm)?;
 
     let exe: PathBuf = std::env::current_exe()?;
     let (mut cold_rtc, mut second_rtc, mut cold_nvcc) = (vec![], vec![], vec![]);
@@ -306,8 +332,8 @@ fn main() -> R<()> {
         median(&mut cold_nvcc),
     );
     println!(
-        "BENCH compile + load of a 4 KiB source, fresh process, medians of 7 interleaved runs: \
-         NVRTC with its first dlopen {r:.1} ms ({:.3}x nvcc), NVRTC second compile in the process \
+        "BENCH Jit::load (compile + load) of a 4 KiB source, fresh process, new disk cache root, \
+         medians of 7 interleaved runs: NVRTC with its first dlopen {r:.1} ms ({:.3}x nvcc), NVRTC second compile in the process \
          {s:.1} ms ({:.3}x nvcc, target <= 0.15x), nvcc {n:.1} ms",
         r / n,
         s / n

@@ -102,7 +102,8 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// hipjit's one JIT with its disk cache in `cache`; the compiler for the device's SM target is
-/// nvcc, or the one `HIPJIT_COMPILER` names.
+/// what `HIPJIT_COMPILER` names, else Auto's choice (NVRTC where its parity with nvcc was
+/// proven).
 fn jit(cache: &Path) -> R<Jit> {
     Ok(Jit::new(JitOptions {
         cache: CacheLocation::Roots(vec![cache.to_path_buf()]),
@@ -824,7 +825,7 @@ fn benchmarks(
     }
     let (mo, mr) = (median(&mut ours_us), median(&mut raw_us));
     println!(
-        "BENCH disk hit, fresh process, after context creation to first launch done: hipjit (nvcc identity from the cache, key, read, parse, cuLibraryLoadData, kernel, launch) median {mo:.0} us vs read + cuModuleLoadData + cuModuleGetFunction + launch median {mr:.0} us: ratio {:.2}; whole process {:.0} ms vs {:.0} ms (7 runs each)",
+        "BENCH disk hit, fresh process, after context creation to first launch done: hipjit (compiler identity from the per-user memo, key, read, parse, cuLibraryLoadData, kernel, launch) median {mo:.0} us vs read + cuModuleLoadData + cuModuleGetFunction + launch median {mr:.0} us: ratio {:.2}; whole process {:.0} ms vs {:.0} ms (7 runs each)",
         mo / mr,
         median(&mut ours_proc),
         median(&mut raw_proc)

@@ -108,7 +108,8 @@ fn host_replay(x: &[f32], y: &mut [f32], coef: &[(f32, f32, f32)], replays: usiz
     }
 }
 
-/// hipjit's one JIT with its disk cache in `cache` (nvcc, or what `HIPJIT_COMPILER` names).
+/// hipjit's one JIT with its disk cache in `cache` (the compiler `HIPJIT_COMPILER` names, else
+/// Auto's).
 fn jit(cache: &std::path::Path) -> R<Jit> {
     Ok(Jit::new(JitOptions {
         cache: CacheLocation::Roots(vec![cache.to_path_buf()]),

@@ -6,13 +6,18 @@
 # size from occupancy, load, launch on a stream between events, check every element), then a
 # PyTorch stream handed to a cdylib built from hipjit (examples/torch_stream) through ctypes;
 # on a machine with two or more GPUs, several GPUs in one process (examples/nvidia_multi_gpu.rs:
-# saxpy on both from one NvJit, a 1 GiB peer copy with its bandwidth, an event from GPU 0's
+# saxpy on both from one Jit, a 1 GiB peer copy with its bandwidth, an event from GPU 0's
 # stream waited on by GPU 1's, drop order), skipped with a SKIP line when fewer than two; then
 # the Python package (its wheel from .device-bin installed into a venv made with
 # --system-site-packages for torch and CuPy): python/gpu_tests with pytest (saxpy on torch
 # tensors, a non-default current stream, torch.cuda.graph capturing 100 launches replayed 10
 # times, a load refused inside a global capture, CuPy arrays, DLPack) and the launch-overhead
 # comparison with CuPy (python/bench/launch_overhead.py).
+#
+# Every NVIDIA check (nvidia_e2e, nvidia_graphs, softmax-demo, the PyTorch stream, several GPUs)
+# runs twice, once with each NVIDIA compiler: HIPJIT_COMPILER=nvrtc, then HIPJIT_COMPILER=nvcc
+# (nvidia_e2e checks that the compiler named compiled its kernels). nvidia_compilers times
+# NVRTC against nvcc through Jit::load itself.
 #
 # The machine needs the NVIDIA driver, nvcc (HIPJIT_NVCC, default /usr/local/cuda/bin/nvcc) and
 # python3 with torch, CuPy and pytest; no Rust, no registry, no maturin. Build the binaries where Rust is (scripts/build-device-bin.sh
@@ -61,14 +66,17 @@ run_all() {
     "$HIPJIT_NVCC" --version | tail -n 2
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
 
-    echo "== hipjit checks and benchmarks (examples/nvidia_e2e.rs)"
-    "$bin/nvidia_e2e"
+    local compiler
+    for compiler in nvrtc nvcc; do
+        echo "== hipjit checks and benchmarks (examples/nvidia_e2e.rs), HIPJIT_COMPILER=$compiler"
+        HIPJIT_COMPILER=$compiler "$bin/nvidia_e2e"
 
-    echo "== prepared launches, stream capture and graphs (examples/nvidia_graphs.rs)"
-    "$bin/nvidia_graphs"
+        echo "== prepared launches, stream capture and graphs (examples/nvidia_graphs.rs), HIPJIT_COMPILER=$compiler"
+        HIPJIT_COMPILER=$compiler "$bin/nvidia_graphs"
 
-    echo "== a kernel library on hipjit (examples/downstream, softmax-demo)"
-    HIP_PLATFORM=nvidia "$bin/softmax-demo"
+        echo "== a kernel library on hipjit (examples/downstream, softmax-demo), HIPJIT_COMPILER=$compiler"
+        HIP_PLATFORM=nvidia HIPJIT_COMPILER=$compiler "$bin/softmax-demo"
+    done
 
     echo "== NVRTC against nvcc (examples/nvidia_compilers.rs)"
     "$bin/nvidia_compilers"
@@ -76,8 +84,9 @@ run_all() {
     echo "== CuPy RawModule, the same 4 KiB source: cold compile + load in fresh processes"
     cupy_cold
 
-    echo "== PyTorch stream borrowed by a hipjit cdylib (examples/torch_stream)"
-    HIP_PLATFORM=nvidia python3 - "$bin/libhipjit_torch_stream.so" <<'PY'
+    for compiler in nvrtc nvcc; do
+        echo "== PyTorch stream borrowed by a hipjit cdylib (examples/torch_stream), HIPJIT_COMPILER=$compiler"
+        HIP_PLATFORM=nvidia HIPJIT_COMPILER=$compiler python3 - "$bin/libhipjit_torch_stream.so" <<'PY'
 import ctypes, sys, torch
 lib = ctypes.CDLL(sys.argv[1])
 f = lib.hipjit_torch_scale_add
@@ -98,6 +107,7 @@ print(("PASS" if ok else "FAIL"),
       f"{n} elements, {bad} wrong")
 sys.exit(0 if ok else 1)
 PY
+    done
     echo "== the Python package: python/gpu_tests (pytest) and the launch overhead against CuPy"
     local venv
     venv="$(mktemp -d)/venv"
@@ -117,7 +127,10 @@ PY
         echo "SKIP several GPUs: $gpus GPU(s) on this machine, 2 needed (saxpy on both, 1 GiB peer copy, cross-GPU event, drop order not run)"
     else
         # No NVLink multicast (NVLS) objects: NCCL's use of them is off, hipjit creates none.
-        NCCL_NVLS_ENABLE=0 "$bin/nvidia_multi_gpu"
+        for compiler in nvrtc nvcc; do
+            echo "-- HIPJIT_COMPILER=$compiler"
+            NCCL_NVLS_ENABLE=0 HIPJIT_COMPILER=$compiler "$bin/nvidia_multi_gpu"
+        done
     fi
 
     echo "== all passed"

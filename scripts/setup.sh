@@ -27,7 +27,7 @@ SID_MIRROR="${HIPJIT_SID_MIRROR:-http://deb.debian.org/debian}"
 # rocm-device-libs and libamdhip64-dev; clang-15 pulls in libclang1-15, the libclang that
 # bindgen loads at build time (libclang-15-dev is not needed). llvm-15 gives llvm-readelf-15.
 TEST_PACKAGES=(hipcc libamdhip64-dev libamdhip64-5 rocm-device-libs llvm-15 clang-15
-    libclang1-15 debootstrap unzip jq shellcheck python3-venv redis-server)
+    libclang1-15 debootstrap unzip jq shellcheck python3-venv redis-server strace)
 # What compiling a kernel needs (Debian 12+, Ubuntu 24.04+): hipcc and the HIP runtime.
 COMPILER_PACKAGES=(hipcc libamdhip64-dev)
 # What the sid root filesystem holds: hipcc 7.0.2 over clang-21, HIP 6.4.3, llvm-readelf-21.

@@ -24,6 +24,8 @@ fn options() -> CompileOptions {
 fn race_child() {
     let root = std::env::var_os(CHILD_ROOT_ENV).expect("HIPJIT_RACE_ROOT must be set");
     let jit = Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         cache: CacheLocation::Roots(vec![root.into()]),
         ..JitOptions::default()
     })

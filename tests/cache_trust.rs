@@ -47,6 +47,8 @@ fn home(dir: &Path) -> PathBuf {
 
 fn jit(root: &Path, home: &Path, lock_wait: Option<Duration>) -> Jit {
     Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         compiler_config: CompilerConfig {
             hipcc: Some(fake_hipcc()),
             env: Some(vec![

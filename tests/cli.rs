@@ -17,6 +17,7 @@ fn hipjit_in(cache: &Path, args: &[&str]) -> Output {
         .args(args)
         .env("HIPJIT_CACHE_DIR", cache)
         .env_remove("HIPJIT_HIPCC")
+        .env_remove("HIPJIT_COMPILER")
         .output()
         .expect("the hipjit binary runs")
 }
@@ -251,7 +252,7 @@ fn compile_misses_then_hits_the_disk_cache() {
         stderr(&first)
     );
     let a = json(&first);
-    assert_eq!(a["schema_version"], 1);
+    assert_eq!(a["schema_version"], 2);
     assert_eq!(a["results"][0]["cache"], "miss");
     assert_eq!(a["results"][0]["hit"], false);
     let second = hipjit_in(
@@ -1518,6 +1519,7 @@ fn hipjit_nv(cache: &Path, nvcc: &Path, args: &[&str]) -> Output {
         .env("HIPJIT_CACHE_DIR", cache)
         .env("HIPJIT_NVCC", nvcc)
         .env_remove("HIPJIT_HIPCC")
+        .env_remove("HIPJIT_COMPILER")
         .output()
         .expect("the hipjit binary runs")
 }
@@ -1550,10 +1552,16 @@ fn compile_sm_90_misses_then_hits_the_disk_cache() {
     let first = hipjit_nv(cache.path(), &nvcc, &args);
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
     let a = json(&first);
-    assert_eq!(a["schema_version"], 1);
+    assert_eq!(a["schema_version"], 2);
     assert_eq!(a["platform"], "nvidia");
-    assert_eq!(a["compiler"]["path"], path_str(&nvcc), "{a:#}");
+    // Auto: NVRTC beside the PyPI nvcc, whose parity with nvcc 13.5 was proven for sm_90.
+    assert_eq!(a["compiler"]["kind"], "nvrtc", "{a:#}");
+    let lib = a["compiler"]["path"].as_str().unwrap_or_default();
+    assert!(lib.ends_with("libnvrtc.so.13"), "{a:#}");
+    let reason = a["compiler"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("sm_90") && reason.contains("nvcc"), "{a:#}");
     let r = &a["results"][0];
+    assert_eq!(r["compiler"], a["compiler"], "{a:#}");
     assert_eq!(r["cache"], "miss", "{a:#}");
     assert_eq!(r["hit"], false);
     assert_eq!(r["key"].as_str().map(str::len), Some(64), "{a:#}");
@@ -1566,6 +1574,78 @@ fn compile_sm_90_misses_then_hits_the_disk_cache() {
     assert_eq!(b["results"][0]["cache"], "disk", "{b:#}");
     assert_eq!(b["results"][0]["hit"], true);
     assert_eq!(b["results"][0]["key"], r["key"]);
+    // The same source with nvcc: another compiler identity, another key, a miss.
+    let mut with_nvcc = args.to_vec();
+    with_nvcc.extend(["--compiler", "nvcc"]);
+    let third = hipjit_nv(cache.path(), &nvcc, &with_nvcc);
+    assert_eq!(third.status.code(), Some(0), "{}", stderr(&third));
+    let c = json(&third);
+    assert_eq!(c["results"][0]["compiler"]["kind"], "nvcc", "{c:#}");
+    assert_eq!(
+        c["results"][0]["compiler"]["path"],
+        path_str(&nvcc),
+        "{c:#}"
+    );
+    assert_eq!(c["results"][0]["cache"], "miss", "{c:#}");
+    assert_ne!(c["results"][0]["key"], r["key"]);
+}
+
+#[test]
+fn compile_takes_hipjit_compiler_and_says_where_the_choice_came_from() {
+    let cache = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["compile", "--json", "--arch", "gfx90a", path_str(&saxpy())])
+        .env("HIPJIT_CACHE_DIR", cache.path())
+        .env("HIPJIT_COMPILER", "hiprtc")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let c = &v["results"][0]["compiler"];
+    assert_eq!(c["kind"], "hiprtc", "{v:#}");
+    assert!(
+        c["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("HIPJIT_COMPILER"),
+        "{v:#}"
+    );
+    let kernels = &v["results"][0]["code_objects"][0]["kernels"];
+    assert_eq!(kernels[0]["name"], "saxpy", "{v:#}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["compile", "--arch", "gfx90a", path_str(&saxpy())])
+        .env("HIPJIT_CACHE_DIR", cache.path())
+        .env("HIPJIT_COMPILER", "clang")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("\"clang\"") && stderr(&bad).contains("HIPJIT_COMPILER"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
+#[test]
+fn compile_with_a_compiler_of_the_other_platform_is_a_usage_error() {
+    for (compiler, arch) in [("nvcc", "gfx90a"), ("hiprtc", "sm_90"), ("hipcc", "sm_90")] {
+        let o = hipjit(&[
+            "compile",
+            "--compiler",
+            compiler,
+            "--arch",
+            arch,
+            path_str(&saxpy()),
+        ]);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{compiler} {arch}: {}",
+            stderr(&o)
+        );
+        let err = stderr(&o);
+        assert!(err.contains(compiler) && err.contains(arch), "{err}");
+    }
 }
 
 #[test]
@@ -1844,7 +1924,7 @@ fn inspect_help_says_target_is_optional_for_bundles() {
 
 /// `hipjit compile --json --arch sm_90 ARGS` with the PyPI nvcc, asserting the exit status.
 fn nv_json(dir: &Path, args: &[&str], status: i32) -> serde_json::Value {
-    let mut all = vec!["compile", "--json", "--arch", "sm_90"];
+    let mut all = vec!["compile", "--json", "--compiler", "nvcc", "--arch", "sm_90"];
     all.extend_from_slice(args);
     let o = hipjit_nv(&dir.join("cache"), &pypi_nvcc(), &all);
     assert_eq!(o.status.code(), Some(status), "{all:?}\n{}", stderr(&o));

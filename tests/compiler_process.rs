@@ -31,6 +31,7 @@ fn compiler(home: &Path, act: &str, timeout: Duration) -> Compiler {
             ("PATH".into(), "/usr/bin:/bin".into()),
         ]),
         identity_dir: Some(home.join("identity")),
+        rtc_worker: None,
     })
     .unwrap_or_else(|e| panic!("{e}"))
 }

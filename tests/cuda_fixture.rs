@@ -422,9 +422,11 @@ extern "C" __global__ void twice(float* x, unsigned n) {
 }
 "#;
 
-/// The one JIT over the test's nvcc, its disk cache over `roots` (none: no disk cache).
+/// The one JIT over the test's nvcc (asked for: Auto would take NVRTC beside it), its disk
+/// cache over `roots` (none: no disk cache).
 fn nv_jit(roots: &[&Path]) -> Jit {
     Jit::new(JitOptions {
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Nvcc),
         compiler_config: CompilerConfig {
             nvcc: Some(nvcc().path().to_path_buf()),
             ..CompilerConfig::default()
@@ -662,6 +664,30 @@ fn nvidia_jit_compile_error_names_nvcc_and_the_source_line() {
         err.contains("nvcc failed") && err.contains("undeclared_name"),
         "{err}"
     );
+}
+
+#[test]
+fn nvidia_jit_with_auto_loads_an_nvrtc_cubin_on_the_device() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let jit = Jit::new(JitOptions {
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Auto),
+        compiler_config: CompilerConfig {
+            nvcc: Some(nvcc().path().to_path_buf()),
+            ..CompilerConfig::default()
+        },
+        cache: CacheLocation::Disabled,
+        ..JitOptions::default()
+    })
+    .unwrap();
+    let loaded = jit.load(&dev, JIT_SOURCE, &no_target()).unwrap();
+    assert_eq!(
+        loaded.compiled.compiler().kind,
+        hipjit::compiler::CompilerKind::Nvrtc,
+        "{:?}",
+        loaded.compiled.compiler()
+    );
+    assert_eq!(loaded.library.kernel_names().collect::<Vec<_>>(), ["twice"]);
 }
 
 #[test]

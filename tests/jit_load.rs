@@ -71,6 +71,8 @@ fn fixture_log(lib: &Path) -> Vec<String> {
 
 fn jit(cache: CacheLocation) -> Jit {
     Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         cache,
         ..JitOptions::default()
     })
@@ -201,4 +203,23 @@ fn kernel_hit_returns_the_same_handle_for_an_equal_fresh_source_without_runtime_
         .kernel(&device, SOURCE, "scale", &opts)
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(!after.same_as(&first), "clear_memory forgets kernels too");
+}
+
+#[test]
+fn a_load_keys_its_source_as_a_compile_only_build_host_does() {
+    // The runtime accepts more than one code object version; the key must not depend on it.
+    let (device, _) = fixture_device("keys-like-a-build-host");
+    let dir = tempfile::tempdir().unwrap();
+    let root = || CacheLocation::Roots(vec![dir.path().to_path_buf()]);
+    let loaded = jit(root())
+        .load(&device, SOURCE, &CompileOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded.compiled.origin(), Origin::Compiler);
+    // A host with no runtime, compiling for the device's target: the same key, a hit.
+    let target = device.target_id().unwrap().clone();
+    let built = jit(root())
+        .compile(SOURCE, &CompileOptions::for_target(target))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(built.origin(), Origin::Disk);
+    assert_eq!(built.key(), loaded.compiled.key());
 }

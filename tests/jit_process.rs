@@ -29,6 +29,7 @@ fn compiler(script: &str, home: &Path, timeout: Duration, max: usize) -> Compile
             ("NOT_ALLOWED".into(), "x".into()),
         ]),
         identity_dir: Some(home.join("identity")),
+        rtc_worker: None,
     })
     .unwrap_or_else(|e| panic!("{e}"))
 }

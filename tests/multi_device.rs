@@ -385,6 +385,8 @@ fn jit_compiles_once_per_target_and_loads_once_per_device_from_many_threads() {
     let (rt, lib) = fixture("jit-threads");
     let d = devices(&rt);
     let jit = Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         cache: CacheLocation::Disabled,
         ..JitOptions::default()
     })
@@ -458,6 +460,8 @@ fn each_devices_kernel_runs_on_its_own_device_only() {
     let (rt, lib) = fixture("kernel-per-device");
     let d = devices(&rt);
     let jit = Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         cache: CacheLocation::Disabled,
         ..JitOptions::default()
     })

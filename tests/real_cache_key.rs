@@ -38,6 +38,8 @@ fn process_env() -> Vec<(String, OsString)> {
 
 fn jit(cache: &Path, env: Option<Vec<(String, OsString)>>, hipcc: Option<PathBuf>) -> Jit {
     Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         cache: CacheLocation::Roots(vec![cache.to_path_buf()]),
         compiler_config: CompilerConfig {
             env,

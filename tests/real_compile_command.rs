@@ -81,6 +81,8 @@ fn latin1_source_and_header_compile_and_are_keyed_by_their_bytes() {
 
     // The library: the same text in Latin-1 and in UTF-8 are two keys.
     let jit = Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         cache: CacheLocation::Disabled,
         ..JitOptions::default()
     })
@@ -325,6 +327,8 @@ fn error_with_a_note_carries_the_note_its_location_and_both_carets() {
 #[test]
 fn library_std_cxx23_compiles_on_this_clang() {
     let jit = Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         cache: CacheLocation::Disabled,
         ..JitOptions::default()
     })
@@ -356,6 +360,8 @@ fn library_compiled_carries_its_warnings_and_a_disk_hit_replays_them() {
     let dir = tempfile::tempdir().unwrap();
     let jit = |cache: &Path| {
         Jit::new(JitOptions {
+            // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+            compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
             cache: CacheLocation::Roots(vec![cache.to_path_buf()]),
             ..JitOptions::default()
         })

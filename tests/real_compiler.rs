@@ -37,6 +37,8 @@ fn target(s: &str) -> TargetId {
 
 fn jit_with_cache(dir: &Path) -> Jit {
     Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         cache: CacheLocation::Roots(vec![dir.to_path_buf()]),
         ..JitOptions::default()
     })
@@ -51,6 +53,8 @@ fn jit_memory_only() -> &'static Jit {
     static JIT: std::sync::OnceLock<Jit> = std::sync::OnceLock::new();
     JIT.get_or_init(|| {
         Jit::new(JitOptions {
+            // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+            compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
             cache: CacheLocation::Disabled,
             ..JitOptions::default()
         })
@@ -135,6 +139,8 @@ fn runtime_accepted_versions_pick_the_highest_the_compiler_supports() {
     // Both clang-15 and clang-21 can write v5; clang-21 defaults to v6, which a runtime
     // accepting only 4 and 5 would reject.
     let jit = Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         cache: CacheLocation::Disabled,
         runtime_code_object_versions: Some(vec![4, 5]),
         ..JitOptions::default()

@@ -84,6 +84,8 @@ fn corpus() -> Vec<(String, String)> {
 
 fn jit() -> Jit {
     Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         cache: CacheLocation::Disabled,
         ..JitOptions::default()
     })

@@ -172,6 +172,8 @@ fn config(url: &str) -> RemoteConfig {
 
 fn jit(root: &Path, home: &Path, remote: Option<RemoteConfig>) -> Jit {
     Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         compiler_config: CompilerConfig {
             hipcc: Some(fake_hipcc()),
             env: Some(vec![

@@ -293,7 +293,7 @@ pub struct PruneReport {
 }
 
 /// The content-addressed disk cache (see the module documentation).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct DiskCache {
     roots: Vec<Root>,
     max_bytes: Option<u64>,

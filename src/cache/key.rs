@@ -38,8 +38,9 @@
 //! * `compiler-kind`: `hipcc`, `nvcc`, `hiprtc` or `nvrtc` ([`crate::compiler::CompilerKind`]);
 //! * `compiler-version`: the `--version` text without the lines naming the installation
 //!   directory ([`crate::compiler::CompilerIdentity::key_version`]);
-//! * `compiler-fingerprint`: sha256 over the closed list of the compiler's files
-//!   ([`crate::compiler::identity`]); the compiler's path is not in the key;
+//! * `compiler-fingerprint`: sha256 over the closed list of the compiler's files, each named
+//!   below their deepest common directory ([`crate::compiler::identity`]); neither the
+//!   compiler's path nor its installation prefix is in the key;
 //! * `env`: each variable that reaches the compiler but `PATH` and `HOME`: its name, then
 //!   `1` and the value's bytes, or `0` when unset;
 //! * `builtin-headers`: headers of hipjit's own that the compile sees (the nvcc prelude),
@@ -56,8 +57,10 @@
 //! and the listing's sha256, or `0` when it does not exist), in manifest order.
 //!
 //! # What is and is not re-checked
-//! * Headers inside the compiler's installation (the HIP headers, clang's resource headers,
-//!   the device libraries) are covered by the compiler fingerprint, not the manifest.
+//! * The compiler's programs, libraries and device libraries are covered by the compiler
+//!   fingerprint ([`crate::compiler::identity`]); the headers of its installation (the HIP
+//!   headers, clang's resource headers, the CUDA toolkit's headers) are in the manifest like
+//!   every other header read.
 //! * In-process (memory) hits do not re-check headers: a header edited while a process runs
 //!   is seen after [`crate::jit::Jit::clear_memory`] or in a new process.
 //! * A compile whose files changed while it ran is not published (see

@@ -1,7 +1,8 @@
 //! The JIT's caches: the keys ([`key`]), the header manifests ([`manifest`]), the disk cache
-//! ([`disk`]), the in-process cache ([`memory`]), the remote tier shared by a cluster
-//! ([`remote`]) and the kernel-level cache behind `Jit::kernel`.
+//! ([`disk`]) and its bundles ([`bundle`]), the in-process cache ([`memory`]), the remote
+//! tier shared by a cluster ([`remote`]) and the kernel-level cache behind `Jit::kernel`.
 
+pub mod bundle;
 pub mod disk;
 pub(crate) mod kernels;
 pub mod key;

@@ -1,18 +1,62 @@
-//! One interface over hipjit's compilers: [`Backend`] is hipcc or nvcc (processes) today, with
-//! the in-process compilers (hipRTC, NVRTC) beside them, each giving the JIT
-//! ([`crate::jit::Jit`]) the same three things: its identity, the direct key of a compile
-//! ([`crate::cache::key`]) and a [`CompileOutput`] (the code object or cubin, the command or
-//! options used, the warnings, and the files the compiler read for the header manifest).
+//! One interface over hipjit's four compilers: [`Backend`] is hipcc or nvcc (a process per
+//! compile) or hipRTC or NVRTC (in process), each giving the JIT ([`crate::jit::Jit`]) the same
+//! three things: its identity, the direct key of a compile ([`crate::cache::key`]) and a
+//! [`CompileOutput`] (the code object or cubin, the command or options used, the warnings, and
+//! the files the compiler read for the header manifest).
+//!
+//! # The in-process compilers' options
+//! hipRTC gets clang's options as hipcc passes them: `--gpu-architecture=<target ID>`, the
+//! optimisation level, the standard, `-mcode-object-version=N`, `-ffast-math`,
+//! `-gline-tables-only`, the defines, then the extra flags; the include directories go as
+//! [`RtcInput::include_dirs`]. One target per program: options with several target IDs are
+//! refused ([`RtcError::Arch`]; hipcc compiles them into one bundle). NVRTC gets nvcc's:
+//! `-arch=sm_NN`, the standard, hipjit's prelude force-included (handed in memory,
+//! [`super::nvrtc::prelude_headers`]), `--use_fast_math`, `-lineinfo`, the defines, `-I` of the
+//! CUDA toolkit's headers (covered by NVRTC's identity), the extra flags. NVRTC has no
+//! optimisation levels: `-O3` (the default) is what it does, any other level is refused.
+//! Neither writes LLVM IR or assembly dumps: asking for them is refused by name.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cache::key::{self, CacheKey, KeyInputs};
+use crate::cache::key::{self, hex, sha256, CacheKey, KeyInputs, KeyRecord, TrackedHeader};
+use crate::compiler::hiprtc::HipRtc;
 use crate::compiler::nvcc::{Nvcc, NvccError};
+use crate::compiler::nvrtc::NvRtc;
+use crate::compiler::rtc::{RtcError, RtcInput, RtcOutput};
+use crate::compiler::worker::{self, RtcKind, WorkerConfig};
 use crate::compiler::{
-    CompileError, CompileOptions, CompileOutput, Compiler, CompilerIdentity, CompilerKind,
+    BackendKind, CompileError, CompileOptions, CompileOutput, Compiler, CompilerIdentity,
+    CompilerKind, OptLevel,
 };
 use crate::runtime::Platform;
+
+/// hipRTC opened, with its identity.
+#[derive(Clone, Debug)]
+pub struct HipRtcBackend {
+    /// The library.
+    pub library: Arc<HipRtc>,
+    /// Its identity ([`crate::compiler::identity::identify_library`]).
+    pub identity: CompilerIdentity,
+    /// Compile in worker processes ([`crate::compiler::worker`]) rather than in this one.
+    pub worker: Option<WorkerConfig>,
+}
+
+/// NVRTC opened, with its identity and the CUDA headers beside it.
+#[derive(Clone, Debug)]
+pub struct NvrtcBackend {
+    /// The library.
+    pub library: Arc<NvRtc>,
+    /// Its identity ([`crate::compiler::identity::identify_library`]), the toolkit's `include`
+    /// directory covered.
+    pub identity: CompilerIdentity,
+    /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`]).
+    pub cuda_include: Option<PathBuf>,
+    /// Compile in worker processes ([`crate::compiler::worker`]) rather than in this one.
+    pub worker: Option<WorkerConfig>,
+}
 
 /// A compiler ready to compile, behind one interface. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -23,6 +67,257 @@ pub enum Backend {
     /// `nvcc`, a process per compile: cubins for HIP's NVIDIA platform ([`Nvcc`]), killed
     /// after the timeout.
     Nvcc(Nvcc, Duration),
+    /// hipRTC, in process: AMDGPU code objects.
+    HipRtc(HipRtcBackend),
+    /// NVRTC, in process: cubins.
+    Nvrtc(NvrtcBackend),
+}
+
+impl HipRtcBackend {
+    /// Opens hipRTC ([`HipRtc::open`], beside `runtime_library` when given) and reads its
+    /// identity, remembered in `identity_dir` (else the per-user default).
+    ///
+    /// Errors: the [`RtcError`] of opening it; [`RtcError::Call`] naming the identity's file
+    /// that could not be read.
+    pub fn open(
+        runtime_library: Option<&std::path::Path>,
+        identity_dir: Option<&std::path::Path>,
+    ) -> Result<HipRtcBackend, RtcError> {
+        let library = HipRtc::open(runtime_library)?;
+        let name = library
+            .path()
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let version = format!(
+            "hipRTC {name} (HIP {}, hiprtcVersion {})\n",
+            library
+                .hip_major()
+                .map_or_else(|| "?".to_owned(), |m| m.to_string()),
+            library
+                .version()
+                .map_or_else(|| "?".to_owned(), |(a, b)| format!("{a}.{b}"))
+        );
+        let identity = super::identity::identify_library(
+            CompilerKind::Hiprtc,
+            library.path(),
+            version,
+            || library.identity_files(),
+            Vec::new(),
+            identity_dir,
+        )
+        .map_err(identity_error("hipRTC"))?;
+        Ok(HipRtcBackend {
+            library: Arc::new(library),
+            identity,
+            worker: None,
+        })
+    }
+
+    /// The options handed to hipRTC for `options` (see the module documentation).
+    ///
+    /// Errors: [`RtcError::Arch`] for several targets, dumps asked for.
+    pub fn options(&self, options: &CompileOptions) -> Result<Vec<String>, RtcError> {
+        let refuse = |reason: String| RtcError::Arch {
+            compiler: "hipRTC",
+            arch: options.target_names().join(","),
+            reason,
+        };
+        if options.targets.len() != 1 {
+            return Err(refuse(
+                "hipRTC compiles one target per program; compile each target alone, or use \
+                 hipcc, which bundles several"
+                    .into(),
+            ));
+        }
+        if options.dump_llvm_ir || options.dump_isa {
+            return Err(refuse(
+                "hipRTC writes no LLVM IR or assembly dump; use hipcc for dump_llvm_ir/dump_isa"
+                    .into(),
+            ));
+        }
+        let mut o = vec![
+            super::hiprtc::arch_option(&options.targets[0]),
+            options.opt_level.flag().to_owned(),
+            BackendKind::Hiprtc.std_flag(options.std, &self.identity),
+        ];
+        if let Some(v) = options.code_object_version {
+            o.push(format!("-mcode-object-version={v}"));
+        }
+        if options.fast_math {
+            o.push("-ffast-math".into());
+        }
+        if options.line_info {
+            o.push("-gline-tables-only".into());
+        }
+        push_defines(&mut o, options);
+        o.extend(options.extra_flags.iter().cloned());
+        Ok(o)
+    }
+}
+
+impl NvrtcBackend {
+    /// Opens NVRTC ([`NvRtc::open`], beside `nvcc` when given) and reads its identity (the
+    /// library, its builtins and the CUDA headers beside it), remembered in `identity_dir`
+    /// (else the per-user default).
+    ///
+    /// Errors: the [`RtcError`] of opening it; [`RtcError::Call`] naming the identity's file
+    /// that could not be read.
+    pub fn open(
+        nvcc: Option<&std::path::Path>,
+        identity_dir: Option<&std::path::Path>,
+    ) -> Result<NvrtcBackend, RtcError> {
+        let library = NvRtc::open(nvcc)?;
+        let cuda_include = library.include_dir();
+        let version = format!(
+            "NVRTC {} (nvrtcVersion {})\n",
+            library
+                .path()
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            library
+                .version()
+                .map_or_else(|| "?".to_owned(), |(a, b)| format!("{a}.{b}"))
+        );
+        let identity = super::identity::identify_library(
+            CompilerKind::Nvrtc,
+            library.path(),
+            version,
+            || library.identity_files(),
+            cuda_include.iter().cloned().collect(),
+            identity_dir,
+        )
+        .map_err(identity_error("NVRTC"))?;
+        Ok(NvrtcBackend {
+            library: Arc::new(library),
+            identity,
+            cuda_include,
+            worker: None,
+        })
+    }
+
+    /// The options handed to NVRTC for `options` (see the module documentation).
+    ///
+    /// Errors: [`RtcError::Arch`] for an optimisation level other than 3.
+    pub fn options(&self, options: &CompileOptions) -> Result<Vec<String>, RtcError> {
+        let sm = options.sm_targets[0];
+        if options.opt_level != OptLevel::O3 {
+            return Err(RtcError::Arch {
+                compiler: "NVRTC",
+                arch: sm.to_string(),
+                reason: format!(
+                    "NVRTC has no optimisation levels ({} asked); use nvcc for it",
+                    options.opt_level.flag()
+                ),
+            });
+        }
+        let mut o = vec![
+            super::nvrtc::arch_option(sm),
+            BackendKind::Nvrtc.std_flag(options.std, &self.identity),
+            "--pre-include=hip/hip_runtime.h".to_owned(),
+        ];
+        if options.fast_math {
+            o.push("--use_fast_math".into());
+        }
+        if options.line_info {
+            o.push("-lineinfo".into());
+        }
+        push_defines(&mut o, options);
+        if let Some(dir) = &self.cuda_include {
+            o.push(format!("-I{}", dir.display()));
+        }
+        o.extend(options.extra_flags.iter().cloned());
+        Ok(o)
+    }
+
+    /// hipjit's prelude headers, handed to NVRTC in memory.
+    fn headers(&self) -> Vec<(String, Vec<u8>)> {
+        super::nvrtc::prelude_headers(self.cuda_include.as_deref())
+    }
+}
+
+fn identity_error(compiler: &'static str) -> impl Fn(super::identity::IdentityError) -> RtcError {
+    move |e| RtcError::Call {
+        call: "identity",
+        code: -1,
+        message: format!("{compiler}: {e}"),
+    }
+}
+
+fn push_defines(o: &mut Vec<String>, options: &CompileOptions) {
+    for (name, value) in &options.defines {
+        match value {
+            Some(v) => o.push(format!("-D{name}={v}")),
+            None => o.push(format!("-D{name}")),
+        }
+    }
+}
+
+/// The direct key of an in-process compile: the record of [`crate::cache::key`] with the
+/// options handed to the library (the extra flags in their own field) followed by
+/// `-I include/<index>` for each include directory, the SM or target IDs, the code object
+/// version, the library's identity, no environment, and the in-memory headers by content.
+fn in_process_key(
+    source: &[u8],
+    options: &CompileOptions,
+    handed: &[String],
+    identity: &CompilerIdentity,
+    headers: &[(String, Vec<u8>)],
+    extra: &[u8],
+) -> CacheKey {
+    let own = handed.len() - options.extra_flags.len();
+    let mut flags: Vec<String> = handed[..own].to_vec();
+    for i in 0..options.include_dirs.len() {
+        flags.push("-I".into());
+        flags.push(format!("include/{i}"));
+    }
+    let std = flags
+        .iter()
+        .find(|f| f.starts_with("-std="))
+        .cloned()
+        .unwrap_or_default();
+    let builtin: Vec<TrackedHeader> = headers
+        .iter()
+        .map(|(name, body)| TrackedHeader {
+            include: name.clone(),
+            path: PathBuf::from(format!("<hipjit in-memory header>/{name}")),
+            sha256: hex(&sha256(body)),
+        })
+        .collect();
+    key::compute_record(&KeyRecord {
+        source,
+        flags: &flags,
+        std: &std,
+        extra_flags: &options.extra_flags,
+        targets: &options.target_names(),
+        code_object_version: options.code_object_version.unwrap_or(0),
+        compiler: identity,
+        env: &[],
+        builtin_headers: &builtin,
+        extra,
+    })
+}
+
+/// A successful in-process compile as a [`CompileOutput`]: its "command" is the library and
+/// the options handed to it.
+fn rtc_output(
+    library: &std::path::Path,
+    handed: Vec<String>,
+    out: RtcOutput,
+    duration: Duration,
+) -> CompileOutput {
+    let mut command = vec![library.display().to_string()];
+    command.extend(handed);
+    CompileOutput {
+        code_object: out.code,
+        command,
+        log: out.log,
+        diagnostics: out.diagnostics,
+        dependencies: out.dependencies,
+        started: out.started,
+        llvm_ir: None,
+        isa: None,
+        duration,
+    }
 }
 
 impl Backend {
@@ -34,8 +329,8 @@ impl Backend {
     /// The platform whose code it produces.
     pub fn platform(&self) -> Platform {
         match self {
-            Backend::Hipcc(_) => Platform::Amd,
-            Backend::Nvcc(..) => Platform::Nvidia,
+            Backend::Hipcc(_) | Backend::HipRtc(_) => Platform::Amd,
+            Backend::Nvcc(..) | Backend::Nvrtc(_) => Platform::Nvidia,
         }
     }
 
@@ -44,24 +339,41 @@ impl Backend {
         match self {
             Backend::Hipcc(c) => c.identity(),
             Backend::Nvcc(n, _) => n.identity_ref(),
+            Backend::HipRtc(b) => &b.identity,
+            Backend::Nvrtc(b) => &b.identity,
         }
     }
 
     /// The environment the compiler runs with that decides its search paths (`CPATH` and
     /// the like, for [`crate::cache::manifest::extra_search_dirs`]); empty for nvcc, whose
-    /// keyed variables are [`crate::compiler::nvcc::NVCC_KEY_ENV`].
+    /// keyed variables are [`crate::compiler::nvcc::NVCC_KEY_ENV`], and for the in-process
+    /// compilers.
     pub fn environment(&self) -> &[(String, OsString)] {
         match self {
             Backend::Hipcc(c) => c.environment(),
-            Backend::Nvcc(..) => &[],
+            Backend::Nvcc(..) | Backend::HipRtc(_) | Backend::Nvrtc(_) => &[],
         }
     }
 
-    /// How long one compile may run before it is killed.
+    /// Whether it compiles in this process (hipRTC, NVRTC).
+    pub fn in_process(&self) -> bool {
+        matches!(self, Backend::HipRtc(_) | Backend::Nvrtc(_))
+    }
+
+    /// How long one compile may run before it is killed; the in-process compilers cannot be
+    /// stopped (unless they run in a worker: its timeout), so for them this only bounds how
+    /// long another process's compile of the same key is waited for.
     pub fn timeout(&self) -> Duration {
         match self {
             Backend::Hipcc(c) => c.timeout(),
             Backend::Nvcc(_, t) => *t,
+            Backend::HipRtc(HipRtcBackend {
+                worker: Some(w), ..
+            })
+            | Backend::Nvrtc(NvrtcBackend {
+                worker: Some(w), ..
+            }) => w.timeout,
+            Backend::HipRtc(_) | Backend::Nvrtc(_) => Duration::from_secs(300),
         }
     }
 
@@ -78,12 +390,23 @@ impl Backend {
                 extra,
             }),
             Backend::Nvcc(n, _) => n.direct_key(source, options, extra),
+            Backend::HipRtc(b) => {
+                // Options hipRTC refuses fail in `compile`; the key of what would be handed.
+                let handed = b.options(options).unwrap_or_default();
+                in_process_key(source, options, &handed, &b.identity, &[], extra)
+            }
+            Backend::Nvrtc(b) => {
+                let handed = b.options(options).unwrap_or_default();
+                in_process_key(source, options, &handed, &b.identity, &b.headers(), extra)
+            }
         }
     }
 
     /// Compiles `source` with `options`.
     ///
-    /// Errors: hipcc's [`CompileError`] variants; nvcc's errors in [`CompileError::Nvcc`].
+    /// Errors: hipcc's [`CompileError`] variants; nvcc's errors in [`CompileError::Nvcc`];
+    /// hipRTC's and NVRTC's in [`CompileError::InProcess`] (a source holding a NUL byte among
+    /// them, [`RtcError::NulByte`]: the libraries take C strings).
     pub fn compile(
         &self,
         source: &[u8],
@@ -98,6 +421,61 @@ impl Backend {
                         other => CompileError::Nvcc(Box::new(other)),
                     })
             }
+            Backend::HipRtc(b) => {
+                options.validate()?;
+                BackendKind::Hiprtc.check_extra_flags(&options.extra_flags)?;
+                let handed = b.options(options).map_err(in_process)?;
+                let started = std::time::Instant::now();
+                let input = RtcInput {
+                    source,
+                    name: options.source_file_name(),
+                    headers: &[],
+                    include_dirs: &options.include_dirs,
+                    options: &handed,
+                };
+                let out = match &b.worker {
+                    Some(w) => worker::compile(w, RtcKind::HipRtc, b.library.path(), &input),
+                    None => b.library.compile(&input),
+                }
+                .map_err(in_process)?;
+                Ok(rtc_output(b.library.path(), handed, out, started.elapsed()))
+            }
+            Backend::Nvrtc(b) => {
+                options.validate()?;
+                let not_include: Vec<String> = {
+                    let mut rest = Vec::new();
+                    let mut it = options.extra_flags.iter();
+                    while let Some(f) = it.next() {
+                        if f == "-I" {
+                            let _ = it.next();
+                        } else if !f.starts_with("-I") {
+                            rest.push(f.clone());
+                        }
+                    }
+                    rest
+                };
+                BackendKind::Nvrtc.check_extra_flags(&not_include)?;
+                let handed = b.options(options).map_err(in_process)?;
+                let headers = b.headers();
+                let started = std::time::Instant::now();
+                let input = RtcInput {
+                    source,
+                    name: options.source_file_name(),
+                    headers: &headers,
+                    include_dirs: &options.include_dirs,
+                    options: &handed,
+                };
+                let out = match &b.worker {
+                    Some(w) => worker::compile(w, RtcKind::Nvrtc, b.library.path(), &input),
+                    None => b.library.compile(&input),
+                }
+                .map_err(in_process)?;
+                Ok(rtc_output(b.library.path(), handed, out, started.elapsed()))
+            }
         }
     }
+}
+
+fn in_process(e: RtcError) -> CompileError {
+    CompileError::InProcess(Box::new(e))
 }

@@ -6,28 +6,44 @@
 //! * hipcc ([`CompilerKind::Hipcc`]): the hipcc program (resolved) and its siblings that make
 //!   up the driver (`hipcc*`, `hipconfig*`, `hipvars.pm`, `.hipInfo`); the clang and lld that
 //!   `hipcc -###` names; the `libLLVM` and `libclang-cpp` shared libraries of that clang's major
-//!   version (in its `lib` directory and the multiarch library directories); every file under
-//!   the device-library directory of the `-mlink-builtin-bitcode` files; every file under the
-//!   HIP header directory (the `hip` directory holding `hip_runtime.h` in one of the include
-//!   directories `-###` lists); every file under clang's resource `include` directory.
-//! * nvcc ([`CompilerKind::Nvcc`]): every file under the toolkit's `bin`, `nvvm` and
-//!   `include` directories (the toolkit root being the directory above nvcc's `bin`).
+//!   version (in its `lib` directory and the multiarch library directories); every file in the
+//!   device-library directory of the `-mlink-builtin-bitcode` files. No header directory: the
+//!   HIP headers and clang's resource headers a compile reads are in its header manifest
+//!   ([`crate::cache::manifest`]), like every other header, checked on each lookup.
+//! * nvcc ([`CompilerKind::Nvcc`]): every file under the toolkit's `bin` and `nvvm`
+//!   directories (the toolkit root being the directory above nvcc's `bin`). No header
+//!   directory: the toolkit headers a compile reads are in its dependency list (`-MD -MF`),
+//!   hence in its header manifest.
+//!
+//! Each file is hashed under its path below the list's deepest common directory, with its
+//! content: the same installation copied under another prefix, or reached through links, has
+//! the same fingerprint, and any file that differs makes another compiler.
 //!
 //! The directories whose every file is fingerprinted ([`CompilerIdentity::covered`]) are left
-//! out of the header manifest ([`crate::cache::manifest`]): a header there is covered by the
-//! identity. Every other file the compiler reads (system C and C++ headers included) is in the
-//! manifest.
-//!
+//! out of the header manifest ([`crate::cache::manifest`]): a header there would be covered by
+//! the identity. Neither hipcc nor nvcc has one any more (their headers are in the manifest);
+//! the field stays for identities remembered by other backends. Every file the compiler reads
+//! (system C and C++ headers included) is in the manifest.
+
 //! # Remembered per user
 //! Hashing these files reads hundreds of MB (0.6-0.8 s measured), and `hipcc --version` costs
 //! about 250 ms. The identity is therefore computed once and kept in a per-user directory
 //! ([`identity_dir`]: `$XDG_CACHE_HOME/hipjit/compilers`, else `~/.cache/hipjit/compilers`,
 //! never a shared cache root, where another member of the group could forge it), in a file
 //! named after the kind, the compiler's path and the compiler's environment, holding the
-//! identity and the (path, size, mtime, ctime, inode, device) of every listed file and every
-//! directory under the covered directories. A fresh process that finds every one of those
-//! unchanged (one `stat` each) takes the identity from that file: it neither hashes nor starts
-//! the compiler. Any difference recomputes it.
+//! identity and the stat fields (size, mtime, ctime, inode, device) of what a fresh process
+//! checks:
+//! * each *program* file (the closed list above: the compiler's binaries, libraries,
+//!   configuration and device bitcode), so a program replaced in place or by a new file is
+//!   seen;
+//! * each directory holding a program, and each directory of a covered tree, so a file added,
+//!   removed or renamed there is seen.
+//!
+//! A fresh process that finds every one of those unchanged (one `stat` each: about 70 for
+//! Debian's hipcc 5.2.3, 60 of them device-library bitcode files; 17 for a PyPI CUDA toolkit,
+//! where the check used to stat each of its 2,600 files) takes the identity from that file: it
+//! neither hashes nor starts the compiler. Any difference recomputes it. Headers are checked by
+//! the header manifest of each lookup, which stats only the files that compile read.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -79,7 +95,8 @@ pub struct CompilerIdentity {
     pub path: PathBuf,
     /// The full standard output of `<path> --version`.
     pub version: String,
-    /// sha256 (64 hex digits) over the closed file list: each file's path bytes and content
+    /// sha256 (64 hex digits) over the closed file list: each file's path below the files'
+    /// deepest common directory (so that a copy of the installation elsewhere matches) and content
     /// sha256, in path order.
     pub fingerprint: String,
     /// Directories whose every file is in the fingerprint (headers there are not listed in
@@ -219,13 +236,14 @@ impl FileStat {
     }
 }
 
-const MEMO_FORMAT: u32 = 1;
+const MEMO_FORMAT: u32 = 3;
 
 #[derive(Serialize, Deserialize)]
 struct Memo {
     format: u32,
     identity: CompilerIdentity,
-    /// (path bytes, stat) of every listed file and every directory of the covered trees.
+    /// (path bytes, stat) of every program file, every directory holding one, every directory
+    /// of the covered trees and the compiler itself: what a fresh process checks.
     stats: Vec<(Vec<u8>, FileStat)>,
 }
 
@@ -254,52 +272,118 @@ pub fn identify(
     let (files, covered) = match kind {
         CompilerKind::Hipcc => hipcc_files(path, &resolved, &version, env, timeout),
         CompilerKind::Nvcc => nvcc_files(&resolved),
-        // The in-process compilers list their files themselves (compiler::rtc); here only the
-        // library named.
+        // The in-process compilers list their files themselves: [`identify_library`].
         CompilerKind::Hiprtc | CompilerKind::Nvrtc => (vec![resolved.clone()], Vec::new()),
     };
-    let mut all: Vec<PathBuf> = files;
+    fingerprint(
+        kind,
+        &resolved,
+        version,
+        files,
+        covered,
+        memo_file.as_deref(),
+    )
+}
+
+/// The identity of an in-process compiler (hipRTC, NVRTC): `kind`, the library file
+/// `library`, a version text `version` (the library's own answer names no build: hipRTC 5.2.3
+/// and 6.4.3 both say 9.0), and the content fingerprint of `files()`, the closed list of files
+/// that decide its output ([`crate::compiler::hiprtc::HipRtc::identity_files`],
+/// [`crate::compiler::nvrtc::NvRtc::identity_files`]) and of every file under `covered`
+/// (directories of headers the compiler is handed, such as the CUDA toolkit's `include` for
+/// NVRTC: a header there is then left out of the header manifests, as hipcc's own are).
+/// Remembered in `dir` (else
+/// [`identity_dir`]) as the process compilers' are: a fresh process that finds every listed
+/// file unchanged by `stat` neither calls `files` (which may compile a probe to learn what the
+/// library loads) nor hashes anything.
+///
+/// Errors: [`IdentityError::Read`] when a listed file cannot be read.
+pub fn identify_library(
+    kind: CompilerKind,
+    library: &Path,
+    version: String,
+    files: impl FnOnce() -> Vec<PathBuf>,
+    covered: Vec<PathBuf>,
+    dir: Option<&Path>,
+) -> Result<CompilerIdentity, IdentityError> {
+    let resolved = std::fs::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
+    let default_dir = identity_dir();
+    let dir = dir.or(default_dir.as_deref());
+    let memo_file = dir.map(|d| d.join(memo_name(kind, &resolved, &[])));
+    if let Some(id) = memo_file.as_deref().and_then(|f| read_memo(f, &resolved)) {
+        if id.version == version && id.covered == covered {
+            return Ok(id);
+        }
+    }
+    let mut listed = files();
+    listed.push(resolved.clone());
+    fingerprint(
+        kind,
+        &resolved,
+        version,
+        listed,
+        covered,
+        memo_file.as_deref(),
+    )
+}
+
+/// Hashes `files` and every file under `covered` into an identity, and remembers it in
+/// `memo_file` with the stat of each.
+fn fingerprint(
+    kind: CompilerKind,
+    resolved: &Path,
+    version: String,
+    files: Vec<PathBuf>,
+    covered: Vec<PathBuf>,
+    memo_file: Option<&Path>,
+) -> Result<CompilerIdentity, IdentityError> {
+    let mut programs: Vec<PathBuf> = files;
+    programs.sort();
+    programs.dedup();
+    let mut all: Vec<PathBuf> = programs.clone();
+    let mut dirs: Vec<PathBuf> = programs
+        .iter()
+        .filter_map(|p| p.parent().map(Path::to_path_buf))
+        .collect();
     for d in &covered {
-        walk(d, &mut all, &mut Vec::new());
+        walk(d, &mut all, &mut dirs);
     }
     all.sort();
     all.dedup();
+    dirs.sort();
+    dirs.dedup();
+    // What a fresh process checks: the programs one by one and the directories (a file added,
+    // removed or renamed changes its directory), not each file of a covered tree. Read before
+    // hashing, so that a file changed meanwhile differs from its
+    // recorded stat at the next check.
+    let stats: Vec<(Vec<u8>, FileStat)> = programs
+        .iter()
+        .chain(&dirs)
+        .filter_map(|p| Some((p.as_os_str().as_bytes().to_vec(), FileStat::read(p)?)))
+        .collect();
+    // Each file by its name below the files' deepest common directory: the same installation
+    // copied under another prefix (or reached through links) has the same fingerprint.
+    let prefix = common_directory(&all);
     let mut fp = Sha256::new();
-    let mut stats = Vec::new();
     for f in &all {
         let digest = hash_file(f).map_err(|source| IdentityError::Read {
             path: f.clone(),
             source,
         })?;
-        fp.update((f.as_os_str().len() as u64).to_le_bytes());
-        fp.update(f.as_os_str().as_bytes());
+        let rel = f.strip_prefix(&prefix).unwrap_or(f);
+        fp.update((rel.as_os_str().len() as u64).to_le_bytes());
+        fp.update(rel.as_os_str().as_bytes());
         fp.update(digest);
-        if let Some(s) = FileStat::read(f) {
-            stats.push((f.as_os_str().as_bytes().to_vec(), s));
-        }
-    }
-    let mut dirs = Vec::new();
-    for d in &covered {
-        walk(d, &mut Vec::new(), &mut dirs);
-    }
-    for d in dirs {
-        if let Some(s) = FileStat::read(&d) {
-            stats.push((d.as_os_str().as_bytes().to_vec(), s));
-        }
     }
     let identity = CompilerIdentity {
         kind,
-        path: resolved.clone(),
+        path: resolved.to_path_buf(),
         version,
         fingerprint: crate::cache::key::hex(&fp.finalize()),
         covered,
     };
     if let Some(file) = memo_file {
-        let mut stats = stats;
-        if let Some(s) = FileStat::read(&resolved) {
-            stats.push((resolved.as_os_str().as_bytes().to_vec(), s));
-        }
-        write_memo(&file, &identity, stats);
+        write_memo(file, &identity, stats);
     }
     Ok(identity)
 }
@@ -480,7 +564,10 @@ fn hipcc_files(
             }
         }
     }
-    let mut covered = Vec::new();
+    // No covered header tree: the HIP headers and clang's resource headers a compile reads are
+    // in its dependency list, hence in its header manifest.
+    let covered = Vec::new();
+    let mut bitcode_dirs: Vec<PathBuf> = Vec::new();
     // What clang runs with: `-###` prints the commands without running them.
     let probe = tempfile::Builder::new().prefix("hipjit-id-").tempdir().ok();
     let listing = probe.as_ref().and_then(|d| {
@@ -521,21 +608,13 @@ fn hipcc_files(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned());
         match w.as_str() {
-            "-resource-dir" => {
-                if let Some(r) = canon(next) {
-                    covered.push(r.join("include"));
-                }
-            }
+            // The device libraries clang links: every file of their directory is a program
+            // file (they are not in the dependency list).
             "-mlink-builtin-bitcode" => {
                 if let Some(d) = canon(next).and_then(|p| p.parent().map(Path::to_path_buf)) {
-                    covered.push(d);
-                }
-            }
-            "-internal-isystem" | "-isystem" | "-idirafter" | "-internal-externc-isystem" => {
-                let hip = Path::new(next).join("hip");
-                if hip.join("hip_runtime.h").is_file() {
-                    if let Ok(h) = std::fs::canonicalize(&hip) {
-                        covered.push(h);
+                    if !bitcode_dirs.contains(&d) {
+                        walk(&d, &mut files, &mut Vec::new());
+                        bitcode_dirs.push(d);
                     }
                 }
             }
@@ -595,23 +674,46 @@ fn hipcc_files(
             }
         }
     }
-    covered.sort();
-    covered.dedup();
     (files, covered)
 }
 
-/// The nvcc file list (none beyond the covered trees) and covered directories.
-fn nvcc_files(resolved: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let files = vec![resolved.to_path_buf()];
-    let Some(root) = resolved.parent().and_then(Path::parent) else {
-        return (files, Vec::new());
+/// The deepest directory holding every one of `files` (absolute paths): `/` when they share
+/// nothing else; the directory of a lone file.
+fn common_directory(files: &[PathBuf]) -> PathBuf {
+    let mut dirs = files.iter().filter_map(|f| f.parent());
+    let Some(first) = dirs.next() else {
+        return PathBuf::from("/");
     };
-    let covered = ["bin", "nvvm", "include"]
-        .iter()
-        .map(|d| root.join(d))
-        .filter(|d| d.is_dir())
-        .collect();
-    (files, covered)
+    let mut common: Vec<_> = first.components().collect();
+    for d in dirs {
+        let n = common
+            .iter()
+            .zip(d.components())
+            .take_while(|(a, b)| **a == *b)
+            .count();
+        common.truncate(n);
+    }
+    let out: PathBuf = common.iter().collect();
+    if out.as_os_str().is_empty() {
+        PathBuf::from("/")
+    } else {
+        out
+    }
+}
+
+/// The nvcc program files (every file under the toolkit's `bin` and `nvvm`, nvcc itself
+/// included); no covered directory.
+fn nvcc_files(resolved: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut files = vec![resolved.to_path_buf()];
+    if let Some(root) = resolved.parent().and_then(Path::parent) {
+        for d in ["bin", "nvvm"] {
+            let d = root.join(d);
+            if d.is_dir() {
+                walk(&d, &mut files, &mut Vec::new());
+            }
+        }
+    }
+    (files, Vec::new())
 }
 
 #[cfg(test)]

@@ -111,6 +111,11 @@ pub struct CompilerConfig {
     /// Where the compiler's identity is remembered between processes; `None`: the per-user
     /// default ([`identity::identity_dir`]).
     pub identity_dir: Option<PathBuf>,
+    /// Run the in-process compilers (hipRTC, NVRTC) in worker processes ([`worker`]), with
+    /// that worker's timeout, memory bound and crash isolation, and in parallel up to
+    /// `max_concurrent`; `None` (the default): in this process, one hipRTC program at a time,
+    /// exempt from the timeout and from any memory bound.
+    pub rtc_worker: Option<worker::WorkerConfig>,
 }
 
 impl Default for CompilerConfig {
@@ -124,6 +129,7 @@ impl Default for CompilerConfig {
                 .unwrap_or(1),
             env: None,
             identity_dir: None,
+            rtc_worker: None,
         }
     }
 }
@@ -142,6 +148,22 @@ pub enum CompilerError {
     /// nvcc could not be found or identified.
     #[error(transparent)]
     Nvcc(Box<nvcc::NvccError>),
+    /// hipRTC or NVRTC could not be opened or identified (every candidate tried).
+    #[error(transparent)]
+    InProcess(Box<rtc::RtcError>),
+    /// `HIPJIT_COMPILER` names no compiler.
+    #[error("{} (from {})", .0, selection::COMPILER_ENV)]
+    Choice(#[from] selection::BadCompilerChoice),
+    /// No compiler can compile the request: the choice does not fit the platform (hipRTC for
+    /// an SM target...), or Auto found none, or the source holds a NUL byte and only an
+    /// in-process compiler was found. The reason names what was asked and what was found.
+    #[error("no compiler for {targets}: {reason}")]
+    NoCompiler {
+        /// The targets asked for.
+        targets: String,
+        /// Why, in words.
+        reason: String,
+    },
     /// The compiler's identity could not be read: `hipcc --version` or `hipcc -###` could not
     /// run or failed, or a file of its closed list could not be read ([`identity`]).
     #[error(transparent)]
@@ -254,6 +276,9 @@ pub enum CompileError {
     /// nvcc failed, or could not run ([`nvcc::NvccError`]).
     #[error(transparent)]
     Nvcc(Box<nvcc::NvccError>),
+    /// hipRTC or NVRTC refused the input or failed ([`rtc::RtcError`]).
+    #[error(transparent)]
+    InProcess(Box<rtc::RtcError>),
     /// The compiler succeeded but left no readable dependency list: the files it read are
     /// unknown, so the result cannot be cached safely.
     #[error(

@@ -1,18 +1,43 @@
-//! The compilers of one [`super::Jit`]: each found on first use (a JIT for NVIDIA GPUs never
-//! looks for hipcc, and the reverse), then kept; and which one compiles a given request.
+//! The compilers of one [`super::Jit`] and which one compiles a request.
+//!
+//! Each compiler is found on first use (a JIT for NVIDIA GPUs never looks for hipcc, and the
+//! reverse), then kept for the life of the JIT, its identity remembered per user across
+//! processes ([`crate::compiler::identity`]). A compiler that was not found is looked for
+//! again on the next request.
+//!
+//! The choice is [`super::JitOptions::compiler`], else `HIPJIT_COMPILER`, else
+//! [`CompilerChoice::Auto`]. An explicit choice must fit the platform of the options (hipcc or
+//! hipRTC for AMDGPU target IDs, nvcc or NVRTC for an SM target), else the request fails
+//! naming both. `Auto` applies [`crate::compiler::selection::auto`] with what is found for the
+//! platform (the in-process compiler and its major version, the process compiler, the target
+//! and whether the source holds a NUL byte), and two rules of its own that follow from what the
+//! parity test compared: it takes the in-process compiler only for one target (hipRTC
+//! compiles one per program) without dumps, and on gfx10 and later only when the extra flags
+//! pin the CU/WGP mode (`-mcumode` or `-mno-cumode`, as the parity test did: hipRTC and hipcc
+//! default to different modes there). The reason of every choice goes with the result
+//! ([`CompilerUsed::reason`]).
+
+use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
 use super::compiled::CompilerUsed;
+use crate::compiler::backend::{HipRtcBackend, NvrtcBackend};
 use crate::compiler::nvcc::Nvcc;
+use crate::compiler::selection::{self, CompilerChoice, Side};
 use crate::compiler::{Backend, CompileOptions, Compiler, CompilerConfig, CompilerError};
 use crate::runtime::Platform;
 
 /// The compilers found so far.
 pub(crate) struct Compilers {
     config: CompilerConfig,
+    choice: CompilerChoice,
+    /// Where the choice came from, in words.
+    choice_from: &'static str,
     hipcc: Mutex<Option<Backend>>,
     nvcc: Mutex<Option<Backend>>,
+    hiprtc: Mutex<Option<Backend>>,
+    nvrtc: Mutex<Option<Backend>>,
 }
 
 impl std::fmt::Debug for Compilers {
@@ -20,8 +45,11 @@ impl std::fmt::Debug for Compilers {
         let path =
             |b: &Mutex<Option<Backend>>| b.lock().as_ref().map(|b| b.identity().path.clone());
         f.debug_struct("Compilers")
+            .field("choice", &self.choice)
             .field("hipcc", &path(&self.hipcc))
             .field("nvcc", &path(&self.nvcc))
+            .field("hiprtc", &path(&self.hiprtc))
+            .field("nvrtc", &path(&self.nvrtc))
             .finish()
     }
 }
@@ -48,57 +76,299 @@ impl Chosen {
     }
 }
 
+/// The compiler choice `JitOptions::compiler` gives, else `HIPJIT_COMPILER`, else Auto.
+///
+/// Errors: [`CompilerError::Choice`] for a `HIPJIT_COMPILER` that names no compiler.
+pub(crate) fn resolve_choice(
+    given: Option<CompilerChoice>,
+) -> Result<(CompilerChoice, &'static str), CompilerError> {
+    if let Some(c) = given {
+        return Ok((
+            c,
+            "asked for by the caller (JitOptions::compiler, hipjit compile --compiler)",
+        ));
+    }
+    match std::env::var(selection::COMPILER_ENV) {
+        Ok(v) if !v.is_empty() => Ok((v.parse()?, "asked for by HIPJIT_COMPILER")),
+        Ok(_) | Err(std::env::VarError::NotPresent) => Ok((CompilerChoice::Auto, "the default")),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(selection::BadCompilerChoice(v.to_string_lossy().into_owned()).into())
+        }
+    }
+}
+
+/// Finds `slot`'s compiler with `open` unless found before.
+fn found<E>(
+    slot: &Mutex<Option<Backend>>,
+    open: impl FnOnce() -> Result<Backend, E>,
+) -> Result<Backend, E> {
+    let mut slot = slot.lock();
+    if let Some(b) = &*slot {
+        return Ok(b.clone());
+    }
+    let b = open()?;
+    *slot = Some(b.clone());
+    Ok(b)
+}
+
 impl Compilers {
-    pub(crate) fn new(config: CompilerConfig) -> Compilers {
+    pub(crate) fn new(config: CompilerConfig, choice: (CompilerChoice, &'static str)) -> Compilers {
         Compilers {
             config,
+            choice: choice.0,
+            choice_from: choice.1,
             hipcc: Mutex::new(None),
             nvcc: Mutex::new(None),
+            hiprtc: Mutex::new(None),
+            nvrtc: Mutex::new(None),
         }
     }
 
-    /// hipcc, found now unless found before ([`Compiler::new`]).
-    pub(crate) fn hipcc(&self) -> Result<Backend, CompilerError> {
-        let mut slot = self.hipcc.lock();
-        if let Some(b) = &*slot {
-            return Ok(b.clone());
-        }
-        let b = Backend::Hipcc(Compiler::new(self.config.clone())?);
-        *slot = Some(b.clone());
-        Ok(b)
+    /// The choice this JIT applies.
+    pub(crate) fn choice(&self) -> CompilerChoice {
+        self.choice
     }
 
-    /// nvcc, found now unless found before ([`Nvcc::discover`]; its identity remembered in
-    /// [`CompilerConfig::identity_dir`] when set).
-    pub(crate) fn nvcc(&self) -> Result<Backend, CompilerError> {
-        let mut slot = self.nvcc.lock();
-        if let Some(b) = &*slot {
-            return Ok(b.clone());
-        }
-        let explicit = self.config.nvcc.as_deref();
-        let nvcc = match &self.config.identity_dir {
-            Some(dir) => Nvcc::discover_cached(explicit, dir),
-            None => Nvcc::discover(explicit),
-        }
-        .map_err(|e| CompilerError::Nvcc(Box::new(e)))?;
-        let b = Backend::Nvcc(nvcc, self.config.timeout);
-        *slot = Some(b.clone());
-        Ok(b)
+    /// hipcc ([`Compiler::new`]).
+    fn hipcc(&self) -> Result<Backend, CompilerError> {
+        found(&self.hipcc, || {
+            Ok(Backend::Hipcc(Compiler::new(self.config.clone())?))
+        })
     }
 
-    /// The compiler for `options`: hipcc for AMDGPU target IDs, nvcc for an SM target.
+    /// nvcc ([`Nvcc::discover`]; its identity remembered in [`CompilerConfig::identity_dir`]
+    /// when set).
+    fn nvcc(&self) -> Result<Backend, CompilerError> {
+        found(&self.nvcc, || {
+            let explicit = self.config.nvcc.as_deref();
+            let nvcc = match &self.config.identity_dir {
+                Some(dir) => Nvcc::discover_cached(explicit, dir),
+                None => Nvcc::discover(explicit),
+            }
+            .map_err(|e| CompilerError::Nvcc(Box::new(e)))?;
+            Ok(Backend::Nvcc(nvcc, self.config.timeout))
+        })
+    }
+
+    /// hipRTC ([`HipRtcBackend::open`]), beside `runtime` (the HIP runtime in use) when known.
+    fn hiprtc(&self, runtime: Option<&Path>) -> Result<Backend, CompilerError> {
+        found(&self.hiprtc, || {
+            HipRtcBackend::open(runtime, self.config.identity_dir.as_deref())
+                .map(|b| {
+                    Backend::HipRtc(HipRtcBackend {
+                        worker: self.config.rtc_worker.clone(),
+                        ..b
+                    })
+                })
+                .map_err(|e| CompilerError::InProcess(Box::new(e)))
+        })
+    }
+
+    /// NVRTC ([`NvrtcBackend::open`]), beside the nvcc that would be used when one is found.
+    fn nvrtc(&self) -> Result<Backend, CompilerError> {
+        found(&self.nvrtc, || {
+            let nvcc: Option<PathBuf> = self.config.nvcc.clone().or_else(|| Nvcc::find(None).ok());
+            NvrtcBackend::open(nvcc.as_deref(), self.config.identity_dir.as_deref())
+                .map(|b| {
+                    Backend::Nvrtc(NvrtcBackend {
+                        worker: self.config.rtc_worker.clone(),
+                        ..b
+                    })
+                })
+                .map_err(|e| CompilerError::InProcess(Box::new(e)))
+        })
+    }
+
+    /// The compiler for `source` and `options` (see the module documentation); `runtime` is the
+    /// HIP runtime library in use, where hipRTC is looked for first.
     ///
-    /// Errors: [`CompilerError`] when that compiler cannot be found or identified.
-    pub(crate) fn choose(&self, options: &CompileOptions) -> Result<Chosen, CompilerError> {
-        match options.platform() {
-            Platform::Amd => Ok(Chosen {
-                backend: self.hipcc()?,
-                reason: "hipcc: the process compiler for AMDGPU targets".into(),
+    /// Errors: [`CompilerError`] when the chosen compiler cannot be found or identified, or
+    /// [`CompilerError::NoCompiler`] when the choice does not fit the platform or nothing can
+    /// compile the request.
+    pub(crate) fn choose(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        runtime: Option<&Path>,
+    ) -> Result<Chosen, CompilerError> {
+        let platform = options.platform();
+        let targets = options.target_names().join(", ");
+        let mismatch = |asked: CompilerChoice| CompilerError::NoCompiler {
+            targets: targets.clone(),
+            reason: format!(
+                "{asked} was {}, and it compiles for {} targets only",
+                self.choice_source(),
+                match asked {
+                    CompilerChoice::Hipcc | CompilerChoice::HipRtc => "AMDGPU",
+                    _ => "SM",
+                }
+            ),
+        };
+        let explicit = |b: Backend| Chosen {
+            reason: format!("{} was {}", self.choice, self.choice_source()),
+            backend: b,
+        };
+        match (self.choice, platform) {
+            (CompilerChoice::Hipcc, Platform::Amd) => Ok(explicit(self.hipcc()?)),
+            (CompilerChoice::HipRtc, Platform::Amd) => Ok(explicit(self.hiprtc(runtime)?)),
+            (CompilerChoice::Nvcc, Platform::Nvidia) => Ok(explicit(self.nvcc()?)),
+            (CompilerChoice::Nvrtc, Platform::Nvidia) => Ok(explicit(self.nvrtc()?)),
+            (CompilerChoice::Auto, _) => self.auto(source, options, runtime),
+            (asked, _) => Err(mismatch(asked)),
+        }
+    }
+
+    fn choice_source(&self) -> &'static str {
+        self.choice_from
+    }
+
+    /// [`CompilerChoice::Auto`] (see the module documentation).
+    fn auto(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        runtime: Option<&Path>,
+    ) -> Result<Chosen, CompilerError> {
+        let nvidia = options.platform() == Platform::Nvidia;
+        // Whether the process compiler is there: found, not yet run or fingerprinted (that is
+        // done when it is taken).
+        let process = self.process_probe(nvidia);
+        let (process_name, rtc_name) = if nvidia {
+            ("nvcc", "NVRTC")
+        } else {
+            ("hipcc", "hipRTC")
+        };
+        // The in-process compiler's library and major version: opening it is cheap (its
+        // identity, which hashes its files, is only read when it is taken).
+        let probe = self.in_process_probe(nvidia, runtime);
+        let rtc = probe.as_ref().ok().map(|major| (rtc_name, *major));
+        let processor = options
+            .targets
+            .first()
+            .map(|t| t.processor().to_string())
+            .or_else(|| options.sm_targets.first().map(|t| t.to_string()))
+            .unwrap_or_default();
+        let has_nul = source.contains(&0);
+        let no_compiler = |reason: String| CompilerError::NoCompiler {
+            targets: options.target_names().join(", "),
+            reason,
+        };
+        let picked = selection::auto(
+            rtc,
+            process.as_ref().ok().map(|_| process_name),
+            &processor,
+            has_nul,
+        )
+        .map_err(|why| {
+            let mut reason = why;
+            if let Err(e) = &process {
+                reason.push_str(&format!("; {process_name}: {e}"));
+            }
+            if let Err(e) = &probe {
+                reason.push_str(&format!("; {rtc_name}: {e}"));
+            }
+            no_compiler(reason)
+        })?;
+        // The parity test compared one target per program, without dumps, with the CU/WGP mode
+        // pinned on gfx10+: elsewhere the process compiler, when there is one.
+        let unproven = if picked.side != Side::InProcess {
+            None
+        } else if options.targets.len() > 1 {
+            Some(format!(
+                "{process_name}: {} targets in one compile ({rtc_name} compiles one per program)",
+                options.targets.len()
+            ))
+        } else if options.dump_llvm_ir || options.dump_isa {
+            Some(format!(
+                "{process_name}: dumps asked for ({rtc_name} writes none)"
+            ))
+        } else if nvidia && options.opt_level != crate::compiler::OptLevel::O3 {
+            Some(format!(
+                "{process_name}: {} asked for (NVRTC has no optimisation levels)",
+                options.opt_level.flag()
+            ))
+        } else if !nvidia
+            && selection::family(&processor).is_some_and(|f| f != "gfx9")
+            && !options
+                .extra_flags
+                .iter()
+                .any(|f| f == "-mcumode" || f == "-mno-cumode")
+        {
+            Some(format!(
+                "{process_name}: the CU/WGP mode is not pinned (-mcumode or -mno-cumode), and \
+                 {rtc_name} and {process_name} default to different modes on {processor}"
+            ))
+        } else {
+            None
+        };
+        let take_process = || if nvidia { self.nvcc() } else { self.hipcc() };
+        match (unproven, process) {
+            (Some(reason), Ok(())) => Ok(Chosen {
+                backend: take_process()?,
+                reason,
             }),
-            Platform::Nvidia => Ok(Chosen {
-                backend: self.nvcc()?,
-                reason: "nvcc: the process compiler for SM targets".into(),
+            (None, _) if picked.side == Side::InProcess => {
+                let backend = if nvidia {
+                    self.nvrtc()?
+                } else {
+                    self.hiprtc(runtime)?
+                };
+                Ok(Chosen {
+                    backend,
+                    reason: picked.reason,
+                })
+            }
+            (_, Ok(())) => Ok(Chosen {
+                backend: take_process()?,
+                reason: picked.reason,
             }),
+            (_, Err(e)) => Err(no_compiler(format!("{process_name}: {e}"))),
+        }
+    }
+
+    /// Whether the process compiler of the platform is found (its program, not run); the
+    /// error of finding it otherwise.
+    fn process_probe(&self, nvidia: bool) -> Result<(), String> {
+        let slot = if nvidia { &self.nvcc } else { &self.hipcc };
+        if slot.lock().is_some() {
+            return Ok(());
+        }
+        if nvidia {
+            Nvcc::find(self.config.nvcc.as_deref())
+                .map(drop)
+                .map_err(|e| e.to_string())
+        } else {
+            crate::compiler::discovery::find_hipcc(
+                self.config.hipcc.as_deref(),
+                &hip_sys::discovery::ProcessEnv,
+                Path::new("/opt"),
+            )
+            .map(drop)
+            .map_err(|e| e.to_string())
+        }
+    }
+
+    /// The major version of the in-process compiler of the platform (HIP's for hipRTC, CUDA's
+    /// for NVRTC), from the backend when it was opened before, else from its library opened
+    /// now; the error of opening it otherwise.
+    fn in_process_probe(&self, nvidia: bool, runtime: Option<&Path>) -> Result<u32, String> {
+        let slot = if nvidia { &self.nvrtc } else { &self.hiprtc };
+        if let Some(b) = &*slot.lock() {
+            return Ok(match b {
+                Backend::HipRtc(h) => h.library.hip_major().unwrap_or(0),
+                Backend::Nvrtc(n) => n.library.version().map_or(0, |(m, _)| m.max(0) as u32),
+                _ => 0,
+            });
+        }
+        if nvidia {
+            let nvcc: Option<PathBuf> = self.config.nvcc.clone().or_else(|| Nvcc::find(None).ok());
+            crate::compiler::nvrtc::NvRtc::open(nvcc.as_deref())
+                .map(|n| n.version().map_or(0, |(m, _)| m.max(0) as u32))
+                .map_err(|e| e.to_string())
+        } else {
+            crate::compiler::hiprtc::HipRtc::open(runtime)
+                .map(|h| h.hip_major().unwrap_or(0))
+                .map_err(|e| e.to_string())
         }
     }
 }

@@ -56,6 +56,7 @@ use crate::cache::memory::MemoryCache;
 use crate::cache::remote::RemoteConfigError;
 use crate::code_object::CodeObjectError;
 use crate::compiler::diagnostics;
+use crate::compiler::selection::CompilerChoice;
 use crate::compiler::{
     CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerIdentity,
 };
@@ -84,7 +85,13 @@ pub enum CacheLocation {
 /// Settings of a [`Jit`].
 #[derive(Clone, Debug, Default)]
 pub struct JitOptions {
-    /// How to find and run the compilers (hipcc, nvcc), each found on first use.
+    /// Which compiler compiles: `None` reads `HIPJIT_COMPILER` (`auto`, `hipcc`, `hiprtc`,
+    /// `nvcc`, `nvrtc`), else [`CompilerChoice::Auto`] ([`compilers`] has the rule). Whatever
+    /// the choice, [`Compiled::compiler`] says which compiler made a result and why.
+    pub compiler: Option<CompilerChoice>,
+    /// How to find and run the compilers (hipcc, nvcc; hipRTC and NVRTC are found as
+    /// [`crate::compiler::hiprtc`] and [`crate::compiler::nvrtc`] describe), each found on
+    /// first use.
     pub compiler_config: CompilerConfig,
     /// The disk cache.
     pub cache: CacheLocation,
@@ -200,6 +207,9 @@ pub struct Jit {
     lock_wait: Option<Duration>,
     #[cfg(feature = "redis")]
     remote: Option<crate::cache::remote::RemoteCache>,
+    /// Copies of remote hits into the first disk root, written in the background.
+    #[cfg(feature = "redis")]
+    write_back: crate::cache::remote::write_back::WriteBack,
     loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
     kernels: crate::cache::kernels::KernelCache<CompileOptions>,
@@ -236,7 +246,10 @@ impl Jit {
         }
         .map(|d| d.with_max_bytes(options.max_cache_bytes));
         Ok(Jit {
-            compilers: Compilers::new(options.compiler_config),
+            compilers: Compilers::new(
+                options.compiler_config,
+                compilers::resolve_choice(options.compiler)?,
+            ),
             disk,
             memory: MemoryCache::new(),
             extra: options.extra_signature,
@@ -244,16 +257,30 @@ impl Jit {
             lock_wait: options.lock_wait,
             #[cfg(feature = "redis")]
             remote,
+            #[cfg(feature = "redis")]
+            write_back: Default::default(),
             loaded: Mutex::new(HashMap::new()),
             kernels: Default::default(),
         })
     }
 
-    /// The compiler that compiles `options` (found now if it was not yet), and why that one.
+    /// The compiler that compiles `source` with `options` (found now if it was not yet), and
+    /// why that one ([`compilers`]).
     ///
-    /// Errors: [`JitError::Compiler`] when it cannot be found or identified.
-    pub fn compiler_for(&self, options: &CompileOptions) -> Result<Chosen, JitError> {
-        Ok(self.compilers.choose(options)?)
+    /// Errors: [`JitError::Compiler`] when it cannot be found or identified, or the choice
+    /// does not fit the options' platform.
+    pub fn compiler_for(
+        &self,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<Chosen, JitError> {
+        Ok(self.compilers.choose(source.as_ref(), options, None)?)
+    }
+
+    /// The compiler choice this JIT applies ([`JitOptions::compiler`], else `HIPJIT_COMPILER`,
+    /// else Auto).
+    pub fn compiler_choice(&self) -> CompilerChoice {
+        self.compilers.choice()
     }
 
     /// The disk cache, unless disabled.
@@ -265,6 +292,13 @@ impl Jit {
     #[cfg(feature = "redis")]
     pub fn remote_cache(&self) -> Option<&crate::cache::remote::RemoteCache> {
         self.remote.as_ref()
+    }
+
+    /// Waits until every remote hit of this `Jit` has been written to the first disk root
+    /// (they are written in the background; dropping the `Jit` waits too).
+    #[cfg(feature = "redis")]
+    pub fn flush_cache_writes(&self) {
+        self.write_back.flush();
     }
 
     /// Forgets every in-process result (the disk cache stays).
@@ -307,18 +341,20 @@ impl Jit {
     ///
     /// Errors: [`JitError::Compiler`] when that needs hipcc and it cannot be found.
     pub fn effective_options(&self, options: &CompileOptions) -> Result<CompileOptions, JitError> {
-        self.effective_options_with(options, self.runtime_versions.as_deref())
+        self.effective_options_with(b"", options, self.runtime_versions.as_deref(), None)
     }
 
     fn effective_options_with(
         &self,
+        source: &[u8],
         options: &CompileOptions,
         runtime_versions: Option<&[u32]>,
+        runtime: Option<&std::path::Path>,
     ) -> Result<CompileOptions, JitError> {
         let mut o = options.clone();
         if o.code_object_version.is_none() && o.sm_targets.is_empty() {
             if let Some(accepted) = runtime_versions {
-                let chosen = self.compilers.choose(&o)?;
+                let chosen = self.compilers.choose(source, &o, runtime)?;
                 let supported = compiler_code_object_versions(chosen.backend.identity());
                 o.code_object_version = accepted
                     .iter()
@@ -342,9 +378,10 @@ impl Jit {
         options: &CompileOptions,
     ) -> Result<Option<CacheKey>, JitError> {
         let source = source.as_ref();
-        let o = self.effective_options(options)?;
+        let o =
+            self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
         o.validate().map_err(CompileError::from)?;
-        let chosen = self.compilers.choose(&o)?;
+        let chosen = self.compilers.choose(source, &o, None)?;
         let direct = chosen.backend.direct_key(source, &o, &self.extra);
         Ok(self
             .disk
@@ -364,10 +401,12 @@ impl Jit {
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<CacheKey, JitError> {
-        let o = self.effective_options(options)?;
+        let source = source.as_ref();
+        let o =
+            self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
         o.validate().map_err(CompileError::from)?;
-        let chosen = self.compilers.choose(&o)?;
-        Ok(chosen.backend.direct_key(source.as_ref(), &o, &self.extra))
+        let chosen = self.compilers.choose(source, &o, None)?;
+        Ok(chosen.backend.direct_key(source, &o, &self.extra))
     }
 
     /// Compiles `source` for the targets of `options` (AMDGPU target IDs, or an SM target), or
@@ -385,7 +424,7 @@ impl Jit {
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<Compiled, JitError> {
-        self.compile_impl(source.as_ref(), options, false)
+        self.compile_impl(source.as_ref(), options, false, None)
     }
 
     fn compile_impl(
@@ -393,10 +432,11 @@ impl Jit {
         source: &[u8],
         options: &CompileOptions,
         bypass_disk: bool,
+        runtime: Option<&std::path::Path>,
     ) -> Result<Compiled, JitError> {
         let started = Instant::now();
         let (inner, hit) = self.memory.get_or_try_insert(source, options, || {
-            self.compile_uncached(source, options, bypass_disk)
+            self.compile_uncached(source, options, bypass_disk, runtime)
         })?;
         if options.checks != Default::default() {
             checks::run_checks(&inner.0, options)?;
@@ -442,9 +482,11 @@ impl Jit {
     /// loaded library is cached per (runtime, device, key), so a second call returns the same
     /// [`Library`]. With no targets in `options` the device's is used: its target ID on AMD,
     /// its SM target on HIP's NVIDIA platform (then compiled by nvcc to a cubin). With no code
-    /// object version in `options` (and none from
-    /// [`JitOptions::runtime_code_object_versions`]) the device runtime's accepted versions
-    /// choose it. When the runtime rejects the image as invalid (`hipErrorInvalidImage`), the
+    /// object version in `options` (nor [`JitOptions::runtime_code_object_versions`]) the
+    /// compiler's default for the target is compiled, under the key a host without this
+    /// runtime computes (a build host baking a cache shares it); only when the device's
+    /// runtime cannot load that version is the source compiled again with the highest version
+    /// both the runtime and the compiler support. When the runtime rejects the image as invalid (`hipErrorInvalidImage`), the
     /// cached result is evicted (memory and written disk root) and the source is compiled and
     /// loaded once more.
     ///
@@ -489,13 +531,15 @@ impl Jit {
                 });
             }
         }
-        if self.runtime_versions.is_none() {
-            o = self.effective_options_with(&o, device.runtime().code_object_versions())?;
-        }
+        // The code object version stays what the options and the compiler make of the target,
+        // so that the key is the one a host without this runtime computes (a compile-only build
+        // host); only a code object this runtime cannot load is compiled again, with the
+        // highest version both accept.
+        let accepted = device.runtime().code_object_versions();
         let runtime = device.runtime().path().to_path_buf();
         let mut bypass_disk = false;
         loop {
-            let compiled = self.compile_impl(source, &o, bypass_disk)?;
+            let compiled = self.compile_impl(source, &o, bypass_disk, Some(&runtime))?;
             let map_key = (runtime.clone(), device.ordinal(), compiled.key());
             let slot: LoadedSlot = Arc::clone(self.loaded.lock().entry(map_key).or_default());
             let mut slot = slot.lock();
@@ -522,6 +566,25 @@ impl Jit {
                     })
                 }
             };
+            if let (Artefact::CodeObject(co), Some(accepted)) = (&artefact, accepted) {
+                if o.code_object_version.is_none() && !accepted.contains(&co.code_object_version())
+                {
+                    let retry = self.effective_options_with(
+                        source,
+                        &o,
+                        Some(accepted),
+                        Some(device.runtime().path()),
+                    )?;
+                    if retry.code_object_version.is_some() {
+                        drop(slot);
+                        tracing::debug!(key = %compiled.key(), version = co.code_object_version(),
+                            "the runtime does not load this code object version; compiling \
+                             for one it does");
+                        o = retry;
+                        continue;
+                    }
+                }
+            }
             match load(&artefact, device) {
                 Ok(lib) => {
                     let lib = Arc::new(lib);
@@ -550,10 +613,16 @@ impl Jit {
         source: &[u8],
         options: &CompileOptions,
         bypass_disk: bool,
+        runtime: Option<&std::path::Path>,
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
-        let o = self.effective_options(options)?;
+        let o = self.effective_options_with(
+            source,
+            options,
+            self.runtime_versions.as_deref(),
+            runtime,
+        )?;
         o.validate().map_err(CompileError::from)?;
-        let chosen = self.compilers.choose(&o)?;
+        let chosen = self.compilers.choose(source, &o, runtime)?;
         let backend = &chosen.backend;
         let direct = backend.direct_key(source, &o, &self.extra);
         let mut bad_entries = Vec::new();

@@ -17,7 +17,7 @@ use super::entry::{inner_from_entry, output_artefact, publish_manifest, read_art
 use super::Origin;
 use super::{Jit, JitError};
 #[cfg(feature = "redis")]
-use crate::cache::disk::BadEntry;
+use crate::cache::disk::{BadEntry, DiskCache};
 #[cfg(feature = "redis")]
 use crate::cache::key::CacheKey;
 #[cfg(feature = "redis")]
@@ -50,7 +50,7 @@ impl Jit {
 
     /// Takes a remote lookup's result: its bad entries and warnings, and its hit when the
     /// artefacts read (else the entry is rejected: reported and removed from the server). A hit
-    /// is written to the first disk root with its manifest.
+    /// is written to the first disk root with its manifest, in the background.
     #[allow(clippy::too_many_arguments)]
     #[cfg(feature = "redis")]
     pub(crate) fn remote_hit(
@@ -84,26 +84,28 @@ impl Jit {
         };
         let mut entry = hit.entry;
         if let Some(disk) = &self.disk {
-            let stored: Vec<(&str, &[u8])> = entry
-                .meta
-                .artefacts
-                .iter()
-                .filter_map(|a| Some((a.name.as_str(), entry.artefact(&a.name)?)))
-                .collect();
-            match disk.put(&hit.key, entry.meta.clone(), &stored) {
-                Ok((path, _)) => {
-                    if let Some(w) =
-                        publish_manifest(disk, direct, entry.meta.clone(), &hit.manifest)
-                    {
-                        cache_warnings.push(w);
+            // Served now; written to the first root in the background (two fsynced publishes:
+            // [`crate::cache::remote::write_back`]).
+            let (disk, key, direct, manifest) = (disk.clone(), hit.key, *direct, hit.manifest);
+            let copy = entry.clone();
+            entry.path = DiskCache::entry_path(&disk.roots()[0].path, &key);
+            self.write_back.submit(move || {
+                let stored: Vec<(&str, &[u8])> = copy
+                    .meta
+                    .artefacts
+                    .iter()
+                    .filter_map(|a| Some((a.name.as_str(), copy.artefact(&a.name)?)))
+                    .collect();
+                match disk.put(&key, copy.meta.clone(), &stored) {
+                    Ok(_) => {
+                        publish_manifest(&disk, &direct, copy.meta.clone(), &manifest);
                     }
-                    entry.path = path;
+                    Err(e) => {
+                        tracing::warn!(%key, error = %e,
+                            "a remote hit was not written to the disk cache");
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(key = %hit.key, error = %e, "a remote hit was not written to the disk cache");
-                    cache_warnings.push(format!("the remote entry was not cached on disk: {e}"));
-                }
-            }
+            });
         }
         let mut inner = inner_from_entry(
             hit.key,

@@ -3,7 +3,8 @@
 //!
 //! 1. generate the kernel source specialised to the row length (`COLS`, a define);
 //! 2. compile it with the library's own include directory (its block reductions), through
-//!    hipjit's caches: hipcc on AMD, nvcc on HIP's NVIDIA platform;
+//!    hipjit's caches: hipcc or hipRTC on AMD, nvcc or NVRTC on HIP's NVIDIA platform (one
+//!    `Jit`, `HIPJIT_COMPILER` or Auto picking);
 //! 3. read the kernel's resources and pick the block size that keeps the most threads
 //!    resident: from the code object's metadata alone on AMD ([`hipjit::occupancy`]), from
 //!    the driver's occupancy query on NVIDIA;
@@ -68,8 +69,8 @@ impl<E: Into<hipjit::Error>> From<E> for SoftmaxError {
     }
 }
 
-/// hipjit's JIT, one for both platforms: it compiles with hipcc for an AMD device and with
-/// nvcc for a device of HIP's NVIDIA platform, the target taken from the device.
+/// hipjit's JIT, one for both platforms: it compiles for an AMD device (hipcc, hipRTC) or a
+/// device of HIP's NVIDIA platform (nvcc, NVRTC), the target taken from the device.
 pub struct Compiler(pub Jit);
 
 impl Compiler {

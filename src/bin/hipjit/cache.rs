@@ -1,10 +1,15 @@
-//! `hipjit cache list | stats | verify | clear | prune --max-size SIZE`: the disk cache of
+//! `hipjit cache list | stats | verify | clear | prune --max-size SIZE | export -o FILE |
+//! import FILE`: the disk cache of
 //! `hipjit::cache::disk` (roots from `HIPJIT_CACHE_DIR`, else `$XDG_CACHE_HOME/hipjit` or
 //! `~/.cache/hipjit`; the first root is the written one).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use std::path::{Path, PathBuf};
+
+use hipjit::cache::bundle;
 use hipjit::cache::disk::DiskCache;
+use hipjit::cache::key::CacheKey;
 
 use crate::output::{self, human_bytes, CliError};
 
@@ -37,6 +42,48 @@ pub enum Action {
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         max_size: u64,
     },
+    /// Write every valid entry of every root (results and header manifests) into one
+    /// compressed bundle (Zstandard) with an index, to import elsewhere (a warm root baked into
+    /// an image).
+    Export {
+        /// The bundle to write (replaced atomically).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+        /// Export only the keys listed in this file, one per line as `hipjit cache list` prints
+        /// them (`#` starts a comment); list a source's header manifest with its result.
+        #[arg(long, value_name = "FILE")]
+        keys_from: Option<PathBuf>,
+    },
+    /// Check every entry of a bundle and, when all are good, publish them into the written
+    /// root (or ROOT); a bundle with any bad entry is refused whole, naming each one.
+    Import {
+        /// The bundle.
+        file: PathBuf,
+        /// The root to import into (created if missing) instead of the written root.
+        #[arg(long, value_name = "ROOT")]
+        into: Option<PathBuf>,
+    },
+}
+
+/// The keys listed in `path`, one per line, `#` comments and blank lines ignored.
+///
+/// Errors: the file cannot be read, or a line is not a key (named with its number).
+fn read_keys(path: &Path) -> Result<Vec<CacheKey>, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::failed(format!("cannot read {}: {e}", path.display())))?;
+    let mut keys = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let word = line.split_whitespace().next().unwrap_or(line);
+        keys.push(
+            word.parse::<CacheKey>()
+                .map_err(|e| CliError::failed(format!("{}:{}: {e}", path.display(), i + 1)))?,
+        );
+    }
+    Ok(keys)
 }
 
 /// Parses a size: `1024`, `500M`, `2G`, `1.5G`, `10KiB`, `3kb` (binary units; the `B`/`iB`
@@ -92,6 +139,15 @@ fn open() -> Result<DiskCache, CliError> {
 /// Errors: exit status 1 when the cache cannot be opened or a file cannot be removed, and
 /// for `verify` when an entry is bad.
 pub fn run(args: &Args) -> Result<(), CliError> {
+    if let Action::Import {
+        file,
+        into: Some(root),
+    } = &args.action
+    {
+        let cache = DiskCache::open(std::slice::from_ref(root))
+            .map_err(|e| CliError::failed(format!("cannot open the cache: {e}")))?;
+        return import(&cache, file, args.json);
+    }
     let cache = open()?;
     let roots: Vec<serde_json::Value> = cache
         .roots()
@@ -105,6 +161,30 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         .unwrap_or_default();
     let written_json = cache.roots().first().map(|r| output::path_json(&r.path));
     match &args.action {
+        Action::Export {
+            output: out,
+            keys_from,
+        } => {
+            let keys = keys_from.as_deref().map(read_keys).transpose()?;
+            let r = bundle::export(&cache, keys.as_deref(), out)
+                .map_err(|e| CliError::failed(format!("cannot export: {e}")))?;
+            if args.json {
+                output::print_json(serde_json::json!({
+                    "bundle": output::path_json(out), "entries": r.entries,
+                    "bytes": r.bytes, "file_bytes": r.file_bytes,
+                }))
+            } else {
+                println!(
+                    "{}: {} entries, {} ({} compressed)",
+                    out.display(),
+                    r.entries,
+                    human_bytes(r.bytes),
+                    human_bytes(r.file_bytes)
+                );
+                Ok(())
+            }
+        }
+        Action::Import { file, .. } => import(&cache, file, args.json),
         Action::List => {
             let entries = cache.list().map_err(|e| CliError::failed(e.to_string()))?;
             if args.json {
@@ -258,6 +338,32 @@ fn age_text(secs: u64) -> String {
         120..=7199 => format!("{} min", secs / 60),
         7200..=172_799 => format!("{} h", secs / 3600),
         _ => format!("{} days", secs / 86400),
+    }
+}
+
+fn import(cache: &DiskCache, file: &Path, json: bool) -> Result<(), CliError> {
+    let r =
+        bundle::import(cache, file).map_err(|e| CliError::failed(format!("cannot import: {e}")))?;
+    let root = cache
+        .roots()
+        .first()
+        .map(|r| r.path.clone())
+        .unwrap_or_default();
+    if json {
+        output::print_json(serde_json::json!({
+            "bundle": output::path_json(file), "root": output::path_json(&root),
+            "entries": r.entries, "published": r.published, "bytes": r.bytes,
+        }))
+    } else {
+        println!(
+            "{}: {} entries checked, {} published into {} ({} already there)",
+            file.display(),
+            r.entries,
+            r.published,
+            root.display(),
+            r.entries - r.published
+        );
+        Ok(())
     }
 }
 

@@ -48,12 +48,14 @@ use std::sync::Mutex;
 
 use hipjit::compiler::diagnostics::{self, Diagnostic, Layout};
 use hipjit::compiler::nvcc::NvccError;
+use hipjit::compiler::rtc::RtcError;
+use hipjit::compiler::selection::CompilerChoice;
 use hipjit::compiler::{
     is_valid_source_name, CompileError, CompileOptions, CompilerConfig, CxxStd, OptLevel,
     OptionsError,
 };
 use hipjit::cuda::target::SmTarget;
-use hipjit::jit::{Artefact, Compiled, Jit, JitError, JitOptions, Origin};
+use hipjit::jit::{Artefact, Compiled, CompilerUsed, Jit, JitError, JitOptions, Origin};
 use hipjit::target_id::TargetId;
 
 use crate::output::{self, CliError};
@@ -99,12 +101,19 @@ pub struct Args {
     /// hipcc 5.2.3, v6 for hipcc 7). Runtimes before HIP 6.2 reject v6.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(4..=6))]
     pub code_object_version: Option<u32>,
+    /// The compiler: auto (default: `HIPJIT_COMPILER`, else auto), hipcc, hiprtc (AMDGPU
+    /// targets), nvcc or nvrtc (sm_ targets). Auto takes the in-process compiler (hipRTC,
+    /// NVRTC) where the parity test proved it gives the process compiler's code for the target,
+    /// or when no process compiler is found; each result says which compiler and why.
+    #[arg(long = "compiler", value_name = "COMPILER", value_parser = parse_compiler)]
+    pub compiler: Option<CompilerChoice>,
     /// Compile at most N files at once (default: the number of CPU cores).
     #[arg(short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
-    /// Print JSON (with "schema_version": 1) instead of text. Keys: platform ("amd" or
-    /// "nvidia"), compiler {path, version}, std, extra_flags, cache_roots, failed (count),
-    /// results[]: file, ok, diagnostics[], then cache ("miss", "disk", "memory"), hit,
+    /// Print JSON (with "schema_version": 2) instead of text. Keys: platform ("amd" or
+    /// "nvidia"), compiler {kind ("hipcc", "hiprtc", "nvcc", "nvrtc"), path, version, reason
+    /// (why that compiler)} of the first result, std, extra_flags, cache_roots, failed (count),
+    /// results[]: file, ok, diagnostics[], then compiler {kind, path, version, reason}, cache ("miss", "disk", "memory"), hit,
     /// time_ms, key, entry, written, cache_warnings[] (what went wrong with the disk cache
     /// without failing the compile: an entry not published, a lock wait given up),
     /// code_objects[] {target_id, code_object_version, kernels}
@@ -150,6 +159,11 @@ fn parse_arch(s: &str) -> Result<Arch, String> {
     } else {
         TargetId::parse(s).map(Arch::Amd).map_err(|e| e.to_string())
     }
+}
+
+fn parse_compiler(s: &str) -> Result<CompilerChoice, String> {
+    s.parse()
+        .map_err(|e: hipjit::compiler::selection::BadCompilerChoice| e.to_string())
 }
 
 fn parse_std(s: &str) -> Result<CxxStd, String> {
@@ -435,6 +449,10 @@ fn failure_diagnostics(e: &JitError) -> &[Diagnostic] {
             NvccError::Failed { diagnostics, .. } => diagnostics,
             _ => &[],
         },
+        JitError::Compile(CompileError::InProcess(e)) => match &**e {
+            RtcError::Compile { diagnostics, .. } => diagnostics,
+            _ => &[],
+        },
         _ => &[],
     }
 }
@@ -526,6 +544,7 @@ fn compile_one(
                     &e,
                     JitError::Compile(CompileError::Failed(_))
                         | JitError::Compile(CompileError::Nvcc(_))
+                        | JitError::Compile(CompileError::InProcess(_))
                 );
                 return Outcome {
                     file: file.to_path_buf(),
@@ -617,6 +636,17 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             "-O s and -O z are clang's: nvcc takes -O 0 to 3 for sm_ targets",
         ));
     }
+    match (args.compiler, on_nvidia) {
+        (Some(c @ (CompilerChoice::Hipcc | CompilerChoice::HipRtc)), true)
+        | (Some(c @ (CompilerChoice::Nvcc | CompilerChoice::Nvrtc)), false) => {
+            return Err(CliError::usage(format!(
+                "--compiler {c} does not compile for --arch {}: hipcc and hiprtc take AMDGPU \
+                 targets, nvcc and nvrtc sm_ targets",
+                targets_text(args)
+            )))
+        }
+        _ => {}
+    }
     let outs = output_paths(args, if on_nvidia { "cubin" } else { "hsaco" })?;
     let mut base = CompileOptions {
         targets: amd,
@@ -660,6 +690,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         |j| j as usize,
     );
     let jit = Jit::new(JitOptions {
+        compiler: args.compiler,
         compiler_config: CompilerConfig {
             max_concurrent: jobs,
             ..CompilerConfig::default()
@@ -762,23 +793,23 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         let used = results
             .iter()
             .find_map(|o| o.result.as_ref().ok().map(|(c, _)| c[0].compiler().clone()))
-            .or_else(|| jit.compiler_for(&bases[0]).ok().map(|c| c.used()));
+            .or_else(|| jit.compiler_for(b"", &bases[0]).ok().map(|c| c.used()));
         let list: Vec<serde_json::Value> = results
             .iter()
             .map(|o| outcome_json(o, &args.include_dirs))
             .collect();
-        output::print_json(serde_json::json!({
-            "platform": if on_nvidia { "nvidia" } else { "amd" },
-            "compiler": used.map(|u| serde_json::json!({
-                "path": output::path_json(&u.path),
-                "version": u.version,
-            })),
-            "std": base.std.to_string(),
-            "extra_flags": base.extra_flags,
-            "cache_roots": jit.disk_cache().map(|d| output::paths_json(d.roots().iter().map(|r| &r.path))),
-            "results": list,
-            "failed": failed,
-        }))?;
+        output::print_json_versioned(
+            serde_json::json!({
+                "platform": if on_nvidia { "nvidia" } else { "amd" },
+                "compiler": used.as_ref().map(compiler_json),
+                "std": base.std.to_string(),
+                "extra_flags": base.extra_flags,
+                "cache_roots": jit.disk_cache().map(|d| output::paths_json(d.roots().iter().map(|r| &r.path))),
+                "results": list,
+                "failed": failed,
+            }),
+            output::COMPILE_SCHEMA_VERSION,
+        )?;
     } else {
         for o in &results {
             if let Ok((c, written)) = &o.result {
@@ -813,6 +844,16 @@ fn print_compiled(file: &Path, results: &[Compiled], written: &[PathBuf]) {
     }
     for w in written {
         println!("  wrote {}", w.display());
+    }
+    if let Some(c) = results.first() {
+        let u = c.compiler();
+        println!(
+            "  compiler {} {} ({}): {}",
+            u.kind.as_str(),
+            u.path.display(),
+            u.version,
+            u.reason
+        );
     }
     for c in results {
         for a in c.artefacts() {
@@ -853,6 +894,16 @@ fn diagnostic_paths<'a>(o: &'a Outcome, include_dirs: &'a [PathBuf]) -> Vec<&'a 
     paths
 }
 
+/// `{"kind", "path", "version", "reason"}` of a result's compiler.
+fn compiler_json(u: &CompilerUsed) -> serde_json::Value {
+    serde_json::json!({
+        "kind": u.kind.as_str(),
+        "path": output::path_json(&u.path),
+        "version": u.version,
+        "reason": u.reason,
+    })
+}
+
 fn outcome_json(o: &Outcome, include_dirs: &[PathBuf]) -> serde_json::Value {
     let diagnostics = output::diagnostics_json(&o.diagnostics, &diagnostic_paths(o, include_dirs));
     let cache = |c: &Compiled| match c.origin() {
@@ -887,6 +938,7 @@ fn outcome_json(o: &Outcome, include_dirs: &[PathBuf]) -> serde_json::Value {
                 "file": output::path_json(&o.file),
                 "ok": true,
                 "diagnostics": diagnostics,
+                "compiler": compiler_json(c.compiler()),
                 "cache": cache(c),
                 "hit": results.iter().all(Compiled::is_hit),
                 "time_ms": results.iter().map(|c| c.elapsed().as_secs_f64() * 1000.0).sum::<f64>(),

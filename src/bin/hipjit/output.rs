@@ -9,6 +9,12 @@ use hipjit::code_object::{Container, KernelInfo};
 /// when a key is removed or changes meaning; new keys may appear without a raise.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The version of `hipjit compile --json` documents: 2 since each result names its compiler
+/// (`"compiler": {"kind", "path", "version", "reason"}`, per result and at the top), the top
+/// level's `compiler` being the first result's (or the one that would compile, when none
+/// succeeded; `null` when none is found).
+pub const COMPILE_SCHEMA_VERSION: u32 = 2;
+
 /// Exit status: success.
 pub const EXIT_OK: u8 = 0;
 /// Exit status: the work failed (compile error, unreadable or malformed input file, cache I/O
@@ -46,9 +52,15 @@ impl CliError {
 }
 
 /// Prints `value` (an object) as pretty JSON on stdout with the `"schema_version"` key added.
-pub fn print_json(mut value: serde_json::Value) -> Result<(), CliError> {
+pub fn print_json(value: serde_json::Value) -> Result<(), CliError> {
+    print_json_versioned(value, SCHEMA_VERSION)
+}
+
+/// [`print_json`] with the `"schema_version"` key set to `version` (a document whose schema
+/// moved on its own, such as [`COMPILE_SCHEMA_VERSION`]).
+pub fn print_json_versioned(mut value: serde_json::Value, version: u32) -> Result<(), CliError> {
     if let serde_json::Value::Object(map) = &mut value {
-        map.insert("schema_version".into(), SCHEMA_VERSION.into());
+        map.insert("schema_version".into(), version.into());
     }
     let text = serde_json::to_string_pretty(&value)
         .map_err(|e| CliError::failed(format!("cannot encode the JSON output: {e}")))?;

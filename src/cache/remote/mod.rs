@@ -23,7 +23,7 @@
 //! removed only while it still holds the bad bytes (a Lua compare-and-delete on the value's
 //! SHA-1, `redis.sha1hex`), so that the next compile can publish in its place without ever
 //! deleting a good entry written meanwhile. The JIT then writes a good remote entry to the
-//! first local root.
+//! first local root, off the caller's path ([`write_back`]).
 //!
 //! # Failure
 //! The tier never makes a compile fail. Connecting is bounded by
@@ -50,6 +50,8 @@ mod client;
 pub mod lock;
 #[cfg(feature = "redis")]
 pub mod signing;
+#[cfg(feature = "redis")]
+pub mod write_back;
 
 pub use config::{
     RemoteConfig, RemoteConfigError, MIN_SIGNING_KEY_BYTES, REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV,

@@ -1,0 +1,214 @@
+//! What a disk-cache hit of the `hipjit compile` command does to the system, observed from
+//! outside with `strace` (Debian's `strace` package, installed by scripts/setup.sh): it starts
+//! no process (no hipcc, no nvcc, no `--version`), and it checks the remembered compiler
+//! identity with one `stat` per compiler program and per directory, not one per file of the
+//! compiler's installation. Run against Debian's hipcc 5.2.3 and the nvcc of PyPI's
+//! nvidia-cuda-nvcc, each with a private cache root and a private identity directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn kernel() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kernels/saxpy.hip")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// The nvcc of PyPI's nvidia-cuda-nvcc (cu13) under $HIPJIT_CI_CACHE/nvcc-venv.
+fn pypi_nvcc() -> PathBuf {
+    let cache = std::env::var_os("HIPJIT_CI_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
+    std::fs::read_dir(cache.join("nvcc-venv/lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/nvcc"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no nvcc under {}/nvcc-venv: scripts/setup.sh installs it from PyPI",
+                cache.display()
+            )
+        })
+}
+
+/// `hipjit ARGS` with its cache root and identity directory under `home`, optionally under
+/// `strace -f -e trace=TRACE -o LOG`.
+fn hipjit(
+    home: &Path,
+    nvcc: Option<&Path>,
+    args: &[&str],
+    strace: Option<(&str, &Path)>,
+) -> Output {
+    let mut cmd = match strace {
+        Some((trace, log)) => {
+            let mut c = Command::new("strace");
+            c.args(["-f", "-qq", "-e", &format!("trace={trace}"), "-o", s(log)])
+                .arg(env!("CARGO_BIN_EXE_hipjit"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_hipjit")),
+    };
+    cmd.args(args)
+        .env("HIPJIT_CACHE_DIR", home.join("cache"))
+        .env("XDG_CACHE_HOME", home.join("xdg"))
+        .env_remove("HIPJIT_HIPCC");
+    match nvcc {
+        Some(n) => cmd.env("HIPJIT_NVCC", n),
+        None => cmd.env_remove("HIPJIT_NVCC"),
+    };
+    let o = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run hipjit ({e}); strace: apt-get install strace"));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{args:?}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// A miss (which computes and remembers the identity), then a hit under strace; returns the
+/// hit's strace log, after checking the hit's own report says "hit".
+fn traced_hit(home: &Path, nvcc: Option<&Path>, arch: &str, trace: &str) -> String {
+    let out = home.join("out.bin");
+    let src = kernel();
+    let args = ["compile", "--arch", arch, "-o", s(&out), s(&src)];
+    let first = hipjit(home, nvcc, &args, None);
+    assert!(
+        String::from_utf8_lossy(&first.stdout).contains("miss"),
+        "{}",
+        String::from_utf8_lossy(&first.stdout)
+    );
+    let log = home.join("strace.log");
+    let hit = hipjit(home, nvcc, &args, Some((trace, &log)));
+    assert!(
+        String::from_utf8_lossy(&hit.stdout).contains("hit (disk)"),
+        "{}",
+        String::from_utf8_lossy(&hit.stdout)
+    );
+    std::fs::read_to_string(&log).expect("strace wrote its log")
+}
+
+/// The `execve` calls of a strace log that succeeded.
+fn execs(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("execve(") && l.trim_end().ends_with("= 0"))
+        .collect()
+}
+
+#[test]
+fn a_hipcc_hit_starts_no_process() {
+    let home = tempfile::tempdir().unwrap();
+    let log = traced_hit(home.path(), None, "gfx90a", "execve,execveat");
+    let execs = execs(&log);
+    assert_eq!(execs.len(), 1, "only hipjit itself is executed:\n{log}");
+    assert!(execs[0].contains(env!("CARGO_BIN_EXE_hipjit")), "{log}");
+}
+
+#[test]
+fn an_nvcc_hit_starts_no_process() {
+    let home = tempfile::tempdir().unwrap();
+    let nvcc = pypi_nvcc();
+    let log = traced_hit(home.path(), Some(&nvcc), "sm_90", "execve,execveat");
+    let execs = execs(&log);
+    assert_eq!(execs.len(), 1, "only hipjit itself is executed:\n{log}");
+}
+
+/// Regular files and directories under `dir` (symlinks not followed).
+fn count_tree(dir: &Path) -> (usize, usize) {
+    let (mut files, mut dirs) = (0, 1);
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            let (f, d) = count_tree(&e.path());
+            files += f;
+            dirs += d;
+        } else {
+            files += 1;
+        }
+    }
+    (files, dirs)
+}
+
+/// The paths a strace log shows stat'd (stat, lstat, newfstatat, statx; opened files are not
+/// counted).
+fn statted(log: &str) -> Vec<PathBuf> {
+    log.lines()
+        .filter(|l| {
+            ["stat(", "stat64(", "lstat(", "newfstatat(", "statx("]
+                .iter()
+                .any(|c| l.contains(c))
+        })
+        .filter_map(|l| {
+            let start = l.find('"')? + 1;
+            let end = start + l[start..].find('"')?;
+            Some(PathBuf::from(&l[start..end]))
+        })
+        .collect()
+}
+
+/// The CUDA toolkit of PyPI's nvcc holds about 2,600 files. A hit checks nvcc's remembered
+/// identity by the toolkit's programs (`bin`, `nvvm`) and their directories, and the headers by
+/// the header manifest, which lists only those the compile read: the stats under `bin` and
+/// `nvvm` number at most their files and directories plus a few lookups of nvcc's own path,
+/// and the toolkit headers stat'd are a small part of `include`.
+#[test]
+fn an_nvcc_hit_stats_the_toolkits_programs_and_the_headers_read_not_every_file() {
+    let home = tempfile::tempdir().unwrap();
+    let nvcc = pypi_nvcc();
+    let root = nvcc.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let log = traced_hit(
+        home.path(),
+        Some(&nvcc),
+        "sm_90",
+        "stat,lstat,newfstatat,statx",
+    );
+    // nvcc is named through `bin/..` by its own discovery; fold such spellings.
+    let fold = |p: PathBuf| {
+        let mut clean = PathBuf::new();
+        for c in p.components() {
+            match c {
+                std::path::Component::ParentDir => {
+                    clean.pop();
+                }
+                other => clean.push(other),
+            }
+        }
+        clean
+    };
+    let stats: Vec<PathBuf> = statted(&log).into_iter().map(fold).collect();
+    let programs_dirs = [root.join("bin"), root.join("nvvm")];
+    let on_programs = stats
+        .iter()
+        .filter(|p| programs_dirs.iter().any(|d| p.starts_with(d)))
+        .count();
+    let (programs, program_dirs) = {
+        let (bf, bd) = count_tree(&root.join("bin"));
+        let (nf, nd) = count_tree(&root.join("nvvm"));
+        (bf + nf, bd + nd)
+    };
+    assert!(
+        on_programs <= programs + program_dirs + 8,
+        "{on_programs} stats under bin/ and nvvm/ (bound: {programs} files + {program_dirs} directories + 8)"
+    );
+    let include = root.join("include");
+    let mut headers_statted: Vec<&PathBuf> =
+        stats.iter().filter(|p| p.starts_with(&include)).collect();
+    headers_statted.sort();
+    headers_statted.dedup();
+    let (headers, _) = count_tree(&include);
+    assert!(
+        headers > 1000,
+        "the toolkit's include directory holds {headers} files: not the PyPI toolkit this test expects"
+    );
+    assert!(
+        headers_statted.len() * 5 < headers,
+        "{} of the toolkit's {headers} header paths stat'd on a hit: more than the compile reads",
+        headers_statted.len()
+    );
+}

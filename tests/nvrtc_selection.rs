@@ -1,0 +1,216 @@
+//! Which compiler the one `Jit` takes for SM targets, with nvcc and NVRTC from PyPI
+//! (`$HIPJIT_CI_CACHE/nvcc-venv`, installed by scripts/setup.sh; NVRTC found beside that nvcc),
+//! and that a compiler of the other platform is refused. AMD: tests/real_selection.rs.
+
+use std::path::{Path, PathBuf};
+
+use hipjit::compiler::rtc::RtcError;
+use hipjit::compiler::selection::CompilerChoice;
+use hipjit::compiler::{CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerKind};
+use hipjit::cuda::target::SmTarget;
+use hipjit::jit::{CacheLocation, Jit, JitError, JitOptions, Origin};
+use hipjit::target_id::TargetId;
+
+const SAXPY: &str = r#"
+#include <hip/hip_runtime.h>
+extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"#;
+
+/// nvcc from PyPI (scripts/setup.sh installs it; its absence is a failure, not a skip).
+fn pypi_nvcc() -> PathBuf {
+    let cache = std::env::var_os("HIPJIT_CI_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
+    let lib = cache.join("nvcc-venv/lib");
+    std::fs::read_dir(&lib)
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup.sh)", lib.display()))
+        .flatten()
+        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/nvcc"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no PyPI nvcc under {} (run scripts/setup.sh)",
+                lib.display()
+            )
+        })
+}
+
+/// One identity directory for the whole binary: each compiler is fingerprinted once.
+fn home() -> &'static Path {
+    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+/// A JIT with `choice`, nvcc from PyPI, identities remembered under `home`, the disk cache in
+/// `cache` (none when `None`).
+fn jit(choice: CompilerChoice, home: &Path, cache: Option<&Path>) -> Jit {
+    Jit::new(JitOptions {
+        compiler: Some(choice),
+        compiler_config: CompilerConfig {
+            nvcc: Some(pypi_nvcc()),
+            identity_dir: Some(home.join("identity")),
+            ..CompilerConfig::default()
+        },
+        cache: match cache {
+            Some(c) => CacheLocation::Roots(vec![c.to_path_buf()]),
+            None => CacheLocation::Disabled,
+        },
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn sm90() -> CompileOptions {
+    CompileOptions::for_sm(SmTarget::new(90))
+}
+
+fn gfx(name: &str) -> CompileOptions {
+    CompileOptions::for_target(TargetId::parse(name).unwrap())
+}
+
+#[test]
+fn auto_takes_nvrtc_for_sm_90_where_its_parity_with_nvcc_was_proven() {
+    let home = home();
+    let c = jit(CompilerChoice::Auto, home, None)
+        .compile(SAXPY, &sm90())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.compiler().kind, CompilerKind::Nvrtc, "{:?}", c.compiler());
+    assert!(
+        c.compiler().reason.contains("identical SASS"),
+        "{}",
+        c.compiler().reason
+    );
+    let cubin = c.cubin().expect("a cubin");
+    assert_eq!(cubin.target(), SmTarget::new(90));
+    assert_eq!(cubin.kernels()[0].name, "saxpy");
+}
+
+#[test]
+fn auto_takes_nvcc_for_a_source_with_a_nul_byte_and_says_so() {
+    let home = home();
+    let source = format!("// a NUL \0 in a comment\n{SAXPY}");
+    let c = jit(CompilerChoice::Auto, home, None)
+        .compile(&source, &sm90())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.compiler().kind, CompilerKind::Nvcc, "{:?}", c.compiler());
+    assert!(
+        c.compiler().reason.contains("NUL byte"),
+        "{}",
+        c.compiler().reason
+    );
+}
+
+#[test]
+fn nvrtc_asked_for_refuses_a_nul_byte_naming_the_source_and_offset() {
+    let home = home();
+    let source = format!("// a NUL \0 in a comment\n{SAXPY}");
+    let err = jit(CompilerChoice::Nvrtc, home, None)
+        .compile(&source, &sm90())
+        .unwrap_err();
+    match &err {
+        JitError::Compile(CompileError::InProcess(e)) => match &**e {
+            RtcError::NulByte { what, offset, .. } => {
+                assert_eq!((what.as_str(), *offset), ("the source", 9), "{err}")
+            }
+            other => panic!("expected a NUL-byte refusal, got {other}"),
+        },
+        other => panic!("expected a NUL-byte refusal, got {other}"),
+    }
+}
+
+#[test]
+fn nvcc_and_nvrtc_results_have_different_keys_in_one_cache() {
+    let home = home();
+    let cache = tempfile::tempdir().unwrap();
+    let by_nvcc = jit(CompilerChoice::Nvcc, home, Some(cache.path()))
+        .compile(SAXPY, &sm90())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(by_nvcc.compiler().kind, CompilerKind::Nvcc);
+    let by_nvrtc = jit(CompilerChoice::Nvrtc, home, Some(cache.path()))
+        .compile(SAXPY, &sm90())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        by_nvrtc.origin(),
+        Origin::Compiler,
+        "nvcc's cubin was served to NVRTC"
+    );
+    assert_ne!(by_nvrtc.key(), by_nvcc.key());
+    let again = jit(CompilerChoice::Nvrtc, home, Some(cache.path()))
+        .compile(SAXPY, &sm90())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (again.origin(), again.key()),
+        (Origin::Disk, by_nvrtc.key())
+    );
+    assert_eq!(again.compiler().kind, CompilerKind::Nvrtc);
+}
+
+#[test]
+fn a_compiler_of_the_other_platform_is_refused_naming_both() {
+    let home = home();
+    for (choice, options) in [
+        (CompilerChoice::HipRtc, sm90()),
+        (CompilerChoice::Hipcc, sm90()),
+        (CompilerChoice::Nvrtc, gfx("gfx90a")),
+        (CompilerChoice::Nvcc, gfx("gfx90a")),
+    ] {
+        let err = jit(choice, home, None)
+            .compile(SAXPY, &options)
+            .unwrap_err();
+        assert!(
+            matches!(&err, JitError::Compiler(CompilerError::NoCompiler { .. })),
+            "{choice}: {err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(choice.as_str()) && text.contains(&options.target_names()[0]),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn nvrtc_through_a_worker_process_gives_the_in_process_result() {
+    let home = home();
+    let in_process = jit(CompilerChoice::Nvrtc, home, None)
+        .compile(SAXPY, &sm90())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let with_worker = |program: PathBuf| {
+        Jit::new(JitOptions {
+            compiler: Some(CompilerChoice::Nvrtc),
+            compiler_config: CompilerConfig {
+                nvcc: Some(pypi_nvcc()),
+                identity_dir: Some(home.join("identity")),
+                rtc_worker: Some(hipjit::compiler::worker::WorkerConfig {
+                    program: Some(program),
+                    ..Default::default()
+                }),
+                ..CompilerConfig::default()
+            },
+            cache: CacheLocation::Disabled,
+            ..JitOptions::default()
+        })
+        .unwrap()
+    };
+    let c = with_worker(PathBuf::from(env!("CARGO_BIN_EXE_hipjit")))
+        .compile(SAXPY, &sm90())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.key(),
+        in_process.key(),
+        "the worker is no part of the key"
+    );
+    assert_eq!(
+        c.cubin().unwrap().elf(),
+        in_process.cubin().unwrap().elf(),
+        "the worker's cubin differs"
+    );
+    let err = with_worker(PathBuf::from("/nonexistent/hipjit"))
+        .compile(SAXPY, &sm90())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("/nonexistent/hipjit"), "{err}");
+}

@@ -1,0 +1,185 @@
+//! Which compiler the one `Jit` takes for AMDGPU targets, with the real compilers of this
+//! machine: hipcc and hipRTC (Debian's HIP 5.2.3 on the host, hipcc 7.0.2 / hipRTC 6.4.3 when
+//! run inside the sid root). What Auto takes follows the parity table
+//! (`hipjit::compiler::selection::PARITY`), so each test asserts the outcome for the hipRTC it
+//! finds, 5.x or 6.x; every outcome is named. NVIDIA: tests/nvrtc_selection.rs.
+
+use std::path::Path;
+
+use hipjit::compiler::selection::CompilerChoice;
+use hipjit::compiler::{CompileOptions, CompilerConfig, CompilerKind};
+use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
+use hipjit::target_id::TargetId;
+
+const SAXPY: &str = r#"
+#include <hip/hip_runtime.h>
+extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"#;
+
+/// One identity directory for the whole binary: each compiler is fingerprinted once.
+fn home() -> &'static Path {
+    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+/// A JIT with `choice`, identities remembered under `home`, the disk cache in `cache` (none
+/// when `None`).
+fn jit(choice: CompilerChoice, home: &Path, cache: Option<&Path>) -> Jit {
+    Jit::new(JitOptions {
+        compiler: Some(choice),
+        compiler_config: CompilerConfig {
+            identity_dir: Some(home.join("identity")),
+            ..CompilerConfig::default()
+        },
+        cache: match cache {
+            Some(c) => CacheLocation::Roots(vec![c.to_path_buf()]),
+            None => CacheLocation::Disabled,
+        },
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn gfx(name: &str) -> CompileOptions {
+    CompileOptions::for_target(TargetId::parse(name).unwrap())
+}
+
+/// The major version of the hipRTC this machine has (5 on Debian 12, 6 in the sid root).
+fn hiprtc_major() -> u32 {
+    hipjit::compiler::hiprtc::HipRtc::open(None)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .hip_major()
+        .expect("a hipRTC named libhiprtc.so.N or libamdhip64.so.N")
+}
+
+#[test]
+fn auto_on_gfx90a_follows_the_parity_finding_of_this_hiprtc() {
+    let home = home();
+    let chosen = jit(CompilerChoice::Auto, home, None)
+        .compiler_for(SAXPY, &gfx("gfx90a"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let kind = chosen.backend.kind();
+    match hiprtc_major() {
+        5 => {
+            assert_eq!(kind, CompilerKind::Hipcc, "{}", chosen.reason);
+            assert!(
+                chosen.reason.contains("9 of 28 kernels"),
+                "{}",
+                chosen.reason
+            );
+        }
+        6 => {
+            assert_eq!(kind, CompilerKind::Hiprtc, "{}", chosen.reason);
+            assert!(
+                chosen.reason.contains("identical code"),
+                "{}",
+                chosen.reason
+            );
+        }
+        m => panic!(
+            "no parity row for hipRTC {m}: Auto takes hipcc ({})",
+            chosen.reason
+        ),
+    }
+}
+
+#[test]
+fn auto_on_gfx10_and_later_takes_hiprtc_only_with_the_cu_wgp_mode_pinned() {
+    let home = home();
+    let jit = jit(CompilerChoice::Auto, home, None);
+    let (target, major) = match hiprtc_major() {
+        5 => ("gfx1030", 5),
+        m => ("gfx1100", m),
+    };
+    let unpinned = jit.compiler_for(SAXPY, &gfx(target)).unwrap();
+    assert_eq!(
+        unpinned.backend.kind(),
+        CompilerKind::Hipcc,
+        "{}",
+        unpinned.reason
+    );
+    let pinned = jit
+        .compiler_for(SAXPY, &gfx(target).flag("-mcumode"))
+        .unwrap();
+    if major == 5 {
+        // Pinned or not, hipRTC 5.2.3's code differs from hipcc's on gfx1030.
+        assert!(unpinned.reason.contains("5 of 28"), "{}", unpinned.reason);
+        assert_eq!(
+            pinned.backend.kind(),
+            CompilerKind::Hipcc,
+            "{}",
+            pinned.reason
+        );
+    } else {
+        assert!(
+            unpinned.reason.contains("not pinned"),
+            "{}",
+            unpinned.reason
+        );
+        assert_eq!(
+            pinned.backend.kind(),
+            CompilerKind::Hiprtc,
+            "{}",
+            pinned.reason
+        );
+    }
+}
+
+#[test]
+fn hiprtc_result_is_cached_under_its_own_identity_and_served_to_a_fresh_jit() {
+    let home = home();
+    let cache = tempfile::tempdir().unwrap();
+    let first = jit(CompilerChoice::HipRtc, home, Some(cache.path()))
+        .compile(SAXPY, &gfx("gfx90a"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(first.origin(), Origin::Compiler);
+    assert_eq!(first.compiler().kind, CompilerKind::Hiprtc);
+    let co = first.code_object().expect("a code object");
+    assert_eq!(co.kernels()[0].name, "saxpy");
+    assert_eq!(co.target_id().processor(), "gfx90a");
+    let hit = jit(CompilerChoice::HipRtc, home, Some(cache.path()))
+        .compile(SAXPY, &gfx("gfx90a"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((hit.origin(), hit.key()), (Origin::Disk, first.key()));
+    let by_hipcc = jit(CompilerChoice::Hipcc, home, Some(cache.path()))
+        .compile(SAXPY, &gfx("gfx90a"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        by_hipcc.origin(),
+        Origin::Compiler,
+        "hipRTC's code served to hipcc"
+    );
+    assert_ne!(by_hipcc.key(), first.key());
+}
+
+#[test]
+fn hiprtc_refuses_several_targets_naming_them_and_auto_takes_hipcc() {
+    let home = home();
+    let two = CompileOptions {
+        targets: vec![
+            TargetId::parse("gfx90a").unwrap(),
+            TargetId::parse("gfx908").unwrap(),
+        ],
+        ..CompileOptions::default()
+    };
+    let err = jit(CompilerChoice::HipRtc, home, None)
+        .compile(SAXPY, &two)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("gfx90a,gfx908") && err.contains("one target"),
+        "{err}"
+    );
+    let chosen = jit(CompilerChoice::Auto, home, None)
+        .compiler_for(SAXPY, &two)
+        .unwrap();
+    assert_eq!(
+        chosen.backend.kind(),
+        CompilerKind::Hipcc,
+        "{}",
+        chosen.reason
+    );
+}
