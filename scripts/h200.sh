@@ -111,8 +111,11 @@ PY
     echo "== the Python package: python/gpu_tests (pytest) and the launch overhead against CuPy"
     local venv
     venv="$(mktemp -d)/venv"
-    python3 -m venv --system-site-packages "$venv"
-    "$venv/bin/pip" install -q --no-index --no-deps "$bin"/hipjit-*.whl
+    # Without ensurepip (no python3-venv package), a venv without its own pip uses the
+    # system's pip through --system-site-packages.
+    python3 -m venv --system-site-packages "$venv" 2>/dev/null ||
+        python3 -m venv --system-site-packages --without-pip "$venv"
+    "$venv/bin/python" -m pip install -q --no-index --no-deps "$bin"/hipjit-*.whl
     "$venv/bin/python" python/bench/import_time.py
     "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra python/gpu_tests
     "$venv/bin/python" python/bench/launch_overhead.py
