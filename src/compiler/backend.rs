@@ -12,7 +12,8 @@
 //! refused ([`RtcError::Arch`]; hipcc compiles them into one bundle). NVRTC gets nvcc's:
 //! `-arch=sm_NN`, the standard, hipjit's prelude force-included (handed in memory,
 //! [`super::nvrtc::prelude_headers`]), `--use_fast_math`, `-lineinfo`, the defines, `-I` of the
-//! CUDA toolkit's headers (covered by NVRTC's identity), the extra flags. NVRTC has no
+//! CUDA toolkit's headers for a source that names them ([`NvrtcBackend::options`]), the extra
+//! flags. NVRTC has no
 //! optimisation levels: `-O3` (the default) is what it does, any other level is refused.
 //! Neither writes LLVM IR or assembly dumps: asking for them is refused by name.
 
@@ -49,8 +50,8 @@ pub struct HipRtcBackend {
 pub struct NvrtcBackend {
     /// The library.
     pub library: Arc<NvRtc>,
-    /// Its identity ([`crate::compiler::identity::identify_library`]), the toolkit's `include`
-    /// directory covered.
+    /// Its identity ([`crate::compiler::identity::identify_library`]): the library and its
+    /// builtins (the toolkit's headers are in each compile's header manifest instead).
     pub identity: CompilerIdentity,
     /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`]).
     pub cuda_include: Option<PathBuf>,
@@ -183,7 +184,7 @@ impl NvrtcBackend {
             library.path(),
             version,
             || library.identity_files(),
-            cuda_include.iter().cloned().collect(),
+            Vec::new(),
             identity_dir,
         )
         .map_err(identity_error("NVRTC"))?;
@@ -195,10 +196,19 @@ impl NvrtcBackend {
         })
     }
 
-    /// The options handed to NVRTC for `options` (see the module documentation).
+    /// The options handed to NVRTC for `source` and `options` (see the module documentation).
+    /// The CUDA toolkit's header directory goes in (`-I`) only for a source that names
+    /// something of it (`fp16`, `bf16` or `cuda` in its text, as `hip/hip_fp16.h`,
+    /// `cuda_fp16.h` and the `cuda/` headers do): every file there then enters the header
+    /// manifest (NVRTC reports no dependency list), which is hashed on each compile. Without
+    /// it such an include fails to compile; it never reads a header the key does not cover.
     ///
     /// Errors: [`RtcError::Arch`] for an optimisation level other than 3.
-    pub fn options(&self, options: &CompileOptions) -> Result<Vec<String>, RtcError> {
+    pub fn options(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+    ) -> Result<Vec<String>, RtcError> {
         let sm = options.sm_targets[0];
         if options.opt_level != OptLevel::O3 {
             return Err(RtcError::Arch {
@@ -222,8 +232,11 @@ impl NvrtcBackend {
             o.push("-lineinfo".into());
         }
         push_defines(&mut o, options);
-        if let Some(dir) = &self.cuda_include {
-            o.push(format!("-I{}", dir.display()));
+        let names_cuda = |needle: &[u8]| source.windows(needle.len()).any(|w| w == needle);
+        if names_cuda(b"fp16") || names_cuda(b"bf16") || names_cuda(b"cuda") {
+            if let Some(dir) = &self.cuda_include {
+                o.push(format!("-I{}", dir.display()));
+            }
         }
         o.extend(options.extra_flags.iter().cloned());
         Ok(o)
@@ -264,7 +277,8 @@ fn in_process_key(
     headers: &[(String, Vec<u8>)],
     extra: &[u8],
 ) -> CacheKey {
-    let own = handed.len() - options.extra_flags.len();
+    // Options the backend refuses give no handed list: the compile fails, the key is moot.
+    let own = handed.len().saturating_sub(options.extra_flags.len());
     let mut flags: Vec<String> = handed[..own].to_vec();
     for i in 0..options.include_dirs.len() {
         flags.push("-I".into());
@@ -377,6 +391,19 @@ impl Backend {
         }
     }
 
+    /// Checks what this compiler cannot do with `options` beyond
+    /// [`CompileOptions::validate`]: hipRTC compiles one target without dumps, NVRTC has no
+    /// optimisation levels.
+    ///
+    /// Errors: [`CompileError::InProcess`] with [`RtcError::Arch`] naming the targets and why.
+    pub fn check_options(&self, options: &CompileOptions) -> Result<(), CompileError> {
+        match self {
+            Backend::HipRtc(b) => b.options(options).map(drop).map_err(in_process),
+            Backend::Nvrtc(b) => b.options(b"", options).map(drop).map_err(in_process),
+            Backend::Hipcc(_) | Backend::Nvcc(..) => Ok(()),
+        }
+    }
+
     /// The direct key of compiling `source` with `options` (already effective: see
     /// [`crate::jit::Jit::effective_options`]) and the caller's signature `extra`: everything
     /// known before the compiler runs ([`crate::cache::key`]).
@@ -396,7 +423,7 @@ impl Backend {
                 in_process_key(source, options, &handed, &b.identity, &[], extra)
             }
             Backend::Nvrtc(b) => {
-                let handed = b.options(options).unwrap_or_default();
+                let handed = b.options(source, options).unwrap_or_default();
                 in_process_key(source, options, &handed, &b.identity, &b.headers(), extra)
             }
         }
@@ -455,7 +482,7 @@ impl Backend {
                     rest
                 };
                 BackendKind::Nvrtc.check_extra_flags(&not_include)?;
-                let handed = b.options(options).map_err(in_process)?;
+                let handed = b.options(source, options).map_err(in_process)?;
                 let headers = b.headers();
                 let started = std::time::Instant::now();
                 let input = RtcInput {
