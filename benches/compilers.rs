@@ -1,18 +1,24 @@
-//! hipRTC against hipcc on the 4 KiB benchmark source (it includes `hip/hip_runtime.h`), no GPU
-//! needed: 7 interleaved runs of each of
-//! - a fresh process that opens hipRTC and compiles the source (whole process, spawn to exit);
+//! hipRTC through [`Jit`] against bare hipcc on the 4 KiB benchmark source (it includes
+//! `hip/hip_runtime.h`), and a 16-kernel batch with `hipjit compile -j 2` against `-j 1`; no
+//! GPU needed. Each figure is the median of 7 interleaved runs of:
+//! - a fresh process that makes a `Jit` with `JitOptions::compiler = HipRtc` and no disk cache
+//!   and compiles the source (the whole process, spawn to exit, less its second compile);
 //! - bare `hipcc -x hip --genco --offload-arch=T -O3 --no-gpu-bundle-output -std=c++17` on it;
-//! - inside one process, a second hipRTC compile of a new source after a first one.
+//! - in that same process, a second `Jit::compile` of another source (in process, hipRTC
+//!   already loaded);
+//! - `hipjit compile -j 2` of 16 distinct sources with a fresh cache, and the same with `-j 1`,
+//!   with the compiler `HIPJIT_BENCH_COMPILER` picks (default `auto`).
 //!
-//! Medians and the ratios to hipcc are printed. Run: `cargo bench --bench compilers` (needs
+//! Medians and ratios are printed. Run: `cargo bench --features cli --bench compilers` (needs
 //! hipcc and hipRTC; `HIPJIT_BENCH_TARGET` picks the target, default gfx90a).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use hipjit::compiler::hiprtc::{self, HipRtc};
-use hipjit::compiler::rtc::RtcInput;
+use hipjit::compiler::selection::CompilerChoice;
+use hipjit::compiler::CompileOptions;
+use hipjit::jit::{CacheLocation, Jit, JitOptions};
 use hipjit::target_id::TargetId;
 
 /// The 4 KiB source of benches/jit.rs, made distinct by `seed`.
@@ -34,24 +40,6 @@ fn source_of_4kib(seed: &str) -> String {
     s
 }
 
-fn compile(rtc: &HipRtc, target: &TargetId, source: &str) {
-    let options = [
-        hiprtc::arch_option(target),
-        "-O3".to_owned(),
-        "-std=c++17".to_owned(),
-    ];
-    let out = rtc
-        .compile(&RtcInput {
-            source: source.as_bytes(),
-            name: "bench.hip",
-            headers: &[],
-            include_dirs: &[],
-            options: &options,
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(out.code.starts_with(b"\x7fELF"));
-}
-
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -62,34 +50,64 @@ fn target() -> TargetId {
     TargetId::parse(&t).unwrap_or_else(|e| panic!("HIPJIT_BENCH_TARGET: {e}"))
 }
 
+/// The child: a `Jit` taking hipRTC, no disk cache; one compile, and with "twice" a second one,
+/// timed and printed.
+fn child(seed: &str, twice: bool) {
+    let jit = Jit::new(JitOptions {
+        compiler: Some(CompilerChoice::HipRtc),
+        cache: CacheLocation::Disabled,
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let options = CompileOptions::for_target(target());
+    let compiled = jit
+        .compile(source_of_4kib(seed), &options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(compiled.compiler().kind.as_str(), "hiprtc");
+    if twice {
+        let t = Instant::now();
+        jit.compile(source_of_4kib(&format!("{seed}-second")), &options)
+            .unwrap_or_else(|e| panic!("{e}"));
+        println!("SECOND_MS {:.3}", t.elapsed().as_secs_f64() * 1e3);
+    }
+}
+
+/// `hipjit compile -j JOBS` of `files` into a fresh cache; the wall time in ms.
+fn batch(files: &[PathBuf], jobs: u32, compiler: &str, cache: &Path, out: &Path) -> f64 {
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .arg("compile")
+        .args(files)
+        .args(["--arch", &target().to_string(), "-j", &jobs.to_string()])
+        .args(["--compiler", compiler, "-o"])
+        .arg(out)
+        .env("HIPJIT_CACHE_DIR", cache)
+        .output()
+        .expect("the hipjit command runs");
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ms
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    // The fresh-process half: open hipRTC, compile once; with "twice", time a second compile.
     if args.get(1).map(String::as_str) == Some("child") {
-        let rtc = HipRtc::open(None).unwrap_or_else(|e| panic!("{e}"));
-        compile(&rtc, &target(), &source_of_4kib(&args[2]));
-        if args.get(3).map(String::as_str) == Some("twice") {
-            let t = Instant::now();
-            compile(
-                &rtc,
-                &target(),
-                &source_of_4kib(&format!("{}-second", args[2])),
-            );
-            println!("SECOND_MS {:.3}", t.elapsed().as_secs_f64() * 1e3);
-        }
+        child(&args[2], args.get(3).map(String::as_str) == Some("twice"));
         return;
     }
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it,
     // and then it only checks that it was built.
     if !args.iter().any(|a| a == "--bench") {
-        println!("benches/compilers.rs: run with `cargo bench --bench compilers`");
+        println!("benches/compilers.rs: run with `cargo bench --features cli --bench compilers`");
         return;
     }
     let target = target();
+    let compiler = std::env::var("HIPJIT_BENCH_COMPILER").unwrap_or_else(|_| "auto".into());
     let exe = std::env::current_exe().expect("the bench's own path");
     let hipcc = which("hipcc").expect("hipcc on PATH");
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let (mut rtc_ms, mut hipcc_ms, mut second_ms) = (vec![], vec![], vec![]);
+    let (mut rtc_ms, mut hipcc_ms, mut second_ms, mut j2_ms, mut j1_ms) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for run in 0..7 {
         let seed = format!("run {run} of {}", std::process::id());
         let t = Instant::now();
@@ -129,26 +147,52 @@ fn main() {
             .unwrap();
         hipcc_ms.push(t.elapsed().as_secs_f64() * 1e3);
         assert!(status.success());
+
+        for (jobs, into) in [(2, &mut j2_ms), (1, &mut j1_ms)] {
+            let batch_dir = dir.path().join(format!("batch{run}-j{jobs}"));
+            std::fs::create_dir(&batch_dir).unwrap();
+            let files: Vec<PathBuf> = (0..16)
+                .map(|k| {
+                    let f = batch_dir.join(format!("k{k}.hip"));
+                    std::fs::write(&f, source_of_4kib(&format!("{seed} j{jobs} kernel {k}")))
+                        .unwrap();
+                    f
+                })
+                .collect();
+            let out = batch_dir.join("out");
+            into.push(batch(
+                &files,
+                jobs,
+                &compiler,
+                &batch_dir.join("cache"),
+                &out,
+            ));
+        }
     }
-    let (r, h, s) = (
+    let (r, h, s, j2, j1) = (
         median(&mut rtc_ms),
         median(&mut hipcc_ms),
         median(&mut second_ms),
+        median(&mut j2_ms),
+        median(&mut j1_ms),
     );
     println!(
-        "hipRTC vs hipcc, 4 KiB source with hip_runtime.h, {target}, medians of 7 interleaved runs:\n  \
-         fresh process, hipRTC: {r:.0} ms ({:.2}x hipcc; target <= 0.5x)\n  \
-         bare hipcc --genco:    {h:.0} ms\n  \
-         second hipRTC compile in the same process: {s:.0} ms ({:.2}x hipcc)",
+        "4 KiB source with hip_runtime.h, {target}, medians of 7 interleaved runs:\n  \
+         fresh process, Jit with hipRTC: {r:.0} ms ({:.2}x hipcc; target <= 0.5x)\n  \
+         bare hipcc --genco:             {h:.0} ms\n  \
+         second Jit compile (hipRTC) in the same process: {s:.0} ms ({:.2}x hipcc)\n  \
+         16 kernels, hipjit compile --compiler {compiler}: -j 2 {j2:.0} ms, -j 1 {j1:.0} ms \
+         ({:.2}x serial)",
         r / h,
-        s / h
+        s / h,
+        j2 / j1
     );
 }
 
-fn which(name: &str) -> Option<std::path::PathBuf> {
+fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| Path::new(p).is_file())
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
     })
 }

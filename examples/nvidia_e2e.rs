@@ -3,7 +3,8 @@
 //! computed here on the host; any failure exits non-zero.
 //!
 //! `nvidia_e2e` runs everything; `nvidia_e2e disk-hit <cache-dir>` and `nvidia_e2e raw-load
-//! <cubin>` are the fresh-process halves of the disk-cache benchmark.
+//! <cubin>` are the fresh-process halves of the disk-cache benchmark, and `disk-hit-steps
+//! <cache-dir>` and `raw-library-load <cubin>` the children of its breakdown by step.
 
 use std::error::Error;
 use std::ffi::c_void;
@@ -127,6 +128,8 @@ fn main() -> R<()> {
     match args.get(1).map(String::as_str) {
         Some("disk-hit") => return child_disk_hit(Path::new(&args[2])),
         Some("raw-load") => return child_raw_load(Path::new(&args[2])),
+        Some("disk-hit-steps") => return child_disk_hit_steps(Path::new(&args[2])),
+        Some("raw-library-load") => return child_raw_library_load(Path::new(&args[2])),
         _ => {}
     }
     let cache = std::env::var_os("HIPJIT_E2E_CACHE")
@@ -830,6 +833,200 @@ fn benchmarks(
         median(&mut ours_proc),
         median(&mut raw_proc)
     );
+    disk_hit_steps(&exe, cache, cubin_path)
+}
+
+/// Where the fresh-process disk hit goes: 7 fresh processes of each of three children, each
+/// printing `STEP name us` lines (timed after context creation, as above), medians per step.
+/// hipjit's path is taken one step at a time (each step a public call, so the key is computed
+/// three times: the differences give the manifest check and the entry read); the raw paths
+/// are the module API (`cuModuleLoadData`) and the library API (`cuLibraryLoadData`, which
+/// hipjit uses) on the same cubin.
+fn disk_hit_steps(exe: &Path, cache: &Path, cubin_path: &Path) -> R<()> {
+    let mut steps: Vec<(String, Vec<f64>)> = Vec::new();
+    for _ in 0..7 {
+        for (mode, arg) in [
+            ("disk-hit-steps", cache),
+            ("raw-load", cubin_path),
+            ("raw-library-load", cubin_path),
+        ] {
+            let out = Command::new(exe).arg(mode).arg(arg).output()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() {
+                return Err(format!(
+                    "{mode} child failed: {text} {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            for l in text.lines() {
+                let Some(rest) = l.strip_prefix("STEP ") else {
+                    continue;
+                };
+                let (name, us) = rest.rsplit_once(' ').ok_or("a STEP line without a time")?;
+                let name = format!("{mode}: {name}");
+                let us: f64 = us.parse()?;
+                match steps.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, v)) => v.push(us),
+                    None => steps.push((name, vec![us])),
+                }
+            }
+        }
+    }
+    let mut m = |name: &str| -> f64 {
+        steps
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .map_or(f64::NAN, |(_, v)| median(v))
+    };
+    let (new, compiler, direct) = (
+        m("disk-hit-steps: Jit::new"),
+        m("disk-hit-steps: compiler found and identity checked"),
+        m("disk-hit-steps: direct key"),
+    );
+    let (key, compile) = (
+        m("disk-hit-steps: direct key + manifest check"),
+        m("disk-hit-steps: compile (disk hit)"),
+    );
+    let (load, kernel, launch) = (
+        m("disk-hit-steps: load (library API)"),
+        m("disk-hit-steps: kernel"),
+        m("disk-hit-steps: launch + synchronize"),
+    );
+    let (r_read, r_load, r_func, r_launch) = (
+        m("raw-load: read"),
+        m("raw-load: cuModuleLoadData"),
+        m("raw-load: cuModuleGetFunction"),
+        m("raw-load: launch + synchronize"),
+    );
+    let (l_read, l_load, l_func, l_launch) = (
+        m("raw-library-load: read"),
+        m("raw-library-load: cuLibraryLoadData"),
+        m("raw-library-load: cuLibraryGetKernel + cuKernelGetFunction"),
+        m("raw-library-load: launch + synchronize"),
+    );
+    println!(
+        "BENCH disk hit steps, hipjit (median us of 7 fresh processes): Jit::new {new:.0}; compiler found + identity checked {compiler:.0}; direct key {direct:.0}; manifest check {:.0}; entry read + verify + parse {:.0}; load through the library API {load:.0}; kernel {kernel:.0}; launch + synchronize {launch:.0}",
+        key - direct,
+        compile - key,
+    );
+    println!(
+        "BENCH disk hit steps, raw module API: read {r_read:.0}; cuModuleLoadData {r_load:.0}; cuModuleGetFunction {r_func:.0}; launch + synchronize {r_launch:.0}"
+    );
+    println!(
+        "BENCH disk hit steps, raw library API: read {l_read:.0}; cuLibraryLoadData {l_load:.0}; cuLibraryGetKernel + cuKernelGetFunction {l_func:.0}; launch + synchronize {l_launch:.0}"
+    );
+    Ok(())
+}
+
+/// Prints `STEP name us` for the time since `*t`, and restarts `*t`.
+fn step(t: &mut Instant, name: &str) {
+    println!("STEP {name} {:.1}", t.elapsed().as_secs_f64() * 1e6);
+    *t = Instant::now();
+}
+
+/// hipjit's disk hit one public call at a time (see [`disk_hit_steps`]).
+fn child_disk_hit_steps(cache: &Path) -> R<()> {
+    let (_rt, dev) = open()?;
+    dev.synchronize()?;
+    let s = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
+    let o = CompileOptions::for_sm(dev.sm_target().ok_or("no SM target")?);
+    let mut t = Instant::now();
+    let jit = jit(cache)?;
+    step(&mut t, "Jit::new");
+    jit.compiler_for(KERNELS, &o)?;
+    step(&mut t, "compiler found and identity checked");
+    jit.source_key(KERNELS, &o)?;
+    step(&mut t, "direct key");
+    if jit.key(KERNELS, &o)?.is_none() {
+        return Err("no manifest for the source: not a disk hit".into());
+    }
+    step(&mut t, "direct key + manifest check");
+    let compiled = jit.compile(KERNELS, &o)?;
+    step(&mut t, "compile (disk hit)");
+    if compiled.origin() != Origin::Disk {
+        return Err(format!("expected a disk hit, got {:?}", compiled.origin()).into());
+    }
+    let lib = compiled
+        .artefact_for(&dev)
+        .ok_or("no artefact for the device")?
+        .load(&dev)?;
+    step(&mut t, "load (library API)");
+    let k = lib.kernel("empty")?;
+    step(&mut t, "kernel");
+    // SAFETY: no arguments.
+    unsafe { k.launch(&s, LaunchConfig::for_num_elems(1, 1), &mut args![])? };
+    s.synchronize()?;
+    step(&mut t, "launch + synchronize");
+    Ok(())
+}
+
+/// The library API on the cubin, as hipjit loads it: read, `cuLibraryLoadData`,
+/// `cuLibraryGetKernel` + `cuKernelGetFunction`, a launch.
+fn child_raw_library_load(cubin: &Path) -> R<()> {
+    let (_rt, dev) = open()?;
+    dev.synchronize()?;
+    let d = drv()?;
+    let load = d.cuLibraryLoadData.ok_or("no cuLibraryLoadData")?;
+    let get = d.cuLibraryGetKernel.ok_or("no cuLibraryGetKernel")?;
+    let func = d.cuKernelGetFunction.ok_or("no cuKernelGetFunction")?;
+    let unload = d.cuLibraryUnload.ok_or("no cuLibraryUnload")?;
+    let s = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
+    let mut t = Instant::now();
+    let bytes = std::fs::read(cubin)?;
+    step(&mut t, "read");
+    let (mut lib, mut kern, mut f): (*mut c_void, *mut c_void, *mut c_void) = (
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+    );
+    // SAFETY: complete cubin image, no options, valid out pointers, NUL-terminated name, live
+    // stream.
+    unsafe {
+        let rc = load(
+            &mut lib,
+            bytes.as_ptr() as *const c_void,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        );
+        if rc != 0 {
+            return Err(format!("cuLibraryLoadData {rc}").into());
+        }
+        step(&mut t, "cuLibraryLoadData");
+        let rc = get(&mut kern, lib, c"empty".as_ptr());
+        if rc != 0 {
+            return Err(format!("cuLibraryGetKernel {rc}").into());
+        }
+        let rc = func(&mut f, kern);
+        if rc != 0 {
+            return Err(format!("cuKernelGetFunction {rc}").into());
+        }
+        step(&mut t, "cuLibraryGetKernel + cuKernelGetFunction");
+        let rc = (d.cuLaunchKernel)(
+            f,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+            0,
+            s.as_raw() as *mut c_void,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+        if rc != 0 {
+            return Err(format!("cuLaunchKernel {rc}").into());
+        }
+    }
+    s.synchronize()?;
+    step(&mut t, "launch + synchronize");
+    // SAFETY: the library loaded above; no function of it is used after.
+    unsafe { unload(lib) };
     Ok(())
 }
 
@@ -857,7 +1054,9 @@ fn child_raw_load(cubin: &Path) -> R<()> {
     let d = drv()?;
     let s = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
     let t = Instant::now();
+    let mut st = Instant::now();
     let bytes = std::fs::read(cubin)?;
+    step(&mut st, "read");
     let mut m: *mut c_void = std::ptr::null_mut();
     let mut f: *mut c_void = std::ptr::null_mut();
     // SAFETY: complete cubin image, valid out pointers, NUL-terminated name, live stream.
@@ -866,10 +1065,12 @@ fn child_raw_load(cubin: &Path) -> R<()> {
         if rc != 0 {
             return Err(format!("cuModuleLoadData {rc}").into());
         }
+        step(&mut st, "cuModuleLoadData");
         let rc = (d.cuModuleGetFunction)(&mut f, m, c"empty".as_ptr());
         if rc != 0 {
             return Err(format!("cuModuleGetFunction {rc}").into());
         }
+        step(&mut st, "cuModuleGetFunction");
         let rc = (d.cuLaunchKernel)(
             f,
             1,
@@ -888,6 +1089,7 @@ fn child_raw_load(cubin: &Path) -> R<()> {
         }
     }
     s.synchronize()?;
+    step(&mut st, "launch + synchronize");
     println!("FIRST_LAUNCH_US {:.1}", t.elapsed().as_secs_f64() * 1e6);
     // SAFETY: the module loaded above; no function of it is used after.
     unsafe { (d.cuModuleUnload)(m) };

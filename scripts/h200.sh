@@ -20,8 +20,9 @@
 # NVRTC against nvcc through Jit::load itself.
 #
 # The machine needs the NVIDIA driver, nvcc (HIPJIT_NVCC, default /usr/local/cuda/bin/nvcc) and
-# python3 with torch, CuPy and pytest; no Rust, no registry, no maturin. Build the binaries where Rust is (scripts/build-device-bin.sh
-# puts them in .device-bin/), carry that folder, then run:
+# python3 with torch, CuPy and pytest; no Rust, no registry, no maturin. Build the binaries and
+# the wheel where Rust is (scripts/build-device-bin.sh puts them in .device-bin/), carry that
+# folder, then run:
 #
 #   scripts/h200.sh [BIN_DIR]        # BIN_DIR defaults to .device-bin
 #
@@ -111,8 +112,11 @@ PY
     echo "== the Python package: python/gpu_tests (pytest) and the launch overhead against CuPy"
     local venv
     venv="$(mktemp -d)/venv"
-    python3 -m venv --system-site-packages "$venv"
-    "$venv/bin/pip" install -q --no-index --no-deps "$bin"/hipjit-*.whl
+    # Without ensurepip (no python3-venv package), a venv without its own pip uses the
+    # system's pip through --system-site-packages.
+    python3 -m venv --system-site-packages "$venv" 2>/dev/null ||
+        python3 -m venv --system-site-packages --without-pip "$venv"
+    "$venv/bin/python" -m pip install -q --no-index --no-deps "$bin"/hipjit-*.whl
     "$venv/bin/python" python/bench/import_time.py
     "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra python/gpu_tests
     "$venv/bin/python" python/bench/launch_overhead.py

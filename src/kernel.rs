@@ -42,6 +42,9 @@ pub(crate) struct Function {
     /// Dynamic LDS in bytes allowed by [`Kernel::set_max_dynamic_lds`] (0: not raised); launches
     /// up to it are not held to the device's default LDS per block.
     pub(crate) raised_dynamic_lds: AtomicU32,
+    /// The explicit arguments of the code object's metadata, as a launch compares them: `None`
+    /// without metadata or with more than [`crate::launch::MAX_KERNEL_ARGS`] of them.
+    pub(crate) shape: Option<crate::launch::ArgShape>,
 }
 
 // SAFETY: a hipFunction_t may be used from any thread; the device is bound before each call.
@@ -109,6 +112,7 @@ impl Kernel {
             Ok(v) if v >= 0 => v as u32,
             _ => meta.map_or(0, |i| i.group_segment_fixed_size),
         };
+        let shape = meta.and_then(crate::launch::ArgShape::of);
         Kernel {
             inner: Arc::new(Function {
                 lib,
@@ -118,6 +122,7 @@ impl Kernel {
                 max_threads,
                 static_lds,
                 raised_dynamic_lds: AtomicU32::new(0),
+                shape,
             }),
         }
     }

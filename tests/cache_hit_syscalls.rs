@@ -55,7 +55,8 @@ fn hipjit(
     cmd.args(args)
         .env("HIPJIT_CACHE_DIR", home.join("cache"))
         .env("XDG_CACHE_HOME", home.join("xdg"))
-        .env_remove("HIPJIT_HIPCC");
+        .env_remove("HIPJIT_HIPCC")
+        .env_remove("HIPJIT_COMPILER");
     match nvcc {
         Some(n) => cmd.env("HIPJIT_NVCC", n),
         None => cmd.env_remove("HIPJIT_NVCC"),
@@ -77,7 +78,19 @@ fn hipjit(
 fn traced_hit(home: &Path, nvcc: Option<&Path>, arch: &str, trace: &str) -> String {
     let out = home.join("out.bin");
     let src = kernel();
-    let args = ["compile", "--arch", arch, "-o", s(&out), s(&src)];
+    // The process compilers, whose identity is the remembered one (Auto may take hipRTC or
+    // NVRTC, in process).
+    let compiler = if nvcc.is_some() { "nvcc" } else { "hipcc" };
+    let args = [
+        "compile",
+        "--compiler",
+        compiler,
+        "--arch",
+        arch,
+        "-o",
+        s(&out),
+        s(&src),
+    ];
     let first = hipjit(home, nvcc, &args, None);
     assert!(
         String::from_utf8_lossy(&first.stdout).contains("miss"),

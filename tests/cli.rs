@@ -1254,6 +1254,114 @@ fn doctor_in_the_sid_root_takes_hiprtc_6_for_gfx942() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// compile -j with the in-process compilers: worker processes of the command itself.
+
+/// The stand-in hipRTC of tests/fixtures/fake_hiprtc.c, built once: it aborts on a source
+/// holding HIPJIT_ABORT and otherwise returns 4 bytes that are not a code object.
+fn fake_hiprtc() -> &'static Path {
+    static F: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    F.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-fake-hiprtc");
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("libfakehiprtc.so");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_hiprtc.c");
+        let o = Command::new("cc")
+            .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
+        assert!(o.status.success(), "{}", stderr(&o));
+        out
+    })
+}
+
+#[test]
+fn compile_j2_with_hiprtc_compiles_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = (0..3)
+        .map(|i| {
+            write(
+                dir.path(),
+                &format!("k{i}.hip"),
+                &format!("extern \"C\" __global__ void k{i}(int* o) {{ o[0] = {i}; }}\n"),
+            )
+        })
+        .collect();
+    let mut args = vec![
+        "compile",
+        "--arch",
+        "gfx90a",
+        "--compiler",
+        "hiprtc",
+        "-j",
+        "2",
+    ];
+    args.extend(files.iter().map(|f| path_str(f)));
+    args.extend(["--json", "-o"]);
+    let out = dir.path().join("out");
+    args.push(path_str(&out));
+    let o = hipjit(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    for (i, r) in v["results"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(r["ok"], true, "{r:#}");
+        assert_eq!(r["compiler"]["kind"], "hiprtc", "{r:#}");
+        assert_eq!(
+            r["code_objects"][0]["kernels"][0]["name"],
+            format!("k{i}"),
+            "{r:#}"
+        );
+    }
+}
+
+#[test]
+fn compile_j2_survives_a_hiprtc_that_aborts_and_names_the_signal() {
+    // In this process an abort inside hipRTC would end hipjit (status 134, no JSON); in a
+    // worker it is that file's error.
+    let dir = tempfile::tempdir().unwrap();
+    let boom = write(dir.path(), "boom.hip", "// HIPJIT_ABORT\n");
+    let calm = write(dir.path(), "calm.hip", "// calm\n");
+    let cache = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args([
+            "compile",
+            "--arch",
+            "gfx90a",
+            "--compiler",
+            "hiprtc",
+            "-j",
+            "2",
+            "--json",
+        ])
+        .arg(&boom)
+        .arg(&calm)
+        .env("HIPJIT_CACHE_DIR", cache.path())
+        .env("HIPJIT_HIPRTC_LIBRARY", fake_hiprtc())
+        .env_remove("HIPJIT_COMPILER")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v = json(&o);
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{v:#}");
+    let boom_error = results[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        boom_error.contains("was killed by signal 6 (SIGABRT)"),
+        "{v:#}"
+    );
+    // The other file reached the stand-in and came back: its 4 bytes are no code object.
+    assert_eq!(results[1]["ok"], false, "{v:#}");
+    assert!(
+        !results[1]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("signal"),
+        "{v:#}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // doctor and HIP's NVIDIA platform: the fixture CUDA driver (tests/fixtures/fake_cuda.c, built
 // here with `cc` as tests/cuda_fixture.rs does: no NVIDIA driver can be had here; it reports
 // CUDA 12.4, the five library-API symbols and one compute capability 9.0 device named

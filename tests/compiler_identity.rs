@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hipjit::compiler::nvcc::Nvcc;
+use hipjit::compiler::selection::CompilerChoice;
 use hipjit::compiler::{CompileOptions, CompilerConfig};
 use hipjit::cuda::target::SmTarget;
 use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
@@ -240,12 +241,16 @@ fn origin(toolkit: &Path, cache: &Path, ids: &Path) -> Origin {
             ..CompilerConfig::default()
         },
         cache: CacheLocation::Roots(vec![cache.to_path_buf()]),
+        // nvcc itself, not NVRTC (which reads the headers of its own library's toolkit).
+        compiler: Some(CompilerChoice::Nvcc),
         ..JitOptions::default()
     })
     .unwrap_or_else(|e| panic!("{e}"));
-    jit.compile(SOURCE, &CompileOptions::for_sm(SmTarget::new(90)))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .origin()
+    let compiled = jit
+        .compile(SOURCE, &CompileOptions::for_sm(SmTarget::new(90)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(compiled.compiler().kind.as_str(), "nvcc");
+    compiled.origin()
 }
 
 /// Compiles, checks an unchanged toolkit hits, applies `change` to the copy (given its root),

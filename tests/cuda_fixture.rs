@@ -348,6 +348,113 @@ fn a_fresh_thread_gets_the_primary_context_bound() {
     .unwrap();
 }
 
+fn ctx_queries() -> c_int {
+    // SAFETY: the fixture's counter, an int.
+    unsafe { std::ptr::read_volatile(sym(c"fixture_ctx_queries") as *const c_int) }
+}
+
+fn launches() -> c_int {
+    // SAFETY: the fixture's record, laid out as `LastLaunch`.
+    unsafe { std::ptr::read_volatile(&(*(sym(c"fixture_last_launch") as *const LastLaunch)).count) }
+}
+
+/// On a thread whose current context is the device's, a launch on a stream is the driver's
+/// `cuLaunchKernel` alone: no `cuCtxGetCurrent`, through `Kernel::launch` and a prepared launch.
+#[test]
+fn a_launch_on_a_bound_thread_asks_the_driver_nothing_but_the_launch() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_cubin(&dev, &cubin()).unwrap();
+    let kernel = lib.kernel("add_one").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let buf = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let cfg = LaunchConfig::for_num_elems(64, 64);
+    let prepared = kernel.prepare(&stream, cfg, &args![&buf]).unwrap();
+    let (queries, count) = (ctx_queries(), launches());
+    for _ in 0..10 {
+        // SAFETY: the fixture runs nothing; add_one(int*) takes one pointer.
+        unsafe { kernel.launch(&stream, cfg, &mut args![&buf]).unwrap() };
+        // SAFETY: as above.
+        unsafe { prepared.launch(&mut args![&buf]).unwrap() };
+    }
+    assert_eq!(launches() - count, 20);
+    assert_eq!(
+        ctx_queries() - queries,
+        0,
+        "cuCtxGetCurrent called on the launch path"
+    );
+}
+
+/// A thread with no current context: the driver refuses the launch
+/// (CUDA_ERROR_INVALID_CONTEXT), hipjit binds the primary context and launches once more; one
+/// launch is queued.
+#[test]
+fn a_launch_on_a_fresh_thread_binds_the_context_the_driver_asks_for() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_cubin(&dev, &cubin()).unwrap();
+    let kernel = lib.kernel("add_one").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let buf = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let cfg = LaunchConfig::for_num_elems(64, 64);
+    let prepared = kernel.prepare(&stream, cfg, &args![&buf]).unwrap();
+    let (kernel, stream, buf, prepared) = (&kernel, &stream, &buf, &prepared);
+    std::thread::scope(|s| {
+        for use_prepared in [false, true] {
+            s.spawn(move || {
+                assert!(
+                    current_ctx().is_null(),
+                    "a new thread starts with no context"
+                );
+                let count = launches();
+                if use_prepared {
+                    // SAFETY: the fixture runs nothing; add_one(int*) takes one pointer.
+                    unsafe { prepared.launch(&mut args![buf]).unwrap() };
+                } else {
+                    // SAFETY: as above.
+                    unsafe { kernel.launch(stream, cfg, &mut args![buf]).unwrap() };
+                }
+                assert_eq!(launches() - count, 1);
+                assert!(!current_ctx().is_null(), "the primary context is bound");
+            })
+            .join()
+            .unwrap();
+        }
+    });
+}
+
+/// Another context made current behind hipjit's back (as another library on the thread may
+/// do): the driver refuses the launch (CUDA_ERROR_INVALID_HANDLE), hipjit makes the device's
+/// primary context current and launches once more.
+#[test]
+fn a_launch_after_another_context_was_made_current_rebinds_and_launches_once() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_cubin(&dev, &cubin()).unwrap();
+    let kernel = lib.kernel("add_one").unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let buf = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let cfg = LaunchConfig::for_num_elems(64, 64);
+    let primary = current_ctx();
+    assert!(!primary.is_null());
+    // SAFETY: the fixture's cuCtxSetCurrent(CUcontext).
+    let set: extern "C" fn(*mut c_void) -> c_int =
+        unsafe { std::mem::transmute(sym(c"cuCtxSetCurrent")) };
+    let mut other = 0u64;
+    assert_eq!(set(&mut other as *mut u64 as *mut c_void), 0);
+    let count = launches();
+    // SAFETY: the fixture runs nothing; add_one(int*) takes one pointer.
+    unsafe { kernel.launch(&stream, cfg, &mut args![&buf]).unwrap() };
+    assert_eq!(launches() - count, 1);
+    assert_eq!(current_ctx(), primary);
+    // A driver error that is not about the context is returned as it is, without a retry.
+    fail_next(700);
+    // SAFETY: as above.
+    let err = unsafe { kernel.launch(&stream, cfg, &mut args![&buf]) }.unwrap_err();
+    assert!(err.to_string().contains("hipModuleLaunchKernel"), "{err}");
+    assert_eq!(launches() - count, 1);
+}
+
 #[test]
 fn cooperative_launch_is_checked_against_occupancy_then_passed_through() {
     let _g = serial();

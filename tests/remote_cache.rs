@@ -563,3 +563,79 @@ fn a_killed_lock_holder_lets_another_compile_after_expiry() {
     // It compiled once the 2 s lock had expired, well before its 20 s wait ran out.
     assert!(started.elapsed() < Duration::from_secs(15));
 }
+
+#[test]
+fn stats_count_each_tier() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let a = jit(&dir.path().join("a"), &home, Some(config(&server.url())));
+    compile(&a, SOURCE);
+    assert_eq!(compile(&a, SOURCE).origin(), Origin::Memory);
+    let s = a.stats();
+    assert_eq!(
+        (s.compiles, s.memory.hits, s.memory.misses),
+        (1, 1, 1),
+        "{s:?}"
+    );
+    assert_eq!(s.disk.map(|d| (d.hits, d.misses)), Some((0, 1)), "{s:?}");
+    assert_eq!(s.remote.map(|r| (r.hits, r.misses)), Some((0, 1)), "{s:?}");
+    assert!(s.compile_time > Duration::ZERO);
+
+    let b = jit(&dir.path().join("b"), &home, Some(config(&server.url())));
+    assert_eq!(compile(&b, SOURCE).origin(), Origin::Remote);
+    assert!(
+        b.compile(SOURCE, &CompileOptions::default()).is_err(),
+        "no target"
+    );
+    let s = b.stats();
+    assert_eq!((s.compiles, s.failures), (0, 1), "{s:?}");
+    assert_eq!(s.disk.map(|d| (d.hits, d.misses)), Some((0, 1)), "{s:?}");
+    let remote = s.remote.unwrap();
+    assert_eq!((remote.hits, remote.misses), (1, 0), "{s:?}");
+    assert!(remote.time > Duration::ZERO);
+    assert!(jit(&dir.path().join("c"), &home, None)
+        .stats()
+        .remote
+        .is_none());
+}
+
+#[cfg(feature = "cli")]
+#[test]
+fn hipjit_cache_stats_reports_the_remote_tier_without_its_password() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    compile(
+        &jit(&dir.path().join("a"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    let stats = |url: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+            .args(["cache", "stats", "--json"])
+            .env("HIPJIT_CACHE_DIR", dir.path().join("a"))
+            .env("HIPJIT_REMOTE_CACHE", url)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!text.contains("pw-secret"), "the password shows: {text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["remote"].clone()
+    };
+    let up = stats(&server.url());
+    assert_eq!(up["reachable"], true, "{up}");
+    assert_eq!(up["keys"], 2, "an entry and its manifests: {up}");
+    assert_eq!(up["policy"], "noeviction", "{up}");
+    assert_eq!(
+        up["version"], "7.0.15",
+        "Debian bookworm's redis-server: {up}"
+    );
+    let down = stats(&format!("redis://u:pw-secret@127.0.0.1:{}/0", free_port()));
+    assert_eq!(down["reachable"], false, "{down}");
+    assert!(down["url"].as_str().unwrap().contains("u:***@"), "{down}");
+}

@@ -144,7 +144,7 @@ class Jit:
         self,
         *,
         cache_dir: Union[None, bool, _Path, Sequence[_Path]] = None,
-        compiler: str = "auto",
+        compiler: Optional[str] = None,
         max_cache_bytes: Optional[int] = None,
         extra_signature: Optional[bytes] = None,
     ) -> None: ...
@@ -159,6 +159,7 @@ class Jit:
         std: Optional[str] = None,
         flags: Optional[Sequence[str]] = None,
         fast_math: bool = False,
+        compiler: Optional[str] = None,
     ) -> Compiled: ...
     def kernel(
         self,
@@ -172,6 +173,7 @@ class Jit:
         std: Optional[str] = None,
         flags: Optional[Sequence[str]] = None,
         fast_math: bool = False,
+        compiler: Optional[str] = None,
     ) -> Kernel: ...
     def clear_memory(self) -> None: ...
     @property
@@ -190,6 +192,7 @@ def compile(
     std: Optional[str] = None,
     flags: Optional[Sequence[str]] = None,
     fast_math: bool = False,
+    compiler: Optional[str] = None,
 ) -> Compiled: ...
 def inspect(path_or_bytes: Union[_Path, bytes, bytearray], *, target: Optional[str] = None) -> Inspected: ...
 def runtime_info() -> Dict[str, Any]: ...

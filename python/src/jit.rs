@@ -8,6 +8,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use std::sync::Mutex;
+
+use hipjit::compiler::selection::CompilerChoice;
 use hipjit::jit::{CacheLocation, Jit as RsJit, JitOptions};
 use hipjit::stream::BorrowedStream;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -27,7 +30,10 @@ use crate::stream;
 #[pyclass(frozen, module = "hipjit")]
 pub struct Jit {
     inner: Arc<RsJit>,
-    compiler_choice: String,
+    /// The options it was made with, for the JITs of another compiler choice.
+    options: JitOptions,
+    /// JITs for a `compiler=` other than this one's, made on first use (same cache roots).
+    others: Mutex<Vec<(CompilerChoice, Arc<RsJit>)>>,
 }
 
 /// The source as bytes, and as text when it is UTF-8 (to read kernel signatures).
@@ -125,36 +131,65 @@ pub fn device_ordinal(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyRe
     }
 }
 
+/// A `compiler=` keyword: None (the JIT's choice: `HIPJIT_COMPILER`, else `"auto"`), or
+/// `"auto"`, `"hipcc"`, `"hiprtc"`, `"nvcc"`, `"nvrtc"`.
+fn compiler_choice(compiler: Option<&str>) -> PyResult<Option<CompilerChoice>> {
+    compiler
+        .map(|c| {
+            c.parse::<CompilerChoice>()
+                .map_err(|e| PyValueError::new_err(format!("compiler: {e}")))
+        })
+        .transpose()
+}
+
 impl Jit {
     fn create(
         py: Python<'_>,
         cache_dir: Option<&Bound<'_, PyAny>>,
-        compiler: &str,
+        compiler: Option<&str>,
         max_cache_bytes: Option<u64>,
         extra_signature: Option<Vec<u8>>,
     ) -> PyResult<Jit> {
-        match compiler {
-            "auto" => {}
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "compiler: {other:?} is not a compiler choice this version takes (\"auto\": \
-                     hipcc for AMDGPU targets, nvcc for SM targets)"
-                )))
-            }
-        }
         let options = JitOptions {
+            compiler: compiler_choice(compiler)?,
             cache: cache_location(cache_dir)?,
             max_cache_bytes,
             extra_signature: extra_signature.unwrap_or_default(),
             ..JitOptions::default()
         };
+        let o = options.clone();
         let inner = py
-            .detach(|| RsJit::new(options))
+            .detach(|| RsJit::new(o))
             .map_err(|e| errors::jit_error(py, e))?;
         Ok(Jit {
             inner: Arc::new(inner),
-            compiler_choice: compiler.to_owned(),
+            options,
+            others: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The JIT that compiles with `compiler` (None: this one).
+    fn with_compiler(&self, py: Python<'_>, compiler: Option<&str>) -> PyResult<Arc<RsJit>> {
+        let Some(choice) = compiler_choice(compiler)? else {
+            return Ok(Arc::clone(&self.inner));
+        };
+        if choice == self.inner.compiler_choice() {
+            return Ok(Arc::clone(&self.inner));
+        }
+        let mut others = self.others.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, j)) = others.iter().find(|(c, _)| *c == choice) {
+            return Ok(Arc::clone(j));
+        }
+        let options = JitOptions {
+            compiler: Some(choice),
+            ..self.options.clone()
+        };
+        let j = Arc::new(
+            py.detach(|| RsJit::new(options))
+                .map_err(|e| errors::jit_error(py, e))?,
+        );
+        others.push((choice, Arc::clone(&j)));
+        Ok(j)
     }
 
     /// Compiles with the keywords; the GIL is released while the compiler runs.
@@ -163,6 +198,7 @@ impl Jit {
         py: Python<'_>,
         source: &Bound<'_, PyAny>,
         k: &Keywords<'_, '_>,
+        compiler: Option<&str>,
     ) -> PyResult<Compiled> {
         let (bytes, text) = source_of(source)?;
         let options = options::compile_options(k)?;
@@ -172,7 +208,7 @@ impl Jit {
                  device's",
             ));
         }
-        let jit = Arc::clone(&self.inner);
+        let jit = self.with_compiler(py, compiler)?;
         let compiled = py
             .detach(move || jit.compile(&bytes, &options))
             .map_err(|e| errors::jit_error(py, e))?;
@@ -182,21 +218,22 @@ impl Jit {
 
 #[pymethods]
 impl Jit {
-    /// `Jit(*, cache_dir=None, compiler="auto", max_cache_bytes=None, extra_signature=None)`.
+    /// `Jit(*, cache_dir=None, compiler=None, max_cache_bytes=None, extra_signature=None)`.
     ///
     /// `cache_dir`: None (`HIPJIT_CACHE_DIR`, else `~/.cache/hipjit`), False (no disk cache), a
     /// directory, or a list of them (the first written, the others read only).
-    /// `compiler`: `"auto"` (hipcc for AMDGPU targets, nvcc for SM targets). `max_cache_bytes`: a size cap of the written root.
+    /// `compiler`: `"auto"`, `"hipcc"`, `"hiprtc"`, `"nvcc"` or `"nvrtc"`; None reads
+    /// `HIPJIT_COMPILER`, else `"auto"` (hipjit picks, and `Compiled.compiler_reason` says why). `max_cache_bytes`: a size cap of the written root.
     /// `extra_signature`: bytes hashed into every key (a generator's version, say).
     ///
     /// Raises `CompileError` when no compiler is found, `HipjitError` when the cache cannot be
     /// opened.
     #[new]
-    #[pyo3(signature = (*, cache_dir=None, compiler="auto", max_cache_bytes=None, extra_signature=None))]
+    #[pyo3(signature = (*, cache_dir=None, compiler=None, max_cache_bytes=None, extra_signature=None))]
     fn new(
         py: Python<'_>,
         cache_dir: Option<&Bound<'_, PyAny>>,
-        compiler: &str,
+        compiler: Option<&str>,
         max_cache_bytes: Option<u64>,
         extra_signature: Option<Vec<u8>>,
     ) -> PyResult<Jit> {
@@ -204,9 +241,9 @@ impl Jit {
     }
 
     /// `jit.compile(source, arch, *, defines=None, include_dirs=None, opt=3, std=None,
-    /// flags=None, fast_math=False)`: compiles `source` (str or bytes) for `arch` (a target ID or
+    /// flags=None, fast_math=False, compiler=None)`: compiles `source` (str or bytes) for `arch` (a target ID or
     /// a list of them), or returns the cached result. See `hipjit.compile`.
-    #[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false))]
+    #[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false, compiler=None))]
     #[allow(clippy::too_many_arguments)]
     fn compile(
         &self,
@@ -219,6 +256,7 @@ impl Jit {
         std: Option<&str>,
         flags: Option<Vec<String>>,
         fast_math: bool,
+        compiler: Option<&str>,
     ) -> PyResult<Compiled> {
         let k = Keywords {
             arch: Some(arch),
@@ -229,18 +267,19 @@ impl Jit {
             flags,
             fast_math,
         };
-        self.compile_with(py, source, &k)
+        self.compile_with(py, source, &k, compiler)
     }
 
     /// `jit.kernel(source, name, *, device=None, defines=None, include_dirs=None, opt=3,
-    /// std=None, flags=None, fast_math=False)`: the kernel `name` of `source`, compiled for the
+    /// std=None, flags=None, fast_math=False, compiler=None)`: the kernel `name` of `source`,
+    /// compiled (by `compiler`, as for `compile`) for the
     /// device's target (or taken from a cache) and loaded on `device` (None: torch's current
     /// device when torch is in use, else device 0). Loaded libraries are cached per device and
     /// key: asking again returns the same loaded code.
     ///
     /// Raises `CompileError`, `LoadError` (no runtime, a load refused while the current stream
     /// is capturing, no kernel of that name), `TypeError`/`ValueError` for bad keywords.
-    #[pyo3(signature = (source, name, *, device=None, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false))]
+    #[pyo3(signature = (source, name, *, device=None, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false, compiler=None))]
     #[allow(clippy::too_many_arguments)]
     fn kernel(
         &self,
@@ -254,6 +293,7 @@ impl Jit {
         std: Option<&str>,
         flags: Option<Vec<String>>,
         fast_math: bool,
+        compiler: Option<&str>,
     ) -> PyResult<Kernel> {
         let (bytes, text) = source_of(source)?;
         let k = Keywords {
@@ -275,7 +315,7 @@ impl Jit {
         } else {
             None
         };
-        let jit = Arc::clone(&self.inner);
+        let jit = self.with_compiler(py, compiler)?;
         let loaded = py
             .detach(|| {
                 jit.load_with(&dev, &bytes, &options, |co, d| {
@@ -310,10 +350,10 @@ impl Jit {
             .unwrap_or_default()
     }
 
-    /// The compiler choice (`"auto"`).
+    /// The compiler choice (`"auto"`, `"hipcc"`, `"hiprtc"`, `"nvcc"`, `"nvrtc"`).
     #[getter]
-    fn compiler(&self) -> &str {
-        &self.compiler_choice
+    fn compiler(&self) -> &'static str {
+        self.inner.compiler_choice().as_str()
     }
 
     fn __repr__(&self) -> String {
@@ -324,7 +364,7 @@ impl Jit {
             .collect();
         format!(
             "Jit(compiler='{}', cache_dirs=[{}])",
-            self.compiler_choice,
+            self.inner.compiler_choice(),
             dirs.join(", ")
         )
     }
@@ -340,7 +380,7 @@ static PROCESS_JIT: PyOnceLock<Py<Jit>> = PyOnceLock::new();
 pub fn get_jit(py: Python<'_>) -> PyResult<Py<Jit>> {
     PROCESS_JIT
         .get_or_try_init(py, || {
-            Jit::create(py, None, "auto", None, None).and_then(|j| Py::new(py, j))
+            Jit::create(py, None, None, None, None).and_then(|j| Py::new(py, j))
         })
         .map(|j| j.clone_ref(py))
 }
@@ -351,11 +391,13 @@ pub fn get_jit(py: Python<'_>) -> PyResult<Py<Jit>> {
 /// or returns the cached result. `defines`: a dict (`{"N": 256, "DEBUG": None}`) or a list of
 /// `"NAME=VALUE"`; `include_dirs`: a list of directories; `opt`: 0-3, `"s"` or `"z"`; `std`:
 /// `"c++17"` (default), `"c++20"`...; `flags`: further compiler flags (checked: flags that
-/// change the output or read files the cache key does not see are refused).
+/// change the output or read files the cache key does not see are refused); `compiler`:
+/// None (the JIT's: `HIPJIT_COMPILER`, else `"auto"`), `"auto"`, `"hipcc"`, `"hiprtc"`,
+/// `"nvcc"` or `"nvrtc"`.
 ///
 /// Raises `CompileError` (with `diagnostics`), `TypeError`/`ValueError` for bad arguments.
 #[pyfunction]
-#[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false))]
+#[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false, compiler=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile(
     py: Python<'_>,
@@ -367,6 +409,7 @@ pub fn compile(
     std: Option<&str>,
     flags: Option<Vec<String>>,
     fast_math: bool,
+    compiler: Option<&str>,
 ) -> PyResult<Compiled> {
     let jit = get_jit(py)?;
     let k = Keywords {
@@ -378,5 +421,5 @@ pub fn compile(
         flags,
         fast_math,
     };
-    jit.get().compile_with(py, source, &k)
+    jit.get().compile_with(py, source, &k, compiler)
 }

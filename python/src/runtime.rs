@@ -4,10 +4,13 @@
 //! own `libamdhip64`; on NVIDIA, the driver `libcuda.so.1` is one per process), so a framework
 //! imported first shares its runtime with hipjit. When hipjit opened its runtime before the
 //! framework loaded another copy, the two copies' streams and memory are not each other's: a
-//! launch on a framework's stream is then refused ([`check_single_copy`]).
+//! launch on a torch stream is then refused ([`check_single_copy`]). Other copies hipjit
+//! itself loads (HIP 5.x keeps hipRTC inside `libamdhip64.so.5`) are not torch's and do not
+//! count.
 
-use std::collections::HashSet;
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use hipjit::device::Device;
@@ -20,8 +23,6 @@ use crate::errors;
 struct State {
     runtime: Runtime,
     devices: Vec<Option<Device>>,
-    /// The HIP runtime files mapped right after hipjit opened its runtime (AMD only).
-    copies_at_load: HashSet<PathBuf>,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -46,7 +47,6 @@ pub fn runtime(py: Python<'_>) -> PyResult<Runtime> {
         return Ok(s.runtime.clone());
     }
     *state = Some(State {
-        copies_at_load: hip_copies(),
         runtime: rt.clone(),
         devices: Vec::new(),
     });
@@ -87,22 +87,55 @@ pub fn device(py: Python<'_>, ordinal: u32) -> PyResult<Device> {
     Ok(d)
 }
 
-/// The files of the HIP runtimes (`libamdhip64.so*`) mapped into the process, from
-/// `/proc/self/maps`.
-fn hip_copies() -> HashSet<PathBuf> {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return HashSet::new();
-    };
-    maps.lines()
+/// The library file that defines the address `p` (`dladdr`).
+fn file_of(p: *const libc::c_void) -> Option<PathBuf> {
+    // SAFETY: Dl_info is plain data (pointers and integers); all-zero is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's tables; `info` is a valid out pointer.
+    if unsafe { libc::dladdr(p, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
+}
+
+/// The HIP runtime file torch's HIP library (`libtorch_hip.so`, mapped into the process)
+/// resolves its calls to: `hipModuleLaunchKernel` looked up through that library's handle,
+/// which searches the library and then its dependencies, as its own calls do. None when torch's
+/// HIP library is not loaded.
+fn torch_hip_runtime() -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let lib = maps
+        .lines()
         .filter_map(|l| l.split_whitespace().nth(5))
-        .filter(|p| {
-            std::path::Path::new(p)
+        .find(|p| {
+            Path::new(p)
                 .file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("libamdhip64.so"))
-        })
-        .map(PathBuf::from)
-        .collect()
+                .is_some_and(|n| n.starts_with("libtorch_hip.so"))
+        })?;
+    let c = std::ffi::CString::new(lib).ok()?;
+    // SAFETY: RTLD_NOLOAD only returns the handle of the library already mapped; it is never
+    // closed (the reference taken is the process's for its lifetime, like torch's own).
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if h.is_null() {
+        return None;
+    }
+    // SAFETY: a valid handle and a NUL-terminated name.
+    let sym = unsafe { libc::dlsym(h, c"hipModuleLaunchKernel".as_ptr()) };
+    if sym.is_null() {
+        return None;
+    }
+    file_of(sym)
+}
+
+/// Whether two paths name the same file (device and inode), symbolic links followed.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => a == b,
+    }
 }
 
 /// The loader's count of objects loaded so far when [`check_single_copy`] last looked, and
@@ -110,8 +143,8 @@ fn hip_copies() -> HashSet<PathBuf> {
 static SINGLE_COPY: Mutex<(u64, Option<Result<(), String>>)> = Mutex::new((u64::MAX, None));
 
 /// The dynamic loader's count of objects loaded into the process so far (`dlpi_adds` of
-/// `dl_iterate_phdr`): it changes when a library is loaded, so the mapped runtimes are read
-/// again only then.
+/// `dl_iterate_phdr`): it changes when a library is loaded, so the check is made again only
+/// then.
 fn loader_adds() -> u64 {
     unsafe extern "C" fn first(
         info: *mut libc::dl_phdr_info,
@@ -129,11 +162,11 @@ fn loader_adds() -> u64 {
     adds
 }
 
-/// Refuses a launch on a framework's stream when the process holds another copy of the HIP
-/// runtime than hipjit's (hipjit opened its runtime before the framework loaded its own).
-/// The mapped runtimes are read again only when a library was loaded since the last check
-/// (one `dl_iterate_phdr` step otherwise); on NVIDIA the driver is one library per process
-/// and nothing is checked.
+/// Refuses a launch on a torch stream when torch's HIP library calls another copy of the HIP
+/// runtime than hipjit's (hipjit opened its runtime before torch loaded its own): the streams
+/// of one copy are not streams of the other. The check is made again only when a library was
+/// loaded since the last one (one `dl_iterate_phdr` step otherwise). On NVIDIA the driver is
+/// one library per process and nothing is checked.
 ///
 /// Errors: `LaunchError` naming both copies.
 pub fn check_single_copy(rt: &Runtime) -> PyResult<()> {
@@ -143,27 +176,16 @@ pub fn check_single_copy(rt: &Runtime) -> PyResult<()> {
     let adds = loader_adds();
     let mut cached = SINGLE_COPY.lock().unwrap_or_else(|p| p.into_inner());
     if cached.0 != adds || cached.1.is_none() {
-        let at_load = lock()
-            .as_ref()
-            .map(|s| s.copies_at_load.clone())
-            .unwrap_or_default();
-        let mut others: Vec<PathBuf> = hip_copies().difference(&at_load).cloned().collect();
-        others.sort();
-        let result = if others.is_empty() {
-            Ok(())
-        } else {
-            Err(format!(
-                "refused: hipjit opened the HIP runtime {} before another copy was loaded in the \
-                 process ({}); a stream of that copy (torch's current stream) is not a stream of \
-                 hipjit's runtime. Import torch before using hipjit, or set HIPJIT_HIP_LIBRARY to \
-                 torch's libamdhip64",
+        let result = match torch_hip_runtime() {
+            Some(torch) if !same_file(&torch, rt.path()) => Err(format!(
+                "refused: hipjit opened the HIP runtime {} and torch calls another copy, {}; a \
+                 stream of torch's copy is not a stream of hipjit's. Import torch before using \
+                 hipjit (hipjit then takes torch's copy), or set HIPJIT_HIP_LIBRARY to {}",
                 rt.path().display(),
-                others
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+                torch.display(),
+                torch.display()
+            )),
+            _ => Ok(()),
         };
         *cached = (adds, Some(result));
     }

@@ -103,14 +103,69 @@ pub fn resolve(
         })?;
         return Ok((h, Origin::Given));
     }
-    if let Ok(h) = s.getattr("cuda_stream") {
-        return Ok((h.extract()?, Origin::Torch));
+    let handle = |kind: StreamKind| -> PyResult<(usize, Origin)> {
+        Ok(match kind {
+            StreamKind::Torch => (
+                s.getattr(pyo3::intern!(py, "cuda_stream"))?.extract()?,
+                Origin::Torch,
+            ),
+            StreamKind::Cupy => (
+                s.getattr(pyo3::intern!(py, "ptr"))?.extract()?,
+                Origin::Given,
+            ),
+        })
+    };
+    // The kind its type had before; objects of one class may differ, so a miss asks again.
+    if let Some(kind) = known_kind(py, s) {
+        if let Ok(h) = handle(kind) {
+            return Ok(h);
+        }
     }
-    if let Ok(h) = s.getattr("ptr") {
-        return Ok((h.extract()?, Origin::Given));
+    match probe_kind(py, s) {
+        Some(kind) => handle(kind),
+        None => Err(PyTypeError::new_err(format!(
+            "stream: expected None, an int handle, a torch.cuda.Stream or a CuPy stream; got {}",
+            type_name(s)
+        ))),
     }
-    Err(PyTypeError::new_err(format!(
-        "stream: expected None, an int handle, a torch.cuda.Stream or a CuPy stream; got {}",
-        type_name(s)
-    )))
+}
+
+/// Which attribute holds a stream object's handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StreamKind {
+    /// `.cuda_stream` (`torch.cuda.Stream`, and torch's ROCm build).
+    Torch,
+    /// `.ptr` (CuPy streams).
+    Cupy,
+}
+
+/// The stream kinds of the stream types met so far: a failed attribute lookup raises (and
+/// clears) an AttributeError, which costs more than a launch, so each type is probed once.
+static STREAM_TYPES: std::sync::Mutex<Vec<(Py<pyo3::types::PyType>, StreamKind)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn known_kind(py: Python<'_>, s: &Bound<'_, PyAny>) -> Option<StreamKind> {
+    let t = s.get_type();
+    let known = STREAM_TYPES.lock().unwrap_or_else(|p| p.into_inner());
+    known
+        .iter()
+        .find(|(k, _)| k.bind(py).is(&t))
+        .map(|(_, kind)| *kind)
+}
+
+fn probe_kind(py: Python<'_>, s: &Bound<'_, PyAny>) -> Option<StreamKind> {
+    let kind = if s.hasattr(pyo3::intern!(py, "cuda_stream")).unwrap_or(false) {
+        StreamKind::Torch
+    } else if s.hasattr(pyo3::intern!(py, "ptr")).unwrap_or(false) {
+        StreamKind::Cupy
+    } else {
+        return None;
+    };
+    let t = s.get_type();
+    let mut known = STREAM_TYPES.lock().unwrap_or_else(|p| p.into_inner());
+    // A bounded memo: a program passing streams of many classes probes again past 64.
+    if known.len() < 64 && !known.iter().any(|(k, _)| k.bind(py).is(&t)) {
+        known.push((t.unbind(), kind));
+    }
+    Some(kind)
 }

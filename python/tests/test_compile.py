@@ -1,6 +1,7 @@
 """hipjit.compile and hipjit.inspect against the real hipcc here (Debian's HIP 5.2.3)."""
 
 import threading
+from pathlib import Path
 import time
 
 import pytest
@@ -10,7 +11,7 @@ from conftest import SAXPY, run_python
 
 
 def test_compile_reads_kernels_arguments_and_resources():
-    c = hipjit.compile(SAXPY, "gfx90a")
+    c = hipjit.compile(SAXPY, "gfx90a", compiler="hipcc")
     assert c.targets == ["gfx90a"]
     assert len(c.key) == 64
     (k,) = c.kernels
@@ -72,7 +73,8 @@ def test_include_dir_header_edit_recompiles(tmp):
 
 def test_compile_error_carries_parsed_diagnostics():
     with pytest.raises(hipjit.CompileError) as e:
-        hipjit.compile('extern "C" __global__ void f(int* x) {\n  x[0] = ;\n}\n', "gfx90a")
+        hipjit.compile('extern "C" __global__ void f(int* x) {\n  x[0] = ;\n}\n', "gfx90a",
+                       compiler="hipcc")
     err = e.value
     assert "kernel.hip:2:10: error: expected expression" in str(err)
     (d,) = [d for d in err.diagnostics if d["severity"] == "error"]
@@ -86,7 +88,7 @@ def test_compile_error_carries_parsed_diagnostics():
 
 def test_target_the_compiler_does_not_know_is_a_compile_error():
     with pytest.raises(hipjit.CompileError, match="does not support gfx942"):
-        hipjit.compile(SAXPY, "gfx942")
+        hipjit.compile(SAXPY, "gfx942", compiler="hipcc")
 
 
 def test_bad_arguments_name_the_keyword():
@@ -166,7 +168,7 @@ def test_jit_with_its_own_cache_and_repr(tmp):
 
 def test_sm_target_compiles_a_cubin_with_nvcc():
     # nvcc from PyPI (scripts/setup.sh): no GPU needed to compile.
-    c = hipjit.compile(SAXPY, "sm_90")
+    c = hipjit.compile(SAXPY, "sm_90", compiler="nvcc")
     assert c.targets == ["sm_90"]
     assert c.compiler.startswith("nvcc ")
     assert c.code_object_version is None
@@ -184,3 +186,29 @@ def test_sm_target_compiles_a_cubin_with_nvcc():
     assert [a.kind for a in i.kernels[0].args] == ["unknown"] * 4
     with pytest.raises(ValueError, match=r'arch: "sm_9": '):
         hipjit.compile(SAXPY, "sm_9")
+
+
+def test_compiler_choice_per_call_and_its_reason():
+    # hipRTC 5.2.3 lives inside Debian's libamdhip64.so.5; the process's runtime here is the
+    # fixture, so hipRTC is named explicitly.
+    r = run_python(
+        "import hipjit\n"
+        "src = open(%r).read()\n"
+        "a = hipjit.compile(src, 'gfx90a', compiler='hiprtc')\n"
+        "b = hipjit.compile(src, 'gfx90a', compiler='hipcc')\n"
+        "c = hipjit.compile(src, 'sm_90', compiler='nvrtc')\n"
+        "for x in (a, b, c):\n"
+        "    print(x.compiler.split()[0], [k.name for k in x.kernels], x.compiler_reason != '')\n"
+        "print(a.key != b.key, hipjit.get_jit().compiler)\n"
+        % str(Path(__file__).resolve().parents[2] / "examples" / "kernels" / "saxpy.hip"),
+        env={"HIPJIT_HIPRTC_LIBRARY": "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "hiprtc ['saxpy'] True",
+        "hipcc ['saxpy'] True",
+        "nvrtc ['saxpy'] True",
+        "True auto",
+    ]
+    with pytest.raises(ValueError, match=r'compiler: "icc" is not a compiler choice'):
+        hipjit.compile(SAXPY, "gfx90a", compiler="icc")

@@ -59,3 +59,25 @@ def test_public_names_have_docstrings():
         doc = getattr(hipjit, name).__doc__
         assert doc and len(doc) > 40, name
     assert hipjit.__version__ == "0.1.0"
+
+
+def test_stubs_declare_every_public_name_with_the_same_keywords():
+    import ast
+    import inspect
+    from pathlib import Path
+
+    import hipjit
+
+    stub = ast.parse((Path(hipjit.__file__).parent / "__init__.pyi").read_text())
+    declared = {n.name: n for n in stub.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    for name in hipjit.__all__:
+        if name != "__version__":
+            assert name in declared, name
+    for name in ("compile", "inspect"):
+        stub_params = [a.arg for a in declared[name].args.args + declared[name].args.kwonlyargs]
+        assert stub_params == list(inspect.signature(getattr(hipjit, name)).parameters), name
+    methods = {f.name: f for f in declared["Jit"].body if isinstance(f, ast.FunctionDef)}
+    for name in ("compile", "kernel"):
+        f = methods[name]
+        stub_params = [a.arg for a in f.args.args + f.args.kwonlyargs][1:]
+        assert stub_params == list(inspect.signature(getattr(hipjit.Jit, name)).parameters)[1:], name

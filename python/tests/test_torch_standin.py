@@ -6,6 +6,7 @@ stream of the fixture runtime. Each test runs in a fresh interpreter (hipjit rem
 functions once it has seen them)."""
 
 import shutil
+import subprocess
 
 from conftest import FIXTURE_RUNTIME, SCALE, WORK, run_python
 
@@ -102,19 +103,44 @@ def test_default_device_is_torchs_current_device():
     assert out.strip() == "0"
 
 
-def test_launch_on_torchs_stream_refused_when_torch_loaded_another_runtime_copy():
-    # hipjit opened its runtime first; then "torch" loads its own copy of libamdhip64.
+def torch_hip_library(directory, runtime):
+    """A stand-in for torch's libtorch_hip.so: a library that calls the HIP runtime RUNTIME
+    (linked against it, found through its rpath)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "stub.c").write_text(
+        "extern int hipModuleLaunchKernel();\nint torch_stub(void) { return hipModuleLaunchKernel(); }\n")
+    out = directory / "libtorch_hip.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(out), str(directory / "stub.c"),
+                    "-L", str(runtime.parent), "-lamdhip64", "-Wl,-rpath," + str(runtime.parent)],
+                   check=True)
+    return out
+
+
+LAUNCH_AFTER_TORCH_LOADS = (
+    "k = hipjit.get_jit().kernel(SCALE, 'scale')\n"
+    "k(1, 1, Tensor([1]), 2.0, 1)  # torch's HIP library not loaded yet: nothing to compare\n"
+    "ctypes.CDLL(%r)\n"
+    "try:\n"
+    "    k(1, 1, Tensor([1]), 2.0, 1)\n"
+    "    print('launched')\n"
+    "except hipjit.LaunchError as e:\n"
+    "    print(e)\n"
+)
+
+
+def test_launch_on_torchs_stream_refused_when_torch_calls_another_runtime_copy():
+    # hipjit opened its runtime first; then "torch" loads its HIP library, which calls its own
+    # copy of libamdhip64.
     other = WORK / "torch-lib"
     other.mkdir(exist_ok=True)
     shutil.copy(FIXTURE_RUNTIME, other / "libamdhip64.so")
-    out = run(
-        "k = hipjit.get_jit().kernel(SCALE, 'scale')\n"
-        "k(1, 1, Tensor([1]), 2.0, 1)  # one copy: allowed\n"
-        "ctypes.CDLL(%r)\n"
-        "try:\n"
-        "    k(1, 1, Tensor([1]), 2.0, 1)\n"
-        "except hipjit.LaunchError as e:\n"
-        "    print(e)\n" % str(other / "libamdhip64.so")
-    )
-    assert out.startswith("refused: hipjit opened the HIP runtime %s before another copy was loaded in the process (%s)"
-                          % (FIXTURE_RUNTIME, other / "libamdhip64.so")), out
+    torch_lib = torch_hip_library(WORK / "torch-other", other / "libamdhip64.so")
+    out = run(LAUNCH_AFTER_TORCH_LOADS % str(torch_lib))
+    assert out.startswith(
+        "refused: hipjit opened the HIP runtime %s and torch calls another copy, %s; a stream of "
+        "torch's copy is not a stream of hipjit's." % (FIXTURE_RUNTIME, other / "libamdhip64.so")), out
+
+
+def test_launch_on_torchs_stream_allowed_when_torch_calls_hipjits_copy():
+    torch_lib = torch_hip_library(WORK / "torch-same", FIXTURE_RUNTIME)
+    assert run(LAUNCH_AFTER_TORCH_LOADS % str(torch_lib)).strip() == "launched"

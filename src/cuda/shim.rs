@@ -23,8 +23,9 @@
 //!   device whose primary context is current, binding device 0's (as the CUDA runtime does)
 //!   when none is, and answers `hipErrorInvalidContext` when another context is current (so
 //!   the safe layer's bind switches to the primary context). Every other call that needs a
-//!   context binds one first when the thread has none. The launch calls do not: the safe layer
-//!   binds right before them, which keeps the launch path to one driver call.
+//!   context binds one first when the thread has none. The launch calls do not: a launch on a
+//!   stream goes to the driver first and binds only when the driver refuses the thread's
+//!   current context ([`launch_on_stream`]), which keeps the launch path to one driver call.
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CString};
@@ -709,6 +710,62 @@ pub(crate) unsafe extern "C" fn hip_module_launch_kernel(
             extra,
         )
     })
+}
+
+/// A launch on a stream of `ordinal`, made before any bind: `cuLaunchKernel` straight away,
+/// and only when the driver answers that the thread's current context does not fit
+/// (`CUDA_ERROR_INVALID_CONTEXT` 201: none is current; `CUDA_ERROR_INVALID_HANDLE` 400: the
+/// function or stream belongs to another context) the device's primary context made current
+/// ([`set_device`]) and the launch made once more. A failed launch queued nothing, so trying
+/// again is safe; on a thread whose current context is already the device's (every thread
+/// after its first launch there) a launch is this one driver call, without the
+/// `cuCtxGetCurrent` a bind would cost. The stream must be non-null: the null stream means the
+/// current context's own, which only a bind can pin.
+///
+/// # Safety
+/// As `cuLaunchKernel`: a live function and stream of device `ordinal`, `params` pointing at
+/// the kernel's arguments.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(crate) unsafe fn launch_on_stream(
+    ordinal: c_int,
+    f: sys::hipFunction_t,
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared: c_uint,
+    s: sys::hipStream_t,
+    params: *mut *mut c_void,
+) -> sys::hipError_t {
+    const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
+    const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
+    let d = drv!();
+    let launch = || {
+        // SAFETY: the caller's launch (see above); `extra` is NULL.
+        unsafe {
+            (d.cuLaunchKernel)(
+                f as Handle,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared,
+                s as Handle,
+                params,
+                std::ptr::null_mut(),
+            )
+        }
+    };
+    let rc = launch();
+    if rc != CUDA_ERROR_INVALID_CONTEXT && rc != CUDA_ERROR_INVALID_HANDLE {
+        return map(rc);
+    }
+    let e = set_device(ordinal);
+    if e != HIP_SUCCESS {
+        return e;
+    }
+    map(launch())
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -35,12 +35,14 @@ pub mod compiled;
 pub mod compilers;
 pub mod entry;
 mod remote;
+pub mod stats;
 
 pub use checks::CheckFailed;
 pub use compiled::{Artefact, Compiled, CompilerUsed, Origin};
 pub use compilers::Chosen;
 pub use entry::{CODE_OBJECT_ARTEFACT, CUBIN_ARTEFACT};
 pub use remote::RemoteLocation;
+pub use stats::{JitStats, TierStats};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -211,6 +213,8 @@ pub struct Jit {
     #[cfg(feature = "redis")]
     write_back: crate::cache::remote::write_back::WriteBack,
     loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
+    /// Per-tier telemetry ([`Jit::stats`]).
+    counters: stats::Counters,
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
     kernels: crate::cache::kernels::KernelCache<CompileOptions>,
 }
@@ -260,6 +264,7 @@ impl Jit {
             #[cfg(feature = "redis")]
             write_back: Default::default(),
             loaded: Mutex::new(HashMap::new()),
+            counters: Default::default(),
             kernels: Default::default(),
         })
     }
@@ -437,15 +442,24 @@ impl Jit {
         runtime: Option<&std::path::Path>,
     ) -> Result<Compiled, JitError> {
         let started = Instant::now();
-        let (inner, hit) = self.memory.get_or_try_insert(source, options, || {
+        let looked_up = self.memory.get_or_try_insert(source, options, || {
             self.compile_uncached(source, options, bypass_disk, runtime)
-        })?;
+        });
+        let (inner, hit) = match looked_up {
+            Ok(r) => r,
+            Err(e) => {
+                self.counters.record_failure();
+                return Err(e);
+            }
+        };
+        let origin = if hit { Origin::Memory } else { inner.1 };
+        self.counters.record(origin, started.elapsed());
         if options.checks != Default::default() {
             checks::run_checks(&inner.0, options)?;
         }
         Ok(Compiled {
             inner: inner.0,
-            origin: if hit { Origin::Memory } else { inner.1 },
+            origin,
             elapsed: started.elapsed(),
         })
     }

@@ -292,6 +292,53 @@ impl<'a> KernelArgs<'a> {
     }
 }
 
+/// A kernel's explicit arguments as its code object's metadata declares them (hidden
+/// arguments left out): their count, sizes in bytes and which of them the kernel writes (a bit
+/// each). Read once per kernel, so that a launch whose [`KernelArgs`] match compares a few
+/// integers, and only a mismatch walks the metadata to name what is wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ArgShape {
+    pub(crate) len: usize,
+    pub(crate) sizes: [u32; MAX_KERNEL_ARGS],
+    pub(crate) written: u32,
+}
+
+impl ArgShape {
+    /// The shape of `info`'s explicit arguments; `None` past [`MAX_KERNEL_ARGS`] of them.
+    pub(crate) fn of(info: &crate::code_object::KernelInfo) -> Option<ArgShape> {
+        let mut shape = ArgShape {
+            len: 0,
+            sizes: [0; MAX_KERNEL_ARGS],
+            written: 0,
+        };
+        for a in info
+            .args
+            .iter()
+            .filter(|a| !a.value_kind.starts_with("hidden_"))
+        {
+            if shape.len == MAX_KERNEL_ARGS {
+                return None;
+            }
+            shape.sizes[shape.len] = a.size;
+            if a.is_written() {
+                shape.written |= 1 << shape.len;
+            }
+            shape.len += 1;
+        }
+        Some(shape)
+    }
+
+    /// Whether `args` has this shape: the same count and sizes, and every written argument
+    /// passed as `&mut`.
+    #[inline]
+    pub(crate) fn matches(&self, args: &KernelArgs<'_>) -> bool {
+        !args.overflow
+            && args.len == self.len
+            && args.sizes == self.sizes
+            && args.writable & self.written == self.written
+    }
+}
+
 /// Builds a [`KernelArgs`] from references to the arguments, in order:
 /// `args![&mut y, &x, &n]` (`&mut` for a buffer the kernel writes, `&` for one it only reads
 /// and for scalars). The arguments stay borrowed while the [`KernelArgs`] exists:
@@ -365,6 +412,84 @@ fn check_dims(what: &'static str, d: Dim3, max: [u32; 3]) -> Result<(), LaunchEr
     Ok(())
 }
 
+/// How a launch reaches the runtime, decided once per launch (or once per [`PreparedLaunch`]).
+#[derive(Clone, Copy)]
+pub(crate) enum Via {
+    /// Bind the device (`hipGetDevice`, `hipSetDevice` when it differs), then the table's
+    /// `hipModuleLaunchKernel`: the AMD runtime, and the null stream on NVIDIA.
+    Bind(hip_sys::pfn::hipModuleLaunchKernel),
+    /// HIP's NVIDIA platform with a stream: `cuLaunchKernel` first, the bind only when the
+    /// driver refuses the thread's current context
+    /// ([`crate::cuda::shim::launch_on_stream`]).
+    CudaStream,
+}
+
+impl Via {
+    /// The way for a launch on `stream` (raw; null for the null stream) of a kernel of `device`.
+    #[inline]
+    pub(crate) fn of(device: &crate::device::Device, stream: hip_sys::hipStream_t) -> Via {
+        let rt = device.runtime();
+        if rt.platform() == crate::runtime::Platform::Nvidia && !stream.is_null() {
+            Via::CudaStream
+        } else {
+            Via::Bind(rt.api().hipModuleLaunchKernel)
+        }
+    }
+
+    /// Queues the launch; the runtime's error names `hipModuleLaunchKernel`.
+    ///
+    /// # Safety
+    /// `func` is a live kernel of `device`, `stream` a live stream of `device` (or null),
+    /// `params` points at the kernel's arguments, live for the call.
+    #[inline]
+    pub(crate) unsafe fn launch(
+        self,
+        device: &crate::device::Device,
+        func: hip_sys::hipFunction_t,
+        cfg: &LaunchConfig,
+        stream: hip_sys::hipStream_t,
+        params: *mut *mut c_void,
+    ) -> Result<(), LaunchError> {
+        let rc = match self {
+            Via::Bind(launch) => {
+                device.bind()?;
+                // SAFETY: the caller's contract; the device is bound; `extra` is NULL.
+                unsafe {
+                    launch(
+                        func,
+                        cfg.grid.x,
+                        cfg.grid.y,
+                        cfg.grid.z,
+                        cfg.block.x,
+                        cfg.block.y,
+                        cfg.block.z,
+                        cfg.dynamic_lds_bytes,
+                        stream,
+                        params,
+                        std::ptr::null_mut(),
+                    )
+                }
+            }
+            // SAFETY: the caller's contract; the stream is non-null (Via::of).
+            Via::CudaStream => unsafe {
+                crate::cuda::shim::launch_on_stream(
+                    device.ordinal(),
+                    func,
+                    [cfg.grid.x, cfg.grid.y, cfg.grid.z],
+                    [cfg.block.x, cfg.block.y, cfg.block.z],
+                    cfg.dynamic_lds_bytes,
+                    stream,
+                    params,
+                )
+            },
+        };
+        if rc != hip_sys::hipSuccess {
+            return Err(device.runtime().error(rc, "hipModuleLaunchKernel").into());
+        }
+        Ok(())
+    }
+}
+
 impl Kernel {
     /// Checks `cfg` and `args` against the device's limits, the kernel's attributes and, when
     /// the code object declares the kernel, its explicit arguments (count and sizes). Runs
@@ -407,6 +532,9 @@ impl Kernel {
                 max: props.lds_per_block,
             });
         }
+        if self.inner.shape.is_some_and(|shape| shape.matches(args)) {
+            return Ok(());
+        }
         if args.overflow {
             return Err(LaunchError::TooManyArgs {
                 max: MAX_KERNEL_ARGS,
@@ -439,7 +567,11 @@ impl Kernel {
     }
 
     /// Launches the kernel on `stream` (`hipModuleLaunchKernel`), after [`Kernel::check_launch`].
-    /// Returns once the launch is queued; synchronize the stream to wait for it.
+    /// Returns once the launch is queued; synchronize the stream to wait for it. On HIP's
+    /// NVIDIA platform a launch on a stream is `cuLaunchKernel` itself, the device's primary
+    /// context made current (and the launch made again) only when the driver refuses the
+    /// thread's current context ([`crate::cuda::shim`]); the null stream, and every AMD launch,
+    /// binds the device first.
     ///
     /// Errors: a [`LaunchError`] from the checks (among them `hipErrorInvalidHandle` when
     /// `stream` belongs to another loaded runtime), or the runtime's error.
@@ -461,29 +593,11 @@ impl Kernel {
         self.check_launch(&cfg, args)?;
         self.check_stream(stream, "hipModuleLaunchKernel")?;
         let d = self.inner.lib.device();
-        d.bind()?;
-        let rt = d.runtime();
+        let via = Via::of(d, stream.as_raw());
         // SAFETY: `args.ptrs[..len]` point at live borrowed values (KernelArgs' lifetime); the
-        // caller guarantees they match the kernel; `extra` is NULL.
-        rt.check(
-            unsafe {
-                (rt.api().hipModuleLaunchKernel)(
-                    self.inner.func,
-                    cfg.grid.x,
-                    cfg.grid.y,
-                    cfg.grid.z,
-                    cfg.block.x,
-                    cfg.block.y,
-                    cfg.block.z,
-                    cfg.dynamic_lds_bytes,
-                    stream.as_raw(),
-                    args.ptrs.as_mut_ptr() as _,
-                    std::ptr::null_mut(),
-                )
-            },
-            "hipModuleLaunchKernel",
-        )?;
-        Ok(())
+        // caller guarantees they match the kernel; the function is this kernel's, the stream
+        // is of its device (checked above).
+        unsafe { via.launch(d, self.inner.func, &cfg, stream.as_raw(), args.raw_ptrs()) }
     }
 
     /// A cooperative launch (`hipModuleLaunchCooperativeKernel`): all blocks are resident at

@@ -8,8 +8,10 @@
 //! (`amdhsa.kernels[].args`, LLVM AMDGPUUsage "Code Object V3 and Above Metadata"). A launch
 //! then compares the argument sizes with the prepared ones, and the arguments passed as `&mut`
 //! with those the metadata says the kernel writes (a few integers; no metadata, no
-//! properties, no table lookup), binds the device and makes one call of the entry point copied
-//! out of the runtime's table at preparation.
+//! properties, no table lookup), and makes the call chosen at preparation: on AMD, the
+//! device bound and the entry point copied out of the runtime's table; on HIP's NVIDIA
+//! platform with a stream, `cuLaunchKernel` itself, the context bound only when the driver
+//! refuses the thread's current one ([`crate::cuda::shim`]).
 //!
 //! Dangling pointers are ruled out as for [`Kernel::launch`]: each launch takes a
 //! [`KernelArgs`] borrowing its values, the [`PreparedLaunch`] borrows its stream (`'s`) and
@@ -19,7 +21,7 @@ use std::marker::PhantomData;
 
 use hip_sys as sys;
 
-use super::{KernelArgs, LaunchConfig, MAX_KERNEL_ARGS};
+use super::{ArgShape, KernelArgs, LaunchConfig, Via, MAX_KERNEL_ARGS};
 use crate::device::Device;
 use crate::error::LaunchError;
 use crate::kernel::Kernel;
@@ -30,15 +32,14 @@ use crate::stream::AsStream;
 pub struct PreparedLaunch<'s> {
     kernel: Kernel,
     device: Device,
-    launch: sys::pfn::hipModuleLaunchKernel,
+    via: Via,
     func: sys::hipFunction_t,
     stream: sys::hipStream_t,
     cfg: LaunchConfig,
-    sizes: [u32; MAX_KERNEL_ARGS],
-    len: usize,
-    /// The arguments the code object's metadata says the kernel writes (a bit each): a launch
-    /// must pass them as `&mut`, as [`Kernel::check_launch`] requires.
-    written: u32,
+    /// The argument count and sizes prepared, and the arguments the code object's metadata
+    /// says the kernel writes (a launch must pass them as `&mut`, as
+    /// [`Kernel::check_launch`] requires).
+    shape: ArgShape,
     _stream: PhantomData<&'s ()>,
 }
 
@@ -76,25 +77,20 @@ impl Kernel {
         self.check_launch(&cfg, args)?;
         self.check_stream(stream, "hipModuleLaunchKernel")?;
         let device = self.inner.lib.device().clone();
-        let launch = device.runtime().api().hipModuleLaunchKernel;
-        let written = self.info().map_or(0, |info| {
-            info.args
-                .iter()
-                .filter(|a| !a.value_kind.starts_with("hidden_"))
-                .enumerate()
-                .filter(|(i, a)| *i < MAX_KERNEL_ARGS && a.is_written())
-                .fold(0u32, |m, (i, _)| m | 1 << i)
-        });
+        let via = Via::of(&device, stream.as_raw());
+        let shape = ArgShape {
+            len: args.len,
+            sizes: args.sizes,
+            written: self.inner.shape.map_or(0, |s| s.written),
+        };
         Ok(PreparedLaunch {
             kernel: self.clone(),
             device,
-            launch,
+            via,
             func: self.inner.func,
             stream: stream.as_raw(),
             cfg,
-            sizes: args.sizes,
-            len: args.len,
-            written,
+            shape,
             _stream: PhantomData,
         })
     }
@@ -114,40 +110,21 @@ impl PreparedLaunch<'_> {
     /// As [`Kernel::launch`].
     #[inline]
     pub unsafe fn launch(&self, args: &mut KernelArgs<'_>) -> Result<(), LaunchError> {
-        if args.len != self.len
-            || args.overflow
-            || args.sizes() != self.arg_sizes()
-            || args.writable & self.written != self.written
-        {
+        if !self.shape.matches(args) {
             return Err(self.shape_error(args));
         }
-        self.device.bind()?;
         // SAFETY: `args.ptrs[..len]` point at live borrowed values (KernelArgs' lifetime) of the
         // prepared sizes; the caller guarantees they match the kernel; the function is kept
-        // loaded by `self.kernel` and the stream borrowed for 's; `extra` is NULL.
-        let rc = unsafe {
-            (self.launch)(
+        // loaded by `self.kernel` and the stream, of the kernel's device, borrowed for 's.
+        unsafe {
+            self.via.launch(
+                &self.device,
                 self.func,
-                self.cfg.grid.x,
-                self.cfg.grid.y,
-                self.cfg.grid.z,
-                self.cfg.block.x,
-                self.cfg.block.y,
-                self.cfg.block.z,
-                self.cfg.dynamic_lds_bytes,
+                &self.cfg,
                 self.stream,
-                args.ptrs.as_mut_ptr() as _,
-                std::ptr::null_mut(),
+                args.raw_ptrs(),
             )
-        };
-        if rc != sys::hipSuccess {
-            return Err(self
-                .device
-                .runtime()
-                .error(rc, "hipModuleLaunchKernel")
-                .into());
         }
-        Ok(())
     }
 
     /// The kernel launched.
@@ -162,7 +139,7 @@ impl PreparedLaunch<'_> {
 
     /// The argument sizes in bytes each launch must pass, in order.
     pub fn arg_sizes(&self) -> &[u32] {
-        &self.sizes[..self.len]
+        &self.shape.sizes[..self.shape.len]
     }
 
     #[cold]
@@ -173,7 +150,7 @@ impl PreparedLaunch<'_> {
             };
         }
         let kernel = self.kernel.name().to_owned();
-        if args.len == self.len && args.sizes() == self.arg_sizes() {
+        if args.len == self.shape.len && args.sizes() == self.arg_sizes() {
             // The sizes match: a written argument passed as a shared borrow.
             if let Some(info) = self.kernel.info() {
                 let explicit = info
@@ -189,10 +166,10 @@ impl PreparedLaunch<'_> {
                 }
             }
         }
-        if args.len != self.len {
+        if args.len != self.shape.len {
             return LaunchError::ArgCount {
                 kernel,
-                expected: self.len,
+                expected: self.shape.len,
                 given: args.len,
             };
         }

@@ -219,6 +219,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         }
         Action::Stats => {
             let stats = cache.stats().map_err(|e| CliError::failed(e.to_string()))?;
+            let remote = remote_stats()?;
             if args.json {
                 let list: Vec<_> = stats
                     .iter()
@@ -229,7 +230,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                         })
                     })
                     .collect();
-                output::print_json(serde_json::json!({ "roots": list }))
+                output::print_json(serde_json::json!({ "roots": list, "remote": remote }))
             } else {
                 for s in &stats {
                     println!(
@@ -245,6 +246,28 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                         },
                         if s.root.shared { ", shared" } else { "" }
                     );
+                }
+                if !remote.is_null() {
+                    let r = &remote;
+                    if let Some(e) = r["error"].as_str() {
+                        println!(
+                            "{}  remote, unreachable: {e}",
+                            r["url"].as_str().unwrap_or("")
+                        );
+                    } else {
+                        println!(
+                            "{}  remote, {} keys, {} used of {}, policy {}{}",
+                            r["url"].as_str().unwrap_or(""),
+                            r["keys"],
+                            human_bytes(r["used_memory_bytes"].as_u64().unwrap_or(0)),
+                            match r["max_memory_bytes"].as_u64() {
+                                Some(0) | None => "no limit".to_string(),
+                                Some(m) => human_bytes(m),
+                            },
+                            r["policy"].as_str().unwrap_or("unknown"),
+                            if r["signed"] == true { ", signed" } else { "" }
+                        );
+                    }
                 }
                 Ok(())
             }
@@ -339,6 +362,28 @@ fn age_text(secs: u64) -> String {
         7200..=172_799 => format!("{} h", secs / 3600),
         _ => format!("{} days", secs / 86400),
     }
+}
+
+/// The remote tier of `HIPJIT_REMOTE_CACHE` as JSON (`null` when none is configured): the
+/// redacted URL and what the server says, or the error that kept it from answering.
+///
+/// Errors: a malformed `HIPJIT_REMOTE_CACHE` or signing key.
+fn remote_stats() -> Result<serde_json::Value, CliError> {
+    use hipjit::cache::remote::{RemoteCache, RemoteConfig};
+    let Some(config) = RemoteConfig::from_env().map_err(|e| CliError::failed(e.to_string()))?
+    else {
+        return Ok(serde_json::Value::Null);
+    };
+    let url = config.redacted_url();
+    let remote = RemoteCache::new(config).map_err(|e| CliError::failed(e.to_string()))?;
+    Ok(match remote.server_info() {
+        Ok(i) => serde_json::json!({
+            "url": i.url, "reachable": true, "version": i.version, "keys": i.keys,
+            "used_memory_bytes": i.used_memory, "max_memory_bytes": i.max_memory,
+            "policy": i.policy, "signed": i.signed,
+        }),
+        Err(e) => serde_json::json!({"url": url, "reachable": false, "error": e}),
+    })
 }
 
 fn import(cache: &DiskCache, file: &Path, json: bool) -> Result<(), CliError> {

@@ -50,6 +50,7 @@ use hipjit::compiler::diagnostics::{self, Diagnostic, Layout};
 use hipjit::compiler::nvcc::NvccError;
 use hipjit::compiler::rtc::RtcError;
 use hipjit::compiler::selection::CompilerChoice;
+use hipjit::compiler::worker::WorkerConfig;
 use hipjit::compiler::{
     is_valid_source_name, CompileError, CompileOptions, CompilerConfig, CxxStd, OptLevel,
     OptionsError,
@@ -107,7 +108,10 @@ pub struct Args {
     /// or when no process compiler is found; each result says which compiler and why.
     #[arg(long = "compiler", value_name = "COMPILER", value_parser = parse_compiler)]
     pub compiler: Option<CompilerChoice>,
-    /// Compile at most N files at once (default: the number of CPU cores).
+    /// Compile at most N files at once (default: the number of CPU cores). With N > 1 and
+    /// several files, hipRTC and NVRTC compile in worker processes of this command
+    /// (`hipjit rtc-worker`): in one process hipRTC compiles one program at a time, and a
+    /// worker adds the compile timeout and crash isolation.
     #[arg(short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
     /// Print JSON (with "schema_version": 2) instead of text. Keys: platform ("amd" or
@@ -689,10 +693,16 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         |j| j as usize,
     );
+    // Parallel in-process compiles go to workers: this command is the worker program.
+    let rtc_worker = (jobs > 1 && args.files.len() > 1).then(|| WorkerConfig {
+        program: std::env::current_exe().ok(),
+        ..WorkerConfig::default()
+    });
     let jit = Jit::new(JitOptions {
         compiler: args.compiler,
         compiler_config: CompilerConfig {
             max_concurrent: jobs,
+            rtc_worker,
             ..CompilerConfig::default()
         },
         ..JitOptions::default()

@@ -422,6 +422,66 @@ mod imp {
         }
     }
 
+    /// What the server says about itself ([`RemoteCache::server_info`]).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct ServerInfo {
+        /// The URL, password replaced by `***`.
+        pub url: String,
+        /// `redis_version` (Valkey reports the Redis version it is compatible with).
+        pub version: Option<String>,
+        /// Keys in the database (`DBSIZE`), hipjit's and others'.
+        pub keys: u64,
+        /// `used_memory`, in bytes.
+        pub used_memory: Option<u64>,
+        /// `maxmemory`, in bytes (0: no limit).
+        pub max_memory: Option<u64>,
+        /// `maxmemory_policy` (`allkeys-lru` recommended; `noeviction` refuses writes when full).
+        pub policy: Option<String>,
+        /// Whether entries are signed and checked ([`RemoteConfig::signing_key`]).
+        pub signed: bool,
+    }
+
+    impl RemoteCache {
+        /// Asks the server about itself (`INFO server`, `INFO memory`, `DBSIZE`), within the
+        /// configured timeouts.
+        ///
+        /// Errors: why it could not be asked (unreachable, refused), password scrubbed.
+        pub fn server_info(&self) -> Result<ServerInfo, String> {
+            let (info, keys): (String, u64) = self
+                .inner
+                .client
+                .run(0, |c| {
+                    redis::pipe()
+                        .cmd("INFO")
+                        .arg("server")
+                        .arg("memory")
+                        .cmd("DBSIZE")
+                        .query(c)
+                })
+                .or_else(|_| {
+                    // INFO with two sections needs Redis 7; ask for everything.
+                    self.inner
+                        .client
+                        .run(0, |c| redis::pipe().cmd("INFO").cmd("DBSIZE").query(c))
+                })
+                .map_err(|e| e.to_string())?;
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                    .map(|v| v.trim().to_string())
+            };
+            Ok(ServerInfo {
+                url: self.config().redacted_url(),
+                version: field("redis_version"),
+                keys,
+                used_memory: field("used_memory").and_then(|v| v.parse().ok()),
+                max_memory: field("maxmemory").and_then(|v| v.parse().ok()),
+                policy: field("maxmemory_policy"),
+                signed: self.config().signing_key.is_some(),
+            })
+        }
+    }
+
     /// The SHA-1 of `bytes` in hex, as Redis's Lua `redis.sha1hex` gives it.
     pub(super) fn sha1_hex(bytes: &[u8]) -> String {
         sha1_smol::Sha1::from(bytes).digest().to_string()

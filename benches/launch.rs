@@ -1,0 +1,210 @@
+//! hipjit's own host cost per launch, without a GPU: the NVIDIA platform over the fixture CUDA
+//! driver (`tests/fixtures/fake_cuda.c`, built here with `-O2 -DFIXTURE_NO_LOG`, whose
+//! `cuLaunchKernel` stores its arguments and returns), so that what is measured is hipjit's
+//! path around the driver call: argument packing, checks, the context bind, the entry-point
+//! mapping. The kernel is saxpy (4 arguments) compiled by nvcc (`HIPJIT_NVCC`, else PyPI's
+//! under `$HIPJIT_CI_CACHE/nvcc-venv`) and loaded on the fixture.
+//!
+//! Method (the one `examples/nvidia_graphs.rs` uses on a GPU): batches of 512 launches, only
+//! the launch calls timed, each batch followed by a stream synchronize outside the clock, raw
+//! `cuLaunchKernel` and hipjit batches alternating, 200 batches each; the median per launch of
+//! each side; three such runs, and the median of their overheads and ratios.
+//!
+//! Run: `cargo bench --bench launch`.
+
+use std::ffi::c_void;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use hipjit::args;
+use hipjit::compiler::{CompileOptions, CompilerConfig};
+use hipjit::cuda::driver;
+use hipjit::cuda::target::SmTarget;
+use hipjit::jit::{CacheLocation, Jit, JitOptions};
+use hipjit::launch::LaunchConfig;
+use hipjit::memory::DeviceBuffer;
+use hipjit::runtime::Runtime;
+use hipjit::stream::{Stream, StreamFlags};
+
+type R<T> = Result<T, Box<dyn std::error::Error>>;
+
+const BATCH: usize = 512;
+const BATCHES: usize = 200;
+const RUNS: usize = 3;
+
+const SAXPY: &str = r#"
+#include <hip/hip_runtime.h>
+extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"#;
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn nvcc() -> R<PathBuf> {
+    if let Some(p) = std::env::var_os("HIPJIT_NVCC") {
+        return Ok(PathBuf::from(p));
+    }
+    let cache = std::env::var_os("HIPJIT_CI_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
+    std::fs::read_dir(cache.join("nvcc-venv/lib"))?
+        .flatten()
+        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/nvcc"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| "no nvcc: set HIPJIT_NVCC or run scripts/setup.sh".into())
+}
+
+fn fixture_driver(dir: &Path) -> R<PathBuf> {
+    let out = dir.join("libcuda.so.1");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
+    let o = Command::new("cc")
+        .args([
+            "-shared",
+            "-fPIC",
+            "-fvisibility=hidden",
+            "-O2",
+            "-DFIXTURE_NO_LOG",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(&src)
+        .output()?;
+    if !o.status.success() {
+        return Err(format!("cc failed: {}", String::from_utf8_lossy(&o.stderr)).into());
+    }
+    Ok(out)
+}
+
+/// `BATCHES` alternating batches of `BATCH` calls of `raw` and `ours`; the medians per call in
+/// ns.
+fn alternate(
+    stream: &Stream,
+    mut raw: impl FnMut() -> R<()>,
+    mut ours: impl FnMut() -> R<()>,
+) -> R<(f64, f64)> {
+    let (mut r, mut o) = (Vec::with_capacity(BATCHES), Vec::with_capacity(BATCHES));
+    for _ in 0..BATCHES {
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            raw()?;
+        }
+        r.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+        stream.synchronize()?;
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            ours()?;
+        }
+        o.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+        stream.synchronize()?;
+    }
+    Ok((median(&mut r), median(&mut o)))
+}
+
+/// Three runs of [`alternate`]; prints each and the medians of the overheads and ratios.
+fn three_runs(
+    what: &str,
+    stream: &Stream,
+    mut raw: impl FnMut() -> R<()>,
+    mut ours: impl FnMut() -> R<()>,
+) -> R<()> {
+    let (mut over, mut ratio) = (Vec::new(), Vec::new());
+    for run in 1..=RUNS {
+        let (mr, mo) = alternate(stream, &mut raw, &mut ours)?;
+        println!(
+            "  run {run}: {what} {mo:.1} ns vs raw cuLaunchKernel {mr:.1} ns per launch: {:+.1} ns, ratio {:.3}",
+            mo - mr,
+            mo / mr
+        );
+        over.push(mo - mr);
+        ratio.push(mo / mr);
+    }
+    println!(
+        "{what}, 4 arguments, fixture driver: overhead median {:+.1} ns, ratio median {:.3} ({RUNS} runs of {BATCHES} alternating batches of {BATCH})",
+        median(&mut over),
+        median(&mut ratio)
+    );
+    Ok(())
+}
+
+fn main() -> R<()> {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it,
+    // and then it only checks that it was built.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("benches/launch.rs: run with `cargo bench --bench launch`");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let rt = Runtime::load_cuda(Some(&fixture_driver(dir.path())?))?;
+    let dev = rt.device(0)?;
+    let jit = Jit::new(JitOptions {
+        compiler_config: CompilerConfig {
+            nvcc: Some(nvcc()?),
+            ..CompilerConfig::default()
+        },
+        cache: CacheLocation::Roots(vec![dir.path().join("cache")]),
+        ..JitOptions::default()
+    })?;
+    let lib = jit
+        .load(&dev, SAXPY, &CompileOptions::for_sm(SmTarget::new(90)))?
+        .library;
+    let saxpy = lib.kernel("saxpy")?;
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
+    let d = driver::get().ok_or("the fixture driver is not loaded")?;
+    const N: u32 = 1 << 16;
+    let x = DeviceBuffer::<f32>::zeroed(&dev, N as usize)?;
+    let mut y = DeviceBuffer::<f32>::zeroed(&dev, N as usize)?;
+    let (a, n) = (1.0f32, N);
+    let cfg = LaunchConfig::for_num_elems(N, 256);
+    let f = saxpy.as_raw() as *mut c_void;
+    let s = stream.as_raw() as *mut c_void;
+    let (xp, yp) = (x.as_raw() as u64, y.as_raw() as u64);
+    let raw = || -> R<()> {
+        let mut params: [*mut c_void; 4] = [
+            &a as *const f32 as *mut c_void,
+            &xp as *const u64 as *mut c_void,
+            &yp as *const u64 as *mut c_void,
+            &n as *const u32 as *mut c_void,
+        ];
+        // SAFETY: saxpy's four parameters, live for the call; live function and stream (the
+        // fixture runs nothing).
+        let rc = unsafe {
+            (d.cuLaunchKernel)(
+                f,
+                cfg.grid.x,
+                1,
+                1,
+                cfg.block.x,
+                1,
+                1,
+                0,
+                s,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!("cuLaunchKernel: {rc}").into())
+        }
+    };
+    let prepared = saxpy.prepare(&stream, cfg, &args![&a, &x, &mut y, &n])?;
+    three_runs("PreparedLaunch::launch", &stream, raw, || {
+        // SAFETY: saxpy's arguments, as prepared; the fixture runs nothing.
+        unsafe { prepared.launch(&mut args![&a, &x, &mut y, &n]) }?;
+        Ok(())
+    })?;
+    drop(prepared);
+    three_runs("Kernel::launch", &stream, raw, || {
+        // SAFETY: saxpy's arguments; the fixture runs nothing.
+        unsafe { saxpy.launch(&stream, cfg, &mut args![&a, &x, &mut y, &n]) }?;
+        Ok(())
+    })?;
+    Ok(())
+}
