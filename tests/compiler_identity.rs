@@ -233,8 +233,6 @@ extern "C" __global__ void twice(float* x, unsigned n) {
 /// `cache` and its identity in `ids`; compiles SOURCE for sm_90 and says where it came from.
 fn origin(toolkit: &Path, cache: &Path, ids: &Path) -> Origin {
     let jit = Jit::new(JitOptions {
-        // nvcc's toolkit is what these tests change (Auto would take NVRTC beside it).
-        compiler: Some(hipjit::compiler::selection::CompilerChoice::Nvcc),
         compiler_config: CompilerConfig {
             nvcc: Some(toolkit.join("bin/nvcc")),
             identity_dir: Some(ids.to_path_buf()),
