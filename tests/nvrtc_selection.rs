@@ -216,18 +216,27 @@ fn nvrtc_through_a_worker_process_gives_the_in_process_result() {
 }
 
 #[test]
-fn nvrtc_compiles_half_through_the_toolkit_headers_beside_it() {
+fn nvrtc_compiles_half_through_the_toolkit_headers_beside_it_which_its_identity_covers() {
     let source = "#include <hip/hip_fp16.h>\n\
                   extern \"C\" __global__ void h(__half* x) { x[0] = __float2half(2.0f); }\n";
     let c = jit(CompilerChoice::Nvrtc, home(), None)
         .compile(source, &sm90())
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(c.cubin().unwrap().kernels()[0].name, "h");
+    let include = c
+        .command()
+        .iter()
+        .find_map(|o| o.strip_prefix("-I"))
+        .unwrap_or_else(|| panic!("the toolkit's headers were not handed: {:?}", c.command()));
+    let id = jit(CompilerChoice::Nvrtc, home(), None)
+        .compiler_for(source, &sm90())
+        .unwrap()
+        .backend
+        .identity()
+        .clone();
     assert!(
-        c.command()
-            .iter()
-            .any(|o| o.starts_with("-I") && o.ends_with("include")),
-        "the toolkit's headers were not handed: {:?}",
-        c.command()
+        id.covered.iter().any(|d| d == Path::new(include)),
+        "{include} is not covered by {:?}",
+        id.covered
     );
 }

@@ -12,8 +12,8 @@
 //! refused ([`RtcError::Arch`]; hipcc compiles them into one bundle). NVRTC gets nvcc's:
 //! `-arch=sm_NN`, the standard, hipjit's prelude force-included (handed in memory,
 //! [`super::nvrtc::prelude_headers`]), `--use_fast_math`, `-lineinfo`, the defines, `-I` of the
-//! CUDA toolkit's headers for a source that names them ([`NvrtcBackend::options`]), the extra
-//! flags. NVRTC has no
+//! CUDA toolkit's headers beside NVRTC (covered by its identity, not walked for the manifest:
+//! [`NvRtc::compile`]), the extra flags. NVRTC has no
 //! optimisation levels: `-O3` (the default) is what it does, any other level is refused.
 //! Neither writes LLVM IR or assembly dumps: asking for them is refused by name.
 
@@ -50,8 +50,10 @@ pub struct HipRtcBackend {
 pub struct NvrtcBackend {
     /// The library.
     pub library: Arc<NvRtc>,
-    /// Its identity ([`crate::compiler::identity::identify_library`]): the library and its
-    /// builtins (the toolkit's headers are in each compile's header manifest instead).
+    /// Its identity ([`crate::compiler::identity::identify_library`]): the library, its
+    /// builtins, and the toolkit's headers beside it as a covered directory (as hipcc's own
+    /// headers are: a fresh process checks the directories by `stat`, so a file added,
+    /// removed or replaced by a rename there, as package managers do, changes the identity).
     pub identity: CompilerIdentity,
     /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`]).
     pub cuda_include: Option<PathBuf>,
@@ -184,7 +186,7 @@ impl NvrtcBackend {
             library.path(),
             version,
             || library.identity_files(),
-            Vec::new(),
+            cuda_include.iter().cloned().collect(),
             identity_dir,
         )
         .map_err(identity_error("NVRTC"))?;
@@ -197,18 +199,9 @@ impl NvrtcBackend {
     }
 
     /// The options handed to NVRTC for `source` and `options` (see the module documentation).
-    /// The CUDA toolkit's header directory goes in (`-I`) only for a source that names
-    /// something of it (`fp16`, `bf16` or `cuda` in its text, as `hip/hip_fp16.h`,
-    /// `cuda_fp16.h` and the `cuda/` headers do): every file there then enters the header
-    /// manifest (NVRTC reports no dependency list), which is hashed on each compile. Without
-    /// it such an include fails to compile; it never reads a header the key does not cover.
     ///
     /// Errors: [`RtcError::Arch`] for an optimisation level other than 3.
-    pub fn options(
-        &self,
-        source: &[u8],
-        options: &CompileOptions,
-    ) -> Result<Vec<String>, RtcError> {
+    pub fn options(&self, options: &CompileOptions) -> Result<Vec<String>, RtcError> {
         let sm = options.sm_targets[0];
         if options.opt_level != OptLevel::O3 {
             return Err(RtcError::Arch {
@@ -232,11 +225,8 @@ impl NvrtcBackend {
             o.push("-lineinfo".into());
         }
         push_defines(&mut o, options);
-        let names_cuda = |needle: &[u8]| source.windows(needle.len()).any(|w| w == needle);
-        if names_cuda(b"fp16") || names_cuda(b"bf16") || names_cuda(b"cuda") {
-            if let Some(dir) = &self.cuda_include {
-                o.push(format!("-I{}", dir.display()));
-            }
+        if let Some(dir) = &self.cuda_include {
+            o.push(format!("-I{}", dir.display()));
         }
         o.extend(options.extra_flags.iter().cloned());
         Ok(o)
@@ -399,7 +389,7 @@ impl Backend {
     pub fn check_options(&self, options: &CompileOptions) -> Result<(), CompileError> {
         match self {
             Backend::HipRtc(b) => b.options(options).map(drop).map_err(in_process),
-            Backend::Nvrtc(b) => b.options(b"", options).map(drop).map_err(in_process),
+            Backend::Nvrtc(b) => b.options(options).map(drop).map_err(in_process),
             Backend::Hipcc(_) | Backend::Nvcc(..) => Ok(()),
         }
     }
@@ -423,7 +413,7 @@ impl Backend {
                 in_process_key(source, options, &handed, &b.identity, &[], extra)
             }
             Backend::Nvrtc(b) => {
-                let handed = b.options(source, options).unwrap_or_default();
+                let handed = b.options(options).unwrap_or_default();
                 in_process_key(source, options, &handed, &b.identity, &b.headers(), extra)
             }
         }
@@ -482,7 +472,7 @@ impl Backend {
                     rest
                 };
                 BackendKind::Nvrtc.check_extra_flags(&not_include)?;
-                let handed = b.options(source, options).map_err(in_process)?;
+                let handed = b.options(options).map_err(in_process)?;
                 let headers = b.headers();
                 let started = std::time::Instant::now();
                 let input = RtcInput {
