@@ -20,8 +20,9 @@
 # NVRTC against nvcc through Jit::load itself.
 #
 # The machine needs the NVIDIA driver, nvcc (HIPJIT_NVCC, default /usr/local/cuda/bin/nvcc) and
-# python3 with torch, CuPy and pytest; no Rust, no registry, no maturin. Build the binaries where Rust is (scripts/build-device-bin.sh
-# puts them in .device-bin/), carry that folder, then run:
+# python3 with torch, CuPy and pytest; no Rust, no registry, no maturin. Build the binaries and
+# the wheel where Rust is (scripts/build-device-bin.sh puts them in .device-bin/), carry that
+# folder, then run:
 #
 #   scripts/h200.sh [BIN_DIR]        # BIN_DIR defaults to .device-bin
 #
