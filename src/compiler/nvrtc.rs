@@ -278,7 +278,9 @@ impl NvRtc {
     /// directory of the program's name, relative to the process's working directory). NVRTC
     /// reports no dependency list (13.5 rejects `-M`, `-MD`), so the dependencies are every
     /// regular file under every include directory, those of `input.include_dirs` by index and
-    /// those of `-I` options as absolute paths (at most [`rtc::MAX_TRACKED_FILES`]): editing,
+    /// those of `-I` options as absolute paths (at most [`rtc::MAX_TRACKED_FILES`]), except the
+    /// CUDA toolkit's headers beside this NVRTC ([`NvRtc::include_dir`]), which belong to the
+    /// compiler and its identity: editing,
     /// adding or removing any of them changes the header manifest. A file named by an absolute
     /// path in an `#include` directive is read by NVRTC and cannot be tracked.
     ///
@@ -334,10 +336,18 @@ impl NvRtc {
                 });
             }
         }
+        // The toolkit's own headers beside this NVRTC belong to the compiler: its identity
+        // covers them (about 2,500 files in PyPI's CUDA 13, walked for nothing on every compile).
+        let own = self
+            .include_dir()
+            .and_then(|d| std::fs::canonicalize(d).ok());
         for dir in rtc::include_dirs_in_options(input.options) {
             let dir = std::env::current_dir()
                 .map(|cwd| cwd.join(&dir))
                 .unwrap_or(dir);
+            if own.is_some() && std::fs::canonicalize(&dir).ok() == own {
+                continue;
+            }
             for name in walk(&dir, &mut budget)? {
                 let path = dir.join(name);
                 dependencies.push(Dependency {
