@@ -240,3 +240,40 @@ fn nvrtc_compiles_half_through_the_toolkit_headers_beside_it_which_its_identity_
         id.covered
     );
 }
+
+/// A `consteval` helper without an execution-space attribute: nvcc compiles it for the host and
+/// evaluates it for device code (examples/nvidia_e2e.rs's front-door source).
+const UNANNOTATED_HELPERS: &str = r#"
+#include <hip/hip_runtime.h>
+consteval long long sq(long long x) { return x * x; }
+extern "C" __global__ void front(long long* out) {
+    out[0] = __cplusplus;
+    out[1] = SCALE * sq(3);
+}
+"#;
+
+#[test]
+fn a_source_nvcc_accepts_with_an_unannotated_helper_compiles_under_nvrtc_to_the_same_code() {
+    let home = home();
+    let mut options = sm90().define("SCALE", "3");
+    options.std = hipjit::compiler::CxxStd::Cxx20;
+    let by_nvcc = jit(CompilerChoice::Nvcc, home, None)
+        .compile(UNANNOTATED_HELPERS, &options)
+        .unwrap_or_else(|e| panic!("nvcc: {e}"));
+    let by_nvrtc = jit(CompilerChoice::Nvrtc, home, None)
+        .compile(UNANNOTATED_HELPERS, &options)
+        .unwrap_or_else(|e| panic!("NVRTC refused what nvcc accepts: {e}"));
+    assert_eq!(by_nvrtc.compiler().kind, CompilerKind::Nvrtc);
+    let code = |c: &hipjit::jit::Compiled| {
+        c.cubin()
+            .expect("a cubin")
+            .kernel_code("front")
+            .unwrap()
+            .to_vec()
+    };
+    assert_eq!(
+        code(&by_nvrtc),
+        code(&by_nvcc),
+        "NVRTC's SASS for `front` differs from nvcc's"
+    );
+}

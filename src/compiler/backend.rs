@@ -217,6 +217,7 @@ impl NvrtcBackend {
             super::nvrtc::arch_option(sm),
             BackendKind::Nvrtc.std_flag(options.std, &self.identity),
             "--pre-include=hip/hip_runtime.h".to_owned(),
+            super::nvrtc::DEFAULT_DEVICE.to_owned(),
         ];
         if options.fast_math {
             o.push("--use_fast_math".into());

@@ -82,6 +82,15 @@ pub fn prelude_headers(cuda_include: Option<&Path>) -> Vec<(String, Vec<u8>)> {
     ]
 }
 
+/// `-default-device`: functions without an execution-space attribute are device functions.
+///
+/// nvcc compiles such a function for the host and lets device code use it where a constant is
+/// needed (a `consteval` or `constexpr` helper); NVRTC 13 refuses the declaration itself ("host
+/// functions are not allowed in JIT mode"). hipjit hands only device code to the GPU, so with
+/// this option a source nvcc accepts compiles under NVRTC too; a function marked `__host__`
+/// alone is still refused by NVRTC.
+pub const DEFAULT_DEVICE: &str = "-default-device";
+
 /// The options compiling HIP source through the prelude to a cubin for `target`, as nvcc's
 /// command does (`-arch=sm_NN -std=c++17`, the prelude force-included), plus `-I` for the
 /// toolkit's headers when known.
@@ -90,6 +99,7 @@ pub fn hip_options(target: SmTarget, cuda_include: Option<&Path>) -> Vec<String>
         arch_option(target),
         "-std=c++17".to_owned(),
         "--pre-include=hip/hip_runtime.h".to_owned(),
+        DEFAULT_DEVICE.to_owned(),
     ];
     if let Some(dir) = cuda_include {
         o.push(format!("-I{}", dir.display()));
