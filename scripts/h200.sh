@@ -8,8 +8,8 @@
 # on a machine with two or more GPUs, several GPUs in one process (examples/nvidia_multi_gpu.rs:
 # saxpy on both from one Jit, a 1 GiB peer copy with its bandwidth, an event from GPU 0's
 # stream waited on by GPU 1's, drop order), skipped with a SKIP line when fewer than two; then
-# the Python package (its wheel from .device-bin installed into a venv made with
-# --system-site-packages for torch and CuPy): python/gpu_tests with pytest (saxpy on torch
+# the Python package (its wheel from .device-bin unpacked into a directory on PYTHONPATH, beside
+# the machine's torch, CuPy and pytest): python/gpu_tests with pytest (saxpy on torch
 # tensors, a non-default current stream, torch.cuda.graph capturing 100 launches replayed 10
 # times, a load refused inside a global capture, CuPy arrays, DLPack) and the launch-overhead
 # comparison with CuPy (python/bench/launch_overhead.py).
@@ -87,15 +87,13 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-# A venv with the system's torch, CuPy and pytest, and hipjit's wheel from $bin.
-python_venv() {
-    venv="$(mktemp -d)/venv"
-    # Without ensurepip (no python3-venv package), a venv without its own pip uses the
-    # system's pip through --system-site-packages.
-    python3 -m venv --system-site-packages "$venv" 2>/dev/null ||
-        python3 -m venv --system-site-packages --without-pip "$venv"
-    "$venv/bin/python" -m pip install -q --no-index --no-deps "$bin"/hipjit-*.whl || {
-        venv=""
+# hipjit's wheel from $bin unpacked into a directory put on PYTHONPATH. Not a venv: on the
+# device machine pytest and CuPy are installed where a venv made with --system-site-packages
+# does not see them (the first run found neither).
+python_package() {
+    pydir="$(mktemp -d)/site"
+    python3 -m pip install -q --no-index --no-deps --target "$pydir" "$bin"/hipjit-*.whl || {
+        pydir=""
         return 1
     }
 }
@@ -139,14 +137,15 @@ run_all() {
             torch_stream "$compiler"
     done
 
-    local venv=""
-    step "the Python package: the wheel installed into a venv" python_venv
-    if [ -n "$venv" ]; then
-        step "the Python package: import time" "$venv/bin/python" python/bench/import_time.py
+    local pydir=""
+    step "the Python package: the wheel installed into a directory on PYTHONPATH" python_package
+    if [ -n "$pydir" ]; then
+        step "the Python package: import time" \
+            env PYTHONPATH="$pydir" python3 python/bench/import_time.py
         step "the Python package: python/gpu_tests (pytest)" \
-            "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra python/gpu_tests
+            env PYTHONPATH="$pydir" python3 -m pytest -p no:cacheprovider -q -ra python/gpu_tests
         step "the Python package: launch overhead against CuPy" \
-            "$venv/bin/python" python/bench/launch_overhead.py
+            env PYTHONPATH="$pydir" python3 python/bench/launch_overhead.py
     fi
 
     local gpus

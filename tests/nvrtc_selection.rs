@@ -277,3 +277,53 @@ fn a_source_nvcc_accepts_with_an_unannotated_helper_compiles_under_nvrtc_to_the_
         "NVRTC's SASS for `front` differs from nvcc's"
     );
 }
+
+/// Macros nvcc's sources get from the host's `<math.h>` and `<limits.h>` through
+/// `<cuda_runtime.h>` (examples/downstream's softmax starts its maximum at `-INFINITY`).
+const HOST_MACROS: &str = r#"
+#include <hip/hip_runtime.h>
+constexpr float kInf = INFINITY;
+extern "C" __global__ void host_macros(float* f, double* d, long long* i) {
+    f[0] = -kInf;
+    f[1] = NAN;
+    f[2] = HUGE_VALF;
+    d[0] = HUGE_VAL;
+    d[1] = M_PI * M_SQRT2 + M_E + M_LN2;
+    i[0] = INT_MAX;
+    i[1] = INT_MIN;
+    i[2] = UINT_MAX;
+    i[3] = LLONG_MIN;
+    i[4] = CHAR_BIT + SHRT_MAX + UCHAR_MAX;
+}
+"#;
+
+#[test]
+fn math_and_limits_macros_compile_under_nvrtc_to_nvccs_code() {
+    let home = home();
+    for std in [
+        hipjit::compiler::CxxStd::Cxx14,
+        hipjit::compiler::CxxStd::Cxx17,
+        hipjit::compiler::CxxStd::Cxx20,
+    ] {
+        let mut options = sm90();
+        options.std = std;
+        let by_nvcc = jit(CompilerChoice::Nvcc, home, None)
+            .compile(HOST_MACROS, &options)
+            .unwrap_or_else(|e| panic!("nvcc, {std:?}: {e}"));
+        let by_nvrtc = jit(CompilerChoice::Nvrtc, home, None)
+            .compile(HOST_MACROS, &options)
+            .unwrap_or_else(|e| panic!("NVRTC refused what nvcc accepts, {std:?}: {e}"));
+        let code = |c: &hipjit::jit::Compiled| {
+            c.cubin()
+                .expect("a cubin")
+                .kernel_code("host_macros")
+                .unwrap()
+                .to_vec()
+        };
+        assert_eq!(
+            code(&by_nvrtc),
+            code(&by_nvcc),
+            "{std:?}: NVRTC's SASS for `host_macros` differs from nvcc's"
+        );
+    }
+}
