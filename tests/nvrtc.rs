@@ -419,3 +419,24 @@ fn an_unknown_option_is_a_diagnostic_without_a_file() {
         (None, "unrecognized option -Wall found")
     );
 }
+
+#[test]
+fn the_toolkit_headers_beside_nvrtc_are_not_walked_but_an_other_i_option_is() {
+    let rtc = nvrtc();
+    let toolkit = rtc
+        .include_dir()
+        .expect("PyPI's nvidia/cu13/include beside the library");
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("shape.h"), "#define WIDTH 7\n").unwrap();
+    let mut options = nvrtc::hip_options(SmTarget::new(90), Some(&toolkit));
+    options.push(format!("-I{}", other.path().display()));
+    let headers = nvrtc::prelude_headers(Some(&toolkit));
+    let out = rtc
+        .compile(&RtcInput {
+            headers: &headers,
+            ..input(INCLUDES.as_bytes(), &options)
+        })
+        .unwrap();
+    let paths: Vec<&Path> = out.dependencies.iter().map(|d| d.path.as_path()).collect();
+    assert_eq!(paths, [other.path().join("shape.h").as_path()]);
+}

@@ -103,7 +103,7 @@ def test_cupy_arrays_as_arguments(saxpy):
     class Cai:
         __cuda_array_interface__ = y.__cuda_array_interface__
     saxpy(blocks(n), 256, 1.0, x, Cai(), n, stream=stream.ptr)
-    saxpy(blocks(n), 256, 1.0, x, y.toDlpack(), n, stream=stream)
+    saxpy(blocks(n), 256, 1.0, x, y.__dlpack__(), n, stream=stream)
     stream.synchronize()
     assert bool((y == 4.0 * cupy.arange(n, dtype=cupy.float32) + 1.0).all())
 
