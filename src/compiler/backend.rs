@@ -23,7 +23,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cache::key::{self, hex, sha256, CacheKey, KeyInputs, KeyRecord, TrackedHeader};
+use parking_lot::Mutex;
+
 use crate::compiler::hiprtc::HipRtc;
+use crate::compiler::library_search::{self, LibrarySearch};
 use crate::compiler::nvcc::{Nvcc, NvccError};
 use crate::compiler::nvrtc::NvRtc;
 use crate::compiler::rtc::{RtcError, RtcInput, RtcOutput};
@@ -34,22 +37,88 @@ use crate::compiler::{
 };
 use crate::runtime::Platform;
 
-/// hipRTC opened, with its identity.
+/// An in-process compiler's library: its file, known without loading it (a disk hit never
+/// loads it: [`library_search`]), and the library loaded at the first compile, once, under a
+/// lock (a load that fails is tried again at the next compile).
+pub struct RtcLibrary<T> {
+    path: PathBuf,
+    loaded: Mutex<Option<Arc<T>>>,
+}
+
+impl<T> std::fmt::Debug for RtcLibrary<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RtcLibrary")
+            .field("path", &self.path)
+            .field("loaded", &self.is_loaded())
+            .finish()
+    }
+}
+
+impl<T> RtcLibrary<T> {
+    /// The library in `path`, not loaded yet.
+    pub fn unloaded(path: PathBuf) -> RtcLibrary<T> {
+        RtcLibrary {
+            path,
+            loaded: Mutex::new(None),
+        }
+    }
+
+    /// `library`, already loaded from `path`.
+    pub fn loaded(path: PathBuf, library: T) -> RtcLibrary<T> {
+        RtcLibrary {
+            path,
+            loaded: Mutex::new(Some(Arc::new(library))),
+        }
+    }
+
+    /// The library's file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Whether it has been loaded into this process by this value.
+    pub fn is_loaded(&self) -> bool {
+        self.loaded.lock().is_some()
+    }
+
+    /// The library, loaded with `load` from [`RtcLibrary::path`] unless it was before.
+    ///
+    /// Errors: `load`'s ([`RtcError::Open`], [`RtcError::MissingSymbol`]).
+    pub fn get(
+        &self,
+        load: impl FnOnce(&std::path::Path) -> Result<T, RtcError>,
+    ) -> Result<Arc<T>, RtcError> {
+        let mut slot = self.loaded.lock();
+        if let Some(l) = &*slot {
+            return Ok(l.clone());
+        }
+        let l = Arc::new(load(&self.path)?);
+        *slot = Some(l.clone());
+        Ok(l)
+    }
+}
+
+/// hipRTC found, with its identity; loaded at its first compile.
 #[derive(Clone, Debug)]
 pub struct HipRtcBackend {
-    /// The library.
-    pub library: Arc<HipRtc>,
+    /// The library ([`HipRtc`]).
+    pub library: Arc<RtcLibrary<HipRtc>>,
+    /// HIP's major version of it ([`crate::compiler::hiprtc::hip_major_of`]; 0 when its file
+    /// name does not tell).
+    pub major: u32,
     /// Its identity ([`crate::compiler::identity::identify_library`]).
     pub identity: CompilerIdentity,
     /// Compile in worker processes ([`crate::compiler::worker`]) rather than in this one.
     pub worker: Option<WorkerConfig>,
 }
 
-/// NVRTC opened, with its identity and the CUDA headers beside it.
+/// NVRTC found, with its identity and the CUDA headers beside it; loaded at its first compile.
 #[derive(Clone, Debug)]
 pub struct NvrtcBackend {
-    /// The library.
-    pub library: Arc<NvRtc>,
+    /// The library ([`NvRtc`]).
+    pub library: Arc<RtcLibrary<NvRtc>>,
+    /// CUDA's major version of it (`nvrtcVersion`; 0 when it did not tell).
+    pub major: u32,
     /// Its identity ([`crate::compiler::identity::identify_library`]): the library, its
     /// builtins, and the toolkit's headers beside it as a covered directory (as hipcc's own
     /// headers are: a fresh process checks the directories by `stat`, so a file added,
@@ -77,8 +146,26 @@ pub enum Backend {
 }
 
 impl HipRtcBackend {
-    /// Opens hipRTC ([`HipRtc::open`], beside `runtime_library` when given) and reads its
-    /// identity, remembered in `identity_dir` (else the per-user default).
+    /// hipRTC as the search beside `runtime_library` found it before, with its identity, from
+    /// the memo in `identity_dir` (else the per-user default) when nothing it depends on
+    /// changed ([`library_search::recall`]); nothing is loaded. `None` otherwise.
+    pub fn recall(
+        search: &LibrarySearch,
+        identity_dir: Option<&std::path::Path>,
+    ) -> Option<HipRtcBackend> {
+        let r = library_search::recall(search, |_| Vec::new(), identity_dir)?;
+        Some(HipRtcBackend {
+            library: Arc::new(RtcLibrary::unloaded(r.location.library)),
+            major: r.location.major,
+            identity: r.identity,
+            worker: None,
+        })
+    }
+
+    /// Finds hipRTC ([`HipRtc::open`], beside `runtime_library` when given) and reads its
+    /// identity, remembered in `identity_dir` (else the per-user default). When the same
+    /// search found the same unchanged library before ([`HipRtcBackend::recall`]) the library
+    /// is not loaded: it is at its first compile ([`HipRtcBackend::loaded`]).
     ///
     /// Errors: the [`RtcError`] of opening it; [`RtcError::Call`] naming the identity's file
     /// that could not be read.
@@ -86,7 +173,34 @@ impl HipRtcBackend {
         runtime_library: Option<&std::path::Path>,
         identity_dir: Option<&std::path::Path>,
     ) -> Result<HipRtcBackend, RtcError> {
+        let search = HipRtc::search(runtime_library);
+        if let Some(b) = Self::recall(&search, identity_dir) {
+            return Ok(b);
+        }
         let library = HipRtc::open(runtime_library)?;
+        let location = Self::location(&library);
+        let identity = super::identity::identify_library(
+            CompilerKind::Hiprtc,
+            library.path(),
+            location.version.clone(),
+            || library.identity_files(),
+            Vec::new(),
+            identity_dir,
+        )
+        .map_err(identity_error("hipRTC"))?;
+        library_search::remember(&search, &location, identity_dir);
+        Ok(HipRtcBackend {
+            library: Arc::new(RtcLibrary::loaded(location.library, library)),
+            major: location.major,
+            identity,
+            worker: None,
+        })
+    }
+
+    /// Where `library` is, its version text (the file's name, HIP's major version and
+    /// `hiprtcVersion`) and HIP's major version, as the search memo remembers them
+    /// ([`library_search`]).
+    pub fn location(library: &HipRtc) -> library_search::Location {
         let name = library
             .path()
             .file_name()
@@ -100,20 +214,18 @@ impl HipRtcBackend {
                 .version()
                 .map_or_else(|| "?".to_owned(), |(a, b)| format!("{a}.{b}"))
         );
-        let identity = super::identity::identify_library(
-            CompilerKind::Hiprtc,
-            library.path(),
+        library_search::Location {
+            library: library.path().to_path_buf(),
             version,
-            || library.identity_files(),
-            Vec::new(),
-            identity_dir,
-        )
-        .map_err(identity_error("hipRTC"))?;
-        Ok(HipRtcBackend {
-            library: Arc::new(library),
-            identity,
-            worker: None,
-        })
+            major: library.hip_major().unwrap_or(0),
+        }
+    }
+
+    /// The library, loaded now ([`HipRtc::open_path`]) unless it was before.
+    ///
+    /// Errors: [`RtcError::Open`], [`RtcError::MissingSymbol`].
+    pub fn loaded(&self) -> Result<Arc<HipRtc>, RtcError> {
+        self.library.get(HipRtc::open_path)
     }
 
     /// The options handed to hipRTC for `options` (see the module documentation).
@@ -159,9 +271,33 @@ impl HipRtcBackend {
 }
 
 impl NvrtcBackend {
-    /// Opens NVRTC ([`NvRtc::open`], beside `nvcc` when given) and reads its identity (the
+    /// NVRTC as the search beside `nvcc` found it before, with its identity, from the memo in
+    /// `identity_dir` (else the per-user default) when nothing it depends on changed
+    /// ([`library_search::recall`]); nothing is loaded. `None` otherwise.
+    pub fn recall(
+        search: &LibrarySearch,
+        identity_dir: Option<&std::path::Path>,
+    ) -> Option<NvrtcBackend> {
+        let covered = |lib: &std::path::Path| {
+            super::nvrtc::include_dir_of(lib)
+                .into_iter()
+                .collect::<Vec<_>>()
+        };
+        let r = library_search::recall(search, covered, identity_dir)?;
+        Some(NvrtcBackend {
+            cuda_include: super::nvrtc::include_dir_of(&r.location.library),
+            library: Arc::new(RtcLibrary::unloaded(r.location.library)),
+            major: r.location.major,
+            identity: r.identity,
+            worker: None,
+        })
+    }
+
+    /// Finds NVRTC ([`NvRtc::open`], beside `nvcc` when given) and reads its identity (the
     /// library, its builtins and the CUDA headers beside it), remembered in `identity_dir`
-    /// (else the per-user default).
+    /// (else the per-user default). When the same search found the same unchanged library
+    /// before ([`NvrtcBackend::recall`]) the library is not loaded: it is at its first compile
+    /// ([`NvrtcBackend::loaded`]).
     ///
     /// Errors: the [`RtcError`] of opening it; [`RtcError::Call`] naming the identity's file
     /// that could not be read.
@@ -169,8 +305,35 @@ impl NvrtcBackend {
         nvcc: Option<&std::path::Path>,
         identity_dir: Option<&std::path::Path>,
     ) -> Result<NvrtcBackend, RtcError> {
+        let search = NvRtc::search(nvcc);
+        if let Some(b) = Self::recall(&search, identity_dir) {
+            return Ok(b);
+        }
         let library = NvRtc::open(nvcc)?;
         let cuda_include = library.include_dir();
+        let location = Self::location(&library);
+        let identity = super::identity::identify_library(
+            CompilerKind::Nvrtc,
+            library.path(),
+            location.version.clone(),
+            || library.identity_files(),
+            cuda_include.iter().cloned().collect(),
+            identity_dir,
+        )
+        .map_err(identity_error("NVRTC"))?;
+        library_search::remember(&search, &location, identity_dir);
+        Ok(NvrtcBackend {
+            library: Arc::new(RtcLibrary::loaded(location.library, library)),
+            major: location.major,
+            identity,
+            cuda_include,
+            worker: None,
+        })
+    }
+
+    /// Where `library` is, its version text (the file's name and `nvrtcVersion`) and CUDA's
+    /// major version, as the search memo remembers them ([`library_search`]).
+    pub fn location(library: &NvRtc) -> library_search::Location {
         let version = format!(
             "NVRTC {} (nvrtcVersion {})\n",
             library
@@ -181,21 +344,18 @@ impl NvrtcBackend {
                 .version()
                 .map_or_else(|| "?".to_owned(), |(a, b)| format!("{a}.{b}"))
         );
-        let identity = super::identity::identify_library(
-            CompilerKind::Nvrtc,
-            library.path(),
+        library_search::Location {
+            library: library.path().to_path_buf(),
             version,
-            || library.identity_files(),
-            cuda_include.iter().cloned().collect(),
-            identity_dir,
-        )
-        .map_err(identity_error("NVRTC"))?;
-        Ok(NvrtcBackend {
-            library: Arc::new(library),
-            identity,
-            cuda_include,
-            worker: None,
-        })
+            major: library.version().map_or(0, |(m, _)| m.max(0) as u32),
+        }
+    }
+
+    /// The library, loaded now ([`NvRtc::open_path`]) unless it was before.
+    ///
+    /// Errors: [`RtcError::Open`], [`RtcError::MissingSymbol`].
+    pub fn loaded(&self) -> Result<Arc<NvRtc>, RtcError> {
+        self.library.get(NvRtc::open_path)
     }
 
     /// The options handed to NVRTC for `source` and `options` (see the module documentation).
@@ -453,7 +613,7 @@ impl Backend {
                 };
                 let out = match &b.worker {
                     Some(w) => worker::compile(w, RtcKind::HipRtc, b.library.path(), &input),
-                    None => b.library.compile(&input),
+                    None => b.loaded().and_then(|l| l.compile(&input)),
                 }
                 .map_err(in_process)?;
                 Ok(rtc_output(b.library.path(), handed, out, started.elapsed()))
@@ -485,7 +645,7 @@ impl Backend {
                 };
                 let out = match &b.worker {
                     Some(w) => worker::compile(w, RtcKind::Nvrtc, b.library.path(), &input),
-                    None => b.library.compile(&input),
+                    None => b.loaded().and_then(|l| l.compile(&input)),
                 }
                 .map_err(in_process)?;
                 Ok(rtc_output(b.library.path(), handed, out, started.elapsed()))

@@ -85,6 +85,17 @@ pub fn arch_option(target: &TargetId) -> String {
     format!("--gpu-architecture={target}")
 }
 
+/// HIP's major version of the hipRTC in `library`, from its file name: `libhiprtc.so.N...`
+/// gives N, `libamdhip64.so.5...` (which holds hipRTC in HIP 5.x) gives 5; `None` for a file
+/// named otherwise.
+pub fn hip_major_of(library: &Path) -> Option<u32> {
+    let name = library.file_name()?.to_str()?;
+    let rest = name
+        .strip_prefix("libhiprtc.so.")
+        .or_else(|| name.strip_prefix("libamdhip64.so."))?;
+    rest.split('.').next()?.parse().ok()
+}
+
 impl HipRtc {
     /// Opens hipRTC from `HIPJIT_HIPRTC_LIBRARY`, else beside `runtime_library` (the file the
     /// HIP runtime was loaded from, [`crate::runtime::Runtime::path`]), else through the dynamic
@@ -134,6 +145,30 @@ impl HipRtc {
             compiler: COMPILER,
             tried,
         })
+    }
+
+    /// What [`HipRtc::open`] with `runtime_library` reads and where it looks, for remembering
+    /// its end ([`super::library_search`]): `HIPJIT_HIPRTC_LIBRARY` and the file it names, the
+    /// runtime's path and its directory (the dynamic loader's part is added there). Loads
+    /// nothing.
+    pub fn search(runtime_library: Option<&Path>) -> super::library_search::LibrarySearch {
+        let var = std::env::var_os(HIPRTC_LIBRARY_ENV).filter(|v| !v.is_empty());
+        let mut places = Vec::new();
+        if let Some(v) = &var {
+            places.push(PathBuf::from(v));
+        }
+        if let Some(runtime) = runtime_library {
+            places.push(runtime.to_path_buf());
+            places.push(runtime.parent().unwrap_or(Path::new(".")).to_path_buf());
+        }
+        super::library_search::LibrarySearch::new(
+            super::identity::CompilerKind::Hiprtc,
+            &[
+                (HIPRTC_LIBRARY_ENV, var.as_deref()),
+                ("runtime", runtime_library.map(Path::as_os_str)),
+            ],
+            places,
+        )
     }
 
     /// Opens hipRTC from `path` exactly.
@@ -271,11 +306,7 @@ impl HipRtc {
     /// not tell): `libhiprtc.so.N...` gives N, the hipRTC inside `libamdhip64.so.5...` gives 5.
     /// `None` for a file named otherwise.
     pub fn hip_major(&self) -> Option<u32> {
-        let name = self.lib.path.file_name()?.to_str()?;
-        let rest = name
-            .strip_prefix("libhiprtc.so.")
-            .or_else(|| name.strip_prefix("libamdhip64.so."))?;
-        rest.split('.').next()?.parse().ok()
+        hip_major_of(&self.lib.path)
     }
 
     /// `hiprtcVersion`'s answer. It does not identify a build: 5.2.3 and 6.4.3 both say 9.0.

@@ -388,7 +388,7 @@ fn fingerprint(
     Ok(identity)
 }
 
-fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsString)]) -> String {
+pub(crate) fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsString)]) -> String {
     let mut h = Sha256::new();
     let mut item = |b: &[u8]| {
         h.update((b.len() as u64).to_le_bytes());
@@ -410,15 +410,22 @@ fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsString)]) ->
     )
 }
 
-fn read_memo(file: &Path, resolved: &Path) -> Option<CompilerIdentity> {
+/// The bytes of `file` when it is a regular file of this user that nobody else can write (a
+/// memo another user could have forged is ignored), at most 64 MiB.
+pub(crate) fn read_private(file: &Path) -> Option<Vec<u8>> {
     let m = std::fs::symlink_metadata(file).ok()?;
-    // Ours only: a regular file of this user, writable by nobody else.
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
     if !m.file_type().is_file() || m.uid() != uid || m.mode() & 0o022 != 0 || m.len() > 64 << 20 {
         return None;
     }
-    let bytes = std::fs::read(file).ok()?;
+    std::fs::read(file).ok()
+}
+
+/// The identity remembered in `file` for the compiler at `resolved`, when every file it
+/// recorded is unchanged by `stat`.
+pub(crate) fn read_memo(file: &Path, resolved: &Path) -> Option<CompilerIdentity> {
+    let bytes = read_private(file)?;
     let memo: Memo = rmp_serde::from_slice(&bytes).ok()?;
     if memo.format != MEMO_FORMAT || memo.identity.path != resolved || memo.stats.is_empty() {
         return None;
@@ -430,18 +437,24 @@ fn read_memo(file: &Path, resolved: &Path) -> Option<CompilerIdentity> {
 }
 
 fn write_memo(file: &Path, identity: &CompilerIdentity, stats: Vec<(Vec<u8>, FileStat)>) {
-    let Some(dir) = file.parent() else { return };
     let memo = Memo {
         format: MEMO_FORMAT,
         identity: identity.clone(),
         stats,
     };
+    write_private(file, &memo);
+}
+
+/// Writes `value` (MessagePack) to `file` in a directory of mode 0700, by an atomic rename of a
+/// synced temporary file; a failure only means nothing is remembered (logged at debug level).
+pub(crate) fn write_private(file: &Path, value: &impl Serialize) {
+    let Some(dir) = file.parent() else { return };
     let written = (|| -> std::io::Result<()> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)?;
-        let bytes = rmp_serde::to_vec(&memo).map_err(std::io::Error::other)?;
+        let bytes = rmp_serde::to_vec(value).map_err(std::io::Error::other)?;
         let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
         std::io::Write::write_all(&mut tmp, &bytes)?;
         tmp.as_file().sync_all()?;

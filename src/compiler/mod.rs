@@ -34,6 +34,7 @@ pub mod discovery;
 pub mod flags;
 pub mod hiprtc;
 pub mod identity;
+pub mod library_search;
 pub mod nvcc;
 pub mod nvrtc;
 pub mod options;

@@ -212,6 +212,14 @@ fn newest_in(dir: &Path) -> Option<PathBuf> {
     best.map(|(_, p)| p)
 }
 
+/// The CUDA toolkit's header directory belonging to the NVRTC in `library`
+/// ([`NvRtc::include_dir`]): `include/` beside the directory holding it, when it holds
+/// `cuda_fp16.h`.
+pub fn include_dir_of(library: &Path) -> Option<PathBuf> {
+    let dir = library.parent()?.parent()?.join("include");
+    dir.join("cuda_fp16.h").is_file().then_some(dir)
+}
+
 impl NvRtc {
     /// Opens NVRTC from `HIPJIT_NVRTC_LIBRARY`, `CUDA_PATH`/`CUDA_HOME`, beside `nvcc`, or the
     /// dynamic loader; see the module documentation for the order.
@@ -270,6 +278,37 @@ impl NvRtc {
         })
     }
 
+    /// What [`NvRtc::open`] with `nvcc` reads and where it looks, for remembering its end
+    /// ([`super::library_search`]): `HIPJIT_NVRTC_LIBRARY` and the file it names,
+    /// `CUDA_PATH`, `CUDA_HOME`, `nvcc` and the library directories under them (the dynamic
+    /// loader's part is added there). Loads nothing.
+    pub fn search(nvcc: Option<&Path>) -> super::library_search::LibrarySearch {
+        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let (var, cuda_path, cuda_home) =
+            (env(NVRTC_LIBRARY_ENV), env("CUDA_PATH"), env("CUDA_HOME"));
+        let mut places = Vec::new();
+        if let Some(v) = &var {
+            places.push(PathBuf::from(v));
+        }
+        for root in [&cuda_path, &cuda_home].into_iter().flatten() {
+            places.push(Path::new(root).join("lib64"));
+        }
+        if let Some(top) = nvcc.and_then(Path::parent).and_then(Path::parent) {
+            places.push(top.join("lib64"));
+            places.push(top.join("lib"));
+        }
+        super::library_search::LibrarySearch::new(
+            super::identity::CompilerKind::Nvrtc,
+            &[
+                (NVRTC_LIBRARY_ENV, var.as_deref()),
+                ("CUDA_PATH", cuda_path.as_deref()),
+                ("CUDA_HOME", cuda_home.as_deref()),
+                ("nvcc", nvcc.map(Path::as_os_str)),
+            ],
+            places,
+        )
+    }
+
     /// Opens NVRTC from `path` exactly.
     ///
     /// Errors: [`RtcError::Open`] when dlopen fails, [`RtcError::MissingSymbol`] naming the first
@@ -302,9 +341,7 @@ impl NvRtc {
     /// directory holding the library (a toolkit's `lib64` -> `include`, PyPI's
     /// `nvidia/cu13/lib` -> `nvidia/cu13/include`), when it holds `cuda_fp16.h`.
     pub fn include_dir(&self) -> Option<PathBuf> {
-        let lib_dir = self.lib.path.parent()?;
-        let dir = lib_dir.parent()?.join("include");
-        dir.join("cuda_fp16.h").is_file().then_some(dir)
+        include_dir_of(&self.lib.path)
     }
 
     /// The files that decide what this NVRTC compiles, for the compiler identity of the cache

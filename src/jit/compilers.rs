@@ -23,7 +23,10 @@ use parking_lot::Mutex;
 
 use super::compiled::CompilerUsed;
 use crate::compiler::backend::{HipRtcBackend, NvrtcBackend};
+use crate::compiler::hiprtc::HipRtc;
+use crate::compiler::library_search;
 use crate::compiler::nvcc::Nvcc;
+use crate::compiler::nvrtc::NvRtc;
 use crate::compiler::selection::{self, CompilerChoice, Side};
 use crate::compiler::{Backend, CompileOptions, Compiler, CompilerConfig, CompilerError};
 use crate::runtime::Platform;
@@ -167,7 +170,7 @@ impl Compilers {
     /// NVRTC ([`NvrtcBackend::open`]), beside the nvcc that would be used when one is found.
     fn nvrtc(&self) -> Result<Backend, CompilerError> {
         found(&self.nvrtc, || {
-            let nvcc: Option<PathBuf> = self.config.nvcc.clone().or_else(|| Nvcc::find(None).ok());
+            let nvcc = self.nvcc_for_nvrtc();
             NvrtcBackend::open(nvcc.as_deref(), self.config.identity_dir.as_deref())
                 .map(|b| {
                     Backend::Nvrtc(NvrtcBackend {
@@ -238,8 +241,9 @@ impl Compilers {
         } else {
             ("hipcc", "hipRTC")
         };
-        // The in-process compiler's library and major version: opening it is cheap (its
-        // identity, which hashes its files, is only read when it is taken).
+        // The in-process compiler's major version: remembered per user with where its search
+        // ended, so that a hit loads no library (its identity, which hashes its files, is only
+        // read when it is taken).
         let probe = self.in_process_probe(nvidia, runtime);
         let rtc = probe.as_ref().ok().map(|major| (rtc_name, *major));
         let processor = options
@@ -349,26 +353,61 @@ impl Compilers {
     }
 
     /// The major version of the in-process compiler of the platform (HIP's for hipRTC, CUDA's
-    /// for NVRTC), from the backend when it was opened before, else from its library opened
-    /// now; the error of opening it otherwise.
+    /// for NVRTC), from the backend when it was found before, else from the per-user memo of
+    /// its search (the backend is then kept: nothing was loaded,
+    /// [`crate::compiler::library_search`]), else from its library loaded now; the error of
+    /// loading it otherwise.
     fn in_process_probe(&self, nvidia: bool, runtime: Option<&Path>) -> Result<u32, String> {
         let slot = if nvidia { &self.nvrtc } else { &self.hiprtc };
-        if let Some(b) = &*slot.lock() {
+        let mut slot = slot.lock();
+        if let Some(b) = &*slot {
             return Ok(match b {
-                Backend::HipRtc(h) => h.library.hip_major().unwrap_or(0),
-                Backend::Nvrtc(n) => n.library.version().map_or(0, |(m, _)| m.max(0) as u32),
+                Backend::HipRtc(h) => h.major,
+                Backend::Nvrtc(n) => n.major,
                 _ => 0,
             });
         }
+        let dir = self.config.identity_dir.as_deref();
         if nvidia {
-            let nvcc: Option<PathBuf> = self.config.nvcc.clone().or_else(|| Nvcc::find(None).ok());
-            crate::compiler::nvrtc::NvRtc::open(nvcc.as_deref())
-                .map(|n| n.version().map_or(0, |(m, _)| m.max(0) as u32))
-                .map_err(|e| e.to_string())
+            let nvcc = self.nvcc_for_nvrtc();
+            let search = NvRtc::search(nvcc.as_deref());
+            if let Some(b) = NvrtcBackend::recall(&search, dir) {
+                let major = b.major;
+                *slot = Some(Backend::Nvrtc(NvrtcBackend {
+                    worker: self.config.rtc_worker.clone(),
+                    ..b
+                }));
+                return Ok(major);
+            }
+            if let Some(l) = library_search::recall_location(&search, dir) {
+                return Ok(l.major);
+            }
+            let library = NvRtc::open(nvcc.as_deref()).map_err(|e| e.to_string())?;
+            let location = NvrtcBackend::location(&library);
+            library_search::remember(&search, &location, dir);
+            Ok(location.major)
         } else {
-            crate::compiler::hiprtc::HipRtc::open(runtime)
-                .map(|h| h.hip_major().unwrap_or(0))
-                .map_err(|e| e.to_string())
+            let search = HipRtc::search(runtime);
+            if let Some(b) = HipRtcBackend::recall(&search, dir) {
+                let major = b.major;
+                *slot = Some(Backend::HipRtc(HipRtcBackend {
+                    worker: self.config.rtc_worker.clone(),
+                    ..b
+                }));
+                return Ok(major);
+            }
+            if let Some(l) = library_search::recall_location(&search, dir) {
+                return Ok(l.major);
+            }
+            let library = HipRtc::open(runtime).map_err(|e| e.to_string())?;
+            let location = HipRtcBackend::location(&library);
+            library_search::remember(&search, &location, dir);
+            Ok(location.major)
         }
+    }
+
+    /// The nvcc beside which NVRTC is looked for: the configured one, else the one found.
+    fn nvcc_for_nvrtc(&self) -> Option<PathBuf> {
+        self.config.nvcc.clone().or_else(|| Nvcc::find(None).ok())
     }
 }

@@ -1,0 +1,199 @@
+//! Where an in-process compiler's library is, remembered per user, so that a cache hit never
+//! loads it.
+//!
+//! Finding hipRTC or NVRTC means loading candidates until one exports the entry points
+//! ([`crate::compiler::hiprtc::HipRtc::open`], [`crate::compiler::nvrtc::NvRtc::open`]), and
+//! its version text needs a call into it (`hiprtcVersion`, `nvrtcVersion`). Loading costs
+//! 10-60 ms (NVRTC is 141 MB; hipRTC 5.x is inside `libamdhip64`), more than a whole disk hit.
+//! So the end of a search is remembered beside the compiler identities
+//! ([`crate::compiler::identity::identity_dir`]), in a file named after the kind and the
+//! search's inputs (the variables and paths it reads, `LD_LIBRARY_PATH` among them), holding
+//! the library found, its version text, the major version Auto's selection uses, and the
+//! `stat` of every place the search looks (each candidate directory, a file named by a
+//! variable, `/etc/ld.so.cache`, each `LD_LIBRARY_PATH` directory; a missing one recorded as
+//! missing). A fresh process whose search inputs and places are unchanged, and whose library's
+//! remembered identity is unchanged ([`crate::compiler::identity`]: the library itself and
+//! the files it loads, by `stat`), takes the library's path, version and identity from there
+//! without loading it; the library is loaded at its first compile
+//! ([`crate::compiler::backend::RtcLibrary`]). Anything changed (a library rewritten or
+//! renamed over, a file added to a directory searched) searches, loads and remembers again.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::identity::{self, CompilerIdentity, CompilerKind, FileStat};
+
+const FORMAT: u32 = 1;
+
+/// The inputs of one library search and the `stat` of each place it looks, read when the
+/// search is described (before any library is loaded).
+#[derive(Clone, Debug)]
+pub struct LibrarySearch {
+    kind: CompilerKind,
+    inputs: Vec<u8>,
+    watched: Vec<(Vec<u8>, Option<FileStat>)>,
+}
+
+impl LibrarySearch {
+    /// The search of `kind`'s library from `inputs` (name and value of each variable or path
+    /// the search reads; `None` when unset) looking in `places` (directories and files, in any
+    /// order). `LD_LIBRARY_PATH`, its directories and `/etc/ld.so.cache` are added: the
+    /// dynamic loader's part of every search.
+    pub fn new(
+        kind: CompilerKind,
+        inputs: &[(&str, Option<&OsStr>)],
+        places: Vec<PathBuf>,
+    ) -> LibrarySearch {
+        let ld_path = std::env::var_os("LD_LIBRARY_PATH");
+        let mut h = Vec::new();
+        let mut item = |b: &[u8]| {
+            h.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            h.extend_from_slice(b);
+        };
+        item(kind.as_str().as_bytes());
+        for (name, value) in inputs
+            .iter()
+            .copied()
+            .chain(std::iter::once(("LD_LIBRARY_PATH", ld_path.as_deref())))
+        {
+            item(name.as_bytes());
+            match value {
+                Some(v) => item(v.as_bytes()),
+                None => item(b"\0unset"),
+            }
+        }
+        let mut places = places;
+        places.push(PathBuf::from("/etc/ld.so.cache"));
+        if let Some(p) = &ld_path {
+            places.extend(std::env::split_paths(p).filter(|d| d.is_absolute()));
+        }
+        places.sort();
+        places.dedup();
+        let watched = places
+            .into_iter()
+            .map(|p| {
+                let stat = FileStat::read(&p);
+                (p.into_os_string().into_encoded_bytes(), stat)
+            })
+            .collect();
+        LibrarySearch {
+            kind,
+            inputs: h,
+            watched,
+        }
+    }
+
+    /// The file where this search's end is remembered, under `dir`.
+    fn memo_file(&self, dir: &Path) -> PathBuf {
+        let digest = crate::cache::key::hex(&Sha256::digest(&self.inputs));
+        dir.join(format!(
+            "{}-search-{}.loc",
+            self.kind.as_str(),
+            &digest[..32]
+        ))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Memo {
+    format: u32,
+    inputs: Vec<u8>,
+    watched: Vec<(Vec<u8>, Option<FileStat>)>,
+    library: Vec<u8>,
+    library_stat: FileStat,
+    version: String,
+    major: u32,
+}
+
+/// Where a library search ended: the library, its version text and its major version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// The library file the search loaded (as `dladdr` named it).
+    pub library: PathBuf,
+    /// Its version text, as the compiler identity holds it.
+    pub version: String,
+    /// Its major version as Auto's selection takes it (HIP's for hipRTC, CUDA's for NVRTC; 0
+    /// when the library did not tell).
+    pub major: u32,
+}
+
+/// A library search's end with the library's identity, taken from the per-user memos:
+/// nothing was loaded.
+#[derive(Clone, Debug)]
+pub struct Recalled {
+    /// Where the search ended.
+    pub location: Location,
+    /// The library's identity ([`identity::identify_library`]).
+    pub identity: CompilerIdentity,
+}
+
+fn memo_dir(dir: Option<&Path>) -> Option<PathBuf> {
+    dir.map(Path::to_path_buf).or_else(identity::identity_dir)
+}
+
+/// The end of `search` as remembered in `dir` (else [`identity::identity_dir`]), when the
+/// places searched and the library file are unchanged by `stat`; `None` otherwise (search and
+/// load it). Loads nothing.
+pub fn recall_location(search: &LibrarySearch, dir: Option<&Path>) -> Option<Location> {
+    let dir = memo_dir(dir)?;
+    let bytes = identity::read_private(&search.memo_file(&dir))?;
+    let memo: Memo = rmp_serde::from_slice(&bytes).ok()?;
+    if memo.format != FORMAT || memo.inputs != search.inputs || memo.watched != search.watched {
+        return None;
+    }
+    let library = PathBuf::from(OsStr::from_bytes(&memo.library));
+    if FileStat::read(&library) != Some(memo.library_stat) {
+        return None;
+    }
+    Some(Location {
+        library,
+        version: memo.version,
+        major: memo.major,
+    })
+}
+
+/// [`recall_location`] with the library's identity remembered in the same directory, when it
+/// is unchanged ([`identity::identify_library`]'s memo, checked by `stat`), holds the same
+/// version text and covers `covered(library)`. Loads nothing.
+pub fn recall(
+    search: &LibrarySearch,
+    covered: impl FnOnce(&Path) -> Vec<PathBuf>,
+    dir: Option<&Path>,
+) -> Option<Recalled> {
+    let location = recall_location(search, dir)?;
+    let dir = memo_dir(dir)?;
+    let resolved = std::fs::canonicalize(&location.library).ok()?;
+    let id_file = dir.join(identity::memo_name(search.kind, &resolved, &[]));
+    let identity = identity::read_memo(&id_file, &resolved)?;
+    if identity.kind != search.kind
+        || identity.version != location.version
+        || identity.covered != covered(&location.library)
+    {
+        return None;
+    }
+    Some(Recalled { location, identity })
+}
+
+/// Remembers in `dir` (else [`identity::identity_dir`]) that `search` ended at `location`,
+/// with the `stat` of its library read now. A directory that cannot be written, or a library
+/// that cannot be stat'd, only means nothing is remembered.
+pub fn remember(search: &LibrarySearch, location: &Location, dir: Option<&Path>) {
+    let Some(dir) = memo_dir(dir) else { return };
+    let Some(library_stat) = FileStat::read(&location.library) else {
+        return;
+    };
+    let memo = Memo {
+        format: FORMAT,
+        inputs: search.inputs.clone(),
+        watched: search.watched.clone(),
+        library: location.library.as_os_str().as_bytes().to_vec(),
+        library_stat,
+        version: location.version.clone(),
+        major: location.major,
+    };
+    identity::write_private(&search.memo_file(&dir), &memo);
+}

@@ -1,0 +1,260 @@
+//! A disk-cache hit of the `hipjit compile` command never loads an in-process compiler's
+//! library (NVRTC, hipRTC), whichever compiler is asked for or Auto picks: where the library
+//! is, its version and its identity are remembered per user and checked by `stat`. Observed
+//! from outside through the dynamic loader's own report (`LD_DEBUG=files`, which names every
+//! object loaded, by dlopen too), against the real libraries: PyPI's NVRTC 13, Debian's
+//! HIP 5.2.3 (hipRTC inside `libamdhip64.so.5`) and the sid root's hipRTC 6.4.3
+//! (`libhiprtc.so.6`, through scripts/sid-run.sh). A library rewritten or renamed over is
+//! noticed: the next run loads it again and recomputes its identity.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn kernel() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kernels/saxpy.hip")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// The nvcc of PyPI's nvidia-cuda-nvcc (cu13) under $HIPJIT_CI_CACHE/nvcc-venv.
+fn pypi_nvcc() -> PathBuf {
+    let cache = std::env::var_os("HIPJIT_CI_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
+    std::fs::read_dir(cache.join("nvcc-venv/lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/nvcc"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no nvcc under {}/nvcc-venv: scripts/setup.sh installs it from PyPI",
+                cache.display()
+            )
+        })
+}
+
+/// One run of `hipjit compile` and what the dynamic loader loaded during it.
+struct Run {
+    stdout: String,
+    /// The objects the dynamic loader reports loading (`file=NAME [0];  ...` lines).
+    loaded: Vec<String>,
+}
+
+impl Run {
+    fn of(o: Output, what: &str) -> Run {
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{what}\n{stderr}");
+        let loaded = stderr
+            .lines()
+            .filter_map(|l| {
+                let rest = &l[l.find("file=")? + 5..];
+                Some(rest.split_whitespace().next()?.to_owned())
+            })
+            .collect();
+        Run {
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            loaded,
+        }
+    }
+
+    fn loads(&self, library: &str) -> bool {
+        self.loaded.iter().any(|l| l.contains(library))
+    }
+
+    fn is(&self, outcome: &str) -> bool {
+        self.stdout.contains(outcome)
+    }
+}
+
+/// `hipjit compile --arch ARCH [--compiler COMPILER] -o HOME/out.bin saxpy.hip` with its cache
+/// root and identity directory under `home`, `env` added, and the dynamic loader reporting
+/// what it loads.
+fn compile(home: &Path, arch: &str, compiler: Option<&str>, env: &[(&str, &Path)]) -> Run {
+    let out = home.join("out.bin");
+    let src = kernel();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    cmd.args(["compile", "--arch", arch]);
+    if let Some(c) = compiler {
+        cmd.args(["--compiler", c]);
+    }
+    cmd.args(["-o", s(&out), s(&src)])
+        .env("HIPJIT_CACHE_DIR", home.join("cache"))
+        .env("XDG_CACHE_HOME", home.join("xdg"))
+        .env("LD_DEBUG", "files")
+        .env_remove("HIPJIT_HIPCC")
+        .env_remove("HIPJIT_NVCC")
+        .env_remove("HIPJIT_COMPILER")
+        .env_remove("HIPJIT_HIPRTC_LIBRARY")
+        .env_remove("HIPJIT_NVRTC_LIBRARY");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Run::of(cmd.output().expect("hipjit runs"), &format!("{cmd:?}"))
+}
+
+/// A miss that loads `library` (so that its absence on the hit means something), then a
+/// disk hit that does not.
+fn miss_then_hit_without(
+    home: &Path,
+    arch: &str,
+    compiler: Option<&str>,
+    env: &[(&str, &Path)],
+    library: &str,
+) {
+    let miss = compile(home, arch, compiler, env);
+    assert!(miss.is("miss"), "{}", miss.stdout);
+    assert!(
+        miss.loads(library),
+        "the miss loads {library}: {:?}",
+        miss.loaded
+    );
+    let hit = compile(home, arch, compiler, env);
+    assert!(hit.is("hit (disk)"), "{}", hit.stdout);
+    assert!(
+        !hit.loads(library),
+        "a disk hit loads no {library}: {:?}",
+        hit.loaded
+    );
+}
+
+#[test]
+fn an_nvrtc_disk_hit_does_not_load_nvrtc() {
+    let home = tempfile::tempdir().unwrap();
+    let nvcc = pypi_nvcc();
+    miss_then_hit_without(
+        home.path(),
+        "sm_90",
+        Some("nvrtc"),
+        &[("HIPJIT_NVCC", &nvcc)],
+        "libnvrtc",
+    );
+}
+
+#[test]
+fn an_auto_disk_hit_on_sm_90_does_not_load_nvrtc() {
+    let home = tempfile::tempdir().unwrap();
+    let nvcc = pypi_nvcc();
+    miss_then_hit_without(
+        home.path(),
+        "sm_90",
+        None,
+        &[("HIPJIT_NVCC", &nvcc)],
+        "libnvrtc",
+    );
+}
+
+#[test]
+fn a_hiprtc_5_disk_hit_does_not_load_the_hip_runtime_holding_it() {
+    let home = tempfile::tempdir().unwrap();
+    miss_then_hit_without(home.path(), "gfx90a", Some("hiprtc"), &[], "libamdhip64");
+}
+
+/// Auto on gfx90a with HIP 5.2.3 takes hipcc, after asking hipRTC's version: the miss loads
+/// hipRTC's library to ask it, the hit takes the remembered answer.
+#[test]
+fn an_auto_disk_hit_on_gfx90a_loads_no_hiprtc() {
+    let home = tempfile::tempdir().unwrap();
+    miss_then_hit_without(home.path(), "gfx90a", None, &[], "libamdhip64");
+}
+
+/// A copy of Debian's `libamdhip64.so.5` named by `HIPJIT_HIPRTC_LIBRARY`: rewritten in place
+/// (one byte appended: a new identity), then replaced by a rename, each change is noticed by
+/// the next run, which loads the library again; unchanged, it is not loaded.
+#[test]
+fn a_hiprtc_library_rewritten_or_renamed_over_is_loaded_again_and_reidentified() {
+    let home = tempfile::tempdir().unwrap();
+    let system = std::fs::canonicalize("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5")
+        .expect("Debian's libamdhip64.so.5 (scripts/setup.sh)");
+    let dir = home.path().join("lib");
+    std::fs::create_dir(&dir).unwrap();
+    let lib = dir.join("libamdhip64.so.5");
+    std::fs::copy(&system, &lib).unwrap();
+    let env = [("HIPJIT_HIPRTC_LIBRARY", lib.as_path())];
+    let name = s(&lib);
+    let run = || compile(home.path(), "gfx90a", Some("hiprtc"), &env);
+
+    let first = run();
+    assert!(first.is("miss") && first.loads(name), "{}", first.stdout);
+    let hit = run();
+    assert!(hit.is("hit (disk)") && !hit.loads(name), "{:?}", hit.loaded);
+
+    // Rewritten in place: same inode, new size and times, new content.
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&lib).unwrap();
+        f.write_all(b"\0").unwrap();
+    }
+    let rewritten = run();
+    assert!(rewritten.loads(name), "{:?}", rewritten.loaded);
+    assert!(
+        rewritten.is("miss"),
+        "a library with other content is another compiler: {}",
+        rewritten.stdout
+    );
+    let hit = run();
+    assert!(hit.is("hit (disk)") && !hit.loads(name), "{:?}", hit.loaded);
+
+    // Renamed over by a copy of the first content: a new inode.
+    let fresh = dir.join(".new");
+    std::fs::copy(&system, &fresh).unwrap();
+    std::fs::rename(&fresh, &lib).unwrap();
+    let renamed = run();
+    assert!(renamed.loads(name), "{:?}", renamed.loaded);
+    assert!(
+        renamed.is("hit (disk)"),
+        "the first content again, the first entry: {}",
+        renamed.stdout
+    );
+    let hit = run();
+    assert!(!hit.loads(name), "{:?}", hit.loaded);
+}
+
+/// hipRTC 6.4.3 (`libhiprtc.so.6`) in the Debian sid root, through scripts/sid-run.sh (needs
+/// root and the root filesystem of scripts/setup.sh).
+#[test]
+fn a_hiprtc_6_disk_hit_in_the_sid_root_does_not_load_libhiprtc() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = std::env::var("HIPJIT_SID_ROOT")
+        .unwrap_or_else(|_| "/var/cache/hipjit-ci/sid-root".to_owned());
+    assert!(
+        Path::new(&root).join("usr/bin/hipcc").exists(),
+        "needs the Debian sid root filesystem with hipcc at {root}: run scripts/setup.sh"
+    );
+    // Inside the repository's target directory, which sid-run binds (it mounts its own /tmp).
+    let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let run = || {
+        let out = home.path().join("out.bin");
+        let o = Command::new("bash")
+            .arg(repo.join("scripts/sid-run.sh"))
+            .arg("-e")
+            .arg(format!(
+                "HIPJIT_CACHE_DIR={}",
+                home.path().join("cache").display()
+            ))
+            .arg("-e")
+            .arg(format!(
+                "XDG_CACHE_HOME={}",
+                home.path().join("xdg").display()
+            ))
+            .args(["-e", "LD_DEBUG=files", "--"])
+            .arg(env!("CARGO_BIN_EXE_hipjit"))
+            .args(["compile", "--compiler", "hiprtc", "--arch", "gfx90a", "-o"])
+            .arg(&out)
+            .arg(kernel())
+            .current_dir(repo)
+            .output()
+            .expect("scripts/sid-run.sh runs");
+        Run::of(o, "hipjit compile in the sid root")
+    };
+    let miss = run();
+    assert!(miss.is("miss"), "{}", miss.stdout);
+    assert!(miss.loads("libhiprtc.so.6"), "{:?}", miss.loaded);
+    let hit = run();
+    assert!(hit.is("hit (disk)"), "{}", hit.stdout);
+    assert!(!hit.loads("libhiprtc"), "{:?}", hit.loaded);
+    assert!(!hit.loads("libamdhip64"), "{:?}", hit.loaded);
+}
