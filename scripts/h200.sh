@@ -8,8 +8,8 @@
 # on a machine with two or more GPUs, several GPUs in one process (examples/nvidia_multi_gpu.rs:
 # saxpy on both from one Jit, a 1 GiB peer copy with its bandwidth, an event from GPU 0's
 # stream waited on by GPU 1's, drop order), skipped with a SKIP line when fewer than two; then
-# the Python package (its wheel from .device-bin installed into a venv made with
-# --system-site-packages for torch and CuPy): python/gpu_tests with pytest (saxpy on torch
+# the Python package (its wheel from .device-bin unpacked into a directory on PYTHONPATH, beside
+# the machine's torch, CuPy and pytest): python/gpu_tests with pytest (saxpy on torch
 # tensors, a non-default current stream, torch.cuda.graph capturing 100 launches replayed 10
 # times, a load refused inside a global capture, CuPy arrays, DLPack) and the launch-overhead
 # comparison with CuPy (python/bench/launch_overhead.py).
@@ -27,7 +27,8 @@
 #   scripts/h200.sh [BIN_DIR]        # BIN_DIR defaults to .device-bin
 #
 # The whole output also goes to $OUT/h200.log (or /tmp/h200.log when OUT is unset). Exits
-# non-zero when any check fails.
+# non-zero when any check fails; a failing step is reported with a "FAIL step:" line and the
+# steps after it still run.
 set -euo pipefail
 
 bin="${1:-.device-bin}"
@@ -61,33 +62,9 @@ PY
         awk '{ v[NR] = $1 } END { printf "BENCH CuPy RawModule cold compile + load, 4 KiB source, median of %d fresh processes: %.1f ms\n", NR, v[int((NR + 1) / 2)] }'
 }
 
-run_all() {
-    echo "== machine"
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    "$HIPJIT_NVCC" --version | tail -n 2
-    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-
-    local compiler
-    for compiler in nvrtc nvcc; do
-        echo "== hipjit checks and benchmarks (examples/nvidia_e2e.rs), HIPJIT_COMPILER=$compiler"
-        HIPJIT_COMPILER=$compiler "$bin/nvidia_e2e"
-
-        echo "== prepared launches, stream capture and graphs (examples/nvidia_graphs.rs), HIPJIT_COMPILER=$compiler"
-        HIPJIT_COMPILER=$compiler "$bin/nvidia_graphs"
-
-        echo "== a kernel library on hipjit (examples/downstream, softmax-demo), HIPJIT_COMPILER=$compiler"
-        HIP_PLATFORM=nvidia HIPJIT_COMPILER=$compiler "$bin/softmax-demo"
-    done
-
-    echo "== NVRTC against nvcc (examples/nvidia_compilers.rs)"
-    "$bin/nvidia_compilers"
-
-    echo "== CuPy RawModule, the same 4 KiB source: cold compile + load in fresh processes"
-    cupy_cold
-
-    for compiler in nvrtc nvcc; do
-        echo "== PyTorch stream borrowed by a hipjit cdylib (examples/torch_stream), HIPJIT_COMPILER=$compiler"
-        HIP_PLATFORM=nvidia HIPJIT_COMPILER=$compiler python3 - "$bin/libhipjit_torch_stream.so" <<'PY'
+# torch_stream COMPILER: a torch stream handed to the cdylib built from hipjit.
+torch_stream() {
+    HIP_PLATFORM=nvidia HIPJIT_COMPILER="$1" python3 - "$bin/libhipjit_torch_stream.so" <<'PY'
 import ctypes, sys, torch
 lib = ctypes.CDLL(sys.argv[1])
 f = lib.hipjit_torch_scale_add
@@ -108,33 +85,89 @@ print(("PASS" if ok else "FAIL"),
       f"{n} elements, {bad} wrong")
 sys.exit(0 if ok else 1)
 PY
-    done
-    echo "== the Python package: python/gpu_tests (pytest) and the launch overhead against CuPy"
-    local venv
-    venv="$(mktemp -d)/venv"
-    # Without ensurepip (no python3-venv package), a venv without its own pip uses the
-    # system's pip through --system-site-packages.
-    python3 -m venv --system-site-packages "$venv" 2>/dev/null ||
-        python3 -m venv --system-site-packages --without-pip "$venv"
-    "$venv/bin/python" -m pip install -q --no-index --no-deps "$bin"/hipjit-*.whl
-    "$venv/bin/python" python/bench/import_time.py
-    "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra python/gpu_tests
-    "$venv/bin/python" python/bench/launch_overhead.py
+}
 
-    echo "== several GPUs in one process (examples/nvidia_multi_gpu.rs)"
+# hipjit's wheel from $bin unpacked into a directory put on PYTHONPATH. Not a venv: on the
+# device machine pytest and CuPy are installed where a venv made with --system-site-packages
+# does not see them (the first run found neither).
+python_package() {
+    pydir="$(mktemp -d)/site"
+    python3 -m pip install -q --no-index --no-deps --target "$pydir" "$bin"/hipjit-*.whl || {
+        pydir=""
+        return 1
+    }
+}
+
+failed=()
+
+# step TITLE COMMAND...: prints "== TITLE", runs COMMAND, and records a failure without
+# stopping, so that one failing check does not hide the others' results.
+step() {
+    local title="$1" rc=0
+    shift
+    echo "== $title"
+    "$@" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        echo "FAIL step: $title (exit status $rc)"
+        failed+=("$title")
+    fi
+}
+
+run_all() {
+    echo "== machine"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    "$HIPJIT_NVCC" --version | tail -n 2
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+
+    local compiler
+    for compiler in nvrtc nvcc; do
+        step "hipjit checks and benchmarks (examples/nvidia_e2e.rs), HIPJIT_COMPILER=$compiler" \
+            env HIPJIT_COMPILER=$compiler "$bin/nvidia_e2e"
+        step "prepared launches, stream capture and graphs (examples/nvidia_graphs.rs), HIPJIT_COMPILER=$compiler" \
+            env HIPJIT_COMPILER=$compiler "$bin/nvidia_graphs"
+        step "a kernel library on hipjit (examples/downstream, softmax-demo), HIPJIT_COMPILER=$compiler" \
+            env HIP_PLATFORM=nvidia HIPJIT_COMPILER=$compiler "$bin/softmax-demo"
+    done
+
+    step "NVRTC against nvcc (examples/nvidia_compilers.rs)" "$bin/nvidia_compilers"
+    step "CuPy RawModule, the same 4 KiB source: cold compile + load in fresh processes" cupy_cold
+
+    for compiler in nvrtc nvcc; do
+        step "PyTorch stream borrowed by a hipjit cdylib (examples/torch_stream), HIPJIT_COMPILER=$compiler" \
+            torch_stream "$compiler"
+    done
+
+    local pydir=""
+    step "the Python package: the wheel installed into a directory on PYTHONPATH" python_package
+    if [ -n "$pydir" ]; then
+        step "the Python package: import time" \
+            env PYTHONPATH="$pydir" python3 python/bench/import_time.py
+        step "the Python package: python/gpu_tests (pytest)" \
+            env PYTHONPATH="$pydir" python3 -m pytest -p no:cacheprovider -q -ra python/gpu_tests
+        step "the Python package: launch overhead against CuPy" \
+            env PYTHONPATH="$pydir" python3 python/bench/launch_overhead.py
+    fi
+
     local gpus
     gpus="$(nvidia-smi -L | grep -c '^GPU ' || true)"
     if [ "$gpus" -lt 2 ]; then
+        echo "== several GPUs in one process (examples/nvidia_multi_gpu.rs)"
         echo "SKIP several GPUs: $gpus GPU(s) on this machine, 2 needed (saxpy on both, 1 GiB peer copy, cross-GPU event, drop order not run)"
     else
         # No NVLink multicast (NVLS) objects: NCCL's use of them is off, hipjit creates none.
         for compiler in nvrtc nvcc; do
-            echo "-- HIPJIT_COMPILER=$compiler"
-            NCCL_NVLS_ENABLE=0 HIPJIT_COMPILER=$compiler "$bin/nvidia_multi_gpu"
+            step "several GPUs in one process (examples/nvidia_multi_gpu.rs), HIPJIT_COMPILER=$compiler" \
+                env NCCL_NVLS_ENABLE=0 HIPJIT_COMPILER=$compiler "$bin/nvidia_multi_gpu"
         done
     fi
 
-    echo "== all passed"
+    if [ "${#failed[@]}" -eq 0 ]; then
+        echo "== all passed"
+    else
+        echo "== ${#failed[@]} step(s) failed:"
+        printf '   %s\n' "${failed[@]}"
+        return 1
+    fi
 }
 
 set -o pipefail

@@ -6,7 +6,7 @@
 #   clippy        cargo clippy --workspace --all-targets -- -D warnings
 #   clippy-cli    the same with --features hipjit/cli,hipjit/testing,hipjit/half and
 #                 hipjit-softmax/testing (those the workspace has)
-#   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace [--features hipjit/cli,...]
+#   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace --no-fail-fast [--features hipjit/cli,...]
 #                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3), then
 #                 examples/downstream's softmax-demo --testing (the testing runtime)
 #   sid-test      scripts/sid-test.sh: the real_* test binaries again inside the sid root
@@ -93,7 +93,8 @@ step_test() {
     # collected here by hand, or a failing `cargo test` followed by a passing demo would
     # report the step ok.
     local rc=0
-    HIPJIT_TEST_ENV=bookworm cargo test --workspace "${features[@]}" || rc=$?
+    # --no-fail-fast: every failing test binary is reported, not only the first.
+    HIPJIT_TEST_ENV=bookworm cargo test --workspace --no-fail-fast "${features[@]}" || rc=$?
     # examples/downstream, the crate-author path end to end on the testing runtime.
     if has_package hipjit-softmax; then
         cargo run -p hipjit-softmax "${features[@]}" --bin softmax-demo -- --testing || rc=$?

@@ -214,3 +214,116 @@ fn nvrtc_through_a_worker_process_gives_the_in_process_result() {
         .to_string();
     assert!(err.contains("/nonexistent/hipjit"), "{err}");
 }
+
+#[test]
+fn nvrtc_compiles_half_through_the_toolkit_headers_beside_it_which_its_identity_covers() {
+    let source = "#include <hip/hip_fp16.h>\n\
+                  extern \"C\" __global__ void h(__half* x) { x[0] = __float2half(2.0f); }\n";
+    let c = jit(CompilerChoice::Nvrtc, home(), None)
+        .compile(source, &sm90())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.cubin().unwrap().kernels()[0].name, "h");
+    let include = c
+        .command()
+        .iter()
+        .find_map(|o| o.strip_prefix("-I"))
+        .unwrap_or_else(|| panic!("the toolkit's headers were not handed: {:?}", c.command()));
+    let id = jit(CompilerChoice::Nvrtc, home(), None)
+        .compiler_for(source, &sm90())
+        .unwrap()
+        .backend
+        .identity()
+        .clone();
+    assert!(
+        id.covered.iter().any(|d| d == Path::new(include)),
+        "{include} is not covered by {:?}",
+        id.covered
+    );
+}
+
+/// A `consteval` helper without an execution-space attribute: nvcc compiles it for the host and
+/// evaluates it for device code (examples/nvidia_e2e.rs's front-door source).
+const UNANNOTATED_HELPERS: &str = r#"
+#include <hip/hip_runtime.h>
+consteval long long sq(long long x) { return x * x; }
+extern "C" __global__ void front(long long* out) {
+    out[0] = __cplusplus;
+    out[1] = SCALE * sq(3);
+}
+"#;
+
+#[test]
+fn a_source_nvcc_accepts_with_an_unannotated_helper_compiles_under_nvrtc_to_the_same_code() {
+    let home = home();
+    let mut options = sm90().define("SCALE", "3");
+    options.std = hipjit::compiler::CxxStd::Cxx20;
+    let by_nvcc = jit(CompilerChoice::Nvcc, home, None)
+        .compile(UNANNOTATED_HELPERS, &options)
+        .unwrap_or_else(|e| panic!("nvcc: {e}"));
+    let by_nvrtc = jit(CompilerChoice::Nvrtc, home, None)
+        .compile(UNANNOTATED_HELPERS, &options)
+        .unwrap_or_else(|e| panic!("NVRTC refused what nvcc accepts: {e}"));
+    assert_eq!(by_nvrtc.compiler().kind, CompilerKind::Nvrtc);
+    let code = |c: &hipjit::jit::Compiled| {
+        c.cubin()
+            .expect("a cubin")
+            .kernel_code("front")
+            .unwrap()
+            .to_vec()
+    };
+    assert_eq!(
+        code(&by_nvrtc),
+        code(&by_nvcc),
+        "NVRTC's SASS for `front` differs from nvcc's"
+    );
+}
+
+/// Macros nvcc's sources get from the host's `<math.h>` and `<limits.h>` through
+/// `<cuda_runtime.h>` (examples/downstream's softmax starts its maximum at `-INFINITY`).
+const HOST_MACROS: &str = r#"
+#include <hip/hip_runtime.h>
+constexpr float kInf = INFINITY;
+extern "C" __global__ void host_macros(float* f, double* d, long long* i) {
+    f[0] = -kInf;
+    f[1] = NAN;
+    f[2] = HUGE_VALF;
+    d[0] = HUGE_VAL;
+    d[1] = M_PI * M_SQRT2 + M_E + M_LN2;
+    i[0] = INT_MAX;
+    i[1] = INT_MIN;
+    i[2] = UINT_MAX;
+    i[3] = LLONG_MIN;
+    i[4] = CHAR_BIT + SHRT_MAX + UCHAR_MAX;
+}
+"#;
+
+#[test]
+fn math_and_limits_macros_compile_under_nvrtc_to_nvccs_code() {
+    let home = home();
+    for std in [
+        hipjit::compiler::CxxStd::Cxx14,
+        hipjit::compiler::CxxStd::Cxx17,
+        hipjit::compiler::CxxStd::Cxx20,
+    ] {
+        let mut options = sm90();
+        options.std = std;
+        let by_nvcc = jit(CompilerChoice::Nvcc, home, None)
+            .compile(HOST_MACROS, &options)
+            .unwrap_or_else(|e| panic!("nvcc, {std:?}: {e}"));
+        let by_nvrtc = jit(CompilerChoice::Nvrtc, home, None)
+            .compile(HOST_MACROS, &options)
+            .unwrap_or_else(|e| panic!("NVRTC refused what nvcc accepts, {std:?}: {e}"));
+        let code = |c: &hipjit::jit::Compiled| {
+            c.cubin()
+                .expect("a cubin")
+                .kernel_code("host_macros")
+                .unwrap()
+                .to_vec()
+        };
+        assert_eq!(
+            code(&by_nvrtc),
+            code(&by_nvcc),
+            "{std:?}: NVRTC's SASS for `host_macros` differs from nvcc's"
+        );
+    }
+}

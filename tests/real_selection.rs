@@ -173,6 +173,12 @@ fn hiprtc_refuses_several_targets_naming_them_and_auto_takes_hipcc() {
         err.contains("gfx90a,gfx908") && err.contains("one target"),
         "{err}"
     );
+    // The key of what hipRTC would not compile is refused the same way (an extra flag too).
+    let err = jit(CompilerChoice::HipRtc, home, None)
+        .source_key(SAXPY, &two.clone().flag("-DEXTRA=1"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("one target"), "{err}");
     let chosen = jit(CompilerChoice::Auto, home, None)
         .compiler_for(SAXPY, &two)
         .unwrap();

@@ -12,7 +12,8 @@
 //! refused ([`RtcError::Arch`]; hipcc compiles them into one bundle). NVRTC gets nvcc's:
 //! `-arch=sm_NN`, the standard, hipjit's prelude force-included (handed in memory,
 //! [`super::nvrtc::prelude_headers`]), `--use_fast_math`, `-lineinfo`, the defines, `-I` of the
-//! CUDA toolkit's headers (covered by NVRTC's identity), the extra flags. NVRTC has no
+//! CUDA toolkit's headers beside NVRTC (covered by its identity, not walked for the manifest:
+//! [`NvRtc::compile`]), the extra flags. NVRTC has no
 //! optimisation levels: `-O3` (the default) is what it does, any other level is refused.
 //! Neither writes LLVM IR or assembly dumps: asking for them is refused by name.
 
@@ -49,8 +50,10 @@ pub struct HipRtcBackend {
 pub struct NvrtcBackend {
     /// The library.
     pub library: Arc<NvRtc>,
-    /// Its identity ([`crate::compiler::identity::identify_library`]), the toolkit's `include`
-    /// directory covered.
+    /// Its identity ([`crate::compiler::identity::identify_library`]): the library, its
+    /// builtins, and the toolkit's headers beside it as a covered directory (as hipcc's own
+    /// headers are: a fresh process checks the directories by `stat`, so a file added,
+    /// removed or replaced by a rename there, as package managers do, changes the identity).
     pub identity: CompilerIdentity,
     /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`]).
     pub cuda_include: Option<PathBuf>,
@@ -195,7 +198,7 @@ impl NvrtcBackend {
         })
     }
 
-    /// The options handed to NVRTC for `options` (see the module documentation).
+    /// The options handed to NVRTC for `source` and `options` (see the module documentation).
     ///
     /// Errors: [`RtcError::Arch`] for an optimisation level other than 3.
     pub fn options(&self, options: &CompileOptions) -> Result<Vec<String>, RtcError> {
@@ -214,6 +217,7 @@ impl NvrtcBackend {
             super::nvrtc::arch_option(sm),
             BackendKind::Nvrtc.std_flag(options.std, &self.identity),
             "--pre-include=hip/hip_runtime.h".to_owned(),
+            super::nvrtc::DEFAULT_DEVICE.to_owned(),
         ];
         if options.fast_math {
             o.push("--use_fast_math".into());
@@ -264,7 +268,8 @@ fn in_process_key(
     headers: &[(String, Vec<u8>)],
     extra: &[u8],
 ) -> CacheKey {
-    let own = handed.len() - options.extra_flags.len();
+    // Options the backend refuses give no handed list: the compile fails, the key is moot.
+    let own = handed.len().saturating_sub(options.extra_flags.len());
     let mut flags: Vec<String> = handed[..own].to_vec();
     for i in 0..options.include_dirs.len() {
         flags.push("-I".into());
@@ -374,6 +379,19 @@ impl Backend {
                 worker: Some(w), ..
             }) => w.timeout,
             Backend::HipRtc(_) | Backend::Nvrtc(_) => Duration::from_secs(300),
+        }
+    }
+
+    /// Checks what this compiler cannot do with `options` beyond
+    /// [`CompileOptions::validate`]: hipRTC compiles one target without dumps, NVRTC has no
+    /// optimisation levels.
+    ///
+    /// Errors: [`CompileError::InProcess`] with [`RtcError::Arch`] naming the targets and why.
+    pub fn check_options(&self, options: &CompileOptions) -> Result<(), CompileError> {
+        match self {
+            Backend::HipRtc(b) => b.options(options).map(drop).map_err(in_process),
+            Backend::Nvrtc(b) => b.options(options).map(drop).map_err(in_process),
+            Backend::Hipcc(_) | Backend::Nvcc(..) => Ok(()),
         }
     }
 

@@ -58,8 +58,63 @@ static SYMBOLS: Symbols = Symbols {
 /// kernel-language built-ins the prelude maps onto, `threadIdx`, `warpSize`, `__shfl_sync`...,
 /// are NVRTC's own).
 pub fn prelude() -> String {
-    super::nvcc::PRELUDE.replace("#include <cuda_runtime.h>\n", "")
+    super::nvcc::PRELUDE.replace("#include <cuda_runtime.h>\n", HOST_HEADER_MACROS)
 }
+
+/// What `<cuda_runtime.h>` brings nvcc's sources from the host's C library and NVRTC lacks:
+/// `<math.h>`'s `INFINITY`, `NAN`, `HUGE_VAL`, `HUGE_VALF` and `M_*` constants and
+/// `<limits.h>`'s integer limits, with glibc's values on an LP64 host. Each is defined only when
+/// the source has not defined it. NVRTC 13 knows none of glibc's `__builtin_inff`-style
+/// builtins, so the floating-point ones are `__builtin_bit_cast`s of the IEEE 754 bit patterns
+/// (usable in constant expressions, as glibc's are).
+const HOST_HEADER_MACROS: &str = r#"#ifndef INFINITY
+#define INFINITY (__builtin_bit_cast(float, 0x7f800000u))
+#endif
+#ifndef NAN
+#define NAN (__builtin_bit_cast(float, 0x7fc00000u))
+#endif
+#ifndef HUGE_VALF
+#define HUGE_VALF (__builtin_bit_cast(float, 0x7f800000u))
+#endif
+#ifndef HUGE_VAL
+#define HUGE_VAL (__builtin_bit_cast(double, 0x7ff0000000000000ull))
+#endif
+#ifndef M_PI
+#define M_E 2.7182818284590452354
+#define M_LOG2E 1.4426950408889634074
+#define M_LOG10E 0.43429448190325182765
+#define M_LN2 0.69314718055994530942
+#define M_LN10 2.30258509299404568402
+#define M_PI 3.14159265358979323846
+#define M_PI_2 1.57079632679489661923
+#define M_PI_4 0.78539816339744830962
+#define M_1_PI 0.31830988618379067154
+#define M_2_PI 0.63661977236758134308
+#define M_2_SQRTPI 1.12837916709551257390
+#define M_SQRT2 1.41421356237309504880
+#define M_SQRT1_2 0.70710678118654752440
+#endif
+#ifndef CHAR_BIT
+#define CHAR_BIT 8
+#define SCHAR_MIN (-128)
+#define SCHAR_MAX 127
+#define UCHAR_MAX 255
+#define CHAR_MIN SCHAR_MIN
+#define CHAR_MAX SCHAR_MAX
+#define SHRT_MIN (-32768)
+#define SHRT_MAX 32767
+#define USHRT_MAX 65535
+#define INT_MIN (-INT_MAX - 1)
+#define INT_MAX 2147483647
+#define UINT_MAX 4294967295U
+#define LONG_MAX 9223372036854775807L
+#define LONG_MIN (-LONG_MAX - 1L)
+#define ULONG_MAX 18446744073709551615UL
+#define LLONG_MAX 9223372036854775807LL
+#define LLONG_MIN (-LLONG_MAX - 1LL)
+#define ULLONG_MAX 18446744073709551615ULL
+#endif
+"#;
 
 /// The headers hipjit hands NVRTC in memory so HIP sources compile unchanged:
 /// `hip/hip_runtime.h` and `hip/hip_runtime_api.h` ([`prelude`]), and `hip/hip_fp16.h`, which
@@ -82,6 +137,15 @@ pub fn prelude_headers(cuda_include: Option<&Path>) -> Vec<(String, Vec<u8>)> {
     ]
 }
 
+/// `-default-device`: functions without an execution-space attribute are device functions.
+///
+/// nvcc compiles such a function for the host and lets device code use it where a constant is
+/// needed (a `consteval` or `constexpr` helper); NVRTC 13 refuses the declaration itself ("host
+/// functions are not allowed in JIT mode"). hipjit hands only device code to the GPU, so with
+/// this option a source nvcc accepts compiles under NVRTC too; a function marked `__host__`
+/// alone is still refused by NVRTC.
+pub const DEFAULT_DEVICE: &str = "-default-device";
+
 /// The options compiling HIP source through the prelude to a cubin for `target`, as nvcc's
 /// command does (`-arch=sm_NN -std=c++17`, the prelude force-included), plus `-I` for the
 /// toolkit's headers when known.
@@ -90,6 +154,7 @@ pub fn hip_options(target: SmTarget, cuda_include: Option<&Path>) -> Vec<String>
         arch_option(target),
         "-std=c++17".to_owned(),
         "--pre-include=hip/hip_runtime.h".to_owned(),
+        DEFAULT_DEVICE.to_owned(),
     ];
     if let Some(dir) = cuda_include {
         o.push(format!("-I{}", dir.display()));

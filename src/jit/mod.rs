@@ -387,6 +387,7 @@ impl Jit {
             self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
         o.validate().map_err(CompileError::from)?;
         let chosen = self.compilers.choose(source, &o, None)?;
+        chosen.backend.check_options(&o)?;
         let direct = chosen.backend.direct_key(source, &o, &self.extra);
         Ok(self
             .disk
@@ -411,6 +412,7 @@ impl Jit {
             self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
         o.validate().map_err(CompileError::from)?;
         let chosen = self.compilers.choose(source, &o, None)?;
+        chosen.backend.check_options(&o)?;
         Ok(chosen.backend.direct_key(source, &o, &self.extra))
     }
 
@@ -637,6 +639,7 @@ impl Jit {
         )?;
         o.validate().map_err(CompileError::from)?;
         let chosen = self.compilers.choose(source, &o, runtime)?;
+        chosen.backend.check_options(&o)?;
         let backend = &chosen.backend;
         let direct = backend.direct_key(source, &o, &self.extra);
         let mut bad_entries = Vec::new();
