@@ -271,8 +271,10 @@ fn load_refused_during_global_capture(dev: &Device, jit: &Jit, stream: &Stream) 
 /// without binding first, and binds only when the driver refuses the launch. Checked with
 /// another context of the same device made current behind hipjit's back (`cuCtxCreate_v2`,
 /// which makes it current), through `Kernel::launch` and a prepared launch, then from a fresh
-/// thread with no context at all; every element checked, and the thread left in the primary
-/// context.
+/// thread with no context at all; every element checked. Which context the thread is left in
+/// is reported, not required: the H200's driver (580, CUDA 13) runs a launch on a stream of the
+/// primary context with another context current, so hipjit never needs to bind there and the
+/// caller's context stays current; a driver that refuses it gets the primary context bound.
 fn launch_after_another_context(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
     type Create = unsafe extern "C" fn(*mut *mut c_void, u32, i32) -> i32;
     type Destroy = unsafe extern "C" fn(*mut c_void) -> i32;
@@ -315,7 +317,13 @@ fn launch_after_another_context(dev: &Device, saxpy: &Kernel, stream: &Stream) -
     let mut now: *mut c_void = std::ptr::null_mut();
     // SAFETY: valid out pointer.
     cu(unsafe { (d.cuCtxGetCurrent)(&mut now) }, "cuCtxGetCurrent")?;
-    let rebound = now == primary;
+    let left_in = if now == primary {
+        "the primary context (hipjit bound it after a refused launch)"
+    } else if now == other {
+        "the caller's other context (the driver ran the launch as it was)"
+    } else {
+        "an unexpected context"
+    };
     // The other context current again, then a prepared launch.
     let prepared = saxpy.prepare(stream, cfg, &args![&two, &x, &mut y, &nn])?;
     // SAFETY: a live context.
@@ -342,9 +350,9 @@ fn launch_after_another_context(dev: &Device, saxpy: &Kernel, stream: &Stream) -
         .count();
     check(
         "launch after another context was made current",
-        rebound && bad == 0 && fresh.is_ok(),
+        (now == primary || now == other) && bad == 0 && fresh.is_ok(),
         format!(
-            "Kernel::launch and a prepared launch with another context of device 0 current, one from a fresh thread: {bad} of {n} elements wrong, thread back in the primary context: {rebound}, fresh thread: {fresh:?}"
+            "Kernel::launch and a prepared launch with another context of device 0 current, one from a fresh thread: {bad} of {n} elements wrong, thread left in {left_in}, fresh thread: {fresh:?}"
         ),
     )
 }

@@ -429,7 +429,8 @@ fn hiprtc_takes_the_standard_as_hipjit_spells_it_for_hiprtc() {
 fn extra_flags_with_shell_metacharacters_reach_clang_as_one_word() {
     // hipcc 5.2.3 (Perl) and 7.x run clang through a shell command line: a flag holding a
     // space, `$`, `;`, a backquote or a quote must reach clang as the word given, or the key
-    // would describe a different compile.
+    // would describe a different compile. The test asks for hipcc: that shell is hipcc's (and
+    // hipRTC's built-in header uses `V` as a template parameter, which `-DV=...` breaks).
     let dir = tempfile::tempdir().unwrap();
     let content = "s p$HOME;`id`'x";
     let src = write(
@@ -445,7 +446,16 @@ fn extra_flags_with_shell_metacharacters_reach_clang_as_one_word() {
     let flag = format!("-DV=\"{content}\"");
     let o = hipjit(
         &dir.path().join("cache"),
-        &["compile", "--arch", TARGET, s(&src), "--cflag", &flag],
+        &[
+            "compile",
+            "--arch",
+            TARGET,
+            "--compiler",
+            "hipcc",
+            s(&src),
+            "--cflag",
+            &flag,
+        ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }

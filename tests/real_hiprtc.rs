@@ -508,3 +508,37 @@ fn an_unknown_option_is_a_diagnostic_without_a_file() {
     assert!(d.is_error() && d.file.is_none(), "{d:?}");
     assert_eq!(d.message, "unknown argument: '-fno-such-thing'");
 }
+
+#[test]
+fn a_note_in_an_included_header_carries_its_include_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("one.h"),
+        "#pragma once\n__device__ inline int one(int x) { return x; }\n",
+    )
+    .unwrap();
+    let include_dirs = [dir.path().to_path_buf()];
+    let opts = options("gfx90a");
+    let source =
+        "#include \"one.h\"\nextern \"C\" __global__ void k(int* p) {\n    p[0] = one(1, 2);\n}\n";
+    let err = hiprtc()
+        .compile(&RtcInput {
+            name: "call.hip",
+            include_dirs: &include_dirs,
+            ..input(source.as_bytes(), &opts)
+        })
+        .unwrap_err();
+    let RtcError::Compile { diagnostics, .. } = &err else {
+        panic!("{err:?}")
+    };
+    let note = &diagnostics[0].notes[0];
+    assert_eq!(note.line, Some(2), "{note:?}");
+    assert_eq!(note.included_from.len(), 1, "{note:?}");
+    assert_eq!(
+        (
+            note.included_from[0].file.as_str(),
+            note.included_from[0].line
+        ),
+        ("call.hip", 1)
+    );
+}

@@ -349,6 +349,9 @@ impl HipRtc {
         let deps_file = scratch.path().join(DEPS_NAME);
         let mut extra = rtc::include_options(&canonical);
         for word in [
+            // A note gets its include chain, as hipcc's compile is asked to print it: it
+            // changes what is printed, not what is compiled.
+            OsStr::new("-fdiagnostics-show-note-include-stack"),
             OsStr::new("-Xclang"),
             OsStr::new("-dependency-file"),
             OsStr::new("-Xclang"),
