@@ -327,3 +327,83 @@ fn math_and_limits_macros_compile_under_nvrtc_to_nvccs_code() {
         );
     }
 }
+
+/// A header reached by `..` from an include directory: NVRTC would read it without reporting it.
+fn escaping_include_tree() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::create_dir_all(dir.path().join("inc")).unwrap();
+    std::fs::write(dir.path().join("inc/v.h"), "#define VAL 3.5f\n").unwrap();
+    let src = dir.path().join("src");
+    (dir, src)
+}
+
+const ESCAPING: &str = "#include \"../inc/v.h\"\n\
+    extern \"C\" __global__ void kern(float* y) { y[threadIdx.x] = VAL; }\n";
+
+#[test]
+fn nvrtc_refuses_an_include_it_could_not_report_instead_of_caching_it_unkeyed() {
+    let home = home();
+    let cache = tempfile::tempdir().unwrap();
+    let (_tree, src) = escaping_include_tree();
+    let mut options = sm90();
+    options.include_dirs = vec![src.clone()];
+    let err = jit(CompilerChoice::Nvrtc, home, Some(cache.path()))
+        .compile(ESCAPING, &options)
+        .expect_err("NVRTC compiled a source whose header it cannot report");
+    let text = err.to_string();
+    assert!(
+        text.contains("#include \"../inc/v.h\"") && text.contains("HIPJIT_COMPILER=nvcc"),
+        "{text}"
+    );
+    // The same from a header inside the include directory, and with an absolute name.
+    std::fs::write(src.join("wrap.h"), "#include \"../inc/v.h\"\n").unwrap();
+    let err = jit(CompilerChoice::Nvrtc, home, None)
+        .compile(
+            "#include \"wrap.h\"\nextern \"C\" __global__ void k(float* y) { y[0] = VAL; }\n",
+            &options,
+        )
+        .expect_err("a header's escaping include was not refused");
+    assert!(err.to_string().contains("wrap.h"), "{err}");
+    let absolute = format!(
+        "#include \"{}\"\nextern \"C\" __global__ void k(float* y) {{ y[0] = VAL; }}\n",
+        src.parent().unwrap().join("inc/v.h").display()
+    );
+    assert!(jit(CompilerChoice::Nvrtc, home, None)
+        .compile(&absolute, &options)
+        .is_err());
+}
+
+#[test]
+fn auto_takes_nvcc_for_an_include_nvrtc_could_not_report_and_an_edit_is_a_miss() {
+    let home = home();
+    let cache = tempfile::tempdir().unwrap();
+    let (tree, src) = escaping_include_tree();
+    let mut options = sm90();
+    options.include_dirs = vec![src];
+    let first = jit(CompilerChoice::Auto, home, Some(cache.path()))
+        .compile(ESCAPING, &options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        first.compiler().kind,
+        CompilerKind::Nvcc,
+        "{:?}",
+        first.compiler()
+    );
+    assert!(
+        first.compiler().reason.contains("../inc/v.h"),
+        "{}",
+        first.compiler().reason
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(tree.path().join("inc/v.h"), "#define VAL 7.25f\n").unwrap();
+    let second = jit(CompilerChoice::Auto, home, Some(cache.path()))
+        .compile(ESCAPING, &options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        second.origin(),
+        Origin::Compiler,
+        "the edited header was served stale"
+    );
+    assert_ne!(second.key(), first.key());
+}

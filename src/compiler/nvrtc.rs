@@ -137,6 +137,63 @@ pub fn prelude_headers(cuda_include: Option<&Path>) -> Vec<(String, Vec<u8>)> {
     ]
 }
 
+/// The first `#include` (or `#include_next`, `__has_include`) in `text` that can name a file
+/// outside the include directories NVRTC is given: an absolute name, a name with a `..`
+/// component, or a computed one (`#include MACRO`). NVRTC reports no list of the files it
+/// reads, so hipjit keys an NVRTC compile on the files under its include directories; a file
+/// reached by such a name would be read without being keyed, and editing it would not change
+/// the key. Returns the directive and its 1-based line.
+///
+/// The scan is lexical and conservative: a directive inside `#if 0` or a block comment counts.
+pub fn untracked_include(text: &[u8]) -> Option<(String, usize)> {
+    fn escapes(name: &[u8]) -> bool {
+        name.first() == Some(&b'/') || name.split(|&b| b == b'/').any(|c| c == b"..")
+    }
+    // After `#include` or `__has_include(`: the quoted or bracketed name, or None when computed.
+    fn name_at(rest: &[u8]) -> Option<&[u8]> {
+        let rest = rest.trim_ascii_start();
+        let close = match rest.first()? {
+            b'"' => b'"',
+            b'<' => b'>',
+            _ => return None,
+        };
+        let end = rest[1..].iter().position(|&b| b == close)?;
+        Some(&rest[1..1 + end])
+    }
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        let shown = || String::from_utf8_lossy(line.trim_ascii()).into_owned();
+        let t = line.trim_ascii_start();
+        if let Some(d) = t.strip_prefix(b"#") {
+            let d = d.trim_ascii_start();
+            let rest = d
+                .strip_prefix(b"include_next")
+                .or_else(|| d.strip_prefix(b"include"));
+            if let Some(rest) = rest {
+                match name_at(rest) {
+                    Some(name) if !escapes(name) => {}
+                    _ => return Some((shown(), i + 1)),
+                }
+            }
+        }
+        let mut at = line;
+        while let Some(pos) = at.windows(13).position(|w| w == b"__has_include") {
+            let rest = &at[pos + 13..];
+            let rest = rest
+                .strip_prefix(b"_next")
+                .unwrap_or(rest)
+                .trim_ascii_start();
+            match rest.strip_prefix(b"(").and_then(name_at) {
+                Some(name) if !escapes(name) => {}
+                // `#ifdef __has_include` and `defined(__has_include)` name no file.
+                None if !rest.starts_with(b"(") => {}
+                _ => return Some((shown(), i + 1)),
+            }
+            at = rest;
+        }
+    }
+    None
+}
+
 /// `-default-device`: functions without an execution-space attribute are device functions.
 ///
 /// nvcc compiles such a function for the host and lets device code use it where a constant is
@@ -374,13 +431,15 @@ impl NvRtc {
     /// CUDA toolkit's headers beside this NVRTC ([`NvRtc::include_dir`]), which belong to the
     /// compiler and its identity: editing,
     /// adding or removing any of them changes the header manifest. A file named by an absolute
-    /// path in an `#include` directive is read by NVRTC and cannot be tracked.
+    /// path, a name with `..` or a computed name in an `#include` (or `__has_include`) of the
+    /// source or of any of those files is refused ([`untracked_include`]): NVRTC would read
+    /// such a file without its being keyed.
     ///
     /// Errors: [`RtcError::Arch`] before compiling for `-arch=compute_NN` (or
     /// `--gpu-architecture=compute_NN`), which yields PTX and an empty cubin;
     /// [`RtcError::IncludeDir`] for an include directory that is not one;
     /// [`RtcError::NoDependencies`] when an include directory cannot be walked or holds too
-    /// many files; [`RtcError::NulByte`] before any call; [`RtcError::Compile`] with the program
+    /// many files, or for an untracked `#include`; [`RtcError::NulByte`] before any call; [`RtcError::Compile`] with the program
     /// log; [`RtcError::EmptyOutput`] for a 0-byte cubin; [`RtcError::Call`] for another failing
     /// call.
     pub fn compile(&self, input: &RtcInput<'_>) -> Result<RtcOutput, RtcError> {
@@ -447,6 +506,27 @@ impl NvRtc {
                     name: path.clone(),
                     path,
                 });
+            }
+        }
+        // A file reached by an absolute, `..` or computed name would be read unkeyed.
+        let untracked = |file: &str, text: &[u8]| {
+            untracked_include(text).map(|(directive, line)| {
+                no_deps(format!(
+                    "`{directive}` ({file}, line {line}) can name a file outside the include \
+                     directories, which NVRTC would read without reporting it, so the result \
+                     could not be keyed by it; include it by a name below an include directory, \
+                     or compile with nvcc (HIPJIT_COMPILER=nvcc), which lists what it reads"
+                ))
+            })
+        };
+        if let Some(e) = untracked(input.name, input.source) {
+            return Err(e);
+        }
+        for d in &dependencies {
+            if let Ok(text) = std::fs::read(&d.path) {
+                if let Some(e) = untracked(&d.path.display().to_string(), &text) {
+                    return Err(e);
+                }
             }
         }
         let mut extra = rtc::include_options(&canonical);
@@ -542,5 +622,43 @@ mod tests {
             Some(dir.path().join("libnvrtc.so.13.0.1"))
         );
         assert_eq!(newest_in(&dir.path().join("missing")), None);
+    }
+}
+
+#[cfg(test)]
+mod untracked_include_tests {
+    use super::untracked_include;
+
+    #[test]
+    fn includes_below_the_include_directories_are_tracked() {
+        for ok in [
+            &b"#include \"a.h\"\n#include <sub/b.h>\n  #  include_next <c.h>\n"[..],
+            b"#ifdef __has_include\n#if defined(__has_include) && __has_include(\"x/y.h\")\n",
+            b"// #include \"../commented.h\"\nint x; /* ok */\n",
+        ] {
+            assert_eq!(
+                untracked_include(ok),
+                None,
+                "{}",
+                String::from_utf8_lossy(ok)
+            );
+        }
+    }
+
+    #[test]
+    fn absolute_dotdot_and_computed_names_are_not() {
+        for (bad, line) in [
+            (&b"#include \"../inc/v.h\"\n"[..], 1),
+            (b"int a;\n#include </usr/include/x.h>\n", 2),
+            (b"#include \"sub/../../v.h\"\n", 1),
+            (b"\n\n# include_next <../x.h>\n", 3),
+            (b"#define H \"v.h\"\n#include H\n", 2),
+            (b"#if __has_include(\"/etc/x.h\")\n#endif\n", 1),
+            (b"#if __has_include_next(<../y.h>)\n", 1),
+            (b"#if __has_include(NAME)\n", 1),
+        ] {
+            let got = untracked_include(bad).map(|(_, l)| l);
+            assert_eq!(got, Some(line), "{}", String::from_utf8_lossy(bad));
+        }
     }
 }

@@ -14,7 +14,9 @@
 //! parity test compared: it takes the in-process compiler only for one target (hipRTC
 //! compiles one per program) without dumps, and on gfx10 and later only when the extra flags
 //! pin the CU/WGP mode (`-mcumode` or `-mno-cumode`, as the parity test did: hipRTC and hipcc
-//! default to different modes there). The reason of every choice goes with the result
+//! default to different modes there), and on NVIDIA only for a source without an `#include`
+//! NVRTC could not report ([`crate::compiler::nvrtc::untracked_include`]). The reason of every
+//! choice goes with the result
 //! ([`CompilerUsed::reason`]).
 
 use std::path::{Path, PathBuf};
@@ -285,6 +287,15 @@ impl Compilers {
         } else if options.dump_llvm_ir || options.dump_isa {
             Some(format!(
                 "{process_name}: dumps asked for ({rtc_name} writes none)"
+            ))
+        } else if let Some((directive, line)) = nvidia
+            .then(|| crate::compiler::nvrtc::untracked_include(source))
+            .flatten()
+        {
+            Some(format!(
+                "{process_name}: `{directive}` (line {line}) can name a file outside the include \
+                 directories, which NVRTC would read without reporting it ({process_name} lists \
+                 what it reads)"
             ))
         } else if nvidia && options.opt_level != crate::compiler::OptLevel::O3 {
             Some(format!(
