@@ -19,7 +19,7 @@ class CompileError(HipjitError):
     """Parsed warnings and errors: severity, file, line, column, message, notes,
     included_from, excerpt."""
     log: str
-    """The compiler's whole standard error."""
+    """The compiler's whole standard error (hipcc, nvcc) or program log (hipRTC, NVRTC)."""
     command: List[str]
     """The compiler's command line (empty for the in-process compilers)."""
 

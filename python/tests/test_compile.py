@@ -1,5 +1,6 @@
 """hipjit.compile and hipjit.inspect against the real hipcc here (Debian's HIP 5.2.3)."""
 
+import json
 import threading
 from pathlib import Path
 import time
@@ -84,6 +85,37 @@ def test_compile_error_carries_parsed_diagnostics():
     assert "error: expected expression" in err.log
     assert err.command[0].endswith("hipcc")
     assert isinstance(err, hipjit.HipjitError)
+
+
+@pytest.mark.parametrize(
+    "compiler,arch,program",
+    [("nvcc", "sm_90", "nvcc"), ("nvrtc", "sm_90", None), ("hiprtc", "gfx90a", None)],
+)
+def test_compile_error_of_every_compiler_carries_diagnostics_log_and_command(
+        compiler, arch, program):
+    # hipRTC 5.2.3 lives inside Debian's libamdhip64.so.5 (the process's runtime here is the
+    # fixture): a fresh interpreter names it.
+    r = run_python(
+        "import json, hipjit\n"
+        "src = 'extern \"C\" __global__ void k(float* x) {\\n  x[0] = undefined_thing;\\n}\\n'\n"
+        "try:\n"
+        "    hipjit.compile(src, %r, compiler=%r)\n"
+        "except hipjit.CompileError as e:\n"
+        "    print(json.dumps({'d': e.diagnostics, 'log': e.log, 'command': e.command}))\n"
+        % (arch, compiler),
+        env={"HIPJIT_HIPRTC_LIBRARY": "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5"},
+    )
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    errors = [d for d in got["d"] if d["severity"] == "error"]
+    assert [(d["file"], d["line"]) for d in errors] == [("kernel.hip", 2)], got
+    assert "undefined_thing" in errors[0]["message"]
+    assert "undefined_thing" in got["log"]
+    if program is None:
+        assert got["command"] == []
+    else:
+        assert Path(got["command"][0]).name == program
+        assert any("sm_90" in a for a in got["command"])
 
 
 def test_target_the_compiler_does_not_know_is_a_compile_error():
