@@ -27,6 +27,9 @@ def test_compile_reads_kernels_arguments_and_resources():
     # hipcc 5.2.3 on gfx90a: wave64, no LDS, no scratch, no spills (measured).
     assert (k.wavefront_size, k.lds_bytes, k.scratch_bytes) == (64, 0, 0)
     assert k.sgpr_spill_count == 0 and k.vgpr_spill_count == 0
+    assert k.sgpr_count > 0 and k.vgpr_count > 0
+    # No __launch_bounds__: clang records its default flat work-group size, 1024.
+    assert k.max_threads_per_block == 1024
     assert c.code_object.startswith(b"\x7fELF")
     assert c.code_object_version == 4
     assert "hipcc" in c.compiler
@@ -213,11 +216,29 @@ def test_sm_target_compiles_a_cubin_with_nvcc():
         ("y", "float* __restrict__", "pointer", 8),
         ("n", "unsigned int", "value", 4),
     ]
+    # A cubin records no LDS, scratch, register or spill figures, nor (without
+    # __launch_bounds__) a block size: None, not 0.
+    unknown = ("lds_bytes", "scratch_bytes", "sgpr_count", "vgpr_count", "sgpr_spill_count",
+               "vgpr_spill_count", "max_threads_per_block")
+    assert {f: getattr(k, f) for f in unknown} == dict.fromkeys(unknown)
+    assert "sgpr=None, vgpr=None, lds=None, scratch=None, spills=None" in repr(k)
     i = hipjit.inspect(c.code_object)
     assert (i.container, i.target) == ("cubin", "sm_90")
     assert [a.kind for a in i.kernels[0].args] == ["unknown"] * 4
+    assert {f: getattr(i.kernels[0], f) for f in unknown} == dict.fromkeys(unknown)
+    # Both say the same of a cubin's code object version.
+    assert i.code_object_version is None
+    assert "code_object_version=None" in repr(i)
     with pytest.raises(ValueError, match=r'arch: "sm_9": '):
         hipjit.compile(SAXPY, "sm_9")
+
+
+def test_cubin_block_size_from_launch_bounds_is_reported():
+    src = ('extern "C" __global__ void __launch_bounds__(256) k(float* x) {\n'
+           '  x[threadIdx.x] = 1.0f;\n}\n')
+    c = hipjit.compile(src, "sm_90", compiler="nvcc")
+    assert c.kernels[0].max_threads_per_block == 256
+    assert hipjit.inspect(c.code_object).kernels[0].max_threads_per_block == 256
 
 
 def test_compiler_choice_per_call_and_its_reason():
