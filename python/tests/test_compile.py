@@ -241,6 +241,16 @@ def test_cubin_block_size_from_launch_bounds_is_reported():
     assert hipjit.inspect(c.code_object).kernels[0].max_threads_per_block == 256
 
 
+@pytest.mark.parametrize("opt,flag", [("s", "-Os"), ("z", "-Oz")])
+@pytest.mark.parametrize("compiler", ["nvcc", "nvrtc"])
+def test_size_optimisation_for_an_sm_target_is_refused_by_name(opt, flag, compiler):
+    with pytest.raises(hipjit.CompileError) as e:
+        hipjit.compile(SAXPY, "sm_90", opt=opt, compiler=compiler)
+    assert str(e.value) == (
+        f"opt_level {flag} applies to AMDGPU code objects only, not to the SM target sm_90")
+    assert e.value.command == [] and e.value.log == ""
+
+
 def test_compiler_choice_per_call_and_its_reason():
     # hipRTC 5.2.3 lives inside Debian's libamdhip64.so.5; the process's runtime here is the
     # fixture, so hipRTC is named explicitly.
