@@ -958,6 +958,12 @@ fn child_disk_hit_steps(cache: &Path) -> R<()> {
     unsafe { k.launch(&s, LaunchConfig::for_num_elems(1, 1), &mut args![])? };
     s.synchronize()?;
     step(&mut t, "launch + synchronize");
+    // A disk hit finds the in-process compiler (Auto's NVRTC) from the per-user memo of its
+    // search: libnvrtc is never loaded into this process.
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    if let Some(line) = maps.lines().find(|l| l.contains("libnvrtc")) {
+        return Err(format!("a disk hit loaded NVRTC: {line}").into());
+    }
     Ok(())
 }
 

@@ -42,6 +42,9 @@ use crate::runtime::Platform;
 /// lock (a load that fails is tried again at the next compile).
 pub struct RtcLibrary<T> {
     path: PathBuf,
+    /// The library file's `stat` when its identity was taken from the memo: the file loaded
+    /// later must be that one.
+    expected: Option<super::identity::FileStat>,
     loaded: Mutex<Option<Arc<T>>>,
 }
 
@@ -55,9 +58,11 @@ impl<T> std::fmt::Debug for RtcLibrary<T> {
 }
 
 impl<T> RtcLibrary<T> {
-    /// The library in `path`, not loaded yet.
+    /// The library in `path`, not loaded yet; its file is `stat`ed now, and the file loaded
+    /// later must still be this one ([`RtcLibrary::get`]).
     pub fn unloaded(path: PathBuf) -> RtcLibrary<T> {
         RtcLibrary {
+            expected: super::identity::FileStat::read(&path),
             path,
             loaded: Mutex::new(None),
         }
@@ -67,6 +72,7 @@ impl<T> RtcLibrary<T> {
     pub fn loaded(path: PathBuf, library: T) -> RtcLibrary<T> {
         RtcLibrary {
             path,
+            expected: None,
             loaded: Mutex::new(Some(Arc::new(library))),
         }
     }
@@ -81,18 +87,34 @@ impl<T> RtcLibrary<T> {
         self.loaded.lock().is_some()
     }
 
-    /// The library, loaded with `load` from [`RtcLibrary::path`] unless it was before.
+    /// The library, loaded with `load` from [`RtcLibrary::path`] unless it was before;
+    /// `compiler` (`hipRTC`, `NVRTC`) names it in errors.
     ///
-    /// Errors: `load`'s ([`RtcError::Open`], [`RtcError::MissingSymbol`]).
+    /// Errors: `load`'s ([`RtcError::Open`], [`RtcError::MissingSymbol`]);
+    /// [`RtcError::Open`] when the file was replaced since its identity was read (what was
+    /// loaded is not what the cache keys name: run again, which identifies it anew).
     pub fn get(
         &self,
+        compiler: &'static str,
         load: impl FnOnce(&std::path::Path) -> Result<T, RtcError>,
     ) -> Result<Arc<T>, RtcError> {
         let mut slot = self.loaded.lock();
         if let Some(l) = &*slot {
             return Ok(l.clone());
         }
-        let l = Arc::new(load(&self.path)?);
+        let l = load(&self.path)?;
+        // Checked after loading: a file renamed over before the load has another inode.
+        if self.expected.is_some() && super::identity::FileStat::read(&self.path) != self.expected {
+            return Err(RtcError::Open {
+                compiler,
+                path: self.path.clone(),
+                from: "the remembered library search".into(),
+                reason: "the file was replaced after its identity was read in this process; \
+                         run again to identify the new library"
+                    .into(),
+            });
+        }
+        let l = Arc::new(l);
         *slot = Some(l.clone());
         Ok(l)
     }
@@ -225,7 +247,7 @@ impl HipRtcBackend {
     ///
     /// Errors: [`RtcError::Open`], [`RtcError::MissingSymbol`].
     pub fn loaded(&self) -> Result<Arc<HipRtc>, RtcError> {
-        self.library.get(HipRtc::open_path)
+        self.library.get("hipRTC", HipRtc::open_path)
     }
 
     /// The options handed to hipRTC for `options` (see the module documentation).
@@ -355,7 +377,7 @@ impl NvrtcBackend {
     ///
     /// Errors: [`RtcError::Open`], [`RtcError::MissingSymbol`].
     pub fn loaded(&self) -> Result<Arc<NvRtc>, RtcError> {
-        self.library.get(NvRtc::open_path)
+        self.library.get("NVRTC", NvRtc::open_path)
     }
 
     /// The options handed to NVRTC for `source` and `options` (see the module documentation).
@@ -656,4 +678,45 @@ impl Backend {
 
 fn in_process(e: RtcError) -> CompileError {
     CompileError::InProcess(Box::new(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unloaded_library_is_loaded_once_at_first_use() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("libnvrtc.so.13");
+        std::fs::write(&path, b"library").unwrap();
+        let lib: RtcLibrary<u32> = RtcLibrary::unloaded(path.clone());
+        assert!(!lib.is_loaded());
+        let mut loads = 0;
+        let first = lib
+            .get("NVRTC", |p| {
+                loads += 1;
+                assert_eq!(p, path);
+                Ok(7)
+            })
+            .unwrap();
+        assert_eq!((*first, loads), (7, 1));
+        let again = lib.get("NVRTC", |_| panic!("loaded twice")).unwrap();
+        assert_eq!(*again, 7);
+        assert!(lib.is_loaded());
+    }
+
+    #[test]
+    fn a_library_renamed_over_before_its_load_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("libnvrtc.so.13");
+        std::fs::write(&path, b"library").unwrap();
+        let lib: RtcLibrary<u32> = RtcLibrary::unloaded(path.clone());
+        let new = d.path().join("new");
+        std::fs::write(&new, b"library").unwrap();
+        std::fs::rename(&new, &path).unwrap();
+        let e = lib.get("NVRTC", |_| Ok(7)).unwrap_err().to_string();
+        assert!(e.contains("replaced"), "{e}");
+        assert!(e.contains(&*path.to_string_lossy()), "{e}");
+        assert!(!lib.is_loaded());
+    }
 }

@@ -11,10 +11,10 @@
 //! the library found, its version text, the major version Auto's selection uses, and the
 //! `stat` of every place the search looks (each candidate directory, a file named by a
 //! variable, `/etc/ld.so.cache`, each `LD_LIBRARY_PATH` directory; a missing one recorded as
-//! missing). A fresh process whose search inputs and places are unchanged, and whose library's
-//! remembered identity is unchanged ([`crate::compiler::identity`]: the library itself and
-//! the files it loads, by `stat`), takes the library's path, version and identity from there
-//! without loading it; the library is loaded at its first compile
+//! missing) and of the library and its directory. A fresh process whose search inputs and
+//! places are unchanged, and whose library's remembered identity is unchanged
+//! ([`crate::compiler::identity`]: the library itself and the files it loads, by `stat`),
+//! takes the library's path, version and identity from there without loading it; the library is loaded at its first compile
 //! ([`crate::compiler::backend::RtcLibrary`]). Anything changed (a library rewritten or
 //! renamed over, a file added to a directory searched) searches, loads and remembers again.
 
@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 use super::identity::{self, CompilerIdentity, CompilerKind, FileStat};
 
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// The inputs of one library search and the `stat` of each place it looks, read when the
 /// search is described (before any library is loaded).
@@ -104,9 +104,19 @@ struct Memo {
     inputs: Vec<u8>,
     watched: Vec<(Vec<u8>, Option<FileStat>)>,
     library: Vec<u8>,
-    library_stat: FileStat,
+    /// The library's `stat`, then its directory's (a file added beside it, where the dynamic
+    /// loader may look first, changes the directory).
+    library_stat: (FileStat, Option<FileStat>),
     version: String,
     major: u32,
+}
+
+/// The `stat` of `library` and of its directory.
+fn library_stats(library: &Path) -> Option<(FileStat, Option<FileStat>)> {
+    Some((
+        FileStat::read(library)?,
+        library.parent().and_then(FileStat::read),
+    ))
 }
 
 /// Where a library search ended: the library, its version text and its major version.
@@ -146,7 +156,7 @@ pub fn recall_location(search: &LibrarySearch, dir: Option<&Path>) -> Option<Loc
         return None;
     }
     let library = PathBuf::from(OsStr::from_bytes(&memo.library));
-    if FileStat::read(&library) != Some(memo.library_stat) {
+    if library_stats(&library)? != memo.library_stat {
         return None;
     }
     Some(Location {
@@ -183,7 +193,7 @@ pub fn recall(
 /// that cannot be stat'd, only means nothing is remembered.
 pub fn remember(search: &LibrarySearch, location: &Location, dir: Option<&Path>) {
     let Some(dir) = memo_dir(dir) else { return };
-    let Some(library_stat) = FileStat::read(&location.library) else {
+    let Some(library_stat) = library_stats(&location.library) else {
         return;
     };
     let memo = Memo {
@@ -196,4 +206,102 @@ pub fn remember(search: &LibrarySearch, location: &Location, dir: Option<&Path>)
         major: location.major,
     };
     identity::write_private(&search.memo_file(&dir), &memo);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A search for hipRTC looking in `dir/searched`, and a library file under `dir/lib`.
+    fn setup(dir: &Path) -> (LibrarySearch, Location, PathBuf) {
+        let lib_dir = dir.join("lib");
+        std::fs::create_dir_all(&lib_dir).unwrap();
+        let library = lib_dir.join("libhiprtc.so.6");
+        std::fs::write(&library, b"first").unwrap();
+        let search = LibrarySearch::new(
+            CompilerKind::Hiprtc,
+            &[("HIPJIT_HIPRTC_LIBRARY", None)],
+            vec![dir.join("searched")],
+        );
+        let location = Location {
+            library: library.clone(),
+            version: "hipRTC libhiprtc.so.6 (HIP 6, hiprtcVersion 9.0)\n".into(),
+            major: 6,
+        };
+        (search, location, library)
+    }
+
+    #[test]
+    fn an_unchanged_search_is_recalled_with_its_version_and_major() {
+        let d = tempfile::tempdir().unwrap();
+        let ids = d.path().join("ids");
+        let (search, location, _) = setup(d.path());
+        assert_eq!(recall_location(&search, Some(&ids)), None);
+        remember(&search, &location, Some(&ids));
+        assert_eq!(recall_location(&search, Some(&ids)), Some(location));
+    }
+
+    #[test]
+    fn a_library_rewritten_in_place_is_not_recalled() {
+        let d = tempfile::tempdir().unwrap();
+        let ids = d.path().join("ids");
+        let (search, location, library) = setup(d.path());
+        remember(&search, &location, Some(&ids));
+        std::fs::write(&library, b"second, longer").unwrap();
+        assert_eq!(recall_location(&search, Some(&ids)), None);
+    }
+
+    #[test]
+    fn a_library_renamed_over_is_not_recalled() {
+        let d = tempfile::tempdir().unwrap();
+        let ids = d.path().join("ids");
+        let (search, location, library) = setup(d.path());
+        remember(&search, &location, Some(&ids));
+        let new = d.path().join("new");
+        std::fs::write(&new, b"first").unwrap();
+        std::fs::rename(&new, &library).unwrap();
+        assert_eq!(recall_location(&search, Some(&ids)), None);
+    }
+
+    #[test]
+    fn a_file_added_beside_the_library_is_not_recalled() {
+        let d = tempfile::tempdir().unwrap();
+        let ids = d.path().join("ids");
+        let (search, location, library) = setup(d.path());
+        remember(&search, &location, Some(&ids));
+        std::fs::write(library.with_file_name("libhiprtc.so.7"), b"newer").unwrap();
+        assert_eq!(recall_location(&search, Some(&ids)), None);
+    }
+
+    #[test]
+    fn a_place_searched_that_appears_is_not_recalled() {
+        let d = tempfile::tempdir().unwrap();
+        let ids = d.path().join("ids");
+        let (search, location, _) = setup(d.path());
+        remember(&search, &location, Some(&ids));
+        std::fs::create_dir(d.path().join("searched")).unwrap();
+        let again = LibrarySearch::new(
+            CompilerKind::Hiprtc,
+            &[("HIPJIT_HIPRTC_LIBRARY", None)],
+            vec![d.path().join("searched")],
+        );
+        assert_eq!(recall_location(&again, Some(&ids)), None);
+    }
+
+    #[test]
+    fn another_search_input_is_another_memo() {
+        let d = tempfile::tempdir().unwrap();
+        let ids = d.path().join("ids");
+        let (search, location, _) = setup(d.path());
+        remember(&search, &location, Some(&ids));
+        let other = LibrarySearch::new(
+            CompilerKind::Hiprtc,
+            &[(
+                "HIPJIT_HIPRTC_LIBRARY",
+                Some(OsStr::new("/elsewhere/libhiprtc.so")),
+            )],
+            vec![d.path().join("searched")],
+        );
+        assert_eq!(recall_location(&other, Some(&ids)), None);
+    }
 }
