@@ -1,9 +1,10 @@
 //! Bad compile options give errors naming what is wrong, before any compiler runs.
 
 use hipjit::compiler::{
-    check_extra_flag, is_valid_source_name, BackendKind, CompileOptions, CxxStd, OptionsError,
-    RejectedBecause,
+    check_extra_flag, is_valid_source_name, BackendKind, CompileOptions, CxxStd, OptLevel,
+    OptionsError, RejectedBecause,
 };
+use hipjit::cuda::target::SmTarget;
 use hipjit::target_id::TargetId;
 
 fn t(s: &str) -> TargetId {
@@ -364,6 +365,44 @@ fn code_object_version_outside_4_to_6_is_refused() {
         ..CompileOptions::for_target(t("gfx90a"))
     };
     assert_eq!(o.validate(), Err(OptionsError::CodeObjectVersion(3)));
+}
+
+#[test]
+fn size_optimisation_with_an_sm_target_is_refused_naming_option_and_target() {
+    for (level, name) in [
+        (OptLevel::Os, "opt_level -Os"),
+        (OptLevel::Oz, "opt_level -Oz"),
+    ] {
+        let o = CompileOptions {
+            opt_level: level,
+            ..CompileOptions::for_sm(SmTarget::new(90))
+        };
+        let e = o.validate().unwrap_err();
+        assert_eq!(
+            e,
+            OptionsError::NotOnNvidia {
+                option: name,
+                target: "sm_90".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("{name} applies to AMDGPU code objects only, not to the SM target sm_90")
+        );
+    }
+    // The numbered levels stay accepted, and -Os stays accepted for an AMDGPU target.
+    for level in [OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3] {
+        let o = CompileOptions {
+            opt_level: level,
+            ..CompileOptions::for_sm(SmTarget::new(90))
+        };
+        assert_eq!(o.validate(), Ok(()));
+    }
+    let o = CompileOptions {
+        opt_level: OptLevel::Os,
+        ..CompileOptions::for_target(t("gfx90a"))
+    };
+    assert_eq!(o.validate(), Ok(()));
 }
 
 #[test]

@@ -19,7 +19,7 @@ class CompileError(HipjitError):
     """Parsed warnings and errors: severity, file, line, column, message, notes,
     included_from, excerpt."""
     log: str
-    """The compiler's whole standard error."""
+    """The compiler's whole standard error (hipcc, nvcc) or program log (hipRTC, NVRTC)."""
     command: List[str]
     """The compiler's command line (empty for the in-process compilers)."""
 
@@ -45,20 +45,23 @@ class ArgInfo:
     access: Optional[str]
 
 class KernelInfo:
-    """A kernel of a code object: arguments and resources (sizes in bytes)."""
+    """A kernel of a code object: arguments and resources (sizes in bytes).
+
+    A resource the code object does not record is None, never 0: a cubin records no LDS,
+    scratch, register or spill figures, and a block size only under __launch_bounds__."""
 
     name: str
     args: List[ArgInfo]
     kernarg_size: int
-    lds_bytes: int
-    scratch_bytes: int
-    sgpr_count: int
-    vgpr_count: int
+    lds_bytes: Optional[int]
+    scratch_bytes: Optional[int]
+    sgpr_count: Optional[int]
+    vgpr_count: Optional[int]
     agpr_count: Optional[int]
-    sgpr_spill_count: int
-    vgpr_spill_count: int
+    sgpr_spill_count: Optional[int]
+    vgpr_spill_count: Optional[int]
     wavefront_size: int
-    max_threads_per_block: int
+    max_threads_per_block: Optional[int]
     uses_dynamic_stack: bool
 
 class Compiled:
@@ -107,7 +110,8 @@ class Inspected:
     container: str
     """"elf", "offload_bundle", "compressed_offload_bundle" or "cubin"."""
     target: str
-    code_object_version: int
+    code_object_version: Optional[int]
+    """4, 5 or 6; None for a cubin."""
     kernels: List[KernelInfo]
     entries: List[str]
 

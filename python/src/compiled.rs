@@ -76,7 +76,8 @@ fn py_opt(s: &Option<String>) -> String {
 }
 
 /// A kernel of a code object: its name, explicit arguments and resources (LLVM AMDGPUUsage,
-/// "Code Object V3 to V6 Metadata"; a cubin fills the fields it has and leaves the others 0).
+/// "Code Object V3 to V6 Metadata"). A cubin records its parameters and, under
+/// `__launch_bounds__`, the block size; the resources it does not record are `None`, never 0.
 #[pyclass(frozen, get_all, module = "hipjit")]
 #[derive(Clone)]
 pub struct KernelInfo {
@@ -86,24 +87,26 @@ pub struct KernelInfo {
     pub args: Vec<ArgInfo>,
     /// Bytes of the kernel argument segment, hidden arguments included.
     pub kernarg_size: u32,
-    /// Static LDS (shared memory) per block, bytes.
-    pub lds_bytes: u32,
-    /// Scratch (private) memory per work-item, bytes.
-    pub scratch_bytes: u32,
-    /// SGPRs per wavefront.
-    pub sgpr_count: u32,
-    /// VGPRs per work-item (for gfx90a/gfx94x the unified VGPR+AGPR count).
-    pub vgpr_count: u32,
+    /// Static LDS (shared memory) per block, bytes; `None` for a cubin (not read from it).
+    pub lds_bytes: Option<u32>,
+    /// Scratch (private) memory per work-item, bytes; `None` for a cubin.
+    pub scratch_bytes: Option<u32>,
+    /// SGPRs per wavefront; `None` for a cubin.
+    pub sgpr_count: Option<u32>,
+    /// VGPRs per work-item (for gfx90a/gfx94x the unified VGPR+AGPR count); `None` for a
+    /// cubin.
+    pub vgpr_count: Option<u32>,
     /// AGPRs per work-item, when recorded.
     pub agpr_count: Option<u32>,
-    /// SGPRs spilled.
-    pub sgpr_spill_count: u32,
-    /// VGPRs spilled.
-    pub vgpr_spill_count: u32,
+    /// SGPRs spilled; `None` for a cubin.
+    pub sgpr_spill_count: Option<u32>,
+    /// VGPRs spilled; `None` for a cubin.
+    pub vgpr_spill_count: Option<u32>,
     /// The wavefront size (32 or 64; 32 threads in a warp on NVIDIA, 0 when not recorded).
     pub wavefront_size: u32,
-    /// The largest block the kernel was compiled for (threads), 0 when not recorded.
-    pub max_threads_per_block: u32,
+    /// The largest block the kernel was compiled for (threads): `.max_flat_workgroup_size`,
+    /// or a cubin's `__launch_bounds__` block; `None` when not recorded.
+    pub max_threads_per_block: Option<u32>,
     /// Whether the kernel uses a dynamic stack.
     pub uses_dynamic_stack: bool,
 }
@@ -120,15 +123,21 @@ impl KernelInfo {
                 _ => format!("{}: {} bytes", a.kind, a.size),
             })
             .collect();
+        let or_none = |v: Option<u32>| v.map_or_else(|| "None".to_string(), |v| v.to_string());
+        let bytes = |v: Option<u32>| v.map_or_else(|| "None".to_string(), |v| format!("{v} B"));
+        let spills = match (self.sgpr_spill_count, self.vgpr_spill_count) {
+            (Some(s), Some(v)) => Some(s + v),
+            _ => None,
+        };
         format!(
-            "KernelInfo({}({}), sgpr={}, vgpr={}, lds={} B, scratch={} B, spills={})",
+            "KernelInfo({}({}), sgpr={}, vgpr={}, lds={}, scratch={}, spills={})",
             self.name,
             args.join(", "),
-            self.sgpr_count,
-            self.vgpr_count,
-            self.lds_bytes,
-            self.scratch_bytes,
-            self.sgpr_spill_count + self.vgpr_spill_count
+            or_none(self.sgpr_count),
+            or_none(self.vgpr_count),
+            bytes(self.lds_bytes),
+            bytes(self.scratch_bytes),
+            or_none(spills)
         )
     }
 }
@@ -179,8 +188,10 @@ pub fn arg_specs(k: &RsKernelInfo, source: Option<&str>, cubin: bool) -> Vec<Arg
         .collect()
 }
 
-/// The Python description of `k`.
-pub fn kernel_info(k: &RsKernelInfo, specs: &[ArgSpec]) -> KernelInfo {
+/// The Python description of `k`; `cubin`: `k` was read from a cubin, which records no LDS,
+/// scratch, register or spill figures (those are `None`).
+pub fn kernel_info(k: &RsKernelInfo, specs: &[ArgSpec], cubin: bool) -> KernelInfo {
+    let amd = |v: u32| (!cubin).then_some(v);
     let explicit = k
         .args
         .iter()
@@ -206,22 +217,23 @@ pub fn kernel_info(k: &RsKernelInfo, specs: &[ArgSpec]) -> KernelInfo {
             })
             .collect(),
         kernarg_size: k.kernarg_segment_size,
-        lds_bytes: k.group_segment_fixed_size,
-        scratch_bytes: k.private_segment_fixed_size,
-        sgpr_count: k.sgpr_count,
-        vgpr_count: k.vgpr_count,
+        lds_bytes: amd(k.group_segment_fixed_size),
+        scratch_bytes: amd(k.private_segment_fixed_size),
+        sgpr_count: amd(k.sgpr_count),
+        vgpr_count: amd(k.vgpr_count),
         agpr_count: k.agpr_count,
-        sgpr_spill_count: k.sgpr_spill_count,
-        vgpr_spill_count: k.vgpr_spill_count,
+        sgpr_spill_count: amd(k.sgpr_spill_count),
+        vgpr_spill_count: amd(k.vgpr_spill_count),
         wavefront_size: k.wavefront_size,
-        max_threads_per_block: k.max_flat_workgroup_size,
+        max_threads_per_block: (k.max_flat_workgroup_size != 0)
+            .then_some(k.max_flat_workgroup_size),
         uses_dynamic_stack: k.uses_dynamic_stack,
     }
 }
 
 fn kernel_infos(ks: &[RsKernelInfo], source: Option<&str>, cubin: bool) -> Vec<KernelInfo> {
     ks.iter()
-        .map(|k| kernel_info(k, &arg_specs(k, source, cubin)))
+        .map(|k| kernel_info(k, &arg_specs(k, source, cubin), cubin))
         .collect()
 }
 
@@ -382,8 +394,8 @@ pub struct Inspected {
     pub container: &'static str,
     /// The target ID of the code object read (`gfx90a`, `sm_90`).
     pub target: String,
-    /// The code object version (4, 5, 6); for a cubin, its ELF ABI version.
-    pub code_object_version: u32,
+    /// The code object version (4, 5, 6); `None` for a cubin (as `Compiled.code_object_version`).
+    pub code_object_version: Option<u32>,
     /// The kernels.
     pub kernels: Vec<KernelInfo>,
     /// For a bundle, the target IDs of its GPU entries, in file order; empty otherwise.
@@ -397,7 +409,8 @@ impl Inspected {
             "Inspected(container='{}', target='{}', code_object_version={}, kernels={})",
             self.container,
             self.target,
-            self.code_object_version,
+            self.code_object_version
+                .map_or_else(|| "None".to_string(), |v| v.to_string()),
             py_list(self.kernels.iter().map(|k| k.name.as_str()))
         )
     }
@@ -448,7 +461,7 @@ pub fn inspect(
         return Ok(Inspected {
             container: "cubin",
             target: c.target().to_string(),
-            code_object_version: u32::from(c.abi_version()),
+            code_object_version: None,
             kernels: kernel_infos(c.kernels(), None, true),
             entries: Vec::new(),
         });
@@ -463,7 +476,7 @@ pub fn inspect(
             Container::CompressedOffloadBundle => "compressed_offload_bundle",
         },
         target: co.target_id().to_string(),
-        code_object_version: co.code_object_version(),
+        code_object_version: Some(co.code_object_version()),
         kernels: kernel_infos(co.kernels(), None, false),
         entries: entries
             .iter()

@@ -13,6 +13,8 @@
 //! argument by its position and, when known, its name.
 
 use hipjit::compiler::diagnostics::Diagnostic;
+use hipjit::compiler::nvcc::NvccError;
+use hipjit::compiler::rtc::RtcError;
 use hipjit::compiler::CompileError as RsCompileError;
 use hipjit::jit::JitError;
 use pyo3::create_exception;
@@ -92,13 +94,42 @@ pub fn diagnostics_list<'py>(py: Python<'py>, ds: &[Diagnostic]) -> PyResult<Bou
 
 fn compile_error(py: Python<'_>, e: &RsCompileError) -> PyErr {
     let err = CompileError::new_err(e.to_string());
+    // Every variant that carries a compiler run hands over its diagnostics, its log and, for
+    // the compilers that run as a process (hipcc, nvcc), its command line; hipRTC and NVRTC
+    // run in this process and have no command line.
     let (diagnostics, log, command): (&[Diagnostic], &str, &[String]) = match e {
         RsCompileError::Failed(f) => (&f.diagnostics, &f.stderr, &f.command),
+        RsCompileError::UnsupportedTarget(u) => (
+            &u.failure.diagnostics,
+            &u.failure.stderr,
+            &u.failure.command,
+        ),
+        RsCompileError::MissingDeviceLibrary(m) => (
+            &m.failure.diagnostics,
+            &m.failure.stderr,
+            &m.failure.command,
+        ),
         RsCompileError::Timeout {
             command, stderr, ..
         } => (&[], stderr, command),
         RsCompileError::NoOutput { command, .. }
         | RsCompileError::NoDependencies { command, .. } => (&[], "", command),
+        RsCompileError::Nvcc(n) => match n.as_ref() {
+            NvccError::Failed {
+                command,
+                log,
+                diagnostics,
+                ..
+            } => (diagnostics, log, command),
+            NvccError::NoDependencies { command, .. } => (&[], "", command),
+            _ => (&[], "", &[]),
+        },
+        RsCompileError::InProcess(r) => match r.as_ref() {
+            RtcError::Compile {
+                log, diagnostics, ..
+            } => (diagnostics, log, &[]),
+            _ => (&[], "", &[]),
+        },
         _ => (&[], "", &[]),
     };
     let value = err.value(py);

@@ -46,7 +46,7 @@ impl Kernel {
             ))
         })?;
         let specs = compiled::arg_specs(&meta, source, nvidia);
-        let info = compiled::kernel_info(&meta, &specs);
+        let info = compiled::kernel_info(&meta, &specs, nvidia);
         Ok(Kernel {
             target: Target {
                 kernel: kernel.name().to_owned(),

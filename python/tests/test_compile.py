@@ -1,5 +1,6 @@
 """hipjit.compile and hipjit.inspect against the real hipcc here (Debian's HIP 5.2.3)."""
 
+import json
 import threading
 from pathlib import Path
 import time
@@ -26,6 +27,9 @@ def test_compile_reads_kernels_arguments_and_resources():
     # hipcc 5.2.3 on gfx90a: wave64, no LDS, no scratch, no spills (measured).
     assert (k.wavefront_size, k.lds_bytes, k.scratch_bytes) == (64, 0, 0)
     assert k.sgpr_spill_count == 0 and k.vgpr_spill_count == 0
+    assert k.sgpr_count > 0 and k.vgpr_count > 0
+    # No __launch_bounds__: clang records its default flat work-group size, 1024.
+    assert k.max_threads_per_block == 1024
     assert c.code_object.startswith(b"\x7fELF")
     assert c.code_object_version == 4
     assert "hipcc" in c.compiler
@@ -84,6 +88,37 @@ def test_compile_error_carries_parsed_diagnostics():
     assert "error: expected expression" in err.log
     assert err.command[0].endswith("hipcc")
     assert isinstance(err, hipjit.HipjitError)
+
+
+@pytest.mark.parametrize(
+    "compiler,arch,program",
+    [("nvcc", "sm_90", "nvcc"), ("nvrtc", "sm_90", None), ("hiprtc", "gfx90a", None)],
+)
+def test_compile_error_of_every_compiler_carries_diagnostics_log_and_command(
+        compiler, arch, program):
+    # hipRTC 5.2.3 lives inside Debian's libamdhip64.so.5 (the process's runtime here is the
+    # fixture): a fresh interpreter names it.
+    r = run_python(
+        "import json, hipjit\n"
+        "src = 'extern \"C\" __global__ void k(float* x) {\\n  x[0] = undefined_thing;\\n}\\n'\n"
+        "try:\n"
+        "    hipjit.compile(src, %r, compiler=%r)\n"
+        "except hipjit.CompileError as e:\n"
+        "    print(json.dumps({'d': e.diagnostics, 'log': e.log, 'command': e.command}))\n"
+        % (arch, compiler),
+        env={"HIPJIT_HIPRTC_LIBRARY": "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5"},
+    )
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    errors = [d for d in got["d"] if d["severity"] == "error"]
+    assert [(d["file"], d["line"]) for d in errors] == [("kernel.hip", 2)], got
+    assert "undefined_thing" in errors[0]["message"]
+    assert "undefined_thing" in got["log"]
+    if program is None:
+        assert got["command"] == []
+    else:
+        assert Path(got["command"][0]).name == program
+        assert any("sm_90" in a for a in got["command"])
 
 
 def test_target_the_compiler_does_not_know_is_a_compile_error():
@@ -181,11 +216,39 @@ def test_sm_target_compiles_a_cubin_with_nvcc():
         ("y", "float* __restrict__", "pointer", 8),
         ("n", "unsigned int", "value", 4),
     ]
+    # A cubin records no LDS, scratch, register or spill figures, nor (without
+    # __launch_bounds__) a block size: None, not 0.
+    unknown = ("lds_bytes", "scratch_bytes", "sgpr_count", "vgpr_count", "sgpr_spill_count",
+               "vgpr_spill_count", "max_threads_per_block")
+    assert {f: getattr(k, f) for f in unknown} == dict.fromkeys(unknown)
+    assert "sgpr=None, vgpr=None, lds=None, scratch=None, spills=None" in repr(k)
     i = hipjit.inspect(c.code_object)
     assert (i.container, i.target) == ("cubin", "sm_90")
     assert [a.kind for a in i.kernels[0].args] == ["unknown"] * 4
+    assert {f: getattr(i.kernels[0], f) for f in unknown} == dict.fromkeys(unknown)
+    # Both say the same of a cubin's code object version.
+    assert i.code_object_version is None
+    assert "code_object_version=None" in repr(i)
     with pytest.raises(ValueError, match=r'arch: "sm_9": '):
         hipjit.compile(SAXPY, "sm_9")
+
+
+def test_cubin_block_size_from_launch_bounds_is_reported():
+    src = ('extern "C" __global__ void __launch_bounds__(256) k(float* x) {\n'
+           '  x[threadIdx.x] = 1.0f;\n}\n')
+    c = hipjit.compile(src, "sm_90", compiler="nvcc")
+    assert c.kernels[0].max_threads_per_block == 256
+    assert hipjit.inspect(c.code_object).kernels[0].max_threads_per_block == 256
+
+
+@pytest.mark.parametrize("opt,flag", [("s", "-Os"), ("z", "-Oz")])
+@pytest.mark.parametrize("compiler", ["nvcc", "nvrtc"])
+def test_size_optimisation_for_an_sm_target_is_refused_by_name(opt, flag, compiler):
+    with pytest.raises(hipjit.CompileError) as e:
+        hipjit.compile(SAXPY, "sm_90", opt=opt, compiler=compiler)
+    assert str(e.value) == (
+        f"opt_level {flag} applies to AMDGPU code objects only, not to the SM target sm_90")
+    assert e.value.command == [] and e.value.log == ""
 
 
 def test_compiler_choice_per_call_and_its_reason():

@@ -164,20 +164,25 @@ pub enum NvccError {
     },
     /// nvcc succeeded but left no readable dependency list (`-MD -MF`): the files it read are
     /// unknown, so the result cannot be cached safely.
-    #[error("nvcc exited 0 but its dependency list {reason}: {command}")]
+    #[error(
+        "nvcc exited 0 but its dependency list {reason}: {}",
+        super::shell_words(command)
+    )]
     NoDependencies {
         /// What is wrong with it.
         reason: String,
-        /// The command line (for reading, not for a shell).
-        command: String,
+        /// The command line, program first, one argument per item (build-directory-relative
+        /// names).
+        command: Vec<String>,
     },
     /// nvcc exited with an error.
-    #[error("nvcc failed ({status}): {command}\n{log}")]
+    #[error("nvcc failed ({status}): {}\n{log}", super::shell_words(command))]
     Failed {
         /// The exit status.
         status: String,
-        /// The command line (for reading, not for a shell).
-        command: String,
+        /// The command line, program first, one argument per item (build-directory-relative
+        /// names).
+        command: Vec<String>,
         /// nvcc's output (lossy where it is not UTF-8).
         log: String,
         /// The diagnostics parsed from it ([`crate::compiler::diagnostics::parse_nvcc`]), the
@@ -286,7 +291,9 @@ impl Nvcc {
         .map_err(|e| match e {
             IdentityError::Run { reason, args, .. } => NvccError::Failed {
                 status: reason,
-                command: format!("{} {args}", path.display()),
+                command: std::iter::once(path.display().to_string())
+                    .chain(args.split_whitespace().map(String::from))
+                    .collect(),
                 log: String::new(),
                 diagnostics: Vec::new(),
             },
@@ -677,7 +684,7 @@ impl Nvcc {
                 message: line.trim().to_string(),
             });
         }
-        let command_text = || super::shell_words(&command);
+        let command_text = || command.clone();
         if !output.status.success() {
             return Err(NvccError::Failed {
                 status: output.status.to_string(),
@@ -814,8 +821,7 @@ impl Nvcc {
                 command: std::iter::once(self.path.as_os_str())
                     .chain(args.iter().map(|a| a.as_os_str()))
                     .map(|a| a.to_string_lossy().into_owned())
-                    .collect::<Vec<_>>()
-                    .join(" "),
+                    .collect(),
                 log,
                 diagnostics,
             });

@@ -309,6 +309,12 @@ impl CompileOptions {
         if self.code_object_version.is_some() {
             return unsupported("code_object_version");
         }
+        // nvcc's and NVRTC's `-O` takes a number only ("'s': expected a number").
+        match self.opt_level {
+            OptLevel::Os => return unsupported("opt_level -Os"),
+            OptLevel::Oz => return unsupported("opt_level -Oz"),
+            _ => {}
+        }
         if self.dump_llvm_ir {
             return unsupported("dump_llvm_ir");
         }
