@@ -273,21 +273,56 @@ impl RemoteConfig {
 }
 
 /// `url` with the password of its user information replaced by `***` (a lone user name is
-/// taken for a password, as Redis's `redis://secret@host` form is).
+/// taken for a password, as Redis's `redis://secret@host` form is), and the value of a
+/// `password`/`pass`/`pwd` query parameter too. The user information runs to the last `@`, so
+/// a password holding an unencoded `/`, `?` or `#` is masked whole, never cut at that byte.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
-        return url.to_string();
+    let (userinfo, tail) = match rest.rfind('@') {
+        Some(at) => {
+            let info = &rest[..at];
+            let masked = match info.split_once(':') {
+                Some((user, _)) if !user.contains(['/', '?', '#']) => format!("{user}:***@"),
+                _ => "***@".to_string(),
+            };
+            (masked, &rest[at + 1..])
+        }
+        None => (String::new(), rest),
     };
-    let userinfo = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        None => "***".to_string(),
+    format!("{scheme}://{userinfo}{}", redact_query(tail))
+}
+
+/// `tail` (what follows the user information) with the values of password query parameters
+/// replaced by `***`.
+fn redact_query(tail: &str) -> String {
+    let Some((before, query)) = tail.split_once('?') else {
+        return tail.to_string();
     };
-    format!("{scheme}://{userinfo}@{host}{tail}")
+    let (query, fragment) = match query.split_once('#') {
+        Some((q, f)) => (q, Some(f)),
+        None => (query, None),
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|kv| match kv.split_once('=') {
+            Some((k, _))
+                if ["password", "pass", "pwd"]
+                    .iter()
+                    .any(|p| k.eq_ignore_ascii_case(p)) =>
+            {
+                format!("{k}=***")
+            }
+            _ => kv.to_string(),
+        })
+        .collect();
+    let mut out = format!("{before}?{}", params.join("&"));
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(f);
+    }
+    out
 }
 
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
@@ -322,6 +357,17 @@ fn check_url(url: &str) -> Result<(), RemoteConfigError> {
         return Err(bad(&format!(
             "scheme {scheme:?} is not redis or rediss (Unix sockets are not supported)"
         )));
+    }
+    // A '/', '?' or '#' before the last '@' would end the authority inside the password, and
+    // a message naming what follows would show part of it: refused without echoing it.
+    if rest
+        .rfind('@')
+        .is_some_and(|at| rest[..at].contains(['/', '?', '#']))
+    {
+        return Err(bad(
+            "the user information holds an unencoded '/', '?' or '#' (percent-encode them as \
+             %2F, %3F, %23)",
+        ));
     }
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(end);
@@ -371,6 +417,18 @@ mod tests {
         assert_eq!(c.redacted_url(), "rediss://***@h/0");
         assert!(c.tls());
         assert_eq!(redact("redis://h:1/0"), "redis://h:1/0");
+        for (url, secret) in [
+            ("redis://u:S3cretPW/x@127.0.0.1:1/0", "S3cretPW"),
+            ("redis://u:S3cretPW#frag@127.0.0.1:1/0", "S3cretPW"),
+            ("redis://u:pw?S3cretPW@127.0.0.1:1/0", "S3cretPW"),
+            ("redis://u:pw@127.0.0.1:1/0?password=S3cretPW", "S3cretPW"),
+            ("redis://127.0.0.1:1/0?db=1&PASS=S3cretPW#x", "S3cretPW"),
+        ] {
+            assert!(!redact(url).contains(secret), "{url} -> {}", redact(url));
+            if let Err(e) = RemoteConfig::new(url) {
+                assert!(!e.to_string().contains(secret), "{url}: {e}");
+            }
+        }
     }
 
     #[test]
