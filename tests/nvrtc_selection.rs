@@ -252,30 +252,36 @@ extern "C" __global__ void front(long long* out) {
 }
 "#;
 
-#[test]
-fn a_source_nvcc_accepts_with_an_unannotated_helper_compiles_under_nvrtc_to_the_same_code() {
+/// Compiles `source` with nvcc and with NVRTC (both from PyPI) and asserts that NVRTC accepts
+/// it, compiles it itself, and gives `kernel` the same SASS as nvcc; `what` names the case.
+fn assert_nvrtc_matches_nvcc(source: &str, options: &CompileOptions, kernel: &str, what: &str) {
     let home = home();
-    let mut options = sm90().define("SCALE", "3");
-    options.std = hipjit::compiler::CxxStd::Cxx20;
     let by_nvcc = jit(CompilerChoice::Nvcc, home, None)
-        .compile(UNANNOTATED_HELPERS, &options)
-        .unwrap_or_else(|e| panic!("nvcc: {e}"));
+        .compile(source, options)
+        .unwrap_or_else(|e| panic!("nvcc, {what}: {e}"));
     let by_nvrtc = jit(CompilerChoice::Nvrtc, home, None)
-        .compile(UNANNOTATED_HELPERS, &options)
-        .unwrap_or_else(|e| panic!("NVRTC refused what nvcc accepts: {e}"));
+        .compile(source, options)
+        .unwrap_or_else(|e| panic!("NVRTC refused what nvcc accepts, {what}: {e}"));
     assert_eq!(by_nvrtc.compiler().kind, CompilerKind::Nvrtc);
     let code = |c: &hipjit::jit::Compiled| {
         c.cubin()
             .expect("a cubin")
-            .kernel_code("front")
+            .kernel_code(kernel)
             .unwrap()
             .to_vec()
     };
     assert_eq!(
         code(&by_nvrtc),
         code(&by_nvcc),
-        "NVRTC's SASS for `front` differs from nvcc's"
+        "{what}: NVRTC's SASS for `{kernel}` differs from nvcc's"
     );
+}
+
+#[test]
+fn a_source_nvcc_accepts_with_an_unannotated_helper_compiles_under_nvrtc_to_the_same_code() {
+    let mut options = sm90().define("SCALE", "3");
+    options.std = hipjit::compiler::CxxStd::Cxx20;
+    assert_nvrtc_matches_nvcc(UNANNOTATED_HELPERS, &options, "front", "C++20");
 }
 
 /// Macros nvcc's sources get from the host's `<math.h>` and `<limits.h>` through
@@ -299,7 +305,6 @@ extern "C" __global__ void host_macros(float* f, double* d, long long* i) {
 
 #[test]
 fn math_and_limits_macros_compile_under_nvrtc_to_nvccs_code() {
-    let home = home();
     for std in [
         hipjit::compiler::CxxStd::Cxx14,
         hipjit::compiler::CxxStd::Cxx17,
@@ -307,24 +312,7 @@ fn math_and_limits_macros_compile_under_nvrtc_to_nvccs_code() {
     ] {
         let mut options = sm90();
         options.std = std;
-        let by_nvcc = jit(CompilerChoice::Nvcc, home, None)
-            .compile(HOST_MACROS, &options)
-            .unwrap_or_else(|e| panic!("nvcc, {std:?}: {e}"));
-        let by_nvrtc = jit(CompilerChoice::Nvrtc, home, None)
-            .compile(HOST_MACROS, &options)
-            .unwrap_or_else(|e| panic!("NVRTC refused what nvcc accepts, {std:?}: {e}"));
-        let code = |c: &hipjit::jit::Compiled| {
-            c.cubin()
-                .expect("a cubin")
-                .kernel_code("host_macros")
-                .unwrap()
-                .to_vec()
-        };
-        assert_eq!(
-            code(&by_nvrtc),
-            code(&by_nvcc),
-            "{std:?}: NVRTC's SASS for `host_macros` differs from nvcc's"
-        );
+        assert_nvrtc_matches_nvcc(HOST_MACROS, &options, "host_macros", &format!("{std:?}"));
     }
 }
 
