@@ -24,6 +24,8 @@ mod inspect;
 mod output;
 #[path = "hipjit/shared_object.rs"]
 mod shared_object;
+#[path = "hipjit/warm.rs"]
+mod warm;
 
 use output::CliError;
 

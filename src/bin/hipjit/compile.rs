@@ -150,7 +150,7 @@ impl std::fmt::Display for Arch {
     }
 }
 
-fn parse_arch(s: &str) -> Result<Arch, String> {
+pub(crate) fn parse_arch(s: &str) -> Result<Arch, String> {
     if let Some(n) = s.strip_prefix("compute_") {
         return Err(format!(
             "`{s}` names PTX (a virtual architecture); hipjit compiles cubins: use sm_{n}"
@@ -165,12 +165,12 @@ fn parse_arch(s: &str) -> Result<Arch, String> {
     }
 }
 
-fn parse_compiler(s: &str) -> Result<CompilerChoice, String> {
+pub(crate) fn parse_compiler(s: &str) -> Result<CompilerChoice, String> {
     s.parse()
         .map_err(|e: hipjit::compiler::selection::BadCompilerChoice| e.to_string())
 }
 
-fn parse_std(s: &str) -> Result<CxxStd, String> {
+pub(crate) fn parse_std(s: &str) -> Result<CxxStd, String> {
     s.parse::<CxxStd>().map_err(|e| e.to_string())
 }
 
@@ -203,7 +203,7 @@ pub(crate) fn extra_flags(args: &Args) -> Vec<String> {
         .collect()
 }
 
-fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
+pub(crate) fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
     Ok(match s {
         "0" => OptLevel::O0,
         "1" => OptLevel::O1,
@@ -461,7 +461,7 @@ fn failure_diagnostics(e: &JitError) -> &[Diagnostic] {
     }
 }
 
-fn origin_name(o: Origin) -> &'static str {
+pub(crate) fn origin_name(o: Origin) -> &'static str {
     match o {
         Origin::Memory => "hit (memory)",
         Origin::Disk => "hit (disk)",
@@ -600,6 +600,29 @@ fn compile_one(
     }
 }
 
+/// The number of compiles at once `-j N` asks for (default: the number of CPU cores).
+pub(crate) fn jobs(j: Option<u32>) -> usize {
+    j.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |j| j as usize,
+    )
+}
+
+/// How the compilers run for `jobs` compiles at once over `inputs` inputs: at most `jobs`
+/// compiler processes, and with more than one of each, hipRTC and NVRTC in worker processes
+/// of this command (`hipjit rtc-worker`, [`hipjit::compiler::worker`]): in one process hipRTC
+/// compiles one program at a time, and a worker adds the compile timeout and crash isolation.
+pub(crate) fn compiler_config(jobs: usize, inputs: usize) -> CompilerConfig {
+    CompilerConfig {
+        max_concurrent: jobs,
+        rtc_worker: (jobs > 1 && inputs > 1).then(|| WorkerConfig {
+            program: std::env::current_exe().ok(),
+            ..WorkerConfig::default()
+        }),
+        ..CompilerConfig::default()
+    }
+}
+
 /// Runs `hipjit compile`.
 ///
 /// Errors: exit status 2 for bad options (a malformed define, an `-o` that cannot hold the
@@ -689,22 +712,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         }
         _ => CliError::usage(format!("target {}: {e}", targets_text(args))),
     })?;
-    let jobs = args.jobs.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        |j| j as usize,
-    );
-    // Parallel in-process compiles go to workers: this command is the worker program.
-    let rtc_worker = (jobs > 1 && args.files.len() > 1).then(|| WorkerConfig {
-        program: std::env::current_exe().ok(),
-        ..WorkerConfig::default()
-    });
+    let jobs = jobs(args.jobs);
     let jit = Jit::new(JitOptions {
         compiler: args.compiler,
-        compiler_config: CompilerConfig {
-            max_concurrent: jobs,
-            rtc_worker,
-            ..CompilerConfig::default()
-        },
+        compiler_config: compiler_config(jobs, args.files.len()),
         ..JitOptions::default()
     })
     .map_err(|e| CliError::failed(e.to_string()))?;
