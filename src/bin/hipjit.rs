@@ -26,6 +26,8 @@ mod interrupt;
 mod output;
 #[path = "hipjit/shared_object.rs"]
 mod shared_object;
+#[path = "hipjit/warm.rs"]
+mod warm;
 
 use output::CliError;
 
@@ -53,6 +55,8 @@ Environment:
                            unsigned or badly signed ones refused
   HIPJIT_COMPILER          auto (default), hipcc, hiprtc, nvcc or nvrtc (compile --compiler
                            wins over it)
+  HIPJIT_RECORD            a file to which each distinct compile request is appended as a
+                           JSON line, for `hipjit cache warm FILE` to replay
   HIPJIT_HIPCC             the hipcc to run (else HIP_PATH, ROCM_PATH, PATH)
   HIPJIT_HIPRTC_LIBRARY    the hipRTC library to open
   HIPJIT_HIP_LIBRARY       the HIP runtime library to open

@@ -1,5 +1,5 @@
 //! `hipjit cache list | stats | verify | clear | prune --max-size SIZE | export -o FILE |
-//! import FILE`: the disk cache of
+//! import FILE | warm FILE`: the disk cache of
 //! `hipjit::cache::disk` (roots from `HIPJIT_CACHE_DIR`, else `$XDG_CACHE_HOME/hipjit` or
 //! `~/.cache/hipjit`; the first root is the written one).
 
@@ -53,6 +53,20 @@ pub enum Action {
         /// them (`#` starts a comment); list a source's header manifest with its result.
         #[arg(long, value_name = "FILE")]
         keys_from: Option<PathBuf>,
+    },
+    /// Replay the compile requests recorded with HIPJIT_RECORD=FILE (one JSON line each):
+    /// every distinct request is looked up in each tier (disk roots, the remote tier of
+    /// HIPJIT_REMOTE_CACHE) and compiled only when missing everywhere. Lines that do not read
+    /// are skipped with a warning naming the line. Prints a summary (compiled, present,
+    /// failed; JSON: file, requests, duplicates, bad_lines[] {line, reason}, compiled,
+    /// present, present_in {memory, disk, remote}, failed, results[] {line, ok, cache
+    /// ("miss", "disk", "remote", "memory"), key, error}); exit status 1 when any failed.
+    Warm {
+        /// The record file.
+        file: PathBuf,
+        /// Compile at most N requests at once (default: the number of CPU cores).
+        #[arg(short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        jobs: Option<u32>,
     },
     /// Check every entry of a bundle and, when all are good, publish them into the written
     /// root (or ROOT); a bundle with any bad entry is refused whole, naming each one.
@@ -185,6 +199,9 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             }
         }
         Action::Import { file, .. } => import(&cache, file, args.json),
+        Action::Warm { file, jobs } => {
+            crate::warm::run(file, crate::compile::jobs(*jobs), args.json)
+        }
         Action::List => {
             let entries = cache.list().map_err(|e| CliError::failed(e.to_string()))?;
             if args.json {

@@ -151,7 +151,7 @@ impl std::fmt::Display for Arch {
     }
 }
 
-fn parse_arch(s: &str) -> Result<Arch, String> {
+pub(crate) fn parse_arch(s: &str) -> Result<Arch, String> {
     if let Some(n) = s.strip_prefix("compute_") {
         return Err(format!(
             "`{s}` names PTX (a virtual architecture); hipjit compiles cubins: use sm_{n}"
@@ -166,12 +166,12 @@ fn parse_arch(s: &str) -> Result<Arch, String> {
     }
 }
 
-fn parse_compiler(s: &str) -> Result<CompilerChoice, String> {
+pub(crate) fn parse_compiler(s: &str) -> Result<CompilerChoice, String> {
     s.parse()
         .map_err(|e: hipjit::compiler::selection::BadCompilerChoice| e.to_string())
 }
 
-fn parse_std(s: &str) -> Result<CxxStd, String> {
+pub(crate) fn parse_std(s: &str) -> Result<CxxStd, String> {
     s.parse::<CxxStd>().map_err(|e| e.to_string())
 }
 
@@ -204,7 +204,7 @@ pub(crate) fn extra_flags(args: &Args) -> Vec<String> {
         .collect()
 }
 
-fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
+pub(crate) fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
     Ok(match s {
         "0" => OptLevel::O0,
         "1" => OptLevel::O1,
@@ -476,7 +476,7 @@ fn failure_diagnostics(e: &JitError) -> &[Diagnostic] {
     }
 }
 
-fn origin_name(o: Origin) -> &'static str {
+pub(crate) fn origin_name(o: Origin) -> &'static str {
     match o {
         Origin::Memory => "hit (memory)",
         Origin::Disk => "hit (disk)",
@@ -615,6 +615,29 @@ fn compile_one(
     }
 }
 
+/// The number of compiles at once `-j N` asks for (default: the number of CPU cores).
+pub(crate) fn jobs(j: Option<u32>) -> usize {
+    j.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |j| j as usize,
+    )
+}
+
+/// How the compilers run for `jobs` compiles at once over `inputs` inputs: at most `jobs`
+/// compiler processes, and with more than one of each, hipRTC and NVRTC in worker processes
+/// of this command (`hipjit rtc-worker`, [`hipjit::compiler::worker`]): in one process hipRTC
+/// compiles one program at a time, and a worker adds the compile timeout and crash isolation.
+pub(crate) fn compiler_config(jobs: usize, inputs: usize) -> CompilerConfig {
+    CompilerConfig {
+        max_concurrent: jobs,
+        rtc_worker: (jobs > 1 && inputs > 1).then(|| WorkerConfig {
+            program: std::env::current_exe().ok(),
+            ..WorkerConfig::default()
+        }),
+        ..CompilerConfig::default()
+    }
+}
+
 /// Runs `hipjit compile`.
 ///
 /// Errors: exit status 2 for bad options (a malformed define, an `-o` that cannot hold the
@@ -709,15 +732,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             )))
         }
     };
-    let jobs = args.jobs.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        |j| j as usize,
-    );
-    // Parallel in-process compiles go to workers: this command is the worker program.
-    let rtc_worker = (jobs > 1 && args.files.len() > 1).then(|| WorkerConfig {
-        program: std::env::current_exe().ok(),
-        ..WorkerConfig::default()
-    });
+    let jobs = jobs(args.jobs);
     // From here on, SIGINT/SIGTERM/SIGHUP cancel the compiles (their compilers killed, their
     // build directories removed) and the command exits 128 + the signal's number.
     let cancel = CancelToken::new();
@@ -726,11 +741,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         .scope(|| {
             Jit::new(JitOptions {
                 compiler: args.compiler,
-                compiler_config: CompilerConfig {
-                    max_concurrent: jobs,
-                    rtc_worker,
-                    ..CompilerConfig::default()
-                },
+                compiler_config: compiler_config(jobs, args.files.len()),
                 ..JitOptions::default()
             })
         })
