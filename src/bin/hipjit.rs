@@ -16,6 +16,8 @@ mod doctor;
 mod doctor_nvidia;
 #[path = "hipjit/doctor_rtc.rs"]
 mod doctor_rtc;
+#[path = "hipjit/explain.rs"]
+mod explain;
 #[path = "hipjit/header_set.rs"]
 mod header_set;
 #[path = "hipjit/inspect.rs"]
