@@ -10,8 +10,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use hipjit::cache::key::CacheKey;
+use hipjit::cache::remote::RemoteConfig;
 use hipjit::compiler::selection::CompilerChoice;
 use hipjit::compiler::CompileOptions;
+use hipjit::jit::explain::Hit;
 use hipjit::jit::record::RecordedRequest;
 use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin, RecordLocation, RemoteLocation};
 use hipjit::target_id::TargetId;
@@ -368,7 +370,24 @@ fn an_entry_present_in_the_remote_tier_counts_as_present() {
     assert_eq!(two["compiled"], 0, "{two:#}");
     assert_eq!(two["present"], 2);
     assert_eq!(two["present_in"]["remote"], 2);
-    // ... and copied them to its disk.
+    // `explain` sees the same: a third node with an empty disk hits in the remote tier.
+    let mut o = plain();
+    o.defines.push(("N".into(), Some("1".into())));
+    let explained = Jit::new(JitOptions {
+        compiler: Some(CompilerChoice::Hipcc),
+        cache: CacheLocation::Roots(vec![dir.path().join("node-3")]),
+        remote_cache: RemoteLocation::Server(RemoteConfig::new(server.url()).unwrap()),
+        record: RecordLocation::Disabled,
+        ..JitOptions::default()
+    })
+    .unwrap()
+    .explain(LATIN1, &o)
+    .unwrap();
+    assert!(
+        matches!(explained.hit, Some(Hit::Remote(_))),
+        "{explained:#?}"
+    );
+    // ... and node two copied them to its disk.
     let (_, three) = warm(&file, &node2, None, "1");
     assert_eq!(three["present_in"]["disk"], 2, "{three:#}");
     assert_eq!(three["compiled"], 0);

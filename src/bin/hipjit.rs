@@ -16,6 +16,8 @@ mod doctor;
 mod doctor_nvidia;
 #[path = "hipjit/doctor_rtc.rs"]
 mod doctor_rtc;
+#[path = "hipjit/explain.rs"]
+mod explain;
 #[path = "hipjit/header_set.rs"]
 mod header_set;
 #[path = "hipjit/inspect.rs"]
@@ -91,7 +93,8 @@ enum Command {
     /// object (raw ELF, offload bundle or compressed bundle).
     #[command(after_help = EXIT_CODES)]
     Inspect(inspect::Args),
-    /// List, measure, verify, prune or clear the disk cache.
+    /// List, measure, verify, prune or clear the disk cache; export and import bundles; warm
+    /// the caches from recorded requests; explain a key.
     #[command(after_help = EXIT_CODES)]
     Cache(cache::Args),
     /// Probe one runtime library in this process and print JSON (used by `doctor`, which runs
