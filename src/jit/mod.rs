@@ -225,7 +225,7 @@ pub struct Jit {
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
     kernels: crate::cache::kernels::KernelCache<CompileOptions>,
     /// Where compile requests are recorded ([`JitOptions::record`]).
-    recorder: Option<record::Recorder>,
+    recorder: Option<Arc<record::Recorder>>,
 }
 
 impl std::fmt::Debug for Jit {
@@ -275,7 +275,7 @@ impl Jit {
             loaded: Mutex::new(HashMap::new()),
             counters: Default::default(),
             kernels: Default::default(),
-            recorder: options.record.resolve().map(record::Recorder::new),
+            recorder: options.record.resolve().map(record::Recorder::shared),
         })
     }
 
