@@ -689,10 +689,9 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         }
         _ => CliError::usage(format!("target {}: {e}", targets_text(args))),
     })?;
-    let jobs = args.jobs.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        |j| j as usize,
-    );
+    let jobs = args
+        .jobs
+        .map_or_else(hipjit::compiler::cpu_count, |j| j as usize);
     // Parallel in-process compiles go to workers: this command is the worker program.
     let rtc_worker = (jobs > 1 && args.files.len() > 1).then(|| WorkerConfig {
         program: std::env::current_exe().ok(),
