@@ -25,11 +25,15 @@ fn code_object() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/single-gfx90a.hsaco")
 }
 
-/// A `$HOME` whose act.sh makes the fake hipcc "compile" by copying a real gfx90a code object.
+/// A `$HOME` whose act.sh makes the fake hipcc "compile" by copying a real gfx90a code object
+/// (copied into the home, so that another user can read it wherever the checkout lies).
 fn home(dir: &Path) -> PathBuf {
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let code_object_copy = home.join("single-gfx90a.hsaco");
+    std::fs::copy(code_object(), &code_object_copy).unwrap();
+    std::fs::set_permissions(&code_object_copy, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::write(
         home.join("act.sh"),
         // The dependency list hipjit requires names the source only (its last argument before
@@ -37,7 +41,7 @@ fn home(dir: &Path) -> PathBuf {
         format!(
             "cp {} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
              echo \"out.hsaco: $src\" > deps.d\n",
-            code_object().display()
+            code_object_copy.display()
         ),
     )
     .unwrap();
@@ -383,13 +387,34 @@ impl Drop for Accounts {
     }
 }
 
+/// Copies of the `hipjit` binary and the fake hipcc in `home/bin` (mode 0755), made once: the
+/// checkout and its target directory may lie where another user cannot reach them (a clone in
+/// a 0700 temporary directory).
+fn programs_for_other_users(home: &Path) -> (PathBuf, PathBuf) {
+    let bin = home.join("bin");
+    let (hipjit, hipcc) = (bin.join("hipjit"), bin.join("fake-hipcc-act.sh"));
+    if !bin.exists() {
+        std::fs::create_dir(&bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for (from, to) in [
+            (PathBuf::from(env!("CARGO_BIN_EXE_hipjit")), &hipjit),
+            (fake_hipcc(), &hipcc),
+        ] {
+            std::fs::copy(from, to).unwrap();
+            std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    (hipjit, hipcc)
+}
+
 /// `hipjit` run as user `uid` with groups `groups` (its primary group first).
 fn hipjit_as(uid: u32, groups: &[u32], root: &Path, home: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    let (hipjit, hipcc) = programs_for_other_users(home);
+    let mut cmd = Command::new(hipjit);
     cmd.args(args)
         .env_clear()
         .env("HIPJIT_CACHE_DIR", root)
-        .env("HIPJIT_HIPCC", fake_hipcc())
+        .env("HIPJIT_HIPCC", hipcc)
         .env("HOME", home)
         .env("PATH", "/usr/bin:/bin")
         .current_dir("/");

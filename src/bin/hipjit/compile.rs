@@ -150,7 +150,7 @@ impl std::fmt::Display for Arch {
     }
 }
 
-fn parse_arch(s: &str) -> Result<Arch, String> {
+pub(crate) fn parse_arch(s: &str) -> Result<Arch, String> {
     if let Some(n) = s.strip_prefix("compute_") {
         return Err(format!(
             "`{s}` names PTX (a virtual architecture); hipjit compiles cubins: use sm_{n}"
@@ -165,12 +165,12 @@ fn parse_arch(s: &str) -> Result<Arch, String> {
     }
 }
 
-fn parse_compiler(s: &str) -> Result<CompilerChoice, String> {
+pub(crate) fn parse_compiler(s: &str) -> Result<CompilerChoice, String> {
     s.parse()
         .map_err(|e: hipjit::compiler::selection::BadCompilerChoice| e.to_string())
 }
 
-fn parse_std(s: &str) -> Result<CxxStd, String> {
+pub(crate) fn parse_std(s: &str) -> Result<CxxStd, String> {
     s.parse::<CxxStd>().map_err(|e| e.to_string())
 }
 
@@ -203,7 +203,7 @@ pub(crate) fn extra_flags(args: &Args) -> Vec<String> {
         .collect()
 }
 
-fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
+pub(crate) fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
     Ok(match s {
         "0" => OptLevel::O0,
         "1" => OptLevel::O1,
@@ -461,7 +461,7 @@ fn failure_diagnostics(e: &JitError) -> &[Diagnostic] {
     }
 }
 
-fn origin_name(o: Origin) -> &'static str {
+pub(crate) fn origin_name(o: Origin) -> &'static str {
     match o {
         Origin::Memory => "hit (memory)",
         Origin::Disk => "hit (disk)",
@@ -498,6 +498,25 @@ pub(crate) fn error_text(
     s
 }
 
+/// `base` as `hipjit compile` compiles `file` with it: the source keeps its file name (when the
+/// compiler stage accepts it; else `kernel.hip`), and its directory is searched last.
+pub(crate) fn options_for_file(base: &CompileOptions, file: &Path) -> CompileOptions {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut o = base.clone();
+    if is_valid_source_name(&name) {
+        o.source_name = Some(name);
+    }
+    o.include_dirs.push(dir.to_path_buf());
+    o
+}
+
 fn compile_one(
     jit: &Jit,
     args: &Args,
@@ -514,25 +533,12 @@ fn compile_one(
         Ok(s) => s,
         Err(m) => return fail(m),
     };
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let dir = file
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
     let mut results = Vec::new();
     let mut written = Vec::new();
     let mut warnings = Vec::new();
     let mut out_index = 0;
     for base in bases {
-        let mut o = base.clone();
-        // A name the compiler stage refuses falls back to its default (`kernel.hip`).
-        if is_valid_source_name(&name) {
-            o.source_name = Some(name.clone());
-        }
-        o.include_dirs.push(dir.to_path_buf());
+        let o = options_for_file(base, file);
         let targets = o.target_names().join(", ");
         let layout = if o.sm_targets.is_empty() {
             Layout::Clang
@@ -597,6 +603,26 @@ fn compile_one(
         file: file.to_path_buf(),
         result: Ok((results, written)),
         diagnostics,
+    }
+}
+
+/// The number of compiles at once `-j N` asks for (default: the number of CPU cores).
+pub(crate) fn jobs(j: Option<u32>) -> usize {
+    j.map_or_else(hipjit::compiler::cpu_count, |j| j as usize)
+}
+
+/// How the compilers run for `jobs` compiles at once over `inputs` inputs: at most `jobs`
+/// compiler processes, and with more than one of each, hipRTC and NVRTC in worker processes
+/// of this command (`hipjit rtc-worker`, [`hipjit::compiler::worker`]): in one process hipRTC
+/// compiles one program at a time, and a worker adds the compile timeout and crash isolation.
+pub(crate) fn compiler_config(jobs: usize, inputs: usize) -> CompilerConfig {
+    CompilerConfig {
+        max_concurrent: jobs,
+        rtc_worker: (jobs > 1 && inputs > 1).then(|| WorkerConfig {
+            program: std::env::current_exe().ok(),
+            ..WorkerConfig::default()
+        }),
+        ..CompilerConfig::default()
     }
 }
 
@@ -689,21 +715,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         }
         _ => CliError::usage(format!("target {}: {e}", targets_text(args))),
     })?;
-    let jobs = args
-        .jobs
-        .map_or_else(hipjit::compiler::cpu_count, |j| j as usize);
-    // Parallel in-process compiles go to workers: this command is the worker program.
-    let rtc_worker = (jobs > 1 && args.files.len() > 1).then(|| WorkerConfig {
-        program: std::env::current_exe().ok(),
-        ..WorkerConfig::default()
-    });
+    let jobs = jobs(args.jobs);
     let jit = Jit::new(JitOptions {
         compiler: args.compiler,
-        compiler_config: CompilerConfig {
-            max_concurrent: jobs,
-            rtc_worker,
-            ..CompilerConfig::default()
-        },
+        compiler_config: compiler_config(jobs, args.files.len()),
         ..JitOptions::default()
     })
     .map_err(|e| CliError::failed(e.to_string()))?;
@@ -904,7 +919,7 @@ fn diagnostic_paths<'a>(o: &'a Outcome, include_dirs: &'a [PathBuf]) -> Vec<&'a 
 }
 
 /// `{"kind", "path", "version", "reason"}` of a result's compiler.
-fn compiler_json(u: &CompilerUsed) -> serde_json::Value {
+pub(crate) fn compiler_json(u: &CompilerUsed) -> serde_json::Value {
     serde_json::json!({
         "kind": u.kind.as_str(),
         "path": output::path_json(&u.path),
