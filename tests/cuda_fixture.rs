@@ -752,7 +752,8 @@ fn disk_cache_lists_and_verifies_a_cubin_entry() {
         .iter()
         .map(|a| a.name.as_str())
         .collect();
-    assert_eq!(names, ["cubin"]);
+    // The cubin, and the direct key's record that `hipjit cache explain` reads.
+    assert_eq!(names, ["cubin", hipjit::cache::key::KEY_RECORD_ARTEFACT]);
     assert_eq!(
         entry.meta.compiler.path,
         std::fs::canonicalize(n.path()).unwrap()
