@@ -29,6 +29,8 @@ struct Server {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    /// Settings added to the command line.
+    extra: Vec<String>,
 }
 
 fn free_port() -> u16 {
@@ -41,10 +43,16 @@ fn free_port() -> u16 {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// A server with these settings added to its command line.
+    fn start_with(extra: &[&str]) -> Server {
         let mut s = Server {
             child: None,
             port: 0,
             dir: tempfile::tempdir().unwrap(),
+            extra: extra.iter().map(|a| a.to_string()).collect(),
         };
         for _ in 0..5 {
             s.port = free_port();
@@ -62,6 +70,7 @@ impl Server {
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .arg("--dir")
             .arg(self.dir.path())
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -638,4 +647,187 @@ fn hipjit_cache_stats_reports_the_remote_tier_without_its_password() {
     let down = stats(&format!("redis://u:pw-secret@127.0.0.1:{}/0", free_port()));
     assert_eq!(down["reachable"], false, "{down}");
     assert!(down["url"].as_str().unwrap().contains("u:***@"), "{down}");
+}
+
+/// The warnings of `c` that mention `what`.
+fn warnings_about(c: &Compiled, what: &str) -> usize {
+    c.cache_warnings()
+        .iter()
+        .filter(|w| w.contains(what))
+        .count()
+}
+
+#[test]
+fn a_server_refusing_eval_serves_hits_without_the_lock_and_says_so_once() {
+    // Two ways a server refuses scripts: the commands renamed away, and an ACL user without
+    // the scripting category.
+    let renamed = Server::start_with(&[
+        "--rename-command",
+        "EVAL",
+        "",
+        "--rename-command",
+        "EVALSHA",
+        "",
+    ]);
+    let acl = Server::start();
+    redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "node",
+            "on",
+            ">node-pw",
+            "~*",
+            "+@all",
+            "-@scripting",
+        ])
+        .query::<()>(&mut acl.redis())
+        .unwrap();
+    let acl_url = format!("redis://node:node-pw@127.0.0.1:{}/0", acl.port);
+    for (server, url) in [(&renamed, renamed.url()), (&acl, acl_url)] {
+        let dir = tempfile::tempdir().unwrap();
+        let home = home(dir.path());
+        let a = jit(&dir.path().join("a"), &home, Some(config(&url)));
+        let first = compile(&a, SOURCE);
+        assert_eq!(first.origin(), Origin::Compiler);
+        assert_eq!(
+            warnings_about(&first, "refuses EVAL"),
+            1,
+            "{url}: {:?}",
+            first.cache_warnings()
+        );
+        assert!(
+            get(server, &entry_name(&first)).is_some(),
+            "{url}: not stored"
+        );
+        // Said once per tier: the next compile on the same Jit is silent about it.
+        let other = compile(&a, &SOURCE.replace("= 1", "= 2"));
+        assert_eq!(other.origin(), Origin::Compiler);
+        assert_eq!(
+            warnings_about(&other, "EVAL"),
+            0,
+            "{:?}",
+            other.cache_warnings()
+        );
+        // No lock key was left behind, and another node still hits.
+        let locks: Vec<String> = redis::cmd("KEYS")
+            .arg("hipjit:*:l:*")
+            .query(&mut server.redis())
+            .unwrap();
+        assert!(locks.is_empty(), "{url}: a lock was left: {locks:?}");
+        let b = jit(&dir.path().join("b"), &home, Some(config(&url)));
+        let hit = compile(&b, SOURCE);
+        assert_eq!(hit.origin(), Origin::Remote, "{url}");
+        assert_eq!(compiles(&home), 2);
+
+        // A bad entry cannot be removed without a script: it stays, is never served, and is
+        // reported (with a warning saying it was left in place).
+        let name = entry_name(&first);
+        let mut bad = get(server, &name).unwrap();
+        let last = bad.len() - 100;
+        bad[last] ^= 0x55;
+        set(server, &name, &bad);
+        let c = jit(&dir.path().join("c"), &home, Some(config(&url)));
+        let refused = compile(&c, SOURCE);
+        assert_eq!(
+            refused.origin(),
+            Origin::Compiler,
+            "{url}: the bad entry was served"
+        );
+        let reported = refused
+            .bad_entries()
+            .iter()
+            .find(|b| b.path.to_string_lossy().ends_with(&name))
+            .unwrap_or_else(|| panic!("not reported: {:?}", refused.bad_entries()));
+        assert!(!reported.writable_root, "{reported:?}");
+        assert_eq!(
+            warnings_about(&refused, "left in the server"),
+            1,
+            "{:?}",
+            refused.cache_warnings()
+        );
+        assert_eq!(
+            get(server, &name).unwrap(),
+            bad,
+            "{url}: the bad entry was replaced"
+        );
+        assert_eq!(c.stats().remote.unwrap().refused, 1);
+    }
+}
+
+#[test]
+fn entries_signed_with_another_key_are_refused_with_a_warning_and_counted() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let keyed = |key: &[u8]| config(&server.url()).with_signing_key(key).unwrap();
+    let first = compile(&jit(&dir.path().join("a"), &home, Some(keyed(KEY))), SOURCE);
+    assert_eq!(first.origin(), Origin::Compiler);
+
+    // A node with another key: the entry is refused, said with what to check, and compiled.
+    let other_key: &[u8] = b"another node's key, 32 bytes....";
+    let b = jit(&dir.path().join("b"), &home, Some(keyed(other_key)));
+    let second = compile(&b, SOURCE);
+    assert_eq!(
+        second.origin(),
+        Origin::Compiler,
+        "an entry signed with another key was served"
+    );
+    assert_eq!(second.key(), first.key());
+    assert_eq!(compiles(&home), 2);
+    let warned: Vec<&String> = second
+        .cache_warnings()
+        .iter()
+        .filter(|w| w.contains("signed with another key"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{:?}", second.cache_warnings());
+    assert!(
+        warned[0].contains("HIPJIT_REMOTE_CACHE_KEY"),
+        "{}",
+        warned[0]
+    );
+    // It names the value refused (the header manifest, met first) on its server.
+    let server_key = format!("{}#hipjit:{CACHE_FORMAT_VERSION}:", server.url());
+    assert!(warned[0].contains(&server_key), "{}", warned[0]);
+    let remote = b.stats().remote.unwrap();
+    assert!(remote.refused >= 1, "{remote:?}");
+    // The code is this node's own compile of the same source.
+    assert_eq!(second.kernels()[0].name, first.kernels()[0].name);
+    assert_eq!(
+        second.code_objects()[0].elf(),
+        first.code_objects()[0].elf()
+    );
+
+    // The first node now meets the second's entry: refused, said once in this process for
+    // that key, counted every time.
+    let a2 = jit(&dir.path().join("a2"), &home, Some(keyed(KEY)));
+    let third = compile(&a2, SOURCE);
+    assert_eq!(third.origin(), Origin::Compiler);
+    assert_eq!(
+        warnings_about(&third, "signed with another key"),
+        0,
+        "once per key: {:?}",
+        third.cache_warnings()
+    );
+    assert!(!third.bad_entries().is_empty());
+    assert!(a2.stats().remote.unwrap().refused >= 1);
+
+    // An unsigned entry under signing names the variable too.
+    let source = SOURCE.replace("= 1", "= 3");
+    let unsigned = compile(
+        &jit(&dir.path().join("u"), &home, Some(config(&server.url()))),
+        &source,
+    );
+    assert_eq!(unsigned.origin(), Origin::Compiler);
+    let signed = compile(
+        &jit(&dir.path().join("s"), &home, Some(keyed(KEY))),
+        &source,
+    );
+    assert_eq!(signed.origin(), Origin::Compiler);
+    let w: Vec<&String> = signed
+        .cache_warnings()
+        .iter()
+        .filter(|w| w.contains("unsigned"))
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", signed.cache_warnings());
+    assert!(w[0].contains("HIPJIT_REMOTE_CACHE_KEY"), "{}", w[0]);
 }

@@ -105,7 +105,13 @@ pub struct Manifest {
 #[error("bad header manifest: {0}")]
 pub struct BadManifest(pub String);
 
-fn resolve(include_dir: Option<u32>, name: &[u8], include_dirs: &[PathBuf]) -> Option<PathBuf> {
+/// The path of `name` relative to `-I` directory `include_dir` (absolute when `None`); `None`
+/// for an index out of range.
+pub(crate) fn resolve(
+    include_dir: Option<u32>,
+    name: &[u8],
+    include_dirs: &[PathBuf],
+) -> Option<PathBuf> {
     let name = Path::new(OsStr::from_bytes(name));
     match include_dir {
         None => Some(name.to_path_buf()),
@@ -142,7 +148,8 @@ pub fn listing_hash(dir: &Path) -> Option<[u8; 32]> {
     Some(h.finalize().into())
 }
 
-fn dir_state(path: &Path) -> (Option<FileStat>, Option<[u8; 32]>) {
+/// A directory's stat fields and listing hash now (`None`s when absent or not listable).
+pub(crate) fn dir_state(path: &Path) -> (Option<FileStat>, Option<[u8; 32]>) {
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => (Some(FileStat::of(&m)), listing_hash(path)),
         Ok(m) => (Some(FileStat::of(&m)), None),

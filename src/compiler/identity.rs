@@ -508,6 +508,7 @@ fn run_in(
         Err(RunError::Timeout(_)) => {
             Err(err(format!("no answer within {} s", timeout.as_secs_f64())))
         }
+        Err(RunError::Cancelled) => Err(err("cancelled before it answered".into())),
     }
 }
 

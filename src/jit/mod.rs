@@ -34,6 +34,8 @@ mod checks;
 pub mod compiled;
 pub mod compilers;
 pub mod entry;
+pub mod explain;
+pub mod record;
 mod remote;
 pub mod stats;
 
@@ -41,6 +43,7 @@ pub use checks::CheckFailed;
 pub use compiled::{Artefact, Compiled, CompilerUsed, Origin};
 pub use compilers::Chosen;
 pub use entry::{CODE_OBJECT_ARTEFACT, CUBIN_ARTEFACT};
+pub use record::RecordLocation;
 pub use remote::RemoteLocation;
 pub use stats::{JitStats, TierStats};
 
@@ -60,7 +63,7 @@ use crate::code_object::CodeObjectError;
 use crate::compiler::diagnostics;
 use crate::compiler::selection::CompilerChoice;
 use crate::compiler::{
-    CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerIdentity,
+    CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerIdentity, OptionsError,
 };
 use crate::device::Device;
 use crate::error::LibraryError;
@@ -114,6 +117,10 @@ pub struct JitOptions {
     /// (needs the `redis` feature; without it, a configured server is an error and the
     /// variable is ignored with a warning).
     pub remote_cache: RemoteLocation,
+    /// Where to record the compile requests served (one JSON line per distinct request, for
+    /// `hipjit cache warm`: [`record`]); by default the file `HIPJIT_RECORD` names, if any.
+    /// A record that cannot be written never fails a compile.
+    pub record: RecordLocation,
 }
 
 /// Errors of the JIT.
@@ -217,6 +224,8 @@ pub struct Jit {
     counters: stats::Counters,
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
     kernels: crate::cache::kernels::KernelCache<CompileOptions>,
+    /// Where compile requests are recorded ([`JitOptions::record`]).
+    recorder: Option<Arc<record::Recorder>>,
 }
 
 impl std::fmt::Debug for Jit {
@@ -266,6 +275,26 @@ impl Jit {
             loaded: Mutex::new(HashMap::new()),
             counters: Default::default(),
             kernels: Default::default(),
+            recorder: options.record.resolve().map(record::Recorder::shared),
+        })
+    }
+
+    /// `options.validate()`, a refused extra flag named after the compiler that would run
+    /// ([`CompileOptions::validate_for`]: hipRTC, not hipcc, when hipRTC compiles).
+    fn validate(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        runtime: Option<&std::path::Path>,
+    ) -> Result<(), JitError> {
+        options.validate().map_err(|e| {
+            let e = match (&e, self.compilers.choose(source, options, runtime)) {
+                (OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. }, Ok(c)) => {
+                    e.for_backend(c.backend.kind().into())
+                }
+                _ => e,
+            };
+            JitError::Compile(CompileError::Options(e))
         })
     }
 
@@ -385,7 +414,7 @@ impl Jit {
         let source = source.as_ref();
         let o =
             self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
-        o.validate().map_err(CompileError::from)?;
+        self.validate(source, &o, None)?;
         let chosen = self.compilers.choose(source, &o, None)?;
         chosen.backend.check_options(&o)?;
         let direct = chosen.backend.direct_key(source, &o, &self.extra);
@@ -410,7 +439,7 @@ impl Jit {
         let source = source.as_ref();
         let o =
             self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
-        o.validate().map_err(CompileError::from)?;
+        self.validate(source, &o, None)?;
         let chosen = self.compilers.choose(source, &o, None)?;
         chosen.backend.check_options(&o)?;
         Ok(chosen.backend.direct_key(source, &o, &self.extra))
@@ -443,7 +472,14 @@ impl Jit {
     ) -> Result<Compiled, JitError> {
         let started = Instant::now();
         let looked_up = self.memory.get_or_try_insert(source, options, || {
-            self.compile_uncached(source, options, bypass_disk, runtime)
+            let mut served = self.compile_uncached(source, options, bypass_disk, runtime)?;
+            if let Some(w) = self.record(source, options, runtime) {
+                // Fresh from compile_uncached: nothing else holds it yet.
+                if let Some(inner) = Arc::get_mut(&mut served.0) {
+                    inner.cache_warnings.push(w);
+                }
+            }
+            Ok(served)
         });
         let (inner, hit) = match looked_up {
             Ok(r) => r,
@@ -462,6 +498,34 @@ impl Jit {
             origin,
             elapsed: started.elapsed(),
         })
+    }
+
+    /// Appends the record of a request just served ([`record`]) when recording; returns the
+    /// warning for the caller when the record file cannot be written (the first time).
+    fn record(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        runtime: Option<&std::path::Path>,
+    ) -> Option<String> {
+        let recorder = self.recorder.as_ref()?;
+        let o = self
+            .effective_options_with(source, options, self.runtime_versions.as_deref(), runtime)
+            .ok()?;
+        let chosen = self.compilers.choose(source, &o, runtime).ok()?;
+        let direct = chosen.backend.direct_key(source, &o, &self.extra);
+        if recorder.seen(&direct) {
+            return None;
+        }
+        let line = record::RecordedRequest::new(
+            source,
+            &o,
+            self.compilers.choice(),
+            Some(chosen.backend.identity().kind.as_str()),
+            &self.extra,
+            &direct,
+        );
+        recorder.append(direct, &line)
     }
 
     /// Forgets `compiled` (compiled from `source` and `options`) in memory and removes its
@@ -637,7 +701,7 @@ impl Jit {
             self.runtime_versions.as_deref(),
             runtime,
         )?;
-        o.validate().map_err(CompileError::from)?;
+        self.validate(source, &o, runtime)?;
         let chosen = self.compilers.choose(source, &o, runtime)?;
         chosen.backend.check_options(&o)?;
         let backend = &chosen.backend;
@@ -776,7 +840,13 @@ impl Jit {
                     .map_or(0, |d| d.as_millis() as u64),
                 artefacts: Vec::new(),
             };
-            let mut stored: Vec<(&str, &[u8])> = vec![(output_artefact(&o), &out.code_object)];
+            // The fields of the direct key, so that `hipjit cache explain` can name what
+            // differs from this entry on a later miss.
+            let key_record = backend.key_fields(source, &o, &self.extra).to_bytes();
+            let mut stored: Vec<(&str, &[u8])> = vec![
+                (output_artefact(&o), &out.code_object),
+                (key::KEY_RECORD_ARTEFACT, &key_record),
+            ];
             if let Some(ir) = &out.llvm_ir {
                 stored.push((LLVM_IR, ir));
             }

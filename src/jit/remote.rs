@@ -78,7 +78,7 @@ impl Jit {
         let artefacts = match read {
             Ok(c) => c,
             Err(reason) => {
-                bad_entries.push(remote.reject(hit, reason));
+                bad_entries.push(remote.reject(hit, reason, cache_warnings));
                 return None;
             }
         };

@@ -15,6 +15,11 @@ pub struct TierStats {
     pub misses: u64,
     /// Wall time of the requests this tier served, from the call to its return.
     pub time: Duration,
+    /// Values this tier held for a request but refused (never served): for the remote tier,
+    /// entries and manifests that were corrupted, unsigned under a signing key or signed with
+    /// another key ([`crate::cache::remote::RemoteCache::refused`]). 0 for the in-process and
+    /// disk tiers (a bad disk entry is reported in [`super::Compiled::bad_entries`]).
+    pub refused: u64,
 }
 
 /// What [`Jit::stats`] reports: every [`Jit::compile`] (and each compile a [`Jit::load`]
@@ -64,7 +69,7 @@ impl Counters {
         self.failures.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn snapshot(&self, disk: bool, remote: bool) -> JitStats {
+    fn snapshot(&self, disk: bool, remote: Option<u64>) -> JitStats {
         let c = |i: usize| self.count[i].load(Ordering::Relaxed);
         let t = |i: usize| Duration::from_nanos(self.nanos[i].load(Ordering::Relaxed));
         let (memory, on_disk, from_remote, compiled) = (c(0), c(1), c(2), c(3));
@@ -73,16 +78,19 @@ impl Counters {
                 hits: memory,
                 misses: on_disk + from_remote + compiled,
                 time: t(0),
+                refused: 0,
             },
             disk: disk.then_some(TierStats {
                 hits: on_disk,
                 misses: from_remote + compiled,
                 time: t(1),
+                refused: 0,
             }),
-            remote: remote.then_some(TierStats {
+            remote: remote.map(|refused| TierStats {
                 hits: from_remote,
                 misses: compiled,
                 time: t(2),
+                refused,
             }),
             compiles: compiled,
             compile_time: t(3),
@@ -94,7 +102,10 @@ impl Counters {
 impl Jit {
     /// Hits, misses and time per tier, and compiles, since this `Jit` was made.
     pub fn stats(&self) -> JitStats {
-        self.counters
-            .snapshot(self.disk.is_some(), self.has_remote())
+        #[cfg(feature = "redis")]
+        let remote = self.remote.as_ref().map(|r| r.refused());
+        #[cfg(not(feature = "redis"))]
+        let remote = None;
+        self.counters.snapshot(self.disk.is_some(), remote)
     }
 }

@@ -46,6 +46,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use hipjit::compiler::cancel::CancelToken;
 use hipjit::compiler::diagnostics::{self, Diagnostic, Layout};
 use hipjit::compiler::nvcc::NvccError;
 use hipjit::compiler::rtc::RtcError;
@@ -150,7 +151,7 @@ impl std::fmt::Display for Arch {
     }
 }
 
-fn parse_arch(s: &str) -> Result<Arch, String> {
+pub(crate) fn parse_arch(s: &str) -> Result<Arch, String> {
     if let Some(n) = s.strip_prefix("compute_") {
         return Err(format!(
             "`{s}` names PTX (a virtual architecture); hipjit compiles cubins: use sm_{n}"
@@ -165,12 +166,12 @@ fn parse_arch(s: &str) -> Result<Arch, String> {
     }
 }
 
-fn parse_compiler(s: &str) -> Result<CompilerChoice, String> {
+pub(crate) fn parse_compiler(s: &str) -> Result<CompilerChoice, String> {
     s.parse()
         .map_err(|e: hipjit::compiler::selection::BadCompilerChoice| e.to_string())
 }
 
-fn parse_std(s: &str) -> Result<CxxStd, String> {
+pub(crate) fn parse_std(s: &str) -> Result<CxxStd, String> {
     s.parse::<CxxStd>().map_err(|e| e.to_string())
 }
 
@@ -203,7 +204,7 @@ pub(crate) fn extra_flags(args: &Args) -> Vec<String> {
         .collect()
 }
 
-fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
+pub(crate) fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
     Ok(match s {
         "0" => OptLevel::O0,
         "1" => OptLevel::O1,
@@ -415,6 +416,20 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8], create_dir: bool) -> R
     Ok(())
 }
 
+/// Removes, as cc does after a failed compile, each of `paths` that is a regular file once
+/// symbolic links are followed (a link is removed itself, its target left alone), so that an
+/// older output never passes for the result of a run that failed. A character device such as
+/// `/dev/null`, a missing path and anything else are left alone; the outputs `check_outputs`
+/// refused never get here (the command stops before compiling). A removal that fails is
+/// ignored: the run fails anyway, and says why.
+pub(crate) fn remove_failed_outputs(paths: &[PathBuf]) {
+    for p in paths {
+        if std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 /// What became of one input.
 struct Outcome {
     file: PathBuf,
@@ -461,7 +476,7 @@ fn failure_diagnostics(e: &JitError) -> &[Diagnostic] {
     }
 }
 
-fn origin_name(o: Origin) -> &'static str {
+pub(crate) fn origin_name(o: Origin) -> &'static str {
     match o {
         Origin::Memory => "hit (memory)",
         Origin::Disk => "hit (disk)",
@@ -498,6 +513,25 @@ pub(crate) fn error_text(
     s
 }
 
+/// `base` as `hipjit compile` compiles `file` with it: the source keeps its file name (when the
+/// compiler stage accepts it; else `kernel.hip`), and its directory is searched last.
+pub(crate) fn options_for_file(base: &CompileOptions, file: &Path) -> CompileOptions {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut o = base.clone();
+    if is_valid_source_name(&name) {
+        o.source_name = Some(name);
+    }
+    o.include_dirs.push(dir.to_path_buf());
+    o
+}
+
 fn compile_one(
     jit: &Jit,
     args: &Args,
@@ -514,25 +548,12 @@ fn compile_one(
         Ok(s) => s,
         Err(m) => return fail(m),
     };
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let dir = file
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
     let mut results = Vec::new();
     let mut written = Vec::new();
     let mut warnings = Vec::new();
     let mut out_index = 0;
     for base in bases {
-        let mut o = base.clone();
-        // A name the compiler stage refuses falls back to its default (`kernel.hip`).
-        if is_valid_source_name(&name) {
-            o.source_name = Some(name.clone());
-        }
-        o.include_dirs.push(dir.to_path_buf());
+        let o = options_for_file(base, file);
         let targets = o.target_names().join(", ");
         let layout = if o.sm_targets.is_empty() {
             Layout::Clang
@@ -597,6 +618,29 @@ fn compile_one(
         file: file.to_path_buf(),
         result: Ok((results, written)),
         diagnostics,
+    }
+}
+
+/// The number of compiles at once `-j N` asks for (default: the number of CPU cores).
+pub(crate) fn jobs(j: Option<u32>) -> usize {
+    j.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |j| j as usize,
+    )
+}
+
+/// How the compilers run for `jobs` compiles at once over `inputs` inputs: at most `jobs`
+/// compiler processes, and with more than one of each, hipRTC and NVRTC in worker processes
+/// of this command (`hipjit rtc-worker`, [`hipjit::compiler::worker`]): in one process hipRTC
+/// compiles one program at a time, and a worker adds the compile timeout and crash isolation.
+pub(crate) fn compiler_config(jobs: usize, inputs: usize) -> CompilerConfig {
+    CompilerConfig {
+        max_concurrent: jobs,
+        rtc_worker: (jobs > 1 && inputs > 1).then(|| WorkerConfig {
+            program: std::env::current_exe().ok(),
+            ..WorkerConfig::default()
+        }),
+        ..CompilerConfig::default()
     }
 }
 
@@ -682,32 +726,56 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     } else {
         vec![base.clone()]
     };
-    bases[0].validate().map_err(|e| match e {
-        // A flag's error names the flag and the compiler; the targets add nothing.
-        OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. } => {
-            CliError::usage(e.to_string())
+    // A refused flag is said once the compiler that would run it is known (hipRTC or hipcc,
+    // NVRTC or nvcc); every other error of the options now.
+    let refused_flag = match bases[0].validate() {
+        Ok(()) => None,
+        Err(e @ (OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. })) => Some(e),
+        Err(e) => {
+            return Err(CliError::usage(format!(
+                "target {}: {e}",
+                targets_text(args)
+            )))
         }
-        _ => CliError::usage(format!("target {}: {e}", targets_text(args))),
-    })?;
-    let jobs = args.jobs.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        |j| j as usize,
-    );
-    // Parallel in-process compiles go to workers: this command is the worker program.
-    let rtc_worker = (jobs > 1 && args.files.len() > 1).then(|| WorkerConfig {
-        program: std::env::current_exe().ok(),
-        ..WorkerConfig::default()
-    });
-    let jit = Jit::new(JitOptions {
-        compiler: args.compiler,
-        compiler_config: CompilerConfig {
-            max_concurrent: jobs,
-            rtc_worker,
-            ..CompilerConfig::default()
-        },
-        ..JitOptions::default()
-    })
-    .map_err(|e| CliError::failed(e.to_string()))?;
+    };
+    let jobs = jobs(args.jobs);
+    // From here on, SIGINT/SIGTERM/SIGHUP cancel the compiles (their compilers killed, their
+    // build directories removed) and the command exits 128 + the signal's number.
+    let cancel = CancelToken::new();
+    let interrupts = crate::interrupt::Interrupts::install(&cancel).map_err(CliError::failed)?;
+    let jit = cancel
+        .scope(|| {
+            Jit::new(JitOptions {
+                compiler: args.compiler,
+                compiler_config: compiler_config(jobs, args.files.len()),
+                ..JitOptions::default()
+            })
+        })
+        .map_err(|e| match (interrupts.finish(), environment_error(&e)) {
+            (Some(sig), _) => interrupted(sig),
+            (None, Some(usage)) => usage,
+            (None, None) => {
+                remove_failed_outputs(&outs.concat());
+                CliError::failed(e.to_string())
+            }
+        })?;
+
+    if let Some(e) = refused_flag {
+        // The flag's error names the flag and the compiler; the targets add nothing. The
+        // compiler is the one the first input would get (Auto decides by the source; standard
+        // input is not read twice).
+        let first = args
+            .files
+            .first()
+            .filter(|f| !(f.as_os_str() == "-" || f.as_os_str() == "/dev/stdin"))
+            .and_then(|f| read_source(f).ok())
+            .unwrap_or_default();
+        let e = match jit.compiler_for(&first, &bases[0]) {
+            Ok(c) => e.for_backend(c.backend.kind().into()),
+            Err(_) => e,
+        };
+        return Err(CliError::usage(e.to_string()));
+    }
 
     let n = args.files.len();
     let bar = (n > 1 && !args.json && std::io::stderr().is_terminal()).then(|| {
@@ -725,77 +793,89 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..jobs.min(n) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    break;
-                }
-                let outcome = compile_one(&jit, args, &bases, &args.files[i], &outs[i]);
-                let k = done.fetch_add(1, Ordering::Relaxed) + 1;
-                let line = match &outcome.result {
-                    Ok((c, _)) => format!(
-                        "{}: {} in {}",
-                        outcome.file.display(),
-                        origin_name(c[0].origin()),
-                        output::ms(c.iter().map(Compiled::elapsed).sum())
-                    ),
-                    Err(_) => format!("{}: failed", outcome.file.display()),
-                };
-                if let Ok((c, _)) = &outcome.result {
-                    // A cache that could not be written is said, in text and JSON runs alike.
-                    for w in c.iter().flat_map(Compiled::cache_warnings) {
-                        let text = format!("hipjit: warning: {}: {w}", outcome.file.display());
+            s.spawn(|| {
+                cancel.scope(|| loop {
+                    if cancel.is_cancelled() {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    let outcome = compile_one(&jit, args, &bases, &args.files[i], &outs[i]);
+                    let k = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    let line = match &outcome.result {
+                        Ok((c, _)) => format!(
+                            "{}: {} in {}",
+                            outcome.file.display(),
+                            origin_name(c[0].origin()),
+                            output::ms(c.iter().map(Compiled::elapsed).sum())
+                        ),
+                        Err(_) => format!("{}: failed", outcome.file.display()),
+                    };
+                    if let Ok((c, _)) = &outcome.result {
+                        // A cache that could not be written is said, in text and JSON runs alike.
+                        for w in c.iter().flat_map(Compiled::cache_warnings) {
+                            let text = format!("hipjit: warning: {}: {w}", outcome.file.display());
+                            match &bar {
+                                Some(b) => b.suspend(|| eprintln!("{text}")),
+                                None => eprintln!("{text}"),
+                            }
+                        }
+                    }
+                    if outcome.result.is_ok() && !outcome.diagnostics.is_empty() {
+                        // The warnings, as the compiler printed them, with the user's paths.
+                        let text = diagnostics::render_all_as(
+                            &outcome.diagnostics,
+                            if on_nvidia {
+                                Layout::Nvcc
+                            } else {
+                                Layout::Clang
+                            },
+                        );
+                        let text = text.trim_end();
                         match &bar {
                             Some(b) => b.suspend(|| eprintln!("{text}")),
                             None => eprintln!("{text}"),
                         }
                     }
-                }
-                if outcome.result.is_ok() && !outcome.diagnostics.is_empty() {
-                    // The warnings, as the compiler printed them, with the user's paths.
-                    let text = diagnostics::render_all_as(
-                        &outcome.diagnostics,
-                        if on_nvidia {
-                            Layout::Nvcc
-                        } else {
-                            Layout::Clang
-                        },
-                    );
-                    let text = text.trim_end();
+                    // A compile the signal cancelled is no error of its own.
+                    if let (Err(e), false) = (&outcome.result, cancel.is_cancelled()) {
+                        match &bar {
+                            Some(b) => b.suspend(|| eprintln!("hipjit: error: {e}")),
+                            None => eprintln!("hipjit: error: {e}"),
+                        }
+                    }
                     match &bar {
-                        Some(b) => b.suspend(|| eprintln!("{text}")),
-                        None => eprintln!("{text}"),
+                        Some(b) => {
+                            b.set_message(line);
+                            b.inc(1);
+                        }
+                        None if n > 1 => eprintln!("[{k}/{n}] {line}"),
+                        None => {}
                     }
-                }
-                if let Err(e) = &outcome.result {
-                    match &bar {
-                        Some(b) => b.suspend(|| eprintln!("hipjit: error: {e}")),
-                        None => eprintln!("hipjit: error: {e}"),
+                    if let Ok(mut r) = results.lock() {
+                        r[i] = Some(outcome);
                     }
-                }
-                match &bar {
-                    Some(b) => {
-                        b.set_message(line);
-                        b.inc(1);
-                    }
-                    None if n > 1 => eprintln!("[{k}/{n}] {line}"),
-                    None => {}
-                }
-                if let Ok(mut r) = results.lock() {
-                    r[i] = Some(outcome);
-                }
+                })
             });
         }
     });
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let results: Vec<Outcome> = results
-        .into_inner()
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .collect();
+    let results = results.into_inner().unwrap_or_default();
+    // As cc does: an input that failed (or was never compiled) leaves no output behind, so
+    // that an older file at that path cannot pass for this run's result.
+    for (i, o) in results.iter().enumerate() {
+        if o.as_ref().is_none_or(|o| o.result.is_err()) {
+            remove_failed_outputs(&outs[i]);
+        }
+    }
+    if let Some(sig) = interrupts.finish() {
+        return Err(interrupted(sig));
+    }
+    let results: Vec<Outcome> = results.into_iter().flatten().collect();
     let failed = results.iter().filter(|o| o.result.is_err()).count();
     if args.json {
         // The compiler of the first result (all inputs of one invocation share it), else the
@@ -840,6 +920,42 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         });
     }
     Ok(())
+}
+
+/// The usage error (exit status 2) for a JIT that could not be made because an environment
+/// variable holds a value outside those it takes (`HIPJIT_COMPILER`, `HIPJIT_REMOTE_CACHE`,
+/// `HIPJIT_REMOTE_CACHE_KEY`), naming the variable and what it takes; `None` for the other
+/// errors (the work failed: exit status 1).
+pub(crate) fn environment_error(e: &JitError) -> Option<CliError> {
+    use hipjit::cache::remote::{RemoteConfigError, REMOTE_CACHE_ENV};
+    use hipjit::compiler::CompilerError;
+    match e {
+        JitError::Compiler(CompilerError::Choice(c)) => Some(CliError::usage(format!(
+            "{}={:?}: not a compiler; it takes auto, hipcc, hiprtc, nvcc or nvrtc",
+            hipjit::compiler::selection::COMPILER_ENV,
+            c.0
+        ))),
+        JitError::RemoteConfig(r @ RemoteConfigError::BadUrl { .. }) => {
+            Some(CliError::usage(format!("{REMOTE_CACHE_ENV}: {r}")))
+        }
+        // Names HIPJIT_REMOTE_CACHE_KEY and the length it takes.
+        JitError::RemoteConfig(r @ RemoteConfigError::ShortKey { .. }) => {
+            Some(CliError::usage(r.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// The error of a run that `sig` interrupted: exit status 128 + its number.
+fn interrupted(sig: i32) -> CliError {
+    CliError {
+        status: 128 + sig as u8,
+        message: format!(
+            "interrupted by {}: the compilers were stopped and their temporary files removed; \
+             no output of an unfinished file was written",
+            crate::interrupt::signal_name(sig)
+        ),
+    }
 }
 
 fn print_compiled(file: &Path, results: &[Compiled], written: &[PathBuf]) {
@@ -905,7 +1021,7 @@ fn diagnostic_paths<'a>(o: &'a Outcome, include_dirs: &'a [PathBuf]) -> Vec<&'a 
 }
 
 /// `{"kind", "path", "version", "reason"}` of a result's compiler.
-fn compiler_json(u: &CompilerUsed) -> serde_json::Value {
+pub(crate) fn compiler_json(u: &CompilerUsed) -> serde_json::Value {
     serde_json::json!({
         "kind": u.kind.as_str(),
         "path": output::path_json(&u.path),

@@ -69,9 +69,21 @@ fn token() -> String {
 impl RemoteCache {
     /// Takes the cluster lock of `direct`, waiting at most `wait`; while it is taken by
     /// another process, `poll` is called every [`super::RemoteConfig::lock_poll`] and a
-    /// `Some` it returns ends the wait ([`ClusterLock::Found`]). Warnings (the outage, once)
-    /// are appended to `warnings`.
+    /// `Some` it returns ends the wait ([`ClusterLock::Found`]). Warnings (the outage, once;
+    /// the server's refusal of `EVAL`, once per tier) are appended to `warnings`.
     pub fn lock<T>(
+        &self,
+        direct: &CacheKey,
+        wait: Duration,
+        warnings: &mut Vec<String>,
+        poll: impl FnMut() -> Option<T>,
+    ) -> ClusterLock<T> {
+        let got = self.take_lock(direct, wait, warnings, poll);
+        self.take_notices(warnings);
+        got
+    }
+
+    fn take_lock<T>(
         &self,
         direct: &CacheKey,
         wait: Duration,

@@ -65,10 +65,12 @@ use crate::cache::key::CACHE_FORMAT_VERSION;
 
 #[cfg(feature = "redis")]
 mod imp {
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     use std::path::PathBuf;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, LazyLock};
+
+    use parking_lot::Mutex;
 
     use super::client::{Client, OpError};
     use super::config::RemoteConfig;
@@ -98,7 +100,21 @@ mod imp {
         pub(super) client: Client,
         /// Set when the server refused `EVAL` (said once).
         pub(super) eval_refused: AtomicBool,
+        /// Warnings to give once, to the next lookup or lock that can carry them to a caller
+        /// (the server's refusal of `EVAL`).
+        pub(super) notices: Mutex<Vec<String>>,
+        /// Values refused since the tier was made ([`RemoteCache::refused`]).
+        pub(super) refused: AtomicU64,
     }
+
+    /// The refusals already warned about in this process, by server and key name: each is
+    /// warned about once ([`Fetch::warnings`]), and still reported every time
+    /// ([`Fetch::bad`]).
+    static WARNED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+
+    /// What to check when an entry that decoded as a hipjit value fails its own checks.
+    const CORRUPTED_HINT: &str = "corrupted after it was written: check the server (its \
+         memory, its persistence) and that nothing else writes keys under hipjit's namespace";
 
     /// An entry found in the server and checked ([`Entry::from_bytes`], signature).
     #[derive(Debug)]
@@ -122,7 +138,9 @@ mod imp {
         pub bad: Vec<BadEntry>,
         /// The first manifest that could match, as the files are now, when any.
         pub looked_up: Option<Manifest>,
-        /// Warnings for the caller's result (the outage, once; a server error).
+        /// Warnings for the caller's result (the outage, once; a server error; a value refused,
+        /// once per key name in this process, saying what to check; the server's refusal of
+        /// `EVAL`, once per tier).
         pub warnings: Vec<String>,
     }
 
@@ -142,6 +160,8 @@ mod imp {
                 inner: Arc::new(Inner {
                     client,
                     eval_refused: AtomicBool::new(false),
+                    notices: Mutex::new(Vec::new()),
+                    refused: AtomicU64::new(0),
                 }),
             })
         }
@@ -149,6 +169,18 @@ mod imp {
         /// The settings.
         pub fn config(&self) -> &RemoteConfig {
             &self.inner.client.config
+        }
+
+        /// How many values this tier refused since it was made: entries and manifests that
+        /// were corrupted, not hipjit's, unsigned under a signing key or signed with another
+        /// key, and entries whose code objects did not read ([`RemoteCache::reject`]).
+        pub fn refused(&self) -> u64 {
+            self.inner.refused.load(Ordering::Relaxed)
+        }
+
+        /// Moves the warnings this tier gives once (the refusal of `EVAL`) into `warnings`.
+        pub(super) fn take_notices(&self, warnings: &mut Vec<String>) {
+            warnings.append(&mut self.inner.notices.lock());
         }
 
         /// Whether the server is known to be unreachable now (no operation will be tried
@@ -209,13 +241,15 @@ mod imp {
             fields.sort();
             for (field, value) in fields.into_iter().take(MAX_MANIFESTS) {
                 let manifest = match signing::open(self.signing_key(), mname.as_bytes(), &value)
-                    .map_err(|e| e.to_string())
-                    .and_then(|p| Manifest::from_bytes(p).map_err(|e| e.to_string()))
-                {
+                    .map_err(|e| (e.to_string(), e.hint()))
+                    .and_then(|p| {
+                        Manifest::from_bytes(p).map_err(|e| (e.to_string(), CORRUPTED_HINT))
+                    }) {
                     Ok(m) => m,
-                    Err(reason) => {
-                        out.bad
-                            .push(self.remove_manifest(&mname, &field, &value, reason));
+                    Err((reason, hint)) => {
+                        let bad = self.remove_manifest(&mname, &field, &value, reason);
+                        self.refusal(&bad, hint, &mut out.warnings);
+                        out.bad.push(bad);
                         continue;
                     }
                 };
@@ -238,12 +272,13 @@ mod imp {
                             name,
                             value_sha1,
                         });
-                        return out;
+                        break;
                     }
-                    None if self.is_down() => return out,
+                    None if self.is_down() => break,
                     None => {}
                 }
             }
+            self.take_notices(&mut out.warnings);
             out
         }
 
@@ -279,20 +314,55 @@ mod imp {
             };
             let sha1 = sha1_hex(&value);
             let checked = signing::open(self.signing_key(), name.as_bytes(), &value)
-                .and_then(|p| Entry::from_bytes(p.to_vec(), &self.describe(&name), Some(rkey)));
+                .map_err(|e| (e.to_string(), e.hint()))
+                .and_then(|p| {
+                    Entry::from_bytes(p.to_vec(), &self.describe(&name), Some(rkey))
+                        .map_err(|e| (e, CORRUPTED_HINT))
+                });
             match checked {
                 Ok(entry) => Some((entry, name, sha1)),
-                Err(reason) => {
-                    out.bad.push(self.remove_if(&name, &sha1, reason));
+                Err((reason, hint)) => {
+                    let bad = self.remove_if(&name, &sha1, reason);
+                    self.refusal(&bad, hint, &mut out.warnings);
+                    out.bad.push(bad);
                     None
                 }
             }
         }
 
         /// Reports `hit` as bad for `reason` (its code objects do not read, say) and removes
-        /// it from the server while it still holds the same bytes.
-        pub fn reject(&self, hit: RemoteEntry, reason: String) -> BadEntry {
-            self.remove_if(&hit.name, &hit.value_sha1, reason)
+        /// it from the server while it still holds the same bytes; the warning (once per key
+        /// name in this process) goes to `warnings`.
+        pub fn reject(
+            &self,
+            hit: RemoteEntry,
+            reason: String,
+            warnings: &mut Vec<String>,
+        ) -> BadEntry {
+            let bad = self.remove_if(&hit.name, &hit.value_sha1, reason);
+            self.refusal(&bad, CORRUPTED_HINT, warnings);
+            self.take_notices(warnings);
+            bad
+        }
+
+        /// Counts a refused value and warns about it, once per server and key name in this
+        /// process: what was refused, why, what to check (`hint`), and whether it was removed.
+        fn refusal(&self, bad: &BadEntry, hint: &str, warnings: &mut Vec<String>) {
+            self.inner.refused.fetch_add(1, Ordering::Relaxed);
+            let shown = bad.path.display().to_string();
+            if !WARNED.lock().insert(shown.clone()) {
+                return;
+            }
+            let fate = if bad.writable_root {
+                "removed from the server, so that this compile can publish a good one"
+            } else {
+                "left in the server (it could not be removed: the server refuses EVAL or did \
+                 not answer), never served; every node compiles this source until it expires"
+            };
+            warnings.push(format!(
+                "refused the remote cache value {shown}: {}; {hint}. Not served ({fate})",
+                bad.reason
+            ));
         }
 
         fn eval_refused(&self, e: &OpError) -> bool {
@@ -301,9 +371,15 @@ mod imp {
                     if message.contains("unknown command") || message.contains("NOSCRIPT")
                         || message.to_ascii_lowercase().contains("script"));
             if refused && !self.inner.eval_refused.swap(true, Ordering::SeqCst) {
-                tracing::warn!(url = %self.config().redacted_url(), error = %e,
-                    "the remote cache server refuses EVAL: bad entries are left in place and \
-                     compiles run without the cluster lock");
+                let w = format!(
+                    "the remote cache {} refuses EVAL ({e}): compiles run without the cluster \
+                     lock (nodes may compile the same source at once), and a bad entry cannot be \
+                     removed (it stays until it expires, never served, reported by each lookup); \
+                     allow EVAL and EVALSHA for hipjit's user (ACL +@scripting)",
+                    self.config().redacted_url()
+                );
+                tracing::warn!("{w}");
+                self.inner.notices.lock().push(w);
             }
             refused
         }

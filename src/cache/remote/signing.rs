@@ -48,32 +48,75 @@ pub fn seal(key: Option<&[u8]>, name: &[u8], payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Why a value read from the server was refused by [`open`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refused {
+    /// Not a value in this envelope: no [`VALUE_MAGIC`], another envelope version, unknown
+    /// flags, or cut short (written by something else, or corrupted).
+    #[error("{0}")]
+    NotAValue(String),
+    /// Unsigned while a signing key is configured.
+    #[error("unsigned, and a signing key is configured (HIPJIT_REMOTE_CACHE_KEY): refused")]
+    Unsigned,
+    /// Signed, but not with the configured key (another key, or forged).
+    #[error(
+        "its signature does not match the signing key (forged, or signed with another key): \
+         refused"
+    )]
+    BadSignature,
+}
+
+impl Refused {
+    /// What to check, in words, for a warning (the signing key of every node, or what else
+    /// writes the server).
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Refused::NotAValue(_) => {
+                "not a hipjit value: check that nothing else writes keys under hipjit's \
+                 namespace in this database"
+            }
+            Refused::Unsigned => {
+                "unsigned: a node without HIPJIT_REMOTE_CACHE_KEY wrote it (or it was planted); \
+                 set the same HIPJIT_REMOTE_CACHE_KEY on every node"
+            }
+            Refused::BadSignature => {
+                "signed with another key (or forged): check that HIPJIT_REMOTE_CACHE_KEY is \
+                 the same on every node"
+            }
+        }
+    }
+}
+
 /// The payload of a value read from the Redis key `name`, after its signature is checked
 /// against `key` when one is given.
 ///
-/// Errors: a message saying what is wrong (no magic, unknown version, unsigned while a key is
-/// configured, a signature that does not match).
-pub fn open<'a>(key: Option<&[u8]>, name: &[u8], value: &'a [u8]) -> Result<&'a [u8], String> {
+/// Errors: [`Refused`]: no magic, unknown version or flags, cut short
+/// ([`Refused::NotAValue`]); unsigned while a key is configured ([`Refused::Unsigned`]); a
+/// signature that does not match ([`Refused::BadSignature`]).
+pub fn open<'a>(key: Option<&[u8]>, name: &[u8], value: &'a [u8]) -> Result<&'a [u8], Refused> {
     if value.len() < HEADER || &value[..8] != VALUE_MAGIC {
-        return Err(format!(
+        return Err(Refused::NotAValue(format!(
             "not a hipjit remote value ({} bytes, no {:?} magic)",
             value.len(),
             String::from_utf8_lossy(VALUE_MAGIC)
-        ));
+        )));
     }
     if value[8] != VERSION {
-        return Err(format!(
+        return Err(Refused::NotAValue(format!(
             "remote value version {}, expected {VERSION}",
             value[8]
-        ));
+        )));
     }
     let signed = value[9] & SIGNED != 0;
     if value[9] & !SIGNED != 0 {
-        return Err(format!("unknown flags {:#x}", value[9]));
+        return Err(Refused::NotAValue(format!("unknown flags {:#x}", value[9])));
     }
     let (tag, payload) = if signed {
         if value.len() < HEADER + MAC_LEN {
-            return Err("signed, but shorter than its signature".into());
+            return Err(Refused::NotAValue(
+                "signed, but shorter than its signature".into(),
+            ));
         }
         (
             Some(&value[HEADER..HEADER + MAC_LEN]),
@@ -84,17 +127,11 @@ pub fn open<'a>(key: Option<&[u8]>, name: &[u8], value: &'a [u8]) -> Result<&'a 
     };
     match (key, tag) {
         (None, _) => Ok(payload),
-        (Some(_), None) => Err(
-            "unsigned, and a signing key is configured (HIPJIT_REMOTE_CACHE_KEY): refused".into(),
-        ),
+        (Some(_), None) => Err(Refused::Unsigned),
         (Some(k), Some(t)) => mac(k, name, payload)
             .verify_slice(t)
             .map(|()| payload)
-            .map_err(|_| {
-                "its signature does not match the signing key (forged, or signed with another \
-                 key): refused"
-                    .into()
-            }),
+            .map_err(|_| Refused::BadSignature),
     }
 }
 
@@ -117,9 +154,10 @@ mod tests {
         assert!(open(Some(K), b"hipjit:2:e:bb", &v).is_err());
         let mut tampered = v.clone();
         *tampered.last_mut().unwrap() ^= 1;
-        assert!(open(Some(K), b"hipjit:2:e:aa", &tampered)
-            .unwrap_err()
-            .contains("signature"));
+        assert_eq!(
+            open(Some(K), b"hipjit:2:e:aa", &tampered).unwrap_err(),
+            Refused::BadSignature
+        );
         // Without a key, a signed value's payload is still usable.
         assert_eq!(open(None, b"hipjit:2:e:aa", &v).unwrap(), b"payload");
     }
@@ -128,7 +166,10 @@ mod tests {
     fn unsigned_values_are_refused_under_a_key() {
         let v = seal(None, b"n", b"payload");
         assert_eq!(open(None, b"n", &v).unwrap(), b"payload");
-        assert!(open(Some(K), b"n", &v).unwrap_err().contains("unsigned"));
-        assert!(open(None, b"n", b"junk").unwrap_err().contains("magic"));
+        assert_eq!(open(Some(K), b"n", &v).unwrap_err(), Refused::Unsigned);
+        assert!(open(None, b"n", b"junk")
+            .unwrap_err()
+            .to_string()
+            .contains("magic"));
     }
 }

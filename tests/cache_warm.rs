@@ -1,0 +1,393 @@
+//! Warm-up from history with Debian's real hipcc 5.2.3: `HIPJIT_RECORD` (here
+//! `JitOptions::record`) appends one JSON line per distinct compile request, and
+//! `hipjit cache warm FILE` replays them, compiling only what no tier holds; the remote tier
+//! is a real redis-server started by the test on a free port.
+
+use std::net::TcpListener;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use hipjit::cache::key::CacheKey;
+use hipjit::cache::remote::RemoteConfig;
+use hipjit::compiler::selection::CompilerChoice;
+use hipjit::compiler::CompileOptions;
+use hipjit::jit::explain::Hit;
+use hipjit::jit::record::RecordedRequest;
+use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin, RecordLocation, RemoteLocation};
+use hipjit::target_id::TargetId;
+
+const SCALE: &str = "#include <hip/hip_runtime.h>\n#include \"scale.h\"\n\
+    extern \"C\" __global__ void scale(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]) * N; }\n";
+const HEADER: &str = "__device__ inline float twice(float v) { return 2.0f * v; }\n";
+/// Not UTF-8: a Latin-1 `©` in a comment (recorded as hex).
+const LATIN1: &[u8] = b"// \xa9 hipjit\nextern \"C\" __global__ void one(int* x) { x[0] = 1; }\n";
+const BROKEN: &str = "extern \"C\" __global__ void bad(int* x) { x[0] = undeclared; }\n";
+
+fn options(include: &Path, n: &str) -> CompileOptions {
+    let mut o = CompileOptions::for_target(TargetId::parse("gfx90a").unwrap());
+    o.include_dirs = vec![include.to_path_buf()];
+    o.defines = vec![("N".into(), Some(n.into()))];
+    o
+}
+
+fn plain() -> CompileOptions {
+    CompileOptions::for_target(TargetId::parse("gfx90a").unwrap())
+}
+
+fn jit(root: &Path, record: RecordLocation) -> Jit {
+    Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(CompilerChoice::Hipcc),
+        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
+        remote_cache: RemoteLocation::Disabled,
+        record,
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e} (Debian's hipcc is installed by scripts/setup.sh)"))
+}
+
+fn project(dir: &Path) -> PathBuf {
+    let include = dir.join("include");
+    std::fs::create_dir_all(&include).unwrap();
+    std::fs::write(include.join("scale.h"), HEADER).unwrap();
+    include
+}
+
+fn lines(file: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// `hipjit cache warm FILE --json` with this cache root and remote tier (none: unset).
+fn warm(file: &Path, root: &Path, remote: Option<&str>, jobs: &str) -> (Output, serde_json::Value) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    cmd.args(["cache", "warm", "--json", "-j", jobs])
+        .arg(file)
+        .env("HIPJIT_CACHE_DIR", root)
+        .env_remove("HIPJIT_RECORD")
+        .env_remove("HIPJIT_REMOTE_CACHE_KEY");
+    match remote {
+        Some(url) => cmd.env("HIPJIT_REMOTE_CACHE", url),
+        None => cmd.env_remove("HIPJIT_REMOTE_CACHE"),
+    };
+    let out = cmd.output().unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: stdout {} stderr {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, json)
+}
+
+#[test]
+fn each_distinct_request_is_recorded_once_with_its_source_options_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let include = project(dir.path());
+    let file = dir.path().join("requests.jsonl");
+    let cache = dir.path().join("cache");
+    let first = jit(&cache, RecordLocation::Disabled)
+        .compile(SCALE, &options(&include, "3"))
+        .unwrap();
+    assert_eq!(first.origin(), Origin::Compiler);
+    // A disk hit is recorded, the same request again (a memory hit) is not; then another
+    // define (a compile), then bytes.
+    let j = jit(&cache, RecordLocation::File(file.clone()));
+    let hit = j.compile(SCALE, &options(&include, "3")).unwrap();
+    assert_eq!(hit.origin(), Origin::Disk);
+    j.compile(SCALE, &options(&include, "3")).unwrap();
+    j.compile(SCALE, &options(&include, "4")).unwrap();
+    j.compile(LATIN1, &plain()).unwrap();
+    // Another Jit of this process serving a recorded request does not record it again.
+    let again = jit(&cache, RecordLocation::File(file.clone()))
+        .compile(SCALE, &options(&include, "4"))
+        .unwrap();
+    assert_eq!(again.origin(), Origin::Disk);
+
+    let l = lines(&file);
+    assert_eq!(l.len(), 3, "{l:#?}");
+    assert_eq!(l[0]["schema_version"], 1);
+    assert_eq!(
+        l[0]["direct_key"],
+        j.source_key(SCALE, &options(&include, "3"))
+            .unwrap()
+            .to_hex()
+    );
+    assert_eq!(l[0]["source"], SCALE);
+    assert_eq!(l[0]["source_encoding"], "utf-8");
+    assert_eq!(l[0]["targets"], serde_json::json!(["gfx90a"]));
+    assert_eq!(l[0]["compiler"], "hipcc");
+    assert_eq!(l[0]["compiler_used"], "hipcc");
+    assert_eq!(l[0]["options"]["defines"], serde_json::json!([["N", "3"]]));
+    assert_eq!(
+        l[0]["options"]["include_dirs"],
+        serde_json::json!([include.to_str().unwrap()])
+    );
+    assert_eq!(l[0]["options"]["std"], "c++17");
+    assert_eq!(l[0]["options"]["opt"], "-O3");
+    assert_eq!(l[1]["options"]["defines"], serde_json::json!([["N", "4"]]));
+    assert_eq!(l[2]["source_encoding"], "hex");
+    assert_eq!(
+        l[2]["source"],
+        LATIN1
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
+}
+
+#[test]
+fn an_unwritable_record_file_is_one_warning_and_never_a_failed_compile() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where the file should be; then a FIFO, which must not block.
+    let as_dir = dir.path().join("is-a-directory");
+    std::fs::create_dir(&as_dir).unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path this test owns.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for file in [as_dir, fifo] {
+        let j = jit(
+            &dir.path().join("cache"),
+            RecordLocation::File(file.clone()),
+        );
+        let first = j.compile(LATIN1, &plain()).unwrap();
+        let warned: Vec<_> = first
+            .cache_warnings()
+            .iter()
+            .filter(|w| w.contains("not recorded"))
+            .collect();
+        assert_eq!(warned.len(), 1, "{:?}", first.cache_warnings());
+        assert!(warned[0].contains(file.to_str().unwrap()), "{}", warned[0]);
+        let mut o = plain();
+        o.defines.push(("OTHER".into(), None));
+        let second = j.compile(LATIN1, &o).unwrap();
+        assert!(
+            !second
+                .cache_warnings()
+                .iter()
+                .any(|w| w.contains("not recorded")),
+            "warned twice: {:?}",
+            second.cache_warnings()
+        );
+    }
+}
+
+#[test]
+fn warm_compiles_what_is_missing_skips_bad_lines_and_names_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let include = project(dir.path());
+    let file = dir.path().join("requests.jsonl");
+    let j = jit(
+        &dir.path().join("built"),
+        RecordLocation::File(file.clone()),
+    );
+    j.compile(SCALE, &options(&include, "3")).unwrap();
+    j.compile(LATIN1, &plain()).unwrap();
+    // A request recorded twice (two processes), a line that is not a record, a line from a
+    // future hipjit, and a request that does not compile.
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    let first_line = text.lines().next().unwrap().to_string();
+    text.push_str(&first_line);
+    text.push_str("\n{\"schema_version\": 1, \"source\": 3}\n");
+    text.push_str(&first_line.replace("\"schema_version\":1", "\"schema_version\":7"));
+    text.push('\n');
+    let broken = RecordedRequest::new(
+        BROKEN.as_bytes(),
+        &plain(),
+        CompilerChoice::Hipcc,
+        None,
+        b"",
+        &CacheKey([0; 32]),
+    );
+    text.push_str(&serde_json::to_string(&broken).unwrap());
+    text.push('\n');
+    std::fs::write(&file, text).unwrap();
+
+    let fresh = dir.path().join("fresh");
+    let (out, json) = warm(&file, &fresh, None, "2");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{json:#} {stderr}");
+    assert_eq!(json["requests"], 3, "{json:#}");
+    assert_eq!(json["duplicates"], 1);
+    assert_eq!(json["compiled"], 2);
+    assert_eq!(json["present"], 0);
+    assert_eq!(json["failed"], 1);
+    let bad: Vec<u64> = json["bad_lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(bad, [4, 5], "{json:#}");
+    assert!(json["bad_lines"][1]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("schema_version 7"));
+    let failed: Vec<&serde_json::Value> = json["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["ok"] == false)
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["line"], 6);
+    assert!(
+        failed[0]["error"].as_str().unwrap().contains("undeclared"),
+        "{failed:?}"
+    );
+    let file_text = file.display().to_string();
+    assert!(
+        stderr.contains(&format!("{file_text}:4: skipped")),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("{file_text}:6:")), "{stderr}");
+    // The warmed root serves the recording's keys.
+    let keys: Vec<&str> = json["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["key"].as_str())
+        .collect();
+    let served = jit(&fresh, RecordLocation::Disabled)
+        .compile(SCALE, &options(&include, "3"))
+        .unwrap();
+    assert_eq!(served.origin(), Origin::Disk);
+    assert!(keys.contains(&served.key().to_hex().as_str()));
+
+    // Again: everything present on disk, nothing compiled.
+    let (_, again) = warm(&file, &fresh, None, "1");
+    assert_eq!(again["compiled"], 0, "{again:#}");
+    assert_eq!(again["present_in"]["disk"], 2);
+}
+
+// ---- a real redis-server -------------------------------------------------------------------
+
+struct Server {
+    child: Option<Child>,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// redis-server on 127.0.0.1 at a free port, with a private directory; stopped (only it)
+    /// when dropped.
+    fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!("cannot run redis-server ({e}): install it with scripts/setup.sh")
+                });
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if child.try_wait().unwrap().is_some() {
+                    break; // the port was taken: another one
+                }
+                let ping = redis::Client::open(format!("redis://127.0.0.1:{port}/0"))
+                    .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+                    .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+                if ping.is_ok() {
+                    return Server {
+                        child: Some(child),
+                        port,
+                        _dir: dir,
+                    };
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("redis-server did not start on a free port in five tries");
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn an_entry_present_in_the_remote_tier_counts_as_present() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("requests.jsonl");
+    // Records written by hand: no compile needed to make them.
+    let mut text = String::new();
+    for n in ["1", "2"] {
+        let mut o = plain();
+        o.defines.push(("N".into(), Some(n.into())));
+        let r = RecordedRequest::new(
+            LATIN1,
+            &o,
+            CompilerChoice::Hipcc,
+            None,
+            b"",
+            &CacheKey([0; 32]),
+        );
+        text.push_str(&serde_json::to_string(&r).unwrap());
+        text.push('\n');
+    }
+    std::fs::write(&file, text).unwrap();
+
+    // Node one compiles and publishes to the server.
+    let (out, one) = warm(&file, &dir.path().join("node-1"), Some(&server.url()), "2");
+    assert!(out.status.success(), "{one:#}");
+    assert_eq!(one["compiled"], 2, "{one:#}");
+    // Node two, with an empty disk, finds both in the remote tier.
+    let node2 = dir.path().join("node-2");
+    let (out, two) = warm(&file, &node2, Some(&server.url()), "2");
+    assert!(out.status.success(), "{two:#}");
+    assert_eq!(two["compiled"], 0, "{two:#}");
+    assert_eq!(two["present"], 2);
+    assert_eq!(two["present_in"]["remote"], 2);
+    // `explain` sees the same: a third node with an empty disk hits in the remote tier.
+    let mut o = plain();
+    o.defines.push(("N".into(), Some("1".into())));
+    let explained = Jit::new(JitOptions {
+        compiler: Some(CompilerChoice::Hipcc),
+        cache: CacheLocation::Roots(vec![dir.path().join("node-3")]),
+        remote_cache: RemoteLocation::Server(RemoteConfig::new(server.url()).unwrap()),
+        record: RecordLocation::Disabled,
+        ..JitOptions::default()
+    })
+    .unwrap()
+    .explain(LATIN1, &o)
+    .unwrap();
+    assert!(
+        matches!(explained.hit, Some(Hit::Remote(_))),
+        "{explained:#?}"
+    );
+    // ... and node two copied them to its disk.
+    let (_, three) = warm(&file, &node2, None, "1");
+    assert_eq!(three["present_in"]["disk"], 2, "{three:#}");
+    assert_eq!(three["compiled"], 0);
+}
