@@ -474,6 +474,51 @@ fn main() -> R<()> {
         )?;
     }
 
+    // The cubin reader's resources against the driver's own figures for the same kernels
+    // (cuFuncGetAttribute NUM_REGS and SHARED_SIZE_BYTES).
+    {
+        const RESOURCES: &str = r#"
+#include <hip/hip_runtime.h>
+extern "C" __global__ void tile_sum(float* out, const float* in, int n) {
+    __shared__ float tile[1024];
+    float acc[64];
+    for (int i = 0; i < 64; ++i) acc[i] = in[(threadIdx.x * 64 + i) % n];
+    tile[threadIdx.x] = acc[threadIdx.x % 64];
+    __syncthreads();
+    float s = 0;
+    for (int i = 0; i < 64; ++i) s += acc[(i * 7 + n) % 64] * tile[(threadIdx.x + i) % 1024];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+extern "C" __global__ void dynamic_only(float* out) {
+    HIP_DYNAMIC_SHARED(float, d)
+    d[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = d[(threadIdx.x + 1) % 32];
+}
+extern "C" __global__ void plain(float* x) { x[threadIdx.x] += 1.0f; }
+"#;
+        let res = jit.load(&dev, RESOURCES, &opts())?;
+        let mut rows = Vec::new();
+        let mut same = true;
+        for info in res.library.kernels() {
+            let k = res.library.kernel(&info.name)?;
+            let (regs, lds) = (k.num_registers()?, k.static_lds_bytes());
+            same &= regs == info.vgpr_count as i32 && lds == info.group_segment_fixed_size;
+            rows.push(format!(
+                "{}: registers {} (driver {regs}), shared {} B (driver {lds}), stack frame {} B",
+                info.name,
+                info.vgpr_count,
+                info.group_segment_fixed_size,
+                info.private_segment_fixed_size
+            ));
+        }
+        check(
+            "cubin resources match the driver's",
+            same && rows.len() == 3,
+            rows.join("; "),
+        )?;
+    }
+
     // Drop order under RAII: memory comes back, unload happens after the last kernel.
     {
         dev.synchronize()?;
