@@ -126,14 +126,19 @@ impl Default for CompilerConfig {
             hipcc: None,
             nvcc: None,
             timeout: Duration::from_secs(300),
-            max_concurrent: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
+            max_concurrent: cpu_count(),
             env: None,
             identity_dir: None,
             rtc_worker: None,
         }
     }
+}
+
+/// The number of CPU cores this process may use (`std::thread::available_parallelism`, which
+/// reads the cgroup's CPU quota: a dozen system calls), read once per process; 1 when unknown.
+pub fn cpu_count() -> usize {
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *COUNT.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Errors of [`Compiler::new`].

@@ -623,10 +623,7 @@ fn compile_one(
 
 /// The number of compiles at once `-j N` asks for (default: the number of CPU cores).
 pub(crate) fn jobs(j: Option<u32>) -> usize {
-    j.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        |j| j as usize,
-    )
+    j.map_or_else(hipjit::compiler::cpu_count, |j| j as usize)
 }
 
 /// How the compilers run for `jobs` compiles at once over `inputs` inputs: at most `jobs`
