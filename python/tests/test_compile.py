@@ -225,7 +225,7 @@ def test_sm_target_compiles_a_cubin_with_nvcc():
     assert k.vgpr_count > 0 and (k.lds_bytes, k.scratch_bytes) == (0, 0)
     unknown = ("sgpr_count", "sgpr_spill_count", "vgpr_spill_count", "max_threads_per_block")
     assert {f: getattr(k, f) for f in unknown} == dict.fromkeys(unknown)
-    assert f"sgpr=None, vgpr={k.vgpr_count}, lds=0, scratch=0, spills=None" in repr(k)
+    assert f"sgpr=None, vgpr={k.vgpr_count}, lds=0 B, scratch=0 B, spills=None" in repr(k)
     i = hipjit.inspect(c.code_object)
     assert (i.container, i.target) == ("cubin", "sm_90")
     assert [a.kind for a in i.kernels[0].args] == ["unknown"] * 4
