@@ -700,7 +700,7 @@ fn disk_cache_lists_and_verifies_a_cubin_entry() {
         .iter()
         .map(|a| a.name.as_str())
         .collect();
-    assert_eq!(names, ["cubin"]);
+    assert_eq!(names, ["cubin", "key-record"]);
     assert_eq!(
         entry.meta.compiler.path,
         std::fs::canonicalize(n.path()).unwrap()
