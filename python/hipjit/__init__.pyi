@@ -47,8 +47,9 @@ class ArgInfo:
 class KernelInfo:
     """A kernel of a code object: arguments and resources (sizes in bytes).
 
-    A resource the code object does not record is None, never 0: a cubin records no LDS,
-    scratch, register or spill figures, and a block size only under __launch_bounds__."""
+    A resource the code object does not record is None, never 0: a cubin records registers
+    per thread (vgpr_count), __shared__ bytes (lds_bytes) and the stack frame (scratch_bytes),
+    but no SGPR or spill figures, and a block size only under __launch_bounds__."""
 
     name: str
     args: List[ArgInfo]

@@ -216,12 +216,13 @@ def test_sm_target_compiles_a_cubin_with_nvcc():
         ("y", "float* __restrict__", "pointer", 8),
         ("n", "unsigned int", "value", 4),
     ]
-    # A cubin records no LDS, scratch, register or spill figures, nor (without
+    # A cubin records registers per thread (as vgpr_count), static shared memory and the
+    # stack frame (saxpy has neither), but no SGPR or spill figures, nor (without
     # __launch_bounds__) a block size: None, not 0.
-    unknown = ("lds_bytes", "scratch_bytes", "sgpr_count", "vgpr_count", "sgpr_spill_count",
-               "vgpr_spill_count", "max_threads_per_block")
+    assert k.vgpr_count > 0 and (k.lds_bytes, k.scratch_bytes) == (0, 0)
+    unknown = ("sgpr_count", "sgpr_spill_count", "vgpr_spill_count", "max_threads_per_block")
     assert {f: getattr(k, f) for f in unknown} == dict.fromkeys(unknown)
-    assert "sgpr=None, vgpr=None, lds=None, scratch=None, spills=None" in repr(k)
+    assert f"sgpr=None, vgpr={k.vgpr_count}, lds=0, scratch=0, spills=None" in repr(k)
     i = hipjit.inspect(c.code_object)
     assert (i.container, i.target) == ("cubin", "sm_90")
     assert [a.kind for a in i.kernels[0].args] == ["unknown"] * 4

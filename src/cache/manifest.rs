@@ -43,6 +43,7 @@ use sha2::{Digest, Sha256};
 
 use crate::compiler::identity::{hash_file, FileStat};
 use crate::compiler::{CompilerIdentity, Dependency};
+use crate::file_stat::StatByDir;
 
 /// The name of the manifest artefact in the entry of a direct key.
 pub const MANIFEST_ARTEFACT: &str = "manifest";
@@ -181,14 +182,44 @@ impl Manifest {
     /// hashed (listed) again. `None` when a recorded file cannot be read now (removed, or an
     /// include directory index out of range): the manifest cannot match.
     pub fn current(&self, include_dirs: &[PathBuf]) -> Option<Manifest> {
-        let mut files = Vec::with_capacity(self.files.len());
+        self.clone().into_current(include_dirs)
+    }
+
+    /// [`Manifest::current`], giving back `self` unchanged (no copy) when every stat is
+    /// unchanged, the case of every cache hit. Files are stat'ed a directory at a time
+    /// ([`StatByDir`]).
+    pub fn into_current(self, include_dirs: &[PathBuf]) -> Option<Manifest> {
+        let mut by_dir = StatByDir::new();
+        let mut file_stats = Vec::with_capacity(self.files.len());
         for f in &self.files {
             let path = resolve(f.include_dir, &f.name, include_dirs)?;
-            let m = std::fs::metadata(&path).ok()?;
-            if !m.is_file() {
+            let st = by_dir.stat(&path)?;
+            if !st.is_file {
                 return None;
             }
-            let stat = FileStat::of(&m);
+            file_stats.push((path, st.fields));
+        }
+        let mut dir_stats = Vec::with_capacity(self.dirs.len());
+        for d in &self.dirs {
+            let path = resolve(d.include_dir, &d.name, include_dirs)?;
+            let now = by_dir.stat(&path).map(|s| s.fields);
+            dir_stats.push((path, now));
+        }
+        let unchanged = self
+            .files
+            .iter()
+            .zip(&file_stats)
+            .all(|(f, (_, now))| f.stat == *now)
+            && self
+                .dirs
+                .iter()
+                .zip(&dir_stats)
+                .all(|(d, (_, now))| d.stat == *now && (now.is_some() || d.listing.is_none()));
+        if unchanged {
+            return Some(self);
+        }
+        let mut files = Vec::with_capacity(self.files.len());
+        for (f, (path, stat)) in self.files.into_iter().zip(file_stats) {
             let sha256 = if stat == f.stat {
                 f.sha256
             } else {
@@ -196,15 +227,13 @@ impl Manifest {
             };
             files.push(FileRecord {
                 include_dir: f.include_dir,
-                name: f.name.clone(),
+                name: f.name,
                 stat,
                 sha256,
             });
         }
         let mut dirs = Vec::with_capacity(self.dirs.len());
-        for d in &self.dirs {
-            let path = resolve(d.include_dir, &d.name, include_dirs)?;
-            let now = std::fs::metadata(&path).ok().map(|m| FileStat::of(&m));
+        for (d, (path, now)) in self.dirs.into_iter().zip(dir_stats) {
             let (stat, listing) = if now.is_some() && now == d.stat {
                 (d.stat, d.listing)
             } else {
@@ -212,7 +241,7 @@ impl Manifest {
             };
             dirs.push(DirRecord {
                 include_dir: d.include_dir,
-                name: d.name.clone(),
+                name: d.name,
                 stat,
                 listing,
             });

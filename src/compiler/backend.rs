@@ -642,7 +642,7 @@ impl Backend {
                     })
             }
             Backend::HipRtc(b) => {
-                options.validate()?;
+                options.validate_for(BackendKind::Hiprtc)?;
                 BackendKind::Hiprtc.check_extra_flags(&options.extra_flags)?;
                 let handed = b.options(options).map_err(in_process)?;
                 let started = std::time::Instant::now();
@@ -661,7 +661,7 @@ impl Backend {
                 Ok(rtc_output(b.library.path(), handed, out, started.elapsed()))
             }
             Backend::Nvrtc(b) => {
-                options.validate()?;
+                options.validate_for(BackendKind::Nvrtc)?;
                 let not_include: Vec<String> = {
                     let mut rest = Vec::new();
                     let mut it = options.extra_flags.iter();

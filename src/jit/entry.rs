@@ -48,7 +48,7 @@ pub(crate) fn manifest_lookup(
             return None;
         }
     };
-    let now = stored.current(&o.include_dirs)?;
+    let now = stored.into_current(&o.include_dirs)?;
     let key = key::result_key(direct, &now);
     Some((now, key))
 }

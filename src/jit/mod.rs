@@ -63,7 +63,7 @@ use crate::code_object::CodeObjectError;
 use crate::compiler::diagnostics;
 use crate::compiler::selection::CompilerChoice;
 use crate::compiler::{
-    CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerIdentity,
+    CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerIdentity, OptionsError,
 };
 use crate::device::Device;
 use crate::error::LibraryError;
@@ -279,6 +279,25 @@ impl Jit {
         })
     }
 
+    /// `options.validate()`, a refused extra flag named after the compiler that would run
+    /// ([`CompileOptions::validate_for`]: hipRTC, not hipcc, when hipRTC compiles).
+    fn validate(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        runtime: Option<&std::path::Path>,
+    ) -> Result<(), JitError> {
+        options.validate().map_err(|e| {
+            let e = match (&e, self.compilers.choose(source, options, runtime)) {
+                (OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. }, Ok(c)) => {
+                    e.for_backend(c.backend.kind().into())
+                }
+                _ => e,
+            };
+            JitError::Compile(CompileError::Options(e))
+        })
+    }
+
     /// The compiler that compiles `source` with `options` (found now if it was not yet), and
     /// why that one ([`compilers`]).
     ///
@@ -395,7 +414,7 @@ impl Jit {
         let source = source.as_ref();
         let o =
             self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
-        o.validate().map_err(CompileError::from)?;
+        self.validate(source, &o, None)?;
         let chosen = self.compilers.choose(source, &o, None)?;
         chosen.backend.check_options(&o)?;
         let direct = chosen.backend.direct_key(source, &o, &self.extra);
@@ -420,7 +439,7 @@ impl Jit {
         let source = source.as_ref();
         let o =
             self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
-        o.validate().map_err(CompileError::from)?;
+        self.validate(source, &o, None)?;
         let chosen = self.compilers.choose(source, &o, None)?;
         chosen.backend.check_options(&o)?;
         Ok(chosen.backend.direct_key(source, &o, &self.extra))
@@ -682,7 +701,7 @@ impl Jit {
             self.runtime_versions.as_deref(),
             runtime,
         )?;
-        o.validate().map_err(CompileError::from)?;
+        self.validate(source, &o, runtime)?;
         let chosen = self.compilers.choose(source, &o, runtime)?;
         chosen.backend.check_options(&o)?;
         let backend = &chosen.backend;

@@ -116,7 +116,9 @@ pub fn run(args: &Args, json: bool) -> Result<(), CliError> {
         record: RecordLocation::Disabled,
         ..JitOptions::default()
     })
-    .map_err(|e| CliError::failed(e.to_string()))?;
+    .map_err(|e| {
+        crate::compile::environment_error(&e).unwrap_or_else(|| CliError::failed(e.to_string()))
+    })?;
     let e = jit
         .explain(&source, &o)
         .map_err(|e| CliError::failed(format!("{}: {e}", args.file.display())))?;

@@ -79,7 +79,9 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
             record: RecordLocation::Disabled,
             ..JitOptions::default()
         })
-        .map_err(|e| CliError::failed(e.to_string()))?;
+        .map_err(|e| {
+            crate::compile::environment_error(&e).unwrap_or_else(|| CliError::failed(e.to_string()))
+        })?;
         jits.insert(k, jit);
     }
 
