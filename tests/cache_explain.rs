@@ -242,6 +242,52 @@ fn explain_names_the_compiler_fingerprint_when_one_compiler_file_differs() {
 }
 
 #[test]
+fn an_entry_written_before_key_records_still_hits_and_is_left_out_of_the_comparison() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cache");
+    let identity = dir.path().join("identity");
+    let include = project(dir.path());
+    let source = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
+    let hipcc = installation(&dir.path().join("opt/rocm"));
+    let j = jit_with(&root, &hipcc, &identity);
+    let first = j
+        .compile(source, &options(&include, "gfx90a", "1"))
+        .unwrap();
+    // Rewrite its entry as an older hipjit wrote it: no key-record artefact.
+    let disk = j.disk_cache().unwrap();
+    let entry = disk.get(&first.key()).entry.unwrap();
+    let kept: Vec<(String, Vec<u8>)> = entry
+        .meta
+        .artefacts
+        .iter()
+        .filter(|a| a.name != hipjit::cache::key::KEY_RECORD_ARTEFACT)
+        .map(|a| (a.name.clone(), entry.artefact(&a.name).unwrap().to_vec()))
+        .collect();
+    assert!(
+        kept.len() < entry.meta.artefacts.len(),
+        "no key record stored"
+    );
+    std::fs::remove_file(&entry.path).unwrap();
+    let artefacts: Vec<(&str, &[u8])> = kept
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    disk.put(&first.key(), entry.meta.clone(), &artefacts)
+        .unwrap();
+
+    let fresh = jit_with(&root, &hipcc, &identity);
+    let hit = fresh
+        .compile(source, &options(&include, "gfx90a", "1"))
+        .unwrap();
+    assert_eq!(hit.origin(), Origin::Disk);
+    let other = fresh
+        .explain(source, &options(&include, "gfx90a", "2"))
+        .unwrap();
+    assert_eq!(other.hit, None);
+    assert_eq!(other.nearest, None, "{other:#?}");
+}
+
+#[test]
 fn the_command_prints_the_record_and_the_differing_field_as_json() {
     let dir = tempfile::tempdir().unwrap();
     let include = project(dir.path());

@@ -29,7 +29,7 @@ use super::{CompilerUsed, Jit, JitError};
 use crate::cache::key::{self, CacheKey, KeyField, KeyFields, KEY_RECORD_ARTEFACT};
 use crate::cache::manifest::{self, Manifest, MANIFEST_ARTEFACT};
 use crate::compiler::identity::{hash_file, FileStat};
-use crate::compiler::{CompileError, CompileOptions};
+use crate::compiler::CompileOptions;
 
 /// Where the result of a request is, when a tier holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -339,7 +339,7 @@ impl Jit {
         let source = source.as_ref();
         let o =
             self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
-        o.validate().map_err(CompileError::from)?;
+        self.validate(source, &o, None)?;
         let chosen = self.compilers.choose(source, &o, None)?;
         chosen.backend.check_options(&o)?;
         let fields = chosen.backend.key_fields(source, &o, &self.extra);
