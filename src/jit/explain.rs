@@ -3,10 +3,10 @@
 //! manifest it names file by file, says which tier holds the result, and on a miss names the
 //! fields that differ from the nearest entry compiled from the same source.
 //!
-//! Nothing is compiled, no entry is marked used (the disk is read with
-//! [`crate::cache::disk::DiskCache::peek`]) and nothing is written; the remote tier is asked
-//! as a compile would ask it. The in-process cache is not consulted: the answer is what a new
-//! process would find.
+//! The tiers are asked in a compile's order: this `Jit`'s in-process cache, the disk roots,
+//! the remote tier. Nothing is compiled, no entry is marked used (the disk is read with
+//! [`crate::cache::disk::DiskCache::peek`]) and nothing is written. The key record, manifest
+//! and result key are reported whichever tier hits.
 //!
 //! # The nearest entry
 //! * When the disk holds a header manifest for the direct key, the compile was published with
@@ -34,6 +34,8 @@ use crate::compiler::CompileOptions;
 /// Where the result of a request is, when a tier holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Hit {
+    /// This `Jit`'s in-process cache ([`Jit::is_in_memory`]).
+    Memory,
     /// A disk root: the entry file.
     Disk(PathBuf),
     /// The remote tier: the entry's key name on the server (as
@@ -355,6 +357,9 @@ impl Jit {
             nearest: None,
             warnings: Vec::new(),
         };
+        if self.is_in_memory(source, options) {
+            out.hit = Some(Hit::Memory);
+        }
         let mut stored: Option<Manifest> = None;
         if let Some(disk) = &self.disk {
             let lookup = disk.peek(&direct);
@@ -381,7 +386,7 @@ impl Jit {
             if let Some(now) = stored.as_ref().and_then(|m| m.current(&o.include_dirs)) {
                 let rk = key::result_key(&direct, &now);
                 out.result_key = Some(rk);
-                if let Some(e) = disk.peek(&rk).entry {
+                if let (Some(e), None) = (disk.peek(&rk).entry, &out.hit) {
                     out.hit = Some(Hit::Disk(e.path));
                 }
             }
