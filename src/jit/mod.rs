@@ -71,8 +71,8 @@ use crate::library::Library;
 use compiled::CompiledInner;
 use compilers::Compilers;
 use entry::{
-    inner_from_entry, manifest_lookup, output_artefact, publish_manifest, read_artefacts,
-    usable_entry, ISA, LLVM_IR,
+    inner_from_entry, manifest_lookup, manifest_lookup_stale, output_artefact, publish_manifest,
+    read_artefacts, refresh_manifest, usable_entry, ISA, LLVM_IR,
 };
 
 /// Where the disk cache lives.
@@ -757,12 +757,15 @@ impl Jit {
         let mut looked_up: Option<Manifest> = None;
         let disk_lookup = self.disk.as_ref().filter(|_| !bypass_disk);
         if let Some(disk) = disk_lookup {
-            if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
+            if let Some((now, key, stale)) = manifest_lookup_stale(disk, &direct, &o) {
                 let lookup = disk.get(&key);
                 bad_entries = lookup.bad;
                 if let Some(entry) = lookup.entry {
                     if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
+                        if let Some(meta) = stale {
+                            refresh_manifest(disk, &direct, meta, &now);
+                        }
                         return Ok((
                             Arc::new(inner_from_entry(
                                 key,
@@ -819,10 +822,13 @@ impl Jit {
             None => None,
         };
         if let (Some(disk), Some(_)) = (disk_lookup, &_lock) {
-            if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
+            if let Some((now, key, stale)) = manifest_lookup_stale(disk, &direct, &o) {
                 if let Some(entry) = disk.get(&key).entry {
                     if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
+                        if let Some(meta) = stale {
+                            refresh_manifest(disk, &direct, meta, &now);
+                        }
                         return Ok((
                             Arc::new(inner_from_entry(
                                 key,
