@@ -70,7 +70,8 @@ Environment:
   HIP_PLATFORM             amd or nvidia (HIP's NVIDIA platform); HIP_PATH, ROCM_PATH,
                            CUDA_PATH, CUDA_HOME, PATH, XDG_CACHE_HOME, TMPDIR (build
                            directories)
-A cache root holding a file named HIPJIT_SHARED is shared by the users of a group.";
+A cache root holding a file named HIPJIT_SHARED (owned by the root's owner or the superuser)
+is shared with the root directory's group.";
 
 /// Just-in-time compiled HIP kernels: doctor, compile, inspect, cache.
 #[derive(Parser, Debug)]
