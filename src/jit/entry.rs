@@ -32,12 +32,14 @@ pub(crate) fn output_artefact(o: &CompileOptions) -> &'static str {
     }
 }
 
-/// The manifest of `direct` in `disk` as the files are now, and the result key it gives;
+/// The manifest of `direct` in `disk` as the files are now (`installation`: the compiler's
+/// installation root), and the result key it gives;
 /// `None` when there is none, it does not decode (reported), or one of its files is gone.
 pub(crate) fn manifest_lookup(
     disk: &DiskCache,
     direct: &CacheKey,
     o: &CompileOptions,
+    installation: &std::path::Path,
 ) -> Option<(Manifest, CacheKey)> {
     let entry = disk.get(direct).entry?;
     let bytes = entry.artefact(MANIFEST_ARTEFACT)?;
@@ -48,7 +50,7 @@ pub(crate) fn manifest_lookup(
             return None;
         }
     };
-    let now = stored.current(&o.include_dirs)?;
+    let now = stored.current(&o.include_dirs, installation)?;
     let key = key::result_key(direct, &now);
     Some((now, key))
 }
