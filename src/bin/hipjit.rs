@@ -16,6 +16,8 @@ mod doctor;
 mod doctor_nvidia;
 #[path = "hipjit/doctor_rtc.rs"]
 mod doctor_rtc;
+#[path = "hipjit/explain.rs"]
+mod explain;
 #[path = "hipjit/header_set.rs"]
 mod header_set;
 #[path = "hipjit/inspect.rs"]
@@ -41,6 +43,8 @@ A path in JSON is a string; one that is not UTF-8 is {\"text\": lossy text, \"he
 bytes in hex}.
 
 Environment: HIPJIT_CACHE_DIR (cache roots, ':'-separated, the first written),
+HIPJIT_REMOTE_CACHE (a Redis server shared by many machines), HIPJIT_RECORD (a file to
+append each distinct compile request to, for `hipjit cache warm`),
 HIPJIT_HIPCC (the compiler), HIPJIT_HIP_LIBRARY (the runtime), HIP_PATH, ROCM_PATH, PATH;
 HIP's NVIDIA platform: HIP_PLATFORM (amd or nvidia), HIPJIT_CUDA_LIBRARY (the CUDA driver),
 HIPJIT_NVCC (nvcc), CUDA_PATH, CUDA_HOME; in-process compilers: HIPJIT_HIPRTC_LIBRARY
@@ -67,7 +71,8 @@ enum Command {
     /// object (raw ELF, offload bundle or compressed bundle).
     #[command(after_help = EXIT_CODES)]
     Inspect(inspect::Args),
-    /// List, measure, verify, prune or clear the disk cache.
+    /// List, measure, verify, prune or clear the disk cache; export and import bundles; warm
+    /// the caches from recorded requests; explain a key.
     #[command(after_help = EXIT_CODES)]
     Cache(cache::Args),
     /// Probe one runtime library in this process and print JSON (used by `doctor`, which runs

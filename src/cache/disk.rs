@@ -385,12 +385,23 @@ impl DiskCache {
 
     /// Looks `key` up in each root in order; the first valid entry wins.
     pub fn get(&self, key: &CacheKey) -> Lookup {
+        self.lookup(key, true)
+    }
+
+    /// [`DiskCache::get`] without marking the entry used (its modification time, which
+    /// pruning goes by, is left alone): for tools that inspect the cache
+    /// (`hipjit cache explain`).
+    pub fn peek(&self, key: &CacheKey) -> Lookup {
+        self.lookup(key, false)
+    }
+
+    fn lookup(&self, key: &CacheKey, mark_used: bool) -> Lookup {
         let mut lookup = Lookup::default();
         for root in &self.roots {
             let path = Self::entry_path(&root.path, key);
             match read_entry(&path, Some(key), root) {
                 Ok(entry) => {
-                    if root.writable {
+                    if root.writable && mark_used {
                         // Least-recently-used bookkeeping; failure only skews pruning.
                         if let Ok(f) = File::open(&path) {
                             let _ = f.set_modified(SystemTime::now());

@@ -203,13 +203,6 @@ impl Record {
         self.bytes(name.as_bytes());
         self.bytes(value);
     }
-    fn list<'a>(&mut self, name: &str, items: impl IntoIterator<Item = &'a [u8]>) {
-        let mut inner = Vec::new();
-        for item in items {
-            push_item(&mut inner, item);
-        }
-        self.field(name, &inner);
-    }
 }
 
 fn push_item(v: &mut Vec<u8>, item: &[u8]) {
@@ -267,6 +260,11 @@ pub fn key_flags(options: &CompileOptions) -> Vec<String> {
 
 /// Computes the direct key of an AMD compile (see the module documentation).
 pub fn compute(inputs: &KeyInputs<'_>) -> CacheKey {
+    compute_as(inputs)
+}
+
+/// [`compute`] as any [`FromKeyRecord`]: the key, or its fields ([`KeyFields`]).
+pub fn compute_as<K: FromKeyRecord>(inputs: &KeyInputs<'_>) -> K {
     let flags = key_flags(inputs.options);
     let std = BackendKind::Hipcc.std_flag(inputs.options.std, inputs.compiler);
     let targets: Vec<String> = inputs
@@ -288,7 +286,7 @@ pub fn compute(inputs: &KeyInputs<'_>) -> CacheKey {
         })
         .collect();
     let env: Vec<(&str, Option<&OsStr>)> = values.iter().map(|(n, v)| (*n, v.as_deref())).collect();
-    compute_record(&KeyRecord {
+    K::from_record(&KeyRecord {
         source: inputs.source,
         flags: &flags,
         std: &std,
@@ -317,25 +315,38 @@ pub fn key_env_value(name: &str, value: &OsStr, root: &std::path::Path) -> OsStr
     value.to_os_string()
 }
 
-/// Computes the direct key of a record given field by field (see the module documentation).
-pub fn compute_record(record: &KeyRecord<'_>) -> CacheKey {
-    let mut r = Record(Sha256::new());
-    r.field("format", &CACHE_FORMAT_VERSION.to_le_bytes());
-    r.field("source", record.source);
-    r.list("flags", record.flags.iter().map(|f| f.as_bytes()));
-    r.field("std", record.std.as_bytes());
-    r.list(
-        "extra-flags",
-        record.extra_flags.iter().map(|f| f.as_bytes()),
+/// Calls `field` with each field of the direct-key record (name, encoded value), in order:
+/// the one encoding both [`compute_record`] and [`record_fields`] use.
+fn encode_record(record: &KeyRecord<'_>, field: &mut dyn FnMut(&str, &[u8])) {
+    let list = |items: &mut dyn Iterator<Item = &[u8]>| {
+        let mut inner = Vec::new();
+        for item in items {
+            push_item(&mut inner, item);
+        }
+        inner
+    };
+    field("format", &CACHE_FORMAT_VERSION.to_le_bytes());
+    field("source", record.source);
+    field(
+        "flags",
+        &list(&mut record.flags.iter().map(|f| f.as_bytes())),
     );
-    r.list("targets", record.targets.iter().map(|t| t.as_bytes()));
-    r.field(
+    field("std", record.std.as_bytes());
+    field(
+        "extra-flags",
+        &list(&mut record.extra_flags.iter().map(|f| f.as_bytes())),
+    );
+    field(
+        "targets",
+        &list(&mut record.targets.iter().map(|t| t.as_bytes())),
+    );
+    field(
         "code-object-version",
         &record.code_object_version.to_le_bytes(),
     );
-    r.field("compiler-kind", record.compiler.kind.as_str().as_bytes());
-    r.field("compiler-version", record.compiler.key_version().as_bytes());
-    r.field(
+    field("compiler-kind", record.compiler.kind.as_str().as_bytes());
+    field("compiler-version", record.compiler.key_version().as_bytes());
+    field(
         "compiler-fingerprint",
         record.compiler.fingerprint.as_bytes(),
     );
@@ -350,15 +361,140 @@ pub fn compute_record(record: &KeyRecord<'_>) -> CacheKey {
             None => env.push(0),
         }
     }
-    r.field("env", &env);
+    field("env", &env);
     let mut builtin = Vec::new();
     for h in record.builtin_headers {
         push_item(&mut builtin, h.include.as_bytes());
         push_item(&mut builtin, h.sha256.as_bytes());
     }
-    r.field("builtin-headers", &builtin);
-    r.field("extra", record.extra);
+    field("builtin-headers", &builtin);
+    field("extra", record.extra);
+}
+
+/// Computes the direct key of a record given field by field (see the module documentation).
+pub fn compute_record(record: &KeyRecord<'_>) -> CacheKey {
+    let mut r = Record(Sha256::new());
+    encode_record(record, &mut |name, value| r.field(name, value));
     CacheKey(r.0.finalize().into())
+}
+
+/// The fields of a direct-key record, each with the sha256 of its encoded value and, but for
+/// the source and the caller's signature (shown by digest), its value as text: what
+/// `hipjit cache explain` prints, and what each published entry stores (artefact
+/// [`KEY_RECORD_ARTEFACT`]) so that a miss can name the fields that differ.
+pub fn record_fields(record: &KeyRecord<'_>) -> KeyFields {
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let mut fields = Vec::new();
+    encode_record(record, &mut |name, value| {
+        let shown: Option<Vec<String>> = match name {
+            "format" => Some(vec![CACHE_FORMAT_VERSION.to_string()]),
+            "source" | "extra" => None,
+            "flags" => Some(record.flags.to_vec()),
+            "std" => Some(vec![record.std.to_string()]),
+            "extra-flags" => Some(record.extra_flags.to_vec()),
+            "targets" => Some(record.targets.to_vec()),
+            "code-object-version" => Some(vec![record.code_object_version.to_string()]),
+            "compiler-kind" => Some(vec![record.compiler.kind.as_str().to_string()]),
+            "compiler-version" => Some(
+                record
+                    .compiler
+                    .key_version()
+                    .lines()
+                    .map(str::to_string)
+                    .collect(),
+            ),
+            "compiler-fingerprint" => Some(vec![record.compiler.fingerprint.clone()]),
+            "env" => Some(
+                record
+                    .env
+                    .iter()
+                    .map(|(n, v)| match v {
+                        Some(v) => match v.as_bytes().strip_prefix(b"\0installation/") {
+                            // Keyed by what it selects (see the module documentation).
+                            Some(rel) => format!("{n}=<installation root>/{}", lossy(rel)),
+                            None => format!("{n}={}", lossy(v.as_bytes())),
+                        },
+                        None => format!("{n} unset"),
+                    })
+                    .collect(),
+            ),
+            "builtin-headers" => Some(
+                record
+                    .builtin_headers
+                    .iter()
+                    .map(|h| format!("{} {}", h.include, h.sha256))
+                    .collect(),
+            ),
+            _ => Some(vec![lossy(value)]),
+        };
+        fields.push(KeyField {
+            name: name.to_string(),
+            sha256: hex(&sha256(value)),
+            bytes: value.len() as u64,
+            value: shown,
+        });
+    });
+    KeyFields(fields)
+}
+
+/// The artefact of a published result entry holding the fields of its direct-key record
+/// ([`KeyFields`], MessagePack). Entries written before it existed lack it.
+pub const KEY_RECORD_ARTEFACT: &str = "key-record";
+
+/// One field of a direct-key record ([`record_fields`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyField {
+    /// The field's name in the record (`source`, `flags`, `std`...).
+    pub name: String,
+    /// sha256 of the field's encoded value, hex: two records with equal digests in every
+    /// field have the same key.
+    pub sha256: String,
+    /// The encoded value's length in bytes.
+    pub bytes: u64,
+    /// The value as text, one string per item of a list field (flags, targets, env as
+    /// `NAME=value` or `NAME unset`, compiler version lines...); `None` for the source and
+    /// the caller's signature, shown by digest.
+    pub value: Option<Vec<String>>,
+}
+
+/// The fields of a direct-key record, in record order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyFields(pub Vec<KeyField>);
+
+impl KeyFields {
+    /// The field called `name`.
+    pub fn get(&self, name: &str) -> Option<&KeyField> {
+        self.0.iter().find(|f| f.name == name)
+    }
+
+    /// Encodes them (MessagePack), as stored in [`KEY_RECORD_ARTEFACT`].
+    pub fn to_bytes(&self) -> Vec<u8> {
+        rmp_serde::to_vec_named(self).unwrap_or_default()
+    }
+
+    /// Decodes a [`KEY_RECORD_ARTEFACT`]; `None` when it does not decode.
+    pub fn from_bytes(bytes: &[u8]) -> Option<KeyFields> {
+        rmp_serde::from_slice(bytes).ok()
+    }
+}
+
+/// What a direct-key computation returns: the key ([`CacheKey`]) or the fields it hashes
+/// ([`KeyFields`]), from one record, so that the two never disagree.
+pub trait FromKeyRecord {
+    /// Made from a record.
+    fn from_record(record: &KeyRecord<'_>) -> Self;
+}
+
+impl FromKeyRecord for CacheKey {
+    fn from_record(record: &KeyRecord<'_>) -> Self {
+        compute_record(record)
+    }
+}
+
+impl FromKeyRecord for KeyFields {
+    fn from_record(record: &KeyRecord<'_>) -> Self {
+        record_fields(record)
+    }
 }
 
 /// The result key of `direct` with the files and directories of `manifest` as they are now
@@ -393,6 +529,84 @@ pub fn result_key(direct: &CacheKey, manifest: &Manifest) -> CacheKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fields_hash_to_the_key_field_by_field() {
+        let compiler = CompilerIdentity {
+            kind: crate::compiler::CompilerKind::Hipcc,
+            path: PathBuf::from("/usr/bin/hipcc"),
+            version: "HIP version: 5.2\nInstalledDir: /usr/bin\n".into(),
+            fingerprint: "f".repeat(64),
+            covered: Vec::new(),
+            root: Default::default(),
+            header_dirs: Vec::new(),
+        };
+        let record = |std: &'static str| {
+            let flags = vec!["-DN=1".to_string()];
+            let targets = vec!["gfx90a".to_string()];
+            let fields = record_fields(&KeyRecord {
+                source: b"src",
+                flags: &flags,
+                std,
+                extra_flags: &[],
+                targets: &targets,
+                code_object_version: 0,
+                compiler: &compiler,
+                env: &[("CPATH", None)],
+                builtin_headers: &[],
+                extra: b"",
+            });
+            let key = compute_record(&KeyRecord {
+                source: b"src",
+                flags: &flags,
+                std,
+                extra_flags: &[],
+                targets: &targets,
+                code_object_version: 0,
+                compiler: &compiler,
+                env: &[("CPATH", None)],
+                builtin_headers: &[],
+                extra: b"",
+            });
+            (fields, key)
+        };
+        let (a, ka) = record("-std=c++17");
+        let (b, kb) = record("-std=c++20");
+        assert_ne!(ka, kb);
+        let names: Vec<&str> = a.0.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "format",
+                "source",
+                "flags",
+                "std",
+                "extra-flags",
+                "targets",
+                "code-object-version",
+                "compiler-kind",
+                "compiler-version",
+                "compiler-fingerprint",
+                "env",
+                "builtin-headers",
+                "extra"
+            ]
+        );
+        let differ: Vec<&str> =
+            a.0.iter()
+                .zip(&b.0)
+                .filter(|(x, y)| x.sha256 != y.sha256)
+                .map(|(x, _)| x.name.as_str())
+                .collect();
+        assert_eq!(differ, ["std"]);
+        assert_eq!(a.get("source").unwrap().value, None);
+        assert_eq!(a.get("source").unwrap().sha256, hex(&sha256(b"src")));
+        assert_eq!(
+            a.get("env").unwrap().value,
+            Some(vec!["CPATH unset".into()])
+        );
+        assert_eq!(KeyFields::from_bytes(&a.to_bytes()), Some(a));
+    }
 
     #[test]
     fn key_round_trips_through_hex() {

@@ -125,7 +125,10 @@ pub struct Manifest {
 #[error("bad header manifest: {0}")]
 pub struct BadManifest(pub String);
 
-fn resolve(
+/// The path of `name` relative to `-I` directory `include_dir`, or to `installation` (the
+/// compiler's installation root) for [`INSTALLATION`] (absolute when `None`); `None` for an
+/// index out of range, or the installation base without a root.
+pub(crate) fn resolve(
     include_dir: Option<u32>,
     name: &[u8],
     include_dirs: &[PathBuf],
@@ -174,7 +177,8 @@ pub fn listing_hash(dir: &Path) -> Option<[u8; 32]> {
     Some(h.finalize().into())
 }
 
-fn dir_state(path: &Path) -> (Option<FileStat>, Option<[u8; 32]>) {
+/// A directory's stat fields and listing hash now (`None`s when absent or not listable).
+pub(crate) fn dir_state(path: &Path) -> (Option<FileStat>, Option<[u8; 32]>) {
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => (Some(FileStat::of(&m)), listing_hash(path)),
         Ok(m) => (Some(FileStat::of(&m)), None),

@@ -442,14 +442,14 @@ fn push_defines(o: &mut Vec<String>, options: &CompileOptions) {
 /// options handed to the library (the extra flags in their own field) followed by
 /// `-I include/<index>` for each include directory, the SM or target IDs, the code object
 /// version, the library's identity, no environment, and the in-memory headers by content.
-fn in_process_key(
+fn in_process_key<K: key::FromKeyRecord>(
     source: &[u8],
     options: &CompileOptions,
     handed: &[String],
     identity: &CompilerIdentity,
     headers: &[(String, Vec<u8>)],
     extra: &[u8],
-) -> CacheKey {
+) -> K {
     // Options the backend refuses give no handed list: the compile fails, the key is moot.
     let own = handed.len().saturating_sub(options.extra_flags.len());
     let mut flags: Vec<String> = handed[..own].to_vec();
@@ -470,7 +470,7 @@ fn in_process_key(
             sha256: hex(&sha256(body)),
         })
         .collect();
-    key::compute_record(&KeyRecord {
+    K::from_record(&KeyRecord {
         source,
         flags: &flags,
         std: &std,
@@ -581,15 +581,35 @@ impl Backend {
     /// [`crate::jit::Jit::effective_options`]) and the caller's signature `extra`: everything
     /// known before the compiler runs ([`crate::cache::key`]).
     pub fn direct_key(&self, source: &[u8], options: &CompileOptions, extra: &[u8]) -> CacheKey {
+        self.direct_key_as(source, options, extra)
+    }
+
+    /// The fields of the direct-key record of [`Backend::direct_key`], each with its digest
+    /// and value ([`crate::cache::key::record_fields`]): what `hipjit cache explain` prints.
+    pub fn key_fields(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        extra: &[u8],
+    ) -> key::KeyFields {
+        self.direct_key_as(source, options, extra)
+    }
+
+    fn direct_key_as<K: key::FromKeyRecord>(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        extra: &[u8],
+    ) -> K {
         match self {
-            Backend::Hipcc(c) => key::compute(&KeyInputs {
+            Backend::Hipcc(c) => key::compute_as(&KeyInputs {
                 source,
                 options,
                 compiler: c.identity(),
                 env: c.environment(),
                 extra,
             }),
-            Backend::Nvcc(n, _) => n.direct_key(source, options, extra),
+            Backend::Nvcc(n, _) => n.direct_key_as(source, options, extra),
             Backend::HipRtc(b) => {
                 // Options hipRTC refuses fail in `compile`; the key of what would be handed.
                 let handed = b.options(options).unwrap_or_default();

@@ -537,6 +537,16 @@ impl Nvcc {
         options: &crate::compiler::CompileOptions,
         extra: &[u8],
     ) -> CacheKey {
+        self.direct_key_as(source, options, extra)
+    }
+
+    /// [`Nvcc::direct_key`] as any [`key::FromKeyRecord`]: the key or its fields.
+    pub fn direct_key_as<K: key::FromKeyRecord>(
+        &self,
+        source: &[u8],
+        options: &crate::compiler::CompileOptions,
+        extra: &[u8],
+    ) -> K {
         let headers = Nvcc::prelude_headers();
         let flags = self.option_flags(options);
         let std = BackendKind::Nvcc.std_flag(options.std, &self.identity);
@@ -547,7 +557,7 @@ impl Nvcc {
             .zip(&values)
             .map(|(n, v)| (*n, v.as_deref()))
             .collect();
-        key::compute_record(&KeyRecord {
+        K::from_record(&KeyRecord {
             source,
             flags: &flags,
             std: &std,

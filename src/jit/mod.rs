@@ -34,6 +34,7 @@ mod checks;
 pub mod compiled;
 pub mod compilers;
 pub mod entry;
+pub mod explain;
 pub mod record;
 mod remote;
 pub mod stats;
@@ -224,7 +225,7 @@ pub struct Jit {
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
     kernels: crate::cache::kernels::KernelCache<CompileOptions>,
     /// Where compile requests are recorded ([`JitOptions::record`]).
-    recorder: Option<record::Recorder>,
+    recorder: Option<Arc<record::Recorder>>,
 }
 
 impl std::fmt::Debug for Jit {
@@ -274,7 +275,7 @@ impl Jit {
             loaded: Mutex::new(HashMap::new()),
             counters: Default::default(),
             kernels: Default::default(),
-            recorder: options.record.resolve().map(record::Recorder::new),
+            recorder: options.record.resolve().map(record::Recorder::shared),
         })
     }
 
@@ -820,7 +821,13 @@ impl Jit {
                     .map_or(0, |d| d.as_millis() as u64),
                 artefacts: Vec::new(),
             };
-            let mut stored: Vec<(&str, &[u8])> = vec![(output_artefact(&o), &out.code_object)];
+            // The fields of the direct key, so that `hipjit cache explain` can name what
+            // differs from this entry on a later miss.
+            let key_record = backend.key_fields(source, &o, &self.extra).to_bytes();
+            let mut stored: Vec<(&str, &[u8])> = vec![
+                (output_artefact(&o), &out.code_object),
+                (key::KEY_RECORD_ARTEFACT, &key_record),
+            ];
             if let Some(ir) = &out.llvm_ir {
                 stored.push((LLVM_IR, ir));
             }

@@ -5,7 +5,8 @@
 //! request.
 //!
 //! # The record format (schema version 1)
-//! One JSON object per line ([`RecordedRequest`]), written after the request succeeded:
+//! One JSON object per line ([`RecordedRequest`]), written after the request succeeded, once
+//! per distinct request (by direct key) per process, whichever `Jit` of the process served it:
 //! * `schema_version`: `1`;
 //! * `direct_key`: the direct key of the request on the recording machine (64 hex digits;
 //!   [`crate::cache::key`]), for reference: a machine with another compiler computes another;
@@ -486,6 +487,20 @@ struct RecorderState {
 }
 
 impl Recorder {
+    /// The recorder of `path` shared by every [`crate::jit::Jit`] of this process, so that a
+    /// request is recorded once per process however many `Jit`s serve it (the path as given:
+    /// two spellings of one file are two recorders, whose lines the lock still keeps whole).
+    pub(crate) fn shared(path: PathBuf) -> std::sync::Arc<Recorder> {
+        static RECORDERS: std::sync::OnceLock<
+            Mutex<std::collections::HashMap<PathBuf, std::sync::Arc<Recorder>>>,
+        > = std::sync::OnceLock::new();
+        let mut all = RECORDERS.get_or_init(Default::default).lock();
+        std::sync::Arc::clone(
+            all.entry(path.clone())
+                .or_insert_with(|| std::sync::Arc::new(Recorder::new(path))),
+        )
+    }
+
     pub(crate) fn new(path: PathBuf) -> Recorder {
         Recorder {
             path,

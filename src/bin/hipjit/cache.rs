@@ -1,5 +1,5 @@
 //! `hipjit cache list | stats | verify | clear | prune --max-size SIZE | export -o FILE |
-//! import FILE | warm FILE`: the disk cache of
+//! import FILE | warm FILE | explain FILE`: the disk cache of
 //! `hipjit::cache::disk` (roots from `HIPJIT_CACHE_DIR`, else `$XDG_CACHE_HOME/hipjit` or
 //! `~/.cache/hipjit`; the first root is the written one).
 
@@ -54,9 +54,12 @@ pub enum Action {
         #[arg(long, value_name = "FILE")]
         keys_from: Option<PathBuf>,
     },
-    /// Replay the compile requests recorded with HIPJIT_RECORD=FILE (one JSON line each):
-    /// every distinct request is looked up in each tier (disk roots, the remote tier of
-    /// HIPJIT_REMOTE_CACHE) and compiled only when missing everywhere. Lines that do not read
+    /// Replay compile requests recorded with HIPJIT_RECORD=FILE, compiling only what no cache
+    /// tier holds.
+    ///
+    /// Every distinct request of FILE (one JSON line each) is looked up in each tier (disk
+    /// roots, the remote tier of HIPJIT_REMOTE_CACHE) and compiled only when missing
+    /// everywhere. Lines that do not read
     /// are skipped with a warning naming the line. Prints a summary (compiled, present,
     /// failed; JSON: file, requests, duplicates, bad_lines[] {line, reason}, compiled,
     /// present, present_in {memory, disk, remote}, failed, results[] {line, ok, cache
@@ -68,6 +71,19 @@ pub enum Action {
         #[arg(short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         jobs: Option<u32>,
     },
+    /// Explain the cache key of compiling FILE, and on a miss what differs from the nearest
+    /// entry.
+    ///
+    /// FILE is keyed as `hipjit compile` would key it. Prints the direct-key record field by
+    /// field (value, or digest for the source), the header manifest's files
+    /// and directories checked now, the result key and the tier that holds it; on a miss, the
+    /// fields that differ from the nearest entry compiled from the same source. Compiles and
+    /// writes nothing; a miss exits 0. JSON: file, targets, compiler, direct_key, fields[]
+    /// {name, sha256, bytes, value}, manifest {entry, files[] {name, path, status, sha256,
+    /// recorded_sha256}, dirs[] {name, path, status}} or null, result_key, hit, tier ("disk",
+    /// "remote" or null), entry, nearest {entry, key, differing[] {field, now, entry}} or
+    /// null, warnings[].
+    Explain(crate::explain::Args),
     /// Check every entry of a bundle and, when all are good, publish them into the written
     /// root (or ROOT); a bundle with any bad entry is refused whole, naming each one.
     Import {
@@ -199,6 +215,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             }
         }
         Action::Import { file, .. } => import(&cache, file, args.json),
+        Action::Explain(a) => crate::explain::run(a, args.json),
         Action::Warm { file, jobs } => {
             crate::warm::run(file, crate::compile::jobs(*jobs), args.json)
         }

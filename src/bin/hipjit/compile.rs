@@ -498,6 +498,25 @@ pub(crate) fn error_text(
     s
 }
 
+/// `base` as `hipjit compile` compiles `file` with it: the source keeps its file name (when the
+/// compiler stage accepts it; else `kernel.hip`), and its directory is searched last.
+pub(crate) fn options_for_file(base: &CompileOptions, file: &Path) -> CompileOptions {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut o = base.clone();
+    if is_valid_source_name(&name) {
+        o.source_name = Some(name);
+    }
+    o.include_dirs.push(dir.to_path_buf());
+    o
+}
+
 fn compile_one(
     jit: &Jit,
     args: &Args,
@@ -514,25 +533,12 @@ fn compile_one(
         Ok(s) => s,
         Err(m) => return fail(m),
     };
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let dir = file
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
     let mut results = Vec::new();
     let mut written = Vec::new();
     let mut warnings = Vec::new();
     let mut out_index = 0;
     for base in bases {
-        let mut o = base.clone();
-        // A name the compiler stage refuses falls back to its default (`kernel.hip`).
-        if is_valid_source_name(&name) {
-            o.source_name = Some(name.clone());
-        }
-        o.include_dirs.push(dir.to_path_buf());
+        let o = options_for_file(base, file);
         let targets = o.target_names().join(", ");
         let layout = if o.sm_targets.is_empty() {
             Layout::Clang
@@ -916,7 +922,7 @@ fn diagnostic_paths<'a>(o: &'a Outcome, include_dirs: &'a [PathBuf]) -> Vec<&'a 
 }
 
 /// `{"kind", "path", "version", "reason"}` of a result's compiler.
-fn compiler_json(u: &CompilerUsed) -> serde_json::Value {
+pub(crate) fn compiler_json(u: &CompilerUsed) -> serde_json::Value {
     serde_json::json!({
         "kind": u.kind.as_str(),
         "path": output::path_json(&u.path),

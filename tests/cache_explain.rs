@@ -1,0 +1,296 @@
+//! `Jit::explain` and `hipjit cache explain` with Debian's real hipcc 5.2.3: after one
+//! compile, a request that changes exactly one thing (a define, the standard, the target, a
+//! header's content, the compiler) misses, and the explanation names exactly that field of the
+//! key record; the unchanged request hits on disk. The other compiler is a copy of a stand-in
+//! installation with one file different, as in tests/cache_relocation.rs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use hipjit::compiler::selection::CompilerChoice;
+use hipjit::compiler::{CompileOptions, CompilerConfig, CxxStd};
+use hipjit::jit::explain::{Explanation, FileStatus, Hit};
+use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin, RecordLocation, RemoteLocation};
+use hipjit::target_id::TargetId;
+
+const SOURCE: &str = "#include <hip/hip_runtime.h>\n#include \"scale.h\"\n\
+    extern \"C\" __global__ void scale(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]) * N; }\n";
+const HEADER: &str = "__device__ inline float twice(float v) { return 2.0f * v; }\n";
+
+fn jit(root: &Path) -> Jit {
+    Jit::new(JitOptions {
+        // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
+        compiler: Some(CompilerChoice::Hipcc),
+        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
+        remote_cache: RemoteLocation::Disabled,
+        record: RecordLocation::Disabled,
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e} (Debian's hipcc is installed by scripts/setup.sh)"))
+}
+
+fn options(include: &Path, target: &str, n: &str) -> CompileOptions {
+    let mut o = CompileOptions::for_target(TargetId::parse(target).unwrap());
+    o.include_dirs = vec![include.to_path_buf()];
+    o.defines = vec![("N".into(), Some(n.into()))];
+    o
+}
+
+fn project(dir: &Path) -> PathBuf {
+    let include = dir.join("include");
+    std::fs::create_dir_all(&include).unwrap();
+    std::fs::write(include.join("scale.h"), HEADER).unwrap();
+    include
+}
+
+/// The names of the fields that differ from the nearest entry.
+fn differing(e: &Explanation) -> Vec<String> {
+    assert!(e.hit.is_none(), "a hit: {:?}", e.hit);
+    let n = e
+        .nearest
+        .as_ref()
+        .unwrap_or_else(|| panic!("no nearest entry: {e:#?}"));
+    n.differing.iter().map(|d| d.field.clone()).collect()
+}
+
+#[test]
+fn explain_names_exactly_the_define_std_target_or_header_that_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cache");
+    let include = project(dir.path());
+    let j = jit(&root);
+    let compiled = j
+        .compile(SOURCE, &options(&include, "gfx90a", "3"))
+        .unwrap();
+    assert_eq!(compiled.origin(), Origin::Compiler);
+
+    // The same request: a disk hit, every manifest file unchanged.
+    let same = j
+        .explain(SOURCE, &options(&include, "gfx90a", "3"))
+        .unwrap();
+    assert_eq!(same.hit, compiled.entry_path().cloned().map(Hit::Disk));
+    assert_eq!(same.result_key, Some(compiled.key()));
+    assert_eq!(
+        same.direct_key,
+        j.source_key(SOURCE, &options(&include, "gfx90a", "3"))
+            .unwrap()
+    );
+    let manifest = same.manifest.as_ref().unwrap();
+    assert!(manifest
+        .files
+        .iter()
+        .any(|f| f.name == "include/0/scale.h" && f.status == FileStatus::Unchanged));
+    let names: Vec<&str> = same.fields.0.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "format",
+            "source",
+            "flags",
+            "std",
+            "extra-flags",
+            "targets",
+            "code-object-version",
+            "compiler-kind",
+            "compiler-version",
+            "compiler-fingerprint",
+            "env",
+            "builtin-headers",
+            "extra"
+        ]
+    );
+
+    // A define.
+    let define = j
+        .explain(SOURCE, &options(&include, "gfx90a", "4"))
+        .unwrap();
+    assert_eq!(differing(&define), ["flags"]);
+    let d = &define.nearest.as_ref().unwrap().differing[0];
+    assert_eq!(
+        (&d.now[..], &d.entry[..]),
+        (&["-DN=4".to_string()][..], &["-DN=3".to_string()][..])
+    );
+    assert_eq!(
+        define.nearest.as_ref().unwrap().entry,
+        compiled.entry_path().cloned().unwrap()
+    );
+
+    // The standard.
+    let mut o = options(&include, "gfx90a", "3");
+    o.std = CxxStd::Cxx20;
+    let std = j.explain(SOURCE, &o).unwrap();
+    assert_eq!(differing(&std), ["std"]);
+
+    // The target (its --offload-arch flag is not counted as a flags change).
+    let target = j
+        .explain(SOURCE, &options(&include, "gfx906", "3"))
+        .unwrap();
+    assert_eq!(differing(&target), ["targets"]);
+    let t = &target.nearest.as_ref().unwrap().differing[0];
+    assert_eq!(
+        (t.now.clone(), t.entry.clone()),
+        (vec!["gfx906".to_string()], vec!["gfx90a".to_string()])
+    );
+
+    // A header's content: the same direct key, one manifest file changed.
+    std::fs::write(include.join("scale.h"), HEADER.replace("2.0f", "3.0f")).unwrap();
+    let header = j
+        .explain(SOURCE, &options(&include, "gfx90a", "3"))
+        .unwrap();
+    assert_eq!(header.direct_key, same.direct_key);
+    assert_eq!(differing(&header), ["file include/0/scale.h"]);
+    assert!(header
+        .manifest
+        .as_ref()
+        .unwrap()
+        .files
+        .iter()
+        .any(|f| f.name == "include/0/scale.h" && f.status == FileStatus::Changed));
+
+    // Explaining wrote nothing and compiled nothing: the restored header hits.
+    std::fs::write(include.join("scale.h"), HEADER).unwrap();
+    let again = jit(&root)
+        .compile(SOURCE, &options(&include, "gfx90a", "3"))
+        .unwrap();
+    assert_eq!(again.origin(), Origin::Disk);
+}
+
+/// A stand-in installation at `prefix` (see tests/cache_relocation.rs): `bin/hipcc` answers
+/// `--version` and `-###` and "compiles" by copying a real gfx90a code object.
+fn installation(prefix: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    for d in ["bin", "llvm/bin", "bitcode"] {
+        std::fs::create_dir_all(prefix.join(d)).unwrap();
+    }
+    let co =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/single-gfx90a.hsaco");
+    let hipcc = prefix.join("bin/hipcc");
+    std::fs::write(
+        &hipcc,
+        format!(
+            "#!/bin/sh\nroot=$(cd \"$(dirname \"$0\")/..\" && pwd)\n\
+             case \"$1\" in\n\
+             --version) echo 'HIP version: 0.0-explain'; echo 'clang version 1.0'; \
+             echo \"InstalledDir: $root/llvm/bin\"; exit 0;;\n\
+             -###) echo \"\\\"$root/llvm/bin/clang\\\" \\\"-cc1\\\" \
+             \\\"-mlink-builtin-bitcode\\\" \\\"$root/bitcode/ocml.bc\\\"\"; exit 0;;\n\
+             esac\n\
+             cp {} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
+             echo \"out.hsaco: $src\" > deps.d\n",
+            co.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hipcc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(prefix.join("llvm/bin/clang"), "clang 1.0 stand-in\n").unwrap();
+    std::fs::write(prefix.join("bitcode/ocml.bc"), "ocml 1\n").unwrap();
+    hipcc
+}
+
+fn jit_with(root: &Path, hipcc: &Path, identity: &Path) -> Jit {
+    Jit::new(JitOptions {
+        compiler: Some(CompilerChoice::Hipcc),
+        compiler_config: CompilerConfig {
+            hipcc: Some(hipcc.to_path_buf()),
+            env: Some(vec![
+                ("HOME".into(), identity.as_os_str().to_owned()),
+                ("PATH".into(), "/usr/bin:/bin".into()),
+            ]),
+            identity_dir: Some(identity.to_path_buf()),
+            ..CompilerConfig::default()
+        },
+        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
+        remote_cache: RemoteLocation::Disabled,
+        record: RecordLocation::Disabled,
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn explain_names_the_compiler_fingerprint_when_one_compiler_file_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cache");
+    let identity = dir.path().join("identity");
+    let include = project(dir.path());
+    let source = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
+    let original = installation(&dir.path().join("opt/rocm-a"));
+    let first = jit_with(&root, &original, &identity)
+        .compile(source, &options(&include, "gfx90a", "1"))
+        .unwrap();
+    assert_eq!(first.origin(), Origin::Compiler);
+
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(dir.path().join("opt/rocm-a"))
+        .arg(dir.path().join("elsewhere"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let copy = dir.path().join("elsewhere/bin/hipcc");
+    // The copy is the same compiler: a hit.
+    let same = jit_with(&root, &copy, &identity)
+        .explain(source, &options(&include, "gfx90a", "1"))
+        .unwrap();
+    assert!(matches!(same.hit, Some(Hit::Disk(_))), "{same:#?}");
+    // One device library different: another compiler.
+    std::fs::write(dir.path().join("elsewhere/bitcode/ocml.bc"), "ocml 2\n").unwrap();
+    let other = jit_with(&root, &copy, &identity)
+        .explain(source, &options(&include, "gfx90a", "1"))
+        .unwrap();
+    assert_eq!(differing(&other), ["compiler-fingerprint"]);
+}
+
+#[test]
+fn the_command_prints_the_record_and_the_differing_field_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let include = project(dir.path());
+    let file = dir.path().join("scale.hip");
+    std::fs::write(&file, SOURCE).unwrap();
+    let root = dir.path().join("cache");
+    let run = |sub: &[&str], n: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+            .args(sub)
+            .args(["--compiler", "hipcc", "--arch", "gfx90a", "-I"])
+            .arg(&include)
+            .arg(format!("-DN={n}"))
+            .arg(&file)
+            .env("HIPJIT_CACHE_DIR", &root)
+            .env_remove("HIPJIT_REMOTE_CACHE")
+            .env_remove("HIPJIT_RECORD")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    run(&["compile"], "3");
+    let hit: serde_json::Value =
+        serde_json::from_slice(&run(&["cache", "explain", "--json"], "3")).unwrap();
+    assert_eq!(hit["hit"], true, "{hit:#}");
+    assert_eq!(hit["tier"], "disk");
+    let flags = hit["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "flags")
+        .unwrap();
+    assert!(flags["value"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!("-DN=3")));
+    let miss: serde_json::Value =
+        serde_json::from_slice(&run(&["cache", "explain", "--json"], "5")).unwrap();
+    assert_eq!(miss["hit"], false, "{miss:#}");
+    assert_eq!(miss["tier"], serde_json::Value::Null);
+    assert_eq!(
+        miss["nearest"]["differing"],
+        serde_json::json!([{"field": "flags", "now": ["-DN=5"], "entry": ["-DN=3"]}])
+    );
+    let text = String::from_utf8(run(&["cache", "explain"], "5")).unwrap();
+    assert!(text.contains("miss in every tier"), "{text}");
+    assert!(text.contains("now:   -DN=5"), "{text}");
+}
