@@ -332,6 +332,43 @@ fn record_given_field_by_field_hashes_as_documented() {
     });
     assert_eq!(
         key.to_hex(),
-        "291dfdf75630b29d4ea7b4f084d2d8b8788c15e80884c9b9873d5248fc5cebf8"
+        "3adecc23c4b275f61d9420e2b80993f43bc7f0329e6b96b6e4cce002bb025dc5"
     );
+}
+
+#[test]
+fn path_variables_are_keyed_by_their_place_below_the_installation_root() {
+    // Two nodes, the same installation under two prefixes, HIP_PATH and HIP_CLANG_PATH
+    // naming it: one key.
+    let node = |prefix: &str| {
+        let mut b = Base::new();
+        b.compiler.root = PathBuf::from(prefix);
+        b.env = vec![
+            ("HIP_PATH".into(), prefix.into()),
+            ("HIP_CLANG_PATH".into(), format!("{prefix}/llvm/bin").into()),
+        ];
+        b
+    };
+    assert_eq!(node("/opt/rocm-a").key(), node("/shared/rocm").key());
+    // Another place inside the installation: another key.
+    let mut other = node("/opt/rocm-a");
+    other.env[1].1 = "/opt/rocm-a/bin".into();
+    assert_ne!(other.key(), node("/opt/rocm-a").key());
+    // A value outside the installation is keyed by its text.
+    let outside = |clang: &str| {
+        let mut b = node("/opt/rocm-a");
+        b.env[1].1 = clang.into();
+        b.key()
+    };
+    assert_ne!(
+        outside("/usr/lib/llvm-15/bin"),
+        outside("/usr/lib/llvm-16/bin")
+    );
+    // A variable that is not a path is keyed by its text wherever it points.
+    let flags = |v: &str| {
+        let mut b = node("/opt/rocm-a");
+        b.env.push(("HIPCC_COMPILE_FLAGS_APPEND".into(), v.into()));
+        b.key()
+    };
+    assert_ne!(flags("-I/opt/rocm-a/x"), flags("-I/opt/rocm-a/y"));
 }
