@@ -185,6 +185,55 @@ impl Manifest {
         self.clone().into_current(include_dirs)
     }
 
+    /// [`Manifest::into_current`], and whether any record's stat differed from the one
+    /// recorded (its hash or listing computed again: a file touched, linked or copied over
+    /// with the same bytes gives the same result key, but is hashed again at every lookup
+    /// until the manifest is refreshed: [`Manifest::settled`]).
+    pub fn into_current_checked(self, include_dirs: &[PathBuf]) -> Option<(Manifest, bool)> {
+        let before: Vec<Option<FileStat>> = self
+            .files
+            .iter()
+            .map(|f| Some(f.stat))
+            .chain(self.dirs.iter().map(|d| d.stat))
+            .collect();
+        let now = self.into_current(include_dirs)?;
+        let changed = now
+            .files
+            .iter()
+            .map(|f| Some(f.stat))
+            .chain(now.dirs.iter().map(|d| d.stat))
+            .ne(before);
+        Some((now, changed))
+    }
+
+    /// This manifest to be stored again after a lookup found stats that changed and contents
+    /// that did not ([`Manifest::into_current_checked`]): each record as now, except that a
+    /// stat whose modification or change time is at or after `start` (a file that may still
+    /// be changing within the filesystem's clock tick) is replaced by one that no file has,
+    /// so that the next lookup hashes that file again rather than trust its stat.
+    pub fn settled(mut self, start: SystemTime) -> Manifest {
+        let unsettled = FileStat {
+            size: u64::MAX,
+            mtime: (0, 0),
+            ctime: (0, 0),
+            ino: 0,
+            dev: 0,
+        };
+        for f in &mut self.files {
+            if too_new(f.stat.mtime, start) || too_new(f.stat.ctime, start) {
+                f.stat = unsettled;
+            }
+        }
+        for d in &mut self.dirs {
+            if d.stat
+                .is_some_and(|st| too_new(st.mtime, start) || too_new(st.ctime, start))
+            {
+                d.stat = Some(unsettled);
+            }
+        }
+        self
+    }
+
     /// [`Manifest::current`], giving back `self` unchanged (no copy) when every stat is
     /// unchanged, the case of every cache hit. Files are stat'ed a directory at a time
     /// ([`StatByDir`]).

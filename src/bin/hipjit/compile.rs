@@ -944,7 +944,7 @@ pub(crate) fn environment_error(e: &JitError) -> Option<CliError> {
 }
 
 /// The error of a run that `sig` interrupted: exit status 128 + its number.
-fn interrupted(sig: i32) -> CliError {
+pub(crate) fn interrupted(sig: i32) -> CliError {
     CliError {
         status: 128 + sig as u8,
         message: format!(
