@@ -81,6 +81,7 @@ pub mod error;
 pub use error::{Error, Result};
 pub mod event;
 pub mod file_read;
+pub mod file_stat;
 pub mod graph;
 pub mod jit;
 pub mod kernel;

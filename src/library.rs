@@ -6,10 +6,13 @@
 //! its code-object version against those the runtime accepts
 //! ([`crate::runtime::code_object_versions_for`]).
 //!
-//! Loading goes through the HIP library API when the runtime exports all five of its symbols
-//! (`hipLibraryLoadData` when exported, else `hipLibraryLoadFromFile` on a temporary file; no
-//! JIT options), else through the module API (`hipModuleLoadData`), with the kernel list read
-//! from the code object's metadata. [`crate::runtime::Runtime::code_object_loader`] says which.
+//! On AMD, loading goes through the HIP library API when the runtime exports all five of its
+//! symbols (`hipLibraryLoadData` when exported, else `hipLibraryLoadFromFile` on a temporary
+//! file; no JIT options), else through the module API (`hipModuleLoadData`), with the kernel
+//! list read from the code object's metadata. On HIP's NVIDIA platform a cubin goes through the
+//! module API (`cuModuleLoadData`), the cheaper load, unless the library API is chosen
+//! ([`crate::runtime::Runtime::set_code_object_loader`]).
+//! [`crate::runtime::Runtime::code_object_loader`] says which.
 
 use std::ffi::{c_void, CString};
 use std::fmt;
@@ -136,7 +139,9 @@ impl Library {
         ))
     }
 
-    /// Loads a cubin on a device of HIP's NVIDIA platform, through the library API
+    /// Loads a cubin on a device of HIP's NVIDIA platform, through the runtime's
+    /// [`Runtime::code_object_loader`](crate::runtime::Runtime::code_object_loader): the module
+    /// API by default (`hipModuleLoadData` -> `cuModuleLoadData`), the library API when chosen
     /// (`hipLibraryLoadData` -> `cuLibraryLoadData`; the module API when the driver lacks it).
     /// The kernel list (and the parameter sizes the launch checks use) is the cubin's.
     ///

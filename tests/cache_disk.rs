@@ -353,3 +353,27 @@ fn a_format_directory_that_is_a_symbolic_link_is_never_walked() {
     );
     assert!(victim.is_file(), "a file outside the cache was removed");
 }
+
+#[test]
+fn an_empty_root_path_is_refused_by_position_never_taken_as_the_current_directory() {
+    let d = tempfile::tempdir().unwrap();
+    for (roots, at) in [
+        (vec![PathBuf::new()], 0),
+        (vec![d.path().to_path_buf(), PathBuf::new()], 1),
+    ] {
+        match DiskCache::open(&roots) {
+            Err(CacheError::EmptyRoot { index }) => assert_eq!(index, at),
+            other => panic!("{roots:?}: expected EmptyRoot, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_empty_hipjit_cache_dir_means_the_default_root() {
+    let roots = roots_from_env(|k| match k {
+        "HIPJIT_CACHE_DIR" => Some("".into()),
+        "HOME" => Some("/home/u".into()),
+        _ => None,
+    });
+    assert_eq!(roots, Some(vec![PathBuf::from("/home/u/.cache/hipjit")]));
+}

@@ -64,8 +64,13 @@ fn explain_names_exactly_the_define_std_target_or_header_that_changed() {
         .unwrap();
     assert_eq!(compiled.origin(), Origin::Compiler);
 
-    // The same request: a disk hit, every manifest file unchanged.
-    let same = j
+    // The same request: in this Jit's memory; for a new one, a disk hit with every manifest
+    // file unchanged.
+    let in_memory = j
+        .explain(SOURCE, &options(&include, "gfx90a", "3"))
+        .unwrap();
+    assert_eq!(in_memory.hit, Some(Hit::Memory));
+    let same = jit(&root)
         .explain(SOURCE, &options(&include, "gfx90a", "3"))
         .unwrap();
     assert_eq!(same.hit, compiled.entry_path().cloned().map(Hit::Disk));
@@ -132,9 +137,10 @@ fn explain_names_exactly_the_define_std_target_or_header_that_changed() {
         (vec!["gfx906".to_string()], vec!["gfx90a".to_string()])
     );
 
-    // A header's content: the same direct key, one manifest file changed.
+    // A header's content: the same direct key, one manifest file changed (seen by a new
+    // Jit: the in-process cache does not re-check headers).
     std::fs::write(include.join("scale.h"), HEADER.replace("2.0f", "3.0f")).unwrap();
-    let header = j
+    let header = jit(&root)
         .explain(SOURCE, &options(&include, "gfx90a", "3"))
         .unwrap();
     assert_eq!(header.direct_key, same.direct_key);
@@ -239,6 +245,52 @@ fn explain_names_the_compiler_fingerprint_when_one_compiler_file_differs() {
         .explain(source, &options(&include, "gfx90a", "1"))
         .unwrap();
     assert_eq!(differing(&other), ["compiler-fingerprint"]);
+}
+
+#[test]
+fn an_entry_written_before_key_records_still_hits_and_is_left_out_of_the_comparison() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cache");
+    let identity = dir.path().join("identity");
+    let include = project(dir.path());
+    let source = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
+    let hipcc = installation(&dir.path().join("opt/rocm"));
+    let j = jit_with(&root, &hipcc, &identity);
+    let first = j
+        .compile(source, &options(&include, "gfx90a", "1"))
+        .unwrap();
+    // Rewrite its entry as an older hipjit wrote it: no key-record artefact.
+    let disk = j.disk_cache().unwrap();
+    let entry = disk.get(&first.key()).entry.unwrap();
+    let kept: Vec<(String, Vec<u8>)> = entry
+        .meta
+        .artefacts
+        .iter()
+        .filter(|a| a.name != hipjit::cache::key::KEY_RECORD_ARTEFACT)
+        .map(|a| (a.name.clone(), entry.artefact(&a.name).unwrap().to_vec()))
+        .collect();
+    assert!(
+        kept.len() < entry.meta.artefacts.len(),
+        "no key record stored"
+    );
+    std::fs::remove_file(&entry.path).unwrap();
+    let artefacts: Vec<(&str, &[u8])> = kept
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    disk.put(&first.key(), entry.meta.clone(), &artefacts)
+        .unwrap();
+
+    let fresh = jit_with(&root, &hipcc, &identity);
+    let hit = fresh
+        .compile(source, &options(&include, "gfx90a", "1"))
+        .unwrap();
+    assert_eq!(hit.origin(), Origin::Disk);
+    let other = fresh
+        .explain(source, &options(&include, "gfx90a", "2"))
+        .unwrap();
+    assert_eq!(other.hit, None);
+    assert_eq!(other.nearest, None, "{other:#?}");
 }
 
 #[test]

@@ -46,8 +46,18 @@ fn hipjit(
     let mut cmd = match strace {
         Some((trace, log)) => {
             let mut c = Command::new("strace");
-            c.args(["-f", "-qq", "-e", &format!("trace={trace}"), "-o", s(log)])
-                .arg(env!("CARGO_BIN_EXE_hipjit"));
+            // -y: a descriptor argument is printed with its path (`14</dir>`), so that a
+            // stat relative to a directory descriptor names the whole path.
+            c.args([
+                "-f",
+                "-qq",
+                "-y",
+                "-e",
+                &format!("trace={trace}"),
+                "-o",
+                s(log),
+            ])
+            .arg(env!("CARGO_BIN_EXE_hipjit"));
             c
         }
         None => Command::new(env!("CARGO_BIN_EXE_hipjit")),
@@ -148,8 +158,10 @@ fn count_tree(dir: &Path) -> (usize, usize) {
     (files, dirs)
 }
 
-/// The paths a strace log shows stat'd (stat, lstat, newfstatat, statx; opened files are not
-/// counted).
+/// The paths a strace log (`strace -y`) shows stat'd (stat, lstat, newfstatat, statx; opened
+/// files are not counted): a name relative to a directory descriptor (`newfstatat(14</d>,
+/// "x.h", ...)`) is joined to that directory; the stat of an open file (`""` with
+/// `AT_EMPTY_PATH`) is not counted.
 fn statted(log: &str) -> Vec<PathBuf> {
     log.lines()
         .filter(|l| {
@@ -158,9 +170,22 @@ fn statted(log: &str) -> Vec<PathBuf> {
                 .any(|c| l.contains(c))
         })
         .filter_map(|l| {
-            let start = l.find('"')? + 1;
-            let end = start + l[start..].find('"')?;
-            Some(PathBuf::from(&l[start..end]))
+            let args = &l[l.find('(')? + 1..];
+            let start = args.find('"')? + 1;
+            let end = start + args[start..].find('"')?;
+            let name = &args[start..end];
+            if name.is_empty() {
+                return None;
+            }
+            // The descriptor's path, when the first argument is `N</path>`.
+            let dir = args[..start - 1]
+                .split_once('<')
+                .and_then(|(_, rest)| rest.split_once('>'))
+                .map(|(d, _)| PathBuf::from(d));
+            Some(match dir {
+                Some(d) if !name.starts_with('/') => d.join(name),
+                _ => PathBuf::from(name),
+            })
         })
         .collect()
 }

@@ -98,7 +98,13 @@ fn eight_processes_racing_on_one_key_leave_one_valid_entry() {
         })
         .collect();
     kinds.sort_by_key(|(_, names)| names.clone());
-    assert_eq!(kinds[0], (keys[0].clone(), vec!["code-object".to_string()]));
+    assert_eq!(
+        kinds[0],
+        (
+            keys[0].clone(),
+            vec!["code-object".to_string(), "key-record".to_string()]
+        )
+    );
     assert_eq!(kinds[1].1, ["manifest"]);
     assert_eq!(leftover_temporaries(dir.path()), 0);
 }

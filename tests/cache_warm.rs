@@ -391,3 +391,98 @@ fn an_entry_present_in_the_remote_tier_counts_as_present() {
     assert_eq!(three["present_in"]["disk"], 2, "{three:#}");
     assert_eq!(three["compiled"], 0);
 }
+
+/// A stand-in hipcc under `prefix` that answers `--version` and `-###` and, asked to compile,
+/// appends its pid to `$HOME/started` and sleeps for a minute.
+fn slow_hipcc(prefix: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    for d in ["bin", "llvm/bin", "bitcode"] {
+        std::fs::create_dir_all(prefix.join(d)).unwrap();
+    }
+    let hipcc = prefix.join("bin/hipcc");
+    std::fs::write(
+        &hipcc,
+        "#!/bin/sh\nroot=$(cd \"$(dirname \"$0\")/..\" && pwd)\n\
+         case \"$1\" in\n\
+         --version) echo 'HIP version: 0.0-slow'; echo 'clang version 1.0'; \
+         echo \"InstalledDir: $root/llvm/bin\"; exit 0;;\n\
+         -###) echo \"\\\"$root/llvm/bin/clang\\\" \\\"-cc1\\\" \
+         \\\"-mlink-builtin-bitcode\\\" \\\"$root/bitcode/ocml.bc\\\"\"; exit 0;;\n\
+         esac\n\
+         echo $$ >> \"$HOME/started\"\nexec sleep 60\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hipcc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(prefix.join("llvm/bin/clang"), "clang 1.0 stand-in\n").unwrap();
+    std::fs::write(prefix.join("bitcode/ocml.bc"), "ocml 1\n").unwrap();
+    hipcc
+}
+
+#[test]
+fn an_interrupted_warm_stops_its_compilers_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let hipcc = slow_hipcc(&dir.path().join("rocm"));
+    let file = dir.path().join("requests.jsonl");
+    let mut text = String::new();
+    for n in ["1", "2"] {
+        let mut o = plain();
+        o.defines.push(("N".into(), Some(n.into())));
+        let r = RecordedRequest::new(
+            LATIN1,
+            &o,
+            CompilerChoice::Hipcc,
+            None,
+            b"",
+            &CacheKey([0; 32]),
+        );
+        text.push_str(&serde_json::to_string(&r).unwrap());
+        text.push('\n');
+    }
+    std::fs::write(&file, text).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["cache", "warm", "-j", "2"])
+        .arg(&file)
+        .env("HIPJIT_HIPCC", &hipcc)
+        .env("HOME", &home)
+        .env("XDG_CACHE_HOME", dir.path().join("xdg"))
+        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .env_remove("HIPJIT_RECORD")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = home.join("started");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&started).is_ok_and(|s| s.lines().count() == 2) {
+        assert!(Instant::now() < deadline, "the compilers did not start");
+        assert!(child.try_wait().unwrap().is_none(), "warm ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "warm did not end after SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(130), "{status:?}: {stderr}");
+    assert!(stderr.contains("interrupted by SIGINT"), "{stderr}");
+    // The compilers are gone (their process groups killed), not left sleeping.
+    for pid in std::fs::read_to_string(&started).unwrap().lines() {
+        let pid: i32 = pid.trim().parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // SAFETY: kill(2) with signal 0 only checks whether the process exists.
+        while unsafe { libc::kill(pid, 0) } == 0 {
+            assert!(Instant::now() < deadline, "compiler {pid} still runs");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

@@ -140,9 +140,58 @@ fn fixture_driver_loads_as_the_nvidia_platform() {
         rt.version().map(|v| v.to_string()).as_deref(),
         Some("12.4.0")
     );
-    assert_eq!(rt.code_object_loader(), CodeObjectLoader::LibraryApi);
+    assert_eq!(rt.code_object_loader(), CodeObjectLoader::ModuleApi);
     assert!(rt.require_library_api().is_ok());
     assert!(rt.has_cooperative_launch());
+}
+
+#[test]
+fn cubins_load_through_the_module_api_unless_the_library_api_is_chosen() {
+    let _g = serial();
+    let rt = runtime();
+    let dev = rt.device(0).unwrap();
+    let before = live();
+    let module = Library::load_cubin(&dev, &cubin()).unwrap();
+    assert_eq!(module.loader(), CodeObjectLoader::ModuleApi);
+    assert_eq!(
+        (live().modules, live().libraries),
+        (before.modules + 1, before.libraries)
+    );
+    assert_eq!(module.runtime_kernel_count().unwrap(), None);
+    rt.set_code_object_loader(CodeObjectLoader::LibraryApi)
+        .unwrap();
+    assert_eq!(
+        dev.runtime().code_object_loader(),
+        CodeObjectLoader::LibraryApi
+    );
+    let library = Library::load_cubin(&dev, &cubin()).unwrap();
+    assert_eq!(library.loader(), CodeObjectLoader::LibraryApi);
+    assert_eq!(
+        (live().modules, live().libraries),
+        (before.modules + 1, before.libraries + 1)
+    );
+    // The same kernel metadata either way (from the cubin), and both launch.
+    assert_eq!(
+        module.kernel_names().collect::<Vec<_>>(),
+        library.kernel_names().collect::<Vec<_>>()
+    );
+    let buf = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let stream = Stream::new(&dev, StreamFlags::empty()).unwrap();
+    for lib in [&module, &library] {
+        let k = lib.kernel("add_one").unwrap();
+        // SAFETY: add_one's one pointer argument; the fixture runs nothing.
+        unsafe {
+            k.launch(
+                &stream,
+                LaunchConfig::for_num_elems(64, 64),
+                &mut args![&buf],
+            )
+            .unwrap()
+        };
+    }
+    rt.set_code_object_loader(CodeObjectLoader::ModuleApi)
+        .unwrap();
+    assert_eq!(rt.code_object_loader(), CodeObjectLoader::ModuleApi);
 }
 
 #[test]
@@ -204,7 +253,7 @@ fn mapped_cu_result_keeps_its_value_and_hip_name() {
     let dev = runtime().device(0).unwrap();
     fail_next(200);
     let err = Library::load_cubin(&dev, &cubin()).unwrap_err().to_string();
-    assert!(err.contains("hipLibraryLoadData"), "{err}");
+    assert!(err.contains("hipModuleLoadData"), "{err}");
     assert!(err.contains("hipErrorInvalidImage (200)"), "{err}");
     assert!(
         err.contains("fixture: device kernel image is invalid"),
@@ -315,13 +364,13 @@ fn every_create_has_its_destroy() {
         let during = live();
         assert_eq!(
             (
-                during.libraries,
+                during.modules,
                 during.streams,
                 during.events,
                 during.allocations
             ),
             (
-                before.libraries + 1,
+                before.modules + 1,
                 before.streams + 1,
                 before.events + 1,
                 before.allocations + 1
@@ -493,7 +542,10 @@ fn cooperative_launch_is_checked_against_occupancy_then_passed_through() {
 #[test]
 fn enumeration_goes_through_the_library_api() {
     let _g = serial();
-    let dev = runtime().device(0).unwrap();
+    let rt = runtime();
+    rt.set_code_object_loader(CodeObjectLoader::LibraryApi)
+        .unwrap();
+    let dev = rt.device(0).unwrap();
     let lib = Library::load_cubin(&dev, &cubin()).unwrap();
     let functions = lib.enumerated_functions().unwrap().expect("library API");
     // The fixture enumerates one kernel whose function is its first function slot.
@@ -700,7 +752,8 @@ fn disk_cache_lists_and_verifies_a_cubin_entry() {
         .iter()
         .map(|a| a.name.as_str())
         .collect();
-    assert_eq!(names, ["cubin"]);
+    // The cubin, and the direct key's record that `hipjit cache explain` reads.
+    assert_eq!(names, ["cubin", hipjit::cache::key::KEY_RECORD_ARTEFACT]);
     assert_eq!(
         entry.meta.compiler.path,
         std::fs::canonicalize(n.path()).unwrap()
@@ -889,7 +942,7 @@ fn load_file_takes_a_cubin_on_the_nvidia_platform() {
     )
     .unwrap();
     assert_eq!(lib.kernel_names().collect::<Vec<_>>(), ["add_one"]);
-    assert_eq!(lib.loader(), CodeObjectLoader::LibraryApi);
+    assert_eq!(lib.loader(), CodeObjectLoader::ModuleApi);
 }
 
 #[test]

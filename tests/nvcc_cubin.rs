@@ -158,3 +158,104 @@ fn amdgpu_code_object_is_refused_as_another_machine() {
         CubinError::Machine { found: 224 }
     );
 }
+
+/// Kernels using registers, a stack frame (a local array indexed at run time), static shared
+/// memory, dynamic shared memory only (which gives every kernel of the cubin a 1 KiB
+/// `.nv.shared` section on sm_90+), and none of them.
+const RESOURCE_SOURCE: &str = r#"
+extern "C" __global__ void plain(float* x) { x[threadIdx.x] += 1.0f; }
+extern "C" __global__ void __launch_bounds__(256) heavy(float* out, const float* in, int n) {
+    __shared__ float tile[1024];
+    float acc[64];
+    for (int i = 0; i < 64; ++i) acc[i] = in[(threadIdx.x * 64 + i) % n];
+    tile[threadIdx.x] = acc[threadIdx.x % 64];
+    __syncthreads();
+    float s = 0;
+    for (int i = 0; i < 64; ++i) s += acc[(i * 7 + n) % 64] * tile[(threadIdx.x + i) % 1024];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+extern "C" __global__ void dynamic_only(float* out) {
+    extern __shared__ float d[];
+    d[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = d[(threadIdx.x + 1) % 32];
+}
+extern "C" __global__ void small_tile(double* out) {
+    __shared__ double t[40];
+    t[threadIdx.x % 40] = threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = t[(threadIdx.x + 1) % 40];
+}
+"#;
+
+/// `ptxas -v`'s figures per kernel, as nvcc `--resource-usage` prints them: (registers,
+/// stack frame bytes, smem bytes).
+fn ptxas_report(stderr: &str) -> std::collections::HashMap<String, (u32, u32, u32)> {
+    let number_before = |line: &str, unit: &str| -> Option<u32> {
+        let end = line.find(unit)?;
+        line[..end].split_whitespace().last()?.parse().ok()
+    };
+    let mut report = std::collections::HashMap::new();
+    let mut current: Option<String> = None;
+    for line in stderr.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            let name = rest.split('\'').next().unwrap().to_owned();
+            report.insert(name.clone(), (0, 0, 0));
+            current = Some(name);
+        } else if let Some(name) = &current {
+            let entry = report.get_mut(name).unwrap();
+            if let Some(frame) = number_before(line, " bytes stack frame") {
+                entry.1 = frame;
+            }
+            if let Some(regs) = number_before(line, " registers") {
+                entry.0 = regs;
+            }
+            if let Some(smem) = number_before(line, " bytes smem") {
+                entry.2 = smem;
+            }
+        }
+    }
+    report
+}
+
+#[test]
+fn registers_stack_frame_and_static_shared_memory_match_what_ptxas_reports() {
+    let nvcc = nvcc();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("resources.cu");
+    std::fs::write(&src, RESOURCE_SOURCE).unwrap();
+    for sm in [75, 80, 90, 100] {
+        let out = dir.path().join(format!("resources-{sm}.cubin"));
+        let o = std::process::Command::new(nvcc.path())
+            .arg("-cubin")
+            .arg(format!("-arch=sm_{sm}"))
+            .arg("--resource-usage")
+            .arg("-o")
+            .arg(&out)
+            .arg(&src)
+            .output()
+            .unwrap();
+        let stderr =
+            String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "sm_{sm}: {stderr}");
+        let report = ptxas_report(&stderr);
+        assert_eq!(report.len(), 4, "sm_{sm}: {stderr}");
+        let cubin = Cubin::from_bytes(&std::fs::read(&out).unwrap()).unwrap();
+        for (name, &(regs, frame, smem)) in &report {
+            let k = cubin.kernel(name).unwrap();
+            assert!(regs > 0, "sm_{sm} {name}: {stderr}");
+            assert_eq!(k.vgpr_count, regs, "sm_{sm} {name} registers: {stderr}");
+            assert_eq!(
+                k.private_segment_fixed_size, frame,
+                "sm_{sm} {name} stack frame: {stderr}"
+            );
+            assert_eq!(
+                k.group_segment_fixed_size, smem,
+                "sm_{sm} {name} static shared memory: {stderr}"
+            );
+        }
+        let heavy = report["heavy"];
+        assert!(heavy.1 >= 256 && heavy.2 == 4096, "sm_{sm}: {heavy:?}");
+        assert_eq!(report["small_tile"].2, 320, "sm_{sm}");
+    }
+}

@@ -13,7 +13,9 @@ class HipjitError(Exception):
     """A failure of hipjit: the cache, a runtime call, a code object that does not read."""
 
 class CompileError(HipjitError):
-    """The compiler refused the source or could not run."""
+    """The compiler refused the source or could not run. A caller's bad argument (a keyword
+    of the wrong type or value, a flag or define refused before any compiler ran) is a
+    TypeError or ValueError instead, naming the argument."""
 
     diagnostics: List[Dict[str, Any]]
     """Parsed warnings and errors: severity, file, line, column, message, notes,
@@ -28,7 +30,9 @@ class LoadError(HipjitError):
     others: a load refused because the current stream is capturing)."""
 
 class LaunchError(HipjitError):
-    """A launch refused by hipjit's checks or by the runtime."""
+    """A launch the runtime refused, or a launch kind the runtime or device cannot do
+    (cooperative launches). Arguments that do not match the kernel, and a grid, block or
+    shared_mem outside the device's or the kernel's limits, are TypeError/ValueError."""
 
 class ArgInfo:
     """One explicit kernel argument."""
@@ -47,8 +51,9 @@ class ArgInfo:
 class KernelInfo:
     """A kernel of a code object: arguments and resources (sizes in bytes).
 
-    A resource the code object does not record is None, never 0: a cubin records no LDS,
-    scratch, register or spill figures, and a block size only under __launch_bounds__."""
+    A resource the code object does not record is None, never 0: a cubin records registers
+    per thread (vgpr_count), __shared__ bytes (lds_bytes) and the stack frame (scratch_bytes),
+    but no SGPR or spill figures, and a block size only under __launch_bounds__."""
 
     name: str
     args: List[ArgInfo]
@@ -125,7 +130,12 @@ class Kernel:
         *args: Any,
         shared_mem: int = 0,
         stream: Any = None,
-    ) -> None: ...
+    ) -> None:
+        """Launches; `stream` is None, an int handle (passed as it is: a live stream of the
+        kernel's device is the caller's responsibility; ints that cannot be a handle raise
+        ValueError), a torch.cuda.Stream or a CuPy stream. Raises TypeError/ValueError for
+        arguments, grid, block or shared_mem the kernel or device refuse, LaunchError when
+        the runtime refuses the launch."""
     @property
     def name(self) -> str: ...
     @property
@@ -150,8 +160,10 @@ class Jit:
         cache_dir: Union[None, bool, _Path, Sequence[_Path]] = None,
         compiler: Optional[str] = None,
         max_cache_bytes: Optional[int] = None,
-        extra_signature: Optional[bytes] = None,
-    ) -> None: ...
+        extra_signature: Union[bytes, bytearray, str, None] = None,
+    ) -> None:
+        """Raises ValueError for cache_dir="" (an empty path names no directory: give "." for
+        the current one) and a negative max_cache_bytes, TypeError for a wrong type."""
     def compile(
         self,
         source: Union[str, bytes],

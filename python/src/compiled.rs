@@ -87,14 +87,15 @@ pub struct KernelInfo {
     pub args: Vec<ArgInfo>,
     /// Bytes of the kernel argument segment, hidden arguments included.
     pub kernarg_size: u32,
-    /// Static LDS (shared memory) per block, bytes; `None` for a cubin (not read from it).
+    /// Static LDS (shared memory) per block, bytes (for a cubin the `__shared__` variables'
+    /// bytes, as `ptxas -v` reports them).
     pub lds_bytes: Option<u32>,
-    /// Scratch (private) memory per work-item, bytes; `None` for a cubin.
+    /// Scratch (private) memory per work-item, bytes (for a cubin the stack frame per thread).
     pub scratch_bytes: Option<u32>,
     /// SGPRs per wavefront; `None` for a cubin.
     pub sgpr_count: Option<u32>,
-    /// VGPRs per work-item (for gfx90a/gfx94x the unified VGPR+AGPR count); `None` for a
-    /// cubin.
+    /// VGPRs per work-item (for gfx90a/gfx94x the unified VGPR+AGPR count); for a cubin the
+    /// registers per thread (`None` when the cubin does not record them).
     pub vgpr_count: Option<u32>,
     /// AGPRs per work-item, when recorded.
     pub agpr_count: Option<u32>,
@@ -188,8 +189,8 @@ pub fn arg_specs(k: &RsKernelInfo, source: Option<&str>, cubin: bool) -> Vec<Arg
         .collect()
 }
 
-/// The Python description of `k`; `cubin`: `k` was read from a cubin, which records no LDS,
-/// scratch, register or spill figures (those are `None`).
+/// The Python description of `k`; `cubin`: `k` was read from a cubin, which records no SGPR or
+/// spill figures (those are `None`); its registers per thread are `vgpr_count`.
 pub fn kernel_info(k: &RsKernelInfo, specs: &[ArgSpec], cubin: bool) -> KernelInfo {
     let amd = |v: u32| (!cubin).then_some(v);
     let explicit = k
@@ -217,10 +218,10 @@ pub fn kernel_info(k: &RsKernelInfo, specs: &[ArgSpec], cubin: bool) -> KernelIn
             })
             .collect(),
         kernarg_size: k.kernarg_segment_size,
-        lds_bytes: amd(k.group_segment_fixed_size),
-        scratch_bytes: amd(k.private_segment_fixed_size),
+        lds_bytes: Some(k.group_segment_fixed_size),
+        scratch_bytes: Some(k.private_segment_fixed_size),
         sgpr_count: amd(k.sgpr_count),
-        vgpr_count: amd(k.vgpr_count),
+        vgpr_count: (!cubin || k.vgpr_count > 0).then_some(k.vgpr_count),
         agpr_count: k.agpr_count,
         sgpr_spill_count: amd(k.sgpr_spill_count),
         vgpr_spill_count: amd(k.vgpr_spill_count),

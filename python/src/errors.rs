@@ -7,18 +7,22 @@
 //!   chain and excerpt), `log` (the compiler's whole standard error) and `command`;
 //! - `LoadError(HipjitError)`: the GPU runtime could not be opened, or a code object could not be
 //!   loaded on the device (including a load refused because a stream capture is under way);
-//! - `LaunchError(HipjitError)`: a launch refused by hipjit's checks or by the runtime.
+//! - `LaunchError(HipjitError)`: a launch the runtime refused (or a launch kind the runtime
+//!   or device cannot do: cooperative launches).
 //!
 //! A wrong Python argument (type, range, device) is a `TypeError` or `ValueError` naming the
-//! argument by its position and, when known, its name.
+//! argument by its position and, when known, its name: kernel arguments that do not match the
+//! kernel, a grid, block or `shared_mem` outside the device's or kernel's limits, and compile
+//! options refused before any compiler ran (a flag, a define, the targets). `CompileError` is
+//! for compiles that ran and failed, or could not run.
 
 use hipjit::compiler::diagnostics::Diagnostic;
 use hipjit::compiler::nvcc::NvccError;
 use hipjit::compiler::rtc::RtcError;
-use hipjit::compiler::CompileError as RsCompileError;
+use hipjit::compiler::{CompileError as RsCompileError, OptionsError};
 use hipjit::jit::JitError;
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -48,7 +52,9 @@ create_exception!(
     hipjit,
     LaunchError,
     HipjitError,
-    "A launch refused by hipjit's checks (grid, block, shared memory, stream) or by the runtime."
+    "A launch the runtime refused, or a launch kind the runtime or device cannot do (cooperative \
+     launches). A launch configuration outside the device's or the kernel's limits is a \
+     ValueError, before the runtime is called."
 );
 
 /// Adds the exception classes to the module.
@@ -145,10 +151,27 @@ fn compile_error(py: Python<'_>, e: &RsCompileError) -> PyErr {
     }
 }
 
+/// The `ValueError` for options the compiler stage refused before running any compiler,
+/// naming the keyword argument that carried them.
+fn options_error(e: &OptionsError) -> PyErr {
+    let keyword = match e {
+        OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. } => "flags",
+        OptionsError::BadDefine(_) | OptionsError::BadDefineValue(_) => "defines",
+        OptionsError::CodeObjectVersion(_) => "code_object_version",
+        OptionsError::SourceName(_) => "source name",
+        OptionsError::NotOnNvidia { option, .. } if option.starts_with("opt_level") => "opt",
+        OptionsError::NotOnNvidia { option, .. } => option,
+        _ => "arch",
+    };
+    PyValueError::new_err(format!("{keyword}: {e}"))
+}
+
 /// Maps an error of the JIT: compile failures and a missing compiler to `CompileError`,
-/// load failures to `LoadError`, the rest to `HipjitError`.
+/// options refused before any compiler ran (a flag, a define, the targets) to `ValueError`
+/// naming the keyword, load failures to `LoadError`, the rest to `HipjitError`.
 pub fn jit_error(py: Python<'_>, e: JitError) -> PyErr {
     match &e {
+        JitError::Compile(RsCompileError::Options(o)) => options_error(o),
         JitError::Compile(c) => compile_error(py, c),
         JitError::Compiler(_) | JitError::Check(_) => {
             let err = CompileError::new_err(e.to_string());
@@ -171,8 +194,23 @@ pub fn load_error(message: impl std::fmt::Display) -> PyErr {
     LoadError::new_err(message.to_string())
 }
 
-/// `LaunchError` with `message`.
-pub fn launch_error(message: impl std::fmt::Display) -> PyErr {
+/// A launch's error: `LaunchError` when the runtime refused it (or cannot launch that way at
+/// all), `ValueError` when hipjit's own checks did (a configuration outside the device's or
+/// the kernel's limits, LDS beyond the device's), `TypeError`/`ValueError` for arguments that
+/// do not match the kernel's parameters (count, size).
+pub fn launch_error(e: hipjit::error::LaunchError) -> PyErr {
+    use hipjit::error::LaunchError as L;
+    match e {
+        L::Hip(_) | L::NoCooperativeLaunch | L::CooperativeTooLarge { .. } => {
+            LaunchError::new_err(e.to_string())
+        }
+        L::ArgCount { .. } | L::TooManyArgs { .. } => PyTypeError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
+}
+
+/// `LaunchError` with `message` (a launch refused for a reason of the runtime's).
+pub fn launch_refused(message: impl std::fmt::Display) -> PyErr {
     LaunchError::new_err(message.to_string())
 }
 

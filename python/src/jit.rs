@@ -3,7 +3,8 @@
 //!
 //! Compiling and loading release the GIL: other Python threads run while hipcc or hipRTC
 //! works, and threads asking for the same source wait for one compile (the JIT's single
-//! flight).
+//! flight). Ctrl-C interrupts a compile (`crate::interrupt`): the compiler is killed and
+//! `KeyboardInterrupt` raised.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -64,7 +65,18 @@ fn cache_location(cache_dir: Option<&Bound<'_, PyAny>>) -> PyResult<CacheLocatio
             Ok(CacheLocation::Disabled)
         };
     }
+    // An empty path would be the current directory without saying so.
+    let empty = |i: Option<usize>| {
+        PyValueError::new_err(format!(
+            "cache_dir{}: an empty path names no directory: give a directory (\".\" for the \
+             current one), or False to disable the disk cache",
+            i.map(|i| format!("[{i}]")).unwrap_or_default()
+        ))
+    };
     if let Ok(p) = c.extract::<PathBuf>() {
+        if p.as_os_str().is_empty() {
+            return Err(empty(None));
+        }
         return Ok(CacheLocation::Roots(vec![p]));
     }
     if let Ok(ps) = c.extract::<Vec<PathBuf>>() {
@@ -72,6 +84,9 @@ fn cache_location(cache_dir: Option<&Bound<'_, PyAny>>) -> PyResult<CacheLocatio
             return Err(PyValueError::new_err(
                 "cache_dir: the list of cache roots is empty (False disables the disk cache)",
             ));
+        }
+        if let Some(i) = ps.iter().position(|p| p.as_os_str().is_empty()) {
+            return Err(empty(Some(i)));
         }
         return Ok(CacheLocation::Roots(ps));
     }
@@ -142,6 +157,23 @@ fn compiler_choice(compiler: Option<&str>) -> PyResult<Option<CompilerChoice>> {
         .transpose()
 }
 
+/// The `std` and `compiler` keywords as text.
+///
+/// Errors: `TypeError` naming the keyword when one is not a str (or None).
+fn text_keywords(
+    std: Option<&Bound<'_, PyAny>>,
+    compiler: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Option<String>, Option<String>)> {
+    Ok((
+        options::opt_str("std", std, "a C++ standard (\"c++17\", \"c++20\"...)")?,
+        options::opt_str(
+            "compiler",
+            compiler,
+            "\"auto\", \"hipcc\", \"hiprtc\", \"nvcc\" or \"nvrtc\"",
+        )?,
+    ))
+}
+
 impl Jit {
     fn create(
         py: Python<'_>,
@@ -209,9 +241,13 @@ impl Jit {
             ));
         }
         let jit = self.with_compiler(py, compiler)?;
-        let compiled = py
-            .detach(move || jit.compile(&bytes, &options))
-            .map_err(|e| errors::jit_error(py, e))?;
+        // A memory hit is served here (a microsecond); anything else runs on a worker thread
+        // that Ctrl-C interrupts (the compiler killed, KeyboardInterrupt raised).
+        let compiled = match jit.memory_hit(&bytes, &options) {
+            Some(hit) => hit,
+            None => crate::interrupt::run(py, move || jit.compile(&bytes, &options))?,
+        }
+        .map_err(|e| errors::jit_error(py, e))?;
         Ok(Compiled::new(compiled, text.as_deref()))
     }
 }
@@ -233,17 +269,29 @@ impl Jit {
     fn new(
         py: Python<'_>,
         cache_dir: Option<&Bound<'_, PyAny>>,
-        compiler: Option<&str>,
-        max_cache_bytes: Option<u64>,
-        extra_signature: Option<Vec<u8>>,
+        compiler: Option<&Bound<'_, PyAny>>,
+        max_cache_bytes: Option<&Bound<'_, PyAny>>,
+        extra_signature: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Jit> {
-        Jit::create(py, cache_dir, compiler, max_cache_bytes, extra_signature)
+        let (_, compiler) = text_keywords(None, compiler)?;
+        let max_cache_bytes = max_cache_bytes
+            .filter(|m| !m.is_none())
+            .map(|m| options::unsigned("max_cache_bytes", m, u64::MAX, "bytes"))
+            .transpose()?;
+        let extra_signature = options::bytes_arg("extra_signature", extra_signature)?;
+        Jit::create(
+            py,
+            cache_dir,
+            compiler.as_deref(),
+            max_cache_bytes,
+            extra_signature,
+        )
     }
 
     /// `jit.compile(source, arch, *, defines=None, include_dirs=None, opt=3, std=None,
     /// flags=None, fast_math=False, compiler=None)`: compiles `source` (str or bytes) for `arch` (a target ID or
     /// a list of them), or returns the cached result. See `hipjit.compile`.
-    #[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false, compiler=None))]
+    #[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=None, compiler=None))]
     #[allow(clippy::too_many_arguments)]
     fn compile(
         &self,
@@ -253,21 +301,22 @@ impl Jit {
         defines: Option<&Bound<'_, PyAny>>,
         include_dirs: Option<&Bound<'_, PyAny>>,
         opt: Option<&Bound<'_, PyAny>>,
-        std: Option<&str>,
-        flags: Option<Vec<String>>,
-        fast_math: bool,
-        compiler: Option<&str>,
+        std: Option<&Bound<'_, PyAny>>,
+        flags: Option<&Bound<'_, PyAny>>,
+        fast_math: Option<&Bound<'_, PyAny>>,
+        compiler: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Compiled> {
+        let (std, compiler) = text_keywords(std, compiler)?;
         let k = Keywords {
             arch: Some(arch),
             defines,
             include_dirs,
             opt,
-            std,
-            flags,
-            fast_math,
+            std: std.as_deref(),
+            flags: options::flags(flags)?,
+            fast_math: options::boolean("fast_math", fast_math)?,
         };
-        self.compile_with(py, source, &k, compiler)
+        self.compile_with(py, source, &k, compiler.as_deref())
     }
 
     /// `jit.kernel(source, name, *, device=None, defines=None, include_dirs=None, opt=3,
@@ -279,7 +328,7 @@ impl Jit {
     ///
     /// Raises `CompileError`, `LoadError` (no runtime, a load refused while the current stream
     /// is capturing, no kernel of that name), `TypeError`/`ValueError` for bad keywords.
-    #[pyo3(signature = (source, name, *, device=None, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false, compiler=None))]
+    #[pyo3(signature = (source, name, *, device=None, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=None, compiler=None))]
     #[allow(clippy::too_many_arguments)]
     fn kernel(
         &self,
@@ -290,20 +339,22 @@ impl Jit {
         defines: Option<&Bound<'_, PyAny>>,
         include_dirs: Option<&Bound<'_, PyAny>>,
         opt: Option<&Bound<'_, PyAny>>,
-        std: Option<&str>,
-        flags: Option<Vec<String>>,
-        fast_math: bool,
-        compiler: Option<&str>,
+        std: Option<&Bound<'_, PyAny>>,
+        flags: Option<&Bound<'_, PyAny>>,
+        fast_math: Option<&Bound<'_, PyAny>>,
+        compiler: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Kernel> {
         let (bytes, text) = source_of(source)?;
+        let (std, compiler) = text_keywords(std, compiler)?;
+        let compiler = compiler.as_deref();
         let k = Keywords {
             arch: None,
             defines,
             include_dirs,
             opt,
-            std,
-            flags,
-            fast_math,
+            std: std.as_deref(),
+            flags: options::flags(flags)?,
+            fast_math: options::boolean("fast_math", fast_math)?,
         };
         let options = options::compile_options(&k)?;
         let ordinal = device_ordinal(py, device)?;
@@ -316,19 +367,35 @@ impl Jit {
             None
         };
         let jit = self.with_compiler(py, compiler)?;
-        let loaded = py
-            .detach(|| {
-                jit.load_with(&dev, &bytes, &options, |co, d| {
-                    if let Some(raw) = capture_stream {
-                        // SAFETY: torch's current stream of this device, alive while the
-                        // caller holds it current; only asked whether it is capturing.
-                        let s = unsafe { BorrowedStream::from_raw(d, raw as _) };
-                        hipjit::graph::refuse_while_capturing(&s, "hipModuleLoadData")?;
-                    }
-                    co.load(d)
-                })
+        let load = || {
+            jit.load_with(&dev, &bytes, &options, |co, d| {
+                if let Some(raw) = capture_stream {
+                    // SAFETY: torch's current stream of this device, alive while the
+                    // caller holds it current; only asked whether it is capturing.
+                    let s = unsafe { BorrowedStream::from_raw(d, raw as _) };
+                    hipjit::graph::refuse_while_capturing(&s, "hipModuleLoadData")?;
+                }
+                co.load(d)
             })
-            .map_err(|e| errors::jit_error(py, e))?;
+        };
+        // The options as `load_with` compiles them: the device's target when none is given.
+        let mut for_device = options.clone();
+        if for_device.targets.is_empty() && for_device.sm_targets.is_empty() {
+            if let Some(t) = dev.target_id() {
+                for_device.targets = vec![t.clone()];
+            } else if let Some(sm) = dev.sm_target() {
+                for_device.sm_targets = vec![sm];
+            }
+        }
+        // A compile that is a memory hit loads here; any other runs on a worker thread that
+        // Ctrl-C interrupts, as `compile` does (hipjit binds the device on each runtime call,
+        // so the load may run there).
+        let loaded = if jit.is_in_memory(&bytes, &for_device) {
+            py.detach(load)
+        } else {
+            crate::interrupt::run(py, load)?
+        }
+        .map_err(|e| errors::jit_error(py, e))?;
         let kernel = loaded
             .library
             .kernel(name)
@@ -397,7 +464,7 @@ pub fn get_jit(py: Python<'_>) -> PyResult<Py<Jit>> {
 ///
 /// Raises `CompileError` (with `diagnostics`), `TypeError`/`ValueError` for bad arguments.
 #[pyfunction]
-#[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=false, compiler=None))]
+#[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=None, compiler=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile(
     py: Python<'_>,
@@ -406,20 +473,21 @@ pub fn compile(
     defines: Option<&Bound<'_, PyAny>>,
     include_dirs: Option<&Bound<'_, PyAny>>,
     opt: Option<&Bound<'_, PyAny>>,
-    std: Option<&str>,
-    flags: Option<Vec<String>>,
-    fast_math: bool,
-    compiler: Option<&str>,
+    std: Option<&Bound<'_, PyAny>>,
+    flags: Option<&Bound<'_, PyAny>>,
+    fast_math: Option<&Bound<'_, PyAny>>,
+    compiler: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Compiled> {
     let jit = get_jit(py)?;
+    let (std, compiler) = text_keywords(std, compiler)?;
     let k = Keywords {
         arch: Some(arch),
         defines,
         include_dirs,
         opt,
-        std,
-        flags,
-        fast_math,
+        std: std.as_deref(),
+        flags: options::flags(flags)?,
+        fast_math: options::boolean("fast_math", fast_math)?,
     };
-    jit.get().compile_with(py, source, &k, compiler)
+    jit.get().compile_with(py, source, &k, compiler.as_deref())
 }

@@ -119,21 +119,30 @@ impl Kernel {
     /// another stream needs `tensor.record_stream(stream)`).
     ///
     /// Raises `TypeError`/`ValueError` for arguments that do not match the kernel (naming the
-    /// argument), `LaunchError` for a launch refused by hipjit's checks or the runtime.
-    #[pyo3(signature = (grid, block, *args, shared_mem=0, stream=None))]
+    /// argument) and for a grid, block or `shared_mem` outside the device's or the kernel's
+    /// limits, `LaunchError` for a launch the runtime refused.
+    #[pyo3(signature = (grid, block, *args, shared_mem=None, stream=None))]
     fn __call__(
         &self,
         py: Python<'_>,
         grid: &Bound<'_, PyAny>,
         block: &Bound<'_, PyAny>,
         args: &Bound<'_, PyTuple>,
-        shared_mem: u32,
+        shared_mem: Option<&Bound<'_, PyAny>>,
         stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let cfg = LaunchConfig {
             grid: dim3("grid", grid)?,
             block: dim3("block", block)?,
-            dynamic_lds_bytes: shared_mem,
+            dynamic_lds_bytes: match shared_mem.filter(|m| !m.is_none()) {
+                None => 0,
+                Some(m) => crate::options::unsigned(
+                    "shared_mem",
+                    m,
+                    u64::from(u32::MAX),
+                    "bytes of dynamic shared memory",
+                )? as u32,
+            },
         };
         let (raw, origin) = stream::resolve(py, stream, self.device.ordinal())?;
         if origin == Origin::Torch {

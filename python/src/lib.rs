@@ -12,6 +12,7 @@
 //! - [`compiled`]: `Compiled`, `KernelInfo`, `ArgInfo` and `inspect`;
 //! - [`runtime`]: the process's GPU runtime, its devices, and which copy of the runtime is loaded;
 //! - [`jit`]: `Jit`, `get_jit`, `compile`;
+//! - [`interrupt`]: a compile that Ctrl-C interrupts (`KeyboardInterrupt`, the compiler killed);
 //! - [`signature`]: a kernel's parameter list read from its source (names and C types);
 //! - [`args`]: Python values to kernel argument bytes, checked against the code object;
 //! - [`stream`]: the stream of a launch (torch's current stream, CuPy and torch streams, handles);
@@ -24,6 +25,7 @@ mod args;
 mod compiled;
 mod dlpack;
 mod errors;
+mod interrupt;
 mod jit;
 mod kernel;
 mod options;

@@ -172,6 +172,117 @@ pub fn compile_options(k: &Keywords<'_, '_>) -> PyResult<CompileOptions> {
     Ok(o)
 }
 
+/// `flags`: None, or a list (or tuple) of str, one flag per item. A single str is refused (it
+/// would otherwise be read as a sequence of one-letter flags, or as one flag holding spaces).
+pub fn flags(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
+    let Some(v) = v.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    if let Ok(s) = v.cast::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "flags: expected a list of str, one flag per item, got the str {}: wrap it in a \
+             list ([{}])",
+            s.repr()?,
+            s.repr()?
+        )));
+    }
+    if !(v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>()) {
+        return Err(PyTypeError::new_err(format!(
+            "flags: expected a list of str, one flag per item, got {}",
+            type_name(v)
+        )));
+    }
+    let mut out = Vec::new();
+    for (i, item) in v.try_iter()?.enumerate() {
+        let item = item?;
+        match item.cast::<PyString>() {
+            Ok(s) => out.push(s.to_cow()?.into_owned()),
+            Err(_) => {
+                return Err(PyTypeError::new_err(format!(
+                    "flags[{i}]: expected a str (one compiler flag), got {}",
+                    type_name(&item)
+                )))
+            }
+        }
+    }
+    Ok(Some(out))
+}
+
+/// A keyword taking a whole number from 0 to `max` (`shared_mem`, `max_cache_bytes`): an int
+/// (not a bool); `unit` says what it counts (`"bytes"`).
+///
+/// Errors: `TypeError` for another type, `ValueError` out of range, each naming the keyword,
+/// the value and the range.
+pub fn unsigned(name: &str, v: &Bound<'_, PyAny>, max: u64, unit: &str) -> PyResult<u64> {
+    if !v.is_instance_of::<pyo3::types::PyInt>() || v.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name}: expected an int ({unit}, 0 to {max}), got {}",
+            type_name(v)
+        )));
+    }
+    match v.extract::<u64>() {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(PyValueError::new_err(format!(
+            "{name}: {} is out of range: expected {unit} from 0 to {max}",
+            v.repr()?
+        ))),
+    }
+}
+
+/// A keyword taking None or a str (`std`, `compiler`, `target`).
+///
+/// Errors: `TypeError` naming the keyword and what it takes (`what`).
+pub fn opt_str(name: &str, v: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<String>> {
+    let Some(v) = v.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    match v.cast::<PyString>() {
+        Ok(s) => Ok(Some(s.to_cow()?.into_owned())),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{name}: expected {what}, got {}",
+            type_name(v)
+        ))),
+    }
+}
+
+/// A keyword taking a bool (`fast_math`); None is False.
+///
+/// Errors: `TypeError` naming the keyword for anything but a bool or None.
+pub fn boolean(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    let Some(v) = v.filter(|v| !v.is_none()) else {
+        return Ok(false);
+    };
+    match v.cast::<pyo3::types::PyBool>() {
+        Ok(b) => Ok(b.is_true()),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{name}: expected True or False, got {}",
+            type_name(v)
+        ))),
+    }
+}
+
+/// A keyword taking bytes (`extra_signature`): bytes, a bytearray, or a str (its UTF-8).
+///
+/// Errors: `TypeError` naming the keyword for anything else.
+pub fn bytes_arg(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<u8>>> {
+    let Some(v) = v.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    if let Ok(b) = v.cast::<pyo3::types::PyBytes>() {
+        return Ok(Some(b.as_bytes().to_vec()));
+    }
+    if let Ok(b) = v.cast::<pyo3::types::PyByteArray>() {
+        return Ok(Some(b.to_vec()));
+    }
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(Some(s.to_cow()?.as_bytes().to_vec()));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{name}: expected bytes, a bytearray or a str, got {}",
+        type_name(v)
+    )))
+}
+
 /// The Python type name of `v`, for messages.
 pub fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type()

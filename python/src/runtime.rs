@@ -190,7 +190,7 @@ pub fn check_single_copy(rt: &Runtime) -> PyResult<()> {
         *cached = (adds, Some(result));
     }
     match &cached.1 {
-        Some(Err(m)) => Err(errors::launch_error(m)),
+        Some(Err(m)) => Err(errors::launch_refused(m)),
         _ => Ok(()),
     }
 }

@@ -82,7 +82,8 @@ pub fn torch_current_stream(py: Python<'_>, ordinal: i32) -> PyResult<usize> {
 
 /// The raw stream of a launch on device `ordinal` and where it came from.
 ///
-/// Errors: `TypeError` for a value that is no stream, `ValueError` for a negative handle.
+/// Errors: `TypeError` for a value that is no stream, `ValueError` for an int that cannot be
+/// a handle (negative, in the first page but 0-2, misaligned, beyond user space).
 pub fn resolve(
     py: Python<'_>,
     stream: Option<&Bound<'_, PyAny>>,
@@ -95,12 +96,20 @@ pub fn resolve(
         return Ok((0, Origin::Default));
     };
     if s.is_instance_of::<PyInt>() && !s.is_instance_of::<PyBool>() {
-        let h: usize = s.extract().map_err(|_| {
-            pyo3::exceptions::PyValueError::new_err(format!(
-                "stream: {} is not a stream handle",
-                s.repr().map(|r| r.to_string()).unwrap_or_default()
-            ))
-        })?;
+        let h = s
+            .extract::<usize>()
+            .ok()
+            .filter(|&h| plausible_handle(h))
+            .ok_or_else(|| {
+                pyo3::exceptions::PyValueError::new_err(format!(
+                    "stream: {} is not a stream handle: expected 0 (the default stream), 1 or 2 \
+                     (the legacy and per-thread default streams), or the address of a stream \
+                     (a hipStream_t / CUstream, as torch.cuda.Stream.cuda_stream gives it); a \
+                     raw handle is passed to the runtime as it is, and that it is a live stream \
+                     of the kernel's device is the caller's responsibility",
+                    s.repr().map(|r| r.to_string()).unwrap_or_default()
+                ))
+            })?;
         return Ok((h, Origin::Given));
     }
     let handle = |kind: StreamKind| -> PyResult<(usize, Origin)> {
@@ -128,6 +137,15 @@ pub fn resolve(
             type_name(s)
         ))),
     }
+}
+
+/// Whether `h` can be a stream handle: 0 (the default stream), 1 or 2 (`hipStreamLegacy` /
+/// `CU_STREAM_LEGACY`, `hipStreamPerThread` / `CU_STREAM_PER_THREAD`), or the address of a
+/// runtime object: past the first page, 8-byte aligned (the runtimes allocate their stream
+/// objects with malloc or new) and below 2**57 (the top of user space with 5-level paging).
+/// Nothing here proves a handle live: that is the caller's to keep.
+fn plausible_handle(h: usize) -> bool {
+    h <= 2 || (h >= 4096 && h.is_multiple_of(8) && (h as u64) < (1 << 57))
 }
 
 /// Which attribute holds a stream object's handle.

@@ -141,8 +141,11 @@ def test_bad_arguments_name_the_keyword():
         hipjit.compile(SAXPY, "gfx90a", defines=5)
     with pytest.raises(TypeError, match="include_dirs: expected a list of directories, got one str"):
         hipjit.compile(SAXPY, "gfx90a", include_dirs="/tmp")
-    with pytest.raises(hipjit.CompileError, match='"-o"'):
-        hipjit.compile(SAXPY, "gfx90a", flags=["-o", "x"])
+    # Options refused before any compiler ran are the caller's argument errors.
+    with pytest.raises(ValueError, match='flags: compiler flag "-o" is not accepted for hipcc'):
+        hipjit.compile(SAXPY, "gfx90a", flags=["-o", "x"], compiler="hipcc")
+    with pytest.raises(ValueError, match=r'defines: define name "1X" is not a C identifier'):
+        hipjit.compile(SAXPY, "gfx90a", defines=["1X"])
 
 
 def test_inspect_bytes_path_and_bundle(tmp):
@@ -216,12 +219,13 @@ def test_sm_target_compiles_a_cubin_with_nvcc():
         ("y", "float* __restrict__", "pointer", 8),
         ("n", "unsigned int", "value", 4),
     ]
-    # A cubin records no LDS, scratch, register or spill figures, nor (without
+    # A cubin records registers per thread (as vgpr_count), static shared memory and the
+    # stack frame (saxpy has neither), but no SGPR or spill figures, nor (without
     # __launch_bounds__) a block size: None, not 0.
-    unknown = ("lds_bytes", "scratch_bytes", "sgpr_count", "vgpr_count", "sgpr_spill_count",
-               "vgpr_spill_count", "max_threads_per_block")
+    assert k.vgpr_count > 0 and (k.lds_bytes, k.scratch_bytes) == (0, 0)
+    unknown = ("sgpr_count", "sgpr_spill_count", "vgpr_spill_count", "max_threads_per_block")
     assert {f: getattr(k, f) for f in unknown} == dict.fromkeys(unknown)
-    assert "sgpr=None, vgpr=None, lds=None, scratch=None, spills=None" in repr(k)
+    assert f"sgpr=None, vgpr={k.vgpr_count}, lds=0 B, scratch=0 B, spills=None" in repr(k)
     i = hipjit.inspect(c.code_object)
     assert (i.container, i.target) == ("cubin", "sm_90")
     assert [a.kind for a in i.kernels[0].args] == ["unknown"] * 4
@@ -244,11 +248,11 @@ def test_cubin_block_size_from_launch_bounds_is_reported():
 @pytest.mark.parametrize("opt,flag", [("s", "-Os"), ("z", "-Oz")])
 @pytest.mark.parametrize("compiler", ["nvcc", "nvrtc"])
 def test_size_optimisation_for_an_sm_target_is_refused_by_name(opt, flag, compiler):
-    with pytest.raises(hipjit.CompileError) as e:
+    with pytest.raises(ValueError) as e:
         hipjit.compile(SAXPY, "sm_90", opt=opt, compiler=compiler)
     assert str(e.value) == (
-        f"opt_level {flag} applies to AMDGPU code objects only, not to the SM target sm_90")
-    assert e.value.command == [] and e.value.log == ""
+        f"opt: opt_level {flag} applies to AMDGPU code objects only, not to the SM target sm_90")
+    assert not isinstance(e.value, hipjit.CompileError)
 
 
 def test_compiler_choice_per_call_and_its_reason():
@@ -275,3 +279,107 @@ def test_compiler_choice_per_call_and_its_reason():
     ]
     with pytest.raises(ValueError, match=r'compiler: "icc" is not a compiler choice'):
         hipjit.compile(SAXPY, "gfx90a", compiler="icc")
+
+
+def test_a_flag_refused_under_hiprtc_names_hiprtc():
+    with pytest.raises(ValueError) as e:
+        hipjit.compile(SAXPY, "gfx90a", flags=["-o", "x"], compiler="hiprtc")
+    assert 'flags: compiler flag "-o" is not accepted for hipRTC' in str(e.value)
+    assert "hipcc" not in str(e.value)
+    assert not isinstance(e.value, hipjit.CompileError)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"flags": "-Wall"}, TypeError,
+         r"flags: expected a list of str, one flag per item, got the str '-Wall': wrap it in a list \(\['-Wall'\]\)"),
+        ({"flags": ["-Wall", 3]}, TypeError, r"flags\[1\]: expected a str \(one compiler flag\), got int"),
+        ({"flags": 5}, TypeError, r"flags: expected a list of str, one flag per item, got int"),
+        ({"std": 17}, TypeError, r"std: expected a C\+\+ standard \(\"c\+\+17\", \"c\+\+20\"...\), got int"),
+        ({"compiler": 1}, TypeError, r'compiler: expected "auto", "hipcc", "hiprtc", "nvcc" or "nvrtc", got int'),
+        ({"fast_math": 1}, TypeError, r"fast_math: expected True or False, got int"),
+    ],
+)
+def test_keyword_types_are_checked_by_hipjit_naming_the_keyword(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        hipjit.compile(SAXPY, "gfx90a", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"cache_dir": ""}, ValueError, r"cache_dir: an empty path names no directory"),
+        ({"cache_dir": ["/tmp", ""]}, ValueError, r"cache_dir\[1\]: an empty path names no directory"),
+        ({"max_cache_bytes": -1}, ValueError, r"max_cache_bytes: -1 is out of range: expected bytes from 0 to"),
+        ({"max_cache_bytes": "1G"}, TypeError, r"max_cache_bytes: expected an int \(bytes, 0 to \d+\), got str"),
+        ({"extra_signature": 5}, TypeError, r"extra_signature: expected bytes, a bytearray or a str, got int"),
+        ({"compiler": 5}, TypeError, r"compiler: expected"),
+    ],
+)
+def test_jit_arguments_are_checked_naming_the_argument(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        hipjit.Jit(**kwargs)
+
+
+def test_ctrl_c_interrupts_a_hipcc_compile_kills_it_and_leaves_nothing(tmp):
+    """SIGINT while hipcc compiles: KeyboardInterrupt comes before the compile would have
+    ended, the compiler is killed, its build directory removed and nothing is published."""
+    private_tmp = tmp / "tmpdir"
+    private_tmp.mkdir()
+    cache = tmp / "cache"
+    code = r"""
+import glob, os, signal, sys, threading, time
+import hipjit
+
+SRC = open(os.environ["SRC_FILE"]).read()
+tmpdir = os.environ["TMPDIR"]
+fired = []
+
+def descendants(pid):
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open("/proc/%s/stat" % d).read()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            parent[int(d)] = (int(fields[1]), fields[0], stat.split("(", 1)[1].rsplit(")", 1)[0])
+    out, frontier = [], [pid]
+    while frontier:
+        q = frontier.pop()
+        for p, (pp, state, comm) in parent.items():
+            if pp == q and p not in [o[0] for o in out]:
+                out.append((p, state, comm))
+                frontier.append(p)
+    return out
+
+def fire():
+    while not any("clang" in c for _, _, c in descendants(os.getpid())):
+        time.sleep(0.005)
+    fired.append(time.monotonic())
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=fire, daemon=True).start()
+jit = hipjit.Jit(compiler="hipcc")
+try:
+    jit.compile(SRC, "gfx90a", defines={"CTRL_C": 1})
+    print("COMPLETED")
+except KeyboardInterrupt:
+    print("INTERRUPTED after %.3f s" % (time.monotonic() - fired[0]))
+print("RUNNING", [d for d in descendants(os.getpid()) if d[1] != "Z"])
+print("LEFT", sorted(os.listdir(tmpdir)))
+"""
+    src_file = tmp / "saxpy.hip"
+    src_file.write_text(SAXPY)
+    r = run_python(code, env={"TMPDIR": str(private_tmp), "HIPJIT_CACHE_DIR": str(cache),
+                              "SRC_FILE": str(src_file)})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("INTERRUPTED after "), r.stdout + r.stderr
+    print(lines[0])
+    assert lines[1] == "RUNNING []", r.stdout
+    assert lines[2] == "LEFT []", r.stdout
+    published = [p for p in cache.rglob("*.hjc")]
+    assert published == [], published

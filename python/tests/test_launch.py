@@ -103,13 +103,42 @@ def test_bytes_for_a_value_argument_are_passed_as_they_are(scale):
         (0, 1, ValueError, r"grid: 0 is not a dimension"),
         ((1, 2, 3, 4), 1, ValueError, r"grid: a tuple of 1 to 3 dimensions, got 4"),
         ("1", 1, TypeError, r"grid: expected an int or a tuple of 1 to 3 ints, got str"),
-        (1, 2048, hipjit.LaunchError,
+        # hipjit's own check, before the runtime: the caller's value is wrong.
+        (1, 2048, ValueError,
          r"launch configuration: block.x = 2048 exceeds the device's maximum 1024"),
     ],
 )
 def test_launch_configuration_is_checked(scale, grid, block, error, message):
     with pytest.raises(error, match=message):
         scale(grid, block, HostArray([1]), 1.0, 1)
+
+
+def test_launch_configuration_errors_are_not_compile_or_runtime_errors(scale):
+    with pytest.raises(ValueError) as e:
+        scale(1, 2048, HostArray([1]), 1.0, 1)
+    assert not isinstance(e.value, hipjit.HipjitError)
+
+
+@pytest.mark.parametrize(
+    "shared_mem, error, message",
+    [
+        (-1, ValueError, r"shared_mem: -1 is out of range: expected bytes of dynamic shared memory from 0 to 4294967295"),
+        (1 << 32, ValueError, r"shared_mem: 4294967296 is out of range"),
+        (1.5, TypeError, r"shared_mem: expected an int \(bytes of dynamic shared memory, 0 to 4294967295\), got float"),
+        (True, TypeError, r"shared_mem: expected an int .* got bool"),
+    ],
+)
+def test_shared_mem_is_checked_naming_it(scale, shared_mem, error, message):
+    with pytest.raises(error, match=message):
+        scale(1, 1, HostArray([1]), 1.0, 1, shared_mem=shared_mem)
+
+
+@pytest.mark.parametrize("handle", [-1, 3, 4095, 4097, 1 << 60, 1 << 64])
+def test_a_raw_stream_handle_that_cannot_be_one_is_refused_by_name(scale, handle):
+    before = len(fixture_log())
+    with pytest.raises(ValueError, match=r"stream: -?\d+ is not a stream handle: expected 0 \(the default stream\)"):
+        scale(1, 1, HostArray([1]), 1.0, 1, stream=handle)
+    assert not any("hipModuleLaunchKernel" in line for line in fixture_log()[before:])
 
 
 def test_explicit_stream_handle(scale):

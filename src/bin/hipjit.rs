@@ -22,6 +22,8 @@ mod explain;
 mod header_set;
 #[path = "hipjit/inspect.rs"]
 mod inspect;
+#[path = "hipjit/interrupt.rs"]
+mod interrupt;
 #[path = "hipjit/output.rs"]
 mod output;
 #[path = "hipjit/shared_object.rs"]
@@ -35,20 +37,40 @@ const EXIT_CODES: &str = "\
 Exit status:
   0  success
   1  the work failed: compile error, unreadable or malformed input file, cache I/O error
-  2  usage error: unknown option, missing argument, bad value (target ID, size...)
+  2  usage error: unknown option, missing argument, bad value (target ID, size...), an
+     environment variable below with a value outside those it takes
+  128+N  stopped by signal N (compile: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP),
+     its compilers killed and its temporary files removed
 
 Errors go to stderr and name the file, the target and what was wrong; results go to stdout.
-With --json, stdout holds one JSON document with \"schema_version\": 1.
-A path in JSON is a string; one that is not UTF-8 is {\"text\": lossy text, \"hex\": its
-bytes in hex}.
+With --json, stdout holds one JSON document whose \"schema_version\" is that command's:
+compile 2; doctor, inspect and cache 1. A version is raised when a key is removed or changes
+meaning; new keys may appear without a raise. A path in JSON is a string; one that is not
+UTF-8 is {\"text\": lossy text, \"hex\": its bytes in hex}.
 
-Environment: HIPJIT_CACHE_DIR (cache roots, ':'-separated, the first written),
-HIPJIT_REMOTE_CACHE (a Redis server shared by many machines), HIPJIT_RECORD (a file to
-append each distinct compile request to, for `hipjit cache warm`),
-HIPJIT_HIPCC (the compiler), HIPJIT_HIP_LIBRARY (the runtime), HIP_PATH, ROCM_PATH, PATH;
-HIP's NVIDIA platform: HIP_PLATFORM (amd or nvidia), HIPJIT_CUDA_LIBRARY (the CUDA driver),
-HIPJIT_NVCC (nvcc), CUDA_PATH, CUDA_HOME; in-process compilers: HIPJIT_HIPRTC_LIBRARY
-(hipRTC), HIPJIT_NVRTC_LIBRARY (NVRTC).";
+Environment:
+  HIPJIT_CACHE_DIR         cache roots, ':'-separated, the first written; empty items are
+                           skipped, and an empty value means the default root
+                           ($XDG_CACHE_HOME/hipjit, else ~/.cache/hipjit)
+  HIPJIT_REMOTE_CACHE      the remote tier: redis[s]://[user:password@]host:port/db
+  HIPJIT_REMOTE_CACHE_KEY  its signing secret (16 bytes or more): entries are signed and
+                           unsigned or badly signed ones refused
+  HIPJIT_COMPILER          auto (default), hipcc, hiprtc, nvcc or nvrtc (compile --compiler
+                           wins over it)
+  HIPJIT_RECORD            a file to which each distinct compile request is appended as a
+                           JSON line, for `hipjit cache warm FILE` to replay
+  HIPJIT_HIPCC             the hipcc to run (else HIP_PATH, ROCM_PATH, PATH)
+  HIPJIT_HIPRTC_LIBRARY    the hipRTC library to open
+  HIPJIT_HIP_LIBRARY       the HIP runtime library to open
+  HIPJIT_NVCC              the nvcc to run (else CUDA_PATH, CUDA_HOME, PATH)
+  HIPJIT_NVRTC_LIBRARY     the NVRTC library to open
+  HIPJIT_CUDA_LIBRARY      the CUDA driver library to open (default libcuda.so.1)
+  HIPJIT_WORKER            the worker program of in-process compilers run in workers (this
+                           command runs itself)
+  HIP_PLATFORM             amd or nvidia (HIP's NVIDIA platform); HIP_PATH, ROCM_PATH,
+                           CUDA_PATH, CUDA_HOME, PATH, XDG_CACHE_HOME, TMPDIR (build
+                           directories)
+A cache root holding a file named HIPJIT_SHARED is shared by the users of a group.";
 
 /// Just-in-time compiled HIP kernels: doctor, compile, inspect, cache.
 #[derive(Parser, Debug)]

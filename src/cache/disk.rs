@@ -203,6 +203,13 @@ pub enum CacheError {
     /// No cache directory could be determined.
     #[error("no cache directory: set HIPJIT_CACHE_DIR, XDG_CACHE_HOME or HOME")]
     NoRoot,
+    /// A cache root is the empty path, which would be the current directory without saying
+    /// so: name a directory (`.` for the current one).
+    #[error("cache root {index} is an empty path: name a directory (`.` for the current one)")]
+    EmptyRoot {
+        /// Its position in the list of roots (0: the written one).
+        index: usize,
+    },
     /// A root or entry is owned by another user or writable by others, and the root is not
     /// declared shared.
     #[error("refusing cache path {}: {reason} (declare the root shared with a file named HIPJIT_SHARED in it)", path.display())]
@@ -312,9 +319,13 @@ impl DiskCache {
     /// Opens `roots`: the first is created (mode 0700) when missing and written; the others
     /// are read when they exist.
     ///
-    /// Errors: [`CacheError::Io`] creating the first root, [`CacheError::Unsafe`] when a root
-    /// is owned by another user or writable by group/others and not declared shared.
+    /// Errors: [`CacheError::EmptyRoot`] for an empty path (it would silently be the current
+    /// directory), [`CacheError::Io`] creating the first root, [`CacheError::Unsafe`] when a
+    /// root is owned by another user or writable by group/others and not declared shared.
     pub fn open(roots: &[PathBuf]) -> Result<DiskCache, CacheError> {
+        if let Some(index) = roots.iter().position(|p| p.as_os_str().is_empty()) {
+            return Err(CacheError::EmptyRoot { index });
+        }
         let mut out = Vec::new();
         for (i, path) in roots.iter().enumerate() {
             let writable = i == 0;
@@ -345,6 +356,9 @@ impl DiskCache {
                             reason,
                         })
                     }
+                }
+                if writable {
+                    super::tag::ensure(path);
                 }
             }
             out.push(Root {

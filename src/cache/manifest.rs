@@ -48,6 +48,7 @@ use sha2::{Digest, Sha256};
 
 use crate::compiler::identity::{hash_file, FileStat};
 use crate::compiler::{CompilerIdentity, Dependency};
+use crate::file_stat::StatByDir;
 
 /// The name of the manifest artefact in the entry of a direct key.
 pub const MANIFEST_ARTEFACT: &str = "manifest";
@@ -207,19 +208,102 @@ impl Manifest {
 
     /// The same files and directories as they are now, with `include_dirs` as the options'
     /// include directories and `installation` as the compiler's installation root
-    /// ([`crate::compiler::CompilerIdentity::root`]): a record whose stat is unchanged keeps
-    /// its hash; a changed one is hashed (listed) again. `None` when a recorded file cannot be
-    /// read now (removed, or an include directory index out of range): the manifest cannot
-    /// match.
+    /// ([`crate::compiler::CompilerIdentity::root`], the base of [`INSTALLATION`] records): a
+    /// record whose stat is unchanged keeps its hash; a changed one is hashed (listed) again.
+    /// `None` when a recorded file cannot be read now (removed, or an include directory index
+    /// out of range): the manifest cannot match.
     pub fn current(&self, include_dirs: &[PathBuf], installation: &Path) -> Option<Manifest> {
-        let mut files = Vec::with_capacity(self.files.len());
+        self.clone().into_current(include_dirs, installation)
+    }
+
+    /// [`Manifest::into_current`], and whether any record's stat differed from the one
+    /// recorded (its hash or listing computed again: a file touched, linked or copied over
+    /// with the same bytes gives the same result key, but is hashed again at every lookup
+    /// until the manifest is refreshed: [`Manifest::settled`]).
+    pub fn into_current_checked(
+        self,
+        include_dirs: &[PathBuf],
+        installation: &Path,
+    ) -> Option<(Manifest, bool)> {
+        let before: Vec<Option<FileStat>> = self
+            .files
+            .iter()
+            .map(|f| Some(f.stat))
+            .chain(self.dirs.iter().map(|d| d.stat))
+            .collect();
+        let now = self.into_current(include_dirs, installation)?;
+        let changed = now
+            .files
+            .iter()
+            .map(|f| Some(f.stat))
+            .chain(now.dirs.iter().map(|d| d.stat))
+            .ne(before);
+        Some((now, changed))
+    }
+
+    /// This manifest to be stored again after a lookup found stats that changed and contents
+    /// that did not ([`Manifest::into_current_checked`]): each record as now, except that a
+    /// stat whose modification or change time is at or after `start` (a file that may still
+    /// be changing within the filesystem's clock tick) is replaced by one that no file has,
+    /// so that the next lookup hashes that file again rather than trust its stat.
+    pub fn settled(mut self, start: SystemTime) -> Manifest {
+        let unsettled = FileStat {
+            size: u64::MAX,
+            mtime: (0, 0),
+            ctime: (0, 0),
+            ino: 0,
+            dev: 0,
+        };
+        for f in &mut self.files {
+            if too_new(f.stat.mtime, start) || too_new(f.stat.ctime, start) {
+                f.stat = unsettled;
+            }
+        }
+        for d in &mut self.dirs {
+            if d.stat
+                .is_some_and(|st| too_new(st.mtime, start) || too_new(st.ctime, start))
+            {
+                d.stat = Some(unsettled);
+            }
+        }
+        self
+    }
+
+    /// [`Manifest::current`], giving back `self` unchanged (no copy) when every stat is
+    /// unchanged, the case of every cache hit. Files are stat'ed a directory at a time
+    /// ([`StatByDir`]).
+    pub fn into_current(self, include_dirs: &[PathBuf], installation: &Path) -> Option<Manifest> {
+        let mut by_dir = StatByDir::new();
+        let mut file_stats = Vec::with_capacity(self.files.len());
         for f in &self.files {
             let path = resolve(f.include_dir, &f.name, include_dirs, installation)?;
-            let m = std::fs::metadata(&path).ok()?;
-            if !m.is_file() {
+            let st = by_dir.stat(&path)?;
+            if !st.is_file {
                 return None;
             }
-            let stat = FileStat::of(&m);
+            file_stats.push((path, st.fields));
+        }
+        let mut dir_stats = Vec::with_capacity(self.dirs.len());
+        for d in &self.dirs {
+            let path = resolve(d.include_dir, &d.name, include_dirs, installation)?;
+            let now = by_dir.stat(&path).map(|s| s.fields);
+            dir_stats.push((path, now));
+        }
+        let unchanged = self
+            .files
+            .iter()
+            .zip(&file_stats)
+            .all(|(f, (_, now))| f.stat == *now)
+            && self
+                .dirs
+                .iter()
+                .zip(&dir_stats)
+                .all(|(d, (_, now))| d.stat == *now && (now.is_some() || d.listing.is_none()));
+        if unchanged {
+            return Some(self);
+        }
+        let mut files = Vec::with_capacity(self.files.len());
+        for (f, (path, stat)) in self.files.into_iter().zip(file_stats) {
             let sha256 = if stat == f.stat {
                 f.sha256
             } else {
@@ -227,15 +311,13 @@ impl Manifest {
             };
             files.push(FileRecord {
                 include_dir: f.include_dir,
-                name: f.name.clone(),
+                name: f.name,
                 stat,
                 sha256,
             });
         }
         let mut dirs = Vec::with_capacity(self.dirs.len());
-        for d in &self.dirs {
-            let path = resolve(d.include_dir, &d.name, include_dirs, installation)?;
-            let now = std::fs::metadata(&path).ok().map(|m| FileStat::of(&m));
+        for (d, (path, now)) in self.dirs.into_iter().zip(dir_stats) {
             let (stat, listing) = if now.is_some() && now == d.stat {
                 (d.stat, d.listing)
             } else {
@@ -243,7 +325,7 @@ impl Manifest {
             };
             dirs.push(DirRecord {
                 include_dir: d.include_dir,
-                name: d.name.clone(),
+                name: d.name,
                 stat,
                 listing,
             });

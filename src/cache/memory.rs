@@ -175,6 +175,19 @@ impl<V: Clone> MemoryCache<V> {
         Ok((v, false))
     }
 
+    /// The value for (source, options) when one is cached; never computes, never waits for a
+    /// computation under way.
+    pub fn get(&self, source: impl AsRef<[u8]>, options: &CompileOptions) -> Option<V> {
+        let source = source.as_ref();
+        let map = self.map.lock();
+        map.get(&pre_key(source, options))?
+            .iter()
+            .find(|s| &*s.source == source && s.options == *options)?
+            .value
+            .get()
+            .cloned()
+    }
+
     /// Forgets the value for (source, options), so the next call computes it again.
     pub fn remove(&self, source: impl AsRef<[u8]>, options: &CompileOptions) {
         let source = source.as_ref();
@@ -234,6 +247,19 @@ mod tests {
         };
         let (v, hit) = c.get_or_try_insert::<()>("src", &o2, || Ok(3)).unwrap();
         assert_eq!((v, hit), (3, false));
+    }
+
+    #[test]
+    fn get_finds_only_a_finished_value_and_never_computes() {
+        let c: MemoryCache<u32> = MemoryCache::new();
+        let o = CompileOptions::default();
+        assert_eq!(c.get("src", &o), None);
+        // A failed computation leaves a slot without a value.
+        let _ = c.get_or_try_insert("src", &o, || Err::<u32, ()>(()));
+        assert_eq!(c.get("src", &o), None);
+        c.get_or_try_insert("src", &o, || Ok::<u32, ()>(7)).unwrap();
+        assert_eq!(c.get("src", &o), Some(7));
+        assert_eq!(c.get(b"src2", &o), None);
     }
 
     #[test]

@@ -16,6 +16,17 @@
 //!   whose bits 18-31 are the size in bytes) describes one parameter; `0x19`
 //!   (`EIATTR_CBANK_PARAM_SIZE`, `u16`) the parameter block's size; `0x05`
 //!   (`EIATTR_MAX_THREADS`, three `u32`) a `__launch_bounds__` / `__maxnreg__` block size.
+//! - The section `.nv.info` (no suffix) holds attributes of the same form for every function,
+//!   each value a `u32` symbol index then a `u32`: `0x2f` (`EIATTR_REGCOUNT`) the registers per
+//!   thread and `0x11` (`EIATTR_FRAME_SIZE`) the stack frame per thread in bytes, the figures
+//!   `ptxas -v` prints as "Used N registers" and "N bytes stack frame".
+//! - `.nv.shared.<symbol>` (`SHT_NOBITS`) is the kernel's static shared memory per block: a
+//!   kernel without any has no such section. On `sm_90` and later the section also holds 1 KiB
+//!   that ptxas reserves for the system (`.nv.reservedSmem`; the section is 1 KiB even for a
+//!   kernel with no `__shared__` variable of its own when another kernel of the cubin uses
+//!   dynamic shared memory). The reader reports the section less that 1 KiB there: the
+//!   `__shared__` variables' bytes, `ptxas -v`'s "smem" figure (checked for sm_75, sm_80, sm_90
+//!   and sm_100 in tests/nvcc_cubin.rs).
 
 use crate::cuda::target::SmTarget;
 
@@ -111,7 +122,7 @@ impl Cubin {
             _ => return Err(CubinError::AbiVersion { osabi, abi_version }),
         };
         let sections = r.sections()?;
-        let kernels = r.kernels(&sections)?;
+        let kernels = r.kernels(&sections, target)?;
         Ok(Cubin {
             elf: bytes.into(),
             target,
@@ -277,7 +288,11 @@ impl Reader<'_> {
             .collect()
     }
 
-    fn kernels(&self, sections: &[Section]) -> Result<Vec<KernelInfo>, CubinError> {
+    fn kernels(
+        &self,
+        sections: &[Section],
+        target: SmTarget,
+    ) -> Result<Vec<KernelInfo>, CubinError> {
         const SHT_SYMTAB: u32 = 2;
         const STT_FUNC: u8 = 2;
         let Some(symtab) = sections.iter().find(|s| s.kind == SHT_SYMTAB) else {
@@ -287,8 +302,15 @@ impl Reader<'_> {
             .get(symtab.link as usize)
             .ok_or(CubinError::NotElf("symbol table links to no string table"))?;
         let data = self.bytes(symtab.offset, symtab.size, "symbol table")?;
+        let resources = match sections.iter().find(|s| s.name == ".nv.info") {
+            Some(s) => function_resources(
+                self.bytes(s.offset, s.size, "function attributes")?,
+                s.offset,
+            )?,
+            None => Vec::new(),
+        };
         let mut kernels = Vec::new();
-        for sym in data.chunks_exact(24) {
+        for (index, sym) in data.chunks_exact(24).enumerate() {
             if sym[4] & 0xf != STT_FUNC {
                 continue;
             }
@@ -298,10 +320,69 @@ impl Reader<'_> {
                 continue;
             };
             let attrs = self.bytes(info.offset, info.size, "kernel attributes")?;
-            kernels.push(kernel_info(name, attrs, info.offset)?);
+            let shared_name = format!(".nv.shared.{name}");
+            let mut k = kernel_info(name, attrs, info.offset)?;
+            if let Some(shared) = sections.iter().find(|s| s.name == shared_name) {
+                // sm_90 on: the section also holds the shared memory ptxas reserves per block.
+                let reserved = if target.major() >= 9 {
+                    SM90_RESERVED_SHARED
+                } else {
+                    0
+                };
+                let declared = shared.size.saturating_sub(reserved);
+                k.group_segment_fixed_size =
+                    u32::try_from(declared).map_err(|_| CubinError::BadAttribute {
+                        what: format!("static shared memory of {} bytes", shared.size),
+                        offset: shared.offset,
+                    })?;
+            }
+            for &(symbol, attr, value) in &resources {
+                if symbol as usize == index {
+                    match attr {
+                        EIATTR_REGCOUNT => k.vgpr_count = value,
+                        EIATTR_FRAME_SIZE => k.private_segment_fixed_size = value,
+                        _ => {}
+                    }
+                }
+            }
+            kernels.push(k);
         }
         Ok(kernels)
     }
+}
+
+const EIATTR_FRAME_SIZE: u8 = 0x11;
+/// Bytes of a `.nv.shared.<kernel>` section on `sm_90` and later that ptxas reserves for the
+/// system rather than the kernel's `__shared__` variables.
+const SM90_RESERVED_SHARED: u64 = 1024;
+const EIATTR_REGCOUNT: u8 = 0x2f;
+
+/// The per-function attributes of `.nv.info` this reader uses: (symbol index, attribute,
+/// value) for `EIATTR_REGCOUNT` and `EIATTR_FRAME_SIZE`.
+fn function_resources(attrs: &[u8], base: u64) -> Result<Vec<(u32, u8, u32)>, CubinError> {
+    let mut found = Vec::new();
+    let mut i = 0usize;
+    while i + 4 <= attrs.len() {
+        let (format, attr) = (attrs[i], attrs[i + 1]);
+        if format != 4 {
+            i += 4;
+            continue;
+        }
+        let len = usize::from(u16::from_le_bytes([attrs[i + 2], attrs[i + 3]]));
+        let value = attrs.get(i + 4..i + 4 + len).ok_or(CubinError::Truncated {
+            what: "function attribute",
+            offset: base + i as u64,
+            len: 4 + len as u64,
+            size: attrs.len(),
+        })?;
+        if matches!(attr, EIATTR_REGCOUNT | EIATTR_FRAME_SIZE) && len >= 8 {
+            let word =
+                |k: usize| u32::from_le_bytes([value[k], value[k + 1], value[k + 2], value[k + 3]]);
+            found.push((word(0), attr, word(4)));
+        }
+        i += 4 + len;
+    }
+    Ok(found)
 }
 
 fn kernel_info(name: String, attrs: &[u8], base: u64) -> Result<KernelInfo, CubinError> {

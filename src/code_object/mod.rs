@@ -78,7 +78,8 @@ impl KernelArg {
 /// One kernel of a code object: its metadata map (LLVM AMDGPUUsage, "Code Object V3 to V6
 /// Metadata", table "AMDHSA Code Object V3 Kernel Metadata Map"). Sizes are in bytes; register
 /// counts are per work-item (per lane of a wavefront). For cubins (HIP's NVIDIA platform) the
-/// fields a cubin has are filled and the others are 0.
+/// fields a cubin has are filled (arguments, parameter size, block-size bound, registers,
+/// static shared memory, stack frame) and the others are 0.
 ///
 /// [`crate::occupancy`] turns the register, LDS and workgroup fields into waves per SIMD and
 /// blocks per compute unit without a device.
@@ -96,10 +97,14 @@ pub struct KernelInfo {
     /// as the compiler wrote it).
     pub kernarg_segment_align: u32,
     /// `.group_segment_fixed_size`: static LDS (group segment) per workgroup, bytes; dynamic LDS
-    /// given at launch comes on top.
+    /// given at launch comes on top. For a cubin: the kernel's `__shared__` variables'
+    /// bytes per block (`ptxas -v`'s "smem", read from `.nv.shared.<kernel>`: [`cubin`]);
+    /// the shared memory the driver reserves per block on `sm_80`+ is not included.
     pub group_segment_fixed_size: u32,
     /// `.private_segment_fixed_size`: scratch (private segment) per work-item, bytes, not
-    /// counting a dynamic stack ([`KernelInfo::uses_dynamic_stack`]).
+    /// counting a dynamic stack ([`KernelInfo::uses_dynamic_stack`]). For a cubin: the stack
+    /// frame per thread (`EIATTR_FRAME_SIZE`, `ptxas -v`'s "bytes stack frame"), 0 when the
+    /// cubin does not record it.
     pub private_segment_fixed_size: u32,
     /// `.sgpr_count`: scalar registers per wavefront, including those reserved for VCC, FLAT_SCRATCH
     /// and XNACK; what limits waves per SIMD on gfx6-gfx9 (SGPRs do not limit occupancy on gfx10+).
@@ -108,7 +113,9 @@ pub struct KernelInfo {
     /// one unified register file, it already includes the AGPRs: the ArchVGPRs rounded up to 4
     /// plus the AGPRs (a kernel with 256 VGPRs and 192 AGPRs reports 448). On gfx908, whose
     /// AGPRs are a separate file of the same size, it is the larger of the two counts. Either
-    /// way it is the figure that limits waves per SIMD.
+    /// way it is the figure that limits waves per SIMD. For a cubin: registers per thread
+    /// (`EIATTR_REGCOUNT`, `ptxas -v`'s "Used N registers"), 0 when the cubin does not record
+    /// it.
     pub vgpr_count: u32,
     /// `.agpr_count`: accumulation registers per work-item (processors with AGPRs: gfx908,
     /// gfx90a, gfx94x, gfx950); already counted in [`KernelInfo::vgpr_count`] on gfx90a and

@@ -57,6 +57,18 @@ impl fmt::Display for BackendKind {
     }
 }
 
+impl From<crate::compiler::CompilerKind> for BackendKind {
+    fn from(k: crate::compiler::CompilerKind) -> BackendKind {
+        use crate::compiler::CompilerKind;
+        match k {
+            CompilerKind::Hipcc => BackendKind::Hipcc,
+            CompilerKind::Nvcc => BackendKind::Nvcc,
+            CompilerKind::Hiprtc => BackendKind::Hiprtc,
+            CompilerKind::Nvrtc => BackendKind::Nvrtc,
+        }
+    }
+}
+
 /// Why a flag is not accepted among a compile's extra flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RejectedBecause {
@@ -491,7 +503,7 @@ impl BackendKind {
     }
 
     /// Whether this backend runs clang (hipcc, hipRTC) rather than NVIDIA's front end.
-    fn is_clang(self) -> bool {
+    pub(crate) fn is_clang(self) -> bool {
         matches!(self, BackendKind::Hipcc | BackendKind::Hiprtc)
     }
 

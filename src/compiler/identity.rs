@@ -547,8 +547,15 @@ pub(crate) fn read_memo(file: &Path, resolved: &Path) -> Option<CompilerIdentity
     if memo.format != MEMO_FORMAT || memo.identity.path != resolved || memo.stats.is_empty() {
         return None;
     }
+    // A directory at a time: the programs and the covered trees' directories share a few
+    // parents.
+    let mut by_dir = crate::file_stat::StatByDir::new();
     let unchanged = memo.stats.iter().all(|(p, s)| {
-        FileStat::read(Path::new(std::ffi::OsStr::from_bytes(p))).as_ref() == Some(s)
+        by_dir
+            .stat(Path::new(std::ffi::OsStr::from_bytes(p)))
+            .map(|st| st.fields)
+            .as_ref()
+            == Some(s)
     });
     unchanged.then_some(memo.identity)
 }
@@ -625,6 +632,7 @@ fn run_in(
         Err(RunError::Timeout(_)) => {
             Err(err(format!("no answer within {} s", timeout.as_secs_f64())))
         }
+        Err(RunError::Cancelled) => Err(err("cancelled before it answered".into())),
     }
 }
 

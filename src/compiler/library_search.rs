@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 use super::identity::{self, CompilerIdentity, CompilerKind, FileStat};
 
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 
 /// The inputs of one library search and the `stat` of each place it looks, read when the
 /// search is described (before any library is loaded).
@@ -104,6 +104,9 @@ struct Memo {
     inputs: Vec<u8>,
     watched: Vec<(Vec<u8>, Option<FileStat>)>,
     library: Vec<u8>,
+    /// The library with symbolic links resolved when remembered (the identity memo's name):
+    /// the same file as `library` while `library_stat` is unchanged.
+    resolved: Vec<u8>,
     /// The library's `stat`, then its directory's (a file added beside it, where the dynamic
     /// loader may look first, changes the directory).
     library_stat: (FileStat, Option<FileStat>),
@@ -149,6 +152,12 @@ fn memo_dir(dir: Option<&Path>) -> Option<PathBuf> {
 /// places searched and the library file are unchanged by `stat`; `None` otherwise (search and
 /// load it). Loads nothing.
 pub fn recall_location(search: &LibrarySearch, dir: Option<&Path>) -> Option<Location> {
+    recall_resolved(search, dir).map(|(l, _)| l)
+}
+
+/// [`recall_location`] with the library's path as it resolved (symbolic links followed) when
+/// remembered: the same file, its `stat` unchanged, so no `realpath` is needed.
+fn recall_resolved(search: &LibrarySearch, dir: Option<&Path>) -> Option<(Location, PathBuf)> {
     let dir = memo_dir(dir)?;
     let bytes = identity::read_private(&search.memo_file(&dir))?;
     let memo: Memo = rmp_serde::from_slice(&bytes).ok()?;
@@ -159,11 +168,14 @@ pub fn recall_location(search: &LibrarySearch, dir: Option<&Path>) -> Option<Loc
     if library_stats(&library)? != memo.library_stat {
         return None;
     }
-    Some(Location {
-        library,
-        version: memo.version,
-        major: memo.major,
-    })
+    Some((
+        Location {
+            library,
+            version: memo.version,
+            major: memo.major,
+        },
+        PathBuf::from(OsStr::from_bytes(&memo.resolved)),
+    ))
 }
 
 /// [`recall_location`] with the library's identity remembered in the same directory, when it
@@ -174,9 +186,8 @@ pub fn recall(
     covered: impl FnOnce(&Path) -> Vec<PathBuf>,
     dir: Option<&Path>,
 ) -> Option<Recalled> {
-    let location = recall_location(search, dir)?;
+    let (location, resolved) = recall_resolved(search, dir)?;
     let dir = memo_dir(dir)?;
-    let resolved = std::fs::canonicalize(&location.library).ok()?;
     let id_file = dir.join(identity::memo_name(search.kind, &resolved, &[]));
     let identity = identity::read_memo(&id_file, &resolved)?;
     if identity.kind != search.kind
@@ -196,11 +207,15 @@ pub fn remember(search: &LibrarySearch, location: &Location, dir: Option<&Path>)
     let Some(library_stat) = library_stats(&location.library) else {
         return;
     };
+    let Ok(resolved) = std::fs::canonicalize(&location.library) else {
+        return;
+    };
     let memo = Memo {
         format: FORMAT,
         inputs: search.inputs.clone(),
         watched: search.watched.clone(),
         library: location.library.as_os_str().as_bytes().to_vec(),
+        resolved: resolved.as_os_str().as_bytes().to_vec(),
         library_stat,
         version: location.version.clone(),
         major: location.major,
@@ -270,6 +285,36 @@ mod tests {
         let (search, location, library) = setup(d.path());
         remember(&search, &location, Some(&ids));
         std::fs::write(library.with_file_name("libhiprtc.so.7"), b"newer").unwrap();
+        assert_eq!(recall_location(&search, Some(&ids)), None);
+    }
+
+    /// The memo keeps where the library's links led when remembered (no `realpath` on a
+    /// recall): a link moved to another file of the same size and times is another library.
+    #[test]
+    fn a_link_to_the_library_moved_to_another_file_is_not_recalled() {
+        let d = tempfile::tempdir().unwrap();
+        let ids = d.path().join("ids");
+        let (search, mut location, library) = setup(d.path());
+        let link = library.with_file_name("libhiprtc.so");
+        std::os::unix::fs::symlink("libhiprtc.so.6", &link).unwrap();
+        location.library = link.clone();
+        remember(&search, &location, Some(&ids));
+        let (recalled, resolved) = recall_resolved(&search, Some(&ids)).unwrap();
+        assert_eq!(recalled, location);
+        assert_eq!(resolved, std::fs::canonicalize(&library).unwrap());
+        // Another file with the same bytes and times, the link pointed at it.
+        let other = library.with_file_name("libhiprtc.so.6.1");
+        std::fs::copy(&library, &other).unwrap();
+        let times = std::fs::metadata(&library).unwrap().modified().unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&other)
+            .unwrap()
+            .set_modified(times)
+            .unwrap();
+        let tmp = library.with_file_name("tmp-link");
+        std::os::unix::fs::symlink("libhiprtc.so.6.1", &tmp).unwrap();
+        std::fs::rename(&tmp, &link).unwrap();
         assert_eq!(recall_location(&search, Some(&ids)), None);
     }
 

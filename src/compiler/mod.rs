@@ -27,6 +27,7 @@
 //!   is killed, and at most [`CompilerConfig::max_concurrent`] compiles at once.
 
 pub mod backend;
+pub mod cancel;
 pub mod comgr;
 pub mod depfile;
 pub mod diagnostics;
@@ -42,6 +43,7 @@ pub mod process;
 pub mod rtc;
 pub mod selection;
 pub mod shell_env;
+pub mod special_include;
 pub mod worker;
 
 use std::ffi::OsString;
@@ -125,14 +127,19 @@ impl Default for CompilerConfig {
             hipcc: None,
             nvcc: None,
             timeout: Duration::from_secs(300),
-            max_concurrent: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
+            max_concurrent: cpu_count(),
             env: None,
             identity_dir: None,
             rtc_worker: None,
         }
     }
+}
+
+/// The number of CPU cores this process may use (`std::thread::available_parallelism`, which
+/// reads the cgroup's CPU quota: a dozen system calls), read once per process; 1 when unknown.
+pub fn cpu_count() -> usize {
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *COUNT.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Errors of [`Compiler::new`].
@@ -233,6 +240,20 @@ pub enum CompileError {
         timeout: Duration,
         /// Standard error up to the kill.
         stderr: String,
+    },
+    /// An `#include` names a FIFO, socket or device, which the compiler would block on or
+    /// never finish reading ([`special_include`]); refused before the compiler runs.
+    #[error("{0}")]
+    SpecialInclude(Box<special_include::SpecialInclude>),
+    /// The compile was cancelled ([`cancel::CancelToken`]): the compiler was killed, or never
+    /// started.
+    #[error(
+        "the compile was cancelled and its compiler killed: {}",
+        shell_words(command)
+    )]
+    Cancelled {
+        /// The command line.
+        command: Vec<String>,
     },
     /// The compiler could not be started.
     #[error("cannot run {}: {source}", program.display())]
@@ -481,6 +502,7 @@ impl Compiler {
                     stderr: String::from_utf8_lossy(&stderr).into_owned(),
                 })
             }
+            Err(RunError::Cancelled) => return Err(CompileError::Cancelled { command }),
         };
         let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
         let rename = |f: &str| build.user_name(f);
@@ -591,6 +613,11 @@ impl Compiler {
                 )))
             }
             Err(RunError::Spawn(e)) => return Err(fail(format!("of target {target}: {e}"))),
+            Err(RunError::Cancelled) => {
+                return Err(CompileError::Cancelled {
+                    command: command.clone(),
+                })
+            }
             Err(RunError::Timeout(_)) => {
                 return Err(CompileError::Timeout {
                     command: command.clone(),

@@ -286,6 +286,17 @@ impl CompileOptions {
         Ok(())
     }
 
+    /// [`CompileOptions::validate`], a refused extra flag named after `backend`, the compiler
+    /// that runs: [`validate`](CompileOptions::validate) checks flags before the compiler is
+    /// known, by hipcc's rules for AMDGPU targets and nvcc's for an SM target; hipRTC's rules
+    /// are hipcc's and more ([`BackendKind::check_extra_flags`]) and NVRTC's are nvcc's, so a
+    /// flag refused there is refused by `backend` for the same reason.
+    ///
+    /// Errors: as [`CompileOptions::validate`].
+    pub fn validate_for(&self, backend: BackendKind) -> Result<(), OptionsError> {
+        self.validate().map_err(|e| e.for_backend(backend))
+    }
+
     /// [`CompileOptions::validate`] for an SM target: one target, no AMDGPU target with it,
     /// nothing that only AMD compilers do, flags by nvcc's rules (`-I DIR` accepted).
     fn validate_nvidia(&self) -> Result<(), OptionsError> {
@@ -502,4 +513,29 @@ pub enum OptionsError {
     /// A source name with characters outside `[A-Za-z0-9._+-]`.
     #[error("source name {0:?} must use only letters, digits, '.', '_', '+', '-' and not start with '.' or '-'")]
     SourceName(String),
+}
+
+impl OptionsError {
+    /// This error, a refused flag ([`OptionsError::RejectedFlag`],
+    /// [`OptionsError::DanglingFlag`]) named after `backend` when it compiles for the same
+    /// platform as the compiler whose rules refused it (hipRTC for hipcc's, NVRTC for nvcc's);
+    /// any other error as it is.
+    pub fn for_backend(self, backend: BackendKind) -> OptionsError {
+        let same_platform = |b: BackendKind| b.is_clang() == backend.is_clang();
+        match self {
+            OptionsError::RejectedFlag {
+                flag,
+                backend: b,
+                because,
+            } if same_platform(b) => OptionsError::RejectedFlag {
+                flag,
+                backend,
+                because,
+            },
+            OptionsError::DanglingFlag { flag, backend: b } if same_platform(b) => {
+                OptionsError::DanglingFlag { flag, backend }
+            }
+            e => e,
+        }
+    }
 }

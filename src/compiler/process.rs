@@ -51,15 +51,27 @@ pub enum RunError {
     /// killed. Holds what it wrote to stderr.
     #[error("it ran past its timeout and was killed")]
     Timeout(Vec<u8>),
+    /// The thread's [`CancelToken`](super::cancel::CancelToken) was cancelled: the process was
+    /// never started, or its process group was killed.
+    #[error("it was cancelled and killed")]
+    Cancelled,
 }
 
 /// Runs `cmd` in a new process group with stdin closed and stdout/stderr captured (bounded);
 /// when `timeout` passes before the child has exited *and* both streams have closed, the group
-/// receives SIGKILL. See the module documentation for how the group dies with hipjit.
+/// receives SIGKILL. See the module documentation for how the group dies with hipjit. When
+/// the [`CancelToken`](super::cancel::CancelToken) of the calling thread's scope is cancelled,
+/// the group is killed within one polling tick (50 ms).
 ///
 /// Errors: [`RunError::Spawn`] when the process cannot be started (or waited for),
-/// [`RunError::Timeout`] when it (or its output) ran past `timeout`.
+/// [`RunError::Timeout`] when it (or its output) ran past `timeout`, [`RunError::Cancelled`]
+/// when the thread's token was cancelled before or while it ran.
 pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
+    let cancel = super::cancel::current();
+    let cancelled = || cancel.as_ref().is_some_and(|c| c.is_cancelled());
+    if cancelled() {
+        return Err(RunError::Cancelled);
+    }
     let deadline = Instant::now() + timeout;
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
@@ -89,6 +101,7 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
         Stream::new(child.stderr.take().map(|s| s.into()), "standard error"),
     ];
     let mut exited = false;
+    let mut was_cancelled = false;
     let timed_out = loop {
         if !exited {
             exited = has_exited(pid);
@@ -100,6 +113,10 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
         }
         if exited && streams.iter().all(Stream::closed) {
             break false;
+        }
+        if cancelled() {
+            was_cancelled = true;
+            break true;
         }
         let now = Instant::now();
         if now >= deadline {
@@ -115,7 +132,15 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
         w.dismiss();
     }
     let status = child.wait();
+    if timed_out {
+        // SIGKILL is delivered asynchronously: the caller is told the run is over only once
+        // the group is gone, so that nothing of it outlives a hipjit that exits right after.
+        wait_group_gone(pid, Duration::from_millis(500));
+    }
     let [out, err] = streams;
+    if was_cancelled {
+        return Err(RunError::Cancelled);
+    }
     if timed_out {
         return Err(RunError::Timeout(err.finish()));
     }
@@ -146,6 +171,42 @@ fn has_exited(pid: libc::pid_t) -> bool {
     // SAFETY: waitid returned 0 and zeroed-then-filled `info`; si_pid is 0 when no child
     // has changed state (WNOHANG).
     unsafe { info.assume_init().si_pid() != 0 }
+}
+
+/// Waits until no process of the group `pid` led still runs (killed ones take a moment to
+/// die), at most `limit`. A member that died but waits to be reaped (an orphan is reaped by
+/// init, which in a container may take its time) is gone: the group is asked of `/proc`, where
+/// such a zombie shows state `Z`.
+fn wait_group_gone(pid: libc::pid_t, limit: Duration) {
+    let until = Instant::now() + limit;
+    // SAFETY: kill(2) with signal 0 only asks whether the group has a member.
+    while unsafe { libc::kill(-pid, 0) } == 0 && group_runs(pid) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Whether a process of group `pgid` runs (is not a zombie), from `/proc/<pid>/stat`: after
+/// the command name in parentheses come the state, the parent and the group.
+fn group_runs(pgid: libc::pid_t) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .any(|stat| {
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next();
+            let group = fields.nth(1).and_then(|g| g.parse::<libc::pid_t>().ok());
+            group == Some(pgid) && state != Some("Z")
+        })
 }
 
 fn kill_group(pid: libc::pid_t) {

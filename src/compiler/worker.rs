@@ -211,6 +211,11 @@ pub fn compile(
                 config.timeout.as_secs_f64()
             )))
         }
+        Err(RunError::Cancelled) => {
+            return Err(fail(
+                "the compile was cancelled and its worker killed".into(),
+            ))
+        }
     };
     let stderr = String::from_utf8_lossy(&finished.stderr);
     let stderr = stderr.trim_end();

@@ -3,10 +3,10 @@
 //! manifest it names file by file, says which tier holds the result, and on a miss names the
 //! fields that differ from the nearest entry compiled from the same source.
 //!
-//! Nothing is compiled, no entry is marked used (the disk is read with
-//! [`crate::cache::disk::DiskCache::peek`]) and nothing is written; the remote tier is asked
-//! as a compile would ask it. The in-process cache is not consulted: the answer is what a new
-//! process would find.
+//! The tiers are asked in a compile's order: this `Jit`'s in-process cache, the disk roots,
+//! the remote tier. Nothing is compiled, no entry is marked used (the disk is read with
+//! [`crate::cache::disk::DiskCache::peek`]) and nothing is written. The key record, manifest
+//! and result key are reported whichever tier hits.
 //!
 //! # The nearest entry
 //! * When the disk holds a header manifest for the direct key, the compile was published with
@@ -29,11 +29,13 @@ use super::{CompilerUsed, Jit, JitError};
 use crate::cache::key::{self, CacheKey, KeyField, KeyFields, KEY_RECORD_ARTEFACT};
 use crate::cache::manifest::{self, Manifest, MANIFEST_ARTEFACT};
 use crate::compiler::identity::{hash_file, FileStat};
-use crate::compiler::{CompileError, CompileOptions};
+use crate::compiler::CompileOptions;
 
 /// Where the result of a request is, when a tier holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Hit {
+    /// This `Jit`'s in-process cache ([`Jit::is_in_memory`]).
+    Memory,
     /// A disk root: the entry file.
     Disk(PathBuf),
     /// The remote tier: the entry's key name on the server (as
@@ -346,7 +348,7 @@ impl Jit {
         let source = source.as_ref();
         let o =
             self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
-        o.validate().map_err(CompileError::from)?;
+        self.validate(source, &o, None)?;
         let chosen = self.compilers.choose(source, &o, None)?;
         chosen.backend.check_options(&o)?;
         let fields = chosen.backend.key_fields(source, &o, &self.extra);
@@ -363,6 +365,9 @@ impl Jit {
             nearest: None,
             warnings: Vec::new(),
         };
+        if self.is_in_memory(source, options) {
+            out.hit = Some(Hit::Memory);
+        }
         let mut stored: Option<Manifest> = None;
         if let Some(disk) = &self.disk {
             let lookup = disk.peek(&direct);
@@ -397,7 +402,7 @@ impl Jit {
             {
                 let rk = key::result_key(&direct, &now);
                 out.result_key = Some(rk);
-                if let Some(e) = disk.peek(&rk).entry {
+                if let (Some(e), None) = (disk.peek(&rk).entry, &out.hit) {
                     out.hit = Some(Hit::Disk(e.path));
                 }
             }

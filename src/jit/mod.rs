@@ -63,7 +63,7 @@ use crate::code_object::CodeObjectError;
 use crate::compiler::diagnostics;
 use crate::compiler::selection::CompilerChoice;
 use crate::compiler::{
-    CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerIdentity,
+    CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerIdentity, OptionsError,
 };
 use crate::device::Device;
 use crate::error::LibraryError;
@@ -71,8 +71,8 @@ use crate::library::Library;
 use compiled::CompiledInner;
 use compilers::Compilers;
 use entry::{
-    inner_from_entry, manifest_lookup, output_artefact, publish_manifest, read_artefacts,
-    usable_entry, ISA, LLVM_IR,
+    inner_from_entry, manifest_lookup, manifest_lookup_stale, output_artefact, publish_manifest,
+    read_artefacts, refresh_manifest, usable_entry, ISA, LLVM_IR,
 };
 
 /// Where the disk cache lives.
@@ -279,6 +279,40 @@ impl Jit {
         })
     }
 
+    /// `options.validate()`, a refused extra flag named after the compiler that would run
+    /// ([`CompileOptions::validate_for`]: hipRTC, not hipcc, when hipRTC compiles).
+    fn validate(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        runtime: Option<&std::path::Path>,
+    ) -> Result<(), JitError> {
+        use crate::compiler::flags::BackendKind;
+        options.validate().map_err(|e| {
+            let e = match e {
+                OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. } => {
+                    // The compiler that would run; when it cannot be found, the one asked for.
+                    let kind = match self.compilers.choose(source, options, runtime) {
+                        Ok(c) => Some(c.backend.kind().into()),
+                        Err(_) => match self.compilers.choice() {
+                            CompilerChoice::Auto => None,
+                            CompilerChoice::Hipcc => Some(BackendKind::Hipcc),
+                            CompilerChoice::HipRtc => Some(BackendKind::Hiprtc),
+                            CompilerChoice::Nvcc => Some(BackendKind::Nvcc),
+                            CompilerChoice::Nvrtc => Some(BackendKind::Nvrtc),
+                        },
+                    };
+                    match kind {
+                        Some(k) => e.for_backend(k),
+                        None => e,
+                    }
+                }
+                e => e,
+            };
+            JitError::Compile(CompileError::Options(e))
+        })
+    }
+
     /// The compiler that compiles `source` with `options` (found now if it was not yet), and
     /// why that one ([`compilers`]).
     ///
@@ -395,7 +429,7 @@ impl Jit {
         let source = source.as_ref();
         let o =
             self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
-        o.validate().map_err(CompileError::from)?;
+        self.validate(source, &o, None)?;
         let chosen = self.compilers.choose(source, &o, None)?;
         chosen.backend.check_options(&o)?;
         let direct = chosen.backend.direct_key(source, &o, &self.extra);
@@ -420,7 +454,7 @@ impl Jit {
         let source = source.as_ref();
         let o =
             self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
-        o.validate().map_err(CompileError::from)?;
+        self.validate(source, &o, None)?;
         let chosen = self.compilers.choose(source, &o, None)?;
         chosen.backend.check_options(&o)?;
         Ok(chosen.backend.direct_key(source, &o, &self.extra))
@@ -442,6 +476,38 @@ impl Jit {
         options: &CompileOptions,
     ) -> Result<Compiled, JitError> {
         self.compile_impl(source.as_ref(), options, false, None)
+    }
+
+    /// The in-process result for `source` and `options`, as [`Jit::compile`] returns a memory
+    /// hit, when there is one; `None` otherwise: never compiles, reads no disk, waits for no
+    /// compile under way. For callers that compile elsewhere on a miss (hipjit's Python module
+    /// runs a miss on a worker thread that Ctrl-C can cancel, and a hit without one).
+    ///
+    /// Errors: [`JitError::Check`] when a requested metadata check fails.
+    pub fn memory_hit(
+        &self,
+        source: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Option<Result<Compiled, JitError>> {
+        let started = Instant::now();
+        let (inner, _) = self.memory.get(source.as_ref(), options)?;
+        self.counters.record(Origin::Memory, started.elapsed());
+        if options.checks != Default::default() {
+            if let Err(e) = checks::run_checks(&inner, options) {
+                return Some(Err(e.into()));
+            }
+        }
+        Some(Ok(Compiled {
+            inner,
+            origin: Origin::Memory,
+            elapsed: started.elapsed(),
+        }))
+    }
+
+    /// Whether [`Jit::memory_hit`] would find a result for `source` and `options` (counted
+    /// nowhere: a probe, not a request).
+    pub fn is_in_memory(&self, source: impl AsRef<[u8]>, options: &CompileOptions) -> bool {
+        self.memory.get(source.as_ref(), options).is_some()
     }
 
     fn compile_impl(
@@ -682,7 +748,7 @@ impl Jit {
             self.runtime_versions.as_deref(),
             runtime,
         )?;
-        o.validate().map_err(CompileError::from)?;
+        self.validate(source, &o, runtime)?;
         let chosen = self.compilers.choose(source, &o, runtime)?;
         chosen.backend.check_options(&o)?;
         let backend = &chosen.backend;
@@ -691,12 +757,17 @@ impl Jit {
         let mut looked_up: Option<Manifest> = None;
         let disk_lookup = self.disk.as_ref().filter(|_| !bypass_disk);
         if let Some(disk) = disk_lookup {
-            if let Some((now, key)) = manifest_lookup(disk, &direct, &o, &backend.identity().root) {
+            if let Some((now, key, stale)) =
+                manifest_lookup_stale(disk, &direct, &o, &backend.identity().root)
+            {
                 let lookup = disk.get(&key);
                 bad_entries = lookup.bad;
                 if let Some(entry) = lookup.entry {
                     if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
+                        if let Some(meta) = stale {
+                            refresh_manifest(disk, &direct, meta, &now);
+                        }
                         return Ok((
                             Arc::new(inner_from_entry(
                                 key,
@@ -753,10 +824,15 @@ impl Jit {
             None => None,
         };
         if let (Some(disk), Some(_)) = (disk_lookup, &_lock) {
-            if let Some((now, key)) = manifest_lookup(disk, &direct, &o, &backend.identity().root) {
+            if let Some((now, key, stale)) =
+                manifest_lookup_stale(disk, &direct, &o, &backend.identity().root)
+            {
                 if let Some(entry) = disk.get(&key).entry {
                     if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
+                        if let Some(meta) = stale {
+                            refresh_manifest(disk, &direct, meta, &now);
+                        }
                         return Ok((
                             Arc::new(inner_from_entry(
                                 key,

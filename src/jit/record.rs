@@ -26,8 +26,9 @@
 //! fails naming them; keeping the trees alike is the user's business.
 //!
 //! # Appending
-//! Each line is written by one `write(2)` (looped only on a short write) on a file opened
-//! with `O_APPEND`, under an exclusive `flock(2)` on the file: lines from several processes
+//! Each line is written by one `write(2)` (looped only on a short write) on the file opened
+//! for that line with `O_APPEND` (a file rotated away is followed by a new one), under an
+//! exclusive `flock(2)` on the file: lines from several processes
 //! never interleave, whatever their length. The file is created `0600` (it holds sources).
 //! It must be a regular file; a FIFO or a device is refused without blocking. A record that
 //! cannot be written never fails a compile: the first failure is a warning in
@@ -35,7 +36,6 @@
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::fs::File;
 use std::io::{BufRead, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -481,7 +481,6 @@ pub(crate) struct Recorder {
 
 #[derive(Debug, Default)]
 struct RecorderState {
-    file: Option<File>,
     warned: bool,
     seen: HashSet<CacheKey>,
 }
@@ -520,7 +519,7 @@ impl Recorder {
         if !state.seen.insert(direct) {
             return None;
         }
-        let result = Self::write(&self.path, &mut state.file, record);
+        let result = Self::write(&self.path, record);
         match result {
             Ok(()) => None,
             Err(e) => {
@@ -539,26 +538,23 @@ impl Recorder {
         }
     }
 
-    fn write(path: &Path, file: &mut Option<File>, record: &RecordedRequest) -> Result<(), String> {
+    /// Opens the file for this one line (so that a file moved away or removed, as log
+    /// rotation does, is followed by a new one), appends the line under the lock, closes it.
+    fn write(path: &Path, record: &RecordedRequest) -> Result<(), String> {
         let mut line = serde_json::to_vec(record).map_err(|e| e.to_string())?;
         line.push(b'\n');
-        if file.is_none() {
-            let f = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(path)
-                .map_err(|e| e.to_string())?;
-            let meta = f.metadata().map_err(|e| e.to_string())?;
-            if !meta.is_file() {
-                return Err("not a regular file".into());
-            }
-            *file = Some(f);
+        // O_NONBLOCK: a FIFO without a reader is refused (ENXIO), never waited on.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| e.to_string())?;
+        let meta = f.metadata().map_err(|e| e.to_string())?;
+        if !meta.is_file() {
+            return Err("not a regular file".into());
         }
-        let Some(f) = file.as_mut() else {
-            return Err("not open".into());
-        };
         let fd = f.as_raw_fd();
         // SAFETY: flock on a descriptor this File owns; released below (and by close).
         if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
@@ -567,10 +563,6 @@ impl Recorder {
         let written = f.write_all(&line).map_err(|e| e.to_string());
         // SAFETY: as above.
         unsafe { libc::flock(fd, libc::LOCK_UN) };
-        if written.is_err() {
-            // Reopened next time (the file may have been replaced or its disk freed).
-            *file = None;
-        }
         written
     }
 }
@@ -676,5 +668,30 @@ mod tests {
         let r = read_records(&path).unwrap();
         assert!(r.bad.is_empty(), "{:?}", &r.bad[..1]);
         assert_eq!(r.requests.len(), 100);
+    }
+
+    #[test]
+    fn a_record_file_moved_away_is_followed_by_a_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let rec = Recorder::new(path.clone());
+        let line = |k: u8| {
+            RecordedRequest::new(
+                &[b'a' + k],
+                &options(),
+                CompilerChoice::Auto,
+                None,
+                b"",
+                &CacheKey([k; 32]),
+            )
+        };
+        assert_eq!(rec.append(CacheKey([1; 32]), &line(1)), None);
+        std::fs::rename(&path, dir.path().join("r.jsonl.1")).unwrap();
+        assert_eq!(rec.append(CacheKey([2; 32]), &line(2)), None);
+        let now = read_records(&path).unwrap();
+        assert_eq!(now.requests.len(), 1);
+        assert_eq!(now.requests[0].1.source, b"c");
+        let rotated = read_records(&dir.path().join("r.jsonl.1")).unwrap();
+        assert_eq!(rotated.requests[0].1.source, b"b");
     }
 }

@@ -172,6 +172,23 @@ pub enum CodeObjectLoader {
     ModuleApi,
 }
 
+impl CodeObjectLoader {
+    fn as_u8(self) -> u8 {
+        match self {
+            CodeObjectLoader::LibraryApi => 0,
+            CodeObjectLoader::ModuleApi => 1,
+        }
+    }
+
+    fn from_u8(v: u8) -> CodeObjectLoader {
+        if v == 0 {
+            CodeObjectLoader::LibraryApi
+        } else {
+            CodeObjectLoader::ModuleApi
+        }
+    }
+}
+
 impl fmt::Display for CodeObjectLoader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -229,7 +246,9 @@ pub(crate) struct Inner {
     path: PathBuf,
     found: Found,
     version: Option<RuntimeVersion>,
-    loader: CodeObjectLoader,
+    /// How code objects are loaded ([`Runtime::code_object_loader`]):
+    /// [`CodeObjectLoader::as_u8`].
+    loader: std::sync::atomic::AtomicU8,
     /// The (device, peer) ordinal pairs whose peer access was enabled through hipjit
     /// ([`Device::enable_peer_access`]): peer access is a property of the process's devices,
     /// not of one `Device` value.
@@ -255,7 +274,7 @@ impl fmt::Debug for Runtime {
             .field("path", &self.inner.path)
             .field("found", &self.inner.found)
             .field("version", &self.inner.version)
-            .field("loader", &self.inner.loader)
+            .field("loader", &self.code_object_loader())
             .finish()
     }
 }
@@ -350,7 +369,12 @@ impl Runtime {
                 path: driver.path.clone(),
                 found,
                 version,
-                loader: CodeObjectLoader::LibraryApi,
+                // The module API: ~85 us less than the library API for a fresh load on the
+                // H200 (cuModuleLoadData + cuModuleGetFunction against cuLibraryLoadData +
+                // cuLibraryGetKernel + cuKernelGetFunction), as cudarc and HIP's own
+                // hipModuleLoadData load; the library API on request
+                // ([`Runtime::set_code_object_loader`]).
+                loader: CodeObjectLoader::ModuleApi.as_u8().into(),
                 peers: Default::default(),
             }),
         })
@@ -422,7 +446,7 @@ impl Runtime {
                 path,
                 found,
                 version,
-                loader,
+                loader: loader.as_u8().into(),
                 peers: Default::default(),
             }),
         })
@@ -456,10 +480,31 @@ impl Runtime {
         Ok(RuntimeVersion(v))
     }
 
-    /// How code objects are loaded on this runtime: the library API when all five
-    /// [`LIBRARY_API_SYMBOLS`] are exported, else the module API.
+    /// How code objects are loaded on this runtime from now on. On AMD: the library API when
+    /// all five [`LIBRARY_API_SYMBOLS`] are exported, else the module API. On HIP's NVIDIA
+    /// platform: the module API (`cuModuleLoadData`, `cuModuleGetFunction`: the cheaper load,
+    /// measured in the README's Performance section). [`Runtime::set_code_object_loader`]
+    /// changes it.
     pub fn code_object_loader(&self) -> CodeObjectLoader {
-        self.inner.loader
+        CodeObjectLoader::from_u8(self.inner.loader.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Loads code objects and cubins through `loader` from now on (for every clone of this
+    /// runtime; libraries already loaded keep theirs, [`crate::library::Library::loader`]).
+    /// Either way a [`crate::library::Library`] is loaded on one device, and its kernels and
+    /// their metadata come from the code object or cubin; only the library API enumerates
+    /// kernels through the runtime ([`crate::library::Library::enumerated_functions`]).
+    ///
+    /// Errors: [`LibraryApiError`] naming the first of the [`LIBRARY_API_SYMBOLS`] the runtime
+    /// lacks, when `loader` is the library API.
+    pub fn set_code_object_loader(&self, loader: CodeObjectLoader) -> Result<(), LibraryApiError> {
+        if loader == CodeObjectLoader::LibraryApi {
+            self.require_library_api()?;
+        }
+        self.inner
+            .loader
+            .store(loader.as_u8(), std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Checks the five symbols of the HIP library API together, without loading anything.

@@ -404,7 +404,10 @@ fn age_text(secs: u64) -> String {
 /// Errors: a malformed `HIPJIT_REMOTE_CACHE` or signing key.
 fn remote_stats() -> Result<serde_json::Value, CliError> {
     use hipjit::cache::remote::{RemoteCache, RemoteConfig};
-    let Some(config) = RemoteConfig::from_env().map_err(|e| CliError::failed(e.to_string()))?
+    let Some(config) = RemoteConfig::from_env().map_err(|e| {
+        crate::compile::environment_error(&e.clone().into())
+            .unwrap_or_else(|| CliError::failed(e.to_string()))
+    })?
     else {
         return Ok(serde_json::Value::Null);
     };

@@ -46,6 +46,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use hipjit::compiler::cancel::CancelToken;
 use hipjit::compiler::diagnostics::{self, Diagnostic, Layout};
 use hipjit::compiler::nvcc::NvccError;
 use hipjit::compiler::rtc::RtcError;
@@ -415,6 +416,20 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8], create_dir: bool) -> R
     Ok(())
 }
 
+/// Removes, as cc does after a failed compile, each of `paths` that is a regular file once
+/// symbolic links are followed (a link is removed itself, its target left alone), so that an
+/// older output never passes for the result of a run that failed. A character device such as
+/// `/dev/null`, a missing path and anything else are left alone; the outputs `check_outputs`
+/// refused never get here (the command stops before compiling). A removal that fails is
+/// ignored: the run fails anyway, and says why.
+pub(crate) fn remove_failed_outputs(paths: &[PathBuf]) {
+    for p in paths {
+        if std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 /// What became of one input.
 struct Outcome {
     file: PathBuf,
@@ -608,10 +623,7 @@ fn compile_one(
 
 /// The number of compiles at once `-j N` asks for (default: the number of CPU cores).
 pub(crate) fn jobs(j: Option<u32>) -> usize {
-    j.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        |j| j as usize,
-    )
+    j.map_or_else(hipjit::compiler::cpu_count, |j| j as usize)
 }
 
 /// How the compilers run for `jobs` compiles at once over `inputs` inputs: at most `jobs`
@@ -711,20 +723,56 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     } else {
         vec![base.clone()]
     };
-    bases[0].validate().map_err(|e| match e {
-        // A flag's error names the flag and the compiler; the targets add nothing.
-        OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. } => {
-            CliError::usage(e.to_string())
+    // A refused flag is said once the compiler that would run it is known (hipRTC or hipcc,
+    // NVRTC or nvcc); every other error of the options now.
+    let refused_flag = match bases[0].validate() {
+        Ok(()) => None,
+        Err(e @ (OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. })) => Some(e),
+        Err(e) => {
+            return Err(CliError::usage(format!(
+                "target {}: {e}",
+                targets_text(args)
+            )))
         }
-        _ => CliError::usage(format!("target {}: {e}", targets_text(args))),
-    })?;
+    };
     let jobs = jobs(args.jobs);
-    let jit = Jit::new(JitOptions {
-        compiler: args.compiler,
-        compiler_config: compiler_config(jobs, args.files.len()),
-        ..JitOptions::default()
-    })
-    .map_err(|e| CliError::failed(e.to_string()))?;
+    // From here on, SIGINT/SIGTERM/SIGHUP cancel the compiles (their compilers killed, their
+    // build directories removed) and the command exits 128 + the signal's number.
+    let cancel = CancelToken::new();
+    let interrupts = crate::interrupt::Interrupts::install(&cancel).map_err(CliError::failed)?;
+    let jit = cancel
+        .scope(|| {
+            Jit::new(JitOptions {
+                compiler: args.compiler,
+                compiler_config: compiler_config(jobs, args.files.len()),
+                ..JitOptions::default()
+            })
+        })
+        .map_err(|e| match (interrupts.finish(), environment_error(&e)) {
+            (Some(sig), _) => interrupted(sig),
+            (None, Some(usage)) => usage,
+            (None, None) => {
+                remove_failed_outputs(&outs.concat());
+                CliError::failed(e.to_string())
+            }
+        })?;
+
+    if let Some(e) = refused_flag {
+        // The flag's error names the flag and the compiler; the targets add nothing. The
+        // compiler is the one the first input would get (Auto decides by the source; standard
+        // input is not read twice).
+        let first = args
+            .files
+            .first()
+            .filter(|f| !(f.as_os_str() == "-" || f.as_os_str() == "/dev/stdin"))
+            .and_then(|f| read_source(f).ok())
+            .unwrap_or_default();
+        let e = match jit.compiler_for(&first, &bases[0]) {
+            Ok(c) => e.for_backend(c.backend.kind().into()),
+            Err(_) => e,
+        };
+        return Err(CliError::usage(e.to_string()));
+    }
 
     let n = args.files.len();
     let bar = (n > 1 && !args.json && std::io::stderr().is_terminal()).then(|| {
@@ -742,77 +790,89 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..jobs.min(n) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    break;
-                }
-                let outcome = compile_one(&jit, args, &bases, &args.files[i], &outs[i]);
-                let k = done.fetch_add(1, Ordering::Relaxed) + 1;
-                let line = match &outcome.result {
-                    Ok((c, _)) => format!(
-                        "{}: {} in {}",
-                        outcome.file.display(),
-                        origin_name(c[0].origin()),
-                        output::ms(c.iter().map(Compiled::elapsed).sum())
-                    ),
-                    Err(_) => format!("{}: failed", outcome.file.display()),
-                };
-                if let Ok((c, _)) = &outcome.result {
-                    // A cache that could not be written is said, in text and JSON runs alike.
-                    for w in c.iter().flat_map(Compiled::cache_warnings) {
-                        let text = format!("hipjit: warning: {}: {w}", outcome.file.display());
+            s.spawn(|| {
+                cancel.scope(|| loop {
+                    if cancel.is_cancelled() {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    let outcome = compile_one(&jit, args, &bases, &args.files[i], &outs[i]);
+                    let k = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    let line = match &outcome.result {
+                        Ok((c, _)) => format!(
+                            "{}: {} in {}",
+                            outcome.file.display(),
+                            origin_name(c[0].origin()),
+                            output::ms(c.iter().map(Compiled::elapsed).sum())
+                        ),
+                        Err(_) => format!("{}: failed", outcome.file.display()),
+                    };
+                    if let Ok((c, _)) = &outcome.result {
+                        // A cache that could not be written is said, in text and JSON runs alike.
+                        for w in c.iter().flat_map(Compiled::cache_warnings) {
+                            let text = format!("hipjit: warning: {}: {w}", outcome.file.display());
+                            match &bar {
+                                Some(b) => b.suspend(|| eprintln!("{text}")),
+                                None => eprintln!("{text}"),
+                            }
+                        }
+                    }
+                    if outcome.result.is_ok() && !outcome.diagnostics.is_empty() {
+                        // The warnings, as the compiler printed them, with the user's paths.
+                        let text = diagnostics::render_all_as(
+                            &outcome.diagnostics,
+                            if on_nvidia {
+                                Layout::Nvcc
+                            } else {
+                                Layout::Clang
+                            },
+                        );
+                        let text = text.trim_end();
                         match &bar {
                             Some(b) => b.suspend(|| eprintln!("{text}")),
                             None => eprintln!("{text}"),
                         }
                     }
-                }
-                if outcome.result.is_ok() && !outcome.diagnostics.is_empty() {
-                    // The warnings, as the compiler printed them, with the user's paths.
-                    let text = diagnostics::render_all_as(
-                        &outcome.diagnostics,
-                        if on_nvidia {
-                            Layout::Nvcc
-                        } else {
-                            Layout::Clang
-                        },
-                    );
-                    let text = text.trim_end();
+                    // A compile the signal cancelled is no error of its own.
+                    if let (Err(e), false) = (&outcome.result, cancel.is_cancelled()) {
+                        match &bar {
+                            Some(b) => b.suspend(|| eprintln!("hipjit: error: {e}")),
+                            None => eprintln!("hipjit: error: {e}"),
+                        }
+                    }
                     match &bar {
-                        Some(b) => b.suspend(|| eprintln!("{text}")),
-                        None => eprintln!("{text}"),
+                        Some(b) => {
+                            b.set_message(line);
+                            b.inc(1);
+                        }
+                        None if n > 1 => eprintln!("[{k}/{n}] {line}"),
+                        None => {}
                     }
-                }
-                if let Err(e) = &outcome.result {
-                    match &bar {
-                        Some(b) => b.suspend(|| eprintln!("hipjit: error: {e}")),
-                        None => eprintln!("hipjit: error: {e}"),
+                    if let Ok(mut r) = results.lock() {
+                        r[i] = Some(outcome);
                     }
-                }
-                match &bar {
-                    Some(b) => {
-                        b.set_message(line);
-                        b.inc(1);
-                    }
-                    None if n > 1 => eprintln!("[{k}/{n}] {line}"),
-                    None => {}
-                }
-                if let Ok(mut r) = results.lock() {
-                    r[i] = Some(outcome);
-                }
+                })
             });
         }
     });
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let results: Vec<Outcome> = results
-        .into_inner()
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .collect();
+    let results = results.into_inner().unwrap_or_default();
+    // As cc does: an input that failed (or was never compiled) leaves no output behind, so
+    // that an older file at that path cannot pass for this run's result.
+    for (i, o) in results.iter().enumerate() {
+        if o.as_ref().is_none_or(|o| o.result.is_err()) {
+            remove_failed_outputs(&outs[i]);
+        }
+    }
+    if let Some(sig) = interrupts.finish() {
+        return Err(interrupted(sig));
+    }
+    let results: Vec<Outcome> = results.into_iter().flatten().collect();
     let failed = results.iter().filter(|o| o.result.is_err()).count();
     if args.json {
         // The compiler of the first result (all inputs of one invocation share it), else the
@@ -857,6 +917,42 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         });
     }
     Ok(())
+}
+
+/// The usage error (exit status 2) for a JIT that could not be made because an environment
+/// variable holds a value outside those it takes (`HIPJIT_COMPILER`, `HIPJIT_REMOTE_CACHE`,
+/// `HIPJIT_REMOTE_CACHE_KEY`), naming the variable and what it takes; `None` for the other
+/// errors (the work failed: exit status 1).
+pub(crate) fn environment_error(e: &JitError) -> Option<CliError> {
+    use hipjit::cache::remote::{RemoteConfigError, REMOTE_CACHE_ENV};
+    use hipjit::compiler::CompilerError;
+    match e {
+        JitError::Compiler(CompilerError::Choice(c)) => Some(CliError::usage(format!(
+            "{}={:?}: not a compiler; it takes auto, hipcc, hiprtc, nvcc or nvrtc",
+            hipjit::compiler::selection::COMPILER_ENV,
+            c.0
+        ))),
+        JitError::RemoteConfig(r @ RemoteConfigError::BadUrl { .. }) => {
+            Some(CliError::usage(format!("{REMOTE_CACHE_ENV}: {r}")))
+        }
+        // Names HIPJIT_REMOTE_CACHE_KEY and the length it takes.
+        JitError::RemoteConfig(r @ RemoteConfigError::ShortKey { .. }) => {
+            Some(CliError::usage(r.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// The error of a run that `sig` interrupted: exit status 128 + its number.
+pub(crate) fn interrupted(sig: i32) -> CliError {
+    CliError {
+        status: 128 + sig as u8,
+        message: format!(
+            "interrupted by {}: the compilers were stopped and their temporary files removed; \
+             no output of an unfinished file was written",
+            crate::interrupt::signal_name(sig)
+        ),
+    }
 }
 
 fn print_compiled(file: &Path, results: &[Compiled], written: &[PathBuf]) {

@@ -116,7 +116,9 @@ pub fn run(args: &Args, json: bool) -> Result<(), CliError> {
         record: RecordLocation::Disabled,
         ..JitOptions::default()
     })
-    .map_err(|e| CliError::failed(e.to_string()))?;
+    .map_err(|e| {
+        crate::compile::environment_error(&e).unwrap_or_else(|| CliError::failed(e.to_string()))
+    })?;
     let e = jit
         .explain(&source, &o)
         .map_err(|e| CliError::failed(format!("{}: {e}", args.file.display())))?;
@@ -157,6 +159,7 @@ fn to_json(args: &Args, e: &Explanation) -> serde_json::Value {
         })
     });
     let (tier, entry) = match &e.hit {
+        Some(Hit::Memory) => (Some("memory"), None),
         Some(Hit::Disk(p)) => (Some("disk"), Some(output::path_json(p))),
         Some(Hit::Remote(p)) => (Some("remote"), Some(output::path_json(p))),
         None => (None, None),
@@ -187,6 +190,7 @@ fn to_json(args: &Args, e: &Explanation) -> serde_json::Value {
 
 fn print_text(args: &Args, e: &Explanation) {
     let verdict = match &e.hit {
+        Some(Hit::Memory) => "hit (memory)".to_string(),
         Some(Hit::Disk(p)) => format!("hit (disk) {}", p.display()),
         Some(Hit::Remote(p)) => format!("hit (remote) {}", p.display()),
         None => "miss in every tier".to_string(),

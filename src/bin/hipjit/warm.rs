@@ -9,12 +9,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use hipjit::compiler::cancel::CancelToken;
 use hipjit::compiler::selection::CompilerChoice;
 use hipjit::compiler::CompileOptions;
 use hipjit::jit::record::{self, RecordLocation, Request};
 use hipjit::jit::{Jit, JitOptions, Origin};
 
-use crate::compile::{compiler_config, origin_name};
+use crate::compile::{compiler_config, interrupted, origin_name};
 use crate::output::{self, CliError};
 
 /// What became of one distinct request.
@@ -64,6 +65,11 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
         }
     }
     let duplicates = records.requests.len() - distinct.len();
+    // From here on, SIGINT/SIGTERM/SIGHUP cancel the compiles (their compilers killed, their
+    // build directories removed, nothing published) and the command exits 128 + the signal's
+    // number, as `hipjit compile` does.
+    let cancel = CancelToken::new();
+    let interrupts = crate::interrupt::Interrupts::install(&cancel).map_err(CliError::failed)?;
     // One Jit per (compiler choice, signature): both are the Jit's, not the request's.
     let mut jits: HashMap<(CompilerChoice, Vec<u8>), Jit> = HashMap::new();
     for (_, r) in &distinct {
@@ -79,7 +85,9 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
             record: RecordLocation::Disabled,
             ..JitOptions::default()
         })
-        .map_err(|e| CliError::failed(e.to_string()))?;
+        .map_err(|e| {
+            crate::compile::environment_error(&e).unwrap_or_else(|| CliError::failed(e.to_string()))
+        })?;
         jits.insert(k, jit);
     }
 
@@ -102,40 +110,48 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
     let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..jobs.min(n) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    break;
-                }
-                let (line, r) = distinct[i];
-                let jit = &jits[&(r.compiler, r.extra_signature.clone())];
-                let result = jit
-                    .compile(&r.source, &r.options)
-                    .map(|c| {
-                        for w in c.cache_warnings() {
-                            say(format!("hipjit: warning: {}:{line}: {w}", file.display()));
-                        }
-                        (c.origin(), c.key().to_hex())
-                    })
-                    .map_err(|e| e.to_string());
-                if let Err(e) = &result {
-                    say(format!("hipjit: error: {}:{line}: {e}", file.display()));
-                }
-                if let Some(b) = &bar {
-                    b.set_message(match &result {
-                        Ok((o, _)) => format!("line {line}: {}", origin_name(*o)),
-                        Err(_) => format!("line {line}: failed"),
-                    });
-                    b.inc(1);
-                }
-                if let Ok(mut r) = results.lock() {
-                    r[i] = Some(Outcome { line, result });
-                }
+            s.spawn(|| {
+                cancel.scope(|| loop {
+                    if cancel.is_cancelled() {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    let (line, r) = distinct[i];
+                    let jit = &jits[&(r.compiler, r.extra_signature.clone())];
+                    let result = jit
+                        .compile(&r.source, &r.options)
+                        .map(|c| {
+                            for w in c.cache_warnings() {
+                                say(format!("hipjit: warning: {}:{line}: {w}", file.display()));
+                            }
+                            (c.origin(), c.key().to_hex())
+                        })
+                        .map_err(|e| e.to_string());
+                    if let (Err(e), false) = (&result, cancel.is_cancelled()) {
+                        say(format!("hipjit: error: {}:{line}: {e}", file.display()));
+                    }
+                    if let Some(b) = &bar {
+                        b.set_message(match &result {
+                            Ok((o, _)) => format!("line {line}: {}", origin_name(*o)),
+                            Err(_) => format!("line {line}: failed"),
+                        });
+                        b.inc(1);
+                    }
+                    if let Ok(mut r) = results.lock() {
+                        r[i] = Some(Outcome { line, result });
+                    }
+                })
             });
         }
     });
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    if let Some(sig) = interrupts.finish() {
+        return Err(interrupted(sig));
     }
     for jit in jits.values() {
         // Remote hits are copied to the first disk root in the background: done before exit.
