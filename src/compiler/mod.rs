@@ -43,6 +43,7 @@ pub mod process;
 pub mod rtc;
 pub mod selection;
 pub mod shell_env;
+pub mod special_include;
 pub mod worker;
 
 use std::ffi::OsString;
@@ -241,6 +242,10 @@ pub enum CompileError {
         /// Standard error up to the kill.
         stderr: String,
     },
+    /// An `#include` names a FIFO, socket or device, which the compiler would block on or
+    /// never finish reading ([`special_include`]); refused before the compiler runs.
+    #[error("{0}")]
+    SpecialInclude(Box<special_include::SpecialInclude>),
     /// The compile was cancelled ([`cancel::CancelToken`]): the compiler was killed, or never
     /// started.
     #[error(
