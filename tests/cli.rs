@@ -757,6 +757,57 @@ fn compile_stopped_by_sigterm_kills_the_compiler_and_leaves_nothing_in_tmpdir() 
 }
 
 #[test]
+fn compile_refuses_an_include_of_a_fifo_at_once_instead_of_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let inc = dir.path().join("inc");
+    std::fs::create_dir(&inc).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(inc.join("pipe.h"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let src = write(
+        dir.path(),
+        "k.hip",
+        "#include <hip/hip_runtime.h>\n#include \"pipe.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = 1; }\n",
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args([
+            "compile",
+            "--arch",
+            "gfx90a",
+            "-I",
+            path_str(&inc),
+            path_str(&src),
+        ])
+        .env("HIPJIT_CACHE_DIR", cache.path())
+        .env_remove("HIPJIT_HIPCC")
+        .env_remove("HIPJIT_COMPILER")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the hipjit binary runs");
+    // hipcc would block opening the FIFO until the compile timeout: give up long before.
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("hipjit compile still runs after 60 s: the compiler blocks on the FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("names {} (a FIFO)", inc.join("pipe.h").display())),
+        "{err}"
+    );
+    assert!(err.contains("`#include \"pipe.h\"`"), "{err}");
+}
+
+#[test]
 fn compile_one_input_with_o_naming_an_existing_directory_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("inc");

@@ -280,3 +280,74 @@ fn a_header_edited_during_the_compile_is_not_published() {
     let again = compile(&cache, &src, &opts);
     assert_eq!(again.origin(), Origin::Disk);
 }
+
+/// The stat the header manifest under `src`'s direct key records for the file named `name`.
+fn recorded_stat(
+    cache: &Path,
+    src: &str,
+    opts: &CompileOptions,
+    name: &str,
+) -> hipjit::compiler::identity::FileStat {
+    let direct = jit(cache, None, None).source_key(src, opts).unwrap();
+    let disk = hipjit::cache::disk::DiskCache::open(&[cache.to_path_buf()]).unwrap();
+    let entry = disk.get(&direct).entry.expect("a header manifest");
+    let bytes = entry
+        .artefact(hipjit::cache::manifest::MANIFEST_ARTEFACT)
+        .unwrap();
+    let manifest = hipjit::cache::manifest::Manifest::from_bytes(bytes).unwrap();
+    manifest
+        .files
+        .iter()
+        .find(|f| f.name.ends_with(name.as_bytes()))
+        .unwrap_or_else(|| panic!("{name} is not in the manifest"))
+        .stat
+}
+
+/// A header whose stat changes and whose bytes do not (touched, linked, copied over): a hit
+/// hashes it again, and stores its stat as it is now once that stat is two seconds old, so
+/// that later hits trust the stat instead of hashing the file at every lookup; an edit of its
+/// bytes afterwards, keeping its size, is still a miss.
+#[test]
+fn a_touched_header_is_hashed_again_once_then_trusted_and_a_later_edit_is_still_seen() {
+    let d = tempfile::tempdir().unwrap();
+    let cache = d.path().join("cache");
+    let inc = d.path().join("inc");
+    let header = inc.join("touched.h");
+    write(&header, "#define V 1\n");
+    settle();
+    let opts = CompileOptions {
+        include_dirs: vec![inc.clone()],
+        ..CompileOptions::for_target(target())
+    };
+    let src = kernel("#include <touched.h>");
+    let first = compile(&cache, &src, &opts);
+    assert_eq!(first.origin(), Origin::Compiler);
+    let now = || hipjit::compiler::identity::FileStat::read(&header).unwrap();
+    assert_eq!(recorded_stat(&cache, &src, &opts, "touched.h"), now());
+
+    // Touched: new times, same bytes. A hit at once hashes it and does not trust its new
+    // stat yet (it may still be changing).
+    std::fs::File::options()
+        .write(true)
+        .open(&header)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now())
+        .unwrap();
+    let hit = compile(&cache, &src, &opts);
+    assert_eq!((hit.origin(), hit.key()), (Origin::Disk, first.key()));
+    assert_ne!(recorded_stat(&cache, &src, &opts, "touched.h"), now());
+    // Two seconds later, a hit stores the stat as it is now.
+    std::thread::sleep(Duration::from_millis(2100));
+    let hit = compile(&cache, &src, &opts);
+    assert_eq!((hit.origin(), hit.key()), (Origin::Disk, first.key()));
+    assert_eq!(recorded_stat(&cache, &src, &opts, "touched.h"), now());
+    let again = compile(&cache, &src, &opts);
+    assert_eq!((again.origin(), again.key()), (Origin::Disk, first.key()));
+
+    // Edited, same size: a miss with another result.
+    write(&header, "#define V 2\n");
+    settle();
+    let edited = compile(&cache, &src, &opts);
+    assert_eq!(edited.origin(), Origin::Compiler);
+    assert_ne!(edited.key(), first.key());
+}

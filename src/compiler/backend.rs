@@ -626,12 +626,19 @@ impl Backend {
     ///
     /// Errors: hipcc's [`CompileError`] variants; nvcc's errors in [`CompileError::Nvcc`];
     /// hipRTC's and NVRTC's in [`CompileError::InProcess`] (a source holding a NUL byte among
-    /// them, [`RtcError::NulByte`]: the libraries take C strings).
+    /// them, [`RtcError::NulByte`]: the libraries take C strings);
+    /// [`CompileError::SpecialInclude`] before any compiler runs when an `#include` hipjit can
+    /// follow names a FIFO, socket or device.
     pub fn compile(
         &self,
         source: &[u8],
         options: &CompileOptions,
     ) -> Result<CompileOutput, CompileError> {
+        // A FIFO or device among the includes hipjit can follow would hang or never end the
+        // compile (in process, hipRTC and NVRTC have no timeout).
+        if let Some(s) = super::special_include::find(source, None, &options.include_dirs) {
+            return Err(CompileError::SpecialInclude(Box::new(s)));
+        }
         match self {
             Backend::Hipcc(c) => c.compile(source, options),
             Backend::Nvcc(n, timeout) => {

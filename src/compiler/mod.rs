@@ -43,6 +43,7 @@ pub mod process;
 pub mod rtc;
 pub mod selection;
 pub mod shell_env;
+pub mod special_include;
 pub mod worker;
 
 use std::ffi::OsString;
@@ -104,7 +105,8 @@ pub struct CompilerConfig {
     pub nvcc: Option<PathBuf>,
     /// How long one compiler run may take before its process group is killed. Default 300 s.
     pub timeout: Duration,
-    /// At most this many compiles run at once. Default: the number of CPU cores.
+    /// At most this many compiles run at once. 0 (the default): the number of CPU cores
+    /// ([`cpu_count`]), read at the first compile, so that a cache hit never reads it.
     pub max_concurrent: usize,
     /// The compiler's environment: `None` takes the [`ENV_ALLOWLIST`] variables from hipjit's
     /// own environment; `Some` uses these values instead (names outside the allowlist are
@@ -126,7 +128,7 @@ impl Default for CompilerConfig {
             hipcc: None,
             nvcc: None,
             timeout: Duration::from_secs(300),
-            max_concurrent: cpu_count(),
+            max_concurrent: 0,
             env: None,
             identity_dir: None,
             rtc_worker: None,
@@ -240,6 +242,10 @@ pub enum CompileError {
         /// Standard error up to the kill.
         stderr: String,
     },
+    /// An `#include` names a FIFO, socket or device, which the compiler would block on or
+    /// never finish reading ([`special_include`]); refused before the compiler runs.
+    #[error("{0}")]
+    SpecialInclude(Box<special_include::SpecialInclude>),
     /// The compile was cancelled ([`cancel::CancelToken`]): the compiler was killed, or never
     /// started.
     #[error(

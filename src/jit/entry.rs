@@ -32,13 +32,28 @@ pub(crate) fn output_artefact(o: &CompileOptions) -> &'static str {
     }
 }
 
-/// The manifest of `direct` in `disk` as the files are now, and the result key it gives;
+/// The manifest of `direct` in `disk` as the files are now (`installation`: the compiler's
+/// installation root), and the result key it gives;
 /// `None` when there is none, it does not decode (reported), or one of its files is gone.
 pub(crate) fn manifest_lookup(
     disk: &DiskCache,
     direct: &CacheKey,
     o: &CompileOptions,
+    installation: &std::path::Path,
 ) -> Option<(Manifest, CacheKey)> {
+    manifest_lookup_stale(disk, direct, o, installation).map(|(m, k, _)| (m, k))
+}
+
+/// [`manifest_lookup`], with the manifest entry's metadata when a stat of the manifest
+/// differed from the one recorded (the file hashed again, and the result key the same when
+/// its bytes are): [`refresh_manifest`] stores the stats as they are now, so that later
+/// lookups do not hash it again.
+pub(crate) fn manifest_lookup_stale(
+    disk: &DiskCache,
+    direct: &CacheKey,
+    o: &CompileOptions,
+    installation: &std::path::Path,
+) -> Option<(Manifest, CacheKey, Option<EntryMeta>)> {
     let entry = disk.get(direct).entry?;
     let bytes = entry.artefact(MANIFEST_ARTEFACT)?;
     let stored = match Manifest::from_bytes(bytes) {
@@ -48,9 +63,27 @@ pub(crate) fn manifest_lookup(
             return None;
         }
     };
-    let now = stored.into_current(&o.include_dirs)?;
+    let (now, stale) = stored.into_current_checked(&o.include_dirs, installation)?;
     let key = key::result_key(direct, &now);
-    Some((now, key))
+    Some((now, key, stale.then_some(entry.meta)))
+}
+
+/// Stores `now`, the manifest of `direct` as a lookup found it (its stats refreshed, its
+/// hashes verified), after that lookup's result entry was served, unless it is the stored one
+/// ([`publish_manifest`]). Stats stamped within the last two seconds of the wall clock are not
+/// trusted ([`Manifest::settled`]: the filesystem's clock lags by at most a tick). A failure
+/// only means the next lookup hashes again (logged at debug level).
+pub(crate) fn refresh_manifest(
+    disk: &DiskCache,
+    direct: &CacheKey,
+    meta: EntryMeta,
+    now: &Manifest,
+) {
+    let start = std::time::SystemTime::now() - std::time::Duration::from_secs(2);
+    let settled = now.clone().settled(start);
+    if let Some(w) = publish_manifest(disk, direct, meta, &settled) {
+        tracing::debug!(key = %direct, warning = %w, "header manifest not refreshed");
+    }
 }
 
 /// Stores `manifest` as the entry of `direct` in the written root, replacing the one there.

@@ -71,8 +71,8 @@ use crate::library::Library;
 use compiled::CompiledInner;
 use compilers::Compilers;
 use entry::{
-    inner_from_entry, manifest_lookup, output_artefact, publish_manifest, read_artefacts,
-    usable_entry, ISA, LLVM_IR,
+    inner_from_entry, manifest_lookup, manifest_lookup_stale, output_artefact, publish_manifest,
+    read_artefacts, refresh_manifest, usable_entry, ISA, LLVM_IR,
 };
 
 /// Where the disk cache lives.
@@ -436,7 +436,7 @@ impl Jit {
         Ok(self
             .disk
             .as_ref()
-            .and_then(|d| manifest_lookup(d, &direct, &o))
+            .and_then(|d| manifest_lookup(d, &direct, &o, &chosen.backend.identity().root))
             .map(|(_, k)| k))
     }
 
@@ -757,12 +757,17 @@ impl Jit {
         let mut looked_up: Option<Manifest> = None;
         let disk_lookup = self.disk.as_ref().filter(|_| !bypass_disk);
         if let Some(disk) = disk_lookup {
-            if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
+            if let Some((now, key, stale)) =
+                manifest_lookup_stale(disk, &direct, &o, &backend.identity().root)
+            {
                 let lookup = disk.get(&key);
                 bad_entries = lookup.bad;
                 if let Some(entry) = lookup.entry {
                     if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
+                        if let Some(meta) = stale {
+                            refresh_manifest(disk, &direct, meta, &now);
+                        }
                         return Ok((
                             Arc::new(inner_from_entry(
                                 key,
@@ -783,7 +788,7 @@ impl Jit {
         #[cfg(feature = "redis")]
         if !bypass_disk {
             if let Some(remote) = &self.remote {
-                let fetch = remote.fetch(&direct, &o.include_dirs);
+                let fetch = remote.fetch(&direct, &o.include_dirs, &backend.identity().root);
                 if let Some(hit) = self.remote_hit(
                     &direct,
                     &o,
@@ -819,10 +824,15 @@ impl Jit {
             None => None,
         };
         if let (Some(disk), Some(_)) = (disk_lookup, &_lock) {
-            if let Some((now, key)) = manifest_lookup(disk, &direct, &o) {
+            if let Some((now, key, stale)) =
+                manifest_lookup_stale(disk, &direct, &o, &backend.identity().root)
+            {
                 if let Some(entry) = disk.get(&key).entry {
                     if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
+                        if let Some(meta) = stale {
+                            refresh_manifest(disk, &direct, meta, &now);
+                        }
                         return Ok((
                             Arc::new(inner_from_entry(
                                 key,
