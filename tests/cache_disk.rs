@@ -20,6 +20,8 @@ fn meta() -> EntryMeta {
             version: "HIP version: 5.2.21153-0\n".into(),
             fingerprint: "00".repeat(32),
             covered: vec![],
+            root: Default::default(),
+            header_dirs: Vec::new(),
         },
         options: CompileOptions::default(),
         tracked_headers: vec![],

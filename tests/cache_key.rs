@@ -15,6 +15,8 @@ fn identity(path: &str, version: &str) -> CompilerIdentity {
         version: version.into(),
         fingerprint: "f0".repeat(32),
         covered: vec![],
+        root: Default::default(),
+        header_dirs: Vec::new(),
     }
 }
 
@@ -229,24 +231,54 @@ fn a_manifest_checked_now_gives_the_recorded_key_until_a_file_or_listing_changes
     let m = recorded(&[dep_in(1, &dirs, "sub/x.h")], &dirs);
     let direct = Base::new().key();
     let k = result_key(&direct, &m);
-    assert_eq!(result_key(&direct, &m.current(&dirs).unwrap()), k);
+    assert_eq!(
+        result_key(
+            &direct,
+            &m.current(&dirs, std::path::Path::new("")).unwrap()
+        ),
+        k
+    );
     // Same size, new content: the stat changed (mtime/ctime), so it is hashed again.
     settle();
     std::fs::write(dirs[1].join("sub/x.h"), "#define V 2\n").unwrap();
-    assert_ne!(result_key(&direct, &m.current(&dirs).unwrap()), k);
+    assert_ne!(
+        result_key(
+            &direct,
+            &m.current(&dirs, std::path::Path::new("")).unwrap()
+        ),
+        k
+    );
     settle();
     std::fs::write(dirs[1].join("sub/x.h"), "#define V 1\n").unwrap();
-    assert_eq!(result_key(&direct, &m.current(&dirs).unwrap()), k);
+    assert_eq!(
+        result_key(
+            &direct,
+            &m.current(&dirs, std::path::Path::new("")).unwrap()
+        ),
+        k
+    );
     // A header that would shadow it, in a directory searched first.
     settle();
     std::fs::write(dirs[0].join("sub/x.h"), "#define V 3\n").unwrap();
-    assert_ne!(result_key(&direct, &m.current(&dirs).unwrap()), k);
+    assert_ne!(
+        result_key(
+            &direct,
+            &m.current(&dirs, std::path::Path::new("")).unwrap()
+        ),
+        k
+    );
     settle();
     std::fs::remove_file(dirs[0].join("sub/x.h")).unwrap();
-    assert_eq!(result_key(&direct, &m.current(&dirs).unwrap()), k);
+    assert_eq!(
+        result_key(
+            &direct,
+            &m.current(&dirs, std::path::Path::new("")).unwrap()
+        ),
+        k
+    );
     // A removed header: the manifest cannot match.
     std::fs::remove_file(dirs[1].join("sub/x.h")).unwrap();
-    assert!(m.current(&dirs).is_none());
+    assert!(m.current(&dirs, std::path::Path::new("")).is_none());
 }
 
 #[test]
@@ -300,6 +332,43 @@ fn record_given_field_by_field_hashes_as_documented() {
     });
     assert_eq!(
         key.to_hex(),
-        "291dfdf75630b29d4ea7b4f084d2d8b8788c15e80884c9b9873d5248fc5cebf8"
+        "3adecc23c4b275f61d9420e2b80993f43bc7f0329e6b96b6e4cce002bb025dc5"
     );
+}
+
+#[test]
+fn path_variables_are_keyed_by_their_place_below_the_installation_root() {
+    // Two nodes, the same installation under two prefixes, HIP_PATH and HIP_CLANG_PATH
+    // naming it: one key.
+    let node = |prefix: &str| {
+        let mut b = Base::new();
+        b.compiler.root = PathBuf::from(prefix);
+        b.env = vec![
+            ("HIP_PATH".into(), prefix.into()),
+            ("HIP_CLANG_PATH".into(), format!("{prefix}/llvm/bin").into()),
+        ];
+        b
+    };
+    assert_eq!(node("/opt/rocm-a").key(), node("/shared/rocm").key());
+    // Another place inside the installation: another key.
+    let mut other = node("/opt/rocm-a");
+    other.env[1].1 = "/opt/rocm-a/bin".into();
+    assert_ne!(other.key(), node("/opt/rocm-a").key());
+    // A value outside the installation is keyed by its text.
+    let outside = |clang: &str| {
+        let mut b = node("/opt/rocm-a");
+        b.env[1].1 = clang.into();
+        b.key()
+    };
+    assert_ne!(
+        outside("/usr/lib/llvm-15/bin"),
+        outside("/usr/lib/llvm-16/bin")
+    );
+    // A variable that is not a path is keyed by its text wherever it points.
+    let flags = |v: &str| {
+        let mut b = node("/opt/rocm-a");
+        b.env.push(("HIPCC_COMPILE_FLAGS_APPEND".into(), v.into()));
+        b.key()
+    };
+    assert_ne!(flags("-I/opt/rocm-a/x"), flags("-I/opt/rocm-a/y"));
 }

@@ -171,3 +171,203 @@ fn a_copy_of_the_compiler_under_another_prefix_hits_and_another_compiler_misses(
     assert_eq!(other.origin(), Origin::Compiler, "another compiler hit");
     assert_ne!(other.key(), first.key());
 }
+
+// ---- copies of Debian's real HIP 5.2.3 installation ------------------------------------------
+
+/// What a copy of Debian's hipcc 5.2.3 installation holds, below `/usr`: the driver, clang and
+/// lld with the libraries they load, clang's resource headers, the device libraries and the
+/// HIP headers, laid out as under `/usr` (symbolic links kept, relative as they are there).
+const INSTALLATION: &[&str] = &[
+    "bin/hipcc",
+    "bin/hipcc.pl",
+    "bin/hipcc_cmake_linker_helper",
+    "bin/hipconfig",
+    "bin/hipconfig.pl",
+    "bin/hipvars.pm",
+    "bin/rocm_agent_enumerator",
+    "bin/clang++-15",
+    "lib/llvm-15/bin/clang",
+    "lib/llvm-15/bin/clang++",
+    "lib/llvm-15/bin/clang-15",
+    "lib/llvm-15/bin/lld",
+    "lib/llvm-15/bin/ld.lld",
+    "lib/llvm-15/lib/clang/15.0.6/include",
+    "lib/llvm-15/lib/libclang-cpp.so.15",
+    "lib/clang/15.0.6",
+    "lib/x86_64-linux-gnu/libLLVM-15.so",
+    "lib/x86_64-linux-gnu/libLLVM-15.so.1",
+    "lib/x86_64-linux-gnu/libclang-cpp.so.15",
+    "lib/x86_64-linux-gnu/amdgcn/bitcode",
+    "include/hip",
+    "include/hsa",
+];
+
+/// Copies `src` to `dst`: a symbolic link as the same link, a directory entry by entry, a
+/// file over 1 MiB (clang, lld, libLLVM) as a hard link when the filesystem allows one (it is
+/// never written: a file the tests change is a copy), any other file as a copy.
+fn mirror(src: &Path, dst: &Path) {
+    let meta = std::fs::symlink_metadata(src).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (Debian's hipcc 5.2.3 is installed by scripts/setup.sh)",
+            src.display()
+        )
+    });
+    std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+    if meta.file_type().is_symlink() {
+        std::os::unix::fs::symlink(std::fs::read_link(src).unwrap(), dst).unwrap();
+    } else if meta.is_dir() {
+        std::fs::create_dir_all(dst).unwrap();
+        for e in std::fs::read_dir(src).unwrap() {
+            let e = e.unwrap();
+            mirror(&e.path(), &dst.join(e.file_name()));
+        }
+    } else if meta.len() < 1 << 20 || std::fs::hard_link(src, dst).is_err() {
+        std::fs::copy(src, dst).unwrap();
+    }
+}
+
+/// A copy of Debian's HIP installation under `prefix`; its `bin/hipcc`.
+fn copy_installation(prefix: &Path) -> PathBuf {
+    for rel in INSTALLATION {
+        mirror(&Path::new("/usr").join(rel), &prefix.join(rel));
+    }
+    prefix.join("bin/hipcc")
+}
+
+/// Replaces `file` (in a copy) by a new file with a comment appended: never written in place,
+/// so that a hard link to the original is not touched.
+fn change(file: &Path) {
+    let mut text = std::fs::read(file).unwrap();
+    text.extend_from_slice(b"\n/* changed in this copy */\n");
+    std::fs::remove_file(file).unwrap();
+    std::fs::write(file, text).unwrap();
+}
+
+const HIP_SOURCE: &str = "#include <hip/hip_runtime.h>\n#include \"scale.h\"\n\
+    extern \"C\" __global__ void scale(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n";
+
+fn environment(identity: &Path, vars: &[(&str, &Path)]) -> Vec<(String, std::ffi::OsString)> {
+    let mut env: Vec<(String, std::ffi::OsString)> = vec![
+        ("HOME".into(), identity.as_os_str().to_owned()),
+        ("PATH".into(), "/usr/bin:/bin".into()),
+    ];
+    env.extend(
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.as_os_str().to_owned())),
+    );
+    env
+}
+
+/// The installation root of the identity of `hipcc` run with `vars`.
+fn installation_root(hipcc: &Path, identity: &Path, vars: &[(&str, &Path)]) -> PathBuf {
+    hipjit::compiler::identity::identify(
+        hipjit::compiler::CompilerKind::Hipcc,
+        hipcc,
+        &environment(identity, vars),
+        std::time::Duration::from_secs(60),
+        Some(identity),
+    )
+    .unwrap()
+    .root
+}
+
+/// A `Jit` running `hipcc` with `HOME`, `PATH` and `vars` as its whole environment, its
+/// identity remembered in `identity`.
+fn real_jit(root: &Path, hipcc: &Path, identity: &Path, vars: &[(&str, &Path)]) -> Jit {
+    let env = environment(identity, vars);
+    Jit::new(JitOptions {
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
+        compiler_config: CompilerConfig {
+            hipcc: Some(hipcc.to_path_buf()),
+            env: Some(env),
+            identity_dir: Some(identity.to_path_buf()),
+            ..CompilerConfig::default()
+        },
+        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
+        remote_cache: RemoteLocation::Disabled,
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e} (Debian's hipcc is installed by scripts/setup.sh)"))
+}
+
+#[test]
+fn a_copy_of_the_real_installation_hits_for_hip_runtime_h_and_a_changed_header_misses() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cache");
+    let identity = dir.path().join("identity");
+    let include = project(&dir.path().join("p"));
+    let first = real_jit(&root, Path::new("/usr/bin/hipcc"), &identity, &[])
+        .compile(HIP_SOURCE, &options(&include))
+        .unwrap();
+    assert_eq!(first.origin(), Origin::Compiler);
+
+    let hipcc = copy_installation(&dir.path().join("elsewhere/rocm"));
+    let copy = real_jit(&root, &hipcc, &identity, &[]);
+    let hit = copy.compile(HIP_SOURCE, &options(&include)).unwrap();
+    assert_eq!(
+        installation_root(&hipcc, &identity, &[]),
+        dir.path().join("elsewhere/rocm"),
+        "the copy's own installation was not the one identified"
+    );
+    assert_eq!(hit.origin(), Origin::Disk, "the copied installation missed");
+    assert_eq!(hit.key(), first.key());
+
+    // One HIP header of the copy differs: a miss, whatever the stat cache remembers.
+    change(&dir.path().join("elsewhere/rocm/include/hip/hip_version.h"));
+    let changed = real_jit(&root, &hipcc, &identity, &[])
+        .compile(HIP_SOURCE, &options(&include))
+        .unwrap();
+    assert_eq!(changed.origin(), Origin::Compiler, "a changed header hit");
+    assert_ne!(changed.key(), first.key());
+    // The original still hits its own entry.
+    let again = real_jit(&root, Path::new("/usr/bin/hipcc"), &identity, &[])
+        .compile(HIP_SOURCE, &options(&include))
+        .unwrap();
+    assert_eq!(again.origin(), Origin::Disk);
+    assert_eq!(again.key(), first.key());
+}
+
+#[test]
+fn hip_path_is_keyed_by_the_installation_it_selects() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cache");
+    let identity = dir.path().join("identity");
+    let include = project(&dir.path().join("p"));
+    let hipcc = Path::new("/usr/bin/hipcc");
+    let (a, b, c) = (
+        dir.path().join("node-a/rocm"),
+        dir.path().join("node-b/opt/rocm-5.2.3"),
+        dir.path().join("node-c/rocm"),
+    );
+    for p in [&a, &b, &c] {
+        copy_installation(p);
+    }
+    change(&c.join("include/hip/hip_version.h"));
+
+    let first = real_jit(&root, hipcc, &identity, &[("HIP_PATH", &a)])
+        .compile(HIP_SOURCE, &options(&include))
+        .unwrap();
+    assert_eq!(first.origin(), Origin::Compiler);
+    // hipcc 5.2.3 honours HIP_PATH: the installation identified is the copy it names.
+    assert_eq!(installation_root(hipcc, &identity, &[("HIP_PATH", &a)]), a);
+
+    let same = real_jit(&root, hipcc, &identity, &[("HIP_PATH", &b)])
+        .compile(HIP_SOURCE, &options(&include))
+        .unwrap();
+    assert_eq!(
+        same.origin(),
+        Origin::Disk,
+        "HIP_PATH at an equal copy missed"
+    );
+    assert_eq!(same.key(), first.key());
+
+    let other = real_jit(&root, hipcc, &identity, &[("HIP_PATH", &c)])
+        .compile(HIP_SOURCE, &options(&include))
+        .unwrap();
+    assert_eq!(
+        other.origin(),
+        Origin::Compiler,
+        "a copy with a changed header hit"
+    );
+    assert_ne!(other.key(), first.key());
+}

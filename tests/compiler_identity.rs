@@ -326,3 +326,50 @@ fn a_toolkit_header_rewritten_in_place_is_a_miss() {
         "a toolkit header rewritten in place was served from the cache"
     );
 }
+
+/// The result key and origin of SOURCE compiled by the nvcc of `toolkit` into `cache`.
+fn compiled(toolkit: &Path, cache: &Path, ids: &Path) -> (hipjit::cache::CacheKey, Origin) {
+    let jit = Jit::new(JitOptions {
+        compiler_config: CompilerConfig {
+            nvcc: Some(toolkit.join("bin/nvcc")),
+            identity_dir: Some(ids.to_path_buf()),
+            ..CompilerConfig::default()
+        },
+        cache: CacheLocation::Roots(vec![cache.to_path_buf()]),
+        compiler: Some(CompilerChoice::Nvcc),
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let c = jit
+        .compile(SOURCE, &CompileOptions::for_sm(SmTarget::new(90)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    (c.key(), c.origin())
+}
+
+#[test]
+fn a_toolkit_copy_under_another_prefix_hits_and_one_with_a_changed_header_misses() {
+    // Two copies of the PyPI toolkit (nvcc and its profile real files, the rest links), as two
+    // nodes would have it under different prefixes.
+    let (a, b) = (mirrored_toolkit(), mirrored_toolkit());
+    let cache = tempfile::tempdir().unwrap();
+    let ids = tempfile::tempdir().unwrap();
+    let (first, origin) = compiled(a.path(), cache.path(), ids.path());
+    assert_eq!(origin, Origin::Compiler);
+    let (key, origin) = compiled(b.path(), cache.path(), ids.path());
+    assert_eq!(
+        origin,
+        Origin::Disk,
+        "the toolkit under another prefix missed"
+    );
+    assert_eq!(key, first);
+
+    // One toolkit header of the second copy differs (a real file in place of the link).
+    let header = b.path().join(HEADER);
+    let mut text = std::fs::read(&header).unwrap();
+    text.extend_from_slice(b"\n/* this copy's own */\n");
+    std::fs::remove_file(&header).unwrap();
+    std::fs::write(&header, text).unwrap();
+    let (key, origin) = compiled(b.path(), cache.path(), ids.path());
+    assert_eq!(origin, Origin::Compiler, "a changed toolkit header hit");
+    assert_ne!(key, first);
+}

@@ -315,6 +315,8 @@ fn editing_a_header_in_an_include_directory_changes_the_key_and_the_cubin() {
         version: String::new(),
         fingerprint: String::new(),
         covered: Vec::new(),
+        root: Default::default(),
+        header_dirs: Vec::new(),
     };
     let direct = CacheKey([2; 32]);
     let first = compile();
@@ -327,11 +329,11 @@ fn editing_a_header_in_an_include_directory_changes_the_key_and_the_cubin() {
         None,
     );
     let first_key = key::result_key(&direct, &recorded.manifest);
-    let now = recorded.manifest.current(&include_dirs).unwrap();
+    let now = recorded.manifest.current(&include_dirs, &id.root).unwrap();
     assert_eq!(key::result_key(&direct, &now), first_key);
 
     std::fs::write(&header, "#define WIDTH 8\n").unwrap();
-    let now = recorded.manifest.current(&include_dirs).unwrap();
+    let now = recorded.manifest.current(&include_dirs, &id.root).unwrap();
     let looked_up = key::result_key(&direct, &now);
     assert_ne!(
         looked_up, first_key,

@@ -395,3 +395,52 @@ fn auto_takes_nvcc_for_an_include_nvrtc_could_not_report_and_an_edit_is_a_miss()
     );
     assert_ne!(second.key(), first.key());
 }
+
+/// A disk-cache root inside an include directory (the default `~/.cache/hipjit` with `-I ~`):
+/// NVRTC keys every file under its include directories, and the root's own files change while
+/// hipjit compiles, which made every such compile unpublishable. The root carries hipjit's
+/// cache directory tag and is left out of the walk; a header in a directory tagged by another
+/// program (cargo's `target`) is still keyed.
+#[test]
+fn a_cache_root_inside_an_include_directory_still_caches() {
+    let home = home();
+    let project = tempfile::tempdir().unwrap();
+    let root = project.path().join(".cache/hipjit");
+    let generated = project.path().join("target");
+    std::fs::create_dir_all(&generated).unwrap();
+    std::fs::write(
+        generated.join("CACHEDIR.TAG"),
+        "Signature: 8a477f597d28d172789f06886806bc55\n# created by cargo\n",
+    )
+    .unwrap();
+    std::fs::write(generated.join("scale.h"), "#define SCALE 2.0f\n").unwrap();
+    let source = r#"
+#include "target/scale.h"
+extern "C" __global__ void scale(float* x) { x[threadIdx.x] *= SCALE; }
+"#;
+    let options = sm90().include_dir(project.path());
+    let compile = || {
+        jit(CompilerChoice::Nvrtc, home, Some(&root))
+            .compile(source, &options)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let first = compile();
+    assert_eq!(first.origin(), Origin::Compiler);
+    assert_eq!(first.cache_warnings(), &[] as &[String]);
+    assert!(
+        hipjit::cache::tag::is_hipjit_cache(&root),
+        "the root carries hipjit's tag"
+    );
+    let second = compile();
+    assert_eq!(
+        (second.origin(), second.key()),
+        (Origin::Disk, first.key()),
+        "{:?}",
+        second.cache_warnings()
+    );
+    // The header under cargo's tag is still keyed: an edit misses.
+    std::fs::write(generated.join("scale.h"), "#define SCALE 3.0f\n").unwrap();
+    let third = compile();
+    assert_eq!(third.origin(), Origin::Compiler);
+    assert_ne!(third.cubin().unwrap().elf(), first.cubin().unwrap().elf());
+}

@@ -402,6 +402,8 @@ fn hiprtc_takes_the_standard_as_hipjit_spells_it_for_hiprtc() {
         version: String::new(),
         fingerprint: String::new(),
         covered: Vec::new(),
+        root: Default::default(),
+        header_dirs: Vec::new(),
     };
     let target = TargetId::parse(TARGET).unwrap();
     for (std, low, high) in [

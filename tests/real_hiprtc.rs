@@ -62,6 +62,8 @@ fn identity(rtc: &HipRtc) -> CompilerIdentity {
         version: String::new(),
         fingerprint: String::new(),
         covered: Vec::new(),
+        root: Default::default(),
+        header_dirs: Vec::new(),
     }
 }
 
@@ -344,11 +346,11 @@ fn editing_an_included_header_changes_the_key_and_the_code() {
     );
     let first_key = key::result_key(&direct, &recorded.manifest);
     // Unchanged: the manifest as it is now gives the same key (a hit).
-    let now = recorded.manifest.current(&include_dirs).unwrap();
+    let now = recorded.manifest.current(&include_dirs, &id.root).unwrap();
     assert_eq!(key::result_key(&direct, &now), first_key);
 
     std::fs::write(&header, "#define WIDTH 8\n").unwrap();
-    let now = recorded.manifest.current(&include_dirs).unwrap();
+    let now = recorded.manifest.current(&include_dirs, &id.root).unwrap();
     let looked_up = key::result_key(&direct, &now);
     assert_ne!(
         looked_up, first_key,

@@ -357,6 +357,9 @@ impl DiskCache {
                         })
                     }
                 }
+                if writable {
+                    super::tag::ensure(path);
+                }
             }
             out.push(Root {
                 path: path.clone(),

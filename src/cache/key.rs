@@ -39,10 +39,18 @@
 //! * `compiler-version`: the `--version` text without the lines naming the installation
 //!   directory ([`crate::compiler::CompilerIdentity::key_version`]);
 //! * `compiler-fingerprint`: sha256 over the closed list of the compiler's files, each named
-//!   below their deepest common directory ([`crate::compiler::identity`]); neither the
-//!   compiler's path nor its installation prefix is in the key;
+//!   below the installation root ([`crate::compiler::identity`]); neither the compiler's path
+//!   nor its installation prefix is in the key;
 //! * `env`: each variable that reaches the compiler but `PATH` and `HOME`: its name, then
-//!   `1` and the value's bytes, or `0` when unset;
+//!   `1` and the value's bytes, or `0` when unset. A path variable ([`PATH_KEYED_ENV`]:
+//!   `HIP_PATH`, `ROCM_PATH`, `HIP_CLANG_PATH`, `HIP_DEVICE_LIB_PATH`...) naming a directory
+//!   at or below the compiler's installation root ([`crate::compiler::CompilerIdentity::root`],
+//!   which `HIP_PATH`, else `ROCM_PATH`, selects) is keyed by what it selects, not by its
+//!   text: its value is the bytes `\0installation/` and its path below the root (a value read
+//!   from the environment never holds a NUL byte, so the two forms cannot meet). What it
+//!   selects is keyed by content: the programs (clang, lld, the device libraries, the driver's
+//!   version files) by the compiler fingerprint, the headers by the header manifest, named
+//!   below the root. A value outside the root is keyed by its text;
 //! * `builtin-headers`: headers of hipjit's own that the compile sees (the nvcc prelude),
 //!   each name and sha256;
 //! * `extra`: the caller's signature.
@@ -52,7 +60,8 @@
 //!
 //! # The result-key record
 //! `format`, `direct` (the direct key's 32 bytes), then one `file` field per manifest file
-//! (`u32` base: 0 for an absolute path, `i + 1` for `-I` directory `i`; the name's bytes;
+//! (`u32` base: 0 for an absolute path, `i + 1` for `-I` directory `i`, `u32::MAX` for the
+//! compiler's installation root ([`crate::cache::manifest::INSTALLATION`]); the name's bytes;
 //! the content sha256) and one `dir` field per listed directory (base, name bytes, then `1`
 //! and the listing's sha256, or `0` when it does not exist), in manifest order.
 //!
@@ -60,7 +69,7 @@
 //! * The compiler's programs, libraries and device libraries are covered by the compiler
 //!   fingerprint ([`crate::compiler::identity`]); the headers of its installation (the HIP
 //!   headers, clang's resource headers, the CUDA toolkit's headers) are in the manifest like
-//!   every other header read.
+//!   every other header read, named below the installation root.
 //! * In-process (memory) hits do not re-check headers: a header edited while a process runs
 //!   is seen after [`crate::jit::Jit::clear_memory`] or in a new process.
 //! * A compile whose files changed while it ran is not published (see
@@ -70,7 +79,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::str::FromStr;
 
@@ -81,8 +90,15 @@ use crate::cache::manifest::Manifest;
 use crate::compiler::{BackendKind, CompileOptions, CompilerIdentity};
 
 /// Bumped whenever a key record or the entry file layout changes. 2: direct and result keys,
-/// header manifests, compiler fingerprints.
-pub const CACHE_FORMAT_VERSION: u32 = 2;
+/// header manifests, compiler fingerprints. 3: installation headers named below the
+/// installation root in manifests, path variables keyed by what they select, fingerprints
+/// named below the root.
+pub const CACHE_FORMAT_VERSION: u32 = 3;
+
+/// The path variables keyed by what they select when they name a directory at or below the
+/// compiler's installation root (see the module documentation); the others, and these
+/// outside the root, by their text.
+pub const PATH_KEYED_ENV: &[&str] = crate::compiler::shell_env::PATH_VARIABLES;
 
 /// Allowlisted variables left out of the key (see the module documentation).
 pub const KEY_EXCLUDED_ENV: &[&str] = &["PATH", "HOME"];
@@ -257,7 +273,7 @@ pub fn compute_as<K: FromKeyRecord>(inputs: &KeyInputs<'_>) -> K {
         .iter()
         .map(|t| t.to_string())
         .collect();
-    let env: Vec<(&str, Option<&OsStr>)> = crate::compiler::ENV_ALLOWLIST
+    let values: Vec<(&str, Option<OsString>)> = crate::compiler::ENV_ALLOWLIST
         .iter()
         .filter(|n| !KEY_EXCLUDED_ENV.contains(n))
         .map(|name| {
@@ -265,10 +281,11 @@ pub fn compute_as<K: FromKeyRecord>(inputs: &KeyInputs<'_>) -> K {
                 .env
                 .iter()
                 .find(|(k, _)| k == name)
-                .map(|(_, v)| v.as_os_str());
+                .map(|(_, v)| key_env_value(name, v, &inputs.compiler.root));
             (*name, value)
         })
         .collect();
+    let env: Vec<(&str, Option<&OsStr>)> = values.iter().map(|(n, v)| (*n, v.as_deref())).collect();
     K::from_record(&KeyRecord {
         source: inputs.source,
         flags: &flags,
@@ -281,6 +298,21 @@ pub fn compute_as<K: FromKeyRecord>(inputs: &KeyInputs<'_>) -> K {
         builtin_headers: &[],
         extra: inputs.extra,
     })
+}
+
+/// The value of variable `name` as hashed into the key: for a path variable of
+/// [`PATH_KEYED_ENV`] naming `root` or a directory below it, `\0installation/` and its path
+/// below `root` (what it selects is keyed by content); else `value` itself.
+pub fn key_env_value(name: &str, value: &OsStr, root: &std::path::Path) -> OsString {
+    let path = std::path::Path::new(value);
+    if PATH_KEYED_ENV.contains(&name) && !root.as_os_str().is_empty() && path.is_absolute() {
+        if let Ok(rel) = path.strip_prefix(root) {
+            let mut v = b"\0installation/".to_vec();
+            v.extend_from_slice(rel.as_os_str().as_bytes());
+            return OsString::from_vec(v);
+        }
+    }
+    value.to_os_string()
 }
 
 /// Calls `field` with each field of the direct-key record (name, encoded value), in order:
@@ -377,7 +409,11 @@ pub fn record_fields(record: &KeyRecord<'_>) -> KeyFields {
                     .env
                     .iter()
                     .map(|(n, v)| match v {
-                        Some(v) => format!("{n}={}", lossy(v.as_bytes())),
+                        Some(v) => match v.as_bytes().strip_prefix(b"\0installation/") {
+                            // Keyed by what it selects (see the module documentation).
+                            Some(rel) => format!("{n}=<installation root>/{}", lossy(rel)),
+                            None => format!("{n}={}", lossy(v.as_bytes())),
+                        },
                         None => format!("{n} unset"),
                     })
                     .collect(),
@@ -502,6 +538,8 @@ mod tests {
             version: "HIP version: 5.2\nInstalledDir: /usr/bin\n".into(),
             fingerprint: "f".repeat(64),
             covered: Vec::new(),
+            root: Default::default(),
+            header_dirs: Vec::new(),
         };
         let record = |std: &'static str| {
             let flags = vec!["-DN=1".to_string()];

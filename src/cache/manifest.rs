@@ -5,8 +5,13 @@
 //! A [`Manifest`] lists
 //! * every file the compiler read (from its dependency output) outside the directories its
 //!   identity covers ([`crate::compiler::CompilerIdentity::covered`]): its base (a `-I`
-//!   directory by index, or none for an absolute path), its name relative to that base, its
-//!   stat fields ([`FileStat`]) and its sha256;
+//!   directory by index; the compiler's installation root ([`INSTALLATION`]) for a header of
+//!   the installation, [`crate::compiler::CompilerIdentity::installation_name`]; or none for
+//!   an absolute path), its name relative to that base, its stat fields ([`FileStat`]) and its
+//!   sha256. An absolute name holding `..` (clang's `/usr/bin/../lib/gcc/...` for the C++
+//!   headers, which depends on where clang is installed) is recorded with the `..` resolved
+//!   when that names the same file as the path resolved by the system (no symbolic link on
+//!   the way), so that the same system header reached from two installations has one name;
 //! * every directory searched up to where a header was found: for each search directory (the
 //!   `-I` directories, then the absolute ones: `-I`/`-isystem` in extra flags, `CPATH`,
 //!   `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`) its top level and, for each header found under
@@ -48,14 +53,18 @@ use crate::file_stat::StatByDir;
 /// The name of the manifest artefact in the entry of a direct key.
 pub const MANIFEST_ARTEFACT: &str = "manifest";
 
+/// The base of a file or directory recorded relative to the compiler's installation root
+/// ([`crate::compiler::CompilerIdentity::root`]), in [`FileRecord::include_dir`].
+pub const INSTALLATION: u32 = u32::MAX;
+
 /// A manifest file bigger than this is refused (a real one is a few hundred records).
 pub const MAX_MANIFEST_BYTES: usize = 16 << 20;
 
 /// A file the compiler read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileRecord {
-    /// The `-I` directory (index into the options' include directories) it is relative to, or
-    /// `None`: `name` is absolute.
+    /// The `-I` directory (index into the options' include directories) it is relative to,
+    /// [`INSTALLATION`] for the compiler's installation root, or `None`: `name` is absolute.
     pub include_dir: Option<u32>,
     /// Its name relative to the base (raw bytes).
     pub name: Vec<u8>,
@@ -78,17 +87,28 @@ pub struct DirRecord {
     pub listing: Option<[u8; 32]>,
 }
 
+/// 0 for an absolute name, `u32::MAX` for the installation root, `i + 1` for `-I` directory
+/// `i` (as hashed into the result key).
+fn base_of(include_dir: Option<u32>) -> u32 {
+    match include_dir {
+        None => 0,
+        Some(INSTALLATION) => u32::MAX,
+        Some(i) => i + 1,
+    }
+}
+
 impl FileRecord {
-    /// 0 for an absolute name, `i + 1` for `-I` directory `i` (as hashed into the result key).
+    /// 0 for an absolute name, `u32::MAX` for the installation root, `i + 1` for `-I`
+    /// directory `i` (as hashed into the result key).
     pub fn base(&self) -> u32 {
-        self.include_dir.map_or(0, |i| i + 1)
+        base_of(self.include_dir)
     }
 }
 
 impl DirRecord {
     /// As [`FileRecord::base`].
     pub fn base(&self) -> u32 {
-        self.include_dir.map_or(0, |i| i + 1)
+        base_of(self.include_dir)
     }
 }
 
@@ -106,20 +126,29 @@ pub struct Manifest {
 #[error("bad header manifest: {0}")]
 pub struct BadManifest(pub String);
 
-/// The path of `name` relative to `-I` directory `include_dir` (absolute when `None`); `None`
-/// for an index out of range.
+/// The path of `name` relative to `-I` directory `include_dir`, or to `installation` (the
+/// compiler's installation root) for [`INSTALLATION`] (absolute when `None`); `None` for an
+/// index out of range, or the installation base without a root.
 pub(crate) fn resolve(
     include_dir: Option<u32>,
     name: &[u8],
     include_dirs: &[PathBuf],
+    installation: &Path,
 ) -> Option<PathBuf> {
     let name = Path::new(OsStr::from_bytes(name));
     match include_dir {
         None => Some(name.to_path_buf()),
         Some(i) => {
-            let base = include_dirs.get(i as usize)?;
+            let base = if i == INSTALLATION {
+                if installation.as_os_str().is_empty() {
+                    return None;
+                }
+                installation
+            } else {
+                include_dirs.get(i as usize)?.as_path()
+            };
             Some(if name.as_os_str().is_empty() {
-                base.clone()
+                base.to_path_buf()
             } else {
                 base.join(name)
             })
@@ -178,25 +207,31 @@ impl Manifest {
     }
 
     /// The same files and directories as they are now, with `include_dirs` as the options'
-    /// include directories: a record whose stat is unchanged keeps its hash; a changed one is
-    /// hashed (listed) again. `None` when a recorded file cannot be read now (removed, or an
-    /// include directory index out of range): the manifest cannot match.
-    pub fn current(&self, include_dirs: &[PathBuf]) -> Option<Manifest> {
-        self.clone().into_current(include_dirs)
+    /// include directories and `installation` as the compiler's installation root
+    /// ([`crate::compiler::CompilerIdentity::root`], the base of [`INSTALLATION`] records): a
+    /// record whose stat is unchanged keeps its hash; a changed one is hashed (listed) again.
+    /// `None` when a recorded file cannot be read now (removed, or an include directory index
+    /// out of range): the manifest cannot match.
+    pub fn current(&self, include_dirs: &[PathBuf], installation: &Path) -> Option<Manifest> {
+        self.clone().into_current(include_dirs, installation)
     }
 
     /// [`Manifest::into_current`], and whether any record's stat differed from the one
     /// recorded (its hash or listing computed again: a file touched, linked or copied over
     /// with the same bytes gives the same result key, but is hashed again at every lookup
     /// until the manifest is refreshed: [`Manifest::settled`]).
-    pub fn into_current_checked(self, include_dirs: &[PathBuf]) -> Option<(Manifest, bool)> {
+    pub fn into_current_checked(
+        self,
+        include_dirs: &[PathBuf],
+        installation: &Path,
+    ) -> Option<(Manifest, bool)> {
         let before: Vec<Option<FileStat>> = self
             .files
             .iter()
             .map(|f| Some(f.stat))
             .chain(self.dirs.iter().map(|d| d.stat))
             .collect();
-        let now = self.into_current(include_dirs)?;
+        let now = self.into_current(include_dirs, installation)?;
         let changed = now
             .files
             .iter()
@@ -237,11 +272,11 @@ impl Manifest {
     /// [`Manifest::current`], giving back `self` unchanged (no copy) when every stat is
     /// unchanged, the case of every cache hit. Files are stat'ed a directory at a time
     /// ([`StatByDir`]).
-    pub fn into_current(self, include_dirs: &[PathBuf]) -> Option<Manifest> {
+    pub fn into_current(self, include_dirs: &[PathBuf], installation: &Path) -> Option<Manifest> {
         let mut by_dir = StatByDir::new();
         let mut file_stats = Vec::with_capacity(self.files.len());
         for f in &self.files {
-            let path = resolve(f.include_dir, &f.name, include_dirs)?;
+            let path = resolve(f.include_dir, &f.name, include_dirs, installation)?;
             let st = by_dir.stat(&path)?;
             if !st.is_file {
                 return None;
@@ -250,7 +285,7 @@ impl Manifest {
         }
         let mut dir_stats = Vec::with_capacity(self.dirs.len());
         for d in &self.dirs {
-            let path = resolve(d.include_dir, &d.name, include_dirs)?;
+            let path = resolve(d.include_dir, &d.name, include_dirs, installation)?;
             let now = by_dir.stat(&path).map(|s| s.fields);
             dir_stats.push((path, now));
         }
@@ -376,11 +411,18 @@ pub fn record(
         search.iter().map(|(base, _)| (*base, Vec::new())).collect();
     let mut seen = std::collections::HashSet::new();
     for d in deps {
-        let include_dir = d.include_dir.map(|i| i as u32);
-        if include_dir.is_none() && compiler.covers(&d.path) {
+        if d.include_dir.is_none() && compiler.covers(&d.path) {
             continue;
         }
-        let name = d.name.as_os_str().as_bytes().to_vec();
+        // Its base and its name below it: a `-I` directory, the installation root, or none.
+        let (include_dir, name_path): (Option<u32>, PathBuf) = match d.include_dir {
+            Some(i) => (Some(i as u32), d.name.clone()),
+            None => match compiler.installation_name(&d.path) {
+                Some(rel) => (Some(INSTALLATION), rel.to_path_buf()),
+                None => (None, system_name(&d.path)),
+            },
+        };
+        let name = name_path.as_os_str().as_bytes().to_vec();
         if !seen.insert((include_dir, name.clone())) {
             continue;
         }
@@ -428,19 +470,12 @@ pub fn record(
                 }
             }
         }
-        let parent = match d.include_dir {
-            Some(_) => d
-                .name
-                .parent()
-                .map(|p| (include_dir, p.as_os_str().as_bytes().to_vec())),
-            None => d
-                .path
-                .parent()
-                .map(|p| (None, p.as_os_str().as_bytes().to_vec())),
-        };
+        let parent = name_path
+            .parent()
+            .map(|p| (include_dir, p.as_os_str().as_bytes().to_vec()));
         dir_names.extend(parent);
         headers.push(crate::cache::key::TrackedHeader {
-            include: d.name.to_string_lossy().into_owned(),
+            include: name_path.to_string_lossy().into_owned(),
             path: d.path.clone(),
             sha256: crate::cache::key::hex(&digest),
         });
@@ -455,7 +490,7 @@ pub fn record(
     dir_names.dedup();
     let mut dirs = Vec::with_capacity(dir_names.len());
     for (base, name) in dir_names {
-        let Some(path) = resolve(base, &name, include_dirs) else {
+        let Some(path) = resolve(base, &name, include_dirs, &compiler.root) else {
             continue;
         };
         let (stat, listing) = dir_state(&path);
@@ -478,6 +513,33 @@ pub fn record(
         manifest: Manifest { files, dirs },
         unpublishable,
         headers,
+    }
+}
+
+/// The name an absolute path read by the compiler is recorded under: with `.` and `..`
+/// resolved lexically when the system resolves it to the same file (no symbolic link on the
+/// way), else as printed.
+fn system_name(path: &Path) -> PathBuf {
+    use std::path::Component;
+    if !path
+        .components()
+        .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    {
+        return path.to_path_buf();
+    }
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    match std::fs::canonicalize(path) {
+        Ok(real) if real == out => out,
+        _ => path.to_path_buf(),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod key;
 pub mod manifest;
 pub mod memory;
 pub mod remote;
+pub mod tag;
 
 pub use disk::{CacheError, DiskCache, Entry, EntryMeta, CACHE_DIR_ENV, SHARED_MARKER};
 pub use key::{CacheKey, TrackedHeader, CACHE_FORMAT_VERSION};

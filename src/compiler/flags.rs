@@ -629,6 +629,8 @@ mod tests {
             version: version.into(),
             fingerprint: String::new(),
             covered: Vec::new(),
+            root: Default::default(),
+            header_dirs: Vec::new(),
         }
     }
 

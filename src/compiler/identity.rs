@@ -15,9 +15,24 @@
 //!   directory: the toolkit headers a compile reads are in its dependency list (`-MD -MF`),
 //!   hence in its header manifest.
 //!
-//! Each file is hashed under its path below the list's deepest common directory, with its
-//! content: the same installation copied under another prefix, or reached through links, has
-//! the same fingerprint, and any file that differs makes another compiler.
+//! Each file is hashed under its path below the installation root ([`CompilerIdentity::root`]),
+//! with its content: the same installation copied under another prefix, or reached through
+//! links, has the same fingerprint, and any file that differs makes another compiler. The root
+//! is what `HIP_PATH` (else `ROCM_PATH`) selects for hipcc, or `CUDA_PATH` (else `CUDA_HOME`)
+//! for nvcc, when the variable names a directory; else the deepest common directory of the
+//! files. A listed file outside that root (hipcc's own program when `HIP_PATH` selects another
+//! tree) is hashed under its path below the deepest common directory of such files, marked as
+//! such.
+//!
+//! # The installation's headers
+//! [`CompilerIdentity::header_dirs`] are the installation's header directories: for hipcc,
+//! clang's resource directory's `include` (`-resource-dir` in `hipcc -###`), the `-isystem`
+//! directories hipcc adds (but the system's `/usr/include` and `/usr/local/include`), and
+//! `include/hip` and `include/hsa` below the root; for nvcc, the whole toolkit root. A header
+//! read from one of them is recorded in the header manifest relative to the root
+//! ([`CompilerIdentity::installation_name`]), as a `-I` header is relative to its directory,
+//! and checked there by stat and hash on every lookup: a copy of the installation elsewhere
+//! hits, and a header that differs in the copy misses.
 //!
 //! The directories whose every file is fingerprinted ([`CompilerIdentity::covered`]) are left
 //! out of the header manifest ([`crate::cache::manifest`]): a header there would be covered by
@@ -102,6 +117,16 @@ pub struct CompilerIdentity {
     /// Directories whose every file is in the fingerprint (headers there are not listed in
     /// header manifests).
     pub covered: Vec<PathBuf>,
+    /// The installation root (absolute; see the module documentation): the files of the
+    /// fingerprint, the installation's headers in header manifests, and the compiler's path
+    /// variables in the cache key are named relative to it. Empty: none (an identity made by
+    /// hand, or by a backend that lists no files).
+    #[serde(default)]
+    pub root: PathBuf,
+    /// The installation's header directories (absolute, below [`CompilerIdentity::root`]); a
+    /// header read from one is recorded relative to the root.
+    #[serde(default)]
+    pub header_dirs: Vec<PathBuf>,
 }
 
 impl CompilerIdentity {
@@ -146,6 +171,17 @@ impl CompilerIdentity {
             let rest = &l[l.find("clang version ")? + "clang version ".len()..];
             rest.split('.').next()?.trim().parse::<u32>().ok()
         })
+    }
+
+    /// The name of `path` (absolute, as the compiler printed it) relative to the installation
+    /// root, when it lies in one of the installation's header directories (compared
+    /// lexically: the path the compiler printed, no link resolved); `None` otherwise.
+    pub fn installation_name<'a>(&self, path: &'a Path) -> Option<&'a Path> {
+        if self.root.as_os_str().is_empty() || !self.header_dirs.iter().any(|d| path.starts_with(d))
+        {
+            return None;
+        }
+        path.strip_prefix(&self.root).ok()
     }
 
     /// Whether `path` (absolute, as the compiler printed it) lies in a covered directory.
@@ -236,7 +272,7 @@ impl FileStat {
     }
 }
 
-const MEMO_FORMAT: u32 = 3;
+const MEMO_FORMAT: u32 = 4;
 
 #[derive(Serialize, Deserialize)]
 struct Memo {
@@ -269,11 +305,58 @@ pub fn identify(
         return Ok(id);
     }
     let version = run_text(path, &["--version"], env, timeout)?;
-    let (files, covered) = match kind {
-        CompilerKind::Hipcc => hipcc_files(path, &resolved, &version, env, timeout),
-        CompilerKind::Nvcc => nvcc_files(&resolved),
+    let selected = |names: &[&str]| {
+        names.iter().find_map(|n| {
+            env.iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| PathBuf::from(v))
+                .filter(|p| p.is_absolute() && p.is_dir())
+        })
+    };
+    let (mut files, covered, header_dirs, root) = match kind {
+        CompilerKind::Hipcc => {
+            let (files, covered, headers) = hipcc_files(path, &resolved, &version, env, timeout);
+            (
+                files,
+                covered,
+                headers,
+                selected(&["HIP_PATH", "ROCM_PATH"]),
+            )
+        }
+        CompilerKind::Nvcc => {
+            let (files, covered) = nvcc_files(&resolved);
+            let toolkit = resolved
+                .parent()
+                .and_then(Path::parent)
+                .map(Path::to_path_buf);
+            (
+                files,
+                covered,
+                toolkit.into_iter().collect(),
+                selected(&["CUDA_PATH", "CUDA_HOME"]),
+            )
+        }
         // The in-process compilers list their files themselves: [`identify_library`].
-        CompilerKind::Hiprtc | CompilerKind::Nvrtc => (vec![resolved.clone()], Vec::new()),
+        CompilerKind::Hiprtc | CompilerKind::Nvrtc => {
+            (vec![resolved.clone()], Vec::new(), Vec::new(), None)
+        }
+    };
+    // hipcc reads these below HIP_PATH when it is set (its version and platform settings).
+    if let (CompilerKind::Hipcc, Some(r)) = (kind, &root) {
+        for f in ["bin/.hipVersion", "lib/.hipInfo", "share/hip/.hipInfo"] {
+            if r.join(f).is_file() {
+                files.push(r.join(f));
+            }
+        }
+    }
+    let installation = Installation {
+        root,
+        header_dirs,
+        header_subdirs: if kind == CompilerKind::Hipcc {
+            &["include/hip", "include/hsa"]
+        } else {
+            &[]
+        },
     };
     fingerprint(
         kind,
@@ -281,8 +364,18 @@ pub fn identify(
         version,
         files,
         covered,
+        installation,
         memo_file.as_deref(),
     )
+}
+
+/// What [`fingerprint`] is told of the installation: its root when a variable selects it, its
+/// header directories, and the header directories below the root whatever it is.
+#[derive(Default)]
+struct Installation {
+    root: Option<PathBuf>,
+    header_dirs: Vec<PathBuf>,
+    header_subdirs: &'static [&'static str],
 }
 
 /// The identity of an in-process compiler (hipRTC, NVRTC): `kind`, the library file
@@ -323,11 +416,13 @@ pub fn identify_library(
         version,
         listed,
         covered,
+        Installation::default(),
         memo_file.as_deref(),
     )
 }
 
-/// Hashes `files` and every file under `covered` into an identity, and remembers it in
+/// Hashes `files` and every file under `covered` into an identity, each named below the
+/// installation's root (else the files' deepest common directory), and remembers it in
 /// `memo_file` with the stat of each.
 fn fingerprint(
     kind: CompilerKind,
@@ -335,6 +430,7 @@ fn fingerprint(
     version: String,
     files: Vec<PathBuf>,
     covered: Vec<PathBuf>,
+    installation: Installation,
     memo_file: Option<&Path>,
 ) -> Result<CompilerIdentity, IdentityError> {
     let mut programs: Vec<PathBuf> = files;
@@ -361,16 +457,35 @@ fn fingerprint(
         .chain(&dirs)
         .filter_map(|p| Some((p.as_os_str().as_bytes().to_vec(), FileStat::read(p)?)))
         .collect();
-    // Each file by its name below the files' deepest common directory: the same installation
-    // copied under another prefix (or reached through links) has the same fingerprint.
-    let prefix = common_directory(&all);
+    // Each file by its name below the installation root: the same installation copied under
+    // another prefix (or reached through links) has the same fingerprint. Files outside the
+    // root (hipcc's own program when HIP_PATH selects another tree) by their name below their
+    // own deepest common directory, marked apart.
+    let root = installation.root.unwrap_or_else(|| common_directory(&all));
+    let mut header_dirs = installation.header_dirs;
+    for sub in installation.header_subdirs {
+        let d = root.join(sub);
+        if !header_dirs.contains(&d) {
+            header_dirs.push(d);
+        }
+    }
+    let outside: Vec<PathBuf> = all
+        .iter()
+        .filter(|f| !f.starts_with(&root))
+        .cloned()
+        .collect();
+    let outside_prefix = common_directory(&outside);
     let mut fp = Sha256::new();
     for f in &all {
         let digest = hash_file(f).map_err(|source| IdentityError::Read {
             path: f.clone(),
             source,
         })?;
-        let rel = f.strip_prefix(&prefix).unwrap_or(f);
+        let (mark, rel) = match f.strip_prefix(&root) {
+            Ok(rel) => (b'r', rel),
+            Err(_) => (b'o', f.strip_prefix(&outside_prefix).unwrap_or(f)),
+        };
+        fp.update([mark]);
         fp.update((rel.as_os_str().len() as u64).to_le_bytes());
         fp.update(rel.as_os_str().as_bytes());
         fp.update(digest);
@@ -381,6 +496,8 @@ fn fingerprint(
         version,
         fingerprint: crate::cache::key::hex(&fp.finalize()),
         covered,
+        root,
+        header_dirs,
     };
     if let Some(file) = memo_file {
         write_memo(file, &identity, stats);
@@ -560,14 +677,18 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, dirs: &mut Vec<PathBuf>) {
     }
 }
 
-/// The hipcc file list and covered directories (see the module documentation).
+/// The system's own header directories, never the installation's even below its root.
+const SYSTEM_INCLUDE_DIRS: &[&str] = &["/usr/include", "/usr/local/include", "/include"];
+
+/// The hipcc file list, covered directories and the installation's header directories from
+/// `hipcc -###` (see the module documentation).
 fn hipcc_files(
     path: &Path,
     resolved: &Path,
     version: &str,
     env: &[(String, OsString)],
     timeout: Duration,
-) -> (Vec<PathBuf>, Vec<PathBuf>) {
+) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>) {
     let mut files = vec![resolved.to_path_buf()];
     if let Some(bin) = resolved.parent() {
         for e in std::fs::read_dir(bin).into_iter().flatten().flatten() {
@@ -623,12 +744,27 @@ fn hipcc_files(
         .unwrap_or_default();
     let canon = |p: &str| std::fs::canonicalize(p).ok();
     let mut clang: Option<PathBuf> = None;
+    let mut header_dirs: Vec<PathBuf> = Vec::new();
     for (i, w) in words.iter().enumerate() {
         let next = words.get(i + 1).map(String::as_str).unwrap_or("");
         let base = Path::new(w)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned());
+        let plain = |p: &Path| {
+            p.is_absolute()
+                && !p
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+        };
         match w.as_str() {
+            "-resource-dir" if plain(Path::new(next)) => {
+                header_dirs.push(Path::new(next).join("include"));
+            }
+            // hipcc's own (HIP_PATH/include, HSA's); the system's C and C++ headers stay
+            // absolute (they are not part of a copy of the installation).
+            "-isystem" if plain(Path::new(next)) && !SYSTEM_INCLUDE_DIRS.contains(&next) => {
+                header_dirs.push(PathBuf::from(next));
+            }
             // The device libraries clang links: every file of their directory is a program
             // file (they are not in the dependency list).
             "-mlink-builtin-bitcode" => {
@@ -658,44 +794,53 @@ fn hipcc_files(
             _ => {}
         }
     }
-    // libLLVM and libclang-cpp of clang's major version.
+    // libLLVM and libclang-cpp of clang's major version: beside clang's installation (its
+    // `lib`, and the multiarch directory of the tree holding it, as Debian lays LLVM out
+    // under /usr/lib/llvm-N), else the system's multiarch directories.
     let major = version.lines().find_map(|l| {
         let rest = &l[l.find("clang version ")? + "clang version ".len()..];
         rest.split('.').next()?.trim().parse::<u32>().ok()
     });
     if let (Some(clang), Some(major)) = (&clang, major) {
-        let mut lib_dirs: Vec<PathBuf> = clang
-            .parent()
-            .and_then(Path::parent)
-            .map(|llvm| vec![llvm.join("lib")])
-            .unwrap_or_default();
+        let llvm = clang.parent().and_then(Path::parent);
         let triple = version
             .lines()
             .find_map(|l| l.strip_prefix("Target: "))
             .and_then(|t| t.trim().split('-').next())
             .map(|arch| format!("{arch}-linux-gnu"));
-        if let Some(t) = triple {
-            lib_dirs.push(Path::new("/usr/lib").join(&t));
-            lib_dirs.push(Path::new("/lib").join(&t));
+        let mut own: Vec<PathBuf> = llvm.map(|l| vec![l.join("lib")]).unwrap_or_default();
+        let mut system: Vec<PathBuf> = Vec::new();
+        if let Some(t) = &triple {
+            own.extend(llvm.and_then(Path::parent).map(|tree| tree.join(t)));
+            system.push(Path::new("/usr/lib").join(t));
+            system.push(Path::new("/lib").join(t));
         }
         let names = [
             format!("libLLVM-{major}.so"),
             format!("libLLVM.so.{major}"),
             format!("libclang-cpp.so.{major}"),
         ];
-        for d in lib_dirs {
-            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                let n = e.file_name();
-                let n = n.to_string_lossy();
-                if names.iter().any(|p| n.starts_with(p.as_str())) {
-                    if let Ok(p) = std::fs::canonicalize(e.path()) {
-                        files.push(p);
+        let found = |dirs: &[PathBuf], files: &mut Vec<PathBuf>| {
+            let mut any = false;
+            for d in dirs {
+                for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+                    let n = e.file_name();
+                    let n = n.to_string_lossy();
+                    if names.iter().any(|p| n.starts_with(p.as_str())) {
+                        if let Ok(p) = std::fs::canonicalize(e.path()) {
+                            files.push(p);
+                            any = true;
+                        }
                     }
                 }
             }
+            any
+        };
+        if !found(&own, &mut files) {
+            found(&system, &mut files);
         }
     }
-    (files, covered)
+    (files, covered, header_dirs)
 }
 
 /// The deepest directory holding every one of `files` (absolute paths): `/` when they share
@@ -748,6 +893,8 @@ mod tests {
             version: version.into(),
             fingerprint: String::new(),
             covered: Vec::new(),
+            root: PathBuf::new(),
+            header_dirs: Vec::new(),
         }
     }
 

@@ -105,7 +105,8 @@ pub struct CompilerConfig {
     pub nvcc: Option<PathBuf>,
     /// How long one compiler run may take before its process group is killed. Default 300 s.
     pub timeout: Duration,
-    /// At most this many compiles run at once. Default: the number of CPU cores.
+    /// At most this many compiles run at once. 0 (the default): the number of CPU cores
+    /// ([`cpu_count`]), read at the first compile, so that a cache hit never reads it.
     pub max_concurrent: usize,
     /// The compiler's environment: `None` takes the [`ENV_ALLOWLIST`] variables from hipjit's
     /// own environment; `Some` uses these values instead (names outside the allowlist are
@@ -127,7 +128,7 @@ impl Default for CompilerConfig {
             hipcc: None,
             nvcc: None,
             timeout: Duration::from_secs(300),
-            max_concurrent: cpu_count(),
+            max_concurrent: 0,
             env: None,
             identity_dir: None,
             rtc_worker: None,

@@ -407,9 +407,11 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
+    /// `limit` slots; 0: the number of CPU cores ([`super::cpu_count`]), read when first
+    /// needed (a cache hit runs no compiler and never reads it).
     pub fn new(limit: usize) -> Slots {
         Slots {
-            limit: limit.max(1),
+            limit,
             used: Mutex::new(0),
             freed: Condvar::new(),
         }
@@ -417,16 +419,21 @@ impl Slots {
 
     /// Blocks until a slot is free; the slot is returned when the guard drops.
     pub fn acquire(&self) -> SlotGuard<'_> {
+        let limit = self.limit();
         let mut used = self.used.lock();
-        while *used >= self.limit {
+        while *used >= limit {
             self.freed.wait(&mut used);
         }
         *used += 1;
         SlotGuard { slots: self }
     }
 
+    /// How many compiles may run at once (at least 1).
     pub fn limit(&self) -> usize {
-        self.limit
+        match self.limit {
+            0 => super::cpu_count(),
+            n => n,
+        }
     }
 }
 
@@ -439,5 +446,22 @@ impl Drop for SlotGuard<'_> {
         let mut used = self.slots.used.lock();
         *used -= 1;
         self.slots.freed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_slots_mean_the_cpu_count_and_an_explicit_limit_is_kept() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(Slots::new(0).limit(), cores);
+        assert_eq!(Slots::new(3).limit(), 3);
+        let one = Slots::new(1);
+        let held = one.acquire();
+        assert_eq!(*one.used.lock(), 1);
+        drop(held);
+        assert_eq!(*one.used.lock(), 0);
     }
 }

@@ -579,7 +579,8 @@ pub(crate) fn include_dirs_in_options(options: &[String]) -> Vec<PathBuf> {
 }
 
 /// Every regular file under `dir` (symbolic links followed, each directory visited once), as
-/// names relative to it, sorted; at most `limit` of them.
+/// names relative to it, sorted; at most `limit` of them. A directory below `dir` holding
+/// hipjit's cache directory tag ([`crate::cache::tag`]) is left out.
 ///
 /// Errors: a text naming the directory that cannot be listed, or saying the limit was passed.
 pub(crate) fn files_under(dir: &Path, limit: usize) -> Result<Vec<PathBuf>, String> {
@@ -599,6 +600,9 @@ pub(crate) fn files_under(dir: &Path, limit: usize) -> Result<Vec<PathBuf>, Stri
             let name = rel.join(entry.file_name());
             // Followed: a link to a file or a directory is read through by the compiler.
             match std::fs::metadata(entry.path()) {
+                // A hipjit cache root: its entries, locks and temporary files are hipjit's,
+                // change while it compiles, and are no source's headers.
+                Ok(m) if m.is_dir() && crate::cache::tag::is_hipjit_cache(&entry.path()) => {}
                 Ok(m) if m.is_dir() => stack.push(name),
                 Ok(m) if m.is_file() => {
                     if out.len() == limit {

@@ -32,14 +32,16 @@ pub(crate) fn output_artefact(o: &CompileOptions) -> &'static str {
     }
 }
 
-/// The manifest of `direct` in `disk` as the files are now, and the result key it gives;
+/// The manifest of `direct` in `disk` as the files are now (`installation`: the compiler's
+/// installation root), and the result key it gives;
 /// `None` when there is none, it does not decode (reported), or one of its files is gone.
 pub(crate) fn manifest_lookup(
     disk: &DiskCache,
     direct: &CacheKey,
     o: &CompileOptions,
+    installation: &std::path::Path,
 ) -> Option<(Manifest, CacheKey)> {
-    manifest_lookup_stale(disk, direct, o).map(|(m, k, _)| (m, k))
+    manifest_lookup_stale(disk, direct, o, installation).map(|(m, k, _)| (m, k))
 }
 
 /// [`manifest_lookup`], with the manifest entry's metadata when a stat of the manifest
@@ -50,6 +52,7 @@ pub(crate) fn manifest_lookup_stale(
     disk: &DiskCache,
     direct: &CacheKey,
     o: &CompileOptions,
+    installation: &std::path::Path,
 ) -> Option<(Manifest, CacheKey, Option<EntryMeta>)> {
     let entry = disk.get(direct).entry?;
     let bytes = entry.artefact(MANIFEST_ARTEFACT)?;
@@ -60,7 +63,7 @@ pub(crate) fn manifest_lookup_stale(
             return None;
         }
     };
-    let (now, stale) = stored.into_current_checked(&o.include_dirs)?;
+    let (now, stale) = stored.into_current_checked(&o.include_dirs, installation)?;
     let key = key::result_key(direct, &now);
     Some((now, key, stale.then_some(entry.meta)))
 }

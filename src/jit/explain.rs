@@ -161,18 +161,25 @@ fn base_name(include_dir: Option<u32>, name: &[u8]) -> String {
     let name = String::from_utf8_lossy(name);
     match include_dir {
         None => name.into_owned(),
+        Some(manifest::INSTALLATION) => format!("installation/{name}"),
         Some(i) if name.is_empty() => format!("include/{i}"),
         Some(i) => format!("include/{i}/{name}"),
     }
 }
 
-/// The manifest's files and directories as they are now.
-fn check_manifest(entry: &Path, m: &Manifest, include_dirs: &[PathBuf]) -> ManifestReport {
+/// The manifest's files and directories as they are now (`installation`: the compiler's
+/// installation root).
+fn check_manifest(
+    entry: &Path,
+    m: &Manifest,
+    include_dirs: &[PathBuf],
+    installation: &Path,
+) -> ManifestReport {
     let files = m
         .files
         .iter()
         .map(|f| {
-            let path = manifest::resolve(f.include_dir, &f.name, include_dirs);
+            let path = manifest::resolve(f.include_dir, &f.name, include_dirs, installation);
             let now = path
                 .as_deref()
                 .and_then(|p| std::fs::metadata(p).ok().filter(|m| m.is_file()));
@@ -200,7 +207,7 @@ fn check_manifest(entry: &Path, m: &Manifest, include_dirs: &[PathBuf]) -> Manif
         .dirs
         .iter()
         .map(|d| {
-            let path = manifest::resolve(d.include_dir, &d.name, include_dirs);
+            let path = manifest::resolve(d.include_dir, &d.name, include_dirs, installation);
             let (stat, listing) = match &path {
                 Some(p) => manifest::dir_state(p),
                 None => (None, None),
@@ -346,6 +353,7 @@ impl Jit {
         chosen.backend.check_options(&o)?;
         let fields = chosen.backend.key_fields(source, &o, &self.extra);
         let direct = chosen.backend.direct_key(source, &o, &self.extra);
+        let installation = chosen.backend.identity().root.clone();
         let mut out = Explanation {
             options: o.clone(),
             compiler: chosen.used(),
@@ -372,7 +380,12 @@ impl Jit {
             if let Some(entry) = lookup.entry {
                 match entry.artefact(MANIFEST_ARTEFACT).map(Manifest::from_bytes) {
                     Some(Ok(m)) => {
-                        out.manifest = Some(check_manifest(&entry.path, &m, &o.include_dirs));
+                        out.manifest = Some(check_manifest(
+                            &entry.path,
+                            &m,
+                            &o.include_dirs,
+                            &installation,
+                        ));
                         stored = Some(m);
                     }
                     Some(Err(e)) => out
@@ -383,7 +396,10 @@ impl Jit {
                         .push(format!("{} holds no header manifest", entry.path.display())),
                 }
             }
-            if let Some(now) = stored.as_ref().and_then(|m| m.current(&o.include_dirs)) {
+            if let Some(now) = stored
+                .as_ref()
+                .and_then(|m| m.current(&o.include_dirs, &installation))
+            {
                 let rk = key::result_key(&direct, &now);
                 out.result_key = Some(rk);
                 if let (Some(e), None) = (disk.peek(&rk).entry, &out.hit) {
@@ -394,7 +410,7 @@ impl Jit {
         #[cfg(feature = "redis")]
         if out.hit.is_none() {
             if let Some(remote) = &self.remote {
-                let fetch = remote.fetch(&direct, &o.include_dirs);
+                let fetch = remote.fetch(&direct, &o.include_dirs, &installation);
                 out.warnings.extend(fetch.warnings);
                 out.warnings.extend(
                     fetch

@@ -436,7 +436,7 @@ impl Jit {
         Ok(self
             .disk
             .as_ref()
-            .and_then(|d| manifest_lookup(d, &direct, &o))
+            .and_then(|d| manifest_lookup(d, &direct, &o, &chosen.backend.identity().root))
             .map(|(_, k)| k))
     }
 
@@ -757,7 +757,9 @@ impl Jit {
         let mut looked_up: Option<Manifest> = None;
         let disk_lookup = self.disk.as_ref().filter(|_| !bypass_disk);
         if let Some(disk) = disk_lookup {
-            if let Some((now, key, stale)) = manifest_lookup_stale(disk, &direct, &o) {
+            if let Some((now, key, stale)) =
+                manifest_lookup_stale(disk, &direct, &o, &backend.identity().root)
+            {
                 let lookup = disk.get(&key);
                 bad_entries = lookup.bad;
                 if let Some(entry) = lookup.entry {
@@ -786,7 +788,7 @@ impl Jit {
         #[cfg(feature = "redis")]
         if !bypass_disk {
             if let Some(remote) = &self.remote {
-                let fetch = remote.fetch(&direct, &o.include_dirs);
+                let fetch = remote.fetch(&direct, &o.include_dirs, &backend.identity().root);
                 if let Some(hit) = self.remote_hit(
                     &direct,
                     &o,
@@ -822,7 +824,9 @@ impl Jit {
             None => None,
         };
         if let (Some(disk), Some(_)) = (disk_lookup, &_lock) {
-            if let Some((now, key, stale)) = manifest_lookup_stale(disk, &direct, &o) {
+            if let Some((now, key, stale)) =
+                manifest_lookup_stale(disk, &direct, &o, &backend.identity().root)
+            {
                 if let Some(entry) = disk.get(&key).entry {
                     if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {

@@ -145,7 +145,7 @@ impl Jit {
         };
         let mut lock_warnings = Vec::new();
         let outcome = remote.lock(direct, wait, &mut lock_warnings, || {
-            let fetch = remote.fetch(direct, &o.include_dirs);
+            let fetch = remote.fetch(direct, &o.include_dirs, &chosen.backend.identity().root);
             fetch.hit.is_some().then_some(fetch)
         });
         cache_warnings.extend(lock_warnings);

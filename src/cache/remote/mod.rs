@@ -219,10 +219,16 @@ mod imp {
         }
 
         /// Looks `direct` up: its manifests (each checked against the files as they are now,
-        /// with `include_dirs` as the options' include directories), then the entry of each
+        /// with `include_dirs` as the options' include directories and `installation` as the
+        /// compiler's installation root), then the entry of each
         /// result key that can match, until one checks out. A hit refreshes the lifetime of
         /// the entry and of the manifests.
-        pub fn fetch(&self, direct: &CacheKey, include_dirs: &[PathBuf]) -> Fetch {
+        pub fn fetch(
+            &self,
+            direct: &CacheKey,
+            include_dirs: &[PathBuf],
+            installation: &std::path::Path,
+        ) -> Fetch {
             let mut out = Fetch::default();
             let mname = self.name("m", direct);
             let fields: HashMap<Vec<u8>, Vec<u8>> = match self
@@ -253,7 +259,7 @@ mod imp {
                         continue;
                     }
                 };
-                let Some(now) = manifest.current(include_dirs) else {
+                let Some(now) = manifest.current(include_dirs, installation) else {
                     continue;
                 };
                 let rkey = key::result_key(direct, &now);

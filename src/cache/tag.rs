@@ -1,0 +1,99 @@
+//! The cache directory tag (<https://bford.info/cachedir/>) hipjit writes in the disk-cache
+//! root it writes to (when [`crate::cache::DiskCache::open`] opens it): a `CACHEDIR.TAG` file whose first line is the tag's signature, so that
+//! backup and archiving tools (`tar --exclude-caches`, borg, restic) skip the root, and so that
+//! hipjit itself knows a root when it meets one: the NVRTC include walk
+//! ([`crate::compiler::nvrtc`] keys every file under each `-I` directory) leaves a tagged root
+//! out, since hipjit's own entries, locks and temporary files change while it compiles (a root
+//! inside an include directory, such as the default `~/.cache/hipjit` under `-I ~`, made every
+//! such compile unpublishable).
+
+use std::io::Read;
+use std::path::Path;
+
+/// The tag's file name.
+pub const TAG_FILE: &str = "CACHEDIR.TAG";
+
+/// The tag's first bytes, as the specification requires them.
+const SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
+
+/// What hipjit writes: the signature, then comments saying who made it.
+const CONTENT: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
+     # This file is a cache directory tag created by hipjit.\n\
+     # For information about cache directory tags, see https://bford.info/cachedir/\n";
+
+/// Writes the tag into `root` unless a file of that name is there already. Best effort: a
+/// root the tag cannot be written to still works as a cache.
+pub(crate) fn ensure(root: &Path) {
+    let path = root.join(TAG_FILE);
+    if std::fs::symlink_metadata(&path).is_ok() {
+        return;
+    }
+    let Ok(mut tmp) = tempfile::Builder::new()
+        .prefix(".CACHEDIR.TAG.")
+        .tempfile_in(root)
+    else {
+        return;
+    };
+    use std::io::Write;
+    if tmp.write_all(CONTENT.as_bytes()).is_ok() {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = tmp
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644));
+        // Another process may have written it meanwhile: theirs is the same text.
+        let _ = tmp.persist_noclobber(&path);
+    }
+}
+
+/// Whether `dir` holds a cache directory tag written by hipjit: a regular file
+/// [`TAG_FILE`] starting with the signature and naming hipjit in its comment. A tag written
+/// by another program (cargo tags its `target` directory) is not hipjit's: a header could be
+/// generated there.
+pub fn is_hipjit_cache(dir: &Path) -> bool {
+    let Ok(mut f) = std::fs::File::open(dir.join(TAG_FILE)) else {
+        return false;
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = [0u8; 160];
+    let mut len = 0;
+    while len < head.len() {
+        match f.read(&mut head[len..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => len += n,
+        }
+    }
+    let head = &head[..len];
+    head.starts_with(SIGNATURE)
+        && head
+            .windows(b"created by hipjit".len())
+            .any(|w| w == b"created by hipjit")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_written_tag_is_recognised_and_another_programs_is_not() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(!is_hipjit_cache(d.path()));
+        ensure(d.path());
+        let text = std::fs::read(d.path().join(TAG_FILE)).unwrap();
+        assert!(text.starts_with(SIGNATURE));
+        assert!(is_hipjit_cache(d.path()));
+        // cargo's tag: the signature without hipjit's comment.
+        let cargo = tempfile::tempdir().unwrap();
+        std::fs::write(
+            cargo.path().join(TAG_FILE),
+            "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by cargo.\n",
+        )
+        .unwrap();
+        assert!(!is_hipjit_cache(cargo.path()));
+        // Not overwritten, and nothing left beside it.
+        ensure(cargo.path());
+        assert!(!is_hipjit_cache(cargo.path()));
+        assert_eq!(std::fs::read_dir(cargo.path()).unwrap().count(), 1);
+    }
+}
