@@ -356,7 +356,14 @@ def descendants(pid):
     return out
 
 def fire():
-    while not any("clang" in c for _, _, c in descendants(os.getpid())):
+    # Once the compile's build directory exists, wait for clang to run (at most 1 s: on a
+    # busy machine a scan of /proc can miss it), then interrupt.
+    while not os.listdir(tmpdir):
+        time.sleep(0.005)
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        if any("clang" in c for _, _, c in descendants(os.getpid())):
+            break
         time.sleep(0.005)
     fired.append(time.monotonic())
     os.kill(os.getpid(), signal.SIGINT)
