@@ -486,3 +486,64 @@ fn an_interrupted_warm_stops_its_compilers_and_exits_130() {
         }
     }
 }
+
+/// A compile whose result cannot be stored (a header it read changed while it ran) warmed
+/// nothing: `cache warm` says so per line (`"cached": false`), counts it apart from the
+/// compiled ones, and exits 1. The compiler is tests/fixtures/fake-hipcc-act.sh, whose
+/// `$HOME/act.sh` copies a real gfx90a code object, lists the header as read, and rewrites it.
+#[test]
+fn a_compile_that_could_not_be_cached_is_not_counted_as_warmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let include = project(dir.path());
+    let header = include.join("scale.h");
+    let code_object =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/single-gfx90a.hsaco");
+    std::fs::write(
+        home.join("act.sh"),
+        format!(
+            "cp {} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
+             echo \"out.hsaco: $src {h}\" > deps.d\nsleep 0.05\necho '// edited' >> {h}\n",
+            code_object.display(),
+            h = header.display()
+        ),
+    )
+    .unwrap();
+    let r = RecordedRequest::new(
+        SCALE.as_bytes(),
+        &options(&include, "2"),
+        CompilerChoice::Hipcc,
+        None,
+        b"",
+        &CacheKey([0; 32]),
+    );
+    let file = dir.path().join("requests.jsonl");
+    std::fs::write(&file, serde_json::to_string(&r).unwrap() + "\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["cache", "warm", "--json"])
+        .arg(&file)
+        .env(
+            "HIPJIT_HIPCC",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-hipcc-act.sh"),
+        )
+        .env("HOME", &home)
+        .env("XDG_CACHE_HOME", dir.path().join("xdg"))
+        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .env_remove("HIPJIT_RECORD")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(v["results"][0]["ok"], true, "{v} {stderr}");
+    assert_eq!(v["results"][0]["cached"], false, "{v} {stderr}");
+    assert_eq!(
+        (v["compiled"].as_u64(), v["not_cached"].as_u64()),
+        (Some(0), Some(1)),
+        "{v}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not cached"), "{stderr}");
+}

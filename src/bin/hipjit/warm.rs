@@ -22,7 +22,9 @@ use crate::output::{self, CliError};
 struct Outcome {
     /// The record's line (the first, when it was recorded several times).
     line: usize,
-    result: Result<(Origin, String), String>,
+    /// Where it came from, its key (hex) and whether it is in the cache now (a compile whose
+    /// result could not be stored is not); or the error.
+    result: Result<(Origin, String, bool), String>,
 }
 
 fn cache_name(o: Origin) -> &'static str {
@@ -37,7 +39,8 @@ fn cache_name(o: Origin) -> &'static str {
 /// Runs `hipjit cache warm FILE`.
 ///
 /// Errors: exit status 1 when the file cannot be read, a `Jit` cannot be set up (a bad cache
-/// root or `HIPJIT_REMOTE_CACHE`), or any request failed (each named with its line).
+/// root or `HIPJIT_REMOTE_CACHE`), any request failed (each named with its line), or a
+/// request compiled but could not be cached.
 pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
     let records = record::read_records(file)
         .map_err(|e| CliError::failed(format!("cannot read {}: {e}", file.display())))?;
@@ -127,7 +130,10 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
                             for w in c.cache_warnings() {
                                 say(format!("hipjit: warning: {}:{line}: {w}", file.display()));
                             }
-                            (c.origin(), c.key().to_hex())
+                            // A compile whose result could not be stored (a file it read changed
+                            // while it ran, a root that cannot be written) warmed nothing.
+                            let cached = c.origin() != Origin::Compiler || c.entry_path().is_some();
+                            (c.origin(), c.key().to_hex(), cached)
                         })
                         .map_err(|e| e.to_string());
                     if let (Err(e), false) = (&result, cancel.is_cancelled()) {
@@ -135,7 +141,7 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
                     }
                     if let Some(b) = &bar {
                         b.set_message(match &result {
-                            Ok((o, _)) => format!("line {line}: {}", origin_name(*o)),
+                            Ok((o, _, _)) => format!("line {line}: {}", origin_name(*o)),
                             Err(_) => format!("line {line}: failed"),
                         });
                         b.inc(1);
@@ -164,18 +170,20 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
         .flatten()
         .collect();
     let count = |f: &dyn Fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
-    let compiled = count(&|o| matches!(o.result, Ok((Origin::Compiler, _))));
-    let in_memory = count(&|o| matches!(o.result, Ok((Origin::Memory, _))));
-    let on_disk = count(&|o| matches!(o.result, Ok((Origin::Disk, _))));
-    let remote = count(&|o| matches!(o.result, Ok((Origin::Remote, _))));
+    let compiled = count(&|o| matches!(o.result, Ok((Origin::Compiler, _, true))));
+    let not_cached = count(&|o| matches!(o.result, Ok((_, _, false))));
+    let in_memory = count(&|o| matches!(o.result, Ok((Origin::Memory, _, _))));
+    let on_disk = count(&|o| matches!(o.result, Ok((Origin::Disk, _, _))));
+    let remote = count(&|o| matches!(o.result, Ok((Origin::Remote, _, _))));
     let failed = count(&|o| o.result.is_err());
     let present = in_memory + on_disk + remote;
     if json {
         let list: Vec<serde_json::Value> = outcomes
             .iter()
             .map(|o| match &o.result {
-                Ok((origin, key)) => serde_json::json!({
+                Ok((origin, key, cached)) => serde_json::json!({
                     "line": o.line, "ok": true, "cache": cache_name(*origin), "key": key,
+                    "cached": cached,
                 }),
                 Err(e) => serde_json::json!({"line": o.line, "ok": false, "error": e}),
             })
@@ -188,7 +196,7 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
         output::print_json(serde_json::json!({
             "file": output::path_json(file),
             "requests": n, "duplicates": duplicates, "bad_lines": bad,
-            "compiled": compiled, "present": present,
+            "compiled": compiled, "not_cached": not_cached, "present": present,
             "present_in": {"memory": in_memory, "disk": on_disk, "remote": remote},
             "failed": failed, "results": list,
         }))?;
@@ -196,9 +204,14 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
         println!(
             "{}: {n} distinct requests ({duplicates} repeated, {} bad lines skipped): \
              {compiled} compiled, {present} present (disk {on_disk}, remote {remote}), \
-             {failed} failed",
+             {failed} failed{}",
             file.display(),
-            records.bad.len()
+            records.bad.len(),
+            if not_cached > 0 {
+                format!(", {not_cached} compiled but not cached (see the warnings)")
+            } else {
+                String::new()
+            }
         );
         for o in &outcomes {
             if let Err(e) = &o.result {
@@ -210,6 +223,18 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
                 );
             }
         }
+    }
+    if not_cached > 0 && failed == 0 {
+        return Err(CliError::failed(format!(
+            "{not_cached} of {n} recorded requests compiled but were not cached (lines {}): \
+             the cache is not warm for them",
+            outcomes
+                .iter()
+                .filter(|o| matches!(o.result, Ok((_, _, false))))
+                .map(|o| o.line.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
     }
     if failed > 0 {
         return Err(CliError::failed(format!(
