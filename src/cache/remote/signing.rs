@@ -60,10 +60,7 @@ pub enum Refused {
     #[error("unsigned, and a signing key is configured (HIPJIT_REMOTE_CACHE_KEY): refused")]
     Unsigned,
     /// Signed, but not with the configured key (another key, or forged).
-    #[error(
-        "its signature does not match the signing key (forged, or signed with another key): \
-         refused"
-    )]
+    #[error("its signature does not match this node's signing key: refused")]
     BadSignature,
 }
 
