@@ -831,3 +831,49 @@ fn entries_signed_with_another_key_are_refused_with_a_warning_and_counted() {
     assert_eq!(w.len(), 1, "{:?}", signed.cache_warnings());
     assert!(w[0].contains("HIPJIT_REMOTE_CACHE_KEY"), "{}", w[0]);
 }
+
+/// A full server (`maxmemory` reached under the default `noeviction` policy) refuses writes
+/// with `OOM`: a warning saying so, and the server still serves hits. Before, the refusal of a
+/// pipeline of writes read as an outage and the tier was given up for 30 s.
+#[test]
+fn a_full_server_refuses_writes_with_a_warning_and_still_serves_hits() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let first = compile(
+        &jit(&dir.path().join("a"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    assert_eq!(first.origin(), Origin::Compiler);
+    for (k, v) in [("maxmemory-policy", "noeviction"), ("maxmemory", "1")] {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(k)
+            .arg(v)
+            .query::<()>(&mut server.redis())
+            .unwrap();
+    }
+    let b = jit(&dir.path().join("b"), &home, Some(config(&server.url())));
+    // Another source: compiled, its publication refused by the full server.
+    let other = compile(&b, &SOURCE.replace("= 1", "= 7"));
+    assert_eq!(other.origin(), Origin::Compiler);
+    assert!(
+        warnings_about(&other, "out of memory") + warnings_about(&other, "OOM") >= 1,
+        "{:?}",
+        other.cache_warnings()
+    );
+    assert_eq!(
+        warnings_about(&other, "unreachable"),
+        0,
+        "{:?}",
+        other.cache_warnings()
+    );
+    // The same Jit still reads the server: the first source is a remote hit.
+    let again = compile(&b, SOURCE);
+    assert_eq!(
+        again.origin(),
+        Origin::Remote,
+        "{:?}",
+        again.cache_warnings()
+    );
+}

@@ -166,11 +166,13 @@ impl Client {
                 self.give_back(conn);
                 Ok(r)
             }
-            Err(e) if e.code().is_some() => {
+            // The server answered with an error (for a pipeline, the first failing command's):
+            // it is up, whatever it refused (a full server's `OOM` included).
+            Err(e) if server_reply_code(&e).is_some() => {
                 self.mark_up();
                 self.give_back(conn);
                 Err(OpError::Server {
-                    code: e.code().map(str::to_string),
+                    code: server_reply_code(&e),
                     message: self.config.scrub(&e.to_string()),
                 })
             }
@@ -194,4 +196,15 @@ impl Client {
             idle.push(conn);
         }
     }
+}
+
+/// The error code of a reply the server sent (`OOM`, `NOPERM`, `ERR`...), for a single command
+/// or the first failing command of a pipeline; `None` for an error that is no reply (a lost
+/// connection, a timeout).
+fn server_reply_code(e: &redis::RedisError) -> Option<String> {
+    e.code().map(str::to_owned).or_else(|| {
+        e.clone()
+            .into_server_errors()
+            .and_then(|items| items.first().map(|(_, s)| s.code().to_owned()))
+    })
 }
