@@ -335,6 +335,9 @@ import hipjit
 SRC = open(os.environ["SRC_FILE"]).read()
 tmpdir = os.environ["TMPDIR"]
 fired = []
+# A process started with SIGINT ignored (a background job of a non-interactive shell, as a CI
+# runner may start the suite) gets no KeyboardInterrupt from Python: install its handler.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def descendants(pid):
     parent = {}
