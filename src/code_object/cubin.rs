@@ -361,28 +361,77 @@ const EIATTR_REGCOUNT: u8 = 0x2f;
 /// value) for `EIATTR_REGCOUNT` and `EIATTR_FRAME_SIZE`.
 fn function_resources(attrs: &[u8], base: u64) -> Result<Vec<(u32, u8, u32)>, CubinError> {
     let mut found = Vec::new();
-    let mut i = 0usize;
-    while i + 4 <= attrs.len() {
-        let (format, attr) = (attrs[i], attrs[i + 1]);
-        if format != 4 {
-            i += 4;
-            continue;
+    for a in attributes(attrs, base, "function attribute") {
+        let (_, attr, value) = a?;
+        if let AttrValue::Bytes(value) = value {
+            if matches!(attr, EIATTR_REGCOUNT | EIATTR_FRAME_SIZE) && value.len() >= 8 {
+                let word = |k: usize| {
+                    u32::from_le_bytes([value[k], value[k + 1], value[k + 2], value[k + 3]])
+                };
+                found.push((word(0), attr, word(4)));
+            }
         }
-        let len = usize::from(u16::from_le_bytes([attrs[i + 2], attrs[i + 3]]));
-        let value = attrs.get(i + 4..i + 4 + len).ok_or(CubinError::Truncated {
-            what: "function attribute",
-            offset: base + i as u64,
-            len: 4 + len as u64,
-            size: attrs.len(),
-        })?;
-        if matches!(attr, EIATTR_REGCOUNT | EIATTR_FRAME_SIZE) && len >= 8 {
-            let word =
-                |k: usize| u32::from_le_bytes([value[k], value[k + 1], value[k + 2], value[k + 3]]);
-            found.push((word(0), attr, word(4)));
-        }
-        i += 4 + len;
     }
     Ok(found)
+}
+
+/// The value of one attribute of a `.nv.info` list: two bytes (formats 1-3) or, for format 4
+/// (`EIFMT_SVAL`), the bytes that follow its `u16` size.
+enum AttrValue<'a> {
+    Short(u16),
+    Bytes(&'a [u8]),
+}
+
+/// The attributes of a `.nv.info` list, in order, read as they are asked for: (offset in the
+/// list, attribute, value), or the error for one whose value runs past the end, after which
+/// nothing more (`what` names the list in it; `base`: the list's offset).
+struct Attributes<'a> {
+    attrs: &'a [u8],
+    base: u64,
+    what: &'static str,
+    at: usize,
+}
+
+fn attributes<'a>(attrs: &'a [u8], base: u64, what: &'static str) -> Attributes<'a> {
+    Attributes {
+        attrs,
+        base,
+        what,
+        at: 0,
+    }
+}
+
+impl<'a> Iterator for Attributes<'a> {
+    type Item = Result<(usize, u8, AttrValue<'a>), CubinError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (attrs, i) = (self.attrs, self.at);
+        if i + 4 > attrs.len() {
+            return None;
+        }
+        let (format, attr) = (attrs[i], attrs[i + 1]);
+        let short = u16::from_le_bytes([attrs[i + 2], attrs[i + 3]]);
+        if format != 4 {
+            self.at += 4;
+            return Some(Ok((i, attr, AttrValue::Short(short))));
+        }
+        let len = usize::from(short);
+        match attrs.get(i + 4..i + 4 + len) {
+            Some(value) => {
+                self.at += 4 + len;
+                Some(Ok((i, attr, AttrValue::Bytes(value))))
+            }
+            None => {
+                self.at = attrs.len();
+                Some(Err(CubinError::Truncated {
+                    what: self.what,
+                    offset: self.base + i as u64,
+                    len: 4 + len as u64,
+                    size: attrs.len(),
+                }))
+            }
+        }
+    }
 }
 
 fn kernel_info(name: String, attrs: &[u8], base: u64) -> Result<KernelInfo, CubinError> {
@@ -392,23 +441,18 @@ fn kernel_info(name: String, attrs: &[u8], base: u64) -> Result<KernelInfo, Cubi
     let mut params: Vec<(u16, KernelArg)> = Vec::new();
     let mut param_size = 0u32;
     let mut max_threads = 0u32;
-    let mut i = 0usize;
-    while i + 4 <= attrs.len() {
-        let (format, attr) = (attrs[i], attrs[i + 1]);
-        if format != 4 {
-            if attr == EIATTR_CBANK_PARAM_SIZE {
-                param_size = u32::from(u16::from_le_bytes([attrs[i + 2], attrs[i + 3]]));
+    for a in attributes(attrs, base, "kernel attribute") {
+        let (i, attr, value) = a?;
+        let value = match value {
+            AttrValue::Short(v) => {
+                if attr == EIATTR_CBANK_PARAM_SIZE {
+                    param_size = u32::from(v);
+                }
+                continue;
             }
-            i += 4;
-            continue;
-        }
-        let len = usize::from(u16::from_le_bytes([attrs[i + 2], attrs[i + 3]]));
-        let value = attrs.get(i + 4..i + 4 + len).ok_or(CubinError::Truncated {
-            what: "kernel attribute",
-            offset: base + i as u64,
-            len: 4 + len as u64,
-            size: attrs.len(),
-        })?;
+            AttrValue::Bytes(v) => v,
+        };
+        let len = value.len();
         let word = |k: usize| {
             value
                 .get(k..k + 4)
@@ -451,7 +495,6 @@ fn kernel_info(name: String, attrs: &[u8], base: u64) -> Result<KernelInfo, Cubi
             }
             _ => {}
         }
-        i += 4 + len;
     }
     params.sort_by_key(|(ordinal, _)| *ordinal);
     Ok(KernelInfo {
