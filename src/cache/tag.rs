@@ -56,15 +56,9 @@ pub fn is_hipjit_cache(dir: &Path) -> bool {
     if !f.metadata().is_ok_and(|m| m.is_file()) {
         return false;
     }
-    let mut head = [0u8; 160];
-    let mut len = 0;
-    while len < head.len() {
-        match f.read(&mut head[len..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => len += n,
-        }
-    }
-    let head = &head[..len];
+    let mut head = Vec::with_capacity(160);
+    // What was read before an error, if any, is judged as it is.
+    let _ = f.by_ref().take(160).read_to_end(&mut head);
     head.starts_with(SIGNATURE)
         && head
             .windows(b"created by hipjit".len())
