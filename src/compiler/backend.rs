@@ -146,7 +146,9 @@ pub struct NvrtcBackend {
     /// headers are: a fresh process checks the directories by `stat`, so a file added,
     /// removed or replaced by a rename there, as package managers do, changes the identity).
     pub identity: CompilerIdentity,
-    /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`]).
+    /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`]), found holding
+    /// `cuda_fp16.h`: the in-memory `hip/hip_fp16.h` includes it when this is `Some` (not
+    /// checked again at each key or compile).
     pub cuda_include: Option<PathBuf>,
     /// Compile in worker processes ([`crate::compiler::worker`]) rather than in this one.
     pub worker: Option<WorkerConfig>,
@@ -300,14 +302,20 @@ impl NvrtcBackend {
         search: &LibrarySearch,
         identity_dir: Option<&std::path::Path>,
     ) -> Option<NvrtcBackend> {
+        // Asked once: `recall` hands `covered` the library it recalls.
+        let mut include = None;
         let covered = |lib: &std::path::Path| {
-            super::nvrtc::include_dir_of(lib)
-                .into_iter()
-                .collect::<Vec<_>>()
+            let dir = super::nvrtc::include_dir_of(lib);
+            include = Some((lib.to_path_buf(), dir.clone()));
+            dir.into_iter().collect::<Vec<_>>()
         };
         let r = library_search::recall(search, covered, identity_dir)?;
+        let cuda_include = match include {
+            Some((lib, dir)) if lib == r.location.library => dir,
+            _ => super::nvrtc::include_dir_of(&r.location.library),
+        };
         Some(NvrtcBackend {
-            cuda_include: super::nvrtc::include_dir_of(&r.location.library),
+            cuda_include,
             library: Arc::new(RtcLibrary::unloaded(r.location.library)),
             major: r.location.major,
             identity: r.identity,
@@ -415,9 +423,18 @@ impl NvrtcBackend {
         Ok(o)
     }
 
-    /// hipjit's prelude headers, handed to NVRTC in memory.
-    fn headers(&self) -> Vec<(String, Vec<u8>)> {
-        super::nvrtc::prelude_headers(self.cuda_include.as_deref())
+    /// hipjit's prelude headers, handed to NVRTC in memory. `cuda_include` is only ever the
+    /// directory [`super::nvrtc::include_dir_of`] found holding `cuda_fp16.h`: that answer is
+    /// kept, not asked of the filesystem again at every key.
+    fn headers(&self) -> &'static [(String, Vec<u8>)] {
+        super::nvrtc::prelude_headers_with(self.cuda_include.is_some())
+    }
+
+    /// [`NvrtcBackend::headers`] as hashed into the key, hashed once per process.
+    fn builtin_headers(&self) -> &'static [TrackedHeader] {
+        static MADE: [std::sync::OnceLock<Vec<TrackedHeader>>; 2] =
+            [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+        MADE[usize::from(self.cuda_include.is_some())].get_or_init(|| tracked(self.headers()))
     }
 }
 
@@ -447,7 +464,7 @@ fn in_process_key<K: key::FromKeyRecord>(
     options: &CompileOptions,
     handed: &[String],
     identity: &CompilerIdentity,
-    headers: &[(String, Vec<u8>)],
+    builtin: &[TrackedHeader],
     extra: &[u8],
 ) -> K {
     // Options the backend refuses give no handed list: the compile fails, the key is moot.
@@ -462,14 +479,6 @@ fn in_process_key<K: key::FromKeyRecord>(
         .find(|f| f.starts_with("-std="))
         .cloned()
         .unwrap_or_default();
-    let builtin: Vec<TrackedHeader> = headers
-        .iter()
-        .map(|(name, body)| TrackedHeader {
-            include: name.clone(),
-            path: PathBuf::from(format!("<hipjit in-memory header>/{name}")),
-            sha256: hex(&sha256(body)),
-        })
-        .collect();
     K::from_record(&KeyRecord {
         source,
         flags: &flags,
@@ -479,9 +488,21 @@ fn in_process_key<K: key::FromKeyRecord>(
         code_object_version: options.code_object_version.unwrap_or(0),
         compiler: identity,
         env: &[],
-        builtin_headers: &builtin,
+        builtin_headers: builtin,
         extra,
     })
+}
+
+/// In-memory headers as hashed into an in-process compiler's key: name and sha256 of each.
+fn tracked(headers: &[(String, Vec<u8>)]) -> Vec<TrackedHeader> {
+    headers
+        .iter()
+        .map(|(name, body)| TrackedHeader {
+            include: name.clone(),
+            path: PathBuf::from(format!("<hipjit in-memory header>/{name}")),
+            sha256: hex(&sha256(body)),
+        })
+        .collect()
 }
 
 /// A successful in-process compile as a [`CompileOutput`]: its "command" is the library and
@@ -617,7 +638,14 @@ impl Backend {
             }
             Backend::Nvrtc(b) => {
                 let handed = b.options(options).unwrap_or_default();
-                in_process_key(source, options, &handed, &b.identity, &b.headers(), extra)
+                in_process_key(
+                    source,
+                    options,
+                    &handed,
+                    &b.identity,
+                    b.builtin_headers(),
+                    extra,
+                )
             }
         }
     }
@@ -688,7 +716,7 @@ impl Backend {
                 let input = RtcInput {
                     source,
                     name: options.source_file_name(),
-                    headers: &headers,
+                    headers,
                     include_dirs: &options.include_dirs,
                     options: &handed,
                 };
