@@ -312,6 +312,51 @@ fn a_corrupted_remote_entry_is_never_served_and_is_replaced() {
     assert_eq!(compiles(&home), 2);
 }
 
+/// A remote value is the entry file's bytes in an envelope: it carries the entry's checksum
+/// over its header and metadata. One byte of the recorded command changed (`-O3` read as
+/// `-O2`: well-formed metadata, the code object untouched) is refused, never served, and
+/// replaced by the compile that follows.
+#[test]
+fn a_changed_byte_in_a_remote_entrys_metadata_is_refused_and_replaced() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let first = compile(
+        &jit(&dir.path().join("a"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    let name = entry_name(&first);
+    let good = get(&server, &name).unwrap();
+    let at = good
+        .windows(3)
+        .position(|w| w == b"-O3")
+        .expect("the recorded command holds -O3");
+    let mut bad = good.clone();
+    bad[at + 2] = b'2';
+    set(&server, &name, &bad);
+
+    let second = compile(
+        &jit(&dir.path().join("b"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    assert_eq!(
+        second.origin(),
+        Origin::Compiler,
+        "the changed entry was served"
+    );
+    let reported = second
+        .bad_entries()
+        .iter()
+        .find(|b| b.path.to_string_lossy().ends_with(&name))
+        .unwrap_or_else(|| panic!("not reported: {:?}", second.bad_entries()));
+    assert!(reported.reason.contains("checksum"), "{}", reported.reason);
+    // Removed (it still held the changed bytes) and published again by the compile.
+    let now = get(&server, &name).expect("not published again");
+    let payload = signing::open(None, name.as_bytes(), &now).unwrap();
+    hipjit::cache::disk::Entry::from_bytes(payload.to_vec(), Path::new(&name), Some(&first.key()))
+        .unwrap_or_else(|e| panic!("the replacement is bad: {e}"));
+}
+
 #[test]
 fn forged_entries_are_refused_under_signing() {
     let server = Server::start();

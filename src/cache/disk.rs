@@ -26,8 +26,11 @@
 //!
 //! # Layout and publishing
 //! `<root>/v1/<first two hex digits>/<key>.hjc`: [`ENTRY_MAGIC`], the [`CACHE_FORMAT_VERSION`]
-//! (`u32` LE), the metadata length (`u64` LE), the metadata ([`EntryMeta`], MessagePack), then
-//! the artefacts back to back in the order the metadata lists them. An entry is written to a
+//! (`u32` LE), the metadata length (`u64` LE), the entry's checksum (32 bytes: the sha256 of
+//! the 20 bytes before it and of the metadata), the metadata ([`EntryMeta`], MessagePack), then
+//! the artefacts back to back in the order the metadata lists them. The checksum covers the
+//! whole entry: the metadata directly, each artefact through the size and sha256 the metadata
+//! records for it. An entry is written to a
 //! temporary file in `<root>/v1/tmp` (same filesystem), fsynced, then linked to its name
 //! without replacing anything (`link(2)`, or `renameat2(RENAME_NOREPLACE)`), and the directory
 //! is fsynced. A single file is published and replaced atomically by `rename(2)` on local
@@ -46,8 +49,9 @@
 //! # Reading
 //! An entry is opened without following a link and without blocking, checked to be a regular
 //! file of at most [`ENTRY_LIMIT`] bytes on the open descriptor ([`crate::file_read`]), then
-//! read. A reader checks magic, format version, the key in the metadata, the total length and
-//! the size and sha256 of each artefact. A bad entry is a miss: in the written root it is
+//! read. A reader checks magic, format version, the checksum of the header and metadata (a
+//! changed byte anywhere in the recorded command, options, headers or artefact list is a bad
+//! entry), the key in the metadata, the total length and the size and sha256 of each artefact. A bad entry is a miss: in the written root it is
 //! reported and will be replaced by the next write; in a read-only root it is skipped and
 //! reported. A hit in the written root sets the file's modification time, which the size cap
 //! uses for least-recently-used pruning.
@@ -78,7 +82,10 @@ pub const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 pub const ENTRY_LIMIT: u64 = 2 * file_read::CODE_OBJECT_LIMIT;
 const LAYOUT_DIR: &str = "v1";
 const ENTRY_EXT: &str = "hjc";
-const HEADER_LEN: usize = 8 + 4 + 8;
+/// Magic, format version, metadata length: the bytes the checksum follows.
+const PREFIX_LEN: usize = 8 + 4 + 8;
+const CHECKSUM_LEN: usize = 32;
+const HEADER_LEN: usize = PREFIX_LEN + CHECKSUM_LEN;
 
 /// Size and sha256 of one artefact in an entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -738,11 +745,24 @@ pub fn encode_entry(
     out.extend_from_slice(ENTRY_MAGIC);
     out.extend_from_slice(&CACHE_FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&(meta_bytes.len() as u64).to_le_bytes());
+    let checksum = entry_checksum(&out, &meta_bytes);
+    out.extend_from_slice(&checksum);
     out.extend_from_slice(&meta_bytes);
     for (_, bytes) in artefacts {
         out.extend_from_slice(bytes);
     }
     Ok(out)
+}
+
+/// The checksum of an entry: the sha256 of its first [`PREFIX_LEN`] bytes (magic, format
+/// version, metadata length) and of its metadata. The artefacts are covered through the size
+/// and sha256 the metadata records for each, so that a read hashes every byte once.
+fn entry_checksum(prefix: &[u8], meta: &[u8]) -> [u8; CHECKSUM_LEN] {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(prefix);
+    h.update(meta);
+    h.finalize().into()
 }
 
 /// The roots named by `HIPJIT_CACHE_DIR` (empty items ignored), else the default root; `None`
@@ -1136,8 +1156,9 @@ fn read_entry(path: &Path, key: Option<&CacheKey>, root: &Root) -> Result<Entry,
 
 impl Entry {
     /// Parses and verifies the bytes of an entry file (see the module documentation for the
-    /// layout): magic, format version, metadata, the key it holds (equal to `key` when given),
-    /// each artefact's size and sha256, and no trailing bytes. `path` is recorded as the
+    /// layout): magic, format version, the checksum of the header and metadata, the metadata,
+    /// the key it holds (equal to `key` when given), each artefact's size and sha256, and no
+    /// trailing bytes. `path` is recorded as the
     /// entry's file.
     ///
     /// Errors: a message saying what is wrong and where (a bad entry).
@@ -1147,7 +1168,7 @@ impl Entry {
         key: Option<&CacheKey>,
     ) -> Result<Entry, String> {
         let bad = |s: String| s;
-        if data.len() < HEADER_LEN || &data[..8] != ENTRY_MAGIC {
+        if data.len() < PREFIX_LEN || &data[..8] != ENTRY_MAGIC {
             return Err(bad(format!(
                 "not a hipjit cache entry ({} bytes, no {:?} magic)",
                 data.len(),
@@ -1158,6 +1179,12 @@ impl Entry {
         if version != CACHE_FORMAT_VERSION {
             return Err(bad(format!(
                 "cache format version {version}, expected {CACHE_FORMAT_VERSION}"
+            )));
+        }
+        if data.len() < HEADER_LEN {
+            return Err(bad(format!(
+                "cut short: {} bytes, fewer than the {HEADER_LEN} of the header",
+                data.len()
             )));
         }
         let mut len8 = [0u8; 8];
@@ -1172,6 +1199,15 @@ impl Entry {
                     data.len()
                 ))
             })? as usize;
+        let checksum = entry_checksum(&data[..PREFIX_LEN], &data[HEADER_LEN..meta_end]);
+        if checksum[..] != data[PREFIX_LEN..HEADER_LEN] {
+            return Err(bad(format!(
+                "checksum mismatch: the header and metadata hash to {}, the entry records {} \
+                 (corrupted after it was written)",
+                hex(&checksum),
+                hex(&data[PREFIX_LEN..HEADER_LEN])
+            )));
+        }
         let meta: EntryMeta = rmp_serde::from_slice(&data[HEADER_LEN..meta_end])
             .map_err(|e| bad(format!("metadata does not decode: {e}")))?;
         if let Some(key) = key {
