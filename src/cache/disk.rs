@@ -254,6 +254,12 @@ pub enum CacheError {
     /// The metadata could not be encoded.
     #[error("cannot encode cache metadata: {0}")]
     Encode(String),
+    /// A write was asked of a cache opened read-only ([`DiskCache::open_read_only`]).
+    #[error("the cache roots were opened read-only (for inspection): nothing is written to {}", path.display())]
+    ReadOnly {
+        /// The root that would have been written.
+        path: PathBuf,
+    },
 }
 
 /// Entry count and size of one root.
@@ -330,12 +336,17 @@ impl DiskCache {
     /// directory), [`CacheError::Io`] creating the first root, [`CacheError::Unsafe`] when a
     /// root is owned by another user or writable by group/others and not declared shared.
     pub fn open(roots: &[PathBuf]) -> Result<DiskCache, CacheError> {
+        Self::open_roots(roots, true)
+    }
+
+    /// [`DiskCache::open`] (`write_first`) or [`DiskCache::open_read_only`].
+    fn open_roots(roots: &[PathBuf], write_first: bool) -> Result<DiskCache, CacheError> {
         if let Some(index) = roots.iter().position(|p| p.as_os_str().is_empty()) {
             return Err(CacheError::EmptyRoot { index });
         }
         let mut out = Vec::new();
         for (i, path) in roots.iter().enumerate() {
-            let writable = i == 0;
+            let writable = write_first && i == 0;
             if writable && !path.exists() {
                 std::fs::DirBuilder::new()
                     .recursive(true)
@@ -382,6 +393,35 @@ impl DiskCache {
             roots: out,
             max_bytes: None,
         })
+    }
+
+    /// Opens `roots` for reading only, as tools that inspect the cache need
+    /// (`hipjit cache explain`): nothing is created or written in any of them (no root, no
+    /// [`super::tag::TAG_FILE`], no entry, lock or mark of use); a root that does not exist
+    /// reads as empty. Every root is `writable: false`; [`DiskCache::put`],
+    /// [`DiskCache::clear`] and [`DiskCache::prune`] return [`CacheError::ReadOnly`] and
+    /// [`DiskCache::lock`] [`LockOutcome::Unavailable`].
+    ///
+    /// Errors: as [`DiskCache::open`], but for creating the first root.
+    pub fn open_read_only(roots: &[PathBuf]) -> Result<DiskCache, CacheError> {
+        Self::open_roots(roots, false)
+    }
+
+    /// Whether the first root is written ([`DiskCache::open`]); `false` for a cache opened
+    /// with [`DiskCache::open_read_only`].
+    pub fn is_writable(&self) -> bool {
+        self.roots.first().is_some_and(|r| r.writable)
+    }
+
+    /// The written root, or [`CacheError::ReadOnly`].
+    fn written_root(&self) -> Result<&Root, CacheError> {
+        match self.roots.first() {
+            Some(r) if r.writable => Ok(r),
+            Some(r) => Err(CacheError::ReadOnly {
+                path: r.path.clone(),
+            }),
+            None => Err(CacheError::NoRoot),
+        }
     }
 
     /// Sets a size cap in bytes for the written root: after each write, least recently used
@@ -449,14 +489,15 @@ impl DiskCache {
     /// (then nothing is written). Returns the entry's path and whether this call published it.
     /// Prunes afterwards when a size cap is set.
     ///
-    /// Errors: [`CacheError::Io`], [`CacheError::Encode`].
+    /// Errors: [`CacheError::Io`], [`CacheError::Encode`]; [`CacheError::ReadOnly`] for a
+    /// cache opened with [`DiskCache::open_read_only`].
     pub fn put(
         &self,
         key: &CacheKey,
         meta: EntryMeta,
         artefacts: &[(&str, &[u8])],
     ) -> Result<(PathBuf, bool), CacheError> {
-        let root = &self.roots[0];
+        let root = self.written_root()?;
         let path = Self::entry_path(&root.path, key);
         let existing = read_entry(&path, Some(key), root);
         if existing.is_ok() {
@@ -536,7 +577,10 @@ impl DiskCache {
     /// Released when the returned guard drops (or the process dies).
     pub fn lock(&self, key: &CacheKey, wait: Duration) -> LockOutcome {
         use std::os::fd::AsRawFd;
-        let root = &self.roots[0];
+        let root = match self.written_root() {
+            Ok(r) => r,
+            Err(e) => return LockOutcome::Unavailable(e.to_string()),
+        };
         let dir = root.path.join(LAYOUT_DIR).join("locks");
         if let Err(e) = create_dirs(&root.path, &dir, root.shared) {
             return LockOutcome::Unavailable(format!("{}: {e}", dir.display()));
@@ -635,7 +679,7 @@ impl DiskCache {
     /// directory is not a real directory; [`CacheError::Io`] for a file that could not be
     /// removed.
     pub fn clear(&self) -> Result<u64, CacheError> {
-        let root = &self.roots[0];
+        let root = self.written_root()?;
         let mut n = 0;
         for e in list_root(&root.path)? {
             remove_entry_path(&e.path)?;
@@ -652,7 +696,7 @@ impl DiskCache {
     ///
     /// Errors: as [`DiskCache::clear`].
     pub fn prune(&self, max_bytes: u64) -> Result<PruneReport, CacheError> {
-        let root = &self.roots[0];
+        let root = self.written_root()?;
         let mut entries = list_root(&root.path)?;
         entries.sort_by_key(|e| e.last_used);
         let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
