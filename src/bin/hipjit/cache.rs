@@ -306,7 +306,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                                 Some(m) => human_bytes(m),
                             },
                             r["policy"].as_str().unwrap_or("unknown"),
-                            if r["signed"] == true { ", signed" } else { "" }
+                            match r["key_id"].as_str() {
+                                Some(id) => format!(", signed (key id {id})"),
+                                None => String::new(),
+                            }
                         );
                     }
                 }
@@ -424,7 +427,7 @@ fn remote_stats() -> Result<serde_json::Value, CliError> {
         Ok(i) => serde_json::json!({
             "url": i.url, "reachable": true, "version": i.version, "keys": i.keys,
             "used_memory_bytes": i.used_memory, "max_memory_bytes": i.max_memory,
-            "policy": i.policy, "signed": i.signed,
+            "policy": i.policy, "signed": i.signed, "key_id": i.key_id,
         }),
         Err(e) => serde_json::json!({"url": url, "reachable": false, "error": e}),
     })
