@@ -292,8 +292,9 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                     let r = &remote;
                     if let Some(e) = r["error"].as_str() {
                         println!(
-                            "{}  remote, unreachable: {e}",
-                            r["url"].as_str().unwrap_or("")
+                            "{}  remote, {}: {e}",
+                            r["url"].as_str().unwrap_or(""),
+                            r["failure"].as_str().unwrap_or("refused")
                         );
                     } else {
                         println!(
@@ -429,7 +430,10 @@ fn remote_stats() -> Result<serde_json::Value, CliError> {
             "used_memory_bytes": i.used_memory, "max_memory_bytes": i.max_memory,
             "policy": i.policy, "signed": i.signed, "key_id": i.key_id,
         }),
-        Err(e) => serde_json::json!({"url": url, "reachable": false, "error": e}),
+        Err(e) => serde_json::json!({
+            "url": url, "reachable": false,
+            "failure": e.failure.map(|f| f.as_str()), "error": e.message,
+        }),
     })
 }
 
