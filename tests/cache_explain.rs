@@ -346,3 +346,236 @@ fn the_command_prints_the_record_and_the_differing_field_as_json() {
     assert!(text.contains("miss in every tier"), "{text}");
     assert!(text.contains("now:   -DN=5"), "{text}");
 }
+
+/// `hipjit SUB... ARGS...` with the cache at `root` and `home` as the home directory; returns
+/// (exit status, stdout, stderr).
+fn hipjit(
+    sub: &[&str],
+    args: &[&std::ffi::OsStr],
+    root: &Path,
+    home: &Path,
+) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(sub)
+        .args(args)
+        .env("HIPJIT_CACHE_DIR", root)
+        .env("HOME", home)
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .env_remove("HIPJIT_RECORD")
+        .env_remove("HIPJIT_COMPILER")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn explaining_creates_no_root_and_writes_no_tag() {
+    let dir = tempfile::tempdir().unwrap();
+    let include = project(dir.path());
+    let file = dir.path().join("scale.hip");
+    std::fs::write(&file, SOURCE).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let args = [
+        "--compiler".as_ref(),
+        "hipcc".as_ref(),
+        "--arch".as_ref(),
+        "gfx90a".as_ref(),
+        "-DN=1".as_ref(),
+        "-I".as_ref(),
+        include.as_os_str(),
+        file.as_os_str(),
+    ];
+    // A root that does not exist: reported, a miss (exit status 0), and not created.
+    let missing = dir.path().join("no/such/root");
+    let (status, out, err) = hipjit(&["cache", "explain", "--json"], &args, &missing, &home);
+    assert_eq!(status, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["hit"], false);
+    assert_eq!(
+        v["cache_roots"],
+        serde_json::json!([{"path": missing.to_str().unwrap(), "exists": false}])
+    );
+    assert!(!dir.path().join("no").exists(), "explain created the root");
+    let (status, text, err) = hipjit(&["cache", "explain"], &args, &missing, &home);
+    assert_eq!(status, 0, "{err}");
+    assert!(
+        text.contains(&format!(
+            "cache root {} (does not exist: nothing is cached there)",
+            missing.display()
+        )),
+        "{text}"
+    );
+    assert!(!dir.path().join("no").exists(), "explain created the root");
+
+    // A root that exists without the cache directory tag (written by an older hipjit, or
+    // by hand): left as it is.
+    let bare = dir.path().join("bare");
+    std::fs::create_dir(&bare).unwrap();
+    let (status, _, err) = hipjit(&["cache", "explain"], &args, &bare, &home);
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(
+        std::fs::read_dir(&bare).unwrap().count(),
+        0,
+        "explain wrote into the root"
+    );
+}
+
+#[test]
+fn a_read_only_cache_serves_hits_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cache");
+    let identity = dir.path().join("identity");
+    let include = project(dir.path());
+    let source = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
+    let hipcc = installation(&dir.path().join("opt/rocm"));
+    let first = jit_with(&root, &hipcc, &identity)
+        .compile(source, &options(&include, "gfx90a", "1"))
+        .unwrap();
+    let listing = |d: &Path| {
+        let mut v = walk(d);
+        v.sort();
+        v
+    };
+    let before = listing(&root);
+    let read_only = Jit::new(JitOptions {
+        compiler: Some(CompilerChoice::Hipcc),
+        compiler_config: CompilerConfig {
+            hipcc: Some(hipcc.clone()),
+            env: Some(vec![
+                ("HOME".into(), identity.as_os_str().to_owned()),
+                ("PATH".into(), "/usr/bin:/bin".into()),
+            ]),
+            identity_dir: Some(identity.clone()),
+            ..CompilerConfig::default()
+        },
+        cache: CacheLocation::ReadOnly(Some(vec![root.clone()])),
+        remote_cache: RemoteLocation::Disabled,
+        record: RecordLocation::Disabled,
+        ..JitOptions::default()
+    })
+    .unwrap();
+    let hit = read_only
+        .compile(source, &options(&include, "gfx90a", "1"))
+        .unwrap();
+    assert_eq!(hit.origin(), Origin::Disk);
+    assert_eq!(hit.key(), first.key());
+    // A miss is compiled and kept in memory only, without a warning.
+    let miss = read_only
+        .compile(source, &options(&include, "gfx90a", "2"))
+        .unwrap();
+    assert_eq!(miss.origin(), Origin::Compiler);
+    assert_eq!(miss.entry_path(), None);
+    assert!(
+        miss.cache_warnings().is_empty(),
+        "{:?}",
+        miss.cache_warnings()
+    );
+    assert_eq!(listing(&root), before, "the read-only cache was written");
+    let disk = read_only.disk_cache().unwrap();
+    assert!(!disk.is_writable());
+    let err = disk.clear().unwrap_err();
+    assert!(err.to_string().contains("read-only"), "{err}");
+    assert_eq!(listing(&root), before);
+}
+
+/// Every file and directory below `d`, with its modification time.
+fn walk(d: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(d).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        let modified = std::fs::symlink_metadata(&p).unwrap().modified().unwrap();
+        out.push((p, modified));
+    }
+    out
+}
+
+/// A request `hipjit compile` refuses before compiling is refused by `hipjit cache explain`
+/// with the same message and exit status: a flag the compiler that would run refuses (named
+/// after it), several targets for hipRTC, an include directory that is not one, an
+/// `#include` of a FIFO.
+#[test]
+fn explain_refuses_what_compile_refuses_with_the_same_message_and_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("scale.hip");
+    std::fs::write(&file, SOURCE).unwrap();
+    let fifo_dir = dir.path().join("fifo");
+    std::fs::create_dir(&fifo_dir).unwrap();
+    let fifo = fifo_dir.join("scale.h");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let root = dir.path().join("cache");
+    let missing = dir.path().join("missing");
+    let cases: Vec<Vec<&std::ffi::OsStr>> = vec![
+        vec![
+            "--compiler".as_ref(),
+            "hiprtc".as_ref(),
+            "--cflag=-save-temps".as_ref(),
+        ],
+        vec![
+            "--compiler".as_ref(),
+            "hipcc".as_ref(),
+            "--cflag=-o".as_ref(),
+            "--cflag=x".as_ref(),
+        ],
+        vec![
+            "--compiler".as_ref(),
+            "hiprtc".as_ref(),
+            "--arch".as_ref(),
+            "gfx906".as_ref(),
+        ],
+        vec![
+            "--compiler".as_ref(),
+            "hipcc".as_ref(),
+            "-I".as_ref(),
+            missing.as_os_str(),
+        ],
+        vec![
+            "--compiler".as_ref(),
+            "hiprtc".as_ref(),
+            "-I".as_ref(),
+            missing.as_os_str(),
+        ],
+        vec![
+            "--compiler".as_ref(),
+            "hipcc".as_ref(),
+            "-I".as_ref(),
+            fifo_dir.as_os_str(),
+        ],
+        vec![
+            "--compiler".as_ref(),
+            "hiprtc".as_ref(),
+            "-I".as_ref(),
+            fifo_dir.as_os_str(),
+        ],
+    ];
+    for case in cases {
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["--arch".as_ref(), "gfx90a".as_ref(), "-DN=1".as_ref()];
+        args.extend(case.iter().copied());
+        args.push(file.as_os_str());
+        let (status, _, err) = hipjit(&["compile"], &args, &root, &home);
+        assert_ne!(status, 0, "compile accepted {case:?}: {err}");
+        let (e_status, e_out, e_err) = hipjit(&["cache", "explain"], &args, &root, &home);
+        assert_eq!(
+            (e_status, e_err.as_str()),
+            (status, err.as_str()),
+            "{case:?}: explain printed {e_out}"
+        );
+    }
+    let entries: Vec<_> = walk(&root)
+        .into_iter()
+        .filter(|(p, _)| p.extension().is_some_and(|e| e == "hjc"))
+        .collect();
+    assert!(entries.is_empty(), "something was compiled: {entries:?}");
+}

@@ -332,7 +332,7 @@ fn record_given_field_by_field_hashes_as_documented() {
     });
     assert_eq!(
         key.to_hex(),
-        "3adecc23c4b275f61d9420e2b80993f43bc7f0329e6b96b6e4cce002bb025dc5"
+        "e68177f46a9c2ac40424da2e72bd60890bd8d90e3f982839faf7e08b396ee678"
     );
 }
 

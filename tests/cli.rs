@@ -1031,6 +1031,59 @@ fn cache_verify_passes_then_fails_on_a_corrupted_entry() {
     assert!(stderr(&bad).contains(path_str(entry)), "{}", stderr(&bad));
 }
 
+/// The position of `needle` in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// One byte of an entry's metadata changed (its recorded command: `-O3` read as `-O2`) decodes
+/// as well-formed metadata, and the code object is untouched: only the entry's checksum over
+/// its header and metadata tells. The next compile misses, and `cache verify` names the entry.
+#[test]
+fn a_changed_byte_in_an_entrys_recorded_command_is_a_miss_and_fails_verify() {
+    let cache = filled_cache();
+    let src = saxpy();
+    let compile = || {
+        hipjit_in(
+            cache.path(),
+            &["compile", "--json", "--arch", "gfx90a", path_str(&src)],
+        )
+    };
+    let hit = compile();
+    assert_eq!(
+        json(&hit)["results"][0]["cache"],
+        "disk",
+        "{}",
+        stderr(&hit)
+    );
+    // The result entry: the one holding the code object (the other is the header manifest).
+    let entry = entry_files(cache.path())
+        .into_iter()
+        .find(|p| find(&std::fs::read(p).unwrap(), b"code-object").is_some())
+        .expect("the result entry");
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let at = find(&bytes, b"-O3").expect("the recorded command holds -O3");
+    bytes[at + 2] = b'2';
+    std::fs::write(&entry, &bytes).unwrap();
+
+    let verify = hipjit_in(cache.path(), &["cache", "verify"]);
+    assert_eq!(verify.status.code(), Some(1), "{}", stdout(&verify));
+    let report = format!("{}{}", stdout(&verify), stderr(&verify));
+    let line = report
+        .lines()
+        .find(|l| l.contains(path_str(&entry)))
+        .unwrap_or_else(|| panic!("the entry is not named: {report}"));
+    assert!(line.contains("checksum"), "{line}");
+
+    let after = compile();
+    assert_eq!(after.status.code(), Some(0), "{}", stderr(&after));
+    let r = &json(&after)["results"][0];
+    assert_eq!(r["cache"], "miss", "the changed entry was served: {r}");
+    // Replaced by the compile: a good entry again.
+    let verify = hipjit_in(cache.path(), &["cache", "verify"]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+}
+
 #[test]
 fn cache_prune_to_zero_removes_the_entry() {
     let cache = filled_cache();

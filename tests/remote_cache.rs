@@ -224,6 +224,30 @@ fn entry_name(c: &Compiled) -> String {
     format!("hipjit:{CACHE_FORMAT_VERSION}:e:{}", c.key())
 }
 
+/// The name of `c`'s entry written under the signing key `key`: its scope holds the key's id.
+fn signed_entry_name(c: &Compiled, key: &[u8]) -> String {
+    format!(
+        "hipjit:{CACHE_FORMAT_VERSION}:k{}:e:{}",
+        signing::key_id(key),
+        c.key()
+    )
+}
+
+/// The header manifests of the one source these tests compiled: the field and value of each.
+fn manifests(server: &Server) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let names: Vec<String> = redis::cmd("KEYS")
+        .arg("hipjit:*:m:*")
+        .query(&mut server.redis())
+        .unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let mut fields: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL")
+        .arg(&names[0])
+        .query(&mut server.redis())
+        .unwrap();
+    fields.sort();
+    fields
+}
+
 fn get(server: &Server, name: &str) -> Option<Vec<u8>> {
     redis::cmd("GET")
         .arg(name)
@@ -312,6 +336,54 @@ fn a_corrupted_remote_entry_is_never_served_and_is_replaced() {
     assert_eq!(compiles(&home), 2);
 }
 
+/// A remote value is the entry file's bytes in an envelope: it carries the entry's checksum
+/// over its header and metadata. One byte of the recorded command changed (`-O3` read as
+/// `-O2`: well-formed metadata, the code object untouched) is refused, never served, and
+/// replaced by the compile that follows.
+#[test]
+fn a_changed_byte_in_a_remote_entrys_metadata_is_refused_and_replaced() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let first = compile(
+        &jit(&dir.path().join("a"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    let name = entry_name(&first);
+    let good = get(&server, &name).unwrap();
+    let at = good
+        .windows(3)
+        .position(|w| w == b"-O3")
+        .expect("the recorded command holds -O3");
+    let mut bad = good.clone();
+    bad[at + 2] = b'2';
+    set(&server, &name, &bad);
+
+    let second = compile(
+        &jit(&dir.path().join("b"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    assert_eq!(
+        second.origin(),
+        Origin::Compiler,
+        "the changed entry was served"
+    );
+    let reported = second
+        .bad_entries()
+        .iter()
+        .find(|b| b.path.to_string_lossy().ends_with(&name))
+        .unwrap_or_else(|| panic!("not reported: {:?}", second.bad_entries()));
+    assert!(reported.reason.contains("checksum"), "{}", reported.reason);
+    // Removed (it still held the changed bytes) and published again by the compile.
+    let now = get(&server, &name).expect("not published again");
+    let payload = signing::open(None, name.as_bytes(), &now).unwrap();
+    hipjit::cache::disk::Entry::from_bytes(payload.to_vec(), Path::new(&name), Some(&first.key()))
+        .unwrap_or_else(|e| panic!("the replacement is bad: {e}"));
+}
+
+/// Under a signing key, entries live under names holding the key's id, where no node with
+/// another key writes: a value there that is unsigned or signed with another key was planted
+/// (or corrupted), and is refused, removed and replaced by the compile that follows.
 #[test]
 fn forged_entries_are_refused_under_signing() {
     let server = Server::start();
@@ -319,8 +391,12 @@ fn forged_entries_are_refused_under_signing() {
     let home = home(dir.path());
     let signed = || config(&server.url()).with_signing_key(KEY).unwrap();
     let first = compile(&jit(&dir.path().join("a"), &home, Some(signed())), SOURCE);
-    let name = entry_name(&first);
-    let value = get(&server, &name).unwrap();
+    let name = signed_entry_name(&first, KEY);
+    let value = get(&server, &name).expect("stored in the key's scope");
+    assert!(
+        get(&server, &entry_name(&first)).is_none(),
+        "stored outside the key's scope"
+    );
     let payload = signing::open(Some(KEY), name.as_bytes(), &value).unwrap();
 
     // A self-consistent entry, unsigned, then signed with another key: each refused.
@@ -350,12 +426,87 @@ fn forged_entries_are_refused_under_signing() {
         assert!(signing::open(Some(KEY), name.as_bytes(), &now).is_ok());
     }
     assert_eq!(compiles(&home), 3);
-    // Without the key the same signed entries still serve (their checks pass).
+    // A node without the key reads and writes entries outside the key's scope: it compiles,
+    // and the signed entry stays as it was.
     let unsigned = compile(
         &jit(&dir.path().join("c"), &home, Some(config(&server.url()))),
         SOURCE,
     );
-    assert_eq!(unsigned.origin(), Origin::Remote);
+    assert_eq!(unsigned.origin(), Origin::Compiler);
+    assert!(get(&server, &entry_name(&first)).is_some());
+    let kept = get(&server, &name).unwrap();
+    assert!(signing::open(Some(KEY), name.as_bytes(), &kept).is_ok());
+}
+
+/// Two nodes with different signing keys on one server, the same source: each refuses the
+/// other's manifest (counted, warned about once) and leaves it; neither deletes nor replaces
+/// anything of the other's, so both keep hitting their own entries, however often they read
+/// each other's values. Before, each deleted what the other wrote, and the two took turns.
+#[test]
+fn nodes_with_different_keys_each_keep_hitting_their_own_entries() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let other_key: &[u8] = b"another node's key, 32 bytes....";
+    let keyed = |key: &[u8]| config(&server.url()).with_signing_key(key).unwrap();
+    let a = compile(
+        &jit(&dir.path().join("a0"), &home, Some(keyed(KEY))),
+        SOURCE,
+    );
+    let b = compile(
+        &jit(&dir.path().join("b0"), &home, Some(keyed(other_key))),
+        SOURCE,
+    );
+    assert_eq!(
+        (a.origin(), b.origin()),
+        (Origin::Compiler, Origin::Compiler)
+    );
+    assert_eq!(compiles(&home), 2);
+    let (a_name, b_name) = (signed_entry_name(&a, KEY), signed_entry_name(&b, other_key));
+    let (a_entry, b_entry) = (
+        get(&server, &a_name).unwrap(),
+        get(&server, &b_name).unwrap(),
+    );
+    let both = manifests(&server);
+    assert_eq!(both.len(), 2, "one manifest field per key");
+
+    // Fresh nodes of each key, in turns: every one a remote hit on its own key's entry. A
+    // lookup stops at the first manifest that leads to a hit, so of each pair, the node whose
+    // manifest field sorts second meets the other's first: refused, counted, left.
+    for round in 0..3 {
+        let mut refused = 0;
+        for (key, who) in [(KEY, "a"), (other_key, "b")] {
+            let node = jit(
+                &dir.path().join(format!("{who}{}", round + 1)),
+                &home,
+                Some(keyed(key)),
+            );
+            let c = compile(&node, SOURCE);
+            assert_eq!(
+                c.origin(),
+                Origin::Remote,
+                "round {round}, node {who}: {:?} {:?}",
+                c.cache_warnings(),
+                c.bad_entries()
+            );
+            let remote = node.stats().remote.unwrap();
+            assert_eq!(remote.refused, c.bad_entries().len() as u64, "{remote:?}");
+            assert!(
+                c.bad_entries()
+                    .iter()
+                    .all(|e| e.reason.contains("signature") && !e.writable_root),
+                "{:?}",
+                c.bad_entries()
+            );
+            refused += remote.refused;
+        }
+        assert_eq!(refused, 1, "round {round}");
+    }
+    assert_eq!(compiles(&home), 2, "a node compiled again");
+    // Nothing was deleted or rewritten.
+    assert_eq!(get(&server, &a_name).unwrap(), a_entry);
+    assert_eq!(get(&server, &b_name).unwrap(), b_entry);
+    assert_eq!(manifests(&server), both);
 }
 
 #[test]
@@ -619,13 +770,16 @@ fn hipjit_cache_stats_reports_the_remote_tier_without_its_password() {
         &jit(&dir.path().join("a"), &home, Some(config(&server.url()))),
         SOURCE,
     );
-    let stats = |url: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-            .args(["cache", "stats", "--json"])
+    let stats_keyed = |url: &str, key: &[u8]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        cmd.args(["cache", "stats", "--json"])
             .env("HIPJIT_CACHE_DIR", dir.path().join("a"))
             .env("HIPJIT_REMOTE_CACHE", url)
-            .output()
-            .unwrap();
+            .env_remove("HIPJIT_REMOTE_CACHE_KEY");
+        if !key.is_empty() {
+            cmd.env("HIPJIT_REMOTE_CACHE_KEY", std::str::from_utf8(key).unwrap());
+        }
+        let out = cmd.output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
             out.status.success(),
@@ -636,7 +790,16 @@ fn hipjit_cache_stats_reports_the_remote_tier_without_its_password() {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         v["remote"].clone()
     };
+    let stats = |url: &str| stats_keyed(url, b"");
     let up = stats(&server.url());
+    assert_eq!(up["signed"], false, "{up}");
+    assert!(up["key_id"].is_null(), "{up}");
+    // Under a key: its id, to compare nodes' keys without showing them.
+    let keyed = stats_keyed(&server.url(), KEY);
+    assert_eq!(keyed["key_id"], signing::key_id(KEY), "{keyed}");
+    assert!(!keyed
+        .to_string()
+        .contains(std::str::from_utf8(KEY).unwrap()));
     assert_eq!(up["reachable"], true, "{up}");
     assert_eq!(up["keys"], 2, "an entry and its manifests: {up}");
     assert_eq!(up["policy"], "noeviction", "{up}");
@@ -755,7 +918,7 @@ fn a_server_refusing_eval_serves_hits_without_the_lock_and_says_so_once() {
 }
 
 #[test]
-fn entries_signed_with_another_key_are_refused_with_a_warning_and_counted() {
+fn values_of_another_key_are_refused_with_a_warning_and_counted_and_left() {
     let server = Server::start();
     let dir = tempfile::tempdir().unwrap();
     let home = home(dir.path());
@@ -763,14 +926,15 @@ fn entries_signed_with_another_key_are_refused_with_a_warning_and_counted() {
     let first = compile(&jit(&dir.path().join("a"), &home, Some(keyed(KEY))), SOURCE);
     assert_eq!(first.origin(), Origin::Compiler);
 
-    // A node with another key: the entry is refused, said with what to check, and compiled.
+    // A node with another key: the first node's manifest is refused, said with what to check,
+    // and left; the node compiles.
     let other_key: &[u8] = b"another node's key, 32 bytes....";
     let b = jit(&dir.path().join("b"), &home, Some(keyed(other_key)));
     let second = compile(&b, SOURCE);
     assert_eq!(
         second.origin(),
         Origin::Compiler,
-        "an entry signed with another key was served"
+        "a value signed with another key was served"
     );
     assert_eq!(second.key(), first.key());
     assert_eq!(compiles(&home), 2);
@@ -781,37 +945,36 @@ fn entries_signed_with_another_key_are_refused_with_a_warning_and_counted() {
         .collect();
     assert_eq!(warned.len(), 1, "{:?}", second.cache_warnings());
     assert!(
-        warned[0].contains("HIPJIT_REMOTE_CACHE_KEY"),
+        warned[0].contains("HIPJIT_REMOTE_CACHE_KEY") && warned[0].contains("left in the server"),
         "{}",
         warned[0]
     );
-    // It names the value refused (the header manifest, met first) on its server.
-    let server_key = format!("{}#hipjit:{CACHE_FORMAT_VERSION}:", server.url());
+    // It names the value refused (the header manifest) on its server.
+    let server_key = format!("{}#hipjit:{CACHE_FORMAT_VERSION}:m:", server.url());
     assert!(warned[0].contains(&server_key), "{}", warned[0]);
-    let remote = b.stats().remote.unwrap();
-    assert!(remote.refused >= 1, "{remote:?}");
+    assert!(b.stats().remote.unwrap().refused >= 1);
     // The code is this node's own compile of the same source.
     assert_eq!(second.kernels()[0].name, first.kernels()[0].name);
     assert_eq!(
         second.code_objects()[0].elf(),
         first.code_objects()[0].elf()
     );
+    assert!(get(&server, &signed_entry_name(&first, KEY)).is_some());
 
-    // The first node now meets the second's entry: refused, said once in this process for
-    // that key, counted every time.
-    let a2 = jit(&dir.path().join("a2"), &home, Some(keyed(KEY)));
-    let third = compile(&a2, SOURCE);
-    assert_eq!(third.origin(), Origin::Compiler);
+    // Said once per value in this process, counted every time.
+    let b2 = jit(&dir.path().join("b2"), &home, Some(keyed(other_key)));
+    let third = compile(&b2, SOURCE);
+    assert_eq!(third.origin(), Origin::Remote);
     assert_eq!(
         warnings_about(&third, "signed with another key"),
         0,
-        "once per key: {:?}",
+        "once per value: {:?}",
         third.cache_warnings()
     );
-    assert!(!third.bad_entries().is_empty());
-    assert!(a2.stats().remote.unwrap().refused >= 1);
+    assert!(b2.stats().remote.unwrap().refused <= 1);
 
-    // An unsigned entry under signing names the variable too.
+    // An unsigned manifest under signing names the variable too, and is left for the nodes
+    // without a key, which still hit.
     let source = SOURCE.replace("= 1", "= 3");
     let unsigned = compile(
         &jit(&dir.path().join("u"), &home, Some(config(&server.url()))),
@@ -830,6 +993,11 @@ fn entries_signed_with_another_key_are_refused_with_a_warning_and_counted() {
         .collect();
     assert_eq!(w.len(), 1, "{:?}", signed.cache_warnings());
     assert!(w[0].contains("HIPJIT_REMOTE_CACHE_KEY"), "{}", w[0]);
+    let unsigned_again = compile(
+        &jit(&dir.path().join("u2"), &home, Some(config(&server.url()))),
+        &source,
+    );
+    assert_eq!(unsigned_again.origin(), Origin::Remote);
 }
 
 /// A full server (`maxmemory` reached under the default `noeviction` policy) refuses writes

@@ -26,8 +26,11 @@
 //!
 //! # Layout and publishing
 //! `<root>/v1/<first two hex digits>/<key>.hjc`: [`ENTRY_MAGIC`], the [`CACHE_FORMAT_VERSION`]
-//! (`u32` LE), the metadata length (`u64` LE), the metadata ([`EntryMeta`], MessagePack), then
-//! the artefacts back to back in the order the metadata lists them. An entry is written to a
+//! (`u32` LE), the metadata length (`u64` LE), the entry's checksum (32 bytes: the sha256 of
+//! the 20 bytes before it and of the metadata), the metadata ([`EntryMeta`], MessagePack), then
+//! the artefacts back to back in the order the metadata lists them. The checksum covers the
+//! whole entry: the metadata directly, each artefact through the size and sha256 the metadata
+//! records for it. An entry is written to a
 //! temporary file in `<root>/v1/tmp` (same filesystem), fsynced, then linked to its name
 //! without replacing anything (`link(2)`, or `renameat2(RENAME_NOREPLACE)`), and the directory
 //! is fsynced. A single file is published and replaced atomically by `rename(2)` on local
@@ -46,8 +49,9 @@
 //! # Reading
 //! An entry is opened without following a link and without blocking, checked to be a regular
 //! file of at most [`ENTRY_LIMIT`] bytes on the open descriptor ([`crate::file_read`]), then
-//! read. A reader checks magic, format version, the key in the metadata, the total length and
-//! the size and sha256 of each artefact. A bad entry is a miss: in the written root it is
+//! read. A reader checks magic, format version, the checksum of the header and metadata (a
+//! changed byte anywhere in the recorded command, options, headers or artefact list is a bad
+//! entry), the key in the metadata, the total length and the size and sha256 of each artefact. A bad entry is a miss: in the written root it is
 //! reported and will be replaced by the next write; in a read-only root it is skipped and
 //! reported. A hit in the written root sets the file's modification time, which the size cap
 //! uses for least-recently-used pruning.
@@ -78,7 +82,10 @@ pub const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 pub const ENTRY_LIMIT: u64 = 2 * file_read::CODE_OBJECT_LIMIT;
 const LAYOUT_DIR: &str = "v1";
 const ENTRY_EXT: &str = "hjc";
-const HEADER_LEN: usize = 8 + 4 + 8;
+/// Magic, format version, metadata length: the bytes the checksum follows.
+const PREFIX_LEN: usize = 8 + 4 + 8;
+const CHECKSUM_LEN: usize = 32;
+const HEADER_LEN: usize = PREFIX_LEN + CHECKSUM_LEN;
 
 /// Size and sha256 of one artefact in an entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -247,6 +254,12 @@ pub enum CacheError {
     /// The metadata could not be encoded.
     #[error("cannot encode cache metadata: {0}")]
     Encode(String),
+    /// A write was asked of a cache opened read-only ([`DiskCache::open_read_only`]).
+    #[error("the cache roots were opened read-only (for inspection): nothing is written to {}", path.display())]
+    ReadOnly {
+        /// The root that would have been written.
+        path: PathBuf,
+    },
 }
 
 /// Entry count and size of one root.
@@ -323,12 +336,17 @@ impl DiskCache {
     /// directory), [`CacheError::Io`] creating the first root, [`CacheError::Unsafe`] when a
     /// root is owned by another user or writable by group/others and not declared shared.
     pub fn open(roots: &[PathBuf]) -> Result<DiskCache, CacheError> {
+        Self::open_roots(roots, true)
+    }
+
+    /// [`DiskCache::open`] (`write_first`) or [`DiskCache::open_read_only`].
+    fn open_roots(roots: &[PathBuf], write_first: bool) -> Result<DiskCache, CacheError> {
         if let Some(index) = roots.iter().position(|p| p.as_os_str().is_empty()) {
             return Err(CacheError::EmptyRoot { index });
         }
         let mut out = Vec::new();
         for (i, path) in roots.iter().enumerate() {
-            let writable = i == 0;
+            let writable = write_first && i == 0;
             if writable && !path.exists() {
                 std::fs::DirBuilder::new()
                     .recursive(true)
@@ -375,6 +393,35 @@ impl DiskCache {
             roots: out,
             max_bytes: None,
         })
+    }
+
+    /// Opens `roots` for reading only, as tools that inspect the cache need
+    /// (`hipjit cache explain`): nothing is created or written in any of them (no root, no
+    /// [`super::tag::TAG_FILE`], no entry, lock or mark of use); a root that does not exist
+    /// reads as empty. Every root is `writable: false`; [`DiskCache::put`],
+    /// [`DiskCache::clear`] and [`DiskCache::prune`] return [`CacheError::ReadOnly`] and
+    /// [`DiskCache::lock`] [`LockOutcome::Unavailable`].
+    ///
+    /// Errors: as [`DiskCache::open`], but for creating the first root.
+    pub fn open_read_only(roots: &[PathBuf]) -> Result<DiskCache, CacheError> {
+        Self::open_roots(roots, false)
+    }
+
+    /// Whether the first root is written ([`DiskCache::open`]); `false` for a cache opened
+    /// with [`DiskCache::open_read_only`].
+    pub fn is_writable(&self) -> bool {
+        self.roots.first().is_some_and(|r| r.writable)
+    }
+
+    /// The written root, or [`CacheError::ReadOnly`].
+    fn written_root(&self) -> Result<&Root, CacheError> {
+        match self.roots.first() {
+            Some(r) if r.writable => Ok(r),
+            Some(r) => Err(CacheError::ReadOnly {
+                path: r.path.clone(),
+            }),
+            None => Err(CacheError::NoRoot),
+        }
     }
 
     /// Sets a size cap in bytes for the written root: after each write, least recently used
@@ -442,14 +489,15 @@ impl DiskCache {
     /// (then nothing is written). Returns the entry's path and whether this call published it.
     /// Prunes afterwards when a size cap is set.
     ///
-    /// Errors: [`CacheError::Io`], [`CacheError::Encode`].
+    /// Errors: [`CacheError::Io`], [`CacheError::Encode`]; [`CacheError::ReadOnly`] for a
+    /// cache opened with [`DiskCache::open_read_only`].
     pub fn put(
         &self,
         key: &CacheKey,
         meta: EntryMeta,
         artefacts: &[(&str, &[u8])],
     ) -> Result<(PathBuf, bool), CacheError> {
-        let root = &self.roots[0];
+        let root = self.written_root()?;
         let path = Self::entry_path(&root.path, key);
         let existing = read_entry(&path, Some(key), root);
         if existing.is_ok() {
@@ -529,7 +577,10 @@ impl DiskCache {
     /// Released when the returned guard drops (or the process dies).
     pub fn lock(&self, key: &CacheKey, wait: Duration) -> LockOutcome {
         use std::os::fd::AsRawFd;
-        let root = &self.roots[0];
+        let root = match self.written_root() {
+            Ok(r) => r,
+            Err(e) => return LockOutcome::Unavailable(e.to_string()),
+        };
         let dir = root.path.join(LAYOUT_DIR).join("locks");
         if let Err(e) = create_dirs(&root.path, &dir, root.shared) {
             return LockOutcome::Unavailable(format!("{}: {e}", dir.display()));
@@ -628,7 +679,7 @@ impl DiskCache {
     /// directory is not a real directory; [`CacheError::Io`] for a file that could not be
     /// removed.
     pub fn clear(&self) -> Result<u64, CacheError> {
-        let root = &self.roots[0];
+        let root = self.written_root()?;
         let mut n = 0;
         for e in list_root(&root.path)? {
             remove_entry_path(&e.path)?;
@@ -645,7 +696,7 @@ impl DiskCache {
     ///
     /// Errors: as [`DiskCache::clear`].
     pub fn prune(&self, max_bytes: u64) -> Result<PruneReport, CacheError> {
-        let root = &self.roots[0];
+        let root = self.written_root()?;
         let mut entries = list_root(&root.path)?;
         entries.sort_by_key(|e| e.last_used);
         let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
@@ -694,11 +745,24 @@ pub fn encode_entry(
     out.extend_from_slice(ENTRY_MAGIC);
     out.extend_from_slice(&CACHE_FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&(meta_bytes.len() as u64).to_le_bytes());
+    let checksum = entry_checksum(&out, &meta_bytes);
+    out.extend_from_slice(&checksum);
     out.extend_from_slice(&meta_bytes);
     for (_, bytes) in artefacts {
         out.extend_from_slice(bytes);
     }
     Ok(out)
+}
+
+/// The checksum of an entry: the sha256 of its first [`PREFIX_LEN`] bytes (magic, format
+/// version, metadata length) and of its metadata. The artefacts are covered through the size
+/// and sha256 the metadata records for each, so that a read hashes every byte once.
+fn entry_checksum(prefix: &[u8], meta: &[u8]) -> [u8; CHECKSUM_LEN] {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(prefix);
+    h.update(meta);
+    h.finalize().into()
 }
 
 /// The roots named by `HIPJIT_CACHE_DIR` (empty items ignored), else the default root; `None`
@@ -1092,8 +1156,9 @@ fn read_entry(path: &Path, key: Option<&CacheKey>, root: &Root) -> Result<Entry,
 
 impl Entry {
     /// Parses and verifies the bytes of an entry file (see the module documentation for the
-    /// layout): magic, format version, metadata, the key it holds (equal to `key` when given),
-    /// each artefact's size and sha256, and no trailing bytes. `path` is recorded as the
+    /// layout): magic, format version, the checksum of the header and metadata, the metadata,
+    /// the key it holds (equal to `key` when given), each artefact's size and sha256, and no
+    /// trailing bytes. `path` is recorded as the
     /// entry's file.
     ///
     /// Errors: a message saying what is wrong and where (a bad entry).
@@ -1103,7 +1168,7 @@ impl Entry {
         key: Option<&CacheKey>,
     ) -> Result<Entry, String> {
         let bad = |s: String| s;
-        if data.len() < HEADER_LEN || &data[..8] != ENTRY_MAGIC {
+        if data.len() < PREFIX_LEN || &data[..8] != ENTRY_MAGIC {
             return Err(bad(format!(
                 "not a hipjit cache entry ({} bytes, no {:?} magic)",
                 data.len(),
@@ -1114,6 +1179,12 @@ impl Entry {
         if version != CACHE_FORMAT_VERSION {
             return Err(bad(format!(
                 "cache format version {version}, expected {CACHE_FORMAT_VERSION}"
+            )));
+        }
+        if data.len() < HEADER_LEN {
+            return Err(bad(format!(
+                "cut short: {} bytes, fewer than the {HEADER_LEN} of the header",
+                data.len()
             )));
         }
         let mut len8 = [0u8; 8];
@@ -1128,6 +1199,15 @@ impl Entry {
                     data.len()
                 ))
             })? as usize;
+        let checksum = entry_checksum(&data[..PREFIX_LEN], &data[HEADER_LEN..meta_end]);
+        if checksum[..] != data[PREFIX_LEN..HEADER_LEN] {
+            return Err(bad(format!(
+                "checksum mismatch: the header and metadata hash to {}, the entry records {} \
+                 (corrupted after it was written)",
+                hex(&checksum),
+                hex(&data[PREFIX_LEN..HEADER_LEN])
+            )));
+        }
         let meta: EntryMeta = rmp_serde::from_slice(&data[HEADER_LEN..meta_end])
             .map_err(|e| bad(format!("metadata does not decode: {e}")))?;
         if let Some(key) = key {

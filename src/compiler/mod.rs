@@ -41,6 +41,7 @@ pub mod nvrtc;
 pub mod opened_files;
 pub mod options;
 pub mod process;
+pub mod refusal;
 pub mod rtc;
 pub mod selection;
 pub mod shell_env;
@@ -729,6 +730,23 @@ impl Compiler {
     }
 }
 
+/// `include_dirs` with symbolic links resolved, in order: what every compiler reads.
+///
+/// Errors: the first directory that does not resolve or is not a directory, as given, and
+/// what is wrong (each compiler's error type carries them).
+pub(crate) fn canonical_include_dirs(
+    include_dirs: &[PathBuf],
+) -> Result<Vec<PathBuf>, (PathBuf, String)> {
+    include_dirs
+        .iter()
+        .map(|d| match std::fs::canonicalize(d) {
+            Ok(real) if real.is_dir() => Ok(real),
+            Ok(_) => Err((d.clone(), "not a directory".to_owned())),
+            Err(e) => Err((d.clone(), e.to_string())),
+        })
+        .collect()
+}
+
 /// The directories clang searches for the ROCm device library, for a compiler at `hipcc`:
 /// `HIP_DEVICE_LIB_PATH` / `DEVICE_LIB_PATH` when set; otherwise those of the usual layouts
 /// (`<root>/amdgcn/bitcode`, `<root>/lib/amdgcn/bitcode`, Debian's
@@ -811,19 +829,11 @@ impl Build {
         if !options.include_dirs.is_empty() {
             let inc = dir.path().join(INCLUDE_DIR);
             std::fs::create_dir(&inc).map_err(io(&inc))?;
-            for (i, d) in options.include_dirs.iter().enumerate() {
-                let real = std::fs::canonicalize(d).map_err(|e| CompileError::IncludeDir {
-                    path: d.clone(),
-                    reason: e.to_string(),
-                })?;
-                if !real.is_dir() {
-                    return Err(CompileError::IncludeDir {
-                        path: d.clone(),
-                        reason: "not a directory".into(),
-                    });
-                }
+            let canonical = canonical_include_dirs(&options.include_dirs)
+                .map_err(|(path, reason)| CompileError::IncludeDir { path, reason })?;
+            for (i, (d, real)) in options.include_dirs.iter().zip(&canonical).enumerate() {
                 let link = inc.join(i.to_string());
-                std::os::unix::fs::symlink(&real, &link).map_err(io(&link))?;
+                std::os::unix::fs::symlink(real, &link).map_err(io(&link))?;
                 includes.push(d.clone());
             }
         }

@@ -612,19 +612,11 @@ impl Nvcc {
         if !options.include_dirs.is_empty() {
             let inc = tmp.path().join(STAGED_INCLUDE);
             std::fs::create_dir(&inc).map_err(io("cannot create", &inc))?;
-            for (i, d) in options.include_dirs.iter().enumerate() {
-                let real = std::fs::canonicalize(d).map_err(|e| NvccError::IncludeDir {
-                    path: d.clone(),
-                    reason: e.to_string(),
-                })?;
-                if !real.is_dir() {
-                    return Err(NvccError::IncludeDir {
-                        path: d.clone(),
-                        reason: "not a directory".into(),
-                    });
-                }
+            let canonical = super::canonical_include_dirs(&options.include_dirs)
+                .map_err(|(path, reason)| NvccError::IncludeDir { path, reason })?;
+            for (i, real) in canonical.iter().enumerate() {
                 let link = inc.join(i.to_string());
-                std::os::unix::fs::symlink(&real, &link).map_err(io("cannot create", &link))?;
+                std::os::unix::fs::symlink(real, &link).map_err(io("cannot create", &link))?;
             }
         }
         let source_name = options.source_file_name();

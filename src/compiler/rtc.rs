@@ -508,27 +508,12 @@ pub(crate) fn compile(
 /// no dependency list, so every file under them is keyed): 20,000.
 pub const MAX_TRACKED_FILES: usize = 20_000;
 
-/// `include_dirs` with symlinks resolved, in order.
+/// `include_dirs` with symlinks resolved, in order ([`super::canonical_include_dirs`]).
 ///
 /// Errors: [`RtcError::IncludeDir`] for one that does not exist or is not a directory.
 pub(crate) fn canonical_include_dirs(include_dirs: &[PathBuf]) -> Result<Vec<PathBuf>, RtcError> {
-    include_dirs
-        .iter()
-        .map(|d| {
-            let real = std::fs::canonicalize(d).map_err(|e| RtcError::IncludeDir {
-                path: d.clone(),
-                reason: e.to_string(),
-            })?;
-            if real.is_dir() {
-                Ok(real)
-            } else {
-                Err(RtcError::IncludeDir {
-                    path: d.clone(),
-                    reason: "not a directory".to_owned(),
-                })
-            }
-        })
-        .collect()
+    super::canonical_include_dirs(include_dirs)
+        .map_err(|(path, reason)| RtcError::IncludeDir { path, reason })
 }
 
 /// A file name as the compiler printed it, as the caller knows it: under `canonical[i]` (what

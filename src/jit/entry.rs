@@ -96,7 +96,8 @@ pub(crate) fn publish_manifest(
     manifest: &Manifest,
 ) -> Option<String> {
     let bytes = manifest.to_bytes();
-    let root = disk.roots().first()?;
+    // A read-only cache is not written.
+    let root = disk.roots().first().filter(|r| r.writable)?;
     if let Some(old) = disk.get(direct).entry {
         if old.artefact(MANIFEST_ARTEFACT) == Some(&bytes[..]) {
             return None;

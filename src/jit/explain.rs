@@ -25,7 +25,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CompilerUsed, Jit, JitError};
+use super::{CompilerUsed, Jit, JitError, Prepared};
 use crate::cache::key::{self, CacheKey, KeyField, KeyFields, KEY_RECORD_ARTEFACT};
 use crate::cache::manifest::{self, Manifest, MANIFEST_ARTEFACT};
 use crate::compiler::identity::{hash_file, FileStat};
@@ -338,7 +338,9 @@ impl Jit {
     /// same source and what differs (see [`crate::jit::explain`]). Compiles nothing, writes
     /// nothing.
     ///
-    /// Errors: [`JitError::Compile`] with invalid options, [`JitError::Compiler`] when the
+    /// Errors: [`JitError::Compile`] with what [`Jit::compile`] would refuse before its
+    /// compiler runs ([`crate::compiler::refusal::before_compiling`]: invalid options, an
+    /// include directory that is not one...), the same error; [`JitError::Compiler`] when the
     /// compiler cannot be found or identified (its identity is part of the key).
     pub fn explain(
         &self,
@@ -346,13 +348,14 @@ impl Jit {
         options: &CompileOptions,
     ) -> Result<Explanation, JitError> {
         let source = source.as_ref();
-        let o =
-            self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
-        self.validate(source, &o, None)?;
-        let chosen = self.compilers.choose(source, &o, None)?;
-        chosen.backend.check_options(&o)?;
+        let Prepared {
+            options: o,
+            chosen,
+            direct,
+        } = self.prepare(source, options, None)?;
+        // What a compile would refuse before the compiler runs is refused here too.
+        crate::compiler::refusal::before_compiling(&chosen.backend, source, &o)?;
         let fields = chosen.backend.key_fields(source, &o, &self.extra);
-        let direct = chosen.backend.direct_key(source, &o, &self.extra);
         let installation = chosen.backend.identity().root.clone();
         let mut out = Explanation {
             options: o.clone(),

@@ -83,6 +83,11 @@ pub enum CacheLocation {
     FromEnv,
     /// These roots: the first written, the rest read-only.
     Roots(Vec<PathBuf>),
+    /// These roots (`None`: those of `HIPJIT_CACHE_DIR`, else the default root), all read
+    /// only ([`DiskCache::open_read_only`]): nothing is created or written in them, a root
+    /// that does not exist reads as empty, and compiles are kept in memory only. For tools
+    /// that inspect the cache (`hipjit cache explain`).
+    ReadOnly(Option<Vec<PathBuf>>),
     /// No disk cache (in-process only).
     Disabled,
 }
@@ -187,6 +192,14 @@ pub enum JitError {
     },
 }
 
+/// A request made ready by [`Jit::prepare`]: the effective options, the compiler, the
+/// direct key.
+struct Prepared {
+    options: CompileOptions,
+    chosen: Chosen,
+    direct: CacheKey,
+}
+
 /// A compiled source loaded on one device: the compile result and the loaded library (shared
 /// by every caller asking for the same device and key).
 #[derive(Clone, Debug)]
@@ -242,7 +255,8 @@ impl Jit {
     /// Opens the disk cache. The compilers are found on first use (hipcc for an AMDGPU
     /// target, nvcc for an SM target), so their errors come from the first compile.
     ///
-    /// Errors: [`JitError::Cache`] (a root that cannot be created, or is refused by the
+    /// Errors: [`JitError::Cache`] (a root that cannot be created, no root named and no
+    /// `HOME`, or a root refused by the
     /// ownership rules of [`crate::cache::disk`]), [`JitError::RemoteConfig`] (a malformed
     /// `HIPJIT_REMOTE_CACHE` or signing key; a server configured in a build without the
     /// `redis` feature).
@@ -256,6 +270,14 @@ impl Jit {
             CacheLocation::Disabled => None,
             CacheLocation::FromEnv => Some(DiskCache::from_env()?),
             CacheLocation::Roots(r) => Some(DiskCache::open(&r)?),
+            CacheLocation::ReadOnly(r) => {
+                let roots = match r {
+                    Some(r) => r,
+                    None => crate::cache::disk::roots_from_env(|k| std::env::var_os(k))
+                        .ok_or(CacheError::NoRoot)?,
+                };
+                Some(DiskCache::open_read_only(&roots)?)
+            }
         }
         .map(|d| d.with_max_bytes(options.max_cache_bytes));
         Ok(Jit {
@@ -426,13 +448,11 @@ impl Jit {
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<Option<CacheKey>, JitError> {
-        let source = source.as_ref();
-        let o =
-            self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
-        self.validate(source, &o, None)?;
-        let chosen = self.compilers.choose(source, &o, None)?;
-        chosen.backend.check_options(&o)?;
-        let direct = chosen.backend.direct_key(source, &o, &self.extra);
+        let Prepared {
+            options: o,
+            chosen,
+            direct,
+        } = self.prepare(source.as_ref(), options, None)?;
         Ok(self
             .disk
             .as_ref()
@@ -451,13 +471,36 @@ impl Jit {
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<CacheKey, JitError> {
-        let source = source.as_ref();
-        let o =
-            self.effective_options_with(source, options, self.runtime_versions.as_deref(), None)?;
-        self.validate(source, &o, None)?;
-        let chosen = self.compilers.choose(source, &o, None)?;
+        Ok(self.prepare(source.as_ref(), options, None)?.direct)
+    }
+
+    /// What every request starts with: the effective options
+    /// ([`Jit::effective_options`], with the runtime at `runtime` when loading), checked
+    /// ([`Jit::validate`] and [`Backend::check_options`](crate::compiler::Backend::check_options)),
+    /// the compiler chosen for them, and the direct key.
+    ///
+    /// Errors: [`JitError::Compile`] with invalid options, [`JitError::Compiler`].
+    fn prepare(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        runtime: Option<&std::path::Path>,
+    ) -> Result<Prepared, JitError> {
+        let o = self.effective_options_with(
+            source,
+            options,
+            self.runtime_versions.as_deref(),
+            runtime,
+        )?;
+        self.validate(source, &o, runtime)?;
+        let chosen = self.compilers.choose(source, &o, runtime)?;
         chosen.backend.check_options(&o)?;
-        Ok(chosen.backend.direct_key(source, &o, &self.extra))
+        let direct = chosen.backend.direct_key(source, &o, &self.extra);
+        Ok(Prepared {
+            options: o,
+            chosen,
+            direct,
+        })
     }
 
     /// Compiles `source` for the targets of `options` (AMDGPU target IDs, or an SM target), or
@@ -588,7 +631,7 @@ impl Jit {
     ) -> Result<(), JitError> {
         self.memory.remove(source.as_ref(), options);
         if let (Some(disk), Some(path)) = (&self.disk, compiled.entry_path()) {
-            if path.starts_with(&disk.roots()[0].path) {
+            if disk.is_writable() && path.starts_with(&disk.roots()[0].path) {
                 match std::fs::remove_file(path) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -742,17 +785,12 @@ impl Jit {
         bypass_disk: bool,
         runtime: Option<&std::path::Path>,
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
-        let o = self.effective_options_with(
-            source,
-            options,
-            self.runtime_versions.as_deref(),
-            runtime,
-        )?;
-        self.validate(source, &o, runtime)?;
-        let chosen = self.compilers.choose(source, &o, runtime)?;
-        chosen.backend.check_options(&o)?;
+        let Prepared {
+            options: o,
+            chosen,
+            direct,
+        } = self.prepare(source, options, runtime)?;
         let backend = &chosen.backend;
-        let direct = backend.direct_key(source, &o, &self.extra);
         let mut bad_entries = Vec::new();
         let mut looked_up: Option<Manifest> = None;
         let disk_lookup = self.disk.as_ref().filter(|_| !bypass_disk);
@@ -878,7 +916,9 @@ impl Jit {
         let key = key::result_key(&direct, &recorded.manifest);
         let artefacts = read_artefacts(&key, &out.code_object, &o)?;
         let mut entry_path = None;
-        let publish = self.disk.is_some() || self.has_remote();
+        // A read-only cache (CacheLocation::ReadOnly) is only read.
+        let written_disk = self.disk.as_ref().filter(|d| d.is_writable());
+        let publish = written_disk.is_some() || self.has_remote();
         if let (true, Some(why)) = (publish, &recorded.unpublishable) {
             tracing::warn!(%key, reason = %why,
                 "hipjit cache: result not published, a file the compiler read changed while it ran");
@@ -916,7 +956,7 @@ impl Jit {
             if let Some(r) = &diagnostics_artefact {
                 stored.push((diagnostics::ARTEFACT, r));
             }
-            if let Some(disk) = &self.disk {
+            if let Some(disk) = written_disk {
                 match disk.put(&key, meta.clone(), &stored) {
                     Ok((path, _)) => {
                         entry_path = Some(path);

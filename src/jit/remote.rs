@@ -83,7 +83,7 @@ impl Jit {
             }
         };
         let mut entry = hit.entry;
-        if let Some(disk) = &self.disk {
+        if let Some(disk) = self.disk.as_ref().filter(|d| d.is_writable()) {
             // Served now; written to the first root in the background (two fsynced publishes:
             // [`crate::cache::remote::write_back`]).
             let (disk, key, direct, manifest) = (disk.clone(), hit.key, *direct, hit.manifest);

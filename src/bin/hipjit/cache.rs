@@ -78,7 +78,10 @@ pub enum Action {
     /// field (value, or digest for the source), the header manifest's files
     /// and directories checked now, the result key and the tier that holds it; on a miss, the
     /// fields that differ from the nearest entry compiled from the same source. Compiles and
-    /// writes nothing; a miss exits 0. JSON: file, targets, compiler, direct_key, fields[]
+    /// writes nothing (a cache root that does not exist is reported, and not created); a miss
+    /// exits 0. A request `hipjit compile` would refuse is refused the same way, with the same
+    /// message and exit status. JSON: file, cache_roots[] {path, exists}, targets, compiler,
+    /// direct_key, fields[]
     /// {name, sha256, bytes, value}, manifest {entry, files[] {name, path, status, sha256,
     /// recorded_sha256}, dirs[] {name, path, status}} or null, result_key, hit, tier ("disk",
     /// "remote" or null), entry, nearest {entry, key, differing[] {field, now, entry}} or
@@ -177,6 +180,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         let cache = DiskCache::open(std::slice::from_ref(root))
             .map_err(|e| CliError::failed(format!("cannot open the cache: {e}")))?;
         return import(&cache, file, args.json);
+    }
+    if let Action::Explain(a) = &args.action {
+        // Opens the roots read-only itself: explaining creates and writes nothing.
+        return crate::explain::run(a, args.json);
     }
     let cache = open()?;
     let roots: Vec<serde_json::Value> = cache
@@ -299,7 +306,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                                 Some(m) => human_bytes(m),
                             },
                             r["policy"].as_str().unwrap_or("unknown"),
-                            if r["signed"] == true { ", signed" } else { "" }
+                            match r["key_id"].as_str() {
+                                Some(id) => format!(", signed (key id {id})"),
+                                None => String::new(),
+                            }
                         );
                     }
                 }
@@ -417,7 +427,7 @@ fn remote_stats() -> Result<serde_json::Value, CliError> {
         Ok(i) => serde_json::json!({
             "url": i.url, "reachable": true, "version": i.version, "keys": i.keys,
             "used_memory_bytes": i.used_memory, "max_memory_bytes": i.max_memory,
-            "policy": i.policy, "signed": i.signed,
+            "policy": i.policy, "signed": i.signed, "key_id": i.key_id,
         }),
         Err(e) => serde_json::json!({"url": url, "reachable": false, "error": e}),
     })

@@ -485,8 +485,9 @@ pub(crate) fn origin_name(o: Origin) -> &'static str {
     }
 }
 
-fn targets_text(args: &Args) -> String {
-    args.targets
+/// `targets` as error messages name them: `gfx90a, gfx906`.
+pub(crate) fn targets_text(targets: &[Arch]) -> String {
+    targets
         .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
@@ -641,22 +642,24 @@ pub(crate) fn compiler_config(jobs: usize, inputs: usize) -> CompilerConfig {
     }
 }
 
-/// Runs `hipjit compile`.
-///
-/// Errors: exit status 2 for bad options (a malformed define, an `-o` that cannot hold the
-/// outputs), 1 when the compiler cannot be found or any input fails (each failure is printed
-/// on stderr as it is known, the others' results still on stdout).
-pub fn run(args: &Args) -> Result<(), CliError> {
-    let amd: Vec<TargetId> = args
-        .targets
+/// `targets` split by platform (AMDGPU target IDs, SM targets), refusing what `hipjit
+/// compile` refuses of them (usage errors, exit status 2): both platforms at once, a
+/// `compiler` of the other platform, `--code-object-version` or `-O s`/`-O z` with SM
+/// targets.
+pub(crate) fn split_targets(
+    targets: &[Arch],
+    compiler: Option<CompilerChoice>,
+    code_object_version: Option<u32>,
+    opt_level: Option<OptLevel>,
+) -> Result<(Vec<TargetId>, Vec<SmTarget>), CliError> {
+    let amd: Vec<TargetId> = targets
         .iter()
         .filter_map(|t| match t {
             Arch::Amd(t) => Some(t.clone()),
             Arch::Nvidia(_) => None,
         })
         .collect();
-    let nvidia: Vec<SmTarget> = args
-        .targets
+    let nvidia: Vec<SmTarget> = targets
         .iter()
         .filter_map(|t| match t {
             Arch::Nvidia(t) => Some(*t),
@@ -671,27 +674,42 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         )));
     }
     let on_nvidia = !nvidia.is_empty();
-    if on_nvidia && args.code_object_version.is_some() {
+    if on_nvidia && code_object_version.is_some() {
         return Err(CliError::usage(
             "--code-object-version applies to AMDGPU code objects, not to cubins (sm_ targets)",
         ));
     }
-    if on_nvidia && matches!(args.opt_level, Some(OptLevel::Os | OptLevel::Oz)) {
+    if on_nvidia && matches!(opt_level, Some(OptLevel::Os | OptLevel::Oz)) {
         return Err(CliError::usage(
             "-O s and -O z are clang's: nvcc takes -O 0 to 3 for sm_ targets",
         ));
     }
-    match (args.compiler, on_nvidia) {
+    match (compiler, on_nvidia) {
         (Some(c @ (CompilerChoice::Hipcc | CompilerChoice::HipRtc)), true)
         | (Some(c @ (CompilerChoice::Nvcc | CompilerChoice::Nvrtc)), false) => {
-            return Err(CliError::usage(format!(
+            Err(CliError::usage(format!(
                 "--compiler {c} does not compile for --arch {}: hipcc and hiprtc take AMDGPU \
                  targets, nvcc and nvrtc sm_ targets",
-                targets_text(args)
+                targets_text(targets)
             )))
         }
-        _ => {}
+        _ => Ok((amd, nvidia)),
     }
+}
+
+/// Runs `hipjit compile`.
+///
+/// Errors: exit status 2 for bad options (a malformed define, an `-o` that cannot hold the
+/// outputs), 1 when the compiler cannot be found or any input fails (each failure is printed
+/// on stderr as it is known, the others' results still on stdout).
+pub fn run(args: &Args) -> Result<(), CliError> {
+    let (amd, nvidia) = split_targets(
+        &args.targets,
+        args.compiler,
+        args.code_object_version,
+        args.opt_level,
+    )?;
+    let on_nvidia = !nvidia.is_empty();
     let outs = output_paths(args, if on_nvidia { "cubin" } else { "hsaco" })?;
     let mut base = CompileOptions {
         targets: amd,
@@ -723,18 +741,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     } else {
         vec![base.clone()]
     };
-    // A refused flag is said once the compiler that would run it is known (hipRTC or hipcc,
-    // NVRTC or nvcc); every other error of the options now.
-    let refused_flag = match bases[0].validate() {
-        Ok(()) => None,
-        Err(e @ (OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. })) => Some(e),
-        Err(e) => {
-            return Err(CliError::usage(format!(
-                "target {}: {e}",
-                targets_text(args)
-            )))
-        }
-    };
+    let refused_flag = check_options(&bases[0], &targets_text(&args.targets))?;
     let jobs = jobs(args.jobs);
     // From here on, SIGINT/SIGTERM/SIGHUP cancel the compiles (their compilers killed, their
     // build directories removed) and the command exits 128 + the signal's number.
@@ -767,11 +774,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             .filter(|f| !(f.as_os_str() == "-" || f.as_os_str() == "/dev/stdin"))
             .and_then(|f| read_source(f).ok())
             .unwrap_or_default();
-        let e = match jit.compiler_for(&first, &bases[0]) {
-            Ok(c) => e.for_backend(c.backend.kind().into()),
-            Err(_) => e,
-        };
-        return Err(CliError::usage(e.to_string()));
+        return Err(refused_flag_error(&jit, &first, &bases[0], e));
     }
 
     let n = args.files.len();
@@ -917,6 +920,38 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         });
     }
     Ok(())
+}
+
+/// Checks `options` as `hipjit compile` does before anything is compiled: every error but a
+/// refused flag is a usage error (exit status 2) naming `targets`; a refused flag is returned,
+/// to be said once the compiler that would run it is known ([`refused_flag_error`]: hipRTC or
+/// hipcc, NVRTC or nvcc).
+pub(crate) fn check_options(
+    options: &CompileOptions,
+    targets: &str,
+) -> Result<Option<OptionsError>, CliError> {
+    match options.validate() {
+        Ok(()) => Ok(None),
+        Err(e @ (OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. })) => {
+            Ok(Some(e))
+        }
+        Err(e) => Err(CliError::usage(format!("target {targets}: {e}"))),
+    }
+}
+
+/// The usage error (exit status 2) for a flag `options` refuses, naming the compiler `jit`
+/// would run for `source` (or none, when that compiler cannot be found).
+pub(crate) fn refused_flag_error(
+    jit: &Jit,
+    source: &[u8],
+    options: &CompileOptions,
+    e: OptionsError,
+) -> CliError {
+    let e = match jit.compiler_for(source, options) {
+        Ok(c) => e.for_backend(c.backend.kind().into()),
+        Err(_) => e,
+    };
+    CliError::usage(e.to_string())
 }
 
 /// The usage error (exit status 2) for a JIT that could not be made because an environment

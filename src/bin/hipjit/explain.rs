@@ -5,14 +5,16 @@
 
 use std::path::PathBuf;
 
+use hipjit::cache::disk::Root;
+use hipjit::compiler::diagnostics::Layout;
 use hipjit::compiler::selection::CompilerChoice;
-use hipjit::compiler::{CompileOptions, CxxStd, OptLevel};
+use hipjit::compiler::{CompileOptions, CxxStd, OptLevel, OptionsError};
 use hipjit::jit::explain::{DirStatus, Explanation, FileStatus, Hit};
-use hipjit::jit::{Jit, JitOptions, RecordLocation};
+use hipjit::jit::{CacheLocation, Jit, JitOptions, RecordLocation};
 
 use crate::compile::{
-    compiler_json, options_for_file, parse_arch, parse_compiler, parse_opt_level, parse_std,
-    read_source, Arch,
+    check_options, compiler_json, error_text, options_for_file, parse_arch, parse_compiler,
+    parse_opt_level, parse_std, read_source, refused_flag_error, split_targets, targets_text, Arch,
 };
 use crate::output::{self, CliError};
 
@@ -66,8 +68,24 @@ fn dir_status(s: DirStatus) -> &'static str {
     }
 }
 
-fn options(args: &Args) -> Result<CompileOptions, CliError> {
+/// The options `hipjit compile` would compile FILE with, refused as it refuses them (usage
+/// errors, exit status 2); a refused flag is returned, to be named with its compiler
+/// ([`crate::compile::refused_flag_error`]).
+fn options(args: &Args) -> Result<(CompileOptions, Option<OptionsError>), CliError> {
+    let (amd, nvidia) = split_targets(
+        &args.targets,
+        args.compiler,
+        args.code_object_version,
+        args.opt_level,
+    )?;
+    if nvidia.len() > 1 {
+        return Err(CliError::usage(
+            "several sm_ targets: each is its own compile (a cubin holds one); explain one",
+        ));
+    }
     let mut o = CompileOptions {
+        targets: amd,
+        sm_targets: nvidia,
         std: args.std.unwrap_or_default(),
         include_dirs: args.include_dirs.clone(),
         extra_flags: args.cflags.clone(),
@@ -77,63 +95,65 @@ fn options(args: &Args) -> Result<CompileOptions, CliError> {
     if let Some(l) = args.opt_level {
         o.opt_level = l;
     }
-    for t in &args.targets {
-        match t {
-            Arch::Amd(t) => o.targets.push(t.clone()),
-            Arch::Nvidia(t) => o.sm_targets.push(*t),
-        }
-    }
-    if !o.targets.is_empty() && !o.sm_targets.is_empty() {
-        return Err(CliError::usage(
-            "--arch with AMDGPU and NVIDIA targets at once: explain one platform's compile",
-        ));
-    }
-    if o.sm_targets.len() > 1 {
-        return Err(CliError::usage(
-            "several sm_ targets: each is its own compile (a cubin holds one); explain one",
-        ));
-    }
     for d in &args.defines {
         o.defines.push(match d.split_once('=') {
             Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
             None => (d.clone(), None),
         });
     }
-    o.validate()
-        .map_err(|e| CliError::usage(format!("--arch {}: {e}", o.target_names().join(", "))))?;
-    Ok(options_for_file(&o, &args.file))
+    let refused_flag = check_options(&o, &targets_text(&args.targets))?;
+    Ok((options_for_file(&o, &args.file), refused_flag))
 }
 
 /// Runs `hipjit cache explain`.
 ///
-/// Errors: exit status 2 for bad options, 1 when the source cannot be read, the caches cannot
-/// be opened or the compiler cannot be identified. A miss is not an error (exit status 0).
+/// Errors: as `hipjit compile` for the same request, with the same message: exit status 2 for
+/// bad options (a refused flag named with the compiler that would run it), 1 when the source
+/// cannot be read, the compiler cannot be found or identified, or the compiler would refuse
+/// the request before compiling (an include directory that is not one, an `#include` of a
+/// FIFO, a target it does not take...); also 1 when a cache root is unusable. A miss is not
+/// an error (exit status 0), nor is a root that does not exist (it holds nothing). Nothing is
+/// created or written: the disk roots are opened read-only
+/// (`hipjit::jit::CacheLocation::ReadOnly`).
 pub fn run(args: &Args, json: bool) -> Result<(), CliError> {
-    let o = options(args)?;
+    let (o, refused_flag) = options(args)?;
     let source = read_source(&args.file).map_err(CliError::failed)?;
     let jit = Jit::new(JitOptions {
         compiler: args.compiler,
+        cache: CacheLocation::ReadOnly(None),
         record: RecordLocation::Disabled,
         ..JitOptions::default()
     })
     .map_err(|e| {
         crate::compile::environment_error(&e).unwrap_or_else(|| CliError::failed(e.to_string()))
     })?;
-    let e = jit
-        .explain(&source, &o)
-        .map_err(|e| CliError::failed(format!("{}: {e}", args.file.display())))?;
+    if let Some(e) = refused_flag {
+        return Err(refused_flag_error(&jit, &source, &o, e));
+    }
+    let e = jit.explain(&source, &o).map_err(|e| {
+        let targets = o.target_names().join(", ");
+        CliError::failed(error_text(
+            &args.file,
+            &targets,
+            &e,
+            false,
+            &[],
+            Layout::Clang,
+        ))
+    })?;
     for w in &e.warnings {
         eprintln!("hipjit: warning: {w}");
     }
+    let roots = jit.disk_cache().map(|d| d.roots()).unwrap_or_default();
     if json {
-        output::print_json(to_json(args, &e))
+        output::print_json(to_json(args, &e, roots))
     } else {
-        print_text(args, &e);
+        print_text(args, &e, roots);
         Ok(())
     }
 }
 
-fn to_json(args: &Args, e: &Explanation) -> serde_json::Value {
+fn to_json(args: &Args, e: &Explanation, roots: &[Root]) -> serde_json::Value {
     let fields: Vec<serde_json::Value> = e
         .fields
         .0
@@ -174,6 +194,9 @@ fn to_json(args: &Args, e: &Explanation) -> serde_json::Value {
     });
     serde_json::json!({
         "file": output::path_json(&args.file),
+        "cache_roots": roots.iter().map(|r| serde_json::json!({
+            "path": output::path_json(&r.path), "exists": r.path.exists(),
+        })).collect::<Vec<_>>(),
         "targets": e.options.target_names(),
         "compiler": compiler_json(&e.compiler),
         "direct_key": e.direct_key.to_hex(),
@@ -188,7 +211,7 @@ fn to_json(args: &Args, e: &Explanation) -> serde_json::Value {
     })
 }
 
-fn print_text(args: &Args, e: &Explanation) {
+fn print_text(args: &Args, e: &Explanation, roots: &[Root]) {
     let verdict = match &e.hit {
         Some(Hit::Memory) => "hit (memory)".to_string(),
         Some(Hit::Disk(p)) => format!("hit (disk) {}", p.display()),
@@ -202,6 +225,16 @@ fn print_text(args: &Args, e: &Explanation) {
         e.compiler.path.display(),
         e.compiler.version
     );
+    for r in roots {
+        if r.path.exists() {
+            println!("cache root {}", r.path.display());
+        } else {
+            println!(
+                "cache root {} (does not exist: nothing is cached there)",
+                r.path.display()
+            );
+        }
+    }
     println!("direct key {}", e.direct_key);
     for f in &e.fields.0 {
         let value = match &f.value {

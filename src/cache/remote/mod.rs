@@ -4,25 +4,37 @@
 //! [`crate::jit::JitOptions::remote_cache`].
 //!
 //! # Keys and values
-//! With `N` the namespace ([`RemoteConfig::namespace`], default `hipjit`) and `F` the
-//! [`CACHE_FORMAT_VERSION`]:
-//! * `N:F:e:<result key>`: an entry, byte for byte the disk cache's entry file
-//!   ([`crate::cache::disk`]) in the envelope of [`signing`]. Entries are immutable: written
-//!   with `SET NX` (the first writer wins), each with a lifetime ([`RemoteConfig::ttl`],
-//!   default 30 days) refreshed on every hit (`PEXPIRE`).
+//! With `N` the namespace ([`RemoteConfig::namespace`], default `hipjit`), `F` the
+//! [`CACHE_FORMAT_VERSION`] and `S` the scope: empty without a signing key, `k<key id>:` with
+//! one ([`signing::key_id`], 16 hex digits):
+//! * `N:F:Se:<result key>`: an entry, byte for byte the disk cache's entry file
+//!   ([`crate::cache::disk`], its checksum included) in the envelope of [`signing`]. Entries
+//!   are immutable: written with `SET NX` (the first writer wins), each with a lifetime
+//!   ([`RemoteConfig::ttl`], default 30 days) renewed by hits (`PEXPIRE`, when less than nine
+//!   tenths of it is left; never for a refused value).
 //! * `N:F:m:<direct key>`: the header manifests ([`crate::cache::manifest`]) of a direct key, a
-//!   hash with one field per distinct manifest (named by the manifest's sha256, the last writer
-//!   of a field wins), merged on read: a lookup checks each against the files as they are now
-//!   and tries the result key of each that can match.
-//! * `N:F:l:<direct key>`: the cluster compile lock ([`lock`]).
+//!   hash with one field per distinct stored value (named by the value's sha256, so the same
+//!   manifest signed with two keys is two fields), shared by every scope and merged on read: a
+//!   lookup checks each against the files as they are now and tries the result key of each
+//!   that can match, in its own scope.
+//! * `N:F:Sl:<direct key>`: the cluster compile lock ([`lock`]).
+//!
+//! Nodes with different signing keys (a key being rotated, a node set up wrongly) therefore
+//! keep separate entries on one server: neither refuses nor replaces the other's. Each meets
+//! the other's manifests in the shared hash, refuses them (counted, and warned about once per
+//! value and process: the warning names `HIPJIT_REMOTE_CACHE_KEY`), and leaves them there.
 //!
 //! # Reading
 //! A remote entry is checked exactly like a disk entry ([`Entry::from_bytes`]: magic, format,
-//! key, sizes and sha256 of every artefact; then the JIT reads its code objects), after its
-//! signature when a signing key is set. A bad entry is never served: it is reported and
-//! removed only while it still holds the bad bytes (a Lua compare-and-delete on the value's
-//! SHA-1, `redis.sha1hex`), so that the next compile can publish in its place without ever
-//! deleting a good entry written meanwhile. The JIT then writes a good remote entry to the
+//! checksum of header and metadata, key, sizes and sha256 of every artefact; then the JIT
+//! reads its code objects), after its signature when a signing key is set. A bad entry is
+//! never served: it is reported and removed only while it still holds the bad bytes (a Lua
+//! compare-and-delete on the value's SHA-1, `redis.sha1hex`), so that the next compile can
+//! publish in its place without ever deleting a good entry written meanwhile. In a signed
+//! scope no other key writes, so an unsigned or otherwise signed entry there was planted or
+//! corrupted: it goes too. A manifest is removed only when it is no value of the envelope or
+//! its payload does not decode; one signed with another key, or unsigned under a key, is
+//! another node's and stays. The JIT then writes a good remote entry to the
 //! first local root, off the caller's path ([`write_back`]).
 //!
 //! # Failure
@@ -38,8 +50,8 @@
 //! Whoever can write the database can plant a self-consistent entry holding any code, which
 //! every machine would load. Use credentials (`redis://user:password@host`) and TLS
 //! (`rediss://`), and set a signing key ([`REMOTE_CACHE_KEY_ENV`]): hipjit then signs each
-//! value it writes (HMAC-SHA256 over the key name and the value) and refuses every value
-//! that is unsigned or badly signed. The password in the URL never appears in a message,
+//! value it writes (HMAC-SHA256 over the key name and the value), reads entries only from its
+//! key's scope, and refuses every value that is unsigned or badly signed. The password in the URL never appears in a message,
 //! `Debug` output, `hipjit doctor` or JSON ([`RemoteConfig::redacted_url`]).
 
 pub mod config;
@@ -74,7 +86,7 @@ mod imp {
 
     use super::client::{Client, OpError};
     use super::config::RemoteConfig;
-    use super::signing;
+    use super::signing::{self, Refused};
     use crate::cache::disk::{BadEntry, Entry};
     use crate::cache::key::{self, hex, CacheKey, CACHE_FORMAT_VERSION};
     use crate::cache::manifest::Manifest;
@@ -105,6 +117,29 @@ mod imp {
         pub(super) notices: Mutex<Vec<String>>,
         /// Values refused since the tier was made ([`RemoteCache::refused`]).
         pub(super) refused: AtomicU64,
+        /// `k<key id>:` under a signing key ([`signing::key_id`]), else empty: the part of
+        /// entry and lock names that keeps each key's values apart.
+        scope: String,
+    }
+
+    /// What became of a refused value (said in its warning).
+    enum Fate {
+        /// Deleted while it still held the refused bytes.
+        Removed,
+        /// To be deleted, but the server refuses `EVAL` or did not answer.
+        NotRemoved,
+        /// Left on purpose: another node's manifest (another signing key, or none).
+        LeftForItsNodes,
+    }
+
+    impl Fate {
+        fn removed(bad: &BadEntry) -> Fate {
+            if bad.writable_root {
+                Fate::Removed
+            } else {
+                Fate::NotRemoved
+            }
+        }
     }
 
     /// The refusals already warned about in this process, by server and key name: each is
@@ -156,12 +191,17 @@ mod imp {
                     url: config.redacted_url(),
                     reason,
                 })?;
+            let scope = config
+                .signing_key
+                .as_deref()
+                .map_or_else(String::new, |k| format!("k{}:", signing::key_id(k)));
             Ok(RemoteCache {
                 inner: Arc::new(Inner {
                     client,
                     eval_refused: AtomicBool::new(false),
                     notices: Mutex::new(Vec::new()),
                     refused: AtomicU64::new(0),
+                    scope,
                 }),
             })
         }
@@ -189,9 +229,12 @@ mod imp {
             self.inner.client.is_down()
         }
 
+        /// The server's key name of `key` for `kind` (`e` entry, `m` manifests, `l` lock; see
+        /// the module documentation): entries and locks under a signing key hold its id.
         pub(super) fn name(&self, kind: &str, key: &CacheKey) -> String {
+            let scope = if kind == "m" { "" } else { &self.inner.scope };
             format!(
-                "{}:{}:{kind}:{}",
+                "{}:{}:{scope}{kind}:{}",
                 self.config().namespace,
                 CACHE_FORMAT_VERSION,
                 key.to_hex()
@@ -245,20 +288,34 @@ mod imp {
             let mut tried = std::collections::HashSet::new();
             let mut fields: Vec<_> = fields.into_iter().collect();
             fields.sort();
-            for (field, value) in fields.into_iter().take(MAX_MANIFESTS) {
-                let manifest = match signing::open(self.signing_key(), mname.as_bytes(), &value)
-                    .map_err(|e| (e.to_string(), e.hint()))
-                    .and_then(|p| {
-                        Manifest::from_bytes(p).map_err(|e| (e.to_string(), CORRUPTED_HINT))
-                    }) {
+            let mut accepted = 0;
+            for (field, value) in fields {
+                if accepted == MAX_MANIFESTS {
+                    break;
+                }
+                let manifest = match signing::open(self.signing_key(), mname.as_bytes(), &value) {
+                    // Another node's manifest (signed with another key, or by a node without
+                    // one): it names that node's entries and is of use to it, and it blocks
+                    // nobody (each manifest value has a field of its own). Refused, left.
+                    Err(e @ (Refused::BadSignature | Refused::Unsigned)) => {
+                        let bad = self.leave_manifest(&mname, &field, e.to_string());
+                        self.refusal(&bad, e.hint(), Fate::LeftForItsNodes, &mut out.warnings);
+                        out.bad.push(bad);
+                        continue;
+                    }
+                    Err(e) => Err((e.to_string(), e.hint())),
+                    Ok(p) => Manifest::from_bytes(p).map_err(|e| (e.to_string(), CORRUPTED_HINT)),
+                };
+                let manifest = match manifest {
                     Ok(m) => m,
                     Err((reason, hint)) => {
                         let bad = self.remove_manifest(&mname, &field, &value, reason);
-                        self.refusal(&bad, hint, &mut out.warnings);
+                        self.refusal(&bad, hint, Fate::removed(&bad), &mut out.warnings);
                         out.bad.push(bad);
                         continue;
                     }
                 };
+                accepted += 1;
                 let Some(now) = manifest.current(include_dirs, installation) else {
                     continue;
                 };
@@ -295,24 +352,17 @@ mod imp {
             out: &mut Fetch,
         ) -> Option<(Entry, String, String)> {
             let name = self.name("e", rkey);
-            let ttl = self.config().ttl.as_millis() as u64;
-            let got: Result<(Option<Vec<u8>>,), _> = self.inner.client.run(0, |c| {
+            let got: Result<(Option<Vec<u8>>, i64), _> = self.inner.client.run(0, |c| {
                 redis::pipe()
                     .cmd("GET")
                     .arg(&name)
-                    .cmd("PEXPIRE")
+                    .cmd("PTTL")
                     .arg(&name)
-                    .arg(ttl)
-                    .ignore()
-                    .cmd("PEXPIRE")
-                    .arg(mname)
-                    .arg(ttl)
-                    .ignore()
                     .query(c)
             });
-            let value = match got {
-                Ok((Some(v),)) => v,
-                Ok((None,)) => return None,
+            let (value, left_ms) = match got {
+                Ok((Some(v), left)) => (v, left),
+                Ok((None, _)) => return None,
                 Err(e) => {
                     Self::note(&mut out.warnings, e);
                     return None;
@@ -326,13 +376,45 @@ mod imp {
                         .map_err(|e| (e, CORRUPTED_HINT))
                 });
             match checked {
-                Ok(entry) => Some((entry, name, sha1)),
+                Ok(entry) => {
+                    self.refresh(&name, mname, left_ms, &mut out.warnings);
+                    Some((entry, name, sha1))
+                }
+                // Under a signing key, the entry's name holds the key's id
+                // ([`signing::key_id`]): no node with another key writes there, so a value
+                // that is unsigned or signed otherwise was planted or corrupted, and goes.
                 Err((reason, hint)) => {
                     let bad = self.remove_if(&name, &sha1, reason);
-                    self.refusal(&bad, hint, &mut out.warnings);
+                    self.refusal(&bad, hint, Fate::removed(&bad), &mut out.warnings);
                     out.bad.push(bad);
                     None
                 }
+            }
+        }
+
+        /// Renews the lifetime of the entry `name` and of the manifests `mname` after a hit,
+        /// when the entry has less than nine tenths of [`RemoteConfig::ttl`] left
+        /// (`left_ms`, from `PTTL`): a hit costs one round trip, and only values that checked
+        /// out are kept alive (a refused one expires).
+        fn refresh(&self, name: &str, mname: &str, left_ms: i64, warnings: &mut Vec<String>) {
+            let ttl = self.config().ttl.as_millis() as u64;
+            if left_ms < 0 || left_ms as u64 >= ttl - ttl / 10 {
+                return;
+            }
+            let r: Result<(), OpError> = self.inner.client.run(0, |c| {
+                redis::pipe()
+                    .cmd("PEXPIRE")
+                    .arg(name)
+                    .arg(ttl)
+                    .ignore()
+                    .cmd("PEXPIRE")
+                    .arg(mname)
+                    .arg(ttl)
+                    .ignore()
+                    .query(c)
+            });
+            if let Err(e) = r {
+                Self::note(warnings, e);
             }
         }
 
@@ -346,24 +428,32 @@ mod imp {
             warnings: &mut Vec<String>,
         ) -> BadEntry {
             let bad = self.remove_if(&hit.name, &hit.value_sha1, reason);
-            self.refusal(&bad, CORRUPTED_HINT, warnings);
+            self.refusal(&bad, CORRUPTED_HINT, Fate::removed(&bad), warnings);
             self.take_notices(warnings);
             bad
         }
 
         /// Counts a refused value and warns about it, once per server and key name in this
-        /// process: what was refused, why, what to check (`hint`), and whether it was removed.
-        fn refusal(&self, bad: &BadEntry, hint: &str, warnings: &mut Vec<String>) {
+        /// process: what was refused, why, what to check (`hint`), and what became of it.
+        fn refusal(&self, bad: &BadEntry, hint: &str, fate: Fate, warnings: &mut Vec<String>) {
             self.inner.refused.fetch_add(1, Ordering::Relaxed);
             let shown = bad.path.display().to_string();
             if !WARNED.lock().insert(shown.clone()) {
                 return;
             }
-            let fate = if bad.writable_root {
-                "removed from the server, so that this compile can publish a good one"
-            } else {
-                "left in the server (it could not be removed: the server refuses EVAL or did \
-                 not answer), never served; every node compiles this source until it expires"
+            let fate = match fate {
+                Fate::Removed => {
+                    "removed from the server, so that this compile can publish a good one"
+                }
+                Fate::NotRemoved => {
+                    "left in the server (it could not be removed: the server refuses EVAL or \
+                     did not answer), never served; every node compiles this source until it \
+                     expires"
+                }
+                Fate::LeftForItsNodes => {
+                    "left in the server for the nodes that wrote it, which keep using it; \
+                     this node uses its own"
+                }
             };
             warnings.push(format!(
                 "refused the remote cache value {shown}: {}; {hint}. Not served ({fate})",
@@ -429,6 +519,17 @@ mod imp {
             }
         }
 
+        /// A manifest field refused and left in place (another node's).
+        fn leave_manifest(&self, mname: &str, field: &[u8], reason: String) -> BadEntry {
+            let what = format!("{mname} {}", String::from_utf8_lossy(field));
+            tracing::debug!(manifest = %what, %reason, "another node's hipjit header manifest");
+            BadEntry {
+                path: self.describe(&what),
+                reason,
+                writable_root: false,
+            }
+        }
+
         fn remove_manifest(
             &self,
             mname: &str,
@@ -463,8 +564,10 @@ mod imp {
             let mname = self.name("m", direct);
             let value = signing::seal(self.signing_key(), name.as_bytes(), entry);
             let mbytes = manifest.to_bytes();
-            let field = hex(&key::sha256(&mbytes));
             let mvalue = signing::seal(self.signing_key(), mname.as_bytes(), &mbytes);
+            // Named by the value as stored: nodes with different signing keys (or none) never
+            // overwrite each other's field for the same manifest.
+            let field = hex(&key::sha256(&mvalue));
             let ttl = self.config().ttl.as_millis() as u64;
             let r: Result<(), OpError> = self.inner.client.run(value.len() + mvalue.len(), |c| {
                 redis::pipe()
@@ -521,6 +624,9 @@ mod imp {
         pub policy: Option<String>,
         /// Whether entries are signed and checked ([`RemoteConfig::signing_key`]).
         pub signed: bool,
+        /// The signing key's id ([`signing::key_id`]), to compare nodes' keys without showing
+        /// them; `None` without a key.
+        pub key_id: Option<String>,
     }
 
     impl RemoteCache {
@@ -560,6 +666,7 @@ mod imp {
                 max_memory: field("maxmemory").and_then(|v| v.parse().ok()),
                 policy: field("maxmemory_policy"),
                 signed: self.config().signing_key.is_some(),
+                key_id: self.signing_key().map(signing::key_id),
             })
         }
     }

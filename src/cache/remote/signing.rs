@@ -32,6 +32,20 @@ fn mac(key: &[u8], name: &[u8], payload: &[u8]) -> Hmac<Sha256> {
     m
 }
 
+/// The public name of a signing key: 16 hex digits, the first 8 bytes of
+/// HMAC-SHA256(`key`, `"hipjit-remote-key-id"`). Entries and cluster locks written under a
+/// signing key live under key names holding it ([`crate::cache::remote`]), so that nodes with
+/// different keys (a key being rotated, a node set up wrongly) keep separate entries on one
+/// server instead of refusing and replacing each other's; and `hipjit cache stats` shows it,
+/// so that two nodes' keys can be compared without showing either. It reveals nothing usable
+/// about the key (HMAC is a pseudo-random function of it).
+pub fn key_id(key: &[u8]) -> String {
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
+    m.update(b"hipjit-remote-key-id");
+    crate::cache::key::hex(&m.finalize().into_bytes()[..8])
+}
+
 /// Wraps `payload` stored under the Redis key `name`, signed when `key` is given.
 pub fn seal(key: Option<&[u8]>, name: &[u8], payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + MAC_LEN + payload.len());
@@ -157,6 +171,15 @@ mod tests {
         );
         // Without a key, a signed value's payload is still usable.
         assert_eq!(open(None, b"hipjit:2:e:aa", &v).unwrap(), b"payload");
+    }
+
+    #[test]
+    fn key_ids_tell_keys_apart_and_are_stable() {
+        assert_eq!(key_id(K), key_id(K));
+        assert_eq!(key_id(K).len(), 16);
+        assert_ne!(key_id(K), key_id(b"another key, 32 bytes long......"));
+        // HMAC-SHA256(K, "hipjit-remote-key-id"), computed with Python's hmac module.
+        assert_eq!(key_id(K), "8ceb8368b35a815f");
     }
 
     #[test]

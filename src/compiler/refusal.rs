@@ -1,0 +1,81 @@
+//! What each compiler refuses before it runs: [`before_compiling`] gives the error a compile
+//! of a source with some options would end with before any compiler process starts or any
+//! compiler library is called, so that a tool that only looks at a request
+//! (`hipjit cache explain`, [`crate::jit::Jit::explain`]) refuses it as a compile does, with
+//! the same error.
+//!
+//! In the order a compile meets them: an `#include` naming a FIFO, socket or device
+//! ([`super::special_include`]); the options as the compiler takes them
+//! ([`super::CompileOptions::validate_for`], its flag rules); what the in-process compilers
+//! cannot do ([`super::Backend::check_options`]); an include directory that does not exist or
+//! is not a directory. What only the compiler can tell (a target it does not support, a
+//! missing device library, a compile error) is not known here.
+
+use super::backend::Backend;
+use super::rtc::RtcError;
+use super::{BackendKind, CompileError, CompileOptions};
+use crate::compiler::nvcc::NvccError;
+
+/// The error compiling `source` with `options` (effective options, as
+/// [`Backend::compile`] gets them) by `backend` would end with before the compiler runs, if
+/// any (see the module documentation).
+///
+/// Errors: [`CompileError::SpecialInclude`]; [`CompileError::Options`] for options the
+/// compiler refuses; [`CompileError::InProcess`] with [`RtcError::Arch`] (hipRTC with several
+/// targets, NVRTC with an optimisation level...) or [`RtcError::IncludeDir`];
+/// [`CompileError::IncludeDir`] (hipcc) or [`CompileError::Nvcc`] with
+/// [`NvccError::IncludeDir`] for an include directory that is not one.
+pub fn before_compiling(
+    backend: &Backend,
+    source: &[u8],
+    options: &CompileOptions,
+) -> Result<(), CompileError> {
+    if let Some(s) = super::special_include::find(source, None, &options.include_dirs) {
+        return Err(CompileError::SpecialInclude(Box::new(s)));
+    }
+    let include_dirs = || super::canonical_include_dirs(&options.include_dirs);
+    let in_process = |e: RtcError| CompileError::InProcess(Box::new(e));
+    match backend {
+        Backend::Hipcc(_) => {
+            options.validate()?;
+            include_dirs().map_err(|(path, reason)| CompileError::IncludeDir { path, reason })?;
+        }
+        Backend::Nvcc(..) => {
+            options.validate()?;
+            include_dirs().map_err(|(path, reason)| {
+                CompileError::Nvcc(Box::new(NvccError::IncludeDir { path, reason }))
+            })?;
+        }
+        Backend::HipRtc(b) => {
+            options.validate_for(BackendKind::Hiprtc)?;
+            BackendKind::Hiprtc.check_extra_flags(&options.extra_flags)?;
+            b.options(options).map_err(in_process)?;
+            include_dirs()
+                .map_err(|(path, reason)| in_process(RtcError::IncludeDir { path, reason }))?;
+        }
+        Backend::Nvrtc(b) => {
+            options.validate_for(BackendKind::Nvrtc)?;
+            BackendKind::Nvrtc
+                .check_extra_flags(&nvrtc_flags_but_includes(&options.extra_flags))?;
+            b.options(options).map_err(in_process)?;
+            include_dirs()
+                .map_err(|(path, reason)| in_process(RtcError::IncludeDir { path, reason }))?;
+        }
+    }
+    Ok(())
+}
+
+/// The extra flags but `-I DIR` and `-IDIR`, which NVRTC takes (its include directories are
+/// keyed file by file).
+pub(crate) fn nvrtc_flags_but_includes(extra_flags: &[String]) -> Vec<String> {
+    let mut rest = Vec::new();
+    let mut it = extra_flags.iter();
+    while let Some(f) = it.next() {
+        if f == "-I" {
+            let _ = it.next();
+        } else if !f.starts_with("-I") {
+            rest.push(f.clone());
+        }
+    }
+    rest
+}
