@@ -579,3 +579,85 @@ fn explain_refuses_what_compile_refuses_with_the_same_message_and_status() {
         .collect();
     assert!(entries.is_empty(), "something was compiled: {entries:?}");
 }
+
+/// A header put beside the source (a new file in a directory the compile searched, which
+/// makes the header manifest differ) is named, in the library's explanation and in the
+/// command's text; so is one removed.
+#[test]
+fn explain_names_a_header_added_beside_the_source_or_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cache");
+    let identity = dir.path().join("identity");
+    let include = project(dir.path());
+    let source = "#include \"scale.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
+    let hipcc = installation(&dir.path().join("opt/rocm"));
+    std::fs::write(include.join("old.h"), "// unused\n").unwrap();
+    let first = jit_with(&root, &hipcc, &identity)
+        .compile(source, &options(&include, "gfx90a", "1"))
+        .unwrap();
+    assert_eq!(first.origin(), Origin::Compiler);
+
+    std::fs::write(include.join("added.h"), "// new\n").unwrap();
+    std::fs::create_dir(include.join("sub")).unwrap();
+    std::fs::remove_file(include.join("old.h")).unwrap();
+    let e = jit_with(&root, &hipcc, &identity)
+        .explain(source, &options(&include, "gfx90a", "1"))
+        .unwrap();
+    assert_eq!(differing(&e), ["dir include/0"]);
+    let d = &e.nearest.as_ref().unwrap().differing[0];
+    assert_eq!(d.now, ["added.h", "sub/"]);
+    assert_eq!(d.entry, ["old.h"]);
+    let check = e
+        .manifest
+        .as_ref()
+        .unwrap()
+        .dirs
+        .iter()
+        .find(|d| d.name == "include/0")
+        .unwrap();
+    assert_eq!(
+        check.added.as_deref(),
+        Some(&["added.h".to_string(), "sub/".into()][..])
+    );
+    assert_eq!(check.removed.as_deref(), Some(&["old.h".to_string()][..]));
+}
+
+/// The command names a header added beside the source file (the source's own directory is
+/// searched last, as `hipjit compile` searches it).
+#[test]
+fn the_command_names_a_header_added_beside_the_source_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let src_dir = dir.path().join("src");
+    std::fs::create_dir(&src_dir).unwrap();
+    std::fs::write(src_dir.join("scale.h"), HEADER).unwrap();
+    let file = src_dir.join("scale.hip");
+    std::fs::write(&file, SOURCE).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let root = dir.path().join("cache");
+    let args = [
+        "--compiler".as_ref(),
+        "hipcc".as_ref(),
+        "--arch".as_ref(),
+        "gfx90a".as_ref(),
+        "-DN=1".as_ref(),
+        file.as_os_str(),
+    ];
+    let (status, _, err) = hipjit(&["compile"], &args, &root, &home);
+    assert_eq!(status, 0, "{err}");
+    std::fs::write(src_dir.join("extra.h"), "// new\n").unwrap();
+    let (status, text, err) = hipjit(&["cache", "explain"], &args, &root, &home);
+    assert_eq!(status, 0, "{err}");
+    assert!(text.contains("miss in every tier"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "changed   directory include/0  ({}): added extra.h",
+            src_dir.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("  dir include/0\n    now:   extra.h\n    entry: (none)"),
+        "{text}"
+    );
+}

@@ -87,8 +87,11 @@ impl Server {
                 }
             }
             if let Ok(mut c) = self.connection() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return true;
+                // A server started with --requirepass answers NOAUTH: up all the same.
+                match redis::cmd("PING").query::<String>(&mut c) {
+                    Ok(_) => return true,
+                    Err(e) if e.code() == Some("NOAUTH") => return true,
+                    Err(_) => {}
                 }
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -579,11 +582,17 @@ fn the_tier_resumes_after_a_restart() {
 fn an_unreachable_address_is_bounded_and_not_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let home = home(dir.path());
-    // A port nobody listens on (refused at once), and an address that drops packets
-    // (the connect timeout bounds it) where the network has a route to it.
+    // A port nobody listens on (refused at once), and a peer that accepts connections (the
+    // kernel completes them into the backlog) and never answers: the timeouts bound it. (An
+    // address that drops packets is no test here: this machine's network answers connections
+    // to outside addresses itself.)
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     for url in [
         format!("redis://user:pw-secret@127.0.0.1:{}/0", free_port()),
-        "redis://user:pw-secret@10.255.255.1:6379/0".to_string(),
+        format!(
+            "redis://user:pw-secret@127.0.0.1:{}/0",
+            silent.local_addr().unwrap().port()
+        ),
     ] {
         let jit = jit(&dir.path().join("a"), &home, Some(config(&url)));
         let source = format!("{SOURCE}// {url}\n");
@@ -1043,5 +1052,193 @@ fn a_full_server_refuses_writes_with_a_warning_and_still_serves_hits() {
         Origin::Remote,
         "{:?}",
         again.cache_warnings()
+    );
+}
+
+/// `total_connections_received` of a server that wants the password `pw`.
+fn connections_received(port: u16, pw: &str) -> u64 {
+    let mut c = redis::Client::open(format!("redis://:{pw}@127.0.0.1:{port}/0"))
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_secs(1))
+        .unwrap();
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A TCP peer that is no Redis server: it answers every connection with an HTTP error and
+/// counts the connections it accepted.
+fn not_redis() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Write;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    (port, accepted)
+}
+
+/// Each way a server can refuse the tier is named in its one warning, with the URL (password
+/// masked) and what to check, never as "unreachable"; none of them is retried every
+/// `retry_after` (each turns the tier off for the `Jit`: no further connection is made).
+/// Before, all read as "unreachable" with the client library's words, and were retried.
+#[test]
+fn remote_failures_are_classified_named_and_not_retried() {
+    let server = Server::start_with(&["--requirepass", "right-pw"]);
+    let (peer, peer_accepted) = not_redis();
+    let p = server.port;
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let cases = [
+        (
+            format!("redis://node:wrong-pw@127.0.0.1:{p}/0"),
+            "authentication refused",
+            "password",
+        ),
+        (
+            format!("redis://127.0.0.1:{p}/0"),
+            "authentication refused",
+            "requirepass",
+        ),
+        (
+            format!("redis://:wrong-pw@127.0.0.1:{p}/3"),
+            "authentication refused",
+            "password",
+        ),
+        (
+            format!("redis://:right-pw@127.0.0.1:{p}/99"),
+            "database refused",
+            "`databases` setting",
+        ),
+        (
+            format!("redis://127.0.0.1:{peer}/0"),
+            "not a Redis server",
+            "host and port",
+        ),
+    ];
+    for (i, (url, class, check)) in cases.iter().enumerate() {
+        let mut c = config(url);
+        c.retry_after = Duration::from_millis(100);
+        let jit = jit(&dir.path().join(format!("r{i}")), &home, Some(c));
+        let first = compile_within(&jit, &format!("{SOURCE}// {i}\n"), Duration::from_secs(10));
+        assert_eq!(first.origin(), Origin::Compiler, "{url}");
+        assert_eq!(
+            first.cache_warnings().len(),
+            1,
+            "{url}: {:?}",
+            first.cache_warnings()
+        );
+        let w = &first.cache_warnings()[0];
+        assert!(w.contains(class) && w.contains(check), "{url}: {w}");
+        assert!(!w.contains("unreachable"), "{url}: {w}");
+        assert!(!w.contains("wrong-pw") && !w.contains("right-pw"), "{w}");
+        let shown = hipjit::cache::remote::RemoteConfig::new(url.clone())
+            .unwrap()
+            .redacted_url();
+        assert!(w.contains(&shown), "{url}: {w}");
+        // Past retry_after: no connection is tried again, and nothing more is said.
+        std::thread::sleep(Duration::from_millis(200));
+        let before = (
+            connections_received(p, "right-pw"),
+            peer_accepted.load(std::sync::atomic::Ordering::SeqCst),
+        );
+        let again = compile_within(
+            &jit,
+            &format!("{SOURCE}// {i} again\n"),
+            Duration::from_secs(10),
+        );
+        assert!(
+            again.cache_warnings().is_empty(),
+            "{url}: {:?}",
+            again.cache_warnings()
+        );
+        let after = (
+            connections_received(p, "right-pw"),
+            peer_accepted.load(std::sync::atomic::Ordering::SeqCst),
+        );
+        assert_eq!(
+            after,
+            (before.0 + 1, before.1),
+            "{url}: connected again (the +1 is this test's own INFO)"
+        );
+    }
+}
+
+/// `rediss://` to a server without TLS: "TLS handshake failed", saying to use `redis://`.
+/// A plain redis-server waits for more of what it takes for a command, so the handshake
+/// either fails on its error reply or times out; a plain TCP connection then tells the two
+/// apart from a server that is down.
+#[test]
+fn tls_to_a_server_without_tls_is_named_a_failed_handshake() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let url = format!("rediss://u:pw-secret@127.0.0.1:{}/0", server.port);
+    let jit = jit(&dir.path().join("a"), &home, Some(config(&url)));
+    let c = compile_within(&jit, SOURCE, Duration::from_secs(10));
+    assert_eq!(c.origin(), Origin::Compiler);
+    assert_eq!(c.cache_warnings().len(), 1, "{:?}", c.cache_warnings());
+    let w = &c.cache_warnings()[0];
+    assert!(
+        w.contains("TLS handshake failed") && w.contains("redis://"),
+        "{w}"
+    );
+    assert!(
+        w.contains("rediss://u:***@127.0.0.1") && !w.contains("pw-secret"),
+        "{w}"
+    );
+}
+
+/// `hipjit` with a database the server refuses: exit 0 like any remote failure (the tier never
+/// fails a command), and the same clear words in `compile`'s warning and in
+/// `cache stats --json` (`"failure": "database refused"`).
+#[cfg(feature = "cli")]
+#[test]
+fn hipjit_names_a_refused_database_in_compile_and_stats() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("redis://127.0.0.1:{}/99", server.port);
+    let source = dir.path().join("k.hip");
+    std::fs::write(&source, SOURCE).unwrap();
+    let hipjit = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hipjit"))
+            .args(args)
+            .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+            .env("HIPJIT_REMOTE_CACHE", &url)
+            .env_remove("HIPJIT_REMOTE_CACHE_KEY")
+            .env("HIPJIT_HIPCC", fake_hipcc())
+            .env("HIPJIT_COMPILER", "hipcc")
+            .env("HOME", home(dir.path()))
+            .output()
+            .unwrap()
+    };
+    let out = hipjit(&["compile", "--arch", "gfx90a", source.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("database refused") && stderr.contains(&url),
+        "{stderr}"
+    );
+    let out = hipjit(&["cache", "stats", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["remote"]["reachable"], false, "{v}");
+    assert_eq!(v["remote"]["failure"], "database refused", "{v}");
+    assert!(
+        v["remote"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("DB index is out of range"),
+        "{v}"
     );
 }

@@ -159,9 +159,12 @@ pub(crate) fn resolve(
     }
 }
 
-/// sha256 of a directory's listing: its entry names sorted, each with `d` for a directory and
-/// `f` for anything else. `None` when it cannot be listed.
-pub fn listing_hash(dir: &Path) -> Option<[u8; 32]> {
+/// A directory's entries, sorted: each name (raw bytes) and whether it is a directory (a
+/// symbolic link to one counts as one).
+pub type Listing = Vec<(Vec<u8>, bool)>;
+
+/// A directory's listing. `None` when it cannot be listed.
+pub fn listing(dir: &Path) -> Option<Listing> {
     let mut names: Vec<(Vec<u8>, bool)> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
@@ -172,19 +175,82 @@ pub fn listing_hash(dir: &Path) -> Option<[u8; 32]> {
         })
         .collect();
     names.sort();
+    Some(names)
+}
+
+/// sha256 of a listing ([`listing`]): each name with `d` for a directory and `f` for
+/// anything else.
+pub(crate) fn hash_listing(names: &[(Vec<u8>, bool)]) -> [u8; 32] {
     let mut h = Sha256::new();
     for (n, d) in names {
         h.update((n.len() as u64).to_le_bytes());
-        h.update(&n);
-        h.update(if d { b"d" } else { b"f" });
+        h.update(n);
+        h.update(if *d { b"d" } else { b"f" });
     }
-    Some(h.finalize().into())
+    h.finalize().into()
+}
+
+/// sha256 of a directory's listing ([`listing`]). `None` when it cannot be listed.
+pub fn listing_hash(dir: &Path) -> Option<[u8; 32]> {
+    listing(dir).map(|names| hash_listing(&names))
+}
+
+/// The artefact of a published result entry holding the listings of the directories its
+/// manifest records below `-I` directories ([`DirListings`]), so that `hipjit cache explain`
+/// can name the entries added to or removed from one since (a header put beside the source).
+/// Entries written before it existed, or whose listings ran past [`MAX_LISTED_NAMES`], lack
+/// some or all: the directory is then named without its entries.
+pub const DIR_LISTINGS_ARTEFACT: &str = "dir-listings";
+
+/// The most entry names one compile keeps in [`DIR_LISTINGS_ARTEFACT`] (a directory that
+/// would pass it is left out whole): a project's directories hold a few dozen.
+pub const MAX_LISTED_NAMES: usize = 4096;
+
+/// The listing of one recorded directory ([`DIR_LISTINGS_ARTEFACT`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirListing {
+    /// Its base, as [`DirRecord::include_dir`].
+    pub include_dir: Option<u32>,
+    /// Its name below the base, as [`DirRecord::name`].
+    pub name: Vec<u8>,
+    /// Its entries when recorded, as [`listing`] gives them.
+    pub entries: Listing,
+}
+
+/// The listings kept for a compile ([`DIR_LISTINGS_ARTEFACT`]), in manifest order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirListings(pub Vec<DirListing>);
+
+impl DirListings {
+    /// The listing of the directory `name` below `include_dir`, when kept.
+    pub fn get(&self, include_dir: Option<u32>, name: &[u8]) -> Option<&DirListing> {
+        self.0
+            .iter()
+            .find(|l| l.include_dir == include_dir && l.name == name)
+    }
+
+    /// Encodes them (MessagePack), as stored in [`DIR_LISTINGS_ARTEFACT`].
+    pub fn to_bytes(&self) -> Vec<u8> {
+        rmp_serde::to_vec(self).unwrap_or_default()
+    }
+
+    /// Decodes a [`DIR_LISTINGS_ARTEFACT`]; `None` when it does not decode.
+    pub fn from_bytes(bytes: &[u8]) -> Option<DirListings> {
+        rmp_serde::from_slice(bytes).ok()
+    }
 }
 
 /// A directory's stat fields and listing hash now (`None`s when absent or not listable).
 pub(crate) fn dir_state(path: &Path) -> (Option<FileStat>, Option<[u8; 32]>) {
+    let (stat, names) = dir_state_listed(path);
+    (stat, names.map(|n| hash_listing(&n)))
+}
+
+/// A directory's stat fields and listing ([`listing`]) now (`None`s when absent or not
+/// listable).
+pub(crate) fn dir_state_listed(path: &Path) -> (Option<FileStat>, Option<Listing>) {
     match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => (Some(FileStat::of(&m)), listing_hash(path)),
+        Ok(m) if m.is_dir() => (Some(FileStat::of(&m)), listing(path)),
         Ok(m) => (Some(FileStat::of(&m)), None),
         Err(_) => (None, None),
     }
@@ -354,6 +420,9 @@ pub struct Recorded {
     pub unpublishable: Option<String>,
     /// The files recorded, for the entry's metadata: (name as text, path, sha256 hex).
     pub headers: Vec<crate::cache::key::TrackedHeader>,
+    /// The listings of the directories recorded below `-I` directories, for
+    /// [`DIR_LISTINGS_ARTEFACT`].
+    pub listings: DirListings,
 }
 
 /// The filesystem's clock now: the modification time of a file written in `dir` (and removed),
@@ -506,11 +575,28 @@ pub fn record(
     dir_names.sort();
     dir_names.dedup();
     let mut dirs = Vec::with_capacity(dir_names.len());
+    let mut listings = Vec::new();
+    let mut listed_names = 0;
     for (base, name) in dir_names {
         let Some(path) = resolve(base, &name, include_dirs, &compiler.root) else {
             continue;
         };
-        let (stat, listing) = dir_state(&path);
+        let below_include_dir = matches!(base, Some(i) if i != INSTALLATION);
+        let (stat, listing) = match dir_state_listed(&path) {
+            (stat, Some(entries)) => {
+                let hash = hash_listing(&entries);
+                if below_include_dir && listed_names + entries.len() <= MAX_LISTED_NAMES {
+                    listed_names += entries.len();
+                    listings.push(DirListing {
+                        include_dir: base,
+                        name: name.clone(),
+                        entries,
+                    });
+                }
+                (stat, Some(hash))
+            }
+            (stat, None) => (stat, None),
+        };
         if let Some(s) = &stat {
             if too_new(s.mtime, started) || too_new(s.ctime, started) {
                 unpublishable.get_or_insert_with(|| {
@@ -530,6 +616,7 @@ pub fn record(
         manifest: Manifest { files, dirs },
         unpublishable,
         headers,
+        listings: DirListings(listings),
     }
 }
 

@@ -13,7 +13,10 @@
 //!   these very options: the nearest entry is the one that manifest names, and what differs is
 //!   in the files: each file whose content changed (`file include/0/x.h`: the result-key
 //!   record's `file` field, named by its `-I` directory index as in the key) and each searched
-//!   directory whose listing changed (`dir include/0`).
+//!   directory whose listing changed (`dir include/0`), with the names of the entries added
+//!   (`now`) and removed (`entry`) since, when the result kept its listing
+//!   ([`crate::cache::manifest::DIR_LISTINGS_ARTEFACT`]: directories below `-I` directories,
+//!   the source's own among them with `hipjit compile`).
 //! * Otherwise every entry of the disk roots is read, and among those storing their key
 //!   record (artefact [`crate::cache::key::KEY_RECORD_ARTEFACT`], written since it exists)
 //!   with the same `source` digest, the one with the fewest differing fields is the nearest.
@@ -27,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use super::{CompilerUsed, Jit, JitError, Prepared};
 use crate::cache::key::{self, CacheKey, KeyField, KeyFields, KEY_RECORD_ARTEFACT};
-use crate::cache::manifest::{self, Manifest, MANIFEST_ARTEFACT};
+use crate::cache::manifest::{self, DirListings, Manifest, MANIFEST_ARTEFACT};
 use crate::compiler::identity::{hash_file, FileStat};
 use crate::compiler::CompileOptions;
 
@@ -94,6 +97,13 @@ pub struct DirCheck {
     pub path: Option<PathBuf>,
     /// Its state.
     pub status: DirStatus,
+    /// When it changed: the names of its entries now that were not there when the result
+    /// was compiled (a header added beside the source), sorted; `None` when that is not
+    /// known (the result entry kept no listing of it: [`manifest::DIR_LISTINGS_ARTEFACT`];
+    /// or the directory cannot be listed now).
+    pub added: Option<Vec<String>>,
+    /// As `added`, the names of the entries there then and gone now.
+    pub removed: Option<Vec<String>>,
 }
 
 /// The header manifest of the direct key, checked against the files as they are now.
@@ -114,9 +124,11 @@ pub struct FieldDifference {
     /// `compiler-fingerprint`...), or `file <name>` / `dir <name>` of the header manifest.
     pub field: String,
     /// The value now: items as text, or `sha256 <hex>` for a field shown by digest; for
-    /// `flags`, only the flags the entry lacks.
+    /// `flags`, only the flags the entry lacks; for a `dir` whose recorded listing was kept,
+    /// the names of the entries added since (`name/` for a directory).
     pub now: Vec<String>,
-    /// The entry's value (for `flags`, only the flags this request lacks).
+    /// The entry's value (for `flags`, only the flags this request lacks; for a `dir`, the
+    /// entries removed since).
     pub entry: Vec<String>,
 }
 
@@ -168,12 +180,13 @@ fn base_name(include_dir: Option<u32>, name: &[u8]) -> String {
 }
 
 /// The manifest's files and directories as they are now (`installation`: the compiler's
-/// installation root).
+/// installation root; `listings`: those the result compiled with this manifest kept).
 fn check_manifest(
     entry: &Path,
     m: &Manifest,
     include_dirs: &[PathBuf],
     installation: &Path,
+    listings: Option<&DirListings>,
 ) -> ManifestReport {
     let files = m
         .files
@@ -208,10 +221,11 @@ fn check_manifest(
         .iter()
         .map(|d| {
             let path = manifest::resolve(d.include_dir, &d.name, include_dirs, installation);
-            let (stat, listing) = match &path {
-                Some(p) => manifest::dir_state(p),
+            let (stat, entries) = match &path {
+                Some(p) => manifest::dir_state_listed(p),
                 None => (None, None),
             };
+            let listing = entries.as_deref().map(manifest::hash_listing);
             let status = match (d.stat.is_some(), stat.is_some()) {
                 (false, true) => DirStatus::Appeared,
                 (true, false) => DirStatus::Missing,
@@ -219,10 +233,35 @@ fn check_manifest(
                 (true, true) if listing == d.listing => DirStatus::Unchanged,
                 (true, true) => DirStatus::Changed,
             };
+            let then = listings.and_then(|l| l.get(d.include_dir, &d.name));
+            let (added, removed) = match (status, then, entries) {
+                (DirStatus::Changed, Some(then), Some(now)) => {
+                    let names = |a: &[(Vec<u8>, bool)], b: &[(Vec<u8>, bool)]| {
+                        a.iter()
+                            .filter(|e| !b.contains(e))
+                            .map(|(n, dir)| {
+                                let n = String::from_utf8_lossy(n);
+                                if *dir {
+                                    format!("{n}/")
+                                } else {
+                                    n.into_owned()
+                                }
+                            })
+                            .collect::<Vec<_>>()
+                    };
+                    (
+                        Some(names(&now, &then.entries)),
+                        Some(names(&then.entries, &now)),
+                    )
+                }
+                _ => (None, None),
+            };
             DirCheck {
                 name: base_name(d.include_dir, &d.name),
                 path,
                 status,
+                added,
+                removed,
             }
         })
         .collect();
@@ -252,7 +291,18 @@ fn manifest_differences(report: &ManifestReport) -> Vec<FieldDifference> {
     for d in &report.dirs {
         let (now, then) = match d.status {
             DirStatus::Unchanged => continue,
-            DirStatus::Changed => ("another listing", "listing recorded"),
+            DirStatus::Changed => match (&d.added, &d.removed) {
+                // Only the names that differ, as for `flags`.
+                (Some(added), Some(removed)) if !(added.is_empty() && removed.is_empty()) => {
+                    out.push(FieldDifference {
+                        field: format!("dir {}", d.name),
+                        now: added.clone(),
+                        entry: removed.clone(),
+                    });
+                    continue;
+                }
+                _ => ("another listing", "listing recorded"),
+            },
             DirStatus::Appeared => ("present", "absent"),
             DirStatus::Missing => ("absent", "present"),
         };
@@ -383,11 +433,20 @@ impl Jit {
             if let Some(entry) = lookup.entry {
                 match entry.artefact(MANIFEST_ARTEFACT).map(Manifest::from_bytes) {
                     Some(Ok(m)) => {
+                        // The listings the result compiled with this manifest kept.
+                        let listings =
+                            disk.peek(&key::result_key(&direct, &m))
+                                .entry
+                                .and_then(|e| {
+                                    e.artefact(manifest::DIR_LISTINGS_ARTEFACT)
+                                        .and_then(DirListings::from_bytes)
+                                });
                         out.manifest = Some(check_manifest(
                             &entry.path,
                             &m,
                             &o.include_dirs,
                             &installation,
+                            listings.as_ref(),
                         ));
                         stored = Some(m);
                     }

@@ -946,6 +946,12 @@ impl Jit {
                 (output_artefact(&o), &out.code_object),
                 (key::KEY_RECORD_ARTEFACT, &key_record),
             ];
+            // The listings of the project's directories searched, so that explain can name
+            // a header added beside the source.
+            let listings = recorded.listings.to_bytes();
+            if !recorded.listings.0.is_empty() {
+                stored.push((manifest::DIR_LISTINGS_ARTEFACT, &listings));
+            }
             if let Some(ir) = &out.llvm_ir {
                 stored.push((LLVM_IR, ir));
             }

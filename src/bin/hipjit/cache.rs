@@ -77,15 +77,15 @@ pub enum Action {
     /// FILE is keyed as `hipjit compile` would key it. Prints the direct-key record field by
     /// field (value, or digest for the source), the header manifest's files
     /// and directories checked now, the result key and the tier that holds it; on a miss, the
-    /// fields that differ from the nearest entry compiled from the same source. Compiles and
-    /// writes nothing (a cache root that does not exist is reported, and not created); a miss
-    /// exits 0. A request `hipjit compile` would refuse is refused the same way, with the same
-    /// message and exit status. JSON: file, cache_roots[] {path, exists}, targets, compiler,
-    /// direct_key, fields[]
-    /// {name, sha256, bytes, value}, manifest {entry, files[] {name, path, status, sha256,
-    /// recorded_sha256}, dirs[] {name, path, status}} or null, result_key, hit, tier ("disk",
-    /// "remote" or null), entry, nearest {entry, key, differing[] {field, now, entry}} or
-    /// null, warnings[].
+    /// fields that differ from the nearest entry compiled from the same source (for a
+    /// directory whose listing changed, the entries added and removed, when known). Compiles
+    /// and writes nothing (a cache root that does not exist is reported, and not created); a
+    /// miss exits 0. A request `hipjit compile` would refuse is refused the same way, with the
+    /// same message and exit status. JSON: file, cache_roots[] {path, exists}, targets,
+    /// compiler, direct_key, fields[] {name, sha256, bytes, value}, manifest {entry, files[]
+    /// {name, path, status, sha256, recorded_sha256}, dirs[] {name, path, status, added,
+    /// removed}} or null, result_key, hit, tier ("disk", "remote" or null), entry, nearest
+    /// {entry, key, differing[] {field, now, entry}} or null, warnings[].
     Explain(crate::explain::Args),
     /// Check every entry of a bundle and, when all are good, publish them into the written
     /// root (or ROOT); a bundle with any bad entry is refused whole, naming each one.
@@ -292,8 +292,9 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                     let r = &remote;
                     if let Some(e) = r["error"].as_str() {
                         println!(
-                            "{}  remote, unreachable: {e}",
-                            r["url"].as_str().unwrap_or("")
+                            "{}  remote, {}: {e}",
+                            r["url"].as_str().unwrap_or(""),
+                            r["failure"].as_str().unwrap_or("refused")
                         );
                     } else {
                         println!(
@@ -429,7 +430,10 @@ fn remote_stats() -> Result<serde_json::Value, CliError> {
             "used_memory_bytes": i.used_memory, "max_memory_bytes": i.max_memory,
             "policy": i.policy, "signed": i.signed, "key_id": i.key_id,
         }),
-        Err(e) => serde_json::json!({"url": url, "reachable": false, "error": e}),
+        Err(e) => serde_json::json!({
+            "url": url, "reachable": false,
+            "failure": e.failure.map(|f| f.as_str()), "error": e.message,
+        }),
     })
 }
 

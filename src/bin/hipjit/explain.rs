@@ -174,7 +174,7 @@ fn to_json(args: &Args, e: &Explanation, roots: &[Root]) -> serde_json::Value {
             })).collect::<Vec<_>>(),
             "dirs": m.dirs.iter().map(|d| serde_json::json!({
                 "name": d.name, "path": d.path.as_ref().map(output::path_json),
-                "status": dir_status(d.status),
+                "status": dir_status(d.status), "added": d.added, "removed": d.removed,
             })).collect::<Vec<_>>(),
         })
     });
@@ -271,7 +271,27 @@ fn print_text(args: &Args, e: &Explanation, roots: &[Root]) {
                 );
             }
             for d in m.dirs.iter().filter(|d| d.status != DirStatus::Unchanged) {
-                println!("  {:<9} directory {}", dir_status(d.status), d.name);
+                let mut names = Vec::new();
+                if let Some(a) = d.added.as_ref().filter(|a| !a.is_empty()) {
+                    names.push(format!("added {}", a.join(" ")));
+                }
+                if let Some(r) = d.removed.as_ref().filter(|r| !r.is_empty()) {
+                    names.push(format!("removed {}", r.join(" ")));
+                }
+                println!(
+                    "  {:<9} directory {}{}{}",
+                    dir_status(d.status),
+                    d.name,
+                    d.path
+                        .as_ref()
+                        .map(|p| format!("  ({})", p.display()))
+                        .unwrap_or_default(),
+                    if names.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", names.join("; "))
+                    }
+                );
             }
         }
     }
@@ -291,8 +311,15 @@ fn print_text(args: &Args, e: &Explanation, roots: &[Root]) {
             );
             for d in &n.differing {
                 println!("  {}", d.field);
-                println!("    now:   {}", d.now.join(" "));
-                println!("    entry: {}", d.entry.join(" "));
+                let shown = |v: &[String]| {
+                    if v.is_empty() {
+                        "(none)".to_string()
+                    } else {
+                        v.join(" ")
+                    }
+                };
+                println!("    now:   {}", shown(&d.now));
+                println!("    entry: {}", shown(&d.entry));
             }
         }
     }

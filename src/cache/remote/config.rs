@@ -195,6 +195,29 @@ impl RemoteConfig {
         }
     }
 
+    /// The URL's host (without the brackets of an IPv6 address) and port (6379 when none is
+    /// given).
+    pub fn host_port(&self) -> Option<(String, u16)> {
+        let (_, rest) = self.url.split_once("://")?;
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let authority = &rest[..end];
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+            let (h, after) = v6.split_once(']')?;
+            (h, after.strip_prefix(':'))
+        } else {
+            match host_port.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (host_port, None),
+            }
+        };
+        let port = match port {
+            Some(p) => p.parse().ok()?,
+            None => 6379,
+        };
+        Some((host.to_string(), port))
+    }
+
     /// Whether the URL asks for TLS (`rediss://`).
     pub fn tls(&self) -> bool {
         self.url.starts_with("rediss://")
@@ -429,6 +452,15 @@ mod tests {
                 assert!(!e.to_string().contains(secret), "{url}: {e}");
             }
         }
+    }
+
+    #[test]
+    fn host_and_port_are_read_from_the_url() {
+        let hp = |u: &str| RemoteConfig::new(u).unwrap().host_port();
+        assert_eq!(hp("redis://u:p@h:7000/1"), Some(("h".into(), 7000)));
+        assert_eq!(hp("rediss://h"), Some(("h".into(), 6379)));
+        assert_eq!(hp("redis://[::1]:6380/0"), Some(("::1".into(), 6380)));
+        assert_eq!(hp("redis://[::1]/0"), Some(("::1".into(), 6379)));
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub mod config;
 #[cfg(feature = "redis")]
 mod client;
 #[cfg(feature = "redis")]
+pub use client::Failure;
+#[cfg(feature = "redis")]
 pub mod lock;
 #[cfg(feature = "redis")]
 pub mod signing;
@@ -84,7 +86,7 @@ mod imp {
 
     use parking_lot::Mutex;
 
-    use super::client::{Client, OpError};
+    use super::client::{Client, Failure, OpError};
     use super::config::RemoteConfig;
     use super::signing::{self, Refused};
     use crate::cache::disk::{BadEntry, Entry};
@@ -224,9 +226,16 @@ mod imp {
         }
 
         /// Whether the server is known to be unreachable now (no operation will be tried
-        /// before [`RemoteConfig::retry_after`] has passed).
+        /// before [`RemoteConfig::retry_after`] has passed), or the tier is off (the server
+        /// refused it for good: [`Failure`]).
         pub fn is_down(&self) -> bool {
             self.inner.client.is_down()
+        }
+
+        /// The last failure to use the server, classified, with its warning (the URL's
+        /// password masked); `None` when none was met.
+        pub fn last_failure(&self) -> Option<(Failure, String)> {
+            self.inner.client.last_failure()
         }
 
         /// The server's key name of `key` for `kind` (`e` entry, `m` manifests, `l` lock; see
@@ -607,6 +616,17 @@ mod imp {
         }
     }
 
+    /// Why [`RemoteCache::server_info`] got no answer.
+    #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+    #[error("{message}")]
+    pub struct Unanswered {
+        /// The class of the failure; `None` when the server answered with an error reply
+        /// (it refused `INFO` or `DBSIZE`).
+        pub failure: Option<Failure>,
+        /// What went wrong and what to check, the password masked.
+        pub message: String,
+    }
+
     /// What the server says about itself ([`RemoteCache::server_info`]).
     #[derive(Clone, Debug, PartialEq, Eq)]
     pub struct ServerInfo {
@@ -633,8 +653,10 @@ mod imp {
         /// Asks the server about itself (`INFO server`, `INFO memory`, `DBSIZE`), within the
         /// configured timeouts.
         ///
-        /// Errors: why it could not be asked (unreachable, refused), password scrubbed.
-        pub fn server_info(&self) -> Result<ServerInfo, String> {
+        /// Errors: [`Unanswered`], classified ([`Failure`]: unreachable, authentication or
+        /// database refused, TLS handshake failed, not a Redis server) with what to check, or
+        /// the server's error reply; the password masked.
+        pub fn server_info(&self) -> Result<ServerInfo, Unanswered> {
             let (info, keys): (String, u64) = self
                 .inner
                 .client
@@ -652,7 +674,20 @@ mod imp {
                         .client
                         .run(0, |c| redis::pipe().cmd("INFO").cmd("DBSIZE").query(c))
                 })
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| match (&e, self.last_failure()) {
+                    (OpError::Server { message, .. }, _) => Unanswered {
+                        failure: None,
+                        message: message.clone(),
+                    },
+                    (_, Some((failure, message))) => Unanswered {
+                        failure: Some(failure),
+                        message,
+                    },
+                    (_, None) => Unanswered {
+                        failure: Some(Failure::Unreachable),
+                        message: e.to_string(),
+                    },
+                })?;
             let field = |name: &str| {
                 info.lines()
                     .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
