@@ -112,7 +112,7 @@ fn each_distinct_request_is_recorded_once_with_its_source_options_and_key() {
 
     let l = lines(&file);
     assert_eq!(l.len(), 3, "{l:#?}");
-    assert_eq!(l[0]["schema_version"], 1);
+    assert_eq!(l[0]["schema_version"], 2);
     assert_eq!(
         l[0]["direct_key"],
         j.source_key(SCALE, &options(&include, "3"))
@@ -196,7 +196,7 @@ fn warm_compiles_what_is_missing_skips_bad_lines_and_names_failures() {
     let first_line = text.lines().next().unwrap().to_string();
     text.push_str(&first_line);
     text.push_str("\n{\"schema_version\": 1, \"source\": 3}\n");
-    text.push_str(&first_line.replace("\"schema_version\":1", "\"schema_version\":7"));
+    text.push_str(&first_line.replace("\"schema_version\":2", "\"schema_version\":7"));
     text.push('\n');
     let broken = RecordedRequest::new(
         BROKEN.as_bytes(),
@@ -546,4 +546,88 @@ fn a_compile_that_could_not_be_cached_is_not_counted_as_warmed() {
     );
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not cached"), "{stderr}");
+}
+
+/// A request recorded by a process whose include directories were relative (`hipjit compile`
+/// run in the project with `-I include`) is recorded with absolute ones, so that warm run
+/// from another directory finds the headers.
+#[test]
+fn relative_include_directories_are_recorded_absolute_and_warm_runs_from_anywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let project_dir = dir.path().join("project");
+    project(&project_dir);
+    std::fs::write(project_dir.join("scale.hip"), SCALE).unwrap();
+    let file = dir.path().join("requests.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args([
+            "compile",
+            "--compiler",
+            "hipcc",
+            "--arch",
+            "gfx90a",
+            "-DN=3",
+        ])
+        .args(["-I", "include", "scale.hip"])
+        .current_dir(&project_dir)
+        .env("HIPJIT_CACHE_DIR", dir.path().join("built"))
+        .env("HIPJIT_RECORD", &file)
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let l = lines(&file);
+    assert_eq!(l.len(), 1, "{l:#?}");
+    // The -I directory, then the source's own directory (`.` here), both absolute.
+    let project_abs = std::path::absolute(&project_dir).unwrap();
+    assert_eq!(
+        l[0]["options"]["include_dirs"],
+        serde_json::json!([
+            project_abs.join("include").to_str().unwrap(),
+            project_abs.to_str().unwrap()
+        ])
+    );
+    // Replayed from another directory into a fresh root: compiled, and that root serves the
+    // request as the project compiles it.
+    let fresh = dir.path().join("fresh");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["cache", "warm", "--json"])
+        .arg(&file)
+        .current_dir(&elsewhere)
+        .env("HIPJIT_CACHE_DIR", &fresh)
+        .env_remove("HIPJIT_RECORD")
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{json:#} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json["compiled"], 1, "{json:#}");
+    let again = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args([
+            "compile",
+            "--json",
+            "--compiler",
+            "hipcc",
+            "--arch",
+            "gfx90a",
+            "-DN=3",
+        ])
+        .args(["-I", "include", "scale.hip"])
+        .current_dir(&project_dir)
+        .env("HIPJIT_CACHE_DIR", &fresh)
+        .env_remove("HIPJIT_RECORD")
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(json["results"][0]["cache"], "disk", "{json:#}");
 }

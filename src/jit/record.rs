@@ -4,10 +4,10 @@
 //! machine (or a fresh image) so that the caches hold every kernel before the first real
 //! request.
 //!
-//! # The record format (schema version 1)
+//! # The record format (schema version 2)
 //! One JSON object per line ([`RecordedRequest`]), written after the request succeeded, once
 //! per distinct request (by direct key) per process, whichever `Jit` of the process served it:
-//! * `schema_version`: `1`;
+//! * `schema_version`: `2` (lines of version 1 are read too: see below);
 //! * `direct_key`: the direct key of the request on the recording machine (64 hex digits;
 //!   [`crate::cache::key`]), for reference: a machine with another compiler computes another;
 //! * `source` and `source_encoding`: the source as text (`"utf-8"`) when it is valid UTF-8,
@@ -21,9 +21,21 @@
 //! * `options`: the options as compiled ([`RecordedOptions`]: defines, include directories,
 //!   standard, optimisation level, extra flags, code object version and the rest).
 //!
-//! Include directories are recorded as given (a path string, or `{"text", "hex"}` for a path
-//! that is not UTF-8): a record replayed in another tree finds the headers at those paths or
-//! fails naming them; keeping the trees alike is the user's business.
+//! Include directories (`include_dirs`, `tracked_include_dirs`) are recorded as absolute paths
+//! (a path string, or `{"text", "hex"}` for a path that is not UTF-8): one given relative is
+//! joined to the recording process's current directory (lexically, symbolic links kept, as
+//! [`std::path::absolute`] does), so that `hipjit cache warm` finds the headers from whatever
+//! directory it runs in; only when that directory cannot be read is a relative path kept as
+//! given. A record replayed in another tree finds the headers at those paths or fails naming
+//! them; keeping the trees alike is the user's business. Include directories are keyed by
+//! position, not by path, so an absolute path keys as the relative one did. Paths inside
+//! `extra_flags` (an `-I DIR` nvcc or NVRTC takes there) are recorded as given, since the
+//! flags are keyed as they are written; relative ones are read from the directory warm runs
+//! in.
+//!
+//! Version 1 (hipjit before absolute include directories) recorded include directories as
+//! given; such lines are still read, a relative path in them read from the directory warm
+//! runs in.
 //!
 //! # Appending
 //! Each line is written by one `write(2)` (looped only on a short write) on the file opened
@@ -54,8 +66,11 @@ use crate::target_id::TargetId;
 /// The variable naming the record file.
 pub const RECORD_ENV: &str = "HIPJIT_RECORD";
 
-/// The `schema_version` of the lines written, and the only one read.
-pub const RECORD_SCHEMA_VERSION: u32 = 1;
+/// The `schema_version` of the lines written.
+pub const RECORD_SCHEMA_VERSION: u32 = 2;
+
+/// The `schema_version`s read: 1 (include directories as given) and 2 (absolute).
+pub const READ_SCHEMA_VERSIONS: [u32; 2] = [1, RECORD_SCHEMA_VERSION];
 
 /// The longest line [`read_records`] accepts, in bytes: a source of at most
 /// [`crate::file_read::SOURCE_LIMIT`] as hex, plus room for the options.
@@ -114,6 +129,12 @@ impl RecordedPath {
         }
     }
 
+    /// `p` made absolute against the current directory (kept as given when that cannot be
+    /// read).
+    fn absolute(p: &Path) -> RecordedPath {
+        RecordedPath::of(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+    }
+
     fn to_path(&self) -> Result<PathBuf, String> {
         match self {
             RecordedPath::Text(s) => Ok(PathBuf::from(s)),
@@ -142,9 +163,9 @@ pub enum SourceEncoding {
 pub struct RecordedOptions {
     /// `-D` defines: `[name, value or null]`.
     pub defines: Vec<(String, Option<String>)>,
-    /// `-I` directories, as given.
+    /// `-I` directories, absolute (see the module documentation).
     pub include_dirs: Vec<RecordedPath>,
-    /// [`CompileOptions::tracked_include_dirs`], as given.
+    /// [`CompileOptions::tracked_include_dirs`], absolute.
     #[serde(default)]
     pub tracked_include_dirs: Vec<RecordedPath>,
     /// The standard: `c++11`, `c++14`, `c++17`, `c++20`, `c++23`.
@@ -249,7 +270,8 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 impl RecordedRequest {
     /// The record of compiling `source` with `options` (as compiled: effective options) under
     /// the compiler choice `compiler`, served by `used`, with the caller's signature `extra`
-    /// and the direct key `direct`.
+    /// and the direct key `direct`. Relative include directories are made absolute against
+    /// this process's current directory (see the module documentation).
     pub fn new(
         source: &[u8],
         options: &CompileOptions,
@@ -276,12 +298,12 @@ impl RecordedRequest {
                 include_dirs: options
                     .include_dirs
                     .iter()
-                    .map(|p| RecordedPath::of(p))
+                    .map(|p| RecordedPath::absolute(p))
                     .collect(),
                 tracked_include_dirs: options
                     .tracked_include_dirs
                     .iter()
-                    .map(|p| RecordedPath::of(p))
+                    .map(|p| RecordedPath::absolute(p))
                     .collect(),
                 std: options.std.to_string(),
                 opt: opt_flag(options.opt_level).to_string(),
@@ -302,12 +324,7 @@ impl RecordedRequest {
     /// Errors: a message naming the field that does not read (an unknown schema version,
     /// source encoding, target, standard, optimisation level or compiler choice; bad hex).
     pub fn to_request(&self) -> Result<Request, String> {
-        if self.schema_version != RECORD_SCHEMA_VERSION {
-            return Err(format!(
-                "schema_version {} (this hipjit reads {RECORD_SCHEMA_VERSION})",
-                self.schema_version
-            ));
-        }
+        check_version(Some(self.schema_version.into()))?;
         let source = match self.source_encoding {
             SourceEncoding::Utf8 => self.source.clone().into_bytes(),
             SourceEncoding::Hex => {
@@ -360,6 +377,19 @@ impl RecordedRequest {
             compiler,
             extra_signature,
         })
+    }
+}
+
+/// `Ok` for a `schema_version` this hipjit reads ([`READ_SCHEMA_VERSIONS`]; `None`: not a
+/// number), else the reason the line is skipped.
+fn check_version(v: Option<u64>) -> Result<(), String> {
+    match v {
+        Some(v) if READ_SCHEMA_VERSIONS.iter().any(|&r| u64::from(r) == v) => Ok(()),
+        Some(v) => Err(format!(
+            "schema_version {v} (this hipjit reads versions 1 and 2; the line was written by a \
+             newer hipjit: warm with that one)"
+        )),
+        None => Err("schema_version is not a number".to_string()),
     }
 }
 
@@ -449,13 +479,7 @@ pub fn read_records_from(mut reader: impl BufRead) -> std::io::Result<Records> {
                 // The version first, so that a future format is named as such.
                 match v.get("schema_version").map(|s| s.as_u64()) {
                     None => return Err("no schema_version".to_string()),
-                    Some(Some(v)) if v == RECORD_SCHEMA_VERSION as u64 => {}
-                    Some(v) => {
-                        return Err(format!(
-                            "schema_version {} (this hipjit reads {RECORD_SCHEMA_VERSION})",
-                            v.map_or_else(|| "not a number".to_string(), |v| v.to_string())
-                        ))
-                    }
+                    Some(v) => check_version(v)?,
                 }
                 serde_json::from_value::<RecordedRequest>(v)
                     .map_err(|e| format!("not a compile record: {e}"))
@@ -609,6 +633,44 @@ mod tests {
     }
 
     #[test]
+    fn relative_include_directories_are_recorded_absolute_and_version_1_lines_still_read() {
+        let mut o = options();
+        o.include_dirs = vec![PathBuf::from("rel/include"), PathBuf::from("/abs")];
+        o.tracked_include_dirs = vec![PathBuf::from("./tracked")];
+        let r = RecordedRequest::new(
+            b"x",
+            &o,
+            CompilerChoice::Auto,
+            None,
+            b"",
+            &CacheKey([0; 32]),
+        );
+        assert_eq!(r.schema_version, 2);
+        let cwd = std::env::current_dir().unwrap();
+        let line = serde_json::to_string(&r).unwrap();
+        let back = read_records_from(line.as_bytes()).unwrap();
+        let got = &back.requests[0].1.options;
+        assert_eq!(
+            got.include_dirs,
+            [cwd.join("rel/include"), PathBuf::from("/abs")]
+        );
+        assert_eq!(got.tracked_include_dirs, [cwd.join("tracked")]);
+        // A line of version 1 (paths as given) reads as it did.
+        let v1 = line
+            .replace("\"schema_version\":2", "\"schema_version\":1")
+            .replace(
+                &cwd.join("rel/include").display().to_string(),
+                "rel/include",
+            );
+        let back = read_records_from(v1.as_bytes()).unwrap();
+        assert!(back.bad.is_empty(), "{:?}", back.bad);
+        assert_eq!(
+            back.requests[0].1.options.include_dirs,
+            [PathBuf::from("rel/include"), PathBuf::from("/abs")]
+        );
+    }
+
+    #[test]
     fn bad_lines_are_named_by_number_and_reason() {
         let good = serde_json::to_string(&RecordedRequest::new(
             b"x",
@@ -619,7 +681,7 @@ mod tests {
             &CacheKey([0; 32]),
         ))
         .unwrap();
-        let future = good.replace("\"schema_version\":1", "\"schema_version\":9");
+        let future = good.replace("\"schema_version\":2", "\"schema_version\":9");
         let bad_target = good.replace("gfx942:sramecc+:xnack-", "gfx9x");
         let text =
             format!("{good}\nnot json\n\n{future}\n{{\"schema_version\":1}}\n{bad_target}\n");
