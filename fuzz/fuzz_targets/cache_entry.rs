@@ -2,28 +2,29 @@
 //! expected key and with one), then each artefact the metadata lists. Any panic is a bug: a
 //! malformed entry must come back as an error (a bad entry, replaced by the next write).
 //!
-//! The entry's checksum (bytes 20..52: the sha256 of the first 20 bytes and the metadata) would
-//! stop nearly every mutated input before the metadata decoder, so each input is also read with
-//! its checksum recomputed, as the module documentation of `hipjit::cache::disk` lays it out.
+//! The entry's checksum (16 bytes after the metadata: the XXH3-128 of every byte before it)
+//! would stop nearly every mutated input before the metadata decoder, so each input is also
+//! read with its checksum recomputed, as the module documentation of `hipjit::cache::disk`
+//! lays it out.
 #![no_main]
 
 use std::path::Path;
 
 use hipjit::cache::{CacheKey, Entry};
 use libfuzzer_sys::fuzz_target;
-use sha2::{Digest, Sha256};
 
 const PREFIX: usize = 20;
-const HEADER: usize = PREFIX + 32;
+const CHECKSUM: usize = 16;
 
 /// `data` with its checksum recomputed, when it is long enough and its metadata length fits.
 fn with_checksum(data: &[u8]) -> Option<Vec<u8>> {
     let meta_len = u64::from_le_bytes(data.get(12..PREFIX)?.try_into().ok()?);
-    let meta_end = (HEADER as u64).checked_add(meta_len)?;
-    let meta = data.get(HEADER..usize::try_from(meta_end).ok()?)?;
+    let meta_end = usize::try_from((PREFIX as u64).checked_add(meta_len)?).ok()?;
+    let sum_end = meta_end.checked_add(CHECKSUM)?;
+    let head = data.get(..meta_end)?;
+    let sum = xxhash_rust::xxh3::xxh3_128(head).to_le_bytes();
     let mut out = data.to_vec();
-    let sum = Sha256::new().chain_update(&data[..PREFIX]).chain_update(meta).finalize();
-    out[PREFIX..HEADER].copy_from_slice(&sum);
+    out.get_mut(meta_end..sum_end)?.copy_from_slice(&sum);
     Some(out)
 }
 
