@@ -12,13 +12,15 @@
 //! refused ([`RtcError::Arch`]; hipcc compiles them into one bundle). NVRTC gets nvcc's:
 //! `-arch=sm_NN`, the standard, hipjit's prelude force-included (handed in memory,
 //! [`super::nvrtc::prelude_headers`]), `--use_fast_math`, `-lineinfo`, the defines, `-I` of the
-//! CUDA toolkit's headers beside NVRTC (covered by its identity, not walked for the manifest:
+//! CUDA toolkit's headers beside NVRTC (those a compile opens are in its header manifest:
 //! [`NvRtc::compile`]), the extra flags. NVRTC has no
 //! optimisation levels: `-O3` (the default) is what it does, any other level is refused.
 //! Neither writes LLVM IR or assembly dumps: asking for them is refused by name.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+
+use super::opened_files::OpenedFiles;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -141,12 +143,13 @@ pub struct NvrtcBackend {
     pub library: Arc<RtcLibrary<NvRtc>>,
     /// CUDA's major version of it (`nvrtcVersion`; 0 when it did not tell).
     pub major: u32,
-    /// Its identity ([`crate::compiler::identity::identify_library`]): the library, its
-    /// builtins, and the toolkit's headers beside it as a covered directory (as hipcc's own
-    /// headers are: a fresh process checks the directories by `stat`, so a file added,
-    /// removed or replaced by a rename there, as package managers do, changes the identity).
+    /// Its identity ([`crate::compiler::identity::identify_library`]): the library and its
+    /// builtins; the toolkit's header directory beside it is the identity's header directory,
+    /// its parent the installation root (the headers a compile opens are in the header
+    /// manifest, relative to that root, checked by `stat` and hash on every lookup).
     pub identity: CompilerIdentity,
-    /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`]).
+    /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`], symlinks
+    /// resolved), as found when the identity was made.
     pub cuda_include: Option<PathBuf>,
     /// Compile in worker processes ([`crate::compiler::worker`]) rather than in this one.
     pub worker: Option<WorkerConfig>,
@@ -175,7 +178,7 @@ impl HipRtcBackend {
         search: &LibrarySearch,
         identity_dir: Option<&std::path::Path>,
     ) -> Option<HipRtcBackend> {
-        let r = library_search::recall(search, |_| Vec::new(), identity_dir)?;
+        let r = library_search::recall(search, identity_dir)?;
         Some(HipRtcBackend {
             library: Arc::new(RtcLibrary::unloaded(r.location.library)),
             major: r.location.major,
@@ -300,14 +303,10 @@ impl NvrtcBackend {
         search: &LibrarySearch,
         identity_dir: Option<&std::path::Path>,
     ) -> Option<NvrtcBackend> {
-        let covered = |lib: &std::path::Path| {
-            super::nvrtc::include_dir_of(lib)
-                .into_iter()
-                .collect::<Vec<_>>()
-        };
-        let r = library_search::recall(search, covered, identity_dir)?;
+        let r = library_search::recall(search, identity_dir)?;
         Some(NvrtcBackend {
-            cuda_include: super::nvrtc::include_dir_of(&r.location.library),
+            // As found when the identity was made (`cuda_fp16.h` there): no stat on a hit.
+            cuda_include: r.identity.header_dirs.first().cloned(),
             library: Arc::new(RtcLibrary::unloaded(r.location.library)),
             major: r.location.major,
             identity: r.identity,
@@ -332,7 +331,10 @@ impl NvrtcBackend {
             return Ok(b);
         }
         let library = NvRtc::open(nvcc)?;
-        let cuda_include = library.include_dir();
+        // Symlinks resolved: the headers NVRTC opens are observed under this name.
+        let cuda_include = library
+            .include_dir()
+            .and_then(|d| std::fs::canonicalize(d).ok());
         let location = Self::location(&library);
         let identity = super::identity::identify_library(
             CompilerKind::Nvrtc,
@@ -542,6 +544,17 @@ impl Backend {
         }
     }
 
+    /// The absolute search directories hipjit itself hands the compiler besides the options'
+    /// include directories and extra flags, for the header manifest's directory records
+    /// ([`crate::cache::manifest::record`]): NVRTC's `-I` of the CUDA toolkit's headers; none
+    /// for the others.
+    pub fn own_search_dirs(&self) -> Vec<PathBuf> {
+        match self {
+            Backend::Nvrtc(b) => b.cuda_include.iter().cloned().collect(),
+            Backend::Hipcc(_) | Backend::Nvcc(..) | Backend::HipRtc(_) => Vec::new(),
+        }
+    }
+
     /// Whether it compiles in this process (hipRTC, NVRTC).
     pub fn in_process(&self) -> bool {
         matches!(self, Backend::HipRtc(_) | Backend::Nvrtc(_))
@@ -692,11 +705,19 @@ impl Backend {
                     include_dirs: &options.include_dirs,
                     options: &handed,
                 };
-                let out = match &b.worker {
+                // The toolkit headers it opens, watched from here so that a worker's reads
+                // are seen as an in-process compile's are.
+                let watch = b.cuda_include.as_deref().map(OpenedFiles::watch);
+                let mut out = match &b.worker {
                     Some(w) => worker::compile(w, RtcKind::Nvrtc, b.library.path(), &input),
                     None => b.loaded().and_then(|l| l.compile(&input)),
                 }
                 .map_err(in_process)?;
+                if let (Some(dir), Some(watch)) = (&b.cuda_include, watch) {
+                    out.dependencies.extend(
+                        super::nvrtc::toolkit_headers_opened(dir, watch).map_err(in_process)?,
+                    );
+                }
                 Ok(rtc_output(b.library.path(), handed, out, started.elapsed()))
             }
         }

@@ -382,9 +382,10 @@ struct Installation {
 /// `library`, a version text `version` (the library's own answer names no build: hipRTC 5.2.3
 /// and 6.4.3 both say 9.0), and the content fingerprint of `files()`, the closed list of files
 /// that decide its output ([`crate::compiler::hiprtc::HipRtc::identity_files`],
-/// [`crate::compiler::nvrtc::NvRtc::identity_files`]) and of every file under `covered`
-/// (directories of headers the compiler is handed, such as the CUDA toolkit's `include` for
-/// NVRTC: a header there is then left out of the header manifests, as hipcc's own are).
+/// [`crate::compiler::nvrtc::NvRtc::identity_files`]). `header_dirs` are the installation's
+/// header directories (absolute, symlinks resolved; the CUDA toolkit's `include` beside NVRTC):
+/// the parent of the first is the installation root ([`CompilerIdentity::root`]), and a header
+/// read from one is recorded in header manifests relative to it, as hipcc's and nvcc's are.
 /// Remembered in `dir` (else
 /// [`identity_dir`]) as the process compilers' are: a fresh process that finds every listed
 /// file unchanged by `stat` neither calls `files` (which may compile a probe to learn what the
@@ -396,27 +397,35 @@ pub fn identify_library(
     library: &Path,
     version: String,
     files: impl FnOnce() -> Vec<PathBuf>,
-    covered: Vec<PathBuf>,
+    header_dirs: Vec<PathBuf>,
     dir: Option<&Path>,
 ) -> Result<CompilerIdentity, IdentityError> {
     let resolved = std::fs::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
     let default_dir = identity_dir();
     let dir = dir.or(default_dir.as_deref());
-    let memo_file = dir.map(|d| d.join(memo_name(kind, &resolved, &[])));
+    let memo_file = dir.map(|d| d.join(library_memo_name(kind, &resolved, library)));
     if let Some(id) = memo_file.as_deref().and_then(|f| read_memo(f, &resolved)) {
-        if id.version == version && id.covered == covered {
+        if id.version == version && id.covered.is_empty() && id.header_dirs == header_dirs {
             return Ok(id);
         }
     }
     let mut listed = files();
     listed.push(resolved.clone());
+    let installation = Installation {
+        root: header_dirs
+            .first()
+            .and_then(|d| d.parent())
+            .map(Path::to_path_buf),
+        header_dirs,
+        header_subdirs: &[],
+    };
     fingerprint(
         kind,
         &resolved,
         version,
         listed,
-        covered,
-        Installation::default(),
+        Vec::new(),
+        installation,
         memo_file.as_deref(),
     )
 }
@@ -503,6 +512,17 @@ fn fingerprint(
         write_memo(file, &identity, stats);
     }
     Ok(identity)
+}
+
+/// The name of the memo of an in-process compiler's identity: by the library's file (symlinks
+/// resolved) and the path it was found at, whose neighbourhood decides its header directories
+/// (a toolkit of links to another toolkit's NVRTC has headers of its own).
+pub(crate) fn library_memo_name(kind: CompilerKind, resolved: &Path, library: &Path) -> String {
+    memo_name(
+        kind,
+        resolved,
+        &[("library".to_owned(), library.as_os_str().to_owned())],
+    )
 }
 
 pub(crate) fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsString)]) -> String {

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use super::depfile::Dependency;
 use super::diagnostics;
+use super::opened_files::OpenedFiles;
 use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
 use crate::cache::manifest;
 use crate::cuda::target::SmTarget;
@@ -118,14 +119,13 @@ const HOST_HEADER_MACROS: &str = r#"#ifndef INFINITY
 
 /// The headers hipjit hands NVRTC in memory so HIP sources compile unchanged:
 /// `hip/hip_runtime.h` and `hip/hip_runtime_api.h` ([`prelude`]), and `hip/hip_fp16.h`, which
-/// includes the toolkit's `cuda_fp16.h` when `cuda_include` holds it and otherwise stops the
-/// compile with an error naming what is missing.
+/// includes the toolkit's `cuda_fp16.h` when `cuda_include` is given (the toolkit's header
+/// directory, found holding it: [`NvRtc::include_dir`]; not checked again here, on every
+/// lookup) and otherwise stops the compile with an error naming what is missing.
 pub fn prelude_headers(cuda_include: Option<&Path>) -> Vec<(String, Vec<u8>)> {
     let prelude = prelude().into_bytes();
     let fp16 = match cuda_include {
-        Some(dir) if dir.join("cuda_fp16.h").is_file() => {
-            "#pragma once\n#include <cuda_fp16.h>\n".to_owned()
-        }
+        Some(_) => "#pragma once\n#include <cuda_fp16.h>\n".to_owned(),
         _ => "#pragma once\n#error \"hip/hip_fp16.h needs the CUDA toolkit's cuda_fp16.h, which \
               hipjit did not find beside NVRTC (include/ beside its lib or lib64 directory)\"\n"
             .to_owned(),
@@ -427,10 +427,11 @@ impl NvRtc {
     /// directory of the program's name, relative to the process's working directory). NVRTC
     /// reports no dependency list (13.5 rejects `-M`, `-MD`), so the dependencies are every
     /// regular file under every include directory, those of `input.include_dirs` by index and
-    /// those of `-I` options as absolute paths (at most [`rtc::MAX_TRACKED_FILES`]), except the
-    /// CUDA toolkit's headers beside this NVRTC ([`NvRtc::include_dir`]), which belong to the
-    /// compiler and its identity: editing,
-    /// adding or removing any of them changes the header manifest. A file named by an absolute
+    /// those of `-I` options as absolute paths (at most [`rtc::MAX_TRACKED_FILES`]): editing,
+    /// adding or removing any of them changes the header manifest. The CUDA toolkit's headers
+    /// beside this NVRTC ([`NvRtc::include_dir`], about 2,500 files) are not listed: the
+    /// caller observes the ones a compile opens ([`toolkit_headers_opened`]), as
+    /// [`crate::compiler::Backend::compile`] does. A file named by an absolute
     /// path, a name with `..` or a computed name in an `#include` (or `__has_include`) of the
     /// source or of any of those files is refused ([`untracked_include`]): NVRTC would read
     /// such a file without its being keyed.
@@ -487,8 +488,9 @@ impl NvRtc {
                 });
             }
         }
-        // The toolkit's own headers beside this NVRTC belong to the compiler: its identity
-        // covers them (about 2,500 files in PyPI's CUDA 13, walked for nothing on every compile).
+        // The toolkit's own headers beside this NVRTC: the ones this compile opens are its
+        // dependencies, observed below (about 2,500 files in PyPI's CUDA 13, of which a compile
+        // reads a few).
         let own = self
             .include_dir()
             .and_then(|d| std::fs::canonicalize(d).ok());
@@ -566,6 +568,61 @@ impl NvRtc {
             started,
         })
     }
+}
+
+/// The CUDA toolkit headers under `dir` (its `include`, symlinks resolved) that a compile
+/// opened, as dependencies named by absolute path: the files `watch` (started before the
+/// compile, [`OpenedFiles::watch`]) saw opened, by this compile or by any other process
+/// meanwhile (a superset: never stale code, only a `stat` more per hit). When the watch could
+/// not be started or its answer cannot be trusted, every file under `dir` instead (at most
+/// [`rtc::MAX_TRACKED_FILES`]), with a warning once per process.
+///
+/// Errors: [`RtcError::NoDependencies`] when that walk fails or finds too many files.
+pub fn toolkit_headers_opened(
+    dir: &Path,
+    watch: Result<OpenedFiles, String>,
+) -> Result<Vec<Dependency>, RtcError> {
+    let opened = match watch.and_then(OpenedFiles::finish) {
+        Ok(files) => files,
+        Err(why) => {
+            toolkit_walk_warning(dir, &why);
+            rtc::files_under(dir, rtc::MAX_TRACKED_FILES)
+                .map_err(|why| RtcError::NoDependencies {
+                    compiler: COMPILER,
+                    reason: format!(
+                        "the CUDA headers it opened could not be observed, so hipjit keys on \
+                         every file under {}, and {why}",
+                        dir.display()
+                    ),
+                })?
+                .into_iter()
+                .map(|name| dir.join(name))
+                .collect()
+        }
+    };
+    Ok(opened
+        .into_iter()
+        .map(|path| Dependency {
+            include_dir: None,
+            name: path.clone(),
+            path,
+        })
+        .collect())
+}
+
+/// Says once per process that the toolkit headers NVRTC reads could not be observed, so that
+/// every one of them is keyed (each hit then checks them all).
+fn toolkit_walk_warning(dir: &Path, why: &str) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        tracing::warn!(
+            dir = %dir.display(),
+            reason = %why,
+            "hipjit: the CUDA headers NVRTC opens could not be observed with inotify; every \
+             header under the toolkit's include directory is keyed instead (correct, but each \
+             cache hit checks all of them)"
+        );
+    });
 }
 
 /// The value of the last `-arch=`, `--gpu-architecture=` (or `-arch X` pair) among `options`.
