@@ -974,9 +974,8 @@ fn create_dirs(root: &Path, dir: &Path, shared: bool) -> std::io::Result<()> {
 /// symbolic link), then one `lstat` each of [`SHARED_MARKER`] and, in the written root, of the
 /// cache directory tag: every check of the root made once.
 ///
-/// A root that cannot be examined (other than missing) is kept unchecked, as before any entry
-/// is read from it each entry's own checks apply; a read-only root that does not exist holds
-/// nothing.
+/// A read-only root that does not exist or cannot be reached is kept, unchecked: nothing can
+/// be read from it. The written root must be reachable ([`CacheError::Io`] otherwise).
 fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
     let unchecked = || Root {
         path: path.to_path_buf(),
@@ -997,8 +996,18 @@ fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
             })?;
         link = std::fs::symlink_metadata(path);
     }
-    let Ok(link) = link else {
-        return Ok(unchecked());
+    let link = match link {
+        Ok(m) => m,
+        // The written root must be reachable: say why it is not.
+        Err(source) if writable => {
+            return Err(CacheError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+        // A read-only root that does not exist, or cannot be reached (a directory above it
+        // not searchable), holds nothing this process can read.
+        Err(_) => return Ok(unchecked()),
     };
     let unsafe_root = |reason: String| CacheError::Unsafe {
         path: path.to_path_buf(),
