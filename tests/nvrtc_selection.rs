@@ -249,7 +249,11 @@ fn nvrtc_compiles_half_through_the_toolkit_headers_beside_it_which_are_its_insta
         .identity()
         .clone();
     assert!(id.covered.is_empty(), "{:?}", id.covered);
-    assert_eq!(id.header_dirs, [Path::new(include)], "{id:?}");
+    assert_eq!(
+        id.header_dirs,
+        [Path::new(include), &Path::new(include).join("cccl")],
+        "{id:?}"
+    );
     assert_eq!(
         Some(id.root.as_path()),
         Path::new(include).parent(),
