@@ -428,9 +428,18 @@ impl NvrtcBackend {
         Ok(o)
     }
 
-    /// hipjit's prelude headers, handed to NVRTC in memory.
-    fn headers(&self) -> Vec<(String, Vec<u8>)> {
-        super::nvrtc::prelude_headers(self.cuda_include.as_deref())
+    /// hipjit's prelude headers, handed to NVRTC in memory, made once per process
+    /// ([`super::nvrtc::prelude_headers_with`]) from `cuda_include` as found when the identity
+    /// was made.
+    fn headers(&self) -> &'static [(String, Vec<u8>)] {
+        super::nvrtc::prelude_headers_with(self.cuda_include.is_some())
+    }
+
+    /// [`NvrtcBackend::headers`] as hashed into the key, hashed once per process.
+    fn builtin_headers(&self) -> &'static [TrackedHeader] {
+        static MADE: [std::sync::OnceLock<Vec<TrackedHeader>>; 2] =
+            [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+        MADE[usize::from(self.cuda_include.is_some())].get_or_init(|| tracked(self.headers()))
     }
 }
 
@@ -460,7 +469,7 @@ fn in_process_key<K: key::FromKeyRecord>(
     options: &CompileOptions,
     handed: &[String],
     identity: &CompilerIdentity,
-    headers: &[(String, Vec<u8>)],
+    builtin: &[TrackedHeader],
     extra: &[u8],
 ) -> K {
     // Options the backend refuses give no handed list: the compile fails, the key is moot.
@@ -475,14 +484,6 @@ fn in_process_key<K: key::FromKeyRecord>(
         .find(|f| f.starts_with("-std="))
         .cloned()
         .unwrap_or_default();
-    let builtin: Vec<TrackedHeader> = headers
-        .iter()
-        .map(|(name, body)| TrackedHeader {
-            include: name.clone(),
-            path: PathBuf::from(format!("<hipjit in-memory header>/{name}")),
-            sha256: hex(&sha256(body)),
-        })
-        .collect();
     K::from_record(&KeyRecord {
         source,
         flags: &flags,
@@ -492,9 +493,21 @@ fn in_process_key<K: key::FromKeyRecord>(
         code_object_version: options.code_object_version.unwrap_or(0),
         compiler: identity,
         env: &[],
-        builtin_headers: &builtin,
+        builtin_headers: builtin,
         extra,
     })
+}
+
+/// In-memory headers as hashed into an in-process compiler's key: name and sha256 of each.
+fn tracked(headers: &[(String, Vec<u8>)]) -> Vec<TrackedHeader> {
+    headers
+        .iter()
+        .map(|(name, body)| TrackedHeader {
+            include: name.clone(),
+            path: PathBuf::from(format!("<hipjit in-memory header>/{name}")),
+            sha256: hex(&sha256(body)),
+        })
+        .collect()
 }
 
 /// A successful in-process compile as a [`CompileOutput`]: its "command" is the library and
@@ -641,7 +654,14 @@ impl Backend {
             }
             Backend::Nvrtc(b) => {
                 let handed = b.options(options).unwrap_or_default();
-                in_process_key(source, options, &handed, &b.identity, &b.headers(), extra)
+                in_process_key(
+                    source,
+                    options,
+                    &handed,
+                    &b.identity,
+                    b.builtin_headers(),
+                    extra,
+                )
             }
         }
     }
@@ -712,7 +732,7 @@ impl Backend {
                 let input = RtcInput {
                     source,
                     name: options.source_file_name(),
-                    headers: &headers,
+                    headers,
                     include_dirs: &options.include_dirs,
                     options: &handed,
                 };

@@ -551,14 +551,20 @@ pub(crate) fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsS
 
 /// The bytes of `file` when it is a regular file of this user that nobody else can write (a
 /// memo another user could have forged is ignored), at most 64 MiB.
+///
+/// Opened without following a link and without blocking, then judged by one `fstat` of the
+/// open descriptor (so what is judged is what is read, with no race against a rename) and read
+/// in one `read` of the size it gave: memos are written whole and renamed into place, never
+/// written in place, and each is decoded and checked against the files it names, so bytes
+/// appended after the `fstat` are not read.
 pub(crate) fn read_private(file: &Path) -> Option<Vec<u8>> {
-    let m = std::fs::symlink_metadata(file).ok()?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    if !m.file_type().is_file() || m.uid() != uid || m.mode() & 0o022 != 0 || m.len() > 64 << 20 {
+    let (f, m) =
+        crate::file_read::open_regular_nofollow_stat(file, 64 << 20, "a remembered identity")
+            .ok()?;
+    if m.uid() != crate::effective_user::uid() || m.mode() & 0o022 != 0 {
         return None;
     }
-    std::fs::read(file).ok()
+    crate::file_read::read_known_size(&f, file, m.len()).ok()
 }
 
 /// The identity remembered in `file` for the compiler at `resolved`, when every file it

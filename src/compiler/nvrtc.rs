@@ -123,18 +123,29 @@ const HOST_HEADER_MACROS: &str = r#"#ifndef INFINITY
 /// directory, found holding it: [`NvRtc::include_dir`]; not checked again here, on every
 /// lookup) and otherwise stops the compile with an error naming what is missing.
 pub fn prelude_headers(cuda_include: Option<&Path>) -> Vec<(String, Vec<u8>)> {
-    let prelude = prelude().into_bytes();
-    let fp16 = match cuda_include {
-        Some(_) => "#pragma once\n#include <cuda_fp16.h>\n".to_owned(),
-        _ => "#pragma once\n#error \"hip/hip_fp16.h needs the CUDA toolkit's cuda_fp16.h, which \
-              hipjit did not find beside NVRTC (include/ beside its lib or lib64 directory)\"\n"
-            .to_owned(),
-    };
-    vec![
-        ("hip/hip_runtime.h".to_owned(), prelude.clone()),
-        ("hip/hip_runtime_api.h".to_owned(), prelude),
-        ("hip/hip_fp16.h".to_owned(), fp16.into_bytes()),
-    ]
+    prelude_headers_with(cuda_include.is_some()).to_vec()
+}
+
+/// [`prelude_headers`] with `fp16_found` for `cuda_include.is_some()`, made once per process
+/// for each answer: no copy, and the same bytes at every lookup.
+pub fn prelude_headers_with(fp16_found: bool) -> &'static [(String, Vec<u8>)] {
+    type Headers = Vec<(String, Vec<u8>)>;
+    static MADE: [std::sync::OnceLock<Headers>; 2] =
+        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    MADE[usize::from(fp16_found)].get_or_init(|| {
+        let prelude = prelude().into_bytes();
+        let fp16 = if fp16_found {
+            "#pragma once\n#include <cuda_fp16.h>\n"
+        } else {
+            "#pragma once\n#error \"hip/hip_fp16.h needs the CUDA toolkit's cuda_fp16.h, which \
+             hipjit did not find beside NVRTC (include/ beside its lib or lib64 directory)\"\n"
+        };
+        vec![
+            ("hip/hip_runtime.h".to_owned(), prelude.clone()),
+            ("hip/hip_runtime_api.h".to_owned(), prelude),
+            ("hip/hip_fp16.h".to_owned(), fp16.as_bytes().to_vec()),
+        ]
+    })
 }
 
 /// The first `#include` (or `#include_next`, `__has_include`) in `text` that can name a file
