@@ -272,7 +272,9 @@ impl FileStat {
     }
 }
 
-const MEMO_FORMAT: u32 = 4;
+/// The format of remembered identities; 5: NVRTC's has header directories (the toolkit's
+/// `include` and `include/cccl`) and no covered directory.
+const MEMO_FORMAT: u32 = 5;
 
 #[derive(Serialize, Deserialize)]
 struct Memo {
