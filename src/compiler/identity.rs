@@ -238,6 +238,27 @@ pub fn identity_dir() -> Option<PathBuf> {
         .map(|h| Path::new(&h).join(".cache/hipjit/compilers"))
 }
 
+thread_local! {
+    /// Set inside [`memos_read_only`].
+    static MEMOS_READ_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the per-user memos ([`identity_dir`]: compiler identities, in-process
+/// compiler library searches) read as usual but never written on this thread, not even
+/// their directory created: for tools that must write nothing, such as
+/// [`crate::jit::Jit::explain`] (the default identity directory lies inside the default cache
+/// root). An identity computed inside is computed again by the next process. Nests.
+pub fn memos_read_only<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MEMOS_READ_ONLY.set(self.0);
+        }
+    }
+    let _restore = Restore(MEMOS_READ_ONLY.replace(true));
+    f()
+}
+
 /// The stat fields an identity file compares: size, modification and change times (ns), inode
 /// and device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -600,6 +621,10 @@ fn write_memo(file: &Path, identity: &CompilerIdentity, stats: Vec<(Vec<u8>, Fil
 /// Writes `value` (MessagePack) to `file` in a directory of mode 0700, by an atomic rename of a
 /// synced temporary file; a failure only means nothing is remembered (logged at debug level).
 pub(crate) fn write_private(file: &Path, value: &impl Serialize) {
+    if MEMOS_READ_ONLY.get() {
+        tracing::debug!(path = %file.display(), "memos are read-only here: not remembered");
+        return;
+    }
     let Some(dir) = file.parent() else { return };
     let written = (|| -> std::io::Result<()> {
         std::fs::DirBuilder::new()
