@@ -161,7 +161,7 @@ pub fn open_regular(
     limit: u64,
     what: &'static str,
 ) -> Result<(File, u64), FileReadError> {
-    open_checked(path, limit, what, 0)
+    open_checked(path, limit, what, 0).map(|(f, m)| (f, m.len()))
 }
 
 /// [`open_regular`] without following a symbolic link at `path` itself (`O_NOFOLLOW`): a link
@@ -173,6 +173,18 @@ pub fn open_regular_nofollow(
     limit: u64,
     what: &'static str,
 ) -> Result<(File, u64), FileReadError> {
+    open_regular_nofollow_stat(path, limit, what).map(|(f, m)| (f, m.len()))
+}
+
+/// [`open_regular_nofollow`] returning the open file's whole `fstat` (owner, mode, times)
+/// instead of its size, so that a caller checking those needs no second `fstat`.
+///
+/// Errors: as [`open_regular`].
+pub fn open_regular_nofollow_stat(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+) -> Result<(File, std::fs::Metadata), FileReadError> {
     open_checked(path, limit, what, libc::O_NOFOLLOW).map_err(|e| match e {
         FileReadError::Io { path, source } if source.raw_os_error() == Some(libc::ELOOP) => {
             FileReadError::NotRegular {
@@ -184,12 +196,49 @@ pub fn open_regular_nofollow(
     })
 }
 
+/// Reads `size` bytes of `file` (at `path`, for messages) from its current position, in one
+/// `read` where the file allows it and with no further `read` to find the end: for a file whose
+/// size `fstat` gave and that is never written in place (a cache entry, renamed into place
+/// whole), what is read is judged by its own checksums, not by where the file ends. Bytes
+/// appended after the `fstat` are not read.
+///
+/// Errors: [`FileReadError::Io`]: the OS error, memory for `size` bytes that could not be
+/// reserved, or `UnexpectedEof` when the file ended before `size` bytes (it shrank).
+pub fn read_known_size(file: &File, path: &Path, size: u64) -> Result<Vec<u8>, FileReadError> {
+    let io = |source| FileReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut data = Vec::new();
+    data.try_reserve_exact(size as usize).map_err(|e| {
+        io(std::io::Error::new(
+            std::io::ErrorKind::OutOfMemory,
+            format!("cannot reserve {size} bytes: {e}"),
+        ))
+    })?;
+    // One `read` asking for all of it (`read_to_end` would ask in growing pieces, then once
+    // more for the end).
+    data.resize(size as usize, 0);
+    let mut f = file;
+    f.read_exact(&mut data).map_err(|e| {
+        io(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("it ended before the {size} bytes its stat gave: it shrank while read"),
+            )
+        } else {
+            e
+        })
+    })?;
+    Ok(data)
+}
+
 fn open_checked(
     path: &Path,
     limit: u64,
     what: &'static str,
     flags: i32,
-) -> Result<(File, u64), FileReadError> {
+) -> Result<(File, std::fs::Metadata), FileReadError> {
     let io = |source| FileReadError::Io {
         path: path.to_path_buf(),
         source,
@@ -214,7 +263,7 @@ fn open_checked(
             what,
         });
     }
-    Ok((file, meta.len()))
+    Ok((file, meta))
 }
 
 /// Reads all of `path`, a regular file (or standard input when `streams` allows it) of at most
@@ -337,6 +386,51 @@ mod tests {
                 .unwrap()
                 .len(),
             101
+        );
+    }
+
+    #[test]
+    fn a_known_size_is_read_and_no_more_and_a_file_that_shrank_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("entry");
+        std::fs::write(&f, b"0123456789").unwrap();
+        let (file, m) = open_regular_nofollow_stat(&f, 100, "a test file").unwrap();
+        assert_eq!(m.len(), 10);
+        // Appended after the stat: not read.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&f)
+            .and_then(|mut a| std::io::Write::write_all(&mut a, b"more"))
+            .unwrap();
+        assert_eq!(read_known_size(&file, &f, m.len()).unwrap(), b"0123456789");
+        // Shrunk after the stat: an error naming it.
+        let (file, m) = open_regular_nofollow_stat(&f, 100, "a test file").unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&f)
+            .and_then(|t| t.set_len(4))
+            .unwrap();
+        let e = read_known_size(&file, &f, m.len()).unwrap_err();
+        assert!(e.to_string().contains("shrank"), "{e}");
+    }
+
+    #[test]
+    fn a_link_is_refused_without_following_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, b"x").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = open_regular_nofollow_stat(&link, 100, "a test file").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FileReadError::NotRegular {
+                    kind: "symbolic link",
+                    ..
+                }
+            ),
+            "{e}"
         );
     }
 

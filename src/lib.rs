@@ -77,6 +77,7 @@ pub mod code_object;
 pub mod compiler;
 pub mod cuda;
 pub mod device;
+mod effective_user;
 pub mod error;
 pub use error::{Error, Result};
 pub mod event;

@@ -242,9 +242,10 @@ fn prune_removes_least_recently_used_entries_first() {
     let old = put(&cache, &key(10), &[0u8; 4000]);
     let used = put(&cache, &key(11), &[0u8; 4000]);
     let new = put(&cache, &key(12), &[0u8; 4000]);
-    age(&old, 300);
-    age(&used, 200);
-    age(&new, 100);
+    // Older than the granularity of the mark a hit sets (an hour).
+    age(&old, 4 * 3600);
+    age(&used, 3 * 3600);
+    age(&new, 2 * 3600);
     // A hit makes key 11 the most recently used.
     assert!(cache.get(&key(11)).entry.is_some());
     let one = std::fs::metadata(&new).unwrap().len();
@@ -256,6 +257,109 @@ fn prune_removes_least_recently_used_entries_first() {
     assert_eq!(report.removed, 1);
     assert!(!new.exists(), "key 12 was used less recently than key 11");
     assert!(used.exists());
+}
+
+fn modified(path: &Path) -> std::time::SystemTime {
+    std::fs::metadata(path).unwrap().modified().unwrap()
+}
+
+#[test]
+fn a_hit_marks_an_entry_used_only_when_its_mark_is_an_hour_or_more_away() {
+    use hipjit::cache::disk::LRU_GRANULARITY;
+    use std::time::{Duration, SystemTime};
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+    let path = put(&cache, &key(20), b"x");
+    let set = |t: SystemTime| std::fs::File::open(&path).unwrap().set_modified(t).unwrap();
+    let near = |t: SystemTime| {
+        let now = SystemTime::now();
+        now.duration_since(t).unwrap_or_else(|e| e.duration()) < Duration::from_secs(60)
+    };
+    // Used ten minutes ago: within the granularity, left alone.
+    let recent = SystemTime::now() - Duration::from_secs(600);
+    set(recent);
+    assert!(cache.get(&key(20)).entry.is_some());
+    assert_eq!(modified(&path), recent);
+    // Older than the granularity: marked now.
+    set(SystemTime::now() - LRU_GRANULARITY - Duration::from_secs(60));
+    assert!(cache.get(&key(20)).entry.is_some());
+    assert!(near(modified(&path)), "{:?}", modified(&path));
+    // A mark in the future (a clock set back) beyond the granularity is put right.
+    set(SystemTime::now() + 2 * LRU_GRANULARITY);
+    assert!(cache.get(&key(20)).entry.is_some());
+    assert!(near(modified(&path)), "{:?}", modified(&path));
+    // `peek` never marks.
+    let old = SystemTime::now() - 3 * LRU_GRANULARITY;
+    set(old);
+    assert!(cache.peek(&key(20)).entry.is_some());
+    assert_eq!(modified(&path), old);
+}
+
+#[test]
+fn an_entry_in_a_directory_others_can_write_is_bad_in_a_root_others_can_enter() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cache");
+    let cache = DiskCache::open(std::slice::from_ref(&root)).unwrap();
+    assert!(cache.roots()[0].closed, "a root hipjit makes is 0700");
+    let path = put(&cache, &key(21), b"x");
+    let sub = path.parent().unwrap();
+    std::fs::set_permissions(sub, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // Closed (0700): nobody else can reach the directory; the entry's own checks apply.
+    assert!(cache.get(&key(21)).entry.is_some());
+    // Opened to others (0755, still a private root): the directory is checked again.
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cache = DiskCache::open(std::slice::from_ref(&root)).unwrap();
+    assert!(!cache.roots()[0].closed);
+    let lookup = cache.get(&key(21));
+    assert!(lookup.entry.is_none());
+    assert!(
+        lookup.bad[0].reason.contains("its directory"),
+        "{:?}",
+        lookup.bad
+    );
+}
+
+#[test]
+fn an_entry_writable_by_others_or_changed_is_bad_in_a_closed_root_too() {
+    let dir = tempfile::tempdir().unwrap();
+    // Made by hipjit: 0700.
+    let cache = DiskCache::open(&[dir.path().join("cache")]).unwrap();
+    assert!(cache.roots()[0].closed);
+    let path = put(&cache, &key(22), b"code object bytes");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o606)).unwrap();
+    let lookup = cache.get(&key(22));
+    assert!(lookup.entry.is_none());
+    assert!(lookup.bad[0].reason.contains("writable by group or others"));
+    // Bytes changed in place, the size kept: the sums catch it without any read past the size.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let n = bytes.len();
+    bytes[n - 1] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let lookup = cache.get(&key(22));
+    assert!(lookup.entry.is_none());
+    assert!(lookup.bad[0].reason.contains("sha256"), "{:?}", lookup.bad);
+    // Grown: trailing bytes are refused.
+    bytes[n - 1] ^= 1;
+    bytes.extend_from_slice(b"more");
+    std::fs::write(&path, &bytes).unwrap();
+    let lookup = cache.get(&key(22));
+    assert!(lookup.entry.is_none());
+    assert!(
+        lookup.bad[0].reason.contains("trailing bytes"),
+        "{:?}",
+        lookup.bad
+    );
+    // Another key's entry moved to this key's name: refused by the key inside it.
+    let other = put(&cache, &key(23), b"code object bytes");
+    std::fs::rename(&other, &path).unwrap();
+    let lookup = cache.get(&key(22));
+    assert!(lookup.entry.is_none());
+    assert!(
+        lookup.bad[0].reason.contains("holds key"),
+        "{:?}",
+        lookup.bad
+    );
 }
 
 #[test]

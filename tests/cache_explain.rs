@@ -2,13 +2,17 @@
 //! compile, a request that changes exactly one thing (a define, the standard, the target, a
 //! header's content, the compiler) misses, and the explanation names exactly that field of the
 //! key record; the unchanged request hits on disk. The other compiler is a copy of a stand-in
-//! installation with one file different, as in tests/cache_relocation.rs.
+//! installation with one file different (tests/common/installation.rs).
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::installation::{installation, jit as stand_in_jit, jit_in, Compile};
+
 use hipjit::compiler::selection::CompilerChoice;
-use hipjit::compiler::{CompileOptions, CompilerConfig, CxxStd};
+use hipjit::compiler::{CompileOptions, CxxStd};
 use hipjit::jit::explain::{Explanation, FileStatus, Hit};
 use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin, RecordLocation, RemoteLocation};
 use hipjit::target_id::TargetId;
@@ -161,58 +165,6 @@ fn explain_names_exactly_the_define_std_target_or_header_that_changed() {
     assert_eq!(again.origin(), Origin::Disk);
 }
 
-/// A stand-in installation at `prefix` (see tests/cache_relocation.rs): `bin/hipcc` answers
-/// `--version` and `-###` and "compiles" by copying a real gfx90a code object.
-fn installation(prefix: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    for d in ["bin", "llvm/bin", "bitcode"] {
-        std::fs::create_dir_all(prefix.join(d)).unwrap();
-    }
-    let co =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/single-gfx90a.hsaco");
-    let hipcc = prefix.join("bin/hipcc");
-    std::fs::write(
-        &hipcc,
-        format!(
-            "#!/bin/sh\nroot=$(cd \"$(dirname \"$0\")/..\" && pwd)\n\
-             case \"$1\" in\n\
-             --version) echo 'HIP version: 0.0-explain'; echo 'clang version 1.0'; \
-             echo \"InstalledDir: $root/llvm/bin\"; exit 0;;\n\
-             -###) echo \"\\\"$root/llvm/bin/clang\\\" \\\"-cc1\\\" \
-             \\\"-mlink-builtin-bitcode\\\" \\\"$root/bitcode/ocml.bc\\\"\"; exit 0;;\n\
-             esac\n\
-             cp {} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
-             echo \"out.hsaco: $src\" > deps.d\n",
-            co.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&hipcc, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(prefix.join("llvm/bin/clang"), "clang 1.0 stand-in\n").unwrap();
-    std::fs::write(prefix.join("bitcode/ocml.bc"), "ocml 1\n").unwrap();
-    hipcc
-}
-
-fn jit_with(root: &Path, hipcc: &Path, identity: &Path) -> Jit {
-    Jit::new(JitOptions {
-        compiler: Some(CompilerChoice::Hipcc),
-        compiler_config: CompilerConfig {
-            hipcc: Some(hipcc.to_path_buf()),
-            env: Some(vec![
-                ("HOME".into(), identity.as_os_str().to_owned()),
-                ("PATH".into(), "/usr/bin:/bin".into()),
-            ]),
-            identity_dir: Some(identity.to_path_buf()),
-            ..CompilerConfig::default()
-        },
-        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
-        remote_cache: RemoteLocation::Disabled,
-        record: RecordLocation::Disabled,
-        ..JitOptions::default()
-    })
-    .unwrap_or_else(|e| panic!("{e}"))
-}
-
 #[test]
 fn explain_names_the_compiler_fingerprint_when_one_compiler_file_differs() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,8 +172,12 @@ fn explain_names_the_compiler_fingerprint_when_one_compiler_file_differs() {
     let identity = dir.path().join("identity");
     let include = project(dir.path());
     let source = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
-    let original = installation(&dir.path().join("opt/rocm-a"));
-    let first = jit_with(&root, &original, &identity)
+    let original = installation(
+        &dir.path().join("opt/rocm-a"),
+        "0.0-explain",
+        Compile::CopyCodeObject,
+    );
+    let first = stand_in_jit(&root, &original, &identity)
         .compile(source, &options(&include, "gfx90a", "1"))
         .unwrap();
     assert_eq!(first.origin(), Origin::Compiler);
@@ -235,13 +191,13 @@ fn explain_names_the_compiler_fingerprint_when_one_compiler_file_differs() {
     assert!(status.success());
     let copy = dir.path().join("elsewhere/bin/hipcc");
     // The copy is the same compiler: a hit.
-    let same = jit_with(&root, &copy, &identity)
+    let same = stand_in_jit(&root, &copy, &identity)
         .explain(source, &options(&include, "gfx90a", "1"))
         .unwrap();
     assert!(matches!(same.hit, Some(Hit::Disk(_))), "{same:#?}");
     // One device library different: another compiler.
     std::fs::write(dir.path().join("elsewhere/bitcode/ocml.bc"), "ocml 2\n").unwrap();
-    let other = jit_with(&root, &copy, &identity)
+    let other = stand_in_jit(&root, &copy, &identity)
         .explain(source, &options(&include, "gfx90a", "1"))
         .unwrap();
     assert_eq!(differing(&other), ["compiler-fingerprint"]);
@@ -254,8 +210,12 @@ fn an_entry_written_before_key_records_still_hits_and_is_left_out_of_the_compari
     let identity = dir.path().join("identity");
     let include = project(dir.path());
     let source = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
-    let hipcc = installation(&dir.path().join("opt/rocm"));
-    let j = jit_with(&root, &hipcc, &identity);
+    let hipcc = installation(
+        &dir.path().join("opt/rocm"),
+        "0.0-explain",
+        Compile::CopyCodeObject,
+    );
+    let j = stand_in_jit(&root, &hipcc, &identity);
     let first = j
         .compile(source, &options(&include, "gfx90a", "1"))
         .unwrap();
@@ -281,7 +241,7 @@ fn an_entry_written_before_key_records_still_hits_and_is_left_out_of_the_compari
     disk.put(&first.key(), entry.meta.clone(), &artefacts)
         .unwrap();
 
-    let fresh = jit_with(&root, &hipcc, &identity);
+    let fresh = stand_in_jit(&root, &hipcc, &identity);
     let hit = fresh
         .compile(source, &options(&include, "gfx90a", "1"))
         .unwrap();
@@ -412,6 +372,13 @@ fn explaining_creates_no_root_and_writes_no_tag() {
         "{text}"
     );
     assert!(!dir.path().join("no").exists(), "explain created the root");
+    // Nor did finding and identifying hipcc remember anything in the home directory (the
+    // default cache root is ~/.cache/hipjit, the identities' directory below it).
+    assert_eq!(
+        std::fs::read_dir(&home).unwrap().count(),
+        0,
+        "explain wrote into the home directory"
+    );
 
     // A root that exists without the cache directory tag (written by an older hipjit, or
     // by hand): left as it is.
@@ -433,8 +400,12 @@ fn a_read_only_cache_serves_hits_and_writes_nothing() {
     let identity = dir.path().join("identity");
     let include = project(dir.path());
     let source = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
-    let hipcc = installation(&dir.path().join("opt/rocm"));
-    let first = jit_with(&root, &hipcc, &identity)
+    let hipcc = installation(
+        &dir.path().join("opt/rocm"),
+        "0.0-explain",
+        Compile::CopyCodeObject,
+    );
+    let first = stand_in_jit(&root, &hipcc, &identity)
         .compile(source, &options(&include, "gfx90a", "1"))
         .unwrap();
     let listing = |d: &Path| {
@@ -443,23 +414,11 @@ fn a_read_only_cache_serves_hits_and_writes_nothing() {
         v
     };
     let before = listing(&root);
-    let read_only = Jit::new(JitOptions {
-        compiler: Some(CompilerChoice::Hipcc),
-        compiler_config: CompilerConfig {
-            hipcc: Some(hipcc.clone()),
-            env: Some(vec![
-                ("HOME".into(), identity.as_os_str().to_owned()),
-                ("PATH".into(), "/usr/bin:/bin".into()),
-            ]),
-            identity_dir: Some(identity.clone()),
-            ..CompilerConfig::default()
-        },
-        cache: CacheLocation::ReadOnly(Some(vec![root.clone()])),
-        remote_cache: RemoteLocation::Disabled,
-        record: RecordLocation::Disabled,
-        ..JitOptions::default()
-    })
-    .unwrap();
+    let read_only = jit_in(
+        CacheLocation::ReadOnly(Some(vec![root.clone()])),
+        &hipcc,
+        &identity,
+    );
     let hit = read_only
         .compile(source, &options(&include, "gfx90a", "1"))
         .unwrap();
@@ -590,9 +549,13 @@ fn explain_names_a_header_added_beside_the_source_or_removed() {
     let identity = dir.path().join("identity");
     let include = project(dir.path());
     let source = "#include \"scale.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
-    let hipcc = installation(&dir.path().join("opt/rocm"));
+    let hipcc = installation(
+        &dir.path().join("opt/rocm"),
+        "0.0-explain",
+        Compile::CopyCodeObject,
+    );
     std::fs::write(include.join("old.h"), "// unused\n").unwrap();
-    let first = jit_with(&root, &hipcc, &identity)
+    let first = stand_in_jit(&root, &hipcc, &identity)
         .compile(source, &options(&include, "gfx90a", "1"))
         .unwrap();
     assert_eq!(first.origin(), Origin::Compiler);
@@ -600,7 +563,7 @@ fn explain_names_a_header_added_beside_the_source_or_removed() {
     std::fs::write(include.join("added.h"), "// new\n").unwrap();
     std::fs::create_dir(include.join("sub")).unwrap();
     std::fs::remove_file(include.join("old.h")).unwrap();
-    let e = jit_with(&root, &hipcc, &identity)
+    let e = stand_in_jit(&root, &hipcc, &identity)
         .explain(source, &options(&include, "gfx90a", "1"))
         .unwrap();
     assert_eq!(differing(&e), ["dir include/0"]);

@@ -250,3 +250,129 @@ fn an_nvcc_hit_stats_the_toolkits_programs_and_the_headers_read_not_every_file()
         headers_statted.len()
     );
 }
+
+/// The system calls of a strace log (`strace -f -y`) as (name, arguments and result): a call
+/// split by another thread's (`<unfinished ...>` ... `<... resumed>`) counts once, by its
+/// first half.
+fn calls(log: &str) -> Vec<(&str, &str)> {
+    log.lines()
+        .filter_map(|l| {
+            // Past the thread id.
+            let l = l
+                .trim_start()
+                .split_once(' ')
+                .map_or(l, |(_, r)| r)
+                .trim_start();
+            if l.starts_with("<...") || l.starts_with("+++") || l.starts_with("---") {
+                return None;
+            }
+            let (name, rest) = l.split_once('(')?;
+            Some((name, rest))
+        })
+        .collect()
+}
+
+const STATS: [&str; 6] = ["stat", "lstat", "fstat", "newfstatat", "statx", "fstatat64"];
+
+/// Calls named `names` on the open descriptor of `path` (`N</path>` as their first argument).
+fn on_descriptor(calls: &[(&str, &str)], names: &[&str], path: &str) -> usize {
+    let fd = format!("<{path}>");
+    calls
+        .iter()
+        .filter(|(n, args)| {
+            names.contains(n)
+                && args
+                    .split_once(',')
+                    .is_some_and(|(first, _)| first.ends_with(&fd))
+        })
+        .count()
+}
+
+/// Calls named `names` whose quoted path argument is `path` exactly.
+fn on_path(calls: &[(&str, &str)], names: &[&str], path: &str) -> usize {
+    let quoted = format!("\"{path}\"");
+    calls
+        .iter()
+        .filter(|(n, args)| names.contains(n) && args.contains(&quoted))
+        .count()
+}
+
+/// The paths opened (`open`, `openat`) whose name ends with `suffix`.
+fn opened(calls: &[(&str, &str)], suffix: &str) -> Vec<String> {
+    let mut out: Vec<String> = calls
+        .iter()
+        .filter(|(n, _)| *n == "openat" || *n == "open")
+        .filter_map(|(_, args)| {
+            let start = args.find('"')? + 1;
+            let end = start + args[start..].find('"')?;
+            let p = &args[start..end];
+            p.ends_with(suffix).then(|| p.to_owned())
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A disk hit's own system calls, pinned so that they do not creep back: the cache root
+/// examined once (one `lstat`, then one each of its marker and tag), `geteuid` at most once,
+/// each entry (the header manifest, then the result) and each remembered compiler identity
+/// read with one `open`, one `fstat` of the descriptor and one `read`, no `stat` of an
+/// entry's directory (the root hipjit made is 0700: nobody else can reach inside), and no
+/// least-recently-used mark on an entry marked within the hour.
+#[test]
+fn a_hit_reads_each_entry_and_memo_with_one_open_one_fstat_one_read() {
+    let home = tempfile::tempdir().unwrap();
+    let nvcc = pypi_nvcc();
+    let log = traced_hit(home.path(), Some(&nvcc), "sm_90", "all");
+    let calls = calls(&log);
+    let root = home.path().join("cache");
+    let root = s(&root);
+
+    assert_eq!(
+        on_path(&calls, &STATS, root),
+        1,
+        "stats of the root:\n{log}"
+    );
+    for name in ["HIPJIT_SHARED", "CACHEDIR.TAG"] {
+        let p = format!("{root}/{name}");
+        assert_eq!(on_path(&calls, &STATS, &p), 1, "stats of {p}:\n{log}");
+    }
+    let geteuid = calls.iter().filter(|(n, _)| *n == "geteuid").count();
+    assert!(geteuid <= 1, "{geteuid} geteuid calls:\n{log}");
+
+    let entries = opened(&calls, ".hjc");
+    assert_eq!(entries.len(), 2, "the manifest and the result:\n{log}");
+    let memos = opened(&calls, ".id");
+    assert!(
+        !memos.is_empty(),
+        "nvcc's remembered identity is read:\n{log}"
+    );
+    for p in entries.iter().chain(&memos) {
+        let opens = on_path(&calls, &["open", "openat"], p);
+        let fstats = on_descriptor(&calls, &STATS, p);
+        let reads = on_descriptor(&calls, &["read", "pread64"], p);
+        let path_stats = on_path(&calls, &STATS, p);
+        assert_eq!(
+            (opens, fstats, reads, path_stats),
+            (1, 1, 1, 0),
+            "{p}: opens, fstats of the descriptor, reads, stats by path:\n{log}"
+        );
+    }
+    for p in &entries {
+        let marks = calls
+            .iter()
+            .filter(|(n, args)| n.starts_with("utime") && args.contains(p.as_str()))
+            .count();
+        assert_eq!(
+            marks, 0,
+            "{p} was marked used again within the hour:\n{log}"
+        );
+        let dir = Path::new(p).parent().unwrap();
+        assert_eq!(
+            on_path(&calls, &STATS, s(dir)),
+            0,
+            "the entry's directory was stat'd in a 0700 root:\n{log}"
+        );
+    }
+}

@@ -2,7 +2,11 @@
 //! moved elsewhere with the same sources and headers; the same compiler reached through a
 //! symbolic link farm. And what must not hit: a header edited after the move.
 
+mod common;
+
 use std::path::{Path, PathBuf};
+
+use common::installation::{installation, jit as stand_in_jit, Compile};
 
 use hipjit::compiler::{CompileOptions, CompilerConfig};
 use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin, RemoteLocation};
@@ -86,65 +90,18 @@ fn the_same_compiler_through_a_symlink_farm_hits() {
     assert_eq!(hit.key(), first.key());
 }
 
-/// A stand-in installation at `prefix`: `bin/hipcc` (answers `--version` and `-###` naming
-/// its clang and device library, and "compiles" by copying a real gfx90a code object),
-/// `llvm/bin/clang`, `bitcode/ocml.bc`.
-fn installation(prefix: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    for d in ["bin", "llvm/bin", "bitcode"] {
-        std::fs::create_dir_all(prefix.join(d)).unwrap();
-    }
-    let co =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/single-gfx90a.hsaco");
-    let hipcc = prefix.join("bin/hipcc");
-    std::fs::write(
-        &hipcc,
-        format!(
-            "#!/bin/sh\nroot=$(cd \"$(dirname \"$0\")/..\" && pwd)\n\
-             case \"$1\" in\n\
-             --version) echo 'HIP version: 0.0-relocation'; echo 'clang version 1.0'; \
-             echo \"InstalledDir: $root/llvm/bin\"; exit 0;;\n\
-             -###) echo \"\\\"$root/llvm/bin/clang\\\" \\\"-cc1\\\" \
-             \\\"-mlink-builtin-bitcode\\\" \\\"$root/bitcode/ocml.bc\\\"\"; exit 0;;\n\
-             esac\n\
-             cp {} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
-             echo \"out.hsaco: $src\" > deps.d\n",
-            co.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&hipcc, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(prefix.join("llvm/bin/clang"), "clang 1.0 stand-in\n").unwrap();
-    std::fs::write(prefix.join("bitcode/ocml.bc"), "ocml 1\n").unwrap();
-    hipcc
-}
-
-fn jit_with(root: &Path, hipcc: &Path, identity: &Path) -> Jit {
-    Jit::new(JitOptions {
-        compiler_config: CompilerConfig {
-            hipcc: Some(hipcc.to_path_buf()),
-            env: Some(vec![
-                ("HOME".into(), identity.as_os_str().to_owned()),
-                ("PATH".into(), "/usr/bin:/bin".into()),
-            ]),
-            identity_dir: Some(identity.to_path_buf()),
-            ..CompilerConfig::default()
-        },
-        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
-        remote_cache: RemoteLocation::Disabled,
-        ..JitOptions::default()
-    })
-    .unwrap_or_else(|e| panic!("{e}"))
-}
-
 #[test]
 fn a_copy_of_the_compiler_under_another_prefix_hits_and_another_compiler_misses() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("cache");
     let identity = dir.path().join("identity");
     let include = project(&dir.path().join("p"));
-    let original = installation(&dir.path().join("opt/rocm-a"));
-    let first = jit_with(&root, &original, &identity)
+    let original = installation(
+        &dir.path().join("opt/rocm-a"),
+        "0.0-relocation",
+        Compile::CopyCodeObject,
+    );
+    let first = stand_in_jit(&root, &original, &identity)
         .compile(SOURCE, &options(&include))
         .unwrap();
     assert_eq!(first.origin(), Origin::Compiler);
@@ -157,7 +114,7 @@ fn a_copy_of_the_compiler_under_another_prefix_hits_and_another_compiler_misses(
         .unwrap();
     assert!(status.success());
     let copy = dir.path().join("elsewhere/bin/hipcc");
-    let hit = jit_with(&root, &copy, &identity)
+    let hit = stand_in_jit(&root, &copy, &identity)
         .compile(SOURCE, &options(&include))
         .unwrap();
     assert_eq!(hit.origin(), Origin::Disk, "the copied compiler missed");
@@ -165,7 +122,7 @@ fn a_copy_of_the_compiler_under_another_prefix_hits_and_another_compiler_misses(
 
     // Another compiler: the same layout, one device library different.
     std::fs::write(dir.path().join("elsewhere/bitcode/ocml.bc"), "ocml 2\n").unwrap();
-    let other = jit_with(&root, &copy, &identity)
+    let other = stand_in_jit(&root, &copy, &identity)
         .compile(SOURCE, &options(&include))
         .unwrap();
     assert_eq!(other.origin(), Origin::Compiler, "another compiler hit");

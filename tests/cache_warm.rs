@@ -3,6 +3,8 @@
 //! `hipjit cache warm FILE` replays them, compiling only what no tier holds; the remote tier
 //! is a real redis-server started by the test on a free port.
 
+mod common;
+
 use std::net::TcpListener;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,8 @@ use hipjit::jit::explain::Hit;
 use hipjit::jit::record::RecordedRequest;
 use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin, RecordLocation, RemoteLocation};
 use hipjit::target_id::TargetId;
+
+use common::installation::{installation, Compile};
 
 const SCALE: &str = "#include <hip/hip_runtime.h>\n#include \"scale.h\"\n\
     extern \"C\" __global__ void scale(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]) * N; }\n";
@@ -61,6 +65,27 @@ fn lines(file: &Path) -> Vec<serde_json::Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
+}
+
+/// Record lines written by hand (no compile needed to make them): [`LATIN1`] for gfx90a with
+/// hipcc, once with each `N` of `ns`.
+fn hand_records(ns: &[&str]) -> String {
+    let mut text = String::new();
+    for n in ns {
+        let mut o = plain();
+        o.defines.push(("N".into(), Some(n.to_string())));
+        let r = RecordedRequest::new(
+            LATIN1,
+            &o,
+            CompilerChoice::Hipcc,
+            None,
+            b"",
+            &CacheKey([0; 32]),
+        );
+        text.push_str(&serde_json::to_string(&r).unwrap());
+        text.push('\n');
+    }
+    text
 }
 
 /// `hipjit cache warm FILE --json` with this cache root and remote tier (none: unset).
@@ -244,7 +269,9 @@ fn warm_compiles_what_is_missing_skips_bad_lines_and_names_failures() {
     );
     let file_text = file.display().to_string();
     assert!(
-        stderr.contains(&format!("{file_text}:4: skipped")),
+        stderr.contains(&format!(
+            "{file_text}:4: line skipped, nothing warmed for it: source: invalid type"
+        )),
         "{stderr}"
     );
     assert!(stderr.contains(&format!("{file_text}:6:")), "{stderr}");
@@ -341,22 +368,7 @@ fn an_entry_present_in_the_remote_tier_counts_as_present() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("requests.jsonl");
     // Records written by hand: no compile needed to make them.
-    let mut text = String::new();
-    for n in ["1", "2"] {
-        let mut o = plain();
-        o.defines.push(("N".into(), Some(n.into())));
-        let r = RecordedRequest::new(
-            LATIN1,
-            &o,
-            CompilerChoice::Hipcc,
-            None,
-            b"",
-            &CacheKey([0; 32]),
-        );
-        text.push_str(&serde_json::to_string(&r).unwrap());
-        text.push('\n');
-    }
-    std::fs::write(&file, text).unwrap();
+    std::fs::write(&file, hand_records(&["1", "2"])).unwrap();
 
     // Node one compiles and publishes to the server.
     let (out, one) = warm(&file, &dir.path().join("node-1"), Some(&server.url()), "2");
@@ -392,55 +404,14 @@ fn an_entry_present_in_the_remote_tier_counts_as_present() {
     assert_eq!(three["compiled"], 0);
 }
 
-/// A stand-in hipcc under `prefix` that answers `--version` and `-###` and, asked to compile,
-/// appends its pid to `$HOME/started` and sleeps for a minute.
-fn slow_hipcc(prefix: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    for d in ["bin", "llvm/bin", "bitcode"] {
-        std::fs::create_dir_all(prefix.join(d)).unwrap();
-    }
-    let hipcc = prefix.join("bin/hipcc");
-    std::fs::write(
-        &hipcc,
-        "#!/bin/sh\nroot=$(cd \"$(dirname \"$0\")/..\" && pwd)\n\
-         case \"$1\" in\n\
-         --version) echo 'HIP version: 0.0-slow'; echo 'clang version 1.0'; \
-         echo \"InstalledDir: $root/llvm/bin\"; exit 0;;\n\
-         -###) echo \"\\\"$root/llvm/bin/clang\\\" \\\"-cc1\\\" \
-         \\\"-mlink-builtin-bitcode\\\" \\\"$root/bitcode/ocml.bc\\\"\"; exit 0;;\n\
-         esac\n\
-         echo $$ >> \"$HOME/started\"\nexec sleep 60\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&hipcc, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(prefix.join("llvm/bin/clang"), "clang 1.0 stand-in\n").unwrap();
-    std::fs::write(prefix.join("bitcode/ocml.bc"), "ocml 1\n").unwrap();
-    hipcc
-}
-
 #[test]
 fn an_interrupted_warm_stops_its_compilers_and_exits_130() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let hipcc = slow_hipcc(&dir.path().join("rocm"));
+    let hipcc = installation(&dir.path().join("rocm"), "0.0-slow", Compile::Sleep);
     let file = dir.path().join("requests.jsonl");
-    let mut text = String::new();
-    for n in ["1", "2"] {
-        let mut o = plain();
-        o.defines.push(("N".into(), Some(n.into())));
-        let r = RecordedRequest::new(
-            LATIN1,
-            &o,
-            CompilerChoice::Hipcc,
-            None,
-            b"",
-            &CacheKey([0; 32]),
-        );
-        text.push_str(&serde_json::to_string(&r).unwrap());
-        text.push('\n');
-    }
-    std::fs::write(&file, text).unwrap();
+    std::fs::write(&file, hand_records(&["1", "2"])).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_hipjit"))
         .args(["cache", "warm", "-j", "2"])
         .arg(&file)

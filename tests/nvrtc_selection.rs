@@ -20,6 +20,16 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) 
 "#;
 
 /// nvcc from PyPI (scripts/setup.sh installs it; its absence is a failure, not a skip).
+/// Read by the tests that read CUDA toolkit headers (an nvcc compile, NVRTC with
+/// `hip/hip_fp16.h`), written by the one comparing result keys: the header manifest of an NVRTC
+/// compile lists the toolkit headers opened while it ran, by any process (a superset, which is
+/// safe but changes the key).
+static TOOLKIT_READS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn reading_the_toolkit() -> std::sync::RwLockReadGuard<'static, ()> {
+    TOOLKIT_READS.read().unwrap_or_else(|e| e.into_inner())
+}
+
 fn pypi_nvcc() -> PathBuf {
     let cache = std::env::var_os("HIPJIT_CI_CACHE")
         .map(PathBuf::from)
@@ -90,6 +100,7 @@ fn auto_takes_nvrtc_for_sm_90_where_its_parity_with_nvcc_was_proven() {
 
 #[test]
 fn auto_takes_nvcc_for_a_source_with_a_nul_byte_and_says_so() {
+    let _reads = reading_the_toolkit();
     let home = home();
     let source = format!("// a NUL \0 in a comment\n{SAXPY}");
     let c = jit(CompilerChoice::Auto, home, None)
@@ -123,6 +134,7 @@ fn nvrtc_asked_for_refuses_a_nul_byte_naming_the_source_and_offset() {
 
 #[test]
 fn nvcc_and_nvrtc_results_have_different_keys_in_one_cache() {
+    let _reads = reading_the_toolkit();
     let home = home();
     let cache = tempfile::tempdir().unwrap();
     let by_nvcc = jit(CompilerChoice::Nvcc, home, Some(cache.path()))
@@ -174,6 +186,7 @@ fn a_compiler_of_the_other_platform_is_refused_naming_both() {
 
 #[test]
 fn nvrtc_through_a_worker_process_gives_the_in_process_result() {
+    let _alone = TOOLKIT_READS.write().unwrap_or_else(|e| e.into_inner());
     let home = home();
     let in_process = jit(CompilerChoice::Nvrtc, home, None)
         .compile(SAXPY, &sm90())
@@ -216,7 +229,8 @@ fn nvrtc_through_a_worker_process_gives_the_in_process_result() {
 }
 
 #[test]
-fn nvrtc_compiles_half_through_the_toolkit_headers_beside_it_which_its_identity_covers() {
+fn nvrtc_compiles_half_through_the_toolkit_headers_beside_it_which_are_its_installations() {
+    let _reads = reading_the_toolkit();
     let source = "#include <hip/hip_fp16.h>\n\
                   extern \"C\" __global__ void h(__half* x) { x[0] = __float2half(2.0f); }\n";
     let c = jit(CompilerChoice::Nvrtc, home(), None)
@@ -234,10 +248,16 @@ fn nvrtc_compiles_half_through_the_toolkit_headers_beside_it_which_its_identity_
         .backend
         .identity()
         .clone();
-    assert!(
-        id.covered.iter().any(|d| d == Path::new(include)),
-        "{include} is not covered by {:?}",
-        id.covered
+    assert!(id.covered.is_empty(), "{:?}", id.covered);
+    assert_eq!(
+        id.header_dirs,
+        [Path::new(include), &Path::new(include).join("cccl")],
+        "{id:?}"
+    );
+    assert_eq!(
+        Some(id.root.as_path()),
+        Path::new(include).parent(),
+        "{id:?}"
     );
 }
 
@@ -255,6 +275,7 @@ extern "C" __global__ void front(long long* out) {
 /// Compiles `source` with nvcc and with NVRTC (both from PyPI) and asserts that NVRTC accepts
 /// it, compiles it itself, and gives `kernel` the same SASS as nvcc; `what` names the case.
 fn assert_nvrtc_matches_nvcc(source: &str, options: &CompileOptions, kernel: &str, what: &str) {
+    let _reads = reading_the_toolkit();
     let home = home();
     let by_nvcc = jit(CompilerChoice::Nvcc, home, None)
         .compile(source, options)
@@ -316,6 +337,40 @@ fn math_and_limits_macros_compile_under_nvrtc_to_nvccs_code() {
     }
 }
 
+/// The toolkit's cooperative groups, WMMA (`mma.h` includes "mma.hpp" beside it) and CCCL's
+/// `cuda::std` (below `include/cccl`, which nvcc's profile puts on its search path).
+const TOOLKIT_LIBRARIES: &str = r#"
+#include <hip/hip_runtime.h>
+#include <cooperative_groups.h>
+#include <mma.h>
+#include <cuda/std/limits>
+namespace cg = cooperative_groups;
+using namespace nvcuda;
+extern "C" __global__ void toolkit_libraries(const half* a, const half* b, float* c, float* m) {
+    cg::thread_block block = cg::this_thread_block();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::load_matrix_sync(fa, a, 16);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+    block.sync();
+    m[block.thread_rank()] = cuda::std::numeric_limits<float>::max();
+}
+"#;
+
+#[test]
+fn cooperative_groups_wmma_and_cccl_compile_under_nvrtc_to_nvccs_code() {
+    assert_nvrtc_matches_nvcc(
+        TOOLKIT_LIBRARIES,
+        &sm90(),
+        "toolkit_libraries",
+        "cooperative groups, WMMA, cuda::std",
+    );
+}
+
 /// A header reached by `..` from an include directory: NVRTC would read it without reporting it.
 fn escaping_include_tree() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -364,6 +419,7 @@ fn nvrtc_refuses_an_include_it_could_not_report_instead_of_caching_it_unkeyed() 
 
 #[test]
 fn auto_takes_nvcc_for_an_include_nvrtc_could_not_report_and_an_edit_is_a_miss() {
+    let _reads = reading_the_toolkit();
     let home = home();
     let cache = tempfile::tempdir().unwrap();
     let (tree, src) = escaping_include_tree();

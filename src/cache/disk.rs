@@ -13,7 +13,9 @@
 //!
 //! A *private* root (the default) belongs to one user: the root, every directory in it and
 //! every entry must be owned by this user and not writable by group or others; an entry in a
-//! directory writable by others is bad. Directories hipjit creates there are 0700.
+//! directory writable by others is bad. Directories hipjit creates there are 0700. A root of
+//! mode 0700 or narrower ([`Root::closed`]) lets nobody else reach its directories, so a
+//! lookup there checks the entry alone; [`DiskCache::verify`] checks the directories too.
 //!
 //! A *shared* root is declared by a file named [`SHARED_MARKER`] (`HIPJIT_SHARED`) in it,
 //! owned by the root directory's owner or by the superuser (a marker dropped by anyone else who
@@ -55,10 +57,17 @@
 //! entry), the key in the metadata, the total length and the size and sha256 of each artefact. A bad entry is a miss: in the written root it is
 //! reported and will be replaced by the next write; in a read-only root it is skipped and
 //! reported. A hit in the written root sets the file's modification time, which the size cap
-//! uses for least-recently-used pruning.
+//! uses for least-recently-used pruning: on the descriptor already open, and only when it is
+//! at least [`LRU_GRANULARITY`] (an hour) away from now, so pruning's order is exact to within
+//! an hour and most hits write nothing.
+//!
+//! A read is four system calls: `open`, one `fstat` of the descriptor (kind, size, owner,
+//! mode, time), one `read` of the size it gave, `close`: no `read` looks for the end, since
+//! entries are renamed into place whole, never written in place, and verified by their own
+//! sha256 sums and key (bytes appended after the `fstat` are not read).
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -78,6 +87,12 @@ pub const ENTRY_MAGIC: &[u8; 8] = b"HIPJITCE";
 /// How old a temporary file in `<root>/v1/tmp` must be for [`DiskCache::clear`] and
 /// [`DiskCache::prune`] to remove it: one hour.
 pub const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
+/// How recent an entry's least-recently-used mark (its modification time) must be for a hit
+/// to leave it alone: one hour. A hit in the written root sets the mark only when it is
+/// older than that (or more than that in the future), so that most hits write nothing; the
+/// order [`DiskCache::prune`] removes entries in is exact to within this granularity (an
+/// entry used a minute ago may count as used up to an hour earlier).
+pub const LRU_GRANULARITY: Duration = Duration::from_secs(3600);
 /// The largest entry file read (bytes): a code object of at most
 /// [`file_read::CODE_OBJECT_LIMIT`] and its dumps. A bigger file is a bad entry.
 pub const ENTRY_LIMIT: u64 = 2 * file_read::CODE_OBJECT_LIMIT;
@@ -182,6 +197,11 @@ pub struct Root {
     /// The group a shared root is shared with (the root directory's group); `None` for a
     /// private root or one that does not exist.
     pub group: Option<u32>,
+    /// Whether the root is closed to everyone but this user: a private root whose directory
+    /// grants group and others nothing (mode `0700` or narrower, so no ACL entry grants
+    /// anything either), owned by this user. Nobody else (but the superuser) can reach inside,
+    /// so the directories in it need no check of their own when an entry is read.
+    pub closed: bool,
 }
 
 /// An entry found bad while reading.
@@ -347,45 +367,7 @@ impl DiskCache {
         }
         let mut out = Vec::new();
         for (i, path) in roots.iter().enumerate() {
-            let writable = write_first && i == 0;
-            if writable && !path.exists() {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(path)
-                    .map_err(|source| CacheError::Io {
-                        path: path.clone(),
-                        source,
-                    })?;
-            }
-            let shared = declared_shared(path);
-            let mut group = None;
-            if std::fs::symlink_metadata(path).is_ok() {
-                match check_root(path, shared) {
-                    Ok(gid) => group = shared.then_some(gid),
-                    Err(RootProblem::NotADirectory(kind)) => {
-                        return Err(CacheError::NotADirectory {
-                            path: path.clone(),
-                            kind,
-                        })
-                    }
-                    Err(RootProblem::Unsafe(reason)) => {
-                        return Err(CacheError::Unsafe {
-                            path: path.clone(),
-                            reason,
-                        })
-                    }
-                }
-                if writable {
-                    super::tag::ensure(path);
-                }
-            }
-            out.push(Root {
-                path: path.clone(),
-                writable,
-                shared,
-                group,
-            });
+            out.push(open_root(path, write_first && i == 0)?);
         }
         if out.is_empty() {
             return Err(CacheError::NoRoot);
@@ -461,12 +443,16 @@ impl DiskCache {
         let mut lookup = Lookup::default();
         for root in &self.roots {
             let path = Self::entry_path(&root.path, key);
-            match read_entry(&path, Some(key), root) {
-                Ok(entry) => {
+            match read_entry_open(&path, Some(key), root, Dirs::UnlessClosed) {
+                Ok((entry, file, modified)) => {
                     if root.writable && mark_used {
-                        // Least-recently-used bookkeeping; failure only skews pruning.
-                        if let Ok(f) = File::open(&path) {
-                            let _ = f.set_modified(SystemTime::now());
+                        // Least-recently-used bookkeeping, on the descriptor already open
+                        // (`futimens`), and only when the mark is older than
+                        // [`LRU_GRANULARITY`]; a failure (an entry of another user in a
+                        // shared root) only skews pruning.
+                        let now = SystemTime::now();
+                        if needs_mark(modified, now) {
+                            let _ = file.set_modified(now);
                         }
                     }
                     lookup.entry = Some(entry);
@@ -500,7 +486,7 @@ impl DiskCache {
     ) -> Result<(PathBuf, bool), CacheError> {
         let root = self.written_root()?;
         let path = Self::entry_path(&root.path, key);
-        let existing = read_entry(&path, Some(key), root);
+        let existing = read_entry(&path, Some(key), root, Dirs::UnlessClosed);
         if existing.is_ok() {
             return Ok((path, false));
         }
@@ -656,7 +642,8 @@ impl DiskCache {
         let mut out = Vec::new();
         for root in &self.roots {
             for e in list_root(&root.path)? {
-                let read = read_entry(&e.path, e.key.as_ref(), root);
+                // Every rule, the directory's included: a closed root may be opened up later.
+                let read = read_entry(&e.path, e.key.as_ref(), root, Dirs::Always);
                 let (status, untracked) = match read {
                     Ok(entry) => (Ok(()), untracked_headers(&entry.meta)),
                     Err(ReadError::Missing) => (Err("vanished while verifying".into()), vec![]),
@@ -902,6 +889,17 @@ fn layout_dir(root: &Path) -> Result<Option<PathBuf>, CacheError> {
     }
 }
 
+/// Whether a hit at `now` sets the least-recently-used mark of an entry last marked
+/// `modified`: when the mark is at least [`LRU_GRANULARITY`] away from `now`, either way (a
+/// mark in the future, from a clock set back or a copied file, is put right too).
+fn needs_mark(modified: SystemTime, now: SystemTime) -> bool {
+    let apart = match now.duration_since(modified) {
+        Ok(d) => d,
+        Err(e) => e.duration(),
+    };
+    apart >= LRU_GRANULARITY
+}
+
 /// Removes an entry path of the written root whatever it is, never following a link: a file
 /// or link is unlinked, a directory removed with its contents (`remove_dir_all` does not follow
 /// links inside either).
@@ -970,67 +968,99 @@ fn create_dirs(root: &Path, dir: &Path, shared: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Checks that `path` is owned by this user (root-owned paths are refused too) and not
-/// writable by group or others, unless `shared`.
-/// Whether `root` is declared shared: it holds a regular file [`SHARED_MARKER`] owned by the
-/// root directory's owner or by the superuser. A marker anyone else dropped into a directory
-/// they can write declares nothing, so it cannot make another user's root trusted.
-fn declared_shared(root: &Path) -> bool {
-    match (
-        std::fs::metadata(root),
-        std::fs::symlink_metadata(root.join(SHARED_MARKER)),
-    ) {
-        (Ok(dir), Ok(marker)) => {
-            marker.is_file() && (marker.uid() == dir.uid() || marker.uid() == 0)
-        }
-        _ => false,
-    }
-}
-
-enum RootProblem {
-    NotADirectory(&'static str),
-    Unsafe(String),
-}
-
-/// The trust rules for a root (see the module documentation); returns the root's group.
-/// A root that is a symbolic link must itself be owned by this user or the superuser (whoever
-/// owns the link decides where the cache is). Then the directory it names: private, owned by
-/// this user and not writable by group or others; shared, not writable by others (it is
-/// shared with its group, nobody else).
-fn check_root(path: &Path, shared: bool) -> Result<u32, RootProblem> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let link = std::fs::symlink_metadata(path).map_err(|e| RootProblem::Unsafe(e.to_string()))?;
-    if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
-        return Err(RootProblem::Unsafe(format!(
-            "a symbolic link owned by uid {}, neither this user (uid {me}) nor the superuser",
-            link.uid()
-        )));
-    }
-    let m = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(RootProblem::NotADirectory("dangling symbolic link"))
-        }
-        Err(e) => return Err(RootProblem::Unsafe(e.to_string())),
+/// Opens one root of [`DiskCache::open`]: creates it when it is the written one and missing,
+/// then applies the trust rules (see the module documentation). One `lstat` of the root
+/// answers both "does it exist" and "what is it" (a `stat` follows only a root that is a
+/// symbolic link), then one `lstat` each of [`SHARED_MARKER`] and, in the written root, of the
+/// cache directory tag: every check of the root made once.
+///
+/// A root that cannot be examined (other than missing) is kept unchecked, as before any entry
+/// is read from it each entry's own checks apply; a read-only root that does not exist holds
+/// nothing.
+fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
+    let unchecked = || Root {
+        path: path.to_path_buf(),
+        writable,
+        shared: false,
+        group: None,
+        closed: false,
     };
-    if !m.is_dir() {
-        return Err(RootProblem::NotADirectory(file_read::kind_name(
-            m.file_type(),
-        )));
+    let mut link = std::fs::symlink_metadata(path);
+    if writable && matches!(&link, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(path)
+            .map_err(|source| CacheError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        link = std::fs::symlink_metadata(path);
     }
+    let Ok(link) = link else {
+        return Ok(unchecked());
+    };
+    let unsafe_root = |reason: String| CacheError::Unsafe {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let me = crate::effective_user::uid();
+    // A root that is a symbolic link must itself be owned by this user or the superuser
+    // (whoever owns the link decides where the cache is); then the directory it names counts.
+    let dir = if link.file_type().is_symlink() {
+        if link.uid() != me && link.uid() != 0 {
+            return Err(unsafe_root(format!(
+                "a symbolic link owned by uid {}, neither this user (uid {me}) nor the superuser",
+                link.uid()
+            )));
+        }
+        match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(CacheError::NotADirectory {
+                    path: path.to_path_buf(),
+                    kind: "dangling symbolic link",
+                })
+            }
+            Err(e) => return Err(unsafe_root(e.to_string())),
+        }
+    } else {
+        link
+    };
+    if !dir.is_dir() {
+        return Err(CacheError::NotADirectory {
+            path: path.to_path_buf(),
+            kind: file_read::kind_name(dir.file_type()),
+        });
+    }
+    // Declared shared by a regular file [`SHARED_MARKER`] owned by the root directory's owner
+    // or the superuser: a marker anyone else dropped into a directory they can write declares
+    // nothing, so it cannot make another user's root trusted.
+    let shared = std::fs::symlink_metadata(path.join(SHARED_MARKER))
+        .is_ok_and(|marker| marker.is_file() && (marker.uid() == dir.uid() || marker.uid() == 0));
     if shared {
-        if m.mode() & 0o002 != 0 {
-            return Err(RootProblem::Unsafe(format!(
+        // Shared with its group, nobody else.
+        if dir.mode() & 0o002 != 0 {
+            return Err(unsafe_root(format!(
                 "a shared root is shared with its group only, and this one is writable by \
                  others (mode {:o}): chmod o-w it",
-                m.mode() & 0o7777
+                dir.mode() & 0o7777
             )));
         }
     } else {
-        check_meta(&m).map_err(RootProblem::Unsafe)?;
+        check_meta(&dir, me).map_err(unsafe_root)?;
     }
-    Ok(m.gid())
+    if writable {
+        super::tag::ensure(path);
+    }
+    Ok(Root {
+        path: path.to_path_buf(),
+        writable,
+        shared,
+        group: shared.then_some(dir.gid()),
+        // `check_meta` passed: owned by this user.
+        closed: !shared && dir.mode() & 0o077 == 0,
+    })
 }
 
 /// Whether user `uid` belongs to group `gid` (as its primary group or a listed member).
@@ -1076,9 +1106,23 @@ fn user_in_group(uid: u32, gid: u32) -> bool {
 /// The trust rule for an entry file of `root`: in a private root, owned by this user and not
 /// writable by group or others, in a directory not writable by group or others; in a shared
 /// root, owned by a member of the root's group (or the superuser) and not writable by others.
-fn check_entry(m: &std::fs::Metadata, path: &Path, root: &Root) -> Result<(), String> {
+///
+/// With [`Dirs::UnlessClosed`] (lookups) the directory's check is skipped in a
+/// [`Root::closed`] root, saving an `lstat` of every read: nobody but this user and the
+/// superuser can reach inside such a root, so nobody else can make or replace anything in its
+/// directories, whatever their modes. Nor would it serve them anything: what another user
+/// could place there (through a descriptor kept from before the root was closed) is a file
+/// of theirs, refused by the owner check on the open descriptor, or one of this user's
+/// entries moved to another key's name, refused by the key inside it.
+/// [`DiskCache::verify`] checks every directory ([`Dirs::Always`]): a closed root may be
+/// opened up later, and then its lookups check the directories again.
+fn check_entry(m: &std::fs::Metadata, path: &Path, root: &Root, dirs: Dirs) -> Result<(), String> {
+    let me = crate::effective_user::uid();
     if !root.shared {
-        check_meta(m)?;
+        check_meta(m, me)?;
+        if root.closed && dirs == Dirs::UnlessClosed {
+            return Ok(());
+        }
         if let Some(dir) = path.parent() {
             let d = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
             if d.mode() & 0o022 != 0 {
@@ -1097,8 +1141,6 @@ fn check_entry(m: &std::fs::Metadata, path: &Path, root: &Root) -> Result<(), St
     let Some(gid) = root.group else {
         return Ok(());
     };
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
     if m.uid() == me || m.uid() == 0 || user_in_group(m.uid(), gid) {
         Ok(())
     } else {
@@ -1109,9 +1151,8 @@ fn check_entry(m: &std::fs::Metadata, path: &Path, root: &Root) -> Result<(), St
     }
 }
 
-fn check_meta(m: &std::fs::Metadata) -> Result<(), String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+/// Owned by user `me` and not writable by group or others.
+fn check_meta(m: &std::fs::Metadata, me: u32) -> Result<(), String> {
     if m.uid() != me {
         return Err(format!(
             "owned by uid {}, not this user (uid {me})",
@@ -1127,34 +1168,57 @@ fn check_meta(m: &std::fs::Metadata) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether an entry read checks its directory in a [`Root::closed`] root ([`check_entry`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dirs {
+    Always,
+    UnlessClosed,
+}
+
 enum ReadError {
     Missing,
     Bad(String),
 }
 
-fn read_entry(path: &Path, key: Option<&CacheKey>, root: &Root) -> Result<Entry, ReadError> {
+fn read_entry(
+    path: &Path,
+    key: Option<&CacheKey>,
+    root: &Root,
+    dirs: Dirs,
+) -> Result<Entry, ReadError> {
+    read_entry_open(path, key, root, dirs).map(|(entry, _, _)| entry)
+}
+
+/// [`read_entry`], also returning the entry's open file and its modification time (for the
+/// least-recently-used mark of [`DiskCache::get`], set on the descriptor already open).
+///
+/// The system calls of a read: `open` (without following a link, without blocking), one
+/// `fstat` on the descriptor (kind, size, owner and mode: no race with a rename), one `read`
+/// of the size it gave, `close`. No `read` looks for the end: entries are written whole to a
+/// temporary file and renamed into place, never written in place, and what is read is
+/// verified by its own sha256 sums and key, so bytes appended after the `fstat` (by whoever
+/// could write the file) are not read and cannot make a forged entry pass; a file that shrank
+/// reads short and is a bad entry.
+fn read_entry_open(
+    path: &Path,
+    key: Option<&CacheKey>,
+    root: &Root,
+    dirs: Dirs,
+) -> Result<(Entry, File, SystemTime), ReadError> {
     // Opened without blocking and checked on the descriptor: a FIFO or device planted at an
     // entry's path is a bad entry, not a hang.
-    let (f, size) = match file_read::open_regular_nofollow(path, ENTRY_LIMIT, "a cache entry") {
+    let (f, m) = match file_read::open_regular_nofollow_stat(path, ENTRY_LIMIT, "a cache entry") {
         Ok(f) => f,
         Err(e) if e.is_not_found() => return Err(ReadError::Missing),
         Err(e) => return Err(ReadError::Bad(format!("cannot open: {}", e.reason()))),
     };
     let bad = ReadError::Bad;
-    let m = f.metadata().map_err(|e| bad(e.to_string()))?;
-    check_entry(&m, path, root).map_err(bad)?;
-    let mut data = Vec::new();
-    data.try_reserve_exact(size as usize)
-        .map_err(|e| bad(format!("cannot reserve {size} bytes: {e}")))?;
-    f.take(ENTRY_LIMIT + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| bad(format!("cannot read: {e}")))?;
-    if data.len() as u64 > ENTRY_LIMIT {
-        return Err(bad(format!(
-            "grew past hipjit's limit of {ENTRY_LIMIT} bytes for a cache entry while read"
-        )));
-    }
-    Entry::from_bytes(data, path, key).map_err(bad)
+    check_entry(&m, path, root, dirs).map_err(bad)?;
+    let data = file_read::read_known_size(&f, path, m.len())
+        .map_err(|e| bad(format!("cannot read: {}", e.reason())))?;
+    let modified = m.modified().unwrap_or(UNIX_EPOCH);
+    let entry = Entry::from_bytes(data, path, key).map_err(bad)?;
+    Ok((entry, f, modified))
 }
 
 impl Entry {

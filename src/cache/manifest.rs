@@ -14,7 +14,10 @@
 //!   the way), so that the same system header reached from two installations has one name;
 //! * every directory searched up to where a header was found: for each search directory (the
 //!   `-I` directories, then the absolute ones: `-I`/`-isystem` in extra flags, `CPATH`,
-//!   `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`) its top level and, for each header found under
+//!   `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`, and the directories hipjit hands the compiler
+//!   itself ([`crate::compiler::Backend::own_search_dirs`]: NVRTC's CUDA toolkit headers);
+//!   an absolute one by its path, or relative to the installation root when it is one of the
+//!   installation's header directories) its top level and, for each header found under
 //!   any search directory at `sub/dir/x.h`, its `sub` and `sub/dir` (so that a new `a/x.h`
 //!   shadowing `b/x.h`, or a new file a `__has_include` would now find, is a miss); and the
 //!   directory of every file read (a new `x.h` beside its includer). A directory is recorded
@@ -475,9 +478,23 @@ pub fn record(
     let mut unpublishable: Option<String> = None;
     let mut files: Vec<FileRecord> = Vec::new();
     let mut headers = Vec::new();
-    let search = search_dirs(include_dirs, extra_search);
-    let mut dir_names: Vec<(Option<u32>, Vec<u8>)> =
-        search.iter().map(|(base, _)| (*base, Vec::new())).collect();
+    // Each search directory as the base of its records and its name there: a `-I` directory
+    // by index; an absolute one in the installation's header directories by its place below
+    // the installation root; any other by its absolute path.
+    let search: Vec<(Option<u32>, PathBuf)> = search_dirs(include_dirs, extra_search)
+        .into_iter()
+        .map(|(base, dir)| match base {
+            Some(i) => (Some(i), PathBuf::new()),
+            None => match compiler.installation_name(&dir) {
+                Some(rel) => (Some(INSTALLATION), rel.to_path_buf()),
+                None => (None, dir),
+            },
+        })
+        .collect();
+    let mut dir_names: Vec<(Option<u32>, Vec<u8>)> = search
+        .iter()
+        .map(|(base, name)| (*base, name.as_os_str().as_bytes().to_vec()))
+        .collect();
     let mut seen = std::collections::HashSet::new();
     for d in deps {
         if d.include_dir.is_none() && compiler.covers(&d.path) {
@@ -534,8 +551,8 @@ pub fn record(
             let parts: Vec<_> = rel.components().collect();
             for c in parts.iter().take(parts.len().saturating_sub(1)) {
                 prefix.push(c);
-                for (base, _) in &search {
-                    dir_names.push((*base, prefix.as_os_str().as_bytes().to_vec()));
+                for (base, name) in &search {
+                    dir_names.push((*base, name.join(&prefix).as_os_str().as_bytes().to_vec()));
                 }
             }
         }

@@ -12,13 +12,15 @@
 //! refused ([`RtcError::Arch`]; hipcc compiles them into one bundle). NVRTC gets nvcc's:
 //! `-arch=sm_NN`, the standard, hipjit's prelude force-included (handed in memory,
 //! [`super::nvrtc::prelude_headers`]), `--use_fast_math`, `-lineinfo`, the defines, `-I` of the
-//! CUDA toolkit's headers beside NVRTC (covered by its identity, not walked for the manifest:
+//! CUDA toolkit's headers beside NVRTC (those a compile opens are in its header manifest:
 //! [`NvRtc::compile`]), the extra flags. NVRTC has no
 //! optimisation levels: `-O3` (the default) is what it does, any other level is refused.
 //! Neither writes LLVM IR or assembly dumps: asking for them is refused by name.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+
+use super::opened_files::OpenedFiles;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -141,13 +143,17 @@ pub struct NvrtcBackend {
     pub library: Arc<RtcLibrary<NvRtc>>,
     /// CUDA's major version of it (`nvrtcVersion`; 0 when it did not tell).
     pub major: u32,
-    /// Its identity ([`crate::compiler::identity::identify_library`]): the library, its
-    /// builtins, and the toolkit's headers beside it as a covered directory (as hipcc's own
-    /// headers are: a fresh process checks the directories by `stat`, so a file added,
-    /// removed or replaced by a rename there, as package managers do, changes the identity).
+    /// Its identity ([`crate::compiler::identity::identify_library`]): the library and its
+    /// builtins; the toolkit's header directory beside it is the identity's header directory,
+    /// its parent the installation root (the headers a compile opens are in the header
+    /// manifest, relative to that root, checked by `stat` and hash on every lookup).
     pub identity: CompilerIdentity,
-    /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`]).
+    /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`], symlinks
+    /// resolved), as found when the identity was made.
     pub cuda_include: Option<PathBuf>,
+    /// CCCL's headers in that directory (`include/cccl`, CUDA 13), when it has them: handed to
+    /// NVRTC after it, as nvcc's profile adds them (`-isystem`).
+    pub cuda_cccl: Option<PathBuf>,
     /// Compile in worker processes ([`crate::compiler::worker`]) rather than in this one.
     pub worker: Option<WorkerConfig>,
 }
@@ -175,7 +181,7 @@ impl HipRtcBackend {
         search: &LibrarySearch,
         identity_dir: Option<&std::path::Path>,
     ) -> Option<HipRtcBackend> {
-        let r = library_search::recall(search, |_| Vec::new(), identity_dir)?;
+        let r = library_search::recall(search, identity_dir)?;
         Some(HipRtcBackend {
             library: Arc::new(RtcLibrary::unloaded(r.location.library)),
             major: r.location.major,
@@ -300,14 +306,11 @@ impl NvrtcBackend {
         search: &LibrarySearch,
         identity_dir: Option<&std::path::Path>,
     ) -> Option<NvrtcBackend> {
-        let covered = |lib: &std::path::Path| {
-            super::nvrtc::include_dir_of(lib)
-                .into_iter()
-                .collect::<Vec<_>>()
-        };
-        let r = library_search::recall(search, covered, identity_dir)?;
+        let r = library_search::recall(search, identity_dir)?;
         Some(NvrtcBackend {
-            cuda_include: super::nvrtc::include_dir_of(&r.location.library),
+            // As found when the identity was made (`cuda_fp16.h` there): no stat on a hit.
+            cuda_include: r.identity.header_dirs.first().cloned(),
+            cuda_cccl: r.identity.header_dirs.get(1).cloned(),
             library: Arc::new(RtcLibrary::unloaded(r.location.library)),
             major: r.location.major,
             identity: r.identity,
@@ -332,14 +335,21 @@ impl NvrtcBackend {
             return Ok(b);
         }
         let library = NvRtc::open(nvcc)?;
-        let cuda_include = library.include_dir();
+        // Symlinks resolved: the headers NVRTC opens are observed under this name.
+        let cuda_include = library
+            .include_dir()
+            .and_then(|d| std::fs::canonicalize(d).ok());
+        let cuda_cccl = cuda_include
+            .as_ref()
+            .map(|d| d.join("cccl"))
+            .filter(|d| d.is_dir());
         let location = Self::location(&library);
         let identity = super::identity::identify_library(
             CompilerKind::Nvrtc,
             library.path(),
             location.version.clone(),
             || library.identity_files(),
-            cuda_include.iter().cloned().collect(),
+            cuda_include.iter().chain(&cuda_cccl).cloned().collect(),
             identity_dir,
         )
         .map_err(identity_error("NVRTC"))?;
@@ -349,6 +359,7 @@ impl NvrtcBackend {
             major: location.major,
             identity,
             cuda_include,
+            cuda_cccl,
             worker: None,
         })
     }
@@ -408,16 +419,27 @@ impl NvrtcBackend {
             o.push("-lineinfo".into());
         }
         push_defines(&mut o, options);
-        if let Some(dir) = &self.cuda_include {
+        // The toolkit's headers, then CCCL's (`cuda/std`, CUB, Thrust), as nvcc.profile puts
+        // them on nvcc's search path.
+        for dir in self.cuda_include.iter().chain(&self.cuda_cccl) {
             o.push(format!("-I{}", dir.display()));
         }
         o.extend(options.extra_flags.iter().cloned());
         Ok(o)
     }
 
-    /// hipjit's prelude headers, handed to NVRTC in memory.
-    fn headers(&self) -> Vec<(String, Vec<u8>)> {
-        super::nvrtc::prelude_headers(self.cuda_include.as_deref())
+    /// hipjit's prelude headers, handed to NVRTC in memory, made once per process
+    /// ([`super::nvrtc::prelude_headers_with`]) from `cuda_include` as found when the identity
+    /// was made.
+    fn headers(&self) -> &'static [(String, Vec<u8>)] {
+        super::nvrtc::prelude_headers_with(self.cuda_include.is_some())
+    }
+
+    /// [`NvrtcBackend::headers`] as hashed into the key, hashed once per process.
+    fn builtin_headers(&self) -> &'static [TrackedHeader] {
+        static MADE: [std::sync::OnceLock<Vec<TrackedHeader>>; 2] =
+            [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+        MADE[usize::from(self.cuda_include.is_some())].get_or_init(|| tracked(self.headers()))
     }
 }
 
@@ -447,7 +469,7 @@ fn in_process_key<K: key::FromKeyRecord>(
     options: &CompileOptions,
     handed: &[String],
     identity: &CompilerIdentity,
-    headers: &[(String, Vec<u8>)],
+    builtin: &[TrackedHeader],
     extra: &[u8],
 ) -> K {
     // Options the backend refuses give no handed list: the compile fails, the key is moot.
@@ -462,14 +484,6 @@ fn in_process_key<K: key::FromKeyRecord>(
         .find(|f| f.starts_with("-std="))
         .cloned()
         .unwrap_or_default();
-    let builtin: Vec<TrackedHeader> = headers
-        .iter()
-        .map(|(name, body)| TrackedHeader {
-            include: name.clone(),
-            path: PathBuf::from(format!("<hipjit in-memory header>/{name}")),
-            sha256: hex(&sha256(body)),
-        })
-        .collect();
     K::from_record(&KeyRecord {
         source,
         flags: &flags,
@@ -479,9 +493,21 @@ fn in_process_key<K: key::FromKeyRecord>(
         code_object_version: options.code_object_version.unwrap_or(0),
         compiler: identity,
         env: &[],
-        builtin_headers: &builtin,
+        builtin_headers: builtin,
         extra,
     })
+}
+
+/// In-memory headers as hashed into an in-process compiler's key: name and sha256 of each.
+fn tracked(headers: &[(String, Vec<u8>)]) -> Vec<TrackedHeader> {
+    headers
+        .iter()
+        .map(|(name, body)| TrackedHeader {
+            include: name.clone(),
+            path: PathBuf::from(format!("<hipjit in-memory header>/{name}")),
+            sha256: hex(&sha256(body)),
+        })
+        .collect()
 }
 
 /// A successful in-process compile as a [`CompileOutput`]: its "command" is the library and
@@ -539,6 +565,17 @@ impl Backend {
         match self {
             Backend::Hipcc(c) => c.environment(),
             Backend::Nvcc(..) | Backend::HipRtc(_) | Backend::Nvrtc(_) => &[],
+        }
+    }
+
+    /// The absolute search directories hipjit itself hands the compiler besides the options'
+    /// include directories and extra flags, for the header manifest's directory records
+    /// ([`crate::cache::manifest::record`]): NVRTC's `-I` of the CUDA toolkit's headers and of
+    /// CCCL's; none for the others.
+    pub fn own_search_dirs(&self) -> Vec<PathBuf> {
+        match self {
+            Backend::Nvrtc(b) => b.cuda_include.iter().chain(&b.cuda_cccl).cloned().collect(),
+            Backend::Hipcc(_) | Backend::Nvcc(..) | Backend::HipRtc(_) => Vec::new(),
         }
     }
 
@@ -617,7 +654,14 @@ impl Backend {
             }
             Backend::Nvrtc(b) => {
                 let handed = b.options(options).unwrap_or_default();
-                in_process_key(source, options, &handed, &b.identity, &b.headers(), extra)
+                in_process_key(
+                    source,
+                    options,
+                    &handed,
+                    &b.identity,
+                    b.builtin_headers(),
+                    extra,
+                )
             }
         }
     }
@@ -688,15 +732,23 @@ impl Backend {
                 let input = RtcInput {
                     source,
                     name: options.source_file_name(),
-                    headers: &headers,
+                    headers,
                     include_dirs: &options.include_dirs,
                     options: &handed,
                 };
-                let out = match &b.worker {
+                // The toolkit headers it opens, watched from here so that a worker's reads
+                // are seen as an in-process compile's are.
+                let watch = b.cuda_include.as_deref().map(OpenedFiles::watch);
+                let mut out = match &b.worker {
                     Some(w) => worker::compile(w, RtcKind::Nvrtc, b.library.path(), &input),
                     None => b.loaded().and_then(|l| l.compile(&input)),
                 }
                 .map_err(in_process)?;
+                if let (Some(dir), Some(watch)) = (&b.cuda_include, watch) {
+                    out.dependencies.extend(
+                        super::nvrtc::toolkit_headers_opened(dir, watch).map_err(in_process)?,
+                    );
+                }
                 Ok(rtc_output(b.library.path(), handed, out, started.elapsed()))
             }
         }

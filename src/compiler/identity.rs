@@ -238,6 +238,27 @@ pub fn identity_dir() -> Option<PathBuf> {
         .map(|h| Path::new(&h).join(".cache/hipjit/compilers"))
 }
 
+thread_local! {
+    /// Set inside [`memos_read_only`].
+    static MEMOS_READ_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the per-user memos ([`identity_dir`]: compiler identities, in-process
+/// compiler library searches) read as usual but never written on this thread, not even
+/// their directory created: for tools that must write nothing, such as
+/// [`crate::jit::Jit::explain`] (the default identity directory lies inside the default cache
+/// root). An identity computed inside is computed again by the next process. Nests.
+pub fn memos_read_only<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MEMOS_READ_ONLY.set(self.0);
+        }
+    }
+    let _restore = Restore(MEMOS_READ_ONLY.replace(true));
+    f()
+}
+
 /// The stat fields an identity file compares: size, modification and change times (ns), inode
 /// and device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -272,7 +293,9 @@ impl FileStat {
     }
 }
 
-const MEMO_FORMAT: u32 = 4;
+/// The format of remembered identities; 5: NVRTC's has header directories (the toolkit's
+/// `include` and `include/cccl`) and no covered directory.
+const MEMO_FORMAT: u32 = 5;
 
 #[derive(Serialize, Deserialize)]
 struct Memo {
@@ -382,9 +405,10 @@ struct Installation {
 /// `library`, a version text `version` (the library's own answer names no build: hipRTC 5.2.3
 /// and 6.4.3 both say 9.0), and the content fingerprint of `files()`, the closed list of files
 /// that decide its output ([`crate::compiler::hiprtc::HipRtc::identity_files`],
-/// [`crate::compiler::nvrtc::NvRtc::identity_files`]) and of every file under `covered`
-/// (directories of headers the compiler is handed, such as the CUDA toolkit's `include` for
-/// NVRTC: a header there is then left out of the header manifests, as hipcc's own are).
+/// [`crate::compiler::nvrtc::NvRtc::identity_files`]). `header_dirs` are the installation's
+/// header directories (absolute, symlinks resolved; the CUDA toolkit's `include` beside NVRTC):
+/// the parent of the first is the installation root ([`CompilerIdentity::root`]), and a header
+/// read from one is recorded in header manifests relative to it, as hipcc's and nvcc's are.
 /// Remembered in `dir` (else
 /// [`identity_dir`]) as the process compilers' are: a fresh process that finds every listed
 /// file unchanged by `stat` neither calls `files` (which may compile a probe to learn what the
@@ -396,27 +420,35 @@ pub fn identify_library(
     library: &Path,
     version: String,
     files: impl FnOnce() -> Vec<PathBuf>,
-    covered: Vec<PathBuf>,
+    header_dirs: Vec<PathBuf>,
     dir: Option<&Path>,
 ) -> Result<CompilerIdentity, IdentityError> {
     let resolved = std::fs::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
     let default_dir = identity_dir();
     let dir = dir.or(default_dir.as_deref());
-    let memo_file = dir.map(|d| d.join(memo_name(kind, &resolved, &[])));
+    let memo_file = dir.map(|d| d.join(library_memo_name(kind, &resolved, library)));
     if let Some(id) = memo_file.as_deref().and_then(|f| read_memo(f, &resolved)) {
-        if id.version == version && id.covered == covered {
+        if id.version == version && id.covered.is_empty() && id.header_dirs == header_dirs {
             return Ok(id);
         }
     }
     let mut listed = files();
     listed.push(resolved.clone());
+    let installation = Installation {
+        root: header_dirs
+            .first()
+            .and_then(|d| d.parent())
+            .map(Path::to_path_buf),
+        header_dirs,
+        header_subdirs: &[],
+    };
     fingerprint(
         kind,
         &resolved,
         version,
         listed,
-        covered,
-        Installation::default(),
+        Vec::new(),
+        installation,
         memo_file.as_deref(),
     )
 }
@@ -505,6 +537,17 @@ fn fingerprint(
     Ok(identity)
 }
 
+/// The name of the memo of an in-process compiler's identity: by the library's file (symlinks
+/// resolved) and the path it was found at, whose neighbourhood decides its header directories
+/// (a toolkit of links to another toolkit's NVRTC has headers of its own).
+pub(crate) fn library_memo_name(kind: CompilerKind, resolved: &Path, library: &Path) -> String {
+    memo_name(
+        kind,
+        resolved,
+        &[("library".to_owned(), library.as_os_str().to_owned())],
+    )
+}
+
 pub(crate) fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsString)]) -> String {
     let mut h = Sha256::new();
     let mut item = |b: &[u8]| {
@@ -529,14 +572,20 @@ pub(crate) fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsS
 
 /// The bytes of `file` when it is a regular file of this user that nobody else can write (a
 /// memo another user could have forged is ignored), at most 64 MiB.
+///
+/// Opened without following a link and without blocking, then judged by one `fstat` of the
+/// open descriptor (so what is judged is what is read, with no race against a rename) and read
+/// in one `read` of the size it gave: memos are written whole and renamed into place, never
+/// written in place, and each is decoded and checked against the files it names, so bytes
+/// appended after the `fstat` are not read.
 pub(crate) fn read_private(file: &Path) -> Option<Vec<u8>> {
-    let m = std::fs::symlink_metadata(file).ok()?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    if !m.file_type().is_file() || m.uid() != uid || m.mode() & 0o022 != 0 || m.len() > 64 << 20 {
+    let (f, m) =
+        crate::file_read::open_regular_nofollow_stat(file, 64 << 20, "a remembered identity")
+            .ok()?;
+    if m.uid() != crate::effective_user::uid() || m.mode() & 0o022 != 0 {
         return None;
     }
-    std::fs::read(file).ok()
+    crate::file_read::read_known_size(&f, file, m.len()).ok()
 }
 
 /// The identity remembered in `file` for the compiler at `resolved`, when every file it
@@ -572,6 +621,10 @@ fn write_memo(file: &Path, identity: &CompilerIdentity, stats: Vec<(Vec<u8>, Fil
 /// Writes `value` (MessagePack) to `file` in a directory of mode 0700, by an atomic rename of a
 /// synced temporary file; a failure only means nothing is remembered (logged at debug level).
 pub(crate) fn write_private(file: &Path, value: &impl Serialize) {
+    if MEMOS_READ_ONLY.get() {
+        tracing::debug!(path = %file.display(), "memos are read-only here: not remembered");
+        return;
+    }
     let Some(dir) = file.parent() else { return };
     let written = (|| -> std::io::Result<()> {
         std::fs::DirBuilder::new()

@@ -180,19 +180,19 @@ fn recall_resolved(search: &LibrarySearch, dir: Option<&Path>) -> Option<(Locati
 
 /// [`recall_location`] with the library's identity remembered in the same directory, when it
 /// is unchanged ([`identity::identify_library`]'s memo, checked by `stat`), holds the same
-/// version text and covers `covered(library)`. Loads nothing.
-pub fn recall(
-    search: &LibrarySearch,
-    covered: impl FnOnce(&Path) -> Vec<PathBuf>,
-    dir: Option<&Path>,
-) -> Option<Recalled> {
+/// version text and covers no directory. Loads nothing.
+pub fn recall(search: &LibrarySearch, dir: Option<&Path>) -> Option<Recalled> {
     let (location, resolved) = recall_resolved(search, dir)?;
     let dir = memo_dir(dir)?;
-    let id_file = dir.join(identity::memo_name(search.kind, &resolved, &[]));
+    let id_file = dir.join(identity::library_memo_name(
+        search.kind,
+        &resolved,
+        &location.library,
+    ));
     let identity = identity::read_memo(&id_file, &resolved)?;
     if identity.kind != search.kind
         || identity.version != location.version
-        || identity.covered != covered(&location.library)
+        || !identity.covered.is_empty()
     {
         return None;
     }

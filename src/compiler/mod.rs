@@ -38,6 +38,7 @@ pub mod identity;
 pub mod library_search;
 pub mod nvcc;
 pub mod nvrtc;
+pub mod opened_files;
 pub mod options;
 pub mod process;
 pub mod refusal;

@@ -203,6 +203,22 @@ fn executable(p: &Path) -> bool {
     hip_sys::discovery::is_executable_file(p)
 }
 
+/// [`Nvcc::prelude_headers`], hashed once per process (the prelude is a constant of this
+/// build), not at every key.
+fn prelude_tracked() -> &'static [TrackedHeader] {
+    static MADE: std::sync::OnceLock<Vec<TrackedHeader>> = std::sync::OnceLock::new();
+    MADE.get_or_init(|| {
+        PRELUDE_FILES
+            .iter()
+            .map(|(name, text)| TrackedHeader {
+                include: format!("hip/{name}"),
+                path: PathBuf::from(format!("<hipjit nvcc prelude>/hip/{name}")),
+                sha256: hex(&sha256(text.as_bytes())),
+            })
+            .collect()
+    })
+}
+
 impl Nvcc {
     /// Finds nvcc in the documented order (`explicit` first) and reads `nvcc --version`.
     ///
@@ -380,14 +396,7 @@ impl Nvcc {
     /// The headers of hipjit's own that every compile sees, as hashed into the key: the
     /// [`PRELUDE`] (as `hip/hip_runtime.h` and `hip/hip_runtime_api.h`) and `hip/hip_fp16.h`.
     pub fn prelude_headers() -> Vec<TrackedHeader> {
-        PRELUDE_FILES
-            .iter()
-            .map(|(name, text)| TrackedHeader {
-                include: format!("hip/{name}"),
-                path: PathBuf::from(format!("<hipjit nvcc prelude>/hip/{name}")),
-                sha256: hex(&sha256(text.as_bytes())),
-            })
-            .collect()
+        prelude_tracked().to_vec()
     }
 
     /// The cache key of compiling `source` (its bytes) for `sm` with `flags`: the record of
@@ -397,7 +406,7 @@ impl Nvcc {
     /// 0, nvcc's identity ([`Nvcc::identity`]) and the variables of [`NVCC_KEY_ENV`] as read
     /// now.
     pub fn key(&self, source: impl AsRef<[u8]>, sm: SmTarget, flags: &[String]) -> CacheKey {
-        let headers = Nvcc::prelude_headers();
+        let headers = prelude_tracked();
         let own = self.own_flags(sm);
         let std = self.std_flag();
         let targets = [sm.to_string()];
@@ -416,7 +425,7 @@ impl Nvcc {
             code_object_version: 0,
             compiler: &self.identity,
             env: &env,
-            builtin_headers: &headers,
+            builtin_headers: headers,
             extra: &[],
         })
     }
@@ -547,7 +556,7 @@ impl Nvcc {
         options: &crate::compiler::CompileOptions,
         extra: &[u8],
     ) -> K {
-        let headers = Nvcc::prelude_headers();
+        let headers = prelude_tracked();
         let flags = self.option_flags(options);
         let std = BackendKind::Nvcc.std_flag(options.std, &self.identity);
         let targets = options.target_names();
@@ -566,7 +575,7 @@ impl Nvcc {
             code_object_version: 0,
             compiler: &self.identity,
             env: &env,
-            builtin_headers: &headers,
+            builtin_headers: headers,
             extra,
         })
     }

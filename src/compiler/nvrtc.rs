@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use super::depfile::Dependency;
 use super::diagnostics;
+use super::opened_files::OpenedFiles;
 use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
 use crate::cache::manifest;
 use crate::cuda::target::SmTarget;
@@ -118,23 +119,33 @@ const HOST_HEADER_MACROS: &str = r#"#ifndef INFINITY
 
 /// The headers hipjit hands NVRTC in memory so HIP sources compile unchanged:
 /// `hip/hip_runtime.h` and `hip/hip_runtime_api.h` ([`prelude`]), and `hip/hip_fp16.h`, which
-/// includes the toolkit's `cuda_fp16.h` when `cuda_include` holds it and otherwise stops the
-/// compile with an error naming what is missing.
+/// includes the toolkit's `cuda_fp16.h` when `cuda_include` is given (the toolkit's header
+/// directory, found holding it: [`NvRtc::include_dir`]; not checked again here, on every
+/// lookup) and otherwise stops the compile with an error naming what is missing.
 pub fn prelude_headers(cuda_include: Option<&Path>) -> Vec<(String, Vec<u8>)> {
-    let prelude = prelude().into_bytes();
-    let fp16 = match cuda_include {
-        Some(dir) if dir.join("cuda_fp16.h").is_file() => {
-            "#pragma once\n#include <cuda_fp16.h>\n".to_owned()
-        }
-        _ => "#pragma once\n#error \"hip/hip_fp16.h needs the CUDA toolkit's cuda_fp16.h, which \
-              hipjit did not find beside NVRTC (include/ beside its lib or lib64 directory)\"\n"
-            .to_owned(),
-    };
-    vec![
-        ("hip/hip_runtime.h".to_owned(), prelude.clone()),
-        ("hip/hip_runtime_api.h".to_owned(), prelude),
-        ("hip/hip_fp16.h".to_owned(), fp16.into_bytes()),
-    ]
+    prelude_headers_with(cuda_include.is_some()).to_vec()
+}
+
+/// [`prelude_headers`] with `fp16_found` for `cuda_include.is_some()`, made once per process
+/// for each answer: no copy, and the same bytes at every lookup.
+pub fn prelude_headers_with(fp16_found: bool) -> &'static [(String, Vec<u8>)] {
+    type Headers = Vec<(String, Vec<u8>)>;
+    static MADE: [std::sync::OnceLock<Headers>; 2] =
+        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    MADE[usize::from(fp16_found)].get_or_init(|| {
+        let prelude = prelude().into_bytes();
+        let fp16 = if fp16_found {
+            "#pragma once\n#include <cuda_fp16.h>\n"
+        } else {
+            "#pragma once\n#error \"hip/hip_fp16.h needs the CUDA toolkit's cuda_fp16.h, which \
+             hipjit did not find beside NVRTC (include/ beside its lib or lib64 directory)\"\n"
+        };
+        vec![
+            ("hip/hip_runtime.h".to_owned(), prelude.clone()),
+            ("hip/hip_runtime_api.h".to_owned(), prelude),
+            ("hip/hip_fp16.h".to_owned(), fp16.as_bytes().to_vec()),
+        ]
+    })
 }
 
 /// The first `#include` (or `#include_next`, `__has_include`) in `text` that can name a file
@@ -422,15 +433,19 @@ impl NvRtc {
     ///
     /// Headers in `input.headers` are handed to NVRTC in memory (`nvrtcCreateProgram`'s
     /// `headers`/`includeNames`). The include directories go to NVRTC as `-I<dir>` (symlinks
-    /// resolved) after the options, with `--no-source-include`, so that a quoted `#include` is
-    /// not looked up in the current directory (NVRTC's default, measured with 13.5: the
-    /// directory of the program's name, relative to the process's working directory). NVRTC
+    /// resolved) after the options. The program is named `input.name`'s file name inside an
+    /// empty scratch directory, so that a quoted `#include` of the source is not looked up in
+    /// the current directory (NVRTC's default, measured with 13.5: the directory of the
+    /// program's name, relative to the process's working directory), while one of a header is
+    /// still looked up beside that header (`--no-source-include` would turn off both, and the
+    /// toolkit's `mma.h` would not compile); the log and diagnostics say `input.name`. NVRTC
     /// reports no dependency list (13.5 rejects `-M`, `-MD`), so the dependencies are every
     /// regular file under every include directory, those of `input.include_dirs` by index and
-    /// those of `-I` options as absolute paths (at most [`rtc::MAX_TRACKED_FILES`]), except the
-    /// CUDA toolkit's headers beside this NVRTC ([`NvRtc::include_dir`]), which belong to the
-    /// compiler and its identity: editing,
-    /// adding or removing any of them changes the header manifest. A file named by an absolute
+    /// those of `-I` options as absolute paths (at most [`rtc::MAX_TRACKED_FILES`]): editing,
+    /// adding or removing any of them changes the header manifest. The CUDA toolkit's headers
+    /// beside this NVRTC ([`NvRtc::include_dir`], about 2,500 files) are not listed: the
+    /// caller observes the ones a compile opens ([`toolkit_headers_opened`]), as
+    /// [`crate::compiler::Backend::compile`] does. A file named by an absolute
     /// path, a name with `..` or a computed name in an `#include` (or `__has_include`) of the
     /// source or of any of those files is refused ([`untracked_include`]): NVRTC would read
     /// such a file without its being keyed.
@@ -465,7 +480,22 @@ impl NvRtc {
             .tempdir()
             .map_err(|e| no_deps(format!("cannot make a scratch directory: {e}")))?;
         let started = manifest::filesystem_now(scratch.path());
-        drop(scratch);
+        // The program is named inside an empty directory of its own: NVRTC looks a quoted
+        // `#include` of the source up in the directory of the program's name first (relative to
+        // the working directory, which is not keyed), and one of a header in that header's
+        // directory. `--no-source-include` would turn off both, and then the toolkit's own
+        // headers (`mma.h` includes "mma.hpp") do not compile.
+        let empty = scratch.path().join("source");
+        std::fs::create_dir(&empty)
+            .map_err(|e| no_deps(format!("cannot make a scratch directory: {e}")))?;
+        let program_name = empty
+            .join(
+                Path::new(input.name)
+                    .file_name()
+                    .unwrap_or_else(|| OsStr::new("source.cu")),
+            )
+            .to_string_lossy()
+            .into_owned();
         let mut dependencies = Vec::new();
         let mut budget = rtc::MAX_TRACKED_FILES;
         let walk = |dir: &Path, budget: &mut usize| {
@@ -487,8 +517,9 @@ impl NvRtc {
                 });
             }
         }
-        // The toolkit's own headers beside this NVRTC belong to the compiler: its identity
-        // covers them (about 2,500 files in PyPI's CUDA 13, walked for nothing on every compile).
+        // The toolkit's own headers beside this NVRTC: the ones this compile opens are its
+        // dependencies, observed below (about 2,500 files in PyPI's CUDA 13, of which a compile
+        // reads a few).
         let own = self
             .include_dir()
             .and_then(|d| std::fs::canonicalize(d).ok());
@@ -496,8 +527,11 @@ impl NvRtc {
             let dir = std::env::current_dir()
                 .map(|cwd| cwd.join(&dir))
                 .unwrap_or(dir);
-            if own.is_some() && std::fs::canonicalize(&dir).ok() == own {
-                continue;
+            // The toolkit's own headers (and CCCL's below them): observed by the caller.
+            if let (Some(own), Ok(real)) = (&own, std::fs::canonicalize(&dir)) {
+                if real.starts_with(own) {
+                    continue;
+                }
             }
             for name in walk(&dir, &mut budget)? {
                 let path = dir.join(name);
@@ -529,28 +563,39 @@ impl NvRtc {
                 }
             }
         }
-        let mut extra = rtc::include_options(&canonical);
-        extra.push("--no-source-include".into());
-        let rename = |printed: &str| rtc::user_file_name(printed, input.include_dirs, &canonical);
-        let out =
-            rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input, &extra).map_err(
-                |e| match e {
-                    RtcError::Compile {
-                        compiler,
-                        name,
-                        options,
-                        log,
-                        ..
-                    } => RtcError::Compile {
-                        diagnostics: diagnostics::parse_nvcc(&log, &rename),
-                        log,
-                        compiler,
-                        name,
-                        options,
-                    },
-                    other => other,
+        let extra = rtc::include_options(&canonical);
+        let rename = |printed: &str| {
+            if printed == program_name {
+                input.name.to_owned()
+            } else {
+                rtc::user_file_name(printed, input.include_dirs, &canonical)
+            }
+        };
+        let named = RtcInput {
+            name: &program_name,
+            ..*input
+        };
+        let out = rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, &named, &extra)
+            .map(|mut out| {
+                out.log = out.log.replace(&program_name, input.name);
+                out
+            })
+            .map_err(|e| match e {
+                RtcError::Compile {
+                    compiler,
+                    options,
+                    log,
+                    ..
+                } => RtcError::Compile {
+                    diagnostics: diagnostics::parse_nvcc(&log, &rename),
+                    log: log.replace(&program_name, input.name),
+                    compiler,
+                    name: input.name.to_owned(),
+                    options,
                 },
-            )?;
+                other => other,
+            })?;
+        drop(scratch);
         if out.code.is_empty() {
             return Err(RtcError::EmptyOutput {
                 compiler: COMPILER,
@@ -566,6 +611,61 @@ impl NvRtc {
             started,
         })
     }
+}
+
+/// The CUDA toolkit headers under `dir` (its `include`, symlinks resolved) that a compile
+/// opened, as dependencies named by absolute path: the files `watch` (started before the
+/// compile, [`OpenedFiles::watch`]) saw opened, by this compile or by any other process
+/// meanwhile (a superset: never stale code, only a `stat` more per hit). When the watch could
+/// not be started or its answer cannot be trusted, every file under `dir` instead (at most
+/// [`rtc::MAX_TRACKED_FILES`]), with a warning once per process.
+///
+/// Errors: [`RtcError::NoDependencies`] when that walk fails or finds too many files.
+pub fn toolkit_headers_opened(
+    dir: &Path,
+    watch: Result<OpenedFiles, String>,
+) -> Result<Vec<Dependency>, RtcError> {
+    let opened = match watch.and_then(OpenedFiles::finish) {
+        Ok(files) => files,
+        Err(why) => {
+            toolkit_walk_warning(dir, &why);
+            rtc::files_under(dir, rtc::MAX_TRACKED_FILES)
+                .map_err(|why| RtcError::NoDependencies {
+                    compiler: COMPILER,
+                    reason: format!(
+                        "the CUDA headers it opened could not be observed, so hipjit keys on \
+                         every file under {}, and {why}",
+                        dir.display()
+                    ),
+                })?
+                .into_iter()
+                .map(|name| dir.join(name))
+                .collect()
+        }
+    };
+    Ok(opened
+        .into_iter()
+        .map(|path| Dependency {
+            include_dir: None,
+            name: path.clone(),
+            path,
+        })
+        .collect())
+}
+
+/// Says once per process that the toolkit headers NVRTC reads could not be observed, so that
+/// every one of them is keyed (each hit then checks them all).
+fn toolkit_walk_warning(dir: &Path, why: &str) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        tracing::warn!(
+            dir = %dir.display(),
+            reason = %why,
+            "hipjit: the CUDA headers NVRTC opens could not be observed with inotify; every \
+             header under the toolkit's include directory is keyed instead (correct, but each \
+             cache hit checks all of them)"
+        );
+    });
 }
 
 /// The value of the last `-arch=`, `--gpu-architecture=` (or `-arch X` pair) among `options`.

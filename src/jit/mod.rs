@@ -903,10 +903,12 @@ impl Jit {
             std::ops::ControlFlow::Continue(guard) => guard,
         };
         let out = backend.compile(source, &o)?;
+        let mut search = manifest::extra_search_dirs(&o.extra_flags, backend.environment());
+        search.extend(backend.own_search_dirs());
         let recorded = manifest::record(
             &out.dependencies,
             &o.include_dirs,
-            &manifest::extra_search_dirs(&o.extra_flags, backend.environment()),
+            &search,
             backend.identity(),
             out.started,
             looked_up.as_ref(),

@@ -139,7 +139,8 @@ impl RecordedPath {
         match self {
             RecordedPath::Text(s) => Ok(PathBuf::from(s)),
             RecordedPath::Bytes { hex, .. } => {
-                let bytes = unhex(hex).ok_or_else(|| format!("path hex {hex:?} is not hex"))?;
+                let bytes = unhex(hex)
+                    .ok_or_else(|| format!("options: a path's hex {hex:?} is not hex"))?;
                 Ok(PathBuf::from(OsStr::from_bytes(&bytes)))
             }
         }
@@ -246,11 +247,7 @@ fn parse_opt(s: &str) -> Result<OptLevel, String> {
         "-O3" => OptLevel::O3,
         "-Os" => OptLevel::Os,
         "-Oz" => OptLevel::Oz,
-        _ => {
-            return Err(format!(
-                "opt {s:?} is not one of -O0, -O1, -O2, -O3, -Os, -Oz"
-            ))
-        }
+        _ => return Err(format!("{s:?} is not one of -O0, -O1, -O2, -O3, -Os, -Oz")),
     })
 }
 
@@ -327,20 +324,19 @@ impl RecordedRequest {
         check_version(Some(self.schema_version.into()))?;
         let source = match self.source_encoding {
             SourceEncoding::Utf8 => self.source.clone().into_bytes(),
-            SourceEncoding::Hex => {
-                unhex(&self.source).ok_or("source is marked hex but is not hex")?
-            }
+            SourceEncoding::Hex => unhex(&self.source)
+                .ok_or("source: marked \"hex\" in source_encoding but is not hex")?,
         };
         let mut options = CompileOptions::default();
         for t in &self.targets {
             if t.starts_with("sm_") {
                 options
                     .sm_targets
-                    .push(SmTarget::parse(t).map_err(|e| format!("target {t:?}: {e}"))?);
+                    .push(SmTarget::parse(t).map_err(|e| format!("targets: {t:?}: {e}"))?);
             } else {
                 options
                     .targets
-                    .push(TargetId::parse(t).map_err(|e| format!("target {t:?}: {e}"))?);
+                    .push(TargetId::parse(t).map_err(|e| format!("targets: {t:?}: {e}"))?);
             }
         }
         let o = &self.options;
@@ -355,8 +351,11 @@ impl RecordedRequest {
             .iter()
             .map(RecordedPath::to_path)
             .collect::<Result<_, _>>()?;
-        options.std = o.std.parse::<CxxStd>().map_err(|e| format!("std: {e}"))?;
-        options.opt_level = parse_opt(&o.opt)?;
+        options.std = o
+            .std
+            .parse::<CxxStd>()
+            .map_err(|e| format!("options.std: {e}"))?;
+        options.opt_level = parse_opt(&o.opt).map_err(|e| format!("options.opt: {e}"))?;
         options.extra_flags = o.extra_flags.clone();
         options.code_object_version = o.code_object_version;
         options.fast_math = o.fast_math;
@@ -370,7 +369,7 @@ impl RecordedRequest {
             .parse::<CompilerChoice>()
             .map_err(|e| format!("compiler: {e}"))?;
         let extra_signature = unhex(&self.extra_signature)
-            .ok_or_else(|| format!("extra_signature {:?} is not hex", self.extra_signature))?;
+            .ok_or_else(|| format!("extra_signature: {:?} is not hex", self.extra_signature))?;
         Ok(Request {
             source,
             options,
@@ -386,11 +385,28 @@ fn check_version(v: Option<u64>) -> Result<(), String> {
     match v {
         Some(v) if READ_SCHEMA_VERSIONS.iter().any(|&r| u64::from(r) == v) => Ok(()),
         Some(v) => Err(format!(
-            "schema_version {v} (this hipjit reads versions 1 and 2; the line was written by a \
-             newer hipjit: warm with that one)"
+            "it was written by a newer hipjit (schema_version {v}; this one reads versions 1 \
+             and 2): warm this file with the hipjit that recorded it"
         )),
-        None => Err("schema_version is not a number".to_string()),
+        None => Err(unreplayable("schema_version: not a number")),
     }
+}
+
+/// The reason a line that is not a compile record at all is skipped: `why`, and what to do.
+fn not_a_record(why: &str) -> String {
+    format!(
+        "{why}, so it is not a compile record (HIPJIT_RECORD writes one JSON object per line): \
+         remove the line, or check that this file is a record"
+    )
+}
+
+/// The reason a compile record that does not read is skipped: `why` (the field and what is
+/// wrong), and what to do.
+fn unreplayable(why: &str) -> String {
+    format!(
+        "{why}; the line was edited or damaged, or names something only a newer hipjit knows: \
+         fix or remove the line, or warm with the hipjit that recorded it"
+    )
 }
 
 /// A line of a record file that was skipped.
@@ -398,7 +414,9 @@ fn check_version(v: Option<u64>) -> Result<(), String> {
 pub struct BadLine {
     /// Its number, from 1.
     pub line: usize,
-    /// Why it was skipped.
+    /// Why it was skipped and what to do, as a sentence: what is wrong with it (the field at
+    /// fault, for a record that does not read), then whether to remove or fix the line or to
+    /// warm with the newer hipjit that wrote it.
     pub reason: String,
 }
 
@@ -453,7 +471,10 @@ pub fn read_records_from(mut reader: impl BufRead) -> std::io::Result<Records> {
         if line.len() > MAX_RECORD_LINE && line.last() != Some(&b'\n') {
             out.bad.push(BadLine {
                 line: number,
-                reason: format!("longer than {MAX_RECORD_LINE} bytes"),
+                reason: not_a_record(&format!(
+                    "it is longer than {MAX_RECORD_LINE} bytes (twice the largest source, as \
+                     hex, and the options)"
+                )),
             });
             // Skip the rest of the line.
             let mut rest = Vec::new();
@@ -465,7 +486,10 @@ pub fn read_records_from(mut reader: impl BufRead) -> std::io::Result<Records> {
             Err(e) => {
                 out.bad.push(BadLine {
                     line: number,
-                    reason: format!("not UTF-8 (byte {})", e.valid_up_to()),
+                    reason: not_a_record(&format!(
+                        "it is not UTF-8 text (byte {} of the line)",
+                        e.valid_up_to() + 1
+                    )),
                 });
                 continue;
             }
@@ -474,17 +498,26 @@ pub fn read_records_from(mut reader: impl BufRead) -> std::io::Result<Records> {
             continue;
         }
         let parsed = serde_json::from_str::<serde_json::Value>(text)
-            .map_err(|e| format!("not JSON: {e}"))
+            .map_err(|e| not_a_record(&format!("it is not JSON ({e})")))
             .and_then(|v| {
+                if !v.is_object() {
+                    return Err(not_a_record("it is JSON but not an object"));
+                }
                 // The version first, so that a future format is named as such.
                 match v.get("schema_version").map(|s| s.as_u64()) {
-                    None => return Err("no schema_version".to_string()),
+                    None => return Err(not_a_record("it has no schema_version")),
                     Some(v) => check_version(v)?,
                 }
-                serde_json::from_value::<RecordedRequest>(v)
-                    .map_err(|e| format!("not a compile record: {e}"))
+                serde_path_to_error::deserialize::<_, RecordedRequest>(v).map_err(|e| {
+                    // The field at fault, which serde's own message does not name (`.`: the
+                    // record itself, as for a missing field).
+                    match e.path().to_string() {
+                        p if p == "." => unreplayable(&e.inner().to_string()),
+                        p => unreplayable(&format!("{p}: {}", e.inner())),
+                    }
+                })
             })
-            .and_then(|r| r.to_request());
+            .and_then(|r| r.to_request().map_err(|e| unreplayable(&e)));
         match parsed {
             Ok(r) => out.requests.push((number, r)),
             Err(reason) => out.bad.push(BadLine {
@@ -689,16 +722,118 @@ mod tests {
         assert_eq!(r.requests.len(), 1);
         let bad: Vec<(usize, &str)> = r.bad.iter().map(|b| (b.line, b.reason.as_str())).collect();
         assert_eq!(bad.len(), 4, "{bad:?}");
-        assert!(bad[0].0 == 2 && bad[0].1.starts_with("not JSON"), "{bad:?}");
         assert!(
-            bad[1].0 == 4 && bad[1].1.contains("schema_version 9"),
+            bad[0].0 == 2 && bad[0].1.starts_with("it is not JSON"),
             "{bad:?}"
         );
         assert!(
-            bad[2].0 == 5 && bad[2].1.starts_with("not a compile record"),
+            bad[1].0 == 4 && bad[1].1.contains("newer hipjit (schema_version 9"),
             "{bad:?}"
         );
-        assert!(bad[3].0 == 6 && bad[3].1.contains("gfx9x"), "{bad:?}");
+        assert!(
+            bad[2].0 == 5 && bad[2].1.starts_with("missing field `direct_key`"),
+            "{bad:?}"
+        );
+        assert!(
+            bad[3].0 == 6 && bad[3].1.starts_with("targets: \"gfx9x\""),
+            "{bad:?}"
+        );
+    }
+
+    /// Every reason a line is skipped says why (the field at fault, for a record) and what to
+    /// do about it.
+    #[test]
+    fn each_skip_reason_names_the_fault_and_what_to_do() {
+        let good = serde_json::to_string(&RecordedRequest::new(
+            b"x",
+            &options(),
+            CompilerChoice::Auto,
+            None,
+            b"",
+            &CacheKey([0; 32]),
+        ))
+        .unwrap();
+        let edit = |from: &str, to: &str| {
+            assert!(good.contains(from), "{from}");
+            good.replacen(from, to, 1)
+        };
+        let not_a_record = "remove the line, or check that this file is a record";
+        let unreplayable = "fix or remove the line, or warm with the hipjit that recorded it";
+        let cases: Vec<(Vec<u8>, &str, &str)> = vec![
+            (b"not json".to_vec(), "it is not JSON (", not_a_record),
+            (
+                b"[1, 2]".to_vec(),
+                "it is JSON but not an object",
+                not_a_record,
+            ),
+            (
+                b"{\"a\": 1}".to_vec(),
+                "it has no schema_version",
+                not_a_record,
+            ),
+            (
+                b"\xff\xfe".to_vec(),
+                "it is not UTF-8 text (byte 1",
+                not_a_record,
+            ),
+            (
+                edit("\"schema_version\":2", "\"schema_version\":\"2\"").into_bytes(),
+                "schema_version: not a number",
+                unreplayable,
+            ),
+            (
+                edit("\"schema_version\":2", "\"schema_version\":3").into_bytes(),
+                "it was written by a newer hipjit (schema_version 3",
+                "warm this file with the hipjit that recorded it",
+            ),
+            (
+                edit("\"source\":\"x\"", "\"source\":3").into_bytes(),
+                "source: invalid type: integer `3`",
+                unreplayable,
+            ),
+            (
+                edit("[\"N\",\"4\"]", "[\"N\",4]").into_bytes(),
+                "options.defines[0][1]: invalid type",
+                unreplayable,
+            ),
+            (
+                edit("\"c++20\"", "\"c++98\"").into_bytes(),
+                "options.std: unknown C++ standard \"c++98\"",
+                unreplayable,
+            ),
+            (
+                edit("\"-O2\"", "\"-O9\"").into_bytes(),
+                "options.opt: \"-O9\" is not one of",
+                unreplayable,
+            ),
+            (
+                edit("\"compiler\":\"auto\"", "\"compiler\":\"gcc\"").into_bytes(),
+                "compiler: \"gcc\" is not a compiler choice",
+                unreplayable,
+            ),
+            (
+                edit(
+                    "\"source_encoding\":\"utf-8\"",
+                    "\"source_encoding\":\"hex\"",
+                )
+                .into_bytes(),
+                "source: marked \"hex\" in source_encoding but is not hex",
+                unreplayable,
+            ),
+            (
+                edit("\"extra_signature\":\"\"", "\"extra_signature\":\"zz\"").into_bytes(),
+                "extra_signature: \"zz\" is not hex",
+                unreplayable,
+            ),
+        ];
+        for (line, why, what) in cases {
+            let r = read_records_from(&line[..]).unwrap();
+            let shown = String::from_utf8_lossy(&line);
+            assert_eq!(r.bad.len(), 1, "{shown}: {:?}", r.requests);
+            let reason = &r.bad[0].reason;
+            assert!(reason.starts_with(why), "{shown}: {reason}");
+            assert!(reason.ends_with(what), "{shown}: {reason}");
+        }
     }
 
     #[test]

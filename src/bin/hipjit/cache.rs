@@ -59,8 +59,8 @@ pub enum Action {
     ///
     /// Every distinct request of FILE (one JSON line each) is looked up in each tier (disk
     /// roots, the remote tier of HIPJIT_REMOTE_CACHE) and compiled only when missing
-    /// everywhere. Lines that do not read
-    /// are skipped with a warning naming the line. Prints a summary (compiled, present,
+    /// everywhere. Lines that do not read are skipped with a warning naming the line, what is
+    /// wrong with it (the field at fault) and what to do. Prints a summary (compiled, present,
     /// failed; JSON: file, requests, duplicates, bad_lines[] {line, reason}, compiled,
     /// present, present_in {memory, disk, remote}, failed, results[] {line, ok, cache
     /// ("miss", "disk", "remote", "memory"), key, error}); exit status 1 when any failed.

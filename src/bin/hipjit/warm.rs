@@ -46,7 +46,7 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
         .map_err(|e| CliError::failed(format!("cannot read {}: {e}", file.display())))?;
     for b in &records.bad {
         eprintln!(
-            "hipjit: warning: {}:{}: skipped: {}",
+            "hipjit: warning: {}:{}: line skipped, nothing warmed for it: {}",
             file.display(),
             b.line,
             b.reason
@@ -202,11 +202,15 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
         }))?;
     } else {
         println!(
-            "{}: {n} distinct requests ({duplicates} repeated, {} bad lines skipped): \
+            "{}: {n} distinct requests ({duplicates} repeated, {}): \
              {compiled} compiled, {present} present (disk {on_disk}, remote {remote}), \
              {failed} failed{}",
             file.display(),
-            records.bad.len(),
+            match records.bad.len() {
+                0 => "no line skipped".to_string(),
+                1 => "1 line skipped: see the warning".to_string(),
+                k => format!("{k} lines skipped: see the warnings"),
+            },
             if not_cached > 0 {
                 format!(", {not_cached} compiled but not cached (see the warnings)")
             } else {

@@ -1,0 +1,199 @@
+//! Which files a compile in this process opened below a directory tree, observed with inotify
+//! (`inotify(7)`): for an in-process compiler that reports no dependency list (NVRTC), so that
+//! the header manifest of its result lists the headers it read and no others.
+//!
+//! [`OpenedFiles::watch`] puts an `IN_OPEN` watch on every directory of the tree, then opens
+//! the tree's root directory itself as a canary; [`OpenedFiles::finish`] reads the events and
+//! returns every regular file opened meanwhile, by any process (another process's reads only
+//! add files, which costs a `stat` per hit and never serves stale code). The answer is refused,
+//! so that the caller falls back to a slower but complete list, when the canary's event did not
+//! come (a filesystem or sandbox whose opens inotify does not see), when the queue overflowed
+//! (`IN_Q_OVERFLOW`), or when a watched directory went away (`IN_IGNORED`, `IN_UNMOUNT`).
+//!
+//! Limits: at most [`MAX_WATCHED_DIRS`] directories; the per-user limits of the kernel
+//! (`fs.inotify.max_user_instances`, `max_user_watches`, `max_queued_events`) make
+//! [`OpenedFiles::watch`] or [`OpenedFiles::finish`] fail the same way.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+
+/// The most directories one watch covers (PyPI's CUDA 13 `include` has 155).
+pub const MAX_WATCHED_DIRS: usize = 4096;
+
+/// A watch on a directory tree, between the start and the end of a compile.
+#[derive(Debug)]
+pub struct OpenedFiles {
+    fd: OwnedFd,
+    root: PathBuf,
+    root_wd: i32,
+    dirs: HashMap<i32, PathBuf>,
+}
+
+impl OpenedFiles {
+    /// Watches every directory under `root` (links followed, each directory once, hipjit's
+    /// own cache roots skipped) for opens, then opens `root` as the canary.
+    ///
+    /// Errors: a text naming the directory or call that failed (`inotify_init1`,
+    /// `inotify_add_watch`, reading a directory), or the tree holding more than
+    /// [`MAX_WATCHED_DIRS`] directories.
+    pub fn watch(root: &Path) -> Result<OpenedFiles, String> {
+        let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)
+            .map_err(|e| format!("inotify_init1: {e}"))?;
+        let mut dirs = HashMap::new();
+        let mut stack = vec![root.to_path_buf()];
+        let mut root_wd = None;
+        while let Some(dir) = stack.pop() {
+            let wd = inotify::add_watch(
+                &fd,
+                &dir,
+                WatchFlags::OPEN | WatchFlags::ONLYDIR | WatchFlags::EXCL_UNLINK,
+            )
+            .map_err(|e| format!("inotify_add_watch {}: {e}", dir.display()))?;
+            root_wd.get_or_insert(wd);
+            // The same directory through a link: the kernel returns its watch again.
+            if dirs.contains_key(&wd) {
+                continue;
+            }
+            if dirs.len() == MAX_WATCHED_DIRS {
+                return Err(format!(
+                    "{} holds more than {MAX_WATCHED_DIRS} directories",
+                    root.display()
+                ));
+            }
+            let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            for entry in entries {
+                let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+                if std::fs::metadata(&path).is_ok_and(|m| m.is_dir())
+                    && !crate::cache::tag::is_hipjit_cache(&path)
+                {
+                    stack.push(path);
+                }
+            }
+            dirs.insert(wd, dir);
+        }
+        let watch = OpenedFiles {
+            fd,
+            root: root.to_path_buf(),
+            root_wd: root_wd.expect("the root is watched first"),
+            dirs,
+        };
+        // The canary: an open of the root this process makes after every watch is in place.
+        std::fs::File::open(root).map_err(|e| format!("{}: {e}", root.display()))?;
+        Ok(watch)
+    }
+
+    /// The directories watched, in no order.
+    pub fn directories(&self) -> impl Iterator<Item = &Path> {
+        self.dirs.values().map(PathBuf::as_path)
+    }
+
+    /// Every regular file opened below the root since [`OpenedFiles::watch`] (each once,
+    /// sorted), named by the path of its directory as walked and its name there.
+    ///
+    /// Errors: a text saying why the answer cannot be trusted (no canary event, the event
+    /// queue overflowed, a watched directory removed or unmounted, `read` failed).
+    pub fn finish(self) -> Result<Vec<PathBuf>, String> {
+        let mut buf = vec![MaybeUninit::<u8>::uninit(); 64 << 10];
+        let mut reader = inotify::Reader::new(&self.fd, &mut buf);
+        let mut canary = false;
+        let mut out = Vec::new();
+        loop {
+            let event = match reader.next() {
+                Ok(e) => e,
+                Err(rustix::io::Errno::AGAIN) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(format!("reading inotify events: {e}")),
+            };
+            let flags = event.events();
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                return Err("the inotify event queue overflowed".into());
+            }
+            if flags.intersects(ReadFlags::IGNORED | ReadFlags::UNMOUNT) {
+                let dir = self.dirs.get(&event.wd()).map_or_else(
+                    || "a watched directory".to_owned(),
+                    |d| d.display().to_string(),
+                );
+                return Err(format!("{dir} was removed or unmounted during the compile"));
+            }
+            if !flags.contains(ReadFlags::OPEN) {
+                continue;
+            }
+            let name = event.file_name().map(|n| n.to_bytes()).unwrap_or_default();
+            if flags.contains(ReadFlags::ISDIR) {
+                canary |= event.wd() == self.root_wd && name.is_empty();
+                continue;
+            }
+            if let Some(dir) = self.dirs.get(&event.wd()) {
+                out.push(dir.join(OsStr::from_bytes(name)));
+            }
+        }
+        if !canary {
+            return Err(format!(
+                "inotify reported no event for an open of {} (a filesystem or sandbox whose \
+                 opens it does not see)",
+                self.root.display()
+            ));
+        }
+        out.sort();
+        out.dedup();
+        // A name opened and since replaced by a directory, or removed: not a header read.
+        out.retain(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_files_opened_below_the_tree_are_listed_and_no_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("include");
+        std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
+        for f in ["a.h", "b.h", "sub/c.h", "sub/deeper/d.h"] {
+            std::fs::write(root.join(f), "x").unwrap();
+        }
+        std::fs::write(dir.path().join("outside.h"), "x").unwrap();
+        std::fs::read(root.join("a.h")).unwrap();
+        let watch = OpenedFiles::watch(&root).unwrap();
+        assert_eq!(watch.directories().count(), 3);
+        for f in ["b.h", "sub/deeper/d.h", "sub/deeper/d.h"] {
+            std::fs::read(root.join(f)).unwrap();
+        }
+        std::fs::read(dir.path().join("outside.h")).unwrap();
+        std::fs::read_dir(root.join("sub")).unwrap().for_each(drop);
+        assert_eq!(
+            watch.finish().unwrap(),
+            [root.join("b.h"), root.join("sub/deeper/d.h")]
+        );
+    }
+
+    #[test]
+    fn a_watched_directory_removed_during_the_compile_refuses_the_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("gone")).unwrap();
+        let watch = OpenedFiles::watch(dir.path()).unwrap();
+        std::fs::remove_dir(dir.path().join("gone")).unwrap();
+        let err = watch.finish().unwrap_err();
+        assert!(err.contains("gone") && err.contains("removed"), "{err}");
+    }
+
+    #[test]
+    fn a_tree_that_is_not_a_directory_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        let err = OpenedFiles::watch(&file).unwrap_err();
+        assert!(
+            err.contains("inotify_add_watch") && err.contains("file"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,300 @@
+//! The CUDA toolkit headers an NVRTC compile reads are keyed one by one, as nvcc's are: NVRTC
+//! reports no dependency list, so hipjit observes the files it opens below the toolkit's
+//! `include` (inotify) and lists them in the header manifest. Run through the `hipjit` command
+//! with PyPI's NVRTC 13 (`HIPJIT_NVRTC_LIBRARY`) beside a private copy of the toolkit's headers,
+//! which the tests change: a header edited in place (same inode, its directory untouched) is a
+//! miss, a header added to the tree is a miss, and a hit checks the few headers read rather than
+//! every directory of the tree. Also where NVRTC looks a quoted `#include` up: never in the
+//! working directory (unkeyed), always beside the header that includes it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// PyPI's nvidia/cu13 directory (lib/ with NVRTC, include/ with the toolkit headers).
+fn pypi_cu13() -> PathBuf {
+    let cache = std::env::var_os("HIPJIT_CI_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
+    std::fs::read_dir(cache.join("nvcc-venv/lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("site-packages/nvidia/cu13"))
+        .find(|p| p.join("include/cuda_fp16.h").is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no nvidia/cu13 under {}/nvcc-venv: scripts/setup.sh installs it from PyPI",
+                cache.display()
+            )
+        })
+}
+
+/// Copies the directory tree `src` to `dst` (files copied, symbolic links kept as links).
+fn copy_tree(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let (from, to) = (e.path(), dst.join(e.file_name()));
+        let t = e.file_type().unwrap();
+        if t.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&from).unwrap(), &to).unwrap();
+        } else if t.is_dir() {
+            copy_tree(&from, &to);
+        } else {
+            std::fs::copy(&from, &to).unwrap();
+        }
+    }
+}
+
+/// A toolkit at `prefix`: `lib/` holds symbolic links to PyPI's NVRTC and its builtins (never
+/// written), `include/` a copy of the headers. Returns the NVRTC library's path there.
+fn toolkit(prefix: &Path) -> PathBuf {
+    let cu13 = pypi_cu13();
+    std::fs::create_dir_all(prefix.join("lib")).unwrap();
+    for e in std::fs::read_dir(cu13.join("lib")).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name.to_string_lossy().starts_with("libnvrtc") {
+            std::os::unix::fs::symlink(e.path(), prefix.join("lib").join(&name)).unwrap();
+        }
+    }
+    copy_tree(&cu13.join("include"), &prefix.join("include"));
+    let lib = prefix.join("lib/libnvrtc.so.13");
+    assert!(lib.exists(), "no libnvrtc.so.13 in {}", cu13.display());
+    lib
+}
+
+/// Reads the toolkit's `vector_types.h` (NVRTC 13 has `cuda_fp16.h` and `cuda_runtime.h`
+/// built in: it reads no file for them).
+const VECTORS: &str = "#include <vector_types.h>\n\
+    extern \"C\" __global__ void v(float4* x) { x[0] = make_float4(1, 2, 3, 4); }\n";
+
+/// `hipjit compile --compiler nvrtc --arch sm_90 SRC` with NVRTC at `lib`, the cache root and
+/// identities under `home`, optionally under `strace -f -e trace=TRACE -o LOG`; its stdout.
+fn compile(home: &Path, lib: &Path, src: &Path, strace: Option<(&str, &Path)>) -> String {
+    std::fs::create_dir_all(home).unwrap();
+    let mut cmd = match strace {
+        Some((trace, log)) => {
+            let mut c = Command::new("strace");
+            c.args(["-f", "-qq", "-y", "-e", &format!("trace={trace}"), "-o"])
+                .arg(log)
+                .arg(env!("CARGO_BIN_EXE_hipjit"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_hipjit")),
+    };
+    let out: Output = cmd
+        .args(["compile", "--compiler", "nvrtc", "--arch", "sm_90", "-o"])
+        .arg(home.join("out.cubin"))
+        .arg(src)
+        .env("HIPJIT_NVRTC_LIBRARY", lib)
+        .env("HIPJIT_CACHE_DIR", home.join("cache"))
+        .env("XDG_CACHE_HOME", home.join("xdg"))
+        .env_remove("HIPJIT_COMPILER")
+        .env_remove("CUDA_PATH")
+        .env_remove("CUDA_HOME")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run hipjit ({e}); strace: apt-get install strace"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn assert_origin(stdout: &str, origin: &str, what: &str) {
+    assert!(
+        stdout.contains(origin),
+        "{what}: expected {origin}: {stdout}"
+    );
+}
+
+#[test]
+fn a_toolkit_header_edited_in_place_or_added_is_a_miss_and_a_hit_checks_only_what_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    // In a directory of its own: NVRTC keys every file under the source's directory.
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/vectors.hip");
+    std::fs::write(&src, VECTORS).unwrap();
+
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "the first compile",
+    );
+    let log = dir.path().join("strace.log");
+    let hit = compile(
+        &home,
+        &lib,
+        &src,
+        Some(("stat,lstat,newfstatat,statx,openat,open", &log)),
+    );
+    assert_origin(&hit, "hit (disk)", "the same compile again");
+    // The hit looks at the header it read and its directory, not at each of the toolkit's
+    // ~150 directories.
+    let log = std::fs::read_to_string(&log).unwrap();
+    let include = prefix.join("include").canonicalize().unwrap();
+    // A path below it, or a name relative to a descriptor of it (`5</.../include>`, strace -y).
+    let below = |l: &&str| {
+        l.contains(&format!("{}/", include.display()))
+            || l.contains(&format!("{}>", include.display()))
+    };
+    let touched: Vec<&str> = log.lines().filter(below).collect();
+    assert!(
+        log.lines()
+            .any(|l| below(&l) && l.contains("vector_types.h")),
+        "the hit did not check vector_types.h:\n{}",
+        touched.join("\n")
+    );
+    assert!(
+        !log.lines().any(|l| below(&l) && l.contains("/cccl/")),
+        "the hit looked into headers the compile never read:\n{}",
+        touched.join("\n")
+    );
+    assert!(
+        touched.len() < 40,
+        "{} system calls below the toolkit's include on a hit:\n{}",
+        touched.len(),
+        touched.join("\n")
+    );
+
+    // Edited in place: the same inode, its directory's listing and times untouched.
+    let hpp = prefix.join("include/vector_types.h");
+    let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&hpp).unwrap());
+    let mut f = std::fs::OpenOptions::new().append(true).open(&hpp).unwrap();
+    std::io::Write::write_all(&mut f, b"\n#define HIPJIT_TEST_EDITED_IN_PLACE 1\n").unwrap();
+    drop(f);
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&hpp).unwrap()),
+        ino
+    );
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "after vector_types.h was edited in place",
+    );
+    assert_origin(&compile(&home, &lib, &src, None), "hit (disk)", "once more");
+
+    // A header added at the top of the tree, where an #include would find it first.
+    std::fs::write(prefix.join("include/added.h"), "#define ADDED 1\n").unwrap();
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "after a header was added to the toolkit's include",
+    );
+}
+
+#[test]
+fn a_source_reading_no_toolkit_header_hits_without_looking_into_the_toolkit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/saxpy.hip");
+    std::fs::write(
+        &src,
+        "#include <hip/hip_runtime.h>\n\
+         extern \"C\" __global__ void s(float a, float* y) { y[threadIdx.x] *= a; }\n",
+    )
+    .unwrap();
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "the first compile",
+    );
+    let log = dir.path().join("strace.log");
+    let hit = compile(
+        &home,
+        &lib,
+        &src,
+        Some(("stat,lstat,newfstatat,statx,openat,open", &log)),
+    );
+    assert_origin(&hit, "hit (disk)", "the same compile again");
+    let log = std::fs::read_to_string(&log).unwrap();
+    let include = prefix.join("include").canonicalize().unwrap();
+    let below: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.contains(&format!("{}/", include.display()))
+                || l.contains(&format!("{}>, \"", include.display()))
+        })
+        // The search directories themselves: the toolkit's include and CCCL's below it.
+        .filter(|l| {
+            !l.contains(&format!("{}>, \"cccl\"", include.display()))
+                && !l.contains(&format!("\"{}/cccl\"", include.display()))
+        })
+        .collect();
+    assert!(
+        below.is_empty(),
+        "the hit looked below the toolkit's include:\n{}",
+        below.join("\n")
+    );
+}
+
+#[test]
+fn a_quoted_include_is_not_looked_up_in_the_working_directory_but_beside_its_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src_dir, cwd, inc) = (
+        dir.path().join("src"),
+        dir.path().join("cwd"),
+        dir.path().join("inc"),
+    );
+    for d in [&src_dir, &cwd, &inc] {
+        std::fs::create_dir(d).unwrap();
+    }
+    // In the working directory only: NVRTC's default would read it, unkeyed.
+    std::fs::write(cwd.join("local.h"), "#define FROM_CWD 1\n").unwrap();
+    let src = src_dir.join("k.hip");
+    std::fs::write(
+        &src,
+        "#include \"local.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = FROM_CWD; }\n",
+    )
+    .unwrap();
+    let run = |src: &Path, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hipjit"))
+            .args(["compile", "--compiler", "nvrtc", "--arch", "sm_90"])
+            .args(extra)
+            .arg("-o")
+            .arg(dir.path().join("out.cubin"))
+            .arg(src)
+            .current_dir(&cwd)
+            .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+            .env("XDG_CACHE_HOME", dir.path().join("xdg"))
+            .env(
+                "HIPJIT_NVRTC_LIBRARY",
+                pypi_cu13().join("lib/libnvrtc.so.13"),
+            )
+            .env_remove("HIPJIT_COMPILER")
+            .output()
+            .unwrap()
+    };
+    let out = run(&src, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot open source file \"local.h\"") && err.contains("k.hip"),
+        "{err}"
+    );
+    // The program's scratch name is not shown: the source is named as the user gave it.
+    assert!(!err.contains("hipjit-nvrtc-"), "{err}");
+
+    // A header's own quoted include is found beside it (as the toolkit's mma.h needs).
+    std::fs::write(inc.join("outer.h"), "#include \"inner.h\"\n").unwrap();
+    std::fs::write(inc.join("inner.h"), "#define FROM_INNER 2\n").unwrap();
+    std::fs::write(
+        &src,
+        "#include <outer.h>\nextern \"C\" __global__ void k(int* x) { x[0] = FROM_INNER; }\n",
+    )
+    .unwrap();
+    let out = run(&src, &["-I", inc.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
