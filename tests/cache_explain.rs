@@ -372,6 +372,13 @@ fn explaining_creates_no_root_and_writes_no_tag() {
         "{text}"
     );
     assert!(!dir.path().join("no").exists(), "explain created the root");
+    // Nor did finding and identifying hipcc remember anything in the home directory (the
+    // default cache root is ~/.cache/hipjit, the identities' directory below it).
+    assert_eq!(
+        std::fs::read_dir(&home).unwrap().count(),
+        0,
+        "explain wrote into the home directory"
+    );
 
     // A root that exists without the cache directory tag (written by an older hipjit, or
     // by hand): left as it is.

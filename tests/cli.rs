@@ -2,8 +2,12 @@
 //! `tests/data/code-objects/`, the machine's real hipcc and HIP runtime (Debian's 5.2.3 here),
 //! a temporary `HIPJIT_CACHE_DIR` per test. Exit statuses: 0 ok, 1 the work failed, 2 usage.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use common::toolchain::pypi_nvcc;
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -1847,25 +1851,6 @@ fn fixture_cuda() -> &'static Path {
         );
         out
     })
-}
-
-/// The nvcc of PyPI's nvidia-cuda-nvcc (cu13) under $HIPJIT_CI_CACHE/nvcc-venv.
-fn pypi_nvcc() -> PathBuf {
-    let cache = std::env::var_os("HIPJIT_CI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
-    std::fs::read_dir(cache.join("nvcc-venv/lib"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/nvcc"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "no nvcc under {}/nvcc-venv: scripts/setup.sh installs it from PyPI (pip install nvidia-cuda-nvcc nvidia-cuda-crt nvidia-cuda-runtime)",
-                cache.display()
-            )
-        })
 }
 
 fn has_finding(v: &serde_json::Value, level: &str, text: &str) -> bool {

@@ -289,7 +289,7 @@ fn a_header_beside_the_source_name_is_not_read() {
         .unwrap_err();
     assert!(
         err.to_string()
-            .contains("could not open source file \"shape.h\""),
+            .contains("cannot open source file \"shape.h\""),
         "{err}"
     );
 }

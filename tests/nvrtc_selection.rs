@@ -249,7 +249,11 @@ fn nvrtc_compiles_half_through_the_toolkit_headers_beside_it_which_are_its_insta
         .identity()
         .clone();
     assert!(id.covered.is_empty(), "{:?}", id.covered);
-    assert_eq!(id.header_dirs, [Path::new(include)], "{id:?}");
+    assert_eq!(
+        id.header_dirs,
+        [Path::new(include), &Path::new(include).join("cccl")],
+        "{id:?}"
+    );
     assert_eq!(
         Some(id.root.as_path()),
         Path::new(include).parent(),
@@ -331,6 +335,40 @@ fn math_and_limits_macros_compile_under_nvrtc_to_nvccs_code() {
         options.std = std;
         assert_nvrtc_matches_nvcc(HOST_MACROS, &options, "host_macros", &format!("{std:?}"));
     }
+}
+
+/// The toolkit's cooperative groups, WMMA (`mma.h` includes "mma.hpp" beside it) and CCCL's
+/// `cuda::std` (below `include/cccl`, which nvcc's profile puts on its search path).
+const TOOLKIT_LIBRARIES: &str = r#"
+#include <hip/hip_runtime.h>
+#include <cooperative_groups.h>
+#include <mma.h>
+#include <cuda/std/limits>
+namespace cg = cooperative_groups;
+using namespace nvcuda;
+extern "C" __global__ void toolkit_libraries(const half* a, const half* b, float* c, float* m) {
+    cg::thread_block block = cg::this_thread_block();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::load_matrix_sync(fa, a, 16);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+    block.sync();
+    m[block.thread_rank()] = cuda::std::numeric_limits<float>::max();
+}
+"#;
+
+#[test]
+fn cooperative_groups_wmma_and_cccl_compile_under_nvrtc_to_nvccs_code() {
+    assert_nvrtc_matches_nvcc(
+        TOOLKIT_LIBRARIES,
+        &sm90(),
+        "toolkit_libraries",
+        "cooperative groups, WMMA, cuda::std",
+    );
 }
 
 /// A header reached by `..` from an include directory: NVRTC would read it without reporting it.

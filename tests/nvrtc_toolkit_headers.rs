@@ -4,7 +4,8 @@
 //! with PyPI's NVRTC 13 (`HIPJIT_NVRTC_LIBRARY`) beside a private copy of the toolkit's headers,
 //! which the tests change: a header edited in place (same inode, its directory untouched) is a
 //! miss, a header added to the tree is a miss, and a hit checks the few headers read rather than
-//! every directory of the tree.
+//! every directory of the tree. Also where NVRTC looks a quoted `#include` up: never in the
+//! working directory (unkeyed), always beside the header that includes it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -221,10 +222,79 @@ fn a_source_reading_no_toolkit_header_hits_without_looking_into_the_toolkit() {
             l.contains(&format!("{}/", include.display()))
                 || l.contains(&format!("{}>, \"", include.display()))
         })
+        // The search directories themselves: the toolkit's include and CCCL's below it.
+        .filter(|l| {
+            !l.contains(&format!("{}>, \"cccl\"", include.display()))
+                && !l.contains(&format!("\"{}/cccl\"", include.display()))
+        })
         .collect();
     assert!(
         below.is_empty(),
         "the hit looked below the toolkit's include:\n{}",
         below.join("\n")
+    );
+}
+
+#[test]
+fn a_quoted_include_is_not_looked_up_in_the_working_directory_but_beside_its_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src_dir, cwd, inc) = (
+        dir.path().join("src"),
+        dir.path().join("cwd"),
+        dir.path().join("inc"),
+    );
+    for d in [&src_dir, &cwd, &inc] {
+        std::fs::create_dir(d).unwrap();
+    }
+    // In the working directory only: NVRTC's default would read it, unkeyed.
+    std::fs::write(cwd.join("local.h"), "#define FROM_CWD 1\n").unwrap();
+    let src = src_dir.join("k.hip");
+    std::fs::write(
+        &src,
+        "#include \"local.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = FROM_CWD; }\n",
+    )
+    .unwrap();
+    let run = |src: &Path, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hipjit"))
+            .args(["compile", "--compiler", "nvrtc", "--arch", "sm_90"])
+            .args(extra)
+            .arg("-o")
+            .arg(dir.path().join("out.cubin"))
+            .arg(src)
+            .current_dir(&cwd)
+            .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+            .env("XDG_CACHE_HOME", dir.path().join("xdg"))
+            .env(
+                "HIPJIT_NVRTC_LIBRARY",
+                pypi_cu13().join("lib/libnvrtc.so.13"),
+            )
+            .env_remove("HIPJIT_COMPILER")
+            .output()
+            .unwrap()
+    };
+    let out = run(&src, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot open source file \"local.h\"") && err.contains("k.hip"),
+        "{err}"
+    );
+    // The program's scratch name is not shown: the source is named as the user gave it.
+    assert!(!err.contains("hipjit-nvrtc-"), "{err}");
+
+    // A header's own quoted include is found beside it (as the toolkit's mma.h needs).
+    std::fs::write(inc.join("outer.h"), "#include \"inner.h\"\n").unwrap();
+    std::fs::write(inc.join("inner.h"), "#define FROM_INNER 2\n").unwrap();
+    std::fs::write(
+        &src,
+        "#include <outer.h>\nextern \"C\" __global__ void k(int* x) { x[0] = FROM_INNER; }\n",
+    )
+    .unwrap();
+    let out = run(&src, &["-I", inc.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -383,58 +383,75 @@ pub fn compute_record(record: &KeyRecord<'_>) -> CacheKey {
 /// `hipjit cache explain` prints, and what each published entry stores (artefact
 /// [`KEY_RECORD_ARTEFACT`]) so that a miss can name the fields that differ.
 pub fn record_fields(record: &KeyRecord<'_>) -> KeyFields {
-    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let mut fields = Vec::new();
     encode_record(record, &mut |name, value| {
-        let shown: Option<Vec<String>> = match name {
-            "format" => Some(vec![CACHE_FORMAT_VERSION.to_string()]),
-            "source" | "extra" => None,
-            "flags" => Some(record.flags.to_vec()),
-            "std" => Some(vec![record.std.to_string()]),
-            "extra-flags" => Some(record.extra_flags.to_vec()),
-            "targets" => Some(record.targets.to_vec()),
-            "code-object-version" => Some(vec![record.code_object_version.to_string()]),
-            "compiler-kind" => Some(vec![record.compiler.kind.as_str().to_string()]),
-            "compiler-version" => Some(
-                record
-                    .compiler
-                    .key_version()
-                    .lines()
-                    .map(str::to_string)
-                    .collect(),
-            ),
-            "compiler-fingerprint" => Some(vec![record.compiler.fingerprint.clone()]),
-            "env" => Some(
-                record
-                    .env
-                    .iter()
-                    .map(|(n, v)| match v {
-                        Some(v) => match v.as_bytes().strip_prefix(b"\0installation/") {
-                            // Keyed by what it selects (see the module documentation).
-                            Some(rel) => format!("{n}=<installation root>/{}", lossy(rel)),
-                            None => format!("{n}={}", lossy(v.as_bytes())),
-                        },
-                        None => format!("{n} unset"),
-                    })
-                    .collect(),
-            ),
-            "builtin-headers" => Some(
-                record
-                    .builtin_headers
-                    .iter()
-                    .map(|h| format!("{} {}", h.include, h.sha256))
-                    .collect(),
-            ),
-            _ => Some(vec![lossy(value)]),
-        };
-        fields.push(KeyField {
-            name: name.to_string(),
-            sha256: hex(&sha256(value)),
-            bytes: value.len() as u64,
-            value: shown,
-        });
+        fields.push(key_field(record, name, value))
     });
     KeyFields(fields)
+}
+
+/// The direct key of a record and its fields ([`compute_record`] and [`record_fields`]) from
+/// one encoding of it.
+pub fn key_and_fields(record: &KeyRecord<'_>) -> (CacheKey, KeyFields) {
+    let mut r = Record(Sha256::new());
+    let mut fields = Vec::new();
+    encode_record(record, &mut |name, value| {
+        r.field(name, value);
+        fields.push(key_field(record, name, value));
+    });
+    (CacheKey(r.0.finalize().into()), KeyFields(fields))
+}
+
+/// The field `name` of `record`, encoded as `value`: its digest and its value as text.
+fn key_field(record: &KeyRecord<'_>, name: &str, value: &[u8]) -> KeyField {
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let shown: Option<Vec<String>> = match name {
+        "format" => Some(vec![CACHE_FORMAT_VERSION.to_string()]),
+        "source" | "extra" => None,
+        "flags" => Some(record.flags.to_vec()),
+        "std" => Some(vec![record.std.to_string()]),
+        "extra-flags" => Some(record.extra_flags.to_vec()),
+        "targets" => Some(record.targets.to_vec()),
+        "code-object-version" => Some(vec![record.code_object_version.to_string()]),
+        "compiler-kind" => Some(vec![record.compiler.kind.as_str().to_string()]),
+        "compiler-version" => Some(
+            record
+                .compiler
+                .key_version()
+                .lines()
+                .map(str::to_string)
+                .collect(),
+        ),
+        "compiler-fingerprint" => Some(vec![record.compiler.fingerprint.clone()]),
+        "env" => Some(
+            record
+                .env
+                .iter()
+                .map(|(n, v)| match v {
+                    Some(v) => match v.as_bytes().strip_prefix(b"\0installation/") {
+                        // Keyed by what it selects (see the module documentation).
+                        Some(rel) => format!("{n}=<installation root>/{}", lossy(rel)),
+                        None => format!("{n}={}", lossy(v.as_bytes())),
+                    },
+                    None => format!("{n} unset"),
+                })
+                .collect(),
+        ),
+        "builtin-headers" => Some(
+            record
+                .builtin_headers
+                .iter()
+                .map(|h| format!("{} {}", h.include, h.sha256))
+                .collect(),
+        ),
+        _ => Some(vec![lossy(value)]),
+    };
+    KeyField {
+        name: name.to_string(),
+        sha256: hex(&sha256(value)),
+        bytes: value.len() as u64,
+        value: shown,
+    }
 }
 
 /// The artefact of a published result entry holding the fields of its direct-key record
@@ -497,6 +514,12 @@ impl FromKeyRecord for KeyFields {
     }
 }
 
+impl FromKeyRecord for (CacheKey, KeyFields) {
+    fn from_record(record: &KeyRecord<'_>) -> Self {
+        key_and_fields(record)
+    }
+}
+
 /// The result key of `direct` with the files and directories of `manifest` as they are now
 /// (their hashes; see the module documentation).
 pub fn result_key(direct: &CacheKey, manifest: &Manifest) -> CacheKey {
@@ -544,7 +567,7 @@ mod tests {
         let record = |std: &'static str| {
             let flags = vec!["-DN=1".to_string()];
             let targets = vec!["gfx90a".to_string()];
-            let fields = record_fields(&KeyRecord {
+            let record = KeyRecord {
                 source: b"src",
                 flags: &flags,
                 std,
@@ -555,19 +578,10 @@ mod tests {
                 env: &[("CPATH", None)],
                 builtin_headers: &[],
                 extra: b"",
-            });
-            let key = compute_record(&KeyRecord {
-                source: b"src",
-                flags: &flags,
-                std,
-                extra_flags: &[],
-                targets: &targets,
-                code_object_version: 0,
-                compiler: &compiler,
-                env: &[("CPATH", None)],
-                builtin_headers: &[],
-                extra: b"",
-            });
+            };
+            let (fields, key) = (record_fields(&record), compute_record(&record));
+            // One encoding gives both, the same.
+            assert_eq!(key_and_fields(&record), (key, fields.clone()));
             (fields, key)
         };
         let (a, ka) = record("-std=c++17");

@@ -63,8 +63,15 @@ impl<T> RtcLibrary<T> {
     /// The library in `path`, not loaded yet; its file is `stat`ed now, and the file loaded
     /// later must still be this one ([`RtcLibrary::get`]).
     pub fn unloaded(path: PathBuf) -> RtcLibrary<T> {
+        let stat = super::identity::FileStat::read(&path);
+        RtcLibrary::unloaded_as(path, stat)
+    }
+
+    /// [`RtcLibrary::unloaded`] with the file's `stat` as the caller just read it (a recall
+    /// that checked it), so that it is not read again.
+    pub fn unloaded_as(path: PathBuf, stat: Option<super::identity::FileStat>) -> RtcLibrary<T> {
         RtcLibrary {
-            expected: super::identity::FileStat::read(&path),
+            expected: stat,
             path,
             loaded: Mutex::new(None),
         }
@@ -151,6 +158,9 @@ pub struct NvrtcBackend {
     /// The CUDA toolkit's header directory beside it ([`NvRtc::include_dir`], symlinks
     /// resolved), as found when the identity was made.
     pub cuda_include: Option<PathBuf>,
+    /// CCCL's headers in that directory (`include/cccl`, CUDA 13), when it has them: handed to
+    /// NVRTC after it, as nvcc's profile adds them (`-isystem`).
+    pub cuda_cccl: Option<PathBuf>,
     /// Compile in worker processes ([`crate::compiler::worker`]) rather than in this one.
     pub worker: Option<WorkerConfig>,
 }
@@ -180,7 +190,10 @@ impl HipRtcBackend {
     ) -> Option<HipRtcBackend> {
         let r = library_search::recall(search, identity_dir)?;
         Some(HipRtcBackend {
-            library: Arc::new(RtcLibrary::unloaded(r.location.library)),
+            library: Arc::new(RtcLibrary::unloaded_as(
+                r.location.library,
+                Some(r.library_stat),
+            )),
             major: r.location.major,
             identity: r.identity,
             worker: None,
@@ -307,7 +320,11 @@ impl NvrtcBackend {
         Some(NvrtcBackend {
             // As found when the identity was made (`cuda_fp16.h` there): no stat on a hit.
             cuda_include: r.identity.header_dirs.first().cloned(),
-            library: Arc::new(RtcLibrary::unloaded(r.location.library)),
+            cuda_cccl: r.identity.header_dirs.get(1).cloned(),
+            library: Arc::new(RtcLibrary::unloaded_as(
+                r.location.library,
+                Some(r.library_stat),
+            )),
             major: r.location.major,
             identity: r.identity,
             worker: None,
@@ -335,13 +352,17 @@ impl NvrtcBackend {
         let cuda_include = library
             .include_dir()
             .and_then(|d| std::fs::canonicalize(d).ok());
+        let cuda_cccl = cuda_include
+            .as_ref()
+            .map(|d| d.join("cccl"))
+            .filter(|d| d.is_dir());
         let location = Self::location(&library);
         let identity = super::identity::identify_library(
             CompilerKind::Nvrtc,
             library.path(),
             location.version.clone(),
             || library.identity_files(),
-            cuda_include.iter().cloned().collect(),
+            cuda_include.iter().chain(&cuda_cccl).cloned().collect(),
             identity_dir,
         )
         .map_err(identity_error("NVRTC"))?;
@@ -351,6 +372,7 @@ impl NvrtcBackend {
             major: location.major,
             identity,
             cuda_include,
+            cuda_cccl,
             worker: None,
         })
     }
@@ -410,7 +432,9 @@ impl NvrtcBackend {
             o.push("-lineinfo".into());
         }
         push_defines(&mut o, options);
-        if let Some(dir) = &self.cuda_include {
+        // The toolkit's headers, then CCCL's (`cuda/std`, CUB, Thrust), as nvcc.profile puts
+        // them on nvcc's search path.
+        for dir in self.cuda_include.iter().chain(&self.cuda_cccl) {
             o.push(format!("-I{}", dir.display()));
         }
         o.extend(options.extra_flags.iter().cloned());
@@ -559,11 +583,11 @@ impl Backend {
 
     /// The absolute search directories hipjit itself hands the compiler besides the options'
     /// include directories and extra flags, for the header manifest's directory records
-    /// ([`crate::cache::manifest::record`]): NVRTC's `-I` of the CUDA toolkit's headers; none
-    /// for the others.
+    /// ([`crate::cache::manifest::record`]): NVRTC's `-I` of the CUDA toolkit's headers and of
+    /// CCCL's; none for the others.
     pub fn own_search_dirs(&self) -> Vec<PathBuf> {
         match self {
-            Backend::Nvrtc(b) => b.cuda_include.iter().cloned().collect(),
+            Backend::Nvrtc(b) => b.cuda_include.iter().chain(&b.cuda_cccl).cloned().collect(),
             Backend::Hipcc(_) | Backend::Nvcc(..) | Backend::HipRtc(_) => Vec::new(),
         }
     }

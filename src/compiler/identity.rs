@@ -238,6 +238,27 @@ pub fn identity_dir() -> Option<PathBuf> {
         .map(|h| Path::new(&h).join(".cache/hipjit/compilers"))
 }
 
+thread_local! {
+    /// Set inside [`memos_read_only`].
+    static MEMOS_READ_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the per-user memos ([`identity_dir`]: compiler identities, in-process
+/// compiler library searches) read as usual but never written on this thread, not even
+/// their directory created: for tools that must write nothing, such as
+/// [`crate::jit::Jit::explain`] (the default identity directory lies inside the default cache
+/// root). An identity computed inside is computed again by the next process. Nests.
+pub fn memos_read_only<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MEMOS_READ_ONLY.set(self.0);
+        }
+    }
+    let _restore = Restore(MEMOS_READ_ONLY.replace(true));
+    f()
+}
+
 /// The stat fields an identity file compares: size, modification and change times (ns), inode
 /// and device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -272,7 +293,9 @@ impl FileStat {
     }
 }
 
-const MEMO_FORMAT: u32 = 4;
+/// The format of remembered identities; 5: NVRTC's has header directories (the toolkit's
+/// `include` and `include/cccl`) and no covered directory.
+const MEMO_FORMAT: u32 = 5;
 
 #[derive(Serialize, Deserialize)]
 struct Memo {
@@ -568,8 +591,13 @@ pub(crate) fn read_private(file: &Path) -> Option<Vec<u8>> {
 /// The identity remembered in `file` for the compiler at `resolved`, when every file it
 /// recorded is unchanged by `stat`.
 pub(crate) fn read_memo(file: &Path, resolved: &Path) -> Option<CompilerIdentity> {
-    let bytes = read_private(file)?;
-    let memo: Memo = rmp_serde::from_slice(&bytes).ok()?;
+    memo_identity(&read_private(file)?, resolved)
+}
+
+/// The identity in the memo `bytes` (a memo file's contents, read by [`read_private`]) for the
+/// compiler at `resolved`, when every file it recorded is unchanged by `stat`.
+pub(crate) fn memo_identity(bytes: &[u8], resolved: &Path) -> Option<CompilerIdentity> {
+    let memo: Memo = rmp_serde::from_slice(bytes).ok()?;
     if memo.format != MEMO_FORMAT || memo.identity.path != resolved || memo.stats.is_empty() {
         return None;
     }
@@ -598,6 +626,10 @@ fn write_memo(file: &Path, identity: &CompilerIdentity, stats: Vec<(Vec<u8>, Fil
 /// Writes `value` (MessagePack) to `file` in a directory of mode 0700, by an atomic rename of a
 /// synced temporary file; a failure only means nothing is remembered (logged at debug level).
 pub(crate) fn write_private(file: &Path, value: &impl Serialize) {
+    if MEMOS_READ_ONLY.get() {
+        tracing::debug!(path = %file.display(), "memos are read-only here: not remembered");
+        return;
+    }
     let Some(dir) = file.parent() else { return };
     let written = (|| -> std::io::Result<()> {
         std::fs::DirBuilder::new()

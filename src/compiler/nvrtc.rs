@@ -433,9 +433,12 @@ impl NvRtc {
     ///
     /// Headers in `input.headers` are handed to NVRTC in memory (`nvrtcCreateProgram`'s
     /// `headers`/`includeNames`). The include directories go to NVRTC as `-I<dir>` (symlinks
-    /// resolved) after the options, with `--no-source-include`, so that a quoted `#include` is
-    /// not looked up in the current directory (NVRTC's default, measured with 13.5: the
-    /// directory of the program's name, relative to the process's working directory). NVRTC
+    /// resolved) after the options. The program is named `input.name`'s file name inside an
+    /// empty scratch directory, so that a quoted `#include` of the source is not looked up in
+    /// the current directory (NVRTC's default, measured with 13.5: the directory of the
+    /// program's name, relative to the process's working directory), while one of a header is
+    /// still looked up beside that header (`--no-source-include` would turn off both, and the
+    /// toolkit's `mma.h` would not compile); the log and diagnostics say `input.name`. NVRTC
     /// reports no dependency list (13.5 rejects `-M`, `-MD`), so the dependencies are every
     /// regular file under every include directory, those of `input.include_dirs` by index and
     /// those of `-I` options as absolute paths (at most [`rtc::MAX_TRACKED_FILES`]): editing,
@@ -477,7 +480,22 @@ impl NvRtc {
             .tempdir()
             .map_err(|e| no_deps(format!("cannot make a scratch directory: {e}")))?;
         let started = manifest::filesystem_now(scratch.path());
-        drop(scratch);
+        // The program is named inside an empty directory of its own: NVRTC looks a quoted
+        // `#include` of the source up in the directory of the program's name first (relative to
+        // the working directory, which is not keyed), and one of a header in that header's
+        // directory. `--no-source-include` would turn off both, and then the toolkit's own
+        // headers (`mma.h` includes "mma.hpp") do not compile.
+        let empty = scratch.path().join("source");
+        std::fs::create_dir(&empty)
+            .map_err(|e| no_deps(format!("cannot make a scratch directory: {e}")))?;
+        let program_name = empty
+            .join(
+                Path::new(input.name)
+                    .file_name()
+                    .unwrap_or_else(|| OsStr::new("source.cu")),
+            )
+            .to_string_lossy()
+            .into_owned();
         let mut dependencies = Vec::new();
         let mut budget = rtc::MAX_TRACKED_FILES;
         let walk = |dir: &Path, budget: &mut usize| {
@@ -509,8 +527,11 @@ impl NvRtc {
             let dir = std::env::current_dir()
                 .map(|cwd| cwd.join(&dir))
                 .unwrap_or(dir);
-            if own.is_some() && std::fs::canonicalize(&dir).ok() == own {
-                continue;
+            // The toolkit's own headers (and CCCL's below them): observed by the caller.
+            if let (Some(own), Ok(real)) = (&own, std::fs::canonicalize(&dir)) {
+                if real.starts_with(own) {
+                    continue;
+                }
             }
             for name in walk(&dir, &mut budget)? {
                 let path = dir.join(name);
@@ -542,28 +563,39 @@ impl NvRtc {
                 }
             }
         }
-        let mut extra = rtc::include_options(&canonical);
-        extra.push("--no-source-include".into());
-        let rename = |printed: &str| rtc::user_file_name(printed, input.include_dirs, &canonical);
-        let out =
-            rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input, &extra).map_err(
-                |e| match e {
-                    RtcError::Compile {
-                        compiler,
-                        name,
-                        options,
-                        log,
-                        ..
-                    } => RtcError::Compile {
-                        diagnostics: diagnostics::parse_nvcc(&log, &rename),
-                        log,
-                        compiler,
-                        name,
-                        options,
-                    },
-                    other => other,
+        let extra = rtc::include_options(&canonical);
+        let rename = |printed: &str| {
+            if printed == program_name {
+                input.name.to_owned()
+            } else {
+                rtc::user_file_name(printed, input.include_dirs, &canonical)
+            }
+        };
+        let named = RtcInput {
+            name: &program_name,
+            ..*input
+        };
+        let out = rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, &named, &extra)
+            .map(|mut out| {
+                out.log = out.log.replace(&program_name, input.name);
+                out
+            })
+            .map_err(|e| match e {
+                RtcError::Compile {
+                    compiler,
+                    options,
+                    log,
+                    ..
+                } => RtcError::Compile {
+                    diagnostics: diagnostics::parse_nvcc(&log, &rename),
+                    log: log.replace(&program_name, input.name),
+                    compiler,
+                    name: input.name.to_owned(),
+                    options,
                 },
-            )?;
+                other => other,
+            })?;
+        drop(scratch);
         if out.code.is_empty() {
             return Err(RtcError::EmptyOutput {
                 compiler: COMPILER,

@@ -386,7 +386,8 @@ impl Jit {
     /// Explains the cache key of `source` (its bytes) compiled with `options`, and whether
     /// and where the caches hold its result; on a miss, the nearest entry compiled from the
     /// same source and what differs (see [`crate::jit::explain`]). Compiles nothing, writes
-    /// nothing.
+    /// nothing: no cache entry and no compiler-identity memo
+    /// ([`crate::compiler::identity::memos_read_only`]).
     ///
     /// Errors: [`JitError::Compile`] with what [`Jit::compile`] would refuse before its
     /// compiler runs ([`crate::compiler::refusal::before_compiling`]: invalid options, an
@@ -397,7 +398,15 @@ impl Jit {
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<Explanation, JitError> {
-        let source = source.as_ref();
+        // Finding and identifying the compiler remembers nothing either.
+        crate::compiler::identity::memos_read_only(|| self.explain_impl(source.as_ref(), options))
+    }
+
+    fn explain_impl(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+    ) -> Result<Explanation, JitError> {
         let Prepared {
             options: o,
             chosen,

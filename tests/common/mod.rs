@@ -1,5 +1,6 @@
 //! Setup shared by the integration tests (`mod common;` in each): stand-in compiler
-//! installations and the `Jit` that uses one. Each test binary uses some of it.
+//! installations and the `Jit` that uses one, the toolchains scripts/setup.sh installs. Each test binary uses some of it.
 #![allow(dead_code)]
 
 pub mod installation;
+pub mod toolchain;

@@ -114,8 +114,14 @@ fn options(args: &Args) -> Result<(CompileOptions, Option<OptionsError>), CliErr
 /// FIFO, a target it does not take...); also 1 when a cache root is unusable. A miss is not
 /// an error (exit status 0), nor is a root that does not exist (it holds nothing). Nothing is
 /// created or written: the disk roots are opened read-only
-/// (`hipjit::jit::CacheLocation::ReadOnly`).
+/// (`hipjit::jit::CacheLocation::ReadOnly`), and compiler identities are not remembered
+/// (`hipjit::compiler::identity::memos_read_only`).
 pub fn run(args: &Args, json: bool) -> Result<(), CliError> {
+    // Finding and identifying the compiler (for a refused flag too) remembers nothing.
+    hipjit::compiler::identity::memos_read_only(|| explain(args, json))
+}
+
+fn explain(args: &Args, json: bool) -> Result<(), CliError> {
     let (o, refused_flag) = options(args)?;
     let source = read_source(&args.file).map_err(CliError::failed)?;
     let jit = Jit::new(JitOptions {
