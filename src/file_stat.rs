@@ -1,8 +1,9 @@
 //! `stat(2)` of many files at once, as a cache hit checks them: each directory opened once
-//! (`O_PATH`, relative to the nearest directory above it already open) at its second file,
+//! (`O_PATH`, relative to the nearest directory above it already open) at its fourth file,
 //! then `fstatat(2)` of each name in it, instead of a lookup of every component of every full
-//! path (the first file of a directory is stat'd by path: one system call, where opening the
-//! directory for it alone would be three). A header
+//! path (the first three files of a directory are stat'd by path: opening the directory costs
+//! two system calls more, its `openat` and `close`, which only many files in it repay where a
+//! system call is dear, as on a virtual machine). A header
 //! manifest of 300 files in 30 directories of a toolkit 10 levels deep costs 30 opens and 300
 //! one-component lookups this way, against 3,000 component lookups by path.
 //!
@@ -11,7 +12,7 @@
 //! the caller's comparison with a recorded [`FileStat`] means what it did. A directory that
 //! cannot be opened makes every file in it missing, as a `stat` by path would.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -45,7 +46,7 @@ impl Stat {
 pub struct StatByDir {
     dirs: HashMap<Vec<u8>, Option<OwnedFd>>,
     /// Directories one file was asked of so far (by path), not opened.
-    once: HashSet<Vec<u8>>,
+    by_path: HashMap<Vec<u8>, u8>,
 }
 
 impl StatByDir {
@@ -68,11 +69,15 @@ impl StatByDir {
         if name.is_empty() || name == b"." || name == b".." || name.contains(&0) {
             return std::fs::metadata(path).ok().map(|m| Stat::of_metadata(&m));
         }
-        // A directory is opened at its second file: for one file, a `stat` by path is one
-        // system call where opening the directory is three (`openat`, `fstatat`, `close`).
-        // From the second on, the count is the same as by path, and the lookups shorter.
-        let first_in_dir = !self.dirs.contains_key(dir) && self.once.insert(dir.to_vec());
-        if first_in_dir || (self.dirs.len() >= MAX_OPEN && !self.dirs.contains_key(dir)) {
+        // A directory is opened at its fourth file: a `stat` by path is one system call, and
+        // opening the directory adds two (`openat`, `close`) to the `fstatat`s, which shorter
+        // lookups repay only over many files.
+        let few_in_dir = !self.dirs.contains_key(dir) && {
+            let n = self.by_path.entry(dir.to_vec()).or_insert(0);
+            *n += 1;
+            *n <= BY_PATH
+        };
+        if few_in_dir || (self.dirs.len() >= MAX_OPEN && !self.dirs.contains_key(dir)) {
             return std::fs::metadata(path).ok().map(|m| Stat::of_metadata(&m));
         }
         match self.dir_fd(dir) {
@@ -157,6 +162,9 @@ impl StatByDir {
 /// With the process's own descriptors (the CUDA driver holds about 30) it stays under the 64
 /// of a descriptor table that has never grown: [`StatByDir::close_all_but_ancestors_of`].
 const MAX_OPEN: usize = 16;
+
+/// How many files of a directory are stat'd by path before it is opened.
+const BY_PATH: u8 = 3;
 
 /// Why a directory has no descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,16 +281,18 @@ mod tests {
     }
 
     #[test]
-    fn a_directory_is_opened_at_its_second_file_only() {
+    fn a_directory_is_opened_at_its_fourth_file_only() {
         let d = tempfile::tempdir().unwrap();
-        for n in ["a.h", "b.h", "c.h"] {
+        for n in ["a.h", "b.h", "c.h", "d.h", "e.h"] {
             std::fs::write(d.path().join(n), n).unwrap();
         }
         let mut s = StatByDir::new();
-        let a = d.path().join("a.h");
-        assert_eq!(s.stat(&a).unwrap().fields, FileStat::read(&a).unwrap());
-        assert_eq!(s.open_directories(), 0, "one file: stat'd by path");
-        for n in ["b.h", "c.h", "a.h"] {
+        for n in ["a.h", "b.h", "c.h"] {
+            let p = d.path().join(n);
+            assert_eq!(s.stat(&p).unwrap().fields, FileStat::read(&p).unwrap());
+            assert_eq!(s.open_directories(), 0, "up to three files: stat'd by path");
+        }
+        for n in ["d.h", "e.h", "a.h"] {
             let p = d.path().join(n);
             assert_eq!(s.stat(&p).unwrap().fields, FileStat::read(&p).unwrap());
             assert_eq!(s.open_directories(), 1);
