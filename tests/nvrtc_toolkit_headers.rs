@@ -298,3 +298,44 @@ fn a_quoted_include_is_not_looked_up_in_the_working_directory_but_beside_its_hea
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_callers_headers_come_before_the_toolkits_of_the_same_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src_dir, inc) = (dir.path().join("src"), dir.path().join("inc"));
+    std::fs::create_dir(&src_dir).unwrap();
+    std::fs::create_dir(&inc).unwrap();
+    // Beside the source (a quoted include), and in a -I directory (an angled one), each named as
+    // a toolkit header: nvcc takes these, so NVRTC must too.
+    std::fs::write(src_dir.join("vector_types.h"), "#define LOCAL_VT 1\n").unwrap();
+    std::fs::write(inc.join("cuda_pipeline.h"), "#define USER_PIPELINE 1\n").unwrap();
+    let src = src_dir.join("k.hip");
+    std::fs::write(
+        &src,
+        "#include \"vector_types.h\"\n#include <cuda_pipeline.h>\n\
+         #if !defined(LOCAL_VT) || !defined(USER_PIPELINE)\n#error the toolkit's header was taken\n#endif\n\
+         extern \"C\" __global__ void k(int* x) { x[0] = LOCAL_VT + USER_PIPELINE; }\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["compile", "--compiler", "nvrtc", "--arch", "sm_90", "-I"])
+        .arg(&inc)
+        .arg("-o")
+        .arg(dir.path().join("out.cubin"))
+        .arg(&src)
+        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+        .env("XDG_CACHE_HOME", dir.path().join("xdg"))
+        .env(
+            "HIPJIT_NVRTC_LIBRARY",
+            pypi_cu13().join("lib/libnvrtc.so.13"),
+        )
+        .env_remove("HIPJIT_COMPILER")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -432,12 +432,13 @@ impl NvrtcBackend {
             o.push("-lineinfo".into());
         }
         push_defines(&mut o, options);
-        // The toolkit's headers, then CCCL's (`cuda/std`, CUB, Thrust), as nvcc.profile puts
-        // them on nvcc's search path.
+        o.extend(options.extra_flags.iter().cloned());
+        // The toolkit's headers, then CCCL's (`cuda/std`, CUB, Thrust), after the caller's
+        // include directories and `-I` flags, as nvcc.profile puts them on nvcc's search path:
+        // a user's header of a toolkit header's name (a newer CUB) is found first.
         for dir in self.cuda_include.iter().chain(&self.cuda_cccl) {
             o.push(format!("-I{}", dir.display()));
         }
-        o.extend(options.extra_flags.iter().cloned());
         Ok(o)
     }
 

@@ -433,7 +433,8 @@ impl NvRtc {
     ///
     /// Headers in `input.headers` are handed to NVRTC in memory (`nvrtcCreateProgram`'s
     /// `headers`/`includeNames`). The include directories go to NVRTC as `-I<dir>` (symlinks
-    /// resolved) after the options. The program is named `input.name`'s file name inside an
+    /// resolved) before the options, so they are searched before any `-I` among the options
+    /// (the toolkit's, which [`crate::compiler::Backend`] puts last). The program is named `input.name`'s file name inside an
     /// empty scratch directory, so that a quoted `#include` of the source is not looked up in
     /// the current directory (NVRTC's default, measured with 13.5: the directory of the
     /// program's name, relative to the process's working directory), while one of a header is
@@ -563,7 +564,10 @@ impl NvRtc {
                 }
             }
         }
-        let extra = rtc::include_options(&canonical);
+        // The caller's include directories first, then the options (whose `-I`s, the
+        // toolkit's among them, come after), as nvcc searches: `-I` directories in order.
+        let mut extra = rtc::include_options(&canonical);
+        extra.extend(input.options.iter().map(OsString::from));
         let rename = |printed: &str| {
             if printed == program_name {
                 input.name.to_owned()
@@ -573,6 +577,7 @@ impl NvRtc {
         };
         let named = RtcInput {
             name: &program_name,
+            options: &[],
             ..*input
         };
         let out = rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, &named, &extra)

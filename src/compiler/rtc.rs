@@ -125,8 +125,9 @@ pub struct RtcInput<'a> {
     /// cover them itself.
     pub headers: &'a [(String, Vec<u8>)],
     /// The include directories, searched in order: the backend hands each to the compiler as
-    /// `-I<dir>` (symlinks resolved) after `options`, and reports the files read there by the
-    /// directory's index ([`Dependency::include_dir`]).
+    /// `-I<dir>` (symlinks resolved; hipRTC after `options`, NVRTC before them, ahead of the
+    /// toolkit's `-I`), and reports the files read there by the directory's index
+    /// ([`Dependency::include_dir`]).
     pub include_dirs: &'a [PathBuf],
     /// The compiler's options, one argument each (e.g. `--gpu-architecture=gfx90a`, `-O3`).
     pub options: &'a [String],
