@@ -339,3 +339,61 @@ fn the_callers_headers_come_before_the_toolkits_of_the_same_name() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn a_toolkit_header_that_is_a_link_is_keyed_through_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/vectors.hip");
+    std::fs::write(&src, VECTORS).unwrap();
+    let include = prefix.join("include");
+    let original = std::fs::read(include.join("vector_types.h")).unwrap();
+    // A link inside the tree, as toolkits assembled from links have.
+    std::fs::write(include.join("crt/vt_a.h"), &original).unwrap();
+    let mut other = original.clone();
+    other.extend_from_slice(b"\n#define HIPJIT_TEST_OTHER_TARGET 1\n");
+    std::fs::write(include.join("crt/vt_b.h"), &other).unwrap();
+    std::fs::remove_file(include.join("vector_types.h")).unwrap();
+    std::os::unix::fs::symlink("crt/vt_a.h", include.join("vector_types.h")).unwrap();
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "the first compile",
+    );
+    assert_origin(&compile(&home, &lib, &src, None), "hit (disk)", "again");
+    let retarget = |to: &Path| {
+        let tmp = include.join(".link");
+        std::os::unix::fs::symlink(to, &tmp).unwrap();
+        std::fs::rename(&tmp, include.join("vector_types.h")).unwrap();
+    };
+    retarget(Path::new("crt/vt_b.h"));
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "after the link was pointed at another file",
+    );
+    // A link out of the tree: its target is read, and keyed.
+    let outside = dir.path().join("elsewhere");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("vector_types.h"), &original).unwrap();
+    retarget(&outside.join("vector_types.h"));
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "pointed out of the tree",
+    );
+    assert_origin(&compile(&home, &lib, &src, None), "hit (disk)", "again");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(outside.join("vector_types.h"))
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"\n#define HIPJIT_TEST_EDITED_OUTSIDE 1\n").unwrap();
+    drop(f);
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "after the link's target outside the tree was edited in place",
+    );
+}

@@ -10,6 +10,11 @@
 //! come (a filesystem or sandbox whose opens inotify does not see), when the queue overflowed
 //! (`IN_Q_OVERFLOW`), or when a watched directory went away (`IN_IGNORED`, `IN_UNMOUNT`).
 //!
+//! A header that is a symbolic link is opened through its target, and inotify reports the open
+//! on the target's directory: each file link met in the walk has its target's directory
+//! watched too (outside the tree as well), and an open of a target is reported as the target
+//! and as every link to it, so that the link (retargeted, or its target edited) is keyed.
+//!
 //! Limits: at most [`MAX_WATCHED_DIRS`] directories; the per-user limits of the kernel
 //! (`fs.inotify.max_user_instances`, `max_user_watches`, `max_queued_events`) make
 //! [`OpenedFiles::watch`] or [`OpenedFiles::finish`] fail the same way.
@@ -33,6 +38,8 @@ pub struct OpenedFiles {
     root: PathBuf,
     root_wd: i32,
     dirs: HashMap<i32, PathBuf>,
+    /// The file links met, by their target (symlinks resolved): the links' paths.
+    links: HashMap<PathBuf, Vec<PathBuf>>,
 }
 
 impl OpenedFiles {
@@ -46,9 +53,11 @@ impl OpenedFiles {
         let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)
             .map_err(|e| format!("inotify_init1: {e}"))?;
         let mut dirs = HashMap::new();
-        let mut stack = vec![root.to_path_buf()];
+        let mut links: HashMap<PathBuf, Vec<PathBuf>> = HashMap::new();
+        // (directory, whether to walk it): link targets' directories are watched, not walked.
+        let mut stack = vec![(root.to_path_buf(), true)];
         let mut root_wd = None;
-        while let Some(dir) = stack.pop() {
+        while let Some((dir, walk)) = stack.pop() {
             let wd = inotify::add_watch(
                 &fd,
                 &dir,
@@ -66,13 +75,29 @@ impl OpenedFiles {
                     root.display()
                 ));
             }
+            if !walk {
+                dirs.insert(wd, dir);
+                continue;
+            }
             let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             for entry in entries {
-                let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
-                if std::fs::metadata(&path).is_ok_and(|m| m.is_dir())
-                    && !crate::cache::tag::is_hipjit_cache(&path)
-                {
-                    stack.push(path);
+                let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+                let path = entry.path();
+                let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+                match std::fs::metadata(&path) {
+                    Ok(m) if m.is_dir() && !crate::cache::tag::is_hipjit_cache(&path) => {
+                        stack.push((path, true));
+                    }
+                    Ok(m) if m.is_file() && link => {
+                        let Ok(target) = std::fs::canonicalize(&path) else {
+                            continue;
+                        };
+                        if let Some(parent) = target.parent() {
+                            stack.push((parent.to_path_buf(), false));
+                        }
+                        links.entry(target).or_default().push(path);
+                    }
+                    _ => {}
                 }
             }
             dirs.insert(wd, dir);
@@ -82,6 +107,7 @@ impl OpenedFiles {
             root: root.to_path_buf(),
             root_wd: root_wd.expect("the root is watched first"),
             dirs,
+            links,
         };
         // The canary: an open of the root this process makes after every watch is in place.
         std::fs::File::open(root).map_err(|e| format!("{}: {e}", root.display()))?;
@@ -140,6 +166,16 @@ impl OpenedFiles {
                 self.root.display()
             ));
         }
+        // The links to each file opened (read through them, or through another name).
+        if !self.links.is_empty() {
+            let linked: Vec<PathBuf> = out
+                .iter()
+                .filter_map(|p| self.links.get(&std::fs::canonicalize(p).ok()?))
+                .flatten()
+                .cloned()
+                .collect();
+            out.extend(linked);
+        }
         out.sort();
         out.dedup();
         // A name opened and since replaced by a directory, or removed: not a header read.
@@ -172,6 +208,32 @@ mod tests {
         assert_eq!(
             watch.finish().unwrap(),
             [root.join("b.h"), root.join("sub/deeper/d.h")]
+        );
+    }
+
+    #[test]
+    fn a_header_that_is_a_link_is_listed_with_its_target_inside_or_outside_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("include");
+        std::fs::create_dir_all(root.join("crt")).unwrap();
+        std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+        std::fs::write(root.join("crt/a.h"), "a").unwrap();
+        std::fs::write(dir.path().join("elsewhere/b.h"), "b").unwrap();
+        std::os::unix::fs::symlink("crt/a.h", root.join("in.h")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere/b.h"), root.join("out.h")).unwrap();
+        let watch = OpenedFiles::watch(&root).unwrap();
+        for f in ["in.h", "out.h"] {
+            std::fs::read(root.join(f)).unwrap();
+        }
+        let elsewhere = dir.path().join("elsewhere").canonicalize().unwrap();
+        assert_eq!(
+            watch.finish().unwrap(),
+            [
+                elsewhere.join("b.h"),
+                root.join("crt/a.h"),
+                root.join("in.h"),
+                root.join("out.h")
+            ]
         );
     }
 
