@@ -30,9 +30,7 @@ pub fn before_compiling(
     source: &[u8],
     options: &CompileOptions,
 ) -> Result<(), CompileError> {
-    if let Some(s) = super::special_include::find(source, None, &options.include_dirs) {
-        return Err(CompileError::SpecialInclude(Box::new(s)));
-    }
+    handed_options(backend, source, options)?;
     let include_dirs = || super::canonical_include_dirs(&options.include_dirs);
     let in_process = |e: RtcError| CompileError::InProcess(Box::new(e));
     match backend {
@@ -46,23 +44,44 @@ pub fn before_compiling(
                 CompileError::Nvcc(Box::new(NvccError::IncludeDir { path, reason }))
             })?;
         }
-        Backend::HipRtc(b) => {
-            options.validate_for(BackendKind::Hiprtc)?;
-            BackendKind::Hiprtc.check_extra_flags(&options.extra_flags)?;
-            b.options(options).map_err(in_process)?;
-            include_dirs()
-                .map_err(|(path, reason)| in_process(RtcError::IncludeDir { path, reason }))?;
-        }
-        Backend::Nvrtc(b) => {
-            options.validate_for(BackendKind::Nvrtc)?;
-            BackendKind::Nvrtc
-                .check_extra_flags(&nvrtc_flags_but_includes(&options.extra_flags))?;
-            b.options(options).map_err(in_process)?;
+        Backend::HipRtc(_) | Backend::Nvrtc(_) => {
             include_dirs()
                 .map_err(|(path, reason)| in_process(RtcError::IncludeDir { path, reason }))?;
         }
     }
     Ok(())
+}
+
+/// What [`Backend::compile`] checks itself before handing the source to the compiler: an
+/// `#include` of a FIFO, socket or device (it would hang the compile, and hipRTC and NVRTC
+/// in process have no timeout); for the in-process compilers, the options by their rules.
+/// Returns the options handed to hipRTC or NVRTC (none for hipcc and nvcc, which check
+/// their options as they build their command).
+///
+/// Errors: as [`before_compiling`].
+pub(crate) fn handed_options(
+    backend: &Backend,
+    source: &[u8],
+    options: &CompileOptions,
+) -> Result<Vec<String>, CompileError> {
+    if let Some(s) = super::special_include::find(source, None, &options.include_dirs) {
+        return Err(CompileError::SpecialInclude(Box::new(s)));
+    }
+    let in_process = |e: RtcError| CompileError::InProcess(Box::new(e));
+    match backend {
+        Backend::Hipcc(_) | Backend::Nvcc(..) => Ok(Vec::new()),
+        Backend::HipRtc(b) => {
+            options.validate_for(BackendKind::Hiprtc)?;
+            BackendKind::Hiprtc.check_extra_flags(&options.extra_flags)?;
+            b.options(options).map_err(in_process)
+        }
+        Backend::Nvrtc(b) => {
+            options.validate_for(BackendKind::Nvrtc)?;
+            BackendKind::Nvrtc
+                .check_extra_flags(&nvrtc_flags_but_includes(&options.extra_flags))?;
+            b.options(options).map_err(in_process)
+        }
+    }
 }
 
 /// The extra flags but `-I DIR` and `-IDIR`, which NVRTC takes (its include directories are
