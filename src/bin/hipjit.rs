@@ -53,8 +53,9 @@ Environment:
                            skipped, and an empty value means the default root
                            ($XDG_CACHE_HOME/hipjit, else ~/.cache/hipjit)
   HIPJIT_REMOTE_CACHE      the remote tier: redis[s]://[user:password@]host:port/db
-  HIPJIT_REMOTE_CACHE_KEY  its signing secret (16 bytes or more): entries are signed and
-                           unsigned or badly signed ones refused
+  HIPJIT_REMOTE_CACHE_KEY  its signing secret (16 bytes or more): entries are signed,
+                           unsigned or badly signed ones refused, and each key's entries
+                           kept apart on the server
   HIPJIT_COMPILER          auto (default), hipcc, hiprtc, nvcc or nvrtc (compile --compiler
                            wins over it)
   HIPJIT_RECORD            a file to which each distinct compile request is appended as a

@@ -54,9 +54,9 @@
 //! file of at most [`ENTRY_LIMIT`] bytes on the open descriptor ([`crate::file_read`]), then
 //! read. A reader checks magic, format version, the checksum of the header and metadata (a
 //! changed byte anywhere in the recorded command, options, headers or artefact list is a bad
-//! entry), the key in the metadata, the total length and the size and sha256 of each artefact. A bad entry is a miss: in the written root it is
-//! reported and will be replaced by the next write; in a read-only root it is skipped and
-//! reported. A hit in the written root sets the file's modification time, which the size cap
+//! entry), the key in the metadata, the total length and the size and sha256 of each
+//! artefact, over the bytes read. A bad entry is a miss: in the written root it is reported
+//! and will be replaced by the next write; in a read-only root it is skipped and reported. A hit in the written root sets the file's modification time, which the size cap
 //! uses for least-recently-used pruning: on the descriptor already open, and only when it is
 //! at least [`LRU_GRANULARITY`] (an hour) away from now, so pruning's order is exact to within
 //! an hour and most hits write nothing.
@@ -64,7 +64,7 @@
 //! A read is four system calls: `open`, one `fstat` of the descriptor (kind, size, owner,
 //! mode, time), one `read` of the size it gave, `close`: no `read` looks for the end, since
 //! entries are renamed into place whole, never written in place, and verified by their own
-//! sha256 sums and key (bytes appended after the `fstat` are not read).
+//! checksum, sha256 sums and key (bytes appended after the `fstat` are not read).
 
 use std::fs::File;
 use std::io::Write;
@@ -974,9 +974,8 @@ fn create_dirs(root: &Path, dir: &Path, shared: bool) -> std::io::Result<()> {
 /// symbolic link), then one `lstat` each of [`SHARED_MARKER`] and, in the written root, of the
 /// cache directory tag: every check of the root made once.
 ///
-/// A root that cannot be examined (other than missing) is kept unchecked, as before any entry
-/// is read from it each entry's own checks apply; a read-only root that does not exist holds
-/// nothing.
+/// A read-only root that does not exist or cannot be reached is kept, unchecked: nothing can
+/// be read from it. The written root must be reachable ([`CacheError::Io`] otherwise).
 fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
     let unchecked = || Root {
         path: path.to_path_buf(),
@@ -997,8 +996,18 @@ fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
             })?;
         link = std::fs::symlink_metadata(path);
     }
-    let Ok(link) = link else {
-        return Ok(unchecked());
+    let link = match link {
+        Ok(m) => m,
+        // The written root must be reachable: say why it is not.
+        Err(source) if writable => {
+            return Err(CacheError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+        // A read-only root that does not exist, or cannot be reached (a directory above it
+        // not searchable), holds nothing this process can read.
+        Err(_) => return Ok(unchecked()),
     };
     let unsafe_root = |reason: String| CacheError::Unsafe {
         path: path.to_path_buf(),
@@ -1225,8 +1234,7 @@ impl Entry {
     /// Parses and verifies the bytes of an entry file (see the module documentation for the
     /// layout): magic, format version, the checksum of the header and metadata, the metadata,
     /// the key it holds (equal to `key` when given), each artefact's size and sha256, and no
-    /// trailing bytes. `path` is recorded as the
-    /// entry's file.
+    /// trailing bytes. `path` is recorded as the entry's file.
     ///
     /// Errors: a message saying what is wrong and where (a bad entry).
     pub fn from_bytes(

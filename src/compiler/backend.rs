@@ -63,8 +63,15 @@ impl<T> RtcLibrary<T> {
     /// The library in `path`, not loaded yet; its file is `stat`ed now, and the file loaded
     /// later must still be this one ([`RtcLibrary::get`]).
     pub fn unloaded(path: PathBuf) -> RtcLibrary<T> {
+        let stat = super::identity::FileStat::read(&path);
+        RtcLibrary::unloaded_as(path, stat)
+    }
+
+    /// [`RtcLibrary::unloaded`] with the file's `stat` as the caller just read it (a recall
+    /// that checked it), so that it is not read again.
+    pub fn unloaded_as(path: PathBuf, stat: Option<super::identity::FileStat>) -> RtcLibrary<T> {
         RtcLibrary {
-            expected: super::identity::FileStat::read(&path),
+            expected: stat,
             path,
             loaded: Mutex::new(None),
         }
@@ -183,7 +190,10 @@ impl HipRtcBackend {
     ) -> Option<HipRtcBackend> {
         let r = library_search::recall(search, identity_dir)?;
         Some(HipRtcBackend {
-            library: Arc::new(RtcLibrary::unloaded(r.location.library)),
+            library: Arc::new(RtcLibrary::unloaded_as(
+                r.location.library,
+                Some(r.library_stat),
+            )),
             major: r.location.major,
             identity: r.identity,
             worker: None,
@@ -311,7 +321,10 @@ impl NvrtcBackend {
             // As found when the identity was made (`cuda_fp16.h` there): no stat on a hit.
             cuda_include: r.identity.header_dirs.first().cloned(),
             cuda_cccl: r.identity.header_dirs.get(1).cloned(),
-            library: Arc::new(RtcLibrary::unloaded(r.location.library)),
+            library: Arc::new(RtcLibrary::unloaded_as(
+                r.location.library,
+                Some(r.library_stat),
+            )),
             major: r.location.major,
             identity: r.identity,
             worker: None,

@@ -591,8 +591,13 @@ pub(crate) fn read_private(file: &Path) -> Option<Vec<u8>> {
 /// The identity remembered in `file` for the compiler at `resolved`, when every file it
 /// recorded is unchanged by `stat`.
 pub(crate) fn read_memo(file: &Path, resolved: &Path) -> Option<CompilerIdentity> {
-    let bytes = read_private(file)?;
-    let memo: Memo = rmp_serde::from_slice(&bytes).ok()?;
+    memo_identity(&read_private(file)?, resolved)
+}
+
+/// The identity in the memo `bytes` (a memo file's contents, read by [`read_private`]) for the
+/// compiler at `resolved`, when every file it recorded is unchanged by `stat`.
+pub(crate) fn memo_identity(bytes: &[u8], resolved: &Path) -> Option<CompilerIdentity> {
+    let memo: Memo = rmp_serde::from_slice(bytes).ok()?;
     if memo.format != MEMO_FORMAT || memo.identity.path != resolved || memo.stats.is_empty() {
         return None;
     }

@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 use super::identity::{self, CompilerIdentity, CompilerKind, FileStat};
 
-const FORMAT: u32 = 3;
+const FORMAT: u32 = 4;
 
 /// The inputs of one library search and the `stat` of each place it looks, read when the
 /// search is described (before any library is loaded).
@@ -112,6 +112,10 @@ struct Memo {
     library_stat: (FileStat, Option<FileStat>),
     version: String,
     major: u32,
+    /// The bytes of the library's identity memo ([`identity::identify_library`]'s file, as it
+    /// was when this was remembered), so that a recall reads one file, not two; checked as that
+    /// file is, by the `stat` of every file it recorded. `None`: read that file.
+    identity_memo: Option<Vec<u8>>,
 }
 
 /// The `stat` of `library` and of its directory.
@@ -142,6 +146,9 @@ pub struct Recalled {
     pub location: Location,
     /// The library's identity ([`identity::identify_library`]).
     pub identity: CompilerIdentity,
+    /// The library file's `stat` as the recall checked it, for
+    /// [`crate::compiler::backend::RtcLibrary::unloaded_as`].
+    pub library_stat: FileStat,
 }
 
 fn memo_dir(dir: Option<&Path>) -> Option<PathBuf> {
@@ -152,51 +159,76 @@ fn memo_dir(dir: Option<&Path>) -> Option<PathBuf> {
 /// places searched and the library file are unchanged by `stat`; `None` otherwise (search and
 /// load it). Loads nothing.
 pub fn recall_location(search: &LibrarySearch, dir: Option<&Path>) -> Option<Location> {
-    recall_resolved(search, dir).map(|(l, _)| l)
-}
-
-/// [`recall_location`] with the library's path as it resolved (symbolic links followed) when
-/// remembered: the same file, its `stat` unchanged, so no `realpath` is needed.
-fn recall_resolved(search: &LibrarySearch, dir: Option<&Path>) -> Option<(Location, PathBuf)> {
-    let dir = memo_dir(dir)?;
-    let bytes = identity::read_private(&search.memo_file(&dir))?;
-    let memo: Memo = rmp_serde::from_slice(&bytes).ok()?;
-    if memo.format != FORMAT || memo.inputs != search.inputs || memo.watched != search.watched {
-        return None;
-    }
+    let memo = read(search, dir)?;
     let library = PathBuf::from(OsStr::from_bytes(&memo.library));
     if library_stats(&library)? != memo.library_stat {
         return None;
     }
-    Some((
-        Location {
-            library,
-            version: memo.version,
-            major: memo.major,
-        },
-        PathBuf::from(OsStr::from_bytes(&memo.resolved)),
-    ))
+    Some(Location {
+        library,
+        version: memo.version,
+        major: memo.major,
+    })
+}
+
+/// The memo of `search` in `dir`, when it is of this format and the search's inputs and the
+/// places it looks are as remembered.
+fn read(search: &LibrarySearch, dir: Option<&Path>) -> Option<Memo> {
+    let dir = memo_dir(dir)?;
+    let bytes = identity::read_private(&search.memo_file(&dir))?;
+    let memo: Memo = rmp_serde::from_slice(&bytes).ok()?;
+    (memo.format == FORMAT && memo.inputs == search.inputs && memo.watched == search.watched)
+        .then_some(memo)
 }
 
 /// [`recall_location`] with the library's identity remembered in the same directory, when it
 /// is unchanged ([`identity::identify_library`]'s memo, checked by `stat`), holds the same
 /// version text and covers no directory. Loads nothing.
+///
+/// With the identity memo kept in the search's memo ([`remember`] after the identity was made)
+/// one file is read, and when the library was found by its resolved path its own `stat` and
+/// its directory's are not read twice: the identity memo checks both (the library is one of
+/// its programs, its directory a program's directory) against their state when the identity
+/// was made.
 pub fn recall(search: &LibrarySearch, dir: Option<&Path>) -> Option<Recalled> {
-    let (location, resolved) = recall_resolved(search, dir)?;
-    let dir = memo_dir(dir)?;
-    let id_file = dir.join(identity::library_memo_name(
-        search.kind,
-        &resolved,
-        &location.library,
-    ));
-    let identity = identity::read_memo(&id_file, &resolved)?;
+    let memo = read(search, dir)?;
+    let library = PathBuf::from(OsStr::from_bytes(&memo.library));
+    let resolved = PathBuf::from(OsStr::from_bytes(&memo.resolved));
+    let identity = match &memo.identity_memo {
+        Some(bytes) => {
+            if library != resolved && library_stats(&library)? != memo.library_stat {
+                return None;
+            }
+            identity::memo_identity(bytes, &resolved)?
+        }
+        None => {
+            if library_stats(&library)? != memo.library_stat {
+                return None;
+            }
+            let dir = memo_dir(dir)?;
+            let id_file = dir.join(identity::library_memo_name(
+                search.kind,
+                &resolved,
+                &library,
+            ));
+            identity::read_memo(&id_file, &resolved)?
+        }
+    };
     if identity.kind != search.kind
-        || identity.version != location.version
+        || identity.version != memo.version
         || !identity.covered.is_empty()
     {
         return None;
     }
-    Some(Recalled { location, identity })
+    Some(Recalled {
+        location: Location {
+            library,
+            version: memo.version,
+            major: memo.major,
+        },
+        identity,
+        library_stat: memo.library_stat.0,
+    })
 }
 
 /// Remembers in `dir` (else [`identity::identity_dir`]) that `search` ended at `location`,
@@ -210,6 +242,12 @@ pub fn remember(search: &LibrarySearch, location: &Location, dir: Option<&Path>)
     let Ok(resolved) = std::fs::canonicalize(&location.library) else {
         return;
     };
+    // The identity made for this library, when there is one yet.
+    let identity_memo = identity::read_private(&dir.join(identity::library_memo_name(
+        search.kind,
+        &resolved,
+        &location.library,
+    )));
     let memo = Memo {
         format: FORMAT,
         inputs: search.inputs.clone(),
@@ -219,6 +257,7 @@ pub fn remember(search: &LibrarySearch, location: &Location, dir: Option<&Path>)
         library_stat,
         version: location.version.clone(),
         major: location.major,
+        identity_memo,
     };
     identity::write_private(&search.memo_file(&dir), &memo);
 }
@@ -288,6 +327,38 @@ mod tests {
         assert_eq!(recall_location(&search, Some(&ids)), None);
     }
 
+    /// After the identity is made, the search's memo holds it: a recall reads that one file
+    /// (the identity's own file removed, it still recalls), and the identity's checks still
+    /// apply to it (the library rewritten in place is not recalled).
+    #[test]
+    fn the_identity_kept_in_the_search_memo_is_recalled_and_checked() {
+        let d = tempfile::tempdir().unwrap();
+        let ids = d.path().join("ids");
+        let (search, location, library) = setup(d.path());
+        let id = identity::identify_library(
+            CompilerKind::Hiprtc,
+            &library,
+            location.version.clone(),
+            Vec::new,
+            Vec::new(),
+            Some(&ids),
+        )
+        .unwrap();
+        remember(&search, &location, Some(&ids));
+        let id_file = ids.join(identity::library_memo_name(
+            CompilerKind::Hiprtc,
+            &std::fs::canonicalize(&library).unwrap(),
+            &library,
+        ));
+        std::fs::remove_file(&id_file).unwrap();
+        let r = recall(&search, Some(&ids)).expect("recalled from the search's memo alone");
+        assert_eq!((r.location, r.identity), (location, id));
+        // Same size, new bytes, in place: the library's stat changes.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&library, b"fresh").unwrap();
+        assert!(recall(&search, Some(&ids)).is_none());
+    }
+
     /// The memo keeps where the library's links led when remembered (no `realpath` on a
     /// recall): a link moved to another file of the same size and times is another library.
     #[test]
@@ -299,9 +370,12 @@ mod tests {
         std::os::unix::fs::symlink("libhiprtc.so.6", &link).unwrap();
         location.library = link.clone();
         remember(&search, &location, Some(&ids));
-        let (recalled, resolved) = recall_resolved(&search, Some(&ids)).unwrap();
-        assert_eq!(recalled, location);
-        assert_eq!(resolved, std::fs::canonicalize(&library).unwrap());
+        assert_eq!(recall_location(&search, Some(&ids)).unwrap(), location);
+        let memo = read(&search, Some(&ids)).unwrap();
+        assert_eq!(
+            Path::new(OsStr::from_bytes(&memo.resolved)),
+            std::fs::canonicalize(&library).unwrap()
+        );
         // Another file with the same bytes and times, the link pointed at it.
         let other = library.with_file_name("libhiprtc.so.6.1");
         std::fs::copy(&library, &other).unwrap();

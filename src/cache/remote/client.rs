@@ -217,9 +217,10 @@ impl Client {
                 return None;
             }
             let w = format!(
-                "the remote cache {url}: {failure} ({what}); {}. The remote tier is off for \
-                 this process's cache (not retried: it cannot succeed until the setting or the \
-                 server changes; a new process tries again); working with the local cache only",
+                "the remote cache {url}: {failure} ({what}); {}. The remote tier is now off \
+                 for this cache and is not retried (it cannot succeed until the URL or the \
+                 server changes; a new Jit or process tries again); working with the local \
+                 cache only",
                 failure.hint()
             );
             h.off = Some((failure, w.clone()));
