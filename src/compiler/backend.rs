@@ -634,6 +634,17 @@ impl Backend {
         self.direct_key_as(source, options, extra)
     }
 
+    /// [`Backend::direct_key`] and [`Backend::key_fields`] from one encoding of the record
+    /// ([`crate::cache::key::key_and_fields`]).
+    pub fn key_and_fields(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        extra: &[u8],
+    ) -> (CacheKey, key::KeyFields) {
+        self.direct_key_as(source, options, extra)
+    }
+
     /// The fields of the direct-key record of [`Backend::direct_key`], each with its digest
     /// and value ([`crate::cache::key::record_fields`]): what `hipjit cache explain` prints.
     pub fn key_fields(
@@ -692,10 +703,9 @@ impl Backend {
         options: &CompileOptions,
     ) -> Result<CompileOutput, CompileError> {
         // A FIFO or device among the includes hipjit can follow would hang or never end the
-        // compile (in process, hipRTC and NVRTC have no timeout).
-        if let Some(s) = super::special_include::find(source, None, &options.include_dirs) {
-            return Err(CompileError::SpecialInclude(Box::new(s)));
-        }
+        // compile (in process, hipRTC and NVRTC have no timeout); the options by the
+        // in-process compilers' rules.
+        let handed = super::refusal::handed_options(self, source, options)?;
         match self {
             Backend::Hipcc(c) => c.compile(source, options),
             Backend::Nvcc(n, timeout) => {
@@ -706,9 +716,6 @@ impl Backend {
                     })
             }
             Backend::HipRtc(b) => {
-                options.validate_for(BackendKind::Hiprtc)?;
-                BackendKind::Hiprtc.check_extra_flags(&options.extra_flags)?;
-                let handed = b.options(options).map_err(in_process)?;
                 let started = std::time::Instant::now();
                 let input = RtcInput {
                     source,
@@ -725,21 +732,6 @@ impl Backend {
                 Ok(rtc_output(b.library.path(), handed, out, started.elapsed()))
             }
             Backend::Nvrtc(b) => {
-                options.validate_for(BackendKind::Nvrtc)?;
-                let not_include: Vec<String> = {
-                    let mut rest = Vec::new();
-                    let mut it = options.extra_flags.iter();
-                    while let Some(f) = it.next() {
-                        if f == "-I" {
-                            let _ = it.next();
-                        } else if !f.starts_with("-I") {
-                            rest.push(f.clone());
-                        }
-                    }
-                    rest
-                };
-                BackendKind::Nvrtc.check_extra_flags(&not_include)?;
-                let handed = b.options(options).map_err(in_process)?;
                 let headers = b.headers();
                 let started = std::time::Instant::now();
                 let input = RtcInput {
