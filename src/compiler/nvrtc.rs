@@ -218,16 +218,22 @@ pub const DEFAULT_DEVICE: &str = "-default-device";
 /// command does (`-arch=sm_NN -std=c++17`, the prelude force-included), plus `-I` for the
 /// toolkit's headers when known.
 pub fn hip_options(target: SmTarget, cuda_include: Option<&Path>) -> Vec<String> {
-    let mut o = vec![
-        arch_option(target),
-        "-std=c++17".to_owned(),
-        "--pre-include=hip/hip_runtime.h".to_owned(),
-        DEFAULT_DEVICE.to_owned(),
-    ];
+    let mut o = prelude_options(target, "-std=c++17".to_owned());
     if let Some(dir) = cuda_include {
         o.push(format!("-I{}", dir.display()));
     }
     o
+}
+
+/// The options every NVRTC compile of HIP source starts with: `-arch=sm_NN`, the standard
+/// `std` (`-std=c++17`), the prelude force-included, [`DEFAULT_DEVICE`].
+pub(crate) fn prelude_options(target: SmTarget, std: String) -> Vec<String> {
+    vec![
+        arch_option(target),
+        std,
+        "--pre-include=hip/hip_runtime.h".to_owned(),
+        DEFAULT_DEVICE.to_owned(),
+    ]
 }
 
 /// `-arch=sm_NN`, NVRTC's option selecting the SM architecture of the cubin.
