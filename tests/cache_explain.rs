@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::installation::{installation, jit as stand_in_jit, jit_in, Compile};
+use common::toolchain::pypi_nvcc;
 
 use hipjit::compiler::selection::CompilerChoice;
 use hipjit::compiler::{CompileOptions, CxxStd};
@@ -315,8 +316,20 @@ fn hipjit(
     root: &Path,
     home: &Path,
 ) -> (i32, String, String) {
+    hipjit_with(sub, args, root, home, &[])
+}
+
+/// [`hipjit`] with `env` added.
+fn hipjit_with(
+    sub: &[&str],
+    args: &[&std::ffi::OsStr],
+    root: &Path,
+    home: &Path,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
         .args(sub)
+        .envs(env.iter().copied())
         .args(args)
         .env("HIPJIT_CACHE_DIR", root)
         .env("HOME", home)
@@ -623,4 +636,68 @@ fn the_command_names_a_header_added_beside_the_source_file() {
         text.contains("  dir include/0\n    now:   extra.h\n    entry: (none)"),
         "{text}"
     );
+}
+
+/// NVRTC's own refusals (PyPI's NVRTC 13, found beside PyPI's nvcc): an `#include` that can
+/// name a file outside the include directories, in the source or in a header under them, is
+/// refused by `hipjit cache explain` as by `hipjit compile`, with the same message and exit
+/// status; so is NVRTC with an optimisation level.
+#[test]
+fn explain_refuses_what_nvrtc_refuses_with_the_same_message_and_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let include = dir.path().join("include");
+    std::fs::create_dir(&include).unwrap();
+    std::fs::write(include.join("ok.h"), "#define N 1\n").unwrap();
+    std::fs::write(include.join("escapes.h"), "#include \"../outside.h\"\n").unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let root = dir.path().join("cache");
+    let nvcc = pypi_nvcc();
+    let kernel = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "absolute",
+            format!("#include \"/etc/hostname\"\n{kernel}"),
+            vec![],
+        ),
+        (
+            "computed",
+            format!("#define H <ok.h>\n#include H\n{kernel}"),
+            vec![],
+        ),
+        (
+            "in a header",
+            format!("#include \"escapes.h\"\n{kernel}"),
+            vec![],
+        ),
+        (
+            "opt level",
+            format!("#include \"ok.h\"\n{kernel}"),
+            vec!["-O", "2"],
+        ),
+    ];
+    for (what, source, extra) in cases {
+        let file = dir.path().join(format!("{}.cu", what.replace(' ', "-")));
+        std::fs::write(&file, source).unwrap();
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "--compiler".as_ref(),
+            "nvrtc".as_ref(),
+            "--arch".as_ref(),
+            "sm_90".as_ref(),
+            "-I".as_ref(),
+            include.as_os_str(),
+        ];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        args.push(file.as_os_str());
+        let env = [("HIPJIT_NVCC", nvcc.as_os_str())];
+        let (status, _, err) = hipjit_with(&["compile"], &args, &root, &home, &env);
+        assert_eq!(status, 1, "compile accepted the {what} case: {err}");
+        let (e_status, e_out, e_err) =
+            hipjit_with(&["cache", "explain"], &args, &root, &home, &env);
+        assert_eq!(
+            (e_status, e_err.as_str()),
+            (status, err.as_str()),
+            "{what}: explain printed {e_out}"
+        );
+    }
 }

@@ -5,35 +5,12 @@
 //! compiler's installation. Run against Debian's hipcc 5.2.3 and the nvcc of PyPI's
 //! nvidia-cuda-nvcc, each with a private cache root and a private identity directory.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn kernel() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kernels/saxpy.hip")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
-
-/// The nvcc of PyPI's nvidia-cuda-nvcc (cu13) under $HIPJIT_CI_CACHE/nvcc-venv.
-fn pypi_nvcc() -> PathBuf {
-    let cache = std::env::var_os("HIPJIT_CI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
-    std::fs::read_dir(cache.join("nvcc-venv/lib"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/nvcc"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "no nvcc under {}/nvcc-venv: scripts/setup.sh installs it from PyPI",
-                cache.display()
-            )
-        })
-}
+use common::toolchain::{pypi_nvcc, saxpy as kernel, utf8 as s};
 
 /// `hipjit ARGS` with its cache root and identity directory under `home`, optionally under
 /// `strace -f -e trace=TRACE -o LOG`.

@@ -180,6 +180,55 @@ pub enum Backend {
     Nvrtc(NvrtcBackend),
 }
 
+/// An in-process compiler's library as `search` found it before, from the memo in
+/// `identity_dir` (else the per-user default) when nothing it depends on changed
+/// ([`library_search::recall`]): the library (not loaded; the file loaded later must be the
+/// one remembered), the major version, the identity.
+fn recalled<T>(
+    search: &LibrarySearch,
+    identity_dir: Option<&std::path::Path>,
+) -> Option<(Arc<RtcLibrary<T>>, u32, CompilerIdentity)> {
+    let r = library_search::recall(search, identity_dir)?;
+    Some((
+        Arc::new(RtcLibrary::unloaded_as(
+            r.location.library,
+            Some(r.library_stat),
+        )),
+        r.location.major,
+        r.identity,
+    ))
+}
+
+/// The identity of the `kind` library `search` just found at `location`
+/// ([`super::identity::identify_library`] over `files` and `header_dirs`), remembered with the
+/// search in `identity_dir` (else the per-user default).
+///
+/// Errors: [`RtcError::Call`] naming the identity's file that could not be read.
+fn identify_found(
+    kind: CompilerKind,
+    search: &LibrarySearch,
+    location: &library_search::Location,
+    files: impl FnOnce() -> Vec<PathBuf>,
+    header_dirs: Vec<PathBuf>,
+    identity_dir: Option<&std::path::Path>,
+) -> Result<CompilerIdentity, RtcError> {
+    let name = match kind {
+        CompilerKind::Nvrtc => "NVRTC",
+        _ => "hipRTC",
+    };
+    let identity = super::identity::identify_library(
+        kind,
+        &location.library,
+        location.version.clone(),
+        files,
+        header_dirs,
+        identity_dir,
+    )
+    .map_err(identity_error(name))?;
+    library_search::remember(search, location, identity_dir);
+    Ok(identity)
+}
+
 impl HipRtcBackend {
     /// hipRTC as the search beside `runtime_library` found it before, with its identity, from
     /// the memo in `identity_dir` (else the per-user default) when nothing it depends on
@@ -188,14 +237,11 @@ impl HipRtcBackend {
         search: &LibrarySearch,
         identity_dir: Option<&std::path::Path>,
     ) -> Option<HipRtcBackend> {
-        let r = library_search::recall(search, identity_dir)?;
+        let (library, major, identity) = recalled(search, identity_dir)?;
         Some(HipRtcBackend {
-            library: Arc::new(RtcLibrary::unloaded_as(
-                r.location.library,
-                Some(r.library_stat),
-            )),
-            major: r.location.major,
-            identity: r.identity,
+            library,
+            major,
+            identity,
             worker: None,
         })
     }
@@ -217,16 +263,14 @@ impl HipRtcBackend {
         }
         let library = HipRtc::open(runtime_library)?;
         let location = Self::location(&library);
-        let identity = super::identity::identify_library(
+        let identity = identify_found(
             CompilerKind::Hiprtc,
-            library.path(),
-            location.version.clone(),
+            &search,
+            &location,
             || library.identity_files(),
             Vec::new(),
             identity_dir,
-        )
-        .map_err(identity_error("hipRTC"))?;
-        library_search::remember(&search, &location, identity_dir);
+        )?;
         Ok(HipRtcBackend {
             library: Arc::new(RtcLibrary::loaded(location.library, library)),
             major: location.major,
@@ -316,17 +360,14 @@ impl NvrtcBackend {
         search: &LibrarySearch,
         identity_dir: Option<&std::path::Path>,
     ) -> Option<NvrtcBackend> {
-        let r = library_search::recall(search, identity_dir)?;
+        let (library, major, identity) = recalled(search, identity_dir)?;
         Some(NvrtcBackend {
             // As found when the identity was made (`cuda_fp16.h` there): no stat on a hit.
-            cuda_include: r.identity.header_dirs.first().cloned(),
-            cuda_cccl: r.identity.header_dirs.get(1).cloned(),
-            library: Arc::new(RtcLibrary::unloaded_as(
-                r.location.library,
-                Some(r.library_stat),
-            )),
-            major: r.location.major,
-            identity: r.identity,
+            cuda_include: identity.header_dirs.first().cloned(),
+            cuda_cccl: identity.header_dirs.get(1).cloned(),
+            library,
+            major,
+            identity,
             worker: None,
         })
     }
@@ -357,16 +398,14 @@ impl NvrtcBackend {
             .map(|d| d.join("cccl"))
             .filter(|d| d.is_dir());
         let location = Self::location(&library);
-        let identity = super::identity::identify_library(
+        let identity = identify_found(
             CompilerKind::Nvrtc,
-            library.path(),
-            location.version.clone(),
+            &search,
+            &location,
             || library.identity_files(),
             cuda_include.iter().chain(&cuda_cccl).cloned().collect(),
             identity_dir,
-        )
-        .map_err(identity_error("NVRTC"))?;
-        library_search::remember(&search, &location, identity_dir);
+        )?;
         Ok(NvrtcBackend {
             library: Arc::new(RtcLibrary::loaded(location.library, library)),
             major: location.major,
@@ -419,12 +458,10 @@ impl NvrtcBackend {
                 ),
             });
         }
-        let mut o = vec![
-            super::nvrtc::arch_option(sm),
+        let mut o = super::nvrtc::prelude_options(
+            sm,
             BackendKind::Nvrtc.std_flag(options.std, &self.identity),
-            "--pre-include=hip/hip_runtime.h".to_owned(),
-            super::nvrtc::DEFAULT_DEVICE.to_owned(),
-        ];
+        );
         if options.fast_math {
             o.push("--use_fast_math".into());
         }
@@ -635,6 +672,17 @@ impl Backend {
         self.direct_key_as(source, options, extra)
     }
 
+    /// [`Backend::direct_key`] and [`Backend::key_fields`] from one encoding of the record
+    /// ([`crate::cache::key::key_and_fields`]).
+    pub fn key_and_fields(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        extra: &[u8],
+    ) -> (CacheKey, key::KeyFields) {
+        self.direct_key_as(source, options, extra)
+    }
+
     /// The fields of the direct-key record of [`Backend::direct_key`], each with its digest
     /// and value ([`crate::cache::key::record_fields`]): what `hipjit cache explain` prints.
     pub fn key_fields(
@@ -693,10 +741,9 @@ impl Backend {
         options: &CompileOptions,
     ) -> Result<CompileOutput, CompileError> {
         // A FIFO or device among the includes hipjit can follow would hang or never end the
-        // compile (in process, hipRTC and NVRTC have no timeout).
-        if let Some(s) = super::special_include::find(source, None, &options.include_dirs) {
-            return Err(CompileError::SpecialInclude(Box::new(s)));
-        }
+        // compile (in process, hipRTC and NVRTC have no timeout); the options by the
+        // in-process compilers' rules.
+        let handed = super::refusal::handed_options(self, source, options)?;
         match self {
             Backend::Hipcc(c) => c.compile(source, options),
             Backend::Nvcc(n, timeout) => {
@@ -707,9 +754,6 @@ impl Backend {
                     })
             }
             Backend::HipRtc(b) => {
-                options.validate_for(BackendKind::Hiprtc)?;
-                BackendKind::Hiprtc.check_extra_flags(&options.extra_flags)?;
-                let handed = b.options(options).map_err(in_process)?;
                 let started = std::time::Instant::now();
                 let input = RtcInput {
                     source,
@@ -726,21 +770,6 @@ impl Backend {
                 Ok(rtc_output(b.library.path(), handed, out, started.elapsed()))
             }
             Backend::Nvrtc(b) => {
-                options.validate_for(BackendKind::Nvrtc)?;
-                let not_include: Vec<String> = {
-                    let mut rest = Vec::new();
-                    let mut it = options.extra_flags.iter();
-                    while let Some(f) = it.next() {
-                        if f == "-I" {
-                            let _ = it.next();
-                        } else if !f.starts_with("-I") {
-                            rest.push(f.clone());
-                        }
-                    }
-                    rest
-                };
-                BackendKind::Nvrtc.check_extra_flags(&not_include)?;
-                let handed = b.options(options).map_err(in_process)?;
                 let headers = b.headers();
                 let started = std::time::Instant::now();
                 let input = RtcInput {

@@ -218,21 +218,122 @@ pub const DEFAULT_DEVICE: &str = "-default-device";
 /// command does (`-arch=sm_NN -std=c++17`, the prelude force-included), plus `-I` for the
 /// toolkit's headers when known.
 pub fn hip_options(target: SmTarget, cuda_include: Option<&Path>) -> Vec<String> {
-    let mut o = vec![
-        arch_option(target),
-        "-std=c++17".to_owned(),
-        "--pre-include=hip/hip_runtime.h".to_owned(),
-        DEFAULT_DEVICE.to_owned(),
-    ];
+    let mut o = prelude_options(target, "-std=c++17".to_owned());
     if let Some(dir) = cuda_include {
         o.push(format!("-I{}", dir.display()));
     }
     o
 }
 
+/// The options every NVRTC compile of HIP source starts with: `-arch=sm_NN`, the standard
+/// `std` (`-std=c++17`), the prelude force-included, [`DEFAULT_DEVICE`].
+pub(crate) fn prelude_options(target: SmTarget, std: String) -> Vec<String> {
+    vec![
+        arch_option(target),
+        std,
+        "--pre-include=hip/hip_runtime.h".to_owned(),
+        DEFAULT_DEVICE.to_owned(),
+    ]
+}
+
 /// `-arch=sm_NN`, NVRTC's option selecting the SM architecture of the cubin.
 pub fn arch_option(target: SmTarget) -> String {
     format!("-arch={target}")
+}
+
+/// What an NVRTC compile of `input` reads from its include directories, and what it refuses
+/// before NVRTC is called ([`NvRtc::compile`]; `hipjit cache explain` asks the same through
+/// [`crate::compiler::refusal::before_compiling`]): a virtual architecture, an include
+/// directory that is not one, a tree too large to key, an `#include` that can name a file
+/// outside the include directories ([`untracked_include`]) in the source or in any file under
+/// them. `own`: the toolkit's header directory beside this NVRTC, symbolic links resolved
+/// (the headers a compile opens there are observed, not walked). Returns the include
+/// directories with symbolic links resolved and the files under them.
+///
+/// Errors: [`RtcError::Arch`], [`RtcError::IncludeDir`], [`RtcError::NoDependencies`].
+pub(crate) fn checked_input(
+    input: &RtcInput<'_>,
+    own: Option<&Path>,
+) -> Result<(Vec<PathBuf>, Vec<Dependency>), RtcError> {
+    let arch = requested_arch(input.options);
+    if let Some(arch) = arch.filter(|a| a.starts_with("compute_")) {
+        let sm = arch.trim_start_matches("compute_");
+        return Err(RtcError::Arch {
+            compiler: COMPILER,
+            arch: arch.to_owned(),
+            reason: format!(
+                "a virtual architecture gives PTX, not a cubin (NVRTC returns 0 bytes); \
+                 use sm_{sm}"
+            ),
+        });
+    }
+    let canonical = rtc::canonical_include_dirs(input.include_dirs)?;
+    let no_deps = |reason: String| RtcError::NoDependencies {
+        compiler: COMPILER,
+        reason,
+    };
+    let mut dependencies = Vec::new();
+    let mut budget = rtc::MAX_TRACKED_FILES;
+    let walk = |dir: &Path, budget: &mut usize| {
+        let files = rtc::files_under(dir, *budget).map_err(|why| {
+            no_deps(format!(
+                "NVRTC reports no dependency list, so hipjit keys on every file under its \
+                 include directories, and {why}"
+            ))
+        })?;
+        *budget -= files.len();
+        Ok::<_, RtcError>(files)
+    };
+    for (i, (given, real)) in input.include_dirs.iter().zip(&canonical).enumerate() {
+        for name in walk(real, &mut budget)? {
+            dependencies.push(Dependency {
+                include_dir: Some(i),
+                path: given.join(&name),
+                name,
+            });
+        }
+    }
+    for dir in rtc::include_dirs_in_options(input.options) {
+        let dir = std::env::current_dir()
+            .map(|cwd| cwd.join(&dir))
+            .unwrap_or(dir);
+        // The toolkit's own headers (and CCCL's below them): observed by the caller.
+        if let (Some(own), Ok(real)) = (own, std::fs::canonicalize(&dir)) {
+            if real.starts_with(own) {
+                continue;
+            }
+        }
+        for name in walk(&dir, &mut budget)? {
+            let path = dir.join(name);
+            dependencies.push(Dependency {
+                include_dir: None,
+                name: path.clone(),
+                path,
+            });
+        }
+    }
+    // A file reached by an absolute, `..` or computed name would be read unkeyed.
+    let untracked = |file: &str, text: &[u8]| {
+        untracked_include(text).map(|(directive, line)| {
+            no_deps(format!(
+                "`{directive}` ({file}, line {line}) can name a file outside the include \
+                 directories, which NVRTC would read without reporting it, so the result \
+                 could not be keyed by it; include it by a name below an include directory, \
+                 or compile with nvcc (HIPJIT_COMPILER=nvcc), which lists what it reads"
+            ))
+        })
+    };
+    if let Some(e) = untracked(input.name, input.source) {
+        return Err(e);
+    }
+    for d in &dependencies {
+        if let Ok(text) = std::fs::read(&d.path) {
+            if let Some(e) = untracked(&d.path.display().to_string(), &text) {
+                return Err(e);
+            }
+        }
+    }
+    Ok((canonical, dependencies))
 }
 
 /// A loaded NVRTC library, never unloaded.
@@ -460,18 +561,6 @@ impl NvRtc {
     /// call.
     pub fn compile(&self, input: &RtcInput<'_>) -> Result<RtcOutput, RtcError> {
         let arch = requested_arch(input.options);
-        if let Some(arch) = arch.filter(|a| a.starts_with("compute_")) {
-            let sm = arch.trim_start_matches("compute_");
-            return Err(RtcError::Arch {
-                compiler: COMPILER,
-                arch: arch.to_owned(),
-                reason: format!(
-                    "a virtual architecture gives PTX, not a cubin (NVRTC returns 0 bytes); \
-                     use sm_{sm}"
-                ),
-            });
-        }
-        let canonical = rtc::canonical_include_dirs(input.include_dirs)?;
         let no_deps = |reason: String| RtcError::NoDependencies {
             compiler: COMPILER,
             reason,
@@ -497,73 +586,10 @@ impl NvRtc {
             )
             .to_string_lossy()
             .into_owned();
-        let mut dependencies = Vec::new();
-        let mut budget = rtc::MAX_TRACKED_FILES;
-        let walk = |dir: &Path, budget: &mut usize| {
-            let files = rtc::files_under(dir, *budget).map_err(|why| {
-                no_deps(format!(
-                    "NVRTC reports no dependency list, so hipjit keys on every file under its \
-                     include directories, and {why}"
-                ))
-            })?;
-            *budget -= files.len();
-            Ok::<_, RtcError>(files)
-        };
-        for (i, (given, real)) in input.include_dirs.iter().zip(&canonical).enumerate() {
-            for name in walk(real, &mut budget)? {
-                dependencies.push(Dependency {
-                    include_dir: Some(i),
-                    path: given.join(&name),
-                    name,
-                });
-            }
-        }
-        // The toolkit's own headers beside this NVRTC: the ones this compile opens are its
-        // dependencies, observed below (about 2,500 files in PyPI's CUDA 13, of which a compile
-        // reads a few).
         let own = self
             .include_dir()
             .and_then(|d| std::fs::canonicalize(d).ok());
-        for dir in rtc::include_dirs_in_options(input.options) {
-            let dir = std::env::current_dir()
-                .map(|cwd| cwd.join(&dir))
-                .unwrap_or(dir);
-            // The toolkit's own headers (and CCCL's below them): observed by the caller.
-            if let (Some(own), Ok(real)) = (&own, std::fs::canonicalize(&dir)) {
-                if real.starts_with(own) {
-                    continue;
-                }
-            }
-            for name in walk(&dir, &mut budget)? {
-                let path = dir.join(name);
-                dependencies.push(Dependency {
-                    include_dir: None,
-                    name: path.clone(),
-                    path,
-                });
-            }
-        }
-        // A file reached by an absolute, `..` or computed name would be read unkeyed.
-        let untracked = |file: &str, text: &[u8]| {
-            untracked_include(text).map(|(directive, line)| {
-                no_deps(format!(
-                    "`{directive}` ({file}, line {line}) can name a file outside the include \
-                     directories, which NVRTC would read without reporting it, so the result \
-                     could not be keyed by it; include it by a name below an include directory, \
-                     or compile with nvcc (HIPJIT_COMPILER=nvcc), which lists what it reads"
-                ))
-            })
-        };
-        if let Some(e) = untracked(input.name, input.source) {
-            return Err(e);
-        }
-        for d in &dependencies {
-            if let Ok(text) = std::fs::read(&d.path) {
-                if let Some(e) = untracked(&d.path.display().to_string(), &text) {
-                    return Err(e);
-                }
-            }
-        }
+        let (canonical, dependencies) = checked_input(input, own.as_deref())?;
         // The caller's include directories first, then the options (whose `-I`s, the
         // toolkit's among them, come after), as nvcc searches: `-I` directories in order.
         let mut extra = rtc::include_options(&canonical);

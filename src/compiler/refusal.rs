@@ -8,7 +8,9 @@
 //! ([`super::special_include`]); the options as the compiler takes them
 //! ([`super::CompileOptions::validate_for`], its flag rules); what the in-process compilers
 //! cannot do ([`super::Backend::check_options`]); an include directory that does not exist or
-//! is not a directory. What only the compiler can tell (a target it does not support, a
+//! is not a directory; for NVRTC, what it reads unkeyed ([`super::nvrtc::checked_input`]: an
+//! `#include` that can name a file outside the include directories). What only the compiler
+//! can tell (a target it does not support, a
 //! missing device library, a compile error) is not known here.
 
 use super::backend::Backend;
@@ -24,15 +26,14 @@ use crate::compiler::nvcc::NvccError;
 /// compiler refuses; [`CompileError::InProcess`] with [`RtcError::Arch`] (hipRTC with several
 /// targets, NVRTC with an optimisation level...) or [`RtcError::IncludeDir`];
 /// [`CompileError::IncludeDir`] (hipcc) or [`CompileError::Nvcc`] with
-/// [`NvccError::IncludeDir`] for an include directory that is not one.
+/// [`NvccError::IncludeDir`] for an include directory that is not one; for NVRTC,
+/// [`RtcError::NoDependencies`] for what it would read unkeyed.
 pub fn before_compiling(
     backend: &Backend,
     source: &[u8],
     options: &CompileOptions,
 ) -> Result<(), CompileError> {
-    if let Some(s) = super::special_include::find(source, None, &options.include_dirs) {
-        return Err(CompileError::SpecialInclude(Box::new(s)));
-    }
+    let handed = handed_options(backend, source, options)?;
     let include_dirs = || super::canonical_include_dirs(&options.include_dirs);
     let in_process = |e: RtcError| CompileError::InProcess(Box::new(e));
     match backend {
@@ -46,23 +47,54 @@ pub fn before_compiling(
                 CompileError::Nvcc(Box::new(NvccError::IncludeDir { path, reason }))
             })?;
         }
+        Backend::HipRtc(_) => {
+            include_dirs()
+                .map_err(|(path, reason)| in_process(RtcError::IncludeDir { path, reason }))?;
+        }
+        Backend::Nvrtc(b) => {
+            let input = super::rtc::RtcInput {
+                source,
+                name: options.source_file_name(),
+                headers: &[],
+                include_dirs: &options.include_dirs,
+                options: &handed,
+            };
+            super::nvrtc::checked_input(&input, b.cuda_include.as_deref()).map_err(in_process)?;
+        }
+    }
+    Ok(())
+}
+
+/// What [`Backend::compile`] checks itself before handing the source to the compiler: an
+/// `#include` of a FIFO, socket or device (it would hang the compile, and hipRTC and NVRTC
+/// in process have no timeout); for the in-process compilers, the options by their rules.
+/// Returns the options handed to hipRTC or NVRTC (none for hipcc and nvcc, which check
+/// their options as they build their command).
+///
+/// Errors: as [`before_compiling`].
+pub(crate) fn handed_options(
+    backend: &Backend,
+    source: &[u8],
+    options: &CompileOptions,
+) -> Result<Vec<String>, CompileError> {
+    if let Some(s) = super::special_include::find(source, None, &options.include_dirs) {
+        return Err(CompileError::SpecialInclude(Box::new(s)));
+    }
+    let in_process = |e: RtcError| CompileError::InProcess(Box::new(e));
+    match backend {
+        Backend::Hipcc(_) | Backend::Nvcc(..) => Ok(Vec::new()),
         Backend::HipRtc(b) => {
             options.validate_for(BackendKind::Hiprtc)?;
             BackendKind::Hiprtc.check_extra_flags(&options.extra_flags)?;
-            b.options(options).map_err(in_process)?;
-            include_dirs()
-                .map_err(|(path, reason)| in_process(RtcError::IncludeDir { path, reason }))?;
+            b.options(options).map_err(in_process)
         }
         Backend::Nvrtc(b) => {
             options.validate_for(BackendKind::Nvrtc)?;
             BackendKind::Nvrtc
                 .check_extra_flags(&nvrtc_flags_but_includes(&options.extra_flags))?;
-            b.options(options).map_err(in_process)?;
-            include_dirs()
-                .map_err(|(path, reason)| in_process(RtcError::IncludeDir { path, reason }))?;
+            b.options(options).map_err(in_process)
         }
     }
-    Ok(())
 }
 
 /// The extra flags but `-I DIR` and `-IDIR`, which NVRTC takes (its include directories are

@@ -28,7 +28,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CompilerUsed, Jit, JitError, Prepared};
+use super::{CompilerUsed, Jit, JitError};
 use crate::cache::key::{self, CacheKey, KeyField, KeyFields, KEY_RECORD_ARTEFACT};
 use crate::cache::manifest::{self, DirListings, Manifest, MANIFEST_ARTEFACT};
 use crate::compiler::identity::{hash_file, FileStat};
@@ -407,14 +407,10 @@ impl Jit {
         source: &[u8],
         options: &CompileOptions,
     ) -> Result<Explanation, JitError> {
-        let Prepared {
-            options: o,
-            chosen,
-            direct,
-        } = self.prepare(source, options, None)?;
+        let (o, chosen) = self.checked(source, options, None)?;
         // What a compile would refuse before the compiler runs is refused here too.
         crate::compiler::refusal::before_compiling(&chosen.backend, source, &o)?;
-        let fields = chosen.backend.key_fields(source, &o, &self.extra);
+        let (direct, fields) = chosen.backend.key_and_fields(source, &o, &self.extra);
         let installation = chosen.backend.identity().root.clone();
         let mut out = Explanation {
             options: o.clone(),

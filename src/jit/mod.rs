@@ -486,6 +486,22 @@ impl Jit {
         options: &CompileOptions,
         runtime: Option<&std::path::Path>,
     ) -> Result<Prepared, JitError> {
+        let (o, chosen) = self.checked(source, options, runtime)?;
+        let direct = chosen.backend.direct_key(source, &o, &self.extra);
+        Ok(Prepared {
+            options: o,
+            chosen,
+            direct,
+        })
+    }
+
+    /// [`Jit::prepare`] but for the key: the effective options, checked, and the compiler.
+    fn checked(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        runtime: Option<&std::path::Path>,
+    ) -> Result<(CompileOptions, Chosen), JitError> {
         let o = self.effective_options_with(
             source,
             options,
@@ -495,12 +511,7 @@ impl Jit {
         self.validate(source, &o, runtime)?;
         let chosen = self.compilers.choose(source, &o, runtime)?;
         chosen.backend.check_options(&o)?;
-        let direct = chosen.backend.direct_key(source, &o, &self.extra);
-        Ok(Prepared {
-            options: o,
-            chosen,
-            direct,
-        })
+        Ok((o, chosen))
     }
 
     /// Compiles `source` for the targets of `options` (AMDGPU target IDs, or an SM target), or
