@@ -397,3 +397,58 @@ fn a_toolkit_header_that_is_a_link_is_keyed_through_the_link() {
         "after the link's target outside the tree was edited in place",
     );
 }
+
+/// Whether process `pid` holds an inotify descriptor with watches: NVRTC's compile is running
+/// (the toolkit's headers are watched only around it).
+fn watching(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains("inotify wd:")))
+}
+
+#[test]
+fn sigint_during_an_in_process_compile_leaves_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/cg.hip");
+    // Seconds of NVRTC work: cooperative groups through CCCL.
+    std::fs::write(
+        &src,
+        "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n\
+         extern \"C\" __global__ void k(float* x) { cg::this_thread_block().sync(); x[0] = 1; }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.cubin");
+    std::fs::write(&out, b"an older output").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["compile", "--compiler", "nvrtc", "--arch", "sm_90", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+        .env("XDG_CACHE_HOME", dir.path().join("xdg"))
+        .env(
+            "HIPJIT_NVRTC_LIBRARY",
+            pypi_cu13().join("lib/libnvrtc.so.13"),
+        )
+        .env_remove("HIPJIT_COMPILER")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !watching(child.id()) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "hipjit ended before NVRTC compiled"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(!out.exists(), "an output was left after SIGINT: {err}");
+}

@@ -803,6 +803,12 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                         break;
                     }
                     let outcome = compile_one(&jit, args, &bases, &args.files[i], &outs[i]);
+                    // A compile the signal came during (an in-process compiler runs to its end)
+                    // counts as not compiled: its output, written after the signal, goes.
+                    if cancel.is_cancelled() {
+                        remove_failed_outputs(&outs[i]);
+                        break;
+                    }
                     let k = done.fetch_add(1, Ordering::Relaxed) + 1;
                     let line = match &outcome.result {
                         Ok((c, _)) => format!(
