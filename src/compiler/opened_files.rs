@@ -57,6 +57,9 @@ impl OpenedFiles {
         // (directory, whether to walk it): link targets' directories are watched, not walked.
         let mut stack = vec![(root.to_path_buf(), true)];
         let mut root_wd = None;
+        // The watches whose directory was walked: one met first as a link's target (watched,
+        // not walked) is walked when it comes up as a directory of the tree.
+        let mut walked = std::collections::HashSet::new();
         while let Some((dir, walk)) = stack.pop() {
             let wd = inotify::add_watch(
                 &fd,
@@ -66,17 +69,16 @@ impl OpenedFiles {
             .map_err(|e| format!("inotify_add_watch {}: {e}", dir.display()))?;
             root_wd.get_or_insert(wd);
             // The same directory through a link: the kernel returns its watch again.
-            if dirs.contains_key(&wd) {
-                continue;
+            if !dirs.contains_key(&wd) {
+                if dirs.len() == MAX_WATCHED_DIRS {
+                    return Err(format!(
+                        "{} holds more than {MAX_WATCHED_DIRS} directories",
+                        root.display()
+                    ));
+                }
+                dirs.insert(wd, dir.clone());
             }
-            if dirs.len() == MAX_WATCHED_DIRS {
-                return Err(format!(
-                    "{} holds more than {MAX_WATCHED_DIRS} directories",
-                    root.display()
-                ));
-            }
-            if !walk {
-                dirs.insert(wd, dir);
+            if !walk || !walked.insert(wd) {
                 continue;
             }
             let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -100,7 +102,6 @@ impl OpenedFiles {
                     _ => {}
                 }
             }
-            dirs.insert(wd, dir);
         }
         let watch = OpenedFiles {
             fd,
@@ -235,6 +236,22 @@ mod tests {
                 root.join("out.h")
             ]
         );
+    }
+
+    #[test]
+    fn a_directory_met_first_as_a_links_target_is_still_walked() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("include");
+        std::fs::create_dir_all(root.join("crt/deeper")).unwrap();
+        std::fs::write(root.join("crt/a.h"), "a").unwrap();
+        std::fs::write(root.join("crt/deeper/d.h"), "d").unwrap();
+        // Read before `crt` in the walk's order (a stack: the last entry pushed comes first).
+        std::os::unix::fs::symlink("crt/a.h", root.join("z_link.h")).unwrap();
+        std::os::unix::fs::symlink("crt/a.h", root.join("0_link.h")).unwrap();
+        let watch = OpenedFiles::watch(&root).unwrap();
+        assert_eq!(watch.directories().count(), 3);
+        std::fs::read(root.join("crt/deeper/d.h")).unwrap();
+        assert_eq!(watch.finish().unwrap(), [root.join("crt/deeper/d.h")]);
     }
 
     #[test]
