@@ -399,6 +399,8 @@ fn nvrtc_refuses_an_include_it_could_not_report_instead_of_caching_it_unkeyed() 
         text.contains("#include \"../inc/v.h\"") && text.contains("HIPJIT_COMPILER=nvcc"),
         "{text}"
     );
+    // Refused before NVRTC ran: nothing says it compiled.
+    assert!(!text.contains("compiled"), "{text}");
     // The same from a header inside the include directory, and with an absolute name.
     std::fs::write(src.join("wrap.h"), "#include \"../inc/v.h\"\n").unwrap();
     let err = jit(CompilerChoice::Nvrtc, home, None)

@@ -246,10 +246,11 @@ pub enum RtcError {
         /// What is wrong (the OS error, `not a directory`).
         reason: String,
     },
-    /// The compile succeeded but the files it read are unknown (hipRTC left no readable
-    /// dependency list; an include directory NVRTC searched could not be walked or holds more
-    /// than [`MAX_TRACKED_FILES`] files), so its result cannot be cached safely.
-    #[error("{compiler} compiled, but the files it read are unknown: {reason}")]
+    /// The files a compile reads cannot all be known, so its result cannot be cached safely:
+    /// found after the compile (hipRTC left no readable dependency list) or before it, NVRTC
+    /// being then not called (an include directory that could not be walked or holds more
+    /// than [`MAX_TRACKED_FILES`] files, an `#include` that could name a file outside them).
+    #[error("{compiler}: the files the compile reads cannot all be known, so its result could not be cached: {reason}")]
     NoDependencies {
         /// `hipRTC` or `NVRTC`.
         compiler: &'static str,
