@@ -10,23 +10,28 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// PyPI's nvidia/cu13 directory (lib/ with NVRTC, include/ with the toolkit headers).
+mod common;
+
+/// PyPI's nvidia/cu13 directory (lib/ with NVRTC, include/ with the toolkit headers): the
+/// directory above its `bin/nvcc`.
 fn pypi_cu13() -> PathBuf {
-    let cache = std::env::var_os("HIPJIT_CI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
-    std::fs::read_dir(cache.join("nvcc-venv/lib"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|d| d.path().join("site-packages/nvidia/cu13"))
-        .find(|p| p.join("include/cuda_fp16.h").is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "no nvidia/cu13 under {}/nvcc-venv: scripts/setup.sh installs it from PyPI",
-                cache.display()
-            )
-        })
+    let nvcc = common::toolchain::pypi_nvcc();
+    nvcc.ancestors()
+        .nth(2)
+        .expect("nvidia/cu13/bin/nvcc")
+        .to_path_buf()
+}
+
+/// `cmd` made `compile --compiler nvrtc --arch sm_90` with NVRTC at `lib`, the cache root and
+/// identities under `home`, and no other compiler or toolkit variable; the caller adds the rest.
+fn nvrtc_compile<'a>(cmd: &'a mut Command, home: &Path, lib: &Path) -> &'a mut Command {
+    cmd.args(["compile", "--compiler", "nvrtc", "--arch", "sm_90"])
+        .env("HIPJIT_NVRTC_LIBRARY", lib)
+        .env("HIPJIT_CACHE_DIR", home.join("cache"))
+        .env("XDG_CACHE_HOME", home.join("xdg"))
+        .env_remove("HIPJIT_COMPILER")
+        .env_remove("CUDA_PATH")
+        .env_remove("CUDA_HOME")
 }
 
 /// Copies the directory tree `src` to `dst` (files copied, symbolic links kept as links).
@@ -83,16 +88,10 @@ fn compile(home: &Path, lib: &Path, src: &Path, strace: Option<(&str, &Path)>) -
         }
         None => Command::new(env!("CARGO_BIN_EXE_hipjit")),
     };
-    let out: Output = cmd
-        .args(["compile", "--compiler", "nvrtc", "--arch", "sm_90", "-o"])
+    let out: Output = nvrtc_compile(&mut cmd, home, lib)
+        .arg("-o")
         .arg(home.join("out.cubin"))
         .arg(src)
-        .env("HIPJIT_NVRTC_LIBRARY", lib)
-        .env("HIPJIT_CACHE_DIR", home.join("cache"))
-        .env("XDG_CACHE_HOME", home.join("xdg"))
-        .env_remove("HIPJIT_COMPILER")
-        .env_remove("CUDA_PATH")
-        .env_remove("CUDA_HOME")
         .output()
         .unwrap_or_else(|e| panic!("cannot run hipjit ({e}); strace: apt-get install strace"));
     assert_eq!(
@@ -255,22 +254,18 @@ fn a_quoted_include_is_not_looked_up_in_the_working_directory_but_beside_its_hea
     )
     .unwrap();
     let run = |src: &Path, extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_hipjit"))
-            .args(["compile", "--compiler", "nvrtc", "--arch", "sm_90"])
-            .args(extra)
-            .arg("-o")
-            .arg(dir.path().join("out.cubin"))
-            .arg(src)
-            .current_dir(&cwd)
-            .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
-            .env("XDG_CACHE_HOME", dir.path().join("xdg"))
-            .env(
-                "HIPJIT_NVRTC_LIBRARY",
-                pypi_cu13().join("lib/libnvrtc.so.13"),
-            )
-            .env_remove("HIPJIT_COMPILER")
-            .output()
-            .unwrap()
+        nvrtc_compile(
+            &mut Command::new(env!("CARGO_BIN_EXE_hipjit")),
+            dir.path(),
+            &pypi_cu13().join("lib/libnvrtc.so.13"),
+        )
+        .args(extra)
+        .arg("-o")
+        .arg(dir.path().join("out.cubin"))
+        .arg(src)
+        .current_dir(&cwd)
+        .output()
+        .unwrap()
     };
     let out = run(&src, &[]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -317,21 +312,18 @@ fn the_callers_headers_come_before_the_toolkits_of_the_same_name() {
          extern \"C\" __global__ void k(int* x) { x[0] = LOCAL_VT + USER_PIPELINE; }\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["compile", "--compiler", "nvrtc", "--arch", "sm_90", "-I"])
-        .arg(&inc)
-        .arg("-o")
-        .arg(dir.path().join("out.cubin"))
-        .arg(&src)
-        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
-        .env("XDG_CACHE_HOME", dir.path().join("xdg"))
-        .env(
-            "HIPJIT_NVRTC_LIBRARY",
-            pypi_cu13().join("lib/libnvrtc.so.13"),
-        )
-        .env_remove("HIPJIT_COMPILER")
-        .output()
-        .unwrap();
+    let out = nvrtc_compile(
+        &mut Command::new(env!("CARGO_BIN_EXE_hipjit")),
+        dir.path(),
+        &pypi_cu13().join("lib/libnvrtc.so.13"),
+    )
+    .arg("-I")
+    .arg(&inc)
+    .arg("-o")
+    .arg(dir.path().join("out.cubin"))
+    .arg(&src)
+    .output()
+    .unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -422,20 +414,17 @@ fn sigint_during_an_in_process_compile_leaves_no_output() {
     .unwrap();
     let out = dir.path().join("out.cubin");
     std::fs::write(&out, b"an older output").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["compile", "--compiler", "nvrtc", "--arch", "sm_90", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
-        .env("XDG_CACHE_HOME", dir.path().join("xdg"))
-        .env(
-            "HIPJIT_NVRTC_LIBRARY",
-            pypi_cu13().join("lib/libnvrtc.so.13"),
-        )
-        .env_remove("HIPJIT_COMPILER")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = nvrtc_compile(
+        &mut Command::new(env!("CARGO_BIN_EXE_hipjit")),
+        dir.path(),
+        &pypi_cu13().join("lib/libnvrtc.so.13"),
+    )
+    .arg("-o")
+    .arg(&out)
+    .arg(&src)
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let started = std::time::Instant::now();
     while !watching(child.id()) {
         assert!(
