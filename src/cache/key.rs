@@ -92,8 +92,9 @@ use crate::compiler::{BackendKind, CompileOptions, CompilerIdentity};
 /// Bumped whenever a key record or the entry file layout changes. 2: direct and result keys,
 /// header manifests, compiler fingerprints. 3: installation headers named below the
 /// installation root in manifests, path variables keyed by what they select, fingerprints
-/// named below the root. 4: a checksum over each entry's header and metadata.
-pub const CACHE_FORMAT_VERSION: u32 = 4;
+/// named below the root. 4: a checksum over each entry's header and metadata. 5: names and
+/// digests in manifests and listings as MessagePack `bin` ([`crate::byte_strings`]).
+pub const CACHE_FORMAT_VERSION: u32 = 5;
 
 /// The path variables keyed by what they select when they name a directory at or below the
 /// compiler's installation root (see the module documentation); the others, and these
