@@ -441,3 +441,39 @@ fn sigint_during_an_in_process_compile_leaves_no_output() {
     assert_eq!(o.status.code(), Some(130), "{err}");
     assert!(!out.exists(), "an output was left after SIGINT: {err}");
 }
+
+#[test]
+fn a_toolkit_moved_elsewhere_hits_and_a_moved_toolkit_with_a_changed_header_misses() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    // The same toolkit installed under two prefixes, as on two nodes sharing a cache.
+    let (a, b, c) = (
+        dir.path().join("node-a/cuda"),
+        dir.path().join("node-b/opt/cuda-13"),
+        dir.path().join("node-c/cuda"),
+    );
+    let (lib_a, lib_b, lib_c) = (toolkit(&a), toolkit(&b), toolkit(&c));
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/vectors.hip");
+    std::fs::write(&src, VECTORS).unwrap();
+
+    assert_origin(&compile(&home, &lib_a, &src, None), "miss", "under node-a");
+    let first = std::fs::read(home.join("out.cubin")).unwrap();
+    assert_origin(
+        &compile(&home, &lib_b, &src, None),
+        "hit (disk)",
+        "the same toolkit under node-b/opt/cuda-13",
+    );
+    assert_eq!(std::fs::read(home.join("out.cubin")).unwrap(), first);
+
+    // Under node-c the header the source reads differs: its own content is keyed.
+    let h = c.join("include/vector_types.h");
+    let mut text = std::fs::read_to_string(&h).unwrap();
+    text.push_str("\n#define HIPJIT_TEST_NODE_C 1\n");
+    std::fs::write(&h, text).unwrap();
+    assert_origin(
+        &compile(&home, &lib_c, &src, None),
+        "miss",
+        "node-c, whose vector_types.h differs",
+    );
+}

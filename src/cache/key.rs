@@ -409,7 +409,17 @@ fn key_field(record: &KeyRecord<'_>, name: &str, value: &[u8]) -> KeyField {
     let shown: Option<Vec<String>> = match name {
         "format" => Some(vec![CACHE_FORMAT_VERSION.to_string()]),
         "source" | "extra" => None,
-        "flags" => Some(record.flags.to_vec()),
+        "flags" => Some(
+            record
+                .flags
+                .iter()
+                .map(|f| match f.strip_prefix("-I\0installation/") {
+                    // A toolkit directory keyed by its place below the installation root.
+                    Some(rel) => format!("-I<installation root>/{rel}"),
+                    None => f.clone(),
+                })
+                .collect(),
+        ),
         "std" => Some(vec![record.std.to_string()]),
         "extra-flags" => Some(record.extra_flags.to_vec()),
         "targets" => Some(record.targets.to_vec()),
