@@ -48,6 +48,44 @@ fn project(dir: &Path) -> PathBuf {
     include
 }
 
+/// The kernel the stand-in compiler's tests compile (`N` defined by [`options`]).
+const KERNEL: &str = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
+
+/// A stand-in hipcc installation (tests/common/installation.rs) at `opt/rocm` in a fresh
+/// directory, beside a cache root, the directory where its identity is remembered, and the
+/// project's include directory ([`project`]).
+struct StandIn {
+    dir: tempfile::TempDir,
+    root: PathBuf,
+    identity: PathBuf,
+    include: PathBuf,
+    hipcc: PathBuf,
+}
+
+impl StandIn {
+    fn new() -> StandIn {
+        let dir = tempfile::tempdir().unwrap();
+        let include = project(dir.path());
+        let hipcc = installation(
+            &dir.path().join("opt/rocm"),
+            "0.0-explain",
+            Compile::CopyCodeObject,
+        );
+        StandIn {
+            root: dir.path().join("cache"),
+            identity: dir.path().join("identity"),
+            include,
+            hipcc,
+            dir,
+        }
+    }
+
+    /// A `Jit` compiling with the stand-in through the cache root.
+    fn jit(&self) -> Jit {
+        stand_in_jit(&self.root, &self.hipcc, &self.identity)
+    }
+}
+
 /// The names of the fields that differ from the nearest entry.
 fn differing(e: &Explanation) -> Vec<String> {
     assert!(e.hit.is_none(), "a hit: {:?}", e.hit);
@@ -168,58 +206,41 @@ fn explain_names_exactly_the_define_std_target_or_header_that_changed() {
 
 #[test]
 fn explain_names_the_compiler_fingerprint_when_one_compiler_file_differs() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("cache");
-    let identity = dir.path().join("identity");
-    let include = project(dir.path());
-    let source = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
-    let original = installation(
-        &dir.path().join("opt/rocm-a"),
-        "0.0-explain",
-        Compile::CopyCodeObject,
-    );
-    let first = stand_in_jit(&root, &original, &identity)
-        .compile(source, &options(&include, "gfx90a", "1"))
+    let s = StandIn::new();
+    let (dir, include) = (&s.dir, &s.include);
+    let first = s
+        .jit()
+        .compile(KERNEL, &options(include, "gfx90a", "1"))
         .unwrap();
     assert_eq!(first.origin(), Origin::Compiler);
 
     let status = Command::new("cp")
         .arg("-a")
-        .arg(dir.path().join("opt/rocm-a"))
+        .arg(dir.path().join("opt/rocm"))
         .arg(dir.path().join("elsewhere"))
         .status()
         .unwrap();
     assert!(status.success());
     let copy = dir.path().join("elsewhere/bin/hipcc");
     // The copy is the same compiler: a hit.
-    let same = stand_in_jit(&root, &copy, &identity)
-        .explain(source, &options(&include, "gfx90a", "1"))
+    let same = stand_in_jit(&s.root, &copy, &s.identity)
+        .explain(KERNEL, &options(include, "gfx90a", "1"))
         .unwrap();
     assert!(matches!(same.hit, Some(Hit::Disk(_))), "{same:#?}");
     // One device library different: another compiler.
     std::fs::write(dir.path().join("elsewhere/bitcode/ocml.bc"), "ocml 2\n").unwrap();
-    let other = stand_in_jit(&root, &copy, &identity)
-        .explain(source, &options(&include, "gfx90a", "1"))
+    let other = stand_in_jit(&s.root, &copy, &s.identity)
+        .explain(KERNEL, &options(include, "gfx90a", "1"))
         .unwrap();
     assert_eq!(differing(&other), ["compiler-fingerprint"]);
 }
 
 #[test]
 fn an_entry_written_before_key_records_still_hits_and_is_left_out_of_the_comparison() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("cache");
-    let identity = dir.path().join("identity");
-    let include = project(dir.path());
-    let source = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
-    let hipcc = installation(
-        &dir.path().join("opt/rocm"),
-        "0.0-explain",
-        Compile::CopyCodeObject,
-    );
-    let j = stand_in_jit(&root, &hipcc, &identity);
-    let first = j
-        .compile(source, &options(&include, "gfx90a", "1"))
-        .unwrap();
+    let s = StandIn::new();
+    let (include, source) = (&s.include, KERNEL);
+    let j = s.jit();
+    let first = j.compile(source, &options(include, "gfx90a", "1")).unwrap();
     // Rewrite its entry as an older hipjit wrote it: no key-record artefact.
     let disk = j.disk_cache().unwrap();
     let entry = disk.get(&first.key()).entry.unwrap();
@@ -242,13 +263,13 @@ fn an_entry_written_before_key_records_still_hits_and_is_left_out_of_the_compari
     disk.put(&first.key(), entry.meta.clone(), &artefacts)
         .unwrap();
 
-    let fresh = stand_in_jit(&root, &hipcc, &identity);
+    let fresh = s.jit();
     let hit = fresh
-        .compile(source, &options(&include, "gfx90a", "1"))
+        .compile(source, &options(include, "gfx90a", "1"))
         .unwrap();
     assert_eq!(hit.origin(), Origin::Disk);
     let other = fresh
-        .explain(source, &options(&include, "gfx90a", "2"))
+        .explain(source, &options(include, "gfx90a", "2"))
         .unwrap();
     assert_eq!(other.hit, None);
     assert_eq!(other.nearest, None, "{other:#?}");
@@ -408,38 +429,31 @@ fn explaining_creates_no_root_and_writes_no_tag() {
 
 #[test]
 fn a_read_only_cache_serves_hits_and_writes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("cache");
-    let identity = dir.path().join("identity");
-    let include = project(dir.path());
-    let source = "extern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
-    let hipcc = installation(
-        &dir.path().join("opt/rocm"),
-        "0.0-explain",
-        Compile::CopyCodeObject,
-    );
-    let first = stand_in_jit(&root, &hipcc, &identity)
-        .compile(source, &options(&include, "gfx90a", "1"))
+    let s = StandIn::new();
+    let (root, include, source) = (&s.root, &s.include, KERNEL);
+    let first = s
+        .jit()
+        .compile(source, &options(include, "gfx90a", "1"))
         .unwrap();
     let listing = |d: &Path| {
         let mut v = walk(d);
         v.sort();
         v
     };
-    let before = listing(&root);
+    let before = listing(root);
     let read_only = jit_in(
         CacheLocation::ReadOnly(Some(vec![root.clone()])),
-        &hipcc,
-        &identity,
+        &s.hipcc,
+        &s.identity,
     );
     let hit = read_only
-        .compile(source, &options(&include, "gfx90a", "1"))
+        .compile(source, &options(include, "gfx90a", "1"))
         .unwrap();
     assert_eq!(hit.origin(), Origin::Disk);
     assert_eq!(hit.key(), first.key());
     // A miss is compiled and kept in memory only, without a warning.
     let miss = read_only
-        .compile(source, &options(&include, "gfx90a", "2"))
+        .compile(source, &options(include, "gfx90a", "2"))
         .unwrap();
     assert_eq!(miss.origin(), Origin::Compiler);
     assert_eq!(miss.entry_path(), None);
@@ -448,12 +462,12 @@ fn a_read_only_cache_serves_hits_and_writes_nothing() {
         "{:?}",
         miss.cache_warnings()
     );
-    assert_eq!(listing(&root), before, "the read-only cache was written");
+    assert_eq!(listing(root), before, "the read-only cache was written");
     let disk = read_only.disk_cache().unwrap();
     assert!(!disk.is_writable());
     let err = disk.clear().unwrap_err();
     assert!(err.to_string().contains("read-only"), "{err}");
-    assert_eq!(listing(&root), before);
+    assert_eq!(listing(root), before);
 }
 
 /// Every file and directory below `d`, with its modification time.
@@ -557,27 +571,22 @@ fn explain_refuses_what_compile_refuses_with_the_same_message_and_status() {
 /// command's text; so is one removed.
 #[test]
 fn explain_names_a_header_added_beside_the_source_or_removed() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("cache");
-    let identity = dir.path().join("identity");
-    let include = project(dir.path());
-    let source = "#include \"scale.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = N; }\n";
-    let hipcc = installation(
-        &dir.path().join("opt/rocm"),
-        "0.0-explain",
-        Compile::CopyCodeObject,
-    );
+    let s = StandIn::new();
+    let include = &s.include;
+    let source = format!("#include \"scale.h\"\n{KERNEL}");
     std::fs::write(include.join("old.h"), "// unused\n").unwrap();
-    let first = stand_in_jit(&root, &hipcc, &identity)
-        .compile(source, &options(&include, "gfx90a", "1"))
+    let first = s
+        .jit()
+        .compile(&source, &options(include, "gfx90a", "1"))
         .unwrap();
     assert_eq!(first.origin(), Origin::Compiler);
 
     std::fs::write(include.join("added.h"), "// new\n").unwrap();
     std::fs::create_dir(include.join("sub")).unwrap();
     std::fs::remove_file(include.join("old.h")).unwrap();
-    let e = stand_in_jit(&root, &hipcc, &identity)
-        .explain(source, &options(&include, "gfx90a", "1"))
+    let e = s
+        .jit()
+        .explain(&source, &options(include, "gfx90a", "1"))
         .unwrap();
     assert_eq!(differing(&e), ["dir include/0"]);
     let d = &e.nearest.as_ref().unwrap().differing[0];

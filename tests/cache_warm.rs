@@ -111,6 +111,31 @@ fn warm(file: &Path, root: &Path, remote: Option<&str>, jobs: &str) -> (Output, 
     (out, json)
 }
 
+/// `hipjit compile --json --compiler hipcc --arch gfx90a -DN=3 -I include scale.hip` run in
+/// `project_dir` with the disk cache root `root`, recording into `record` when given (not
+/// otherwise), with no remote tier.
+fn compile_in_project(project_dir: &Path, root: &Path, record: Option<&Path>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    cmd.args([
+        "compile",
+        "--json",
+        "--compiler",
+        "hipcc",
+        "--arch",
+        "gfx90a",
+        "-DN=3",
+    ])
+    .args(["-I", "include", "scale.hip"])
+    .current_dir(project_dir)
+    .env("HIPJIT_CACHE_DIR", root)
+    .env_remove("HIPJIT_REMOTE_CACHE");
+    match record {
+        Some(file) => cmd.env("HIPJIT_RECORD", file),
+        None => cmd.env_remove("HIPJIT_RECORD"),
+    };
+    cmd.output().unwrap()
+}
+
 #[test]
 fn each_distinct_request_is_recorded_once_with_its_source_options_and_key() {
     let dir = tempfile::tempdir().unwrap();
@@ -529,22 +554,7 @@ fn relative_include_directories_are_recorded_absolute_and_warm_runs_from_anywher
     project(&project_dir);
     std::fs::write(project_dir.join("scale.hip"), SCALE).unwrap();
     let file = dir.path().join("requests.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args([
-            "compile",
-            "--compiler",
-            "hipcc",
-            "--arch",
-            "gfx90a",
-            "-DN=3",
-        ])
-        .args(["-I", "include", "scale.hip"])
-        .current_dir(&project_dir)
-        .env("HIPJIT_CACHE_DIR", dir.path().join("built"))
-        .env("HIPJIT_RECORD", &file)
-        .env_remove("HIPJIT_REMOTE_CACHE")
-        .output()
-        .unwrap();
+    let out = compile_in_project(&project_dir, &dir.path().join("built"), Some(&file));
     assert!(
         out.status.success(),
         "{}",
@@ -582,23 +592,7 @@ fn relative_include_directories_are_recorded_absolute_and_warm_runs_from_anywher
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(json["compiled"], 1, "{json:#}");
-    let again = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args([
-            "compile",
-            "--json",
-            "--compiler",
-            "hipcc",
-            "--arch",
-            "gfx90a",
-            "-DN=3",
-        ])
-        .args(["-I", "include", "scale.hip"])
-        .current_dir(&project_dir)
-        .env("HIPJIT_CACHE_DIR", &fresh)
-        .env_remove("HIPJIT_RECORD")
-        .env_remove("HIPJIT_REMOTE_CACHE")
-        .output()
-        .unwrap();
+    let again = compile_in_project(&project_dir, &fresh, None);
     let json: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(json["results"][0]["cache"], "disk", "{json:#}");
 }

@@ -12,8 +12,12 @@
 //! the rest symbolic links, so the original is never touched), a header the compile read,
 //! swapped by a rename or rewritten in place, makes the next lookup of a fresh `Jit` a miss.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use common::toolchain::pypi_toolkit;
 
 use hipjit::compiler::nvcc::Nvcc;
 use hipjit::compiler::selection::CompilerChoice;
@@ -158,25 +162,6 @@ fn a_toolkit_header_change_leaves_the_identity_to_the_manifest() {
 
 // ---------------------------------------------------------------------------------------------
 // The real nvcc, from a hard-linked copy of its toolkit.
-
-/// The CUDA toolkit of PyPI's nvidia-cuda-nvcc (cu13) under $HIPJIT_CI_CACHE/nvcc-venv.
-fn pypi_toolkit() -> PathBuf {
-    let cache = std::env::var_os("HIPJIT_CI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
-    std::fs::read_dir(cache.join("nvcc-venv/lib"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|d| d.path().join("site-packages/nvidia/cu13"))
-        .find(|p| p.join("bin/nvcc").is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "no nvcc under {}/nvcc-venv: scripts/setup.sh installs it from PyPI",
-                cache.display()
-            )
-        })
-}
 
 /// A stand-in for the PyPI toolkit that leaves the original untouched (no hard link, whose
 /// creation and removal would change the original files' ctimes under other tests' feet):

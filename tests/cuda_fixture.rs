@@ -6,6 +6,8 @@
 //! cubin loaded is real (nvcc-built test data). The driver is process-wide, so every test here
 //! shares the one fixture.
 
+mod common;
+
 use std::ffi::{c_int, c_uint, c_void};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,6 +24,8 @@ use hipjit::library::Library;
 use hipjit::memory::DeviceBuffer;
 use hipjit::runtime::{CodeObjectLoader, Platform, Runtime};
 use hipjit::stream::{Stream, StreamFlags};
+
+use common::toolchain::nvcc;
 
 #[repr(C)]
 struct LastLaunch {
@@ -551,26 +555,6 @@ fn enumeration_goes_through_the_library_api() {
     // The fixture enumerates one kernel whose function is its first function slot.
     assert_eq!(functions.len(), 1);
     assert_eq!(lib.runtime_kernel_count().unwrap(), Some(1));
-}
-
-fn nvcc() -> hipjit::compiler::nvcc::Nvcc {
-    use hipjit::compiler::nvcc::Nvcc;
-    if std::env::var_os("HIPJIT_NVCC").is_none() {
-        let cache = std::env::var_os("HIPJIT_CI_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
-        if let Ok(dirs) = std::fs::read_dir(cache.join("nvcc-venv/lib")) {
-            for d in dirs.flatten() {
-                let p = d.path().join("site-packages/nvidia/cu13/bin/nvcc");
-                if p.is_file() {
-                    return Nvcc::at(&p).expect("run nvcc --version");
-                }
-            }
-        }
-    }
-    Nvcc::discover(None).unwrap_or_else(|e| {
-        panic!("{e}\nscripts/setup.sh installs nvcc from PyPI into $HIPJIT_CI_CACHE/nvcc-venv")
-    })
 }
 
 const JIT_SOURCE: &str = r#"

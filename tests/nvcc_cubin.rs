@@ -2,31 +2,12 @@
 //! cubin reader checks. nvcc comes from `HIPJIT_NVCC`, else the venv scripts/setup.sh makes
 //! (`$HIPJIT_CI_CACHE/nvcc-venv`, PyPI nvidia-cuda-nvcc), else hipjit's discovery.
 
-use std::path::PathBuf;
+mod common;
 
 use hipjit::code_object::cubin::{Cubin, CubinError};
-use hipjit::compiler::nvcc::Nvcc;
 use hipjit::cuda::target::SmTarget;
 
-fn nvcc() -> Nvcc {
-    if std::env::var_os("HIPJIT_NVCC").is_none() {
-        let cache = std::env::var_os("HIPJIT_CI_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
-        let venv = cache.join("nvcc-venv/lib");
-        if let Ok(dirs) = std::fs::read_dir(&venv) {
-            for d in dirs.flatten() {
-                let p = d.path().join("site-packages/nvidia/cu13/bin/nvcc");
-                if p.is_file() {
-                    return Nvcc::at(&p).expect("run nvcc --version");
-                }
-            }
-        }
-    }
-    Nvcc::discover(None).unwrap_or_else(|e| {
-        panic!("{e}\nscripts/setup.sh installs nvcc from PyPI into $HIPJIT_CI_CACHE/nvcc-venv")
-    })
-}
+use common::toolchain::nvcc;
 
 const HIP_SOURCE: &str = r#"
 #include <hip/hip_runtime.h>

@@ -4,6 +4,8 @@
 //! `nvidia/cu13/bin/nvcc`). No GPU is needed to compile cubins.
 
 use std::ffi::OsString;
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use hipjit::cache::key::{self, CacheKey};
@@ -14,25 +16,7 @@ use hipjit::compiler::rtc::{RtcError, RtcInput};
 use hipjit::compiler::{CompilerIdentity, CompilerKind, Severity};
 use hipjit::cuda::target::SmTarget;
 
-/// The PyPI nvcc of scripts/setup.sh's venv.
-fn venv_nvcc() -> PathBuf {
-    let cache = std::env::var_os("HIPJIT_CI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
-    let lib = cache.join("nvcc-venv/lib");
-    std::fs::read_dir(&lib)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/nvcc"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "no nvcc under {}: scripts/setup.sh installs nvcc and NVRTC from PyPI there",
-                lib.display()
-            )
-        })
-}
+use common::toolchain::pypi_nvcc as venv_nvcc;
 
 /// NVRTC found the way hipjit finds it beside an nvcc, with no variable set.
 fn nvrtc() -> NvRtc {

@@ -7,7 +7,9 @@
 //! The corpus is tests/kernels/parity/ less what the NVIDIA platform does not have: HIP's
 //! mask-less `__ballot`/`__any`/`__all` (CUDA removed them for sm_70+), so warp.hip is left out.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 
 use hipjit::code_object::cubin::Cubin;
 use hipjit::compiler::nvcc::Nvcc;
@@ -15,19 +17,7 @@ use hipjit::compiler::nvrtc::{self, NvRtc};
 use hipjit::compiler::rtc::RtcInput;
 use hipjit::cuda::target::SmTarget;
 
-fn venv_nvcc() -> PathBuf {
-    let cache = std::env::var_os("HIPJIT_CI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
-    let lib = cache.join("nvcc-venv/lib");
-    std::fs::read_dir(&lib)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/nvcc"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("no nvcc under {}: run scripts/setup.sh", lib.display()))
-}
+use common::toolchain::pypi_nvcc as venv_nvcc;
 
 const CORPUS: &[&str] = &["atomics.hip", "basic.hip", "lds.hip", "math.hip"];
 

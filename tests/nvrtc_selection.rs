@@ -2,6 +2,8 @@
 //! (`$HIPJIT_CI_CACHE/nvcc-venv`, installed by scripts/setup.sh; NVRTC found beside that nvcc),
 //! and that a compiler of the other platform is refused. AMD: tests/real_selection.rs.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use hipjit::compiler::rtc::RtcError;
@@ -11,6 +13,9 @@ use hipjit::cuda::target::SmTarget;
 use hipjit::jit::{CacheLocation, Jit, JitError, JitOptions, Origin};
 use hipjit::target_id::TargetId;
 
+// nvcc from PyPI (scripts/setup.sh installs it; its absence is a failure, not a skip).
+use common::toolchain::pypi_nvcc;
+
 const SAXPY: &str = r#"
 #include <hip/hip_runtime.h>
 extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
@@ -19,7 +24,6 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) 
 }
 "#;
 
-/// nvcc from PyPI (scripts/setup.sh installs it; its absence is a failure, not a skip).
 /// Read by the tests that read CUDA toolkit headers (an nvcc compile, NVRTC with
 /// `hip/hip_fp16.h`), written by the one comparing result keys: the header manifest of an NVRTC
 /// compile lists the toolkit headers opened while it ran, by any process (a superset, which is
@@ -28,24 +32,6 @@ static TOOLKIT_READS: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 fn reading_the_toolkit() -> std::sync::RwLockReadGuard<'static, ()> {
     TOOLKIT_READS.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn pypi_nvcc() -> PathBuf {
-    let cache = std::env::var_os("HIPJIT_CI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
-    let lib = cache.join("nvcc-venv/lib");
-    std::fs::read_dir(&lib)
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup.sh)", lib.display()))
-        .flatten()
-        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/nvcc"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "no PyPI nvcc under {} (run scripts/setup.sh)",
-                lib.display()
-            )
-        })
 }
 
 /// One identity directory for the whole binary: each compiler is fingerprinted once.

@@ -12,15 +12,8 @@ use std::process::{Command, Output};
 
 mod common;
 
-/// PyPI's nvidia/cu13 directory (lib/ with NVRTC, include/ with the toolkit headers): the
-/// directory above its `bin/nvcc`.
-fn pypi_cu13() -> PathBuf {
-    let nvcc = common::toolchain::pypi_nvcc();
-    nvcc.ancestors()
-        .nth(2)
-        .expect("nvidia/cu13/bin/nvcc")
-        .to_path_buf()
-}
+// PyPI's nvidia/cu13 directory (lib/ with NVRTC, include/ with the toolkit headers).
+use common::toolchain::pypi_toolkit as pypi_cu13;
 
 /// `cmd` made `compile --compiler nvrtc --arch sm_90` with NVRTC at `lib`, the cache root and
 /// identities under `home`, and no other compiler or toolkit variable; the caller adds the rest.

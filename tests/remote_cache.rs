@@ -292,59 +292,25 @@ fn a_remote_hit_fills_a_second_root_without_compiling() {
     assert_eq!(compiles(&home), 1);
 }
 
-#[test]
-fn a_corrupted_remote_entry_is_never_served_and_is_replaced() {
-    let server = Server::start();
-    let dir = tempfile::tempdir().unwrap();
-    let home = home(dir.path());
-    let first = compile(
-        &jit(&dir.path().join("a"), &home, Some(config(&server.url()))),
-        SOURCE,
-    );
-    let name = entry_name(&first);
-    let good = get(&server, &name).unwrap();
-    let mut bad = good.clone();
-    let last = bad.len() - 100;
-    bad[last] ^= 0x55; // inside the code object: its recorded sha256 no longer matches
-    set(&server, &name, &bad);
-
-    let second = compile(
-        &jit(&dir.path().join("b"), &home, Some(config(&server.url()))),
-        SOURCE,
-    );
-    assert_eq!(
-        second.origin(),
-        Origin::Compiler,
-        "the bad entry was served"
-    );
-    assert_eq!(compiles(&home), 2);
-    let reported = second
-        .bad_entries()
-        .iter()
-        .find(|b| b.path.to_string_lossy().ends_with(&name))
-        .unwrap_or_else(|| panic!("not reported: {:?}", second.bad_entries()));
-    assert!(reported.reason.contains("sha256"), "{}", reported.reason);
-    // Removed (it still held the bad bytes) and published again by the compile.
-    let now = get(&server, &name).expect("not published again");
-    assert!(now != bad, "the bad entry is still there");
-    let payload = signing::open(None, name.as_bytes(), &now).unwrap();
-    hipjit::cache::disk::Entry::from_bytes(payload.to_vec(), Path::new(&name), Some(&first.key()))
-        .unwrap_or_else(|e| panic!("the replacement is bad: {e}"));
-    assert_eq!(good.len(), now.len());
-    let third = compile(
-        &jit(&dir.path().join("c"), &home, Some(config(&server.url()))),
-        SOURCE,
-    );
-    assert_eq!(third.origin(), Origin::Remote);
-    assert_eq!(compiles(&home), 2);
+/// What [`a_changed_entry_is_refused_and_replaced`] leaves: its server, directory and
+/// `$HOME`, and the entry's stored value as first written, as changed, and as published again.
+struct Replaced {
+    server: Server,
+    dir: tempfile::TempDir,
+    home: PathBuf,
+    good: Vec<u8>,
+    bad: Vec<u8>,
+    now: Vec<u8>,
 }
 
-/// A remote value is the entry file's bytes in an envelope: it carries the entry's checksum
-/// over its header and metadata. One byte of the recorded command changed (`-O3` read as
-/// `-O2`: well-formed metadata, the code object untouched) is refused, never served, and
-/// replaced by the compile that follows.
-#[test]
-fn a_changed_byte_in_a_remote_entrys_metadata_is_refused_and_replaced() {
+/// Compiles [`SOURCE`] in root `a` through a fresh server, changes the stored value of its
+/// entry with `change`, and compiles again in root `b`: the changed entry is not served (the
+/// source is compiled), it is reported as a bad entry for a reason containing `reason`, and a
+/// valid entry is published again under its name.
+fn a_changed_entry_is_refused_and_replaced(
+    change: impl FnOnce(&mut [u8]),
+    reason: &str,
+) -> Replaced {
     let server = Server::start();
     let dir = tempfile::tempdir().unwrap();
     let home = home(dir.path());
@@ -354,12 +320,8 @@ fn a_changed_byte_in_a_remote_entrys_metadata_is_refused_and_replaced() {
     );
     let name = entry_name(&first);
     let good = get(&server, &name).unwrap();
-    let at = good
-        .windows(3)
-        .position(|w| w == b"-O3")
-        .expect("the recorded command holds -O3");
     let mut bad = good.clone();
-    bad[at + 2] = b'2';
+    change(&mut bad);
     set(&server, &name, &bad);
 
     let second = compile(
@@ -376,12 +338,62 @@ fn a_changed_byte_in_a_remote_entrys_metadata_is_refused_and_replaced() {
         .iter()
         .find(|b| b.path.to_string_lossy().ends_with(&name))
         .unwrap_or_else(|| panic!("not reported: {:?}", second.bad_entries()));
-    assert!(reported.reason.contains("checksum"), "{}", reported.reason);
+    assert!(reported.reason.contains(reason), "{}", reported.reason);
     // Removed (it still held the changed bytes) and published again by the compile.
     let now = get(&server, &name).expect("not published again");
     let payload = signing::open(None, name.as_bytes(), &now).unwrap();
     hipjit::cache::disk::Entry::from_bytes(payload.to_vec(), Path::new(&name), Some(&first.key()))
         .unwrap_or_else(|e| panic!("the replacement is bad: {e}"));
+    Replaced {
+        server,
+        dir,
+        home,
+        good,
+        bad,
+        now,
+    }
+}
+
+#[test]
+fn a_corrupted_remote_entry_is_never_served_and_is_replaced() {
+    let r = a_changed_entry_is_refused_and_replaced(
+        |bad| {
+            let last = bad.len() - 100;
+            bad[last] ^= 0x55; // inside the code object: its recorded sha256 no longer matches
+        },
+        "sha256",
+    );
+    assert_eq!(compiles(&r.home), 2);
+    assert!(r.now != r.bad, "the bad entry is still there");
+    assert_eq!(r.good.len(), r.now.len());
+    let third = compile(
+        &jit(
+            &r.dir.path().join("c"),
+            &r.home,
+            Some(config(&r.server.url())),
+        ),
+        SOURCE,
+    );
+    assert_eq!(third.origin(), Origin::Remote);
+    assert_eq!(compiles(&r.home), 2);
+}
+
+/// A remote value is the entry file's bytes in an envelope: it carries the entry's checksum
+/// over its header and metadata. One byte of the recorded command changed (`-O3` read as
+/// `-O2`: well-formed metadata, the code object untouched) is refused, never served, and
+/// replaced by the compile that follows.
+#[test]
+fn a_changed_byte_in_a_remote_entrys_metadata_is_refused_and_replaced() {
+    a_changed_entry_is_refused_and_replaced(
+        |bad| {
+            let at = bad
+                .windows(3)
+                .position(|w| w == b"-O3")
+                .expect("the recorded command holds -O3");
+            bad[at + 2] = b'2';
+        },
+        "checksum",
+    );
 }
 
 /// Under a signing key, entries live under names holding the key's id, where no node with

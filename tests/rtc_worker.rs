@@ -4,6 +4,8 @@
 //! (tests/fixtures/fake_hiprtc.c, built here with `cc`) that aborts, hangs or allocates on
 //! request.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -134,16 +136,7 @@ fn hiprtc_5_runs_in_parallel_workers() {
 
 #[test]
 fn an_nvrtc_worker_compiles_a_cubin() {
-    let cache = std::env::var_os("HIPJIT_CI_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"));
-    let nvcc = std::fs::read_dir(cache.join("nvcc-venv/lib"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/nvcc"))
-        .find(|p| p.is_file())
-        .expect("scripts/setup.sh installs nvcc and NVRTC from PyPI");
+    let nvcc = common::toolchain::pypi_nvcc();
     let rtc = NvRtc::open_with_env(Some(&nvcc), |_| None).unwrap();
     let opts = vec![nvrtc::arch_option(SmTarget::new(90))];
     let src = b"extern \"C\" __global__ void k(int* o) { o[threadIdx.x] = 1; }\n";

@@ -642,6 +642,24 @@ mod tests {
         o
     }
 
+    /// A request for `source` with `o`, the default compiler choice and no extra signature,
+    /// recorded under the direct key of 32 bytes `key`.
+    fn request(source: &[u8], o: &CompileOptions, key: u8) -> RecordedRequest {
+        RecordedRequest::new(
+            source,
+            o,
+            CompilerChoice::Auto,
+            None,
+            b"",
+            &CacheKey([key; 32]),
+        )
+    }
+
+    /// A good record line: the request for `x` with [`options`].
+    fn good_line() -> String {
+        serde_json::to_string(&request(b"x", &options(), 0)).unwrap()
+    }
+
     #[test]
     fn a_record_round_trips_with_bytes_and_odd_paths() {
         let source = b"// \xa9 latin-1\n__global__ void k() {}\n";
@@ -670,14 +688,7 @@ mod tests {
         let mut o = options();
         o.include_dirs = vec![PathBuf::from("rel/include"), PathBuf::from("/abs")];
         o.tracked_include_dirs = vec![PathBuf::from("./tracked")];
-        let r = RecordedRequest::new(
-            b"x",
-            &o,
-            CompilerChoice::Auto,
-            None,
-            b"",
-            &CacheKey([0; 32]),
-        );
+        let r = request(b"x", &o, 0);
         assert_eq!(r.schema_version, 2);
         let cwd = std::env::current_dir().unwrap();
         let line = serde_json::to_string(&r).unwrap();
@@ -705,15 +716,7 @@ mod tests {
 
     #[test]
     fn bad_lines_are_named_by_number_and_reason() {
-        let good = serde_json::to_string(&RecordedRequest::new(
-            b"x",
-            &options(),
-            CompilerChoice::Auto,
-            None,
-            b"",
-            &CacheKey([0; 32]),
-        ))
-        .unwrap();
+        let good = good_line();
         let future = good.replace("\"schema_version\":2", "\"schema_version\":9");
         let bad_target = good.replace("gfx942:sramecc+:xnack-", "gfx9x");
         let text =
@@ -744,22 +747,14 @@ mod tests {
     /// do about it.
     #[test]
     fn each_skip_reason_names_the_fault_and_what_to_do() {
-        let good = serde_json::to_string(&RecordedRequest::new(
-            b"x",
-            &options(),
-            CompilerChoice::Auto,
-            None,
-            b"",
-            &CacheKey([0; 32]),
-        ))
-        .unwrap();
+        let good = good_line();
         let edit = |from: &str, to: &str| {
             assert!(good.contains(from), "{from}");
             good.replacen(from, to, 1)
         };
         let not_a_record = "remove the line, or check that this file is a record";
         let unreplayable = "fix or remove the line, or warm with the hipjit that recorded it";
-        let cases: Vec<(Vec<u8>, &str, &str)> = vec![
+        let mut cases: Vec<(Vec<u8>, &str, &str)> = vec![
             (b"not json".to_vec(), "it is not JSON (", not_a_record),
             (
                 b"[1, 2]".to_vec(),
@@ -777,55 +772,55 @@ mod tests {
                 not_a_record,
             ),
             (
-                edit("\"schema_version\":2", "\"schema_version\":\"2\"").into_bytes(),
-                "schema_version: not a number",
-                unreplayable,
-            ),
-            (
                 edit("\"schema_version\":2", "\"schema_version\":3").into_bytes(),
                 "it was written by a newer hipjit (schema_version 3",
                 "warm this file with the hipjit that recorded it",
             ),
+        ];
+        // One field changed to a value this hipjit cannot read back.
+        let unreplayable_edits = [
             (
-                edit("\"source\":\"x\"", "\"source\":3").into_bytes(),
+                "\"schema_version\":2",
+                "\"schema_version\":\"2\"",
+                "schema_version: not a number",
+            ),
+            (
+                "\"source\":\"x\"",
+                "\"source\":3",
                 "source: invalid type: integer `3`",
-                unreplayable,
             ),
             (
-                edit("[\"N\",\"4\"]", "[\"N\",4]").into_bytes(),
+                "[\"N\",\"4\"]",
+                "[\"N\",4]",
                 "options.defines[0][1]: invalid type",
-                unreplayable,
             ),
             (
-                edit("\"c++20\"", "\"c++98\"").into_bytes(),
+                "\"c++20\"",
+                "\"c++98\"",
                 "options.std: unknown C++ standard \"c++98\"",
-                unreplayable,
             ),
+            ("\"-O2\"", "\"-O9\"", "options.opt: \"-O9\" is not one of"),
             (
-                edit("\"-O2\"", "\"-O9\"").into_bytes(),
-                "options.opt: \"-O9\" is not one of",
-                unreplayable,
-            ),
-            (
-                edit("\"compiler\":\"auto\"", "\"compiler\":\"gcc\"").into_bytes(),
+                "\"compiler\":\"auto\"",
+                "\"compiler\":\"gcc\"",
                 "compiler: \"gcc\" is not a compiler choice",
-                unreplayable,
             ),
             (
-                edit(
-                    "\"source_encoding\":\"utf-8\"",
-                    "\"source_encoding\":\"hex\"",
-                )
-                .into_bytes(),
+                "\"source_encoding\":\"utf-8\"",
+                "\"source_encoding\":\"hex\"",
                 "source: marked \"hex\" in source_encoding but is not hex",
-                unreplayable,
             ),
             (
-                edit("\"extra_signature\":\"\"", "\"extra_signature\":\"zz\"").into_bytes(),
+                "\"extra_signature\":\"\"",
+                "\"extra_signature\":\"zz\"",
                 "extra_signature: \"zz\" is not hex",
-                unreplayable,
             ),
         ];
+        cases.extend(
+            unreplayable_edits
+                .into_iter()
+                .map(|(from, to, why)| (edit(from, to).into_bytes(), why, unreplayable)),
+        );
         for (line, why, what) in cases {
             let r = read_records_from(&line[..]).unwrap();
             let shown = String::from_utf8_lossy(&line);
@@ -849,14 +844,7 @@ mod tests {
                     let rec = Recorder::new(path);
                     for i in 0..25u8 {
                         let source = format!("// {t} {i}\n{}", "x".repeat(20_000));
-                        let r = RecordedRequest::new(
-                            source.as_bytes(),
-                            &options(),
-                            CompilerChoice::Auto,
-                            None,
-                            b"",
-                            &CacheKey([t; 32]),
-                        );
+                        let r = request(source.as_bytes(), &options(), t);
                         assert_eq!(rec.append(CacheKey([i; 32]), &r), None);
                     }
                 });
@@ -872,16 +860,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.jsonl");
         let rec = Recorder::new(path.clone());
-        let line = |k: u8| {
-            RecordedRequest::new(
-                &[b'a' + k],
-                &options(),
-                CompilerChoice::Auto,
-                None,
-                b"",
-                &CacheKey([k; 32]),
-            )
-        };
+        let line = |k: u8| request(&[b'a' + k], &options(), k);
         assert_eq!(rec.append(CacheKey([1; 32]), &line(1)), None);
         std::fs::rename(&path, dir.path().join("r.jsonl.1")).unwrap();
         assert_eq!(rec.append(CacheKey([2; 32]), &line(2)), None);
