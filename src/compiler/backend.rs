@@ -763,6 +763,8 @@ impl Backend {
     /// Errors: hipcc's [`CompileError`] variants; nvcc's errors in [`CompileError::Nvcc`];
     /// hipRTC's and NVRTC's in [`CompileError::InProcess`] (a source holding a NUL byte among
     /// them, [`RtcError::NulByte`]: the libraries take C strings);
+    /// [`CompileError::SpecialToolkitFile`] before NVRTC runs when the toolkit's header tree
+    /// holds a FIFO, socket or device;
     /// [`CompileError::SpecialInclude`] before any compiler runs when an `#include` hipjit can
     /// follow names a FIFO, socket or device.
     pub fn compile(
@@ -812,6 +814,16 @@ impl Backend {
                 // The toolkit headers it opens, watched from here so that a worker's reads
                 // are seen as an in-process compile's are.
                 let watch = b.cuda_include.as_deref().map(OpenedFiles::watch);
+                if let Some((path, kind)) = watch
+                    .as_ref()
+                    .and_then(|w| w.as_ref().ok())
+                    .and_then(OpenedFiles::special_file)
+                {
+                    return Err(CompileError::SpecialToolkitFile {
+                        path: path.to_path_buf(),
+                        kind,
+                    });
+                }
                 let mut out = match &b.worker {
                     Some(w) => worker::compile(w, RtcKind::Nvrtc, b.library.path(), &input),
                     None => b.loaded().and_then(|l| l.compile(&input)),
