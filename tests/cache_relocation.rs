@@ -193,6 +193,46 @@ fn copy_installation(prefix: &Path) -> PathBuf {
     prefix.join("bin/hipcc")
 }
 
+/// The link count and ctime (seconds, nanoseconds) of every file below `path`, links not
+/// followed.
+fn inodes(path: &Path) -> Vec<(PathBuf, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    if meta.is_dir() {
+        let mut all = Vec::new();
+        for e in std::fs::read_dir(path).unwrap() {
+            all.extend(inodes(&e.unwrap().path()));
+        }
+        all
+    } else {
+        vec![(
+            path.to_path_buf(),
+            meta.nlink(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+        )]
+    }
+}
+
+/// Making a copy of the installation and removing it leaves the original files' inodes as they
+/// were: a hard link would change their link count and ctime, and with them every compiler
+/// identity remembered on the machine (tests run at the same time among them).
+#[test]
+fn copying_the_installation_leaves_the_original_files_untouched() {
+    let originals = || -> Vec<_> {
+        INSTALLATION
+            .iter()
+            .flat_map(|rel| inodes(&Path::new("/usr").join(rel)))
+            .collect()
+    };
+    let before = originals();
+    let dir = tempfile::tempdir().unwrap();
+    copy_installation(&dir.path().join("rocm"));
+    assert_eq!(originals(), before, "making the copy changed an original");
+    drop(dir);
+    assert_eq!(originals(), before, "removing the copy changed an original");
+}
+
 /// Replaces `file` (in a copy) by a new file (a new inode) with a comment appended.
 fn change(file: &Path) {
     let mut text = std::fs::read(file).unwrap();
