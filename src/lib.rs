@@ -72,6 +72,7 @@
 
 pub use hip_sys as sys;
 
+mod byte_strings;
 pub mod cache;
 pub mod code_object;
 pub mod compiler;

@@ -434,3 +434,86 @@ fn sigint_during_an_in_process_compile_leaves_no_output() {
     assert_eq!(o.status.code(), Some(130), "{err}");
     assert!(!out.exists(), "an output was left after SIGINT: {err}");
 }
+
+#[test]
+fn a_toolkit_moved_elsewhere_hits_and_a_moved_toolkit_with_a_changed_header_misses() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    // The same toolkit installed under two prefixes, as on two nodes sharing a cache.
+    let (a, b, c) = (
+        dir.path().join("node-a/cuda"),
+        dir.path().join("node-b/opt/cuda-13"),
+        dir.path().join("node-c/cuda"),
+    );
+    let (lib_a, lib_b, lib_c) = (toolkit(&a), toolkit(&b), toolkit(&c));
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/vectors.hip");
+    std::fs::write(&src, VECTORS).unwrap();
+
+    assert_origin(&compile(&home, &lib_a, &src, None), "miss", "under node-a");
+    let first = std::fs::read(home.join("out.cubin")).unwrap();
+    assert_origin(
+        &compile(&home, &lib_b, &src, None),
+        "hit (disk)",
+        "the same toolkit under node-b/opt/cuda-13",
+    );
+    assert_eq!(std::fs::read(home.join("out.cubin")).unwrap(), first);
+
+    // Under node-c the header the source reads differs: its own content is keyed.
+    let h = c.join("include/vector_types.h");
+    let mut text = std::fs::read_to_string(&h).unwrap();
+    text.push_str("\n#define HIPJIT_TEST_NODE_C 1\n");
+    std::fs::write(&h, text).unwrap();
+    assert_origin(
+        &compile(&home, &lib_c, &src, None),
+        "miss",
+        "node-c, whose vector_types.h differs",
+    );
+}
+
+#[test]
+fn a_fifo_in_the_toolkits_headers_is_refused_before_nvrtc_runs_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    std::fs::create_dir_all(&home).unwrap();
+    let fifo = prefix.join("include/crt/planted.h");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/planted.hip");
+    // Without the refusal, NVRTC in process would block opening it, with no timeout.
+    std::fs::write(
+        &src,
+        "#include <crt/planted.h>\nextern \"C\" __global__ void k() {}\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    let mut child = nvrtc_compile(&mut cmd, &home, &lib)
+        .arg("-o")
+        .arg(home.join("out.cubin"))
+        .arg(&src)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(90) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("hipjit compile waited on the FIFO in the toolkit's headers");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("planted.h") && stderr.contains("FIFO"),
+        "the error names the FIFO: {stderr}"
+    );
+    assert!(!home.join("out.cubin").exists(), "no output");
+}

@@ -92,8 +92,9 @@ use crate::compiler::{BackendKind, CompileOptions, CompilerIdentity};
 /// Bumped whenever a key record or the entry file layout changes. 2: direct and result keys,
 /// header manifests, compiler fingerprints. 3: installation headers named below the
 /// installation root in manifests, path variables keyed by what they select, fingerprints
-/// named below the root. 4: a checksum over each entry's header and metadata.
-pub const CACHE_FORMAT_VERSION: u32 = 4;
+/// named below the root. 4: a checksum over each entry's header and metadata. 5: names and
+/// digests in manifests and listings as MessagePack `bin` ([`crate::byte_strings`]).
+pub const CACHE_FORMAT_VERSION: u32 = 5;
 
 /// The path variables keyed by what they select when they name a directory at or below the
 /// compiler's installation root (see the module documentation); the others, and these
@@ -408,7 +409,17 @@ fn key_field(record: &KeyRecord<'_>, name: &str, value: &[u8]) -> KeyField {
     let shown: Option<Vec<String>> = match name {
         "format" => Some(vec![CACHE_FORMAT_VERSION.to_string()]),
         "source" | "extra" => None,
-        "flags" => Some(record.flags.to_vec()),
+        "flags" => Some(
+            record
+                .flags
+                .iter()
+                .map(|f| match f.strip_prefix("-I\0installation/") {
+                    // A toolkit directory keyed by its place below the installation root.
+                    Some(rel) => format!("-I<installation root>/{rel}"),
+                    None => f.clone(),
+                })
+                .collect(),
+        ),
         "std" => Some(vec![record.std.to_string()]),
         "extra-flags" => Some(record.extra_flags.to_vec()),
         "targets" => Some(record.targets.to_vec()),

@@ -70,10 +70,12 @@ pub struct FileRecord {
     /// [`INSTALLATION`] for the compiler's installation root, or `None`: `name` is absolute.
     pub include_dir: Option<u32>,
     /// Its name relative to the base (raw bytes).
+    #[serde(with = "serde_bytes")]
     pub name: Vec<u8>,
     /// Its stat fields when recorded.
     pub stat: FileStat,
     /// sha256 of its contents.
+    #[serde(with = "serde_bytes")]
     pub sha256: [u8; 32],
 }
 
@@ -83,10 +85,12 @@ pub struct DirRecord {
     /// The base, as [`FileRecord::include_dir`].
     pub include_dir: Option<u32>,
     /// Its name relative to the base (raw bytes; empty: the base itself).
+    #[serde(with = "serde_bytes")]
     pub name: Vec<u8>,
     /// Its stat fields when recorded (`None`: it did not exist).
     pub stat: Option<FileStat>,
     /// sha256 of its sorted listing (`None`: it did not exist).
+    #[serde(with = "serde_bytes")]
     pub listing: Option<[u8; 32]>,
 }
 
@@ -212,8 +216,10 @@ pub struct DirListing {
     /// Its base, as [`DirRecord::include_dir`].
     pub include_dir: Option<u32>,
     /// Its name below the base, as [`DirRecord::name`].
+    #[serde(with = "serde_bytes")]
     pub name: Vec<u8>,
     /// Its entries when recorded, as [`listing`] gives them.
+    #[serde(with = "crate::byte_strings::pairs")]
     pub entries: Listing,
 }
 

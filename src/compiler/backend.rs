@@ -515,6 +515,8 @@ fn push_defines(o: &mut Vec<String>, options: &CompileOptions) {
 /// options handed to the library (the extra flags in their own field) followed by
 /// `-I include/<index>` for each include directory, the SM or target IDs, the code object
 /// version, the library's identity, no environment, and the in-memory headers by content.
+/// With `toolkit_root` (NVRTC's), `-I` flags below it are keyed by their place below it
+/// ([`installation_relative`]).
 fn in_process_key<K: key::FromKeyRecord>(
     source: &[u8],
     options: &CompileOptions,
@@ -522,10 +524,17 @@ fn in_process_key<K: key::FromKeyRecord>(
     identity: &CompilerIdentity,
     builtin: &[TrackedHeader],
     extra: &[u8],
+    toolkit_root: Option<&std::path::Path>,
 ) -> K {
     // Options the backend refuses give no handed list: the compile fails, the key is moot.
     let own = handed.len().saturating_sub(options.extra_flags.len());
-    let mut flags: Vec<String> = handed[..own].to_vec();
+    let mut flags: Vec<String> = handed[..own]
+        .iter()
+        .map(|f| match toolkit_root {
+            Some(root) => installation_relative(f, root, options.line_info),
+            None => f.clone(),
+        })
+        .collect();
     for i in 0..options.include_dirs.len() {
         flags.push("-I".into());
         flags.push(format!("include/{i}"));
@@ -547,6 +556,24 @@ fn in_process_key<K: key::FromKeyRecord>(
         builtin_headers: builtin,
         extra,
     })
+}
+
+/// An `-I` flag naming the compiler's installation root (the toolkit NVRTC came with) or a
+/// directory below it, as hashed into the key: `-I\0installation/` and its path below the root
+/// (a flag never holds a NUL byte, so the two forms cannot meet; the headers read there are
+/// keyed by content, named below the root, in the header manifest). The same toolkit installed
+/// under another prefix (another node of a cluster, another virtual environment) gives the
+/// same key. Any other flag, and every flag when `line_info` asks for line tables (they name
+/// the headers' absolute paths), is keyed as it is.
+fn installation_relative(flag: &str, root: &std::path::Path, line_info: bool) -> String {
+    let below = flag
+        .strip_prefix("-I")
+        .filter(|_| !line_info && !root.as_os_str().is_empty())
+        .and_then(|dir| std::path::Path::new(dir).strip_prefix(root).ok());
+    match below {
+        Some(rel) => format!("-I\0installation/{}", rel.display()),
+        None => flag.to_owned(),
+    }
 }
 
 /// In-memory headers as hashed into an in-process compiler's key: name and sha256 of each.
@@ -712,7 +739,7 @@ impl Backend {
             Backend::HipRtc(b) => {
                 // Options hipRTC refuses fail in `compile`; the key of what would be handed.
                 let handed = b.options(options).unwrap_or_default();
-                in_process_key(source, options, &handed, &b.identity, &[], extra)
+                in_process_key(source, options, &handed, &b.identity, &[], extra, None)
             }
             Backend::Nvrtc(b) => {
                 let handed = b.options(options).unwrap_or_default();
@@ -723,6 +750,9 @@ impl Backend {
                     &b.identity,
                     b.builtin_headers(),
                     extra,
+                    // The toolkit's headers NVRTC reads are in the header manifest, named
+                    // below this root and keyed by content.
+                    Some(&b.identity.root),
                 )
             }
         }
@@ -733,6 +763,8 @@ impl Backend {
     /// Errors: hipcc's [`CompileError`] variants; nvcc's errors in [`CompileError::Nvcc`];
     /// hipRTC's and NVRTC's in [`CompileError::InProcess`] (a source holding a NUL byte among
     /// them, [`RtcError::NulByte`]: the libraries take C strings);
+    /// [`CompileError::SpecialToolkitFile`] before NVRTC runs when the toolkit's header tree
+    /// holds a FIFO, socket or device;
     /// [`CompileError::SpecialInclude`] before any compiler runs when an `#include` hipjit can
     /// follow names a FIFO, socket or device.
     pub fn compile(
@@ -782,6 +814,16 @@ impl Backend {
                 // The toolkit headers it opens, watched from here so that a worker's reads
                 // are seen as an in-process compile's are.
                 let watch = b.cuda_include.as_deref().map(OpenedFiles::watch);
+                if let Some((path, kind)) = watch
+                    .as_ref()
+                    .and_then(|w| w.as_ref().ok())
+                    .and_then(OpenedFiles::special_file)
+                {
+                    return Err(CompileError::SpecialToolkitFile {
+                        path: path.to_path_buf(),
+                        kind,
+                    });
+                }
                 let mut out = match &b.worker {
                     Some(w) => worker::compile(w, RtcKind::Nvrtc, b.library.path(), &input),
                     None => b.loaded().and_then(|l| l.compile(&input)),
@@ -805,6 +847,36 @@ fn in_process(e: RtcError) -> CompileError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn toolkit_include_flags_are_keyed_below_the_root_unless_line_tables_name_them() {
+        let root = std::path::Path::new("/opt/cuda-13");
+        let rel = |f: &str, line_info: bool| installation_relative(f, root, line_info);
+        assert_eq!(
+            rel("-I/opt/cuda-13/include", false),
+            "-I\0installation/include"
+        );
+        assert_eq!(
+            rel("-I/opt/cuda-13/include/cccl", false),
+            "-I\0installation/include/cccl"
+        );
+        // Line tables name the headers' absolute paths: the directory stays in the key.
+        assert_eq!(
+            rel("-I/opt/cuda-13/include", true),
+            "-I/opt/cuda-13/include"
+        );
+        // Outside the root, a prefix that is not a path component, or another flag: as is.
+        assert_eq!(rel("-I/home/u/include", false), "-I/home/u/include");
+        assert_eq!(
+            rel("-I/opt/cuda-13x/include", false),
+            "-I/opt/cuda-13x/include"
+        );
+        assert_eq!(rel("-arch=sm_90", false), "-arch=sm_90");
+        assert_eq!(
+            installation_relative("-I/opt/cuda-13/include", std::path::Path::new(""), false),
+            "-I/opt/cuda-13/include"
+        );
+    }
 
     #[test]
     fn an_unloaded_library_is_loaded_once_at_first_use() {

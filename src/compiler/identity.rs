@@ -294,8 +294,9 @@ impl FileStat {
 }
 
 /// The format of remembered identities; 5: NVRTC's has header directories (the toolkit's
-/// `include` and `include/cccl`) and no covered directory.
-const MEMO_FORMAT: u32 = 5;
+/// `include` and `include/cccl`) and no covered directory; 6: path bytes as MessagePack `bin`
+/// ([`crate::byte_strings`]).
+const MEMO_FORMAT: u32 = 6;
 
 #[derive(Serialize, Deserialize)]
 struct Memo {
@@ -303,6 +304,7 @@ struct Memo {
     identity: CompilerIdentity,
     /// (path bytes, stat) of every program file, every directory holding one, every directory
     /// of the covered trees and the compiler itself: what a fresh process checks.
+    #[serde(with = "crate::byte_strings::pairs")]
     stats: Vec<(Vec<u8>, FileStat)>,
 }
 

@@ -27,7 +27,8 @@ use sha2::{Digest, Sha256};
 
 use super::identity::{self, CompilerIdentity, CompilerKind, FileStat};
 
-const FORMAT: u32 = 4;
+/// 5: byte strings as MessagePack `bin` ([`crate::byte_strings`]).
+const FORMAT: u32 = 5;
 
 /// The inputs of one library search and the `stat` of each place it looks, read when the
 /// search is described (before any library is loaded).
@@ -101,11 +102,15 @@ impl LibrarySearch {
 #[derive(Serialize, Deserialize)]
 struct Memo {
     format: u32,
+    #[serde(with = "serde_bytes")]
     inputs: Vec<u8>,
+    #[serde(with = "crate::byte_strings::pairs")]
     watched: Vec<(Vec<u8>, Option<FileStat>)>,
+    #[serde(with = "serde_bytes")]
     library: Vec<u8>,
     /// The library with symbolic links resolved when remembered (the identity memo's name):
     /// the same file as `library` while `library_stat` is unchanged.
+    #[serde(with = "serde_bytes")]
     resolved: Vec<u8>,
     /// The library's `stat`, then its directory's (a file added beside it, where the dynamic
     /// loader may look first, changes the directory).
@@ -115,6 +120,7 @@ struct Memo {
     /// The bytes of the library's identity memo ([`identity::identify_library`]'s file, as it
     /// was when this was remembered), so that a recall reads one file, not two; checked as that
     /// file is, by the `stat` of every file it recorded. `None`: read that file.
+    #[serde(with = "serde_bytes")]
     identity_memo: Option<Vec<u8>>,
 }
 

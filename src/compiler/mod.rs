@@ -248,6 +248,22 @@ pub enum CompileError {
     /// never finish reading ([`special_include`]); refused before the compiler runs.
     #[error("{0}")]
     SpecialInclude(Box<special_include::SpecialInclude>),
+    /// The CUDA toolkit's header tree NVRTC compiles with holds a FIFO, socket or device
+    /// (found by the walk of [`opened_files::OpenedFiles::watch`]): NVRTC runs in this process
+    /// without a timeout and would block on it, or never finish reading it, were it included.
+    /// Refused before NVRTC runs.
+    #[error(
+        "the CUDA toolkit's headers hold {} (a {kind}): NVRTC would block or never finish \
+         reading it, were it included; hipjit compiles with NVRTC only when every file there \
+         is a regular file (remove it, or compile with nvcc)",
+        path.display()
+    )]
+    SpecialToolkitFile {
+        /// The file, below the toolkit's `include`.
+        path: PathBuf,
+        /// `FIFO`, `socket`, `character device` or `block device`.
+        kind: &'static str,
+    },
     /// The compile was cancelled ([`cancel::CancelToken`]): the compiler was killed, or never
     /// started.
     #[error(

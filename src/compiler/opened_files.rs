@@ -40,6 +40,8 @@ pub struct OpenedFiles {
     dirs: HashMap<i32, PathBuf>,
     /// The file links met, by their target (symlinks resolved): the links' paths.
     links: HashMap<PathBuf, Vec<PathBuf>>,
+    /// The first FIFO, socket or device met in the walk (through a link too), and what it is.
+    special: Option<(PathBuf, &'static str)>,
 }
 
 impl OpenedFiles {
@@ -60,6 +62,7 @@ impl OpenedFiles {
         // The watches whose directory was walked: one met first as a link's target (watched,
         // not walked) is walked when it comes up as a directory of the tree.
         let mut walked = std::collections::HashSet::new();
+        let mut special = None;
         while let Some((dir, walk)) = stack.pop() {
             let wd = inotify::add_watch(
                 &fd,
@@ -99,6 +102,9 @@ impl OpenedFiles {
                         }
                         links.entry(target).or_default().push(path);
                     }
+                    Ok(m) if !m.is_dir() && !m.is_file() => {
+                        special.get_or_insert((path, crate::file_read::kind_name(m.file_type())));
+                    }
                     _ => {}
                 }
             }
@@ -109,10 +115,18 @@ impl OpenedFiles {
             root_wd: root_wd.expect("the root is watched first"),
             dirs,
             links,
+            special,
         };
         // The canary: an open of the root this process makes after every watch is in place.
         std::fs::File::open(root).map_err(|e| format!("{}: {e}", root.display()))?;
         Ok(watch)
+    }
+
+    /// The first FIFO, socket or device the walk met below the root (or as a link's target),
+    /// with what it is (`FIFO`, `socket`, `character device`, `block device`): a compile that
+    /// opened it would block or never finish reading it.
+    pub fn special_file(&self) -> Option<(&Path, &'static str)> {
+        self.special.as_ref().map(|(p, k)| (p.as_path(), *k))
     }
 
     /// The directories watched, in no order.
