@@ -159,9 +159,11 @@ const INSTALLATION: &[&str] = &[
     "include/hsa",
 ];
 
-/// Copies `src` to `dst`: a symbolic link as the same link, a directory entry by entry, a
-/// file over 1 MiB (clang, lld, libLLVM) as a hard link when the filesystem allows one (it is
-/// never written: a file the tests change is a copy), any other file as a copy.
+/// Copies `src` to `dst`: a symbolic link as the same link, a directory entry by entry, a file
+/// as a copy (`std::fs::copy`, which the kernel may do by reference where the filesystem can).
+/// Never a hard link: making or removing one changes the original's inode (its link count and
+/// ctime), and a changed ctime of a compiler file on the machine makes every remembered
+/// compiler identity of other processes, tests run at the same time among them, recompute.
 fn mirror(src: &Path, dst: &Path) {
     let meta = std::fs::symlink_metadata(src).unwrap_or_else(|e| {
         panic!(
@@ -178,7 +180,7 @@ fn mirror(src: &Path, dst: &Path) {
             let e = e.unwrap();
             mirror(&e.path(), &dst.join(e.file_name()));
         }
-    } else if meta.len() < 1 << 20 || std::fs::hard_link(src, dst).is_err() {
+    } else {
         std::fs::copy(src, dst).unwrap();
     }
 }
@@ -191,8 +193,47 @@ fn copy_installation(prefix: &Path) -> PathBuf {
     prefix.join("bin/hipcc")
 }
 
-/// Replaces `file` (in a copy) by a new file with a comment appended: never written in place,
-/// so that a hard link to the original is not touched.
+/// The link count and ctime (seconds, nanoseconds) of every file below `path`, links not
+/// followed.
+fn inodes(path: &Path) -> Vec<(PathBuf, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    if meta.is_dir() {
+        let mut all = Vec::new();
+        for e in std::fs::read_dir(path).unwrap() {
+            all.extend(inodes(&e.unwrap().path()));
+        }
+        all
+    } else {
+        vec![(
+            path.to_path_buf(),
+            meta.nlink(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+        )]
+    }
+}
+
+/// Making a copy of the installation and removing it leaves the original files' inodes as they
+/// were: a hard link would change their link count and ctime, and with them every compiler
+/// identity remembered on the machine (tests run at the same time among them).
+#[test]
+fn copying_the_installation_leaves_the_original_files_untouched() {
+    let originals = || -> Vec<_> {
+        INSTALLATION
+            .iter()
+            .flat_map(|rel| inodes(&Path::new("/usr").join(rel)))
+            .collect()
+    };
+    let before = originals();
+    let dir = tempfile::tempdir().unwrap();
+    copy_installation(&dir.path().join("rocm"));
+    assert_eq!(originals(), before, "making the copy changed an original");
+    drop(dir);
+    assert_eq!(originals(), before, "removing the copy changed an original");
+}
+
+/// Replaces `file` (in a copy) by a new file (a new inode) with a comment appended.
 fn change(file: &Path) {
     let mut text = std::fs::read(file).unwrap();
     text.extend_from_slice(b"\n/* changed in this copy */\n");
