@@ -517,3 +517,69 @@ fn a_fifo_in_the_toolkits_headers_is_refused_before_nvrtc_runs_not_waited_on() {
     );
     assert!(!home.join("out.cubin").exists(), "no output");
 }
+
+/// `hipjit compile` as [`compile`] with the extra flags `flags` (`--cflag`), writing `out`.
+fn compile_flags(home: &Path, lib: &Path, src: &Path, flags: &[&str], out: &Path) -> String {
+    std::fs::create_dir_all(home).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    nvrtc_compile(&mut cmd, home, lib);
+    for f in flags {
+        cmd.arg(format!("--cflag={f}"));
+    }
+    let o = cmd.arg("-o").arg(out).arg(src).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn line_tables_asked_by_extra_flags_keep_the_toolkit_directories_in_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let (a, b) = (dir.path().join("node-a/cuda"), dir.path().join("node-b/cuda"));
+    let (lib_a, lib_b) = (toolkit(&a), toolkit(&b));
+    // A device function of a toolkit header that stays a call: the line tables name its file.
+    for prefix in [&a, &b] {
+        std::fs::create_dir(prefix.join("include/hipjit_test")).unwrap();
+        std::fs::write(
+            prefix.join("include/hipjit_test/twice.h"),
+            "__device__ __noinline__ float twice(float x) { return 2 * x; }\n",
+        )
+        .unwrap();
+    }
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/twice.hip");
+    std::fs::write(
+        &src,
+        "#include <hipjit_test/twice.h>\n\
+         extern \"C\" __global__ void k(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n",
+    )
+    .unwrap();
+    // Line tables name the toolkit's headers by their absolute paths: a cubin made under
+    // node-a must not serve node-b. One extra flag, then two (the key once dropped as many of
+    // hipjit's own trailing flags, the toolkit's `-I`s, as there were extra flags).
+    for flags in [&["-lineinfo"][..], &["-G", "-DHIPJIT_TEST_X=1"][..]] {
+        let (out_a, out_b) = (home.join("a.cubin"), home.join("b.cubin"));
+        let first = compile_flags(&home, &lib_a, &src, flags, &out_a);
+        assert_origin(&first, "miss", &format!("{flags:?} under node-a"));
+        let second = compile_flags(&home, &lib_b, &src, flags, &out_b);
+        assert_origin(&second, "miss", &format!("{flags:?} under node-b"));
+        let cubin_b = std::fs::read(&out_b).unwrap();
+        let named = |needle: &Path| {
+            let n = needle.to_str().unwrap().as_bytes();
+            cubin_b.windows(n.len()).any(|w| w == n)
+        };
+        assert!(
+            !named(&a) && named(&b),
+            "{flags:?}: the cubin served under node-b names node-b's headers"
+        );
+    }
+    // Without line tables the same toolkit under another prefix still hits, extra flags or not.
+    let flags = ["-DHIPJIT_TEST_X=1", "-DHIPJIT_TEST_Y=2"];
+    let (out_a, out_b) = (home.join("a.cubin"), home.join("b.cubin"));
+    assert_origin(&compile_flags(&home, &lib_a, &src, &flags, &out_a), "miss", "node-a");
+    assert_origin(
+        &compile_flags(&home, &lib_b, &src, &flags, &out_b),
+        "hit (disk)",
+        "node-b, no line tables",
+    );
+}

@@ -443,10 +443,27 @@ impl NvrtcBackend {
         self.library.get("NVRTC", NvRtc::open_path)
     }
 
-    /// The options handed to NVRTC for `source` and `options` (see the module documentation).
+    /// The options handed to NVRTC for `source` and `options` (see the module documentation):
+    /// hipjit's own before the caller's extra flags, the extra flags, hipjit's own after them
+    /// ([`NvrtcBackend::own_options`]).
     ///
     /// Errors: [`RtcError::Arch`] for an optimisation level other than 3.
     pub fn options(&self, options: &CompileOptions) -> Result<Vec<String>, RtcError> {
+        let (mut o, after) = self.own_options(options)?;
+        o.extend(options.extra_flags.iter().cloned());
+        o.extend(after);
+        Ok(o)
+    }
+
+    /// hipjit's own options for NVRTC: those handed before the caller's extra flags (the
+    /// target, the standard, the prelude, `--use_fast_math`, `-lineinfo`, the defines) and
+    /// those handed after them (`-I` of the toolkit's headers and of CCCL's).
+    ///
+    /// Errors: as [`NvrtcBackend::options`].
+    fn own_options(
+        &self,
+        options: &CompileOptions,
+    ) -> Result<(Vec<String>, Vec<String>), RtcError> {
         let sm = options.sm_targets[0];
         if options.opt_level != OptLevel::O3 {
             return Err(RtcError::Arch {
@@ -469,14 +486,16 @@ impl NvrtcBackend {
             o.push("-lineinfo".into());
         }
         push_defines(&mut o, options);
-        o.extend(options.extra_flags.iter().cloned());
         // The toolkit's headers, then CCCL's (`cuda/std`, CUB, Thrust), after the caller's
         // include directories and `-I` flags, as nvcc.profile puts them on nvcc's search path:
         // a user's header of a toolkit header's name (a newer CUB) is found first.
-        for dir in self.cuda_include.iter().chain(&self.cuda_cccl) {
-            o.push(format!("-I{}", dir.display()));
-        }
-        Ok(o)
+        let after = self
+            .cuda_include
+            .iter()
+            .chain(&self.cuda_cccl)
+            .map(|dir| format!("-I{}", dir.display()))
+            .collect();
+        Ok((o, after))
     }
 
     /// hipjit's prelude headers, handed to NVRTC in memory, made once per process
@@ -520,19 +539,18 @@ fn push_defines(o: &mut Vec<String>, options: &CompileOptions) {
 fn in_process_key<K: key::FromKeyRecord>(
     source: &[u8],
     options: &CompileOptions,
-    handed: &[String],
+    own: Vec<String>,
     identity: &CompilerIdentity,
     builtin: &[TrackedHeader],
     extra: &[u8],
     toolkit_root: Option<&std::path::Path>,
 ) -> K {
-    // Options the backend refuses give no handed list: the compile fails, the key is moot.
-    let own = handed.len().saturating_sub(options.extra_flags.len());
-    let mut flags: Vec<String> = handed[..own]
-        .iter()
+    let line_tables = options.line_info || options.extra_flags.iter().any(|f| makes_line_tables(f));
+    let mut flags: Vec<String> = own
+        .into_iter()
         .map(|f| match toolkit_root {
-            Some(root) => installation_relative(f, root, options.line_info),
-            None => f.clone(),
+            Some(root) => installation_relative(&f, root, line_tables),
+            None => f,
         })
         .collect();
     for i in 0..options.include_dirs.len() {
@@ -574,6 +592,17 @@ fn installation_relative(flag: &str, root: &std::path::Path, line_info: bool) ->
         Some(rel) => format!("-I\0installation/{}", rel.display()),
         None => flag.to_owned(),
     }
+}
+
+/// Whether NVRTC flag `flag` makes line tables or debug information, which name the headers'
+/// absolute paths: `-lineinfo`/`--generate-line-info`, `-G`/`--device-debug` (also in their
+/// `=value` forms).
+fn makes_line_tables(flag: &str) -> bool {
+    let name = flag.split_once('=').map_or(flag, |(n, _)| n);
+    matches!(
+        name,
+        "-lineinfo" | "--generate-line-info" | "-G" | "--device-debug"
+    )
 }
 
 /// In-memory headers as hashed into an in-process compiler's key: name and sha256 of each.
@@ -738,15 +767,25 @@ impl Backend {
             Backend::Nvcc(n, _) => n.direct_key_as(source, options, extra),
             Backend::HipRtc(b) => {
                 // Options hipRTC refuses fail in `compile`; the key of what would be handed.
-                let handed = b.options(options).unwrap_or_default();
-                in_process_key(source, options, &handed, &b.identity, &[], extra, None)
+                // hipRTC's extra flags come last.
+                let mut own = b.options(options).unwrap_or_default();
+                own.truncate(own.len().saturating_sub(options.extra_flags.len()));
+                in_process_key(source, options, own, &b.identity, &[], extra, None)
             }
             Backend::Nvrtc(b) => {
-                let handed = b.options(options).unwrap_or_default();
+                // Options NVRTC refuses fail in `compile`; the key of what would be handed, the
+                // extra flags in their own field.
+                let own = b
+                    .own_options(options)
+                    .map(|(mut before, after)| {
+                        before.extend(after);
+                        before
+                    })
+                    .unwrap_or_default();
                 in_process_key(
                     source,
                     options,
-                    &handed,
+                    own,
                     &b.identity,
                     b.builtin_headers(),
                     extra,
@@ -876,6 +915,12 @@ mod tests {
             installation_relative("-I/opt/cuda-13/include", std::path::Path::new(""), false),
             "-I/opt/cuda-13/include"
         );
+        for f in ["-lineinfo", "--generate-line-info", "-G", "--device-debug", "-G=1"] {
+            assert!(makes_line_tables(f), "{f}");
+        }
+        for f in ["-Gx", "-lineinfo2", "-DG", "--use_fast_math"] {
+            assert!(!makes_line_tables(f), "{f}");
+        }
     }
 
     #[test]
