@@ -527,7 +527,12 @@ fn compile_flags(home: &Path, lib: &Path, src: &Path, flags: &[&str], out: &Path
         cmd.arg(format!("--cflag={f}"));
     }
     let o = cmd.arg("-o").arg(out).arg(src).output().unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -535,7 +540,10 @@ fn compile_flags(home: &Path, lib: &Path, src: &Path, flags: &[&str], out: &Path
 fn line_tables_asked_by_extra_flags_keep_the_toolkit_directories_in_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
-    let (a, b) = (dir.path().join("node-a/cuda"), dir.path().join("node-b/cuda"));
+    let (a, b) = (
+        dir.path().join("node-a/cuda"),
+        dir.path().join("node-b/cuda"),
+    );
     let (lib_a, lib_b) = (toolkit(&a), toolkit(&b));
     // A device function of a toolkit header that stays a call: the line tables name its file.
     for prefix in [&a, &b] {
@@ -576,10 +584,94 @@ fn line_tables_asked_by_extra_flags_keep_the_toolkit_directories_in_the_key() {
     // Without line tables the same toolkit under another prefix still hits, extra flags or not.
     let flags = ["-DHIPJIT_TEST_X=1", "-DHIPJIT_TEST_Y=2"];
     let (out_a, out_b) = (home.join("a.cubin"), home.join("b.cubin"));
-    assert_origin(&compile_flags(&home, &lib_a, &src, &flags, &out_a), "miss", "node-a");
+    assert_origin(
+        &compile_flags(&home, &lib_a, &src, &flags, &out_a),
+        "miss",
+        "node-a",
+    );
     assert_origin(
         &compile_flags(&home, &lib_b, &src, &flags, &out_b),
         "hit (disk)",
         "node-b, no line tables",
     );
+}
+
+#[test]
+fn a_toolkit_include_link_retargeted_or_cccl_added_later_is_seen_by_the_remembered_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("cuda");
+    let lib = toolkit(&prefix);
+    // `include` a link to one of two header trees that differ in what a kernel computes.
+    let (a, b) = (prefix.join("headers-a"), prefix.join("headers-b"));
+    std::fs::rename(prefix.join("include"), &a).unwrap();
+    copy_tree(&a, &b);
+    for (tree, val) in [(&a, 1), (&b, 5)] {
+        std::fs::create_dir(tree.join("hipjit_test")).unwrap();
+        std::fs::write(
+            tree.join("hipjit_test/val.h"),
+            format!("#define VAL {val}\n"),
+        )
+        .unwrap();
+    }
+    std::os::unix::fs::symlink("headers-a", prefix.join("include")).unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/val.hip");
+    std::fs::write(
+        &src,
+        "#include <hipjit_test/val.h>\n\
+         extern \"C\" __global__ void k(int* x) { x[threadIdx.x] = VAL; }\n",
+    )
+    .unwrap();
+    // One identity directory throughout (`XDG_CACHE_HOME` under `home`), a new cache each time.
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let compile_in = |cache: &str| -> Vec<u8> {
+        let out = home.join(format!("{cache}.cubin"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        let o = nvrtc_compile(&mut cmd, &home, &lib)
+            .env("HIPJIT_CACHE_DIR", home.join(cache))
+            .arg("-o")
+            .arg(&out)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::fs::read(out).unwrap()
+    };
+    let with_a = compile_in("cache-1");
+    std::fs::remove_file(prefix.join("include")).unwrap();
+    std::os::unix::fs::symlink("headers-b", prefix.join("include")).unwrap();
+    let with_b = compile_in("cache-2");
+    assert_ne!(
+        with_a, with_b,
+        "compiled against headers-a after `include` moved to headers-b"
+    );
+    // The same as a compile whose identity is made afresh.
+    std::fs::remove_dir_all(home.join("xdg")).unwrap();
+    assert_eq!(compile_in("cache-3"), with_b);
+
+    // CCCL (a wheel of its own on PyPI) installed after the identity was made.
+    let cccl = b.join("cccl");
+    std::fs::rename(&cccl, b.join("cccl.off")).unwrap();
+    std::fs::write(
+        &src,
+        "#include <cuda/std/limits>\n\
+         extern \"C\" __global__ void k(int* x) { x[0] = cuda::std::numeric_limits<int>::max(); }\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    let o = nvrtc_compile(&mut cmd, &home, &lib)
+        .arg("-o")
+        .arg(home.join("limits.cubin"))
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "no cuda/std/limits without CCCL");
+    std::fs::rename(b.join("cccl.off"), &cccl).unwrap();
+    compile_in("cache-4");
 }

@@ -361,8 +361,12 @@ impl NvrtcBackend {
         identity_dir: Option<&std::path::Path>,
     ) -> Option<NvrtcBackend> {
         let (library, major, identity) = recalled(search, identity_dir)?;
+        if !toolkit_headers_unchanged(library.path(), &identity.header_dirs) {
+            return None;
+        }
         Some(NvrtcBackend {
-            // As found when the identity was made (`cuda_fp16.h` there): no stat on a hit.
+            // As found when the identity was made (`cuda_fp16.h` there), and still the
+            // directories beside the library (checked above).
             cuda_include: identity.header_dirs.first().cloned(),
             cuda_cccl: identity.header_dirs.get(1).cloned(),
             library,
@@ -510,6 +514,41 @@ impl NvrtcBackend {
         static MADE: [std::sync::OnceLock<Vec<TrackedHeader>>; 2] =
             [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
         MADE[usize::from(self.cuda_include.is_some())].get_or_init(|| tracked(self.headers()))
+    }
+}
+
+/// Whether the toolkit's headers beside NVRTC's `library` (its `../../include`, as
+/// [`super::nvrtc::include_dir_of`] finds them) are still the directories its remembered
+/// identity holds (`header_dirs`: the `include` with symbolic links resolved, then its `cccl`
+/// when there was one): the same directory (device and inode) for the `include`, and `cccl`
+/// there as it was (a directory, the same one, or still none). A link to `include` retargeted,
+/// a `cccl` added or removed, or a relative library path read from another working directory
+/// makes the identity be made again. Four `stat`s.
+fn toolkit_headers_unchanged(library: &std::path::Path, header_dirs: &[PathBuf]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let dir_id = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .ok()
+            .filter(std::fs::Metadata::is_dir)
+            .map(|m| (m.dev(), m.ino()))
+    };
+    let beside = library
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(|root| root.join("include"));
+    match (beside, header_dirs.first()) {
+        (Some(now), Some(include)) => {
+            let (now, cccl_now) = (dir_id(&now), dir_id(&include.join("cccl")));
+            now.is_some()
+                && now == dir_id(include)
+                && match header_dirs.get(1) {
+                    Some(cccl) => cccl_now.is_some() && cccl_now == dir_id(cccl),
+                    None => cccl_now.is_none(),
+                }
+        }
+        // No headers were found beside it: still none to find.
+        (now, None) => now.is_none_or(|d| !d.join("cuda_fp16.h").is_file()),
+        (None, Some(_)) => false,
     }
 }
 
@@ -915,7 +954,13 @@ mod tests {
             installation_relative("-I/opt/cuda-13/include", std::path::Path::new(""), false),
             "-I/opt/cuda-13/include"
         );
-        for f in ["-lineinfo", "--generate-line-info", "-G", "--device-debug", "-G=1"] {
+        for f in [
+            "-lineinfo",
+            "--generate-line-info",
+            "-G",
+            "--device-debug",
+            "-G=1",
+        ] {
             assert!(makes_line_tables(f), "{f}");
         }
         for f in ["-Gx", "-lineinfo2", "-DG", "--use_fast_math"] {
