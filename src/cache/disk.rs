@@ -28,8 +28,9 @@
 //!
 //! # Layout and publishing
 //! `<root>/v1/<first two hex digits>/<key>.hjc`: [`ENTRY_MAGIC`], the [`CACHE_FORMAT_VERSION`]
-//! (`u32` LE), the metadata length (`u64` LE), the metadata ([`EntryMeta`], MessagePack), the
-//! entry's checksum (16 bytes: the XXH3-128 of every byte before it, little-endian), then the
+//! (`u32` LE), the metadata length (`u64` LE), the metadata ([`EntryMeta`], MessagePack, fields
+//! by position), the entry's checksum (16 bytes: the XXH3-128 of every byte before it,
+//! little-endian), then the
 //! artefacts back to back in the order the metadata lists them. The checksum covers the whole
 //! entry: the header and metadata directly, each artefact through the size and sha256 the
 //! metadata records for it (as ccache's entries end in an XXH3-128 checksum; a checksum guards
@@ -726,8 +727,7 @@ pub fn encode_entry(
             sha256: hex(&sha256(bytes)),
         })
         .collect();
-    let meta_bytes =
-        rmp_serde::to_vec_named(&meta).map_err(|e| CacheError::Encode(e.to_string()))?;
+    let meta_bytes = rmp_serde::to_vec(&meta).map_err(|e| CacheError::Encode(e.to_string()))?;
     let total = PREFIX_LEN
         + meta_bytes.len()
         + CHECKSUM_LEN
