@@ -600,3 +600,42 @@ fn a_fifo_named_cachedir_tag_is_no_cache_root_and_is_never_waited_on() {
         "the error names the FIFO: {err}"
     );
 }
+
+#[test]
+fn a_toolkit_header_in_a_directory_tagged_as_a_hipjit_cache_is_keyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    let mytk = prefix.join("include/mytk");
+    std::fs::create_dir(&mytk).unwrap();
+    std::fs::write(mytk.join("v.h"), "#define VAL 1\n").unwrap();
+    // The tag hipjit writes in its cache roots.
+    std::fs::write(
+        mytk.join("CACHEDIR.TAG"),
+        "Signature: 8a477f597d28d172789f06886806bc55\n\
+         # This file is a cache directory tag created by hipjit.\n",
+    )
+    .unwrap();
+    assert!(hipjit::cache::tag::is_hipjit_cache(&mytk));
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/tagged.hip");
+    std::fs::write(
+        &src,
+        "#include <mytk/v.h>\nextern \"C\" __global__ void k(int* x) { x[0] = VAL; }\n",
+    )
+    .unwrap();
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "the first compile",
+    );
+    let first = std::fs::read(home.join("out.cubin")).unwrap();
+    assert_origin(&compile(&home, &lib, &src, None), "hit (disk)", "again");
+    std::fs::write(mytk.join("v.h"), "#define VAL 7\n").unwrap();
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "after the header in the tagged directory was edited",
+    );
+    assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
+}
