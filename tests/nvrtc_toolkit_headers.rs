@@ -675,3 +675,125 @@ fn a_toolkit_include_link_retargeted_or_cccl_added_later_is_seen_by_the_remember
     std::fs::rename(b.join("cccl.off"), &cccl).unwrap();
     compile_in("cache-4");
 }
+
+/// Runs `cmd` to its end, or kills it and fails the test after 90 s (a hang is a failure,
+/// not a stalled run); its exit status, stdout and stderr.
+fn run_with_deadline(cmd: &mut Command, what: &str) -> (Option<i32>, String, String) {
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(90) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("{what} hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+#[test]
+fn a_fifo_named_cachedir_tag_is_no_cache_root_and_is_never_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    std::fs::create_dir_all(dir.path().join("src/sub")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(dir.path().join("home2")).unwrap();
+    let src = dir.path().join("src/vectors.hip");
+    std::fs::write(&src, VECTORS).unwrap();
+    // Below the source's directory, whose every file NVRTC's key covers.
+    mkfifo(&dir.path().join("src/sub/CACHEDIR.TAG"));
+    let compile = |home: &Path, what: &str| {
+        run_with_deadline(
+            nvrtc_compile(&mut Command::new(env!("CARGO_BIN_EXE_hipjit")), home, &lib)
+                .arg("-o")
+                .arg(home.join("out.cubin"))
+                .arg(&src),
+            what,
+        )
+    };
+    let (code, out, err) = compile(&home, "hipjit compile beside a FIFO named CACHEDIR.TAG");
+    assert_eq!(code, Some(0), "{err}");
+    assert_origin(&out, "miss", "the first compile");
+    let mut explain = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    explain
+        .args(["cache", "explain", "--compiler", "nvrtc", "--arch", "sm_90"])
+        .env("HIPJIT_NVRTC_LIBRARY", &lib)
+        .env("HIPJIT_CACHE_DIR", home.join("cache"))
+        .env("XDG_CACHE_HOME", home.join("xdg"))
+        .env_remove("HIPJIT_COMPILER")
+        .env_remove("CUDA_PATH")
+        .env_remove("CUDA_HOME")
+        .arg(&src);
+    let (code, _, err) = run_with_deadline(&mut explain, "hipjit cache explain");
+    assert_eq!(code, Some(0), "{err}");
+
+    // In the toolkit's headers: a FIFO there is refused by name before NVRTC runs (a compile
+    // with another cache, the first one's result being a hit).
+    mkfifo(&prefix.join("include/crt/CACHEDIR.TAG"));
+    let (code, _, err) = compile(
+        &dir.path().join("home2"),
+        "hipjit compile with a FIFO named CACHEDIR.TAG in the toolkit",
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("CACHEDIR.TAG") && err.contains("FIFO"),
+        "the error names the FIFO: {err}"
+    );
+}
+
+#[test]
+fn a_toolkit_header_in_a_directory_tagged_as_a_hipjit_cache_is_keyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    let mytk = prefix.join("include/mytk");
+    std::fs::create_dir(&mytk).unwrap();
+    std::fs::write(mytk.join("v.h"), "#define VAL 1\n").unwrap();
+    // The tag hipjit writes in its cache roots.
+    std::fs::write(
+        mytk.join("CACHEDIR.TAG"),
+        "Signature: 8a477f597d28d172789f06886806bc55\n\
+         # This file is a cache directory tag created by hipjit.\n",
+    )
+    .unwrap();
+    assert!(hipjit::cache::tag::is_hipjit_cache(&mytk));
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/tagged.hip");
+    std::fs::write(
+        &src,
+        "#include <mytk/v.h>\nextern \"C\" __global__ void k(int* x) { x[0] = VAL; }\n",
+    )
+    .unwrap();
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "the first compile",
+    );
+    let first = std::fs::read(home.join("out.cubin")).unwrap();
+    assert_origin(&compile(&home, &lib, &src, None), "hit (disk)", "again");
+    std::fs::write(mytk.join("v.h"), "#define VAL 7\n").unwrap();
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "after the header in the tagged directory was edited",
+    );
+    assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
+}

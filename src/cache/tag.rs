@@ -48,14 +48,15 @@ pub(crate) fn ensure(root: &Path) {
 /// Whether `dir` holds a cache directory tag written by hipjit: a regular file
 /// [`TAG_FILE`] starting with the signature and naming hipjit in its comment. A tag written
 /// by another program (cargo tags its `target` directory) is not hipjit's: a header could be
-/// generated there.
+/// generated there. The file is opened without blocking and judged by its type on the open
+/// descriptor ([`crate::file_read::open_regular`]): a FIFO, socket or device of that name is
+/// no tag, and never waited on.
 pub fn is_hipjit_cache(dir: &Path) -> bool {
-    let Ok(mut f) = std::fs::File::open(dir.join(TAG_FILE)) else {
+    let Ok((mut f, _)) =
+        crate::file_read::open_regular(&dir.join(TAG_FILE), u64::MAX, "cache directory tag")
+    else {
         return false;
     };
-    if !f.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
     let mut head = Vec::with_capacity(160);
     // What was read before an error, if any, is judged as it is.
     let _ = f.by_ref().take(160).read_to_end(&mut head);
@@ -89,5 +90,27 @@ mod tests {
         ensure(cargo.path());
         assert!(!is_hipjit_cache(cargo.path()));
         assert_eq!(std::fs::read_dir(cargo.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_fifo_named_like_the_tag_is_no_tag_and_is_not_waited_on() {
+        let d = tempfile::tempdir().unwrap();
+        let c = std::ffi::CString::new(
+            d.path()
+                .join(TAG_FILE)
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        // On a thread, under a deadline: a blocking open of a FIFO with no writer never returns.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir = d.path().to_path_buf();
+        std::thread::spawn(move || tx.send(is_hipjit_cache(&dir)));
+        let answer = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("is_hipjit_cache waited on a FIFO named CACHEDIR.TAG");
+        assert!(!answer);
     }
 }

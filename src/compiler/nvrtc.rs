@@ -275,7 +275,7 @@ pub(crate) fn checked_input(
     let mut dependencies = Vec::new();
     let mut budget = rtc::MAX_TRACKED_FILES;
     let walk = |dir: &Path, budget: &mut usize| {
-        let files = rtc::files_under(dir, *budget).map_err(|why| {
+        let files = rtc::files_under(dir, *budget, rtc::CacheRoots::Skip).map_err(|why| {
             no_deps(format!(
                 "NVRTC reports no dependency list, so hipjit keys on every file under its \
                  include directories, and {why}"
@@ -660,7 +660,7 @@ pub fn toolkit_headers_opened(
         Ok(files) => files,
         Err(why) => {
             toolkit_walk_warning(dir, &why);
-            rtc::files_under(dir, rtc::MAX_TRACKED_FILES)
+            rtc::files_under(dir, rtc::MAX_TRACKED_FILES, rtc::CacheRoots::Include)
                 .map_err(|why| RtcError::NoDependencies {
                     compiler: COMPILER,
                     reason: format!(

@@ -45,8 +45,9 @@ pub struct OpenedFiles {
 }
 
 impl OpenedFiles {
-    /// Watches every directory under `root` (links followed, each directory once, hipjit's
-    /// own cache roots skipped) for opens, then opens `root` as the canary.
+    /// Watches every directory under `root` (links followed, each directory once) for opens,
+    /// then opens `root` as the canary. A hipjit cache root below `root` is watched as any
+    /// other directory: a header NVRTC reads there is listed.
     ///
     /// Errors: a text naming the directory or call that failed (`inotify_init1`,
     /// `inotify_add_watch`, reading a directory), or the tree holding more than
@@ -90,7 +91,9 @@ impl OpenedFiles {
                 let path = entry.path();
                 let link = entry.file_type().is_ok_and(|t| t.is_symlink());
                 match std::fs::metadata(&path) {
-                    Ok(m) if m.is_dir() && !crate::cache::tag::is_hipjit_cache(&path) => {
+                    // Every directory, a hipjit cache root too (one holding `CACHEDIR.TAG`):
+                    // only what is opened is listed, and a header read there must be keyed.
+                    Ok(m) if m.is_dir() => {
                         stack.push((path, true));
                     }
                     Ok(m) if m.is_file() && link => {
@@ -266,6 +269,20 @@ mod tests {
         assert_eq!(watch.directories().count(), 3);
         std::fs::read(root.join("crt/deeper/d.h")).unwrap();
         assert_eq!(watch.finish().unwrap(), [root.join("crt/deeper/d.h")]);
+    }
+
+    #[test]
+    fn a_header_read_in_a_directory_tagged_as_a_hipjit_cache_is_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("include");
+        std::fs::create_dir_all(root.join("mytk")).unwrap();
+        std::fs::write(root.join("mytk/v.h"), "#define VAL 1\n").unwrap();
+        crate::cache::tag::ensure(&root.join("mytk"));
+        assert!(crate::cache::tag::is_hipjit_cache(&root.join("mytk")));
+        let watch = OpenedFiles::watch(&root).unwrap();
+        assert_eq!(watch.directories().count(), 2);
+        std::fs::read(root.join("mytk/v.h")).unwrap();
+        assert_eq!(watch.finish().unwrap(), [root.join("mytk/v.h")]);
     }
 
     #[test]

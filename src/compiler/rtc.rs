@@ -565,12 +565,29 @@ pub(crate) fn include_dirs_in_options(options: &[String]) -> Vec<PathBuf> {
     out
 }
 
+/// Whether [`files_under`] leaves out a directory holding hipjit's cache directory tag
+/// ([`crate::cache::tag`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CacheRoots {
+    /// Left out: a caller's include directory holding hipjit's cache root (the default
+    /// `~/.cache/hipjit` under `-I ~`), whose entries, locks and temporary files change while
+    /// hipjit compiles.
+    Skip,
+    /// Listed as any directory: the CUDA toolkit's headers, where a header NVRTC reads must
+    /// be keyed whatever lies beside it.
+    Include,
+}
+
 /// Every regular file under `dir` (symbolic links followed, each directory visited once), as
 /// names relative to it, sorted; at most `limit` of them. A directory below `dir` holding
-/// hipjit's cache directory tag ([`crate::cache::tag`]) is left out.
+/// hipjit's cache directory tag ([`crate::cache::tag`]) is left out with [`CacheRoots::Skip`].
 ///
 /// Errors: a text naming the directory that cannot be listed, or saying the limit was passed.
-pub(crate) fn files_under(dir: &Path, limit: usize) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn files_under(
+    dir: &Path,
+    limit: usize,
+    cache_roots: CacheRoots,
+) -> Result<Vec<PathBuf>, String> {
     use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -589,7 +606,10 @@ pub(crate) fn files_under(dir: &Path, limit: usize) -> Result<Vec<PathBuf>, Stri
             match std::fs::metadata(entry.path()) {
                 // A hipjit cache root: its entries, locks and temporary files are hipjit's,
                 // change while it compiles, and are no source's headers.
-                Ok(m) if m.is_dir() && crate::cache::tag::is_hipjit_cache(&entry.path()) => {}
+                Ok(m)
+                    if m.is_dir()
+                        && cache_roots == CacheRoots::Skip
+                        && crate::cache::tag::is_hipjit_cache(&entry.path()) => {}
                 Ok(m) if m.is_dir() => stack.push(name),
                 Ok(m) if m.is_file() => {
                     if out.len() == limit {
@@ -736,4 +756,26 @@ pub(crate) fn identity_files(
     out.sort();
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hipjit_cache_root_is_left_out_of_a_callers_tree_and_listed_in_the_toolkits() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("cache")).unwrap();
+        std::fs::write(dir.path().join("a.h"), "a").unwrap();
+        std::fs::write(dir.path().join("cache/v.h"), "v").unwrap();
+        crate::cache::tag::ensure(&dir.path().join("cache"));
+        assert_eq!(
+            files_under(dir.path(), 100, CacheRoots::Skip).unwrap(),
+            [PathBuf::from("a.h")]
+        );
+        assert_eq!(
+            files_under(dir.path(), 100, CacheRoots::Include).unwrap(),
+            ["a.h", "cache/CACHEDIR.TAG", "cache/v.h"].map(PathBuf::from)
+        );
+    }
 }
