@@ -332,7 +332,7 @@ fn record_given_field_by_field_hashes_as_documented() {
     });
     assert_eq!(
         key.to_hex(),
-        "e68177f46a9c2ac40424da2e72bd60890bd8d90e3f982839faf7e08b396ee678"
+        "da248f4bb02a27b6ecbafea0ed830e0faad2a75fec9a670add4078ff18cdbe78"
     );
 }
 

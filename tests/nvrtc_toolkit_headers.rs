@@ -797,3 +797,68 @@ fn a_toolkit_header_in_a_directory_tagged_as_a_hipjit_cache_is_keyed() {
     );
     assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
 }
+
+/// Points the link `link` at `to` in one rename (as `ln -sfn` does, atomically).
+fn relink(link: &Path, to: &str) {
+    let tmp = link.with_file_name(".relink");
+    std::os::unix::fs::symlink(to, &tmp).unwrap();
+    std::fs::rename(&tmp, link).unwrap();
+}
+
+#[test]
+fn a_toolkit_header_read_through_a_directory_link_is_keyed_by_both_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("cuda");
+    let lib = toolkit(&prefix);
+    let include = prefix.join("include");
+    for (d, v) in [("mytk", 1), ("mytk2", 2)] {
+        std::fs::create_dir(include.join(d)).unwrap();
+        std::fs::write(include.join(d).join("a.h"), format!("#define AV {v}\n")).unwrap();
+    }
+    std::os::unix::fs::symlink("mytk", include.join("b1")).unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let source = |name: &str, include: &str| {
+        let src = dir.path().join("src").join(name);
+        std::fs::write(
+            &src,
+            format!(
+                "#include <{include}>\nextern \"C\" __global__ void k(int* x) {{ x[0] = AV; }}\n"
+            ),
+        )
+        .unwrap();
+        src
+    };
+    // The walk meets `b1` and `mytk` in the filesystem's order; inotify reports the open on the
+    // one directory both name. Each case below went stale when the other path was recorded.
+
+    // Read through the link, then the link pointed at another directory.
+    let (home, src) = (dir.path().join("home-a"), source("via_link.hip", "b1/a.h"));
+    assert_origin(&compile(&home, &lib, &src, None), "miss", "through b1");
+    let first = std::fs::read(home.join("out.cubin")).unwrap();
+    assert_origin(&compile(&home, &lib, &src, None), "hit (disk)", "again");
+    relink(&include.join("b1"), "mytk2");
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "after b1 was pointed at mytk2",
+    );
+    assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
+    relink(&include.join("b1"), "mytk");
+
+    // Read by the directory's own name, then the two directories swapped and the link pointed
+    // at the first one's new name: `b1/a.h` is the same file, `mytk/a.h` another.
+    let (home, src) = (dir.path().join("home-b"), source("direct.hip", "mytk/a.h"));
+    assert_origin(&compile(&home, &lib, &src, None), "miss", "through mytk");
+    let first = std::fs::read(home.join("out.cubin")).unwrap();
+    assert_origin(&compile(&home, &lib, &src, None), "hit (disk)", "again");
+    std::fs::rename(include.join("mytk"), include.join("swap")).unwrap();
+    std::fs::rename(include.join("mytk2"), include.join("mytk")).unwrap();
+    std::fs::rename(include.join("swap"), include.join("mytk2")).unwrap();
+    relink(&include.join("b1"), "mytk2");
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "after mytk and mytk2 were swapped",
+    );
+    assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
+}

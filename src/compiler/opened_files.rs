@@ -14,8 +14,13 @@
 //! on the target's directory: each file link met in the walk has its target's directory
 //! watched too (outside the tree as well), and an open of a target is reported as the target
 //! and as every link to it, so that the link (retargeted, or its target edited) is keyed.
+//! A directory reached by several paths (`include/b1 -> mytk`) has one watch, whatever the
+//! path: the walk goes through each path, and an open there is reported under every path it
+//! reached the directory by (`b1/a.h` and `mytk/a.h`), so that either spelling, retargeted or
+//! replaced, is keyed. A link back to a directory on its own way is followed once, not walked.
 //!
-//! Limits: at most [`MAX_WATCHED_DIRS`] directories; the per-user limits of the kernel
+//! Limits: at most [`MAX_WATCHED_DIRS`] directories and [`MAX_WALKED_PATHS`] paths to them;
+//! the per-user limits of the kernel
 //! (`fs.inotify.max_user_instances`, `max_user_watches`, `max_queued_events`) make
 //! [`OpenedFiles::watch`] or [`OpenedFiles::finish`] fail the same way.
 
@@ -31,13 +36,22 @@ use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 /// The most directories one watch covers (PyPI's CUDA 13 `include` has 155).
 pub const MAX_WATCHED_DIRS: usize = 4096;
 
+/// The most paths the walk reaches directories by, counting each directory once per path: a
+/// directory reached through symbolic links (`include/b1 -> mytk`) counts once per path.
+pub const MAX_WALKED_PATHS: usize = 4 * MAX_WATCHED_DIRS;
+
 /// A watch on a directory tree, between the start and the end of a compile.
 #[derive(Debug)]
 pub struct OpenedFiles {
     fd: OwnedFd,
     root: PathBuf,
     root_wd: i32,
-    dirs: HashMap<i32, PathBuf>,
+    /// Each watched directory (inotify gives one watch per directory, whatever its path) by
+    /// every path the walk reached it by, in the order met.
+    dirs: HashMap<i32, Vec<PathBuf>>,
+    /// The directories of file links' targets watched without being reached by the walk (out
+    /// of the tree): the target's directory, symlinks resolved.
+    targets: HashMap<i32, PathBuf>,
     /// The file links met, by their target (symlinks resolved): the links' paths.
     links: HashMap<PathBuf, Vec<PathBuf>>,
     /// The first FIFO, socket or device met in the walk (through a link too), and what it is.
@@ -45,26 +59,29 @@ pub struct OpenedFiles {
 }
 
 impl OpenedFiles {
-    /// Watches every directory under `root` (links followed, each directory once) for opens,
-    /// then opens `root` as the canary. A hipjit cache root below `root` is watched as any
-    /// other directory: a header NVRTC reads there is listed.
+    /// Watches every directory under `root` (links followed) for opens, then opens `root` as
+    /// the canary. A directory reached by several paths (a link to a directory) is walked
+    /// through each, so that an open there is reported under every path a compiler may have
+    /// spelled: a path that would enter a directory already on the way to it (a link back to
+    /// an ancestor) is kept, but not walked further. A hipjit cache root below `root` is
+    /// watched as any other directory: a header NVRTC reads there is listed.
     ///
     /// Errors: a text naming the directory or call that failed (`inotify_init1`,
     /// `inotify_add_watch`, reading a directory), or the tree holding more than
-    /// [`MAX_WATCHED_DIRS`] directories.
+    /// [`MAX_WATCHED_DIRS`] directories or reached by more than [`MAX_WALKED_PATHS`] paths.
     pub fn watch(root: &Path) -> Result<OpenedFiles, String> {
         let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)
             .map_err(|e| format!("inotify_init1: {e}"))?;
-        let mut dirs = HashMap::new();
+        let mut dirs: HashMap<i32, Vec<PathBuf>> = HashMap::new();
+        let mut targets: HashMap<i32, PathBuf> = HashMap::new();
         let mut links: HashMap<PathBuf, Vec<PathBuf>> = HashMap::new();
-        // (directory, whether to walk it): link targets' directories are watched, not walked.
-        let mut stack = vec![(root.to_path_buf(), true)];
+        // (directory, the watches of the directories on the way to it, or `None` for a link
+        // target's directory: watched, not walked).
+        let mut stack: Vec<(PathBuf, Option<Vec<i32>>)> = vec![(root.to_path_buf(), Some(vec![]))];
         let mut root_wd = None;
-        // The watches whose directory was walked: one met first as a link's target (watched,
-        // not walked) is walked when it comes up as a directory of the tree.
-        let mut walked = std::collections::HashSet::new();
+        let mut paths = 0;
         let mut special = None;
-        while let Some((dir, walk)) = stack.pop() {
+        while let Some((dir, way)) = stack.pop() {
             let wd = inotify::add_watch(
                 &fd,
                 &dir,
@@ -72,19 +89,41 @@ impl OpenedFiles {
             )
             .map_err(|e| format!("inotify_add_watch {}: {e}", dir.display()))?;
             root_wd.get_or_insert(wd);
-            // The same directory through a link: the kernel returns its watch again.
-            if !dirs.contains_key(&wd) {
-                if dirs.len() == MAX_WATCHED_DIRS {
-                    return Err(format!(
-                        "{} holds more than {MAX_WATCHED_DIRS} directories",
-                        root.display()
-                    ));
-                }
-                dirs.insert(wd, dir.clone());
+            // The same directory through another path: the kernel returns its watch again.
+            if !dirs.contains_key(&wd)
+                && !targets.contains_key(&wd)
+                && dirs.len() + targets.len() == MAX_WATCHED_DIRS
+            {
+                return Err(format!(
+                    "{} holds more than {MAX_WATCHED_DIRS} directories",
+                    root.display()
+                ));
             }
-            if !walk || !walked.insert(wd) {
+            let Some(mut way) = way else {
+                if !dirs.contains_key(&wd) {
+                    targets.entry(wd).or_insert(dir);
+                }
+                continue;
+            };
+            // Reached by the walk: named by the walk's paths from now on.
+            targets.remove(&wd);
+            paths += 1;
+            if paths > MAX_WALKED_PATHS {
+                return Err(format!(
+                    "{} is reached by more than {MAX_WALKED_PATHS} directory paths (symbolic \
+                     links to directories)",
+                    root.display()
+                ));
+            }
+            let known = dirs.entry(wd).or_default();
+            if !known.contains(&dir) {
+                known.push(dir.clone());
+            }
+            // A link back to a directory on the way: this path is kept, not walked.
+            if way.contains(&wd) {
                 continue;
             }
+            way.push(wd);
             let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             for entry in entries {
                 let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -94,14 +133,14 @@ impl OpenedFiles {
                     // Every directory, a hipjit cache root too (one holding `CACHEDIR.TAG`):
                     // only what is opened is listed, and a header read there must be keyed.
                     Ok(m) if m.is_dir() => {
-                        stack.push((path, true));
+                        stack.push((path, Some(way.clone())));
                     }
                     Ok(m) if m.is_file() && link => {
                         let Ok(target) = std::fs::canonicalize(&path) else {
                             continue;
                         };
                         if let Some(parent) = target.parent() {
-                            stack.push((parent.to_path_buf(), false));
+                            stack.push((parent.to_path_buf(), None));
                         }
                         links.entry(target).or_default().push(path);
                     }
@@ -117,6 +156,7 @@ impl OpenedFiles {
             root: root.to_path_buf(),
             root_wd: root_wd.expect("the root is watched first"),
             dirs,
+            targets,
             links,
             special,
         };
@@ -132,13 +172,19 @@ impl OpenedFiles {
         self.special.as_ref().map(|(p, k)| (p.as_path(), *k))
     }
 
-    /// The directories watched, in no order.
+    /// The directories watched, each by the first path met, in no order.
     pub fn directories(&self) -> impl Iterator<Item = &Path> {
-        self.dirs.values().map(PathBuf::as_path)
+        self.dirs
+            .values()
+            .filter_map(|paths| paths.first())
+            .chain(self.targets.values())
+            .map(PathBuf::as_path)
     }
 
     /// Every regular file opened below the root since [`OpenedFiles::watch`] (each once,
-    /// sorted), named by the path of its directory as walked and its name there.
+    /// sorted), named by every path of its directory as walked (or, for a link target's
+    /// directory out of the tree, its resolved path) and its name there, and by every file
+    /// link to it.
     ///
     /// Errors: a text saying why the answer cannot be trusted (no canary event, the event
     /// queue overflowed, a watched directory removed or unmounted, `read` failed).
@@ -159,10 +205,12 @@ impl OpenedFiles {
                 return Err("the inotify event queue overflowed".into());
             }
             if flags.intersects(ReadFlags::IGNORED | ReadFlags::UNMOUNT) {
-                let dir = self.dirs.get(&event.wd()).map_or_else(
-                    || "a watched directory".to_owned(),
-                    |d| d.display().to_string(),
-                );
+                let dir = (self.dirs.get(&event.wd()).and_then(|p| p.first()))
+                    .or_else(|| self.targets.get(&event.wd()))
+                    .map_or_else(
+                        || "a watched directory".to_owned(),
+                        |d| d.display().to_string(),
+                    );
                 return Err(format!("{dir} was removed or unmounted during the compile"));
             }
             if !flags.contains(ReadFlags::OPEN) {
@@ -173,8 +221,11 @@ impl OpenedFiles {
                 canary |= event.wd() == self.root_wd && name.is_empty();
                 continue;
             }
-            if let Some(dir) = self.dirs.get(&event.wd()) {
-                out.push(dir.join(OsStr::from_bytes(name)));
+            let name = OsStr::from_bytes(name);
+            match (self.dirs.get(&event.wd()), self.targets.get(&event.wd())) {
+                (Some(paths), _) => out.extend(paths.iter().map(|dir| dir.join(name))),
+                (None, Some(dir)) => out.push(dir.join(name)),
+                (None, None) => {}
             }
         }
         if !canary {
@@ -269,6 +320,34 @@ mod tests {
         assert_eq!(watch.directories().count(), 3);
         std::fs::read(root.join("crt/deeper/d.h")).unwrap();
         assert_eq!(watch.finish().unwrap(), [root.join("crt/deeper/d.h")]);
+    }
+
+    #[test]
+    fn an_open_in_a_directory_reached_through_links_is_listed_under_every_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("include");
+        std::fs::create_dir_all(root.join("mytk/sub")).unwrap();
+        std::fs::write(root.join("mytk/a.h"), "a").unwrap();
+        std::fs::write(root.join("mytk/sub/s.h"), "s").unwrap();
+        // Names before and after `mytk` in any readdir order, and a link back to the root.
+        for alias in ["0_b1", "z_b2"] {
+            std::os::unix::fs::symlink("mytk", root.join(alias)).unwrap();
+        }
+        std::os::unix::fs::symlink(".", root.join("mytk/up")).unwrap();
+        let watch = OpenedFiles::watch(&root).unwrap();
+        assert_eq!(watch.directories().count(), 3);
+        std::fs::read(root.join("0_b1/a.h")).unwrap();
+        std::fs::read(root.join("mytk/sub/s.h")).unwrap();
+        let mut expected: Vec<PathBuf> = ["0_b1", "mytk", "z_b2"]
+            .iter()
+            .flat_map(|d| [root.join(d).join("a.h"), root.join(d).join("sub/s.h")])
+            .collect();
+        // `up` leads back to `mytk`: kept one level, not walked further.
+        for d in ["0_b1", "mytk", "z_b2"] {
+            expected.push(root.join(d).join("up/a.h"));
+        }
+        expected.sort();
+        assert_eq!(watch.finish().unwrap(), expected);
     }
 
     #[test]
