@@ -862,3 +862,62 @@ fn a_toolkit_header_read_through_a_directory_link_is_keyed_by_both_paths() {
     );
     assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
 }
+
+#[test]
+fn nvrtc_builtins_found_through_ld_library_path_are_keyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cu13 = pypi_cu13();
+    // NVRTC alone in its directory: its builtins are not beside it ($ORIGIN), so the dynamic
+    // loader finds them through LD_LIBRARY_PATH, in one of two directories that differ.
+    let prefix = dir.path().join("cuda");
+    std::fs::create_dir_all(prefix.join("lib")).unwrap();
+    std::os::unix::fs::symlink(
+        cu13.join("lib/libnvrtc.so.13"),
+        prefix.join("lib/libnvrtc.so.13"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(cu13.join("include"), prefix.join("include")).unwrap();
+    let builtins = std::fs::read_dir(cu13.join("lib"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc-builtins.so."))
+        })
+        .expect("PyPI's NVRTC builtins");
+    let (b1, b2) = (dir.path().join("b1"), dir.path().join("b2"));
+    for b in [&b1, &b2] {
+        std::fs::create_dir(b).unwrap();
+    }
+    let name = builtins.file_name().unwrap();
+    std::os::unix::fs::symlink(&builtins, b1.join(name)).unwrap();
+    let mut other = std::fs::read(&builtins).unwrap();
+    other.extend_from_slice(b"\nanother build\n");
+    std::fs::write(b2.join(name), other).unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/vectors.hip");
+    std::fs::write(&src, VECTORS).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let run = |ld: &Path| -> String {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        let o = nvrtc_compile(&mut cmd, &home, &prefix.join("lib/libnvrtc.so.13"))
+            .env("LD_LIBRARY_PATH", ld)
+            .arg("-o")
+            .arg(home.join("out.cubin"))
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert_origin(&run(&b1), "miss", "builtins from b1");
+    assert_origin(&run(&b1), "hit (disk)", "builtins from b1 again");
+    assert_origin(&run(&b2), "miss", "other builtins from b2");
+}

@@ -543,10 +543,18 @@ fn fingerprint(
 /// resolved) and the path it was found at, whose neighbourhood decides its header directories
 /// (a toolkit of links to another toolkit's NVRTC has headers of its own).
 pub(crate) fn library_memo_name(kind: CompilerKind, resolved: &Path, library: &Path) -> String {
+    // The files an in-process compiler loads later (NVRTC's builtins, hipRTC's comgr) are
+    // found by the dynamic loader, `LD_LIBRARY_PATH` first: another value, another identity.
     memo_name(
         kind,
         resolved,
-        &[("library".to_owned(), library.as_os_str().to_owned())],
+        &[
+            ("library".to_owned(), library.as_os_str().to_owned()),
+            (
+                "LD_LIBRARY_PATH".to_owned(),
+                std::env::var_os("LD_LIBRARY_PATH").unwrap_or_else(|| "\0unset".into()),
+            ),
+        ],
     )
 }
 

@@ -514,15 +514,33 @@ impl NvRtc {
     }
 
     /// The files that decide what this NVRTC compiles, for the compiler identity of the cache
-    /// key: the library and its builtins (`libnvrtc-builtins.so.*`, beside it, which NVRTC
-    /// loads at its first compile). Each file once, symlinks resolved, sorted.
+    /// key: the library and its builtins (`libnvrtc-builtins.so.M.m`), the one it loads and
+    /// any beside it. NVRTC loads its builtins at its first compile, by the dynamic loader's
+    /// rules from the library (its `$ORIGIN`, then `LD_LIBRARY_PATH`, the loader's cache):
+    /// an empty program is compiled first, so that the file it loaded is keyed rather than
+    /// guessed (one found only through `LD_LIBRARY_PATH` was not keyed before). Each file
+    /// once, symlinks resolved, sorted.
     pub fn identity_files(&self) -> Vec<PathBuf> {
+        self.load_builtins();
         rtc::identity_files(
             vec![self.lib.path.clone()],
             &["libnvrtc-builtins"],
             self.lib.path.parent(),
             &["libnvrtc-builtins.so."],
         )
+    }
+
+    /// Compiles an empty program, which makes NVRTC load its builtins (its result and errors
+    /// do not matter: a real compile reports them).
+    fn load_builtins(&self) {
+        let input = RtcInput {
+            source: b"",
+            name: "hipjit-builtins.cu",
+            headers: &[],
+            include_dirs: &[],
+            options: &[],
+        };
+        let _ = rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, &input, &[]);
     }
 
     /// `nvrtcVersion`: the CUDA version of this NVRTC, e.g. `(13, 0)`.
