@@ -1035,6 +1035,36 @@ fn cache_verify_passes_then_fails_on_a_corrupted_entry() {
     assert!(stderr(&bad).contains(path_str(entry)), "{}", stderr(&bad));
 }
 
+/// An entry another hipjit wrote (another cache format: its header says so) is listed by
+/// `cache verify` as of that format, not as damage: the run passes while an entry of this
+/// format is damaged nowhere.
+#[test]
+fn cache_verify_lists_an_entry_of_another_format_apart_and_passes() {
+    let cache = filled_cache();
+    let entry = &entry_files(cache.path())[0];
+    let mut bytes = std::fs::read(entry).unwrap();
+    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    bytes[8..12].copy_from_slice(&(version - 1).to_le_bytes());
+    std::fs::write(entry, &bytes).unwrap();
+    let o = hipjit_in(cache.path(), &["cache", "verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let line = stdout(&o)
+        .lines()
+        .find(|l| l.contains(path_str(entry)))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        line.starts_with("old ") && line.contains(&format!("cache format {}", version - 1)),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stdout(&o).contains("0 bad, 1 of another cache format"),
+        "{}",
+        stdout(&o)
+    );
+}
+
 /// The position of `needle` in `haystack`.
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)

@@ -518,6 +518,164 @@ fn a_fifo_in_the_toolkits_headers_is_refused_before_nvrtc_runs_not_waited_on() {
     assert!(!home.join("out.cubin").exists(), "no output");
 }
 
+/// `hipjit compile` as [`compile`] with the extra flags `flags` (`--cflag`), writing `out`.
+fn compile_flags(home: &Path, lib: &Path, src: &Path, flags: &[&str], out: &Path) -> String {
+    std::fs::create_dir_all(home).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    nvrtc_compile(&mut cmd, home, lib);
+    for f in flags {
+        cmd.arg(format!("--cflag={f}"));
+    }
+    let o = cmd.arg("-o").arg(out).arg(src).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn line_tables_asked_by_extra_flags_keep_the_toolkit_directories_in_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let (a, b) = (
+        dir.path().join("node-a/cuda"),
+        dir.path().join("node-b/cuda"),
+    );
+    let (lib_a, lib_b) = (toolkit(&a), toolkit(&b));
+    // A device function of a toolkit header that stays a call: the line tables name its file.
+    for prefix in [&a, &b] {
+        std::fs::create_dir(prefix.join("include/hipjit_test")).unwrap();
+        std::fs::write(
+            prefix.join("include/hipjit_test/twice.h"),
+            "__device__ __noinline__ float twice(float x) { return 2 * x; }\n",
+        )
+        .unwrap();
+    }
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/twice.hip");
+    std::fs::write(
+        &src,
+        "#include <hipjit_test/twice.h>\n\
+         extern \"C\" __global__ void k(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n",
+    )
+    .unwrap();
+    // Line tables name the toolkit's headers by their absolute paths: a cubin made under
+    // node-a must not serve node-b. One extra flag, then two (the key once dropped as many of
+    // hipjit's own trailing flags, the toolkit's `-I`s, as there were extra flags).
+    for flags in [&["-lineinfo"][..], &["-G", "-DHIPJIT_TEST_X=1"][..]] {
+        let (out_a, out_b) = (home.join("a.cubin"), home.join("b.cubin"));
+        let first = compile_flags(&home, &lib_a, &src, flags, &out_a);
+        assert_origin(&first, "miss", &format!("{flags:?} under node-a"));
+        let second = compile_flags(&home, &lib_b, &src, flags, &out_b);
+        assert_origin(&second, "miss", &format!("{flags:?} under node-b"));
+        let cubin_b = std::fs::read(&out_b).unwrap();
+        let named = |needle: &Path| {
+            let n = needle.to_str().unwrap().as_bytes();
+            cubin_b.windows(n.len()).any(|w| w == n)
+        };
+        assert!(
+            !named(&a) && named(&b),
+            "{flags:?}: the cubin served under node-b names node-b's headers"
+        );
+    }
+    // Without line tables the same toolkit under another prefix still hits, extra flags or not.
+    let flags = ["-DHIPJIT_TEST_X=1", "-DHIPJIT_TEST_Y=2"];
+    let (out_a, out_b) = (home.join("a.cubin"), home.join("b.cubin"));
+    assert_origin(
+        &compile_flags(&home, &lib_a, &src, &flags, &out_a),
+        "miss",
+        "node-a",
+    );
+    assert_origin(
+        &compile_flags(&home, &lib_b, &src, &flags, &out_b),
+        "hit (disk)",
+        "node-b, no line tables",
+    );
+}
+
+#[test]
+fn a_toolkit_include_link_retargeted_or_cccl_added_later_is_seen_by_the_remembered_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("cuda");
+    let lib = toolkit(&prefix);
+    // `include` a link to one of two header trees that differ in what a kernel computes.
+    let (a, b) = (prefix.join("headers-a"), prefix.join("headers-b"));
+    std::fs::rename(prefix.join("include"), &a).unwrap();
+    copy_tree(&a, &b);
+    for (tree, val) in [(&a, 1), (&b, 5)] {
+        std::fs::create_dir(tree.join("hipjit_test")).unwrap();
+        std::fs::write(
+            tree.join("hipjit_test/val.h"),
+            format!("#define VAL {val}\n"),
+        )
+        .unwrap();
+    }
+    std::os::unix::fs::symlink("headers-a", prefix.join("include")).unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/val.hip");
+    std::fs::write(
+        &src,
+        "#include <hipjit_test/val.h>\n\
+         extern \"C\" __global__ void k(int* x) { x[threadIdx.x] = VAL; }\n",
+    )
+    .unwrap();
+    // One identity directory throughout (`XDG_CACHE_HOME` under `home`), a new cache each time.
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let compile_in = |cache: &str| -> Vec<u8> {
+        let out = home.join(format!("{cache}.cubin"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        let o = nvrtc_compile(&mut cmd, &home, &lib)
+            .env("HIPJIT_CACHE_DIR", home.join(cache))
+            .arg("-o")
+            .arg(&out)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::fs::read(out).unwrap()
+    };
+    let with_a = compile_in("cache-1");
+    std::fs::remove_file(prefix.join("include")).unwrap();
+    std::os::unix::fs::symlink("headers-b", prefix.join("include")).unwrap();
+    let with_b = compile_in("cache-2");
+    assert_ne!(
+        with_a, with_b,
+        "compiled against headers-a after `include` moved to headers-b"
+    );
+    // The same as a compile whose identity is made afresh.
+    std::fs::remove_dir_all(home.join("xdg")).unwrap();
+    assert_eq!(compile_in("cache-3"), with_b);
+
+    // CCCL (a wheel of its own on PyPI) installed after the identity was made.
+    let cccl = b.join("cccl");
+    std::fs::rename(&cccl, b.join("cccl.off")).unwrap();
+    std::fs::write(
+        &src,
+        "#include <cuda/std/limits>\n\
+         extern \"C\" __global__ void k(int* x) { x[0] = cuda::std::numeric_limits<int>::max(); }\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    let o = nvrtc_compile(&mut cmd, &home, &lib)
+        .arg("-o")
+        .arg(home.join("limits.cubin"))
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "no cuda/std/limits without CCCL");
+    std::fs::rename(b.join("cccl.off"), &cccl).unwrap();
+    compile_in("cache-4");
+}
+
 /// Runs `cmd` to its end, or kills it and fails the test after 90 s (a hang is a failure,
 /// not a stalled run); its exit status, stdout and stderr.
 fn run_with_deadline(cmd: &mut Command, what: &str) -> (Option<i32>, String, String) {

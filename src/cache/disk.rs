@@ -315,8 +315,11 @@ pub struct EntrySummary {
 pub struct VerifiedEntry {
     /// The entry file.
     pub path: PathBuf,
-    /// `Err(reason)` when the entry is bad.
+    /// `Err(reason)` when the entry is bad or of another format.
     pub status: Result<(), String>,
+    /// The cache format of an entry another hipjit wrote ([`CACHE_FORMAT_VERSION`] differs):
+    /// not damage, never served (its key is of that format); `clear` removes it.
+    pub other_format: Option<u32>,
     /// Headers the compiler read (its dependency list) that are not tracked in the key and lie outside the
     /// compiler's installation and the system directories (`/usr`, `/opt/rocm*`): editing them
     /// would not change the key.
@@ -650,10 +653,12 @@ impl DiskCache {
                     Err(ReadError::Missing) => (Err("vanished while verifying".into()), vec![]),
                     Err(ReadError::Bad(r)) => (Err(r), vec![]),
                 };
+                let other_format = status.as_ref().err().and_then(|_| entry_format(&e.path));
                 out.push(VerifiedEntry {
                     path: e.path,
                     status,
                     untracked,
+                    other_format,
                 });
             }
         }
@@ -1182,6 +1187,17 @@ fn check_meta(m: &std::fs::Metadata, me: u32) -> Result<(), String> {
 enum Dirs {
     Always,
     UnlessClosed,
+}
+
+/// The cache format an entry file's header names, when it is a hipjit entry of a format other
+/// than [`CACHE_FORMAT_VERSION`]: its first 12 bytes, read without blocking.
+fn entry_format(path: &Path) -> Option<u32> {
+    use std::io::Read;
+    let (mut f, _) = crate::file_read::open_regular_nofollow(path, u64::MAX, "cache entry").ok()?;
+    let mut head = [0u8; 12];
+    f.read_exact(&mut head).ok()?;
+    let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+    (&head[..8] == ENTRY_MAGIC && version != CACHE_FORMAT_VERSION).then_some(version)
 }
 
 enum ReadError {

@@ -361,8 +361,12 @@ impl NvrtcBackend {
         identity_dir: Option<&std::path::Path>,
     ) -> Option<NvrtcBackend> {
         let (library, major, identity) = recalled(search, identity_dir)?;
+        if !toolkit_headers_unchanged(library.path(), &identity.header_dirs) {
+            return None;
+        }
         Some(NvrtcBackend {
-            // As found when the identity was made (`cuda_fp16.h` there): no stat on a hit.
+            // As found when the identity was made (`cuda_fp16.h` there), and still the
+            // directories beside the library (checked above).
             cuda_include: identity.header_dirs.first().cloned(),
             cuda_cccl: identity.header_dirs.get(1).cloned(),
             library,
@@ -443,10 +447,27 @@ impl NvrtcBackend {
         self.library.get("NVRTC", NvRtc::open_path)
     }
 
-    /// The options handed to NVRTC for `source` and `options` (see the module documentation).
+    /// The options handed to NVRTC for `source` and `options` (see the module documentation):
+    /// hipjit's own before the caller's extra flags, the extra flags, hipjit's own after them
+    /// ([`NvrtcBackend::own_options`]).
     ///
     /// Errors: [`RtcError::Arch`] for an optimisation level other than 3.
     pub fn options(&self, options: &CompileOptions) -> Result<Vec<String>, RtcError> {
+        let (mut o, after) = self.own_options(options)?;
+        o.extend(options.extra_flags.iter().cloned());
+        o.extend(after);
+        Ok(o)
+    }
+
+    /// hipjit's own options for NVRTC: those handed before the caller's extra flags (the
+    /// target, the standard, the prelude, `--use_fast_math`, `-lineinfo`, the defines) and
+    /// those handed after them (`-I` of the toolkit's headers and of CCCL's).
+    ///
+    /// Errors: as [`NvrtcBackend::options`].
+    fn own_options(
+        &self,
+        options: &CompileOptions,
+    ) -> Result<(Vec<String>, Vec<String>), RtcError> {
         let sm = options.sm_targets[0];
         if options.opt_level != OptLevel::O3 {
             return Err(RtcError::Arch {
@@ -469,14 +490,16 @@ impl NvrtcBackend {
             o.push("-lineinfo".into());
         }
         push_defines(&mut o, options);
-        o.extend(options.extra_flags.iter().cloned());
         // The toolkit's headers, then CCCL's (`cuda/std`, CUB, Thrust), after the caller's
         // include directories and `-I` flags, as nvcc.profile puts them on nvcc's search path:
         // a user's header of a toolkit header's name (a newer CUB) is found first.
-        for dir in self.cuda_include.iter().chain(&self.cuda_cccl) {
-            o.push(format!("-I{}", dir.display()));
-        }
-        Ok(o)
+        let after = self
+            .cuda_include
+            .iter()
+            .chain(&self.cuda_cccl)
+            .map(|dir| format!("-I{}", dir.display()))
+            .collect();
+        Ok((o, after))
     }
 
     /// hipjit's prelude headers, handed to NVRTC in memory, made once per process
@@ -491,6 +514,41 @@ impl NvrtcBackend {
         static MADE: [std::sync::OnceLock<Vec<TrackedHeader>>; 2] =
             [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
         MADE[usize::from(self.cuda_include.is_some())].get_or_init(|| tracked(self.headers()))
+    }
+}
+
+/// Whether the toolkit's headers beside NVRTC's `library` (its `../../include`, as
+/// [`super::nvrtc::include_dir_of`] finds them) are still the directories its remembered
+/// identity holds (`header_dirs`: the `include` with symbolic links resolved, then its `cccl`
+/// when there was one): the same directory (device and inode) for the `include`, and `cccl`
+/// there as it was (a directory, the same one, or still none). A link to `include` retargeted,
+/// a `cccl` added or removed, or a relative library path read from another working directory
+/// makes the identity be made again. Four `stat`s.
+fn toolkit_headers_unchanged(library: &std::path::Path, header_dirs: &[PathBuf]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let dir_id = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .ok()
+            .filter(std::fs::Metadata::is_dir)
+            .map(|m| (m.dev(), m.ino()))
+    };
+    let beside = library
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(|root| root.join("include"));
+    match (beside, header_dirs.first()) {
+        (Some(now), Some(include)) => {
+            let (now, cccl_now) = (dir_id(&now), dir_id(&include.join("cccl")));
+            now.is_some()
+                && now == dir_id(include)
+                && match header_dirs.get(1) {
+                    Some(cccl) => cccl_now.is_some() && cccl_now == dir_id(cccl),
+                    None => cccl_now.is_none(),
+                }
+        }
+        // No headers were found beside it: still none to find.
+        (now, None) => now.is_none_or(|d| !d.join("cuda_fp16.h").is_file()),
+        (None, Some(_)) => false,
     }
 }
 
@@ -520,19 +578,18 @@ fn push_defines(o: &mut Vec<String>, options: &CompileOptions) {
 fn in_process_key<K: key::FromKeyRecord>(
     source: &[u8],
     options: &CompileOptions,
-    handed: &[String],
+    own: Vec<String>,
     identity: &CompilerIdentity,
     builtin: &[TrackedHeader],
     extra: &[u8],
     toolkit_root: Option<&std::path::Path>,
 ) -> K {
-    // Options the backend refuses give no handed list: the compile fails, the key is moot.
-    let own = handed.len().saturating_sub(options.extra_flags.len());
-    let mut flags: Vec<String> = handed[..own]
-        .iter()
+    let line_tables = options.line_info || options.extra_flags.iter().any(|f| makes_line_tables(f));
+    let mut flags: Vec<String> = own
+        .into_iter()
         .map(|f| match toolkit_root {
-            Some(root) => installation_relative(f, root, options.line_info),
-            None => f.clone(),
+            Some(root) => installation_relative(&f, root, line_tables),
+            None => f,
         })
         .collect();
     for i in 0..options.include_dirs.len() {
@@ -574,6 +631,17 @@ fn installation_relative(flag: &str, root: &std::path::Path, line_info: bool) ->
         Some(rel) => format!("-I\0installation/{}", rel.display()),
         None => flag.to_owned(),
     }
+}
+
+/// Whether NVRTC flag `flag` makes line tables or debug information, which name the headers'
+/// absolute paths: `-lineinfo`/`--generate-line-info`, `-G`/`--device-debug` (also in their
+/// `=value` forms).
+fn makes_line_tables(flag: &str) -> bool {
+    let name = flag.split_once('=').map_or(flag, |(n, _)| n);
+    matches!(
+        name,
+        "-lineinfo" | "--generate-line-info" | "-G" | "--device-debug"
+    )
 }
 
 /// In-memory headers as hashed into an in-process compiler's key: name and sha256 of each.
@@ -738,15 +806,25 @@ impl Backend {
             Backend::Nvcc(n, _) => n.direct_key_as(source, options, extra),
             Backend::HipRtc(b) => {
                 // Options hipRTC refuses fail in `compile`; the key of what would be handed.
-                let handed = b.options(options).unwrap_or_default();
-                in_process_key(source, options, &handed, &b.identity, &[], extra, None)
+                // hipRTC's extra flags come last.
+                let mut own = b.options(options).unwrap_or_default();
+                own.truncate(own.len().saturating_sub(options.extra_flags.len()));
+                in_process_key(source, options, own, &b.identity, &[], extra, None)
             }
             Backend::Nvrtc(b) => {
-                let handed = b.options(options).unwrap_or_default();
+                // Options NVRTC refuses fail in `compile`; the key of what would be handed, the
+                // extra flags in their own field.
+                let own = b
+                    .own_options(options)
+                    .map(|(mut before, after)| {
+                        before.extend(after);
+                        before
+                    })
+                    .unwrap_or_default();
                 in_process_key(
                     source,
                     options,
-                    &handed,
+                    own,
                     &b.identity,
                     b.builtin_headers(),
                     extra,
@@ -876,6 +954,18 @@ mod tests {
             installation_relative("-I/opt/cuda-13/include", std::path::Path::new(""), false),
             "-I/opt/cuda-13/include"
         );
+        for f in [
+            "-lineinfo",
+            "--generate-line-info",
+            "-G",
+            "--device-debug",
+            "-G=1",
+        ] {
+            assert!(makes_line_tables(f), "{f}");
+        }
+        for f in ["-Gx", "-lineinfo2", "-DG", "--use_fast_math"] {
+            assert!(!makes_line_tables(f), "{f}");
+        }
     }
 
     #[test]

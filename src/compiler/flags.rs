@@ -389,6 +389,23 @@ const NVCC_PREFIX: &[(&str, RejectedBecause)] = &[
 const HIPRTC_PREFIX: &[(&str, RejectedBecause)] =
     &[("--gpu-architecture", TargetList), ("-arch", TargetList)];
 
+/// NVRTC's own options that read or write files beside the compile (on top of nvcc's rules,
+/// which NVRTC follows otherwise): precompiled headers (`--pch` keeps them in `--pch-dir`,
+/// `--use-pch` reads one) and `--create-pch`, `--time` and `--fdevice-time-trace`, which write
+/// files a cache hit would not.
+const NVRTC_PREFIX: &[(&str, RejectedBecause)] = &[
+    ("--pch", ReadsUnkeyedFiles),
+    ("-pch", ReadsUnkeyedFiles),
+    ("--use-pch", ReadsUnkeyedFiles),
+    ("-use-pch", ReadsUnkeyedFiles),
+    ("--create-pch", OutputPath),
+    ("-create-pch", OutputPath),
+    ("--time", OutputPath),
+    ("-time", OutputPath),
+    ("--fdevice-time-trace", OutputPath),
+    ("-fdevice-time-trace", OutputPath),
+];
+
 /// cc1 options that read or write files, refused after `-Xclang`.
 const CC1_PREFIX: &[(&str, RejectedBecause)] = &[
     ("-load", ReadsUnkeyedFiles),
@@ -526,6 +543,11 @@ impl BackendKind {
                     return Err(reject(flag, b));
                 }
             }
+            if self == BackendKind::Nvrtc {
+                if let Some(b) = rule(flag, &[], NVRTC_PREFIX) {
+                    return Err(reject(flag, b));
+                }
+            }
             match self {
                 _ if self.is_clang() => {
                     let payload = if flag == "-Xclang" {
@@ -654,6 +676,31 @@ mod tests {
             BackendKind::Nvcc.std_flag(CxxStd::Cxx23, &old),
             "-std=c++23"
         );
+    }
+
+    #[test]
+    fn nvrtc_flags_that_read_or_write_files_are_refused_and_nvcc_keeps_its_rules() {
+        for f in [
+            "--pch",
+            "-pch",
+            "--pch-dir=/tmp/p",
+            "--use-pch=/tmp/h.pch",
+            "--create-pch=/tmp/h.pch",
+            "--time=/tmp/t.csv",
+            "--fdevice-time-trace=/tmp/t.json",
+        ] {
+            let e = BackendKind::Nvrtc
+                .check_extra_flags(&[f.to_string()])
+                .unwrap_err();
+            assert!(e.to_string().contains(f), "{e}");
+        }
+        assert!(BackendKind::Nvrtc
+            .check_extra_flags(&["-DTIME=1".to_string(), "--use_fast_math".to_string()])
+            .is_ok());
+        // nvcc's own rules still apply to NVRTC.
+        assert!(BackendKind::Nvrtc
+            .check_extra_flags(&["-o".to_string()])
+            .is_err());
     }
 
     #[test]

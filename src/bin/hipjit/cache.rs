@@ -321,7 +321,11 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             let checked = cache
                 .verify()
                 .map_err(|e| CliError::failed(e.to_string()))?;
-            let bad = checked.iter().filter(|v| v.status.is_err()).count();
+            let bad = checked
+                .iter()
+                .filter(|v| v.status.is_err() && v.other_format.is_none())
+                .count();
+            let other = checked.iter().filter(|v| v.other_format.is_some()).count();
             if args.json {
                 let list: Vec<_> = checked
                     .iter()
@@ -330,18 +334,25 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                             "path": output::path_json(&v.path),
                             "ok": v.status.is_ok(),
                             "error": v.status.as_ref().err(),
+                            "other_format": v.other_format,
                             "untracked_headers": output::paths_json(&v.untracked),
                         })
                     })
                     .collect();
                 output::print_json(serde_json::json!({
                     "roots": roots, "entries": list, "checked": checked.len(), "bad": bad,
+                    "other_format": other,
                 }))?;
             } else {
                 for v in &checked {
-                    match &v.status {
-                        Ok(()) => println!("ok   {}", v.path.display()),
-                        Err(e) => println!("BAD  {}: {e}", v.path.display()),
+                    match (&v.status, v.other_format) {
+                        (Ok(()), _) => println!("ok   {}", v.path.display()),
+                        (Err(_), Some(f)) => println!(
+                            "old  {}: written by a hipjit of cache format {f} (this one reads {}): never served, not damage; `hipjit cache clear` removes it",
+                            v.path.display(),
+                            hipjit::cache::key::CACHE_FORMAT_VERSION
+                        ),
+                        (Err(e), None) => println!("BAD  {}: {e}", v.path.display()),
                     }
                     for u in &v.untracked {
                         println!(
@@ -350,11 +361,19 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                         );
                     }
                 }
-                println!("{} entries checked, {bad} bad", checked.len());
+                if other > 0 {
+                    println!(
+                        "{} entries checked, {bad} bad, {other} of another cache format",
+                        checked.len()
+                    );
+                } else {
+                    println!("{} entries checked, {bad} bad", checked.len());
+                }
             }
             if bad > 0 {
                 let first = checked
                     .iter()
+                    .filter(|v| v.other_format.is_none())
                     .find_map(|v| v.status.as_ref().err().map(|e| (v, e)));
                 let detail = first
                     .map(|(v, e)| format!(": first: {}: {e}", v.path.display()))
