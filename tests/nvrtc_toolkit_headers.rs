@@ -921,3 +921,36 @@ fn nvrtc_builtins_found_through_ld_library_path_are_keyed() {
     assert_origin(&run(&b1), "hit (disk)", "builtins from b1 again");
     assert_origin(&run(&b2), "miss", "other builtins from b2");
 }
+
+#[test]
+fn a_header_found_in_cccl_is_shadowed_by_one_added_to_the_toolkits_include() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    let include = prefix.join("include");
+    // `include/nv` and `include/cccl/nv` both exist in PyPI's toolkit.
+    assert!(include.join("nv").is_dir() && include.join("cccl/nv").is_dir());
+    std::fs::write(include.join("cccl/nv/extra.h"), "#define SH 1\n").unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/shadow.hip");
+    std::fs::write(
+        &src,
+        "#include <nv/extra.h>\nextern \"C\" __global__ void k(int* x) { x[0] = SH; }\n",
+    )
+    .unwrap();
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "the first compile",
+    );
+    let first = std::fs::read(home.join("out.cubin")).unwrap();
+    assert_origin(&compile(&home, &lib, &src, None), "hit (disk)", "again");
+    // `include` is searched before `include/cccl`: `<nv/extra.h>` now finds this one.
+    std::fs::write(include.join("nv/extra.h"), "#define SH 2\n").unwrap();
+    assert_origin(
+        &compile(&home, &lib, &src, None),
+        "miss",
+        "after include/nv/extra.h was added",
+    );
+    assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
+}

@@ -19,7 +19,10 @@
 //!   an absolute one by its path, or relative to the installation root when it is one of the
 //!   installation's header directories) its top level and, for each header found under
 //!   any search directory at `sub/dir/x.h`, its `sub` and `sub/dir` (so that a new `a/x.h`
-//!   shadowing `b/x.h`, or a new file a `__has_include` would now find, is a miss); and the
+//!   shadowing `b/x.h`, or a new file a `__has_include` would now find, is a miss); a header
+//!   below several search directories (NVRTC's `include` and `include/cccl`) is taken at its
+//!   name below each (`cccl/nv/x.h` and `nv/x.h`), since any of them may be what the
+//!   `#include` spelled; and the
 //!   directory of every file read (a new `x.h` beside its includer). A directory is recorded
 //!   by its stat fields and the sha256 of its sorted listing (names and whether each is a
 //!   directory), or as absent.
@@ -545,14 +548,26 @@ pub fn record(
                 });
             }
         }
-        // The directories searched on the way to it.
-        let rel: Option<PathBuf> = match d.include_dir {
-            Some(_) => Some(d.name.clone()),
-            None => extra_search
-                .iter()
-                .find_map(|s| d.path.strip_prefix(s).ok().map(Path::to_path_buf)),
-        };
-        if let Some(rel) = rel {
+        // The directories searched on the way to it, for every name that could have found
+        // it: its name below each search directory holding it. Nested search directories (the
+        // toolkit's `include` and `include/cccl`) give a header several names (`cccl/nv/x.h`,
+        // `nv/x.h`), and which one the `#include` spelled is not known (NVRTC's opens name
+        // the file, not the spelling; a depfile names the path), so each is recorded.
+        let mut spellings: Vec<PathBuf> = d
+            .include_dir
+            .map(|_| d.name.clone())
+            .into_iter()
+            .chain(
+                include_dirs
+                    .iter()
+                    .chain(extra_search)
+                    .filter_map(|s| d.path.strip_prefix(s).ok().map(Path::to_path_buf)),
+            )
+            .filter(|rel| !rel.as_os_str().is_empty())
+            .collect();
+        spellings.sort();
+        spellings.dedup();
+        for rel in spellings {
             let mut prefix = PathBuf::new();
             let parts: Vec<_> = rel.components().collect();
             for c in parts.iter().take(parts.len().saturating_sub(1)) {
@@ -719,6 +734,62 @@ mod tests {
         };
         assert_eq!(Manifest::from_bytes(&m.to_bytes()).unwrap(), m);
         assert!(Manifest::from_bytes(b"\xc1garbage").is_err());
+    }
+
+    #[test]
+    fn a_header_below_nested_search_directories_records_the_way_of_each_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cuda");
+        let include = root.join("include");
+        std::fs::create_dir_all(include.join("cccl/nv")).unwrap();
+        std::fs::create_dir_all(include.join("nv")).unwrap();
+        let header = include.join("cccl/nv/extra.h");
+        std::fs::write(&header, "#define SH 1\n").unwrap();
+        let compiler = CompilerIdentity {
+            kind: crate::compiler::CompilerKind::Nvrtc,
+            path: root.join("lib/libnvrtc.so.13"),
+            version: String::new(),
+            fingerprint: String::new(),
+            covered: vec![],
+            root: root.clone(),
+            header_dirs: vec![include.clone()],
+        };
+        let recorded = record(
+            &[Dependency {
+                include_dir: None,
+                name: header.clone(),
+                path: header,
+            }],
+            &[],
+            &[include.clone(), include.join("cccl")],
+            &compiler,
+            SystemTime::now(),
+            None,
+        );
+        let dirs: Vec<(Option<u32>, String)> = recorded
+            .manifest
+            .dirs
+            .iter()
+            .map(|d| (d.include_dir, String::from_utf8_lossy(&d.name).into_owned()))
+            .collect();
+        let installation = |names: &[&str]| -> Vec<(Option<u32>, String)> {
+            names
+                .iter()
+                .map(|n| (Some(INSTALLATION), n.to_string()))
+                .collect()
+        };
+        // `<nv/extra.h>` searches `include/nv` first: a header added there shadows this one.
+        assert_eq!(
+            dirs,
+            installation(&[
+                "include",
+                "include/cccl",
+                "include/cccl/cccl",
+                "include/cccl/cccl/nv",
+                "include/cccl/nv",
+                "include/nv",
+            ])
+        );
     }
 
     #[test]
