@@ -762,6 +762,25 @@ fn compile_stopped_by_sigterm_kills_the_compiler_and_leaves_nothing_in_tmpdir() 
 
 #[test]
 fn compile_refuses_an_include_of_a_fifo_at_once_instead_of_hanging() {
+    refuses_a_fifo_at_once(
+        "#include <hip/hip_runtime.h>\n#include \"pipe.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = 1; }\n",
+        "`#include \"pipe.h\"`",
+    );
+}
+
+/// `__has_include` looks the name up and opens what it finds: hipcc blocks on a FIFO there as
+/// on an `#include`.
+#[test]
+fn compile_refuses_a_has_include_of_a_fifo_at_once_instead_of_hanging() {
+    refuses_a_fifo_at_once(
+        "#include <hip/hip_runtime.h>\n#if __has_include(\"pipe.h\")\n#define P 1\n#endif\nextern \"C\" __global__ void k(int* x) { x[0] = 1; }\n",
+        "`#if __has_include(\"pipe.h\")`",
+    );
+}
+
+/// Compiles `source` (beside an include directory holding the FIFO `pipe.h`) for gfx90a with
+/// hipcc: refused at once (exit 1), the error naming the FIFO and `directive`.
+fn refuses_a_fifo_at_once(source: &str, directive: &str) {
     let dir = tempfile::tempdir().unwrap();
     let inc = dir.path().join("inc");
     std::fs::create_dir(&inc).unwrap();
@@ -770,11 +789,7 @@ fn compile_refuses_an_include_of_a_fifo_at_once_instead_of_hanging() {
         .status()
         .expect("mkfifo runs");
     assert!(made.success());
-    let src = write(
-        dir.path(),
-        "k.hip",
-        "#include <hip/hip_runtime.h>\n#include \"pipe.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = 1; }\n",
-    );
+    let src = write(dir.path(), "k.hip", source);
     let cache = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_hipjit"))
         .args([
@@ -808,7 +823,7 @@ fn compile_refuses_an_include_of_a_fifo_at_once_instead_of_hanging() {
         err.contains(&format!("names {} (a FIFO)", inc.join("pipe.h").display())),
         "{err}"
     );
-    assert!(err.contains("`#include \"pipe.h\"`"), "{err}");
+    assert!(err.contains(directive), "{err}");
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //! directives it can read: those of the source and, recursively, of the headers they reach in
 //! the source's own directory and the include directories, as the compiler resolves them
 //! (quoted names first beside the including file, then each include directory in order;
-//! absolute names as they are). The first name that resolves to something other than a
+//! absolute names as they are), and the names `__has_include` and `__has_include_next` test
+//! (the compiler opens what it finds there too). The first name that resolves to something other than a
 //! regular file or a directory is refused ([`find`]); metadata is read with `stat(2)`, which
 //! never opens the file.
 //!
@@ -119,12 +120,55 @@ fn resolve(name: &Path, quoted: bool, here: Option<&Path>, dirs: &[PathBuf]) -> 
         .find(|p| std::fs::symlink_metadata(p).is_ok())
 }
 
-/// The `#include` / `#include_next` directives of `text`: (1-based line, the directive,
-/// the name, whether it was quoted). Computed names are skipped.
+/// The name in `<...>` or `"..."` at the start of `rest` (after blanks): the name and whether
+/// it was quoted; `None` for anything else (a computed name) or an empty name.
+fn quoted_name(rest: &[u8]) -> Option<(&[u8], bool)> {
+    let rest = rest.trim_ascii_start();
+    let (close, quoted) = match rest.first() {
+        Some(b'"') => (b'"', true),
+        Some(b'<') => (b'>', false),
+        _ => return None,
+    };
+    let end = rest[1..].iter().position(|&b| b == close)?;
+    let name = &rest[1..1 + end];
+    (!name.is_empty()).then_some((name, quoted))
+}
+
+/// The names `__has_include(...)` and `__has_include_next(...)` test on `line`: the compiler
+/// looks each up, and opens what it finds (a FIFO there blocks it as an `#include` would).
+fn has_includes(line: &[u8]) -> Vec<(&[u8], bool)> {
+    const OP: &[u8] = b"__has_include";
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(i) = line[at..].windows(OP.len()).position(|w| w == OP) {
+        let mut rest = &line[at + i + OP.len()..];
+        at += i + OP.len();
+        rest = rest
+            .strip_prefix(b"_next")
+            .unwrap_or(rest)
+            .trim_ascii_start();
+        if let Some(name) = rest.strip_prefix(b"(").and_then(quoted_name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// The `#include` / `#include_next` directives of `text`, and the names its `__has_include`s
+/// test: (1-based line, the directive or line, the name, whether it was quoted). Computed
+/// names are skipped.
 fn includes(text: &[u8]) -> Vec<(usize, String, PathBuf, bool)> {
     use std::os::unix::ffi::OsStrExt;
     let mut out = Vec::new();
     for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        for (name, quoted) in has_includes(line) {
+            out.push((
+                i + 1,
+                String::from_utf8_lossy(line.trim_ascii()).into_owned(),
+                PathBuf::from(std::ffi::OsStr::from_bytes(name)),
+                quoted,
+            ));
+        }
         let Some(d) = line.trim_ascii_start().strip_prefix(b"#") else {
             continue;
         };
@@ -135,19 +179,9 @@ fn includes(text: &[u8]) -> Vec<(usize, String, PathBuf, bool)> {
         else {
             continue;
         };
-        let rest = rest.trim_ascii_start();
-        let (close, quoted) = match rest.first() {
-            Some(b'"') => (b'"', true),
-            Some(b'<') => (b'>', false),
-            _ => continue,
-        };
-        let Some(end) = rest[1..].iter().position(|&b| b == close) else {
+        let Some((name, quoted)) = quoted_name(rest) else {
             continue;
         };
-        let name = &rest[1..1 + end];
-        if name.is_empty() {
-            continue;
-        }
         out.push((
             i + 1,
             String::from_utf8_lossy(line.trim_ascii()).into_owned(),
@@ -181,6 +215,25 @@ mod tests {
             found.to_string().contains("`#  include \"pipe.h\"`"),
             "{found}"
         );
+    }
+
+    #[test]
+    fn a_fifo_tested_by_has_include_is_found_and_computed_names_are_not() {
+        let d = tempfile::tempdir().unwrap();
+        fifo(&d.path().join("pipe.h"));
+        fifo(&d.path().join("next.h"));
+        let src = b"#if defined(X) && __has_include( <pipe.h> )\n#endif\n";
+        let found = find(src, None, &[d.path().to_path_buf()]).expect("found");
+        assert_eq!((found.line, found.kind), (1, "FIFO"));
+        let src = b"#if __has_include_next(\"next.h\")\n#endif\n";
+        let found = find(src, Some(d.path()), &[]).expect("found");
+        assert_eq!(found.path, d.path().join("next.h"));
+        assert!(find(
+            b"#if __has_include(PIPE)\n#endif\n",
+            None,
+            &[d.path().to_path_buf()]
+        )
+        .is_none());
     }
 
     #[test]
