@@ -250,7 +250,7 @@ pub enum RtcError {
     /// found after the compile (hipRTC left no readable dependency list) or before it, NVRTC
     /// being then not called (an include directory that could not be walked or holds more
     /// than [`MAX_TRACKED_FILES`] files, an `#include` that could name a file outside them).
-    #[error("{compiler}: the files the compile reads cannot all be known, so its result could not be cached: {reason}")]
+    #[error("{compiler}: the files the compile reads cannot all be known, and hipjit gives no result it cannot key (nvcc and hipcc report the files they read: `--compiler nvcc` or `hipcc`): {reason}")]
     NoDependencies {
         /// `hipRTC` or `NVRTC`.
         compiler: &'static str,
