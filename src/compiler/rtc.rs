@@ -565,13 +565,14 @@ pub(crate) fn include_dirs_in_options(options: &[String]) -> Vec<PathBuf> {
     out
 }
 
-/// Whether [`files_under`] leaves out a directory holding hipjit's cache directory tag
-/// ([`crate::cache::tag`]).
+/// Whether [`files_under`] leaves out the subdirectories of a directory holding hipjit's cache
+/// directory tag ([`crate::cache::tag`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CacheRoots {
-    /// Left out: a caller's include directory holding hipjit's cache root (the default
-    /// `~/.cache/hipjit` under `-I ~`), whose entries, locks and temporary files change while
-    /// hipjit compiles.
+    /// Its subdirectories left out, its own files listed: a caller's include directory
+    /// holding hipjit's cache root (the default `~/.cache/hipjit` under `-I ~`), whose entries,
+    /// locks, temporary files and remembered identities change while hipjit compiles; a header
+    /// beside a tag copied into a project is still keyed.
     Skip,
     /// Listed as any directory: the CUDA toolkit's headers, where a header NVRTC reads must
     /// be keyed whatever lies beside it.
@@ -579,8 +580,9 @@ pub(crate) enum CacheRoots {
 }
 
 /// Every regular file under `dir` (symbolic links followed, each directory visited once), as
-/// names relative to it, sorted; at most `limit` of them. A directory below `dir` holding
-/// hipjit's cache directory tag ([`crate::cache::tag`]) is left out with [`CacheRoots::Skip`].
+/// names relative to it, sorted; at most `limit` of them. With [`CacheRoots::Skip`], the
+/// subdirectories of a directory below `dir` holding hipjit's cache directory tag
+/// ([`crate::cache::tag`]) are left out.
 ///
 /// Errors: a text naming the directory that cannot be listed, or saying the limit was passed.
 pub(crate) fn files_under(
@@ -591,8 +593,9 @@ pub(crate) fn files_under(
     use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
+    // (directory below `dir`, whether only its files are taken: a hipjit cache root's).
+    let mut stack = vec![(PathBuf::new(), false)];
+    while let Some((rel, files_only)) = stack.pop() {
         let here = dir.join(&rel);
         let meta = std::fs::metadata(&here).map_err(|e| format!("{}: {e}", here.display()))?;
         if !seen.insert((meta.dev(), meta.ino())) {
@@ -604,13 +607,19 @@ pub(crate) fn files_under(
             let name = rel.join(entry.file_name());
             // Followed: a link to a file or a directory is read through by the compiler.
             match std::fs::metadata(entry.path()) {
-                // A hipjit cache root: its entries, locks and temporary files are hipjit's,
-                // change while it compiles, and are no source's headers.
+                Ok(m) if m.is_dir() && files_only => {}
+                // A hipjit cache root: what hipjit writes there (entries, locks, temporary
+                // files under `v1/`, remembered identities under `compilers/`) is in its
+                // subdirectories, changes while it compiles, and is no source's header. Its
+                // own files (a header beside a copied tag) are still keyed.
                 Ok(m)
                     if m.is_dir()
                         && cache_roots == CacheRoots::Skip
-                        && crate::cache::tag::is_hipjit_cache(&entry.path()) => {}
-                Ok(m) if m.is_dir() => stack.push(name),
+                        && crate::cache::tag::is_hipjit_cache(&entry.path()) =>
+                {
+                    stack.push((name, true));
+                }
+                Ok(m) if m.is_dir() => stack.push((name, false)),
                 Ok(m) if m.is_file() => {
                     if out.len() == limit {
                         return Err(format!("{} holds more than {limit} files", dir.display()));
@@ -763,19 +772,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_hipjit_cache_root_is_left_out_of_a_callers_tree_and_listed_in_the_toolkits() {
+    fn a_hipjit_cache_roots_subdirectories_are_left_out_of_a_callers_tree_and_listed_in_the_toolkits(
+    ) {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("cache")).unwrap();
+        std::fs::create_dir_all(dir.path().join("cache/v1/ab")).unwrap();
         std::fs::write(dir.path().join("a.h"), "a").unwrap();
         std::fs::write(dir.path().join("cache/v.h"), "v").unwrap();
+        std::fs::write(dir.path().join("cache/v1/ab/entry.hjc"), "e").unwrap();
         crate::cache::tag::ensure(&dir.path().join("cache"));
         assert_eq!(
             files_under(dir.path(), 100, CacheRoots::Skip).unwrap(),
-            [PathBuf::from("a.h")]
+            ["a.h", "cache/CACHEDIR.TAG", "cache/v.h"].map(PathBuf::from)
         );
         assert_eq!(
             files_under(dir.path(), 100, CacheRoots::Include).unwrap(),
-            ["a.h", "cache/CACHEDIR.TAG", "cache/v.h"].map(PathBuf::from)
+            [
+                "a.h",
+                "cache/CACHEDIR.TAG",
+                "cache/v.h",
+                "cache/v1/ab/entry.hjc"
+            ]
+            .map(PathBuf::from)
         );
     }
 }
