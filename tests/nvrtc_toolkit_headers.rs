@@ -982,16 +982,71 @@ fn a_header_beside_a_copied_cache_tag_in_an_include_directory_is_keyed() {
             .arg(&src)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     std::fs::create_dir_all(&home).unwrap();
     assert_origin(&run(), "miss", "the first compile");
-    std::fs::copy(home.join("cache/CACHEDIR.TAG"), inc.join("sub/CACHEDIR.TAG")).unwrap();
+    std::fs::copy(
+        home.join("cache/CACHEDIR.TAG"),
+        inc.join("sub/CACHEDIR.TAG"),
+    )
+    .unwrap();
     assert_origin(&run(), "miss", "after the tag was copied beside val.h");
     let first = std::fs::read(home.join("out.cubin")).unwrap();
     assert_origin(&run(), "hit (disk)", "once more");
     std::fs::write(inc.join("sub/val.h"), "#define VAL 7\n").unwrap();
     assert_origin(&run(), "miss", "after val.h was edited");
+    assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
+}
+
+#[test]
+fn a_directory_link_in_a_callers_include_directory_retargeted_is_a_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    let inc = dir.path().join("inc");
+    for (m, v) in [("m1", 1), ("m2", 2)] {
+        std::fs::create_dir_all(inc.join(m)).unwrap();
+        std::fs::write(inc.join(m).join("v.h"), format!("#define VAL {v}\n")).unwrap();
+    }
+    std::os::unix::fs::symlink("m1", inc.join("b")).unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/val.hip");
+    std::fs::write(
+        &src,
+        "#include <b/v.h>\nextern \"C\" __global__ void k(int* x) { x[threadIdx.x] = VAL; }\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let run = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        let o = nvrtc_compile(&mut cmd, &home, &lib)
+            .arg("-I")
+            .arg(&inc)
+            .arg("-o")
+            .arg(home.join("out.cubin"))
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert_origin(&run(), "miss", "the first compile");
+    let first = std::fs::read(home.join("out.cubin")).unwrap();
+    assert_origin(&run(), "hit (disk)", "once more");
+    std::fs::remove_file(inc.join("b")).unwrap();
+    std::os::unix::fs::symlink("m2", inc.join("b")).unwrap();
+    assert_origin(&run(), "miss", "after b was retargeted to m2");
     assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
 }

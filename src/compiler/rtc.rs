@@ -579,7 +579,8 @@ pub(crate) enum CacheRoots {
     Include,
 }
 
-/// Every regular file under `dir` (symbolic links followed, each directory visited once), as
+/// Every regular file under `dir` (symbolic links followed, a directory under each path that
+/// reaches it), as
 /// names relative to it, sorted; at most `limit` of them. With [`CacheRoots::Skip`], the
 /// subdirectories of a directory below `dir` holding hipjit's cache directory tag
 /// ([`crate::cache::tag`]) are left out.
@@ -592,15 +593,20 @@ pub(crate) fn files_under(
 ) -> Result<Vec<PathBuf>, String> {
     use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    // (directory below `dir`, whether only its files are taken: a hipjit cache root's).
-    let mut stack = vec![(PathBuf::new(), false)];
-    while let Some((rel, files_only)) = stack.pop() {
+    // (directory below `dir`, whether only its files are taken: a hipjit cache root's, the
+    // directories on its way from `dir` by device and inode). A directory reached by two
+    // paths (a link to it) is listed under both: an `#include` may name it either way, and a
+    // link retargeted later must change the manifest. A link back to a directory on its own
+    // way is not followed (a cycle); `limit` bounds the rest.
+    let mut stack = vec![(PathBuf::new(), false, Vec::<(u64, u64)>::new())];
+    while let Some((rel, files_only, mut way)) = stack.pop() {
         let here = dir.join(&rel);
         let meta = std::fs::metadata(&here).map_err(|e| format!("{}: {e}", here.display()))?;
-        if !seen.insert((meta.dev(), meta.ino())) {
+        let id = (meta.dev(), meta.ino());
+        if way.contains(&id) {
             continue;
         }
+        way.push(id);
         let entries = std::fs::read_dir(&here).map_err(|e| format!("{}: {e}", here.display()))?;
         for entry in entries {
             let entry = entry.map_err(|e| format!("{}: {e}", here.display()))?;
@@ -617,9 +623,9 @@ pub(crate) fn files_under(
                         && cache_roots == CacheRoots::Skip
                         && crate::cache::tag::is_hipjit_cache(&entry.path()) =>
                 {
-                    stack.push((name, true));
+                    stack.push((name, true, way.clone()));
                 }
-                Ok(m) if m.is_dir() => stack.push((name, false)),
+                Ok(m) if m.is_dir() => stack.push((name, false, way.clone())),
                 Ok(m) if m.is_file() => {
                     if out.len() == limit {
                         return Err(format!("{} holds more than {limit} files", dir.display()));
@@ -770,6 +776,19 @@ pub(crate) fn identity_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_reached_through_a_link_is_listed_under_each_path_and_a_cycle_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("m1")).unwrap();
+        std::fs::write(dir.path().join("m1/v.h"), "v").unwrap();
+        std::os::unix::fs::symlink("m1", dir.path().join("b")).unwrap();
+        std::os::unix::fs::symlink("..", dir.path().join("m1/up")).unwrap();
+        assert_eq!(
+            files_under(dir.path(), 100, CacheRoots::Skip).unwrap(),
+            ["b/v.h", "m1/v.h"].map(PathBuf::from)
+        );
+    }
 
     #[test]
     fn a_hipjit_cache_roots_subdirectories_are_left_out_of_a_callers_tree_and_listed_in_the_toolkits(
