@@ -1050,3 +1050,62 @@ fn a_directory_link_in_a_callers_include_directory_retargeted_is_a_miss() {
     assert_origin(&run(), "miss", "after b was retargeted to m2");
     assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
 }
+
+#[test]
+fn line_tables_keep_a_callers_include_directories_in_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    std::fs::create_dir_all(&home).unwrap();
+    // Two copies of one project, each compiled with its own include directory.
+    let project = |p: &Path| -> PathBuf {
+        std::fs::create_dir_all(p.join("inc/my")).unwrap();
+        std::fs::write(
+            p.join("inc/my/twice.h"),
+            "__device__ __noinline__ float twice(float x) { return 2 * x; }\n",
+        )
+        .unwrap();
+        let src = p.join("k.hip");
+        std::fs::write(
+            &src,
+            "#include <my/twice.h>\n\
+             extern \"C\" __global__ void k(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n",
+        )
+        .unwrap();
+        src
+    };
+    let (p1, p2) = (dir.path().join("p1"), dir.path().join("p2"));
+    let run = |p: &Path, src: &Path| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        let o = nvrtc_compile(&mut cmd, &home, &lib)
+            .arg("-I")
+            .arg(p.join("inc"))
+            .arg("--cflag=-lineinfo")
+            .arg("-o")
+            .arg(home.join("out.cubin"))
+            .arg(src)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let (s1, s2) = (project(&p1), project(&p2));
+    assert_origin(&run(&p1, &s1), "miss", "p1");
+    // The line tables name p2's header: p1's cubin must not serve it.
+    assert_origin(
+        &run(&p2, &s2),
+        "miss",
+        "p2, whose line tables name its own headers",
+    );
+    let cubin = std::fs::read(home.join("out.cubin")).unwrap();
+    let named = |p: &Path| {
+        let n = p.join("inc/my").to_string_lossy().into_owned();
+        cubin.windows(n.len()).any(|w| w == n.as_bytes())
+    };
+    assert!(named(&p2) && !named(&p1), "p2's cubin names p2's header");
+}

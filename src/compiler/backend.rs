@@ -592,9 +592,19 @@ fn in_process_key<K: key::FromKeyRecord>(
             None => f,
         })
         .collect();
-    for i in 0..options.include_dirs.len() {
+    // Keyed by position (their files are in the header manifest by index), unless line tables
+    // name the headers read there by their absolute paths: then by the path handed to the
+    // library (symbolic links resolved).
+    for (i, dir) in options.include_dirs.iter().enumerate() {
         flags.push("-I".into());
-        flags.push(format!("include/{i}"));
+        flags.push(if line_tables {
+            std::fs::canonicalize(dir)
+                .unwrap_or_else(|_| dir.clone())
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            format!("include/{i}")
+        });
     }
     let std = flags
         .iter()
@@ -633,15 +643,15 @@ fn installation_relative(flag: &str, root: &std::path::Path, line_info: bool) ->
     }
 }
 
-/// Whether NVRTC flag `flag` makes line tables or debug information, which name the headers'
-/// absolute paths: `-lineinfo`/`--generate-line-info`, `-G`/`--device-debug` (also in their
-/// `=value` forms).
+/// Whether extra flag `flag` makes line tables or debug information, which name the headers'
+/// absolute paths: NVRTC's `-lineinfo`/`--generate-line-info`, `-G`/`--device-debug` (also in
+/// their `=value` forms); hipRTC's (clang's) `-g` family but `-g0`.
 fn makes_line_tables(flag: &str) -> bool {
     let name = flag.split_once('=').map_or(flag, |(n, _)| n);
     matches!(
         name,
         "-lineinfo" | "--generate-line-info" | "-G" | "--device-debug"
-    )
+    ) || (flag.starts_with("-g") && flag != "-g0")
 }
 
 /// In-memory headers as hashed into an in-process compiler's key: name and sha256 of each.
@@ -963,7 +973,17 @@ mod tests {
         ] {
             assert!(makes_line_tables(f), "{f}");
         }
-        for f in ["-Gx", "-lineinfo2", "-DG", "--use_fast_math"] {
+        for f in ["-g", "-gline-tables-only", "-gdwarf-5", "-ggdb"] {
+            assert!(makes_line_tables(f), "{f}");
+        }
+        for f in [
+            "-Gx",
+            "-lineinfo2",
+            "-DG",
+            "--use_fast_math",
+            "-g0",
+            "--gpu-architecture=x",
+        ] {
             assert!(!makes_line_tables(f), "{f}");
         }
     }
