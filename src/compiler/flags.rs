@@ -392,7 +392,7 @@ const HIPRTC_PREFIX: &[(&str, RejectedBecause)] =
 /// NVRTC's own options that read or write files beside the compile (on top of nvcc's rules,
 /// which NVRTC follows otherwise): precompiled headers (`--pch` keeps them in `--pch-dir`,
 /// `--use-pch` reads one) and `--create-pch`, `--time` and `--fdevice-time-trace`, which write
-/// files a cache hit would not.
+/// files a cache hit would not; and the long forms of the LTO outputs.
 const NVRTC_PREFIX: &[(&str, RejectedBecause)] = &[
     ("--pch", ReadsUnkeyedFiles),
     ("-pch", ReadsUnkeyedFiles),
@@ -404,6 +404,10 @@ const NVRTC_PREFIX: &[(&str, RejectedBecause)] = &[
     ("-time", OutputPath),
     ("--fdevice-time-trace", OutputPath),
     ("-fdevice-time-trace", OutputPath),
+    // LTO IR instead of a cubin (nvcc's `-dlto` is refused by nvcc's rules).
+    ("--dlink-time-opt", OutputFormat),
+    ("--gen-opt-lto", OutputFormat),
+    ("-gen-opt-lto", OutputFormat),
 ];
 
 /// cc1 options that read or write files, refused after `-Xclang`.
@@ -688,6 +692,7 @@ mod tests {
             "--create-pch=/tmp/h.pch",
             "--time=/tmp/t.csv",
             "--fdevice-time-trace=/tmp/t.json",
+            "--dlink-time-opt",
         ] {
             let e = BackendKind::Nvrtc
                 .check_extra_flags(&[f.to_string()])
