@@ -1109,3 +1109,69 @@ fn line_tables_keep_a_callers_include_directories_in_the_key() {
     };
     assert!(named(&p2) && !named(&p1), "p2's cubin names p2's header");
 }
+
+/// A compile in this process cannot be cancelled: one blocked opening a FIFO (reached through
+/// a toolkit header, where the scan before the compile does not look) still lets one SIGTERM
+/// end the command, with status 143, a few seconds later.
+#[test]
+fn one_sigterm_ends_a_command_whose_in_process_compile_is_blocked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir(prefix.join("include/mytk")).unwrap();
+    std::fs::write(prefix.join("include/mytk/x.h"), "#include <u.h>\n").unwrap();
+    let inc = dir.path().join("inc");
+    std::fs::create_dir(&inc).unwrap();
+    let fifo = std::ffi::CString::new(inc.join("u.h").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0, "mkfifo");
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/k.hip");
+    std::fs::write(
+        &src,
+        "#include <mytk/x.h>\nextern \"C\" __global__ void k() {}\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    let mut child = nvrtc_compile(&mut cmd, &home, &lib)
+        .arg("-I")
+        .arg(&inc)
+        .arg("-o")
+        .arg(home.join("out.cubin"))
+        .arg(&src)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !watching(child.id()) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "hipjit ended before NVRTC ran"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // NVRTC now opens the FIFO and waits for a writer that never comes.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let signalled = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if signalled.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("hipjit compile still ran 60 s after one SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(143),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!home.join("out.cubin").exists(), "no output");
+}

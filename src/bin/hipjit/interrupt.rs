@@ -4,13 +4,21 @@
 //! with status 128 + the signal's number (130 for SIGINT, 143 for SIGTERM) once every thread
 //! has cleaned up. A second signal ends the command at once with the same status (the
 //! compilers still die with it: `hipjit::compiler::process`'s watchdog kills them, and the
-//! next compile removes the build directories of dead processes).
+//! next compile removes the build directories of dead processes), and so does the first one
+//! when the work is not over [`GRACE`] after it: a compile in this process (NVRTC, hipRTC)
+//! cannot be cancelled, and one blocked on a file it opened would otherwise keep the command
+//! alive. Nothing half-written is left by that exit: outputs and cache entries are renamed
+//! into place whole, and an in-process compile has written nothing yet.
 //!
 //! The signals are taken by signal-hook's iterator on a thread of its own: nothing but an
 //! async-signal-safe write runs in signal context.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the first signal waits for the work to end before ending the command itself.
+pub const GRACE: Duration = Duration::from_secs(5);
 
 use hipjit::compiler::cancel::CancelToken;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -41,6 +49,16 @@ impl Interrupts {
                     if !d.load(Ordering::SeqCst) && c.load(Ordering::SeqCst) == 0 {
                         c.store(sig, Ordering::SeqCst);
                         t.cancel();
+                        let d = Arc::clone(&d);
+                        // If the thread cannot start, a second signal still ends the command.
+                        let _ = std::thread::Builder::new()
+                            .name("hipjit-grace".into())
+                            .spawn(move || {
+                                std::thread::sleep(GRACE);
+                                if !d.load(Ordering::SeqCst) {
+                                    std::process::exit(128 + sig);
+                                }
+                            });
                     } else {
                         std::process::exit(128 + sig);
                     }
