@@ -67,11 +67,11 @@ fn toolkit(prefix: &Path) -> PathBuf {
 const VECTORS: &str = "#include <vector_types.h>\n\
     extern \"C\" __global__ void v(float4* x) { x[0] = make_float4(1, 2, 3, 4); }\n";
 
-/// `hipjit compile --compiler nvrtc --arch sm_90 SRC` with NVRTC at `lib`, the cache root and
-/// identities under `home`, optionally under `strace -f -e trace=TRACE -o LOG`; its stdout.
+/// `hipjit compile --compiler nvrtc --arch sm_90 SRC -o HOME/out.cubin` with NVRTC at `lib`,
+/// the cache root and identities under `home`, optionally under
+/// `strace -f -e trace=TRACE -o LOG`; its stdout.
 fn compile(home: &Path, lib: &Path, src: &Path, strace: Option<(&str, &Path)>) -> String {
-    std::fs::create_dir_all(home).unwrap();
-    let mut cmd = match strace {
+    let cmd = match strace {
         Some((trace, log)) => {
             let mut c = Command::new("strace");
             c.args(["-f", "-qq", "-y", "-e", &format!("trace={trace}"), "-o"])
@@ -81,19 +81,41 @@ fn compile(home: &Path, lib: &Path, src: &Path, strace: Option<(&str, &Path)>) -
         }
         None => Command::new(env!("CARGO_BIN_EXE_hipjit")),
     };
-    let out: Output = nvrtc_compile(&mut cmd, home, lib)
+    compile_with(cmd, home, lib, src, &home.join("out.cubin"), |_| {})
+}
+
+/// `cmd` (the `hipjit` binary, or a wrapper running it) made `compile --compiler nvrtc --arch
+/// sm_90` as [`nvrtc_compile`] makes it, then `setup` adding arguments or variables, then
+/// `-o OUT SRC`; asserts that it succeeded and returns its stdout.
+fn compile_with(
+    mut cmd: Command,
+    home: &Path,
+    lib: &Path,
+    src: &Path,
+    out: &Path,
+    setup: impl FnOnce(&mut Command),
+) -> String {
+    std::fs::create_dir_all(home).unwrap();
+    nvrtc_compile(&mut cmd, home, lib);
+    setup(&mut cmd);
+    let o: Output = cmd
         .arg("-o")
-        .arg(home.join("out.cubin"))
+        .arg(out)
         .arg(src)
         .output()
         .unwrap_or_else(|e| panic!("cannot run hipjit ({e}); strace: apt-get install strace"));
     assert_eq!(
-        out.status.code(),
+        o.status.code(),
         Some(0),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&o.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The `hipjit` binary, as a command to set up.
+fn hipjit() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hipjit"))
 }
 
 fn assert_origin(stdout: &str, origin: &str, what: &str) {
@@ -520,20 +542,11 @@ fn a_fifo_in_the_toolkits_headers_is_refused_before_nvrtc_runs_not_waited_on() {
 
 /// `hipjit compile` as [`compile`] with the extra flags `flags` (`--cflag`), writing `out`.
 fn compile_flags(home: &Path, lib: &Path, src: &Path, flags: &[&str], out: &Path) -> String {
-    std::fs::create_dir_all(home).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
-    nvrtc_compile(&mut cmd, home, lib);
-    for f in flags {
-        cmd.arg(format!("--cflag={f}"));
-    }
-    let o = cmd.arg("-o").arg(out).arg(src).output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    compile_with(hipjit(), home, lib, src, out, |cmd| {
+        for f in flags {
+            cmd.arg(format!("--cflag={f}"));
+        }
+    })
 }
 
 #[test]
@@ -627,20 +640,9 @@ fn a_toolkit_include_link_retargeted_or_cccl_added_later_is_seen_by_the_remember
     std::fs::create_dir(&home).unwrap();
     let compile_in = |cache: &str| -> Vec<u8> {
         let out = home.join(format!("{cache}.cubin"));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
-        let o = nvrtc_compile(&mut cmd, &home, &lib)
-            .env("HIPJIT_CACHE_DIR", home.join(cache))
-            .arg("-o")
-            .arg(&out)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        compile_with(hipjit(), &home, &lib, &src, &out, |cmd| {
+            cmd.env("HIPJIT_CACHE_DIR", home.join(cache));
+        });
         std::fs::read(out).unwrap()
     };
     let with_a = compile_in("cache-1");
@@ -900,22 +902,18 @@ fn nvrtc_builtins_found_through_ld_library_path_are_keyed() {
     std::fs::write(&src, VECTORS).unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir(&home).unwrap();
+    let lib = prefix.join("lib/libnvrtc.so.13");
     let run = |ld: &Path| -> String {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
-        let o = nvrtc_compile(&mut cmd, &home, &prefix.join("lib/libnvrtc.so.13"))
-            .env("LD_LIBRARY_PATH", ld)
-            .arg("-o")
-            .arg(home.join("out.cubin"))
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        compile_with(
+            hipjit(),
+            &home,
+            &lib,
+            &src,
+            &home.join("out.cubin"),
+            |cmd| {
+                cmd.env("LD_LIBRARY_PATH", ld);
+            },
+        )
     };
     assert_origin(&run(&b1), "miss", "builtins from b1");
     assert_origin(&run(&b1), "hit (disk)", "builtins from b1 again");
@@ -973,22 +971,16 @@ fn a_header_beside_a_copied_cache_tag_in_an_include_directory_is_keyed() {
     std::fs::create_dir_all(inc.join("sub")).unwrap();
     std::fs::write(inc.join("sub/val.h"), "#define VAL 1\n").unwrap();
     let run = || {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
-        let o = nvrtc_compile(&mut cmd, &home, &lib)
-            .arg("-I")
-            .arg(&inc)
-            .arg("-o")
-            .arg(home.join("out.cubin"))
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        compile_with(
+            hipjit(),
+            &home,
+            &lib,
+            &src,
+            &home.join("out.cubin"),
+            |cmd| {
+                cmd.arg("-I").arg(&inc);
+            },
+        )
     };
     std::fs::create_dir_all(&home).unwrap();
     assert_origin(&run(), "miss", "the first compile");
@@ -1025,22 +1017,16 @@ fn a_directory_link_in_a_callers_include_directory_retargeted_is_a_miss() {
     .unwrap();
     std::fs::create_dir_all(&home).unwrap();
     let run = || {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
-        let o = nvrtc_compile(&mut cmd, &home, &lib)
-            .arg("-I")
-            .arg(&inc)
-            .arg("-o")
-            .arg(home.join("out.cubin"))
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        compile_with(
+            hipjit(),
+            &home,
+            &lib,
+            &src,
+            &home.join("out.cubin"),
+            |cmd| {
+                cmd.arg("-I").arg(&inc);
+            },
+        )
     };
     assert_origin(&run(), "miss", "the first compile");
     let first = std::fs::read(home.join("out.cubin")).unwrap();
@@ -1076,23 +1062,9 @@ fn line_tables_keep_a_callers_include_directories_in_the_key() {
     };
     let (p1, p2) = (dir.path().join("p1"), dir.path().join("p2"));
     let run = |p: &Path, src: &Path| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
-        let o = nvrtc_compile(&mut cmd, &home, &lib)
-            .arg("-I")
-            .arg(p.join("inc"))
-            .arg("--cflag=-lineinfo")
-            .arg("-o")
-            .arg(home.join("out.cubin"))
-            .arg(src)
-            .output()
-            .unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        compile_with(hipjit(), &home, &lib, src, &home.join("out.cubin"), |cmd| {
+            cmd.arg("-I").arg(p.join("inc")).arg("--cflag=-lineinfo");
+        })
     };
     let (s1, s2) = (project(&p1), project(&p2));
     assert_origin(&run(&p1, &s1), "miss", "p1");
