@@ -1196,8 +1196,15 @@ fn entry_format(path: &Path) -> Option<u32> {
     let (mut f, _) = crate::file_read::open_regular_nofollow(path, u64::MAX, "cache entry").ok()?;
     let mut head = [0u8; 12];
     f.read_exact(&mut head).ok()?;
-    let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
-    (&head[..8] == ENTRY_MAGIC && version != CACHE_FORMAT_VERSION).then_some(version)
+    format_of(&head).filter(|&v| v != CACHE_FORMAT_VERSION)
+}
+
+/// The cache format an entry's first 12 bytes name ([`ENTRY_MAGIC`], then the version as `u32`
+/// LE); `None` when they are not a hipjit entry's.
+fn format_of(head: &[u8]) -> Option<u32> {
+    let version = head.get(8..12)?;
+    (head.get(..8)? == ENTRY_MAGIC)
+        .then(|| u32::from_le_bytes([version[0], version[1], version[2], version[3]]))
 }
 
 enum ReadError {
@@ -1259,14 +1266,13 @@ impl Entry {
         key: Option<&CacheKey>,
     ) -> Result<Entry, String> {
         let bad = |s: String| s;
-        if data.len() < PREFIX_LEN || &data[..8] != ENTRY_MAGIC {
+        let Some(version) = format_of(&data).filter(|_| data.len() >= PREFIX_LEN) else {
             return Err(bad(format!(
                 "not a hipjit cache entry ({} bytes, no {:?} magic)",
                 data.len(),
                 String::from_utf8_lossy(ENTRY_MAGIC)
             )));
-        }
-        let version = u32::from_le_bytes([data[8], data[9], data[10], data[11]]);
+        };
         if version != CACHE_FORMAT_VERSION {
             return Err(bad(format!(
                 "cache format version {version}, expected {CACHE_FORMAT_VERSION}"

@@ -532,11 +532,10 @@ fn toolkit_headers_unchanged(library: &std::path::Path, header_dirs: &[PathBuf])
             .filter(std::fs::Metadata::is_dir)
             .map(|m| (m.dev(), m.ino()))
     };
-    let beside = library
-        .parent()
-        .and_then(std::path::Path::parent)
-        .map(|root| root.join("include"));
-    match (beside, header_dirs.first()) {
+    match (
+        super::nvrtc::include_dir_beside(library),
+        header_dirs.first(),
+    ) {
         (Some(now), Some(include)) => {
             let (now, cccl_now) = (dir_id(&now), dir_id(&include.join("cccl")));
             now.is_some()
@@ -547,7 +546,7 @@ fn toolkit_headers_unchanged(library: &std::path::Path, header_dirs: &[PathBuf])
                 }
         }
         // No headers were found beside it: still none to find.
-        (now, None) => now.is_none_or(|d| !d.join("cuda_fp16.h").is_file()),
+        (_, None) => super::nvrtc::include_dir_of(library).is_none(),
         (None, Some(_)) => false,
     }
 }

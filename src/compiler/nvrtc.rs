@@ -385,8 +385,14 @@ fn newest_in(dir: &Path) -> Option<PathBuf> {
 /// ([`NvRtc::include_dir`]): `include/` beside the directory holding it, when it holds
 /// `cuda_fp16.h`.
 pub fn include_dir_of(library: &Path) -> Option<PathBuf> {
-    let dir = library.parent()?.parent()?.join("include");
+    let dir = include_dir_beside(library)?;
     dir.join("cuda_fp16.h").is_file().then_some(dir)
+}
+
+/// Where a toolkit keeps its headers beside `library`: `include/` beside the directory holding
+/// it, whatever is there ([`include_dir_of`] checks that it is the toolkit's).
+pub fn include_dir_beside(library: &Path) -> Option<PathBuf> {
+    Some(library.parent()?.parent()?.join("include"))
 }
 
 impl NvRtc {
