@@ -233,6 +233,13 @@ pub fn read_known_size(file: &File, path: &Path, size: u64) -> Result<Vec<u8>, F
     Ok(data)
 }
 
+fn clone_error(e: &std::io::Error) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(n) => std::io::Error::from_raw_os_error(n),
+        None => std::io::Error::new(e.kind(), e.to_string()),
+    }
+}
+
 fn open_checked(
     path: &Path,
     limit: u64,
@@ -243,12 +250,22 @@ fn open_checked(
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::OpenOptions::new()
+    let follow = flags & libc::O_NOFOLLOW == 0;
+    let file = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | flags)
         .open(path)
-        .map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
+    {
+        Ok(f) => f,
+        Err(e) => {
+            crate::file_observe::note(path, follow, &Err(clone_error(&e)));
+            return Err(io(e));
+        }
+    };
+    let meta = file.metadata();
+    // What was read is this descriptor's file: its `fstat` is what the lookup saw.
+    crate::file_observe::note(path, follow, &meta);
+    let meta = meta.map_err(io)?;
     if !meta.file_type().is_file() {
         return Err(FileReadError::NotRegular {
             path: path.to_path_buf(),

@@ -59,6 +59,20 @@ impl StatByDir {
     /// cannot be reached. A relative `path` is taken from the working directory; a path without
     /// a name to split off (`/`, `..`, ending in `/`) is stat'ed whole.
     pub fn stat(&mut self, path: &Path) -> Option<Stat> {
+        let st = self.stat_unrecorded(path);
+        crate::file_observe::note_stat(
+            path,
+            st.map(|s| {
+                (
+                    s.fields,
+                    crate::file_observe::type_code(s.is_file, s.is_dir),
+                )
+            }),
+        );
+        st
+    }
+
+    fn stat_unrecorded(&mut self, path: &Path) -> Option<Stat> {
         let bytes = path.as_os_str().as_bytes();
         let split = bytes.iter().rposition(|&b| b == b'/');
         let (dir, name): (&[u8], &[u8]) = match split {

@@ -82,6 +82,7 @@ mod effective_user;
 pub mod error;
 pub use error::{Error, Result};
 pub mod event;
+mod file_observe;
 pub mod file_read;
 pub mod file_stat;
 pub mod graph;

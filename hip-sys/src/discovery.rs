@@ -91,6 +91,59 @@ impl<F: Fn(&str) -> Option<OsString>> Env for F {
     }
 }
 
+/// One filesystem query of this module, as told to an [`Observer`].
+#[derive(Debug)]
+pub enum Query<'a> {
+    /// `stat(2)` of the path, symbolic links followed, and its result.
+    Metadata(&'a Path, &'a std::io::Result<std::fs::Metadata>),
+    /// `realpath(3)` of the path and its result.
+    Canonical(&'a Path, &'a std::io::Result<PathBuf>),
+}
+
+/// A function told of every filesystem query this module makes, with its result: a caller
+/// that remembers what a search saw (hipjit's hit memo) records them. Directories listed are
+/// told as their `stat` (an entry added or removed changes the directory's times).
+pub type Observer = fn(Query<'_>);
+
+static OBSERVER: std::sync::OnceLock<Observer> = std::sync::OnceLock::new();
+
+/// Sets the [`Observer`] for the process; the first call wins (returns `false` after it).
+pub fn set_observer(observer: Observer) -> bool {
+    OBSERVER.set(observer).is_ok()
+}
+
+fn metadata(path: &Path) -> std::io::Result<std::fs::Metadata> {
+    let r = std::fs::metadata(path);
+    if let Some(o) = OBSERVER.get() {
+        o(Query::Metadata(path, &r));
+    }
+    r
+}
+
+fn canonicalize(path: &Path) -> std::io::Result<PathBuf> {
+    let r = std::fs::canonicalize(path);
+    if let Some(o) = OBSERVER.get() {
+        o(Query::Canonical(path, &r));
+    }
+    r
+}
+
+fn read_dir(path: &Path) -> std::io::Result<std::fs::ReadDir> {
+    let r = std::fs::read_dir(path);
+    if let Some(o) = OBSERVER.get() {
+        match &r {
+            Ok(_) => o(Query::Metadata(path, &std::fs::metadata(path))),
+            Err(e) => o(Query::Metadata(
+                path,
+                &Err(std::io::Error::from_raw_os_error(
+                    e.raw_os_error().unwrap_or(0),
+                )),
+            )),
+        }
+    }
+    r
+}
+
 /// The environment variables this module reads (for `rerun-if-env-changed` and cache keys).
 pub const ENV_VARS: &[&str] = &["HIP_PATH", "ROCM_PATH", "PATH"];
 
@@ -115,7 +168,7 @@ pub fn install_roots_in(env: &impl Env, opt: &Path) -> Vec<InstallRoot> {
     }
     for tool in ["hipconfig", "hipcc"] {
         if let Some(found) = find_on_path(env, tool) {
-            let resolved = std::fs::canonicalize(&found).unwrap_or(found);
+            let resolved = canonicalize(&found).unwrap_or(found);
             // <root>/bin/<tool>: the installation is two levels up.
             if let Some(root) = resolved.parent().and_then(Path::parent) {
                 let root = root.to_path_buf();
@@ -148,7 +201,7 @@ pub fn find_on_path(env: &impl Env, tool: &str) -> Option<PathBuf> {
 /// Whether `path` is a regular file (after symlinks) with an execute bit set.
 pub fn is_executable_file(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
+    metadata(path)
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
 }
@@ -156,7 +209,7 @@ pub fn is_executable_file(path: &Path) -> bool {
 /// `opt/rocm-*` directories, newest version first (numeric comparison of the dotted parts,
 /// so `rocm-6.10.0` sorts above `rocm-6.9.1`; names that do not parse sort last, by name).
 pub fn versioned_rocm_dirs(opt: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(opt) else {
+    let Ok(entries) = read_dir(opt) else {
         return Vec::new();
     };
     let mut dirs: Vec<(Option<Vec<u64>>, PathBuf)> = entries
@@ -164,8 +217,8 @@ pub fn versioned_rocm_dirs(opt: &Path) -> Vec<PathBuf> {
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let version = name.strip_prefix("rocm-")?;
-            e.path()
-                .is_dir()
+            metadata(&e.path())
+                .is_ok_and(|m| m.is_dir())
                 .then(|| (parse_version(version), e.path()))
         })
         .collect();
@@ -186,7 +239,7 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     if a == b {
         return true;
     }
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+    match (canonicalize(a), canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     }

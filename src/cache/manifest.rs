@@ -172,12 +172,13 @@ pub type Listing = Vec<(Vec<u8>, bool)>;
 
 /// A directory's listing. `None` when it cannot be listed.
 pub fn listing(dir: &Path) -> Option<Listing> {
-    let mut names: Vec<(Vec<u8>, bool)> = std::fs::read_dir(dir)
+    let mut names: Vec<(Vec<u8>, bool)> = crate::file_observe::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
         .map(|e| {
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir())
-                || (e.file_type().is_ok_and(|t| t.is_symlink()) && e.path().is_dir());
+                || (e.file_type().is_ok_and(|t| t.is_symlink())
+                    && crate::file_observe::is_dir(&e.path()));
             (e.file_name().as_bytes().to_vec(), is_dir)
         })
         .collect();
@@ -258,7 +259,7 @@ pub(crate) fn dir_state(path: &Path) -> (Option<FileStat>, Option<[u8; 32]>) {
 /// A directory's stat fields and listing ([`listing`]) now (`None`s when absent or not
 /// listable).
 pub(crate) fn dir_state_listed(path: &Path) -> (Option<FileStat>, Option<Listing>) {
-    match std::fs::metadata(path) {
+    match crate::file_observe::metadata(path) {
         Ok(m) if m.is_dir() => (Some(FileStat::of(&m)), listing(path)),
         Ok(m) => (Some(FileStat::of(&m)), None),
         Err(_) => (None, None),
@@ -440,7 +441,8 @@ pub struct Recorded {
 /// with other files' stamps without that lag.
 pub fn filesystem_now(dir: &Path) -> SystemTime {
     let stamp = dir.join(".hipjit-start");
-    let read = std::fs::write(&stamp, b"").and_then(|()| std::fs::metadata(&stamp)?.modified());
+    let read = std::fs::write(&stamp, b"")
+        .and_then(|()| crate::file_observe::metadata(&stamp)?.modified());
     let _ = std::fs::remove_file(&stamp);
     read.unwrap_or_else(|_| SystemTime::now())
 }
@@ -521,7 +523,7 @@ pub fn record(
         if !seen.insert((include_dir, name.clone())) {
             continue;
         }
-        let meta = std::fs::metadata(&d.path);
+        let meta = crate::file_observe::metadata(&d.path);
         let digest = hash_file(&d.path);
         let (m, digest) = match (meta, digest) {
             (Ok(m), Ok(h)) if m.is_file() => (m, h),
@@ -662,7 +664,7 @@ fn system_name(path: &Path) -> PathBuf {
             other => out.push(other),
         }
     }
-    match std::fs::canonicalize(path) {
+    match crate::file_observe::canonicalize(path) {
         Ok(real) if real == out => out,
         _ => path.to_path_buf(),
     }

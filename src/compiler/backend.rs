@@ -261,6 +261,7 @@ impl HipRtcBackend {
         if let Some(b) = Self::recall(&search, identity_dir) {
             return Ok(b);
         }
+        crate::file_observe::unrecordable();
         let library = HipRtc::open(runtime_library)?;
         let location = Self::location(&library);
         let identity = identify_found(
@@ -392,15 +393,16 @@ impl NvrtcBackend {
         if let Some(b) = Self::recall(&search, identity_dir) {
             return Ok(b);
         }
+        crate::file_observe::unrecordable();
         let library = NvRtc::open(nvcc)?;
         // Symlinks resolved: the headers NVRTC opens are observed under this name.
         let cuda_include = library
             .include_dir()
-            .and_then(|d| std::fs::canonicalize(d).ok());
+            .and_then(|d| crate::file_observe::canonicalize(d).ok());
         let cuda_cccl = cuda_include
             .as_ref()
             .map(|d| d.join("cccl"))
-            .filter(|d| d.is_dir());
+            .filter(|d| crate::file_observe::is_dir(d));
         let location = Self::location(&library);
         let identity = identify_found(
             CompilerKind::Nvrtc,
@@ -527,7 +529,7 @@ impl NvrtcBackend {
 fn toolkit_headers_unchanged(library: &std::path::Path, header_dirs: &[PathBuf]) -> bool {
     use std::os::unix::fs::MetadataExt;
     let dir_id = |p: &std::path::Path| {
-        std::fs::metadata(p)
+        crate::file_observe::metadata(p)
             .ok()
             .filter(std::fs::Metadata::is_dir)
             .map(|m| (m.dev(), m.ino()))
@@ -597,7 +599,7 @@ fn in_process_key<K: key::FromKeyRecord>(
     for (i, dir) in options.include_dirs.iter().enumerate() {
         flags.push("-I".into());
         flags.push(if line_tables {
-            std::fs::canonicalize(dir)
+            crate::file_observe::canonicalize(dir)
                 .unwrap_or_else(|_| dir.clone())
                 .to_string_lossy()
                 .into_owned()

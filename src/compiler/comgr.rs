@@ -70,7 +70,7 @@ impl Comgr {
                 Err(why) => tried.push(why),
             }
             if !noload {
-                if let Some(path) = beside.as_ref().filter(|p| p.exists()) {
+                if let Some(path) = beside.as_ref().filter(|p| crate::file_observe::exists(p)) {
                     match loader::open(path.as_os_str(), false) {
                         Ok(h) => {
                             handle = Some(h);

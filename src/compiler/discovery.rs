@@ -126,11 +126,11 @@ pub fn find_hipcc(
 }
 
 fn resolve(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+    crate::file_observe::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 fn problem_with(path: &Path) -> Option<String> {
-    match std::fs::metadata(path) {
+    match crate::file_observe::metadata(path) {
         Err(e) => Some(format!("{e}")),
         Ok(m) if !m.is_file() => Some("not a regular file".into()),
         Ok(_) if !discovery::is_executable_file(path) => Some("not executable".into()),

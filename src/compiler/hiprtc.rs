@@ -115,7 +115,7 @@ impl HipRtc {
                 .map(|name| dir.join(name))
                 .chain(std::iter::once(runtime.to_path_buf()));
             for candidate in beside {
-                if !candidate.exists() {
+                if !crate::file_observe::exists(&candidate) {
                     continue;
                 }
                 match Self::try_open(candidate.as_os_str(), "beside the HIP runtime") {

@@ -190,7 +190,7 @@ impl CompilerIdentity {
         if self.covered.iter().any(|d| path.starts_with(d)) {
             return true;
         }
-        match std::fs::canonicalize(path) {
+        match crate::file_observe::canonicalize(path) {
             Ok(real) => self.covered.iter().any(|d| real.starts_with(d)),
             Err(_) => false,
         }
@@ -289,7 +289,9 @@ impl FileStat {
 
     /// `stat(2)` of `path` (symlinks followed).
     pub fn read(path: &Path) -> Option<FileStat> {
-        std::fs::metadata(path).ok().map(|m| FileStat::of(&m))
+        crate::file_observe::metadata(path)
+            .ok()
+            .map(|m| FileStat::of(&m))
     }
 }
 
@@ -322,7 +324,7 @@ pub fn identify(
     timeout: Duration,
     dir: Option<&Path>,
 ) -> Result<CompilerIdentity, IdentityError> {
-    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let resolved = crate::file_observe::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let default_dir = identity_dir();
     let dir = dir.or(default_dir.as_deref());
     let memo_file = dir.map(|d| d.join(memo_name(kind, &resolved, env)));
@@ -425,7 +427,8 @@ pub fn identify_library(
     header_dirs: Vec<PathBuf>,
     dir: Option<&Path>,
 ) -> Result<CompilerIdentity, IdentityError> {
-    let resolved = std::fs::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
+    let resolved =
+        crate::file_observe::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
     let default_dir = identity_dir();
     let dir = dir.or(default_dir.as_deref());
     let memo_file = dir.map(|d| d.join(library_memo_name(kind, &resolved, library)));
@@ -467,6 +470,8 @@ fn fingerprint(
     installation: Installation,
     memo_file: Option<&Path>,
 ) -> Result<CompilerIdentity, IdentityError> {
+    // Computed, not recalled: what it read is not recorded by `stat` alone.
+    crate::file_observe::unrecordable();
     let mut programs: Vec<PathBuf> = files;
     programs.sort();
     programs.dedup();
@@ -636,6 +641,13 @@ fn write_memo(file: &Path, identity: &CompilerIdentity, stats: Vec<(Vec<u8>, Fil
 /// Writes `value` (MessagePack) to `file` in a directory of mode 0700, by an atomic rename of a
 /// synced temporary file; a failure only means nothing is remembered (logged at debug level).
 pub(crate) fn write_private(file: &Path, value: &impl Serialize) {
+    write_private_as(file, value, true)
+}
+
+/// [`write_private`], the temporary file synced before the rename only when `sync`: a memo
+/// that is only a shortcut (one lost or torn by a crash reads as absent or undecodable, and
+/// the long way is taken) need not wait for the disk.
+pub(crate) fn write_private_as(file: &Path, value: &impl Serialize, sync: bool) {
     if MEMOS_READ_ONLY.get() {
         tracing::debug!(path = %file.display(), "memos are read-only here: not remembered");
         return;
@@ -649,7 +661,9 @@ pub(crate) fn write_private(file: &Path, value: &impl Serialize) {
         let bytes = rmp_serde::to_vec(value).map_err(std::io::Error::other)?;
         let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
         std::io::Write::write_all(&mut tmp, &bytes)?;
-        tmp.as_file().sync_all()?;
+        if sync {
+            tmp.as_file().sync_all()?;
+        }
         tmp.persist(file).map(drop).map_err(|e| e.error)
     })();
     if let Err(e) = written {
@@ -726,7 +740,7 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, dirs: &mut Vec<PathBuf>) {
     let mut seen = 0usize;
     while let Some(d) = work.pop() {
         dirs.push(d.clone());
-        let Ok(rd) = std::fs::read_dir(&d) else {
+        let Ok(rd) = crate::file_observe::read_dir(&d) else {
             continue;
         };
         for e in rd.flatten() {
@@ -759,7 +773,11 @@ fn hipcc_files(
 ) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>) {
     let mut files = vec![resolved.to_path_buf()];
     if let Some(bin) = resolved.parent() {
-        for e in std::fs::read_dir(bin).into_iter().flatten().flatten() {
+        for e in crate::file_observe::read_dir(bin)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let n = e.file_name();
             let n = n.to_string_lossy();
             if n.starts_with("hipcc") || n.starts_with("hipconfig") || n == "hipvars.pm" {
@@ -810,7 +828,7 @@ fn hipcc_files(
                 .collect()
         })
         .unwrap_or_default();
-    let canon = |p: &str| std::fs::canonicalize(p).ok();
+    let canon = |p: &str| crate::file_observe::canonicalize(p).ok();
     let mut clang: Option<PathBuf> = None;
     let mut header_dirs: Vec<PathBuf> = Vec::new();
     for (i, w) in words.iter().enumerate() {
@@ -891,11 +909,15 @@ fn hipcc_files(
         let found = |dirs: &[PathBuf], files: &mut Vec<PathBuf>| {
             let mut any = false;
             for d in dirs {
-                for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+                for e in crate::file_observe::read_dir(d)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
                     let n = e.file_name();
                     let n = n.to_string_lossy();
                     if names.iter().any(|p| n.starts_with(p.as_str())) {
-                        if let Ok(p) = std::fs::canonicalize(e.path()) {
+                        if let Ok(p) = crate::file_observe::canonicalize(e.path()) {
                             files.push(p);
                             any = true;
                         }

@@ -241,11 +241,13 @@ pub fn recall(search: &LibrarySearch, dir: Option<&Path>) -> Option<Recalled> {
 /// with the `stat` of its library read now. A directory that cannot be written, or a library
 /// that cannot be stat'd, only means nothing is remembered.
 pub fn remember(search: &LibrarySearch, location: &Location, dir: Option<&Path>) {
+    // A search done the long way (a library loaded): not recorded by `stat` alone.
+    crate::file_observe::unrecordable();
     let Some(dir) = memo_dir(dir) else { return };
     let Some(library_stat) = library_stats(&location.library) else {
         return;
     };
-    let Ok(resolved) = std::fs::canonicalize(&location.library) else {
+    let Ok(resolved) = crate::file_observe::canonicalize(&location.library) else {
         return;
     };
     // The identity made for this library, when there is one yet.

@@ -755,8 +755,8 @@ pub(crate) fn canonical_include_dirs(
 ) -> Result<Vec<PathBuf>, (PathBuf, String)> {
     include_dirs
         .iter()
-        .map(|d| match std::fs::canonicalize(d) {
-            Ok(real) if real.is_dir() => Ok(real),
+        .map(|d| match crate::file_observe::canonicalize(d) {
+            Ok(real) if crate::file_observe::is_dir(&real) => Ok(real),
             Ok(_) => Err((d.clone(), "not a directory".to_owned())),
             Err(e) => Err((d.clone(), e.to_string())),
         })
@@ -789,7 +789,7 @@ pub fn device_library_dirs(hipcc: &Path, env: &[(String, OsString)]) -> Vec<Path
     for llvm in [root.join("lib/llvm/lib/clang"), root.join("llvm/lib/clang")]
         .into_iter()
         .chain(
-            std::fs::read_dir(root.join("lib"))
+            crate::file_observe::read_dir(root.join("lib"))
                 .into_iter()
                 .flatten()
                 .filter_map(Result::ok)
@@ -797,7 +797,7 @@ pub fn device_library_dirs(hipcc: &Path, env: &[(String, OsString)]) -> Vec<Path
                 .map(|e| e.path().join("lib/clang")),
         )
     {
-        for v in std::fs::read_dir(&llvm)
+        for v in crate::file_observe::read_dir(&llvm)
             .into_iter()
             .flatten()
             .filter_map(Result::ok)
@@ -805,7 +805,7 @@ pub fn device_library_dirs(hipcc: &Path, env: &[(String, OsString)]) -> Vec<Path
             dirs.push(v.path().join("amdgcn/bitcode"));
         }
     }
-    dirs.retain(|d| d.is_dir());
+    dirs.retain(|d| crate::file_observe::is_dir(d));
     dirs
 }
 
@@ -915,7 +915,7 @@ impl Build {
             .map_or(self.source_name.as_str(), |(s, _)| s);
         let mut bc = None;
         let mut isa = None;
-        let mut names: Vec<String> = std::fs::read_dir(self.dir.path())
+        let mut names: Vec<String> = crate::file_observe::read_dir(self.dir.path())
             .into_iter()
             .flatten()
             .filter_map(Result::ok)
@@ -957,7 +957,11 @@ fn sweep_dead_builds(base: &Path) {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    for e in std::fs::read_dir(base).into_iter().flatten().flatten() {
+    for e in crate::file_observe::read_dir(base)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let name = e.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(BUILD_PREFIX)) else {
             continue;

@@ -601,18 +601,20 @@ pub(crate) fn files_under(
     let mut stack = vec![(PathBuf::new(), false, Vec::<(u64, u64)>::new())];
     while let Some((rel, files_only, mut way)) = stack.pop() {
         let here = dir.join(&rel);
-        let meta = std::fs::metadata(&here).map_err(|e| format!("{}: {e}", here.display()))?;
+        let meta =
+            crate::file_observe::metadata(&here).map_err(|e| format!("{}: {e}", here.display()))?;
         let id = (meta.dev(), meta.ino());
         if way.contains(&id) {
             continue;
         }
         way.push(id);
-        let entries = std::fs::read_dir(&here).map_err(|e| format!("{}: {e}", here.display()))?;
+        let entries =
+            crate::file_observe::read_dir(&here).map_err(|e| format!("{}: {e}", here.display()))?;
         for entry in entries {
             let entry = entry.map_err(|e| format!("{}: {e}", here.display()))?;
             let name = rel.join(entry.file_name());
             // Followed: a link to a file or a directory is read through by the compiler.
-            match std::fs::metadata(entry.path()) {
+            match crate::file_observe::metadata(entry.path()) {
                 Ok(m) if m.is_dir() && files_only => {}
                 // A hipjit cache root: what hipjit writes there (entries, locks, temporary
                 // files under `v1/`, remembered identities under `compilers/`) is in its
@@ -754,7 +756,7 @@ pub(crate) fn identity_files(
     };
     files.extend(loaded_objects().into_iter().filter(|p| starts(p, prefixes)));
     if let Some(dir) = beside {
-        if let Ok(entries) = std::fs::read_dir(dir) {
+        if let Ok(entries) = crate::file_observe::read_dir(dir) {
             files.extend(
                 entries
                     .flatten()
@@ -765,8 +767,8 @@ pub(crate) fn identity_files(
     }
     let mut out: Vec<PathBuf> = files
         .into_iter()
-        .filter_map(|p| std::fs::canonicalize(&p).ok())
-        .filter(|p| p.is_file())
+        .filter_map(|p| crate::file_observe::canonicalize(&p).ok())
+        .filter(|p| crate::file_observe::is_file(p))
         .collect();
     out.sort();
     out.dedup();

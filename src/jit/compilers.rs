@@ -31,6 +31,7 @@ use crate::compiler::nvcc::Nvcc;
 use crate::compiler::nvrtc::NvRtc;
 use crate::compiler::selection::{self, CompilerChoice, Side};
 use crate::compiler::{Backend, CompileOptions, Compiler, CompilerConfig, CompilerError};
+use crate::file_observe::{self, Observed};
 use crate::runtime::Platform;
 
 /// The compilers found so far.
@@ -39,16 +40,20 @@ pub(crate) struct Compilers {
     choice: CompilerChoice,
     /// Where the choice came from, in words.
     choice_from: &'static str,
-    hipcc: Mutex<Option<Backend>>,
-    nvcc: Mutex<Option<Backend>>,
-    hiprtc: Mutex<Option<Backend>>,
-    nvrtc: Mutex<Option<Backend>>,
+    hipcc: Slot,
+    nvcc: Slot,
+    hiprtc: Slot,
+    nvrtc: Slot,
 }
+
+/// A compiler found, with what finding it saw of the filesystem
+/// ([`crate::file_observe`]): a later request that uses it is recorded as if it had found it
+/// itself.
+type Slot = Mutex<Option<(Backend, Observed)>>;
 
 impl std::fmt::Debug for Compilers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let path =
-            |b: &Mutex<Option<Backend>>| b.lock().as_ref().map(|b| b.identity().path.clone());
+        let path = |b: &Slot| b.lock().as_ref().map(|(b, _)| b.identity().path.clone());
         f.debug_struct("Compilers")
             .field("choice", &self.choice)
             .field("hipcc", &path(&self.hipcc))
@@ -70,6 +75,11 @@ pub struct Chosen {
 
 impl Chosen {
     /// What a result records about its compiler ([`CompilerUsed`]).
+    /// Whether a disk hit served by this compiler is remembered ([`super::hit_memo`]).
+    pub(crate) fn remembered_hits(&self) -> bool {
+        true
+    }
+
     pub fn used(&self) -> CompilerUsed {
         let id = self.backend.identity();
         CompilerUsed {
@@ -103,16 +113,15 @@ pub(crate) fn resolve_choice(
 }
 
 /// Finds `slot`'s compiler with `open` unless found before.
-fn found<E>(
-    slot: &Mutex<Option<Backend>>,
-    open: impl FnOnce() -> Result<Backend, E>,
-) -> Result<Backend, E> {
+fn found<E>(slot: &Slot, open: impl FnOnce() -> Result<Backend, E>) -> Result<Backend, E> {
     let mut slot = slot.lock();
-    if let Some(b) = &*slot {
+    if let Some((b, observed)) = &*slot {
+        file_observe::replay(observed);
         return Ok(b.clone());
     }
+    let recording = file_observe::Recording::start();
     let b = open()?;
-    *slot = Some(b.clone());
+    *slot = Some((b.clone(), recording.finish()));
     Ok(b)
 }
 
@@ -127,6 +136,11 @@ impl Compilers {
             hiprtc: Mutex::new(None),
             nvrtc: Mutex::new(None),
         }
+    }
+
+    /// The compilers' settings.
+    pub(crate) fn config(&self) -> &CompilerConfig {
+        &self.config
     }
 
     /// The choice this JIT applies.
@@ -345,7 +359,8 @@ impl Compilers {
     /// error of finding it otherwise.
     fn process_probe(&self, nvidia: bool) -> Result<(), String> {
         let slot = if nvidia { &self.nvcc } else { &self.hipcc };
-        if slot.lock().is_some() {
+        if let Some((_, observed)) = &*slot.lock() {
+            file_observe::replay(observed);
             return Ok(());
         }
         if nvidia {
@@ -371,7 +386,8 @@ impl Compilers {
     fn in_process_probe(&self, nvidia: bool, runtime: Option<&Path>) -> Result<u32, String> {
         let slot = if nvidia { &self.nvrtc } else { &self.hiprtc };
         let mut slot = slot.lock();
-        if let Some(b) = &*slot {
+        if let Some((b, observed)) = &*slot {
+            file_observe::replay(observed);
             return Ok(match b {
                 Backend::HipRtc(h) => h.major,
                 Backend::Nvrtc(n) => n.major,
@@ -380,36 +396,48 @@ impl Compilers {
         }
         let dir = self.config.identity_dir.as_deref();
         if nvidia {
+            let recording = file_observe::Recording::start();
             let nvcc = self.nvcc_for_nvrtc();
             let search = NvRtc::search(nvcc.as_deref());
             if let Some(b) = NvrtcBackend::recall(&search, dir) {
                 let major = b.major;
-                *slot = Some(Backend::Nvrtc(NvrtcBackend {
-                    worker: self.config.rtc_worker.clone(),
-                    ..b
-                }));
+                *slot = Some((
+                    Backend::Nvrtc(NvrtcBackend {
+                        worker: self.config.rtc_worker.clone(),
+                        ..b
+                    }),
+                    recording.finish(),
+                ));
                 return Ok(major);
             }
+            drop(recording.finish());
             if let Some(l) = library_search::recall_location(&search, dir) {
                 return Ok(l.major);
             }
+            crate::file_observe::unrecordable();
             let library = NvRtc::open(nvcc.as_deref()).map_err(|e| e.to_string())?;
             let location = NvrtcBackend::location(&library);
             library_search::remember(&search, &location, dir);
             Ok(location.major)
         } else {
+            let recording = file_observe::Recording::start();
             let search = HipRtc::search(runtime);
             if let Some(b) = HipRtcBackend::recall(&search, dir) {
                 let major = b.major;
-                *slot = Some(Backend::HipRtc(HipRtcBackend {
-                    worker: self.config.rtc_worker.clone(),
-                    ..b
-                }));
+                *slot = Some((
+                    Backend::HipRtc(HipRtcBackend {
+                        worker: self.config.rtc_worker.clone(),
+                        ..b
+                    }),
+                    recording.finish(),
+                ));
                 return Ok(major);
             }
+            drop(recording.finish());
             if let Some(l) = library_search::recall_location(&search, dir) {
                 return Ok(l.major);
             }
+            crate::file_observe::unrecordable();
             let library = HipRtc::open(runtime).map_err(|e| e.to_string())?;
             let location = HipRtcBackend::location(&library);
             library_search::remember(&search, &location, dir);

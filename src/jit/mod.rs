@@ -35,6 +35,7 @@ pub mod compiled;
 pub mod compilers;
 pub mod entry;
 pub mod explain;
+pub mod hit_memo;
 pub mod record;
 mod remote;
 pub mod stats;
@@ -239,6 +240,12 @@ pub struct Jit {
     kernels: crate::cache::kernels::KernelCache<CompileOptions>,
     /// Where compile requests are recorded ([`JitOptions::record`]).
     recorder: Option<Arc<record::Recorder>>,
+    /// Where disk hits are remembered ([`hit_memo`]); `None` without a disk cache or a
+    /// per-user directory.
+    hit_memo: Option<PathBuf>,
+    /// This JIT's configuration in bytes, for the names of its hit memos (made at the first
+    /// request).
+    hit_memo_config: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Jit {
@@ -280,11 +287,20 @@ impl Jit {
             }
         }
         .map(|d| d.with_max_bytes(options.max_cache_bytes));
+        let choice = compilers::resolve_choice(options.compiler)?;
+        let hit_memo = disk.as_ref().and_then(|_| {
+            options
+                .compiler_config
+                .identity_dir
+                .clone()
+                .or_else(crate::compiler::identity::identity_dir)
+        });
+        if hit_memo.is_some() {
+            // hip-sys's installation discovery tells what it looks at to the recording.
+            hip_sys::discovery::set_observer(crate::file_observe::from_hip_sys);
+        }
         Ok(Jit {
-            compilers: Compilers::new(
-                options.compiler_config,
-                compilers::resolve_choice(options.compiler)?,
-            ),
+            compilers: Compilers::new(options.compiler_config, choice),
             disk,
             memory: MemoryCache::new(),
             extra: options.extra_signature,
@@ -298,6 +314,8 @@ impl Jit {
             counters: Default::default(),
             kernels: Default::default(),
             recorder: options.record.resolve().map(record::Recorder::shared),
+            hit_memo,
+            hit_memo_config: Default::default(),
         })
     }
 
@@ -796,6 +814,53 @@ impl Jit {
         bypass_disk: bool,
         runtime: Option<&std::path::Path>,
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
+        // The hit memo: this request's disk hit as remembered, when everything its lookup saw
+        // is unchanged.
+        let memo = match (&self.hit_memo, &self.disk) {
+            (Some(dir), Some(disk)) if !bypass_disk => {
+                let config = self.hit_memo_config.get_or_init(|| {
+                    format!(
+                        "{:?}\0{:?}\0{:?}\0{:?}\0{:?}\0{}",
+                        self.compilers.config(),
+                        self.compilers.choice(),
+                        self.extra,
+                        self.runtime_versions,
+                        disk.roots(),
+                        disk.is_writable()
+                    )
+                    .into_bytes()
+                });
+                hit_memo::request_name(config, source, options, runtime).map(|n| (dir, n))
+            }
+            _ => None,
+        };
+        if let (Some((dir, name)), Some(disk)) = (&memo, &self.disk) {
+            if let Some(hit) = hit_memo::recall(dir, name) {
+                let lookup = disk.get(&hit.key);
+                if let (Some(entry), true) = (lookup.entry, lookup.bad.is_empty()) {
+                    let mut bad = Vec::new();
+                    if let Some(artefacts) =
+                        usable_entry(disk, &hit.key, &entry, &hit.options, &mut bad)
+                    {
+                        self.counters.record_remembered();
+                        return Ok((
+                            Arc::new(inner_from_entry(
+                                hit.key,
+                                artefacts,
+                                &entry,
+                                bad,
+                                hit.compiler,
+                                &hit.options,
+                            )),
+                            Origin::Disk,
+                        ));
+                    }
+                }
+            }
+        }
+        let recording = memo
+            .as_ref()
+            .map(|_| crate::file_observe::Recording::start());
         let Prepared {
             options: o,
             chosen,
@@ -814,8 +879,15 @@ impl Jit {
                 if let Some(entry) = lookup.entry {
                     if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
+                        let observed = recording.map(crate::file_observe::Recording::finish);
                         if let Some(meta) = stale {
                             refresh_manifest(disk, &direct, meta, &now);
+                        } else if let (Some((dir, name)), Some(observed), true) =
+                            (&memo, observed, bad_entries.is_empty())
+                        {
+                            if chosen.remembered_hits() {
+                                hit_memo::remember(dir, name, observed, &key, &chosen.used(), &o);
+                            }
                         }
                         return Ok((
                             Arc::new(inner_from_entry(
@@ -833,6 +905,8 @@ impl Jit {
                 looked_up = Some(now);
             }
         }
+        // Not a hit at the first look: nothing to remember, and the compile is not recorded.
+        drop(recording);
         let mut cache_warnings = Vec::new();
         #[cfg(feature = "redis")]
         if !bypass_disk {

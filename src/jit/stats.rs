@@ -38,6 +38,9 @@ pub struct JitStats {
     pub compile_time: Duration,
     /// Requests that returned an error.
     pub failures: u64,
+    /// Disk hits served through the hit memo ([`super::hit_memo`]), counted among the disk
+    /// tier's hits too.
+    pub remembered_hits: u64,
 }
 
 /// Lock-free counters behind [`JitStats`]: a count and nanoseconds per [`Origin`].
@@ -46,6 +49,7 @@ pub(crate) struct Counters {
     count: [AtomicU64; 4],
     nanos: [AtomicU64; 4],
     failures: AtomicU64,
+    remembered: AtomicU64,
 }
 
 fn slot(origin: Origin) -> usize {
@@ -63,6 +67,10 @@ impl Counters {
         self.count[i].fetch_add(1, Ordering::Relaxed);
         let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
         self.nanos[i].fetch_add(ns, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_remembered(&self) {
+        self.remembered.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn record_failure(&self) {
@@ -95,6 +103,7 @@ impl Counters {
             compiles: compiled,
             compile_time: t(3),
             failures: self.failures.load(Ordering::Relaxed),
+            remembered_hits: self.remembered.load(Ordering::Relaxed),
         }
     }
 }

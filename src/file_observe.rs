@@ -1,0 +1,359 @@
+//! What a cache lookup saw of the filesystem, recorded as it looks, so that a later process
+//! can tell by `stat` alone whether the same lookup would see the same thing
+//! ([`crate::jit::hit_memo`]).
+//!
+//! While a [`Recording`] is open on a thread, every filesystem query on the lookup's path
+//! (the compiler searches and identities, the per-user memos, the header manifests, the cache
+//! entries, hip-sys's installation discovery) adds an [`Observation`]: the path, whether
+//! symbolic links were followed, and what was there at that moment (the `stat` fields and file
+//! type, the error, or the path a `realpath(3)` gave). The values are the ones the lookup
+//! itself acted on, taken from its own system call or the `fstat` of the descriptor it read
+//! from, never a second look, so a change between two looks cannot leave a record of one
+//! state beside a result of another. Recordings nest: what a compiler's search records is
+//! kept with the compiler found ([`crate::jit::Jit`]'s in-process compilers) and added to every
+//! later request that uses it, as if the request had searched itself.
+//!
+//! A query the recorder cannot express (a special file where a regular one was opened, a
+//! directory listing that could not be read) marks the recording [`Recording::is_complete`]
+//! `false`, and nothing is remembered from it.
+
+use std::cell::RefCell;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::compiler::identity::FileStat;
+
+/// What one query saw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Seen {
+    /// A file: its `stat` fields and type ([`file_type_code`]).
+    Present(FileStat, u8),
+    /// An error: its `errno`, 0 for "any error" (a query that does not tell errors apart).
+    Missing(i32),
+    /// `realpath(3)` of the path gave this path (raw bytes).
+    #[serde(with = "serde_bytes")]
+    Resolved(Vec<u8>),
+}
+
+/// One query: the path (raw bytes), whether a symbolic link at its end was followed, and what
+/// it saw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Observation {
+    #[serde(with = "serde_bytes")]
+    pub(crate) path: Vec<u8>,
+    pub(crate) follow: bool,
+    pub(crate) seen: Seen,
+}
+
+/// 1 regular file, 2 directory, 3 symbolic link, 4 anything else.
+fn file_type_code(t: std::fs::FileType) -> u8 {
+    if t.is_file() {
+        1
+    } else if t.is_dir() {
+        2
+    } else if t.is_symlink() {
+        3
+    } else {
+        debug_assert!(t.is_fifo() || t.is_socket() || t.is_block_device() || t.is_char_device());
+        4
+    }
+}
+
+fn seen_of(result: &std::io::Result<std::fs::Metadata>) -> Seen {
+    match result {
+        Ok(m) => Seen::Present(FileStat::of(m), file_type_code(m.file_type())),
+        Err(e) => Seen::Missing(e.raw_os_error().unwrap_or(0)),
+    }
+}
+
+#[derive(Default)]
+struct Frame {
+    observed: Vec<Observation>,
+    incomplete: bool,
+}
+
+thread_local! {
+    static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+}
+
+fn push(o: Observation) {
+    FRAMES.with(|f| {
+        if let Some(top) = f.borrow_mut().last_mut() {
+            top.observed.push(o);
+        }
+    });
+}
+
+/// An open recording on this thread; [`Recording::finish`] ends it. Dropped without
+/// `finish` (an early return), it ends and adds nothing to the recording around it.
+pub(crate) struct Recording {
+    depth: usize,
+    done: bool,
+}
+
+/// What a finished [`Recording`] saw.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Observed {
+    /// The queries, in order.
+    pub(crate) observed: Vec<Observation>,
+    /// `false` when a query could not be recorded.
+    pub(crate) complete: bool,
+}
+
+impl Recording {
+    /// Opens a recording on this thread, inside the one open already, if any.
+    pub(crate) fn start() -> Recording {
+        let depth = FRAMES.with(|f| {
+            let mut f = f.borrow_mut();
+            f.push(Frame::default());
+            f.len()
+        });
+        Recording { depth, done: false }
+    }
+
+    /// Ends the recording and returns what it saw; what it saw is also added to the recording
+    /// around it.
+    pub(crate) fn finish(mut self) -> Observed {
+        self.done = true;
+        FRAMES.with(|f| {
+            let mut f = f.borrow_mut();
+            f.truncate(self.depth);
+            let frame = f.pop().unwrap_or_default();
+            if let Some(outer) = f.last_mut() {
+                outer.observed.extend(frame.observed.iter().cloned());
+                outer.incomplete |= frame.incomplete;
+            }
+            Observed {
+                observed: frame.observed,
+                complete: !frame.incomplete,
+            }
+        })
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if !self.done {
+            FRAMES.with(|f| {
+                let mut f = f.borrow_mut();
+                f.truncate(self.depth.saturating_sub(1));
+                // What the inner recording saw is not added: the one around it cannot be
+                // complete.
+                if let Some(outer) = f.last_mut() {
+                    outer.incomplete = true;
+                }
+            });
+        }
+    }
+}
+
+/// Adds what an earlier recording saw to the open one (a compiler found by an earlier
+/// request, used by this one).
+pub(crate) fn replay(observed: &Observed) {
+    FRAMES.with(|f| {
+        if let Some(top) = f.borrow_mut().last_mut() {
+            top.observed.extend(observed.observed.iter().cloned());
+            top.incomplete |= !observed.complete;
+        }
+    });
+}
+
+/// Marks the open recording incomplete: a query was made that cannot be recorded.
+pub(crate) fn unrecordable() {
+    FRAMES.with(|f| {
+        if let Some(top) = f.borrow_mut().last_mut() {
+            top.incomplete = true;
+        }
+    });
+}
+
+/// Records the result of a query of `path` made by the caller (`follow`: symbolic links at
+/// its end followed).
+pub(crate) fn note(path: &Path, follow: bool, result: &std::io::Result<std::fs::Metadata>) {
+    if recording() {
+        push(Observation {
+            path: path.as_os_str().as_bytes().to_vec(),
+            follow,
+            seen: seen_of(result),
+        });
+    }
+}
+
+/// The type code of a file that is a regular file, a directory, or neither (not a symbolic
+/// link: followed).
+pub(crate) fn type_code(is_file: bool, is_dir: bool) -> u8 {
+    match (is_file, is_dir) {
+        (true, _) => 1,
+        (_, true) => 2,
+        _ => 4,
+    }
+}
+
+/// Records the `stat` (symbolic links followed) a caller already has: fields and
+/// [`type_code`]; `None`: the query failed, with any error.
+pub(crate) fn note_stat(path: &Path, stat: Option<(FileStat, u8)>) {
+    if recording() {
+        push(Observation {
+            path: path.as_os_str().as_bytes().to_vec(),
+            follow: true,
+            seen: match stat {
+                Some((s, t)) => Seen::Present(s, t),
+                None => Seen::Missing(0),
+            },
+        });
+    }
+}
+
+fn recording() -> bool {
+    FRAMES.with(|f| !f.borrow().is_empty())
+}
+
+/// `std::fs::metadata`, recorded.
+pub(crate) fn metadata(path: impl AsRef<Path>) -> std::io::Result<std::fs::Metadata> {
+    let path = path.as_ref();
+    let r = std::fs::metadata(path);
+    note(path, true, &r);
+    r
+}
+
+/// `Path::is_file`, recorded.
+pub(crate) fn is_file(path: &Path) -> bool {
+    metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// `Path::is_dir`, recorded.
+pub(crate) fn is_dir(path: &Path) -> bool {
+    metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+/// `Path::exists`, recorded.
+pub(crate) fn exists(path: &Path) -> bool {
+    metadata(path).is_ok()
+}
+
+/// `std::fs::canonicalize`, recorded.
+pub(crate) fn canonicalize(path: impl AsRef<Path>) -> std::io::Result<PathBuf> {
+    let path = path.as_ref();
+    let r = std::fs::canonicalize(path);
+    note_resolved(path, &r);
+    r
+}
+
+fn note_resolved(path: &Path, r: &std::io::Result<PathBuf>) {
+    if recording() {
+        push(Observation {
+            path: path.as_os_str().as_bytes().to_vec(),
+            follow: true,
+            seen: match r {
+                Ok(p) => Seen::Resolved(p.as_os_str().as_bytes().to_vec()),
+                Err(e) => Seen::Missing(e.raw_os_error().unwrap_or(0)),
+            },
+        });
+    }
+}
+
+/// `std::fs::read_dir` of a directory whose listing the caller reads whole, recorded as the
+/// directory's `stat` (an entry added or removed changes its times; [`crate::jit::hit_memo`]
+/// trusts only times older than its margin).
+pub(crate) fn read_dir(path: impl AsRef<Path>) -> std::io::Result<std::fs::ReadDir> {
+    let path = path.as_ref();
+    let r = std::fs::read_dir(path);
+    if recording() {
+        match &r {
+            Ok(_) => {
+                note(path, true, &std::fs::metadata(path));
+            }
+            Err(e) => push(Observation {
+                path: path.as_os_str().as_bytes().to_vec(),
+                follow: true,
+                seen: Seen::Missing(e.raw_os_error().unwrap_or(0)),
+            }),
+        }
+    }
+    r
+}
+
+/// The [`hip_sys::discovery::Observer`] that records hip-sys's installation discovery.
+pub(crate) fn from_hip_sys(q: hip_sys::discovery::Query<'_>) {
+    match q {
+        hip_sys::discovery::Query::Metadata(path, r) => note(path, true, r),
+        hip_sys::discovery::Query::Canonical(path, r) => note_resolved(path, r),
+    }
+}
+
+/// Whether `o` still holds: the same query now sees the same thing.
+pub(crate) fn holds(o: &Observation) -> bool {
+    let path = Path::new(OsStr::from_bytes(&o.path));
+    match &o.seen {
+        Seen::Resolved(p) => {
+            std::fs::canonicalize(path).is_ok_and(|now| now.as_os_str().as_bytes() == p.as_slice())
+        }
+        seen => {
+            let now = if o.follow {
+                std::fs::metadata(path)
+            } else {
+                std::fs::symlink_metadata(path)
+            };
+            match (seen, now) {
+                (Seen::Missing(0), Err(_)) => true,
+                (Seen::Missing(e), Err(now)) => now.raw_os_error() == Some(*e),
+                (Seen::Present(s, t), Ok(now)) => {
+                    FileStat::of(&now) == *s && file_type_code(now.file_type()) == *t
+                }
+                _ => false,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_recordings_add_to_the_outer_one_and_an_abandoned_one_marks_it_incomplete() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        std::fs::write(&a, b"1").unwrap();
+        let outer = Recording::start();
+        let inner = Recording::start();
+        assert!(is_file(&a));
+        let seen = inner.finish();
+        assert_eq!(seen.observed.len(), 1);
+        assert!(!exists(&d.path().join("b")));
+        let abandoned = Recording::start();
+        let _ = metadata(&a);
+        drop(abandoned);
+        let all = outer.finish();
+        assert_eq!(all.observed.len(), 2, "{all:?}");
+        assert!(!all.complete);
+        assert!(all.observed.iter().all(holds));
+        // Nothing is recorded outside a recording.
+        let _ = metadata(&a);
+        assert!(FRAMES.with(|f| f.borrow().is_empty()));
+    }
+
+    #[test]
+    fn an_observation_stops_holding_when_the_file_changes_or_appears() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        std::fs::write(&a, b"1").unwrap();
+        let r = Recording::start();
+        assert!(is_file(&a));
+        assert!(!exists(&d.path().join("b")));
+        assert_eq!(canonicalize(&a).unwrap(), a.canonicalize().unwrap());
+        let seen = r.finish();
+        assert!(seen.complete);
+        assert!(seen.observed.iter().all(holds));
+        std::fs::write(d.path().join("b"), b"").unwrap();
+        assert!(!holds(&seen.observed[1]));
+        let moved = d.path().join("a2");
+        std::fs::write(&moved, b"2").unwrap();
+        std::fs::rename(&moved, &a).unwrap();
+        assert!(!holds(&seen.observed[0]));
+    }
+}
