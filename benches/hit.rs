@@ -6,14 +6,18 @@
 //!    before the clock starts, batches of 512) and with the `String` made in the loop (a
 //!    batch of creations alone, then a batch of creation + hit, alternating: the hit is the
 //!    difference, with the source in the cache as a generator's just-written text is);
-//! 2. the disk hit in fresh processes, one public call at a time (the steps of
+//! 2. the disk hit in fresh processes, the entries older than the hit memo's margin (as a
+//!    user's later job finds them): the whole hit (`Jit::new` and one `compile`) the long way
+//!    (the memo directory made a file, so none is read or written) and through the hit memo,
+//!    alternating; and the long way one public call at a time (the steps of
 //!    `examples/nvidia_e2e.rs`'s breakdown): `Jit::new`, compiler found + identity checked,
-//!    direct key, manifest check, entry read + verify + parse, and on the NVIDIA platform
-//!    (the fixture driver) the load through each loader and the kernel; for `sm_90` with
-//!    NVRTC (`HIPJIT_COMPILER=nvrtc`, what Auto takes), nvcc, and `gfx90a` with hipcc and
-//!    Auto. Each child prints `STEP name us`; medians of `HIPJIT_BENCH_RUNS` (default 15)
-//!    children per case, cases interleaved. The compiler identities live in a directory of
-//!    this run (remembered by a first child, as a user's first run remembers them).
+//!    direct key, manifest check, entry read + verify + parse (this child's `compile`
+//!    remembers the hit for the next), and on the NVIDIA platform (the fixture driver) the
+//!    load through each loader and the kernel; for `sm_90` with NVRTC
+//!    (`HIPJIT_COMPILER=nvrtc`, what Auto takes), nvcc, and `gfx90a` with hipcc and Auto.
+//!    Each child prints `STEP name us`; medians of `HIPJIT_BENCH_RUNS` (default 15) children
+//!    of each kind per case, cases interleaved. The compiler identities live in a directory
+//!    of this run (remembered by a first child, as a user's first run remembers them).
 //!
 //! Needs nvcc and NVRTC (`HIPJIT_NVCC`, else PyPI's under `$HIPJIT_CI_CACHE/nvcc-venv`) and
 //! hipcc. Run: `cargo bench --bench hit`.
@@ -208,6 +212,25 @@ fn step(t: &mut Instant, name: &str) {
     *t = Instant::now();
 }
 
+/// A fresh-process disk hit as a user's process makes it: `Jit::new` and one `compile`
+/// (through the hit memo when there is one); prints the time and whether the memo served it.
+fn child_whole(args: &[String]) -> R<()> {
+    let [cache, ids, compiler, target] = args else {
+        return Err("usage: hit-whole CACHE IDS COMPILER TARGET".into());
+    };
+    let (cache, ids) = (Path::new(cache), Path::new(ids));
+    let o = options_for(target)?;
+    let t = Instant::now();
+    let jit = jit_for(cache, ids, compiler)?;
+    let compiled = jit.compile(KERNELS, &o)?;
+    println!("STEP whole {:.1}", t.elapsed().as_secs_f64() * 1e6);
+    println!("STEP remembered {}", jit.stats().remembered_hits);
+    if compiled.origin() != Origin::Disk {
+        return Err(format!("expected a disk hit, got {:?}", compiled.origin()).into());
+    }
+    Ok(())
+}
+
 /// A fresh-process disk hit, one public call at a time.
 fn child(args: &[String]) -> R<()> {
     let [cache, ids, compiler, target, driver] = args else {
@@ -222,17 +245,6 @@ fn child(args: &[String]) -> R<()> {
         let rt = Runtime::load_cuda(Some(Path::new(driver)))?;
         Some(rt.device(0)?)
     };
-    // The hit as a user's fresh process makes it: one call (through the hit memo when the
-    // lookup was remembered), then the same again one public call at a time.
-    let t = Instant::now();
-    let jit = jit_for(cache, ids, compiler)?;
-    let compiled = jit.compile(KERNELS, &o)?;
-    println!("STEP whole {:.1}", t.elapsed().as_secs_f64() * 1e6);
-    println!("STEP remembered {}", jit.stats().remembered_hits);
-    if compiled.origin() != Origin::Disk {
-        return Err(format!("expected a disk hit, got {:?}", compiled.origin()).into());
-    }
-    drop(jit);
     let mut t = Instant::now();
     let jit = jit_for(cache, ids, compiler)?;
     step(&mut t, "Jit::new");
@@ -271,16 +283,18 @@ fn disk_hits(dir: &Path, driver: &Path) -> R<()> {
         .unwrap_or(15);
     let nvcc = nvcc()?;
     let ids = dir.join("ids");
-    let run = |case: &Case| -> R<Vec<(String, f64)>> {
+    let hits = ids.join("hits");
+    let run_as = |mode: &str, case: &Case| -> R<Vec<(String, f64)>> {
         let cache = dir.join(format!("cache-{}-{}", case.compiler, case.target));
-        let out = Command::new(&exe)
-            .arg("hit-steps")
+        let mut cmd = Command::new(&exe);
+        cmd.arg(mode)
             .arg(&cache)
             .arg(&ids)
-            .args([case.compiler, case.target])
-            .arg(driver)
-            .env("HIPJIT_NVCC", &nvcc)
-            .output()?;
+            .args([case.compiler, case.target]);
+        if mode == "hit-steps" {
+            cmd.arg(driver);
+        }
+        let out = cmd.env("HIPJIT_NVCC", &nvcc).output()?;
         let text = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             return Err(format!(
@@ -298,6 +312,7 @@ fn disk_hits(dir: &Path, driver: &Path) -> R<()> {
             })
             .collect()
     };
+    let run = |case: &Case| run_as("hit-steps", case);
     // Fill each cache (a compile, then one hit to remember the identities).
     for case in CASES {
         let jit = jit_for(
@@ -308,22 +323,34 @@ fn disk_hits(dir: &Path, driver: &Path) -> R<()> {
         jit.compile(KERNELS, &options_for(case.target)?)?;
         drop(jit);
     }
-    // A first child remembers the identities and, once the entries are older than the hit
-    // memo's margin (as a user's later job finds them), the hit.
-    std::thread::sleep(hipjit::jit::hit_memo::MIN_AGE + std::time::Duration::from_millis(200));
+    // A first child remembers the identities; the entries are then let age past the hit
+    // memo's margin, as a user's later job finds them.
     for case in CASES {
         run(case)?;
-        run(case)?;
     }
+    std::thread::sleep(hipjit::jit::hit_memo::MIN_AGE + std::time::Duration::from_millis(200));
     let mut all: Vec<Vec<(String, Vec<f64>)>> = CASES.iter().map(|_| Vec::new()).collect();
+    let add = |steps: &mut Vec<(String, Vec<f64>)>, prefix: &str, got: Vec<(String, f64)>| {
+        for (name, us) in got {
+            let name = format!("{prefix}{name}");
+            match steps.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, v)) => v.push(us),
+                None => steps.push((name, vec![us])),
+            }
+        }
+    };
     for _ in 0..runs {
         for (case, steps) in CASES.iter().zip(&mut all) {
-            for (name, us) in run(case)? {
-                match steps.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, v)) => v.push(us),
-                    None => steps.push((name, vec![us])),
-                }
-            }
+            // The long way, remembering nothing (the memo directory is a file); the same one
+            // public call at a time, which remembers the hit; then a fresh process through the
+            // memo.
+            let _ = std::fs::remove_dir_all(&hits);
+            std::fs::create_dir_all(&ids)?;
+            std::fs::write(&hits, b"")?;
+            add(steps, "long way ", run_as("hit-whole", case)?);
+            std::fs::remove_file(&hits)?;
+            add(steps, "", run(case)?);
+            add(steps, "memo ", run_as("hit-whole", case)?);
         }
     }
     println!("disk hit in a fresh process, one public call at a time (median us of {runs} processes per case):");
@@ -334,11 +361,19 @@ fn disk_hits(dir: &Path, driver: &Path) -> R<()> {
                 .find(|(s, _)| s == n)
                 .map_or(f64::NAN, |(_, v)| median(v))
         };
-        let (whole, remembered) = (m("whole"), m("remembered"));
+        let (long, memo) = (m("long way whole"), m("memo whole"));
+        let (long_memo, memo_memo) = (m("long way remembered"), m("memo remembered"));
+        if long_memo != 0.0 || memo_memo < 1.0 {
+            return Err(format!(
+                "{}: the long way and the memo were not taken as asked ({long_memo}, {memo_memo})",
+                case.name
+            )
+            .into());
+        }
         println!(
-            "  {}: the whole hit (Jit::new + compile) {whole:.0}, through the hit memo: {}",
+            "  {}: the whole hit (Jit::new + compile): the long way {long:.0}, through the hit memo {memo:.0}: ratio {:.2}",
             case.name,
-            if remembered >= 1.0 { "yes" } else { "no" }
+            memo / long
         );
         let (new, compiler, direct, key, compile) = (
             m("Jit::new"),
@@ -372,6 +407,9 @@ fn main() -> R<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("hit-steps") {
         return child(&args[2..]);
+    }
+    if args.get(1).map(String::as_str) == Some("hit-whole") {
+        return child_whole(&args[2..]);
     }
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it,
     // and then it only checks that it was built.

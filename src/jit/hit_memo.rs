@@ -10,7 +10,7 @@
 //! is named by the sha256 of everything else the lookup reads: the source, the options, the
 //! HIP runtime in use, the [`super::Jit`]'s configuration (compiler choice and settings, extra
 //! signature, runtime code object versions, cache roots), the whole environment, the working
-//! directory, and the effective user and group. It holds the observations, the result key, the
+//! directory, and the effective user (as the lookup's ownership checks read it). It holds the observations, the result key, the
 //! compiler used and the effective options. A later request with the same name whose every
 //! observation still holds ([`crate::file_observe::holds`]) takes the entry of that key
 //! straight from the disk cache (read and verified as any hit); anything else, or no memo,
@@ -94,10 +94,8 @@ pub(crate) fn request_name(
         item(v.as_bytes());
     }
     item(std::env::current_dir().ok()?.as_os_str().as_bytes());
-    // SAFETY: no arguments, cannot fail.
-    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    item(&euid.to_le_bytes());
-    item(&egid.to_le_bytes());
+    // The user the lookup's ownership checks judge files against (read once per process).
+    item(&crate::effective_user::uid().to_le_bytes());
     Some(h.finalize().into())
 }
 
