@@ -192,27 +192,35 @@ fn prune(hits: &Path, max: usize) {
     let Ok(rd) = std::fs::read_dir(hits) else {
         return;
     };
-    let mut memos: Vec<(SystemTime, PathBuf)> = Vec::new();
+    // Names only (no `stat`) unless there is something to remove: this runs at every memo
+    // written.
     let now = SystemTime::now();
+    let modified = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .and_then(|m| m.modified())
+            .unwrap_or(SystemTime::UNIX_EPOCH)
+    };
+    let mut memos: Vec<PathBuf> = Vec::new();
     for e in rd.flatten() {
-        let Ok(m) = e.metadata() else { continue };
-        let modified = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         let name = e.file_name();
         let name = name.as_bytes();
         if name.starts_with(b".tmp-") {
+            let p = e.path();
             if now
-                .duration_since(modified)
+                .duration_since(modified(&p))
                 .is_ok_and(|age| age > Duration::from_secs(60))
             {
-                let _ = std::fs::remove_file(e.path());
+                let _ = std::fs::remove_file(p);
             }
         } else if name.ends_with(b".hit") {
-            memos.push((modified, e.path()));
+            memos.push(e.path());
         }
     }
     if memos.len() <= max {
         return;
     }
+    let mut memos: Vec<(SystemTime, PathBuf)> =
+        memos.into_iter().map(|p| (modified(&p), p)).collect();
     memos.sort();
     for (_, p) in &memos[..memos.len() - max * 3 / 4] {
         let _ = std::fs::remove_file(p);
