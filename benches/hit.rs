@@ -8,11 +8,10 @@
 //!    difference, with the source in the cache as a generator's just-written text is);
 //! 2. the disk hit in fresh processes, the entries older than the hit memo's margin (as a
 //!    user's later job finds them): the whole hit (`Jit::new` and one `compile`) the long way
-//!    (the memo directory made a file, so none is read or written) and through the hit memo,
-//!    alternating; and the long way one public call at a time (the steps of
-//!    `examples/nvidia_e2e.rs`'s breakdown): `Jit::new`, compiler found + identity checked,
-//!    direct key, manifest check, entry read + verify + parse (this child's `compile`
-//!    remembers the hit for the next), and on the NVIDIA platform (the fixture driver) the
+//!    (`JitOptions::disable_hit_memo`) and through the hit memo, alternating; and the long way
+//!    one public call at a time (the steps of `examples/nvidia_e2e.rs`'s breakdown):
+//!    `Jit::new`, compiler found + identity checked, direct key, manifest check, entry read +
+//!    verify + parse, and on the NVIDIA platform (the fixture driver) the
 //!    load through each loader and the kernel; for `sm_90` with NVRTC
 //!    (`HIPJIT_COMPILER=nvrtc`, what Auto takes), nvcc, and `gfx90a` with hipcc and Auto.
 //!    Each child prints `STEP name us`; medians of `HIPJIT_BENCH_RUNS` (default 15) children
@@ -196,6 +195,11 @@ fn options_for(target: &str) -> R<CompileOptions> {
 }
 
 fn jit_for(cache: &Path, ids: &Path, compiler: &str) -> R<Jit> {
+    jit_with(cache, ids, compiler, true)
+}
+
+/// [`jit_for`], reading and writing hit memos or not.
+fn jit_with(cache: &Path, ids: &Path, compiler: &str, hit_memo: bool) -> R<Jit> {
     Ok(Jit::new(JitOptions {
         compiler: Some(compiler.parse()?),
         compiler_config: CompilerConfig {
@@ -203,6 +207,7 @@ fn jit_for(cache: &Path, ids: &Path, compiler: &str) -> R<Jit> {
             ..CompilerConfig::default()
         },
         cache: CacheLocation::Roots(vec![cache.to_path_buf()]),
+        disable_hit_memo: !hit_memo,
         ..JitOptions::default()
     })?)
 }
@@ -215,13 +220,13 @@ fn step(t: &mut Instant, name: &str) {
 /// A fresh-process disk hit as a user's process makes it: `Jit::new` and one `compile`
 /// (through the hit memo when there is one); prints the time and whether the memo served it.
 fn child_whole(args: &[String]) -> R<()> {
-    let [cache, ids, compiler, target] = args else {
-        return Err("usage: hit-whole CACHE IDS COMPILER TARGET".into());
+    let [cache, ids, compiler, target, way] = args else {
+        return Err("usage: hit-whole CACHE IDS COMPILER TARGET memo|long-way".into());
     };
     let (cache, ids) = (Path::new(cache), Path::new(ids));
     let o = options_for(target)?;
     let t = Instant::now();
-    let jit = jit_for(cache, ids, compiler)?;
+    let jit = jit_with(cache, ids, compiler, way == "memo")?;
     let compiled = jit.compile(KERNELS, &o)?;
     println!("STEP whole {:.1}", t.elapsed().as_secs_f64() * 1e6);
     println!("STEP remembered {}", jit.stats().remembered_hits);
@@ -246,7 +251,7 @@ fn child(args: &[String]) -> R<()> {
         Some(rt.device(0)?)
     };
     let mut t = Instant::now();
-    let jit = jit_for(cache, ids, compiler)?;
+    let jit = jit_with(cache, ids, compiler, false)?;
     step(&mut t, "Jit::new");
     jit.compiler_for(KERNELS, &o)?;
     step(&mut t, "compiler found + identity checked");
@@ -283,17 +288,22 @@ fn disk_hits(dir: &Path, driver: &Path) -> R<()> {
         .unwrap_or(15);
     let nvcc = nvcc()?;
     let ids = dir.join("ids");
-    let hits = ids.join("hits");
     let run_as = |mode: &str, case: &Case| -> R<Vec<(String, f64)>> {
         let cache = dir.join(format!("cache-{}-{}", case.compiler, case.target));
         let mut cmd = Command::new(&exe);
-        cmd.arg(mode)
-            .arg(&cache)
-            .arg(&ids)
-            .args([case.compiler, case.target]);
-        if mode == "hit-steps" {
-            cmd.arg(driver);
-        }
+        cmd.arg(if mode == "hit-steps" {
+            mode
+        } else {
+            "hit-whole"
+        })
+        .arg(&cache)
+        .arg(&ids)
+        .args([case.compiler, case.target]);
+        match mode {
+            "hit-steps" => cmd.arg(driver),
+            "hit-whole" => cmd.arg("memo"),
+            _ => cmd.arg("long-way"),
+        };
         let out = cmd.env("HIPJIT_NVCC", &nvcc).output()?;
         let text = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
@@ -329,6 +339,10 @@ fn disk_hits(dir: &Path, driver: &Path) -> R<()> {
         run(case)?;
     }
     std::thread::sleep(hipjit::jit::hit_memo::MIN_AGE + std::time::Duration::from_millis(200));
+    // Then a child remembers each hit.
+    for case in CASES {
+        run_as("hit-whole", case)?;
+    }
     let mut all: Vec<Vec<(String, Vec<f64>)>> = CASES.iter().map(|_| Vec::new()).collect();
     let add = |steps: &mut Vec<(String, Vec<f64>)>, prefix: &str, got: Vec<(String, f64)>| {
         for (name, us) in got {
@@ -341,14 +355,8 @@ fn disk_hits(dir: &Path, driver: &Path) -> R<()> {
     };
     for _ in 0..runs {
         for (case, steps) in CASES.iter().zip(&mut all) {
-            // The long way, remembering nothing (the memo directory is a file); the same one
-            // public call at a time, which remembers the hit; then a fresh process through the
-            // memo.
-            let _ = std::fs::remove_dir_all(&hits);
-            std::fs::create_dir_all(&ids)?;
-            std::fs::write(&hits, b"")?;
-            add(steps, "long way ", run_as("hit-whole", case)?);
-            std::fs::remove_file(&hits)?;
+            // The long way whole, then one public call at a time, then through the memo.
+            add(steps, "long way ", run_as("hit-whole-long-way", case)?);
             add(steps, "", run(case)?);
             add(steps, "memo ", run_as("hit-whole", case)?);
         }

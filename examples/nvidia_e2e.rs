@@ -108,8 +108,15 @@ fn median(v: &mut [f64]) -> f64 {
 /// what `HIPJIT_COMPILER` names, else Auto's choice (NVRTC where its parity with nvcc was
 /// proven).
 fn jit(cache: &Path) -> R<Jit> {
+    jit_with(cache, true)
+}
+
+/// A JIT on `cache`, reading and writing hit memos or not (then every disk hit takes the long
+/// way: compiler search and identity, key, manifest).
+fn jit_with(cache: &Path, hit_memo: bool) -> R<Jit> {
     Ok(Jit::new(JitOptions {
         cache: CacheLocation::Roots(vec![cache.to_path_buf()]),
+        disable_hit_memo: !hit_memo,
         ..JitOptions::default()
     })?)
 }
@@ -144,7 +151,10 @@ fn loader_word(l: CodeObjectLoader) -> &'static str {
 fn main() -> R<()> {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some("disk-hit") => return child_disk_hit(Path::new(&args[2]), loader_arg(&args)?),
+        Some("disk-hit") => return child_disk_hit(Path::new(&args[2]), loader_arg(&args)?, true),
+        Some("disk-hit-long-way") => {
+            return child_disk_hit(Path::new(&args[2]), loader_arg(&args)?, false)
+        }
         Some("raw-load") => return child_raw_load(Path::new(&args[2])),
         Some("disk-hit-steps") => {
             return child_disk_hit_steps(Path::new(&args[2]), loader_arg(&args)?)
@@ -886,10 +896,15 @@ fn benchmarks(
             .into());
         }
     }
-    let modes: [(&str, &Path, Option<CodeObjectLoader>); 3] = [
+    let modes: [(&str, &Path, Option<CodeObjectLoader>); 4] = [
         ("disk-hit", cache, Some(CodeObjectLoader::ModuleApi)),
         ("disk-hit", cache, Some(CodeObjectLoader::LibraryApi)),
         ("raw-load", cubin_path, None),
+        (
+            "disk-hit-long-way",
+            cache,
+            Some(CodeObjectLoader::ModuleApi),
+        ),
     ];
     let mut us: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut proc_ms: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
@@ -947,6 +962,10 @@ fn benchmarks(
     for (i, api) in [
         (0, "module API (cuModuleLoadData, the default)"),
         (1, "library API (cuLibraryLoadData)"),
+        (
+            3,
+            "module API, the long way (no hit memo: compiler search and identity, key, manifest)",
+        ),
     ] {
         let mo = median(&mut us[i]);
         println!(
@@ -1076,7 +1095,8 @@ fn child_disk_hit_steps(cache: &Path, loader: CodeObjectLoader) -> R<()> {
     let s = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
     let o = CompileOptions::for_sm(dev.sm_target().ok_or("no SM target")?);
     let mut t = Instant::now();
-    let jit = jit(cache)?;
+    // The long way, each step of it.
+    let jit = jit_with(cache, false)?;
     step(&mut t, "Jit::new");
     jit.compiler_for(KERNELS, &o)?;
     step(&mut t, "compiler found and identity checked");
@@ -1180,14 +1200,14 @@ fn child_raw_library_load(cubin: &Path) -> R<()> {
     Ok(())
 }
 
-fn child_disk_hit(cache: &Path, loader: CodeObjectLoader) -> R<()> {
+fn child_disk_hit(cache: &Path, loader: CodeObjectLoader, hit_memo: bool) -> R<()> {
     let (rt, dev) = open()?;
     rt.set_code_object_loader(loader)?;
     dev.synchronize()?;
     let s = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
     // The split is printed after the clock stops: nothing but the path itself is timed.
     let t = Instant::now();
-    let jit = jit(cache)?;
+    let jit = jit_with(cache, hit_memo)?;
     let t_new = t.elapsed();
     let loaded = jit.load(&dev, KERNELS, &opts())?;
     let t_load = t.elapsed();

@@ -127,6 +127,11 @@ pub struct JitOptions {
     /// `hipjit cache warm`: [`record`]); by default the file `HIPJIT_RECORD` names, if any.
     /// A record that cannot be written never fails a compile.
     pub record: RecordLocation,
+    /// Neither read nor write hit memos ([`hit_memo`]): every disk hit takes the long way
+    /// (the compiler search and identity, the key, the header manifest). For measuring that
+    /// way, or a per-user directory that must not be written. Default: `false` (memos on
+    /// whenever there is a disk cache and a per-user directory).
+    pub disable_hit_memo: bool,
 }
 
 /// Errors of the JIT.
@@ -288,13 +293,16 @@ impl Jit {
         }
         .map(|d| d.with_max_bytes(options.max_cache_bytes));
         let choice = compilers::resolve_choice(options.compiler)?;
-        let hit_memo = disk.as_ref().and_then(|_| {
-            options
-                .compiler_config
-                .identity_dir
-                .clone()
-                .or_else(crate::compiler::identity::identity_dir)
-        });
+        let hit_memo = disk
+            .as_ref()
+            .filter(|_| !options.disable_hit_memo)
+            .and_then(|_| {
+                options
+                    .compiler_config
+                    .identity_dir
+                    .clone()
+                    .or_else(crate::compiler::identity::identity_dir)
+            });
         if hit_memo.is_some() {
             // hip-sys's installation discovery tells what it looks at to the recording.
             hip_sys::discovery::set_observer(crate::file_observe::from_hip_sys);
