@@ -208,7 +208,8 @@ pub(crate) fn note_stat(path: &Path, stat: Option<(FileStat, u8)>) {
     }
 }
 
-fn recording() -> bool {
+/// Whether a recording is open on this thread.
+pub(crate) fn recording() -> bool {
     FRAMES.with(|f| !f.borrow().is_empty())
 }
 

@@ -47,9 +47,41 @@ pub(crate) struct Compilers {
 }
 
 /// A compiler found, with what finding it saw of the filesystem
-/// ([`crate::file_observe`]): a later request that uses it is recorded as if it had found it
-/// itself.
-type Slot = Mutex<Option<(Backend, Observed)>>;
+/// ([`crate::file_observe`]) and of the process: a later request that uses it is recorded as if
+/// it had found it itself, when the process is as it was then.
+type Slot = Mutex<Option<(Backend, Found)>>;
+
+/// What finding a compiler saw: the files, and the process context
+/// ([`super::hit_memo::process_context`]) it was found in.
+struct Found {
+    observed: Observed,
+    context: Option<[u8; 32]>,
+}
+
+impl Found {
+    /// Ends `recording`, begun before the compiler was looked for with `runtime` in use.
+    fn finish(recording: file_observe::Recording, runtime: Option<&Path>) -> Found {
+        Found {
+            observed: recording.finish(),
+            context: super::hit_memo::process_context(runtime),
+        }
+    }
+
+    /// Adds what finding the compiler saw to the request being recorded, if any; when the
+    /// process's environment, working directory or runtime (`runtime`) changed since, the
+    /// request would not find this compiler again: the recording is marked incomplete.
+    fn replay(&self, runtime: Option<&Path>) {
+        if !file_observe::recording() {
+            return;
+        }
+        match self.context {
+            Some(c) if super::hit_memo::process_context(runtime) == Some(c) => {
+                file_observe::replay(&self.observed)
+            }
+            _ => file_observe::unrecordable(),
+        }
+    }
+}
 
 impl std::fmt::Debug for Compilers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -75,11 +107,6 @@ pub struct Chosen {
 
 impl Chosen {
     /// What a result records about its compiler ([`CompilerUsed`]).
-    /// Whether a disk hit served by this compiler is remembered ([`super::hit_memo`]).
-    pub(crate) fn remembered_hits(&self) -> bool {
-        true
-    }
-
     pub fn used(&self) -> CompilerUsed {
         let id = self.backend.identity();
         CompilerUsed {
@@ -113,15 +140,21 @@ pub(crate) fn resolve_choice(
 }
 
 /// Finds `slot`'s compiler with `open` unless found before.
-fn found<E>(slot: &Slot, open: impl FnOnce() -> Result<Backend, E>) -> Result<Backend, E> {
+/// Finds `slot`'s compiler with `open` unless found before; `runtime`: the HIP runtime the
+/// search looks beside (hipRTC), part of the context it is found in.
+fn found<E>(
+    slot: &Slot,
+    runtime: Option<&Path>,
+    open: impl FnOnce() -> Result<Backend, E>,
+) -> Result<Backend, E> {
     let mut slot = slot.lock();
-    if let Some((b, observed)) = &*slot {
-        file_observe::replay(observed);
+    if let Some((b, found)) = &*slot {
+        found.replay(runtime);
         return Ok(b.clone());
     }
     let recording = file_observe::Recording::start();
     let b = open()?;
-    *slot = Some((b.clone(), recording.finish()));
+    *slot = Some((b.clone(), Found::finish(recording, runtime)));
     Ok(b)
 }
 
@@ -150,7 +183,7 @@ impl Compilers {
 
     /// hipcc ([`Compiler::new`]).
     fn hipcc(&self) -> Result<Backend, CompilerError> {
-        found(&self.hipcc, || {
+        found(&self.hipcc, None, || {
             Ok(Backend::Hipcc(Compiler::new(self.config.clone())?))
         })
     }
@@ -158,7 +191,7 @@ impl Compilers {
     /// nvcc ([`Nvcc::discover`]; its identity remembered in [`CompilerConfig::identity_dir`]
     /// when set).
     fn nvcc(&self) -> Result<Backend, CompilerError> {
-        found(&self.nvcc, || {
+        found(&self.nvcc, None, || {
             let explicit = self.config.nvcc.as_deref();
             let nvcc = match &self.config.identity_dir {
                 Some(dir) => Nvcc::discover_cached(explicit, dir),
@@ -171,7 +204,7 @@ impl Compilers {
 
     /// hipRTC ([`HipRtcBackend::open`]), beside `runtime` (the HIP runtime in use) when known.
     fn hiprtc(&self, runtime: Option<&Path>) -> Result<Backend, CompilerError> {
-        found(&self.hiprtc, || {
+        found(&self.hiprtc, runtime, || {
             HipRtcBackend::open(runtime, self.config.identity_dir.as_deref())
                 .map(|b| {
                     Backend::HipRtc(HipRtcBackend {
@@ -185,7 +218,7 @@ impl Compilers {
 
     /// NVRTC ([`NvrtcBackend::open`]), beside the nvcc that would be used when one is found.
     fn nvrtc(&self) -> Result<Backend, CompilerError> {
-        found(&self.nvrtc, || {
+        found(&self.nvrtc, None, || {
             let nvcc = self.nvcc_for_nvrtc();
             NvrtcBackend::open(nvcc.as_deref(), self.config.identity_dir.as_deref())
                 .map(|b| {
@@ -359,8 +392,8 @@ impl Compilers {
     /// error of finding it otherwise.
     fn process_probe(&self, nvidia: bool) -> Result<(), String> {
         let slot = if nvidia { &self.nvcc } else { &self.hipcc };
-        if let Some((_, observed)) = &*slot.lock() {
-            file_observe::replay(observed);
+        if let Some((_, found)) = &*slot.lock() {
+            found.replay(None);
             return Ok(());
         }
         if nvidia {
@@ -386,8 +419,8 @@ impl Compilers {
     fn in_process_probe(&self, nvidia: bool, runtime: Option<&Path>) -> Result<u32, String> {
         let slot = if nvidia { &self.nvrtc } else { &self.hiprtc };
         let mut slot = slot.lock();
-        if let Some((b, observed)) = &*slot {
-            file_observe::replay(observed);
+        if let Some((b, found)) = &*slot {
+            found.replay(if nvidia { None } else { runtime });
             return Ok(match b {
                 Backend::HipRtc(h) => h.major,
                 Backend::Nvrtc(n) => n.major,
@@ -406,7 +439,7 @@ impl Compilers {
                         worker: self.config.rtc_worker.clone(),
                         ..b
                     }),
-                    recording.finish(),
+                    Found::finish(recording, None),
                 ));
                 return Ok(major);
             }
@@ -429,7 +462,7 @@ impl Compilers {
                         worker: self.config.rtc_worker.clone(),
                         ..b
                     }),
-                    recording.finish(),
+                    Found::finish(recording, runtime),
                 ));
                 return Ok(major);
             }

@@ -20,8 +20,10 @@
 //! last changed (modification and status change times) at least [`MIN_AGE`] before, so that a
 //! change within the same timestamp tick of a coarse filesystem clock cannot go unseen; the
 //! lookup found its hit at the first look, without a stale manifest or a bad entry; and every
-//! query of the lookup was recorded. Requests served by hipcc, and by Auto on AMD, are not
-//! remembered (hip-sys's discovery of a ROCm installation is not recorded). The memos live
+//! query of the lookup was recorded. A compiler found by an earlier request of the process is
+//! used by a later one as it was found: that request is remembered only when the process's
+//! environment, working directory and HIP runtime are what they were when the compiler was
+//! found ([`process_context`]). The memos live
 //! beside the compiler identities ([`crate::compiler::identity::identity_dir`]) under `hits/`,
 //! owned by the user, mode 0600, read only when so.
 
@@ -85,17 +87,28 @@ pub(crate) fn request_name(
     item(jit);
     item(source);
     item(&rmp_serde::to_vec(options).ok()?);
+    item(&process_context(runtime)?);
+    // The user the lookup's ownership checks judge files against (read once per process).
+    item(&crate::effective_user::uid().to_le_bytes());
+    Some(h.finalize().into())
+}
+
+/// The sha256 of what a lookup reads of the process besides files: every environment
+/// variable in the order the environment holds them (a variable set twice is read by its
+/// first occurrence, so order matters), the working directory, and the HIP runtime in use
+/// (`runtime`). `None` when the working directory cannot be read.
+pub(crate) fn process_context(runtime: Option<&Path>) -> Option<[u8; 32]> {
+    let mut h = Sha256::new();
+    let mut item = |b: &[u8]| {
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(b);
+    };
     item(runtime.map_or(b"\0none".as_slice(), |p| p.as_os_str().as_bytes()));
-    let mut vars: Vec<_> = std::env::vars_os().collect();
-    vars.sort();
-    item(&(vars.len() as u64).to_le_bytes());
-    for (k, v) in &vars {
+    for (k, v) in std::env::vars_os() {
         item(k.as_bytes());
         item(v.as_bytes());
     }
     item(std::env::current_dir().ok()?.as_os_str().as_bytes());
-    // The user the lookup's ownership checks judge files against (read once per process).
-    item(&crate::effective_user::uid().to_le_bytes());
     Some(h.finalize().into())
 }
 

@@ -893,9 +893,7 @@ impl Jit {
                         } else if let (Some((dir, name)), Some(observed), true) =
                             (&memo, observed, bad_entries.is_empty())
                         {
-                            if chosen.remembered_hits() {
-                                hit_memo::remember(dir, name, observed, &key, &chosen.used(), &o);
-                            }
+                            hit_memo::remember(dir, name, observed, &key, &chosen.used(), &o);
                         }
                         return Ok((
                             Arc::new(inner_from_entry(
