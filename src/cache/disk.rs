@@ -1079,6 +1079,9 @@ fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
 
 /// Whether user `uid` belongs to group `gid` (as its primary group or a listed member).
 fn user_in_group(uid: u32, gid: u32) -> bool {
+    // The user and group databases may be remote (NSS): what they said cannot be checked by
+    // `stat`, so a lookup that asked is not remembered by the hit memo.
+    crate::file_observe::unrecordable();
     let mut buf = vec![0u8; 16 * 1024];
     // SAFETY: getpwuid_r fills `pwd` with pointers into `buf`, which outlives their use.
     let (primary, name) = unsafe {

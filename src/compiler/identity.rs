@@ -298,7 +298,7 @@ impl FileStat {
 /// The format of remembered identities; 5: NVRTC's has header directories (the toolkit's
 /// `include` and `include/cccl`) and no covered directory; 6: path bytes as MessagePack `bin`
 /// ([`crate::byte_strings`]).
-const MEMO_FORMAT: u32 = 6;
+pub(crate) const MEMO_FORMAT: u32 = 6;
 
 #[derive(Serialize, Deserialize)]
 struct Memo {

@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 use super::identity::{self, CompilerIdentity, CompilerKind, FileStat};
 
 /// 5: byte strings as MessagePack `bin` ([`crate::byte_strings`]).
-const FORMAT: u32 = 5;
+pub(crate) const FORMAT: u32 = 5;
 
 /// The inputs of one library search and the `stat` of each place it looks, read when the
 /// search is described (before any library is loaded).

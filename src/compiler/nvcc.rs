@@ -105,8 +105,19 @@ const DEPS_NAME: &str = "deps.d";
 const CUBIN_NAME: &str = "kernel.cubin";
 
 /// The environment variables nvcc reads that change its output, hashed into the cache key
-/// (nvcc runs with hipjit's environment).
-pub const NVCC_KEY_ENV: &[&str] = &["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN"];
+/// (nvcc runs with hipjit's environment): its own, and those its `bin/nvcc.profile` appends
+/// to the flags it hands its stages (`INCLUDES`, `SYSTEM_INCLUDES`, `LIBRARIES`,
+/// `CUDAFE_FLAGS`, `PTXAS_FLAGS`: `INCLUDES=-DX=1` defines a macro in every compile).
+pub const NVCC_KEY_ENV: &[&str] = &[
+    "NVCC_PREPEND_FLAGS",
+    "NVCC_APPEND_FLAGS",
+    "NVCC_CCBIN",
+    "INCLUDES",
+    "SYSTEM_INCLUDES",
+    "LIBRARIES",
+    "CUDAFE_FLAGS",
+    "PTXAS_FLAGS",
+];
 
 /// An error finding or running nvcc.
 #[derive(Debug, thiserror::Error)]

@@ -59,11 +59,18 @@ struct Found {
 }
 
 impl Found {
-    /// Ends `recording`, begun before the compiler was looked for with `runtime` in use.
-    fn finish(recording: file_observe::Recording, runtime: Option<&Path>) -> Found {
+    /// Ends `recording`, begun before the compiler was looked for with `runtime` in use in
+    /// the process context `before` (read then): no context is kept (later requests using
+    /// this compiler are not remembered) when it changed during the search.
+    fn finish(
+        recording: file_observe::Recording,
+        runtime: Option<&Path>,
+        before: Option<[u8; 32]>,
+    ) -> Found {
+        let after = super::hit_memo::process_context(runtime);
         Found {
             observed: recording.finish(),
-            context: super::hit_memo::process_context(runtime),
+            context: before.filter(|b| after.as_ref() == Some(b)),
         }
     }
 
@@ -152,9 +159,10 @@ fn found<E>(
         found.replay(runtime);
         return Ok(b.clone());
     }
+    let before = super::hit_memo::process_context(runtime);
     let recording = file_observe::Recording::start();
     let b = open()?;
-    *slot = Some((b.clone(), Found::finish(recording, runtime)));
+    *slot = Some((b.clone(), Found::finish(recording, runtime, before)));
     Ok(b)
 }
 
@@ -174,6 +182,11 @@ impl Compilers {
     /// The compilers' settings.
     pub(crate) fn config(&self) -> &CompilerConfig {
         &self.config
+    }
+
+    /// Where the choice came from, in words.
+    pub(crate) fn choice_from(&self) -> &'static str {
+        self.choice_from
     }
 
     /// The choice this JIT applies.
@@ -429,6 +442,7 @@ impl Compilers {
         }
         let dir = self.config.identity_dir.as_deref();
         if nvidia {
+            let before = super::hit_memo::process_context(None);
             let recording = file_observe::Recording::start();
             let nvcc = self.nvcc_for_nvrtc();
             let search = NvRtc::search(nvcc.as_deref());
@@ -439,7 +453,7 @@ impl Compilers {
                         worker: self.config.rtc_worker.clone(),
                         ..b
                     }),
-                    Found::finish(recording, None),
+                    Found::finish(recording, None, before),
                 ));
                 return Ok(major);
             }
@@ -453,6 +467,7 @@ impl Compilers {
             library_search::remember(&search, &location, dir);
             Ok(location.major)
         } else {
+            let before = super::hit_memo::process_context(runtime);
             let recording = file_observe::Recording::start();
             let search = HipRtc::search(runtime);
             if let Some(b) = HipRtcBackend::recall(&search, dir) {
@@ -462,7 +477,7 @@ impl Compilers {
                         worker: self.config.rtc_worker.clone(),
                         ..b
                     }),
-                    Found::finish(recording, runtime),
+                    Found::finish(recording, runtime, before),
                 ));
                 return Ok(major);
             }

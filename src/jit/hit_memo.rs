@@ -76,6 +76,7 @@ pub(crate) fn request_name(
     source: &[u8],
     options: &CompileOptions,
     runtime: Option<&Path>,
+    context: &[u8; 32],
 ) -> Option<[u8; 32]> {
     let mut h = Sha256::new();
     let mut item = |b: &[u8]| {
@@ -84,10 +85,15 @@ pub(crate) fn request_name(
     };
     item(&FORMAT.to_le_bytes());
     item(env!("CARGO_PKG_VERSION").as_bytes());
+    // The formats the lookup reads and the keys it derives: a build that changes one bumps it.
+    item(&crate::cache::key::CACHE_FORMAT_VERSION.to_le_bytes());
+    item(&identity::MEMO_FORMAT.to_le_bytes());
+    item(&crate::compiler::library_search::FORMAT.to_le_bytes());
     item(jit);
     item(source);
     item(&rmp_serde::to_vec(options).ok()?);
-    item(&process_context(runtime)?);
+    item(runtime.map_or(b"\0none".as_slice(), |p| p.as_os_str().as_bytes()));
+    item(context);
     // The user the lookup's ownership checks judge files against (read once per process).
     item(&crate::effective_user::uid().to_le_bytes());
     Some(h.finalize().into())
@@ -158,15 +164,24 @@ pub(crate) fn unremembered(observed: &Observed, now: SystemTime) -> Option<Strin
 }
 
 /// Remembers request `name` in `dir`: its observations, result key, compiler and effective
-/// options, unless [`unremembered`] says why not (logged at debug level).
+/// options, unless [`unremembered`] says why not, or the process context (`runtime` in use)
+/// is no longer `context`, the one the name was made with (another thread changed the
+/// environment or the working directory meanwhile); logged at debug level.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn remember(
     dir: &Path,
     name: &[u8; 32],
+    context: &[u8; 32],
+    runtime: Option<&Path>,
     observed: Observed,
     key: &CacheKey,
     compiler: &CompilerUsed,
     options: &CompileOptions,
 ) {
+    if process_context(runtime).as_ref() != Some(context) {
+        tracing::debug!(%key, "hit not remembered: the environment or working directory changed during the lookup");
+        return;
+    }
     if let Some(why) = unremembered(&observed, SystemTime::now()) {
         tracing::debug!(%key, reason = %why, "hit not remembered");
         return;

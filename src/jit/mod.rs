@@ -828,9 +828,10 @@ impl Jit {
             (Some(dir), Some(disk)) if !bypass_disk => {
                 let config = self.hit_memo_config.get_or_init(|| {
                     format!(
-                        "{:?}\0{:?}\0{:?}\0{:?}\0{:?}\0{}",
+                        "{:?}\0{:?}\0{}\0{:?}\0{:?}\0{:?}\0{}",
                         self.compilers.config(),
                         self.compilers.choice(),
+                        self.compilers.choice_from(),
                         self.extra,
                         self.runtime_versions,
                         disk.roots(),
@@ -838,11 +839,14 @@ impl Jit {
                     )
                     .into_bytes()
                 });
-                hit_memo::request_name(config, source, options, runtime).map(|n| (dir, n))
+                hit_memo::process_context(runtime).and_then(|context| {
+                    hit_memo::request_name(config, source, options, runtime, &context)
+                        .map(|n| (dir, n, context))
+                })
             }
             _ => None,
         };
-        if let (Some((dir, name)), Some(disk)) = (&memo, &self.disk) {
+        if let (Some((dir, name, _)), Some(disk)) = (&memo, &self.disk) {
             if let Some(hit) = hit_memo::recall(dir, name) {
                 let lookup = disk.get(&hit.key);
                 if let (Some(entry), true) = (lookup.entry, lookup.bad.is_empty()) {
@@ -890,10 +894,19 @@ impl Jit {
                         let observed = recording.map(crate::file_observe::Recording::finish);
                         if let Some(meta) = stale {
                             refresh_manifest(disk, &direct, meta, &now);
-                        } else if let (Some((dir, name)), Some(observed), true) =
+                        } else if let (Some((dir, name, context)), Some(observed), true) =
                             (&memo, observed, bad_entries.is_empty())
                         {
-                            hit_memo::remember(dir, name, observed, &key, &chosen.used(), &o);
+                            hit_memo::remember(
+                                dir,
+                                name,
+                                context,
+                                runtime,
+                                observed,
+                                &key,
+                                &chosen.used(),
+                                &o,
+                            );
                         }
                         return Ok((
                             Arc::new(inner_from_entry(
