@@ -750,6 +750,8 @@ fn disk_cache_lists_and_verifies_a_cubin_entry() {
 
 #[test]
 fn nvidia_jit_size_cap_prunes_the_written_root() {
+    // The fixture driver counts live objects process-wide: one test at a time.
+    let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let jit = Jit::new(JitOptions {
         compiler_config: CompilerConfig {
@@ -777,6 +779,8 @@ fn nvidia_jit_size_cap_prunes_the_written_root() {
 
 #[test]
 fn nvidia_jit_refuses_a_cache_root_writable_by_others() {
+    // The fixture driver counts live objects process-wide: one test at a time.
+    let _g = serial();
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -836,6 +840,8 @@ fn nvidia_jit_with_auto_loads_an_nvrtc_cubin_on_the_device() {
 
 #[test]
 fn nvidia_jit_refuses_what_only_amd_compilers_do_naming_the_option() {
+    // The fixture driver counts live objects process-wide: one test at a time.
+    let _g = serial();
     let jit = nv_jit(&[]);
     let mut o = CompileOptions::for_sm(SmTarget::new(90));
     o.code_object_version = Some(5);
@@ -854,6 +860,8 @@ fn nvidia_jit_refuses_what_only_amd_compilers_do_naming_the_option() {
 
 #[test]
 fn nvidia_jit_header_edit_is_a_miss_through_nvccs_dependency_list() {
+    // The fixture driver counts live objects process-wide: one test at a time.
+    let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let inc = dir.path().join("inc");
     std::fs::create_dir(&inc).unwrap();
@@ -879,6 +887,8 @@ fn nvidia_jit_header_edit_is_a_miss_through_nvccs_dependency_list() {
 
 #[test]
 fn nvcc_identity_is_remembered_in_the_cache_dir() {
+    // The fixture driver counts live objects process-wide: one test at a time.
+    let _g = serial();
     use hipjit::compiler::nvcc::Nvcc;
     let n = nvcc();
     let dir = tempfile::tempdir().unwrap();
