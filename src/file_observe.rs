@@ -13,9 +13,10 @@
 //! kept with the compiler found ([`crate::jit::Jit`]'s in-process compilers) and added to every
 //! later request that uses it, as if the request had searched itself.
 //!
-//! A query the recorder cannot express (a special file where a regular one was opened, a
-//! directory listing that could not be read) marks the recording [`Recording::is_complete`]
-//! `false`, and nothing is remembered from it.
+//! Work whose outcome `stat` cannot confirm later (a compiler identity computed rather than
+//! recalled, a compiler library loaded, the user and group databases asked) calls
+//! [`unrecordable`]: the recording's [`Observed::complete`] is then `false`, and nothing is
+//! remembered from it.
 
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -66,7 +67,7 @@ fn file_type_code(t: std::fs::FileType) -> u8 {
 fn seen_of(result: &std::io::Result<std::fs::Metadata>) -> Seen {
     match result {
         Ok(m) => Seen::Present(FileStat::of(m), file_type_code(m.file_type())),
-        Err(e) => Seen::Missing(e.raw_os_error().unwrap_or(0)),
+        Err(e) => Seen::Missing(errno(e)),
     }
 }
 
@@ -80,12 +81,22 @@ thread_local! {
     static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
 }
 
-fn push(o: Observation) {
+/// Adds what a query of `path` saw to the open recording, if any.
+fn push(path: &Path, follow: bool, seen: impl FnOnce() -> Seen) {
     FRAMES.with(|f| {
         if let Some(top) = f.borrow_mut().last_mut() {
-            top.observed.push(o);
+            top.observed.push(Observation {
+                path: path.as_os_str().as_bytes().to_vec(),
+                follow,
+                seen: seen(),
+            });
         }
     });
+}
+
+/// The `errno` of `e`, 0 when it has none.
+fn errno(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
 }
 
 /// An open recording on this thread; [`Recording::finish`] ends it. Dropped without
@@ -174,13 +185,12 @@ pub(crate) fn unrecordable() {
 /// Records the result of a query of `path` made by the caller (`follow`: symbolic links at
 /// its end followed).
 pub(crate) fn note(path: &Path, follow: bool, result: &std::io::Result<std::fs::Metadata>) {
-    if recording() {
-        push(Observation {
-            path: path.as_os_str().as_bytes().to_vec(),
-            follow,
-            seen: seen_of(result),
-        });
-    }
+    push(path, follow, || seen_of(result));
+}
+
+/// Records a query of `path` that failed with `error` (`follow`: as for [`note`]).
+pub(crate) fn note_error(path: &Path, follow: bool, error: &std::io::Error) {
+    push(path, follow, || Seen::Missing(errno(error)));
 }
 
 /// The type code of a file that is a regular file, a directory, or neither (not a symbolic
@@ -196,16 +206,10 @@ pub(crate) fn type_code(is_file: bool, is_dir: bool) -> u8 {
 /// Records the `stat` (symbolic links followed) a caller already has: fields and
 /// [`type_code`]; `None`: the query failed, with any error.
 pub(crate) fn note_stat(path: &Path, stat: Option<(FileStat, u8)>) {
-    if recording() {
-        push(Observation {
-            path: path.as_os_str().as_bytes().to_vec(),
-            follow: true,
-            seen: match stat {
-                Some((s, t)) => Seen::Present(s, t),
-                None => Seen::Missing(0),
-            },
-        });
-    }
+    push(path, true, || match stat {
+        Some((s, t)) => Seen::Present(s, t),
+        None => Seen::Missing(0),
+    });
 }
 
 /// Whether a recording is open on this thread.
@@ -245,16 +249,10 @@ pub(crate) fn canonicalize(path: impl AsRef<Path>) -> std::io::Result<PathBuf> {
 }
 
 fn note_resolved(path: &Path, r: &std::io::Result<PathBuf>) {
-    if recording() {
-        push(Observation {
-            path: path.as_os_str().as_bytes().to_vec(),
-            follow: true,
-            seen: match r {
-                Ok(p) => Seen::Resolved(p.as_os_str().as_bytes().to_vec()),
-                Err(e) => Seen::Missing(e.raw_os_error().unwrap_or(0)),
-            },
-        });
-    }
+    push(path, true, || match r {
+        Ok(p) => Seen::Resolved(p.as_os_str().as_bytes().to_vec()),
+        Err(e) => Seen::Missing(errno(e)),
+    });
 }
 
 /// `std::fs::read_dir` of a directory whose listing the caller reads whole, recorded as the
@@ -265,14 +263,8 @@ pub(crate) fn read_dir(path: impl AsRef<Path>) -> std::io::Result<std::fs::ReadD
     let r = std::fs::read_dir(path);
     if recording() {
         match &r {
-            Ok(_) => {
-                note(path, true, &std::fs::metadata(path));
-            }
-            Err(e) => push(Observation {
-                path: path.as_os_str().as_bytes().to_vec(),
-                follow: true,
-                seen: Seen::Missing(e.raw_os_error().unwrap_or(0)),
-            }),
+            Ok(_) => note(path, true, &std::fs::metadata(path)),
+            Err(e) => note_error(path, true, e),
         }
     }
     r

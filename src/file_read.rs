@@ -233,13 +233,6 @@ pub fn read_known_size(file: &File, path: &Path, size: u64) -> Result<Vec<u8>, F
     Ok(data)
 }
 
-fn clone_error(e: &std::io::Error) -> std::io::Error {
-    match e.raw_os_error() {
-        Some(n) => std::io::Error::from_raw_os_error(n),
-        None => std::io::Error::new(e.kind(), e.to_string()),
-    }
-}
-
 fn open_checked(
     path: &Path,
     limit: u64,
@@ -258,7 +251,7 @@ fn open_checked(
     {
         Ok(f) => f,
         Err(e) => {
-            crate::file_observe::note(path, follow, &Err(clone_error(&e)));
+            crate::file_observe::note_error(path, follow, &e);
             return Err(io(e));
         }
     };

@@ -194,12 +194,20 @@ pub struct KeyInputs<'a> {
     pub extra: &'a [u8],
 }
 
-struct Record(Sha256);
+/// sha256 over byte strings each preceded by its length (`u64`, little-endian): the shape of
+/// the key records here and of the names hipjit gives its per-user memos.
+pub(crate) struct Record(Sha256);
 
 impl Record {
-    fn bytes(&mut self, b: &[u8]) {
+    pub(crate) fn new() -> Record {
+        Record(Sha256::new())
+    }
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
         self.0.update((b.len() as u64).to_le_bytes());
         self.0.update(b);
+    }
+    pub(crate) fn finish(self) -> [u8; 32] {
+        self.0.finalize().into()
     }
     fn field(&mut self, name: &str, value: &[u8]) {
         self.bytes(name.as_bytes());
@@ -375,9 +383,9 @@ fn encode_record(record: &KeyRecord<'_>, field: &mut dyn FnMut(&str, &[u8])) {
 
 /// Computes the direct key of a record given field by field (see the module documentation).
 pub fn compute_record(record: &KeyRecord<'_>) -> CacheKey {
-    let mut r = Record(Sha256::new());
+    let mut r = Record::new();
     encode_record(record, &mut |name, value| r.field(name, value));
-    CacheKey(r.0.finalize().into())
+    CacheKey(r.finish())
 }
 
 /// The fields of a direct-key record, each with the sha256 of its encoded value and, but for
@@ -395,13 +403,13 @@ pub fn record_fields(record: &KeyRecord<'_>) -> KeyFields {
 /// The direct key of a record and its fields ([`compute_record`] and [`record_fields`]) from
 /// one encoding of it.
 pub fn key_and_fields(record: &KeyRecord<'_>) -> (CacheKey, KeyFields) {
-    let mut r = Record(Sha256::new());
+    let mut r = Record::new();
     let mut fields = Vec::new();
     encode_record(record, &mut |name, value| {
         r.field(name, value);
         fields.push(key_field(record, name, value));
     });
-    (CacheKey(r.0.finalize().into()), KeyFields(fields))
+    (CacheKey(r.finish()), KeyFields(fields))
 }
 
 /// The field `name` of `record`, encoded as `value`: its digest and its value as text.
@@ -535,7 +543,7 @@ impl FromKeyRecord for (CacheKey, KeyFields) {
 /// The result key of `direct` with the files and directories of `manifest` as they are now
 /// (their hashes; see the module documentation).
 pub fn result_key(direct: &CacheKey, manifest: &Manifest) -> CacheKey {
-    let mut r = Record(Sha256::new());
+    let mut r = Record::new();
     r.field("format", &CACHE_FORMAT_VERSION.to_le_bytes());
     r.field("direct", &direct.0);
     for f in &manifest.files {
@@ -558,7 +566,7 @@ pub fn result_key(direct: &CacheKey, manifest: &Manifest) -> CacheKey {
         }
         r.field("dir", &v);
     }
-    CacheKey(r.0.finalize().into())
+    CacheKey(r.finish())
 }
 
 #[cfg(test)]

@@ -564,24 +564,20 @@ pub(crate) fn library_memo_name(kind: CompilerKind, resolved: &Path, library: &P
 }
 
 pub(crate) fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsString)]) -> String {
-    let mut h = Sha256::new();
-    let mut item = |b: &[u8]| {
-        h.update((b.len() as u64).to_le_bytes());
-        h.update(b);
-    };
-    item(&MEMO_FORMAT.to_le_bytes());
-    item(kind.as_str().as_bytes());
-    item(resolved.as_os_str().as_bytes());
+    let mut r = crate::cache::key::Record::new();
+    r.bytes(&MEMO_FORMAT.to_le_bytes());
+    r.bytes(kind.as_str().as_bytes());
+    r.bytes(resolved.as_os_str().as_bytes());
     let mut env: Vec<&(String, OsString)> = env.iter().collect();
     env.sort();
     for (k, v) in env {
-        item(k.as_bytes());
-        item(v.as_bytes());
+        r.bytes(k.as_bytes());
+        r.bytes(v.as_bytes());
     }
     format!(
         "{}-{}.id",
         kind.as_str(),
-        &crate::cache::key::hex(&h.finalize())[..32]
+        &crate::cache::key::hex(&r.finish())[..32]
     )
 }
 

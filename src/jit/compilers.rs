@@ -146,7 +146,6 @@ pub(crate) fn resolve_choice(
     }
 }
 
-/// Finds `slot`'s compiler with `open` unless found before.
 /// Finds `slot`'s compiler with `open` unless found before; `runtime`: the HIP runtime the
 /// search looks beside (hipRTC), part of the context it is found in.
 fn found<E>(

@@ -10,8 +10,8 @@
 //! is named by the sha256 of everything else the lookup reads: the source, the options, the
 //! HIP runtime in use, the [`super::Jit`]'s configuration (compiler choice and settings, extra
 //! signature, runtime code object versions, cache roots), the whole environment, the working
-//! directory, and the effective user (as the lookup's ownership checks read it). It holds the observations, the result key, the
-//! compiler used and the effective options. A later request with the same name whose every
+//! directory, and the effective user (as the lookup's ownership checks read it). It holds the
+//! observations, the result key, the compiler used and the effective options. A later request with the same name whose every
 //! observation still holds ([`crate::file_observe::holds`]) takes the entry of that key
 //! straight from the disk cache (read and verified as any hit); anything else, or no memo,
 //! looks up the long way (and remembers again on a hit).
@@ -32,10 +32,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::compiled::CompilerUsed;
-use crate::cache::key::CacheKey;
+use crate::cache::key::{CacheKey, Record};
 use crate::compiler::identity::{self, CompilerKind};
 use crate::compiler::CompileOptions;
 use crate::file_observe::{self, Observation, Observed, Seen};
@@ -71,18 +70,15 @@ pub(crate) struct Recalled {
 
 /// The name of one request: the sha256 of its inputs and of the process's (see the module
 /// documentation). `jit` is the [`super::Jit`]'s configuration in bytes.
+/// `context` is the request's [`process_context`] (which holds the HIP runtime in use).
 pub(crate) fn request_name(
     jit: &[u8],
     source: &[u8],
     options: &CompileOptions,
-    runtime: Option<&Path>,
     context: &[u8; 32],
 ) -> Option<[u8; 32]> {
-    let mut h = Sha256::new();
-    let mut item = |b: &[u8]| {
-        h.update((b.len() as u64).to_le_bytes());
-        h.update(b);
-    };
+    let mut r = Record::new();
+    let mut item = |b: &[u8]| r.bytes(b);
     item(&FORMAT.to_le_bytes());
     item(env!("CARGO_PKG_VERSION").as_bytes());
     // The formats the lookup reads and the keys it derives: a build that changes one bumps it.
@@ -92,11 +88,10 @@ pub(crate) fn request_name(
     item(jit);
     item(source);
     item(&rmp_serde::to_vec(options).ok()?);
-    item(runtime.map_or(b"\0none".as_slice(), |p| p.as_os_str().as_bytes()));
     item(context);
     // The user the lookup's ownership checks judge files against (read once per process).
     item(&crate::effective_user::uid().to_le_bytes());
-    Some(h.finalize().into())
+    Some(r.finish())
 }
 
 /// The sha256 of what a lookup reads of the process besides files: every environment
@@ -104,18 +99,14 @@ pub(crate) fn request_name(
 /// first occurrence, so order matters), the working directory, and the HIP runtime in use
 /// (`runtime`). `None` when the working directory cannot be read.
 pub(crate) fn process_context(runtime: Option<&Path>) -> Option<[u8; 32]> {
-    let mut h = Sha256::new();
-    let mut item = |b: &[u8]| {
-        h.update((b.len() as u64).to_le_bytes());
-        h.update(b);
-    };
-    item(runtime.map_or(b"\0none".as_slice(), |p| p.as_os_str().as_bytes()));
+    let mut r = Record::new();
+    r.bytes(runtime.map_or(b"\0none".as_slice(), |p| p.as_os_str().as_bytes()));
     for (k, v) in std::env::vars_os() {
-        item(k.as_bytes());
-        item(v.as_bytes());
+        r.bytes(k.as_bytes());
+        r.bytes(v.as_bytes());
     }
-    item(std::env::current_dir().ok()?.as_os_str().as_bytes());
-    Some(h.finalize().into())
+    r.bytes(std::env::current_dir().ok()?.as_os_str().as_bytes());
+    Some(r.finish())
 }
 
 fn memo_file(dir: &Path, name: &[u8; 32]) -> PathBuf {

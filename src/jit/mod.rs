@@ -840,7 +840,7 @@ impl Jit {
                     .into_bytes()
                 });
                 hit_memo::process_context(runtime).and_then(|context| {
-                    hit_memo::request_name(config, source, options, runtime, &context)
+                    hit_memo::request_name(config, source, options, &context)
                         .map(|n| (dir, n, context))
                 })
             }
