@@ -225,6 +225,14 @@ pub(crate) fn metadata(path: impl AsRef<Path>) -> std::io::Result<std::fs::Metad
     r
 }
 
+/// `std::fs::symlink_metadata` (a symbolic link at the end not followed), recorded.
+pub(crate) fn symlink_metadata(path: impl AsRef<Path>) -> std::io::Result<std::fs::Metadata> {
+    let path = path.as_ref();
+    let r = std::fs::symlink_metadata(path);
+    note(path, false, &r);
+    r
+}
+
 /// `Path::is_file`, recorded.
 pub(crate) fn is_file(path: &Path) -> bool {
     metadata(path).is_ok_and(|m| m.is_file())

@@ -998,6 +998,50 @@ fn a_header_beside_a_copied_cache_tag_in_an_include_directory_is_keyed() {
 }
 
 #[test]
+fn a_header_in_a_subdirectory_of_a_directory_with_a_copied_cache_tag_is_keyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
+    let lib = toolkit(&prefix);
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/val.hip");
+    std::fs::write(
+        &src,
+        "#include <proj/deep/val.h>\nextern \"C\" __global__ void k(int* x) { x[threadIdx.x] = VAL; }\n",
+    )
+    .unwrap();
+    // A project directory holding a copy of hipjit's tag and, a level down, the header.
+    let inc = dir.path().join("inc");
+    std::fs::create_dir_all(inc.join("proj/deep")).unwrap();
+    std::fs::write(inc.join("proj/deep/val.h"), "#define VAL 1\n").unwrap();
+    let run = || {
+        compile_with(
+            hipjit(),
+            &home,
+            &lib,
+            &src,
+            &home.join("out.cubin"),
+            |cmd| {
+                cmd.arg("-I").arg(&inc);
+            },
+        )
+    };
+    std::fs::create_dir_all(&home).unwrap();
+    assert_origin(&run(), "miss", "the first compile");
+    std::fs::copy(
+        home.join("cache/CACHEDIR.TAG"),
+        inc.join("proj/CACHEDIR.TAG"),
+    )
+    .unwrap();
+    assert_origin(&run(), "miss", "after the tag was copied into proj/");
+    let first = std::fs::read(home.join("out.cubin")).unwrap();
+    assert_origin(&run(), "hit (disk)", "once more");
+    // Same size, so that only its content tells.
+    std::fs::write(inc.join("proj/deep/val.h"), "#define VAL 7\n").unwrap();
+    assert_origin(&run(), "miss", "after proj/deep/val.h was edited");
+    assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
+}
+
+#[test]
 fn a_directory_link_in_a_callers_include_directory_retargeted_is_a_miss() {
     let dir = tempfile::tempdir().unwrap();
     let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));

@@ -565,24 +565,32 @@ pub(crate) fn include_dirs_in_options(options: &[String]) -> Vec<PathBuf> {
     out
 }
 
-/// Whether [`files_under`] leaves out the subdirectories of a directory holding hipjit's cache
+/// Whether [`files_under`] leaves out what hipjit writes in a directory holding hipjit's cache
 /// directory tag ([`crate::cache::tag`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CacheRoots {
-    /// Its subdirectories left out, its own files listed: a caller's include directory
+    /// Its [`HIPJIT_OWN_DIRS`] left out, everything else listed: a caller's include directory
     /// holding hipjit's cache root (the default `~/.cache/hipjit` under `-I ~`), whose entries,
     /// locks, temporary files and remembered identities change while hipjit compiles; a header
-    /// beside a tag copied into a project is still keyed.
+    /// beside the tag, or in any other directory of it (a tag copied into a project with its
+    /// headers), is still keyed.
     Skip,
     /// Listed as any directory: the CUDA toolkit's headers, where a header NVRTC reads must
     /// be keyed whatever lies beside it.
     Include,
 }
 
+/// The directories hipjit itself writes in a cache root: the entries, locks and temporary
+/// files ([`crate::cache::disk`]'s `v1`) and, in the default root, the remembered compiler
+/// identities and hit memos ([`crate::compiler::identity::identity_dir`]). Left out of a
+/// caller's include tree under [`CacheRoots::Skip`] only where the tag is hipjit's and each is a
+/// real directory (not a symbolic link); a header put inside one of them is not keyed.
+pub(crate) const HIPJIT_OWN_DIRS: [&str; 2] = ["v1", "compilers"];
+
 /// Every regular file under `dir` (symbolic links followed, a directory under each path that
 /// reaches it), as
 /// names relative to it, sorted; at most `limit` of them. With [`CacheRoots::Skip`], the
-/// subdirectories of a directory below `dir` holding hipjit's cache directory tag
+/// [`HIPJIT_OWN_DIRS`] of a directory below `dir` holding hipjit's cache directory tag
 /// ([`crate::cache::tag`]) are left out.
 ///
 /// Errors: a text naming the directory that cannot be listed, or saying the limit was passed.
@@ -593,13 +601,13 @@ pub(crate) fn files_under(
 ) -> Result<Vec<PathBuf>, String> {
     use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
-    // (directory below `dir`, whether only its files are taken: a hipjit cache root's, the
-    // directories on its way from `dir` by device and inode). A directory reached by two
-    // paths (a link to it) is listed under both: an `#include` may name it either way, and a
-    // link retargeted later must change the manifest. A link back to a directory on its own
-    // way is not followed (a cycle); `limit` bounds the rest.
+    // (directory below `dir`, whether it is a hipjit cache root (its own directories left
+    // out), the directories on its way from `dir` by device and inode). A directory reached
+    // by two paths (a link to it) is listed under both: an `#include` may name it either way,
+    // and a link retargeted later must change the manifest. A link back to a directory on its
+    // own way is not followed (a cycle); `limit` bounds the rest.
     let mut stack = vec![(PathBuf::new(), false, Vec::<(u64, u64)>::new())];
-    while let Some((rel, files_only, mut way)) = stack.pop() {
+    while let Some((rel, cache_root, mut way)) = stack.pop() {
         let here = dir.join(&rel);
         let meta =
             crate::file_observe::metadata(&here).map_err(|e| format!("{}: {e}", here.display()))?;
@@ -612,22 +620,24 @@ pub(crate) fn files_under(
             crate::file_observe::read_dir(&here).map_err(|e| format!("{}: {e}", here.display()))?;
         for entry in entries {
             let entry = entry.map_err(|e| format!("{}: {e}", here.display()))?;
-            let name = rel.join(entry.file_name());
+            let file_name = entry.file_name();
+            let name = rel.join(&file_name);
+            // What hipjit writes in a cache root (entries, locks, temporary files, remembered
+            // identities) changes while it compiles and is no source's header: only its own
+            // directories, by name, and only real ones (a link named so may lead to headers).
+            if cache_root
+                && HIPJIT_OWN_DIRS.iter().any(|d| file_name == *d)
+                && crate::file_observe::symlink_metadata(entry.path()).is_ok_and(|m| m.is_dir())
+            {
+                continue;
+            }
             // Followed: a link to a file or a directory is read through by the compiler.
             match crate::file_observe::metadata(entry.path()) {
-                Ok(m) if m.is_dir() && files_only => {}
-                // A hipjit cache root: what hipjit writes there (entries, locks, temporary
-                // files under `v1/`, remembered identities under `compilers/`) is in its
-                // subdirectories, changes while it compiles, and is no source's header. Its
-                // own files (a header beside a copied tag) are still keyed.
-                Ok(m)
-                    if m.is_dir()
-                        && cache_roots == CacheRoots::Skip
-                        && crate::cache::tag::is_hipjit_cache(&entry.path()) =>
-                {
-                    stack.push((name, true, way.clone()));
+                Ok(m) if m.is_dir() => {
+                    let tagged = cache_roots == CacheRoots::Skip
+                        && crate::cache::tag::is_hipjit_cache(&entry.path());
+                    stack.push((name, tagged, way.clone()));
                 }
-                Ok(m) if m.is_dir() => stack.push((name, false, way.clone())),
                 Ok(m) if m.is_file() => {
                     if out.len() == limit {
                         return Err(format!("{} holds more than {limit} files", dir.display()));
@@ -793,6 +803,20 @@ mod tests {
     }
 
     #[test]
+    fn a_link_named_like_hipjits_own_directory_in_a_cache_root_is_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("cache")).unwrap();
+        std::fs::create_dir_all(dir.path().join("headers")).unwrap();
+        std::fs::write(dir.path().join("headers/h.h"), "h").unwrap();
+        std::os::unix::fs::symlink("../headers", dir.path().join("cache/v1")).unwrap();
+        crate::cache::tag::ensure(&dir.path().join("cache"));
+        assert_eq!(
+            files_under(dir.path(), 100, CacheRoots::Skip).unwrap(),
+            ["cache/CACHEDIR.TAG", "cache/v1/h.h", "headers/h.h"].map(PathBuf::from)
+        );
+    }
+
+    #[test]
     fn a_hipjit_cache_roots_subdirectories_are_left_out_of_a_callers_tree_and_listed_in_the_toolkits(
     ) {
         let dir = tempfile::tempdir().unwrap();
@@ -800,16 +824,23 @@ mod tests {
         std::fs::write(dir.path().join("a.h"), "a").unwrap();
         std::fs::write(dir.path().join("cache/v.h"), "v").unwrap();
         std::fs::write(dir.path().join("cache/v1/ab/entry.hjc"), "e").unwrap();
+        std::fs::create_dir_all(dir.path().join("cache/compilers/hits")).unwrap();
+        std::fs::write(dir.path().join("cache/compilers/hits/x.hit"), "m").unwrap();
+        // A project's headers beside a copied tag, in a directory of their own.
+        std::fs::create_dir_all(dir.path().join("cache/sub")).unwrap();
+        std::fs::write(dir.path().join("cache/sub/s.h"), "s").unwrap();
         crate::cache::tag::ensure(&dir.path().join("cache"));
         assert_eq!(
             files_under(dir.path(), 100, CacheRoots::Skip).unwrap(),
-            ["a.h", "cache/CACHEDIR.TAG", "cache/v.h"].map(PathBuf::from)
+            ["a.h", "cache/CACHEDIR.TAG", "cache/sub/s.h", "cache/v.h"].map(PathBuf::from)
         );
         assert_eq!(
             files_under(dir.path(), 100, CacheRoots::Include).unwrap(),
             [
                 "a.h",
                 "cache/CACHEDIR.TAG",
+                "cache/compilers/hits/x.hit",
+                "cache/sub/s.h",
                 "cache/v.h",
                 "cache/v1/ab/entry.hjc"
             ]
