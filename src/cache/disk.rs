@@ -97,7 +97,7 @@ pub const LRU_GRANULARITY: Duration = Duration::from_secs(3600);
 /// The largest entry file read (bytes): a code object of at most
 /// [`file_read::CODE_OBJECT_LIMIT`] and its dumps. A bigger file is a bad entry.
 pub const ENTRY_LIMIT: u64 = 2 * file_read::CODE_OBJECT_LIMIT;
-const LAYOUT_DIR: &str = "v1";
+pub(crate) const LAYOUT_DIR: &str = "v1";
 const ENTRY_EXT: &str = "hjc";
 /// Magic, format version, metadata length: the bytes before the metadata.
 const PREFIX_LEN: usize = 8 + 4 + 8;

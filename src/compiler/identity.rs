@@ -231,12 +231,15 @@ pub enum IdentityError {
 /// when neither is set.
 pub fn identity_dir() -> Option<PathBuf> {
     if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| Path::new(v).is_absolute()) {
-        return Some(Path::new(&x).join("hipjit/compilers"));
+        return Some(Path::new(&x).join("hipjit").join(IDENTITY_DIR_NAME));
     }
     std::env::var_os("HOME")
         .filter(|v| Path::new(v).is_absolute())
-        .map(|h| Path::new(&h).join(".cache/hipjit/compilers"))
+        .map(|h| Path::new(&h).join(".cache/hipjit").join(IDENTITY_DIR_NAME))
 }
+
+/// The name of [`identity_dir`] in the default disk-cache root.
+pub(crate) const IDENTITY_DIR_NAME: &str = "compilers";
 
 thread_local! {
     /// Set inside [`memos_read_only`].

@@ -585,7 +585,10 @@ pub(crate) enum CacheRoots {
 /// identities and hit memos ([`crate::compiler::identity::identity_dir`]). Left out of a
 /// caller's include tree under [`CacheRoots::Skip`] only where the tag is hipjit's and each is a
 /// real directory (not a symbolic link); a header put inside one of them is not keyed.
-pub(crate) const HIPJIT_OWN_DIRS: [&str; 2] = ["v1", "compilers"];
+pub(crate) const HIPJIT_OWN_DIRS: [&str; 2] = [
+    crate::cache::disk::LAYOUT_DIR,
+    crate::compiler::identity::IDENTITY_DIR_NAME,
+];
 
 /// Every regular file under `dir` (symbolic links followed, a directory under each path that
 /// reaches it), as
