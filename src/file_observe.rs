@@ -24,27 +24,23 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::compiler::identity::FileStat;
 
 /// What one query saw.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Seen {
     /// A file: its `stat` fields and type ([`file_type_code`]).
     Present(FileStat, u8),
     /// An error: its `errno`, 0 for "any error" (a query that does not tell errors apart).
     Missing(i32),
     /// `realpath(3)` of the path gave this path (raw bytes).
-    #[serde(with = "serde_bytes")]
     Resolved(Vec<u8>),
 }
 
 /// One query: the path (raw bytes), whether a symbolic link at its end was followed, and what
 /// it saw.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Observation {
-    #[serde(with = "serde_bytes")]
     pub(crate) path: Vec<u8>,
     pub(crate) follow: bool,
     pub(crate) seen: Seen,

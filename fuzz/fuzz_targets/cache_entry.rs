@@ -1,6 +1,9 @@
 //! Fuzz target: `Entry::from_bytes`, the disk cache's entry reader, on arbitrary bytes (with no
-//! expected key and with one), then each artefact the metadata lists. Any panic is a bug: a
-//! malformed entry must come back as an error (a bad entry, replaced by the next write).
+//! expected key and with one), then each artefact the metadata lists; and the hit's own read of
+//! an entry (its metadata read only as far as the key, command and artefacts), which must
+//! accept every entry the full read accepts, with the same command and artefacts
+//! (`hipjit::cache::check_hit_read`). Any panic is a bug: a malformed entry must come back as
+//! an error (a bad entry, replaced by the next write).
 //!
 //! The entry's checksum (16 bytes after the metadata: the XXH3-128 of every byte before it)
 //! would stop nearly every mutated input before the metadata decoder, so each input is also
@@ -38,5 +41,10 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         }
+        // The key the entry itself names when it names one, so that the hit's read gets past
+        // the key check.
+        let named = Entry::from_bytes(input.clone(), Path::new("fuzz.hjc"), None)
+            .map_or(key, |e| e.key);
+        hipjit::cache::check_hit_read(&input, &named);
     }
 });

@@ -100,7 +100,7 @@ pub const ENTRY_LIMIT: u64 = 2 * file_read::CODE_OBJECT_LIMIT;
 pub(crate) const LAYOUT_DIR: &str = "v1";
 const ENTRY_EXT: &str = "hjc";
 /// Magic, format version, metadata length: the bytes before the metadata.
-const PREFIX_LEN: usize = 8 + 4 + 8;
+pub(super) const PREFIX_LEN: usize = 8 + 4 + 8;
 /// The checksum after the metadata.
 const CHECKSUM_LEN: usize = 16;
 
@@ -444,10 +444,35 @@ impl DiskCache {
     }
 
     fn lookup(&self, key: &CacheKey, mark_used: bool) -> Lookup {
-        let mut lookup = Lookup::default();
+        let (entry, bad) = self.lookup_with(key, mark_used, Entry::from_bytes);
+        Lookup { entry, bad }
+    }
+
+    /// [`DiskCache::get`] for a hit that serves the entry's artefacts: read and verified as
+    /// any entry (the checksum of its header and metadata, its key, each artefact's size and
+    /// sha256), its metadata decoded only as far as the key, the command and the artefact
+    /// list ([`super::hit_entry`]).
+    pub(crate) fn get_hit(
+        &self,
+        key: &CacheKey,
+    ) -> (Option<super::hit_entry::HitEntry>, Vec<BadEntry>) {
+        self.lookup_with(key, true, |data, path, key| {
+            super::hit_entry::HitEntry::from_bytes(data, path, key.ok_or("no key")?)
+        })
+    }
+
+    /// The first entry for `key` that `parse` accepts, over the roots in order, and the bad
+    /// entries met on the way; `mark_used`: the least-recently-used mark set on a hit.
+    fn lookup_with<E>(
+        &self,
+        key: &CacheKey,
+        mark_used: bool,
+        parse: impl Fn(Vec<u8>, &Path, Option<&CacheKey>) -> Result<E, String>,
+    ) -> (Option<E>, Vec<BadEntry>) {
+        let mut bad = Vec::new();
         for root in &self.roots {
             let path = Self::entry_path(&root.path, key);
-            match read_entry_open(&path, Some(key), root, Dirs::UnlessClosed) {
+            match read_entry_open(&path, Some(key), root, Dirs::UnlessClosed, &parse) {
                 Ok((entry, file, modified)) => {
                     if root.writable && mark_used {
                         // Least-recently-used bookkeeping, on the descriptor already open
@@ -459,13 +484,12 @@ impl DiskCache {
                             let _ = file.set_modified(now);
                         }
                     }
-                    lookup.entry = Some(entry);
-                    return lookup;
+                    return (Some(entry), bad);
                 }
                 Err(ReadError::Missing) => {}
                 Err(ReadError::Bad(reason)) => {
                     tracing::warn!(path = %path.display(), %reason, "bad hipjit cache entry");
-                    lookup.bad.push(BadEntry {
+                    bad.push(BadEntry {
                         path,
                         reason,
                         writable_root: root.writable,
@@ -473,7 +497,7 @@ impl DiskCache {
                 }
             }
         }
-        lookup
+        (None, bad)
     }
 
     /// Writes an entry for `key` into the written root, unless a valid one is there already
@@ -1221,7 +1245,7 @@ fn read_entry(
     root: &Root,
     dirs: Dirs,
 ) -> Result<Entry, ReadError> {
-    read_entry_open(path, key, root, dirs).map(|(entry, _, _)| entry)
+    read_entry_open(path, key, root, dirs, Entry::from_bytes).map(|(entry, _, _)| entry)
 }
 
 /// [`read_entry`], also returning the entry's open file and its modification time (for the
@@ -1234,12 +1258,13 @@ fn read_entry(
 /// verified by its own sha256 sums and key, so bytes appended after the `fstat` (by whoever
 /// could write the file) are not read and cannot make a forged entry pass; a file that shrank
 /// reads short and is a bad entry.
-fn read_entry_open(
+fn read_entry_open<E>(
     path: &Path,
     key: Option<&CacheKey>,
     root: &Root,
     dirs: Dirs,
-) -> Result<(Entry, File, SystemTime), ReadError> {
+    parse: impl Fn(Vec<u8>, &Path, Option<&CacheKey>) -> Result<E, String>,
+) -> Result<(E, File, SystemTime), ReadError> {
     // Opened without blocking and checked on the descriptor: a FIFO or device planted at an
     // entry's path is a bad entry, not a hang.
     let (f, m) = match file_read::open_regular_nofollow_stat(path, ENTRY_LIMIT, "a cache entry") {
@@ -1252,7 +1277,7 @@ fn read_entry_open(
     let data = file_read::read_known_size(&f, path, m.len())
         .map_err(|e| bad(format!("cannot read: {}", e.reason())))?;
     let modified = m.modified().unwrap_or(UNIX_EPOCH);
-    let entry = Entry::from_bytes(data, path, key).map_err(bad)?;
+    let entry = parse(data, path, key).map_err(bad)?;
     Ok((entry, f, modified))
 }
 
@@ -1268,85 +1293,23 @@ impl Entry {
         path: &Path,
         key: Option<&CacheKey>,
     ) -> Result<Entry, String> {
-        let bad = |s: String| s;
-        let Some(version) = format_of(&data).filter(|_| data.len() >= PREFIX_LEN) else {
-            return Err(bad(format!(
-                "not a hipjit cache entry ({} bytes, no {:?} magic)",
-                data.len(),
-                String::from_utf8_lossy(ENTRY_MAGIC)
-            )));
-        };
-        if version != CACHE_FORMAT_VERSION {
-            return Err(bad(format!(
-                "cache format version {version}, expected {CACHE_FORMAT_VERSION}"
-            )));
-        }
-        let mut len8 = [0u8; 8];
-        len8.copy_from_slice(&data[12..20]);
-        let meta_len = u64::from_le_bytes(len8);
-        let meta_end = (PREFIX_LEN as u64)
-            .checked_add(meta_len)
-            .filter(|&e| {
-                e.checked_add(CHECKSUM_LEN as u64)
-                    .is_some_and(|s| s <= data.len() as u64)
-            })
-            .ok_or_else(|| {
-                bad(format!(
-                    "metadata length {meta_len} and the checksum run past the end ({} bytes)",
-                    data.len()
-                ))
-            })? as usize;
-        let body = meta_end + CHECKSUM_LEN;
-        let checksum = entry_checksum(&data[..meta_end]);
-        if checksum[..] != data[meta_end..body] {
-            return Err(bad(format!(
-                "checksum mismatch: the header and metadata hash to {}, the entry records {} \
-                 (corrupted after it was written)",
-                hex(&checksum),
-                hex(&data[meta_end..body])
-            )));
-        }
+        let (meta_end, body) = frame(&data)?;
         let meta: EntryMeta = rmp_serde::from_slice(&data[PREFIX_LEN..meta_end])
-            .map_err(|e| bad(format!("metadata does not decode: {e}")))?;
+            .map_err(|e| format!("metadata does not decode: {e}"))?;
         if let Some(key) = key {
-            if meta.key != key.to_hex() {
-                return Err(bad(format!("holds key {}, expected {key}", meta.key)));
-            }
+            check_key(&meta.key, key)?;
         }
         let key = meta
             .key
             .parse()
-            .map_err(|e: super::key::BadKey| bad(e.to_string()))?;
-        let mut offsets = Vec::new();
-        let mut at = body as u64;
-        for a in &meta.artefacts {
-            let end = at
-                .checked_add(a.size)
-                .filter(|&e| e <= data.len() as u64)
-                .ok_or_else(|| {
-                    bad(format!(
-                        "artefact {} ({} bytes) runs past the end of the file ({} bytes)",
-                        a.name,
-                        a.size,
-                        data.len()
-                    ))
-                })?;
-            let digest = hex(&sha256(&data[at as usize..end as usize]));
-            if digest != a.sha256 {
-                return Err(bad(format!(
-                    "artefact {} has sha256 {digest}, recorded {}",
-                    a.name, a.sha256
-                )));
-            }
-            offsets.push((at as usize - body, a.size as usize));
-            at = end;
-        }
-        if at != data.len() as u64 {
-            return Err(bad(format!(
-                "{} trailing bytes after the artefacts",
-                data.len() as u64 - at
-            )));
-        }
+            .map_err(|e: super::key::BadKey| e.to_string())?;
+        let offsets = place_artefacts(
+            &data,
+            body,
+            meta.artefacts
+                .iter()
+                .map(|a| (a.name.as_str(), a.size, a.sha256.as_str())),
+        )?;
         data.drain(..body);
         Ok(Entry {
             key,
@@ -1356,6 +1319,100 @@ impl Entry {
             offsets,
         })
     }
+}
+
+/// The metadata's end and the artefacts' start in the bytes of an entry file, once its magic,
+/// format version, metadata length and checksum are checked (see the module documentation).
+///
+/// Errors: a message saying what is wrong (a bad entry).
+pub(super) fn frame(data: &[u8]) -> Result<(usize, usize), String> {
+    let Some(version) = format_of(data).filter(|_| data.len() >= PREFIX_LEN) else {
+        return Err(format!(
+            "not a hipjit cache entry ({} bytes, no {:?} magic)",
+            data.len(),
+            String::from_utf8_lossy(ENTRY_MAGIC)
+        ));
+    };
+    if version != CACHE_FORMAT_VERSION {
+        return Err(format!(
+            "cache format version {version}, expected {CACHE_FORMAT_VERSION}"
+        ));
+    }
+    let mut len8 = [0u8; 8];
+    len8.copy_from_slice(&data[12..20]);
+    let meta_len = u64::from_le_bytes(len8);
+    let meta_end = (PREFIX_LEN as u64)
+        .checked_add(meta_len)
+        .filter(|&e| {
+            e.checked_add(CHECKSUM_LEN as u64)
+                .is_some_and(|s| s <= data.len() as u64)
+        })
+        .ok_or_else(|| {
+            format!(
+                "metadata length {meta_len} and the checksum run past the end ({} bytes)",
+                data.len()
+            )
+        })? as usize;
+    let body = meta_end + CHECKSUM_LEN;
+    let checksum = entry_checksum(&data[..meta_end]);
+    if checksum[..] != data[meta_end..body] {
+        return Err(format!(
+            "checksum mismatch: the header and metadata hash to {}, the entry records {} \
+             (corrupted after it was written)",
+            hex(&checksum),
+            hex(&data[meta_end..body])
+        ));
+    }
+    Ok((meta_end, body))
+}
+
+/// Errors unless the key an entry's metadata holds (hex) is `key`.
+pub(super) fn check_key(recorded: &str, key: &CacheKey) -> Result<(), String> {
+    if recorded != key.to_hex() {
+        return Err(format!("holds key {recorded}, expected {key}"));
+    }
+    Ok(())
+}
+
+/// Where each artefact lies in the entry's artefacts (offset from `body`, length), checked
+/// against the (name, size, sha256 hex) the metadata records, in file order, with no bytes
+/// after the last.
+///
+/// Errors: a message naming the artefact that runs past the end or whose sha256 differs, or
+/// the trailing bytes (a bad entry).
+pub(super) fn place_artefacts<'a>(
+    data: &[u8],
+    body: usize,
+    artefacts: impl Iterator<Item = (&'a str, u64, &'a str)>,
+) -> Result<Vec<(usize, usize)>, String> {
+    let mut offsets = Vec::new();
+    let mut at = body as u64;
+    for (name, size, sha) in artefacts {
+        let end = at
+            .checked_add(size)
+            .filter(|&e| e <= data.len() as u64)
+            .ok_or_else(|| {
+                format!(
+                    "artefact {name} ({size} bytes) runs past the end of the file ({} bytes)",
+                    data.len()
+                )
+            })?;
+        let digest = hex(&sha256(&data[at as usize..end as usize]));
+        if digest != sha {
+            return Err(format!(
+                "artefact {name} has sha256 {digest}, recorded {sha}"
+            ));
+        }
+        offsets.push((at as usize - body, size as usize));
+        at = end;
+    }
+    if at != data.len() as u64 {
+        return Err(format!(
+            "{} trailing bytes after the artefacts",
+            data.len() as u64 - at
+        ));
+    }
+    Ok(offsets)
 }
 
 fn untracked_headers(meta: &EntryMeta) -> Vec<PathBuf> {

@@ -4,6 +4,7 @@
 
 pub mod bundle;
 pub mod disk;
+pub(crate) mod hit_entry;
 pub(crate) mod kernels;
 pub mod key;
 pub mod manifest;
@@ -12,4 +13,6 @@ pub mod remote;
 pub mod tag;
 
 pub use disk::{CacheError, DiskCache, Entry, EntryMeta, CACHE_DIR_ENV, SHARED_MARKER};
+#[doc(hidden)]
+pub use hit_entry::check_against_full_read as check_hit_read;
 pub use key::{CacheKey, TrackedHeader, CACHE_FORMAT_VERSION};

@@ -647,6 +647,14 @@ pub(crate) fn write_private(file: &Path, value: &impl Serialize) {
 /// that is only a shortcut (one lost or torn by a crash reads as absent or undecodable, and
 /// the long way is taken) need not wait for the disk.
 pub(crate) fn write_private_as(file: &Path, value: &impl Serialize, sync: bool) {
+    match rmp_serde::to_vec(value) {
+        Ok(bytes) => write_private_bytes(file, &bytes, sync),
+        Err(e) => tracing::debug!(path = %file.display(), error = %e, "not remembered"),
+    }
+}
+
+/// [`write_private_as`] of bytes already encoded.
+pub(crate) fn write_private_bytes(file: &Path, bytes: &[u8], sync: bool) {
     if MEMOS_READ_ONLY.get() {
         tracing::debug!(path = %file.display(), "memos are read-only here: not remembered");
         return;
@@ -657,16 +665,15 @@ pub(crate) fn write_private_as(file: &Path, value: &impl Serialize, sync: bool) 
             .recursive(true)
             .mode(0o700)
             .create(dir)?;
-        let bytes = rmp_serde::to_vec(value).map_err(std::io::Error::other)?;
         let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
-        std::io::Write::write_all(&mut tmp, &bytes)?;
+        std::io::Write::write_all(&mut tmp, bytes)?;
         if sync {
             tmp.as_file().sync_all()?;
         }
         tmp.persist(file).map(drop).map_err(|e| e.error)
     })();
     if let Err(e) = written {
-        tracing::debug!(path = %file.display(), error = %e, "compiler identity not remembered");
+        tracing::debug!(path = %file.display(), error = %e, "not remembered");
     }
 }
 

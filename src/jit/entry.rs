@@ -3,11 +3,13 @@
 //! platform the options name (artefact `code-object` for AMDGPU code objects, `cubin` for a
 //! cubin).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use super::compiled::{Artefact, CompiledInner, CompilerUsed};
 use super::JitError;
 use crate::cache::disk::{BadEntry, DiskCache, Entry, EntryMeta};
+use crate::cache::hit_entry::HitEntry;
 use crate::cache::key::{self, CacheKey};
 use crate::cache::manifest::{Manifest, MANIFEST_ARTEFACT};
 use crate::code_object::cubin::Cubin;
@@ -129,11 +131,46 @@ pub(crate) fn publish_manifest(
     }
 }
 
+/// What a hit reads of an entry: a full [`Entry`] (a remote hit, which writes it to the disk
+/// cache too) or a [`HitEntry`] (a disk hit, its metadata read only as far as this).
+pub(crate) trait ServedEntry {
+    /// The entry's file.
+    fn path(&self) -> &Path;
+    /// The compiler command line it records.
+    fn command(&self) -> &[String];
+    /// The bytes of the artefact called `name`, when it has one.
+    fn artefact(&self, name: &str) -> Option<&[u8]>;
+}
+
+impl ServedEntry for Entry {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn command(&self) -> &[String] {
+        &self.meta.command
+    }
+    fn artefact(&self, name: &str) -> Option<&[u8]> {
+        Entry::artefact(self, name)
+    }
+}
+
+impl ServedEntry for HitEntry {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn command(&self) -> &[String] {
+        &self.command
+    }
+    fn artefact(&self, name: &str) -> Option<&[u8]> {
+        HitEntry::artefact(self, name)
+    }
+}
+
 /// The result of a disk hit.
 pub(crate) fn inner_from_entry(
     key: CacheKey,
     artefacts: Vec<Artefact>,
-    entry: &Entry,
+    entry: &impl ServedEntry,
     bad_entries: Vec<BadEntry>,
     compiler: CompilerUsed,
     o: &CompileOptions,
@@ -143,8 +180,8 @@ pub(crate) fn inner_from_entry(
         targets: o.target_names(),
         code_objects: code_objects_of(&artefacts),
         artefacts,
-        entry_path: Some(entry.path.clone()),
-        command: entry.meta.command.clone(),
+        entry_path: Some(entry.path().to_path_buf()),
+        command: entry.command().to_vec(),
         log: String::new(),
         diagnostics: diagnostics::from_artefact(entry.artefact(diagnostics::ARTEFACT)),
         llvm_ir: entry.artefact(LLVM_IR).map(<[u8]>::to_vec),
@@ -176,7 +213,7 @@ pub(crate) fn code_objects_of(artefacts: &[Artefact]) -> Vec<Arc<CodeObject>> {
 pub(crate) fn usable_entry(
     disk: &DiskCache,
     key: &CacheKey,
-    entry: &Entry,
+    entry: &impl ServedEntry,
     o: &CompileOptions,
     bad: &mut Vec<BadEntry>,
 ) -> Option<Vec<Artefact>> {
@@ -191,18 +228,18 @@ pub(crate) fn usable_entry(
     let writable_root = disk
         .roots()
         .first()
-        .is_some_and(|r| entry.path.starts_with(&r.path));
-    tracing::warn!(path = %entry.path.display(), %reason, "unusable hipjit cache entry");
+        .is_some_and(|r| entry.path().starts_with(&r.path));
+    tracing::warn!(path = %entry.path().display(), %reason, "unusable hipjit cache entry");
     if writable_root {
-        if let Err(e) = std::fs::remove_file(&entry.path) {
+        if let Err(e) = std::fs::remove_file(entry.path()) {
             if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(path = %entry.path.display(), error = %e,
+                tracing::warn!(path = %entry.path().display(), error = %e,
                     "cannot remove an unusable hipjit cache entry");
             }
         }
     }
     bad.push(BadEntry {
-        path: entry.path.clone(),
+        path: entry.path().to_path_buf(),
         reason,
         writable_root,
     });

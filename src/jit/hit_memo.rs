@@ -31,34 +31,31 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize};
-
 use super::compiled::CompilerUsed;
 use crate::cache::key::{CacheKey, Record};
-use crate::compiler::identity::{self, CompilerKind};
+use crate::compiler::identity::{self, CompilerKind, FileStat};
 use crate::compiler::CompileOptions;
 use crate::file_observe::{self, Observation, Observed, Seen};
 
-/// The memo's format.
-const FORMAT: u32 = 1;
+/// The memo's format: [`encode`] writes it.
+const FORMAT: u32 = 2;
+
+/// The first bytes of a memo file.
+const MAGIC: &[u8; 4] = b"HJHM";
 
 /// How long before the memo is written every file seen must have last changed.
 pub const MIN_AGE: Duration = Duration::from_secs(2);
 
-#[derive(Serialize, Deserialize)]
 struct Memo {
-    format: u32,
-    #[serde(with = "serde_bytes")]
-    request: Vec<u8>,
+    request: [u8; 32],
     observed: Vec<Observation>,
-    #[serde(with = "serde_bytes")]
-    key: Vec<u8>,
+    key: [u8; 32],
     compiler_kind: CompilerKind,
-    #[serde(with = "serde_bytes")]
     compiler_path: Vec<u8>,
     compiler_version: String,
     compiler_reason: String,
-    options: CompileOptions,
+    /// The effective options, as [`request_name`] encodes options (MessagePack).
+    options: Vec<u8>,
 }
 
 /// What a memo gives: the result key, the compiler used and the effective options.
@@ -68,15 +65,21 @@ pub(crate) struct Recalled {
     pub(crate) options: CompileOptions,
 }
 
+/// The options of a request in the bytes [`request_name`] and the memo hold them as.
+pub(crate) fn options_bytes(options: &CompileOptions) -> Option<Vec<u8>> {
+    rmp_serde::to_vec(options).ok()
+}
+
 /// The name of one request: the sha256 of its inputs and of the process's (see the module
-/// documentation). `jit` is the [`super::Jit`]'s configuration in bytes.
-/// `context` is the request's [`process_context`] (which holds the HIP runtime in use).
+/// documentation). `jit` is the [`super::Jit`]'s configuration in bytes, `options` the
+/// request's [`options_bytes`], `context` its [`process_context`] (which holds the HIP
+/// runtime in use).
 pub(crate) fn request_name(
     jit: &[u8],
     source: &[u8],
-    options: &CompileOptions,
+    options: &[u8],
     context: &[u8; 32],
-) -> Option<[u8; 32]> {
+) -> [u8; 32] {
     let mut r = Record::new();
     let mut item = |b: &[u8]| r.bytes(b);
     item(&FORMAT.to_le_bytes());
@@ -87,11 +90,11 @@ pub(crate) fn request_name(
     item(&crate::compiler::library_search::FORMAT.to_le_bytes());
     item(jit);
     item(source);
-    item(&rmp_serde::to_vec(options).ok()?);
+    item(options);
     item(context);
     // The user the lookup's ownership checks judge files against (read once per process).
     item(&crate::effective_user::uid().to_le_bytes());
-    Some(r.finish())
+    r.finish()
 }
 
 /// The sha256 of what a lookup reads of the process besides files: every environment
@@ -114,25 +117,37 @@ fn memo_file(dir: &Path, name: &[u8; 32]) -> PathBuf {
     dir.join("hits").join(format!("{}.hit", &hex[..40]))
 }
 
-/// The memo of request `name` in `dir`, when every observation in it still holds.
-pub(crate) fn recall(dir: &Path, name: &[u8; 32]) -> Option<Recalled> {
+/// The memo of request `name` in `dir`, when every observation in it still holds; `options`
+/// are the request's, `options_bytes` their [`options_bytes`] (the effective options are
+/// decoded only when they differ).
+pub(crate) fn recall(
+    dir: &Path,
+    name: &[u8; 32],
+    options: &CompileOptions,
+    options_bytes: &[u8],
+) -> Option<Recalled> {
     let bytes = identity::read_private(&memo_file(dir, name))?;
-    let memo: Memo = rmp_serde::from_slice(&bytes).ok()?;
-    if memo.format != FORMAT || memo.request != name {
+    let memo = decode(&bytes)?;
+    if memo.request != *name {
         return None;
     }
     if !memo.observed.iter().all(file_observe::holds) {
         return None;
     }
+    let options = if memo.options == options_bytes {
+        options.clone()
+    } else {
+        rmp_serde::from_slice(&memo.options).ok()?
+    };
     Some(Recalled {
-        key: CacheKey(memo.key.try_into().ok()?),
+        key: CacheKey(memo.key),
         compiler: CompilerUsed {
             kind: memo.compiler_kind,
             path: PathBuf::from(std::ffi::OsStr::from_bytes(&memo.compiler_path)),
             version: memo.compiler_version,
             reason: memo.compiler_reason,
         },
-        options: memo.options,
+        options,
     })
 }
 
@@ -181,19 +196,21 @@ pub(crate) fn remember(
     let mut observed = observed.observed;
     observed.sort_by(|a, b| (&a.path, a.follow).cmp(&(&b.path, b.follow)));
     observed.dedup();
+    let Some(options) = options_bytes(options) else {
+        return;
+    };
     let memo = Memo {
-        format: FORMAT,
-        request: name.to_vec(),
+        request: *name,
         observed,
-        key: key.0.to_vec(),
+        key: key.0,
         compiler_kind: compiler.kind,
         compiler_path: compiler.path.as_os_str().as_bytes().to_vec(),
         compiler_version: compiler.version.clone(),
         compiler_reason: compiler.reason.clone(),
-        options: options.clone(),
+        options,
     };
     let file = memo_file(dir, name);
-    identity::write_private_as(&file, &memo, false);
+    identity::write_private_bytes(&file, &encode(&memo), false);
     if let Some(hits) = file.parent() {
         prune(hits, MAX_MEMOS);
     }
@@ -251,7 +268,7 @@ fn prune(hits: &Path, max: usize) {
 #[doc(hidden)]
 pub fn observed_paths(memo: &Path) -> Option<Vec<PathBuf>> {
     let bytes = std::fs::read(memo).ok()?;
-    let memo: Memo = rmp_serde::from_slice(&bytes).ok()?;
+    let memo = decode(&bytes)?;
     Some(
         memo.observed
             .into_iter()
@@ -260,10 +277,168 @@ pub fn observed_paths(memo: &Path) -> Option<Vec<PathBuf>> {
     )
 }
 
+/// A memo's bytes: [`MAGIC`], [`FORMAT`] (`u32`), the request name and the key (32 bytes
+/// each), the compiler's kind (one byte: [`kind_code`]), path, version and reason, the
+/// options, the number of observations (`u32`) and each observation: its path, whether a link
+/// at its end was followed (one byte), and what it saw: `1` a file (size, modification and
+/// change times as seconds and nanoseconds, inode, device: `u64`/`i64` each; then the
+/// [`crate::file_observe`] type code, one byte), `2` an error (its `errno`, `i32`), `3` a
+/// resolved path. Byte strings are a `u32` length and the bytes; integers little-endian.
+/// Written and read by hand, not with serde: a fresh process's hit runs this code once, and
+/// serde's decoding was most of the code that hit first ran.
+fn encode(m: &Memo) -> Vec<u8> {
+    let mut b = Vec::with_capacity(256 + m.observed.len() * 96);
+    let bytes = |b: &mut Vec<u8>, v: &[u8]| {
+        b.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        b.extend_from_slice(v);
+    };
+    b.extend_from_slice(MAGIC);
+    b.extend_from_slice(&FORMAT.to_le_bytes());
+    b.extend_from_slice(&m.request);
+    b.extend_from_slice(&m.key);
+    b.push(kind_code(m.compiler_kind));
+    bytes(&mut b, &m.compiler_path);
+    bytes(&mut b, m.compiler_version.as_bytes());
+    bytes(&mut b, m.compiler_reason.as_bytes());
+    bytes(&mut b, &m.options);
+    b.extend_from_slice(&(m.observed.len() as u32).to_le_bytes());
+    for o in &m.observed {
+        bytes(&mut b, &o.path);
+        b.push(u8::from(o.follow));
+        match &o.seen {
+            Seen::Present(s, t) => {
+                b.push(1);
+                for v in [s.size, s.mtime.0 as u64, s.mtime.1 as u64, s.ctime.0 as u64]
+                    .into_iter()
+                    .chain([s.ctime.1 as u64, s.ino, s.dev])
+                {
+                    b.extend_from_slice(&v.to_le_bytes());
+                }
+                b.push(*t);
+            }
+            Seen::Missing(e) => {
+                b.push(2);
+                b.extend_from_slice(&e.to_le_bytes());
+            }
+            Seen::Resolved(p) => {
+                b.push(3);
+                bytes(&mut b, p);
+            }
+        }
+    }
+    b
+}
+
+/// The memo in `b`, `None` unless it is one of this [`FORMAT`], whole, with nothing after it.
+fn decode(b: &[u8]) -> Option<Memo> {
+    let mut r = Cursor(b);
+    if r.take(4)? != MAGIC || r.u32()? != FORMAT {
+        return None;
+    }
+    let request = r.array()?;
+    let key = r.array()?;
+    let compiler_kind = kind_of(r.u8()?)?;
+    let compiler_path = r.bytes()?.to_vec();
+    let compiler_version = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+    let compiler_reason = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+    let options = r.bytes()?.to_vec();
+    let n = r.u32()? as usize;
+    // Each observation takes at least 10 bytes: a count past that is not believed.
+    let mut observed = Vec::with_capacity(n.min(r.0.len() / 10));
+    for _ in 0..n {
+        let path = r.bytes()?.to_vec();
+        let follow = match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        let seen = match r.u8()? {
+            1 => {
+                let mut v = [0u64; 7];
+                for x in &mut v {
+                    *x = r.u64()?;
+                }
+                Seen::Present(
+                    FileStat {
+                        size: v[0],
+                        mtime: (v[1] as i64, v[2] as i64),
+                        ctime: (v[3] as i64, v[4] as i64),
+                        ino: v[5],
+                        dev: v[6],
+                    },
+                    r.u8()?,
+                )
+            }
+            2 => Seen::Missing(r.u32()? as i32),
+            3 => Seen::Resolved(r.bytes()?.to_vec()),
+            _ => return None,
+        };
+        observed.push(Observation { path, follow, seen });
+    }
+    r.0.is_empty().then_some(Memo {
+        request,
+        observed,
+        key,
+        compiler_kind,
+        compiler_path,
+        compiler_version,
+        compiler_reason,
+        options,
+    })
+}
+
+fn kind_code(k: CompilerKind) -> u8 {
+    match k {
+        CompilerKind::Hipcc => 1,
+        CompilerKind::Nvcc => 2,
+        CompilerKind::Hiprtc => 3,
+        CompilerKind::Nvrtc => 4,
+    }
+}
+
+fn kind_of(c: u8) -> Option<CompilerKind> {
+    Some(match c {
+        1 => CompilerKind::Hipcc,
+        2 => CompilerKind::Nvcc,
+        3 => CompilerKind::Hiprtc,
+        4 => CompilerKind::Nvrtc,
+        _ => return None,
+    })
+}
+
+/// Reads a memo's fields off the front of a byte slice; `None` when it ends first.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.0.len() {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.array::<1>()?[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.array()?))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compiler::identity::FileStat;
 
     fn seen_at(secs: i64) -> Observation {
         Observation {
@@ -304,6 +479,73 @@ mod tests {
         assert!(unremembered(&incomplete, now)
             .unwrap()
             .contains("not recorded"));
+    }
+
+    #[test]
+    fn a_memo_reads_back_as_written_and_a_cut_or_lengthened_one_is_refused() {
+        let mut observed = vec![seen_at(990)];
+        observed.push(Observation {
+            path: b"/lib/libnvrtc.so.13".to_vec(),
+            follow: false,
+            seen: Seen::Missing(2),
+        });
+        observed.push(Observation {
+            path: b"/usr/local/cuda".to_vec(),
+            follow: true,
+            seen: Seen::Resolved(b"/opt/cuda-13.0".to_vec()),
+        });
+        observed.push(Observation {
+            path: vec![0xff, b'/', 0x80],
+            follow: true,
+            seen: Seen::Present(
+                FileStat {
+                    size: u64::MAX,
+                    mtime: (-1, 999_999_999),
+                    ctime: (i64::MIN, 0),
+                    ino: u64::MAX - 1,
+                    dev: 1 << 40,
+                },
+                4,
+            ),
+        });
+        let memo = Memo {
+            request: [7; 32],
+            observed: observed.clone(),
+            key: [9; 32],
+            compiler_kind: CompilerKind::Nvrtc,
+            compiler_path: b"/opt/cuda/lib64/libnvrtc.so.13".to_vec(),
+            compiler_version: "NVRTC 13.0".into(),
+            compiler_reason: "HIPJIT_COMPILER=nvrtc".into(),
+            options: options_bytes(&CompileOptions::default()).unwrap(),
+        };
+        let bytes = encode(&memo);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back.request, memo.request);
+        assert_eq!(back.key, memo.key);
+        assert_eq!(back.observed, observed);
+        assert_eq!(back.compiler_kind, CompilerKind::Nvrtc);
+        assert_eq!(back.compiler_path, memo.compiler_path);
+        assert_eq!(back.compiler_version, memo.compiler_version);
+        assert_eq!(back.compiler_reason, memo.compiler_reason);
+        assert_eq!(back.options, memo.options);
+        for cut in 0..bytes.len() {
+            assert!(decode(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode(&longer).is_none());
+        // Another format's memo (the serde-written format 1 began with a MessagePack array).
+        let mut other = bytes.clone();
+        other[4] = 1;
+        assert!(decode(&other).is_none());
+        // A count of observations far past the bytes: refused, not allocated.
+        let mut huge = encode(&Memo {
+            observed: Vec::new(),
+            ..memo
+        });
+        let n = huge.len() - 4;
+        huge[n..].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode(&huge).is_none());
     }
 
     #[test]

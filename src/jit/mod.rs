@@ -839,17 +839,19 @@ impl Jit {
                     )
                     .into_bytes()
                 });
-                hit_memo::process_context(runtime).and_then(|context| {
-                    hit_memo::request_name(config, source, options, &context)
-                        .map(|n| (dir, n, context))
-                })
+                hit_memo::process_context(runtime)
+                    .zip(hit_memo::options_bytes(options))
+                    .map(|(context, options_bytes)| {
+                        let name = hit_memo::request_name(config, source, &options_bytes, &context);
+                        (dir, name, context, options_bytes)
+                    })
             }
             _ => None,
         };
-        if let (Some((dir, name, _)), Some(disk)) = (&memo, &self.disk) {
-            if let Some(hit) = hit_memo::recall(dir, name) {
-                let lookup = disk.get(&hit.key);
-                if let (Some(entry), true) = (lookup.entry, lookup.bad.is_empty()) {
+        if let (Some((dir, name, _, options_bytes)), Some(disk)) = (&memo, &self.disk) {
+            if let Some(hit) = hit_memo::recall(dir, name, options, options_bytes) {
+                let (entry, bad) = disk.get_hit(&hit.key);
+                if let (Some(entry), true) = (entry, bad.is_empty()) {
                     let mut bad = Vec::new();
                     if let Some(artefacts) =
                         usable_entry(disk, &hit.key, &entry, &hit.options, &mut bad)
@@ -886,15 +888,15 @@ impl Jit {
             if let Some((now, key, stale)) =
                 manifest_lookup_stale(disk, &direct, &o, &backend.identity().root)
             {
-                let lookup = disk.get(&key);
-                bad_entries = lookup.bad;
-                if let Some(entry) = lookup.entry {
+                let (entry, bad) = disk.get_hit(&key);
+                bad_entries = bad;
+                if let Some(entry) = entry {
                     if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
                         let observed = recording.map(crate::file_observe::Recording::finish);
                         if let Some(meta) = stale {
                             refresh_manifest(disk, &direct, meta, &now);
-                        } else if let (Some((dir, name, context)), Some(observed), true) =
+                        } else if let (Some((dir, name, context, _)), Some(observed), true) =
                             (&memo, observed, bad_entries.is_empty())
                         {
                             hit_memo::remember(
@@ -969,7 +971,7 @@ impl Jit {
             if let Some((now, key, stale)) =
                 manifest_lookup_stale(disk, &direct, &o, &backend.identity().root)
             {
-                if let Some(entry) = disk.get(&key).entry {
+                if let (Some(entry), _) = disk.get_hit(&key) {
                     if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
                         if let Some(meta) = stale {
