@@ -136,34 +136,11 @@ fn count_tree(dir: &Path) -> (usize, usize) {
 }
 
 /// The paths a strace log (`strace -y`) shows stat'd (stat, lstat, newfstatat, statx; opened
-/// files are not counted): a name relative to a directory descriptor (`newfstatat(14</d>,
-/// "x.h", ...)`) is joined to that directory; the stat of an open file (`""` with
-/// `AT_EMPTY_PATH`) is not counted.
+/// files are not counted; the stat of an open file is not counted).
 fn statted(log: &str) -> Vec<PathBuf> {
-    log.lines()
-        .filter(|l| {
-            ["stat(", "stat64(", "lstat(", "newfstatat(", "statx("]
-                .iter()
-                .any(|c| l.contains(c))
-        })
-        .filter_map(|l| {
-            let args = &l[l.find('(')? + 1..];
-            let start = args.find('"')? + 1;
-            let end = start + args[start..].find('"')?;
-            let name = &args[start..end];
-            if name.is_empty() {
-                return None;
-            }
-            // The descriptor's path, when the first argument is `N</path>`.
-            let dir = args[..start - 1]
-                .split_once('<')
-                .and_then(|(_, rest)| rest.split_once('>'))
-                .map(|(d, _)| PathBuf::from(d));
-            Some(match dir {
-                Some(d) if !name.starts_with('/') => d.join(name),
-                _ => PathBuf::from(name),
-            })
-        })
+    common::strace::paths(log, common::strace::STATS)
+        .into_iter()
+        .map(|(p, _)| p)
         .collect()
 }
 

@@ -65,44 +65,9 @@ fn stdout(o: &Output) -> String {
 /// access; a name relative to a directory descriptor `N</dir>` joined to it), with whether the
 /// call was an open.
 fn touched(log: &str) -> Vec<(PathBuf, bool)> {
-    const CALLS: &[&str] = &[
-        "open(",
-        "openat(",
-        "stat(",
-        "lstat(",
-        "newfstatat(",
-        "statx(",
-        "readlink(",
-        "readlinkat(",
-        "access(",
-        "faccessat(",
-        "faccessat2(",
-        "execve(",
-    ];
-    log.lines()
-        .filter_map(|l| {
-            let call = CALLS.iter().find(|c| {
-                l.split_whitespace()
-                    .nth(1)
-                    .is_some_and(|w| w.starts_with(**c))
-            })?;
-            let args = &l[l.find('(')? + 1..];
-            let start = args.find('"')? + 1;
-            let end = start + args[start..].find('"')?;
-            let name = &args[start..end];
-            if name.is_empty() {
-                return None;
-            }
-            let dir = args[..start - 1]
-                .split_once('<')
-                .and_then(|(_, rest)| rest.split_once('>'))
-                .map(|(d, _)| PathBuf::from(d));
-            let path = match dir {
-                Some(d) if !name.starts_with('/') => d.join(name),
-                _ => PathBuf::from(name),
-            };
-            Some((path, call.starts_with("open")))
-        })
+    common::strace::paths(log, common::strace::LOOKUPS)
+        .into_iter()
+        .map(|(p, call)| (p, call.starts_with("open")))
         .collect()
 }
 

@@ -3,4 +3,5 @@
 #![allow(dead_code)]
 
 pub mod installation;
+pub mod strace;
 pub mod toolchain;
