@@ -1,7 +1,7 @@
 //! Fuzz target: `Entry::from_bytes`, the disk cache's entry reader, on arbitrary bytes (with no
 //! expected key and with one), then each artefact the metadata lists; and the hit's own read of
 //! an entry (its metadata read only as far as the key, command and artefacts), which must
-//! accept every entry the full read accepts, with the same command and artefacts
+//! serve the same command and artefacts as the full read whenever both accept an entry
 //! (`hipjit::cache::check_hit_read`). Any panic is a bug: a malformed entry must come back as
 //! an error (a bad entry, replaced by the next write).
 //!

@@ -62,6 +62,13 @@
 //! at least [`LRU_GRANULARITY`] (an hour) away from now, so pruning's order is exact to within
 //! an hour and most hits write nothing.
 //!
+//! A hit reads the metadata only as far as it serves ([`crate::cache::hit_entry`]: the key,
+//! the compiler command and the artefact list, the other fields stepped over), with every
+//! check above. So `hipjit cache verify`, which decodes it whole, may report bad an entry whose
+//! other fields do not decode (hipjit never writes one) that a hit serves, its artefacts
+//! matching their sha256 sums; and [`DiskCache::put`] replaces an entry that either read
+//! refuses.
+//!
 //! A read is four system calls: `open`, one `fstat` of the descriptor (kind, size, owner,
 //! mode, time), one `read` of the size it gave, `close`: no `read` looks for the end, since
 //! entries are renamed into place whole, never written in place, and verified by their own
@@ -514,7 +521,13 @@ impl DiskCache {
     ) -> Result<(PathBuf, bool), CacheError> {
         let root = self.written_root()?;
         let path = Self::entry_path(&root.path, key);
-        let existing = read_entry(&path, Some(key), root, Dirs::UnlessClosed);
+        // Kept only when both reads accept it: an entry the hit's own read refuses while the
+        // full read accepts it (metadata hipjit does not write, e.g. bytes after it) would
+        // otherwise make every later request a compile, and never be replaced.
+        let existing = read_entry_open(&path, Some(key), root, Dirs::UnlessClosed, |data, p, k| {
+            super::hit_entry::HitEntry::from_bytes(data.clone(), p, k.ok_or("no key")?)?;
+            Entry::from_bytes(data, p, k)
+        });
         if existing.is_ok() {
             return Ok((path, false));
         }
@@ -780,7 +793,7 @@ pub fn encode_entry(
 /// sha256: the metadata lists every header a compile read (75 KB for a source including
 /// `hip_runtime.h` with hipcc 5.2.3), which sha256 takes about 80 µs to hash here and XXH3
 /// about 5 µs, on every hit.
-fn entry_checksum(head: &[u8]) -> [u8; CHECKSUM_LEN] {
+pub(super) fn entry_checksum(head: &[u8]) -> [u8; CHECKSUM_LEN] {
     xxhash_rust::xxh3::xxh3_128(head).to_le_bytes()
 }
 

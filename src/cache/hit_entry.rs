@@ -80,16 +80,19 @@ impl HitEntry {
 }
 
 /// For the fuzz target `cache_entry`: reads `data` as the entry of `key` both ways and panics
-/// when they disagree, i.e. when [`super::disk::Entry::from_bytes`] accepts it and the hit's
-/// read refuses it or gives another command or other artefact bytes. (The hit's read may accept
-/// an entry whose unread fields do not decode; it serves nothing from them.)
+/// when the two disagree about what it serves: both accept it and give another command or
+/// other artefact bytes. Each read may refuse what the other accepts: the hit's read does not
+/// decode the fields it steps over, so it serves an entry whose other fields the full read
+/// cannot decode; it reads only the array hipjit writes and nothing after it, so it refuses
+/// metadata the full read takes (fields by name, bytes after the metadata), which
+/// [`super::DiskCache::put`] then replaces. Neither serves bytes other than those the
+/// metadata's sha256 sums record.
 #[doc(hidden)]
 pub fn check_against_full_read(data: &[u8], key: &CacheKey) {
     let path = Path::new("fuzz.hjc");
     let full = super::disk::Entry::from_bytes(data.to_vec(), path, Some(key));
     let hit = HitEntry::from_bytes(data.to_vec(), path, key);
-    if let Ok(full) = full {
-        let hit = hit.unwrap_or_else(|e| panic!("the hit's read refused an entry: {e}"));
+    if let (Ok(full), Ok(hit)) = (full, hit) {
         assert_eq!(hit.command, full.meta.command);
         assert_eq!(hit.artefacts.len(), full.meta.artefacts.len());
         for a in &full.meta.artefacts {
@@ -186,12 +189,13 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A string, as `str` or, as serde's `String` takes it too, `bin` holding UTF-8.
     fn string(&mut self) -> Option<String> {
         let n = match self.marker()? {
             Marker::FixStr(n) => usize::from(n),
-            Marker::Str8 => self.be(1)? as usize,
-            Marker::Str16 => self.be(2)? as usize,
-            Marker::Str32 => self.be(4)? as usize,
+            Marker::Str8 | Marker::Bin8 => self.be(1)? as usize,
+            Marker::Str16 | Marker::Bin16 => self.be(2)? as usize,
+            Marker::Str32 | Marker::Bin32 => self.be(4)? as usize,
             _ => return None,
         };
         String::from_utf8(self.take(n)?.to_vec()).ok()
@@ -430,6 +434,74 @@ mod tests {
         assert_eq!(Reader(&deep).skip_value(), None);
         // An array announcing more values than there are bytes: refused at once.
         assert_eq!(Reader(&[0xdd, 0xff, 0xff, 0xff, 0xff]).skip_value(), None);
+    }
+
+    #[test]
+    fn a_string_stored_as_bin_is_read_as_serde_reads_it() {
+        let meta = &sample_metas()[0];
+        let mut as_bin = rmp_serde::to_vec(&(
+            meta.format_version,
+            serde_bytes::Bytes::new(meta.key.as_bytes()),
+            &meta.command,
+            &meta.compiler,
+            &meta.options,
+            &meta.tracked_headers,
+            &meta.dependencies,
+            meta.created_unix_ms,
+            &meta.artefacts,
+        ))
+        .unwrap();
+        let full: EntryMeta = rmp_serde::from_slice(&as_bin).unwrap();
+        assert_eq!(Meta::read(&as_bin).unwrap().key, full.key);
+        // Not UTF-8: refused by both.
+        let at = as_bin.windows(2).position(|w| w == [0xc4, 64]).unwrap();
+        as_bin[at + 2] = 0xff;
+        assert!(rmp_serde::from_slice::<EntryMeta>(&as_bin).is_err());
+        assert_eq!(Meta::read(&as_bin), None);
+    }
+
+    /// An entry of `meta` and one artefact, with `extra` bytes after its metadata (inside the
+    /// length and the checksum, as a writer other than hipjit could leave them).
+    fn entry_with_bytes_after_the_metadata(
+        key: &CacheKey,
+        meta: EntryMeta,
+        artefact: &[u8],
+        extra: &[u8],
+    ) -> Vec<u8> {
+        use crate::cache::disk::{encode_entry, entry_checksum};
+        let good = encode_entry(key, meta, &[("cubin", artefact)]).unwrap();
+        let meta_len = u64::from_le_bytes(good[12..20].try_into().unwrap()) as usize;
+        let meta_end = PREFIX_LEN + meta_len;
+        let mut out = good[..meta_end].to_vec();
+        out.extend_from_slice(extra);
+        out[12..20].copy_from_slice(&((meta_len + extra.len()) as u64).to_le_bytes());
+        let sum = entry_checksum(&out);
+        out.extend_from_slice(&sum);
+        out.extend_from_slice(artefact);
+        out
+    }
+
+    #[test]
+    fn an_entry_only_the_full_read_accepts_is_replaced_by_the_next_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = crate::cache::DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+        let key = CacheKey([3; 32]);
+        let meta = sample_metas().swap_remove(1);
+        let odd = entry_with_bytes_after_the_metadata(&key, meta.clone(), b"cubin bytes", &[0xc0]);
+        let path = Path::new("x.hjc");
+        assert!(crate::cache::disk::Entry::from_bytes(odd.clone(), path, Some(&key)).is_ok());
+        assert!(HitEntry::from_bytes(odd.clone(), path, &key).is_err());
+        let (written, _) = cache
+            .put(&key, meta.clone(), &[("cubin", b"other")])
+            .unwrap();
+        std::fs::write(&written, &odd).unwrap();
+        assert!(cache.get_hit(&key).0.is_none());
+        // The next compile's write replaces it, so that the hit after it is served.
+        let (_, published) = cache.put(&key, meta, &[("cubin", b"cubin bytes")]).unwrap();
+        assert!(published);
+        let (hit, bad) = cache.get_hit(&key);
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(hit.unwrap().artefact("cubin"), Some(&b"cubin bytes"[..]));
     }
 
     #[test]
