@@ -56,7 +56,9 @@ pub(crate) fn manifest_lookup_stale(
     o: &CompileOptions,
     installation: &std::path::Path,
 ) -> Option<(Manifest, CacheKey, Option<EntryMeta>)> {
-    let entry = disk.get(direct).entry?;
+    // Read as a hit reads an entry: its metadata (nvcc's and hipcc's list 300 headers) is
+    // decoded whole only when the manifest is stored again.
+    let entry = disk.get_hit(direct).0?;
     let bytes = entry.artefact(MANIFEST_ARTEFACT)?;
     let stored = match Manifest::from_bytes(bytes) {
         Ok(m) => m,
@@ -67,7 +69,13 @@ pub(crate) fn manifest_lookup_stale(
     };
     let (now, stale) = stored.into_current_checked(&o.include_dirs, installation)?;
     let key = key::result_key(direct, &now);
-    Some((now, key, stale.then_some(entry.meta)))
+    if !stale {
+        return Some((now, key, None));
+    }
+    // The metadata to store the refreshed manifest with; an entry that no longer reads whole
+    // (replaced meanwhile) is no lookup.
+    let meta = disk.peek(direct).entry?.meta;
+    Some((now, key, Some(meta)))
 }
 
 /// Stores `now`, the manifest of `direct` as a lookup found it (its stats refreshed, its
