@@ -25,7 +25,8 @@
 //! environment, working directory and HIP runtime are what they were when the compiler was
 //! found ([`process_context`]). The memos live
 //! beside the compiler identities ([`crate::compiler::identity::identity_dir`]) under `hits/`,
-//! owned by the user, mode 0600, read only when so.
+//! written with mode 0600, read only when owned by the user and writable by nobody else
+//! (`identity::read_private`).
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
