@@ -8,6 +8,9 @@
 //! * **Bounded output.** At most [`crate::file_read::TEXT_OUTPUT_LIMIT`] bytes of each stream
 //!   are kept; the rest is read and dropped (so the child never blocks on a full pipe), and a
 //!   line saying how much was dropped ends the kept text.
+//! * **A busy program is waited for, briefly.** A program open for writing somewhere cannot
+//!   be executed (`ETXTBSY`); a wrapper script written just before it is run is, for a moment,
+//!   whenever another thread forks meanwhile. The start is retried for up to a second.
 //! * **Nothing survives hipjit.** The child leads a new process group (hipcc 5.2.3 runs clang
 //!   through `sh`, so killing the direct child alone would leave clang running) and gets
 //!   `PR_SET_PDEATHSIG(SIGKILL)`. That signal follows the *thread* that forked the child and
@@ -93,7 +96,7 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+    let mut child = spawn(cmd, deadline, &cancelled)?;
     let pid = child.id() as libc::pid_t;
     let watchdog = Watchdog::start(pid);
     let mut streams = [
@@ -150,6 +153,35 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
         stdout: out.finish(),
         stderr: err.finish(),
     })
+}
+
+/// How long [`spawn`] retries a program that is busy being written (`ETXTBSY`).
+const BUSY_RETRY: Duration = Duration::from_secs(1);
+
+/// `cmd.spawn()`, retried while the program is "busy" (`ETXTBSY`: some process holds it open
+/// for writing), for at most [`BUSY_RETRY`] (and never past `deadline`), with waits of 1 ms
+/// doubling to 50 ms. A program written just before it is run (a compiler wrapper script) is
+/// busy for a moment whenever another thread of the process forks meanwhile: the child holds
+/// the written file's descriptor until it executes its own program.
+fn spawn(
+    cmd: &mut Command,
+    deadline: Instant,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<std::process::Child, RunError> {
+    let until = deadline.min(Instant::now() + BUSY_RETRY);
+    let mut wait = Duration::from_millis(1);
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && Instant::now() < until => {
+                if cancelled() {
+                    return Err(RunError::Cancelled);
+                }
+                std::thread::sleep(wait.min(until.saturating_duration_since(Instant::now())));
+                wait = (wait * 2).min(Duration::from_millis(50));
+            }
+            r => return r.map_err(RunError::Spawn),
+        }
+    }
 }
 
 /// Whether `pid` (a child of this process) has exited, without reaping it.
@@ -463,5 +495,60 @@ mod tests {
         assert_eq!(*one.used.lock(), 1);
         drop(held);
         assert_eq!(*one.used.lock(), 0);
+    }
+
+    /// A program busy being written (here: open for writing in this process, as it is in a
+    /// child forked by another thread before that child executes) is run once the writer
+    /// lets go, not refused with "Text file busy".
+    #[test]
+    fn a_program_busy_being_written_is_run_once_the_writer_lets_go() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let prog = dir.path().join("tool");
+        let mut f = std::fs::File::create(&prog).unwrap();
+        f.write_all(b"#!/bin/sh\necho ran\n").unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let busy = std::process::Command::new(&prog).output().unwrap_err();
+        assert_eq!(
+            busy.raw_os_error(),
+            Some(libc::ETXTBSY),
+            "the writer makes it busy"
+        );
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(f);
+        });
+        let done = run(&mut Command::new(&prog), Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("{e}"));
+        writer.join().unwrap();
+        assert!(done.status.success());
+        assert_eq!(done.stdout, b"ran\n");
+    }
+
+    /// A program that stays busy is refused after [`BUSY_RETRY`] with the system's error, not
+    /// waited on until the run's timeout.
+    #[test]
+    fn a_program_that_stays_busy_is_refused_after_the_retry_time() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let prog = dir.path().join("tool");
+        let mut f = std::fs::File::create(&prog).unwrap();
+        f.write_all(b"#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let start = Instant::now();
+        let err = run(&mut Command::new(&prog), Duration::from_secs(60)).unwrap_err();
+        let took = start.elapsed();
+        drop(f);
+        match err {
+            RunError::Spawn(e) => assert_eq!(e.raw_os_error(), Some(libc::ETXTBSY), "{e}"),
+            other => panic!("expected a spawn error, got {other}"),
+        }
+        assert!(took >= BUSY_RETRY, "retried for {took:?}");
+        assert!(
+            took < Duration::from_secs(30),
+            "waited {took:?}, as if for the timeout"
+        );
     }
 }
