@@ -22,6 +22,7 @@ fn meta() -> EntryMeta {
             covered: vec![],
             root: Default::default(),
             header_dirs: Vec::new(),
+            host_compiler: None,
         },
         options: CompileOptions::default(),
         tracked_headers: vec![],

@@ -17,6 +17,7 @@ fn identity(path: &str, version: &str) -> CompilerIdentity {
         covered: vec![],
         root: Default::default(),
         header_dirs: Vec::new(),
+        host_compiler: None,
     }
 }
 

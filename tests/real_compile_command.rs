@@ -404,6 +404,7 @@ fn hiprtc_takes_the_standard_as_hipjit_spells_it_for_hiprtc() {
         covered: Vec::new(),
         root: Default::default(),
         header_dirs: Vec::new(),
+        host_compiler: None,
     };
     let target = TargetId::parse(TARGET).unwrap();
     for (std, low, high) in [

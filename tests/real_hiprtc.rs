@@ -64,6 +64,7 @@ fn identity(rtc: &HipRtc) -> CompilerIdentity {
         covered: Vec::new(),
         root: Default::default(),
         header_dirs: Vec::new(),
+        host_compiler: None,
     }
 }
 

@@ -304,6 +304,7 @@ mod tests {
             covered: vec!["/opt/cuda/include".into()],
             root: "/opt/cuda".into(),
             header_dirs: vec!["/opt/cuda/include".into(), "/opt/cuda/include/cccl".into()],
+            host_compiler: None,
         };
         let options = CompileOptions {
             defines: vec![("N".into(), Some("4".into())), ("FLAG".into(), None)],

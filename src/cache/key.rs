@@ -41,6 +41,9 @@
 //! * `compiler-fingerprint`: sha256 over the closed list of the compiler's files, each named
 //!   below the installation root ([`crate::compiler::identity`]); neither the compiler's path
 //!   nor its installation prefix is in the key;
+//! * `host-compiler` (nvcc only; absent from the other compilers' records): nvcc's host
+//!   compiler's file name and fingerprint ([`crate::compiler::host_compiler`]), its content
+//!   and predefined macros; not its path;
 //! * `env`: each variable that reaches the compiler but `PATH` and `HOME`: its name, then
 //!   `1` and the value's bytes, or `0` when unset. A path variable ([`PATH_KEYED_ENV`]:
 //!   `HIP_PATH`, `ROCM_PATH`, `HIP_CLANG_PATH`, `HIP_DEVICE_LIB_PATH`...) naming a directory
@@ -56,7 +59,8 @@
 //! * `extra`: the caller's signature.
 //!
 //! `PATH` and `HOME` reach the compiler but stay out of the key: they differ between users
-//! sharing a cache root, and the compiler they could select is pinned by its identity.
+//! sharing a cache root, and the compilers they could select (nvcc's host compiler included)
+//! are pinned by the identity.
 //!
 //! # The result-key record
 //! `format`, `direct` (the direct key's 32 bytes), then one `file` field per manifest file
@@ -360,6 +364,13 @@ fn encode_record(record: &KeyRecord<'_>, field: &mut dyn FnMut(&str, &[u8])) {
         "compiler-fingerprint",
         record.compiler.fingerprint.as_bytes(),
     );
+    // nvcc's alone: the other compilers' keys are as they were before it was keyed.
+    if let Some(host) = &record.compiler.host_compiler {
+        let mut v = Vec::new();
+        push_item(&mut v, host.name().as_bytes());
+        push_item(&mut v, host.fingerprint.as_bytes());
+        field("host-compiler", &v);
+    }
     let mut env = Vec::new();
     for (name, value) in record.env {
         push_item(&mut env, name.as_bytes());
@@ -443,6 +454,11 @@ fn key_field(record: &KeyRecord<'_>, name: &str, value: &[u8]) -> KeyField {
                 .collect(),
         ),
         "compiler-fingerprint" => Some(vec![record.compiler.fingerprint.clone()]),
+        "host-compiler" => record
+            .compiler
+            .host_compiler
+            .as_ref()
+            .map(|h| vec![format!("{} {}", h.name(), h.fingerprint), h.version.clone()]),
         "env" => Some(
             record
                 .env
@@ -583,6 +599,7 @@ mod tests {
             covered: Vec::new(),
             root: Default::default(),
             header_dirs: Vec::new(),
+            host_compiler: None,
         };
         let record = |std: &'static str| {
             let flags = vec!["-DN=1".to_string()];

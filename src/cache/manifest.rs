@@ -755,6 +755,7 @@ mod tests {
             covered: vec![],
             root: root.clone(),
             header_dirs: vec![include.clone()],
+            host_compiler: None,
         };
         let recorded = record(
             &[Dependency {

@@ -657,6 +657,7 @@ mod tests {
             covered: Vec::new(),
             root: Default::default(),
             header_dirs: Vec::new(),
+            host_compiler: None,
         }
     }
 

@@ -13,7 +13,10 @@
 //! * nvcc ([`CompilerKind::Nvcc`]): every file under the toolkit's `bin` and `nvvm`
 //!   directories (the toolkit root being the directory above nvcc's `bin`). No header
 //!   directory: the toolkit headers a compile reads are in its dependency list (`-MD -MF`),
-//!   hence in its header manifest.
+//!   hence in its header manifest. Its host compiler has a fingerprint of its own
+//!   ([`CompilerIdentity::host_compiler`], [`crate::compiler::host_compiler`]), remembered
+//!   with nvcc's identity: its files and the directories it was looked for in are checked
+//!   by `stat` with the rest.
 //!
 //! Each file is hashed under its path below the installation root ([`CompilerIdentity::root`]),
 //! with its content: the same installation copied under another prefix, or reached through
@@ -72,6 +75,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::host_compiler::{HostCompiler, HostCompilerError};
 use super::process::{self, RunError};
 
 /// The kinds of compiler hipjit drives; more will come (in-process compilers).
@@ -127,6 +131,10 @@ pub struct CompilerIdentity {
     /// header read from one is recorded relative to the root.
     #[serde(default)]
     pub header_dirs: Vec<PathBuf>,
+    /// nvcc's host compiler ([`crate::compiler::host_compiler`]); `None` for the other
+    /// compilers.
+    #[serde(default)]
+    pub host_compiler: Option<HostCompiler>,
 }
 
 impl CompilerIdentity {
@@ -224,6 +232,9 @@ pub enum IdentityError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// nvcc's host compiler could not be found or identified.
+    #[error(transparent)]
+    HostCompiler(#[from] HostCompilerError),
 }
 
 /// The per-user directory where identities are remembered: `$XDG_CACHE_HOME/hipjit/compilers`
@@ -300,15 +311,16 @@ impl FileStat {
 
 /// The format of remembered identities; 5: NVRTC's has header directories (the toolkit's
 /// `include` and `include/cccl`) and no covered directory; 6: path bytes as MessagePack `bin`
-/// ([`crate::byte_strings`]).
-pub(crate) const MEMO_FORMAT: u32 = 6;
+/// ([`crate::byte_strings`]); 7: nvcc's has its host compiler.
+pub(crate) const MEMO_FORMAT: u32 = 7;
 
 #[derive(Serialize, Deserialize)]
 struct Memo {
     format: u32,
     identity: CompilerIdentity,
     /// (path bytes, stat) of every program file, every directory holding one, every directory
-    /// of the covered trees and the compiler itself: what a fresh process checks.
+    /// of the covered trees, the compiler itself, and for nvcc its host compiler's files and
+    /// the directories it was looked for in: what a fresh process checks.
     #[serde(with = "crate::byte_strings::pairs")]
     stats: Vec<(Vec<u8>, FileStat)>,
 }
@@ -335,6 +347,8 @@ pub fn identify(
         return Ok(id);
     }
     let version = run_text(path, &["--version"], env, timeout)?;
+    let mut watched: Vec<PathBuf> = Vec::new();
+    let mut host_compiler = None;
     let selected = |names: &[&str]| {
         names.iter().find_map(|n| {
             env.iter()
@@ -354,6 +368,11 @@ pub fn identify(
             )
         }
         CompilerKind::Nvcc => {
+            let found = super::host_compiler::locate(env, &resolved)?;
+            let (host, host_files) = super::host_compiler::identify(&found, env, timeout)?;
+            watched.extend(found.watched);
+            watched.extend(host_files);
+            host_compiler = Some(host);
             let (files, covered) = nvcc_files(&resolved);
             let toolkit = resolved
                 .parent()
@@ -387,6 +406,8 @@ pub fn identify(
         } else {
             &[]
         },
+        watched,
+        host_compiler,
     };
     fingerprint(
         kind,
@@ -400,12 +421,16 @@ pub fn identify(
 }
 
 /// What [`fingerprint`] is told of the installation: its root when a variable selects it, its
-/// header directories, and the header directories below the root whatever it is.
+/// header directories, the header directories below the root whatever it is, the files and
+/// directories checked by `stat` beside the programs without being hashed into the
+/// fingerprint (nvcc's host compiler's, hashed into its own), and nvcc's host compiler.
 #[derive(Default)]
 struct Installation {
     root: Option<PathBuf>,
     header_dirs: Vec<PathBuf>,
     header_subdirs: &'static [&'static str],
+    watched: Vec<PathBuf>,
+    host_compiler: Option<HostCompiler>,
 }
 
 /// The identity of an in-process compiler (hipRTC, NVRTC): `kind`, the library file
@@ -449,6 +474,7 @@ pub fn identify_library(
             .map(Path::to_path_buf),
         header_dirs,
         header_subdirs: &[],
+        ..Installation::default()
     };
     fingerprint(
         kind,
@@ -488,6 +514,7 @@ fn fingerprint(
     }
     all.sort();
     all.dedup();
+    dirs.extend(installation.watched.iter().cloned());
     dirs.sort();
     dirs.dedup();
     // What a fresh process checks: the programs one by one and the directories (a file added,
@@ -540,6 +567,7 @@ fn fingerprint(
         covered,
         root,
         header_dirs,
+        host_compiler: installation.host_compiler,
     };
     if let Some(file) = memo_file {
         write_memo(file, &identity, stats);
@@ -991,6 +1019,7 @@ mod tests {
             covered: Vec::new(),
             root: PathBuf::new(),
             header_dirs: Vec::new(),
+            host_compiler: None,
         }
     }
 

@@ -34,6 +34,7 @@ pub mod diagnostics;
 pub mod discovery;
 pub mod flags;
 pub mod hiprtc;
+pub mod host_compiler;
 pub mod identity;
 pub mod library_search;
 pub mod nvcc;

@@ -16,10 +16,13 @@
 //! CUDA's `_sync` forms with a full mask, and defines `__HIP_PLATFORM_NVIDIA__`.
 //!
 //! # Command
-//! `nvcc -cubin -arch=sm_NN -std=c++17 -O3 -I include -include hip/hip_runtime.h
-//! [flags] -o kernel.cubin -x cu kernel.cu`, run with `std::process::Command` (no shell) in a
-//! temporary directory holding the prelude (`include/`) and the source (`kernel.cu`, its
-//! bytes as given), so that nvcc's diagnostics name `kernel.cu`. The standard is C++17 unless
+//! `nvcc -ccbin host/<name> -cubin -arch=sm_NN -std=c++17 -O3 -I include -include
+//! hip/hip_runtime.h [flags] -o kernel.cubin -x cu kernel.cu`, run with
+//! `std::process::Command` (no shell) in a temporary directory holding the prelude
+//! (`include/`), the source (`kernel.cu`, its bytes as given), so that nvcc's diagnostics name
+//! `kernel.cu`, and a link to the host compiler of nvcc's identity (`host/<name>`: nvcc runs
+//! its own steps through a shell, and is handed no path of the caller's;
+//! [`crate::compiler::host_compiler`]). The standard is C++17 unless
 //! [`Nvcc::with_std`] says otherwise; nvcc ignores, with a warning, a standard its host
 //! compiler lacks (`-std=c++23` with GCC 12): hipjit makes that an error
 //! ([`NvccError::StdIgnored`]) rather than compile under another standard. The caller's flags
@@ -36,6 +39,7 @@ use std::process::Command;
 
 use crate::cache::key::{self, hex, sha256, CacheKey, KeyRecord, TrackedHeader};
 use crate::compiler::diagnostics::{parse_nvcc, Diagnostic};
+use crate::compiler::host_compiler::{HostCompilerError, HOST_COMPILER_ENV};
 use crate::compiler::identity::{identify, CompilerKind, IdentityError};
 use crate::compiler::{BackendKind, CompilerIdentity, CxxStd, OptionsError};
 use crate::cuda::target::SmTarget;
@@ -102,16 +106,19 @@ const PRELUDE_FILES: [(&str, &str); 3] = [
 const PRELUDE_DIR: &str = "prelude";
 const STAGED_INCLUDE: &str = "include";
 const DEPS_NAME: &str = "deps.d";
+/// The build directory's link to nvcc's host compiler ([`Nvcc::stage_host_compiler`]).
+const HOST_DIR: &str = "host";
 const CUBIN_NAME: &str = "kernel.cubin";
 
 /// The environment variables nvcc reads that change its output, hashed into the cache key
 /// (nvcc runs with hipjit's environment): its own, and those its `bin/nvcc.profile` appends
 /// to the flags it hands its stages (`INCLUDES`, `SYSTEM_INCLUDES`, `LIBRARIES`,
-/// `CUDAFE_FLAGS`, `PTXAS_FLAGS`: `INCLUDES=-DX=1` defines a macro in every compile).
+/// `CUDAFE_FLAGS`, `PTXAS_FLAGS`: `INCLUDES=-DX=1` defines a macro in every compile). Not
+/// `NVCC_CCBIN`, nor `PATH`: the host compiler they select is keyed by content
+/// ([`crate::compiler::host_compiler`]).
 pub const NVCC_KEY_ENV: &[&str] = &[
     "NVCC_PREPEND_FLAGS",
     "NVCC_APPEND_FLAGS",
-    "NVCC_CCBIN",
     "INCLUDES",
     "SYSTEM_INCLUDES",
     "LIBRARIES",
@@ -154,6 +161,23 @@ pub enum NvccError {
     /// A flag nvcc is not given ([`crate::compiler::flags`]).
     #[error(transparent)]
     Options(#[from] OptionsError),
+    /// nvcc's host compiler could not be found or identified
+    /// ([`crate::compiler::host_compiler`]).
+    #[error(transparent)]
+    HostCompiler(#[from] HostCompilerError),
+    /// `NVCC_PREPEND_FLAGS` or `NVCC_APPEND_FLAGS` names a host compiler (`-ccbin`,
+    /// `--compiler-bindir`): hipjit keys the host compiler by content and names it to nvcc
+    /// itself, from `NVCC_CCBIN` or `PATH`.
+    #[error(
+        "{variable} names a host compiler ({flag}); hipjit keys nvcc's host compiler by its \
+         content and takes it from NVCC_CCBIN or PATH: set NVCC_CCBIN instead"
+    )]
+    HostCompilerFlag {
+        /// The variable.
+        variable: &'static str,
+        /// The flag as found in it.
+        flag: String,
+    },
     /// nvcc said it ignored the standard asked for (its host compiler lacks it).
     #[error(
         "nvcc ignored {flag}: {message} (the host compiler nvcc uses does not support it; \
@@ -305,7 +329,7 @@ impl Nvcc {
     fn identify(path: &Path, dir: Option<&Path>) -> Result<Nvcc, NvccError> {
         let env: Vec<(String, OsString)> = NVCC_KEY_ENV
             .iter()
-            .chain(["PATH", "HOME"].iter())
+            .chain([HOST_COMPILER_ENV, "PATH", "HOME"].iter())
             .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
             .collect();
         let identity = identify(
@@ -329,6 +353,7 @@ impl Nvcc {
                 path,
                 source,
             },
+            IdentityError::HostCompiler(e) => NvccError::HostCompiler(e),
         })?;
         Ok(Nvcc {
             std: CxxStd::default(),
@@ -444,6 +469,51 @@ impl Nvcc {
     /// [`Nvcc::key`] as 64 hex digits.
     pub fn cache_key(&self, source: impl AsRef<[u8]>, sm: SmTarget, flags: &[String]) -> String {
         self.key(source, sm, flags).to_hex()
+    }
+
+    /// Names nvcc's host compiler, the one its identity holds, in the build directory `build`
+    /// under a name nvcc's shell reads as it is (`host/<name>`, a link to it), and gives the
+    /// flags that hand it to nvcc (`-ccbin host/<name>`), so that what runs is what is keyed.
+    ///
+    /// Errors: [`NvccError::HostCompilerFlag`] when `NVCC_PREPEND_FLAGS` or
+    /// `NVCC_APPEND_FLAGS` names a host compiler, [`NvccError::Io`] when the link cannot be
+    /// made.
+    fn stage_host_compiler(&self, build: &Path) -> Result<[String; 2], NvccError> {
+        for variable in ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"] {
+            let Some(value) = std::env::var_os(variable) else {
+                continue;
+            };
+            let value = value.to_string_lossy();
+            if let Some(flag) = value
+                .split_ascii_whitespace()
+                .find(|w| w.starts_with("-ccbin") || w.starts_with("--compiler-bindir"))
+            {
+                return Err(NvccError::HostCompilerFlag {
+                    variable,
+                    flag: flag.to_string(),
+                });
+            }
+        }
+        let host = self.identity.host_compiler.as_ref().ok_or_else(|| {
+            NvccError::HostCompiler(HostCompilerError::NotFound {
+                name: crate::compiler::host_compiler::DEFAULT_HOST_COMPILER.into(),
+                searched: Vec::new(),
+            })
+        })?;
+        let dir = build.join(HOST_DIR);
+        std::fs::create_dir(&dir).map_err(|source| NvccError::Io {
+            what: "cannot create",
+            path: dir.clone(),
+            source,
+        })?;
+        let name = host.name();
+        let link = dir.join(&name);
+        std::os::unix::fs::symlink(&host.path, &link).map_err(|source| NvccError::Io {
+            what: "cannot create",
+            path: link,
+            source,
+        })?;
+        Ok(["-ccbin".into(), format!("{HOST_DIR}/{name}")])
     }
 
     /// The arguments of compiling `source_file` to `out` (after the nvcc path).
@@ -648,6 +718,7 @@ impl Nvcc {
         command.extend(flags.by_ref().take(3));
         command.push(BackendKind::Nvcc.std_flag(options.std, &self.identity));
         command.extend(["-I".into(), PRELUDE_DIR.into()]);
+        command.extend(self.stage_host_compiler(tmp.path())?);
         command.extend(flags);
         command.extend(options.extra_flags.iter().cloned());
         command.extend(
@@ -799,13 +870,18 @@ impl Nvcc {
         std::fs::write(&src, source).map_err(io("cannot write", &src))?;
         let out = tmp.path().join("kernel.cubin");
         // Names relative to the directory nvcc runs in: its diagnostics say `kernel.cu`.
-        let args = self.arguments(
+        let mut args: Vec<OsString> = self
+            .stage_host_compiler(tmp.path())?
+            .into_iter()
+            .map(OsString::from)
+            .collect();
+        args.extend(self.arguments(
             sm,
             Path::new("include"),
             flags,
             Path::new("kernel.cu"),
             Path::new("kernel.cubin"),
-        );
+        ));
         // Through the compiler stage's runner: a deadline covering its output, bounded
         // output, and nvcc and its children die with hipjit (see `process`).
         let mut cmd = Command::new(&self.path);
