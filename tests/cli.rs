@@ -2021,6 +2021,36 @@ fn doctor_reports_the_version_of_the_nvcc_named_by_hipjit_nvcc() {
     // The cu13 wheel: CUDA 13.x.
     assert!(release.starts_with("13."), "{n:#}");
     assert!(direct.contains(&format!("release {release},")), "{direct}");
+    // Its host compiler: the first gcc on PATH here (none in PyPI's toolkit).
+    let gcc = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("gcc"))
+        .find(|p| p.is_file())
+        .expect("gcc on PATH");
+    assert_eq!(n["host_compiler"], path_str(&gcc), "{n:#}");
+    assert!(n["host_compiler_error"].is_null(), "{n:#}");
+}
+
+/// nvcc without a host compiler cannot compile: doctor says so, naming where it looked.
+#[test]
+fn doctor_warns_when_nvcc_has_no_host_compiler() {
+    let nvcc = pypi_nvcc();
+    let v = json(&doctor_with(
+        &["--json"],
+        &[
+            ("HIPJIT_NVCC", &nvcc),
+            ("NVCC_CCBIN", Path::new("/nonexistent/g++")),
+        ],
+    ));
+    let n = &v["nvcc"];
+    assert!(n["host_compiler"].is_null(), "{n:#}");
+    assert!(
+        has_finding(
+            &v,
+            "warning",
+            "NVCC_CCBIN=/nonexistent/g++ is not an executable file"
+        ),
+        "{v:#}"
+    );
 }
 
 /// `cc -shared` of `src` (a file) into `dir/libcuda.so.1` with `extra` flags.

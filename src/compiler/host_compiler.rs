@@ -226,6 +226,21 @@ pub(crate) fn locate(
     })
 }
 
+/// The host compiler the nvcc at `nvcc` would run under this process's environment
+/// (`NVCC_CCBIN`, `PATH`), found as the module documentation says, without running anything:
+/// what `hipjit doctor` reports.
+///
+/// Errors: as [`locate`]'s: [`HostCompilerError::NotExecutable`],
+/// [`HostCompilerError::NotFound`].
+pub fn find(nvcc: &Path) -> Result<PathBuf, HostCompilerError> {
+    let env: Vec<(String, OsString)> = [HOST_COMPILER_ENV, "PATH"]
+        .iter()
+        .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
+        .collect();
+    let resolved = crate::file_observe::canonicalize(nvcc).unwrap_or_else(|_| nvcc.to_path_buf());
+    locate(&env, &resolved).map(|l| l.path)
+}
+
 /// Whether `name` is one nvcc's shell reads as one word, unchanged.
 fn safe_name(name: &[u8]) -> bool {
     !name.is_empty()

@@ -60,7 +60,7 @@ pub struct Args {
     /// runtimes, runtime_in_use, compilers, devices, findings; and for HIP's NVIDIA platform:
     /// platform {hip_platform, chosen, reason}, cuda_driver {asked, origin, path, version,
     /// version_code, library_api_exported, library_api, devices [{name, target}],
-    /// device_error, load_error}, nvcc {path, origin, release, version, error}; and for the
+    /// device_error, load_error}, nvcc {path, origin, release, version, error, host_compiler, host_compiler_error}; and for the
     /// in-process compilers: in_process {hiprtc, nvrtc}, each {found, path, origin, major,
     /// library_version, identity_files [{path, size}], comgr, processors, targets [{target,
     /// from, compiles, error, auto, auto_reason}], error}.

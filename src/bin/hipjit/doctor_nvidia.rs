@@ -91,6 +91,11 @@ pub struct NvccReport {
     pub version: Option<String>,
     /// Why none was found or it could not be run.
     pub error: Option<String>,
+    /// nvcc's host compiler, as hipjit finds it (`NVCC_CCBIN`, else `gcc` in the toolkit
+    /// then on `PATH`: `hipjit::compiler::host_compiler::find`), when found.
+    pub host_compiler: Option<PathBuf>,
+    /// Why no host compiler was found, when nvcc was.
+    pub host_compiler_error: Option<String>,
 }
 
 /// The platform `Runtime::load` takes.
@@ -304,6 +309,10 @@ pub fn nvcc() -> NvccReport {
         }
         Err(e) => r.error = Some(e),
     }
+    match hipjit::compiler::host_compiler::find(&path) {
+        Ok(h) => r.host_compiler = Some(h),
+        Err(e) => r.host_compiler_error = Some(e.to_string()),
+    }
     r
 }
 
@@ -441,6 +450,12 @@ pub fn diagnose(
         ),
         _ => {}
     }
+    if let (Some(path), Some(e)) = (&nvcc.path, &nvcc.host_compiler_error) {
+        push(
+            "warning",
+            format!("nvcc {} cannot compile: {e}", path.display()),
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -492,11 +507,15 @@ pub fn print_text(p: &PlatformReport, cuda: &CudaReport, nvcc: &NvccReport) {
     println!("\nnvcc");
     match (&nvcc.path, &nvcc.error) {
         (Some(path), None) => println!(
-            "  {}  release {}  [{}]\n      {}",
+            "  {}  release {}  [{}]\n      {}\n      host compiler: {}",
             path.display(),
             nvcc.release.as_deref().unwrap_or("?"),
             nvcc.origin.as_deref().unwrap_or("?"),
-            nvcc.version.as_deref().unwrap_or("")
+            nvcc.version.as_deref().unwrap_or(""),
+            match (&nvcc.host_compiler, &nvcc.host_compiler_error) {
+                (Some(h), _) => h.display().to_string(),
+                (None, e) => format!("none: {}", e.as_deref().unwrap_or("not found")),
+            }
         ),
         (Some(path), Some(e)) => println!("  {}  error: {e}", path.display()),
         (None, e) => println!("  none: {}", e.as_deref().unwrap_or("not found")),
