@@ -6,6 +6,8 @@
 #   clippy        cargo clippy --workspace --all-targets -- -D warnings
 #   clippy-cli    the same with --features hipjit/cli,hipjit/testing,hipjit/half and
 #                 hipjit-softmax/testing (those the workspace has)
+#   doc           cargo doc --no-deps -p hipjit-sys -p hipjit with hipjit's features of those,
+#                 rustdoc's warnings (broken or private links) as errors
 #   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace --no-fail-fast [--features hipjit/cli,...]
 #                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3), then
 #                 examples/downstream's softmax-demo --testing (the testing runtime)
@@ -29,7 +31,7 @@ script_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 repo="$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null || dirname -- "$script_dir")"
 cd -- "$repo"
 
-ALL_STEPS=(setup fmt lint-scripts clippy clippy-cli test sid-test python header-matrix fuzz)
+ALL_STEPS=(setup fmt lint-scripts clippy clippy-cli doc test sid-test python header-matrix fuzz)
 
 # The machine this runs on has 2 cores (and CI's too): two rustc jobs at a time.
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
@@ -64,6 +66,15 @@ step_clippy_cli() {
     local -a features
     read -ra features < <(feature_args)
     cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
+}
+step_doc() {
+    local -a f=()
+    local name
+    for name in cli testing half; do
+        if has_feature "$name"; then f+=("$name"); fi
+    done
+    local IFS=,
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p hipjit-sys -p hipjit --features "${f[*]}"
 }
 # --features with hipjit/cli, hipjit/testing (the testing runtime), hipjit/half (f16/bf16
 # element types) and hipjit-softmax/testing (examples/downstream's demo on the testing runtime),

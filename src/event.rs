@@ -1,5 +1,5 @@
 //! Events: markers recorded on a stream, for ordering another stream after it
-//! ([`AsStream::wait_event`](crate::stream::AsStream::wait_event)), waiting on the host and
+//! ([`AsStream::wait_event`]), waiting on the host and
 //! timing. [`Event::record`] takes any stream: an owned [`Stream`](crate::stream::Stream), a
 //! [`BorrowedStream`](crate::stream::BorrowedStream) (a framework's stream, the null stream).
 //! The ordering rule is in [`crate::stream`].
@@ -66,7 +66,7 @@ impl Event {
     /// Records the event on `stream` (`hipEventRecord`): the event completes when the work
     /// queued on `stream` before this call has finished. Any stream of the same loaded runtime
     /// may be given, owned or borrowed; recording again moves the marker (a later
-    /// [`AsStream::wait_event`](crate::stream::AsStream::wait_event) waits for the newest).
+    /// [`AsStream::wait_event`] waits for the newest).
     ///
     /// The stream must be on the event's device (as HIP and CUDA require); a stream of
     /// another device may then wait for the event ([`crate::peer`] has the cross-device rules).

@@ -27,7 +27,7 @@
 //! An [`Event`](crate::event::Event) belongs to the device it was created on and is recorded
 //! on a stream of that device (the runtime refuses a stream of another device, and so does
 //! hipjit, before the call). A stream of *any* device of the same runtime may wait for it
-//! ([`AsStream::wait_event`](crate::stream::AsStream::wait_event), `hipStreamWaitEvent`; CUDA's
+//! ([`AsStream::wait_event`], `hipStreamWaitEvent`; CUDA's
 //! `cuStreamWaitEvent` documents that the event may come from another context or device): work
 //! queued on the waiting stream afterwards starts once the recorded work of the other device
 //! has finished, without the host waiting. That is the only ordering between devices: the null

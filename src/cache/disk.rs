@@ -62,7 +62,7 @@
 //! at least [`LRU_GRANULARITY`] (an hour) away from now, so pruning's order is exact to within
 //! an hour and most hits write nothing.
 //!
-//! A hit reads the metadata only as far as it serves ([`crate::cache::hit_entry`]: the key,
+//! A hit reads the metadata only as far as it serves (`cache::hit_entry`: the key,
 //! the compiler command and the artefact list, the other fields stepped over), with every
 //! check above. So `hipjit cache verify`, which decodes it whole, may report bad an entry whose
 //! other fields do not decode (hipjit never writes one) that a hit serves, its artefacts

@@ -97,7 +97,7 @@ use crate::compiler::{BackendKind, CompileOptions, CompilerIdentity};
 /// header manifests, compiler fingerprints. 3: installation headers named below the
 /// installation root in manifests, path variables keyed by what they select, fingerprints
 /// named below the root. 4: a checksum over each entry's header and metadata. 5: names and
-/// digests in manifests and listings as MessagePack `bin` ([`crate::byte_strings`]), and each
+/// digests in manifests and listings as MessagePack `bin` (`byte_strings`), and each
 /// entry's metadata as MessagePack arrays (fields by position) rather than maps.
 pub const CACHE_FORMAT_VERSION: u32 = 5;
 

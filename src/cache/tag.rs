@@ -3,7 +3,7 @@
 //! backup and archiving tools (`tar --exclude-caches`, borg, restic) skip the root, and so that
 //! hipjit itself knows a root when it meets one: the NVRTC include walk
 //! ([`crate::compiler::nvrtc`] keys every file under each `-I` directory) leaves out the
-//! directories hipjit writes in a tagged root ([`crate::compiler::rtc::HIPJIT_OWN_DIRS`]),
+//! directories hipjit writes in a tagged root (`compiler::rtc::HIPJIT_OWN_DIRS`),
 //! since its own entries, locks, temporary files and identities change while it compiles (a
 //! root inside an include directory, such as the default `~/.cache/hipjit` under `-I ~`, made
 //! every such compile unpublishable); anything else there is keyed.

@@ -451,7 +451,7 @@ impl NvrtcBackend {
 
     /// The options handed to NVRTC for `source` and `options` (see the module documentation):
     /// hipjit's own before the caller's extra flags, the extra flags, hipjit's own after them
-    /// ([`NvrtcBackend::own_options`]).
+    /// (`NvrtcBackend::own_options`).
     ///
     /// Errors: [`RtcError::Arch`] for an optimisation level other than 3.
     pub fn options(&self, options: &CompileOptions) -> Result<Vec<String>, RtcError> {

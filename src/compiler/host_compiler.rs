@@ -230,7 +230,7 @@ pub(crate) fn locate(
 /// (`NVCC_CCBIN`, `PATH`), found as the module documentation says, without running anything:
 /// what `hipjit doctor` reports.
 ///
-/// Errors: as [`locate`]'s: [`HostCompilerError::NotExecutable`],
+/// Errors: [`HostCompilerError::NotExecutable`],
 /// [`HostCompilerError::NotFound`].
 pub fn find(nvcc: &Path) -> Result<PathBuf, HostCompilerError> {
     let env: Vec<(String, OsString)> = [HOST_COMPILER_ENV, "PATH"]

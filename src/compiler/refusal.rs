@@ -8,7 +8,7 @@
 //! ([`super::special_include`]); the options as the compiler takes them
 //! ([`super::CompileOptions::validate_for`], its flag rules); what the in-process compilers
 //! cannot do ([`super::Backend::check_options`]); an include directory that does not exist or
-//! is not a directory; for NVRTC, what it reads unkeyed ([`super::nvrtc::checked_input`]: an
+//! is not a directory; for NVRTC, what it reads unkeyed (`nvrtc::checked_input`: an
 //! `#include` that can name a file outside the include directories). What only the compiler
 //! can tell (a target it does not support, a
 //! missing device library, a compile error) is not known here.

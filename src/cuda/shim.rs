@@ -25,7 +25,7 @@
 //!   the safe layer's bind switches to the primary context). Every other call that needs a
 //!   context binds one first when the thread has none. The launch calls do not: a launch on a
 //!   stream goes to the driver first and binds only when the driver refuses the thread's
-//!   current context ([`launch_on_stream`]), which keeps the launch path to one driver call.
+//!   current context (`launch_on_stream`), which keeps the launch path to one driver call.
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CString};

@@ -1,5 +1,5 @@
 //! Stream capture ([`Capture`]: `hipStreamBeginCapture` ... `hipStreamEndCapture`) and the
-//! checks that keep hipjit's own calls out of a capture ([`check_not_capturing`]).
+//! checks that keep hipjit's own calls out of a capture (`check_not_capturing`).
 //!
 //! # What a capture forbids
 //! While a stream is capturing, work queued on it is recorded, not run. A call that cannot be

@@ -4,7 +4,7 @@
 //! the header manifest check.
 //!
 //! A disk hit found the long way ([`super::Jit`]'s lookup) is recorded as it runs
-//! ([`crate::file_observe`]): every `stat`, `realpath` and file opened by the compiler search
+//! (`file_observe`): every `stat`, `realpath` and file opened by the compiler search
 //! and identity (also those of an earlier request in the process, kept with the compiler
 //! found), the per-user memos, the manifest and the entries, with what each saw. The memo file
 //! is named by the sha256 of everything else the lookup reads: the source, the options, the
@@ -12,7 +12,7 @@
 //! signature, runtime code object versions, cache roots), the whole environment, the working
 //! directory, and the effective user (as the lookup's ownership checks read it). It holds the
 //! observations, the result key, the compiler used and the effective options. A later request with the same name whose every
-//! observation still holds ([`crate::file_observe::holds`]) takes the entry of that key
+//! observation still holds (`file_observe::holds`) takes the entry of that key
 //! straight from the disk cache (read and verified as any hit); anything else, or no memo,
 //! looks up the long way (and remembers again on a hit).
 //!
@@ -23,7 +23,7 @@
 //! query of the lookup was recorded. A compiler found by an earlier request of the process is
 //! used by a later one as it was found: that request is remembered only when the process's
 //! environment, working directory and HIP runtime are what they were when the compiler was
-//! found ([`process_context`]). The memos live
+//! found (`process_context`). The memos live
 //! beside the compiler identities ([`crate::compiler::identity::identity_dir`]) under `hits/`,
 //! written with mode 0600, read only when owned by the user and writable by nobody else
 //! (`identity::read_private`).

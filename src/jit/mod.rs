@@ -17,7 +17,7 @@
 //!    give the result key of the entry holding the code objects or cubin ([`entry`]);
 //! 3. the remote tier shared by a cluster ([`crate::cache::remote`], feature `redis`), when
 //!    configured: the direct key's manifests and the entry they name, checked like a disk
-//!    entry, then written to the first disk root ([`remote`]);
+//!    entry, then written to the first disk root (`jit::remote`);
 //! 4. the compiler ([`crate::compiler::Backend`]); the result is published under the result
 //!    key of the files the compiler's dependency output lists, and the manifest replaced,
 //!    unless a file changed while it ran (then the result goes to the caller only); then

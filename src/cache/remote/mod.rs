@@ -25,7 +25,7 @@
 //! value and process: the warning names `HIPJIT_REMOTE_CACHE_KEY`), and leaves them there.
 //!
 //! # Reading
-//! A remote entry is checked exactly like a disk entry ([`Entry::from_bytes`]: magic, format,
+//! A remote entry is checked exactly like a disk entry ([`crate::cache::Entry::from_bytes`]: magic, format,
 //! checksum of header and metadata, key, sizes and sha256 of every artefact; then the JIT
 //! reads its code objects), after its signature when a signing key is set. A bad entry is
 //! never served: it is reported and removed only while it still holds the bad bytes (a Lua
