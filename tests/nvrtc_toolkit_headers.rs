@@ -953,8 +953,11 @@ fn a_header_found_in_cccl_is_shadowed_by_one_added_to_the_toolkits_include() {
     assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
 }
 
-#[test]
-fn a_header_beside_a_copied_cache_tag_in_an_include_directory_is_keyed() {
+/// A project include directory holding `header` (below it, `#define VAL 1`), compiled once;
+/// then a copy of hipjit's `CACHEDIR.TAG` put in its subdirectory `tag_dir`: a miss (the
+/// listing changed), a hit, and after the header is edited (same size, so that only its content
+/// tells) a miss with another cubin: the walk still keys the header.
+fn a_copied_cache_tag_leaves_the_header_keyed(header: &str, tag_dir: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
     let lib = toolkit(&prefix);
@@ -962,14 +965,14 @@ fn a_header_beside_a_copied_cache_tag_in_an_include_directory_is_keyed() {
     let src = dir.path().join("src/val.hip");
     std::fs::write(
         &src,
-        "#include <sub/val.h>\nextern \"C\" __global__ void k(int* x) { x[threadIdx.x] = VAL; }\n",
+        format!(
+            "#include <{header}>\nextern \"C\" __global__ void k(int* x) {{ x[threadIdx.x] = VAL; }}\n"
+        ),
     )
     .unwrap();
-    // A project include directory whose subdirectory holds, beside its header, a copy of
-    // hipjit's tag.
     let inc = dir.path().join("inc");
-    std::fs::create_dir_all(inc.join("sub")).unwrap();
-    std::fs::write(inc.join("sub/val.h"), "#define VAL 1\n").unwrap();
+    std::fs::create_dir_all(inc.join(header).parent().unwrap()).unwrap();
+    std::fs::write(inc.join(header), "#define VAL 1\n").unwrap();
     let run = || {
         compile_with(
             hipjit(),
@@ -986,59 +989,29 @@ fn a_header_beside_a_copied_cache_tag_in_an_include_directory_is_keyed() {
     assert_origin(&run(), "miss", "the first compile");
     std::fs::copy(
         home.join("cache/CACHEDIR.TAG"),
-        inc.join("sub/CACHEDIR.TAG"),
+        inc.join(tag_dir).join("CACHEDIR.TAG"),
     )
     .unwrap();
-    assert_origin(&run(), "miss", "after the tag was copied beside val.h");
+    assert_origin(
+        &run(),
+        "miss",
+        &format!("after the tag was copied into {tag_dir}/"),
+    );
     let first = std::fs::read(home.join("out.cubin")).unwrap();
     assert_origin(&run(), "hit (disk)", "once more");
-    std::fs::write(inc.join("sub/val.h"), "#define VAL 7\n").unwrap();
-    assert_origin(&run(), "miss", "after val.h was edited");
+    std::fs::write(inc.join(header), "#define VAL 7\n").unwrap();
+    assert_origin(&run(), "miss", &format!("after {header} was edited"));
     assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
 }
 
 #[test]
+fn a_header_beside_a_copied_cache_tag_in_an_include_directory_is_keyed() {
+    a_copied_cache_tag_leaves_the_header_keyed("sub/val.h", "sub");
+}
+
+#[test]
 fn a_header_in_a_subdirectory_of_a_directory_with_a_copied_cache_tag_is_keyed() {
-    let dir = tempfile::tempdir().unwrap();
-    let (home, prefix) = (dir.path().join("home"), dir.path().join("cuda"));
-    let lib = toolkit(&prefix);
-    std::fs::create_dir(dir.path().join("src")).unwrap();
-    let src = dir.path().join("src/val.hip");
-    std::fs::write(
-        &src,
-        "#include <proj/deep/val.h>\nextern \"C\" __global__ void k(int* x) { x[threadIdx.x] = VAL; }\n",
-    )
-    .unwrap();
-    // A project directory holding a copy of hipjit's tag and, a level down, the header.
-    let inc = dir.path().join("inc");
-    std::fs::create_dir_all(inc.join("proj/deep")).unwrap();
-    std::fs::write(inc.join("proj/deep/val.h"), "#define VAL 1\n").unwrap();
-    let run = || {
-        compile_with(
-            hipjit(),
-            &home,
-            &lib,
-            &src,
-            &home.join("out.cubin"),
-            |cmd| {
-                cmd.arg("-I").arg(&inc);
-            },
-        )
-    };
-    std::fs::create_dir_all(&home).unwrap();
-    assert_origin(&run(), "miss", "the first compile");
-    std::fs::copy(
-        home.join("cache/CACHEDIR.TAG"),
-        inc.join("proj/CACHEDIR.TAG"),
-    )
-    .unwrap();
-    assert_origin(&run(), "miss", "after the tag was copied into proj/");
-    let first = std::fs::read(home.join("out.cubin")).unwrap();
-    assert_origin(&run(), "hit (disk)", "once more");
-    // Same size, so that only its content tells.
-    std::fs::write(inc.join("proj/deep/val.h"), "#define VAL 7\n").unwrap();
-    assert_origin(&run(), "miss", "after proj/deep/val.h was edited");
-    assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), first);
+    a_copied_cache_tag_leaves_the_header_keyed("proj/deep/val.h", "proj");
 }
 
 #[test]

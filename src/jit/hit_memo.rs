@@ -412,10 +412,7 @@ struct Cursor<'a>(&'a [u8]);
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if n > self.0.len() {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
+        let (head, rest) = self.0.split_at_checked(n)?;
         self.0 = rest;
         Some(head)
     }
