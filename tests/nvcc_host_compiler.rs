@@ -24,24 +24,39 @@ fn real_gcc() -> PathBuf {
         .expect("gcc on PATH (nvcc needs a host compiler: apt-get install gcc g++)")
 }
 
-/// Writes `dir/gcc`: a wrapper running the real gcc with `-DHOSTVAL=value` (one digit, so that
-/// every version has the same size), its modification time set an hour back (as a package
-/// upgrade leaves the packaged time), renamed into place.
+/// Writes `dir/gcc`: a compiled wrapper (a program, not a script: a script's macros are asked
+/// again by every process, which is tested apart) running the real gcc with `-DHOSTVAL=value`
+/// (one digit, so that every version has the same size), its modification time set an hour
+/// back (as a package upgrade leaves the packaged time), renamed into place.
 fn wrapper(dir: &Path, value: u8) {
-    use std::os::unix::fs::PermissionsExt;
     assert!(value < 10);
     std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join("gcc");
-    let tmp = dir.join(".gcc.tmp");
+    let c = dir.join(".gcc.c");
     std::fs::write(
-        &tmp,
+        &c,
         format!(
-            "#!/bin/sh\nexec {} -DHOSTVAL={value} \"$@\"\n",
-            real_gcc().display()
+            "#include <stdlib.h>\n#include <unistd.h>\n\
+             int main(int argc, char** argv) {{\n\
+               char** a = malloc((argc + 2) * sizeof *a);\n\
+               a[0] = \"{gcc}\"; a[1] = \"-DHOSTVAL={value}\";\n\
+               for (int i = 1; i < argc; i++) a[i + 1] = argv[i];\n\
+               a[argc + 1] = 0;\n\
+               execv(\"{gcc}\", a);\n\
+               return 127;\n\
+             }}\n",
+            gcc = real_gcc().display()
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tmp = dir.join(".gcc.tmp");
+    let o = Command::new("cc")
+        .arg("-o")
+        .arg(&tmp)
+        .arg(&c)
+        .output()
+        .expect("cc runs (apt-get install gcc)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_file(&c).unwrap();
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     std::fs::File::options()
         .write(true)
@@ -53,13 +68,23 @@ fn wrapper(dir: &Path, value: u8) {
                 .set_accessed(old),
         )
         .unwrap();
-    std::fs::rename(&tmp, &path).unwrap();
+    std::fs::rename(&tmp, dir.join("gcc")).unwrap();
 }
 
 /// `hipjit compile --compiler nvcc --arch sm_90` of `home/project/k.hip` with the cache and
 /// per-user directories under `home`, `path_dirs` first on `PATH` and `env` added: the exit
 /// status, stdout and stderr.
 fn compile(home: &Path, path_dirs: &[PathBuf], env: &[(&str, &str)]) -> (bool, String, String) {
+    compile_in(home, home, path_dirs, env)
+}
+
+/// [`compile`] run in the working directory `cwd`, with the cache root `home/cache`.
+fn compile_in(
+    home: &Path,
+    cwd: &Path,
+    path_dirs: &[PathBuf],
+    env: &[(&str, &str)],
+) -> (bool, String, String) {
     let path = std::env::join_paths(path_dirs.iter().cloned().chain(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
     )))
@@ -69,6 +94,7 @@ fn compile(home: &Path, path_dirs: &[PathBuf], env: &[(&str, &str)]) -> (bool, S
         .arg(home.join("out.cubin"))
         .arg(home.join("project/k.hip"))
         .env("PATH", path)
+        .current_dir(cwd)
         .env("HIPJIT_CACHE_DIR", home.join("cache"))
         .env("XDG_CACHE_HOME", home.join("xdg"))
         .env("HIPJIT_NVCC", pypi_nvcc())
@@ -209,6 +235,12 @@ fn host_compilers_hipjit_cannot_key_or_hand_to_nvcc_safely_are_refused_naming_wh
     }
     let (ok, _, err) = compile(home, &[], &[("NVCC_APPEND_FLAGS", "--compiler-bindir=/x")]);
     assert!(!ok && err.contains("(--compiler-bindir=/x)"), "{err}");
+    // The rules of the caller's flags hold for these variables' flags.
+    let (ok, _, err) = compile(home, &[], &[("NVCC_APPEND_FLAGS", "-Xcompiler -B/tmp/x/")]);
+    assert!(
+        !ok && err.contains("NVCC_APPEND_FLAGS: ") && err.contains("-Xcompiler -B/tmp/x/"),
+        "{err}"
+    );
     let odd = home.join("odd");
     wrapper(&odd, 7);
     let named = odd.join("g$(id)cc");
@@ -270,4 +302,236 @@ fn nvcc_ccbin_names_the_host_compiler_that_runs_and_is_keyed() {
     assert!(ok, "{err}");
     assert!(out.contains("miss (compiled)"), "{out}");
     assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), eight);
+}
+
+/// The cc1plus the machine's gcc runs (`gcc -print-prog-name=cc1plus`).
+fn real_cc1plus() -> PathBuf {
+    let o = Command::new(real_gcc())
+        .arg("-print-prog-name=cc1plus")
+        .output()
+        .unwrap();
+    let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    assert!(
+        p.is_absolute() && p.is_file(),
+        "gcc names its cc1plus: {p:?}"
+    );
+    p
+}
+
+/// An executable script at `path` with `text` after its `#!/bin/sh` line.
+fn script(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("#!/bin/sh\n{text}\n")).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// gcc's own variables that choose its programs (`COMPILER_PATH`, `GCC_EXEC_PREFIX`) do not
+/// reach nvcc: a cc1plus that defines `HOSTVAL` on `COMPILER_PATH` changes nothing, so the hit
+/// serves what a fresh compile under it gives.
+#[test]
+fn gccs_program_search_variables_do_not_reach_nvcc() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    project(home);
+    let (first, plain) = compiled(home, &[]);
+    assert!(first.contains("miss (compiled)"), "{first}");
+    let dir = home.join("cc1");
+    script(
+        &dir.join("cc1plus"),
+        &format!("exec {} -DHOSTVAL=7 \"$@\"", real_cc1plus().display()),
+    );
+    let with = [("COMPILER_PATH", dir.to_str().unwrap())];
+    let (ok, out, err) = compile(home, &[], &with);
+    assert!(ok, "{err}");
+    assert!(out.contains("hit (disk)"), "{out}");
+    // A fresh cache under the same variable: the same cubin.
+    let fresh = home.join("fresh");
+    std::fs::create_dir_all(fresh.join("project")).unwrap();
+    std::fs::copy(home.join("project/k.hip"), fresh.join("project/k.hip")).unwrap();
+    let (ok, out, err) = compile(&fresh, &[], &with);
+    assert!(ok && out.contains("miss (compiled)"), "{out}{err}");
+    assert_eq!(std::fs::read(fresh.join("out.cubin")).unwrap(), plain);
+}
+
+/// The host compiler's header path variables are keyed: a header put earlier on `CPATH`
+/// shadows the one the manifest names, and is compiled, not served the old cubin.
+#[test]
+fn a_header_put_earlier_on_cpath_is_compiled_again() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    std::fs::create_dir_all(home.join("project")).unwrap();
+    std::fs::write(
+        home.join("project/k.hip"),
+        "#include <hv.h>\nextern \"C\" __global__ void k(int* p) { p[0] = HV; }\n",
+    )
+    .unwrap();
+    let (a, b) = (home.join("a"), home.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("hv.h"), "#define HV 1\n").unwrap();
+    std::fs::write(b.join("hv.h"), "#define HV 2\n").unwrap();
+    let run = |cpath: String| {
+        let (ok, out, err) = compile(home, &[], &[("CPATH", &cpath)]);
+        assert!(ok, "{err}");
+        (out, std::fs::read(home.join("out.cubin")).unwrap())
+    };
+    let (first, one) = run(a.display().to_string());
+    assert!(first.contains("miss (compiled)"), "{first}");
+    let (again, _) = run(a.display().to_string());
+    assert!(again.contains("hit (disk)"), "{again}");
+    let (shadowed, two) = run(format!("{}:{}", b.display(), a.display()));
+    assert!(shadowed.contains("miss (compiled)"), "{shadowed}");
+    assert_ne!(two, one);
+}
+
+/// A relative `NVCC_CCBIN` names a program by the working directory: the same text in another
+/// directory is another host compiler, compiled with, not served the first one's cubin.
+#[test]
+fn a_relative_nvcc_ccbin_is_taken_from_the_working_directory() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    project(home);
+    let (x, y) = (home.join("x"), home.join("y"));
+    wrapper(&x.join("bin"), 1);
+    wrapper(&y.join("bin"), 2);
+    let (ok, out, err) = compile_in(home, &x, &[], &[("NVCC_CCBIN", "bin/gcc")]);
+    assert!(ok && out.contains("miss (compiled)"), "{out}{err}");
+    let one = std::fs::read(home.join("out.cubin")).unwrap();
+    let (ok, out, err) = compile_in(home, &y, &[], &[("NVCC_CCBIN", "bin/gcc")]);
+    assert!(ok, "{err}");
+    assert!(out.contains("miss (compiled)"), "{out}");
+    assert_ne!(std::fs::read(home.join("out.cubin")).unwrap(), one);
+}
+
+/// A wrapper script that runs a compiler named inside it: that compiler changed (out of any
+/// directory looked in) is seen, because a script's macros are asked again by every process
+/// that takes the remembered identity.
+#[test]
+fn a_compiler_run_by_a_wrapper_script_changed_is_compiled_again() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    project(home);
+    let inner = home.join("elsewhere");
+    wrapper(&inner, 1);
+    let bin = home.join("bin");
+    script(
+        &bin.join("gcc"),
+        &format!("exec {} \"$@\"", inner.join("gcc").display()),
+    );
+    let dirs = [bin];
+    let (first, one) = compiled(home, &dirs);
+    assert!(first.contains("miss (compiled)"), "{first}");
+    std::thread::sleep(hipjit::jit::hit_memo::MIN_AGE + std::time::Duration::from_millis(300));
+    assert!(compiled(home, &dirs).0.contains("hit (disk)"));
+    assert_eq!(hit_memos(home), 0, "no hit memo trusts a script by stat");
+    wrapper(&inner, 2);
+    let (after, two) = compiled(home, &dirs);
+    assert!(after.contains("miss (compiled)"), "{after}");
+    assert_ne!(two, one);
+}
+
+/// A compiled (not script) wrapper first on `PATH` that runs a gcc of a later `PATH` directory:
+/// that gcc retargeted (as `update-alternatives` does) is seen, since every directory of the
+/// search is watched, not only those up to the wrapper's.
+#[test]
+fn a_later_gcc_on_path_retargeted_behind_a_compiled_wrapper_is_compiled_again() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    project(home);
+    let (front, back, impls) = (home.join("front"), home.join("back"), home.join("impls"));
+    std::fs::create_dir_all(&front).unwrap();
+    std::fs::create_dir_all(&back).unwrap();
+    wrapper(&impls.join("one"), 1);
+    wrapper(&impls.join("two"), 2);
+    std::os::unix::fs::symlink(impls.join("one/gcc"), back.join("gcc")).unwrap();
+    let c = home.join("wrap.c");
+    std::fs::write(
+        &c,
+        format!(
+            "#include <unistd.h>\nint main(int argc, char** argv) {{ (void)argc; \
+             argv[0] = \"{0}\"; execv(\"{0}\", argv); return 127; }}\n",
+            back.join("gcc").display()
+        ),
+    )
+    .unwrap();
+    let o = Command::new("cc")
+        .arg("-o")
+        .arg(front.join("gcc"))
+        .arg(&c)
+        .output()
+        .expect("cc runs (apt-get install gcc)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dirs = [front, back.clone()];
+    let (first, one) = compiled(home, &dirs);
+    assert!(first.contains("miss (compiled)"), "{first}");
+    std::thread::sleep(hipjit::jit::hit_memo::MIN_AGE + std::time::Duration::from_millis(300));
+    assert!(compiled(home, &dirs).0.contains("hit (disk)"));
+    assert_eq!(hit_memos(home), 1, "the hit wrote its memo");
+    let tmp = back.join("gcc.new");
+    std::os::unix::fs::symlink(impls.join("two/gcc"), &tmp).unwrap();
+    std::fs::rename(&tmp, back.join("gcc")).unwrap();
+    let (after, two) = compiled(home, &dirs);
+    assert!(after.contains("miss (compiled)"), "{after}");
+    assert_ne!(two, one);
+}
+
+/// A `PATH` entry that is a link to a directory that does not exist yet: the directory
+/// created later with a gcc in it is seen, through the memo too.
+#[test]
+fn a_gcc_in_a_dangling_path_links_directory_created_later_is_compiled_again() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    project(home);
+    // Apart from `home`, where each compile writes its output.
+    std::fs::create_dir_all(home.join("links")).unwrap();
+    std::fs::create_dir_all(home.join("t")).unwrap();
+    let link = home.join("links/link");
+    std::os::unix::fs::symlink(home.join("t/later/deep"), &link).unwrap();
+    let late = home.join("late");
+    wrapper(&late, 3);
+    let dirs = [link, late];
+    let (first, three) = compiled(home, &dirs);
+    assert!(first.contains("miss (compiled)"), "{first}");
+    std::thread::sleep(hipjit::jit::hit_memo::MIN_AGE + std::time::Duration::from_millis(300));
+    assert!(compiled(home, &dirs).0.contains("hit (disk)"));
+    assert_eq!(hit_memos(home), 1, "the hit wrote its memo");
+    wrapper(&home.join("t/later/deep"), 4);
+    let (after, four) = compiled(home, &dirs);
+    assert!(after.contains("miss (compiled)"), "{after}");
+    assert_ne!(four, three);
+}
+
+/// nvcc is handed the host compiler by its absolute path when that is safe for nvcc's shell,
+/// so a wrapper that finds a companion beside itself (`$(dirname "$0")`) works; a `TMPDIR`
+/// holding shell syntax is refused, naming it, and never handed to nvcc's shell.
+#[test]
+fn the_host_compiler_sees_its_own_path_and_tmpdir_never_reaches_nvccs_shell() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    project(home);
+    let bin = home.join("bin");
+    wrapper(&home.join("companion"), 5);
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::rename(home.join("companion/gcc"), bin.join("real-gcc")).unwrap();
+    script(
+        &bin.join("gcc"),
+        "exec \"$(dirname \"$0\")/real-gcc\" \"$@\"",
+    );
+    let dirs = [bin];
+    let (first, _) = compiled(home, &dirs);
+    assert!(first.contains("miss (compiled)"), "{first}");
+    let pwned = home.join("PWNED");
+    let tmp = home.join(format!("tmp $(touch {})", pwned.display()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(home.join("project/k.hip"), format!("{KERNEL}// another\n")).unwrap();
+    let (ok, _, err) = compile(home, &dirs, &[("TMPDIR", tmp.to_str().unwrap())]);
+    assert!(!ok, "compiled under a TMPDIR nvcc's shell would interpret");
+    assert!(
+        err.contains("the temporary directory") && err.contains("set TMPDIR"),
+        "{err}"
+    );
+    assert!(!pwned.exists(), "TMPDIR's $(...) ran");
 }

@@ -452,6 +452,9 @@ const HOST_PREFIX: &[(&str, RejectedBecause)] = &[
     ("-specs", ReadsUnkeyedFiles),
     ("--specs", ReadsUnkeyedFiles),
     ("-fplugin", ReadsUnkeyedFiles),
+    ("-iplugindir", ReadsUnkeyedFiles),
+    // gcc runs its compilers under this program (`-wrapper prog,args`).
+    ("-wrapper", ReadsUnkeyedFiles),
     ("-fpass-plugin", ReadsUnkeyedFiles),
     ("-fprofile-use", ReadsUnkeyedFiles),
     ("-fprofile-instr-use", ReadsUnkeyedFiles),
@@ -775,6 +778,8 @@ mod tests {
             ("--sysroot=/x", ReadsUnkeyedFiles),
             ("-B/x", ReadsUnkeyedFiles),
             ("-specs=x", ReadsUnkeyedFiles),
+            ("-wrapper,/tmp/w", ReadsUnkeyedFiles),
+            ("-iplugindir=/x", ReadsUnkeyedFiles),
             ("-Wp,-include,x", ReadsUnkeyedFiles),
             ("-I/x", IncludeDirectory),
             ("-isystem,/x", IncludeDirectory),

@@ -14,25 +14,37 @@
 //! nvcc's `nvcc.profile` puts first on `PATH`), then each absolute directory of `PATH`.
 //! `-ccbin` is not taken from the caller's flags (refused,
 //! [`crate::compiler::flags`]), nor from `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`
-//! ([`crate::compiler::nvcc::NvccError::HostCompilerFlag`]).
+//! ([`crate::compiler::nvcc::NvccError::HostCompilerFlag`]). A relative `NVCC_CCBIN` path is
+//! taken from the working directory, made absolute before anything is remembered.
 //!
-//! hipjit then hands nvcc that program explicitly (`-ccbin host/<name>`, a link in the build
-//! directory, so that nvcc, which runs its steps through a shell, never sees the caller's path),
-//! so what runs is what was keyed even if `PATH` changes later in the process.
+//! hipjit then hands nvcc that program explicitly (`-ccbin <path>`), so what runs is what was
+//! keyed even if `PATH` changes later in the process: by its absolute path when every byte of
+//! it is one nvcc's shell reads as it is (nvcc runs its steps through a shell), else through a
+//! link in the build directory (`host/<name>`, the program's `argv[0]` then). nvcc and the host
+//! compiler run with a cleared environment but for the variables of
+//! [`crate::compiler::nvcc::NVCC_RUN_ENV`]: gcc's `COMPILER_PATH` and `GCC_EXEC_PREFIX`, which
+//! would choose other compilers, do not reach it; the header path variables it reads (`CPATH`,
+//! `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`) and `LD_LIBRARY_PATH` are keyed by text.
 //!
 //! # What it is
 //! [`HostCompiler::fingerprint`]: sha256 over the program's file name (a wrapper such as
 //! ccache, or clang against clang++, decides by it), the program's content (links resolved),
-//! the content of the compilers it names for `-print-prog-name=cc1plus` and `-print-prog-name=cc1`
-//! when those are absolute paths of files (gcc's; clang names none), and its predefined macros
-//! for C++ (`-dM -E -x c++ /dev/null`), which also cover a wrapper script that adds `-D`
-//! flags or runs another compiler. Computed with nvcc's identity and remembered with it: a
-//! fresh process checks by `stat` the program (as found and resolved), the compilers it
-//! named, and every directory looked in up to the one that held it (a program added earlier
-//! on `PATH` changes that directory), a missing directory through its nearest existing
-//! ancestor. Not seen: a wrapper that runs another compiler chosen by something other than
-//! its own content and those files (an environment variable it reads) and whose macros are
-//! unchanged.
+//! the content of the compilers it names for `-print-prog-name=cc1plus` and
+//! `-print-prog-name=cc1` when those are absolute paths of files (gcc's; clang names none),
+//! and its predefined macros for C++ (`-dM -E -x c++ /dev/null`), which also cover a wrapper
+//! that adds `-D` flags or runs another compiler. Computed with nvcc's identity and remembered
+//! with it: a fresh process checks by `stat` the program (as found and resolved), the
+//! compilers it named and their directories, its library directory
+//! (`-print-libgcc-file-name`'s, where gcc reads a `specs` file), every directory of the search
+//! and the program of that name in each, through its links (a wrapper such as ccache runs the
+//! next one on `PATH`; `update-alternatives` retargets a link), and for a directory that does
+//! not exist, what changes when it is created (its nearest existing ancestor; through a
+//! dangling link, the link's directory and its target's). A *script* (`#!`) chooses what it
+//! runs by its text, which `stat` cannot follow: each process that takes the remembered
+//! identity asks it for its macros again (one run of it) and recomputes the identity when they
+//! differ, and no hit memo is written for it. Not seen: a compiled wrapper (not a script)
+//! that picks the compiler it runs by something other than the files above (an environment
+//! variable, a configuration file of its own).
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -63,6 +75,14 @@ pub struct HostCompiler {
     /// sha256 (64 hex digits) of its file name, contents, the compilers it names, and its
     /// predefined macros (see the module documentation).
     pub fingerprint: String,
+    /// Whether the program is a script (`#!`): what it runs is chosen by its text, which `stat`
+    /// cannot follow, so a process that takes the remembered identity asks it for its macros
+    /// again ([`HostCompiler::macros`]) and recomputes the identity when they differ.
+    #[serde(default)]
+    pub script: bool,
+    /// sha256 (64 hex digits) of its predefined macros for C++ (`-dM -E -x c++ /dev/null`).
+    #[serde(default)]
+    pub macros: String,
 }
 
 impl HostCompiler {
@@ -156,12 +176,39 @@ fn executable(path: &Path) -> Result<(), String> {
     }
 }
 
-/// `dir`, or its nearest existing ancestor: what changes when `dir` is created.
-fn existing_ancestor(dir: &Path) -> PathBuf {
-    dir.ancestors()
-        .find(|a| crate::file_observe::metadata(a).is_ok())
-        .unwrap_or(Path::new("/"))
-        .to_path_buf()
+/// Adds to `watched` what changes when `dir`, missing now, comes to exist: its nearest existing
+/// ancestor, and where a component on the way is a dangling symbolic link, the directory
+/// holding the link (retargeting it changes that directory) and, followed, its target's nearest
+/// existing ancestor (up to 8 links).
+fn watch_missing(dir: &Path, watched: &mut Vec<PathBuf>, links: usize) {
+    for a in dir.ancestors() {
+        if crate::file_observe::metadata(a).is_ok() {
+            watched.push(a.to_path_buf());
+            return;
+        }
+        if crate::file_observe::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()) {
+            let parent = a.parent().unwrap_or(Path::new("/"));
+            if let (Ok(target), true) = (std::fs::read_link(a), links < 8) {
+                watch_missing(&parent.join(target), watched, links + 1);
+            }
+        }
+    }
+}
+
+/// Adds to `watched` what a fresh process checks of the directory `dir` of a search for
+/// `name`: the directory (a program added, removed or renamed there), or what changes when it
+/// comes to exist; and `dir/name` where it exists, by `stat` through its links (a link
+/// retargeted, as `update-alternatives` does, gives another file).
+fn watch_dir(dir: &Path, name: &std::ffi::OsStr, watched: &mut Vec<PathBuf>) {
+    if crate::file_observe::metadata(dir).is_ok() {
+        watched.push(dir.to_path_buf());
+        let candidate = dir.join(name);
+        if crate::file_observe::metadata(&candidate).is_ok() {
+            watched.push(candidate);
+        }
+    } else {
+        watch_missing(dir, watched, 0);
+    }
 }
 
 /// The host compiler nvcc at `nvcc` (symlinks resolved) would run under `env` (the
@@ -189,9 +236,15 @@ pub(crate) fn locate(
                 path: path.clone(),
                 reason,
             })?;
+            let mut watched_dirs = Vec::new();
+            watch_dir(
+                &watched,
+                std::ffi::OsStr::new(DEFAULT_HOST_COMPILER),
+                &mut watched_dirs,
+            );
             return Ok(Located {
                 path,
-                watched: vec![existing_ancestor(&watched)],
+                watched: watched_dirs,
             });
         }
         name = v.clone();
@@ -206,24 +259,24 @@ pub(crate) fn locate(
     if let Some(path) = var(env, "PATH") {
         dirs.extend(std::env::split_paths(path).filter(|d| d.is_absolute()));
     }
+    // Every directory of the search is watched, not only those up to the one that holds the
+    // program: a wrapper (ccache) runs the next program of that name on `PATH`.
     let mut watched = Vec::new();
     for d in &dirs {
-        let w = existing_ancestor(d);
-        if !watched.contains(&w) {
-            watched.push(w);
-        }
-        let candidate = d.join(&name);
-        if executable(&candidate).is_ok() {
-            return Ok(Located {
-                path: candidate,
-                watched,
-            });
-        }
+        watch_dir(d, &name, &mut watched);
     }
-    Err(HostCompilerError::NotFound {
-        name: name.to_string_lossy().into_owned(),
-        searched: dirs,
-    })
+    watched.dedup();
+    match dirs
+        .iter()
+        .map(|d| d.join(&name))
+        .find(|c| executable(c).is_ok())
+    {
+        Some(path) => Ok(Located { path, watched }),
+        None => Err(HostCompilerError::NotFound {
+            name: name.to_string_lossy().into_owned(),
+            searched: dirs,
+        }),
+    }
 }
 
 /// The host compiler the nvcc at `nvcc` would run under this process's environment
@@ -269,11 +322,13 @@ fn run(
     };
     match process::run(&mut cmd, timeout) {
         Ok(f) if f.status.success() => Ok(String::from_utf8_lossy(&f.stdout).into_owned()),
-        Ok(f) => Err(err(format!(
-            "{}; stderr: {}",
-            f.status,
-            String::from_utf8_lossy(&f.stderr).trim_end()
-        ))),
+        Ok(f) => {
+            let stderr = String::from_utf8_lossy(&f.stderr);
+            Err(err(match stderr.trim_end() {
+                "" => f.status.to_string(),
+                text => format!("{}; stderr: {text}", f.status),
+            }))
+        }
         Err(RunError::Spawn(e)) => Err(err(e.to_string())),
         Err(RunError::Timeout(_)) => {
             Err(err(format!("no answer within {} s", timeout.as_secs_f64())))
@@ -282,9 +337,26 @@ fn run(
     }
 }
 
+/// The arguments of the macro probe: the predefined macros for C++.
+const MACRO_PROBE: [&str; 5] = ["-dM", "-E", "-x", "c++", "/dev/null"];
+
+/// sha256 (hex) of the host compiler at `path`'s predefined macros for C++, run with `env`:
+/// [`HostCompiler::macros`].
+///
+/// Errors: [`HostCompilerError::Run`] when it fails.
+pub(crate) fn macros_digest(
+    path: &Path,
+    env: &[(String, OsString)],
+    timeout: Duration,
+) -> Result<String, HostCompilerError> {
+    let macros = run(path, &MACRO_PROBE, env, timeout)?;
+    Ok(crate::cache::key::hex(&Sha256::digest(macros.as_bytes())))
+}
+
 /// What the host compiler `found` is (see the module documentation), run with `env`, and the
-/// files a fresh process checks by `stat` to trust it: the program as found and resolved, and
-/// the compilers it named.
+/// files and directories a fresh process checks by `stat` to trust it: the program as found
+/// and resolved, the compilers it named and their directories, and its library directory
+/// (where gcc looks for a `specs` file, which can define macros).
 ///
 /// Errors: [`HostCompilerError::UnsafeName`], [`HostCompilerError::Run`] when `--version` or
 /// `-dM -E` fails, [`HostCompilerError::Read`] when a file cannot be hashed.
@@ -299,26 +371,43 @@ pub(crate) fn identify(
         return Err(HostCompilerError::UnsafeName { path: path.clone() });
     }
     let resolved = crate::file_observe::canonicalize(path).unwrap_or_else(|_| path.clone());
+    let script = std::fs::File::open(&resolved)
+        .and_then(|mut f| {
+            let mut head = [0u8; 2];
+            std::io::Read::read_exact(&mut f, &mut head).map(|_| head)
+        })
+        .is_ok_and(|head| &head == b"#!");
     let version = run(path, &["--version"], env, timeout)?
         .lines()
         .next()
         .unwrap_or_default()
         .to_string();
     let mut programs = vec![path.clone(), resolved.clone()];
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    // gcc names its compilers and its library; clang and others answer with the bare name.
+    let named = |arg: &str| -> Option<PathBuf> {
+        let out = run(path, &[arg], env, timeout).ok()?;
+        let p = PathBuf::from(out.trim_end());
+        (p.is_absolute() && crate::file_observe::metadata(&p).is_ok_and(|m| m.is_file()))
+            .then(|| crate::file_observe::canonicalize(&p).unwrap_or(p))
+    };
     for prog in ["cc1plus", "cc1"] {
-        // gcc names its compilers; clang and others answer with the bare name.
-        let Ok(out) = run(path, &[&format!("-print-prog-name={prog}")], env, timeout) else {
-            continue;
-        };
-        let named = PathBuf::from(out.trim_end());
-        if named.is_absolute() && crate::file_observe::metadata(&named).is_ok_and(|m| m.is_file()) {
-            let named = crate::file_observe::canonicalize(&named).unwrap_or(named);
-            if !programs.contains(&named) {
-                programs.push(named);
+        if let Some(p) = named(&format!("-print-prog-name={prog}")) {
+            if let Some(d) = p.parent() {
+                dirs.push(d.to_path_buf());
+            }
+            if !programs.contains(&p) {
+                programs.push(p);
             }
         }
     }
-    let macros = run(path, &["-dM", "-E", "-x", "c++", "/dev/null"], env, timeout)?;
+    if let Some(d) = named("-print-libgcc-file-name")
+        .as_deref()
+        .and_then(Path::parent)
+    {
+        dirs.push(d.to_path_buf());
+    }
+    let macros = run(path, &MACRO_PROBE, env, timeout)?;
     let mut fp = Sha256::new();
     let mut item = |b: &[u8]| {
         fp.update((b.len() as u64).to_le_bytes());
@@ -334,13 +423,21 @@ pub(crate) fn identify(
         item(&digest);
     }
     item(macros.as_bytes());
+    let mut checked = programs;
+    for d in dirs {
+        if !checked.contains(&d) {
+            checked.push(d);
+        }
+    }
     Ok((
         HostCompiler {
             path: path.clone(),
             version,
             fingerprint: crate::cache::key::hex(&fp.finalize()),
+            script,
+            macros: crate::cache::key::hex(&Sha256::digest(macros.as_bytes())),
         },
-        programs,
+        checked,
     ))
 }
 
@@ -372,19 +469,24 @@ mod tests {
     }
 
     #[test]
-    fn gcc_is_found_in_the_toolkit_then_on_path_and_the_directories_before_it_are_watched() {
+    fn gcc_is_found_in_the_toolkit_then_on_path_and_every_directory_looked_in_is_watched() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path();
-        for d in ["cuda/bin", "cuda/nvvm/bin", "a", "b"] {
+        for d in ["cuda/bin", "cuda/nvvm/bin", "a", "b", "c", "t"] {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
         exe(&root.join("b/gcc"));
+        exe(&root.join("c/gcc"));
+        // A link to a directory that does not exist yet.
+        std::os::unix::fs::symlink(root.join("t/later/deep"), root.join("a/link")).unwrap();
         let nvcc = root.join("cuda/bin/nvcc");
         let path = std::env::join_paths([
             root.join("missing/dir"),
             PathBuf::from("relative"),
+            root.join("a/link/sub"),
             root.join("a"),
             root.join("b"),
+            root.join("c"),
         ])
         .unwrap();
         let env = vec![("PATH".to_string(), path)];
@@ -395,9 +497,17 @@ mod tests {
             [
                 root.join("cuda/nvvm/bin"),
                 root.join("cuda/bin"),
+                // missing/dir: its nearest existing ancestor.
                 root.to_path_buf(),
+                // a/link/sub: through the dangling link, its target's nearest existing
+                // ancestor, then the directory holding the link.
+                root.join("t"),
                 root.join("a"),
-                root.join("b")
+                root.join("b"),
+                root.join("b/gcc"),
+                // After the one that holds it: a wrapper there may run the next gcc.
+                root.join("c"),
+                root.join("c/gcc"),
             ]
         );
         // A gcc beside nvcc comes first, as nvcc's profile puts its directory first on PATH.

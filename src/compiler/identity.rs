@@ -344,7 +344,20 @@ pub fn identify(
     let dir = dir.or(default_dir.as_deref());
     let memo_file = dir.map(|d| d.join(memo_name(kind, &resolved, env)));
     if let Some(id) = memo_file.as_deref().and_then(|f| read_memo(f, &resolved)) {
-        return Ok(id);
+        match id.host_compiler.as_ref().filter(|h| h.script) {
+            None => return Ok(id),
+            // A script chooses what it runs by its text, which `stat` cannot follow: asked
+            // for its macros again, and trusted only when they are the remembered ones. Not
+            // recordable: the hit memo, which checks by `stat` alone, must not skip this.
+            Some(host) => {
+                crate::file_observe::unrecordable();
+                if super::host_compiler::macros_digest(&host.path, env, timeout)
+                    .is_ok_and(|m| m == host.macros)
+                {
+                    return Ok(id);
+                }
+            }
+        }
     }
     let version = run_text(path, &["--version"], env, timeout)?;
     let mut watched: Vec<PathBuf> = Vec::new();

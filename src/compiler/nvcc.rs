@@ -16,13 +16,16 @@
 //! CUDA's `_sync` forms with a full mask, and defines `__HIP_PLATFORM_NVIDIA__`.
 //!
 //! # Command
-//! `nvcc -ccbin host/<name> -cubin -arch=sm_NN -std=c++17 -O3 -I include -include
+//! `nvcc -ccbin <host compiler> -cubin -arch=sm_NN -std=c++17 -O3 -I include -include
 //! hip/hip_runtime.h [flags] -o kernel.cubin -x cu kernel.cu`, run with
-//! `std::process::Command` (no shell) in a temporary directory holding the prelude
-//! (`include/`), the source (`kernel.cu`, its bytes as given), so that nvcc's diagnostics name
-//! `kernel.cu`, and a link to the host compiler of nvcc's identity (`host/<name>`: nvcc runs
-//! its own steps through a shell, and is handed no path of the caller's;
-//! [`crate::compiler::host_compiler`]). The standard is C++17 unless
+//! `std::process::Command` (no shell) in a private temporary directory holding the prelude
+//! (`include/`) and the source (`kernel.cu`, its bytes as given), so that nvcc's diagnostics
+//! name `kernel.cu`, with the environment of [`NVCC_RUN_ENV`] (`TMPDIR=.`: nvcc's
+//! intermediate files there). The host compiler is the one of nvcc's identity
+//! ([`crate::compiler::host_compiler`]); nvcc runs its own steps through a shell, so the
+//! command line holds no path of the caller's, the host compiler's only when nvcc's shell
+//! reads it as it is, and a temporary directory whose path that shell would interpret is
+//! refused ([`NvccError::TempDir`]). The standard is C++17 unless
 //! [`Nvcc::with_std`] says otherwise; nvcc ignores, with a warning, a standard its host
 //! compiler lacks (`-std=c++23` with GCC 12): hipjit makes that an error
 //! ([`NvccError::StdIgnored`]) rather than compile under another standard. The caller's flags
@@ -34,6 +37,7 @@
 //! manifest.
 
 use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -106,16 +110,19 @@ const PRELUDE_FILES: [(&str, &str); 3] = [
 const PRELUDE_DIR: &str = "prelude";
 const STAGED_INCLUDE: &str = "include";
 const DEPS_NAME: &str = "deps.d";
-/// The build directory's link to nvcc's host compiler ([`Nvcc::stage_host_compiler`]).
+/// The build directory's link to nvcc's host compiler ([`Nvcc::host_compiler_flags`]).
 const HOST_DIR: &str = "host";
 const CUBIN_NAME: &str = "kernel.cubin";
 
-/// The environment variables nvcc reads that change its output, hashed into the cache key
-/// (nvcc runs with hipjit's environment): its own, and those its `bin/nvcc.profile` appends
-/// to the flags it hands its stages (`INCLUDES`, `SYSTEM_INCLUDES`, `LIBRARIES`,
-/// `CUDAFE_FLAGS`, `PTXAS_FLAGS`: `INCLUDES=-DX=1` defines a macro in every compile). Not
-/// `NVCC_CCBIN`, nor `PATH`: the host compiler they select is keyed by content
-/// ([`crate::compiler::host_compiler`]).
+/// The environment variables nvcc reads that change its output, hashed into the cache key:
+/// its own; those its `bin/nvcc.profile` appends to the flags it hands its stages
+/// (`INCLUDES`, `SYSTEM_INCLUDES`, `LIBRARIES`, `CUDAFE_FLAGS`, `PTXAS_FLAGS`:
+/// `INCLUDES=-DX=1` defines a macro in every compile); those its host compiler reads for
+/// headers (`CPATH`, `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`: a header put earlier on them
+/// shadows one the manifest names); and `LD_LIBRARY_PATH`, which chooses the shared libraries
+/// its stages and host compiler run with. nvcc runs with these, `PATH` and `HOME` alone
+/// ([`NVCC_RUN_ENV`]). Not `NVCC_CCBIN`, nor `PATH`: the host compiler they select is keyed by
+/// content ([`crate::compiler::host_compiler`]).
 pub const NVCC_KEY_ENV: &[&str] = &[
     "NVCC_PREPEND_FLAGS",
     "NVCC_APPEND_FLAGS",
@@ -124,7 +131,76 @@ pub const NVCC_KEY_ENV: &[&str] = &[
     "LIBRARIES",
     "CUDAFE_FLAGS",
     "PTXAS_FLAGS",
+    "CPATH",
+    "CPLUS_INCLUDE_PATH",
+    "C_INCLUDE_PATH",
+    "LD_LIBRARY_PATH",
 ];
+
+/// The environment nvcc (and its host compiler, which it runs) gets: [`NVCC_KEY_ENV`], `PATH`
+/// and `HOME` from hipjit's own, everything else cleared (gcc's `COMPILER_PATH` and
+/// `GCC_EXEC_PREFIX` would choose programs the key does not see), and `LC_ALL=C`, `TMPDIR=.`
+/// (nvcc's intermediate files in the private build directory, named there by relative paths in
+/// the command lines nvcc hands its shell).
+pub const NVCC_RUN_ENV: &[&str] = &[
+    "NVCC_PREPEND_FLAGS",
+    "NVCC_APPEND_FLAGS",
+    "INCLUDES",
+    "SYSTEM_INCLUDES",
+    "LIBRARIES",
+    "CUDAFE_FLAGS",
+    "PTXAS_FLAGS",
+    "CPATH",
+    "CPLUS_INCLUDE_PATH",
+    "C_INCLUDE_PATH",
+    "LD_LIBRARY_PATH",
+    "PATH",
+    "HOME",
+];
+
+/// The bytes nvcc's shell gives a meaning to inside the double quotes nvcc writes paths in.
+const SHELL_QUOTED_SPECIAL: &[u8] = b"\"$`\\\n";
+
+/// A private (mode 0700) build directory for one nvcc run, in the temporary directory
+/// ([`std::env::temp_dir`], `TMPDIR`). nvcc writes the absolute path of its input into the
+/// command lines it runs through a shell, in double quotes: a temporary directory whose path
+/// holds `"`, `$`, `` ` ``, `\` or a newline is refused.
+///
+/// Errors: [`NvccError::TempDir`] for such a path, [`NvccError::Io`] when it cannot be made.
+fn build_directory() -> Result<tempfile::TempDir, NvccError> {
+    let parent = std::env::temp_dir();
+    if let Some(&b) = parent
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .find(|b| SHELL_QUOTED_SPECIAL.contains(b))
+    {
+        return Err(NvccError::TempDir {
+            path: parent,
+            byte: b as char,
+        });
+    }
+    tempfile::Builder::new()
+        .prefix("hipjit-nvcc-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .map_err(|source| NvccError::Io {
+            what: "cannot create a temporary directory in",
+            path: parent,
+            source,
+        })
+}
+
+/// `cmd` (nvcc) with its environment set as [`NVCC_RUN_ENV`] says.
+fn run_environment(cmd: &mut Command) -> &mut Command {
+    cmd.env_clear();
+    for k in NVCC_RUN_ENV {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
+    }
+    cmd.env("LC_ALL", "C").env("TMPDIR", ".")
+}
 
 /// An error finding or running nvcc.
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +253,29 @@ pub enum NvccError {
         variable: &'static str,
         /// The flag as found in it.
         flag: String,
+    },
+    /// The temporary directory's path holds a byte nvcc's shell would interpret: nvcc writes
+    /// paths below it into the command lines it runs through a shell.
+    #[error(
+        "the temporary directory {} holds {byte:?}, which the shell nvcc runs its steps with \
+         would interpret in the paths below it; set TMPDIR to a directory without `\"`, `$`, \
+         `` ` ``, `\\` or a newline",
+        path.display()
+    )]
+    TempDir {
+        /// The directory ([`std::env::temp_dir`]).
+        path: PathBuf,
+        /// The byte.
+        byte: char,
+    },
+    /// `NVCC_PREPEND_FLAGS` or `NVCC_APPEND_FLAGS` holds a flag the caller's flags could not
+    /// hold ([`crate::compiler::flags`]): nvcc adds them to every command line.
+    #[error("{variable}: {reason}")]
+    EnvironmentFlag {
+        /// The variable.
+        variable: &'static str,
+        /// Why its flag is refused.
+        reason: Box<NvccError>,
     },
     /// nvcc said it ignored the standard asked for (its host compiler lacks it).
     #[error(
@@ -327,11 +426,22 @@ impl Nvcc {
     }
 
     fn identify(path: &Path, dir: Option<&Path>) -> Result<Nvcc, NvccError> {
-        let env: Vec<(String, OsString)> = NVCC_KEY_ENV
+        let mut env: Vec<(String, OsString)> = NVCC_RUN_ENV
             .iter()
-            .chain([HOST_COMPILER_ENV, "PATH", "HOME"].iter())
+            .chain([HOST_COMPILER_ENV].iter())
             .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
             .collect();
+        // A relative `NVCC_CCBIN` path names a program by the working directory: the identity
+        // (and its memo's name) holds it made absolute, so that another directory is another
+        // host compiler.
+        for (k, v) in &mut env {
+            if k == HOST_COMPILER_ENV && v.as_bytes().contains(&b'/') && !Path::new(v).is_absolute()
+            {
+                if let Ok(abs) = std::path::absolute(Path::new(v)) {
+                    *v = abs.into_os_string();
+                }
+            }
+        }
         let identity = identify(
             CompilerKind::Nvcc,
             path,
@@ -471,28 +581,37 @@ impl Nvcc {
         self.key(source, sm, flags).to_hex()
     }
 
-    /// Names nvcc's host compiler, the one its identity holds, in the build directory `build`
-    /// under a name nvcc's shell reads as it is (`host/<name>`, a link to it), and gives the
-    /// flags that hand it to nvcc (`-ccbin host/<name>`), so that what runs is what is keyed.
+    /// Checks the flags of `NVCC_PREPEND_FLAGS` and `NVCC_APPEND_FLAGS` (nvcc adds them to
+    /// every command line) with the rules of the caller's ([`crate::compiler::flags`]; a host
+    /// compiler named there, `-ccbin`, has a message of its own), and names nvcc's host
+    /// compiler, the one its identity holds, so that what runs is what is keyed: by its
+    /// absolute path when every byte of it is one nvcc's shell reads as it is (ASCII letters,
+    /// digits, `/`, `.`, `_`, `+`, `-`), else through a link in the build directory `build`
+    /// (`host/<name>`; the program then sees that as its `argv[0]`). Gives the flags
+    /// (`-ccbin <program>`).
     ///
-    /// Errors: [`NvccError::HostCompilerFlag`] when `NVCC_PREPEND_FLAGS` or
-    /// `NVCC_APPEND_FLAGS` names a host compiler, [`NvccError::Io`] when the link cannot be
-    /// made.
-    fn stage_host_compiler(&self, build: &Path) -> Result<[String; 2], NvccError> {
+    /// Errors: [`NvccError::HostCompilerFlag`], [`NvccError::EnvironmentFlag`],
+    /// [`NvccError::Io`] when the link cannot be made.
+    fn host_compiler_flags(&self, build: &Path) -> Result<[String; 2], NvccError> {
         for variable in ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"] {
             let Some(value) = std::env::var_os(variable) else {
                 continue;
             };
             let value = value.to_string_lossy();
-            if let Some(flag) = value
-                .split_ascii_whitespace()
+            let words: Vec<String> = value.split_ascii_whitespace().map(String::from).collect();
+            if let Some(flag) = words
+                .iter()
                 .find(|w| w.starts_with("-ccbin") || w.starts_with("--compiler-bindir"))
             {
                 return Err(NvccError::HostCompilerFlag {
                     variable,
-                    flag: flag.to_string(),
+                    flag: flag.clone(),
                 });
             }
+            Nvcc::check_flags(&words).map_err(|e| NvccError::EnvironmentFlag {
+                variable,
+                reason: Box::new(e),
+            })?;
         }
         let host = self.identity.host_compiler.as_ref().ok_or_else(|| {
             NvccError::HostCompiler(HostCompilerError::NotFound {
@@ -500,6 +619,13 @@ impl Nvcc {
                 searched: Vec::new(),
             })
         })?;
+        let path = host.path.as_os_str().as_bytes();
+        if path
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'+' | b'-'))
+        {
+            return Ok(["-ccbin".into(), host.path.display().to_string()]);
+        }
         let dir = build.join(HOST_DIR);
         std::fs::create_dir(&dir).map_err(|source| NvccError::Io {
             what: "cannot create",
@@ -685,14 +811,7 @@ impl Nvcc {
             let path = path.to_path_buf();
             move |source| NvccError::Io { what, path, source }
         };
-        let tmp = tempfile::Builder::new()
-            .prefix("hipjit-nvcc-")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir()
-            .map_err(io(
-                "cannot create a temporary directory in",
-                &std::env::temp_dir(),
-            ))?;
+        let tmp = build_directory()?;
         let hip = tmp.path().join(PRELUDE_DIR).join("hip");
         std::fs::create_dir_all(&hip).map_err(io("cannot create", &hip))?;
         for (name, text) in PRELUDE_FILES {
@@ -718,7 +837,7 @@ impl Nvcc {
         command.extend(flags.by_ref().take(3));
         command.push(BackendKind::Nvcc.std_flag(options.std, &self.identity));
         command.extend(["-I".into(), PRELUDE_DIR.into()]);
-        command.extend(self.stage_host_compiler(tmp.path())?);
+        command.extend(self.host_compiler_flags(tmp.path())?);
         command.extend(flags);
         command.extend(options.extra_flags.iter().cloned());
         command.extend(
@@ -735,7 +854,9 @@ impl Nvcc {
             .map(String::from),
         );
         let mut cmd = Command::new(&self.path);
-        cmd.args(&command[1..]).current_dir(tmp.path());
+        run_environment(&mut cmd)
+            .args(&command[1..])
+            .current_dir(tmp.path());
         let started_at = crate::cache::manifest::filesystem_now(tmp.path());
         let started = std::time::Instant::now();
         let output = match super::process::run(&mut cmd, timeout) {
@@ -851,14 +972,7 @@ impl Nvcc {
             let path = path.to_path_buf();
             move |source| NvccError::Io { what, path, source }
         };
-        let tmp = tempfile::Builder::new()
-            .prefix("hipjit-nvcc-")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir()
-            .map_err(io(
-                "cannot create a temporary directory in",
-                &std::env::temp_dir(),
-            ))?;
+        let tmp = build_directory()?;
         let inc = tmp.path().join("include");
         let hip = inc.join("hip");
         std::fs::create_dir_all(&hip).map_err(io("cannot create", &hip))?;
@@ -871,7 +985,7 @@ impl Nvcc {
         let out = tmp.path().join("kernel.cubin");
         // Names relative to the directory nvcc runs in: its diagnostics say `kernel.cu`.
         let mut args: Vec<OsString> = self
-            .stage_host_compiler(tmp.path())?
+            .host_compiler_flags(tmp.path())?
             .into_iter()
             .map(OsString::from)
             .collect();
@@ -885,7 +999,9 @@ impl Nvcc {
         // Through the compiler stage's runner: a deadline covering its output, bounded
         // output, and nvcc and its children die with hipjit (see `process`).
         let mut cmd = Command::new(&self.path);
-        cmd.args(&args).current_dir(tmp.path());
+        run_environment(&mut cmd)
+            .args(&args)
+            .current_dir(tmp.path());
         let output = match super::process::run(&mut cmd, NVCC_TIMEOUT) {
             Ok(f) => f,
             Err(super::process::RunError::Timeout(_)) => {
