@@ -30,17 +30,28 @@ fn real_gcc() -> PathBuf {
 /// back (as a package upgrade leaves the packaged time), renamed into place.
 fn wrapper(dir: &Path, value: u8) {
     assert!(value < 10);
+    wrapper_with(dir, &[format!("-DHOSTVAL={value}")]);
+}
+
+/// [`wrapper`] adding the arguments `extra` (each free of `"` and `\\`) before the caller's.
+fn wrapper_with(dir: &Path, extra: &[String]) {
     std::fs::create_dir_all(dir).unwrap();
     let c = dir.join(".gcc.c");
+    let n = extra.len();
+    let set: String = extra
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("  a[{}] = \"{a}\";\n", i + 1))
+        .collect();
     std::fs::write(
         &c,
         format!(
             "#include <stdlib.h>\n#include <unistd.h>\n\
              int main(int argc, char** argv) {{\n\
-               char** a = malloc((argc + 2) * sizeof *a);\n\
-               a[0] = \"{gcc}\"; a[1] = \"-DHOSTVAL={value}\";\n\
-               for (int i = 1; i < argc; i++) a[i + 1] = argv[i];\n\
-               a[argc + 1] = 0;\n\
+               char** a = malloc((argc + {n} + 1) * sizeof *a);\n\
+               a[0] = \"{gcc}\";\n{set}\
+               for (int i = 1; i < argc; i++) a[i + {n}] = argv[i];\n\
+               a[argc + {n}] = 0;\n\
                execv(\"{gcc}\", a);\n\
                return 127;\n\
              }}\n",
@@ -534,4 +545,138 @@ fn the_host_compiler_sees_its_own_path_and_tmpdir_never_reaches_nvccs_shell() {
         "{err}"
     );
     assert!(!pwned.exists(), "TMPDIR's $(...) ran");
+}
+
+/// The kernel reading `HV` from `<hv.h>`, in `home/project`.
+fn hv_project(home: &Path) {
+    std::fs::create_dir_all(home.join("project")).unwrap();
+    std::fs::write(
+        home.join("project/k.hip"),
+        "#include <hv.h>\nextern \"C\" __global__ void k(int* p) { p[0] = HV; }\n",
+    )
+    .unwrap();
+}
+
+/// A header added later to a `CPATH` directory searched before the one that held it (the
+/// variable's text unchanged) is seen: nvcc's header search directories are in the manifest.
+#[test]
+fn a_header_added_to_an_earlier_cpath_directory_is_compiled_again() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    hv_project(home);
+    let (a, b) = (home.join("a"), home.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(b.join("hv.h"), "#define HV 1\n").unwrap();
+    let cpath = format!("{}:{}", a.display(), b.display());
+    let run = || {
+        let (ok, out, err) = compile(home, &[], &[("CPATH", &cpath)]);
+        assert!(ok, "{err}");
+        (out, std::fs::read(home.join("out.cubin")).unwrap())
+    };
+    let (first, one) = run();
+    assert!(first.contains("miss (compiled)"), "{first}");
+    assert!(run().0.contains("hit (disk)"));
+    std::fs::write(a.join("hv.h"), "#define HV 2\n").unwrap();
+    let (after, two) = run();
+    assert!(after.contains("miss (compiled)"), "{after}");
+    assert_ne!(two, one);
+}
+
+/// The host compiler's own include search list (here a wrapper's `-isystem` directories,
+/// standing in for `/usr/local/include` before `/usr/include`) is in the manifest: a header
+/// added to a directory searched before the one that held it is seen.
+#[test]
+fn a_header_added_to_an_earlier_system_directory_of_the_host_compiler_is_compiled_again() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    hv_project(home);
+    let (a, b) = (home.join("sys/a"), home.join("sys/b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(b.join("hv.h"), "#define HV 1\n").unwrap();
+    let bin = home.join("bin");
+    wrapper_with(
+        &bin,
+        &[
+            "-isystem".into(),
+            a.display().to_string(),
+            "-isystem".into(),
+            b.display().to_string(),
+        ],
+    );
+    let dirs = [bin];
+    let (first, one) = compiled(home, &dirs);
+    assert!(first.contains("miss (compiled)"), "{first}");
+    assert!(compiled(home, &dirs).0.contains("hit (disk)"));
+    std::fs::write(a.join("hv.h"), "#define HV 2\n").unwrap();
+    let (after, two) = compiled(home, &dirs);
+    assert!(after.contains("miss (compiled)"), "{after}");
+    assert_ne!(two, one);
+}
+
+/// nvcc pastes the caller's words into command lines it runs with `sh`: define values and
+/// flags holding shell syntax are refused, naming the word, and nothing runs; so are the
+/// variables its profile pastes as they are.
+#[test]
+fn shell_syntax_in_defines_flags_and_pasted_variables_is_refused_and_never_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    project(home);
+    let pwned = home.join("PWNED");
+    let p = pwned.display();
+    let hipjit = |args: &[String], env: &[(&str, String)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        cmd.args(["compile", "--compiler", "nvcc", "--arch", "sm_90", "-o"])
+            .arg(home.join("out.cubin"))
+            .args(args)
+            .arg(home.join("project/k.hip"))
+            .env("HIPJIT_CACHE_DIR", home.join("cache"))
+            .env("XDG_CACHE_HOME", home.join("xdg"))
+            .env("HIPJIT_NVCC", pypi_nvcc())
+            .env_remove("HIPJIT_COMPILER");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    for args in [
+        vec!["-D".to_string(), format!("HOSTVAL=$(touch {p})")],
+        vec!["-D".to_string(), format!("HOSTVAL=`touch {p}`")],
+        vec![format!("--cflag=-DZ=$(touch {p})")],
+        vec![
+            "--cflag=-Xcompiler".to_string(),
+            format!("--cflag=-DZ=1;touch {p}"),
+        ],
+        vec![format!("--cflag=-Xptxas=-v;touch {p}")],
+    ] {
+        let (ok, err) = hipjit(&args, &[]);
+        assert!(!ok, "{args:?} compiled");
+        assert!(
+            err.contains("refusing to run nvcc with") && err.contains("would interpret"),
+            "{args:?}: {err}"
+        );
+        assert!(!pwned.exists(), "{args:?} ran");
+    }
+    for var in ["INCLUDES", "PTXAS_FLAGS"] {
+        let (ok, err) = hipjit(&[], &[(var, format!("-O3;touch {p}"))]);
+        assert!(
+            !ok && err.contains(&format!("refusing to run nvcc with {var}=")),
+            "{err}"
+        );
+    }
+    let (ok, err) = hipjit(
+        &[],
+        &[("NVCC_APPEND_FLAGS", format!("-DZ=$(touch{{IFS}}{p})"))],
+    );
+    assert!(!ok && err.contains("NVCC_APPEND_FLAGS"), "{err}");
+    assert!(!pwned.exists());
+    // What the shell takes literally still compiles: a define value with spaces, quotes and
+    // parentheses (nvcc double-quotes -D words).
+    let (ok, err) = hipjit(&["-D".into(), "HOSTVAL=(1 << 2)".into()], &[]);
+    assert!(ok, "{err}");
 }

@@ -715,24 +715,48 @@ impl Backend {
     }
 
     /// The environment the compiler runs with that decides its search paths (`CPATH` and
-    /// the like, for [`crate::cache::manifest::extra_search_dirs`]); empty for nvcc, whose
-    /// keyed variables are [`crate::compiler::nvcc::NVCC_KEY_ENV`], and for the in-process
-    /// compilers.
-    pub fn environment(&self) -> &[(String, OsString)] {
+    /// the like, for [`crate::cache::manifest::extra_search_dirs`]): hipcc's, nvcc's header
+    /// path variables as read now (its host compiler reads them:
+    /// [`crate::compiler::nvcc::NVCC_RUN_ENV`]); empty for the in-process compilers.
+    pub fn environment(&self) -> std::borrow::Cow<'_, [(String, OsString)]> {
         match self {
-            Backend::Hipcc(c) => c.environment(),
-            Backend::Nvcc(..) | Backend::HipRtc(_) | Backend::Nvrtc(_) => &[],
+            Backend::Hipcc(c) => std::borrow::Cow::Borrowed(c.environment()),
+            Backend::Nvcc(..) => std::borrow::Cow::Owned(
+                ["CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"]
+                    .iter()
+                    .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
+                    .collect(),
+            ),
+            Backend::HipRtc(_) | Backend::Nvrtc(_) => std::borrow::Cow::Borrowed(&[]),
         }
     }
 
-    /// The absolute search directories hipjit itself hands the compiler besides the options'
-    /// include directories and extra flags, for the header manifest's directory records
+    /// The absolute search directories the compiler searches besides the options' include
+    /// directories and extra flags, for the header manifest's directory records
     /// ([`crate::cache::manifest::record`]): NVRTC's `-I` of the CUDA toolkit's headers and of
-    /// CCCL's; none for the others.
+    /// CCCL's; nvcc's (its toolkit's `include` and `include/cccl`, which its profile adds)
+    /// and its host compiler's include search list
+    /// ([`crate::compiler::host_compiler::HostCompiler::include_dirs`]); none for the others.
     pub fn own_search_dirs(&self) -> Vec<PathBuf> {
         match self {
             Backend::Nvrtc(b) => b.cuda_include.iter().chain(&b.cuda_cccl).cloned().collect(),
-            Backend::Hipcc(_) | Backend::Nvcc(..) | Backend::HipRtc(_) => Vec::new(),
+            Backend::Nvcc(n, _) => {
+                let id = n.identity_ref();
+                let toolkit = id
+                    .header_dirs
+                    .first()
+                    .map(|root| vec![root.join("include"), root.join("include/cccl")])
+                    .unwrap_or_default();
+                toolkit
+                    .into_iter()
+                    .chain(
+                        id.host_compiler
+                            .iter()
+                            .flat_map(|h| h.include_dirs.iter().cloned()),
+                    )
+                    .collect()
+            }
+            Backend::Hipcc(_) | Backend::HipRtc(_) => Vec::new(),
         }
     }
 

@@ -35,11 +35,22 @@
 //! that adds `-D` flags or runs another compiler. Computed with nvcc's identity and remembered
 //! with it: a fresh process checks by `stat` the program (as found and resolved), the
 //! compilers it named and their directories, its library directory
-//! (`-print-libgcc-file-name`'s, where gcc reads a `specs` file), every directory of the search
-//! and the program of that name in each, through its links (a wrapper such as ccache runs the
-//! next one on `PATH`; `update-alternatives` retargets a link), and for a directory that does
-//! not exist, what changes when it is created (its nearest existing ancestor; through a
-//! dangling link, the link's directory and its target's). A *script* (`#!`) chooses what it
+//! (`-print-libgcc-file-name`'s) and every directory of its `-print-search-dirs` `programs:`
+//! and `libraries:` lists (where gcc looks for its compilers and `specs` files, which can
+//! define macros), the resolved program's directory (clang reads a `<target>.cfg` there),
+//! every directory of the search and the program of that name in each, through its links (a
+//! wrapper such as ccache runs the next one on `PATH`; `update-alternatives` retargets a
+//! link), and for a directory that does not exist, what changes when it is created (its
+//! nearest existing ancestor; through a dangling link, the link's directory and its
+//! target's). nvcc's identity adds the toolkit's `lib` and the `LD_LIBRARY_PATH` directories,
+//! where the shared libraries of nvcc's stages and of the host compiler are found (a library
+//! added or renamed there is seen; the system's own libraries are not fingerprinted).
+//!
+//! Its include search list (`-E -v -x c++ /dev/null`: `/usr/local/include` before
+//! `/usr/include`...) is kept in [`HostCompiler::include_dirs`]: the header manifest lists
+//! those directories, with the toolkit's `include` and `include/cccl` and the `CPATH`
+//! directories, as it lists `-I` directories, so that a header added to one searched before
+//! the one that held it is a miss. A *script* (`#!`) chooses what it
 //! runs by its text, which `stat` cannot follow: each process that takes the remembered
 //! identity asks it for its macros again (one run of it) and recomputes the identity when they
 //! differ, and no hit memo is written for it. Not seen: a compiled wrapper (not a script)
@@ -83,6 +94,12 @@ pub struct HostCompiler {
     /// sha256 (64 hex digits) of its predefined macros for C++ (`-dM -E -x c++ /dev/null`).
     #[serde(default)]
     pub macros: String,
+    /// Its include search list for C++ (`-E -v -x c++ /dev/null`: `/usr/local/include`,
+    /// `/usr/include`...), absolute: the header manifest lists these directories, so that a
+    /// header added to one searched before the one that held it is seen
+    /// ([`crate::compiler::Backend::own_search_dirs`]).
+    #[serde(default)]
+    pub include_dirs: Vec<PathBuf>,
 }
 
 impl HostCompiler {
@@ -193,6 +210,20 @@ fn watch_missing(dir: &Path, watched: &mut Vec<PathBuf>, links: usize) {
             }
         }
     }
+}
+
+/// What a fresh process checks by `stat` of the directories `dirs`: each that exists, and for
+/// one that does not, what changes when it is created ([`watch_missing`]).
+pub(crate) fn watch_directories(dirs: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
+    let mut watched = Vec::new();
+    for d in dirs {
+        if crate::file_observe::metadata(&d).is_ok() {
+            watched.push(d);
+        } else {
+            watch_missing(&d, &mut watched, 0);
+        }
+    }
+    watched
 }
 
 /// Adds to `watched` what a fresh process checks of the directory `dir` of a search for
@@ -310,6 +341,16 @@ fn run(
     env: &[(String, OsString)],
     timeout: Duration,
 ) -> Result<String, HostCompilerError> {
+    run_both(path, args, env, timeout).map(|(out, _)| out)
+}
+
+/// [`run`], giving its standard output and error.
+fn run_both(
+    path: &Path,
+    args: &[&str],
+    env: &[(String, OsString)],
+    timeout: Duration,
+) -> Result<(String, String), HostCompilerError> {
     let mut cmd = Command::new(path);
     cmd.args(args)
         .env_clear()
@@ -321,7 +362,10 @@ fn run(
         reason,
     };
     match process::run(&mut cmd, timeout) {
-        Ok(f) if f.status.success() => Ok(String::from_utf8_lossy(&f.stdout).into_owned()),
+        Ok(f) if f.status.success() => Ok((
+            String::from_utf8_lossy(&f.stdout).into_owned(),
+            String::from_utf8_lossy(&f.stderr).into_owned(),
+        )),
         Ok(f) => {
             let stderr = String::from_utf8_lossy(&f.stderr);
             Err(err(match stderr.trim_end() {
@@ -335,6 +379,56 @@ fn run(
         }
         Err(RunError::Cancelled) => Err(err("cancelled before it answered".into())),
     }
+}
+
+/// The directories of the `#include "..."` and `#include <...>` search lists in the output
+/// of `-E -v` (gcc's and clang's form: the lines between `... search starts here:` and `End of
+/// search list.`), as absolute paths, `..` resolved where the directory exists.
+fn include_search_list(verbose: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in verbose.lines() {
+        if line.starts_with("#include") && line.ends_with("search starts here:") {
+            inside = true;
+        } else if line.starts_with("End of search list.") {
+            inside = false;
+        } else if inside {
+            let dir = line.trim().trim_end_matches(" (framework directory)");
+            let dir = Path::new(dir);
+            if dir.is_absolute() {
+                let dir =
+                    crate::file_observe::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+                if !out.contains(&dir) {
+                    out.push(dir);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The directories of the `programs:` and `libraries:` lines of `-print-search-dirs` (gcc's
+/// and clang's form: `name: =dir:dir...`): where gcc looks for its compilers and `specs` files.
+fn program_and_library_dirs(text: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(list) = line
+            .strip_prefix("programs: ")
+            .or_else(|| line.strip_prefix("libraries: "))
+        else {
+            continue;
+        };
+        for d in list.trim_start_matches('=').split(':') {
+            let d = Path::new(d);
+            if d.is_absolute() {
+                let d = crate::file_observe::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
+                if !out.contains(&d) {
+                    out.push(d);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The arguments of the macro probe: the predefined macros for C++.
@@ -407,6 +501,14 @@ pub(crate) fn identify(
     {
         dirs.push(d.to_path_buf());
     }
+    // Where it looks for its programs, libraries and `specs` files (gcc), and beside the
+    // program itself (clang reads a `<target>.cfg` there).
+    if let Ok(text) = run(path, &["-print-search-dirs"], env, timeout) {
+        dirs.extend(program_and_library_dirs(&text));
+    }
+    dirs.extend(resolved.parent().map(Path::to_path_buf));
+    let (_, verbose) = run_both(path, &["-E", "-v", "-x", "c++", "/dev/null"], env, timeout)?;
+    let include_dirs = include_search_list(&verbose);
     let macros = run(path, &MACRO_PROBE, env, timeout)?;
     let mut fp = Sha256::new();
     let mut item = |b: &[u8]| {
@@ -424,11 +526,9 @@ pub(crate) fn identify(
     }
     item(macros.as_bytes());
     let mut checked = programs;
-    for d in dirs {
-        if !checked.contains(&d) {
-            checked.push(d);
-        }
-    }
+    checked.extend(watch_directories(dirs));
+    checked.sort();
+    checked.dedup();
     Ok((
         HostCompiler {
             path: path.clone(),
@@ -436,6 +536,7 @@ pub(crate) fn identify(
             fingerprint: crate::cache::key::hex(&fp.finalize()),
             script,
             macros: crate::cache::key::hex(&Sha256::digest(macros.as_bytes())),
+            include_dirs,
         },
         checked,
     ))

@@ -386,6 +386,25 @@ pub fn identify(
             watched.extend(found.watched);
             watched.extend(host_files);
             host_compiler = Some(host);
+            // The shared libraries nvcc's stages and its host compiler load: found in the
+            // toolkit's `lib` (nvcc's profile puts it first) and the `LD_LIBRARY_PATH`
+            // directories, whose files added or renamed are seen by their directories.
+            let toolkit_lib = resolved
+                .parent()
+                .and_then(Path::parent)
+                .map(|t| t.join("lib"));
+            let library_path = env
+                .iter()
+                .find(|(k, _)| k == "LD_LIBRARY_PATH")
+                .map(|(_, v)| {
+                    std::env::split_paths(v)
+                        .filter(|d| d.is_absolute())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            watched.extend(super::host_compiler::watch_directories(
+                toolkit_lib.into_iter().chain(library_path),
+            ));
             let (files, covered) = nvcc_files(&resolved);
             let toolkit = resolved
                 .parent()

@@ -25,7 +25,10 @@
 //! ([`crate::compiler::host_compiler`]); nvcc runs its own steps through a shell, so the
 //! command line holds no path of the caller's, the host compiler's only when nvcc's shell
 //! reads it as it is, and a temporary directory whose path that shell would interpret is
-//! refused ([`NvccError::TempDir`]). The standard is C++17 unless
+//! refused ([`NvccError::TempDir`]), as is a flag or define holding what that shell would
+//! act on ([`NvccError::ShellSyntax`]: nvcc double-quotes its own `-D`, `-U` and `-I` words,
+//! where `$`, `` ` `` and `\` still act, and pastes every other word as it is, where only
+//! letters, digits and `_-+=.,/:@%` are taken literally). The standard is C++17 unless
 //! [`Nvcc::with_std`] says otherwise; nvcc ignores, with a warning, a standard its host
 //! compiler lacks (`-std=c++23` with GCC 12): hipjit makes that an error
 //! ([`NvccError::StdIgnored`]) rather than compile under another standard. The caller's flags
@@ -191,6 +194,65 @@ fn build_directory() -> Result<tempfile::TempDir, NvccError> {
         })
 }
 
+/// The bytes refused in the variables nvcc's profile pastes into its shell command lines
+/// unquoted (`INCLUDES`...): those that end, chain, substitute or redirect a command. Quotes
+/// are left to the caller, who may quote a path with a space.
+const PASTED_SPECIAL: &[u8] = b";&|$`()<>\\";
+
+/// Whether `b` may stand in a flag nvcc pastes into its shell command lines unquoted: ASCII
+/// letters, digits and `_ - + = . , / : @ %`, which `sh` takes literally.
+fn unquoted_safe(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'_' | b'-' | b'+' | b'=' | b'.' | b',' | b'/' | b':' | b'@' | b'%'
+        )
+}
+
+/// Checks the words hipjit hands nvcc (`what` names them in the error: "the flag", or the
+/// variable they come from). nvcc runs its steps through a shell, pasting the caller's words
+/// into the command lines (measured with CUDA 13's `nvcc -dryrun`): a `-D`, `-U` or `-I`
+/// word (or the word after a bare one) of nvcc's own in double quotes, where `$`, `` ` `` and
+/// `\` still act, and every other word (`-Xcompiler` words, even `-D` ones, `-Xptxas`
+/// values) as it is, where anything but [`unquoted_safe`] bytes may act. Such a byte is
+/// refused rather than run.
+///
+/// Errors: [`NvccError::ShellSyntax`] naming the word and the byte.
+fn check_shell_words(words: &[String], what: &str) -> Result<(), NvccError> {
+    const BARE: [&str; 6] = [
+        "-D",
+        "-U",
+        "-I",
+        "--define-macro",
+        "--undefine-macro",
+        "--include-path",
+    ];
+    let mut after_bare = false;
+    let mut after_passing = false;
+    for w in words {
+        // A word handed on to a stage (`-Xcompiler -DZ=1`) is pasted as it is.
+        let quoted =
+            !after_passing && (after_bare || ["-D", "-U", "-I"].iter().any(|p| w.starts_with(p)));
+        after_bare = BARE.contains(&w.as_str());
+        after_passing = w.starts_with("-X") && !w.contains('=') || w.ends_with("-options");
+        let bad = w.bytes().find(|&b| {
+            b.is_ascii_control()
+                || if quoted {
+                    matches!(b, b'$' | b'`' | b'\\')
+                } else {
+                    !unquoted_safe(b)
+                }
+        });
+        if let Some(b) = bad {
+            return Err(NvccError::ShellSyntax {
+                what: format!("{what} `{w}`"),
+                byte: b as char,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// `cmd` (nvcc) with its environment set as [`NVCC_RUN_ENV`] says.
 fn run_environment(cmd: &mut Command) -> &mut Command {
     cmd.env_clear();
@@ -253,6 +315,19 @@ pub enum NvccError {
         variable: &'static str,
         /// The flag as found in it.
         flag: String,
+    },
+    /// A flag, or a variable nvcc pastes into its command lines, holds a byte the shell nvcc
+    /// runs its steps with would interpret (see the module documentation).
+    #[error(
+        "refusing to run nvcc with {what}: it holds {byte:?}, which the shell nvcc runs its \
+         steps with would interpret (nvcc pastes flags into sh command lines; hipjit itself \
+         starts no shell)"
+    )]
+    ShellSyntax {
+        /// The flag or variable, with its text.
+        what: String,
+        /// The byte.
+        byte: char,
     },
     /// The temporary directory's path holds a byte nvcc's shell would interpret: nvcc writes
     /// paths below it into the command lines it runs through a shell.
@@ -612,6 +687,30 @@ impl Nvcc {
                 variable,
                 reason: Box::new(e),
             })?;
+            check_shell_words(&words, variable)?;
+        }
+        // nvcc.profile pastes these into its command lines as they are: shell syntax there
+        // would run.
+        for variable in [
+            "INCLUDES",
+            "SYSTEM_INCLUDES",
+            "LIBRARIES",
+            "CUDAFE_FLAGS",
+            "PTXAS_FLAGS",
+        ] {
+            let Some(value) = std::env::var_os(variable) else {
+                continue;
+            };
+            if let Some(&b) = value
+                .as_bytes()
+                .iter()
+                .find(|b| PASTED_SPECIAL.contains(b) || b.is_ascii_control())
+            {
+                return Err(NvccError::ShellSyntax {
+                    what: format!("{variable}={}", value.to_string_lossy()),
+                    byte: b as char,
+                });
+            }
         }
         let host = self.identity.host_compiler.as_ref().ok_or_else(|| {
             NvccError::HostCompiler(HostCompilerError::NotFound {
@@ -853,6 +952,7 @@ impl Nvcc {
             ]
             .map(String::from),
         );
+        check_shell_words(&command[1..], "the flag")?;
         let mut cmd = Command::new(&self.path);
         run_environment(&mut cmd)
             .args(&command[1..])
@@ -998,6 +1098,11 @@ impl Nvcc {
         ));
         // Through the compiler stage's runner: a deadline covering its output, bounded
         // output, and nvcc and its children die with hipjit (see `process`).
+        let words: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        check_shell_words(&words, "the flag")?;
         let mut cmd = Command::new(&self.path);
         run_environment(&mut cmd)
             .args(&args)

@@ -1009,7 +1009,7 @@ impl Jit {
             std::ops::ControlFlow::Continue(guard) => guard,
         };
         let out = backend.compile(source, &o)?;
-        let mut search = manifest::extra_search_dirs(&o.extra_flags, backend.environment());
+        let mut search = manifest::extra_search_dirs(&o.extra_flags, &backend.environment());
         search.extend(backend.own_search_dirs());
         let recorded = manifest::record(
             &out.dependencies,
