@@ -23,6 +23,7 @@ fn meta() -> EntryMeta {
             root: Default::default(),
             header_dirs: Vec::new(),
             host_compiler: None,
+            system_include_dirs: Vec::new(),
         },
         options: CompileOptions::default(),
         tracked_headers: vec![],

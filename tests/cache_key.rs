@@ -18,6 +18,7 @@ fn identity(path: &str, version: &str) -> CompilerIdentity {
         root: Default::default(),
         header_dirs: Vec::new(),
         host_compiler: None,
+        system_include_dirs: Vec::new(),
     }
 }
 

@@ -302,6 +302,7 @@ fn editing_a_header_in_an_include_directory_changes_the_key_and_the_cubin() {
         root: Default::default(),
         header_dirs: Vec::new(),
         host_compiler: None,
+        system_include_dirs: Vec::new(),
     };
     let direct = CacheKey([2; 32]);
     let first = compile();

@@ -405,6 +405,7 @@ fn hiprtc_takes_the_standard_as_hipjit_spells_it_for_hiprtc() {
         root: Default::default(),
         header_dirs: Vec::new(),
         host_compiler: None,
+        system_include_dirs: Vec::new(),
     };
     let target = TargetId::parse(TARGET).unwrap();
     for (std, low, high) in [

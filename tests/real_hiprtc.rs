@@ -65,6 +65,7 @@ fn identity(rtc: &HipRtc) -> CompilerIdentity {
         root: Default::default(),
         header_dirs: Vec::new(),
         host_compiler: None,
+        system_include_dirs: Vec::new(),
     }
 }
 

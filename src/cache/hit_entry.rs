@@ -302,6 +302,7 @@ mod tests {
             root: "/opt/cuda".into(),
             header_dirs: vec!["/opt/cuda/include".into(), "/opt/cuda/include/cccl".into()],
             host_compiler: None,
+            system_include_dirs: Vec::new(),
         };
         let options = CompileOptions {
             defines: vec![("N".into(), Some("4".into())), ("FLAG".into(), None)],

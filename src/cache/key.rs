@@ -600,6 +600,7 @@ mod tests {
             root: Default::default(),
             header_dirs: Vec::new(),
             host_compiler: None,
+            system_include_dirs: Vec::new(),
         };
         let record = |std: &'static str| {
             let flags = vec!["-DN=1".to_string()];

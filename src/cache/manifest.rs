@@ -756,6 +756,7 @@ mod tests {
             root: root.clone(),
             header_dirs: vec![include.clone()],
             host_compiler: None,
+            system_include_dirs: Vec::new(),
         };
         let recorded = record(
             &[Dependency {

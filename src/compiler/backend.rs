@@ -735,8 +735,8 @@ impl Backend {
     /// directories and extra flags, for the header manifest's directory records
     /// ([`crate::cache::manifest::record`]): NVRTC's `-I` of the CUDA toolkit's headers and of
     /// CCCL's; nvcc's (its toolkit's `include` and `include/cccl`, which its profile adds)
-    /// and its host compiler's include search list
-    /// ([`crate::compiler::host_compiler::HostCompiler::include_dirs`]); none for the others.
+    /// and its host compiler's include search list; hipcc's include search list
+    /// ([`crate::compiler::CompilerIdentity::system_include_dirs`]); none for hipRTC.
     pub fn own_search_dirs(&self) -> Vec<PathBuf> {
         match self {
             Backend::Nvrtc(b) => b.cuda_include.iter().chain(&b.cuda_cccl).cloned().collect(),
@@ -749,14 +749,11 @@ impl Backend {
                     .unwrap_or_default();
                 toolkit
                     .into_iter()
-                    .chain(
-                        id.host_compiler
-                            .iter()
-                            .flat_map(|h| h.include_dirs.iter().cloned()),
-                    )
+                    .chain(id.system_include_dirs.iter().cloned())
                     .collect()
             }
-            Backend::Hipcc(_) | Backend::HipRtc(_) => Vec::new(),
+            Backend::Hipcc(c) => c.identity().system_include_dirs.clone(),
+            Backend::HipRtc(_) => Vec::new(),
         }
     }
 

@@ -661,6 +661,7 @@ mod tests {
             root: Default::default(),
             header_dirs: Vec::new(),
             host_compiler: None,
+            system_include_dirs: Vec::new(),
         }
     }
 

@@ -42,12 +42,14 @@
 //! wrapper such as ccache runs the next one on `PATH`; `update-alternatives` retargets a
 //! link), and for a directory that does not exist, what changes when it is created (its
 //! nearest existing ancestor; through a dangling link, the link's directory and its
-//! target's). nvcc's identity adds the toolkit's `lib` and the `LD_LIBRARY_PATH` directories,
-//! where the shared libraries of nvcc's stages and of the host compiler are found (a library
-//! added or renamed there is seen; the system's own libraries are not fingerprinted).
+//! target's). The shared libraries the host compiler and nvcc's stages load (the system's,
+//! the toolkit's `lib`, those of `LD_LIBRARY_PATH`, which is keyed by text) are not
+//! fingerprinted: a library that changes what the compiler does (code put into it) is not
+//! seen.
 //!
 //! Its include search list (`-E -v -x c++ /dev/null`: `/usr/local/include` before
-//! `/usr/include`...) is kept in [`HostCompiler::include_dirs`]: the header manifest lists
+//! `/usr/include`...) is kept in nvcc's identity
+//! ([`crate::compiler::CompilerIdentity::system_include_dirs`]): the header manifest lists
 //! those directories, with the toolkit's `include` and `include/cccl` and the `CPATH`
 //! directories, as it lists `-I` directories, so that a header added to one searched before
 //! the one that held it is a miss. A *script* (`#!`) chooses what it
@@ -94,12 +96,6 @@ pub struct HostCompiler {
     /// sha256 (64 hex digits) of its predefined macros for C++ (`-dM -E -x c++ /dev/null`).
     #[serde(default)]
     pub macros: String,
-    /// Its include search list for C++ (`-E -v -x c++ /dev/null`: `/usr/local/include`,
-    /// `/usr/include`...), absolute: the header manifest lists these directories, so that a
-    /// header added to one searched before the one that held it is seen
-    /// ([`crate::compiler::Backend::own_search_dirs`]).
-    #[serde(default)]
-    pub include_dirs: Vec<PathBuf>,
 }
 
 impl HostCompiler {
@@ -214,7 +210,7 @@ fn watch_missing(dir: &Path, watched: &mut Vec<PathBuf>, links: usize) {
 
 /// What a fresh process checks by `stat` of the directories `dirs`: each that exists, and for
 /// one that does not, what changes when it is created ([`watch_missing`]).
-pub(crate) fn watch_directories(dirs: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
+fn watch_directories(dirs: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
     let mut watched = Vec::new();
     for d in dirs {
         if crate::file_observe::metadata(&d).is_ok() {
@@ -384,7 +380,7 @@ fn run_both(
 /// The directories of the `#include "..."` and `#include <...>` search lists in the output
 /// of `-E -v` (gcc's and clang's form: the lines between `... search starts here:` and `End of
 /// search list.`), as absolute paths, `..` resolved where the directory exists.
-fn include_search_list(verbose: &str) -> Vec<PathBuf> {
+pub(crate) fn include_search_list(verbose: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut inside = false;
     for line in verbose.lines() {
@@ -447,10 +443,11 @@ pub(crate) fn macros_digest(
     Ok(crate::cache::key::hex(&Sha256::digest(macros.as_bytes())))
 }
 
-/// What the host compiler `found` is (see the module documentation), run with `env`, and the
-/// files and directories a fresh process checks by `stat` to trust it: the program as found
-/// and resolved, the compilers it named and their directories, and its library directory
-/// (where gcc looks for a `specs` file, which can define macros).
+/// What the host compiler `found` is (see the module documentation), run with `env`, the
+/// files and directories a fresh process checks by `stat` to trust it (the program as found
+/// and resolved, the compilers it named and the directories it searches for programs,
+/// libraries and `specs` files), and its include search list for C++ (`-E -v -x c++
+/// /dev/null`), absolute ([`crate::compiler::CompilerIdentity::system_include_dirs`]).
 ///
 /// Errors: [`HostCompilerError::UnsafeName`], [`HostCompilerError::Run`] when `--version` or
 /// `-dM -E` fails, [`HostCompilerError::Read`] when a file cannot be hashed.
@@ -458,7 +455,7 @@ pub(crate) fn identify(
     found: &Located,
     env: &[(String, OsString)],
     timeout: Duration,
-) -> Result<(HostCompiler, Vec<PathBuf>), HostCompilerError> {
+) -> Result<(HostCompiler, Vec<PathBuf>, Vec<PathBuf>), HostCompilerError> {
     let path = &found.path;
     let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
     if !safe_name(name) {
@@ -536,9 +533,9 @@ pub(crate) fn identify(
             fingerprint: crate::cache::key::hex(&fp.finalize()),
             script,
             macros: crate::cache::key::hex(&Sha256::digest(macros.as_bytes())),
-            include_dirs,
         },
         checked,
+        include_dirs,
     ))
 }
 

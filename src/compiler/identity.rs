@@ -135,6 +135,14 @@ pub struct CompilerIdentity {
     /// compilers.
     #[serde(default)]
     pub host_compiler: Option<HostCompiler>,
+    /// The compiler's own include search list (as `-v` prints it: hipcc's from
+    /// `-fsyntax-only -v -x hip`, for the host and the device; nvcc's host compiler's from
+    /// `-E -v -x c++`; `/usr/local/include` before `/usr/include`...), absolute: the header manifest lists these
+    /// directories as it lists `-I` directories, so that a header added to one searched before
+    /// the one that held it is a miss ([`crate::compiler::Backend::own_search_dirs`]). Empty
+    /// for the in-process compilers (their searches are hipjit's `-I` directories).
+    #[serde(default)]
+    pub system_include_dirs: Vec<PathBuf>,
 }
 
 impl CompilerIdentity {
@@ -311,8 +319,9 @@ impl FileStat {
 
 /// The format of remembered identities; 5: NVRTC's has header directories (the toolkit's
 /// `include` and `include/cccl`) and no covered directory; 6: path bytes as MessagePack `bin`
-/// ([`crate::byte_strings`]); 7: nvcc's has its host compiler.
-pub(crate) const MEMO_FORMAT: u32 = 7;
+/// ([`crate::byte_strings`]); 7: nvcc's has its host compiler; 8: the system include
+/// directories.
+pub(crate) const MEMO_FORMAT: u32 = 8;
 
 #[derive(Serialize, Deserialize)]
 struct Memo {
@@ -362,6 +371,7 @@ pub fn identify(
     let version = run_text(path, &["--version"], env, timeout)?;
     let mut watched: Vec<PathBuf> = Vec::new();
     let mut host_compiler = None;
+    let mut system_include_dirs = Vec::new();
     let selected = |names: &[&str]| {
         names.iter().find_map(|n| {
             env.iter()
@@ -373,6 +383,37 @@ pub fn identify(
     let (mut files, covered, header_dirs, root) = match kind {
         CompilerKind::Hipcc => {
             let (files, covered, headers) = hipcc_files(path, &resolved, &version, env, timeout);
+            // Its include search list, as clang prints it for the host and the device (a
+            // target named, so that hipcc does not look for the machine's GPUs; no output, so
+            // that nothing is bundled).
+            let (_, verbose) = run_in(
+                path,
+                &[
+                    "-fsyntax-only",
+                    "-v",
+                    "-x",
+                    "hip",
+                    "--offload-arch=gfx90a",
+                    "/dev/null",
+                ],
+                env,
+                timeout,
+                None,
+            )?;
+            // But the clang resource directory's parent, which HIP's clang searches as
+            // `.../15.0.6/include/..`: a directory of the compiler's own outside its header
+            // directories, named by its absolute path, so that a copy of the installation
+            // elsewhere would record another one.
+            let parents: Vec<PathBuf> = verbose
+                .lines()
+                .map(str::trim)
+                .filter(|l| l.starts_with('/') && l.ends_with("/include/.."))
+                .filter_map(|l| crate::file_observe::canonicalize(Path::new(l)).ok())
+                .collect();
+            system_include_dirs = super::host_compiler::include_search_list(&verbose)
+                .into_iter()
+                .filter(|d| !parents.contains(d))
+                .collect();
             (
                 files,
                 covered,
@@ -382,29 +423,12 @@ pub fn identify(
         }
         CompilerKind::Nvcc => {
             let found = super::host_compiler::locate(env, &resolved)?;
-            let (host, host_files) = super::host_compiler::identify(&found, env, timeout)?;
+            let (host, host_files, host_includes) =
+                super::host_compiler::identify(&found, env, timeout)?;
             watched.extend(found.watched);
             watched.extend(host_files);
+            system_include_dirs = host_includes;
             host_compiler = Some(host);
-            // The shared libraries nvcc's stages and its host compiler load: found in the
-            // toolkit's `lib` (nvcc's profile puts it first) and the `LD_LIBRARY_PATH`
-            // directories, whose files added or renamed are seen by their directories.
-            let toolkit_lib = resolved
-                .parent()
-                .and_then(Path::parent)
-                .map(|t| t.join("lib"));
-            let library_path = env
-                .iter()
-                .find(|(k, _)| k == "LD_LIBRARY_PATH")
-                .map(|(_, v)| {
-                    std::env::split_paths(v)
-                        .filter(|d| d.is_absolute())
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default();
-            watched.extend(super::host_compiler::watch_directories(
-                toolkit_lib.into_iter().chain(library_path),
-            ));
             let (files, covered) = nvcc_files(&resolved);
             let toolkit = resolved
                 .parent()
@@ -440,6 +464,7 @@ pub fn identify(
         },
         watched,
         host_compiler,
+        system_include_dirs,
     };
     fingerprint(
         kind,
@@ -463,6 +488,7 @@ struct Installation {
     header_subdirs: &'static [&'static str],
     watched: Vec<PathBuf>,
     host_compiler: Option<HostCompiler>,
+    system_include_dirs: Vec<PathBuf>,
 }
 
 /// The identity of an in-process compiler (hipRTC, NVRTC): `kind`, the library file
@@ -600,6 +626,7 @@ fn fingerprint(
         root,
         header_dirs,
         host_compiler: installation.host_compiler,
+        system_include_dirs: installation.system_include_dirs,
     };
     if let Some(file) = memo_file {
         write_memo(file, &identity, stats);
@@ -771,11 +798,13 @@ fn run_in(
             String::from_utf8_lossy(&f.stdout).into_owned(),
             String::from_utf8_lossy(&f.stderr).into_owned(),
         )),
-        Ok(f) => Err(err(format!(
-            "{}; stderr: {}",
-            f.status,
-            String::from_utf8_lossy(&f.stderr).trim_end()
-        ))),
+        Ok(f) => {
+            let stderr = String::from_utf8_lossy(&f.stderr);
+            Err(err(match stderr.trim_end() {
+                "" => f.status.to_string(),
+                text => format!("{}; stderr: {text}", f.status),
+            }))
+        }
         Err(RunError::Spawn(e)) => Err(err(e.to_string())),
         Err(RunError::Timeout(_)) => {
             Err(err(format!("no answer within {} s", timeout.as_secs_f64())))
@@ -1052,6 +1081,7 @@ mod tests {
             root: PathBuf::new(),
             header_dirs: Vec::new(),
             host_compiler: None,
+            system_include_dirs: Vec::new(),
         }
     }
 
