@@ -198,7 +198,7 @@ fn a_header_read_for_one_target_of_several_is_covered() {
     );
 }
 
-/// A script standing in for hipcc: `--version` and `-###` go to the real hipcc; a compile runs
+/// A script standing in for hipcc: `--version`, `-###` and `-fsyntax-only` go to the real hipcc; a compile runs
 /// `body` (sh) with the arguments.
 fn fake_hipcc(dir: &Path, body: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
@@ -207,7 +207,7 @@ fn fake_hipcc(dir: &Path, body: &str) -> PathBuf {
     std::fs::write(
         &path,
         format!(
-            "#!/bin/sh\ncase \"$1\" in --version|-###) exec '{}' \"$@\";; esac\n{body}\n",
+            "#!/bin/sh\ncase \"$1\" in --version|-###|-fsyntax-only) exec '{}' \"$@\";; esac\n{body}\n",
             real.display()
         ),
     )

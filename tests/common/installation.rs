@@ -1,6 +1,7 @@
 //! A stand-in hipcc installation: `<prefix>/bin/hipcc`, a shell script that answers
-//! `--version` (naming `<prefix>/llvm/bin` as clang's InstalledDir) and `-###` (naming its
-//! clang and the device library `<prefix>/bitcode/ocml.bc`) as the real one does, so that
+//! `--version` (naming `<prefix>/llvm/bin` as clang's InstalledDir), `-###` (naming its
+//! clang and the device library `<prefix>/bitcode/ocml.bc`) as the real one does and
+//! `-fsyntax-only -v` (its include search list: none), so that
 //! hipjit computes a compiler identity over those files; what it does when asked to compile
 //! is the test's ([`Compile`]). Copying or moving the prefix gives the same compiler at
 //! another place.
@@ -47,6 +48,7 @@ pub fn installation(prefix: &Path, version: &str, compile: Compile) -> PathBuf {
              echo \"InstalledDir: $root/llvm/bin\"; exit 0;;\n\
              -###) echo \"\\\"$root/llvm/bin/clang\\\" \\\"-cc1\\\" \
              \\\"-mlink-builtin-bitcode\\\" \\\"$root/bitcode/ocml.bc\\\"\"; exit 0;;\n\
+             -fsyntax-only) exit 0;;\n\
              esac\n{compile}"
         ),
     )
