@@ -653,6 +653,17 @@ fn shell_syntax_in_defines_flags_and_pasted_variables_is_refused_and_never_runs(
             format!("--cflag=-DZ=1;touch {p}"),
         ],
         vec![format!("--cflag=-Xptxas=-v;touch {p}")],
+        // A -D word handed on to a stage is pasted unquoted: every caller's word is held to
+        // the unquoted rule.
+        vec![
+            "--cflag=--entries".to_string(),
+            format!("--cflag=-DQQ=k;touch {p}"),
+        ],
+        vec![
+            "--cflag=-Xptxas".to_string(),
+            "--cflag=-D".to_string(),
+            format!("--cflag=--entries=k;touch {p}"),
+        ],
     ] {
         let (ok, err) = hipjit(&args, &[]);
         assert!(!ok, "{args:?} compiled");
@@ -667,6 +678,14 @@ fn shell_syntax_in_defines_flags_and_pasted_variables_is_refused_and_never_runs(
         assert!(
             !ok && err.contains(&format!("refusing to run nvcc with {var}=")),
             "{err}"
+        );
+    }
+    // A quote would turn the rest of the line inside out; `[` and `~` would expand.
+    for value in ["-DA=\"", "-I/x/in[c]", "-I~/inc"] {
+        let (ok, err) = hipjit(&[], &[("INCLUDES", value.to_string())]);
+        assert!(
+            !ok && err.contains("refusing to run nvcc with INCLUDES="),
+            "{value}: {err}"
         );
     }
     let (ok, err) = hipjit(

@@ -379,11 +379,24 @@ fn run_both(
 
 /// The directories of the `#include "..."` and `#include <...>` search lists in the output
 /// of `-E -v` (gcc's and clang's form: the lines between `... search starts here:` and `End of
-/// search list.`), as absolute paths, `..` resolved where the directory exists.
+/// search list.`), as absolute paths, `..` resolved where the directory exists, and those it
+/// reports as `ignoring nonexistent directory "..."`.
 pub(crate) fn include_search_list(verbose: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut inside = false;
     for line in verbose.lines() {
+        // A directory of the list that does not exist (yet): recorded as absent, so that
+        // creating it is seen.
+        if let Some(dir) = line
+            .strip_prefix("ignoring nonexistent directory \"")
+            .and_then(|r| r.strip_suffix('"'))
+        {
+            let dir = Path::new(dir);
+            if dir.is_absolute() && !out.iter().any(|d: &PathBuf| d == dir) {
+                out.push(dir.to_path_buf());
+            }
+            continue;
+        }
         if line.starts_with("#include") && line.ends_with("search starts here:") {
             inside = true;
         } else if line.starts_with("End of search list.") {
@@ -559,6 +572,25 @@ mod tests {
         ] {
             assert!(!safe_name(bad.as_bytes()), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_search_list_holds_the_listed_and_the_nonexistent_directories() {
+        let text = "ignoring nonexistent directory \"/nonexistent/hsa/include\"\n\
+                    ignoring duplicate directory \"/usr/include\"\n\
+                    #include \"...\" search starts here:\n\
+                    #include <...> search starts here:\n \
+                    /usr/include\n \
+                    relative/ignored\n\
+                    End of search list.\n \
+                    /after/the/end\n";
+        assert_eq!(
+            include_search_list(text),
+            [
+                PathBuf::from("/nonexistent/hsa/include"),
+                PathBuf::from("/usr/include")
+            ]
+        );
     }
 
     fn exe(path: &Path) {

@@ -400,20 +400,22 @@ pub fn identify(
                 timeout,
                 None,
             )?;
-            // But the clang resource directory's parent, which HIP's clang searches as
-            // `.../15.0.6/include/..`: a directory of the compiler's own outside its header
-            // directories, named by its absolute path, so that a copy of the installation
-            // elsewhere would record another one.
+            // The clang resource directory's parent, which HIP's clang searches as
+            // `.../15.0.6/include/..`, is a header directory of the installation: named below
+            // its root, so that a copy of the installation elsewhere records the same name.
             let parents: Vec<PathBuf> = verbose
                 .lines()
                 .map(str::trim)
                 .filter(|l| l.starts_with('/') && l.ends_with("/include/.."))
                 .filter_map(|l| crate::file_observe::canonicalize(Path::new(l)).ok())
                 .collect();
-            system_include_dirs = super::host_compiler::include_search_list(&verbose)
-                .into_iter()
-                .filter(|d| !parents.contains(d))
-                .collect();
+            let mut headers = headers;
+            for p in parents {
+                if !headers.contains(&p) {
+                    headers.push(p);
+                }
+            }
+            system_include_dirs = super::host_compiler::include_search_list(&verbose);
             (
                 files,
                 covered,

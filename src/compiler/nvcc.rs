@@ -194,13 +194,10 @@ fn build_directory() -> Result<tempfile::TempDir, NvccError> {
         })
 }
 
-/// The bytes refused in the variables nvcc's profile pastes into its shell command lines
-/// unquoted (`INCLUDES`...): those that end, chain, substitute or redirect a command. Quotes
-/// are left to the caller, who may quote a path with a space.
-const PASTED_SPECIAL: &[u8] = b";&|$`()<>\\";
-
 /// Whether `b` may stand in a flag nvcc pastes into its shell command lines unquoted: ASCII
-/// letters, digits and `_ - + = . , / : @ %`, which `sh` takes literally.
+/// letters, digits and `_ - + = . , / : @ %`, which `sh` takes literally. The variables its
+/// profile pastes (`INCLUDES`...) may hold these and spaces (between words) alone: a quote
+/// would change how the rest of the line is read, `*?[` and `~` would expand.
 fn unquoted_safe(b: u8) -> bool {
     b.is_ascii_alphanumeric()
         || matches!(
@@ -210,7 +207,9 @@ fn unquoted_safe(b: u8) -> bool {
 }
 
 /// Checks the words hipjit hands nvcc (`what` names them in the error: "the flag", or the
-/// variable they come from). nvcc runs its steps through a shell, pasting the caller's words
+/// variable they come from); `own`: words hipjit writes itself (its defines among them), else
+/// the caller's, where a word's place cannot be told (`-Xptxas -D`, `--entries -DX` hand the
+/// `-D` word on unquoted), so every caller's word is held to the unquoted rule. nvcc runs its steps through a shell, pasting the caller's words
 /// into the command lines (measured with CUDA 13's `nvcc -dryrun`): a `-D`, `-U` or `-I`
 /// word (or the word after a bare one) of nvcc's own in double quotes, where `$`, `` ` `` and
 /// `\` still act, and every other word (`-Xcompiler` words, even `-D` ones, `-Xptxas`
@@ -218,7 +217,7 @@ fn unquoted_safe(b: u8) -> bool {
 /// refused rather than run.
 ///
 /// Errors: [`NvccError::ShellSyntax`] naming the word and the byte.
-fn check_shell_words(words: &[String], what: &str) -> Result<(), NvccError> {
+fn check_shell_words(words: &[String], what: &str, own: bool) -> Result<(), NvccError> {
     const BARE: [&str; 6] = [
         "-D",
         "-U",
@@ -231,8 +230,9 @@ fn check_shell_words(words: &[String], what: &str) -> Result<(), NvccError> {
     let mut after_passing = false;
     for w in words {
         // A word handed on to a stage (`-Xcompiler -DZ=1`) is pasted as it is.
-        let quoted =
-            !after_passing && (after_bare || ["-D", "-U", "-I"].iter().any(|p| w.starts_with(p)));
+        let quoted = own
+            && !after_passing
+            && (after_bare || ["-D", "-U", "-I"].iter().any(|p| w.starts_with(p)));
         after_bare = BARE.contains(&w.as_str());
         after_passing = w.starts_with("-X") && !w.contains('=') || w.ends_with("-options");
         let bad = w.bytes().find(|&b| {
@@ -687,7 +687,7 @@ impl Nvcc {
                 variable,
                 reason: Box::new(e),
             })?;
-            check_shell_words(&words, variable)?;
+            check_shell_words(&words, variable, false)?;
         }
         // nvcc.profile pastes these into its command lines as they are: shell syntax there
         // would run.
@@ -704,7 +704,7 @@ impl Nvcc {
             if let Some(&b) = value
                 .as_bytes()
                 .iter()
-                .find(|b| PASTED_SPECIAL.contains(b) || b.is_ascii_control())
+                .find(|&&b| !(unquoted_safe(b) || b == b' '))
             {
                 return Err(NvccError::ShellSyntax {
                     what: format!("{variable}={}", value.to_string_lossy()),
@@ -952,7 +952,8 @@ impl Nvcc {
             ]
             .map(String::from),
         );
-        check_shell_words(&command[1..], "the flag")?;
+        check_shell_words(&command[1..], "the flag", true)?;
+        check_shell_words(&options.extra_flags, "the flag", false)?;
         let mut cmd = Command::new(&self.path);
         run_environment(&mut cmd)
             .args(&command[1..])
@@ -1102,7 +1103,8 @@ impl Nvcc {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        check_shell_words(&words, "the flag")?;
+        check_shell_words(&words, "the flag", true)?;
+        check_shell_words(flags, "the flag", false)?;
         let mut cmd = Command::new(&self.path);
         run_environment(&mut cmd)
             .args(&args)

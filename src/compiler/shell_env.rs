@@ -44,8 +44,9 @@ pub const PATH_VARIABLES: &[&str] = &[
 ];
 
 /// The bytes `sh` gives a meaning to that hipjit refuses in [`SHELL_PASTED`] values:
-/// `; & | $ ` ( ) < > ' " \` and newline.
-pub const METACHARACTERS: &[u8] = b";&|$`()<>'\"\\\n";
+/// `; & | $ ` ( ) < > ' " \`, newline, the pattern characters `* ? [` (a word matching a file
+/// created later would change), `~` (expanded with `HOME`, which is not keyed) and `#`.
+pub const METACHARACTERS: &[u8] = b";&|$`()<>'\"\\\n*?[~#";
 
 /// A variable hipcc would paste into its shell line holds what `sh` would misparse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -106,6 +107,9 @@ mod tests {
             ("ROCM_PATH", "/opt/rocm`id`"),
             ("HIP_CLANG_PATH", "/usr/bin;id"),
             ("HIPCC_COMPILE_FLAGS_APPEND", "-DX=1\n-DY"),
+            ("HIPCC_COMPILE_FLAGS_APPEND", "-I/x/in[c]"),
+            ("HIPCC_COMPILE_FLAGS_APPEND", "-I~/inc"),
+            ("HIPCC_COMPILE_FLAGS_APPEND", "-I/x/*"),
         ] {
             let e = check(&env(name, value)).unwrap_err();
             assert_eq!(e.name, name);
