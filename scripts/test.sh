@@ -68,24 +68,29 @@ step_clippy_cli() {
     cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 }
 step_doc() {
-    local -a f=()
-    local name
-    for name in cli testing half; do
-        if has_feature "$name"; then f+=("$name"); fi
-    done
+    local -a f
+    read -ra f < <(hipjit_features)
     local IFS=,
     RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p hipjit-sys -p hipjit --features "${f[*]}"
+}
+# hipjit's own features of cli, testing (the testing runtime) and half (f16/bf16 element
+# types), those it declares, separated by spaces.
+hipjit_features() {
+    local name
+    for name in cli testing half; do
+        if has_feature "$name"; then printf '%s ' "$name"; fi
+    done
+    echo
 }
 # --features with hipjit/cli, hipjit/testing (the testing runtime), hipjit/half (f16/bf16
 # element types) and hipjit-softmax/testing (examples/downstream's demo on the testing runtime),
 # those the workspace has. `test` and `sid-test` pass the same features, so sid-test reuses the
 # test binaries that `test` built.
 feature_args() {
-    local -a f=()
+    local -a f=() own
     local name
-    for name in cli testing half; do
-        if has_feature "$name"; then f+=("hipjit/$name"); fi
-    done
+    read -ra own < <(hipjit_features)
+    for name in "${own[@]}"; do f+=("hipjit/$name"); done
     if has_package hipjit-softmax; then f+=(hipjit-softmax/testing); fi
     if ((${#f[@]})); then
         local IFS=,

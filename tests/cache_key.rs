@@ -317,6 +317,13 @@ fn record_given_field_by_field_hashes_as_documented() {
         "release 13.0, V13.0.88\nInstalledDir: /not/hashed\n",
     );
     compiler.kind = CompilerKind::Nvcc;
+    compiler.host_compiler = Some(hipjit::compiler::host_compiler::HostCompiler {
+        path: PathBuf::from("/not/hashed/g++-14"),
+        version: "not hashed".into(),
+        fingerprint: "c1".repeat(32),
+        script: false,
+        macros: "not hashed".into(),
+    });
     let key = compute_record(&KeyRecord {
         source: b"k\xa9",
         flags: &["-cubin".into(), "-arch=sm_90".into()],
@@ -334,7 +341,7 @@ fn record_given_field_by_field_hashes_as_documented() {
     });
     assert_eq!(
         key.to_hex(),
-        "da248f4bb02a27b6ecbafea0ed830e0faad2a75fec9a670add4078ff18cdbe78"
+        "c4d5c7f857b73860a03aed537832ddd940081b526115c1c9d6b24b4177397eb8"
     );
 }
 

@@ -10,6 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::cli;
 use common::toolchain::pypi_nvcc;
 
 /// The kernel: stores `HOSTVAL`, 99 when the host compiler does not define it.
@@ -100,28 +101,31 @@ fn compile_in(
         &std::env::var_os("PATH").unwrap_or_default(),
     )))
     .unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
-    cmd.args(["compile", "--compiler", "nvcc", "--arch", "sm_90", "-o"])
-        .arg(home.join("out.cubin"))
-        .arg(home.join("project/k.hip"))
-        .env("PATH", path)
+    let mut cmd = nvcc_compile(home, &[]);
+    cmd.env("PATH", path)
         .current_dir(cwd)
-        .env("HIPJIT_CACHE_DIR", home.join("cache"))
-        .env("XDG_CACHE_HOME", home.join("xdg"))
-        .env("HIPJIT_NVCC", pypi_nvcc())
-        .env_remove("HIPJIT_COMPILER")
         .env_remove("NVCC_CCBIN")
         .env_remove("NVCC_PREPEND_FLAGS")
         .env_remove("NVCC_APPEND_FLAGS");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let o = cmd.output().expect("hipjit runs");
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    cli::outcome(&cmd.output().expect("hipjit runs"))
+}
+
+/// `hipjit compile --compiler nvcc --arch sm_90 -o home/out.cubin <flags> home/project/k.hip`
+/// with the cache under `home` and `HIPJIT_NVCC` the PyPI nvcc.
+fn nvcc_compile(home: &Path, flags: &[String]) -> Command {
+    let mut cmd = cli::compile(
+        home,
+        "nvcc",
+        "sm_90",
+        &home.join("out.cubin"),
+        flags,
+        &home.join("project/k.hip"),
+    );
+    cmd.env("HIPJIT_NVCC", pypi_nvcc());
+    cmd
 }
 
 /// [`compile`], which must succeed: its first line of output and the cubin written.
@@ -189,16 +193,15 @@ fn a_host_compiler_changed_in_place_is_compiled_again_through_the_memo_and_the_l
             .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
     )
     .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["cache", "explain", "--compiler", "nvcc", "--arch", "sm_90"])
-        .arg(home.join("project/k.hip"))
-        .env("PATH", path)
-        .env("HIPJIT_CACHE_DIR", home.join("cache"))
-        .env("XDG_CACHE_HOME", home.join("xdg"))
-        .env("HIPJIT_NVCC", pypi_nvcc())
-        .env_remove("HIPJIT_COMPILER")
-        .output()
-        .unwrap();
+    let o = cli::hipjit(
+        home,
+        &["cache", "explain", "--compiler", "nvcc", "--arch", "sm_90"],
+    )
+    .arg(home.join("project/k.hip"))
+    .env("PATH", path)
+    .env("HIPJIT_NVCC", pypi_nvcc())
+    .output()
+    .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains("1 field(s) differ") && text.contains("\n  host-compiler\n"),
@@ -265,15 +268,8 @@ fn host_compilers_hipjit_cannot_key_or_hand_to_nvcc_safely_are_refused_naming_wh
     );
     let empty = home.join("empty");
     std::fs::create_dir_all(&empty).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["compile", "--compiler", "nvcc", "--arch", "sm_90", "-o"])
-        .arg(home.join("out.cubin"))
-        .arg(home.join("project/k.hip"))
+    let o = nvcc_compile(home, &[])
         .env("PATH", &empty)
-        .env("HIPJIT_CACHE_DIR", home.join("cache"))
-        .env("XDG_CACHE_HOME", home.join("xdg"))
-        .env("HIPJIT_NVCC", pypi_nvcc())
-        .env_remove("HIPJIT_COMPILER")
         .env_remove("NVCC_CCBIN")
         .output()
         .unwrap();
@@ -626,15 +622,7 @@ fn shell_syntax_in_defines_flags_and_pasted_variables_is_refused_and_never_runs(
     let pwned = home.join("PWNED");
     let p = pwned.display();
     let hipjit = |args: &[String], env: &[(&str, String)]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
-        cmd.args(["compile", "--compiler", "nvcc", "--arch", "sm_90", "-o"])
-            .arg(home.join("out.cubin"))
-            .args(args)
-            .arg(home.join("project/k.hip"))
-            .env("HIPJIT_CACHE_DIR", home.join("cache"))
-            .env("XDG_CACHE_HOME", home.join("xdg"))
-            .env("HIPJIT_NVCC", pypi_nvcc())
-            .env_remove("HIPJIT_COMPILER");
+        let mut cmd = nvcc_compile(home, args);
         for (k, v) in env {
             cmd.env(k, v);
         }

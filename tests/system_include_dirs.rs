@@ -5,25 +5,29 @@
 //! (`-isystem A -isystem B`, standing in for `/usr/local/include` and `/usr/include`, which a
 //! test must not write). nvcc's counterpart is in tests/nvcc_host_compiler.rs.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
+
+use common::cli;
 
 /// `hipjit compile --compiler hipcc --arch gfx90a` of `home/project/k.hip` with `-isystem`
 /// `a` then `b` appended by hipcc; the first line of output and the code object.
 fn compile(home: &Path, a: &Path, b: &Path) -> (String, Vec<u8>) {
-    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["compile", "--compiler", "hipcc", "--arch", "gfx90a", "-o"])
-        .arg(home.join("out.co"))
-        .arg(home.join("project/k.hip"))
-        .env("HIPJIT_CACHE_DIR", home.join("cache"))
-        .env("XDG_CACHE_HOME", home.join("xdg"))
-        .env(
-            "HIPCC_COMPILE_FLAGS_APPEND",
-            format!("-isystem {} -isystem {}", a.display(), b.display()),
-        )
-        .env_remove("HIPJIT_COMPILER")
-        .output()
-        .expect("hipjit runs");
+    let o = cli::compile(
+        home,
+        "hipcc",
+        "gfx90a",
+        &home.join("out.co"),
+        &[],
+        &home.join("project/k.hip"),
+    )
+    .env(
+        "HIPCC_COMPILE_FLAGS_APPEND",
+        format!("-isystem {} -isystem {}", a.display(), b.display()),
+    )
+    .output()
+    .expect("hipjit runs");
     assert!(
         o.status.success(),
         "hipjit compile failed: {}",

@@ -98,8 +98,10 @@ use crate::compiler::{BackendKind, CompileOptions, CompilerIdentity};
 /// installation root in manifests, path variables keyed by what they select, fingerprints
 /// named below the root. 4: a checksum over each entry's header and metadata. 5: names and
 /// digests in manifests and listings as MessagePack `bin` (`byte_strings`), and each
-/// entry's metadata as MessagePack arrays (fields by position) rather than maps.
-pub const CACHE_FORMAT_VERSION: u32 = 5;
+/// entry's metadata as MessagePack arrays (fields by position) rather than maps. 6: nvcc's
+/// host compiler in its keys (`host-compiler`), the compiler's own include search list in
+/// header manifests' directory records.
+pub const CACHE_FORMAT_VERSION: u32 = 6;
 
 /// The path variables keyed by what they select when they name a directory at or below the
 /// compiler's installation root (see the module documentation); the others, and these

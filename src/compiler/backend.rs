@@ -717,7 +717,7 @@ impl Backend {
     /// The environment the compiler runs with that decides its search paths (`CPATH` and
     /// the like, for [`crate::cache::manifest::extra_search_dirs`]): hipcc's, nvcc's header
     /// path variables as read now (its host compiler reads them:
-    /// [`crate::compiler::nvcc::NVCC_RUN_ENV`]); empty for the in-process compilers.
+    /// [`crate::compiler::nvcc::nvcc_run_env`]); empty for the in-process compilers.
     pub fn environment(&self) -> std::borrow::Cow<'_, [(String, OsString)]> {
         match self {
             Backend::Hipcc(c) => std::borrow::Cow::Borrowed(c.environment()),

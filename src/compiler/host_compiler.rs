@@ -22,7 +22,7 @@
 //! it is one nvcc's shell reads as it is (nvcc runs its steps through a shell), else through a
 //! link in the build directory (`host/<name>`, the program's `argv[0]` then). nvcc and the host
 //! compiler run with a cleared environment but for the variables of
-//! [`crate::compiler::nvcc::NVCC_RUN_ENV`]: gcc's `COMPILER_PATH` and `GCC_EXEC_PREFIX`, which
+//! [`crate::compiler::nvcc::nvcc_run_env`]: gcc's `COMPILER_PATH` and `GCC_EXEC_PREFIX`, which
 //! would choose other compilers, do not reach it; the header path variables it reads (`CPATH`,
 //! `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`) and `LD_LIBRARY_PATH` are keyed by text.
 //!
@@ -63,13 +63,12 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::process::{self, RunError};
+use super::process;
 
 /// The environment variable that names nvcc's host compiler (nvcc's own).
 pub const HOST_COMPILER_ENV: &str = "NVCC_CCBIN";
@@ -347,34 +346,11 @@ fn run_both(
     env: &[(String, OsString)],
     timeout: Duration,
 ) -> Result<(String, String), HostCompilerError> {
-    let mut cmd = Command::new(path);
-    cmd.args(args)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("LC_ALL", "C");
-    let err = |reason: String| HostCompilerError::Run {
+    process::query(path, args, env, timeout, None).map_err(|reason| HostCompilerError::Run {
         path: path.to_path_buf(),
         args: args.join(" "),
         reason,
-    };
-    match process::run(&mut cmd, timeout) {
-        Ok(f) if f.status.success() => Ok((
-            String::from_utf8_lossy(&f.stdout).into_owned(),
-            String::from_utf8_lossy(&f.stderr).into_owned(),
-        )),
-        Ok(f) => {
-            let stderr = String::from_utf8_lossy(&f.stderr);
-            Err(err(match stderr.trim_end() {
-                "" => f.status.to_string(),
-                text => format!("{}; stderr: {text}", f.status),
-            }))
-        }
-        Err(RunError::Spawn(e)) => Err(err(e.to_string())),
-        Err(RunError::Timeout(_)) => {
-            Err(err(format!("no answer within {} s", timeout.as_secs_f64())))
-        }
-        Err(RunError::Cancelled) => Err(err("cancelled before it answered".into())),
-    }
+    })
 }
 
 /// The directories of the `#include "..."` and `#include <...>` search lists in the output

@@ -69,14 +69,13 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::host_compiler::{HostCompiler, HostCompilerError};
-use super::process::{self, RunError};
+use super::process;
 
 /// The kinds of compiler hipjit drives; more will come (in-process compilers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -782,37 +781,11 @@ fn run_in(
     timeout: Duration,
     cwd: Option<&Path>,
 ) -> Result<(String, String), IdentityError> {
-    let mut cmd = Command::new(path);
-    cmd.args(args)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("LC_ALL", "C");
-    if let Some(d) = cwd {
-        cmd.current_dir(d).env("TMPDIR", d);
-    }
-    let err = |reason: String| IdentityError::Run {
+    process::query(path, args, env, timeout, cwd).map_err(|reason| IdentityError::Run {
         path: path.to_path_buf(),
         args: args.join(" "),
         reason,
-    };
-    match process::run(&mut cmd, timeout) {
-        Ok(f) if f.status.success() => Ok((
-            String::from_utf8_lossy(&f.stdout).into_owned(),
-            String::from_utf8_lossy(&f.stderr).into_owned(),
-        )),
-        Ok(f) => {
-            let stderr = String::from_utf8_lossy(&f.stderr);
-            Err(err(match stderr.trim_end() {
-                "" => f.status.to_string(),
-                text => format!("{}; stderr: {text}", f.status),
-            }))
-        }
-        Err(RunError::Spawn(e)) => Err(err(e.to_string())),
-        Err(RunError::Timeout(_)) => {
-            Err(err(format!("no answer within {} s", timeout.as_secs_f64())))
-        }
-        Err(RunError::Cancelled) => Err(err("cancelled before it answered".into())),
-    }
+    })
 }
 
 /// sha256 of a file's contents, read in 1 MiB pieces.

@@ -20,7 +20,7 @@
 //! hip/hip_runtime.h [flags] -o kernel.cubin -x cu kernel.cu`, run with
 //! `std::process::Command` (no shell) in a private temporary directory holding the prelude
 //! (`include/`) and the source (`kernel.cu`, its bytes as given), so that nvcc's diagnostics
-//! name `kernel.cu`, with the environment of [`NVCC_RUN_ENV`] (`TMPDIR=.`: nvcc's
+//! name `kernel.cu`, with the environment of [`nvcc_run_env`] (`TMPDIR=.`: nvcc's
 //! intermediate files there). The host compiler is the one of nvcc's identity
 //! ([`crate::compiler::host_compiler`]); nvcc runs its own steps through a shell, so the
 //! command line holds no path of the caller's, the host compiler's only when nvcc's shell
@@ -124,7 +124,7 @@ const CUBIN_NAME: &str = "kernel.cubin";
 /// headers (`CPATH`, `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`: a header put earlier on them
 /// shadows one the manifest names); and `LD_LIBRARY_PATH`, which chooses the shared libraries
 /// its stages and host compiler run with. nvcc runs with these, `PATH` and `HOME` alone
-/// ([`NVCC_RUN_ENV`]). Not `NVCC_CCBIN`, nor `PATH`: the host compiler they select is keyed by
+/// ([`nvcc_run_env`]). Not `NVCC_CCBIN`, nor `PATH`: the host compiler they select is keyed by
 /// content ([`crate::compiler::host_compiler`]).
 pub const NVCC_KEY_ENV: &[&str] = &[
     "NVCC_PREPEND_FLAGS",
@@ -140,26 +140,19 @@ pub const NVCC_KEY_ENV: &[&str] = &[
     "LD_LIBRARY_PATH",
 ];
 
-/// The environment nvcc (and its host compiler, which it runs) gets: [`NVCC_KEY_ENV`], `PATH`
-/// and `HOME` from hipjit's own, everything else cleared (gcc's `COMPILER_PATH` and
+/// The variables of hipjit's environment nvcc gets besides [`NVCC_KEY_ENV`] (the host
+/// compiler it selects through them is keyed by content): see [`nvcc_run_env`].
+pub const NVCC_UNKEYED_ENV: &[&str] = &["PATH", "HOME"];
+
+/// The environment nvcc (and its host compiler, which it runs) gets: [`NVCC_KEY_ENV`] and
+/// [`NVCC_UNKEYED_ENV`] from hipjit's own, everything else cleared (gcc's `COMPILER_PATH` and
 /// `GCC_EXEC_PREFIX` would choose programs the key does not see), and `LC_ALL=C`, `TMPDIR=.`
 /// (nvcc's intermediate files in the private build directory, named there by relative paths in
-/// the command lines nvcc hands its shell).
-pub const NVCC_RUN_ENV: &[&str] = &[
-    "NVCC_PREPEND_FLAGS",
-    "NVCC_APPEND_FLAGS",
-    "INCLUDES",
-    "SYSTEM_INCLUDES",
-    "LIBRARIES",
-    "CUDAFE_FLAGS",
-    "PTXAS_FLAGS",
-    "CPATH",
-    "CPLUS_INCLUDE_PATH",
-    "C_INCLUDE_PATH",
-    "LD_LIBRARY_PATH",
-    "PATH",
-    "HOME",
-];
+/// the command lines nvcc hands its shell). The names of the variables taken from hipjit's
+/// environment.
+pub fn nvcc_run_env() -> impl Iterator<Item = &'static str> + Clone {
+    NVCC_KEY_ENV.iter().chain(NVCC_UNKEYED_ENV).copied()
+}
 
 /// The bytes nvcc's shell gives a meaning to inside the double quotes nvcc writes paths in.
 const SHELL_QUOTED_SPECIAL: &[u8] = b"\"$`\\\n";
@@ -253,10 +246,10 @@ fn check_shell_words(words: &[String], what: &str, own: bool) -> Result<(), Nvcc
     Ok(())
 }
 
-/// `cmd` (nvcc) with its environment set as [`NVCC_RUN_ENV`] says.
+/// `cmd` (nvcc) with its environment set as [`nvcc_run_env`] says.
 fn run_environment(cmd: &mut Command) -> &mut Command {
     cmd.env_clear();
-    for k in NVCC_RUN_ENV {
+    for k in nvcc_run_env() {
         if let Some(v) = std::env::var_os(k) {
             cmd.env(k, v);
         }
@@ -501,9 +494,8 @@ impl Nvcc {
     }
 
     fn identify(path: &Path, dir: Option<&Path>) -> Result<Nvcc, NvccError> {
-        let mut env: Vec<(String, OsString)> = NVCC_RUN_ENV
-            .iter()
-            .chain([HOST_COMPILER_ENV].iter())
+        let mut env: Vec<(String, OsString)> = nvcc_run_env()
+            .chain([HOST_COMPILER_ENV])
             .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
             .collect();
         // A relative `NVCC_CCBIN` path names a program by the working directory: the identity

@@ -155,6 +155,46 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
     })
 }
 
+/// Runs the program at `path` with `args` (a query: `--version`, `-E -v`, ...) in a cleared
+/// environment holding only `env` and `LC_ALL=C`, in `cwd` (also its `TMPDIR`) when given, through
+/// [`run`]; its standard output and error, lossily decoded.
+///
+/// Errors: the reason it gave no answer, as a sentence naming the exit status and its stderr,
+/// the spawn error, the timeout or the cancellation; the caller wraps it in its own error with
+/// the program's path and arguments.
+pub(crate) fn query(
+    path: &std::path::Path,
+    args: &[&str],
+    env: &[(String, std::ffi::OsString)],
+    timeout: Duration,
+    cwd: Option<&std::path::Path>,
+) -> Result<(String, String), String> {
+    let mut cmd = Command::new(path);
+    cmd.args(args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("LC_ALL", "C");
+    if let Some(d) = cwd {
+        cmd.current_dir(d).env("TMPDIR", d);
+    }
+    match run(&mut cmd, timeout) {
+        Ok(f) if f.status.success() => Ok((
+            String::from_utf8_lossy(&f.stdout).into_owned(),
+            String::from_utf8_lossy(&f.stderr).into_owned(),
+        )),
+        Ok(f) => {
+            let stderr = String::from_utf8_lossy(&f.stderr);
+            Err(match stderr.trim_end() {
+                "" => f.status.to_string(),
+                text => format!("{}; stderr: {text}", f.status),
+            })
+        }
+        Err(RunError::Spawn(e)) => Err(e.to_string()),
+        Err(RunError::Timeout(_)) => Err(format!("no answer within {} s", timeout.as_secs_f64())),
+        Err(RunError::Cancelled) => Err("cancelled before it answered".into()),
+    }
+}
+
 /// How long [`spawn`] retries a program that is busy being written (`ETXTBSY`).
 const BUSY_RETRY: Duration = Duration::from_secs(1);
 
