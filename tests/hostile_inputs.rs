@@ -3,6 +3,8 @@
 //! status 1 or 2) naming what was wrong: no hang, no panic, no abort. Each child runs under a
 //! deadline so that a hang fails the test instead of stalling the suite.
 
+mod common;
+
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
@@ -489,4 +491,83 @@ fn shell_code_in_variables_hipcc_pastes_is_refused_naming_the_variable() {
         );
         assert!(!pwned.exists(), "doctor with {name}={value} ran it");
     }
+}
+
+/// hipcc 5.2.3 pastes the directory it derives from its own location into its `sh -c` line
+/// unquoted: a hipcc installed under a path holding shell syntax is refused by path before it
+/// runs (compile and doctor). The stand-in installation is a copy of Debian's hipcc scripts
+/// (`hipcc`, `hipcc.pl`, `hipvars.pm`) under `u$(cd;touch pwned)/bin`, with `HIP_CLANG_PATH`
+/// naming Debian's clang, which ran the command before the check.
+#[test]
+fn a_hipcc_installed_under_a_path_holding_shell_syntax_is_refused_by_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let pwned = dir.path().join("pwned");
+    // `cd` first: the shell runs in hipcc's working directory; HOME is the test's directory.
+    let bin = dir.path().join("u$(cd;touch pwned)/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for f in ["hipcc", "hipcc.pl", "hipvars.pm"] {
+        std::fs::copy(Path::new("/usr/bin").join(f), bin.join(f)).unwrap();
+    }
+    for args in [
+        &["compile", "--compiler", "hipcc", "--arch", "gfx90a", "-o"][..],
+        &["doctor", "--json"][..],
+    ] {
+        let mut cmd = hipjit(&dir.path().join("cache"));
+        cmd.env("HIPJIT_HIPCC", bin.join("hipcc"))
+            .env("HOME", dir.path())
+            .env("HIP_CLANG_PATH", "/usr/lib/llvm-15/bin")
+            .args(args);
+        if args[0] == "compile" {
+            cmd.arg(dir.path().join("k.co")).arg(&src);
+        }
+        let o = run(&mut cmd);
+        let said = format!("{}{}", stderr(&o), String::from_utf8_lossy(&o.stdout));
+        assert!(!pwned.exists(), "{args:?} ran hipcc's shell line: {said}");
+        assert!(
+            said.contains("refusing to run hipcc at") && said.contains("the path holds `$`"),
+            "{args:?}: {said}"
+        );
+    }
+}
+
+/// nvcc writes its own directory (the resolved one) in double quotes into its shell lines:
+/// a toolkit under a directory holding `$(...)` is refused by path, and nothing runs. The
+/// stand-in is the PyPI toolkit hard-linked (copied where links cannot be made) under
+/// `tk$(cd;touch pwned)`, which ran the command before the check.
+#[test]
+fn an_nvcc_installed_under_a_path_holding_shell_syntax_is_refused_by_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let pwned = dir.path().join("pwned");
+    let toolkit = common::toolchain::pypi_toolkit();
+    // `cd` first: nvcc's shell runs in its build directory; HOME is the test's directory.
+    let copy = dir.path().join("tk$(cd;touch pwned)");
+    let linked = Command::new("cp")
+        .arg("-al")
+        .arg(&toolkit)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    if !linked.success() {
+        let _ = std::fs::remove_dir_all(&copy);
+        assert!(Command::new("cp")
+            .arg("-a")
+            .arg(&toolkit)
+            .arg(&copy)
+            .status()
+            .unwrap()
+            .success());
+    }
+    let o = run(hipjit(&dir.path().join("cache"))
+        .env("HIPJIT_NVCC", copy.join("bin/nvcc"))
+        .env("HOME", dir.path())
+        .env("XDG_CACHE_HOME", dir.path().join("xdg"))
+        .args(["compile", "--compiler", "nvcc", "--arch", "sm_90", "-o"])
+        .arg(dir.path().join("k.cubin"))
+        .arg(&src));
+    assert!(!pwned.exists(), "nvcc's shell line ran: {}", stderr(&o));
+    assert_fails_naming(&o, &["refusing to run nvcc at", "the path holds `$`"]);
 }

@@ -157,6 +157,10 @@ pub enum CompilerError {
     /// misparse ([`shell_env`]).
     #[error(transparent)]
     UnsafeEnvironment(#[from] shell_env::UnsafeVariable),
+    /// hipcc's path (as given or resolved) holds what the shell it runs would misparse
+    /// ([`shell_env::check_program`]).
+    #[error(transparent)]
+    UnsafePath(#[from] shell_env::UnsafeProgramPath),
     /// nvcc could not be found or identified.
     #[error(transparent)]
     Nvcc(Box<nvcc::NvccError>),
@@ -419,8 +423,9 @@ impl Compiler {
     /// process environment.
     ///
     /// Errors: [`CompilerError::Discovery`] (nothing found, or an explicit path unusable),
-    /// [`CompilerError::Identity`] (`--version` failed, or a file of the compiler's closed
-    /// list could not be read).
+    /// [`CompilerError::UnsafeEnvironment`] and [`CompilerError::UnsafePath`] (a variable or
+    /// hipcc's own path its shell would misparse), [`CompilerError::Identity`] (`--version`
+    /// failed, or a file of the compiler's closed list could not be read).
     pub fn new(config: CompilerConfig) -> Result<Compiler, CompilerError> {
         let path = discovery::find_hipcc(
             config.hipcc.as_deref(),
@@ -438,6 +443,7 @@ impl Compiler {
                 .collect(),
         };
         shell_env::check(&env)?;
+        shell_env::check_program("hipcc", &path, shell_env::HIPCC_PATH_REFUSED)?;
         let identity = identity::identify(
             CompilerKind::Hipcc,
             &path,

@@ -336,6 +336,11 @@ pub enum NvccError {
         /// The byte.
         byte: char,
     },
+    /// nvcc's path (as given or resolved) holds `"`, `$`, `` ` ``, `\` or a newline: nvcc
+    /// writes its own directory in double quotes into the command lines it runs with `sh`
+    /// ([`crate::compiler::shell_env::check_program`]).
+    #[error(transparent)]
+    UnsafePath(#[from] crate::compiler::shell_env::UnsafeProgramPath),
     /// `NVCC_PREPEND_FLAGS` or `NVCC_APPEND_FLAGS` holds a flag the caller's flags could not
     /// hold ([`crate::compiler::flags`]): nvcc adds them to every command line.
     #[error("{variable}: {reason}")]
@@ -425,8 +430,9 @@ impl Nvcc {
     /// Finds nvcc in the documented order (`explicit` first) and reads `nvcc --version`.
     ///
     /// Errors: [`NvccError::NotExecutable`] for an explicit or `HIPJIT_NVCC` path that is not
-    /// an executable, [`NvccError::NotFound`] listing the candidates, [`NvccError::Failed`]
-    /// when `--version` fails.
+    /// an executable, [`NvccError::NotFound`] listing the candidates, [`NvccError::UnsafePath`]
+    /// for an nvcc whose path its shell would misparse, [`NvccError::Failed`] when `--version`
+    /// fails.
     pub fn discover(explicit: Option<&Path>) -> Result<Nvcc, NvccError> {
         Nvcc::at(&Nvcc::find(explicit)?)
     }
@@ -494,6 +500,7 @@ impl Nvcc {
     }
 
     fn identify(path: &Path, dir: Option<&Path>) -> Result<Nvcc, NvccError> {
+        crate::compiler::shell_env::check_program("nvcc", path, SHELL_QUOTED_SPECIAL)?;
         let mut env: Vec<(String, OsString)> = nvcc_run_env()
             .chain([HOST_COMPILER_ENV])
             .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))

@@ -13,6 +13,7 @@
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 /// The variables hipcc pastes into its shell command line.
 pub const SHELL_PASTED: &[&str] = &[
@@ -91,12 +92,94 @@ pub fn check(env: &[(String, OsString)]) -> Result<(), UnsafeVariable> {
     Ok(())
 }
 
+/// The bytes hipcc's shell would misparse in its own path: [`METACHARACTERS`], space and tab
+/// (hipcc 5.2.3 pastes the directories it derives from its own location unquoted: measured,
+/// `u;cmd;`, `u$(cmd)` ran commands and a space broke the line).
+pub const HIPCC_PATH_REFUSED: &[u8] = b";&|$`()<>'\"\\\n*?[~# \t";
+
+/// A compiler installed at a path that the command lines it runs with `sh` would misparse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("refusing to run {compiler} at {}: {reason}; {compiler} pastes its own directory into command lines it runs with sh, which would misparse it (hipjit itself starts no shell): install it or link it under a plain path", .path.display())]
+pub struct UnsafeProgramPath {
+    /// `hipcc` or `nvcc`.
+    pub compiler: &'static str,
+    /// The path refused: as given or as resolved (links followed).
+    pub path: PathBuf,
+    /// What is wrong: the byte found.
+    pub reason: String,
+}
+
+/// Checks the path of `compiler` as given and as resolved (`realpath(3)`: the directory a
+/// program finds itself in through `/proc/self/exe`) for a byte of `refused`:
+/// [`HIPCC_PATH_REFUSED`] for hipcc; nvcc, which writes its own directory in double quotes,
+/// passes `"`, `$`, `` ` ``, `\` and newline (measured with CUDA 13: `;`, `|`, `&`, `>`, `(`,
+/// `'`, `*` and spaces in the toolkit's directory compile, `$(cmd)` ran).
+///
+/// Errors: [`UnsafeProgramPath`] naming the path and the byte.
+pub fn check_program(
+    compiler: &'static str,
+    path: &Path,
+    refused: &[u8],
+) -> Result<(), UnsafeProgramPath> {
+    let resolved = std::fs::canonicalize(path).ok();
+    for p in std::iter::once(path).chain(resolved.as_deref()) {
+        if let Some(&b) = p
+            .as_os_str()
+            .as_bytes()
+            .iter()
+            .find(|b| refused.contains(b))
+        {
+            let shown = match b {
+                b'\n' => "a newline".to_owned(),
+                b' ' => "a space".to_owned(),
+                b'\t' => "a tab".to_owned(),
+                _ => format!("`{}`", b as char),
+            };
+            return Err(UnsafeProgramPath {
+                compiler,
+                path: p.to_path_buf(),
+                reason: format!("the path holds {shown}"),
+            });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn env(name: &str, value: &str) -> Vec<(String, OsString)> {
         vec![(name.to_owned(), OsString::from(value))]
+    }
+
+    #[test]
+    fn a_program_path_is_checked_as_given_and_as_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("u$(touch x)");
+        std::fs::create_dir(&bad).unwrap();
+        std::fs::write(bad.join("hipcc"), "").unwrap();
+        let e = check_program("hipcc", &bad.join("hipcc"), HIPCC_PATH_REFUSED).unwrap_err();
+        assert_eq!(e.path, bad.join("hipcc"));
+        assert!(e.to_string().contains("the path holds `$`"), "{e}");
+        // A plain link to it: refused by its target.
+        let link = dir.path().join("plain");
+        std::os::unix::fs::symlink(bad.join("hipcc"), &link).unwrap();
+        let e = check_program("nvcc", &link, b"\"$`\\\n").unwrap_err();
+        assert!(e.path.ends_with("u$(touch x)/hipcc"), "{e}");
+        // nvcc quotes its directory: a space or `;` is fine for it, not for hipcc.
+        let spaced = dir.path().join("a b;c");
+        std::fs::create_dir(&spaced).unwrap();
+        std::fs::write(spaced.join("nvcc"), "").unwrap();
+        check_program("nvcc", &spaced.join("nvcc"), b"\"$`\\\n").unwrap();
+        let e = check_program("hipcc", &spaced.join("nvcc"), HIPCC_PATH_REFUSED).unwrap_err();
+        assert!(e.to_string().contains("a space"), "{e}");
+        check_program(
+            "hipcc",
+            Path::new("/usr/bin/hipcc-5.2_x+y=z,@%:"),
+            HIPCC_PATH_REFUSED,
+        )
+        .unwrap();
     }
 
     #[test]

@@ -498,8 +498,18 @@ fn compilers() -> Vec<CompilerReport> {
             .iter()
             .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
             .collect();
-        if let Err(e) = hipjit::compiler::shell_env::check(&pasted) {
-            c.error = Some(e.to_string());
+        let checked = hipjit::compiler::shell_env::check(&pasted)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                hipjit::compiler::shell_env::check_program(
+                    "hipcc",
+                    &path,
+                    hipjit::compiler::shell_env::HIPCC_PATH_REFUSED,
+                )
+                .map_err(|e| e.to_string())
+            });
+        if let Err(e) = checked {
+            c.error = Some(e);
             out.push(c);
             continue;
         }
