@@ -1271,6 +1271,50 @@ fn child_disk_hit(cache: &Path, loader: CodeObjectLoader, hit_memo: bool) -> R<(
         us(t_again)
     );
     println!("SPLIT again: minor page faults {}", minor_faults() - faults);
+    // And once more, one piece at a time: the host side of the hit (a new `Jit`, its
+    // `compile`: the memo or the long way, the entry read and verified), hipjit's load of the
+    // cubin (`Library::load_cubin`) against the driver's own `cuModuleLoadData` of the same
+    // bytes, and the kernel lookup.
+    let t = Instant::now();
+    let third = jit_with(cache, hit_memo)?;
+    let t_new = t.elapsed();
+    let compiled = third.compile(KERNELS, &opts())?;
+    let t_compile = t.elapsed();
+    let elf = compiled.artefacts()[0].elf();
+    let cubin = Cubin::from_bytes(elf)?;
+    let t = Instant::now();
+    let lib = Library::load_cubin(&dev, &cubin)?;
+    let t_load = t.elapsed();
+    let _k = lib.kernel("empty")?;
+    let t_kernel = t.elapsed();
+    let d = drv()?;
+    let mut m: *mut c_void = std::ptr::null_mut();
+    let t = Instant::now();
+    // SAFETY: a complete cubin image and a valid out pointer.
+    let rc = unsafe { (d.cuModuleLoadData)(&mut m, elf.as_ptr() as *const c_void) };
+    let t_raw = t.elapsed();
+    if rc != 0 {
+        return Err(format!("cuModuleLoadData {rc}").into());
+    }
+    // SAFETY: the module just loaded; nothing of it is used.
+    unsafe { (d.cuModuleUnload)(m) };
+    println!("SPLIT again, by piece: Jit::new {:.1}", us(t_new));
+    println!(
+        "SPLIT again, by piece: Jit::compile (disk hit) {:.1}",
+        us(t_compile - t_new)
+    );
+    println!(
+        "SPLIT again, by piece: Library::load_cubin {:.1}",
+        us(t_load)
+    );
+    println!(
+        "SPLIT again, by piece: library.kernel {:.1}",
+        us(t_kernel - t_load)
+    );
+    println!(
+        "SPLIT again, by piece: raw cuModuleLoadData of the same bytes {:.1}",
+        us(t_raw)
+    );
     Ok(())
 }
 

@@ -493,43 +493,116 @@ fn shell_code_in_variables_hipcc_pastes_is_refused_naming_the_variable() {
     }
 }
 
-/// hipcc 5.2.3 pastes the directory it derives from its own location into its `sh -c` line
-/// unquoted: a hipcc installed under a path holding shell syntax is refused by path before it
-/// runs (compile and doctor). The stand-in installation is a copy of Debian's hipcc scripts
-/// (`hipcc`, `hipcc.pl`, `hipvars.pm`) under `u$(cd;touch pwned)/bin`, with `HIP_CLANG_PATH`
-/// naming Debian's clang, which ran the command before the check.
-#[test]
-fn a_hipcc_installed_under_a_path_holding_shell_syntax_is_refused_by_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("k.hip");
+/// Runs `hipjit compile` and `hipjit doctor --json` with `HIPJIT_HIPCC=hipcc`, `HOME` the
+/// test's directory and `env`, and asserts that neither ran `pwned`'s payload and that each
+/// refused hipcc, saying `why`.
+fn assert_hipcc_refused(dir: &Path, hipcc: &Path, env: &[(&str, &str)], why: &str) {
+    let src = dir.join("k.hip");
     std::fs::write(&src, KERNEL).unwrap();
-    let pwned = dir.path().join("pwned");
-    // `cd` first: the shell runs in hipcc's working directory; HOME is the test's directory.
-    let bin = dir.path().join("u$(cd;touch pwned)/bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    for f in ["hipcc", "hipcc.pl", "hipvars.pm"] {
-        std::fs::copy(Path::new("/usr/bin").join(f), bin.join(f)).unwrap();
-    }
+    let pwned = dir.join("pwned");
     for args in [
         &["compile", "--compiler", "hipcc", "--arch", "gfx90a", "-o"][..],
         &["doctor", "--json"][..],
     ] {
-        let mut cmd = hipjit(&dir.path().join("cache"));
-        cmd.env("HIPJIT_HIPCC", bin.join("hipcc"))
-            .env("HOME", dir.path())
-            .env("HIP_CLANG_PATH", "/usr/lib/llvm-15/bin")
+        let mut cmd = hipjit(&dir.join("cache"));
+        cmd.env("HIPJIT_HIPCC", hipcc)
+            .env("HOME", dir)
+            .env("XDG_CACHE_HOME", dir.join("xdg"))
+            .envs(env.iter().copied())
             .args(args);
         if args[0] == "compile" {
-            cmd.arg(dir.path().join("k.co")).arg(&src);
+            cmd.arg(dir.join("k.co")).arg(&src);
         }
         let o = run(&mut cmd);
         let said = format!("{}{}", stderr(&o), String::from_utf8_lossy(&o.stdout));
         assert!(!pwned.exists(), "{args:?} ran hipcc's shell line: {said}");
         assert!(
-            said.contains("refusing to run hipcc at") && said.contains("the path holds `$`"),
+            said.contains("refusing to run hipcc: ") && said.contains(why),
             "{args:?}: {said}"
         );
     }
+}
+
+/// The directory name of the stand-in installations below: `cd` first, since the shell runs
+/// in hipcc's working directory; `HOME` is the test's directory, where `pwned` appears.
+const PAYLOAD_DIR: &str = "u$(cd;touch pwned)";
+
+/// Copies Debian's hipcc scripts (`hipcc`, `hipcc.pl`, `hipvars.pm`) into `bin`.
+fn hipcc_scripts(bin: &Path) {
+    std::fs::create_dir_all(bin).unwrap();
+    for f in ["hipcc", "hipcc.pl", "hipvars.pm"] {
+        std::fs::copy(Path::new("/usr/bin").join(f), bin.join(f)).unwrap();
+    }
+}
+
+/// hipcc 5.2.3 pastes the directory it derives from its own location into its `sh -c` line
+/// unquoted: a hipcc installed under a path holding shell syntax is refused by path before it
+/// runs (compile and doctor). The stand-in installation is a copy of Debian's hipcc scripts
+/// under `u$(cd;touch pwned)/bin`, with `HIP_CLANG_PATH` naming Debian's clang, which ran the
+/// command before the check.
+#[test]
+fn a_hipcc_installed_under_a_path_holding_shell_syntax_is_refused_by_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join(PAYLOAD_DIR).join("bin");
+    hipcc_scripts(&bin);
+    assert_hipcc_refused(
+        dir.path(),
+        &bin.join("hipcc"),
+        &[("HIP_CLANG_PATH", "/usr/lib/llvm-15/bin")],
+        "the path holds `$`",
+    );
+}
+
+/// hipcc 5.2.3's `hipcc` runs the `hipcc.pl` beside it, which takes the installation from its
+/// own real path: a clean `hipcc` whose `hipcc.pl` links into a directory holding shell syntax
+/// is refused, naming `hipcc.pl` (it ran the command before the check).
+#[test]
+fn a_clean_hipcc_beside_a_hipcc_pl_linked_into_shell_syntax_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = dir.path().join(PAYLOAD_DIR).join("bin");
+    hipcc_scripts(&hostile);
+    let clean = dir.path().join("clean/bin");
+    std::fs::create_dir_all(&clean).unwrap();
+    std::fs::copy("/usr/bin/hipcc", clean.join("hipcc")).unwrap();
+    std::os::unix::fs::symlink(hostile.join("hipcc.pl"), clean.join("hipcc.pl")).unwrap();
+    assert_hipcc_refused(
+        dir.path(),
+        &clean.join("hipcc"),
+        &[("HIP_CLANG_PATH", "/usr/lib/llvm-15/bin")],
+        "hipcc.pl beside it holds `$`",
+    );
+}
+
+/// hipcc 5.2.3 pastes `abs_path("$HIP_CLANG_PATH/../lib/clang/<version>/include")`, links
+/// resolved, in double quotes: a clean installation whose clang resource include directory
+/// links into a directory holding `$(...)` is refused once `--version` has named clang's
+/// directory, before hipcc's probes (which ran the command before the check).
+#[test]
+fn a_hipcc_whose_clang_include_directory_links_into_shell_syntax_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("clean");
+    hipcc_scripts(&root.join("bin"));
+    for t in [
+        "clang++-15",
+        "clang-15",
+        "clang++",
+        "clang",
+        "rocm_agent_enumerator",
+    ] {
+        std::os::unix::fs::symlink(Path::new("/usr/bin").join(t), root.join("bin").join(t))
+            .unwrap();
+    }
+    std::os::unix::fs::symlink("/usr/include", root.join("include")).unwrap();
+    let hostile = dir.path().join(PAYLOAD_DIR);
+    std::fs::create_dir_all(&hostile).unwrap();
+    std::fs::create_dir_all(root.join("lib/clang/15.0.6")).unwrap();
+    std::os::unix::fs::symlink(&hostile, root.join("lib/clang/15.0.6/include")).unwrap();
+    assert_hipcc_refused(
+        dir.path(),
+        &root.join("bin/hipcc"),
+        &[],
+        "its clang's resource include directory holds `$`",
+    );
 }
 
 /// nvcc writes its own directory (the resolved one) in double quotes into its shell lines:
@@ -569,5 +642,61 @@ fn an_nvcc_installed_under_a_path_holding_shell_syntax_is_refused_by_path() {
         .arg(dir.path().join("k.cubin"))
         .arg(&src));
     assert!(!pwned.exists(), "nvcc's shell line ran: {}", stderr(&o));
-    assert_fails_naming(&o, &["refusing to run nvcc at", "the path holds `$`"]);
+    assert_fails_naming(
+        &o,
+        &[
+            "refusing to run nvcc: the path holds `$`",
+            "the path holds `$`",
+        ],
+    );
+}
+
+/// `hipjit doctor` runs the hipcc it checked: a relative `HIPJIT_HIPCC` is resolved once, from
+/// the working directory, not again from the temporary directory of its `<hip/hip_runtime.h>`
+/// probe, where the same relative path names a hipcc under a directory holding `$(...)` (it ran
+/// the command before the fix).
+#[test]
+fn doctor_runs_the_relative_hipcc_it_checked_not_another_from_its_probe_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    hipcc_scripts(&d.join("clean/bin"));
+    hipcc_scripts(&d.join(PAYLOAD_DIR).join("bin"));
+    for sub in ["cwd", "tmpd"] {
+        std::fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    std::os::unix::fs::symlink(d.join("clean"), d.join("x")).unwrap();
+    std::os::unix::fs::symlink(d.join(PAYLOAD_DIR), d.join("tmpd/x")).unwrap();
+    let o = run(hipjit(&d.join("cache"))
+        .current_dir(d.join("cwd"))
+        .env("TMPDIR", d.join("tmpd"))
+        .env("HOME", d)
+        .env("HIP_CLANG_PATH", "/usr/lib/llvm-15/bin")
+        .env("HIPJIT_HIPCC", "../x/bin/hipcc")
+        .args(["doctor", "--json"]));
+    assert!(
+        !d.join("pwned").exists(),
+        "doctor ran another hipcc: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
+/// A relative `HIPJIT_NVCC` names nvcc from the working directory, though nvcc runs in its
+/// build directory (it failed to start: "No such file or directory").
+#[test]
+fn a_relative_hipjit_nvcc_is_taken_from_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("cwd")).unwrap();
+    std::os::unix::fs::symlink(common::toolchain::pypi_toolkit(), d.join("cwd/tk")).unwrap();
+    let src = d.join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let o = run(hipjit(&d.join("cache"))
+        .current_dir(d.join("cwd"))
+        .env("XDG_CACHE_HOME", d.join("xdg"))
+        .env("HIPJIT_NVCC", "tk/bin/nvcc")
+        .args(["compile", "--compiler", "nvcc", "--arch", "sm_90", "-o"])
+        .arg(d.join("k.cubin"))
+        .arg(&src));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(d.join("k.cubin").is_file());
 }

@@ -157,8 +157,9 @@ pub enum CompilerError {
     /// misparse ([`shell_env`]).
     #[error(transparent)]
     UnsafeEnvironment(#[from] shell_env::UnsafeVariable),
-    /// hipcc's path (as given or resolved) holds what the shell it runs would misparse
-    /// ([`shell_env::check_program`]).
+    /// hipcc's path, a script beside it or its clang's directories (as given or resolved)
+    /// hold what the shell it runs would misparse ([`shell_env::check_hipcc`],
+    /// [`shell_env::check_hipcc_clang`]).
     #[error(transparent)]
     UnsafePath(#[from] shell_env::UnsafeProgramPath),
     /// nvcc could not be found or identified.
@@ -443,7 +444,7 @@ impl Compiler {
                 .collect(),
         };
         shell_env::check(&env)?;
-        shell_env::check_program("hipcc", &path, shell_env::HIPCC_PATH_REFUSED)?;
+        shell_env::check_hipcc(&path)?;
         let identity = identity::identify(
             CompilerKind::Hipcc,
             &path,
@@ -451,6 +452,8 @@ impl Compiler {
             config.timeout,
             config.identity_dir.as_deref(),
         )?;
+        // Also for a remembered identity: a link below clang's directory may have moved since.
+        shell_env::check_hipcc_clang(&path, &identity.version, &env)?;
         Ok(Compiler {
             inner: Arc::new(Inner {
                 identity,

@@ -155,7 +155,7 @@ pub fn nvcc_run_env() -> impl Iterator<Item = &'static str> + Clone {
 }
 
 /// The bytes nvcc's shell gives a meaning to inside the double quotes nvcc writes paths in.
-const SHELL_QUOTED_SPECIAL: &[u8] = b"\"$`\\\n";
+const SHELL_QUOTED_SPECIAL: &[u8] = crate::compiler::shell_env::NVCC_PATH_REFUSED;
 
 /// A private (mode 0700) build directory for one nvcc run, in the temporary directory
 /// ([`std::env::temp_dir`], `TMPDIR`). nvcc writes the absolute path of its input into the
@@ -500,6 +500,9 @@ impl Nvcc {
     }
 
     fn identify(path: &Path, dir: Option<&Path>) -> Result<Nvcc, NvccError> {
+        // nvcc runs in its build directory: a relative path is made absolute here, against the
+        // working directory it was found from.
+        let path = &std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         crate::compiler::shell_env::check_program("nvcc", path, SHELL_QUOTED_SPECIAL)?;
         let mut env: Vec<(String, OsString)> = nvcc_run_env()
             .chain([HOST_COMPILER_ENV])
@@ -538,6 +541,7 @@ impl Nvcc {
                 source,
             },
             IdentityError::HostCompiler(e) => NvccError::HostCompiler(e),
+            IdentityError::UnsafePath(e) => NvccError::UnsafePath(e),
         })?;
         Ok(Nvcc {
             std: CxxStd::default(),

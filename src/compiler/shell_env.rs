@@ -97,15 +97,20 @@ pub fn check(env: &[(String, OsString)]) -> Result<(), UnsafeVariable> {
 /// `u;cmd;`, `u$(cmd)` ran commands and a space broke the line).
 pub const HIPCC_PATH_REFUSED: &[u8] = b";&|$`()<>'\"\\\n*?[~# \t";
 
+/// The bytes nvcc's shell gives a meaning to inside the double quotes nvcc writes its own
+/// directory and its input's path in: `"`, `$`, `` ` ``, `\` and newline.
+pub const NVCC_PATH_REFUSED: &[u8] = b"\"$`\\\n";
+
 /// A compiler installed at a path that the command lines it runs with `sh` would misparse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("refusing to run {compiler} at {}: {reason}; {compiler} pastes its own directory into command lines it runs with sh, which would misparse it (hipjit itself starts no shell): install it or link it under a plain path", .path.display())]
+#[error("refusing to run {compiler}: {reason} ({}); {compiler} pastes the directories of its installation, links resolved, into command lines it runs with sh, which would misparse them (hipjit itself starts no shell): install it under a plain path", .path.display())]
 pub struct UnsafeProgramPath {
     /// `hipcc` or `nvcc`.
     pub compiler: &'static str,
-    /// The path refused: as given or as resolved (links followed).
+    /// The path refused: the compiler's, a file beside it or a directory it derives, as
+    /// given or as resolved (links followed).
     pub path: PathBuf,
-    /// What is wrong: the byte found.
+    /// What is wrong: which path, and the byte found.
     pub reason: String,
 }
 
@@ -120,6 +125,16 @@ pub fn check_program(
     compiler: &'static str,
     path: &Path,
     refused: &[u8],
+) -> Result<(), UnsafeProgramPath> {
+    check_path(compiler, path, refused, "the path")
+}
+
+/// [`check_program`] of `path`, which the error's reason calls `what`.
+fn check_path(
+    compiler: &'static str,
+    path: &Path,
+    refused: &[u8],
+    what: &str,
 ) -> Result<(), UnsafeProgramPath> {
     let resolved = std::fs::canonicalize(path).ok();
     for p in std::iter::once(path).chain(resolved.as_deref()) {
@@ -138,8 +153,119 @@ pub fn check_program(
             return Err(UnsafeProgramPath {
                 compiler,
                 path: p.to_path_buf(),
-                reason: format!("the path holds {shown}"),
+                reason: format!("{what} holds {shown}"),
             });
+        }
+    }
+    Ok(())
+}
+
+/// The programs beside hipcc that hipcc runs or loads and whose real directory it takes as the
+/// installation's (hipcc 5.x: `hipcc` runs `hipcc.pl` beside it, which sets `HIP_PATH` to the
+/// parent of its own real directory, and loads `hipvars.pm`; hipcc 6.x can run `hipcc.bin`).
+const HIPCC_SIBLINGS: &[&str] = &["hipcc.pl", "hipvars.pm", "hipcc.bin"];
+
+/// Checks, before hipcc runs at all, the paths hipcc derives its installation's directories
+/// from by resolving links: its own path ([`check_program`]) and each of [`HIPCC_SIBLINGS`]
+/// beside it, as found and as resolved, in the directory it was found in and in its real one.
+///
+/// Errors: [`UnsafeProgramPath`] naming the first path holding a byte of
+/// [`HIPCC_PATH_REFUSED`].
+pub fn check_hipcc(path: &Path) -> Result<(), UnsafeProgramPath> {
+    check_program("hipcc", path, HIPCC_PATH_REFUSED)?;
+    let resolved = std::fs::canonicalize(path).ok();
+    let dirs = [path.parent(), resolved.as_deref().and_then(Path::parent)];
+    for dir in dirs.into_iter().flatten() {
+        for name in HIPCC_SIBLINGS {
+            let p = dir.join(name);
+            if p.symlink_metadata().is_ok() {
+                check_path(
+                    "hipcc",
+                    &p,
+                    HIPCC_PATH_REFUSED,
+                    &format!("{name} beside it"),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks the clang resource include directories hipcc may take, as resolved: hipcc 5.x pastes
+/// `abs_path("$HIP_CLANG_PATH/../lib/clang/<version>/include")` in double quotes into its
+/// command lines, where `HIP_CLANG_PATH` is the variable, else `$ROCM_PATH/llvm/bin` or
+/// `$ROCM_PATH/bin`, `ROCM_PATH` the variable, else `/usr`, `$HIP_PATH/..`, `$HIP_PATH` or
+/// `/opt/rocm`, and `HIP_PATH` the variable, else the parent of `hipcc.pl`'s real directory
+/// (`hipvars.pm`). Each such `lib/clang/*/include` (and below clang's own directory, named by
+/// `InstalledDir:` in `version`, hipcc's `--version` text) is checked. Run after `--version`
+/// and before any other run of hipcc's, also for a remembered identity (a link may have moved
+/// since). `hipcc` is hipcc's path, `env` the variables it runs with.
+///
+/// Errors: [`UnsafeProgramPath`] naming the first directory whose resolved path holds a byte of
+/// [`HIPCC_PATH_REFUSED`].
+pub fn check_hipcc_clang(
+    hipcc: &Path,
+    version: &str,
+    env: &[(String, OsString)],
+) -> Result<(), UnsafeProgramPath> {
+    let var = |name: &str| {
+        env.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|p| p.is_absolute())
+    };
+    let resolved = std::fs::canonicalize(hipcc).ok();
+    let mut hip_paths: Vec<PathBuf> = var("HIP_PATH").into_iter().collect();
+    for dir in [hipcc.parent(), resolved.as_deref().and_then(Path::parent)]
+        .into_iter()
+        .flatten()
+    {
+        for script in ["hipcc.pl", "hipcc"] {
+            if let Ok(real) = std::fs::canonicalize(dir.join(script)) {
+                hip_paths.extend(real.parent().and_then(Path::parent).map(Path::to_path_buf));
+            }
+        }
+    }
+    let mut rocm_paths: Vec<PathBuf> = var("ROCM_PATH").into_iter().collect();
+    rocm_paths.extend([PathBuf::from("/usr"), PathBuf::from("/opt/rocm")]);
+    for h in &hip_paths {
+        rocm_paths.push(h.clone());
+        rocm_paths.extend(h.parent().map(Path::to_path_buf));
+    }
+    let mut clang_roots: Vec<PathBuf> = var("HIP_CLANG_PATH")
+        .map(|p| p.join(".."))
+        .into_iter()
+        .collect();
+    clang_roots.extend(
+        version
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("InstalledDir:"))
+            .map(|d| Path::new(d.trim()).join(".."))
+            .filter(|d| d.is_absolute()),
+    );
+    for r in &rocm_paths {
+        clang_roots.push(r.join("llvm"));
+        clang_roots.push(r.clone());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for root in clang_roots {
+        if !seen.insert(root.clone()) {
+            continue;
+        }
+        for e in std::fs::read_dir(root.join("lib/clang"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let include = e.path().join("include");
+            if include.symlink_metadata().is_ok() {
+                check_path(
+                    "hipcc",
+                    &include,
+                    HIPCC_PATH_REFUSED,
+                    "its clang's resource include directory",
+                )?;
+            }
         }
     }
     Ok(())
@@ -180,6 +306,46 @@ mod tests {
             HIPCC_PATH_REFUSED,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn clang_include_directories_are_checked_below_every_root_hipcc_may_take() {
+        let dir = tempfile::tempdir().unwrap();
+        let hostile = dir.path().join("i$(x)");
+        std::fs::create_dir(&hostile).unwrap();
+        let llvm = dir.path().join("llvm");
+        std::fs::create_dir_all(llvm.join("bin")).unwrap();
+        std::fs::create_dir_all(llvm.join("lib/clang/15")).unwrap();
+        std::os::unix::fs::symlink(&hostile, llvm.join("lib/clang/15/include")).unwrap();
+        let hipcc = Path::new("/nonexistent/bin/hipcc");
+        // Through HIP_CLANG_PATH, through ROCM_PATH/llvm, through clang's InstalledDir.
+        for (env, version) in [
+            (vec![("HIP_CLANG_PATH", llvm.join("bin"))], String::new()),
+            (vec![("ROCM_PATH", dir.path().to_path_buf())], String::new()),
+            (
+                vec![],
+                format!("InstalledDir: {}\n", llvm.join("bin").display()),
+            ),
+        ] {
+            let env: Vec<(String, OsString)> = env
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.into_os_string()))
+                .collect();
+            let e = check_hipcc_clang(hipcc, &version, &env).unwrap_err();
+            assert_eq!(e.path, hostile.canonicalize().unwrap(), "{env:?} {version}");
+            assert!(
+                e.reason.contains("resource include directory holds `$`"),
+                "{e}"
+            );
+        }
+        // Nothing hostile below the roots: accepted.
+        std::fs::remove_file(llvm.join("lib/clang/15/include")).unwrap();
+        std::fs::create_dir(llvm.join("lib/clang/15/include")).unwrap();
+        let env = vec![(
+            "HIP_CLANG_PATH".to_owned(),
+            llvm.join("bin").into_os_string(),
+        )];
+        check_hipcc_clang(hipcc, "", &env).unwrap();
     }
 
     #[test]

@@ -498,15 +498,13 @@ fn compilers() -> Vec<CompilerReport> {
             .iter()
             .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
             .collect();
+        // The hipcc checked is the one run: resolved once (a relative path would otherwise be
+        // taken from the probe's temporary directory), as `hipjit compile` resolves it.
+        let path = canonical(&path);
         let checked = hipjit::compiler::shell_env::check(&pasted)
             .map_err(|e| e.to_string())
             .and_then(|()| {
-                hipjit::compiler::shell_env::check_program(
-                    "hipcc",
-                    &path,
-                    hipjit::compiler::shell_env::HIPCC_PATH_REFUSED,
-                )
-                .map_err(|e| e.to_string())
+                hipjit::compiler::shell_env::check_hipcc(&path).map_err(|e| e.to_string())
             });
         if let Err(e) = checked {
             c.error = Some(e);
@@ -524,6 +522,11 @@ fn compilers() -> Vec<CompilerReport> {
                     .lines()
                     .find(|l| l.contains("clang version"))
                     .map(|l| l.trim().to_owned());
+                if let Err(e) =
+                    hipjit::compiler::shell_env::check_hipcc_clang(&path, &text, &pasted)
+                {
+                    c.error = Some(e.to_string());
+                }
                 let _ = stderr;
             }
             Ok((status, _, stderr)) => {

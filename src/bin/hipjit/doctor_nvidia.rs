@@ -289,6 +289,15 @@ pub fn nvcc() -> NvccReport {
         path: Some(path.clone()),
         ..NvccReport::default()
     };
+    // What `hipjit compile` would refuse is reported, not run.
+    if let Err(e) = hipjit::compiler::shell_env::check_program(
+        "nvcc",
+        &path,
+        hipjit::compiler::shell_env::NVCC_PATH_REFUSED,
+    ) {
+        r.error = Some(e.to_string());
+        return r;
+    }
     match run_with_timeout(Command::new(&path).arg("--version"), NVCC_TIMEOUT) {
         Ok((status, stdout, _)) if status.success() => {
             let text = String::from_utf8_lossy(&stdout);
