@@ -1278,7 +1278,9 @@ fn child_disk_hit(cache: &Path, loader: CodeObjectLoader, hit_memo: bool) -> R<(
     let t = Instant::now();
     let third = jit_with(cache, hit_memo)?;
     let t_new = t.elapsed();
-    let compiled = third.compile(KERNELS, &opts())?;
+    let mut o = opts();
+    o.sm_targets = vec![dev.sm_target().ok_or("no SM target")?];
+    let compiled = third.compile(KERNELS, &o)?;
     let t_compile = t.elapsed();
     let elf = compiled.artefacts()[0].elf();
     let cubin = Cubin::from_bytes(elf)?;

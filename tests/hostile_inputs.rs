@@ -700,3 +700,39 @@ fn a_relative_hipjit_nvcc_is_taken_from_the_working_directory() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(d.join("k.cubin").is_file());
 }
+
+/// A hipcc remembered (identity and cache) while clean, whose `hipcc.pl` link is then moved
+/// into a directory holding `$(...)`: the next compile (a miss) refuses it before running it.
+#[test]
+fn a_hipcc_pl_link_moved_after_a_clean_compile_is_refused_at_the_next_compile() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let clean = d.join("clean/bin");
+    std::fs::create_dir_all(&clean).unwrap();
+    std::fs::copy("/usr/bin/hipcc", clean.join("hipcc")).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/hipcc.pl", clean.join("hipcc.pl")).unwrap();
+    let compile = |source: &str| {
+        let src = d.join("k.hip");
+        std::fs::write(&src, source).unwrap();
+        run(hipjit(&d.join("cache"))
+            .env("HIPJIT_HIPCC", clean.join("hipcc"))
+            .env("HOME", d)
+            .env("XDG_CACHE_HOME", d.join("xdg"))
+            .env("HIP_CLANG_PATH", "/usr/lib/llvm-15/bin")
+            .args(["compile", "--compiler", "hipcc", "--arch", "gfx90a", "-o"])
+            .arg(d.join("k.co"))
+            .arg(&src))
+    };
+    let first = compile(KERNEL);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let hostile = d.join(PAYLOAD_DIR).join("bin");
+    hipcc_scripts(&hostile);
+    std::fs::remove_file(clean.join("hipcc.pl")).unwrap();
+    std::os::unix::fs::symlink(hostile.join("hipcc.pl"), clean.join("hipcc.pl")).unwrap();
+    let second = compile(&format!("{KERNEL}\n// another source: a miss\n"));
+    assert!(!d.join("pwned").exists(), "{}", stderr(&second));
+    assert_fails_naming(
+        &second,
+        &["refusing to run hipcc: hipcc.pl beside it holds `$`"],
+    );
+}

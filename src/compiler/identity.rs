@@ -371,6 +371,9 @@ pub fn identify(
             }
         }
     }
+    if kind == CompilerKind::Hipcc {
+        crate::compiler::shell_env::check_hipcc(path)?;
+    }
     let version = run_text(path, &["--version"], env, timeout)?;
     let mut watched: Vec<PathBuf> = Vec::new();
     let mut host_compiler = None;

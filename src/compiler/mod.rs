@@ -157,11 +157,6 @@ pub enum CompilerError {
     /// misparse ([`shell_env`]).
     #[error(transparent)]
     UnsafeEnvironment(#[from] shell_env::UnsafeVariable),
-    /// hipcc's path, a script beside it or its clang's directories (as given or resolved)
-    /// hold what the shell it runs would misparse ([`shell_env::check_hipcc`],
-    /// [`shell_env::check_hipcc_clang`]).
-    #[error(transparent)]
-    UnsafePath(#[from] shell_env::UnsafeProgramPath),
     /// nvcc could not be found or identified.
     #[error(transparent)]
     Nvcc(Box<nvcc::NvccError>),
@@ -231,6 +226,10 @@ pub enum CompileError {
     /// The options are invalid.
     #[error(transparent)]
     Options(#[from] OptionsError),
+    /// hipcc's installation holds a path its shell would misparse (checked before each run:
+    /// [`shell_env::check_hipcc`], [`shell_env::check_hipcc_clang`]); nothing was run.
+    #[error(transparent)]
+    UnsafePath(#[from] shell_env::UnsafeProgramPath),
     /// The compiler does not know the processor.
     #[error("{0}")]
     UnsupportedTarget(Box<UnsupportedTarget>),
@@ -424,9 +423,10 @@ impl Compiler {
     /// process environment.
     ///
     /// Errors: [`CompilerError::Discovery`] (nothing found, or an explicit path unusable),
-    /// [`CompilerError::UnsafeEnvironment`] and [`CompilerError::UnsafePath`] (a variable or
-    /// hipcc's own path its shell would misparse), [`CompilerError::Identity`] (`--version`
-    /// failed, or a file of the compiler's closed list could not be read).
+    /// [`CompilerError::UnsafeEnvironment`] (a variable its shell would misparse),
+    /// [`CompilerError::Identity`] (`--version` failed, a file of the compiler's closed list
+    /// could not be read, or hipcc's installation holds paths its shell would misparse:
+    /// checked before each run, [`shell_env::check_hipcc`]).
     pub fn new(config: CompilerConfig) -> Result<Compiler, CompilerError> {
         let path = discovery::find_hipcc(
             config.hipcc.as_deref(),
@@ -444,7 +444,6 @@ impl Compiler {
                 .collect(),
         };
         shell_env::check(&env)?;
-        shell_env::check_hipcc(&path)?;
         let identity = identity::identify(
             CompilerKind::Hipcc,
             &path,
@@ -452,8 +451,6 @@ impl Compiler {
             config.timeout,
             config.identity_dir.as_deref(),
         )?;
-        // Also for a remembered identity: a link below clang's directory may have moved since.
-        shell_env::check_hipcc_clang(&path, &identity.version, &env)?;
         Ok(Compiler {
             inner: Arc::new(Inner {
                 identity,
@@ -467,6 +464,16 @@ impl Compiler {
     /// [`Compiler::new`] with the default configuration.
     pub fn discover() -> Result<Compiler, CompilerError> {
         Compiler::new(CompilerConfig::default())
+    }
+
+    /// Checks, before hipcc runs, what its shell would misparse in the paths it derives its
+    /// installation from ([`shell_env::check_hipcc`], [`shell_env::check_hipcc_clang`]): also
+    /// for an identity remembered before a link moved. Not part of a lookup: a hit runs
+    /// nothing.
+    fn check_installation(&self) -> Result<(), shell_env::UnsafeProgramPath> {
+        let id = &self.inner.identity;
+        shell_env::check_hipcc(&id.path)?;
+        shell_env::check_hipcc_clang(&id.path, &id.version, &self.inner.env)
     }
 
     /// The compiler's identity: kind, resolved path, `--version` output, fingerprint.
@@ -501,6 +508,7 @@ impl Compiler {
         options: &CompileOptions,
     ) -> Result<CompileOutput, CompileError> {
         options.validate()?;
+        self.check_installation()?;
         let build = Build::stage(source.as_ref(), options)?;
         let command = self.command_line(options, &build);
         let mut cmd = Command::new(&self.inner.identity.path);
