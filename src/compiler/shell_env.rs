@@ -1,5 +1,7 @@
-//! The environment variables hipcc pastes into a shell command line, and the values hipjit
-//! refuses in them.
+//! What hipcc and nvcc paste into the shell command lines they run, and what hipjit refuses
+//! there: environment variables hipcc pastes ([`check`]), and the compilers' own paths and
+//! the directories hipcc derives from them ([`check_program`], [`check_hipcc`],
+//! [`check_hipcc_clang`]).
 //!
 //! hipjit starts no shell: every process it runs gets an argument vector. hipcc does: hipcc
 //! 5.x (a Perl script) joins its clang command into one string and runs it with `sh -c`
