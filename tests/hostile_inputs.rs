@@ -473,6 +473,8 @@ fn shell_code_in_variables_hipcc_pastes_is_refused_naming_the_variable() {
         ("HIP_CLANG_PATH", format!("/usr/bin;touch {p}")),
         ("ROCM_PATH", format!("/usr/$(touch {p})")),
         ("ROCM_PATH", "/opt/my rocm".to_owned()),
+        // Relative: hipcc runs in a private build directory, where it would name another.
+        ("HIP_CLANG_PATH", "../x/bin".to_owned()),
     ] {
         let o = run(hipjit(&dir.path().join("cache"))
             .env(name, &value)
@@ -573,14 +575,9 @@ fn a_clean_hipcc_beside_a_hipcc_pl_linked_into_shell_syntax_is_refused() {
     );
 }
 
-/// hipcc 5.2.3 pastes `abs_path("$HIP_CLANG_PATH/../lib/clang/<version>/include")`, links
-/// resolved, in double quotes: a clean installation whose clang resource include directory
-/// links into a directory holding `$(...)` is refused once `--version` has named clang's
-/// directory, before hipcc's probes (which ran the command before the check).
-#[test]
-fn a_hipcc_whose_clang_include_directory_links_into_shell_syntax_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("clean");
+/// A clean stand-in installation of Debian's hipcc at `root`: its scripts in `bin` with links
+/// to Debian's clang, `include` a link to `/usr/include`; no `lib`.
+fn clean_hipcc_installation(root: &Path) {
     hipcc_scripts(&root.join("bin"));
     for t in [
         "clang++-15",
@@ -593,6 +590,60 @@ fn a_hipcc_whose_clang_include_directory_links_into_shell_syntax_is_refused() {
             .unwrap();
     }
     std::os::unix::fs::symlink("/usr/include", root.join("include")).unwrap();
+}
+
+/// Perl's `abs_path` resolves a path whose last part does not exist: a clang version directory
+/// linked to an empty directory holding `$(...)` (no `include` in it) is pasted all the same,
+/// so it is refused too (it ran the command before the check).
+#[test]
+fn a_hipcc_whose_clang_version_directory_links_into_shell_syntax_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("clean");
+    clean_hipcc_installation(&root);
+    let hostile = dir.path().join(PAYLOAD_DIR);
+    std::fs::create_dir_all(&hostile).unwrap();
+    std::fs::create_dir_all(root.join("lib/clang")).unwrap();
+    std::os::unix::fs::symlink(&hostile, root.join("lib/clang/15.0.6")).unwrap();
+    assert_hipcc_refused(
+        dir.path(),
+        &root.join("bin/hipcc"),
+        &[],
+        "its clang's resource directory holds `$`",
+    );
+}
+
+/// hipcc 5.2.3 takes its device libraries from the first `$ROCM_PATH/lib/*/amdgcn/bitcode`
+/// (Debian's layout) and pastes the path in double quotes: a `lib` entry named with `$(...)`
+/// linking to Debian's libraries is refused (it ran the command before the check).
+#[test]
+fn a_hipcc_whose_device_library_directory_is_named_with_shell_syntax_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("clean");
+    clean_hipcc_installation(&root);
+    std::fs::create_dir_all(root.join("lib")).unwrap();
+    std::os::unix::fs::symlink("/usr/lib/clang", root.join("lib/clang")).unwrap();
+    std::os::unix::fs::symlink(
+        "/usr/lib/x86_64-linux-gnu",
+        root.join("lib").join(PAYLOAD_DIR),
+    )
+    .unwrap();
+    assert_hipcc_refused(
+        dir.path(),
+        &root.join("bin/hipcc"),
+        &[],
+        "a device library directory it may take holds `$`",
+    );
+}
+
+/// hipcc 5.2.3 pastes `abs_path("$HIP_CLANG_PATH/../lib/clang/<version>/include")`, links
+/// resolved, in double quotes: a clean installation whose clang resource include directory
+/// links into a directory holding `$(...)` is refused once `--version` has named clang's
+/// directory, before hipcc's probes (which ran the command before the check).
+#[test]
+fn a_hipcc_whose_clang_include_directory_links_into_shell_syntax_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("clean");
+    clean_hipcc_installation(&root);
     let hostile = dir.path().join(PAYLOAD_DIR);
     std::fs::create_dir_all(&hostile).unwrap();
     std::fs::create_dir_all(root.join("lib/clang/15.0.6")).unwrap();
@@ -601,7 +652,7 @@ fn a_hipcc_whose_clang_include_directory_links_into_shell_syntax_is_refused() {
         dir.path(),
         &root.join("bin/hipcc"),
         &[],
-        "its clang's resource include directory holds `$`",
+        "its clang's resource directory holds `$`",
     );
 }
 

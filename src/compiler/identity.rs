@@ -243,7 +243,7 @@ pub enum IdentityError {
     #[error(transparent)]
     HostCompiler(#[from] HostCompilerError),
     /// hipcc's `--version` named a clang whose directories hipcc's shell would misparse
-    /// ([`crate::compiler::shell_env::check_hipcc_clang`]): refused before hipcc's probes.
+    /// ([`crate::compiler::shell_env::check_hipcc_derived`]): refused before hipcc's probes.
     #[error(transparent)]
     UnsafePath(#[from] crate::compiler::shell_env::UnsafeProgramPath),
 }
@@ -388,7 +388,7 @@ pub fn identify(
     };
     let (mut files, covered, header_dirs, root) = match kind {
         CompilerKind::Hipcc => {
-            crate::compiler::shell_env::check_hipcc_clang(path, &version, env)?;
+            crate::compiler::shell_env::check_hipcc_derived(path, &version, env)?;
             let (files, covered, headers) = hipcc_files(path, &resolved, &version, env, timeout);
             // Its include search list, as clang prints it for the host and the device (a
             // target named, so that hipcc does not look for the machine's GPUs; no output, so

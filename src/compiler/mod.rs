@@ -227,7 +227,7 @@ pub enum CompileError {
     #[error(transparent)]
     Options(#[from] OptionsError),
     /// hipcc's installation holds a path its shell would misparse (checked before each run:
-    /// [`shell_env::check_hipcc`], [`shell_env::check_hipcc_clang`]); nothing was run.
+    /// [`shell_env::check_hipcc`], [`shell_env::check_hipcc_derived`]); nothing was run.
     #[error(transparent)]
     UnsafePath(#[from] shell_env::UnsafeProgramPath),
     /// The compiler does not know the processor.
@@ -467,13 +467,13 @@ impl Compiler {
     }
 
     /// Checks, before hipcc runs, what its shell would misparse in the paths it derives its
-    /// installation from ([`shell_env::check_hipcc`], [`shell_env::check_hipcc_clang`]): also
+    /// installation from ([`shell_env::check_hipcc`], [`shell_env::check_hipcc_derived`]): also
     /// for an identity remembered before a link moved. Not part of a lookup: a hit runs
     /// nothing.
     fn check_installation(&self) -> Result<(), shell_env::UnsafeProgramPath> {
         let id = &self.inner.identity;
         shell_env::check_hipcc(&id.path)?;
-        shell_env::check_hipcc_clang(&id.path, &id.version, &self.inner.env)
+        shell_env::check_hipcc_derived(&id.path, &id.version, &self.inner.env)
     }
 
     /// The compiler's identity: kind, resolved path, `--version` output, fingerprint.

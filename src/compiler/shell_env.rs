@@ -1,7 +1,7 @@
 //! What hipcc and nvcc paste into the shell command lines they run, and what hipjit refuses
 //! there: environment variables hipcc pastes ([`check`]), and the compilers' own paths and
 //! the directories hipcc derives from them ([`check_program`], [`check_hipcc`],
-//! [`check_hipcc_clang`]).
+//! [`check_hipcc_derived`]).
 //!
 //! hipjit starts no shell: every process it runs gets an argument vector. hipcc does: hipcc
 //! 5.x (a Perl script) joins its clang command into one string and runs it with `sh -c`
@@ -66,7 +66,8 @@ pub struct UnsafeVariable {
 /// Checks `env` (name, value pairs) for values hipcc's shell would misparse.
 ///
 /// Errors: [`UnsafeVariable`] for the first variable of [`SHELL_PASTED`] whose value holds a
-/// byte of [`METACHARACTERS`], or of [`PATH_VARIABLES`] whose value holds a space or tab.
+/// byte of [`METACHARACTERS`], or of [`PATH_VARIABLES`] whose value holds a space or tab or is
+/// a relative path (hipcc runs in a private build directory).
 pub fn check(env: &[(String, OsString)]) -> Result<(), UnsafeVariable> {
     for (name, value) in env {
         if !SHELL_PASTED.contains(&name.as_str()) {
@@ -89,6 +90,13 @@ pub fn check(env: &[(String, OsString)]) -> Result<(), UnsafeVariable> {
         if PATH_VARIABLES.contains(&name.as_str()) && bytes.iter().any(|&b| b == b' ' || b == b'\t')
         {
             return Err(bad("the directory holds a space".to_owned()));
+        }
+        if PATH_VARIABLES.contains(&name.as_str()) && !bytes.is_empty() && bytes[0] != b'/' {
+            return Err(bad(
+                "the directory is relative, and hipcc runs in a private build directory, where it \
+                 would name another: give an absolute path"
+                    .to_owned(),
+            ));
         }
     }
     Ok(())
@@ -193,19 +201,24 @@ pub fn check_hipcc(path: &Path) -> Result<(), UnsafeProgramPath> {
     Ok(())
 }
 
-/// Checks the clang resource include directories hipcc may take, as resolved: hipcc 5.x pastes
-/// `abs_path("$HIP_CLANG_PATH/../lib/clang/<version>/include")` in double quotes into its
-/// command lines, where `HIP_CLANG_PATH` is the variable, else `$ROCM_PATH/llvm/bin` or
-/// `$ROCM_PATH/bin`, `ROCM_PATH` the variable, else `/usr`, `$HIP_PATH/..`, `$HIP_PATH` or
-/// `/opt/rocm`, and `HIP_PATH` the variable, else the parent of `hipcc.pl`'s real directory
-/// (`hipvars.pm`). Each such `lib/clang/*/include` (and below clang's own directory, named by
-/// `InstalledDir:` in `version`, hipcc's `--version` text) is checked. Run after `--version`
-/// and before any other run of hipcc's, also for a remembered identity (a link may have moved
+/// Checks the directories hipcc derives from its installation and pastes into its command
+/// lines in double quotes, as named and as resolved: hipcc 5.x's
+/// `abs_path("$HIP_CLANG_PATH/../lib/clang/<version>/include")` (resolved even where
+/// `include` does not exist) and its device library directory, the first of
+/// `$ROCM_PATH/amdgcn/bitcode` and `glob("$ROCM_PATH/lib/*/amdgcn/bitcode")`, where
+/// `HIP_CLANG_PATH` is the variable, else `$ROCM_PATH/llvm/bin` or `$ROCM_PATH/bin`,
+/// `ROCM_PATH` the variable, else `/usr`, `$HIP_PATH/..`, `$HIP_PATH` or `/opt/rocm`, and
+/// `HIP_PATH` the variable, else the parent of `hipcc.pl`'s real directory (`hipvars.pm`).
+/// Every candidate is checked (a superset: an unrelated `/opt/rocm` whose directories hold
+/// such bytes is refused too): each root's `lib/clang`, each entry of it and its `include`
+/// (below clang's own directory, named by `InstalledDir:` in `version`, hipcc's `--version`
+/// text, too), and each `amdgcn/bitcode` directory of those forms. Run after `--version` and
+/// before any other run of hipcc's, also for a remembered identity (a link may have moved
 /// since). `hipcc` is hipcc's path, `env` the variables it runs with.
 ///
 /// Errors: [`UnsafeProgramPath`] naming the first directory whose resolved path holds a byte of
 /// [`HIPCC_PATH_REFUSED`].
-pub fn check_hipcc_clang(
+pub fn check_hipcc_derived(
     hipcc: &Path,
     version: &str,
     env: &[(String, OsString)],
@@ -250,23 +263,42 @@ pub fn check_hipcc_clang(
         clang_roots.push(r.clone());
     }
     let mut seen = std::collections::HashSet::new();
+    let clang_dir = "its clang's resource directory";
     for root in clang_roots {
         if !seen.insert(root.clone()) {
             continue;
         }
-        for e in std::fs::read_dir(root.join("lib/clang"))
+        let clang = root.join("lib/clang");
+        if clang.symlink_metadata().is_err() {
+            continue;
+        }
+        check_path("hipcc", &clang, HIPCC_PATH_REFUSED, clang_dir)?;
+        for e in std::fs::read_dir(&clang).into_iter().flatten().flatten() {
+            check_path("hipcc", &e.path(), HIPCC_PATH_REFUSED, clang_dir)?;
+            let include = e.path().join("include");
+            if include.symlink_metadata().is_ok() {
+                check_path("hipcc", &include, HIPCC_PATH_REFUSED, clang_dir)?;
+            }
+        }
+    }
+    let bitcode = "a device library directory it may take";
+    let mut seen = std::collections::HashSet::new();
+    for rocm in rocm_paths {
+        if !seen.insert(rocm.clone()) {
+            continue;
+        }
+        let own = rocm.join("amdgcn/bitcode");
+        if own.symlink_metadata().is_ok() {
+            check_path("hipcc", &own, HIPCC_PATH_REFUSED, bitcode)?;
+        }
+        for e in std::fs::read_dir(rocm.join("lib"))
             .into_iter()
             .flatten()
             .flatten()
         {
-            let include = e.path().join("include");
-            if include.symlink_metadata().is_ok() {
-                check_path(
-                    "hipcc",
-                    &include,
-                    HIPCC_PATH_REFUSED,
-                    "its clang's resource include directory",
-                )?;
+            let dir = e.path().join("amdgcn/bitcode");
+            if dir.symlink_metadata().is_ok() {
+                check_path("hipcc", &dir, HIPCC_PATH_REFUSED, bitcode)?;
             }
         }
     }
@@ -333,12 +365,9 @@ mod tests {
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v.into_os_string()))
                 .collect();
-            let e = check_hipcc_clang(hipcc, &version, &env).unwrap_err();
+            let e = check_hipcc_derived(hipcc, &version, &env).unwrap_err();
             assert_eq!(e.path, hostile.canonicalize().unwrap(), "{env:?} {version}");
-            assert!(
-                e.reason.contains("resource include directory holds `$`"),
-                "{e}"
-            );
+            assert!(e.reason.contains("resource directory holds `$`"), "{e}");
         }
         // Nothing hostile below the roots: accepted.
         std::fs::remove_file(llvm.join("lib/clang/15/include")).unwrap();
@@ -347,7 +376,7 @@ mod tests {
             "HIP_CLANG_PATH".to_owned(),
             llvm.join("bin").into_os_string(),
         )];
-        check_hipcc_clang(hipcc, "", &env).unwrap();
+        check_hipcc_derived(hipcc, "", &env).unwrap();
     }
 
     #[test]

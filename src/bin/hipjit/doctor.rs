@@ -523,7 +523,7 @@ fn compilers() -> Vec<CompilerReport> {
                     .find(|l| l.contains("clang version"))
                     .map(|l| l.trim().to_owned());
                 if let Err(e) =
-                    hipjit::compiler::shell_env::check_hipcc_clang(&path, &text, &pasted)
+                    hipjit::compiler::shell_env::check_hipcc_derived(&path, &text, &pasted)
                 {
                     c.error = Some(e.to_string());
                 }
