@@ -173,7 +173,7 @@ fn check_path(
 /// The programs beside hipcc that hipcc runs or loads and whose real directory it takes as the
 /// installation's (hipcc 5.x: `hipcc` runs `hipcc.pl` beside it, which sets `HIP_PATH` to the
 /// parent of its own real directory, and loads `hipvars.pm`; hipcc 6.x can run `hipcc.bin`).
-const HIPCC_SIBLINGS: &[&str] = &["hipcc.pl", "hipvars.pm", "hipcc.bin"];
+pub const HIPCC_SIBLINGS: &[&str] = &["hipcc.pl", "hipvars.pm", "hipcc.bin"];
 
 /// Checks, before hipcc runs at all, the paths hipcc derives its installation's directories
 /// from by resolving links: its own path ([`check_program`]) and each of [`HIPCC_SIBLINGS`]
