@@ -787,3 +787,51 @@ fn a_hipcc_pl_link_moved_after_a_clean_compile_is_refused_at_the_next_compile() 
         &["refusing to run hipcc: hipcc.pl beside it holds `$`"],
     );
 }
+
+/// hipcc 7 takes `<working directory>/../lib/bitcode`, when it exists, as its device library
+/// directory and pastes its path, resolved, into its shell line (measured with hipcc 7.0.2: a
+/// `lib/bitcode` planted in `TMPDIR` reached clang; a `TMPDIR` linking to a directory holding
+/// `$(...)` ran it). hipcc runs in a directory whose parent holds nothing else, below `TMPDIR`
+/// resolved, and only where that resolved path is shell-safe. The stand-in hipcc records where
+/// it compiles: its resolved working directory and its parent's entries.
+#[test]
+fn hipcc_runs_in_a_private_parent_below_a_resolved_shell_safe_temporary_directory() {
+    use common::installation::{installation, Compile};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let hipcc = installation(&d.join("inst"), "9.9", Compile::CopyCodeObject);
+    let script = std::fs::read_to_string(&hipcc).unwrap();
+    let script = script.replacen(
+        "#!/bin/sh\n",
+        "#!/bin/sh\ncase \"$1\" in --version|-###|-fsyntax-only) ;; \
+         *) { pwd -P; ls -A ..; } >> \"$HOME/seen\";; esac\n",
+        1,
+    );
+    std::fs::write(&hipcc, script).unwrap();
+    let hostile = d.join("q$(x)");
+    std::fs::create_dir_all(hostile.join("lib/bitcode")).unwrap();
+    std::os::unix::fs::symlink(&hostile, d.join("t")).unwrap();
+    let src = d.join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let o = run(hipjit(&d.join("cache"))
+        .env("HIPJIT_HIPCC", &hipcc)
+        .env("HOME", d)
+        .env("XDG_CACHE_HOME", d.join("xdg"))
+        .env("TMPDIR", d.join("t"))
+        .args(["compile", "--compiler", "hipcc", "--arch", "gfx90a", "-o"])
+        .arg(d.join("k.co"))
+        .arg(&src));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let seen = std::fs::read_to_string(d.join("seen")).unwrap();
+    let mut lines = seen.lines();
+    let cwd = lines.next().unwrap();
+    assert!(
+        !cwd.contains('$'),
+        "hipcc ran below the link's target: {seen}"
+    );
+    assert_eq!(
+        lines.collect::<Vec<_>>(),
+        ["b"],
+        "the run directory's parent: {seen}"
+    );
+}

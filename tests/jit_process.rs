@@ -109,9 +109,13 @@ fn command_line_uses_only_build_directory_relative_paths() {
         args.windows(2).any(|w| w == ["-o", "out.hsaco"]),
         "{args:?}"
     );
+    // `b` in the private `hipjit-build-<pid>-...` directory (its parent holds nothing else).
     let pwd = std::fs::read_to_string(home.path().join("pwd.txt")).unwrap();
-    assert!(Path::new(pwd.trim())
-        .file_name()
+    let pwd = Path::new(pwd.trim());
+    assert_eq!(pwd.file_name().unwrap(), "b", "{}", pwd.display());
+    assert!(pwd
+        .parent()
+        .and_then(Path::file_name)
         .unwrap()
         .to_string_lossy()
         .starts_with("hipjit-build-"));

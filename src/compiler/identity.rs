@@ -405,7 +405,12 @@ pub fn identify(
                 ],
                 env,
                 timeout,
-                None,
+                // A private run directory, not hipjit's working directory: hipcc 7 reads
+                // `<cwd>/../lib/bitcode` (see [`crate::compiler::RunDir`]).
+                super::RunDir::new("hipjit-id-")
+                    .ok()
+                    .as_ref()
+                    .map(super::RunDir::path),
             )?;
             // The clang resource directory's parent, which HIP's clang searches as
             // `.../15.0.6/include/..`, is a header directory of the installation: named below
@@ -875,7 +880,9 @@ fn hipcc_files(
     let covered = Vec::new();
     let mut bitcode_dirs: Vec<PathBuf> = Vec::new();
     // What clang runs with: `-###` prints the commands without running them.
-    let probe = tempfile::Builder::new().prefix("hipjit-id-").tempdir().ok();
+    // In a private run directory: hipcc 7 reads `<cwd>/../lib/bitcode` (see
+    // [`crate::compiler::RunDir`]).
+    let probe = super::RunDir::new("hipjit-id-").ok();
     let listing = probe.as_ref().and_then(|d| {
         std::fs::write(d.path().join("probe.hip"), "").ok()?;
         let (out, err) = run_in(

@@ -831,9 +831,42 @@ const OUTPUT_NAME: &str = "out.hsaco";
 const DEPS_NAME: &str = "deps.d";
 const INCLUDE_DIR: &str = "include";
 
+/// A directory a compiler runs in: `b` inside a private (0700) directory named
+/// `<prefix><pid>-...` under [`build_base`], so that its parent holds nothing but it: hipcc 7
+/// takes `<working directory>/../lib/bitcode`, when that exists, as its device library
+/// directory, and pastes its path, resolved, into its shell line (measured with hipcc 7.0.2:
+/// a `lib/bitcode` planted in the temporary directory was handed to clang). Removed with it.
+pub(crate) struct RunDir {
+    _outer: tempfile::TempDir,
+    inner: PathBuf,
+}
+
+impl RunDir {
+    /// A new run directory whose outer directory's name starts with `prefix` and this
+    /// process's ID.
+    pub(crate) fn new(prefix: &str) -> std::io::Result<RunDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        let outer = tempfile::Builder::new()
+            .prefix(&format!("{prefix}{}-", std::process::id()))
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(build_base())?;
+        let inner = outer.path().join("b");
+        std::fs::DirBuilder::new().mode(0o700).create(&inner)?;
+        Ok(RunDir {
+            _outer: outer,
+            inner,
+        })
+    }
+
+    /// The directory to run in.
+    pub(crate) fn path(&self) -> &Path {
+        &self.inner
+    }
+}
+
 /// A private build directory with the source and include directories staged under safe names.
 struct Build {
-    dir: tempfile::TempDir,
+    dir: RunDir,
     source_name: String,
     includes: Vec<PathBuf>,
 }
@@ -844,14 +877,10 @@ impl Build {
         sweep_dead_builds(&base);
         // Private (0700, whatever the umask), and named after this process so that a later
         // run can tell a dead process's leftovers from a live one's.
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{BUILD_PREFIX}{}-", std::process::id()))
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(&base)
-            .map_err(|source| CompileError::BuildDir {
-                path: base.clone(),
-                source,
-            })?;
+        let dir = RunDir::new(BUILD_PREFIX).map_err(|source| CompileError::BuildDir {
+            path: base.clone(),
+            source,
+        })?;
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| CompileError::BuildDir { path, source }
@@ -1007,18 +1036,25 @@ fn sweep_dead_builds(base: &Path) {
     }
 }
 
-/// The directory under which build directories are made: `TMPDIR` (or `/tmp`) when its path
-/// is shell-safe, else `/tmp`.
+/// The directory under which build directories are made: `TMPDIR` (or `/tmp`) with its links
+/// resolved, when both its path and the resolved one are shell-safe (hipcc 7 reads its working
+/// directory resolved and pastes paths below it into its shell line), else `/tmp`.
 fn build_base() -> PathBuf {
+    let safe = |p: &Path| {
+        p.to_str().is_some_and(|s| {
+            s.split('/')
+                .all(|c| c.is_empty() || options::is_safe_name(c))
+        })
+    };
     let tmp = std::env::temp_dir();
-    let safe = tmp.to_str().is_some_and(|s| {
-        s.split('/')
-            .all(|c| c.is_empty() || options::is_safe_name(c))
-    });
-    if safe {
-        tmp
-    } else {
-        PathBuf::from("/tmp")
+    if !safe(&tmp) {
+        return PathBuf::from("/tmp");
+    }
+    match std::fs::canonicalize(&tmp) {
+        Ok(real) if safe(&real) => real,
+        Ok(_) => PathBuf::from("/tmp"),
+        // Not there: the build directory's creation names it.
+        Err(_) => tmp,
     }
 }
 
