@@ -242,8 +242,9 @@ pub enum IdentityError {
     /// nvcc's host compiler could not be found or identified.
     #[error(transparent)]
     HostCompiler(#[from] HostCompilerError),
-    /// hipcc's `--version` named a clang whose directories hipcc's shell would misparse
-    /// ([`crate::compiler::shell_env::check_hipcc_derived`]): refused before hipcc's probes.
+    /// hipcc's installation holds a path its shell would misparse: its own, a script beside it
+    /// ([`crate::compiler::shell_env::check_hipcc`], before `--version`) or a directory it
+    /// derives ([`crate::compiler::shell_env::check_hipcc_derived`], before its probes).
     #[error(transparent)]
     UnsafePath(#[from] crate::compiler::shell_env::UnsafeProgramPath),
 }
@@ -407,7 +408,7 @@ pub fn identify(
                 timeout,
                 // A private run directory, not hipjit's working directory: hipcc 7 reads
                 // `<cwd>/../lib/bitcode` (see [`crate::compiler::RunDir`]).
-                super::RunDir::new("hipjit-id-")
+                super::RunDir::new("hipjit-id-", &super::build_base())
                     .ok()
                     .as_ref()
                     .map(super::RunDir::path),
@@ -882,7 +883,7 @@ fn hipcc_files(
     // What clang runs with: `-###` prints the commands without running them.
     // In a private run directory: hipcc 7 reads `<cwd>/../lib/bitcode` (see
     // [`crate::compiler::RunDir`]).
-    let probe = super::RunDir::new("hipjit-id-").ok();
+    let probe = super::RunDir::new("hipjit-id-", &super::build_base()).ok();
     let listing = probe.as_ref().and_then(|d| {
         std::fs::write(d.path().join("probe.hip"), "").ok()?;
         let (out, err) = run_in(

@@ -842,14 +842,14 @@ pub(crate) struct RunDir {
 }
 
 impl RunDir {
-    /// A new run directory whose outer directory's name starts with `prefix` and this
-    /// process's ID.
-    pub(crate) fn new(prefix: &str) -> std::io::Result<RunDir> {
+    /// A new run directory in `base` ([`build_base`]) whose outer directory's name starts with
+    /// `prefix` and this process's ID.
+    pub(crate) fn new(prefix: &str, base: &Path) -> std::io::Result<RunDir> {
         use std::os::unix::fs::DirBuilderExt;
         let outer = tempfile::Builder::new()
             .prefix(&format!("{prefix}{}-", std::process::id()))
             .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(build_base())?;
+            .tempdir_in(base)?;
         let inner = outer.path().join("b");
         std::fs::DirBuilder::new().mode(0o700).create(&inner)?;
         Ok(RunDir {
@@ -877,7 +877,7 @@ impl Build {
         sweep_dead_builds(&base);
         // Private (0700, whatever the umask), and named after this process so that a later
         // run can tell a dead process's leftovers from a live one's.
-        let dir = RunDir::new(BUILD_PREFIX).map_err(|source| CompileError::BuildDir {
+        let dir = RunDir::new(BUILD_PREFIX, &base).map_err(|source| CompileError::BuildDir {
             path: base.clone(),
             source,
         })?;
