@@ -1,6 +1,7 @@
 //! What a cache lookup saw of the filesystem, recorded as it looks, so that a later process
 //! can tell by `stat` alone whether the same lookup would see the same thing
-//! ([`crate::jit::hit_memo`]).
+//! ([`crate::jit::hit_memo`]), by the one rule that lets a `stat` stand for a file
+//! ([`crate::file_stat::FileStat::proves_same_as`]: the same fields on the same mount).
 //!
 //! While a [`Recording`] is open on a thread, every filesystem query on the lookup's path
 //! (the compiler searches and identities, the per-user memos, the header manifests, the cache
@@ -21,15 +22,14 @@
 use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-use crate::compiler::identity::FileStat;
+use crate::file_stat::{FileStat, Stat};
 
 /// What one query saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Seen {
-    /// A file: its `stat` fields and type ([`file_type_code`]).
+    /// A file: its `stat` fields and type ([`type_code`]).
     Present(FileStat, u8),
     /// An error: its `errno`, 0 for "any error" (a query that does not tell errors apart).
     Missing(i32),
@@ -47,22 +47,21 @@ pub(crate) struct Observation {
 }
 
 /// 1 regular file, 2 directory, 3 symbolic link, 4 anything else.
-fn file_type_code(t: std::fs::FileType) -> u8 {
-    if t.is_file() {
+pub(crate) fn type_code(s: Stat) -> u8 {
+    if s.is_file() {
         1
-    } else if t.is_dir() {
+    } else if s.is_dir() {
         2
-    } else if t.is_symlink() {
+    } else if s.is_symlink() {
         3
     } else {
-        debug_assert!(t.is_fifo() || t.is_socket() || t.is_block_device() || t.is_char_device());
         4
     }
 }
 
-fn seen_of(result: &std::io::Result<std::fs::Metadata>) -> Seen {
+fn seen_of(result: &std::io::Result<Stat>) -> Seen {
     match result {
-        Ok(m) => Seen::Present(FileStat::of(m), file_type_code(m.file_type())),
+        Ok(m) => Seen::Present(m.fields, type_code(*m)),
         Err(e) => Seen::Missing(errno(e)),
     }
 }
@@ -180,23 +179,13 @@ pub(crate) fn unrecordable() {
 
 /// Records the result of a query of `path` made by the caller (`follow`: symbolic links at
 /// its end followed).
-pub(crate) fn note(path: &Path, follow: bool, result: &std::io::Result<std::fs::Metadata>) {
+pub(crate) fn note(path: &Path, follow: bool, result: &std::io::Result<Stat>) {
     push(path, follow, || seen_of(result));
 }
 
 /// Records a query of `path` that failed with `error` (`follow`: as for [`note`]).
 pub(crate) fn note_error(path: &Path, follow: bool, error: &std::io::Error) {
     push(path, follow, || Seen::Missing(errno(error)));
-}
-
-/// The type code of a file that is a regular file, a directory, or neither (not a symbolic
-/// link: followed).
-pub(crate) fn type_code(is_file: bool, is_dir: bool) -> u8 {
-    match (is_file, is_dir) {
-        (true, _) => 1,
-        (_, true) => 2,
-        _ => 4,
-    }
 }
 
 /// Records the `stat` (symbolic links followed) a caller already has: fields and
@@ -213,18 +202,19 @@ pub(crate) fn recording() -> bool {
     FRAMES.with(|f| !f.borrow().is_empty())
 }
 
-/// `std::fs::metadata`, recorded.
-pub(crate) fn metadata(path: impl AsRef<Path>) -> std::io::Result<std::fs::Metadata> {
+/// `stat(2)` ([`crate::file_stat::stat`]), recorded.
+pub(crate) fn metadata(path: impl AsRef<Path>) -> std::io::Result<Stat> {
     let path = path.as_ref();
-    let r = std::fs::metadata(path);
+    let r = crate::file_stat::stat(path);
     note(path, true, &r);
     r
 }
 
-/// `std::fs::symlink_metadata` (a symbolic link at the end not followed), recorded.
-pub(crate) fn symlink_metadata(path: impl AsRef<Path>) -> std::io::Result<std::fs::Metadata> {
+/// `lstat(2)` (a symbolic link at the end not followed; [`crate::file_stat::lstat`]),
+/// recorded.
+pub(crate) fn symlink_metadata(path: impl AsRef<Path>) -> std::io::Result<Stat> {
     let path = path.as_ref();
-    let r = std::fs::symlink_metadata(path);
+    let r = crate::file_stat::lstat(path);
     note(path, false, &r);
     r
 }
@@ -267,7 +257,7 @@ pub(crate) fn read_dir(path: impl AsRef<Path>) -> std::io::Result<std::fs::ReadD
     let r = std::fs::read_dir(path);
     if recording() {
         match &r {
-            Ok(_) => note(path, true, &std::fs::metadata(path)),
+            Ok(_) => note(path, true, &crate::file_stat::stat(path)),
             Err(e) => note_error(path, true, e),
         }
     }
@@ -275,9 +265,30 @@ pub(crate) fn read_dir(path: impl AsRef<Path>) -> std::io::Result<std::fs::ReadD
 }
 
 /// The [`hip_sys::discovery::Observer`] that records hip-sys's installation discovery.
+///
+/// hip-sys hands over `std`'s metadata, which holds no mount identity: the file is `stat`ed
+/// again for it, and that identity kept only when the second `stat` agrees with the first in
+/// every field (else the observation has none, and never holds). The discovery decides by
+/// existence, type and permissions alone, never by content, so what it decided from the first
+/// `stat` it decides alike from a file with the second's fields.
 pub(crate) fn from_hip_sys(q: hip_sys::discovery::Query<'_>) {
     match q {
-        hip_sys::discovery::Query::Metadata(path, r) => note(path, true, r),
+        hip_sys::discovery::Query::Metadata(path, r) => {
+            if !recording() {
+                return;
+            }
+            let first = r.as_ref().map(crate::file_stat::of_metadata);
+            let seen = match (first, crate::file_stat::stat(path)) {
+                (Ok(first), Ok(again))
+                    if again.fields.without_mount_identity() == first.fields
+                        && again.mode == first.mode =>
+                {
+                    Ok(again)
+                }
+                (first, _) => first.map_err(|e| std::io::Error::from_raw_os_error(errno(e))),
+            };
+            note(path, true, &seen);
+        }
         hip_sys::discovery::Query::Canonical(path, r) => note_resolved(path, r),
     }
 }
@@ -291,15 +302,16 @@ pub(crate) fn holds(o: &Observation) -> bool {
         }
         seen => {
             let now = if o.follow {
-                std::fs::metadata(path)
+                crate::file_stat::stat(path)
             } else {
-                std::fs::symlink_metadata(path)
+                crate::file_stat::lstat(path)
             };
             match (seen, now) {
                 (Seen::Missing(0), Err(_)) => true,
                 (Seen::Missing(e), Err(now)) => now.raw_os_error() == Some(*e),
+                // The stat-trust rule ([`FileStat::proves_same_as`]).
                 (Seen::Present(s, t), Ok(now)) => {
-                    FileStat::of(&now) == *s && file_type_code(now.file_type()) == *t
+                    s.proves_same_as(&now.fields) && type_code(now) == *t
                 }
                 _ => false,
             }
@@ -310,6 +322,31 @@ pub(crate) fn holds(o: &Observation) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_observation_without_a_mount_identity_does_not_hold_and_is_not_remembered() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        std::fs::write(&a, b"1").unwrap();
+        let r = Recording::start();
+        assert!(is_file(&a));
+        let seen = r.finish();
+        assert!(seen.observed.iter().all(holds));
+        let mut bare = seen.observed[0].clone();
+        let Seen::Present(s, t) = bare.seen else {
+            panic!("{bare:?}")
+        };
+        bare.seen = Seen::Present(s.without_mount_identity(), t);
+        assert!(!holds(&bare));
+        let old = Observed {
+            observed: vec![bare],
+            complete: true,
+        };
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        assert!(crate::jit::hit_memo::unremembered(&old, later)
+            .unwrap()
+            .contains("no unique identity"));
+    }
 
     #[test]
     fn nested_recordings_add_to_the_outer_one_and_an_abandoned_one_marks_it_incomplete() {

@@ -184,7 +184,7 @@ pub fn open_regular_nofollow_stat(
     path: &Path,
     limit: u64,
     what: &'static str,
-) -> Result<(File, std::fs::Metadata), FileReadError> {
+) -> Result<(File, crate::file_stat::Stat), FileReadError> {
     open_checked(path, limit, what, libc::O_NOFOLLOW).map_err(|e| match e {
         FileReadError::Io { path, source } if source.raw_os_error() == Some(libc::ELOOP) => {
             FileReadError::NotRegular {
@@ -238,7 +238,7 @@ fn open_checked(
     limit: u64,
     what: &'static str,
     flags: i32,
-) -> Result<(File, std::fs::Metadata), FileReadError> {
+) -> Result<(File, crate::file_stat::Stat), FileReadError> {
     let io = |source| FileReadError::Io {
         path: path.to_path_buf(),
         source,
@@ -255,14 +255,15 @@ fn open_checked(
             return Err(io(e));
         }
     };
-    let meta = file.metadata();
+    // One `statx` of the descriptor, its mount identity included (the mount of the file open).
+    let meta = crate::file_stat::fstat(&file);
     // What was read is this descriptor's file: its `fstat` is what the lookup saw.
     crate::file_observe::note(path, follow, &meta);
     let meta = meta.map_err(io)?;
-    if !meta.file_type().is_file() {
+    if !meta.is_file() {
         return Err(FileReadError::NotRegular {
             path: path.to_path_buf(),
-            kind: kind_name(meta.file_type()),
+            kind: meta.kind_name(),
         });
     }
     if meta.len() > limit {

@@ -1,43 +1,316 @@
-//! `stat(2)` of many files at once, as a cache hit checks them: each directory opened once
-//! (`O_PATH`, relative to the nearest directory above it already open) at its fourth file,
-//! then `fstatat(2)` of each name in it, instead of a lookup of every component of every full
-//! path (the first three files of a directory are stat'd by path: opening the directory costs
-//! two system calls more, its `openat` and `close`, which only many files in it repay where a
-//! system call is dear, as on a virtual machine). A header
+//! The `stat` of files as hipjit's caches record and check them ([`FileStat`], [`Stat`]), the
+//! one rule by which a recorded `stat` stands for a file's content
+//! ([`FileStat::proves_same_as`]; the README's "What a hit trusts" says the same), and
+//! [`StatByDir`], the `stat` of many files at once as a cache hit checks them.
+//!
+//! # The stat-trust rule
+//! A header manifest ([`crate::cache::manifest`]), a compiler identity memo
+//! ([`crate::compiler::identity`]), a library search memo
+//! ([`crate::compiler::library_search`]) and a hit memo ([`crate::jit::hit_memo`]) each record
+//! the `stat` of files whose content was hashed (or whose absence, listing or resolution was
+//! seen), and later take an unchanged `stat` for unchanged content instead of reading the file
+//! again. Size, modification and change times, inode and device do not prove that alone: two
+//! filesystem images built reproducibly (fixed times, UUID, hash seed) and mounted in turn at
+//! one path give a file the very same fields, whatever its bytes. So each record also holds
+//! the identity of the mount the `stat` was taken on ([`FileStat::mount`]): the mount's unique
+//! ID (`statx` with `STATX_MNT_ID_UNIQUE`, Linux 6.8 and later: a 64-bit number the kernel
+//! never gives to another mount before it reboots; the older mount ID is given again, a tmpfs
+//! mounted three times at one path had the same each time), mixed with this boot's ID
+//! (`/proc/sys/kernel/random/boot_id`), since the unique IDs start again at every boot and run
+//! alike on machines booted alike (a record on shared storage, in a bundle or on the remote
+//! tier may come from another machine or an earlier boot). A record proves sameness only when
+//! it has such an identity and every field, the identity included, equals the `stat` now.
+//! Where the kernel gives no unique mount ID (before 6.8, `statx` missing or refused), or the
+//! boot's ID cannot be read, a record has none ([`NO_MOUNT_IDENTITY`]): it never proves
+//! sameness, and the content is hashed (a header), or the work is done again (a compiler's
+//! identity, a hit the long way). Records another machine wrote are not trusted either way:
+//! manifests fetched from the remote tier have their identities removed
+//! ([`crate::cache::manifest::Manifest::from_another_node`]).
+//!
+//! # Many files at once
+//! [`StatByDir`] opens each directory once (`O_PATH`, relative to the nearest directory above
+//! it already open) at its fourth file, then `statx(2)`s each name in it, instead of a lookup
+//! of every component of every full path (the first three files of a directory are stat'd by
+//! path: opening the directory costs two system calls more, its `openat` and `close`, which
+//! only many files in it repay where a system call is dear, as on a virtual machine). A header
 //! manifest of 300 files in 30 directories of a toolkit 10 levels deep costs 30 opens and 300
 //! one-component lookups this way, against 3,000 component lookups by path.
 //!
 //! The answer is the one `stat(2)` of the full path gives at that moment (symbolic links
-//! followed, in the directory part by the open and in the last component by `fstatat`), so
+//! followed, in the directory part by the open and in the last component by the `statx`), so
 //! the caller's comparison with a recorded [`FileStat`] means what it did. A directory that
 //! cannot be opened makes every file in it missing, as a `stat` by path would.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::compiler::identity::FileStat;
+use rustix::fs::{AtFlags, StatxFlags};
+use serde::{Deserialize, Serialize};
 
-/// What [`StatByDir::stat`] tells of a file.
+/// The `stat` fields a cache records of a file and compares later: size, modification and
+/// change times (s and ns), inode, device, and the identity of the mount it was taken on.
+/// Whether a recorded one stands for the file's content: [`FileStat::proves_same_as`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStat {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, s and ns.
+    pub mtime: (i64, i64),
+    /// Status change time, s and ns.
+    pub ctime: (i64, i64),
+    /// Inode number.
+    pub ino: u64,
+    /// Device number.
+    pub dev: u64,
+    /// The identity of the mount the `stat` was taken on: its unique ID mixed with this boot's
+    /// (see the module documentation), never that of another mount or another boot;
+    /// [`NO_MOUNT_IDENTITY`] where there is none (the kernel gave no unique mount ID, or the
+    /// record was written before hipjit recorded one: absent from a stored record, it reads
+    /// as none).
+    #[serde(default)]
+    pub mount: u64,
+}
+
+/// [`FileStat::mount`] of a record with no mount identity: it never proves sameness.
+pub const NO_MOUNT_IDENTITY: u64 = 0;
+
+impl FileStat {
+    /// Whether this record, taken earlier, proves that the file is the same (the same bytes,
+    /// for a file hashed when it was taken) given `now`, its `stat` now: it has a mount
+    /// identity ([`FileStat::mount`]) and all its fields, that identity included, equal
+    /// `now`'s. The one rule by which every cache of hipjit trusts a `stat` (see the module
+    /// documentation and the README's "What a hit trusts"); where it fails, the file is hashed
+    /// (or the work done again).
+    pub fn proves_same_as(&self, now: &FileStat) -> bool {
+        self.mount != NO_MOUNT_IDENTITY && self == now
+    }
+
+    /// [`FileStat::proves_same_as`] of a record that may be absent (`None`: the file did not
+    /// exist) against a `stat` now that may be too: both absent holds (absence has no content
+    /// to prove), both present holds by the rule.
+    pub fn proves_same_as_opt(recorded: Option<&FileStat>, now: Option<&FileStat>) -> bool {
+        match (recorded, now) {
+            (None, None) => true,
+            (Some(r), Some(n)) => r.proves_same_as(n),
+            _ => false,
+        }
+    }
+
+    /// This record without its mount identity: it can no longer prove sameness (a record
+    /// another machine wrote).
+    pub fn without_mount_identity(self) -> FileStat {
+        FileStat {
+            mount: NO_MOUNT_IDENTITY,
+            ..self
+        }
+    }
+
+    /// `stat(2)` of `path` (symlinks followed), recorded for the hit memo when a lookup is
+    /// being recorded.
+    pub fn read(path: &Path) -> Option<FileStat> {
+        crate::file_observe::metadata(path).ok().map(|m| m.fields)
+    }
+}
+
+/// What a `stat` tells of a file: the fields a cache compares, its mode and owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
     /// The fields a cache compares.
     pub fields: FileStat,
-    /// Whether it is a regular file.
-    pub is_file: bool,
-    /// Whether it is a directory.
-    pub is_dir: bool,
+    /// `st_mode`: the file type and permission bits.
+    pub mode: u32,
+    /// `st_uid`.
+    pub uid: u32,
 }
 
 impl Stat {
-    fn of_metadata(m: &std::fs::Metadata) -> Stat {
-        Stat {
-            fields: FileStat::of(m),
-            is_file: m.is_file(),
-            is_dir: m.is_dir(),
+    fn kind(&self) -> u32 {
+        self.mode & libc::S_IFMT
+    }
+
+    /// Whether it is a regular file.
+    pub fn is_file(&self) -> bool {
+        self.kind() == libc::S_IFREG
+    }
+
+    /// Whether it is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.kind() == libc::S_IFDIR
+    }
+
+    /// Whether it is a symbolic link (only from [`lstat`]).
+    pub fn is_symlink(&self) -> bool {
+        self.kind() == libc::S_IFLNK
+    }
+
+    /// Its size in bytes.
+    pub fn len(&self) -> u64 {
+        self.fields.size
+    }
+
+    /// Whether its size is 0.
+    pub fn is_empty(&self) -> bool {
+        self.fields.size == 0
+    }
+
+    /// Its modification time.
+    pub fn modified(&self) -> SystemTime {
+        let (s, ns) = self.fields.mtime;
+        let ns = Duration::from_nanos(ns.clamp(0, 999_999_999) as u64);
+        if s >= 0 {
+            UNIX_EPOCH + Duration::from_secs(s as u64) + ns
+        } else {
+            UNIX_EPOCH - Duration::from_secs(s.unsigned_abs()) + ns
         }
+    }
+
+    /// Its type, as [`crate::file_read::kind_name`] names it.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind() {
+            libc::S_IFREG => "regular file",
+            libc::S_IFIFO => "FIFO",
+            libc::S_IFSOCK => "socket",
+            libc::S_IFCHR => "character device",
+            libc::S_IFBLK => "block device",
+            libc::S_IFDIR => "directory",
+            libc::S_IFLNK => "symbolic link",
+            _ => "special file",
+        }
+    }
+}
+
+/// `statx`'s `STATX_MNT_ID_UNIQUE` (Linux 6.8): `stx_mnt_id` is the mount's unique ID.
+const STATX_MNT_ID_UNIQUE: u32 = 0x4000;
+
+/// Set once `statx` answered `ENOSYS` (a kernel before 4.11): `stat` is used instead.
+static NO_STATX: AtomicBool = AtomicBool::new(false);
+
+/// This boot's part of every mount identity: the first 8 bytes of the sha256 of the boot's ID
+/// (`/proc/sys/kernel/random/boot_id`, read once per process); `None` when it cannot be read.
+fn boot_key() -> Option<u64> {
+    static KEY: OnceLock<Option<u64>> = OnceLock::new();
+    *KEY.get_or_init(|| {
+        use sha2::{Digest, Sha256};
+        use std::io::Read;
+        let mut id = [0u8; 64];
+        let n = std::fs::File::open("/proc/sys/kernel/random/boot_id")
+            .and_then(|mut f| f.read(&mut id))
+            .ok()?;
+        let id = id[..n].trim_ascii();
+        // A UUID as text: anything else is not a boot's ID.
+        if id.len() != 36 {
+            return None;
+        }
+        let mut h = Sha256::new();
+        h.update(b"hipjit mount identity\0");
+        h.update(id);
+        let d = h.finalize();
+        Some(u64::from_le_bytes(d[..8].try_into().ok()?))
+    })
+}
+
+/// The mount identity of a `statx` answer: its unique mount ID mixed with this boot's key
+/// ([`boot_key`]), [`NO_MOUNT_IDENTITY`] without either.
+fn mount_identity(mask: u32, mnt_id: u64) -> u64 {
+    if mask & STATX_MNT_ID_UNIQUE == 0 {
+        return NO_MOUNT_IDENTITY;
+    }
+    boot_key().map_or(NO_MOUNT_IDENTITY, |k| mnt_id ^ k)
+}
+
+/// `statx(dirfd, name, flags)` with the fields hipjit records, the mount's unique ID among
+/// them; `Ok(None)` when the kernel has no `statx` (or refuses it: `EPERM` from a seccomp
+/// filter), for the caller to `stat` instead.
+fn statx(dirfd: BorrowedFd<'_>, name: &CStr, flags: AtFlags) -> std::io::Result<Option<Stat>> {
+    if NO_STATX.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let mask = StatxFlags::TYPE
+        | StatxFlags::MODE
+        | StatxFlags::UID
+        | StatxFlags::INO
+        | StatxFlags::SIZE
+        | StatxFlags::MTIME
+        | StatxFlags::CTIME
+        | StatxFlags::from_bits_retain(STATX_MNT_ID_UNIQUE);
+    match rustix::fs::statx(dirfd, name, flags, mask) {
+        Ok(x) => Ok(Some(Stat {
+            fields: FileStat {
+                size: x.stx_size,
+                mtime: (x.stx_mtime.tv_sec, i64::from(x.stx_mtime.tv_nsec)),
+                ctime: (x.stx_ctime.tv_sec, i64::from(x.stx_ctime.tv_nsec)),
+                ino: x.stx_ino,
+                dev: libc::makedev(x.stx_dev_major, x.stx_dev_minor),
+                mount: mount_identity(x.stx_mask, x.stx_mnt_id),
+            },
+            mode: u32::from(x.stx_mode),
+            uid: x.stx_uid,
+        })),
+        Err(rustix::io::Errno::NOSYS) => {
+            NO_STATX.store(true, Ordering::Relaxed);
+            Ok(None)
+        }
+        Err(rustix::io::Errno::PERM) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A [`Stat`] from `std`'s metadata: no mount identity.
+pub(crate) fn of_metadata(m: &std::fs::Metadata) -> Stat {
+    use std::os::unix::fs::MetadataExt;
+    Stat {
+        fields: FileStat {
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+            ino: m.ino(),
+            dev: m.dev(),
+            mount: NO_MOUNT_IDENTITY,
+        },
+        mode: m.mode(),
+        uid: m.uid(),
+    }
+}
+
+fn c_path(path: &Path) -> std::io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in a path"))
+}
+
+/// `stat(2)` of `path`, symbolic links followed, with its mount identity (one `statx`).
+///
+/// Errors: the system call's.
+pub fn stat(path: &Path) -> std::io::Result<Stat> {
+    match statx(rustix::fs::CWD, &c_path(path)?, AtFlags::empty())? {
+        Some(s) => Ok(s),
+        None => std::fs::metadata(path).map(|m| of_metadata(&m)),
+    }
+}
+
+/// `lstat(2)` of `path` (a symbolic link at its end not followed), with its mount identity.
+///
+/// Errors: the system call's.
+pub fn lstat(path: &Path) -> std::io::Result<Stat> {
+    match statx(rustix::fs::CWD, &c_path(path)?, AtFlags::SYMLINK_NOFOLLOW)? {
+        Some(s) => Ok(s),
+        None => std::fs::symlink_metadata(path).map(|m| of_metadata(&m)),
+    }
+}
+
+/// `fstat(2)` of the open `file`, with its mount identity: the mount of the file open, which
+/// the descriptor holds.
+///
+/// Errors: the system call's.
+pub fn fstat(file: &std::fs::File) -> std::io::Result<Stat> {
+    match statx(file.as_fd(), c"", AtFlags::EMPTY_PATH)? {
+        Some(s) => Ok(s),
+        None => file.metadata().map(|m| of_metadata(&m)),
     }
 }
 
@@ -62,12 +335,7 @@ impl StatByDir {
         let st = self.stat_unrecorded(path);
         crate::file_observe::note_stat(
             path,
-            st.map(|s| {
-                (
-                    s.fields,
-                    crate::file_observe::type_code(s.is_file, s.is_dir),
-                )
-            }),
+            st.map(|s| (s.fields, crate::file_observe::type_code(s))),
         );
         st
     }
@@ -81,7 +349,7 @@ impl StatByDir {
             None => (b".", bytes),
         };
         if name.is_empty() || name == b"." || name == b".." || name.contains(&0) {
-            return std::fs::metadata(path).ok().map(|m| Stat::of_metadata(&m));
+            return stat(path).ok();
         }
         // A directory is opened at its fourth file: a `stat` by path is one system call, and
         // opening the directory adds two (`openat`, `close`) to the `fstatat`s, which shorter
@@ -92,13 +360,13 @@ impl StatByDir {
             *n <= BY_PATH
         };
         if few_in_dir || (self.dirs.len() >= MAX_OPEN && !self.dirs.contains_key(dir)) {
-            return std::fs::metadata(path).ok().map(|m| Stat::of_metadata(&m));
+            return stat(path).ok();
         }
         match self.dir_fd(dir) {
             Ok(fd) => fstatat(fd, &CString::new(name).ok()?),
             Err(Unopened::Missing) => None,
             // Out of descriptors, or anything else but absence: the path as a whole.
-            Err(Unopened::Other) => std::fs::metadata(path).ok().map(|m| Stat::of_metadata(&m)),
+            Err(Unopened::Other) => stat(path).ok(),
         }
     }
 
@@ -212,29 +480,99 @@ fn open_at(dir: i32, name: &[u8]) -> Result<OwnedFd, Unopened> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `fstatat(dir, name, 0)`: symbolic links followed, as `stat(2)`.
+/// `statx(dir, name)`: symbolic links followed, as `stat(2)`.
 fn fstatat(dir: i32, name: &CStr) -> Option<Stat> {
-    // SAFETY: an all-zero `struct stat` is a valid value to be overwritten.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a live directory descriptor, a NUL-terminated name, a valid out pointer.
-    let rc = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, 0) };
-    let kind = st.st_mode & libc::S_IFMT;
-    (rc == 0).then_some(Stat {
-        fields: FileStat {
-            size: st.st_size as u64,
-            mtime: (st.st_mtime, st.st_mtime_nsec),
-            ctime: (st.st_ctime, st.st_ctime_nsec),
-            ino: st.st_ino,
-            dev: st.st_dev,
-        },
-        is_file: kind == libc::S_IFREG,
-        is_dir: kind == libc::S_IFDIR,
-    })
+    // SAFETY: `dir` is a descriptor of [`StatByDir::dirs`], open for as long as this call.
+    let fd = unsafe { BorrowedFd::borrow_raw(dir) };
+    match statx(fd, name, AtFlags::empty()) {
+        Ok(Some(s)) => Some(s),
+        Ok(None) => {
+            let st = rustix::fs::statat(fd, name, AtFlags::empty()).ok()?;
+            Some(Stat {
+                fields: FileStat {
+                    size: st.st_size as u64,
+                    mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
+                    ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+                    ino: st.st_ino as u64,
+                    dev: st.st_dev as u64,
+                    mount: NO_MOUNT_IDENTITY,
+                },
+                mode: st.st_mode as u32,
+                uid: st.st_uid as u32,
+            })
+        }
+        Err(_) => None,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_proves_sameness_only_with_a_mount_identity_and_every_field_equal() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("x.h");
+        std::fs::write(&f, b"#define VALUE 111\n").unwrap();
+        let now = stat(&f).unwrap().fields;
+        assert_ne!(
+            now.mount, NO_MOUNT_IDENTITY,
+            "this kernel ({}) gives no unique mount ID: statx's STATX_MNT_ID_UNIQUE needs Linux 6.8",
+            std::fs::read_to_string("/proc/sys/kernel/random/osrelease").unwrap_or_default()
+        );
+        assert!(now.proves_same_as(&now));
+        // The same fields without a mount identity (an older kernel, a record written before
+        // hipjit kept one, another node's record): proves nothing, not even against itself.
+        let bare = now.without_mount_identity();
+        assert!(!bare.proves_same_as(&bare));
+        assert!(!bare.proves_same_as(&now));
+        // The same fields on another mount.
+        let elsewhere = FileStat {
+            mount: now.mount ^ 1,
+            ..now
+        };
+        assert!(!elsewhere.proves_same_as(&now));
+        assert!(!now.proves_same_as(&elsewhere));
+        // Absence proves absence; presence needs the rule.
+        assert!(FileStat::proves_same_as_opt(None, None));
+        assert!(!FileStat::proves_same_as_opt(Some(&bare), Some(&bare)));
+        assert!(!FileStat::proves_same_as_opt(None, Some(&now)));
+        // Each way of taking a stat gives the same identity.
+        let file = std::fs::File::open(&f).unwrap();
+        assert_eq!(fstat(&file).unwrap().fields, now);
+        assert_eq!(lstat(&f).unwrap().fields, now);
+        assert_eq!(StatByDir::new().stat(&f).unwrap().fields, now);
+        // Two mounts: another identity (the root and /proc are two on any Linux).
+        assert_ne!(
+            stat(Path::new("/")).unwrap().fields.mount,
+            stat(Path::new("/proc")).unwrap().fields.mount
+        );
+    }
+
+    #[test]
+    fn a_record_without_a_mount_identity_reads_from_one_written_before_it() {
+        // A stat record as hipjit wrote it before the mount identity: five fields.
+        #[derive(Serialize)]
+        struct Old {
+            size: u64,
+            mtime: (i64, i64),
+            ctime: (i64, i64),
+            ino: u64,
+            dev: u64,
+        }
+        let bytes = rmp_serde::to_vec(&Old {
+            size: 1,
+            mtime: (2, 3),
+            ctime: (4, 5),
+            ino: 6,
+            dev: 7,
+        })
+        .unwrap();
+        let read: FileStat = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(read.mount, NO_MOUNT_IDENTITY);
+        assert_eq!((read.size, read.ino, read.dev), (1, 6, 7));
+        assert!(!read.proves_same_as(&read));
+    }
     use std::path::PathBuf;
 
     #[test]
@@ -259,8 +597,15 @@ mod tests {
         ] {
             let m = std::fs::metadata(&p).unwrap();
             let st = s.stat(&p).unwrap();
-            assert_eq!(st.fields, FileStat::of(&m), "{}", p.display());
-            assert_eq!((st.is_file, st.is_dir), (m.is_file(), m.is_dir()));
+            assert_eq!(st, stat(&p).unwrap(), "{}", p.display());
+            // `std`'s fields, and a mount identity besides.
+            assert_eq!(
+                st.fields.without_mount_identity(),
+                of_metadata(&m).fields,
+                "{}",
+                p.display()
+            );
+            assert_eq!((st.is_file(), st.is_dir()), (m.is_file(), m.is_dir()));
         }
     }
 

@@ -159,6 +159,9 @@ fn case(compiler: &str, arch: &str) {
                 // glibc's malloc reads this the first time it releases a thread arena's heap
                 // (whenever that falls): the allocator's, not the lookup's.
                 && *p != Path::new("/proc/sys/vm/overcommit_memory")
+                // The boot's ID, read once per process: part of every stat's mount identity
+                // (hipjit::file_stat), which each observation checks.
+                && *p != Path::new("/proc/sys/kernel/random/boot_id")
                 && !checked.contains(p)
                 // A realpath(3) the memo checks reads the links on its way.
                 && !checked.iter().any(|c| c.starts_with(p))

@@ -1099,7 +1099,7 @@ fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
             )));
         }
     } else {
-        check_meta(&dir, me).map_err(unsafe_root)?;
+        check_meta(dir.uid(), dir.mode(), me).map_err(unsafe_root)?;
     }
     if writable {
         super::tag::ensure(path);
@@ -1170,10 +1170,15 @@ fn user_in_group(uid: u32, gid: u32) -> bool {
 /// entries moved to another key's name, refused by the key inside it.
 /// [`DiskCache::verify`] checks every directory ([`Dirs::Always`]): a closed root may be
 /// opened up later, and then its lookups check the directories again.
-fn check_entry(m: &std::fs::Metadata, path: &Path, root: &Root, dirs: Dirs) -> Result<(), String> {
+fn check_entry(
+    m: &crate::file_stat::Stat,
+    path: &Path,
+    root: &Root,
+    dirs: Dirs,
+) -> Result<(), String> {
     let me = crate::effective_user::uid();
     if !root.shared {
-        check_meta(m, me)?;
+        check_meta(m.uid, m.mode, me)?;
         if root.closed && dirs == Dirs::UnlessClosed {
             return Ok(());
         }
@@ -1189,34 +1194,31 @@ fn check_entry(m: &std::fs::Metadata, path: &Path, root: &Root, dirs: Dirs) -> R
         }
         return Ok(());
     }
-    if m.mode() & 0o002 != 0 {
-        return Err(format!("writable by others (mode {:o})", m.mode() & 0o7777));
+    if m.mode & 0o002 != 0 {
+        return Err(format!("writable by others (mode {:o})", m.mode & 0o7777));
     }
     let Some(gid) = root.group else {
         return Ok(());
     };
-    if m.uid() == me || m.uid() == 0 || user_in_group(m.uid(), gid) {
+    if m.uid == me || m.uid == 0 || user_in_group(m.uid, gid) {
         Ok(())
     } else {
         Err(format!(
             "owned by uid {}, who is not in the shared root's group (gid {gid})",
-            m.uid()
+            m.uid
         ))
     }
 }
 
-/// Owned by user `me` and not writable by group or others.
-fn check_meta(m: &std::fs::Metadata, me: u32) -> Result<(), String> {
-    if m.uid() != me {
-        return Err(format!(
-            "owned by uid {}, not this user (uid {me})",
-            m.uid()
-        ));
+/// Owned (`uid`) by user `me` and not writable by group or others (`mode`).
+fn check_meta(uid: u32, mode: u32, me: u32) -> Result<(), String> {
+    if uid != me {
+        return Err(format!("owned by uid {uid}, not this user (uid {me})"));
     }
-    if m.mode() & 0o022 != 0 {
+    if mode & 0o022 != 0 {
         return Err(format!(
             "writable by group or others (mode {:o})",
-            m.mode() & 0o7777
+            mode & 0o7777
         ));
     }
     Ok(())
@@ -1289,7 +1291,7 @@ fn read_entry_open<E>(
     check_entry(&m, path, root, dirs).map_err(bad)?;
     let data = file_read::read_known_size(&f, path, m.len())
         .map_err(|e| bad(format!("cannot read: {}", e.reason())))?;
-    let modified = m.modified().unwrap_or(UNIX_EPOCH);
+    let modified = m.modified();
     let entry = parse(data, path, key).map_err(bad)?;
     Ok((entry, f, modified))
 }

@@ -13,8 +13,9 @@
 //!   sha256. It names the entry holding the code objects.
 //!
 //! A lookup reads the manifest, checks each file by stat first (size, mtime, ctime, inode,
-//! device) and hashes only a file whose stat changed, lists only a directory whose stat
-//! changed, and looks the result key of what it found up. A compile publishes its result under
+//! device, and the mount's identity: the stat-trust rule of [`crate::file_stat`], the README's
+//! "What a hit trusts") and hashes only a file whose stat does not prove it unchanged, lists
+//! only such a directory, and looks the result key of what it found up. A compile publishes its result under
 //! the result key of the files it read and replaces the manifest. Both keys are sha256 over a
 //! record; a hit therefore needs the same source, options, compiler, environment, signature,
 //! and byte-identical files read, with the same names in every directory searched.

@@ -28,7 +28,12 @@
 //!   directory), or as absent.
 //!
 //! Checking ([`Manifest::current`]) stats each file and directory, reuses the recorded hash
-//! when the stat is unchanged, and hashes or lists only what changed.
+//! when the recorded stat proves the file unchanged, and hashes or lists only the others. A
+//! stat proves that only under the stat-trust rule ([`FileStat::proves_same_as`], written in
+//! [`crate::file_stat`] and the README's "What a hit trusts"): the same fields on the same
+//! mount, known by an identity the kernel never gives another mount. A manifest from another
+//! machine (the remote tier) has its mount identities removed when it is read
+//! ([`Manifest::from_another_node`]): each of its files is hashed.
 //!
 //! Recording ([`record`]) refuses to vouch for a compile during which a file changed: a file
 //! or directory whose modification or change time is at or after the compile's start makes
@@ -52,9 +57,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::compiler::identity::{hash_file, FileStat};
+use crate::compiler::identity::hash_file;
 use crate::compiler::{CompilerIdentity, Dependency};
-use crate::file_stat::StatByDir;
+use crate::file_stat::{FileStat, StatByDir, NO_MOUNT_IDENTITY};
 
 /// The name of the manifest artefact in the entry of a direct key.
 pub const MANIFEST_ARTEFACT: &str = "manifest";
@@ -75,7 +80,8 @@ pub struct FileRecord {
     /// Its name relative to the base (raw bytes).
     #[serde(with = "serde_bytes")]
     pub name: Vec<u8>,
-    /// Its stat fields when recorded.
+    /// Its stat fields when recorded (they stand for `sha256` only as
+    /// [`FileStat::proves_same_as`] says).
     pub stat: FileStat,
     /// sha256 of its contents.
     #[serde(with = "serde_bytes")]
@@ -260,8 +266,8 @@ pub(crate) fn dir_state(path: &Path) -> (Option<FileStat>, Option<[u8; 32]>) {
 /// listable).
 pub(crate) fn dir_state_listed(path: &Path) -> (Option<FileStat>, Option<Listing>) {
     match crate::file_observe::metadata(path) {
-        Ok(m) if m.is_dir() => (Some(FileStat::of(&m)), listing(path)),
-        Ok(m) => (Some(FileStat::of(&m)), None),
+        Ok(m) if m.is_dir() => (Some(m.fields), listing(path)),
+        Ok(m) => (Some(m.fields), None),
         Err(_) => (None, None),
     }
 }
@@ -280,6 +286,22 @@ impl Manifest {
         rmp_serde::from_slice(bytes).map_err(|e| BadManifest(e.to_string()))
     }
 
+    /// This manifest as read from another machine (the remote tier): every stat without its
+    /// mount identity ([`FileStat::without_mount_identity`]), so that none proves a file
+    /// unchanged ([`FileStat::proves_same_as`]) and each file is hashed and each directory
+    /// listed by the lookup ([`Manifest::current`]). Another node's mount identities mean
+    /// nothing here (a node booted alike numbers its mounts alike), and its stats may match
+    /// files here whose bytes differ.
+    pub fn from_another_node(mut self) -> Manifest {
+        for f in &mut self.files {
+            f.stat = f.stat.without_mount_identity();
+        }
+        for d in &mut self.dirs {
+            d.stat = d.stat.map(FileStat::without_mount_identity);
+        }
+        self
+    }
+
     /// Encodes it (MessagePack).
     pub fn to_bytes(&self) -> Vec<u8> {
         rmp_serde::to_vec(self).unwrap_or_default()
@@ -288,7 +310,8 @@ impl Manifest {
     /// The same files and directories as they are now, with `include_dirs` as the options'
     /// include directories and `installation` as the compiler's installation root
     /// ([`crate::compiler::CompilerIdentity::root`], the base of [`INSTALLATION`] records): a
-    /// record whose stat is unchanged keeps its hash; a changed one is hashed (listed) again.
+    /// record whose stat proves the file unchanged ([`FileStat::proves_same_as`]) keeps its
+    /// hash; any other is hashed (listed) again.
     /// `None` when a recorded file cannot be read now (removed, or an include directory index
     /// out of range): the manifest cannot match.
     pub fn current(&self, include_dirs: &[PathBuf], installation: &Path) -> Option<Manifest> {
@@ -296,7 +319,8 @@ impl Manifest {
     }
 
     /// [`Manifest::into_current`], and whether any record's stat differed from the one
-    /// recorded (its hash or listing computed again: a file touched, linked or copied over
+    /// recorded, its mount identity included (its hash or listing computed again: a file
+    /// touched, linked or copied over, a file system mounted again
     /// with the same bytes gives the same result key, but is hashed again at every lookup
     /// until the manifest is refreshed: [`Manifest::settled`]).
     pub fn into_current_checked(
@@ -332,6 +356,7 @@ impl Manifest {
             ctime: (0, 0),
             ino: 0,
             dev: 0,
+            mount: NO_MOUNT_IDENTITY,
         };
         for f in &mut self.files {
             if too_new(f.stat.mtime, start) || too_new(f.stat.ctime, start) {
@@ -348,16 +373,16 @@ impl Manifest {
         self
     }
 
-    /// [`Manifest::current`], giving back `self` unchanged (no copy) when every stat is
-    /// unchanged, the case of every cache hit. Files are stat'ed a directory at a time
-    /// ([`StatByDir`]).
+    /// [`Manifest::current`], giving back `self` unchanged (no copy) when every stat proves its
+    /// file or directory unchanged, the case of every cache hit. Files are stat'ed a directory
+    /// at a time ([`StatByDir`]).
     pub fn into_current(self, include_dirs: &[PathBuf], installation: &Path) -> Option<Manifest> {
         let mut by_dir = StatByDir::new();
         let mut file_stats = Vec::with_capacity(self.files.len());
         for f in &self.files {
             let path = resolve(f.include_dir, &f.name, include_dirs, installation)?;
             let st = by_dir.stat(&path)?;
-            if !st.is_file {
+            if !st.is_file() {
                 return None;
             }
             file_stats.push((path, st.fields));
@@ -368,22 +393,27 @@ impl Manifest {
             let now = by_dir.stat(&path).map(|s| s.fields);
             dir_stats.push((path, now));
         }
+        // The stat-trust rule: [`FileStat::proves_same_as`].
+        let dir_unchanged = |d: &DirRecord, now: &Option<FileStat>| {
+            FileStat::proves_same_as_opt(d.stat.as_ref(), now.as_ref())
+                && (now.is_some() || d.listing.is_none())
+        };
         let unchanged = self
             .files
             .iter()
             .zip(&file_stats)
-            .all(|(f, (_, now))| f.stat == *now)
+            .all(|(f, (_, now))| f.stat.proves_same_as(now))
             && self
                 .dirs
                 .iter()
                 .zip(&dir_stats)
-                .all(|(d, (_, now))| d.stat == *now && (now.is_some() || d.listing.is_none()));
+                .all(|(d, (_, now))| dir_unchanged(d, now));
         if unchanged {
             return Some(self);
         }
         let mut files = Vec::with_capacity(self.files.len());
         for (f, (path, stat)) in self.files.into_iter().zip(file_stats) {
-            let sha256 = if stat == f.stat {
+            let sha256 = if f.stat.proves_same_as(&stat) {
                 f.sha256
             } else {
                 hash_file(&path).ok()?
@@ -397,7 +427,7 @@ impl Manifest {
         }
         let mut dirs = Vec::with_capacity(self.dirs.len());
         for (d, (path, now)) in self.dirs.into_iter().zip(dir_stats) {
-            let (stat, listing) = if now.is_some() && now == d.stat {
+            let (stat, listing) = if now.is_some() && dir_unchanged(&d, &now) {
                 (d.stat, d.listing)
             } else {
                 dir_state(&path)
@@ -442,7 +472,7 @@ pub struct Recorded {
 pub fn filesystem_now(dir: &Path) -> SystemTime {
     let stamp = dir.join(".hipjit-start");
     let read = std::fs::write(&stamp, b"")
-        .and_then(|()| crate::file_observe::metadata(&stamp)?.modified());
+        .and_then(|()| crate::file_observe::metadata(&stamp).map(|m| m.modified()));
     let _ = std::fs::remove_file(&stamp);
     read.unwrap_or_else(|_| SystemTime::now())
 }
@@ -534,7 +564,7 @@ pub fn record(
                 continue;
             }
         };
-        let stat = FileStat::of(&m);
+        let stat = m.fields;
         if too_new(stat.mtime, started) || too_new(stat.ctime, started) {
             unpublishable.get_or_insert_with(|| {
                 format!(
@@ -705,6 +735,75 @@ pub fn extra_search_dirs(
 mod tests {
     use super::*;
 
+    /// A manifest of the one file `f`, with its stat now and the sha256 `recorded` (not its
+    /// content's), and of its directory with a listing hash that is no listing's.
+    fn manifest_of(f: &Path, recorded: [u8; 32]) -> Manifest {
+        let dir = f.parent().unwrap();
+        Manifest {
+            files: vec![FileRecord {
+                include_dir: None,
+                name: f.as_os_str().as_bytes().to_vec(),
+                stat: FileStat::read(f).unwrap(),
+                sha256: recorded,
+            }],
+            dirs: vec![DirRecord {
+                include_dir: None,
+                name: dir.as_os_str().as_bytes().to_vec(),
+                stat: FileStat::read(dir),
+                listing: Some([9; 32]),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_record_whose_stat_proves_nothing_is_hashed_and_listed_again() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("x.h");
+        std::fs::write(&f, b"#define VALUE 222\n").unwrap();
+        let real = hash_file(&f).unwrap();
+        let listing = listing_hash(d.path()).unwrap();
+        let wrong = [7; 32];
+        // The same mount, the same fields: the recorded hashes are trusted (that is what a
+        // stat record is for: no hashing on a hit).
+        let trusted = manifest_of(&f, wrong);
+        let now = trusted.current(&[], Path::new("")).unwrap();
+        assert_eq!(now, trusted);
+        // The same fields without a mount identity (a kernel before 6.8, a record written
+        // before hipjit kept one): hashed and listed again.
+        let mut bare = manifest_of(&f, wrong);
+        bare.files[0].stat = bare.files[0].stat.without_mount_identity();
+        bare.dirs[0].stat = bare.dirs[0].stat.map(FileStat::without_mount_identity);
+        let (now, changed) = bare
+            .clone()
+            .into_current_checked(&[], Path::new(""))
+            .unwrap();
+        assert_eq!(now.files[0].sha256, real);
+        assert_eq!(now.dirs[0].listing, Some(listing));
+        assert!(changed, "stored again with the stat as it is now");
+        assert_eq!(now.files[0].stat, FileStat::read(&f).unwrap());
+    }
+
+    #[test]
+    fn a_manifest_from_another_node_is_hashed_whatever_its_stats() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("x.h");
+        std::fs::write(&f, b"#define VALUE 222\n").unwrap();
+        // Another node's manifest whose stats match the files here, mount identity included
+        // (a node booted alike numbers its mounts alike), and whose hashes are of other bytes.
+        let theirs = manifest_of(&f, [7; 32]);
+        let read = Manifest::from_bytes(&theirs.to_bytes())
+            .unwrap()
+            .from_another_node();
+        assert!(read.files.iter().all(|r| r.stat.mount == NO_MOUNT_IDENTITY));
+        let now = read.current(&[], Path::new("")).unwrap();
+        assert_eq!(now.files[0].sha256, hash_file(&f).unwrap());
+        assert_eq!(now.dirs[0].listing, Some(listing_hash(d.path()).unwrap()));
+        assert_ne!(
+            crate::cache::key::result_key(&crate::cache::key::CacheKey([1; 32]), &now),
+            crate::cache::key::result_key(&crate::cache::key::CacheKey([1; 32]), &theirs)
+        );
+    }
+
     #[test]
     fn a_timestamp_at_or_after_the_start_is_too_new() {
         let start = UNIX_EPOCH + Duration::new(1000, 500_000_000);
@@ -729,6 +828,7 @@ mod tests {
                     ctime: (3, 4),
                     ino: 5,
                     dev: 6,
+                    mount: 8,
                 },
                 sha256: [7; 32],
             }],

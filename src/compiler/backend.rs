@@ -113,7 +113,11 @@ impl<T> RtcLibrary<T> {
         }
         let l = load(&self.path)?;
         // Checked after loading: a file renamed over before the load has another inode.
-        if self.expected.is_some() && super::identity::FileStat::read(&self.path) != self.expected {
+        // The stat-trust rule ([`super::identity::FileStat::proves_same_as`]).
+        let replaced = self.expected.is_some_and(|e| {
+            !super::identity::FileStat::read(&self.path).is_some_and(|n| e.proves_same_as(&n))
+        });
+        if replaced {
             return Err(RtcError::Open {
                 compiler,
                 path: self.path.clone(),
@@ -527,12 +531,11 @@ impl NvrtcBackend {
 /// a `cccl` added or removed, or a relative library path read from another working directory
 /// makes the identity be made again. Four `stat`s.
 fn toolkit_headers_unchanged(library: &std::path::Path, header_dirs: &[PathBuf]) -> bool {
-    use std::os::unix::fs::MetadataExt;
     let dir_id = |p: &std::path::Path| {
         crate::file_observe::metadata(p)
             .ok()
-            .filter(std::fs::Metadata::is_dir)
-            .map(|m| (m.dev(), m.ino()))
+            .filter(crate::file_stat::Stat::is_dir)
+            .map(|m| (m.fields.dev, m.fields.ino))
     };
     match (
         super::nvrtc::include_dir_beside(library),

@@ -61,7 +61,6 @@
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -182,7 +181,7 @@ fn var<'a>(env: &'a [(String, OsString)], name: &str) -> Option<&'a OsString> {
 fn executable(path: &Path) -> Result<(), String> {
     match crate::file_observe::metadata(path) {
         Ok(m) if !m.is_file() => Err("not a regular file".into()),
-        Ok(m) if m.permissions().mode() & 0o111 == 0 => Err("not executable".into()),
+        Ok(m) if m.mode & 0o111 == 0 => Err("not executable".into()),
         Ok(_) => Ok(()),
         Err(e) => Err(e.to_string()),
     }
@@ -198,7 +197,7 @@ fn watch_missing(dir: &Path, watched: &mut Vec<PathBuf>, links: usize) {
             watched.push(a.to_path_buf());
             return;
         }
-        if crate::file_observe::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()) {
+        if crate::file_observe::symlink_metadata(a).is_ok_and(|m| m.is_symlink()) {
             let parent = a.parent().unwrap_or(Path::new("/"));
             if let (Ok(target), true) = (std::fs::read_link(a), links < 8) {
                 watch_missing(&parent.join(target), watched, links + 1);
@@ -531,6 +530,7 @@ pub(crate) fn identify(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn names_nvccs_shell_reads_as_one_word_are_safe_and_others_are_not() {

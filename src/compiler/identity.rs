@@ -49,8 +49,8 @@
 //! ([`identity_dir`]: `$XDG_CACHE_HOME/hipjit/compilers`, else `~/.cache/hipjit/compilers`,
 //! never a shared cache root, where another member of the group could forge it), in a file
 //! named after the kind, the compiler's path and the compiler's environment, holding the
-//! identity and the stat fields (size, mtime, ctime, inode, device) of what a fresh process
-//! checks:
+//! identity and the stat fields (size, mtime, ctime, inode, device, mount identity:
+//! [`FileStat`]) of what a fresh process checks:
 //! * each *program* file (the closed list above: the compiler's binaries, libraries,
 //!   configuration and device bitcode), so a program replaced in place or by a new file is
 //!   seen;
@@ -60,14 +60,19 @@
 //! A fresh process that finds every one of those unchanged (one `stat` each: about 70 for
 //! Debian's hipcc 5.2.3, 60 of them device-library bitcode files; 17 for a PyPI CUDA toolkit,
 //! where the check used to stat each of its 2,600 files) takes the identity from that file: it
-//! neither hashes nor starts the compiler. Any difference recomputes it. Headers are checked by
+//! neither hashes nor starts the compiler. Any difference recomputes it. "Unchanged" is the
+//! stat-trust rule ([`FileStat::proves_same_as`], [`crate::file_stat`]; the README's "What a
+//! hit trusts"): equal fields on the same mount, known by an identity the kernel never gives
+//! another mount, so that an installation image swapped for another at one path (`/opt/rocm`)
+//! is identified again; where the kernel gives no such identity (before Linux 6.8), every
+//! process identifies the compiler again. Headers are checked by
 //! the header manifest of each lookup, which stats only the files that compile read.
 
 use std::ffi::OsString;
 use std::fmt;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -285,41 +290,9 @@ pub fn memos_read_only<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// The stat fields an identity file compares: size, modification and change times (ns), inode
-/// and device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileStat {
-    /// Size in bytes.
-    pub size: u64,
-    /// Modification time, s and ns.
-    pub mtime: (i64, i64),
-    /// Status change time, s and ns.
-    pub ctime: (i64, i64),
-    /// Inode number.
-    pub ino: u64,
-    /// Device number.
-    pub dev: u64,
-}
-
-impl FileStat {
-    /// The fields of `m`.
-    pub fn of(m: &std::fs::Metadata) -> FileStat {
-        FileStat {
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-            ino: m.ino(),
-            dev: m.dev(),
-        }
-    }
-
-    /// `stat(2)` of `path` (symlinks followed).
-    pub fn read(path: &Path) -> Option<FileStat> {
-        crate::file_observe::metadata(path)
-            .ok()
-            .map(|m| FileStat::of(&m))
-    }
-}
+/// The stat fields an identity file compares (see [`crate::file_stat`] for when a recorded one
+/// proves a file unchanged).
+pub use crate::file_stat::FileStat;
 
 /// The format of remembered identities; 5: NVRTC's has header directories (the toolkit's
 /// `include` and `include/cccl`) and no covered directory; 6: path bytes as MessagePack `bin`
@@ -698,7 +671,7 @@ pub(crate) fn read_private(file: &Path) -> Option<Vec<u8>> {
     let (f, m) =
         crate::file_read::open_regular_nofollow_stat(file, 64 << 20, "a remembered identity")
             .ok()?;
-    if m.uid() != crate::effective_user::uid() || m.mode() & 0o022 != 0 {
+    if m.uid != crate::effective_user::uid() || m.mode & 0o022 != 0 {
         return None;
     }
     crate::file_read::read_known_size(&f, file, m.len()).ok()
@@ -720,12 +693,13 @@ pub(crate) fn memo_identity(bytes: &[u8], resolved: &Path) -> Option<CompilerIde
     // A directory at a time: the programs and the covered trees' directories share a few
     // parents.
     let mut by_dir = crate::file_stat::StatByDir::new();
+    // The stat-trust rule ([`FileStat::proves_same_as`]): a record without a mount identity
+    // (an older kernel, or a memo written before hipjit recorded one) proves nothing, and the
+    // identity is made again.
     let unchanged = memo.stats.iter().all(|(p, s)| {
         by_dir
             .stat(Path::new(std::ffi::OsStr::from_bytes(p)))
-            .map(|st| st.fields)
-            .as_ref()
-            == Some(s)
+            .is_some_and(|st| s.proves_same_as(&st.fields))
     });
     unchanged.then_some(memo.identity)
 }
@@ -1061,6 +1035,28 @@ fn nvcc_files(resolved: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remembered_identity_whose_stats_have_no_mount_identity_is_not_recalled() {
+        let d = tempfile::tempdir().unwrap();
+        let program = d.path().join("clang");
+        std::fs::write(&program, b"program").unwrap();
+        let memo = |stat: FileStat| {
+            rmp_serde::to_vec(&Memo {
+                format: MEMO_FORMAT,
+                identity: CompilerIdentity {
+                    path: program.clone(),
+                    ..id("HIP version: 5.2.3")
+                },
+                stats: vec![(program.as_os_str().as_bytes().to_vec(), stat)],
+            })
+            .unwrap()
+        };
+        let now = FileStat::read(&program).unwrap();
+        assert!(memo_identity(&memo(now), &program).is_some());
+        // The same fields, no mount identity: the identity is made again.
+        assert!(memo_identity(&memo(now.without_mount_identity()), &program).is_none());
+    }
 
     fn id(version: &str) -> CompilerIdentity {
         CompilerIdentity {

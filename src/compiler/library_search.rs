@@ -132,6 +132,30 @@ fn library_stats(library: &Path) -> Option<(FileStat, Option<FileStat>)> {
     ))
 }
 
+/// Whether the `stat` of a library and its directory as remembered proves them unchanged,
+/// given `now` ([`FileStat::proves_same_as`]).
+fn library_unchanged(
+    remembered: &(FileStat, Option<FileStat>),
+    now: &(FileStat, Option<FileStat>),
+) -> bool {
+    remembered.0.proves_same_as(&now.0)
+        && FileStat::proves_same_as_opt(remembered.1.as_ref(), now.1.as_ref())
+}
+
+/// Whether the places a search looked, as remembered, are unchanged now: the same places, each
+/// absent as it was or present with a `stat` that proves it unchanged
+/// ([`FileStat::proves_same_as`]).
+fn places_unchanged(
+    remembered: &[(Vec<u8>, Option<FileStat>)],
+    now: &[(Vec<u8>, Option<FileStat>)],
+) -> bool {
+    remembered.len() == now.len()
+        && remembered
+            .iter()
+            .zip(now)
+            .all(|((p, r), (q, n))| p == q && FileStat::proves_same_as_opt(r.as_ref(), n.as_ref()))
+}
+
 /// Where a library search ended: the library, its version text and its major version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Location {
@@ -167,7 +191,7 @@ fn memo_dir(dir: Option<&Path>) -> Option<PathBuf> {
 pub fn recall_location(search: &LibrarySearch, dir: Option<&Path>) -> Option<Location> {
     let memo = read(search, dir)?;
     let library = PathBuf::from(OsStr::from_bytes(&memo.library));
-    if library_stats(&library)? != memo.library_stat {
+    if !library_unchanged(&memo.library_stat, &library_stats(&library)?) {
         return None;
     }
     Some(Location {
@@ -183,8 +207,10 @@ fn read(search: &LibrarySearch, dir: Option<&Path>) -> Option<Memo> {
     let dir = memo_dir(dir)?;
     let bytes = identity::read_private(&search.memo_file(&dir))?;
     let memo: Memo = rmp_serde::from_slice(&bytes).ok()?;
-    (memo.format == FORMAT && memo.inputs == search.inputs && memo.watched == search.watched)
-        .then_some(memo)
+    (memo.format == FORMAT
+        && memo.inputs == search.inputs
+        && places_unchanged(&memo.watched, &search.watched))
+    .then_some(memo)
 }
 
 /// [`recall_location`] with the library's identity remembered in the same directory, when it
@@ -202,13 +228,15 @@ pub fn recall(search: &LibrarySearch, dir: Option<&Path>) -> Option<Recalled> {
     let resolved = PathBuf::from(OsStr::from_bytes(&memo.resolved));
     let identity = match &memo.identity_memo {
         Some(bytes) => {
-            if library != resolved && library_stats(&library)? != memo.library_stat {
+            if library != resolved
+                && !library_unchanged(&memo.library_stat, &library_stats(&library)?)
+            {
                 return None;
             }
             identity::memo_identity(bytes, &resolved)?
         }
         None => {
-            if library_stats(&library)? != memo.library_stat {
+            if !library_unchanged(&memo.library_stat, &library_stats(&library)?) {
                 return None;
             }
             let dir = memo_dir(dir)?;

@@ -602,7 +602,6 @@ pub(crate) fn files_under(
     limit: usize,
     cache_roots: CacheRoots,
 ) -> Result<Vec<PathBuf>, String> {
-    use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     // (directory below `dir`, whether it is a hipjit cache root (its own directories left
     // out), the directories on its way from `dir` by device and inode). A directory reached
@@ -614,7 +613,7 @@ pub(crate) fn files_under(
         let here = dir.join(&rel);
         let meta =
             crate::file_observe::metadata(&here).map_err(|e| format!("{}: {e}", here.display()))?;
-        let id = (meta.dev(), meta.ino());
+        let id = (meta.fields.dev, meta.fields.ino);
         if way.contains(&id) {
             continue;
         }

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use super::{CompilerUsed, Jit, JitError};
 use crate::cache::key::{self, CacheKey, KeyField, KeyFields, KEY_RECORD_ARTEFACT};
 use crate::cache::manifest::{self, DirListings, Manifest, MANIFEST_ARTEFACT};
-use crate::compiler::identity::{hash_file, FileStat};
+use crate::compiler::identity::hash_file;
 use crate::compiler::CompileOptions;
 
 /// Where the result of a request is, when a tier holds it.
@@ -195,9 +195,10 @@ fn check_manifest(
             let path = manifest::resolve(f.include_dir, &f.name, include_dirs, installation);
             let now = path
                 .as_deref()
-                .and_then(|p| std::fs::metadata(p).ok().filter(|m| m.is_file()));
+                .and_then(|p| crate::file_stat::stat(p).ok().filter(|m| m.is_file()));
             let (status, sha) = match (&path, now) {
-                (Some(_), Some(meta)) if FileStat::of(&meta) == f.stat => {
+                // The stat-trust rule, as a lookup applies it ([`FileStat::proves_same_as`]).
+                (Some(_), Some(meta)) if f.stat.proves_same_as(&meta.fields) => {
                     (FileStatus::Unchanged, Some(f.sha256))
                 }
                 (Some(p), Some(_)) => match hash_file(p) {

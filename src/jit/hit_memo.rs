@@ -16,7 +16,13 @@
 //! straight from the disk cache (read and verified as any hit); anything else, or no memo,
 //! looks up the long way (and remembers again on a hit).
 //!
-//! A memo is written only when the observations can be trusted by `stat`: every file seen was
+//! An observation of a file holds only by the stat-trust rule
+//! ([`crate::file_stat::FileStat::proves_same_as`]; the README's "What a hit trusts"): the same
+//! fields on the same mount, known by an identity the kernel never gives another mount, so that
+//! a file system image swapped for another at one path, its files' fields alike, is a miss.
+//! A memo is written only when the observations can be trusted by `stat`: every file seen has
+//! a mount identity (none where the kernel gives no unique mount ID: then no memo is written,
+//! and every hit takes the long way) and was
 //! last changed (modification and status change times) at least [`MIN_AGE`] before, so that a
 //! change within the same timestamp tick of a coarse filesystem clock cannot go unseen; the
 //! lookup found its hit at the first look, without a stale manifest or a bad entry; and every
@@ -34,12 +40,13 @@ use std::time::{Duration, SystemTime};
 
 use super::compiled::CompilerUsed;
 use crate::cache::key::{CacheKey, Record};
-use crate::compiler::identity::{self, CompilerKind, FileStat};
+use crate::compiler::identity::{self, CompilerKind};
 use crate::compiler::CompileOptions;
 use crate::file_observe::{self, Observation, Observed, Seen};
+use crate::file_stat::FileStat;
 
-/// The memo's format: [`encode`] writes it.
-const FORMAT: u32 = 2;
+/// The memo's format: [`encode`] writes it. 3: each file's mount identity.
+const FORMAT: u32 = 3;
 
 /// The first bytes of a memo file.
 const MAGIC: &[u8; 4] = b"HJHM";
@@ -161,6 +168,11 @@ pub(crate) fn unremembered(observed: &Observed, now: SystemTime) -> Option<Strin
     let edge = edge.duration_since(SystemTime::UNIX_EPOCH).ok()?;
     let edge = (edge.as_secs() as i64, edge.subsec_nanos() as i64);
     observed.observed.iter().find_map(|o| match &o.seen {
+        Seen::Present(s, _) if s.mount == crate::file_stat::NO_MOUNT_IDENTITY => Some(format!(
+            "the mount of {} has no unique identity (the kernel gives none before Linux 6.8): \
+             its stat proves nothing",
+            String::from_utf8_lossy(&o.path)
+        )),
         Seen::Present(s, _) if s.mtime >= edge || s.ctime >= edge => Some(format!(
             "{} changed less than {} s ago",
             String::from_utf8_lossy(&o.path),
@@ -282,7 +294,8 @@ pub fn observed_paths(memo: &Path) -> Option<Vec<PathBuf>> {
 /// each), the compiler's kind (one byte: [`kind_code`]), path, version and reason, the
 /// options, the number of observations (`u32`) and each observation: its path, whether a link
 /// at its end was followed (one byte), and what it saw: `1` a file (size, modification and
-/// change times as seconds and nanoseconds, inode, device: `u64`/`i64` each; then the
+/// change times as seconds and nanoseconds, inode, device, mount identity: `u64`/`i64` each;
+/// then the
 /// [`crate::file_observe`] type code, one byte), `2` an error (its `errno`, `i32`), `3` a
 /// resolved path. Byte strings are a `u32` length and the bytes; integers little-endian.
 /// Written and read by hand, not with serde: a fresh process's hit runs this code once, and
@@ -311,7 +324,7 @@ fn encode(m: &Memo) -> Vec<u8> {
                 b.push(1);
                 for v in [s.size, s.mtime.0 as u64, s.mtime.1 as u64, s.ctime.0 as u64]
                     .into_iter()
-                    .chain([s.ctime.1 as u64, s.ino, s.dev])
+                    .chain([s.ctime.1 as u64, s.ino, s.dev, s.mount])
                 {
                     b.extend_from_slice(&v.to_le_bytes());
                 }
@@ -355,7 +368,7 @@ fn decode(b: &[u8]) -> Option<Memo> {
         };
         let seen = match r.u8()? {
             1 => {
-                let mut v = [0u64; 7];
+                let mut v = [0u64; 8];
                 for x in &mut v {
                     *x = r.u64()?;
                 }
@@ -366,6 +379,7 @@ fn decode(b: &[u8]) -> Option<Memo> {
                         ctime: (v[3] as i64, v[4] as i64),
                         ino: v[5],
                         dev: v[6],
+                        mount: v[7],
                     },
                     r.u8()?,
                 )
@@ -449,6 +463,7 @@ mod tests {
                     ctime: (secs, 0),
                     ino: 1,
                     dev: 1,
+                    mount: 1,
                 },
                 1,
             ),
@@ -502,6 +517,7 @@ mod tests {
                     ctime: (i64::MIN, 0),
                     ino: u64::MAX - 1,
                     dev: 1 << 40,
+                    mount: u64::MAX - 2,
                 },
                 4,
             ),

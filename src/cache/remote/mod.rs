@@ -16,7 +16,10 @@
 //!   hash with one field per distinct stored value (named by the value's sha256, so the same
 //!   manifest signed with two keys is two fields), shared by every scope and merged on read: a
 //!   lookup checks each against the files as they are now and tries the result key of each
-//!   that can match, in its own scope.
+//!   that can match, in its own scope. The writing node's stats prove nothing on another
+//!   machine ([`crate::file_stat`]): each manifest read has them set aside
+//!   ([`crate::cache::manifest::Manifest::from_another_node`]), so every file it names is
+//!   hashed.
 //! * `N:F:Sl:<direct key>`: the cluster compile lock ([`lock`]).
 //!
 //! Nodes with different signing keys (a key being rotated, a node set up wrongly) therefore
@@ -313,7 +316,10 @@ mod imp {
                         continue;
                     }
                     Err(e) => Err((e.to_string(), e.hint())),
-                    Ok(p) => Manifest::from_bytes(p).map_err(|e| (e.to_string(), CORRUPTED_HINT)),
+                    // Another machine's stats prove nothing here: each file is hashed.
+                    Ok(p) => Manifest::from_bytes(p)
+                        .map(Manifest::from_another_node)
+                        .map_err(|e| (e.to_string(), CORRUPTED_HINT)),
                 };
                 let manifest = match manifest {
                     Ok(m) => m,
