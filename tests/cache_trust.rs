@@ -602,3 +602,298 @@ fn a_world_writable_directory_in_a_private_root_is_refused() {
         text(&o.stdout)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// What a hit trusts: a stat record and the mount it was taken on
+
+/// Two ext4 images built reproducibly from trees that differ only in the bytes of `inc/x.h`
+/// (`#define VALUE 111` and `222`, same size): the same UUID, hash seed and times (set with
+/// debugfs), so that each file has the same inode, size and times in both.
+fn reproducible_images(dir: &Path) -> Result<[PathBuf; 2], String> {
+    let mut images = Vec::new();
+    for value in [111, 222] {
+        let tree = dir.join(format!("tree{value}"));
+        std::fs::create_dir_all(tree.join("inc")).unwrap();
+        std::fs::write(tree.join("inc/x.h"), format!("#define VALUE {value}\n")).unwrap();
+        let touch = Command::new("touch")
+            .args(["-h", "-d", "@1600000000"])
+            .args([tree.join("inc/x.h"), tree.join("inc"), tree.clone()])
+            .output()
+            .map_err(|e| format!("touch: {e}"))?;
+        if !touch.status.success() {
+            return Err(format!("touch: {}", text(&touch.stderr)));
+        }
+        let image = dir.join(format!("image{value}.ext4"));
+        let mkfs = Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-b", "1024", "-T", "small"])
+            .args(["-U", "6f1e0c2a-3b4d-4e5f-8a9b-0c1d2e3f4a5b"])
+            .args([
+                "-E",
+                "hash_seed=0b2c3d4e-5f60-4718-9a2b-3c4d5e6f7081,root_owner=0:0",
+            ])
+            .arg("-d")
+            .arg(&tree)
+            .arg(&image)
+            .arg("1M")
+            .env("E2FSPROGS_FAKE_TIME", "1600000000")
+            .env("SOURCE_DATE_EPOCH", "1600000000")
+            .env("PATH", "/usr/sbin:/sbin:/usr/bin:/bin")
+            .output()
+            .map_err(|e| format!("mkfs.ext4 (e2fsprogs) cannot run: {e}"))?;
+        if !mkfs.status.success() {
+            return Err(format!("mkfs.ext4 -d failed: {}", text(&mkfs.stderr)));
+        }
+        // mke2fs 1.47.0 copies each change time from the tree (the `touch` above, now): set
+        // them all to the fixed time, as a build under SOURCE_DATE_EPOCH gives.
+        let commands = dir.join("debugfs-commands");
+        let mut fix = String::new();
+        for inode in ["/", "/lost+found", "/inc", "/inc/x.h"] {
+            for field in ["ctime", "mtime", "atime"] {
+                fix.push_str(&format!("sif {inode} {field} 20200913122640\n"));
+            }
+        }
+        std::fs::write(&commands, fix).unwrap();
+        let debugfs = Command::new("debugfs")
+            .arg("-w")
+            .arg("-f")
+            .arg(&commands)
+            .arg(&image)
+            .env("PATH", "/usr/sbin:/sbin:/usr/bin:/bin")
+            .output()
+            .map_err(|e| format!("debugfs (e2fsprogs) cannot run: {e}"))?;
+        if !debugfs.status.success() || !text(&debugfs.stderr).trim().starts_with("debugfs") {
+            return Err(format!("debugfs failed: {}", text(&debugfs.stderr)));
+        }
+        images.push(image);
+    }
+    Ok([images[0].clone(), images[1].clone()])
+}
+
+/// `program args...` (from /usr/sbin, /sbin and the like), its stdout, or why it failed.
+fn sbin(program: &str, args: &[&std::ffi::OsStr]) -> Result<String, String> {
+    let o = Command::new(program)
+        .args(args)
+        .env("PATH", "/usr/sbin:/sbin:/usr/bin:/bin")
+        .output()
+        .map_err(|e| format!("{program} cannot run: {e}"))?;
+    if o.status.success() {
+        Ok(text(&o.stdout).trim().to_owned())
+    } else {
+        Err(format!("{program} {args:?}: {}", text(&o.stderr).trim()))
+    }
+}
+
+/// An image attached read-only to a loop device and mounted at a directory; unmounted and
+/// detached when dropped (also when the test fails).
+struct Mounted {
+    device: String,
+    at: PathBuf,
+}
+
+impl Mounted {
+    /// `image` on loop device `device` (the first free one when `None`), mounted at `at`.
+    fn new(image: &Path, device: Option<&str>, at: &Path) -> Result<Mounted, String> {
+        let device = match device {
+            Some(d) => {
+                sbin(
+                    "losetup",
+                    &["--read-only".as_ref(), d.as_ref(), image.as_ref()],
+                )?;
+                d.to_owned()
+            }
+            None => sbin(
+                "losetup",
+                &[
+                    "--find".as_ref(),
+                    "--show".as_ref(),
+                    "--read-only".as_ref(),
+                    image.as_ref(),
+                ],
+            )?,
+        };
+        let mounted = Mounted {
+            device,
+            at: at.to_path_buf(),
+        };
+        sbin(
+            "mount",
+            &[
+                "-t".as_ref(),
+                "ext4".as_ref(),
+                "-o".as_ref(),
+                "ro".as_ref(),
+                mounted.device.as_ref(),
+                at.as_ref(),
+            ],
+        )?;
+        Ok(mounted)
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = sbin("umount", &[self.at.as_ref()]);
+        let _ = sbin("losetup", &["--detach".as_ref(), self.device.as_ref()]);
+    }
+}
+
+/// Size, times, inode and device of `path`: what a stat record held before the mount's
+/// identity.
+fn stat_fields(path: &Path) -> (u64, i64, i64, i64, i64, u64, u64) {
+    let m = std::fs::metadata(path).unwrap();
+    (
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+        m.ino(),
+        m.dev(),
+    )
+}
+
+/// Wrong code from a stat-identical header: two images built reproducibly, whose `inc/x.h`
+/// differ only in their bytes, mounted in turn at one path give that header the same size,
+/// times, inode and device. A compile with the first image mounted, then a hit that writes the
+/// hit memo; with the second image mounted at the same path, the compile must be a miss with
+/// the second image's code (neither the hit memo nor the header manifest may take the
+/// unchanged fields for unchanged bytes); with the first image mounted again, its code is
+/// served again (a hit: its bytes hash as before). The "compiler" copies one of two code
+/// objects by the header's value.
+///
+/// Needs root, loop devices and mkfs.ext4 (e2fsprogs): skipped by name where they are missing.
+#[test]
+fn a_header_on_an_image_swapped_at_one_path_with_the_same_stat_is_hashed_not_trusted() {
+    const NAME: &str =
+        "a_header_on_an_image_swapped_at_one_path_with_the_same_stat_is_hashed_not_trusted";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED {NAME}: needs root (to attach loop devices and mount)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let images = match reproducible_images(dir.path()) {
+        Ok(i) => i,
+        Err(why) => {
+            eprintln!("SKIPPED {NAME}: {why}");
+            return;
+        }
+    };
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let first = match Mounted::new(&images[0], None, &mnt) {
+        Ok(m) => m,
+        Err(why) => {
+            eprintln!("SKIPPED {NAME}: no loop device can be mounted here: {why}");
+            return;
+        }
+    };
+    let home = home(dir.path());
+    let (co_111, co_222) = (
+        home.join("single-gfx90a.hsaco"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco"),
+    );
+    let header = mnt.join("inc/x.h");
+    std::fs::write(
+        home.join("act.sh"),
+        format!(
+            "if grep -q 'VALUE 222' {h}; then cp {b} out.hsaco; else cp {a} out.hsaco; fi\n\
+             for a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
+             echo \"out.hsaco: $src {h}\" > deps.d\n",
+            h = header.display(),
+            a = co_111.display(),
+            b = co_222.display(),
+        ),
+    )
+    .unwrap();
+    // The source in a directory of its own, which nothing changes (a quoted include searches
+    // it first: it is in the manifest).
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/k.hip");
+    std::fs::write(
+        &src,
+        "#include \"x.h\"\n__global__ void k(int* p) { *p = VALUE; }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.bin");
+    let root = dir.path().join("cache");
+    let xdg = dir.path().join("xdg");
+    let compile = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        cmd.args(["compile", "--compiler", "hipcc", "--arch", "gfx90a", "-I"])
+            .arg(mnt.join("inc"))
+            .arg("-o")
+            .arg(&out)
+            .arg(&src)
+            .env("HIPJIT_CACHE_DIR", &root)
+            .env("HIPJIT_HIPCC", fake_hipcc())
+            .env("XDG_CACHE_HOME", &xdg)
+            .env("HOME", &home)
+            .env("PATH", "/usr/bin:/bin")
+            .env_remove("HIPJIT_COMPILER");
+        let o = run(&mut cmd);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        (text(&o.stdout), std::fs::read(&out).unwrap())
+    };
+    let (co_111, co_222) = (
+        std::fs::read(co_111).unwrap(),
+        std::fs::read(co_222).unwrap(),
+    );
+    assert_ne!(co_111, co_222);
+
+    let (said, code) = compile();
+    assert!(said.contains("miss"), "{said}");
+    assert!(
+        code == co_111,
+        "the first image's compile gave the wrong code object"
+    );
+    // Let the entries age past the hit memo's margin; the hit then writes a memo.
+    std::thread::sleep(hipjit::jit::hit_memo::MIN_AGE + Duration::from_millis(300));
+    let (said, code) = compile();
+    assert!(said.contains("hit (disk)"), "{said}");
+    assert!(code == co_111);
+    let memos = std::fs::read_dir(xdg.join("hipjit/compilers/hits"))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "hit"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(
+        memos, 1,
+        "the hit is remembered (the memo is part of what is tested)"
+    );
+    let stat_111 = stat_fields(&header);
+    let device = first.device.clone();
+    drop(first);
+
+    // The second image, on the same loop device, at the same path.
+    let second = Mounted::new(&images[1], Some(&device), &mnt)
+        .unwrap_or_else(|e| panic!("the second image cannot be mounted on {device}: {e}"));
+    assert_eq!(
+        std::fs::read_to_string(&header).unwrap(),
+        "#define VALUE 222\n"
+    );
+    assert_eq!(
+        stat_fields(&header),
+        stat_111,
+        "the images do not give the header the same stat: the case is not made"
+    );
+    let (said, code) = compile();
+    assert!(
+        code == co_222,
+        "the second image's header was served the first image's code ({said})"
+    );
+    assert!(said.contains("miss"), "{said}");
+    drop(second);
+
+    // The first image again: its bytes hash as before, a hit with its code.
+    let _again = Mounted::new(&images[0], Some(&device), &mnt)
+        .unwrap_or_else(|e| panic!("the first image cannot be mounted again on {device}: {e}"));
+    let (said, code) = compile();
+    assert!(said.contains("hit (disk)"), "{said}");
+    assert!(
+        code == co_111,
+        "the first image's header was served other code"
+    );
+}

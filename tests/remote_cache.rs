@@ -1254,3 +1254,82 @@ fn hipjit_names_a_refused_database_in_compile_and_stats() {
         "{v}"
     );
 }
+
+/// Another node's header manifest whose stats match a header here (a node booted alike, or a
+/// forger), with the hash of other bytes: its stats are not trusted, the header is hashed, and
+/// the code compiled here for the header's bytes here is what is served, not the entry of the
+/// other bytes. The "compiler" copies one of two code objects by the header's value.
+#[test]
+fn another_nodes_manifest_is_hashed_even_where_its_stats_match_the_files_here() {
+    use hipjit::cache::manifest::Manifest;
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let inc = dir.path().join("inc");
+    std::fs::create_dir(&inc).unwrap();
+    let header = inc.join("x.h");
+    std::fs::write(&header, "#define VALUE 111\n").unwrap();
+    let other =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco");
+    std::fs::write(
+        home.join("act.sh"),
+        format!(
+            "if grep -q 'VALUE 222' {h}; then cp {b} out.hsaco; else cp {a} out.hsaco; fi\n\
+             for a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
+             echo \"out.hsaco: $src {h}\" > deps.d\n",
+            h = header.display(),
+            a = code_object().display(),
+            b = other.display(),
+        ),
+    )
+    .unwrap();
+    let o = CompileOptions {
+        include_dirs: vec![inc.clone()],
+        ..opts()
+    };
+    let source = "#include \"x.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = VALUE; }\n";
+    let node = |root: &str| jit(&dir.path().join(root), &home, Some(config(&server.url())));
+    let first = node("a").compile(source, &o).unwrap();
+    assert_eq!(first.origin(), Origin::Compiler);
+
+    // The header rewritten here (the same size); the stored manifest forged to give it the
+    // header's stat now, mount identity included, and the first bytes' hash.
+    std::fs::write(&header, "#define VALUE 222\n").unwrap();
+    let names: Vec<String> = redis::cmd("KEYS")
+        .arg("hipjit:*:m:*")
+        .query(&mut server.redis())
+        .unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let (_, value) = manifests(&server).remove(0);
+    let payload = signing::open(None, names[0].as_bytes(), &value).unwrap();
+    let mut forged = Manifest::from_bytes(payload).unwrap();
+    let now = hipjit::compiler::identity::FileStat::read(&header).unwrap();
+    let record = forged
+        .files
+        .iter_mut()
+        .find(|f| f.name.ends_with(b"x.h"))
+        .expect("the header is in the manifest");
+    record.stat = now;
+    let forged = signing::seal(None, names[0].as_bytes(), &forged.to_bytes());
+    redis::pipe()
+        .cmd("DEL")
+        .arg(&names[0])
+        .ignore()
+        .cmd("HSET")
+        .arg(&names[0])
+        .arg("forged")
+        .arg(&forged)
+        .ignore()
+        .query::<()>(&mut server.redis())
+        .unwrap();
+
+    let second = node("b").compile(source, &o).unwrap();
+    let expected = std::fs::read(&other).unwrap();
+    assert_eq!(
+        second.origin(),
+        Origin::Compiler,
+        "another node's stats were trusted: the entry of the first bytes was served"
+    );
+    assert_eq!(second.code_objects()[0].elf(), &expected[..]);
+    assert_ne!(second.key(), first.key());
+}
