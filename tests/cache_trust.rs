@@ -695,10 +695,22 @@ impl Mounted {
     fn new(image: &Path, device: Option<&str>, at: &Path) -> Result<Mounted, String> {
         let device = match device {
             Some(d) => {
-                sbin(
-                    "losetup",
-                    &["--read-only".as_ref(), d.as_ref(), image.as_ref()],
-                )?;
+                // The device just detached may still be busy for a moment (the kernel frees it
+                // once the last reference goes): tried again for up to 5 s.
+                let mut tries = 0;
+                loop {
+                    match sbin(
+                        "losetup",
+                        &["--read-only".as_ref(), d.as_ref(), image.as_ref()],
+                    ) {
+                        Ok(_) => break,
+                        Err(_) if tries < 50 => {
+                            tries += 1;
+                            std::thread::sleep(std::time::Duration::from_millis(100));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
                 d.to_owned()
             }
             None => sbin(

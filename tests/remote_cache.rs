@@ -148,7 +148,8 @@ fn code_object() -> PathBuf {
 
 /// A `$HOME` whose act.sh "compiles" by copying a real gfx90a code object and appends a line
 /// to `$HOME/compiles`; with `$HOME/hang` present it records its pid in `$HOME/hang.pid` and
-/// sleeps instead; with `$HOME/slow` it takes a second.
+/// sleeps instead; with `$HOME/slow` it takes a second; the paths in `$HOME/deps` are listed
+/// as dependencies (headers it read).
 fn home(dir: &Path) -> PathBuf {
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
@@ -160,7 +161,7 @@ fn home(dir: &Path) -> PathBuf {
              if [ -f \"$HOME/hang\" ]; then echo $$ > \"$HOME/hang.pid\"; exec sleep 60; fi\n\
              if [ -f \"$HOME/slow\" ]; then sleep 1; fi\n\
              cp {} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
-             echo \"out.hsaco: $src\" > deps.d\n",
+             echo \"out.hsaco: $src $(cat \"$HOME/deps\" 2>/dev/null)\" > deps.d\n",
             code_object().display()
         ),
     )
@@ -183,6 +184,21 @@ fn config(url: &str) -> RemoteConfig {
 }
 
 fn jit(root: &Path, home: &Path, remote: Option<RemoteConfig>) -> Jit {
+    jit_waiting(root, home, remote, Duration::from_secs(20))
+}
+
+/// [`jit`] whose compiles wait at most `wait` for another's compile lock.
+fn jit_waiting(root: &Path, home: &Path, remote: Option<RemoteConfig>, wait: Duration) -> Jit {
+    jit_at(
+        CacheLocation::Roots(vec![root.to_path_buf()]),
+        home,
+        remote,
+        wait,
+    )
+}
+
+/// [`jit_waiting`] with the disk cache at `cache`.
+fn jit_at(cache: CacheLocation, home: &Path, remote: Option<RemoteConfig>, wait: Duration) -> Jit {
     Jit::new(JitOptions {
         // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
         compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
@@ -194,9 +210,9 @@ fn jit(root: &Path, home: &Path, remote: Option<RemoteConfig>) -> Jit {
             ]),
             ..CompilerConfig::default()
         },
-        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
+        cache,
         remote_cache: remote.map_or(RemoteLocation::Disabled, RemoteLocation::Server),
-        lock_wait: Some(Duration::from_secs(20)),
+        lock_wait: Some(wait),
         ..JitOptions::default()
     })
     .unwrap_or_else(|e| panic!("{e}"))
@@ -249,6 +265,16 @@ fn manifests(server: &Server) -> Vec<(Vec<u8>, Vec<u8>)> {
         .unwrap();
     fields.sort();
     fields
+}
+
+/// The direct key (hex) of the one source these tests compiled, from its manifests' name.
+fn direct_key(server: &Server) -> String {
+    let names: Vec<String> = redis::cmd("KEYS")
+        .arg("hipjit:*:m:*")
+        .query(&mut server.redis())
+        .unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    names[0].rsplit(':').next().unwrap().to_string()
 }
 
 fn get(server: &Server, name: &str) -> Option<Vec<u8>> {
@@ -486,10 +512,9 @@ fn nodes_with_different_keys_each_keep_hitting_their_own_entries() {
     assert_eq!(both.len(), 2, "one manifest field per key");
 
     // Fresh nodes of each key, in turns: every one a remote hit on its own key's entry. A
-    // lookup stops at the first manifest that leads to a hit, so of each pair, the node whose
-    // manifest field sorts second meets the other's first: refused, counted, left.
+    // lookup tries the most recently matched manifest first and stops at the first that leads
+    // to a hit, so a node meets at most the other key's manifest first: refused, counted, left.
     for round in 0..3 {
-        let mut refused = 0;
         for (key, who) in [(KEY, "a"), (other_key, "b")] {
             let node = jit(
                 &dir.path().join(format!("{who}{}", round + 1)),
@@ -513,9 +538,8 @@ fn nodes_with_different_keys_each_keep_hitting_their_own_entries() {
                 "{:?}",
                 c.bad_entries()
             );
-            refused += remote.refused;
+            assert!(remote.refused <= 1, "round {round}, node {who}: {remote:?}");
         }
-        assert_eq!(refused, 1, "round {round}");
     }
     assert_eq!(compiles(&home), 2, "a node compiled again");
     // Nothing was deleted or rewritten.
@@ -822,7 +846,10 @@ fn hipjit_cache_stats_reports_the_remote_tier_without_its_password() {
         .to_string()
         .contains(std::str::from_utf8(KEY).unwrap()));
     assert_eq!(up["reachable"], true, "{up}");
-    assert_eq!(up["keys"], 2, "an entry and its manifests: {up}");
+    assert_eq!(
+        up["keys"], 3,
+        "an entry, its manifests and their recency: {up}"
+    );
     assert_eq!(up["policy"], "noeviction", "{up}");
     assert_eq!(
         up["version"], "7.0.15",
@@ -834,6 +861,14 @@ fn hipjit_cache_stats_reports_the_remote_tier_without_its_password() {
 }
 
 /// The warnings of `c` that mention `what`.
+/// How many of `c`'s warnings say it waited out a compile lock.
+fn waited(c: &Compiled) -> usize {
+    c.cache_warnings()
+        .iter()
+        .filter(|w| w.starts_with("waited "))
+        .count()
+}
+
 fn warnings_about(c: &Compiled, what: &str) -> usize {
     c.cache_warnings()
         .iter()
@@ -903,8 +938,9 @@ fn a_server_refusing_eval_serves_hits_without_the_lock_and_says_so_once() {
         assert_eq!(hit.origin(), Origin::Remote, "{url}");
         assert_eq!(compiles(&home), 2);
 
-        // A bad entry cannot be removed without a script: it stays, is never served, and is
-        // reported (with a warning saying it was left in place).
+        // A bad entry cannot be removed without a script: it is never served, is reported
+        // (with a warning saying it was left in place for now), and this node's store replaces
+        // it (`SET` without `NX`), so that the next node hits again.
         let name = entry_name(&first);
         let mut bad = get(server, &name).unwrap();
         let last = bad.len() - 100;
@@ -929,12 +965,15 @@ fn a_server_refusing_eval_serves_hits_without_the_lock_and_says_so_once() {
             "{:?}",
             refused.cache_warnings()
         );
-        assert_eq!(
-            get(server, &name).unwrap(),
-            bad,
-            "{url}: the bad entry was replaced"
-        );
         assert_eq!(c.stats().remote.unwrap().refused, 1);
+        let now = get(server, &name).unwrap();
+        assert_ne!(now, bad, "{url}: the bad entry was not replaced");
+        let payload = signing::open(None, name.as_bytes(), &now).unwrap();
+        hipjit::cache::disk::Entry::from_bytes(payload.to_vec(), Path::new(&name), None)
+            .unwrap_or_else(|e| panic!("{url}: the replacement is bad: {e}"));
+        let d = jit(&dir.path().join("d"), &home, Some(config(&url)));
+        assert_eq!(compile(&d, SOURCE).origin(), Origin::Remote, "{url}");
+        assert_eq!(compiles(&home), 3);
     }
 }
 
@@ -1253,6 +1292,408 @@ fn hipjit_names_a_refused_database_in_compile_and_stats() {
             .contains("DB index is out of range"),
         "{v}"
     );
+}
+
+// ---- values planted by whoever can write the database ---------------------------------------
+
+/// A value planted under the cluster lock's name is waited for only when it is a lock hipjit
+/// took: no token, an unsigned token under a signing key, a token with no expiry (replayed), or
+/// one expiring later than it was taken for, is removed at once and named in a warning. Before,
+/// each of them held every miss of the source for the whole wait (the compile timeout: 300 s).
+#[test]
+fn a_planted_cluster_lock_is_removed_not_waited_for() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let first = compile(
+        &jit(&dir.path().join("a"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    let direct = direct_key(&server);
+    let lock = |key: Option<&[u8]>| match key {
+        None => format!("hipjit:{CACHE_FORMAT_VERSION}:l:{direct}"),
+        Some(k) => format!(
+            "hipjit:{CACHE_FORMAT_VERSION}:k{}:l:{direct}",
+            signing::key_id(k)
+        ),
+    };
+    let nonce = "00112233445566778899aabbccddeeff";
+    let (plain, keyed) = (lock(None), lock(Some(KEY)));
+    // The signing key of the node, the value planted, its expiry (ms), why it is refused.
+    type Case<'a> = (Option<&'a [u8]>, Vec<u8>, Option<u64>, &'a str);
+    let cases: [Case; 5] = [
+        (None, b"x".to_vec(), None, "not a hipjit lock token"),
+        (
+            Some(KEY),
+            b"x".to_vec(),
+            Some(600_000),
+            "not a hipjit lock token",
+        ),
+        (
+            Some(KEY),
+            signing::lock_token(None, keyed.as_bytes(), nonce, 2000).into_bytes(),
+            Some(600_000),
+            "not signed with this node's key",
+        ),
+        (
+            None,
+            signing::lock_token(None, plain.as_bytes(), nonce, 2000).into_bytes(),
+            None,
+            "no expiry",
+        ),
+        (
+            Some(KEY),
+            signing::lock_token(Some(KEY), keyed.as_bytes(), nonce, 2000).into_bytes(),
+            Some(600_000),
+            "later than the 2000 ms",
+        ),
+    ];
+    for (i, (key, value, px, why)) in cases.into_iter().enumerate() {
+        let name = lock(key);
+        // A miss: this scope holds no entry of the source.
+        redis::cmd("DEL")
+            .arg(entry_name(&first))
+            .arg(signed_entry_name(&first, KEY))
+            .query::<()>(&mut server.redis())
+            .unwrap();
+        let mut plant = redis::cmd("SET");
+        plant.arg(&name).arg(&value);
+        if let Some(px) = px {
+            plant.arg("PX").arg(px);
+        }
+        plant.query::<()>(&mut server.redis()).unwrap();
+        let remote = match key {
+            Some(k) => config(&server.url()).with_signing_key(k).unwrap(),
+            None => config(&server.url()),
+        };
+        // Waiting out the lock would take 4 s and say "waited".
+        let node = jit_waiting(
+            &dir.path().join(format!("b{i}")),
+            &home,
+            Some(remote),
+            Duration::from_secs(4),
+        );
+        let started = Instant::now();
+        let c = compile(&node, SOURCE);
+        let took = started.elapsed();
+        assert_eq!(c.origin(), Origin::Compiler, "case {i}");
+        assert_eq!(waited(&c), 0, "case {i} ({why}): {:?}", c.cache_warnings());
+        let ignored: Vec<&String> = c
+            .cache_warnings()
+            .iter()
+            .filter(|w| w.contains("ignored the cluster compile lock"))
+            .collect();
+        assert_eq!(ignored.len(), 1, "case {i}: {:?}", c.cache_warnings());
+        assert!(
+            ignored[0].contains(why) && ignored[0].contains(&name),
+            "case {i}: {}",
+            ignored[0]
+        );
+        // Removed, then taken and released by the compile.
+        assert_eq!(get(&server, &name), None, "case {i}");
+        assert!(took < Duration::from_secs(3), "case {i}: {took:?}");
+    }
+    assert_eq!(compiles(&home), 6);
+}
+
+/// A lock hipjit took, held by a holder that keeps renewing it past the wait (a stuck
+/// compile), is waited for once: the wait that runs out removes it and remembers its token, so
+/// that the same token met again (its holder setting it again, or a replay) costs no second
+/// wait in this process. Before, every miss waited the whole wait again.
+#[test]
+fn a_lock_waited_out_is_not_waited_for_again() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let first = compile(
+        &jit(&dir.path().join("a"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    let direct = direct_key(&server);
+    let name = format!("hipjit:{CACHE_FORMAT_VERSION}:l:{direct}");
+    let token = signing::lock_token(
+        None,
+        name.as_bytes(),
+        "ffeeddccbbaa99887766554433221100",
+        2000,
+    );
+    // The stuck holder: renews its lock every 100 ms while it holds it.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    set_px(&server, &name, &token, 2000);
+    let holder = {
+        let (stop, mut conn, name, token) =
+            (stop.clone(), server.redis(), name.clone(), token.clone());
+        std::thread::spawn(move || {
+            let renew = redis::Script::new(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+                 return redis.call('PEXPIRE', KEYS[1], 2000) end return 0",
+            );
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                if renew
+                    .key(&name)
+                    .arg(&token)
+                    .invoke::<i64>(&mut conn)
+                    .unwrap()
+                    == 0
+                {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            true
+        })
+    };
+    let wait = Duration::from_secs(1);
+    let node = |n: &str| {
+        redis::cmd("DEL")
+            .arg(entry_name(&first))
+            .query::<()>(&mut server.redis())
+            .unwrap();
+        jit_waiting(
+            &dir.path().join(n),
+            &home,
+            Some(config(&server.url())),
+            wait,
+        )
+    };
+    let c = compile(&node("b"), SOURCE);
+    assert_eq!(c.origin(), Origin::Compiler);
+    assert_eq!(waited(&c), 1, "{:?}", c.cache_warnings());
+    // The wait that ran out removed the lock: the holder's renewal finds it gone.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !holder.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let holder_kept_it = holder.join().unwrap();
+    assert!(!holder_kept_it, "the lock waited out was left in place");
+
+    // The same token again: not waited for.
+    set_px(&server, &name, &token, 2000);
+    let c = compile(&node("c"), SOURCE);
+    assert_eq!(c.origin(), Origin::Compiler);
+    assert_eq!(waited(&c), 0, "{:?}", c.cache_warnings());
+    assert_eq!(
+        warnings_about(&c, "for a whole wait"),
+        1,
+        "{:?}",
+        c.cache_warnings()
+    );
+    assert_eq!(get(&server, &name), None);
+}
+
+fn set_px(server: &Server, name: &str, value: &str, px: u64) {
+    redis::cmd("SET")
+        .arg(name)
+        .arg(value)
+        .arg("PX")
+        .arg(px)
+        .query::<()>(&mut server.redis())
+        .unwrap();
+}
+
+/// More header versions of one source than the server keeps manifests for
+/// ([`MAX_MANIFESTS`]): a store removes the least recently matched, so every version among the
+/// most recently matched hits on a fresh node, a version matched again outlives one stored
+/// later, and a manifest neither stored nor matched within the lifetime goes at the next
+/// store, whatever renews the hash. Before, a lookup tried the first 32 manifests by field
+/// name and never looked past them (21 of 48 versions missed on every fresh node), and every
+/// store renewed the whole hash.
+#[test]
+fn the_least_recently_matched_manifests_make_room() {
+    use hipjit::cache::remote::MAX_MANIFESTS;
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    // Two versions more than are kept: the oldest two go.
+    let total = MAX_MANIFESTS + 2;
+    // Version i of the source's headers: `common.h` (naming version i) and `h<i>.h`, a
+    // set of files of its own, so that only its own manifest leads to its entry. Each in a
+    // directory listed once (the manifest records the listing of a header's directory), all
+    // written before the first compile; `common.h` of its own size in each version (a rewrite
+    // within one clock tick keeps the modification time).
+    let inc = dir.path().join("inc");
+    std::fs::create_dir(&inc).unwrap();
+    for i in 0..total + 2 {
+        std::fs::write(inc.join(format!("h{i}.h")), format!("#define H {i}\n")).unwrap();
+    }
+    let version = |i: usize| {
+        std::fs::write(
+            inc.join("common.h"),
+            format!("#include \"h{i}.h\" // {}\n", "v".repeat(i + 1)),
+        )
+        .unwrap();
+        let deps = format!(
+            "{} {}",
+            inc.join("common.h").display(),
+            inc.join(format!("h{i}.h")).display()
+        );
+        std::fs::write(home.join("deps"), deps).unwrap();
+    };
+    // Nodes without a disk cache (the remote tier alone: quicker), whose in-process cache
+    // is cleared before each compile (it does not look at headers: Jit::clear_memory).
+    let node = || {
+        jit_at(
+            CacheLocation::Disabled,
+            &home,
+            Some(config(&server.url())),
+            Duration::from_secs(20),
+        )
+    };
+    let writer = node();
+    let write = |writer: &Jit| {
+        writer.clear_memory();
+        compile(writer, SOURCE).origin()
+    };
+    for i in 0..total {
+        version(i);
+        assert_eq!(write(&writer), Origin::Compiler, "v{i}");
+    }
+    assert_eq!(manifests(&server).len(), MAX_MANIFESTS);
+    // Nodes that never saw these versions: each version a remote hit, or a miss.
+    let look = |node: &Jit, i: usize| {
+        version(i);
+        node.clear_memory();
+        compile(node, SOURCE).origin()
+    };
+    let b = node();
+    let missed: Vec<usize> = (total - MAX_MANIFESTS..total)
+        .filter(|&i| look(&b, i) != Origin::Remote)
+        .collect();
+    assert!(missed.is_empty(), "versions missed remotely: {missed:?}");
+    assert_eq!(compiles(&home), total);
+
+    // Matched in the order above, the oldest kept is the first; matched again, it outlives
+    // the second when a new version is stored.
+    let (first, second) = (total - MAX_MANIFESTS, total - MAX_MANIFESTS + 1);
+    assert_eq!(look(&node(), first), Origin::Remote);
+    version(total);
+    assert_eq!(write(&writer), Origin::Compiler);
+    let d = node();
+    assert_eq!(look(&d, first), Origin::Remote);
+    assert_eq!(look(&d, second), Origin::Compiler, "not removed");
+
+    // Manifests last matched longer ago than the lifetime go at the next store: both of two
+    // (the bound alone would remove one to make room for the new one).
+    let direct = direct_key(&server);
+    let recency = format!("hipjit:{CACHE_FORMAT_VERSION}:r:{direct}");
+    let before = manifests(&server);
+    assert_eq!(before.len(), MAX_MANIFESTS);
+    let stale = [&before[0].0, &before[1].0];
+    let long_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        - 31 * 24 * 3600 * 1000;
+    for field in stale {
+        redis::cmd("ZADD")
+            .arg(&recency)
+            .arg(long_ago)
+            .arg(field)
+            .query::<()>(&mut server.redis())
+            .unwrap();
+    }
+    version(total + 1);
+    assert_eq!(write(&writer), Origin::Compiler);
+    let after = manifests(&server);
+    assert_eq!(after.len(), MAX_MANIFESTS - 1);
+    assert!(
+        after.iter().all(|(f, _)| !stale.contains(&f)),
+        "a manifest unmatched for longer than the lifetime was kept"
+    );
+}
+
+/// A value under an entry's name that no lookup should read (longer than
+/// `RemoteConfig::max_value_bytes`, or of another Redis type) is refused unread: a miss, not a
+/// failure of the tier, and it is removed (or, where the server refuses `EVAL`, replaced by the
+/// store that follows), so the next node hits. Before, a 300 MB value cost every lookup its
+/// transfer and, past the operation's timeout, took the tier off for 30 s, and it could never
+/// be replaced (`SET NX`).
+#[test]
+fn an_oversized_or_foreign_value_under_an_entry_name_is_refused_unread_and_replaced() {
+    let plain = Server::start();
+    let no_eval = Server::start_with(&[
+        "--rename-command",
+        "EVAL",
+        "",
+        "--rename-command",
+        "EVALSHA",
+        "",
+    ]);
+    let bound = hipjit::cache::remote::DEFAULT_MAX_VALUE_BYTES;
+    for server in [&plain, &no_eval] {
+        for (plant, why) in [
+            ("SETRANGE", "more than the limit"),
+            ("HSET", "not a string"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let home = home(dir.path());
+            let url = server.url();
+            redis::cmd("FLUSHALL")
+                .query::<()>(&mut server.redis())
+                .unwrap();
+            let first = compile(
+                &jit(&dir.path().join("a"), &home, Some(config(&url))),
+                SOURCE,
+            );
+            let name = entry_name(&first);
+            redis::cmd("DEL")
+                .arg(&name)
+                .query::<()>(&mut server.redis())
+                .unwrap();
+            // A string one byte over the bound (written in place, not sent), or a hash.
+            let mut cmd = redis::cmd(plant);
+            match plant {
+                "SETRANGE" => cmd.arg(&name).arg(bound).arg("x"),
+                _ => cmd.arg(&name).arg("f").arg("v"),
+            };
+            cmd.query::<()>(&mut server.redis()).unwrap();
+            let sent_before = net_output_bytes(server);
+
+            let b = jit(&dir.path().join("b"), &home, Some(config(&url)));
+            let c = compile(&b, SOURCE);
+            assert_eq!(c.origin(), Origin::Compiler, "{url} {plant}");
+            let sent = net_output_bytes(server) - sent_before;
+            assert!(sent < 1 << 20, "{url} {plant}: {sent} bytes sent");
+            let reported = c
+                .bad_entries()
+                .iter()
+                .find(|e| e.path.to_string_lossy().ends_with(&name))
+                .unwrap_or_else(|| panic!("{url} {plant}: not reported: {:?}", c.bad_entries()));
+            assert!(reported.reason.contains(why), "{}", reported.reason);
+            // A miss, not a failure: no outage, no refused operation.
+            assert!(
+                c.cache_warnings()
+                    .iter()
+                    .all(|w| !w.contains("unreachable") && !w.contains("refused an operation")),
+                "{url} {plant}: {:?}",
+                c.cache_warnings()
+            );
+            // Replaced by this compile's store: the next node hits.
+            let now = get(server, &name).expect("not replaced");
+            let payload = signing::open(None, name.as_bytes(), &now).unwrap();
+            hipjit::cache::disk::Entry::from_bytes(payload.to_vec(), Path::new(&name), None)
+                .unwrap_or_else(|e| panic!("{url} {plant}: the replacement is bad: {e}"));
+            let d = jit(&dir.path().join("d"), &home, Some(config(&url)));
+            assert_eq!(
+                compile(&d, SOURCE).origin(),
+                Origin::Remote,
+                "{url} {plant}"
+            );
+        }
+    }
+}
+
+/// The bytes `server` has sent to its clients (`INFO stats`).
+fn net_output_bytes(server: &Server) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut server.redis())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_net_output_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("total_net_output_bytes in INFO stats")
 }
 
 /// Another node's header manifest whose stats match a header here (a node booted alike, or a

@@ -168,7 +168,8 @@ impl Jit {
             ClusterLock::TimedOut => {
                 let w = format!(
                     "waited {} s for the cluster compile lock of {direct} (another machine \
-                     compiling this source, stopped or slow); compiling without it",
+                     compiling this source, stopped or slow); compiling without it (the lock \
+                     was removed, and this process does not wait for that holder again)",
                     wait.as_secs_f64()
                 );
                 tracing::warn!("{w}");

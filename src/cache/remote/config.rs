@@ -16,6 +16,9 @@ pub const REMOTE_CACHE_KEY_ENV: &str = "HIPJIT_REMOTE_CACHE_KEY";
 /// The shortest signing key accepted, in bytes.
 pub const MIN_SIGNING_KEY_BYTES: usize = 16;
 
+/// The default of [`RemoteConfig::max_value_bytes`]: 64 MiB.
+pub const DEFAULT_MAX_VALUE_BYTES: u64 = 64 << 20;
+
 /// A remote cache setting that cannot be used.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
@@ -80,6 +83,12 @@ pub struct RemoteConfig {
     pub lock_renew: Duration,
     /// How often a process waiting for another's compile looks for its entry. Default 100 ms.
     pub lock_poll: Duration,
+    /// The largest value read from or written to the server, in bytes (the envelope included).
+    /// A longer value under an entry's name is refused unread (a miss: its length is asked
+    /// first with `STRLEN`, and it is read with `GETRANGE` up to this bound) and removed or
+    /// replaced by the next store; a result longer than this is not stored remotely (said in
+    /// its warnings). Default [`DEFAULT_MAX_VALUE_BYTES`] (64 MiB).
+    pub max_value_bytes: u64,
     /// The prefix of every key hipjit writes (`<namespace>:<format>:e:<key>`...), so that
     /// several caches can share one database. Default `hipjit`.
     pub namespace: String,
@@ -98,6 +107,7 @@ impl fmt::Debug for RemoteConfig {
             .field("lock_ttl", &self.lock_ttl)
             .field("lock_renew", &self.lock_renew)
             .field("lock_poll", &self.lock_poll)
+            .field("max_value_bytes", &self.max_value_bytes)
             .field("namespace", &self.namespace)
             .finish()
     }
@@ -123,6 +133,7 @@ impl RemoteConfig {
             lock_ttl: Duration::from_secs(30),
             lock_renew: Duration::from_secs(10),
             lock_poll: Duration::from_millis(100),
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
             namespace: "hipjit".into(),
         })
     }
@@ -272,6 +283,9 @@ impl RemoteConfig {
         }
         if self.lock_poll.is_zero() {
             return bad("lock_poll", "must be more than zero");
+        }
+        if self.max_value_bytes < 1 << 10 {
+            return bad("max_value_bytes", "must be at least 1024 bytes");
         }
         if self.namespace.is_empty()
             || !self

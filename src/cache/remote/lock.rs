@@ -1,25 +1,39 @@
 //! Compile once per cluster: the remote compile lock of a direct key.
 //!
-//! `SET N:F:l:<direct> <token> NX PX <lock_ttl>` with a random 128-bit token takes it; while
-//! the compile runs, a thread renews it every [`RemoteConfig::lock_renew`] with a Lua
-//! compare-and-`PEXPIRE` (only while it still holds this token); dropping the guard releases it
-//! with a Lua compare-and-`DEL`. A process that dies holding it leaves a lock that expires
-//! after [`RemoteConfig::lock_ttl`].
+//! `SET N:F:l:<direct> <token> NX PX <lock_ttl>` takes it, the token made by
+//! [`signing::lock_token`]: a random 128-bit nonce, the lifetime it is taken for, and an HMAC
+//! of both and the lock's name under the signing key (without one, under a public constant:
+//! then it shows only its shape). While the compile runs, a thread renews it every
+//! [`RemoteConfig::lock_renew`] with a Lua compare-and-`PEXPIRE` (only while it still holds
+//! this token); dropping the guard releases it with a Lua compare-and-`DEL`. A process that
+//! dies holding it leaves a lock that expires after [`RemoteConfig::lock_ttl`].
 //!
-//! A process that finds the lock taken waits for the holder's entry, looking for it every
-//! [`RemoteConfig::lock_poll`], up to the wait it was given (the JIT: the compile timeout), and
-//! compiles itself when the lock expires (it takes it), the wait runs out, or the server goes
-//! away. Where the server refuses `EVAL`, there is no lock (said once).
+//! A process that finds the lock taken reads it (its length, its first 256 bytes and its
+//! `PTTL`, one round trip) and waits only for a lock hipjit took: a value that is no token for
+//! that name (under this node's key), has no expiry, expires later than the lifetime its
+//! token names, or holds a token this process already waited out, is removed at once by a
+//! Lua compare-and-`DEL` (while it is still that value) and the lock taken: whoever can write
+//! the database, or replays an old token, cannot make a miss wait. For a lock hipjit took, it
+//! waits for the holder's entry, looking for it every [`RemoteConfig::lock_poll`], up to the
+//! wait it was given (the JIT: the compile timeout), and compiles itself when the lock expires
+//! (it takes it), the wait runs out, or the server goes away. A wait that runs out removes
+//! the lock (while it still holds the token waited for: its holder has compiled for longer
+//! than the compile timeout) and remembers that token as stale in this process, so the wait
+//! is paid once. Where the server refuses `EVAL`, there is no lock (said once).
 //!
 //! [`RemoteConfig::lock_renew`]: super::RemoteConfig::lock_renew
 //! [`RemoteConfig::lock_ttl`]: super::RemoteConfig::lock_ttl
 //! [`RemoteConfig::lock_poll`]: super::RemoteConfig::lock_poll
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
+use std::sync::{mpsc, LazyLock};
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
+
 use super::client::OpError;
+use super::signing;
 use super::RemoteCache;
 use crate::cache::key::{hex, CacheKey};
 
@@ -27,6 +41,26 @@ const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
      return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
 const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
      return redis.call('DEL', KEYS[1]) end return 0";
+/// Deletes the lock while it is still what was seen: ARGV[1] its first [`SEEN_BYTES`] bytes
+/// and ARGV[2] its length, or (ARGV[3] `1`) a value that is no string.
+const DEL_IF_SEEN: &str = "local t = redis.call('TYPE', KEYS[1]).ok \
+     if t == 'none' then return 0 end \
+     if t ~= 'string' then \
+       if ARGV[3] == '1' then return redis.call('DEL', KEYS[1]) end return 0 end \
+     if ARGV[3] == '1' then return 0 end \
+     if redis.call('STRLEN', KEYS[1]) == tonumber(ARGV[2]) \
+       and redis.call('GETRANGE', KEYS[1], 0, 255) == ARGV[1] then \
+       return redis.call('DEL', KEYS[1]) end \
+     return 0";
+/// How much of a lock's value is read: more than any token hipjit writes (at most 128 bytes).
+const SEEN_BYTES: u64 = 256;
+/// How many locks that are not hipjit's one take removes before compiling without the lock
+/// (something keeps writing them).
+const MAX_REMOVALS: usize = 3;
+/// Lock tokens this process waited out, by server, lock name and token: met again, they are
+/// not waited for ([`RemoteCache::lock`]). Cleared when it reaches [`MAX_STALE`].
+static STALE: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+const MAX_STALE: usize = 4096;
 
 /// A held cluster lock; renewed by a thread until dropped, then released.
 #[derive(Debug)]
@@ -45,13 +79,17 @@ pub enum ClusterLock<T> {
     Held(ClusterLockGuard),
     /// Another process published the entry while this one waited: what the poll returned.
     Found(T),
-    /// The lock stayed taken for the whole wait: compile without it.
+    /// The lock stayed taken for the whole wait: compile without it. The lock was removed
+    /// (while it still held the token waited for), and this process treats that token as
+    /// stale from now on.
     TimedOut,
-    /// No lock can be had (the server is down, or refuses `EVAL`): compile without it.
+    /// No lock can be had (the server is down, or refuses `EVAL`, or keeps holding values
+    /// under the lock's name that are not hipjit's): compile without it.
     Unavailable,
 }
 
-fn token() -> String {
+/// The random part of a lock token: 32 hex digits.
+fn nonce() -> String {
     let mut b = [0u8; 16];
     if getrandom::fill(&mut b).is_err() {
         // No OS randomness: time and process make a token unique enough for a lock that
@@ -66,11 +104,35 @@ fn token() -> String {
     hex(&b)
 }
 
+/// What a look at a taken lock found.
+enum Seen {
+    /// Nothing: released or expired since.
+    Gone,
+    /// A token hipjit wrote for this lock, within its lifetime: wait for it.
+    Held(Vec<u8>),
+    /// Not a lock to wait for, and why: removed while it is still what was seen.
+    Foreign {
+        prefix: Vec<u8>,
+        len: u64,
+        not_string: bool,
+        reason: String,
+    },
+}
+
 impl RemoteCache {
     /// Takes the cluster lock of `direct`, waiting at most `wait`; while it is taken by
     /// another process, `poll` is called every [`super::RemoteConfig::lock_poll`] and a
     /// `Some` it returns ends the wait ([`ClusterLock::Found`]). Warnings (the outage, once;
-    /// the server's refusal of `EVAL`, once per tier) are appended to `warnings`.
+    /// the server's refusal of `EVAL`, once per tier; a lock that is not hipjit's, removed)
+    /// are appended to `warnings`.
+    ///
+    /// Only a lock hipjit took is waited for: a value under the lock's name that is no token
+    /// of [`signing::lock_token`] for that name (under the signing key, when one is set), that
+    /// has no expiry, that expires later than the lifetime its token was taken for, or whose
+    /// token this process already waited out, is removed at once (while it is still that
+    /// value) and the lock taken. A lock waited for until `wait` ran out is removed too and
+    /// its token remembered as stale in this process, so that neither this process nor
+    /// another pays that wait again.
     pub fn lock<T>(
         &self,
         direct: &CacheKey,
@@ -94,10 +156,17 @@ impl RemoteCache {
             return ClusterLock::Unavailable;
         }
         let name = self.name("l", direct);
-        let token = token();
         let ttl = self.config().lock_ttl.as_millis() as u64;
+        let token = signing::lock_token(
+            self.config().signing_key.as_deref(),
+            name.as_bytes(),
+            &nonce(),
+            ttl,
+        );
         let deadline = Instant::now() + wait;
         let mut probed = false;
+        let mut removals = 0;
+        let mut freed = 0;
         loop {
             let set: Result<Option<String>, OpError> = self.inner.client.run(0, |c| {
                 redis::cmd("SET")
@@ -143,6 +212,47 @@ impl RemoteCache {
                 }
             }
             probed = true;
+            let held = match self.inspect(&name) {
+                Err(e) => {
+                    note(warnings, e);
+                    return ClusterLock::Unavailable;
+                }
+                // Released meanwhile: take it now (a few times; then as a held lock, polled).
+                Ok(Seen::Gone) if freed < 3 => {
+                    freed += 1;
+                    continue;
+                }
+                Ok(Seen::Gone) => None,
+                Ok(Seen::Foreign {
+                    prefix,
+                    len,
+                    not_string,
+                    reason,
+                }) => {
+                    if removals == MAX_REMOVALS {
+                        self.foreign_warning(&name, &reason, false, warnings);
+                        return ClusterLock::Unavailable;
+                    }
+                    removals += 1;
+                    let len = len.to_string();
+                    let removed = self.script(
+                        &redis::Script::new(DEL_IF_SEEN),
+                        &[&name],
+                        &[
+                            &prefix,
+                            len.as_bytes(),
+                            if not_string { b"1" } else { b"0" },
+                        ],
+                    );
+                    self.foreign_warning(&name, &reason, removed.is_ok(), warnings);
+                    if let Err(e) = removed {
+                        note(warnings, e);
+                        return ClusterLock::Unavailable;
+                    }
+                    continue;
+                }
+                Ok(Seen::Held(t)) => Some(t),
+            };
             if let Some(found) = poll() {
                 return ClusterLock::Found(found);
             }
@@ -151,10 +261,108 @@ impl RemoteCache {
             }
             let now = Instant::now();
             if now >= deadline {
+                if let Some(t) = held {
+                    // Its holder compiled for longer than this wait (the compile timeout):
+                    // stopped, or stuck. Not waited for again, here or elsewhere.
+                    let mut stale = STALE.lock();
+                    if stale.len() >= MAX_STALE {
+                        stale.clear();
+                    }
+                    stale.insert(self.stale_key(&name, &t));
+                    drop(stale);
+                    let _ = self.script(&redis::Script::new(RELEASE), &[&name], &[t.as_slice()]);
+                }
                 return ClusterLock::TimedOut;
             }
             std::thread::sleep(self.config().lock_poll.min(deadline - now));
         }
+    }
+
+    fn stale_key(&self, name: &str, token: &[u8]) -> String {
+        format!(
+            "{}#{name}#{}",
+            self.config().redacted_url(),
+            String::from_utf8_lossy(token)
+        )
+    }
+
+    /// Looks at the lock `name` that a `SET NX` found taken: its length, its first
+    /// [`SEEN_BYTES`] bytes and its expiry, in one round trip.
+    fn inspect(&self, name: &str) -> Result<Seen, OpError> {
+        let got: Result<(u64, Vec<u8>, i64), OpError> = self.inner.client.run(0, |c| {
+            redis::pipe()
+                .cmd("STRLEN")
+                .arg(name)
+                .cmd("GETRANGE")
+                .arg(name)
+                .arg(0)
+                .arg(SEEN_BYTES - 1)
+                .cmd("PTTL")
+                .arg(name)
+                .query(c)
+        });
+        let (len, prefix, left_ms) = match got {
+            Err(e) if e.code() == Some("WRONGTYPE") => {
+                return Ok(Seen::Foreign {
+                    prefix: Vec::new(),
+                    len: 0,
+                    not_string: true,
+                    reason: "not a string (another Redis type under the lock's name)".into(),
+                })
+            }
+            Err(e) => return Err(e),
+            Ok((_, _, -2)) => return Ok(Seen::Gone),
+            Ok(got) => got,
+        };
+        let key = self.config().signing_key.as_deref();
+        let reason = if len > SEEN_BYTES {
+            Some(format!("{len} bytes, no hipjit lock token"))
+        } else {
+            match signing::check_lock_token(key, name.as_bytes(), &prefix) {
+                Err(why) => Some(why.to_string()),
+                Ok(_) if left_ms < 0 => {
+                    Some("it has no expiry (hipjit's locks always expire)".to_string())
+                }
+                Ok(ttl) if left_ms as u64 > ttl => Some(format!(
+                    "it expires in {left_ms} ms, later than the {ttl} ms its token was taken for"
+                )),
+                Ok(_) if STALE.lock().contains(&self.stale_key(name, &prefix)) => Some(
+                    "its token already held this lock for a whole wait of this process (its \
+                     holder compiled for longer than the compile timeout)"
+                        .to_string(),
+                ),
+                Ok(_) => None,
+            }
+        };
+        Ok(match reason {
+            None => Seen::Held(prefix),
+            Some(reason) => Seen::Foreign {
+                prefix,
+                len,
+                not_string: false,
+                reason,
+            },
+        })
+    }
+
+    /// Warns (once per lock name and reason in this process) about a value under the lock
+    /// `name` that is not a lock to wait for.
+    fn foreign_warning(&self, name: &str, reason: &str, removed: bool, warnings: &mut Vec<String>) {
+        let shown = self.describe(name).display().to_string();
+        tracing::warn!(lock = %shown, %reason, removed, "not a hipjit cluster lock");
+        if !super::first_warning(format!("{shown} {reason}")) {
+            return;
+        }
+        let fate = if removed {
+            "removed at once"
+        } else {
+            "compiling without the lock"
+        };
+        warnings.push(format!(
+            "ignored the cluster compile lock {shown}: {reason} ({fate}); check that nothing \
+             else writes keys under hipjit's namespace, and that HIPJIT_REMOTE_CACHE_KEY is \
+             the same on every node"
+        ));
     }
 
     fn renew_once(&self, name: &str, token: &str) -> Result<i64, OpError> {

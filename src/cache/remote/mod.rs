@@ -16,10 +16,17 @@
 //!   hash with one field per distinct stored value (named by the value's sha256, so the same
 //!   manifest signed with two keys is two fields), shared by every scope and merged on read: a
 //!   lookup checks each against the files as they are now and tries the result key of each
-//!   that can match, in its own scope. The writing node's stats prove nothing on another
-//!   machine ([`crate::file_stat`]): each manifest read has them set aside
-//!   ([`crate::cache::manifest::Manifest::from_another_node`]), so every file it names is
-//!   hashed.
+//!   that can match, in its own scope, the most recently matched first. The writing node's
+//!   stats prove nothing on another machine ([`crate::file_stat`]): each manifest read has them
+//!   set aside ([`crate::cache::manifest::Manifest::from_another_node`]), so every file it
+//!   names is hashed.
+//! * `N:F:r:<direct key>`: the recency of those manifests, a sorted set scored by the time
+//!   (ms since the epoch) each was last stored or led a lookup to its entry. A store removes,
+//!   in the Lua script that writes, the manifests neither stored nor matched within
+//!   [`RemoteConfig::ttl`] and then the least recently matched beyond [`MAX_MANIFESTS`], so
+//!   the hash stays bounded and a source with many header variants keeps hitting on its
+//!   recent ones; the hash lives while some manifest of it is used, and each manifest only
+//!   as long as it is.
 //! * `N:F:Sl:<direct key>`: the cluster compile lock ([`lock`]).
 //!
 //! Nodes with different signing keys (a key being rotated, a node set up wrongly) therefore
@@ -28,14 +35,20 @@
 //! value and process: the warning names `HIPJIT_REMOTE_CACHE_KEY`), and leaves them there.
 //!
 //! # Reading
-//! A remote entry is checked exactly like a disk entry ([`crate::cache::Entry::from_bytes`]: magic, format,
+//! An entry's length is asked first (`STRLEN`, with its `PTTL`), and it is read with
+//! `GETRANGE` up to [`RemoteConfig::max_value_bytes`] (default 64 MiB) within a timeout for
+//! that length: a longer value, or another Redis type under an entry's name, is refused
+//! unread (a miss, never a failure of the tier) and removed while it still is so. A remote
+//! entry is checked exactly like a disk entry ([`crate::cache::Entry::from_bytes`]: magic, format,
 //! checksum of header and metadata, key, sizes and sha256 of every artefact; then the JIT
 //! reads its code objects), after its signature when a signing key is set. A bad entry is
 //! never served: it is reported and removed only while it still holds the bad bytes (a Lua
 //! compare-and-delete on the value's SHA-1, `redis.sha1hex`), so that the next compile can
 //! publish in its place without ever deleting a good entry written meanwhile. In a signed
 //! scope no other key writes, so an unsigned or otherwise signed entry there was planted or
-//! corrupted: it goes too. A manifest is removed only when it is no value of the envelope or
+//! corrupted: it goes too. A refused entry that could not be removed (the server refuses
+//! `EVAL`, or did not answer) is replaced by this process's next store of it (`SET` without
+//! `NX`). A manifest is removed only when it is no value of the envelope or
 //! its payload does not decode; one signed with another key, or unsigned under a key, is
 //! another node's and stays. The JIT then writes a good remote entry to the
 //! first local root, off the caller's path ([`write_back`]).
@@ -71,7 +84,8 @@ pub mod signing;
 pub mod write_back;
 
 pub use config::{
-    RemoteConfig, RemoteConfigError, MIN_SIGNING_KEY_BYTES, REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV,
+    RemoteConfig, RemoteConfigError, DEFAULT_MAX_VALUE_BYTES, MIN_SIGNING_KEY_BYTES,
+    REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV,
 };
 
 #[cfg(feature = "redis")]
@@ -96,15 +110,55 @@ mod imp {
     use crate::cache::key::{self, hex, CacheKey, CACHE_FORMAT_VERSION};
     use crate::cache::manifest::Manifest;
 
-    /// At most this many manifests of one direct key are tried on a lookup.
+    /// The fields and values of a manifests hash.
+    type Fields = HashMap<Vec<u8>, Vec<u8>>;
+    /// A recency set: each field and its score, in ascending order of score.
+    type Scored = Vec<(Vec<u8>, f64)>;
+
+    /// At most this many header manifests of one direct key are kept (a store removes the
+    /// least recently matched beyond it) and tried on a lookup.
     pub const MAX_MANIFESTS: usize = 32;
 
     const DEL_IF_SHA1: &str = "local v = redis.call('GET', KEYS[1]) \
          if v and redis.sha1hex(v) == ARGV[1] then return redis.call('DEL', KEYS[1]) end \
          return 0";
     const HDEL_IF_SHA1: &str = "local v = redis.call('HGET', KEYS[1], ARGV[1]) \
-         if v and redis.sha1hex(v) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end \
+         if v and redis.sha1hex(v) == ARGV[2] then redis.call('ZREM', KEYS[2], ARGV[1]) \
+         return redis.call('HDEL', KEYS[1], ARGV[1]) end \
          return 0";
+    /// Deletes an entry name's value while it is no string or is longer than `ARGV[1]`.
+    const DEL_IF_UNREADABLE: &str = "local t = redis.call('TYPE', KEYS[1]).ok \
+         if t == 'none' then return 0 end \
+         if t ~= 'string' or redis.call('STRLEN', KEYS[1]) > tonumber(ARGV[1]) then \
+         return redis.call('DEL', KEYS[1]) end \
+         return 0";
+    /// [`RemoteCache::store`]: KEYS entry, manifests hash, recency set; ARGV value, field,
+    /// manifest value, lifetime (ms), now (ms since the epoch), the bound on manifests, `1` to
+    /// replace the entry (a value there failed to verify and was not removed). Manifests in
+    /// the hash without a score (written before the recency set existed) are scored just
+    /// before now; those not stored nor matched within the lifetime, then the least recently
+    /// matched beyond the bound, are removed from both. Returns how many were removed.
+    const STORE: &str = "\
+         if ARGV[7] == '1' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4]) \
+         else redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[4]) end \
+         redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) \
+         local now = tonumber(ARGV[5]) \
+         if redis.call('HLEN', KEYS[2]) > redis.call('ZCARD', KEYS[3]) then \
+           for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do \
+             if not redis.call('ZSCORE', KEYS[3], f) then \
+               redis.call('ZADD', KEYS[3], now - 1, f) end end end \
+         redis.call('ZADD', KEYS[3], now, ARGV[2]) \
+         local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', \
+           string.format('(%.0f', now - tonumber(ARGV[4]))) \
+         local over = redis.call('ZCARD', KEYS[3]) - #gone - tonumber(ARGV[6]) \
+         if over > 0 then \
+           for _, f in ipairs(redis.call('ZRANGE', KEYS[3], #gone, #gone + over - 1)) do \
+             table.insert(gone, f) end end \
+         for _, f in ipairs(gone) do \
+           redis.call('HDEL', KEYS[2], f) redis.call('ZREM', KEYS[3], f) end \
+         redis.call('PEXPIRE', KEYS[2], ARGV[4]) \
+         redis.call('PEXPIRE', KEYS[3], ARGV[4]) \
+         return #gone";
 
     /// The remote cache tier (see the module documentation). `Send + Sync`; cheap to clone.
     #[derive(Clone, Debug)]
@@ -125,6 +179,10 @@ mod imp {
         /// `k<key id>:` under a signing key ([`signing::key_id`]), else empty: the part of
         /// entry and lock names that keeps each key's values apart.
         scope: String,
+        /// Entry names whose value was refused and could not be removed (the server refuses
+        /// `EVAL` or did not answer): the next store of that entry replaces it (`SET` without
+        /// `NX`).
+        replace: Mutex<HashSet<String>>,
     }
 
     /// What became of a refused value (said in its warning).
@@ -151,6 +209,12 @@ mod imp {
     /// warned about once ([`Fetch::warnings`]), and still reported every time
     /// ([`Fetch::bad`]).
     static WARNED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+
+    /// Whether `what` (a server and key name, and what was wrong) is warned about for the
+    /// first time in this process; records it.
+    pub(super) fn first_warning(what: String) -> bool {
+        WARNED.lock().insert(what)
+    }
 
     /// What to check when an entry that decoded as a hipjit value fails its own checks.
     const CORRUPTED_HINT: &str = "corrupted after it was written: check the server (its \
@@ -207,6 +271,7 @@ mod imp {
                     notices: Mutex::new(Vec::new()),
                     refused: AtomicU64::new(0),
                     scope,
+                    replace: Mutex::new(HashSet::new()),
                 }),
             })
         }
@@ -241,10 +306,15 @@ mod imp {
             self.inner.client.last_failure()
         }
 
-        /// The server's key name of `key` for `kind` (`e` entry, `m` manifests, `l` lock; see
+        /// The server's key name of `key` for `kind` (`e` entry, `m` manifests, `r` their
+        /// recency, `l` lock; see
         /// the module documentation): entries and locks under a signing key hold its id.
         pub(super) fn name(&self, kind: &str, key: &CacheKey) -> String {
-            let scope = if kind == "m" { "" } else { &self.inner.scope };
+            let scope = if kind == "m" || kind == "r" {
+                ""
+            } else {
+                &self.inner.scope
+            };
             format!(
                 "{}:{}:{scope}{kind}:{}",
                 self.config().namespace,
@@ -286,11 +356,18 @@ mod imp {
         ) -> Fetch {
             let mut out = Fetch::default();
             let mname = self.name("m", direct);
-            let fields: HashMap<Vec<u8>, Vec<u8>> = match self
-                .inner
-                .client
-                .run(0, |c| redis::cmd("HGETALL").arg(&mname).query(c))
-            {
+            let rname = self.name("r", direct);
+            let read: Result<(Fields, Vec<Vec<u8>>), _> = self.inner.client.run(0, |c| {
+                redis::pipe()
+                    .cmd("HGETALL")
+                    .arg(&mname)
+                    .cmd("ZREVRANGE")
+                    .arg(&rname)
+                    .arg(0)
+                    .arg(-1)
+                    .query(c)
+            });
+            let (fields, recent) = match read {
                 Ok(f) => f,
                 Err(e) => {
                     Self::note(&mut out.warnings, e);
@@ -298,10 +375,8 @@ mod imp {
                 }
             };
             let mut tried = std::collections::HashSet::new();
-            let mut fields: Vec<_> = fields.into_iter().collect();
-            fields.sort();
             let mut accepted = 0;
-            for (field, value) in fields {
+            for (field, value) in by_recency(fields, recent) {
                 if accepted == MAX_MANIFESTS {
                     break;
                 }
@@ -324,7 +399,7 @@ mod imp {
                 let manifest = match manifest {
                     Ok(m) => m,
                     Err((reason, hint)) => {
-                        let bad = self.remove_manifest(&mname, &field, &value, reason);
+                        let bad = self.remove_manifest(&mname, &rname, &field, &value, reason);
                         self.refusal(&bad, hint, Fate::removed(&bad), &mut out.warnings);
                         out.bad.push(bad);
                         continue;
@@ -341,7 +416,7 @@ mod imp {
                 if !tried.insert(rkey) {
                     continue;
                 }
-                match self.get_entry(&rkey, &mname, &mut out) {
+                match self.get_entry(&rkey, &mname, &rname, &field, &mut out) {
                     Some((entry, name, value_sha1)) => {
                         out.hit = Some(RemoteEntry {
                             key: rkey,
@@ -360,29 +435,90 @@ mod imp {
             out
         }
 
+        /// The entry of `rkey`, checked, with its key name and the SHA-1 of its value; `None`
+        /// for a miss or a refused value (reported in `out`). Its length is asked first
+        /// (`STRLEN`) and it is read with `GETRANGE` up to [`RemoteConfig::max_value_bytes`]:
+        /// a longer value, or one that is no string, is refused unread. `field`, the
+        /// manifest that led here, is marked as matched now in the recency set (see
+        /// [`RemoteCache::store`]).
         fn get_entry(
             &self,
             rkey: &CacheKey,
             mname: &str,
+            rname: &str,
+            field: &[u8],
             out: &mut Fetch,
         ) -> Option<(Entry, String, String)> {
             let name = self.name("e", rkey);
-            let got: Result<(Option<Vec<u8>>, i64), _> = self.inner.client.run(0, |c| {
+            let bound = self.config().max_value_bytes;
+            let head: Result<(u64, i64), _> = self.inner.client.run(0, |c| {
                 redis::pipe()
-                    .cmd("GET")
+                    .cmd("STRLEN")
                     .arg(&name)
                     .cmd("PTTL")
                     .arg(&name)
                     .query(c)
             });
-            let (value, left_ms) = match got {
-                Ok((Some(v), left)) => (v, left),
-                Ok((None, _)) => return None,
+            let (len, left_ms) = match head {
+                // PTTL -2: no such key.
+                Ok((_, -2)) => return None,
+                Ok(h) => h,
+                Err(e) if e.code() == Some("WRONGTYPE") => {
+                    let reason = "not a string value (another Redis type under an entry's \
+                         name)"
+                        .to_string();
+                    self.unreadable(&name, reason, out);
+                    return None;
+                }
                 Err(e) => {
                     Self::note(&mut out.warnings, e);
                     return None;
                 }
             };
+            if len > bound {
+                let reason = format!(
+                    "{len} bytes, more than the limit of {bound} (RemoteConfig::max_value_bytes): \
+                     refused unread"
+                );
+                self.unreadable(&name, reason, out);
+                return None;
+            }
+            let now = now_ms();
+            // The mark is best effort: a full server (OOM) or a planted key of another type
+            // refuses it, and the read goes on.
+            let got: Result<Vec<u8>, _> = self.inner.client.run(len as usize, |c| {
+                let mut replies: Vec<redis::RedisResult<Vec<u8>>> = redis::pipe()
+                    .cmd("GETRANGE")
+                    .arg(&name)
+                    .arg(0)
+                    .arg(bound)
+                    .cmd("ZADD")
+                    .arg(rname)
+                    .arg("XX")
+                    .arg(now)
+                    .arg(field)
+                    .ignore()
+                    .ignore_errors()
+                    .query(c)?;
+                replies.truncate(1);
+                replies.pop().unwrap_or_else(|| Ok(Vec::new()))
+            });
+            let value = match got {
+                // Gone since its length was read.
+                Ok(v) if v.is_empty() && len > 0 => return None,
+                Ok(v) => v,
+                Err(e) => {
+                    Self::note(&mut out.warnings, e);
+                    return None;
+                }
+            };
+            if value.len() as u64 > bound {
+                // Grown past the bound since its length was read.
+                let reason =
+                    format!("more than the limit of {bound} bytes (RemoteConfig::max_value_bytes)");
+                self.unreadable(&name, reason, out);
+                return None;
+            }
             let sha1 = sha1_hex(&value);
             let checked = signing::open(self.signing_key(), name.as_bytes(), &value)
                 .map_err(|e| (e.to_string(), e.hint()))
@@ -392,7 +528,7 @@ mod imp {
                 });
             match checked {
                 Ok(entry) => {
-                    self.refresh(&name, mname, left_ms, &mut out.warnings);
+                    self.refresh(&name, mname, rname, left_ms, &mut out.warnings);
                     Some((entry, name, sha1))
                 }
                 // Under a signing key, the entry's name holds the key's id
@@ -407,11 +543,43 @@ mod imp {
             }
         }
 
-        /// Renews the lifetime of the entry `name` and of the manifests `mname` after a hit,
+        /// Refuses the value under the entry name `name` unread (longer than
+        /// [`RemoteConfig::max_value_bytes`], or no string): removed while it still is so
+        /// (a Lua script: `TYPE`, `STRLEN`, `DEL`), else replaced by this node's next store of
+        /// that entry.
+        fn unreadable(&self, name: &str, reason: String, out: &mut Fetch) {
+            tracing::warn!(entry = %self.describe(name).display(), %reason, "bad remote hipjit cache entry");
+            let bound = self.config().max_value_bytes.to_string();
+            let removed = self.script(
+                &redis::Script::new(DEL_IF_UNREADABLE),
+                &[name],
+                &[bound.as_bytes()],
+            );
+            let bad = BadEntry {
+                path: self.describe(name),
+                reason,
+                writable_root: removed.is_ok(),
+            };
+            if !bad.writable_root {
+                self.inner.replace.lock().insert(name.to_string());
+            }
+            self.refusal(&bad, CORRUPTED_HINT, Fate::removed(&bad), &mut out.warnings);
+            out.bad.push(bad);
+        }
+
+        /// Renews the lifetime of the entry `name` and of the manifests `mname` (and their
+        /// recency set `rname`) after a hit,
         /// when the entry has less than nine tenths of [`RemoteConfig::ttl`] left
         /// (`left_ms`, from `PTTL`): a hit costs one round trip, and only values that checked
         /// out are kept alive (a refused one expires).
-        fn refresh(&self, name: &str, mname: &str, left_ms: i64, warnings: &mut Vec<String>) {
+        fn refresh(
+            &self,
+            name: &str,
+            mname: &str,
+            rname: &str,
+            left_ms: i64,
+            warnings: &mut Vec<String>,
+        ) {
             let ttl = self.config().ttl.as_millis() as u64;
             if left_ms < 0 || left_ms as u64 >= ttl - ttl / 10 {
                 return;
@@ -424,6 +592,10 @@ mod imp {
                     .ignore()
                     .cmd("PEXPIRE")
                     .arg(mname)
+                    .arg(ttl)
+                    .ignore()
+                    .cmd("PEXPIRE")
+                    .arg(rname)
                     .arg(ttl)
                     .ignore()
                     .query(c)
@@ -461,9 +633,9 @@ mod imp {
                     "removed from the server, so that this compile can publish a good one"
                 }
                 Fate::NotRemoved => {
-                    "left in the server (it could not be removed: the server refuses EVAL or \
-                     did not answer), never served; every node compiles this source until it \
-                     expires"
+                    "left in the server for now (it could not be removed: the server refuses \
+                     EVAL or did not answer), never served; the next store of this entry by \
+                     this process replaces it"
                 }
                 Fate::LeftForItsNodes => {
                     "left in the server for the nodes that wrote it, which keep using it; \
@@ -477,10 +649,19 @@ mod imp {
         }
 
         fn eval_refused(&self, e: &OpError) -> bool {
-            let refused = matches!(e.code(), Some("NOPERM"))
-                || matches!(e, OpError::Server { message, .. }
-                    if message.contains("unknown command") || message.contains("NOSCRIPT")
-                        || message.to_ascii_lowercase().contains("script"));
+            // A command that failed inside a script (its reply names `@user_script`), or a
+            // full or busy server, says nothing about EVAL itself.
+            let ran = matches!(e, OpError::Server { message, .. }
+                if message.contains("@user_script"))
+                || matches!(
+                    e.code(),
+                    Some("OOM" | "WRONGTYPE" | "BUSY" | "LOADING" | "READONLY" | "MASTERDOWN")
+                );
+            let refused = !ran
+                && (matches!(e.code(), Some("NOPERM"))
+                    || matches!(e, OpError::Server { message, .. }
+                        if message.contains("unknown command") || message.contains("NOSCRIPT")
+                            || message.to_ascii_lowercase().contains("script")));
             if refused && !self.inner.eval_refused.swap(true, Ordering::SeqCst) {
                 let w = format!(
                     "the remote cache {} refuses EVAL ({e}): compiles run without the cluster \
@@ -501,13 +682,24 @@ mod imp {
             keys: &[&str],
             args: &[&[u8]],
         ) -> Result<i64, OpError> {
+            self.script_sized(0, script, keys, args)
+        }
+
+        /// [`RemoteCache::script`] with `bytes` of payload (for its timeout).
+        pub(super) fn script_sized(
+            &self,
+            bytes: usize,
+            script: &redis::Script,
+            keys: &[&str],
+            args: &[&[u8]],
+        ) -> Result<i64, OpError> {
             if self.inner.eval_refused.load(Ordering::SeqCst) {
                 return Err(OpError::Server {
                     code: None,
                     message: "the server refuses EVAL".into(),
                 });
             }
-            let r = self.inner.client.run(0, |c| {
+            let r = self.inner.client.run(bytes, |c| {
                 let mut inv = script.prepare_invoke();
                 for k in keys {
                     inv.key(*k);
@@ -527,6 +719,9 @@ mod imp {
             tracing::warn!(entry = %self.describe(name).display(), %reason, "bad remote hipjit cache entry");
             let script = redis::Script::new(DEL_IF_SHA1);
             let removed = self.script(&script, &[name], &[sha1.as_bytes()]);
+            if removed.is_err() {
+                self.inner.replace.lock().insert(name.to_string());
+            }
             BadEntry {
                 path: self.describe(name),
                 reason,
@@ -548,6 +743,7 @@ mod imp {
         fn remove_manifest(
             &self,
             mname: &str,
+            rname: &str,
             field: &[u8],
             value: &[u8],
             reason: String,
@@ -555,7 +751,11 @@ mod imp {
             let what = format!("{mname} {}", String::from_utf8_lossy(field));
             tracing::warn!(manifest = %what, %reason, "bad remote hipjit header manifest");
             let script = redis::Script::new(HDEL_IF_SHA1);
-            let removed = self.script(&script, &[mname], &[field, sha1_hex(value).as_bytes()]);
+            let removed = self.script(
+                &script,
+                &[mname, rname],
+                &[field, sha1_hex(value).as_bytes()],
+            );
             BadEntry {
                 path: self.describe(&what),
                 reason,
@@ -564,9 +764,15 @@ mod imp {
         }
 
         /// Publishes an entry (`entry`: the bytes of a disk-cache entry file for `key`) with
-        /// `SET NX` (an entry already there stays), and the manifest that names it under
-        /// `direct`, each with the lifetime [`RemoteConfig::ttl`]. Returns warnings (the
-        /// outage, once; an out-of-memory reply); never fails.
+        /// `SET NX` (an entry already there stays, unless this process found it bad and could
+        /// not remove it: then it is replaced), and the manifest that names it under `direct`,
+        /// each with the lifetime [`RemoteConfig::ttl`]. The manifest is scored now in the
+        /// recency set of `direct` (kind `r`), which hits score again when they match;
+        /// manifests neither stored nor matched within the lifetime, then the least recently
+        /// matched beyond [`MAX_MANIFESTS`], are removed, in the same Lua script (without
+        /// `EVAL`: a pipeline, then the removals). Returns warnings (the outage, once; an
+        /// out-of-memory reply; a value over [`RemoteConfig::max_value_bytes`], not stored);
+        /// never fails.
         pub fn store(
             &self,
             direct: &CacheKey,
@@ -577,33 +783,59 @@ mod imp {
             let mut warnings = Vec::new();
             let name = self.name("e", key);
             let mname = self.name("m", direct);
+            let rname = self.name("r", direct);
             let value = signing::seal(self.signing_key(), name.as_bytes(), entry);
             let mbytes = manifest.to_bytes();
             let mvalue = signing::seal(self.signing_key(), mname.as_bytes(), &mbytes);
+            let bound = self.config().max_value_bytes;
+            if let Some(len) = [value.len(), mvalue.len()]
+                .into_iter()
+                .find(|&l| l as u64 > bound)
+            {
+                let w = format!(
+                    "the result was not stored in the remote cache {}: a value of {len} bytes, \
+                     more than its limit of {bound} (RemoteConfig::max_value_bytes)",
+                    self.config().redacted_url()
+                );
+                tracing::warn!("{w}");
+                warnings.push(w);
+                return warnings;
+            }
             // Named by the value as stored: nodes with different signing keys (or none) never
             // overwrite each other's field for the same manifest.
             let field = hex(&key::sha256(&mvalue));
             let ttl = self.config().ttl.as_millis() as u64;
-            let r: Result<(), OpError> = self.inner.client.run(value.len() + mvalue.len(), |c| {
-                redis::pipe()
-                    .cmd("SET")
-                    .arg(&name)
-                    .arg(&value)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ttl)
-                    .ignore()
-                    .cmd("HSET")
-                    .arg(&mname)
-                    .arg(&field)
-                    .arg(&mvalue)
-                    .ignore()
-                    .cmd("PEXPIRE")
-                    .arg(&mname)
-                    .arg(ttl)
-                    .ignore()
-                    .query(c)
-            });
+            let replace = self.inner.replace.lock().remove(&name);
+            let (ttl_s, now_s, max_s) = (
+                ttl.to_string(),
+                now_ms().to_string(),
+                MAX_MANIFESTS.to_string(),
+            );
+            let bytes = value.len() + mvalue.len();
+            let r = if self.inner.eval_refused.load(Ordering::SeqCst) {
+                self.store_without_eval(&name, &mname, &rname, &value, &field, &mvalue, replace)
+            } else {
+                match self.script_sized(
+                    bytes,
+                    &redis::Script::new(STORE),
+                    &[&name, &mname, &rname],
+                    &[
+                        &value,
+                        field.as_bytes(),
+                        &mvalue,
+                        ttl_s.as_bytes(),
+                        now_s.as_bytes(),
+                        max_s.as_bytes(),
+                        if replace { b"1" } else { b"0" },
+                    ],
+                ) {
+                    Err(_) if self.inner.eval_refused.load(Ordering::SeqCst) => self
+                        .store_without_eval(
+                            &name, &mname, &rname, &value, &field, &mvalue, replace,
+                        ),
+                    r => r.map(drop),
+                }
+            };
             match r {
                 Ok(()) => {}
                 Err(e) if e.code() == Some("OOM") => {
@@ -618,8 +850,129 @@ mod imp {
                 }
                 Err(e) => Self::note(&mut warnings, e),
             }
+            self.take_notices(&mut warnings);
             warnings
         }
+
+        /// [`RemoteCache::store`] where the server refuses `EVAL`: one pipeline writes, and a
+        /// second removes what the recency set says is to go (not atomic: a manifest matched
+        /// meanwhile may go too, and is stored again by the next compile that needs it).
+        #[allow(clippy::too_many_arguments)]
+        fn store_without_eval(
+            &self,
+            name: &str,
+            mname: &str,
+            rname: &str,
+            value: &[u8],
+            field: &str,
+            mvalue: &[u8],
+            replace: bool,
+        ) -> Result<(), OpError> {
+            let ttl = self.config().ttl.as_millis() as u64;
+            let now = now_ms();
+            let (fields, scored): (Vec<Vec<u8>>, Scored) =
+                self.inner.client.run(value.len() + mvalue.len(), |c| {
+                    let mut p = redis::pipe();
+                    p.cmd("SET").arg(name).arg(value);
+                    if !replace {
+                        p.arg("NX");
+                    }
+                    p.arg("PX")
+                        .arg(ttl)
+                        .ignore()
+                        .cmd("HSET")
+                        .arg(mname)
+                        .arg(field)
+                        .arg(mvalue)
+                        .ignore()
+                        .cmd("ZADD")
+                        .arg(rname)
+                        .arg(now)
+                        .arg(field)
+                        .ignore()
+                        .cmd("PEXPIRE")
+                        .arg(mname)
+                        .arg(ttl)
+                        .ignore()
+                        .cmd("PEXPIRE")
+                        .arg(rname)
+                        .arg(ttl)
+                        .ignore()
+                        .cmd("HKEYS")
+                        .arg(mname)
+                        .cmd("ZRANGE")
+                        .arg(rname)
+                        .arg(0)
+                        .arg(-1)
+                        .arg("WITHSCORES")
+                        .query(c)
+                })?;
+            let gone = to_evict(fields, scored, now, ttl, MAX_MANIFESTS);
+            if gone.is_empty() {
+                return Ok(());
+            }
+            self.inner.client.run(0, |c| {
+                redis::pipe()
+                    .cmd("HDEL")
+                    .arg(mname)
+                    .arg(&gone)
+                    .ignore()
+                    .cmd("ZREM")
+                    .arg(rname)
+                    .arg(&gone)
+                    .ignore()
+                    .query(c)
+            })
+        }
+    }
+
+    /// The manifests a store removes (what the Lua script of [`RemoteCache::store`] removes,
+    /// computed here): `fields` the hash's fields, `scored` the recency set in ascending order
+    /// of score; fields without a score go first, then those scored before `now - ttl`, then
+    /// the least recently matched beyond `max`.
+    fn to_evict(
+        fields: Vec<Vec<u8>>,
+        scored: Scored,
+        now: u64,
+        ttl: u64,
+        max: usize,
+    ) -> Vec<Vec<u8>> {
+        let in_set: HashSet<&[u8]> = scored.iter().map(|(f, _)| f.as_slice()).collect();
+        let mut gone: Vec<Vec<u8>> = fields
+            .iter()
+            .filter(|f| !in_set.contains(f.as_slice()))
+            .cloned()
+            .collect();
+        let oldest = now.saturating_sub(ttl) as f64;
+        let expired = scored.iter().take_while(|(_, s)| *s < oldest).count();
+        let kept = scored.len() - expired;
+        let over = kept.saturating_sub(max);
+        gone.extend(scored.into_iter().take(expired + over).map(|(f, _)| f));
+        gone
+    }
+
+    /// The manifests `fields` in the order a lookup tries them: those of `recent` (the
+    /// recency set, most recently matched first), then those without a score in the order of
+    /// their names.
+    fn by_recency(mut fields: Fields, recent: Vec<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = recent
+            .into_iter()
+            .filter_map(|f| {
+                let v = fields.remove(&f)?;
+                Some((f, v))
+            })
+            .collect();
+        let mut rest: Vec<_> = fields.into_iter().collect();
+        rest.sort();
+        out.extend(rest);
+        out
+    }
+
+    /// Milliseconds since the Unix epoch, by this machine's clock (the recency of manifests).
+    fn now_ms() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
     }
 
     /// Why [`RemoteCache::server_info`] got no answer.
@@ -715,5 +1068,50 @@ mod imp {
     /// The SHA-1 of `bytes` in hex, as Redis's Lua `redis.sha1hex` gives it.
     pub(super) fn sha1_hex(bytes: &[u8]) -> String {
         sha1_smol::Sha1::from(bytes).digest().to_string()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn f(s: &str) -> Vec<u8> {
+            s.as_bytes().to_vec()
+        }
+
+        #[test]
+        fn stores_without_eval_remove_unscored_then_expired_then_least_recent() {
+            let scored = vec![
+                (f("old"), 10.0),
+                (f("a"), 500.0),
+                (f("b"), 600.0),
+                (f("c"), 700.0),
+            ];
+            let fields = vec![f("a"), f("b"), f("c"), f("old"), f("planted")];
+            // Lifetime 100 at 650: "old" (10) expired; the bound 2 keeps the two most recent.
+            assert_eq!(
+                to_evict(fields.clone(), scored.clone(), 650, 100, 2),
+                vec![f("planted"), f("old"), f("a")]
+            );
+            // A long lifetime and room for all: only the unscored one goes.
+            assert_eq!(
+                to_evict(fields, scored, 650, 1_000_000, 32),
+                vec![f("planted")]
+            );
+        }
+
+        #[test]
+        fn lookups_try_the_most_recently_matched_first() {
+            let fields: HashMap<Vec<u8>, Vec<u8>> =
+                [("x", "1"), ("a", "2"), ("m", "3"), ("z", "4")]
+                    .into_iter()
+                    .map(|(k, v)| (f(k), f(v)))
+                    .collect();
+            // "gone" is scored but no longer in the hash; "a" and "x" have no score.
+            let order: Vec<Vec<u8>> = by_recency(fields, vec![f("z"), f("gone"), f("m")])
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect();
+            assert_eq!(order, vec![f("z"), f("m"), f("a"), f("x")]);
+        }
     }
 }

@@ -146,6 +146,73 @@ pub fn open<'a>(key: Option<&[u8]>, name: &[u8], value: &'a [u8]) -> Result<&'a 
     }
 }
 
+/// The first bytes of every cluster lock token ([`lock_token`]).
+pub const LOCK_TOKEN_PREFIX: &str = "hjl1.";
+const LOCK_DOMAIN: &[u8] = b"hipjit-lock-v1\0";
+/// What signs lock tokens without a signing key: public, so such a token proves only its
+/// shape (that a hipjit wrote it, not who).
+const UNKEYED_LOCK_KEY: &[u8] = b"hipjit-unkeyed-lock";
+
+fn lock_mac(key: Option<&[u8]>, name: &[u8], body: &str) -> Hmac<Sha256> {
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key.unwrap_or(UNKEYED_LOCK_KEY))
+        .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
+    m.update(LOCK_DOMAIN);
+    m.update(&(name.len() as u64).to_le_bytes());
+    m.update(name);
+    m.update(body.as_bytes());
+    m
+}
+
+/// The token of a cluster lock named `name` taken for `ttl_ms` milliseconds, with the random
+/// `nonce` (hex): `hjl1.<nonce>.<ttl_ms>.<MAC>`, the MAC an HMAC-SHA256 (64 hex digits) of the
+/// lock's name, the nonce and the lifetime under the signing key `key` (without one, under a
+/// public constant: the token then shows only that hipjit wrote it). At most 128 bytes for a
+/// nonce of 32 hex digits.
+pub fn lock_token(key: Option<&[u8]>, name: &[u8], nonce: &str, ttl_ms: u64) -> String {
+    let body = format!("{nonce}.{ttl_ms}");
+    let tag = lock_mac(key, name, &body).finalize().into_bytes();
+    format!("{LOCK_TOKEN_PREFIX}{body}.{}", crate::cache::key::hex(&tag))
+}
+
+/// The lifetime (ms) a cluster lock token found under the lock name `name` was taken for,
+/// when it is one [`lock_token`] made for that name under `key`.
+///
+/// Errors: why it is not: not of the shape (`"not a hipjit lock token"`) or its MAC does not
+/// match (`"not signed with this node's key"` under a key; else not of the shape).
+pub fn check_lock_token(
+    key: Option<&[u8]>,
+    name: &[u8],
+    token: &[u8],
+) -> Result<u64, &'static str> {
+    const NOT: &str = "not a hipjit lock token";
+    let token = std::str::from_utf8(token).map_err(|_| NOT)?;
+    let rest = token.strip_prefix(LOCK_TOKEN_PREFIX).ok_or(NOT)?;
+    let (body, tag) = rest.rsplit_once('.').ok_or(NOT)?;
+    let (nonce, ttl) = body.split_once('.').ok_or(NOT)?;
+    let hexdigits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if !hexdigits(nonce, 32) || !hexdigits(tag, 64) || ttl.is_empty() || ttl.len() > 19 {
+        return Err(NOT);
+    }
+    let ttl: u64 = ttl
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| ttl.parse().ok())
+        .flatten()
+        .ok_or(NOT)?;
+    let tag: Vec<u8> = (0..32)
+        .map(|i| u8::from_str_radix(&tag[2 * i..2 * i + 2], 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| NOT)?;
+    lock_mac(key, name, body).verify_slice(&tag).map_err(|_| {
+        if key.is_some() {
+            "not signed with this node's key"
+        } else {
+            NOT
+        }
+    })?;
+    Ok(ttl)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,5 +258,48 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("magic"));
+    }
+
+    #[test]
+    fn lock_tokens_check_out_for_their_name_and_key_only() {
+        let nonce = "0123456789abcdef0123456789abcdef";
+        let t = lock_token(Some(K), b"hipjit:2:l:aa", nonce, 2000);
+        assert!(t.len() <= 128, "{t}");
+        assert_eq!(
+            check_lock_token(Some(K), b"hipjit:2:l:aa", t.as_bytes()),
+            Ok(2000)
+        );
+        // Another name, another key, no key, a changed lifetime: refused.
+        assert!(check_lock_token(Some(K), b"hipjit:2:l:bb", t.as_bytes()).is_err());
+        assert_eq!(
+            check_lock_token(
+                Some(b"another key, 32 bytes long......"),
+                b"hipjit:2:l:aa",
+                t.as_bytes()
+            ),
+            Err("not signed with this node's key")
+        );
+        assert!(check_lock_token(None, b"hipjit:2:l:aa", t.as_bytes()).is_err());
+        let longer = t.replace(".2000.", ".9000.");
+        assert!(check_lock_token(Some(K), b"hipjit:2:l:aa", longer.as_bytes()).is_err());
+        // Without a key, the shape alone.
+        let u = lock_token(None, b"n", nonce, 30_000);
+        assert_eq!(check_lock_token(None, b"n", u.as_bytes()), Ok(30_000));
+        assert_eq!(
+            check_lock_token(Some(K), b"n", u.as_bytes()),
+            Err("not signed with this node's key")
+        );
+        for junk in [
+            &b"x"[..],
+            b"",
+            b"hjl1.",
+            b"0123456789abcdef0123456789abcdef",
+            b"\xff",
+        ] {
+            assert_eq!(
+                check_lock_token(None, b"n", junk),
+                Err("not a hipjit lock token")
+            );
+        }
     }
 }
