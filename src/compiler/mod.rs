@@ -566,13 +566,22 @@ impl Compiler {
             reason: e.into_io_error().to_string(),
             command: command.clone(),
         })?;
-        let mut dependencies = build.dependencies(options, DEPS_NAME).map_err(|reason| {
-            CompileError::NoDependencies {
-                reason,
-                command: command.clone(),
-            }
-        })?;
-        if options.targets.len() > 1 {
+        // With dumps asked for (`-save-temps`), clang preprocesses into a `.cui` file first and
+        // compiles that, and the compile job writes the dependency list last: it names the
+        // `.cui` alone (measured with hipcc 5.2.3), never the headers. The list then comes from
+        // a preprocessing run per target, as for several targets.
+        let dumps = options.dump_llvm_ir || options.dump_isa;
+        let mut dependencies = if dumps {
+            Vec::new()
+        } else {
+            build.dependencies(options, DEPS_NAME).map_err(|reason| {
+                CompileError::NoDependencies {
+                    reason,
+                    command: command.clone(),
+                }
+            })?
+        };
+        if options.targets.len() > 1 || dumps {
             // clang writes the dependency list once per target into the same file, so the list
             // read above is one target's; a header included only under another target's `#if`
             // would be missing. Each target's list comes from a preprocessing run of its own.
@@ -600,7 +609,8 @@ impl Compiler {
     }
 
     /// The files read when preprocessing for target `i` alone (`-E`, the same flags and
-    /// dependency output as the compile), for a compile of several targets.
+    /// dependency output as the compile, without dumps), for a compile of several targets or
+    /// one asking for dumps.
     fn target_dependencies(
         &self,
         options: &CompileOptions,
