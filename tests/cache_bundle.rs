@@ -200,3 +200,89 @@ fn hipjit_cache_export_and_import_round_trip() {
     assert_eq!(v["published"], 2, "{json}");
     assert!(DiskCache::open(&[into]).unwrap().get(&key).entry.is_some());
 }
+
+/// `hipjit cache <args>` with the cache root `root`, waited for at most 60 s (killed after).
+#[cfg(feature = "cli")]
+fn cache_cli(root: &Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .arg("cache")
+        .args(args)
+        .env("HIPJIT_CACHE_DIR", root)
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "hipjit cache {args:?} still ran after 60 s (killed): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// `cache export -o` follows `hipjit compile -o`'s rules: a character device is written into
+/// (as root, `-o /dev/null` replaced the machine's `/dev/null` with a regular file), a FIFO is
+/// refused (exit 2) and left, a symbolic link is followed (its target replaced, the link kept).
+#[cfg(feature = "cli")]
+#[test]
+fn hipjit_cache_export_never_replaces_a_device_a_fifo_or_a_link() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let root = dir.path().join("build-root");
+    jit(vec![root.clone()], &home)
+        .compile(source(1), &opts())
+        .unwrap();
+    // A private copy of /dev/null (character device 1:3), so that a defect cannot remove the
+    // machine's own.
+    let null = dir.path().join("null");
+    let made = std::process::Command::new("mknod")
+        .arg(&null)
+        .args(["c", "1", "3"])
+        .status()
+        .expect("mknod runs");
+    assert!(made.success(), "mknod needs root (tests run as root here)");
+    let export = |out: &Path| cache_cli(&root, &["export".as_ref(), "-o".as_ref(), out.as_ref()]);
+    let o = export(&null);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = std::fs::symlink_metadata(&null).unwrap();
+    assert!(m.file_type().is_char_device(), "the device was replaced");
+
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    let o = export(&fifo);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("FIFO") && stderr.contains("fifo"),
+        "{stderr}"
+    );
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+
+    let target = dir.path().join("target.hjb");
+    std::fs::write(&target, b"old").unwrap();
+    let link = dir.path().join("link.hjb");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let o = export(&link);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(link.is_symlink(), "the link was replaced");
+    let into = DiskCache::open(&[dir.path().join("into")]).unwrap();
+    assert_eq!(bundle::import(&into, &target).unwrap().entries, 2);
+}

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::disk::{encode_entry, DiskCache, Entry};
 use super::key::{hex, sha256, CacheKey};
+use crate::file_write::{self, WriteError};
 
 /// The first bytes of a bundle's content (inside the Zstandard frame).
 pub const BUNDLE_MAGIC: &[u8; 8] = b"HIPJITBN";
@@ -55,6 +56,10 @@ pub enum BundleError {
     /// The cache could not be listed or written.
     #[error(transparent)]
     Cache(#[from] super::disk::CacheError),
+    /// The bundle could not be written where [`export`] was asked to (by the rules of
+    /// [`crate::file_write`]: a FIFO, block device, socket or directory there is refused).
+    #[error(transparent)]
+    Write(#[from] WriteError),
     /// The file is not a bundle hipjit can read.
     #[error("{} is not a hipjit cache bundle: {reason}", path.display())]
     NotABundle {
@@ -87,10 +92,13 @@ pub struct BundleReport {
 }
 
 /// Writes every valid entry of `cache`'s roots (or only those whose key is in `keys`) into a
-/// bundle at `out`, written to a temporary file beside it and renamed into place (never a
-/// half-written bundle). Bad entries are skipped (`hipjit cache verify` names them).
+/// bundle at `out`, by the rules of [`crate::file_write::write_atomically`] (as `hipjit compile
+/// -o`): written to a temporary file beside it and renamed into place (never a half-written
+/// bundle), a symbolic link followed, a character device written into, a FIFO, block device,
+/// socket or directory refused; a new file has mode 0600. Bad entries are skipped
+/// (`hipjit cache verify` names them).
 ///
-/// Errors: [`BundleError::Cache`] listing the roots, [`BundleError::Io`] writing.
+/// Errors: [`BundleError::Cache`] listing the roots, [`BundleError::Write`] writing.
 pub fn export(
     cache: &DiskCache,
     keys: Option<&[CacheKey]>,
@@ -135,21 +143,7 @@ pub fn export(
         &content[..],
         ruzstd::encoding::CompressionLevel::Fastest,
     );
-    let io = |source| BundleError::Io {
-        path: out.to_path_buf(),
-        source,
-    };
-    let dir = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".hipjit-bundle.")
-        .tempfile_in(dir)
-        .map_err(io)?;
-    std::io::Write::write_all(tmp.as_file_mut(), &compressed).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(out).map_err(|e| io(e.error))?;
+    file_write::write_atomically(out, &compressed, false, 0o600)?;
     Ok(BundleReport {
         entries: index.len(),
         published: 0,
