@@ -286,3 +286,158 @@ fn hipjit_cache_export_never_replaces_a_device_a_fifo_or_a_link() {
     let into = DiskCache::open(&[dir.path().join("into")]).unwrap();
     assert_eq!(bundle::import(&into, &target).unwrap().entries, 2);
 }
+
+/// `cache import` of a FIFO is refused at once, as `compile`, `inspect`, `explain` and `warm`
+/// refuse one, instead of waiting for a writer forever.
+#[cfg(feature = "cli")]
+#[test]
+fn hipjit_cache_import_refuses_a_fifo_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("bundle.hjb");
+    mkfifo(&fifo);
+    let o = cache_cli(
+        &dir.path().join("root"),
+        &["import".as_ref(), fifo.as_os_str()],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}: not a regular file (a FIFO)", fifo.display())),
+        "{stderr}"
+    );
+}
+
+/// A Zstandard frame of `content` in raw blocks, then `zero_blocks` RLE blocks of 128 KiB of
+/// zeros each (4 bytes apiece): a bomb of `zero_blocks` x 128 KiB in a few bytes.
+fn zstd_bomb(content: &[u8], zero_blocks: usize) -> Vec<u8> {
+    const BLOCK: usize = 128 << 10;
+    // Magic; frame header descriptor 0 (no content size, checksum or dictionary); window
+    // descriptor 0x38: 2^17 bytes, one block.
+    let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
+    let header = |f: &mut Vec<u8>, size: usize, kind: u32, last: bool| {
+        let h = ((size as u32) << 3) | (kind << 1) | u32::from(last);
+        f.extend_from_slice(&h.to_le_bytes()[..3]);
+    };
+    let chunks: Vec<&[u8]> = content.chunks(BLOCK).collect();
+    for (i, c) in chunks.iter().enumerate() {
+        header(
+            &mut f,
+            c.len(),
+            0,
+            zero_blocks == 0 && i + 1 == chunks.len(),
+        );
+        f.extend_from_slice(c);
+    }
+    for i in 0..zero_blocks {
+        header(&mut f, BLOCK, 1, i + 1 == zero_blocks);
+        f.push(0);
+    }
+    f
+}
+
+/// `bundle`'s content (decompressed).
+fn content_of(bundle: &Path) -> Vec<u8> {
+    let mut content = Vec::new();
+    ruzstd::decoding::StreamingDecoder::new(std::fs::File::open(bundle).unwrap())
+        .unwrap()
+        .read_to_end(&mut content)
+        .unwrap();
+    content
+}
+
+/// A bundle whose good entries are followed by 2 GiB of zeros in a 64 KiB file (a tester's
+/// 66 KB bomb took 5.2 GB and 25 s): the import reads what the index claims and one byte more,
+/// and refuses it at once, naming where and the bound, with the hipjit process's peak memory
+/// (its own `getrusage`, from `wait4`) far below the bomb.
+#[cfg(feature = "cli")]
+#[test]
+fn hipjit_cache_import_of_a_zstd_bomb_is_refused_within_what_the_index_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let content = content_of(&exported(dir.path(), &home));
+    let bomb = dir.path().join("bomb.hjb");
+    std::fs::write(&bomb, zstd_bomb(&content, 16 << 10)).unwrap();
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 200 << 10);
+
+    let root = dir.path().join("root");
+    let started = std::time::Instant::now();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["cache", "import"])
+        .arg(&bomb)
+        .env("HIPJIT_CACHE_DIR", &root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = child.id() as libc::pid_t;
+    let mut stderr = String::new();
+    child.stderr.unwrap().read_to_string(&mut stderr).unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for the child `id`.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, once (std's handle is not waited on afterwards).
+    let pid = unsafe { libc::wait4(id, &mut status, 0, &mut usage) };
+    assert_eq!(pid, id, "wait4");
+    let took = started.elapsed();
+    let peak_mib = usage.ru_maxrss / 1024;
+    assert!(peak_mib < 256, "peak RSS {peak_mib} MiB: {stderr}");
+    assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 1,
+        "{status:#x}: {stderr}"
+    );
+    assert!(
+        stderr.contains("(after the last entry)")
+            && stderr.contains(&format!("past the {} bytes", content.len())),
+        "{stderr}"
+    );
+    assert!(DiskCache::open(&[root]).unwrap().list().unwrap().is_empty());
+}
+
+/// An index that claims an entry larger than a cache entry may be, or an index larger than
+/// its limit, is refused before anything of it is read.
+#[test]
+fn claims_past_the_limits_are_refused_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().join("root")]).unwrap();
+    let bundle_of = |index_len: u64, index: &[u8]| {
+        let mut c = bundle::BUNDLE_MAGIC.to_vec();
+        c.extend_from_slice(&bundle::BUNDLE_VERSION.to_le_bytes());
+        c.extend_from_slice(&index_len.to_le_bytes());
+        c.extend_from_slice(index);
+        // 512 MiB of zeros behind it, for a reader that does not stop.
+        zstd_bomb(&c, 4 << 10)
+    };
+    let key = "ab".repeat(32);
+    let index = rmp_serde::to_vec_named(&vec![bundle::IndexItem {
+        key: key.clone(),
+        size: hipjit::cache::disk::ENTRY_LIMIT + 1,
+        sha256: "00".repeat(32),
+    }])
+    .unwrap();
+    let file = dir.path().join("big-entry.hjb");
+    std::fs::write(&file, bundle_of(index.len() as u64, &index)).unwrap();
+    match bundle::import(&cache, &file) {
+        Err(BundleError::BadEntries { bad, .. }) => {
+            assert_eq!(bad.len(), 1, "{bad:?}");
+            assert_eq!(bad[0].0, key);
+            assert!(
+                bad[0].1.contains(&format!(
+                    "more than the limit of {}",
+                    hipjit::cache::disk::ENTRY_LIMIT
+                )),
+                "{bad:?}"
+            );
+        }
+        other => panic!("expected BadEntries, got {other:?}"),
+    }
+    let file = dir.path().join("big-index.hjb");
+    std::fs::write(&file, bundle_of(bundle::INDEX_LIMIT + 1, b"")).unwrap();
+    let e = bundle::import(&cache, &file).unwrap_err();
+    assert!(
+        matches!(e, BundleError::NotABundle { .. })
+            && e.to_string()
+                .contains(&format!("more than the limit of {}", bundle::INDEX_LIMIT)),
+        "{e}"
+    );
+}

@@ -596,6 +596,23 @@ impl DiskCache {
         Ok((path, published))
     }
 
+    /// An unnamed temporary file in the written root's `v1/tmp` (same filesystem as the
+    /// entries; removed when closed, and by the kernel when the process dies): room for what
+    /// [`super::bundle::import`] checks before it publishes anything.
+    ///
+    /// Errors: [`CacheError::Io`]; [`CacheError::ReadOnly`] for a cache opened with
+    /// [`DiskCache::open_read_only`].
+    pub(super) fn staging_file(&self) -> Result<File, CacheError> {
+        let root = self.written_root()?;
+        let tmp_dir = root.path.join(LAYOUT_DIR).join("tmp");
+        let io = |source| CacheError::Io {
+            path: tmp_dir.clone(),
+            source,
+        };
+        create_dirs(&root.path, &tmp_dir, root.shared).map_err(io)?;
+        tempfile::tempfile_in(&tmp_dir).map_err(io)
+    }
+
     /// Takes the cross-process compile lock of `key` in the written root (`flock(2)` on
     /// `<root>/v1/locks/<key>.lock`), waiting at most `wait` for it: the JIT holds it while it
     /// compiles a missing key, so processes asking for the same key at once compile it once.
