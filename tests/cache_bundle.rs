@@ -441,3 +441,37 @@ fn claims_past_the_limits_are_refused_unread() {
         "{e}"
     );
 }
+
+/// `import --into` a directory that was there (the user's, holding files of its own) and
+/// `HIPJIT_CACHE_DIR` naming one leave it without a `CACHEDIR.TAG`, which would keep all of it
+/// out of backups (`$HOME`); a root the import makes is tagged.
+#[cfg(feature = "cli")]
+#[test]
+fn only_a_root_hipjit_makes_gets_a_cache_directory_tag() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let file = exported(dir.path(), &home);
+    let users = dir.path().join("users");
+    std::fs::create_dir(&users).unwrap();
+    std::fs::write(users.join("notes.txt"), "mine\n").unwrap();
+    let made = dir.path().join("made");
+    for into in [&users, &made] {
+        let o = cache_cli(
+            &dir.path().join("unused"),
+            &[
+                "import".as_ref(),
+                file.as_os_str(),
+                "--into".as_ref(),
+                into.as_os_str(),
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = cache_cli(&users, &["stats".as_ref()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !users.join("CACHEDIR.TAG").exists(),
+        "the user's directory was tagged"
+    );
+    assert!(hipjit::cache::tag::is_hipjit_cache(&made));
+}
