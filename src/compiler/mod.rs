@@ -853,9 +853,12 @@ pub(crate) struct RunDir {
 
 impl RunDir {
     /// A new run directory in `base` ([`build_base`]) whose outer directory's name starts with
-    /// `prefix` and this process's ID.
+    /// `prefix` ([`BUILD_PREFIX`], [`IDENTITY_PREFIX`]) and this process's ID. The run directories of that prefix left in `base` by processes
+    /// that no longer run (killed with SIGKILL, or crashed, before they could remove their
+    /// own) are removed first ([`sweep_dead`]).
     pub(crate) fn new(prefix: &str, base: &Path) -> std::io::Result<RunDir> {
         use std::os::unix::fs::DirBuilderExt;
+        sweep_dead(base, prefix);
         let outer = tempfile::Builder::new()
             .prefix(&format!("{prefix}{}-", std::process::id()))
             .permissions(std::fs::Permissions::from_mode(0o700))
@@ -884,7 +887,6 @@ struct Build {
 impl Build {
     fn stage(source: &[u8], options: &CompileOptions) -> Result<Build, CompileError> {
         let base = build_base();
-        sweep_dead_builds(&base);
         // Private (0700, whatever the umask), and named after this process so that a later
         // run can tell a dead process's leftovers from a live one's.
         let dir = RunDir::new(BUILD_PREFIX, &base).map_err(|source| CompileError::BuildDir {
@@ -1006,11 +1008,14 @@ impl Build {
 
 /// The name of every build directory starts with this, then the creating process's ID and `-`.
 const BUILD_PREFIX: &str = "hipjit-build-";
+/// The same for the run directories of a compiler's identity probes ([`identity`]).
+pub(crate) const IDENTITY_PREFIX: &str = "hipjit-id-";
 
-/// Removes the build directories in `base` left by processes of this user that no longer run
-/// (a hipjit killed mid-compile cannot remove its own). A directory of a live process, of
-/// another user, or not named `hipjit-build-<pid>-...` is left alone; failures are ignored.
-fn sweep_dead_builds(base: &Path) {
+/// Removes the run directories named `<prefix><pid>-...` in `base` left by processes of this
+/// user that no longer run (a hipjit killed mid-compile or mid-probe cannot remove its own).
+/// A directory of a live process, of another user, or not so named is left alone; failures
+/// are ignored.
+fn sweep_dead(base: &Path, prefix: &str) {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
@@ -1020,7 +1025,7 @@ fn sweep_dead_builds(base: &Path) {
         .flatten()
     {
         let name = e.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(BUILD_PREFIX)) else {
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
             continue;
         };
         let Some(pid) = rest
@@ -1084,4 +1089,35 @@ pub fn shell_words(words: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod run_dir_tests {
+    use super::*;
+
+    /// A probe killed with SIGKILL left its `hipjit-id-<pid>-...` directory, and nothing removed
+    /// it: a new run directory removes those of its kind whose process no longer runs, and
+    /// leaves a live process's and other kinds' alone.
+    #[test]
+    fn a_run_directory_sweeps_those_its_kind_left_by_dead_processes() {
+        let base = tempfile::tempdir().unwrap();
+        let mut t = std::process::Command::new("true").spawn().unwrap();
+        let dead = t.id();
+        t.wait().unwrap();
+        let left = base.path().join(format!("hipjit-id-{dead}-abc123"));
+        std::fs::create_dir_all(left.join("b")).unwrap();
+        let live = base
+            .path()
+            .join(format!("hipjit-id-{}-abc123", std::process::id()));
+        std::fs::create_dir(&live).unwrap();
+        let other = base.path().join(format!("hipjit-elsewhere-{dead}-abc123"));
+        std::fs::create_dir(&other).unwrap();
+        let d = RunDir::new("hipjit-id-", base.path()).unwrap();
+        assert!(
+            !left.exists(),
+            "a dead process's probe directory is still there"
+        );
+        assert!(live.exists() && other.exists());
+        assert!(d.path().starts_with(base.path()));
+    }
 }
