@@ -853,12 +853,18 @@ pub(crate) struct RunDir {
 
 impl RunDir {
     /// A new run directory in `base` ([`build_base`]) whose outer directory's name starts with
-    /// `prefix` ([`BUILD_PREFIX`], [`IDENTITY_PREFIX`]) and this process's ID. The run directories of that prefix left in `base` by processes
+    /// `prefix` ([`BUILD_PREFIX`], [`IDENTITY_PREFIX`], [`WORKER_PREFIX`], [`HIPRTC_PREFIX`])
+    /// and this process's ID. The run directories of that prefix left in `base` by processes
     /// that no longer run (killed with SIGKILL, or crashed, before they could remove their
     /// own) are removed first ([`sweep_dead`]).
     pub(crate) fn new(prefix: &str, base: &Path) -> std::io::Result<RunDir> {
-        use std::os::unix::fs::DirBuilderExt;
         sweep_dead(base, prefix);
+        Self::create(prefix, base)
+    }
+
+    /// A new run directory as [`RunDir::new`] makes it, without removing anything first.
+    fn create(prefix: &str, base: &Path) -> std::io::Result<RunDir> {
+        use std::os::unix::fs::DirBuilderExt;
         let outer = tempfile::Builder::new()
             .prefix(&format!("{prefix}{}-", std::process::id()))
             .permissions(std::fs::Permissions::from_mode(0o700))
@@ -874,6 +880,46 @@ impl RunDir {
     /// The directory to run in.
     pub(crate) fn path(&self) -> &Path {
         &self.inner
+    }
+}
+
+/// A private directory (mode 0700) for a process's own temporary files,
+/// `<TMPDIR>/hipjit-run-<pid>-.../b`, removed when this value drops, or by a later hipjit
+/// process once this one no longer runs (killed with SIGKILL, or crashed).
+///
+/// The `hipjit` command points its own `TMPDIR` at one while it compiles, before it starts any
+/// thread: then every temporary file of the run is below it, hipjit's build directories and
+/// also what hipjit does not name itself, such as the `comgr-*` directories in which comgr (under
+/// hipRTC) stages the source and the headers of an in-process compile, which a crash inside
+/// hipRTC would otherwise leave in `/tmp`. A library cannot do that for its host process
+/// (`TMPDIR` is the whole process's, read by other threads at any time): a program embedding
+/// hipjit that needs it confined runs hipRTC in workers ([`worker`], whose `TMPDIR` is private
+/// to each compile) or does the same as the command.
+pub struct ProcessTmpDir(RunDir);
+
+impl ProcessTmpDir {
+    /// Makes the directory under `TMPDIR` (resolved and shell-safe, else `/tmp`: where hipjit
+    /// makes its build directories), first removing every run, build, identity-probe, worker
+    /// and hipRTC directory there left by a process of this user that no longer runs.
+    ///
+    /// Errors: the directory cannot be made (the OS error).
+    pub fn new() -> std::io::Result<ProcessTmpDir> {
+        let base = build_base();
+        for prefix in [
+            RUN_PREFIX,
+            BUILD_PREFIX,
+            IDENTITY_PREFIX,
+            WORKER_PREFIX,
+            HIPRTC_PREFIX,
+        ] {
+            sweep_dead(&base, prefix);
+        }
+        RunDir::create(RUN_PREFIX, &base).map(ProcessTmpDir)
+    }
+
+    /// The directory (absolute, shell-safe).
+    pub fn path(&self) -> &Path {
+        self.0.path()
     }
 }
 
@@ -1010,6 +1056,13 @@ impl Build {
 const BUILD_PREFIX: &str = "hipjit-build-";
 /// The same for the run directories of a compiler's identity probes ([`identity`]).
 pub(crate) const IDENTITY_PREFIX: &str = "hipjit-id-";
+/// The same for the directories of worker compiles ([`worker`]): the request, the result and
+/// the worker's `TMPDIR`.
+pub(crate) const WORKER_PREFIX: &str = "hipjit-worker-";
+/// The same for the private directories of in-process hipRTC compiles ([`hiprtc`]).
+pub(crate) const HIPRTC_PREFIX: &str = "hipjit-hiprtc-";
+/// The same for a process's own temporary directory ([`ProcessTmpDir`]).
+const RUN_PREFIX: &str = "hipjit-run-";
 
 /// Removes the run directories named `<prefix><pid>-...` in `base` left by processes of this
 /// user that no longer run (a hipjit killed mid-compile or mid-probe cannot remove its own).
