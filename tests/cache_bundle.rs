@@ -361,6 +361,8 @@ fn hipjit_cache_import_of_a_zstd_bomb_is_refused_within_what_the_index_claims() 
 
     let root = dir.path().join("root");
     let started = std::time::Instant::now();
+    // Waited for by `wait4` below, which gives its resource usage.
+    #[allow(clippy::zombie_processes)]
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"))
         .args(["cache", "import"])
         .arg(&bomb)

@@ -858,7 +858,7 @@ impl RunDir {
     /// that no longer run (killed with SIGKILL, or crashed, before they could remove their
     /// own) are removed first ([`sweep_dead`]).
     pub(crate) fn new(prefix: &str, base: &Path) -> std::io::Result<RunDir> {
-        sweep_dead(base, prefix);
+        sweep_dead(base, &[prefix]);
         Self::create(prefix, base)
     }
 
@@ -905,15 +905,16 @@ impl ProcessTmpDir {
     /// Errors: the directory cannot be made (the OS error).
     pub fn new() -> std::io::Result<ProcessTmpDir> {
         let base = build_base();
-        for prefix in [
-            RUN_PREFIX,
-            BUILD_PREFIX,
-            IDENTITY_PREFIX,
-            WORKER_PREFIX,
-            HIPRTC_PREFIX,
-        ] {
-            sweep_dead(&base, prefix);
-        }
+        sweep_dead(
+            &base,
+            &[
+                RUN_PREFIX,
+                BUILD_PREFIX,
+                IDENTITY_PREFIX,
+                WORKER_PREFIX,
+                HIPRTC_PREFIX,
+            ],
+        );
         RunDir::create(RUN_PREFIX, &base).map(ProcessTmpDir)
     }
 
@@ -1064,21 +1065,23 @@ pub(crate) const HIPRTC_PREFIX: &str = "hipjit-hiprtc-";
 /// The same for a process's own temporary directory ([`ProcessTmpDir`]).
 const RUN_PREFIX: &str = "hipjit-run-";
 
-/// Removes the run directories named `<prefix><pid>-...` in `base` left by processes of this
-/// user that no longer run (a hipjit killed mid-compile or mid-probe cannot remove its own).
-/// A directory of a live process, of another user, or not so named is left alone; failures
-/// are ignored.
-fn sweep_dead(base: &Path, prefix: &str) {
+/// Removes the run directories named `<prefix><pid>-...`, for each of `prefixes`, in `base`
+/// left by processes of this user that no longer run (a hipjit killed mid-compile or
+/// mid-probe cannot remove its own), in one listing of `base`. A directory of a live process,
+/// of another user, or not so named is left alone; failures are ignored.
+fn sweep_dead(base: &Path, prefixes: &[&str]) {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::effective_user::uid();
     for e in crate::file_observe::read_dir(base)
         .into_iter()
         .flatten()
         .flatten()
     {
         let name = e.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| prefixes.iter().find_map(|p| n.strip_prefix(p)))
+        else {
             continue;
         };
         let Some(pid) = rest
