@@ -228,6 +228,7 @@ fn cache_cli(root: &Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+#[cfg(feature = "cli")]
 fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: mkfifo with a NUL-terminated path.
@@ -336,6 +337,7 @@ fn zstd_bomb(content: &[u8], zero_blocks: usize) -> Vec<u8> {
 }
 
 /// `bundle`'s content (decompressed).
+#[cfg(feature = "cli")]
 fn content_of(bundle: &Path) -> Vec<u8> {
     let mut content = Vec::new();
     ruzstd::decoding::StreamingDecoder::new(std::fs::File::open(bundle).unwrap())
