@@ -173,7 +173,7 @@ pub fn export(
 /// and, when all are good, publishes them into the written root of `cache`.
 ///
 /// Errors: [`BundleError::Read`] for a path that is not a regular file or cannot be opened,
-/// [`BundleError::Io`] reading, [`BundleError::NotABundle`] for a file that is not one (no
+/// [`BundleError::Io`] using the staging file, [`BundleError::NotABundle`] for a file that is not one (no
 /// Zstandard frame or bundle magic, another version, an index that does not decode or is
 /// larger than [`INDEX_LIMIT`]), [`BundleError::BadEntries`] naming every bad entry (one whose
 /// size or sha256 differs from the index, that is no valid entry, that claims more than
