@@ -85,6 +85,7 @@ pub mod event;
 mod file_observe;
 pub mod file_read;
 pub mod file_stat;
+pub mod file_write;
 pub mod graph;
 pub mod jit;
 pub mod kernel;

@@ -200,3 +200,282 @@ fn hipjit_cache_export_and_import_round_trip() {
     assert_eq!(v["published"], 2, "{json}");
     assert!(DiskCache::open(&[into]).unwrap().get(&key).entry.is_some());
 }
+
+/// `hipjit cache <args>` with the cache root `root`, waited for at most 60 s (killed after).
+#[cfg(feature = "cli")]
+fn cache_cli(root: &Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .arg("cache")
+        .args(args)
+        .env("HIPJIT_CACHE_DIR", root)
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "hipjit cache {args:?} still ran after 60 s (killed): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[cfg(feature = "cli")]
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// `cache export -o` follows `hipjit compile -o`'s rules: a character device is written into
+/// (as root, `-o /dev/null` replaced the machine's `/dev/null` with a regular file), a FIFO is
+/// refused (exit 2) and left, a symbolic link is followed (its target replaced, the link kept).
+#[cfg(feature = "cli")]
+#[test]
+fn hipjit_cache_export_never_replaces_a_device_a_fifo_or_a_link() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let root = dir.path().join("build-root");
+    jit(vec![root.clone()], &home)
+        .compile(source(1), &opts())
+        .unwrap();
+    // A private copy of /dev/null (character device 1:3), so that a defect cannot remove the
+    // machine's own.
+    let null = dir.path().join("null");
+    let made = std::process::Command::new("mknod")
+        .arg(&null)
+        .args(["c", "1", "3"])
+        .status()
+        .expect("mknod runs");
+    assert!(made.success(), "mknod needs root (tests run as root here)");
+    let export = |out: &Path| cache_cli(&root, &["export".as_ref(), "-o".as_ref(), out.as_ref()]);
+    let o = export(&null);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = std::fs::symlink_metadata(&null).unwrap();
+    assert!(m.file_type().is_char_device(), "the device was replaced");
+
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    let o = export(&fifo);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("FIFO") && stderr.contains("fifo"),
+        "{stderr}"
+    );
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+
+    let target = dir.path().join("target.hjb");
+    std::fs::write(&target, b"old").unwrap();
+    let link = dir.path().join("link.hjb");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let o = export(&link);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(link.is_symlink(), "the link was replaced");
+    let into = DiskCache::open(&[dir.path().join("into")]).unwrap();
+    assert_eq!(bundle::import(&into, &target).unwrap().entries, 2);
+}
+
+/// `cache import` of a FIFO is refused at once, as `compile`, `inspect`, `explain` and `warm`
+/// refuse one, instead of waiting for a writer forever.
+#[cfg(feature = "cli")]
+#[test]
+fn hipjit_cache_import_refuses_a_fifo_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("bundle.hjb");
+    mkfifo(&fifo);
+    let o = cache_cli(
+        &dir.path().join("root"),
+        &["import".as_ref(), fifo.as_os_str()],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}: not a regular file (a FIFO)", fifo.display())),
+        "{stderr}"
+    );
+}
+
+/// A Zstandard frame of `content` in raw blocks, then `zero_blocks` RLE blocks of 128 KiB of
+/// zeros each (4 bytes apiece): a bomb of `zero_blocks` x 128 KiB in a few bytes.
+fn zstd_bomb(content: &[u8], zero_blocks: usize) -> Vec<u8> {
+    const BLOCK: usize = 128 << 10;
+    // Magic; frame header descriptor 0 (no content size, checksum or dictionary); window
+    // descriptor 0x38: 2^17 bytes, one block.
+    let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
+    let header = |f: &mut Vec<u8>, size: usize, kind: u32, last: bool| {
+        let h = ((size as u32) << 3) | (kind << 1) | u32::from(last);
+        f.extend_from_slice(&h.to_le_bytes()[..3]);
+    };
+    let chunks: Vec<&[u8]> = content.chunks(BLOCK).collect();
+    for (i, c) in chunks.iter().enumerate() {
+        header(
+            &mut f,
+            c.len(),
+            0,
+            zero_blocks == 0 && i + 1 == chunks.len(),
+        );
+        f.extend_from_slice(c);
+    }
+    for i in 0..zero_blocks {
+        header(&mut f, BLOCK, 1, i + 1 == zero_blocks);
+        f.push(0);
+    }
+    f
+}
+
+/// `bundle`'s content (decompressed).
+#[cfg(feature = "cli")]
+fn content_of(bundle: &Path) -> Vec<u8> {
+    let mut content = Vec::new();
+    ruzstd::decoding::StreamingDecoder::new(std::fs::File::open(bundle).unwrap())
+        .unwrap()
+        .read_to_end(&mut content)
+        .unwrap();
+    content
+}
+
+/// A bundle whose good entries are followed by 2 GiB of zeros in a 64 KiB file (a tester's
+/// 66 KB bomb took 5.2 GB and 25 s): the import reads what the index claims and one byte more,
+/// and refuses it at once, naming where and the bound, with the hipjit process's peak memory
+/// (its own `getrusage`, from `wait4`) far below the bomb.
+#[cfg(feature = "cli")]
+#[test]
+fn hipjit_cache_import_of_a_zstd_bomb_is_refused_within_what_the_index_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let content = content_of(&exported(dir.path(), &home));
+    let bomb = dir.path().join("bomb.hjb");
+    std::fs::write(&bomb, zstd_bomb(&content, 16 << 10)).unwrap();
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 200 << 10);
+
+    let root = dir.path().join("root");
+    let started = std::time::Instant::now();
+    // Waited for by `wait4` below, which gives its resource usage.
+    #[allow(clippy::zombie_processes)]
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["cache", "import"])
+        .arg(&bomb)
+        .env("HIPJIT_CACHE_DIR", &root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = child.id() as libc::pid_t;
+    let mut stderr = String::new();
+    child.stderr.unwrap().read_to_string(&mut stderr).unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for the child `id`.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, once (std's handle is not waited on afterwards).
+    let pid = unsafe { libc::wait4(id, &mut status, 0, &mut usage) };
+    assert_eq!(pid, id, "wait4");
+    let took = started.elapsed();
+    let peak_mib = usage.ru_maxrss / 1024;
+    assert!(peak_mib < 256, "peak RSS {peak_mib} MiB: {stderr}");
+    assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 1,
+        "{status:#x}: {stderr}"
+    );
+    assert!(
+        stderr.contains("(after the last entry)")
+            && stderr.contains(&format!("past the {} bytes", content.len())),
+        "{stderr}"
+    );
+    assert!(DiskCache::open(&[root]).unwrap().list().unwrap().is_empty());
+}
+
+/// An index that claims an entry larger than a cache entry may be, or an index larger than
+/// its limit, is refused before anything of it is read.
+#[test]
+fn claims_past_the_limits_are_refused_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::open(&[dir.path().join("root")]).unwrap();
+    let bundle_of = |index_len: u64, index: &[u8]| {
+        let mut c = bundle::BUNDLE_MAGIC.to_vec();
+        c.extend_from_slice(&bundle::BUNDLE_VERSION.to_le_bytes());
+        c.extend_from_slice(&index_len.to_le_bytes());
+        c.extend_from_slice(index);
+        // 512 MiB of zeros behind it, for a reader that does not stop.
+        zstd_bomb(&c, 4 << 10)
+    };
+    let key = "ab".repeat(32);
+    let index = rmp_serde::to_vec_named(&vec![bundle::IndexItem {
+        key: key.clone(),
+        size: hipjit::cache::disk::ENTRY_LIMIT + 1,
+        sha256: "00".repeat(32),
+    }])
+    .unwrap();
+    let file = dir.path().join("big-entry.hjb");
+    std::fs::write(&file, bundle_of(index.len() as u64, &index)).unwrap();
+    match bundle::import(&cache, &file) {
+        Err(BundleError::BadEntries { bad, .. }) => {
+            assert_eq!(bad.len(), 1, "{bad:?}");
+            assert_eq!(bad[0].0, key);
+            assert!(
+                bad[0].1.contains(&format!(
+                    "more than the limit of {}",
+                    hipjit::cache::disk::ENTRY_LIMIT
+                )),
+                "{bad:?}"
+            );
+        }
+        other => panic!("expected BadEntries, got {other:?}"),
+    }
+    let file = dir.path().join("big-index.hjb");
+    std::fs::write(&file, bundle_of(bundle::INDEX_LIMIT + 1, b"")).unwrap();
+    let e = bundle::import(&cache, &file).unwrap_err();
+    assert!(
+        matches!(e, BundleError::NotABundle { .. })
+            && e.to_string()
+                .contains(&format!("more than the limit of {}", bundle::INDEX_LIMIT)),
+        "{e}"
+    );
+}
+
+/// `import --into` a directory that was there (the user's, holding files of its own) and
+/// `HIPJIT_CACHE_DIR` naming one leave it without a `CACHEDIR.TAG`, which would keep all of it
+/// out of backups (`$HOME`); a root the import makes is tagged.
+#[cfg(feature = "cli")]
+#[test]
+fn only_a_root_hipjit_makes_gets_a_cache_directory_tag() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let file = exported(dir.path(), &home);
+    let users = dir.path().join("users");
+    std::fs::create_dir(&users).unwrap();
+    std::fs::write(users.join("notes.txt"), "mine\n").unwrap();
+    let made = dir.path().join("made");
+    for into in [&users, &made] {
+        let o = cache_cli(
+            &dir.path().join("unused"),
+            &[
+                "import".as_ref(),
+                file.as_os_str(),
+                "--into".as_ref(),
+                into.as_os_str(),
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = cache_cli(&users, &["stats".as_ref()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !users.join("CACHEDIR.TAG").exists(),
+        "the user's directory was tagged"
+    );
+    assert!(hipjit::cache::tag::is_hipjit_cache(&made));
+}

@@ -596,3 +596,56 @@ fn relative_include_directories_are_recorded_absolute_and_warm_runs_from_anywher
     let json: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(json["results"][0]["cache"], "disk", "{json:#}");
 }
+
+/// Dumps (`dump_isa`, `dump_llvm_ir`: `-save-temps`) make clang compile a preprocessed `.cui`
+/// file whose compile job writes the dependency list last, naming that file alone: the result
+/// was never cached (the `.cui` "cannot be read after the compile", blamed on a changed input)
+/// and warm exited 1. Warmed, it is now cached, served with its dumps, and an edit of a header
+/// it read is a miss.
+#[test]
+fn a_compile_with_dumps_is_warmed_cached_and_its_headers_tracked() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let include = project(dir.path());
+    let mut o = options(&include, "2");
+    o.dump_isa = true;
+    o.dump_llvm_ir = true;
+    let r = RecordedRequest::new(
+        SCALE.as_bytes(),
+        &o,
+        CompilerChoice::Hipcc,
+        None,
+        b"",
+        &CacheKey([0; 32]),
+    );
+    let file = dir.path().join("requests.jsonl");
+    std::fs::write(&file, serde_json::to_string(&r).unwrap() + "\n").unwrap();
+    let (out, v) = warm(&file, &root, None, "1");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{v} {stderr}");
+    assert_eq!(v["compiled"], 1, "{v} {stderr}");
+    assert_eq!(v["results"][0]["cached"], true, "{v} {stderr}");
+
+    let hit = jit(&root, RecordLocation::Disabled)
+        .compile(SCALE, &o)
+        .unwrap();
+    assert_eq!(hit.origin(), Origin::Disk, "{:?}", hit.cache_warnings());
+    assert!(hit
+        .isa()
+        .expect("ISA dump")
+        .contains(".amdhsa_kernel scale"));
+    assert_eq!(&hit.llvm_ir().expect("LLVM IR dump")[..4], b"BC\xc0\xde");
+
+    // `twice` now triples: a header the compile read, so a miss, and cached again.
+    std::fs::write(include.join("scale.h"), HEADER.replace("2.0f", "3.0f")).unwrap();
+    let edited = jit(&root, RecordLocation::Disabled)
+        .compile(SCALE, &o)
+        .unwrap();
+    assert_eq!(edited.origin(), Origin::Compiler);
+    assert!(
+        edited.cache_warnings().is_empty(),
+        "{:?}",
+        edited.cache_warnings()
+    );
+    assert_ne!(edited.isa(), hit.isa());
+}

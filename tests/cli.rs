@@ -701,6 +701,94 @@ fn running(pid: u32) -> bool {
         .is_some_and(|zombie| !zombie)
 }
 
+/// The paths under `dir` (at any depth, links not followed) whose name starts with `prefix`.
+fn names_under(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if e.file_name().to_string_lossy().starts_with(prefix) {
+            found.push(p.clone());
+        }
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            found.extend(names_under(&p, prefix));
+        }
+    }
+    found
+}
+
+/// A `hipjit compile` killed (SIGKILL, as a crash inside hipRTC ends it) while hipRTC compiles
+/// in its process leaves what comgr staged, the source among it, in `comgr-*` directories:
+/// they were in `/tmp` itself, where nothing removed them. The command's TMPDIR is now a
+/// private directory of its own, which the next hipjit removes once its process is dead.
+#[test]
+fn comgr_scratch_of_a_killed_in_process_hiprtc_compile_is_swept_by_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let source = dir.path().join("k.hip");
+    std::fs::write(
+        &source,
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) { x[0] = 1; }\n",
+    )
+    .unwrap();
+    let compile = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        cmd.args(["compile", "--compiler", "hiprtc", "--arch", "gfx90a", "-o"])
+            .arg(dir.path().join("k.hsaco"))
+            .arg(&source)
+            .env("TMPDIR", &tmp)
+            // A fresh cache root each time: a miss, compiled in this process.
+            .env(
+                "HIPJIT_CACHE_DIR",
+                tempfile::tempdir_in(dir.path()).unwrap().keep(),
+            )
+            .env_remove("HIPJIT_COMPILER")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    };
+    // Killed as soon as comgr has made a staging directory (a few tries: comgr may remove it
+    // between the look and the kill).
+    let mut left = Vec::new();
+    for _ in 0..5 {
+        let mut child = compile().spawn().expect("the hipjit binary runs");
+        let started = std::time::Instant::now();
+        while names_under(&tmp, "comgr-").is_empty() {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+                panic!("hipjit ended ({status}) before comgr staged anything: {err}");
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "no comgr-* directory under TMPDIR within 60 s (needs Debian's libamdhip64-5)"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        left = names_under(&tmp, "comgr-");
+        if !left.is_empty() {
+            break;
+        }
+    }
+    assert!(
+        !left.is_empty(),
+        "no kill landed while comgr's directory was there"
+    );
+    let o = compile().output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let after: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        after.is_empty(),
+        "left in TMPDIR after the next run: {after:?} (comgr's were {left:?})"
+    );
+}
+
 #[test]
 fn compile_stopped_by_sigterm_kills_the_compiler_and_leaves_nothing_in_tmpdir() {
     let tmp = tempfile::tempdir().unwrap();
@@ -720,10 +808,8 @@ fn compile_stopped_by_sigterm_kills_the_compiler_and_leaves_nothing_in_tmpdir() 
     let started = std::time::Instant::now();
     let compilers = loop {
         let d = descendants(child.id());
-        let build_dir = std::fs::read_dir(tmp.path())
-            .unwrap()
-            .flatten()
-            .any(|e| e.file_name().to_string_lossy().starts_with("hipjit-build-"));
+        // In the command's own `hipjit-run-<pid>-.../b` below TMPDIR.
+        let build_dir = !names_under(tmp.path(), "hipjit-build-").is_empty();
         if build_dir && d.iter().any(|(_, c)| c.starts_with("clang")) {
             break d;
         }

@@ -358,3 +358,100 @@ fn a_toolkit_copy_under_another_prefix_hits_and_one_with_a_changed_header_misses
     assert_eq!(origin, Origin::Compiler, "a changed toolkit header hit");
     assert_ne!(key, first);
 }
+
+/// A hipjit killed (SIGKILL) while it probes a compiler's identity left its private probe
+/// directory (`hipjit-id-<pid>-...`, hipcc's working directory) in TMPDIR, and nothing removed
+/// it. The next hipjit removes what a process that no longer runs left there. The stand-in
+/// hipcc of tests/common/installation.rs sleeps in its include-path probe while `hold` exists.
+#[cfg(feature = "cli")]
+#[test]
+fn a_probe_directory_left_by_a_killed_hipjit_is_swept_by_the_next_one() {
+    use common::installation::{installation, Compile};
+    let dir = tempfile::tempdir().unwrap();
+    let hipcc = installation(&dir.path().join("rocm"), "5.2.3", Compile::CopyCodeObject);
+    let (hold, probing) = (dir.path().join("hold"), dir.path().join("probing"));
+    let script = std::fs::read_to_string(&hipcc).unwrap().replace(
+        "-fsyntax-only) exit 0;;",
+        &format!(
+            "-fsyntax-only) if [ -e '{}' ]; then echo $$ > '{}'; exec sleep 60; fi; exit 0;;",
+            hold.display(),
+            probing.display()
+        ),
+    );
+    std::fs::write(&hipcc, script).unwrap();
+    std::fs::write(&hold, "").unwrap();
+    let (tmp, home) = (dir.path().join("tmp"), dir.path().join("home"));
+    std::fs::create_dir(&tmp).unwrap();
+    std::fs::create_dir(&home).unwrap();
+    let source = dir.path().join("k.hip");
+    std::fs::write(
+        &source,
+        "extern \"C\" __global__ void k(int* x) { x[0] = 1; }\n",
+    )
+    .unwrap();
+    let compile = || {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        cmd.args(["compile", "--compiler", "hipcc", "--arch", "gfx90a", "-o"])
+            .arg(dir.path().join("k.hsaco"))
+            .arg(&source)
+            .env("HIPJIT_HIPCC", &hipcc)
+            .env("TMPDIR", &tmp)
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", home.join("xdg"))
+            .env("HIPJIT_CACHE_DIR", home.join("cache"))
+            .env_remove("HIPJIT_COMPILER")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        cmd
+    };
+    let mut child = compile().spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !probing.exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "hipjit ended before the probe"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no probe within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let sleeper: i32 = std::fs::read_to_string(&probing)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) of the stand-in's sleep, which this test's child started.
+    unsafe { libc::kill(sleeper, libc::SIGKILL) };
+    let probe_dirs = |d: &Path| {
+        fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+            for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+                if e.file_name().to_string_lossy().starts_with("hipjit-id-") {
+                    out.push(e.path());
+                }
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    walk(&e.path(), out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(d, &mut out);
+        out
+    };
+    let left = probe_dirs(&tmp);
+    assert!(!left.is_empty(), "the killed probe left nothing to sweep");
+
+    std::fs::remove_file(&hold).unwrap();
+    let o = compile().output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(probe_dirs(&tmp), Vec::<PathBuf>::new(), "was {left:?}");
+    let after: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(after.is_empty(), "left in TMPDIR: {after:?}");
+}

@@ -69,8 +69,9 @@ Environment:
   HIPJIT_WORKER            the worker program of in-process compilers run in workers (this
                            command runs itself)
   HIP_PLATFORM             amd or nvidia (HIP's NVIDIA platform); HIP_PATH, ROCM_PATH,
-                           CUDA_PATH, CUDA_HOME, PATH, XDG_CACHE_HOME, TMPDIR (build
-                           directories)
+                           CUDA_PATH, CUDA_HOME, PATH, XDG_CACHE_HOME, TMPDIR (below it,
+                           a private hipjit-run-<pid>-... directory per run that compiles,
+                           holding its build directories)
 A cache root holding a file named HIPJIT_SHARED (owned by the root's owner or the superuser)
 is shared with the root directory's group.";
 
@@ -134,6 +135,39 @@ fn main() -> ExitCode {
         // clap prints help/version (status 0) and usage errors (status 2) itself.
         Err(e) => e.exit(),
     };
+    // A run that may compile in this process (hipRTC, NVRTC) points its own TMPDIR at a
+    // private directory, removed when it ends (or by the next hipjit, if it is killed):
+    // comgr stages the source and headers of an in-process hipRTC compile under
+    // `$TMPDIR/comgr-*`, which a crash inside hipRTC would leave behind, and hipjit's build
+    // directories go there too.
+    let compiles = matches!(
+        &cli.command,
+        Command::Compile(_)
+            | Command::ProbeRtc(_)
+            | Command::Cache(cache::Args {
+                action: cache::Action::Warm { .. },
+                ..
+            })
+    );
+    let tmp = if compiles {
+        match hipjit::compiler::ProcessTmpDir::new() {
+            Ok(t) => {
+                // No other thread exists yet: nothing reads the environment meanwhile.
+                std::env::set_var("TMPDIR", t.path());
+                Some(t)
+            }
+            Err(e) => {
+                eprintln!(
+                    "hipjit: warning: cannot make a private temporary directory under {} ({e}): \
+                     a crash inside hipRTC may leave its staged sources there",
+                    std::env::temp_dir().display()
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
     let result = match &cli.command {
         Command::Doctor(a) => doctor::run(a),
         Command::Compile(a) => compile::run(a),
@@ -146,6 +180,7 @@ fn main() -> ExitCode {
             hipjit::compiler::worker::serve(request, result).map_err(CliError::failed)
         }
     };
+    drop(tmp);
     match result {
         Ok(()) => ExitCode::from(output::EXIT_OK),
         Err(CliError { status, message }) => {

@@ -4,7 +4,7 @@
 //! `HIPJIT_CACHE_DIR` is a colon-separated list of directories: the first is written, the rest
 //! are read-only lookups (a shared cache on a cluster filesystem). Unset or empty, the one root
 //! is `$XDG_CACHE_HOME/hipjit`, else `~/.cache/hipjit`. The written root is created with mode
-//! 0700.
+//! 0700, and tagged as a cache directory ([`super::tag`]) only when hipjit created it.
 //!
 //! # Who may write: the trust model
 //! A root that exists and is not a directory (a regular file, a dangling link) is an error
@@ -596,6 +596,23 @@ impl DiskCache {
         Ok((path, published))
     }
 
+    /// An unnamed temporary file in the written root's `v1/tmp` (same filesystem as the
+    /// entries; removed when closed, and by the kernel when the process dies): room for what
+    /// [`super::bundle::import`] checks before it publishes anything.
+    ///
+    /// Errors: [`CacheError::Io`]; [`CacheError::ReadOnly`] for a cache opened with
+    /// [`DiskCache::open_read_only`].
+    pub(super) fn staging_file(&self) -> Result<File, CacheError> {
+        let root = self.written_root()?;
+        let tmp_dir = root.path.join(LAYOUT_DIR).join("tmp");
+        let io = |source| CacheError::Io {
+            path: tmp_dir.clone(),
+            source,
+        };
+        create_dirs(&root.path, &tmp_dir, root.shared).map_err(io)?;
+        tempfile::tempfile_in(&tmp_dir).map_err(io)
+    }
+
     /// Takes the cross-process compile lock of `key` in the written root (`flock(2)` on
     /// `<root>/v1/locks/<key>.lock`), waiting at most `wait` for it: the JIT holds it while it
     /// compiles a missing key, so processes asking for the same key at once compile it once.
@@ -1013,8 +1030,9 @@ fn create_dirs(root: &Path, dir: &Path, shared: bool) -> std::io::Result<()> {
 /// Opens one root of [`DiskCache::open`]: creates it when it is the written one and missing,
 /// then applies the trust rules (see the module documentation). One `lstat` of the root
 /// answers both "does it exist" and "what is it" (a `stat` follows only a root that is a
-/// symbolic link), then one `lstat` each of [`SHARED_MARKER`] and, in the written root, of the
-/// cache directory tag: every check of the root made once.
+/// symbolic link), then one `lstat` of [`SHARED_MARKER`] and, in a written root this call
+/// created (the only one tagged, [`super::tag`]), of the cache directory tag: every check of
+/// the root made once.
 ///
 /// A read-only root that does not exist or cannot be reached is kept, unchecked: nothing can
 /// be read from it. The written root must be reachable ([`CacheError::Io`] otherwise).
@@ -1027,7 +1045,10 @@ fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
         closed: false,
     };
     let mut link = std::fs::symlink_metadata(path);
-    if writable && matches!(&link, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+    // Whether this call made the root: only then is it tagged (a directory that was there may
+    // hold anything, e.g. `HIPJIT_CACHE_DIR=$HOME`, which a tag would keep out of backups).
+    let created = writable && matches!(&link, Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    if created {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -1101,7 +1122,7 @@ fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
     } else {
         check_meta(dir.uid(), dir.mode(), me).map_err(unsafe_root)?;
     }
-    if writable {
+    if created {
         super::tag::ensure(path);
     }
     Ok(Root {

@@ -1,5 +1,8 @@
-//! The cache directory tag (<https://bford.info/cachedir/>) hipjit writes in the disk-cache
-//! root it writes to (when [`crate::cache::DiskCache::open`] opens it): a `CACHEDIR.TAG` file whose first line is the tag's signature, so that
+//! The cache directory tag (<https://bford.info/cachedir/>) hipjit writes in a disk-cache
+//! root it creates (when [`crate::cache::DiskCache::open`] makes the written root; a directory
+//! that was already there, which may hold anything else, such as `$HOME` named in
+//! `HIPJIT_CACHE_DIR` or `hipjit cache import --into`, is never tagged): a `CACHEDIR.TAG` file
+//! whose first line is the tag's signature, so that
 //! backup and archiving tools (`tar --exclude-caches`, borg, restic) skip the root, and so that
 //! hipjit itself knows a root when it meets one: the NVRTC include walk
 //! ([`crate::compiler::nvrtc`] keys every file under each `-I` directory) leaves out the
@@ -91,6 +94,28 @@ mod tests {
         ensure(cargo.path());
         assert!(!is_hipjit_cache(cargo.path()));
         assert_eq!(std::fs::read_dir(cargo.path()).unwrap().count(), 1);
+    }
+
+    /// A root hipjit makes is tagged; a directory that was there is not (the tag kept all of
+    /// `HIPJIT_CACHE_DIR=$HOME` out of backups), nor is it when it is opened again.
+    #[test]
+    fn only_a_root_hipjit_created_is_tagged() {
+        use crate::cache::disk::DiskCache;
+        let d = tempfile::tempdir().unwrap();
+        let made = d.path().join("a/b/root");
+        DiskCache::open(std::slice::from_ref(&made)).unwrap();
+        assert!(is_hipjit_cache(&made));
+        assert!(!d.path().join("a").join(TAG_FILE).exists());
+        let home = d.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        std::fs::write(home.join(".profile"), "# mine\n").unwrap();
+        for _ in 0..2 {
+            DiskCache::open(std::slice::from_ref(&home)).unwrap();
+            assert!(
+                !home.join(TAG_FILE).exists(),
+                "a directory of the user's was tagged"
+            );
+        }
     }
 
     #[test]

@@ -342,9 +342,9 @@ impl HipRtc {
             compiler: COMPILER,
             reason,
         };
-        let scratch = tempfile::Builder::new()
-            .prefix("hipjit-hiprtc-")
-            .tempdir()
+        // Named after this process, so that a later one removes it when this process crashes
+        // in hipRTC ([`super::RunDir`]).
+        let scratch = super::RunDir::new(super::HIPRTC_PREFIX, &super::build_base())
             .map_err(|e| no_deps(format!("cannot make a directory for the list: {e}")))?;
         let deps_file = scratch.path().join(DEPS_NAME);
         let mut extra = rtc::include_options(&canonical);

@@ -381,7 +381,7 @@ pub fn identify(
                 timeout,
                 // A private run directory, not hipjit's working directory: hipcc 7 reads
                 // `<cwd>/../lib/bitcode` (see [`crate::compiler::RunDir`]).
-                super::RunDir::new("hipjit-id-", &super::build_base())
+                super::RunDir::new(super::IDENTITY_PREFIX, &super::build_base())
                     .ok()
                     .as_ref()
                     .map(super::RunDir::path),
@@ -857,7 +857,7 @@ fn hipcc_files(
     // What clang runs with: `-###` prints the commands without running them.
     // In a private run directory: hipcc 7 reads `<cwd>/../lib/bitcode` (see
     // [`crate::compiler::RunDir`]).
-    let probe = super::RunDir::new("hipjit-id-", &super::build_base()).ok();
+    let probe = super::RunDir::new(super::IDENTITY_PREFIX, &super::build_base()).ok();
     let listing = probe.as_ref().and_then(|d| {
         std::fs::write(d.path().join("probe.hip"), "").ok()?;
         let (out, err) = run_in(

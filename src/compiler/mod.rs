@@ -566,13 +566,22 @@ impl Compiler {
             reason: e.into_io_error().to_string(),
             command: command.clone(),
         })?;
-        let mut dependencies = build.dependencies(options, DEPS_NAME).map_err(|reason| {
-            CompileError::NoDependencies {
-                reason,
-                command: command.clone(),
-            }
-        })?;
-        if options.targets.len() > 1 {
+        // With dumps asked for (`-save-temps`), clang preprocesses into a `.cui` file first and
+        // compiles that, and the compile job writes the dependency list last: it names the
+        // `.cui` alone (measured with hipcc 5.2.3), never the headers. The list then comes from
+        // a preprocessing run per target, as for several targets.
+        let dumps = options.dump_llvm_ir || options.dump_isa;
+        let mut dependencies = if dumps {
+            Vec::new()
+        } else {
+            build.dependencies(options, DEPS_NAME).map_err(|reason| {
+                CompileError::NoDependencies {
+                    reason,
+                    command: command.clone(),
+                }
+            })?
+        };
+        if options.targets.len() > 1 || dumps {
             // clang writes the dependency list once per target into the same file, so the list
             // read above is one target's; a header included only under another target's `#if`
             // would be missing. Each target's list comes from a preprocessing run of its own.
@@ -600,7 +609,8 @@ impl Compiler {
     }
 
     /// The files read when preprocessing for target `i` alone (`-E`, the same flags and
-    /// dependency output as the compile), for a compile of several targets.
+    /// dependency output as the compile, without dumps), for a compile of several targets or
+    /// one asking for dumps.
     fn target_dependencies(
         &self,
         options: &CompileOptions,
@@ -843,8 +853,17 @@ pub(crate) struct RunDir {
 
 impl RunDir {
     /// A new run directory in `base` ([`build_base`]) whose outer directory's name starts with
-    /// `prefix` and this process's ID.
+    /// `prefix` ([`BUILD_PREFIX`], [`IDENTITY_PREFIX`], [`WORKER_PREFIX`], [`HIPRTC_PREFIX`])
+    /// and this process's ID. The run directories of that prefix left in `base` by processes
+    /// that no longer run (killed with SIGKILL, or crashed, before they could remove their
+    /// own) are removed first ([`sweep_dead`]).
     pub(crate) fn new(prefix: &str, base: &Path) -> std::io::Result<RunDir> {
+        sweep_dead(base, &[prefix]);
+        Self::create(prefix, base)
+    }
+
+    /// A new run directory as [`RunDir::new`] makes it, without removing anything first.
+    fn create(prefix: &str, base: &Path) -> std::io::Result<RunDir> {
         use std::os::unix::fs::DirBuilderExt;
         let outer = tempfile::Builder::new()
             .prefix(&format!("{prefix}{}-", std::process::id()))
@@ -864,6 +883,47 @@ impl RunDir {
     }
 }
 
+/// A private directory (mode 0700) for a process's own temporary files,
+/// `<TMPDIR>/hipjit-run-<pid>-.../b`, removed when this value drops, or by a later hipjit
+/// process once this one no longer runs (killed with SIGKILL, or crashed).
+///
+/// The `hipjit` command points its own `TMPDIR` at one while it compiles, before it starts any
+/// thread: then every temporary file of the run is below it, hipjit's build directories and
+/// also what hipjit does not name itself, such as the `comgr-*` directories in which comgr (under
+/// hipRTC) stages the source and the headers of an in-process compile, which a crash inside
+/// hipRTC would otherwise leave in `/tmp`. A library cannot do that for its host process
+/// (`TMPDIR` is the whole process's, read by other threads at any time): a program embedding
+/// hipjit that needs it confined runs hipRTC in workers ([`worker`], whose `TMPDIR` is private
+/// to each compile) or does the same as the command.
+pub struct ProcessTmpDir(RunDir);
+
+impl ProcessTmpDir {
+    /// Makes the directory under `TMPDIR` (resolved and shell-safe, else `/tmp`: where hipjit
+    /// makes its build directories), first removing every run, build, identity-probe, worker
+    /// and hipRTC directory there left by a process of this user that no longer runs.
+    ///
+    /// Errors: the directory cannot be made (the OS error).
+    pub fn new() -> std::io::Result<ProcessTmpDir> {
+        let base = build_base();
+        sweep_dead(
+            &base,
+            &[
+                RUN_PREFIX,
+                BUILD_PREFIX,
+                IDENTITY_PREFIX,
+                WORKER_PREFIX,
+                HIPRTC_PREFIX,
+            ],
+        );
+        RunDir::create(RUN_PREFIX, &base).map(ProcessTmpDir)
+    }
+
+    /// The directory (absolute, shell-safe).
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
 /// A private build directory with the source and include directories staged under safe names.
 struct Build {
     dir: RunDir,
@@ -874,7 +934,6 @@ struct Build {
 impl Build {
     fn stage(source: &[u8], options: &CompileOptions) -> Result<Build, CompileError> {
         let base = build_base();
-        sweep_dead_builds(&base);
         // Private (0700, whatever the umask), and named after this process so that a later
         // run can tell a dead process's leftovers from a live one's.
         let dir = RunDir::new(BUILD_PREFIX, &base).map_err(|source| CompileError::BuildDir {
@@ -996,21 +1055,33 @@ impl Build {
 
 /// The name of every build directory starts with this, then the creating process's ID and `-`.
 const BUILD_PREFIX: &str = "hipjit-build-";
+/// The same for the run directories of a compiler's identity probes ([`identity`]).
+pub(crate) const IDENTITY_PREFIX: &str = "hipjit-id-";
+/// The same for the directories of worker compiles ([`worker`]): the request, the result and
+/// the worker's `TMPDIR`.
+pub(crate) const WORKER_PREFIX: &str = "hipjit-worker-";
+/// The same for the private directories of in-process hipRTC compiles ([`hiprtc`]).
+pub(crate) const HIPRTC_PREFIX: &str = "hipjit-hiprtc-";
+/// The same for a process's own temporary directory ([`ProcessTmpDir`]).
+const RUN_PREFIX: &str = "hipjit-run-";
 
-/// Removes the build directories in `base` left by processes of this user that no longer run
-/// (a hipjit killed mid-compile cannot remove its own). A directory of a live process, of
-/// another user, or not named `hipjit-build-<pid>-...` is left alone; failures are ignored.
-fn sweep_dead_builds(base: &Path) {
+/// Removes the run directories named `<prefix><pid>-...`, for each of `prefixes`, in `base`
+/// left by processes of this user that no longer run (a hipjit killed mid-compile or
+/// mid-probe cannot remove its own), in one listing of `base`. A directory of a live process,
+/// of another user, or not so named is left alone; failures are ignored.
+fn sweep_dead(base: &Path, prefixes: &[&str]) {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::effective_user::uid();
     for e in crate::file_observe::read_dir(base)
         .into_iter()
         .flatten()
         .flatten()
     {
         let name = e.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(BUILD_PREFIX)) else {
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| prefixes.iter().find_map(|p| n.strip_prefix(p)))
+        else {
             continue;
         };
         let Some(pid) = rest
@@ -1074,4 +1145,35 @@ pub fn shell_words(words: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod run_dir_tests {
+    use super::*;
+
+    /// A probe killed with SIGKILL left its `hipjit-id-<pid>-...` directory, and nothing removed
+    /// it: a new run directory removes those of its kind whose process no longer runs, and
+    /// leaves a live process's and other kinds' alone.
+    #[test]
+    fn a_run_directory_sweeps_those_its_kind_left_by_dead_processes() {
+        let base = tempfile::tempdir().unwrap();
+        let mut t = std::process::Command::new("true").spawn().unwrap();
+        let dead = t.id();
+        t.wait().unwrap();
+        let left = base.path().join(format!("hipjit-id-{dead}-abc123"));
+        std::fs::create_dir_all(left.join("b")).unwrap();
+        let live = base
+            .path()
+            .join(format!("hipjit-id-{}-abc123", std::process::id()));
+        std::fs::create_dir(&live).unwrap();
+        let other = base.path().join(format!("hipjit-elsewhere-{dead}-abc123"));
+        std::fs::create_dir(&other).unwrap();
+        let d = RunDir::new("hipjit-id-", base.path()).unwrap();
+        assert!(
+            !left.exists(),
+            "a dead process's probe directory is still there"
+        );
+        assert!(live.exists() && other.exists());
+        assert!(d.path().starts_with(base.path()));
+    }
 }

@@ -9,7 +9,10 @@
 //! memory, and a crash ends the caller's process. Ask for a worker when that matters (batches,
 //! `hipjit compile -j`, untrusted sources).
 //!
-//! The request and the result travel through files in a private directory (mode 0700), in
+//! The request and the result travel through files in a private directory (mode 0700,
+//! `hipjit-worker-<pid>-...` under `TMPDIR`, removed afterwards, or by a later hipjit when this
+//! process was killed first), which also holds the worker's `TMPDIR`: comgr's staged copies of
+//! the source and headers (`comgr-*`), which a crashed or killed worker leaves, go with it. In
 //! MessagePack: the source, headers, include directories and options in; the code, log,
 //! diagnostics, files read and start time, or the error, out. Paths travel as bytes, so a
 //! path that is not UTF-8 survives.
@@ -19,7 +22,7 @@
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -166,13 +169,19 @@ pub fn compile(
         include_dirs: input.include_dirs.iter().map(|d| path_bytes(d)).collect(),
         options: input.options.to_vec(),
     };
-    let dir = tempfile::Builder::new()
-        .prefix("hipjit-worker-")
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
+    // Named after this process, so that a later one removes it if this one is killed before it
+    // can ([`super::RunDir`]).
+    let dir = super::RunDir::new(super::WORKER_PREFIX, &super::build_base())
         .map_err(|e| fail(format!("cannot make its directory: {e}")))?;
     let request_file = dir.path().join("request");
     let result_file = dir.path().join("result");
+    // The worker's TMPDIR: comgr stages the source and headers under `<TMPDIR>/comgr-*`, and a
+    // worker that crashes or is killed cannot remove them; here they go with the directory.
+    let scratch = dir.path().join("tmp");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&scratch)
+        .map_err(|e| fail(format!("cannot make {}: {e}", scratch.display())))?;
     let encoded =
         rmp_serde::to_vec(&request).map_err(|e| fail(format!("cannot encode the request: {e}")))?;
     std::fs::write(&request_file, encoded)
@@ -180,7 +189,8 @@ pub fn compile(
     let mut cmd = Command::new(&program);
     cmd.arg(WORKER_SUBCOMMAND)
         .arg(&request_file)
-        .arg(&result_file);
+        .arg(&result_file)
+        .env("TMPDIR", &scratch);
     if let Some(limit) = config.memory_limit {
         // SAFETY: setrlimit is async-signal-safe and touches only the child's own limits.
         unsafe {
@@ -362,4 +372,51 @@ pub fn serve(request: &Path, result: &Path) -> Result<(), String> {
     std::fs::write(&partial, encoded)
         .and_then(|()| std::fs::rename(&partial, result))
         .map_err(|e| format!("cannot write the result {}: {e}", result.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker that dies by a signal (here SIGKILL, as a crash in hipRTC ends it) leaves what
+    /// comgr staged under its `TMPDIR` (`comgr-*`, holding the source): its `TMPDIR` is in its
+    /// private directory, which goes when the compile returns.
+    #[test]
+    fn what_a_killed_worker_left_in_its_tmpdir_goes_with_its_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let seen = dir.path().join("seen");
+        let program = dir.path().join("worker.sh");
+        std::fs::write(
+            &program,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n%s\\n' \"${{TMPDIR:?}}\" \"$(dirname \"$3\")\" > '{}'\n\
+                 mkdir -p \"$TMPDIR/comgr-a1b2c3/input\" && echo source > \"$TMPDIR/comgr-a1b2c3/input/CompileSource\"\n\
+                 kill -9 $$\n",
+                seen.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let config = WorkerConfig {
+            program: Some(program),
+            ..WorkerConfig::default()
+        };
+        let input = RtcInput {
+            source: b"extern \"C\" __global__ void k() {}\n",
+            name: "k.hip",
+            headers: &[],
+            include_dirs: &[],
+            options: &[],
+        };
+        let e = compile(&config, RtcKind::HipRtc, Path::new("/nonexistent"), &input).unwrap_err();
+        assert!(e.to_string().contains("killed by signal 9"), "{e}");
+        let seen = std::fs::read_to_string(&seen).unwrap();
+        let (tmpdir, private) = seen.trim_end().split_once('\n').unwrap();
+        assert_eq!(Path::new(tmpdir), Path::new(private).join("tmp"));
+        assert!(
+            !Path::new(tmpdir).join("comgr-a1b2c3").exists() && !Path::new(private).exists(),
+            "the worker's directory is still there"
+        );
+    }
 }

@@ -436,17 +436,9 @@ pub struct Records {
 /// Errors: the file cannot be opened or read (an I/O error naming nothing: the caller names
 /// the file).
 pub fn read_records(path: &Path) -> std::io::Result<Records> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
+    // Opened as every input hipjit reads: a FIFO, device or directory is refused at once.
+    let (file, _) = crate::file_read::open_regular(path, u64::MAX, "a record file")
+        .map_err(crate::file_read::FileReadError::into_io_error)?;
     read_records_from(std::io::BufReader::new(file))
 }
 

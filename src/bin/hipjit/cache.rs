@@ -46,7 +46,9 @@ pub enum Action {
     /// compressed bundle (Zstandard) with an index, to import elsewhere (a warm root baked into
     /// an image).
     Export {
-        /// The bundle to write (replaced atomically).
+        /// The bundle to write, as `hipjit compile -o` writes: replaced atomically, a symbolic
+        /// link followed, a character device (`/dev/null`) written into; a FIFO, block device,
+        /// socket or directory there is refused (exit status 2).
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: PathBuf,
         /// Export only the keys listed in this file, one per line as `hipjit cache list` prints
@@ -203,8 +205,14 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             keys_from,
         } => {
             let keys = keys_from.as_deref().map(read_keys).transpose()?;
-            let r = bundle::export(&cache, keys.as_deref(), out)
-                .map_err(|e| CliError::failed(format!("cannot export: {e}")))?;
+            // Written as `hipjit compile -o` writes (hipjit::file_write); what must not be
+            // replaced there is refused as compile refuses it, as a usage error.
+            let r = bundle::export(&cache, keys.as_deref(), out).map_err(|e| match e {
+                bundle::BundleError::Write(
+                    e @ hipjit::file_write::WriteError::NotRegular { .. },
+                ) => CliError::usage(format!("-o {}: {e}", out.display())),
+                e => CliError::failed(format!("cannot export: {e}")),
+            })?;
             if args.json {
                 output::print_json(serde_json::json!({
                     "bundle": output::path_json(out), "entries": r.entries,

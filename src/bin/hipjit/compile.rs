@@ -41,7 +41,7 @@
 //! `--code-object-version` is an AMDGPU notion (a usage error with `sm_` targets), and so are
 //! `-O s` and `-O z` (nvcc takes -O0 to -O3).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -348,72 +348,14 @@ fn check_outputs(args: &Args, outs: &[Vec<PathBuf>]) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed and
-/// synced, then renamed over `path`. A reader never sees a partly written file. A symbolic
-/// link is followed (its target is replaced, not the link), a character device (`/dev/null`)
-/// is written into, and anything else that is not a regular file is refused: no rename ever
-/// replaces a device, FIFO, socket or directory.
+/// Writes a code object to `path` by the rules of `hipjit::file_write` (atomically; a symbolic
+/// link followed, a character device written into, nothing else that is not a regular file
+/// replaced), readable by all as a compiler writes it.
 ///
 /// `create_dir`: create the parent directory when missing (the directory `-o` names for
 /// several inputs or targets); otherwise a missing parent is an error, as with cc.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8], create_dir: bool) -> Result<(), String> {
-    use std::os::unix::fs::FileTypeExt;
-    let resolved;
-    let path = match std::fs::metadata(path) {
-        Ok(m) if m.file_type().is_char_device() => {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-            return f
-                .write_all(bytes)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()));
-        }
-        Ok(m) if !m.is_file() => {
-            return Err(format!(
-                "{} is a {}, not a regular file; refusing to replace it",
-                path.display(),
-                hipjit::file_read::kind_name(m.file_type())
-            ))
-        }
-        Ok(_) if path.is_symlink() => {
-            resolved = std::fs::canonicalize(path)
-                .map_err(|e| format!("cannot resolve {}: {e}", path.display()))?;
-            resolved.as_path()
-        }
-        _ => path,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if create_dir {
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))?;
-    } else if !dir.is_dir() {
-        return Err(format!("the directory {} does not exist", dir.display()));
-    }
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".hipjit-")
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(|e| format!("cannot create a temporary file in {}: {e}", dir.display()))?;
-    // Code objects are ordinary output files: readable by all, as a compiler writes them.
-    use std::os::unix::fs::PermissionsExt;
-    tmp.write_all(bytes)
-        .and_then(|()| {
-            tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644))
-        })
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| format!("cannot write {}: {e}", tmp.path().display()))?;
-    tmp.persist(path).map_err(|e| {
-        format!(
-            "cannot rename the temporary file to {}: {e}",
-            path.display()
-        )
-    })?;
-    Ok(())
+    hipjit::file_write::write_atomically(path, bytes, create_dir, 0o644).map_err(|e| e.to_string())
 }
 
 /// Removes, as cc does after a failed compile, each of `paths` that is a regular file once
