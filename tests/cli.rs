@@ -332,6 +332,49 @@ fn a_bad_hipjit_compiler_value_is_a_usage_error_naming_what_it_takes() {
 }
 
 #[test]
+fn auto_with_an_explicit_compiler_setting_that_cannot_be_used_fails_naming_it() {
+    // Each compiler Auto could have taken instead is installed here (hipcc, hipRTC 5.x).
+    let src = saxpy();
+    let out = tempfile::tempdir().unwrap();
+    let o_path = out.path().join("saxpy.co");
+    let plain = write(out.path(), "hipcc", "#!/bin/sh\n");
+    for (var, value, why) in [
+        ("HIPJIT_HIPCC", "/opt/nowhere/hipcc", "missing"),
+        ("HIPJIT_HIPCC", path_str(&plain), "not executable"),
+        (
+            "HIPJIT_HIPRTC_LIBRARY",
+            "/opt/nowhere/libhiprtc.so",
+            "cannot open hipRTC library",
+        ),
+        (
+            "HIPJIT_HIPRTC_LIBRARY",
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "does not export hiprtcCreateProgram",
+        ),
+    ] {
+        let o = hipjit_env(
+            &[
+                "compile",
+                "--compiler=auto",
+                "--arch",
+                "gfx90a",
+                "-o",
+                path_str(&o_path),
+                path_str(&src),
+            ],
+            &[(var, value)],
+        );
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{var}={value}: compiled:\n{err}");
+        assert!(
+            err.contains(var) && err.contains(value) && err.contains(why),
+            "{var}={value}: {err}"
+        );
+        assert!(!o_path.exists(), "{var}={value}: wrote an output");
+    }
+}
+
+#[test]
 fn a_flag_refused_under_hiprtc_names_hiprtc_not_hipcc() {
     for (how, env) in [("--compiler=hiprtc", None), ("", Some("hiprtc"))] {
         let mut args = vec!["compile", "--arch", "gfx90a"];
