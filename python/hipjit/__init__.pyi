@@ -162,7 +162,11 @@ class Jit:
         max_cache_bytes: Optional[int] = None,
         extra_signature: Union[bytes, bytearray, str, None] = None,
     ) -> None:
-        """Raises ValueError for cache_dir="" (an empty path names no directory: give "." for
+        """max_cache_bytes: the written cache root's size cap in bytes (least recently used
+        entries go first); None: HIPJIT_CACHE_MAX_SIZE (e.g. "20G", or "unlimited"), else
+        5 GiB; 2**64-1: no cap.
+
+        Raises ValueError for cache_dir="" (an empty path names no directory: give "." for
         the current one) and a negative max_cache_bytes, TypeError for a wrong type."""
     def compile(
         self,

@@ -52,6 +52,8 @@ Environment:
   HIPJIT_CACHE_DIR         cache roots, ':'-separated, the first written; empty items are
                            skipped, and an empty value means the default root
                            ($XDG_CACHE_HOME/hipjit, else ~/.cache/hipjit)
+  HIPJIT_CACHE_MAX_SIZE    the written root's size cap (default 5G; 500M, 20G..., or
+                           unlimited): least recently used entries go first
   HIPJIT_REMOTE_CACHE      the remote tier: redis[s]://[user:password@]host:port/db
   HIPJIT_REMOTE_CACHE_KEY  its signing secret (16 bytes or more): entries are signed,
                            unsigned or badly signed ones refused, and each key's entries
