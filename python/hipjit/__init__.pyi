@@ -135,7 +135,19 @@ class Kernel:
         kernel's device is the caller's responsibility; ints that cannot be a handle raise
         ValueError), a torch.cuda.Stream or a CuPy stream. Raises TypeError/ValueError for
         arguments, grid, block or shared_mem the kernel or device refuse, LaunchError when
-        the runtime refuses the launch."""
+        the runtime refuses the launch.
+
+        A pointer argument takes a torch.Tensor, a cupy.ndarray, an object with
+        __cuda_array_interface__ or __dlpack__, a DLPack capsule, None (a null pointer), or
+        an int: a raw device address, passed as it is and unchecked (`tensor.data_ptr()`,
+        `array.data.ptr`). An array is checked against the parameter's C type in the source:
+        its element type must fit the pointee (a float32 array for `float*`, 4-byte integers
+        of either sign for `int*`/`unsigned*`, float32 for `float4*`; `void*` and types hipjit
+        does not know take any; TypeError otherwise), it must be C-contiguous (ValueError),
+        and it must not be read-only when the kernel may write through the pointer (a pointee
+        that is not const, or a parameter whose type was not read; ValueError). Each error
+        names the argument, the array's element type, strides or flag, and what was
+        expected."""
     @property
     def name(self) -> str: ...
     @property
