@@ -479,3 +479,46 @@ fn only_a_root_hipjit_makes_gets_a_cache_directory_tag() {
     );
     assert!(hipjit::cache::tag::is_hipjit_cache(&made));
 }
+
+#[test]
+fn hipjit_cache_max_size_caps_the_root_an_import_writes() {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let file = exported(dir.path(), &home);
+    let into = dir.path().join("into");
+    DiskCache::open(std::slice::from_ref(&into)).unwrap();
+    // An entry another process wrote two hours ago: 1 MiB (sparse).
+    let sub = into.join("v1/ab");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&sub)
+        .unwrap();
+    let old = sub.join(format!("{}.hjc", "ab".repeat(32)));
+    let f = std::fs::File::create(&old).unwrap();
+    f.set_len(1 << 20).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(7200))
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["cache", "import", file.to_str().unwrap(), "--into"])
+        .arg(&into)
+        .env("HIPJIT_CACHE_MAX_SIZE", "512K")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !old.exists(),
+        "the root holds more than HIPJIT_CACHE_MAX_SIZE=512K"
+    );
+    let stats = DiskCache::open(&[into]).unwrap().stats().unwrap();
+    assert_eq!(
+        stats[0].entries, 6,
+        "the imported entries fit under the cap"
+    );
+    assert!(stats[0].bytes <= 512 * 1024, "{} bytes", stats[0].bytes);
+}

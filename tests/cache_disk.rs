@@ -378,6 +378,61 @@ fn size_cap_prunes_after_each_write() {
 }
 
 #[test]
+fn the_written_root_is_capped_at_5_gib_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = [dir.path().to_path_buf()];
+    // An old entry of 5 GiB written by another process (a sparse file: the cap counts its
+    // size, the disk holds none of it).
+    let big = put(&DiskCache::open(&root).unwrap(), &key(30), b"x");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&big)
+        .unwrap()
+        .set_len(5 * 1024 * 1024 * 1024)
+        .unwrap();
+    age(&big, 2 * 3600);
+    // Nothing configured: this write takes the root past 5 GiB.
+    let small = put(
+        &DiskCache::open(&root).unwrap(),
+        &key(31),
+        b"code object bytes",
+    );
+    assert!(!big.exists(), "the root grew past 5 GiB with no cap set");
+    assert!(small.exists());
+}
+
+#[test]
+fn a_write_past_the_cap_prunes_to_nine_tenths_of_it_oldest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = put(
+        &DiskCache::open(&[dir.path().to_path_buf()]).unwrap(),
+        &key(40),
+        &[0; 2000],
+    );
+    // Every entry of these tests has this size (same metadata, same artefact size).
+    let e = std::fs::metadata(&first).unwrap().len();
+    // Nine entries fit; the tenth takes the root past the cap.
+    let cache = DiskCache::open(&[dir.path().to_path_buf()])
+        .unwrap()
+        .with_max_bytes(Some(10 * e - 10));
+    let mut written = vec![first];
+    for i in 1..10u8 {
+        // Each older than the next, by more than the granularity of a hit's mark.
+        for (hours, q) in written.iter().rev().enumerate() {
+            age(q, 3600 * (hours as u64 + 2));
+        }
+        written.push(put(&cache, &key(40 + i), &[i; 2000]));
+    }
+    let left: Vec<bool> = written.iter().map(|p| p.exists()).collect();
+    // Pruned to 90% of the cap (9e - 9: eight entries), not to the cap (nine), so that
+    // the next write fits without another listing; the two oldest went.
+    assert_eq!(
+        left,
+        [false, false, true, true, true, true, true, true, true, true]
+    );
+}
+
+#[test]
 fn clear_keeps_a_temporary_file_being_written_and_removes_a_stale_one() {
     let dir = tempfile::tempdir().unwrap();
     let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();

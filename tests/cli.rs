@@ -22,6 +22,7 @@ fn hipjit_in(cache: &Path, args: &[&str]) -> Output {
         .env("HIPJIT_CACHE_DIR", cache)
         .env_remove("HIPJIT_HIPCC")
         .env_remove("HIPJIT_COMPILER")
+        .env_remove("HIPJIT_CACHE_MAX_SIZE")
         .output()
         .expect("the hipjit binary runs")
 }
@@ -314,6 +315,7 @@ fn hipjit_env(args: &[&str], vars: &[(&str, &str)]) -> Output {
         .env_remove("HIPJIT_COMPILER")
         .env_remove("HIPJIT_REMOTE_CACHE")
         .env_remove("HIPJIT_REMOTE_CACHE_KEY")
+        .env_remove("HIPJIT_CACHE_MAX_SIZE")
         .envs(vars.iter().copied())
         .output()
         .expect("the hipjit binary runs")
@@ -329,6 +331,49 @@ fn a_bad_hipjit_compiler_value_is_a_usage_error_naming_what_it_takes() {
     let err = stderr(&o);
     assert!(err.contains("HIPJIT_COMPILER=\"bogus\""), "{err}");
     assert!(err.contains("auto, hipcc, hiprtc, nvcc or nvrtc"), "{err}");
+}
+
+#[test]
+fn auto_with_an_explicit_compiler_setting_that_cannot_be_used_fails_naming_it() {
+    // Each compiler Auto could have taken instead is installed here (hipcc, hipRTC 5.x).
+    let src = saxpy();
+    let out = tempfile::tempdir().unwrap();
+    let o_path = out.path().join("saxpy.co");
+    let plain = write(out.path(), "hipcc", "#!/bin/sh\n");
+    for (var, value, why) in [
+        ("HIPJIT_HIPCC", "/opt/nowhere/hipcc", "missing"),
+        ("HIPJIT_HIPCC", path_str(&plain), "not executable"),
+        (
+            "HIPJIT_HIPRTC_LIBRARY",
+            "/opt/nowhere/libhiprtc.so",
+            "cannot open hipRTC library",
+        ),
+        (
+            "HIPJIT_HIPRTC_LIBRARY",
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "does not export hiprtcCreateProgram",
+        ),
+    ] {
+        let o = hipjit_env(
+            &[
+                "compile",
+                "--compiler=auto",
+                "--arch",
+                "gfx90a",
+                "-o",
+                path_str(&o_path),
+                path_str(&src),
+            ],
+            &[(var, value)],
+        );
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{var}={value}: compiled:\n{err}");
+        assert!(
+            err.contains(var) && err.contains(value) && err.contains(why),
+            "{var}={value}: {err}"
+        );
+        assert!(!o_path.exists(), "{var}={value}: wrote an output");
+    }
 }
 
 #[test]
@@ -1110,6 +1155,45 @@ fn cache_stats_counts_the_entry() {
 }
 
 #[test]
+fn cache_stats_reports_the_size_cap_default_or_set_by_the_variable() {
+    let o = hipjit(&["cache", "stats", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["max_bytes"], 5u64 * 1024 * 1024 * 1024, "{v:#}");
+    assert_eq!(v["max_bytes_from"], "default", "{v:#}");
+    let o = hipjit(&["cache", "stats"]);
+    assert!(
+        stdout(&o).contains(
+            "size cap of the written root: 5.0 GiB (5368709120 bytes; the default; \
+             HIPJIT_CACHE_MAX_SIZE sets another)"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    let set = |value: &str, args: &[&str]| hipjit_env(args, &[("HIPJIT_CACHE_MAX_SIZE", value)]);
+    let v = json(&set("1.5G", &["cache", "stats", "--json"]));
+    assert_eq!(v["max_bytes"], 1536u64 * 1024 * 1024, "{v:#}");
+    assert_eq!(v["max_bytes_from"], "HIPJIT_CACHE_MAX_SIZE", "{v:#}");
+    let o = set("unlimited", &["cache", "stats"]);
+    assert!(
+        stdout(&o).contains("size cap of the written root: none (set by HIPJIT_CACHE_MAX_SIZE)"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        json(&set("unlimited", &["cache", "stats", "--json"]))["max_bytes"],
+        serde_json::Value::Null
+    );
+    let o = set("lots", &["cache", "stats"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("HIPJIT_CACHE_MAX_SIZE=\"lots\": invalid size 'lots'"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn cache_list_names_the_entry_file() {
     let cache = filled_cache();
     let o = hipjit_in(cache.path(), &["cache", "list"]);
@@ -1327,9 +1411,15 @@ fn doctor_json_has_the_documented_keys() {
         "cuda_driver",
         "nvcc",
         "in_process",
+        "cache",
     ] {
         assert!(v.get(key).is_some(), "missing key {key}: {v:#}");
     }
+    let cache = &v["cache"];
+    assert_eq!(cache["max_bytes"], 5u64 * 1024 * 1024 * 1024, "{cache:#}");
+    assert_eq!(cache["max_bytes_from"], "default", "{cache:#}");
+    assert_eq!(cache["roots"][0]["written"], true, "{cache:#}");
+    assert_eq!(cache["roots"][0]["entries"], 0, "{cache:#}");
 }
 
 #[test]
@@ -1387,14 +1477,22 @@ fn doctor_says_why_there_is_no_device() {
 
 #[test]
 fn doctor_text_has_every_section() {
-    let o = hipjit(&["doctor"]);
+    let o = hipjit_env(&["doctor"], &[("HIPJIT_CACHE_MAX_SIZE", "300M")]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
+    assert!(
+        out.contains(
+            "size cap of the written root: 300.0 MiB (314572800 bytes; set by \
+             HIPJIT_CACHE_MAX_SIZE)"
+        ),
+        "{out}"
+    );
     for section in [
         "Header sets",
         "Runtimes",
         "Compilers",
         "Devices",
+        "Cache",
         "Platform",
         "CUDA driver",
         "nvcc",

@@ -162,6 +162,11 @@ fn case(compiler: &str, arch: &str) {
                 // The boot's ID, read once per process: part of every stat's mount identity
                 // (hipjit::file_stat), which each observation checks.
                 && *p != Path::new("/proc/sys/kernel/random/boot_id")
+                // The command's private temporary directory (hipjit::compiler::ProcessTmpDir),
+                // made and removed by every run: hipjit's own scratch, no input.
+                && !p.components().any(|c| {
+                    c.as_os_str().as_encoded_bytes().starts_with(b"hipjit-run-")
+                })
                 && !checked.contains(p)
                 // A realpath(3) the memo checks reads the links on its way.
                 && !checked.iter().any(|c| c.starts_with(p))

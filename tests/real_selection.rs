@@ -189,3 +189,58 @@ fn hiprtc_refuses_several_targets_naming_them_and_auto_takes_hipcc() {
         chosen.reason
     );
 }
+
+/// A JIT with Auto and the explicit hipcc `hipcc` (identities under [`home`], no disk cache).
+fn auto_with_hipcc(hipcc: &Path) -> Jit {
+    Jit::new(JitOptions {
+        compiler: Some(CompilerChoice::Auto),
+        compiler_config: CompilerConfig {
+            hipcc: Some(hipcc.to_path_buf()),
+            identity_dir: Some(home().join("identity")),
+            ..CompilerConfig::default()
+        },
+        cache: CacheLocation::Disabled,
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn auto_with_an_explicit_hipcc_that_cannot_be_used_is_an_error_not_hiprtc() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let not_executable = dir.path().join("hipcc");
+    std::fs::write(&not_executable, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&not_executable, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let refused = dir.path().join("a$(b)");
+    std::fs::create_dir(&refused).unwrap();
+    let refused = refused.join("hipcc");
+    std::fs::write(&refused, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&refused, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (hipcc, why) in [
+        (Path::new("/opt/nowhere/hipcc"), "missing"),
+        (not_executable.as_path(), "not executable"),
+        (dir.path(), "not a regular file"),
+        (refused.as_path(), "refused"),
+    ] {
+        // gfx942 with hipRTC 6 and gfx90a with hipRTC 5 alike: hipRTC is there, and Auto
+        // took it in place of the hipcc it was told to use.
+        for target in ["gfx90a", "gfx942"] {
+            let err = match auto_with_hipcc(hipcc).compiler_for(SAXPY, &gfx(target)) {
+                Ok(c) => panic!(
+                    "{target}, hipcc {}: Auto took {:?} ({})",
+                    hipcc.display(),
+                    c.backend.kind(),
+                    c.reason
+                ),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                err.contains("CompilerConfig::hipcc")
+                    && err.contains(&hipcc.display().to_string())
+                    && err.contains(why),
+                "{target}, {why}: {err}"
+            );
+        }
+    }
+}

@@ -89,6 +89,19 @@ def test_tensor_on_the_cpu_is_refused(saxpy):
         saxpy(1, 4, 1.0, x, y, 4)
 
 
+def test_tensors_of_other_elements_strided_or_cupy_int8_are_refused(saxpy):
+    y = torch.zeros(8, device="cuda")
+    label = r"saxpy\(\) argument 1 \(x: const float\*\): "
+    with pytest.raises(TypeError, match=label + r"the tensor holds torch.float64 \(8-byte elements\)"):
+        saxpy(1, 8, 1.0, torch.ones(8, device="cuda", dtype=torch.float64), y, 8)
+    with pytest.raises(ValueError, match=label + r"the tensor is not contiguous \(strides \(2,\) for shape \(8,\)"):
+        saxpy(1, 8, 1.0, torch.ones(16, device="cuda")[::2], y, 8)
+    cupy = pytest.importorskip("cupy")
+    with pytest.raises(TypeError, match=label + r"the CuPy array holds int8 \(1-byte elements\)"):
+        saxpy(1, 8, 1.0, cupy.ones(8, dtype=cupy.int8), y, 8)
+    assert torch.equal(y.cpu(), torch.zeros(8))
+
+
 def test_cupy_arrays_as_arguments(saxpy):
     cupy = pytest.importorskip("cupy")
     n = 100_003

@@ -135,7 +135,19 @@ class Kernel:
         kernel's device is the caller's responsibility; ints that cannot be a handle raise
         ValueError), a torch.cuda.Stream or a CuPy stream. Raises TypeError/ValueError for
         arguments, grid, block or shared_mem the kernel or device refuse, LaunchError when
-        the runtime refuses the launch."""
+        the runtime refuses the launch.
+
+        A pointer argument takes a torch.Tensor, a cupy.ndarray, an object with
+        __cuda_array_interface__ or __dlpack__, a DLPack capsule, None (a null pointer), or
+        an int: a raw device address, passed as it is and unchecked (`tensor.data_ptr()`,
+        `array.data.ptr`). An array is checked against the parameter's C type in the source:
+        its element type must fit the pointee (a float32 array for `float*`, 4-byte integers
+        of either sign for `int*`/`unsigned*`, float32 for `float4*`; `void*` and types hipjit
+        does not know take any; TypeError otherwise), it must be C-contiguous (ValueError),
+        and it must not be read-only when the kernel may write through the pointer (a pointee
+        that is not const, or a parameter whose type was not read; ValueError). Each error
+        names the argument, the array's element type, strides or flag, and what was
+        expected."""
     @property
     def name(self) -> str: ...
     @property
@@ -162,7 +174,11 @@ class Jit:
         max_cache_bytes: Optional[int] = None,
         extra_signature: Union[bytes, bytearray, str, None] = None,
     ) -> None:
-        """Raises ValueError for cache_dir="" (an empty path names no directory: give "." for
+        """max_cache_bytes: the written cache root's size cap in bytes (least recently used
+        entries go first); None: HIPJIT_CACHE_MAX_SIZE (e.g. "20G", or "unlimited"), else
+        5 GiB; 2**64-1: no cap.
+
+        Raises ValueError for cache_dir="" (an empty path names no directory: give "." for
         the current one) and a negative max_cache_bytes, TypeError for a wrong type."""
     def compile(
         self,

@@ -8,7 +8,12 @@
 //! with `__cuda_array_interface__` (`data[0]`), a DLPack capsule (read, not consumed: it stays
 //! named `dltensor`, and its deleter runs when the capsule is destroyed), or an object with
 //! `__dlpack__` (its capsule is taken, read and released, which runs its deleter; the object
-//! itself keeps the memory).
+//! itself keeps the memory). An array (all but an `int` and `None`) is checked before the
+//! launch ([`check_array`]): its element type against the pointee the source declares (the
+//! size, and the kind where both are known: a float64 or int8 array for `float*` is refused,
+//! as the kernel would read or write past it), that it is C-contiguous, and that it is not
+//! read-only when the kernel may write through the pointer. An `int` is the explicit way to
+//! pass a raw address unchecked (`tensor.data_ptr()`, `array.data.ptr`).
 //!
 //! Value arguments take `int`, `float`, `bool`, a NumPy scalar of exactly the argument's size
 //! (its bytes as they are), or `bytes` of exactly the argument's size. An `int` or `float` is
@@ -31,7 +36,7 @@ use pyo3::types::{
 
 use crate::dlpack;
 use crate::options::type_name;
-use crate::signature::Scalar;
+use crate::signature::{ElemKind, Pointee, Scalar};
 
 /// What an argument takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +62,13 @@ pub struct ArgSpec {
     pub size: u32,
     /// What it takes.
     pub kind: ArgKind,
+    /// For a pointer whose C type the source gives: what it points at (an array passed for it
+    /// is checked against it).
+    pub pointee: Option<Pointee>,
+    /// Whether the kernel may write through this pointer: its metadata says so, or its
+    /// pointee is not `const` (or not known) and the metadata does not say `read_only`. A
+    /// read-only array is refused for it.
+    pub may_write: bool,
 }
 
 impl ArgSpec {
@@ -275,8 +287,24 @@ fn device_label(ordinal: i32) -> String {
     format!("device {ordinal}")
 }
 
-/// The device address a pointer argument takes from `v`.
+/// The device address a pointer argument takes from `v`, the array it comes from checked
+/// against the parameter ([`check_array`]).
 fn pointer(py: Python<'_>, target: &Target, spec: &ArgSpec, v: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let (address, array) = address_of(py, target, spec, v)?;
+    if let Some(a) = array {
+        check_array(&spec.label(&target.kernel), spec, &a)?;
+    }
+    Ok(address)
+}
+
+/// The device address `v` gives, and the array it is the address of (`None` for an int or
+/// `None`: an address passed as it is).
+fn address_of(
+    py: Python<'_>,
+    target: &Target,
+    spec: &ArgSpec,
+    v: &Bound<'_, PyAny>,
+) -> PyResult<(u64, Option<ArrayDesc>)> {
     let label = || spec.label(&target.kernel);
     if let Some(t) = torch_tensor_type(py) {
         if v.is_instance(t.bind(py))? {
@@ -295,7 +323,8 @@ fn pointer(py: Python<'_>, target: &Target, spec: &ArgSpec, v: &Bound<'_, PyAny>
                     device_label(target.ordinal)
                 )));
             }
-            return v.call_method0(pyo3::intern!(py, "data_ptr"))?.extract();
+            let address = v.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
+            return Ok((address, Some(torch_array(py, v)?)));
         }
     }
     if let Some(t) = cupy_ndarray_type(py) {
@@ -310,14 +339,15 @@ fn pointer(py: Python<'_>, target: &Target, spec: &ArgSpec, v: &Bound<'_, PyAny>
                     device_label(target.ordinal)
                 )));
             }
-            return data.getattr(pyo3::intern!(py, "ptr"))?.extract();
+            let address = data.getattr(pyo3::intern!(py, "ptr"))?.extract()?;
+            return Ok((address, Some(cupy_array(py, v)?)));
         }
     }
     if v.is_none() {
-        return Ok(0);
+        return Ok((0, None));
     }
     if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() {
-        return v.extract::<u64>().map_err(|_| {
+        return v.extract::<u64>().map(|a| (a, None)).map_err(|_| {
             PyValueError::new_err(format!(
                 "{}: {} is not a device address (0 to 2**64-1)",
                 label(),
@@ -332,7 +362,7 @@ fn pointer(py: Python<'_>, target: &Target, spec: &ArgSpec, v: &Bound<'_, PyAny>
                 label()
             ))
         })?;
-        return data
+        let address = data
             .get_item(0)?
             .extract::<Option<u64>>()
             .map(|p| p.unwrap_or(0))
@@ -341,10 +371,12 @@ fn pointer(py: Python<'_>, target: &Target, spec: &ArgSpec, v: &Bound<'_, PyAny>
                     "{}: __cuda_array_interface__['data'][0] is not an int address",
                     label()
                 ))
-            });
+            })?;
+        return Ok((address, Some(cai_array(&label(), &cai, &data)?)));
     }
     if let Ok(c) = v.cast::<PyCapsule>() {
         return dlpack::data_pointer(c, target)
+            .map(|(a, d)| (a, Some(d)))
             .map_err(|m| PyValueError::new_err(format!("{}: {m}", label())));
     }
     if v.hasattr("__dlpack__")? {
@@ -356,6 +388,7 @@ fn pointer(py: Python<'_>, target: &Target, spec: &ArgSpec, v: &Bound<'_, PyAny>
             ))
         })?;
         return dlpack::data_pointer(cap, target)
+            .map(|(a, d)| (a, Some(d)))
             .map_err(|m| PyValueError::new_err(format!("{}: {m}", label())));
     }
     Err(PyTypeError::new_err(format!(
@@ -365,6 +398,333 @@ fn pointer(py: Python<'_>, target: &Target, spec: &ArgSpec, v: &Bound<'_, PyAny>
         label(),
         type_name(v)
     )))
+}
+
+/// The element type of an array passed for a pointer, as its producer describes it.
+#[derive(Clone, Debug)]
+pub struct DType {
+    /// What kind of number.
+    pub kind: DKind,
+    /// Bytes per element.
+    pub size: u32,
+    /// As the producer names it (`float64`, `torch.int8`, `float32 ('<f4')`).
+    pub name: String,
+}
+
+/// The kind of an array's elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DKind {
+    /// IEEE floating point (float16, float32, float64; float8 formats).
+    Float,
+    /// bfloat16.
+    BFloat16,
+    /// Signed integers.
+    Signed,
+    /// Unsigned integers.
+    Unsigned,
+    /// Booleans.
+    Bool,
+    /// Complex numbers (two floats).
+    Complex,
+    /// Anything else (opaque, structured): only its size is compared.
+    Other,
+}
+
+/// An array passed for a pointer, as far as the launch checks it.
+#[derive(Clone, Debug)]
+pub struct ArrayDesc {
+    /// What it is, for messages: `the tensor`, `the CuPy array`...
+    pub what: &'static str,
+    /// Its element type, when its producer gives one.
+    pub dtype: Option<DType>,
+    /// Why it is not C-contiguous (`strides (8,) for shape (4,), in bytes`); `None` when it is.
+    pub not_contiguous: Option<String>,
+    /// How its producer says it is read-only; `None` when it does not.
+    pub read_only: Option<&'static str>,
+    /// How to make a contiguous copy of it (`tensor.contiguous()`).
+    pub copy: &'static str,
+}
+
+/// `(4,)`, `(2, 3)`: a shape or strides as Python writes a tuple.
+pub fn py_tuple(v: &[i64]) -> String {
+    match v {
+        [one] => format!("({one},)"),
+        _ => format!(
+            "({})",
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Whether `strides` (in units of `unit`: 1 for element strides, the element size for byte
+/// strides) lay `shape` out in C order without gaps; dimensions of one element are skipped,
+/// an empty array is contiguous.
+pub fn c_contiguous(shape: &[i64], strides: &[i64], unit: i64) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
+    let mut expected = unit;
+    for (&n, &st) in shape.iter().zip(strides).rev() {
+        if n != 1 && st != expected {
+            return false;
+        }
+        expected = expected.saturating_mul(n);
+    }
+    true
+}
+
+/// The elements an array must hold for a pointee of this kind, component size and count, in
+/// words: `float32`, `int32 or uint32`, `float32 (4 per float4)`.
+fn expected_elements(name: &str, kind: ElemKind, size: u32, lanes: u32) -> String {
+    let bits = 8 * size;
+    let base = match kind {
+        ElemKind::Float => format!("float{bits}"),
+        ElemKind::BFloat16 => "bfloat16".to_owned(),
+        ElemKind::Integer => format!("int{bits} or uint{bits}"),
+        ElemKind::Bool => "bool or 1-byte integers".to_owned(),
+        ElemKind::Byte => "int8, uint8 or bool".to_owned(),
+        ElemKind::Address => "int64 or uint64 (addresses)".to_owned(),
+    };
+    if lanes > 1 {
+        format!("{base} ({lanes} per {name})")
+    } else {
+        base
+    }
+}
+
+/// Whether an array of `dt` fits a pointee of `kind`, component `size` and `lanes`.
+fn dtype_fits(dt: &DType, kind: ElemKind, size: u32, lanes: u32) -> bool {
+    let integer = matches!(dt.kind, DKind::Signed | DKind::Unsigned);
+    match (dt.kind, kind) {
+        (DKind::Other, _) => dt.size == size || dt.size == size * lanes,
+        (DKind::Float, ElemKind::Float) => dt.size == size,
+        (DKind::Complex, ElemKind::Float) => lanes >= 2 && dt.size == 2 * size,
+        (DKind::BFloat16, ElemKind::BFloat16) => true,
+        (_, ElemKind::Integer) => {
+            (integer && dt.size == size) || (dt.kind == DKind::Bool && size == 1)
+        }
+        (_, ElemKind::Bool | ElemKind::Byte) => dt.size == 1 && (integer || dt.kind == DKind::Bool),
+        (_, ElemKind::Address) => integer && dt.size == 8,
+        _ => false,
+    }
+}
+
+const UNCHECKED: &str = "or pass its address as an int to pass it unchecked";
+
+/// Checks an array passed for the pointer `spec`: its element type against the pointee the
+/// source declares (when both are known), its layout (C-contiguous: the kernel reads
+/// elements one after another), and, when the kernel may write through the pointer, that it
+/// is not read-only.
+///
+/// Errors: `TypeError` for an element type that does not fit, `ValueError` for an array that
+/// is not contiguous or is read-only; each names the argument, what the array is and what was
+/// expected.
+pub fn check_array(label: &str, spec: &ArgSpec, a: &ArrayDesc) -> PyResult<()> {
+    let what = a.what;
+    if let (Some(dt), Some(p)) = (&a.dtype, &spec.pointee) {
+        if let Some((kind, size, lanes)) = p.element {
+            if !dtype_fits(dt, kind, size, lanes) {
+                let bytes = size * lanes;
+                return Err(PyTypeError::new_err(format!(
+                    "{label}: {what} holds {} ({}-byte elements), and the kernel reads {} \
+                     ({bytes}-byte elements): pass an array of {}, {UNCHECKED}",
+                    dt.name,
+                    dt.size,
+                    p.name,
+                    expected_elements(&p.name, kind, size, lanes)
+                )));
+            }
+        }
+    }
+    if let Some(why) = &a.not_contiguous {
+        return Err(PyValueError::new_err(format!(
+            "{label}: {what} is not contiguous ({why}), and the kernel reads its elements one \
+             after another: pass a contiguous copy ({}), {UNCHECKED}",
+            a.copy
+        )));
+    }
+    if let (Some(how), true) = (a.read_only, spec.may_write) {
+        let why = match &spec.pointee {
+            Some(p) if !p.is_const => format!("it points to {}, not const", p.name),
+            Some(_) => "its code object records writes through it".to_owned(),
+            None => "hipjit cannot tell otherwise: the parameter's type was not read from the \
+                     source"
+                .to_owned(),
+        };
+        return Err(PyValueError::new_err(format!(
+            "{label}: {what} is read-only ({how}), and the kernel may write through it ({why}): \
+             pass a writable array, declare the parameter const, {UNCHECKED}"
+        )));
+    }
+    Ok(())
+}
+
+/// The element type of a NumPy dtype (CuPy's arrays have them; `ml_dtypes.bfloat16` is kind
+/// `V` named `bfloat16`).
+fn numpy_dtype(dtype: &Bound<'_, PyAny>) -> PyResult<DType> {
+    let kind: String = dtype.getattr("kind")?.extract()?;
+    let size: u32 = dtype.getattr("itemsize")?.extract()?;
+    let name: String = dtype.getattr("name")?.extract()?;
+    let kind = match kind.as_str() {
+        "f" => DKind::Float,
+        "i" => DKind::Signed,
+        "u" => DKind::Unsigned,
+        "b" => DKind::Bool,
+        "c" => DKind::Complex,
+        _ if name == "bfloat16" => DKind::BFloat16,
+        _ => DKind::Other,
+    };
+    Ok(DType { kind, size, name })
+}
+
+/// A `torch.Tensor` as [`check_array`] reads it: `dtype`, `element_size()`, `is_contiguous()`.
+fn torch_array(py: Python<'_>, t: &Bound<'_, PyAny>) -> PyResult<ArrayDesc> {
+    let name = t.getattr(pyo3::intern!(py, "dtype"))?.str()?.to_string();
+    let size: u32 = t
+        .call_method0(pyo3::intern!(py, "element_size"))?
+        .extract()?;
+    let short = name.strip_prefix("torch.").unwrap_or(&name);
+    let kind = match short {
+        "bfloat16" => DKind::BFloat16,
+        "bool" => DKind::Bool,
+        "long" | "short" | "int" => DKind::Signed,
+        "half" | "double" => DKind::Float,
+        s if s.starts_with("float") => DKind::Float,
+        s if s.starts_with("complex") || matches!(s, "cfloat" | "cdouble" | "chalf") => {
+            DKind::Complex
+        }
+        s if s.starts_with("uint") => DKind::Unsigned,
+        s if s.starts_with("int") => DKind::Signed,
+        _ => DKind::Other,
+    };
+    let contiguous: bool = t
+        .call_method0(pyo3::intern!(py, "is_contiguous"))?
+        .extract()?;
+    let not_contiguous = if contiguous {
+        None
+    } else {
+        let shape: Vec<i64> = t.getattr("shape")?.extract()?;
+        let strides: Vec<i64> = t.call_method0("stride")?.extract()?;
+        Some(format!(
+            "strides {} for shape {}, in elements",
+            py_tuple(&strides),
+            py_tuple(&shape)
+        ))
+    };
+    Ok(ArrayDesc {
+        what: "the tensor",
+        dtype: Some(DType { kind, size, name }),
+        not_contiguous,
+        read_only: None,
+        copy: "tensor.contiguous()",
+    })
+}
+
+/// A `cupy.ndarray` as [`check_array`] reads it: `dtype`, `flags.c_contiguous` (CuPy arrays
+/// are always writable).
+fn cupy_array(py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<ArrayDesc> {
+    let dtype = numpy_dtype(&a.getattr(pyo3::intern!(py, "dtype"))?)?;
+    let contiguous: bool = a
+        .getattr(pyo3::intern!(py, "flags"))?
+        .getattr(pyo3::intern!(py, "c_contiguous"))?
+        .extract()?;
+    let not_contiguous = if contiguous {
+        None
+    } else {
+        let shape: Vec<i64> = a.getattr("shape")?.extract()?;
+        let strides: Vec<i64> = a.getattr("strides")?.extract()?;
+        Some(format!(
+            "strides {} for shape {}, in bytes",
+            py_tuple(&strides),
+            py_tuple(&shape)
+        ))
+    };
+    Ok(ArrayDesc {
+        what: "the CuPy array",
+        dtype: Some(dtype),
+        not_contiguous,
+        read_only: None,
+        copy: "cupy.ascontiguousarray(a)",
+    })
+}
+
+/// An object's `__cuda_array_interface__` (`cai`, its `data` entry `data`) as [`check_array`]
+/// reads it: `typestr`, `shape`, `strides` (None: C-contiguous), `data[1]` (read-only).
+///
+/// Errors: `TypeError` for entries that are not of the interface's types.
+fn cai_array(label: &str, cai: &Bound<'_, PyAny>, data: &Bound<'_, PyAny>) -> PyResult<ArrayDesc> {
+    let bad = |entry: &str, expected: &str| {
+        PyTypeError::new_err(format!(
+            "{label}: __cuda_array_interface__['{entry}'] is not {expected}"
+        ))
+    };
+    let typestr: String = cai
+        .get_item("typestr")
+        .and_then(|t| t.extract())
+        .map_err(|_| bad("typestr", "a type string such as '<f4'"))?;
+    let dtype = typestr_dtype(&typestr);
+    let read_only = data
+        .get_item(1)
+        .ok()
+        .map(|r| r.is_truthy())
+        .transpose()?
+        .unwrap_or(false);
+    let strides = match cai.get_item("strides") {
+        Ok(s) if !s.is_none() => Some(
+            s.extract::<Vec<i64>>()
+                .map_err(|_| bad("strides", "None or a tuple of ints"))?,
+        ),
+        _ => None,
+    };
+    let not_contiguous = match (&strides, &dtype) {
+        (Some(strides), Some(dt)) => {
+            let shape: Vec<i64> = cai
+                .get_item("shape")
+                .and_then(|s| s.extract())
+                .map_err(|_| bad("shape", "a tuple of ints"))?;
+            (!c_contiguous(&shape, strides, i64::from(dt.size))).then(|| {
+                format!(
+                    "strides {} for shape {}, in bytes",
+                    py_tuple(strides),
+                    py_tuple(&shape)
+                )
+            })
+        }
+        _ => None,
+    };
+    Ok(ArrayDesc {
+        what: "the __cuda_array_interface__ array",
+        dtype,
+        not_contiguous,
+        read_only: read_only.then_some("__cuda_array_interface__['data'][1] is True"),
+        copy: "a C-contiguous copy",
+    })
+}
+
+/// The element type of an array-interface type string (`<f4`, `|i1`, `<c8`, `|b1`); `None`
+/// for one that does not read.
+pub fn typestr_dtype(t: &str) -> Option<DType> {
+    let mut chars = t.chars();
+    let _order = chars.next()?;
+    let letter = chars.next()?;
+    let size: u32 = chars.as_str().parse().ok().filter(|&n| n > 0)?;
+    let (kind, base) = match letter {
+        'f' => (DKind::Float, "float"),
+        'i' => (DKind::Signed, "int"),
+        'u' => (DKind::Unsigned, "uint"),
+        'c' => (DKind::Complex, "complex"),
+        'b' => (DKind::Bool, "bool"),
+        _ => (DKind::Other, ""),
+    };
+    let name = match kind {
+        DKind::Bool => format!("bool ('{t}')"),
+        DKind::Other => format!("'{t}'"),
+        _ => format!("{base}{} ('{t}')", 8 * size),
+    };
+    Some(DType { kind, size, name })
 }
 
 fn value_arg(

@@ -178,12 +178,21 @@ pub fn arg_specs(k: &RsKernelInfo, source: Option<&str>, cubin: bool) -> Vec<Arg
                 .map(|p| p.name.clone())
                 .filter(|n| !n.is_empty())
                 .or_else(|| a.name.clone());
+            let pointee = param.and_then(|p| signature::pointee(&p.ctype));
+            let read_only = [&a.access, &a.actual_access]
+                .into_iter()
+                .flatten()
+                .any(|x| x == "read_only");
+            let may_write =
+                a.is_written() || !(read_only || pointee.as_ref().is_some_and(|p| p.is_const));
             ArgSpec {
                 index,
                 name,
                 ctype: param.map(|p| p.ctype.clone()),
                 size: a.size,
                 kind,
+                pointee,
+                may_write,
             }
         })
         .collect()

@@ -12,7 +12,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-use crate::args::Target;
+use crate::args::{c_contiguous, py_tuple, ArrayDesc, DKind, DType, Target};
 
 #[repr(C)]
 struct DlDevice {
@@ -20,12 +20,20 @@ struct DlDevice {
     device_id: i32,
 }
 
+/// `DLDataType`: the type code, bits per lane, lanes.
+#[repr(C)]
+struct DlDataType {
+    code: u8,
+    bits: u8,
+    lanes: u16,
+}
+
 #[repr(C)]
 struct DlTensor {
     data: *mut c_void,
     device: DlDevice,
     ndim: i32,
-    dtype: [u8; 4],
+    dtype: DlDataType,
     shape: *mut i64,
     strides: *mut i64,
     byte_offset: u64,
@@ -41,6 +49,9 @@ struct DlManagedVersioned {
     flags: u64,
     dl_tensor: DlTensor,
 }
+
+/// `DLPACK_FLAG_BITMASK_READ_ONLY` of a versioned tensor's flags.
+const FLAG_READ_ONLY: u64 = 1;
 
 const KDL_CUDA: i32 = 2;
 const KDL_CUDA_MANAGED: i32 = 13;
@@ -58,11 +69,40 @@ fn device_type_name(t: i32) -> String {
     }
 }
 
-/// The data pointer (`data + byte_offset`) of the tensor in capsule `c`.
+/// The element type of a DLPack data type: `float32`, `int8`, `bfloat16`, `float32x4`.
+fn dtype(t: &DlDataType) -> DType {
+    let (kind, base) = match t.code {
+        0 => (DKind::Signed, "int"),
+        1 => (DKind::Unsigned, "uint"),
+        2 => (DKind::Float, "float"),
+        4 => (DKind::BFloat16, "bfloat"),
+        5 => (DKind::Complex, "complex"),
+        6 => (DKind::Bool, "bool"),
+        _ => (DKind::Other, "opaque"),
+    };
+    let mut name = if t.code == 6 {
+        "bool".to_owned()
+    } else {
+        format!("{base}{}", t.bits)
+    };
+    let lanes = u32::from(t.lanes.max(1));
+    if lanes > 1 {
+        name.push_str(&format!("x{lanes}"));
+    }
+    DType {
+        // Several lanes: compared by size alone.
+        kind: if lanes > 1 { DKind::Other } else { kind },
+        size: (u32::from(t.bits) * lanes).div_ceil(8),
+        name,
+    }
+}
+
+/// The data pointer (`data + byte_offset`) of the tensor in capsule `c`, and the tensor as
+/// the launch checks it (element type, layout, the read-only flag of a versioned tensor).
 ///
 /// Errors: a message (the caller adds the argument) for a consumed or foreign capsule, or a
 /// tensor on another device type or device.
-pub fn data_pointer(c: &Bound<'_, PyCapsule>, target: &Target) -> Result<u64, String> {
+pub fn data_pointer(c: &Bound<'_, PyCapsule>, target: &Target) -> Result<(u64, ArrayDesc), String> {
     // SAFETY: `c` is a live capsule object; PyCapsule_GetName does not fail for a capsule.
     let name_ptr = unsafe { ffi::PyCapsule_GetName(c.as_ptr()) };
     if name_ptr.is_null() {
@@ -92,11 +132,12 @@ pub fn data_pointer(c: &Bound<'_, PyCapsule>, target: &Target) -> Result<u64, St
     }
     // SAFETY: DLPack: a `dltensor` capsule holds a DLManagedTensor, whose first member is the
     // DLTensor; a `dltensor_versioned` one a DLManagedTensorVersioned.
-    let t: &DlTensor = unsafe {
+    let (t, flags): (&DlTensor, u64) = unsafe {
         if versioned {
-            &(*(p as *const DlManagedVersioned)).dl_tensor
+            let m = &*(p as *const DlManagedVersioned);
+            (&m.dl_tensor, m.flags)
         } else {
-            &*(p as *const DlTensor)
+            (&*(p as *const DlTensor), 0)
         }
     };
     let expected = if target.nvidia {
@@ -117,5 +158,34 @@ pub fn data_pointer(c: &Bound<'_, PyCapsule>, target: &Target) -> Result<u64, St
             t.device.device_id, target.ordinal
         ));
     }
-    Ok((t.data as u64).wrapping_add(t.byte_offset))
+    let dtype = dtype(&t.dtype);
+    let ndim = usize::try_from(t.ndim).unwrap_or(0);
+    let not_contiguous = if t.strides.is_null() || ndim == 0 || t.shape.is_null() {
+        None
+    } else {
+        // SAFETY: DLPack: `shape` and a non-null `strides` hold `ndim` values each, alive as
+        // long as the capsule.
+        let (shape, strides) = unsafe {
+            (
+                std::slice::from_raw_parts(t.shape, ndim),
+                std::slice::from_raw_parts(t.strides, ndim),
+            )
+        };
+        (!c_contiguous(shape, strides, 1)).then(|| {
+            format!(
+                "strides {} for shape {}, in elements",
+                py_tuple(strides),
+                py_tuple(shape)
+            )
+        })
+    };
+    let desc = ArrayDesc {
+        what: "the DLPack tensor",
+        dtype: Some(dtype),
+        not_contiguous,
+        read_only: (flags & FLAG_READ_ONLY != 0)
+            .then_some("its DLPack flags have DLPACK_FLAG_BITMASK_READ_ONLY"),
+        copy: "a C-contiguous copy",
+    };
+    Ok(((t.data as u64).wrapping_add(t.byte_offset), desc))
 }

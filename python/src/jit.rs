@@ -259,7 +259,7 @@ impl Jit {
     /// `cache_dir`: None (`HIPJIT_CACHE_DIR`, else `~/.cache/hipjit`), False (no disk cache), a
     /// directory, or a list of them (the first written, the others read only).
     /// `compiler`: `"auto"`, `"hipcc"`, `"hiprtc"`, `"nvcc"` or `"nvrtc"`; None reads
-    /// `HIPJIT_COMPILER`, else `"auto"` (hipjit picks, and `Compiled.compiler_reason` says why). `max_cache_bytes`: a size cap of the written root.
+    /// `HIPJIT_COMPILER`, else `"auto"` (hipjit picks, and `Compiled.compiler_reason` says why). `max_cache_bytes`: the size cap of the written root in bytes (`None`: `HIPJIT_CACHE_MAX_SIZE`, else 5 GiB; `2**64-1`: no cap).
     /// `extra_signature`: bytes hashed into every key (a generator's version, say).
     ///
     /// Raises `CompileError` when no compiler is found, `HipjitError` when the cache cannot be

@@ -251,3 +251,173 @@ pub fn classify(ctype: &str) -> Scalar {
         _ => Scalar::Other,
     }
 }
+
+/// What the elements a pointer parameter points at are, as far as the launch checks them
+/// against an array's element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElemKind {
+    /// `float`, `double`, `half`, `_Float16`: a floating-point type of the element's size.
+    Float,
+    /// `__hip_bfloat16`, `__nv_bfloat16`, `__bf16`...
+    BFloat16,
+    /// An integer type of either sign (`int`, `unsigned`, `int64_t`, `size_t`...): an array of
+    /// integers of its size is taken whatever its sign.
+    Integer,
+    /// `bool`: an array of `bool` or of 1-byte integers.
+    Bool,
+    /// `char`: any 1-byte element (an integer of either sign, `bool`).
+    Byte,
+    /// A pointer (`T**`): an array of 8-byte integers (addresses).
+    Address,
+}
+
+/// A pointer parameter's pointee.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pointee {
+    /// The pointee's type as written, qualifiers dropped (`float`, `float4`, `MyStruct`).
+    pub name: String,
+    /// Whether it is `const` (`const float*`, `float const*`): the kernel does not write
+    /// through it.
+    pub is_const: bool,
+    /// The element type, when hipjit knows it: kind, size of one component in bytes, and
+    /// components per element (4 for `float4`, 1 for `float`). `None` for `void` (any array)
+    /// and for a type hipjit does not know (a struct, a typedef): the element type is then
+    /// not checked.
+    pub element: Option<(ElemKind, u32, u32)>,
+}
+
+/// The pointee of the pointer type `ctype` as [`parameters`] writes it (`const float*`,
+/// `float* __restrict__`, `float4*`, `int**`); `None` when `ctype` is not a pointer.
+pub fn pointee(ctype: &str) -> Option<Pointee> {
+    let star = ctype.rfind('*')?;
+    let inner = &ctype[..star];
+    let words: Vec<&str> = inner
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '*' || c == ':'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let is_qualifier = |w: &str| {
+        matches!(
+            w,
+            "const" | "volatile" | "__restrict__" | "__restrict" | "restrict" | "struct" | "class"
+        )
+    };
+    // `const` binds to the pointee when it comes before the last `*` at its own level: in
+    // `const float* const*` the pointee is `const float*`, itself not const.
+    let pointer_pointee = inner.contains('*');
+    let is_const = if pointer_pointee {
+        let last = inner.rfind('*').unwrap_or(0);
+        inner[last + 1..].split_whitespace().any(|w| w == "const")
+    } else {
+        words.contains(&"const")
+    };
+    let type_words: Vec<&str> = words.iter().copied().filter(|w| !is_qualifier(w)).collect();
+    let name = type_words.join(" ");
+    let element = if pointer_pointee {
+        Some((ElemKind::Address, 8, 1))
+    } else {
+        element_of(&type_words)
+    };
+    Some(Pointee {
+        name,
+        is_const,
+        element,
+    })
+}
+
+/// The element type of a pointee named by `words` (qualifiers removed).
+fn element_of(words: &[&str]) -> Option<(ElemKind, u32, u32)> {
+    let w: Vec<&str> = words
+        .iter()
+        .map(|w| w.trim_start_matches("std::"))
+        .collect();
+    let one = |k, s| Some((k, s, 1));
+    match w.as_slice() {
+        ["void"] => None,
+        ["float"] => one(ElemKind::Float, 4),
+        ["double"] => one(ElemKind::Float, 8),
+        ["half"] | ["__half"] | ["_Float16"] | ["float16_t"] => one(ElemKind::Float, 2),
+        ["__hip_bfloat16"] | ["hip_bfloat16"] | ["__nv_bfloat16"] | ["__bf16"] | ["bfloat16_t"] => {
+            one(ElemKind::BFloat16, 2)
+        }
+        ["bool"] => one(ElemKind::Bool, 1),
+        ["char"] => one(ElemKind::Byte, 1),
+        ["signed", "char"] | ["unsigned", "char"] => one(ElemKind::Integer, 1),
+        ["hipFloatComplex"] | ["hipComplex"] | ["cuFloatComplex"] | ["cuComplex"] => {
+            Some((ElemKind::Float, 4, 2))
+        }
+        ["hipDoubleComplex"] | ["cuDoubleComplex"] => Some((ElemKind::Float, 8, 2)),
+        [single] => integer_name(single)
+            .map(|s| (ElemKind::Integer, s, 1))
+            .or_else(|| vector(single)),
+        multi => integer_words(multi).map(|s| (ElemKind::Integer, s, 1)),
+    }
+}
+
+/// The size of the integer type named by one word (`int`, `size_t`, `uint16_t`...).
+fn integer_name(w: &str) -> Option<u32> {
+    Some(match w {
+        "short" => 2,
+        "int" | "signed" | "unsigned" => 4,
+        "long" => 8,
+        "size_t" | "ssize_t" | "ptrdiff_t" | "intptr_t" | "uintptr_t" => 8,
+        _ => {
+            let digits = w
+                .strip_suffix("_t")?
+                .trim_start_matches('u')
+                .strip_prefix("int")?;
+            let digits = digits
+                .strip_prefix("_least")
+                .or_else(|| digits.strip_prefix("_fast"))
+                .unwrap_or(digits);
+            match digits {
+                "8" => 1,
+                "16" => 2,
+                "32" => 4,
+                "64" => 8,
+                _ => return None,
+            }
+        }
+    })
+}
+
+/// The size of an integer type of several words (`unsigned int`, `long long`, `unsigned short
+/// int`...): LP64, as hipcc and nvcc compile for Linux.
+fn integer_words(words: &[&str]) -> Option<u32> {
+    if !words.iter().all(|w| {
+        matches!(
+            *w,
+            "signed" | "unsigned" | "int" | "long" | "short" | "char"
+        )
+    }) {
+        return None;
+    }
+    Some(if words.contains(&"char") {
+        1
+    } else if words.contains(&"short") {
+        2
+    } else if words.contains(&"long") {
+        8
+    } else {
+        4
+    })
+}
+
+/// A HIP/CUDA vector type (`float4`, `int2`, `uchar4`, `double2`, `half2`...): its
+/// component's kind and size, and its component count.
+fn vector(w: &str) -> Option<(ElemKind, u32, u32)> {
+    let lanes_at = w.rfind(|c: char| !c.is_ascii_digit())? + 1;
+    let (base, lanes) = w.split_at(lanes_at);
+    let lanes: u32 = lanes.parse().ok().filter(|n| matches!(n, 1..=4))?;
+    let (kind, size) = match base {
+        "float" => (ElemKind::Float, 4),
+        "double" => (ElemKind::Float, 8),
+        "half" | "__half" => (ElemKind::Float, 2),
+        "__hip_bfloat16" | "__nv_bfloat16" | "__bf16" => (ElemKind::BFloat16, 2),
+        "char" | "uchar" => (ElemKind::Integer, 1),
+        "short" | "ushort" => (ElemKind::Integer, 2),
+        "int" | "uint" => (ElemKind::Integer, 4),
+        "long" | "ulong" | "longlong" | "ulonglong" => (ElemKind::Integer, 8),
+        _ => return None,
+    };
+    Some((kind, size, lanes))
+}

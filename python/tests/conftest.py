@@ -66,19 +66,28 @@ SAXPY = (REPO / "examples" / "kernels" / "saxpy.hip").read_text()
 
 class HostArray:
     """Host memory presented as device memory through __cuda_array_interface__: the fixture
-    runtime's device memory is host memory, so its kernels read and write it."""
+    runtime's device memory is host memory, so its kernels read and write it. `dtype`: the
+    elements (float32 by default); `step`: present every step-th element (a strided view);
+    `readonly`: the interface's read-only flag; `strides`: give the strides explicitly even
+    when the view is contiguous."""
 
-    def __init__(self, values):
+    def __init__(self, values, dtype=None, step=1, readonly=False, strides=False):
         import numpy as np
 
-        self.array = np.asarray(values, dtype=np.float32)
+        self.array = np.asarray(values, dtype=dtype or np.float32)
+        self.view = self.array[::step]
+        self.readonly = readonly
+        self.strides = strides
 
     @property
     def __cuda_array_interface__(self):
+        v = self.view
+        contiguous = v.flags.c_contiguous and not self.strides
         return {
-            "data": (self.array.ctypes.data, False),
-            "shape": self.array.shape,
-            "typestr": "<f4",
+            "data": (v.ctypes.data, self.readonly),
+            "shape": v.shape,
+            "strides": None if contiguous else v.strides,
+            "typestr": v.dtype.str,
             "version": 3,
         }
 

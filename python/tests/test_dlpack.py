@@ -43,14 +43,31 @@ PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 KEEP = []
 
 
-def capsule(array, device_type=10, device_id=0, byte_offset=0, name=b"dltensor", deleted=None):
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32 * 2), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", DELETER), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+
+
+def capsule(array, device_type=10, device_id=0, byte_offset=0, name=b"dltensor", deleted=None,
+            dtype=(2, 32, 1), strides=None, flags=None):
+    """A capsule of ARRAY (1-D) as a producer makes one: `dtype` (code, bits, lanes),
+    `strides` in elements (None: compact), `flags` (a versioned capsule when given)."""
     shape = (ctypes.c_int64 * 1)(array.size)
-    m = DLManagedTensor()
+    m = DLManagedTensor() if flags is None else DLManagedTensorVersioned()
+    if flags is not None:
+        m.version[:] = [1, 0]
+        m.flags = flags
+        name = b"dltensor_versioned" if name == b"dltensor" else name
     m.dl_tensor.data = array.ctypes.data
     m.dl_tensor.device = DLDevice(device_type, device_id)
     m.dl_tensor.ndim = 1
-    m.dl_tensor.dtype[:] = [2, 32, 1, 0]
+    code, bits, lanes = dtype
+    m.dl_tensor.dtype[:] = [code, bits, lanes & 0xFF, lanes >> 8]
     m.dl_tensor.shape = shape
+    if strides is not None:
+        s = (ctypes.c_int64 * 1)(strides)
+        m.dl_tensor.strides = s
+        KEEP.append(s)
     m.dl_tensor.byte_offset = byte_offset
     m.deleter = DELETER(lambda p: deleted.append(p) if deleted is not None else None)
     KEEP.extend([shape, m, array])
@@ -102,3 +119,32 @@ def test_object_with_dlpack_method(scale):
 
     scale(1, 2, Producer(), 4.0, 2)
     assert a.tolist() == [4, 4]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(dtype=(2, 64, 1)), TypeError,
+         r"the DLPack tensor holds float64 \(8-byte elements\), and the kernel reads float "
+         r"\(4-byte elements\): pass an array of float32"),
+        (dict(dtype=(0, 8, 1)), TypeError, r"the DLPack tensor holds int8 \(1-byte elements\)"),
+        (dict(dtype=(4, 16, 1)), TypeError, r"the DLPack tensor holds bfloat16 \(2-byte elements\)"),
+        (dict(strides=2), ValueError,
+         r"the DLPack tensor is not contiguous \(strides \(2,\) for shape \(2,\), in "
+         r"elements\)"),
+        (dict(flags=1), ValueError,
+         r"the DLPack tensor is read-only \(its DLPack flags have DLPACK_FLAG_BITMASK_READ_ONLY\), "
+         r"and the kernel may write through it \(it points to float, not const\)"),
+    ],
+)
+def test_capsules_of_other_elements_strided_or_read_only_are_refused(scale, kwargs, error, message):
+    a = np.ones(2, dtype=np.float32)
+    with pytest.raises(error, match=r"scale\(\) argument 0 \(x: float\*\): " + message):
+        scale(1, 2, capsule(a, **kwargs), 2.0, 2)
+    assert a.tolist() == [1, 1]
+
+
+def test_a_writable_versioned_capsule_and_unit_strides_are_taken(scale):
+    a = np.ones(2, dtype=np.float32)
+    scale(1, 2, capsule(a, flags=0, strides=1), 3.0, 2)
+    assert a.tolist() == [3, 3]

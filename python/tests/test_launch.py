@@ -188,3 +188,111 @@ def test_device_that_does_not_exist():
 def test_kernel_on_device_named_as_torch_does():
     k = hipjit.get_jit().kernel(SCALE, "scale", device="cuda:0")
     assert k.device == 0
+
+
+# Pointer arguments checked against the pointee the source declares: before these checks a
+# float64, int8, strided or read-only array passed for `float*` was launched on (with int8 the
+# kernel wrote past the array).
+
+NOT_FLOAT = r"pass an array of float32, or pass its address as an int to pass it unchecked"
+
+
+@pytest.mark.parametrize(
+    "dtype, held",
+    [
+        (np.float64, r"float64 \('<f8'\) \(8-byte elements\)"),
+        (np.int8, r"int8 \('\|i1'\) \(1-byte elements\)"),
+        (np.int32, r"int32 \('<i4'\) \(4-byte elements\)"),
+        (np.float16, r"float16 \('<f2'\) \(2-byte elements\)"),
+        (np.bool_, r"bool \('\|b1'\) \(1-byte elements\)"),
+        (np.complex64, r"complex64 \('<c8'\) \(8-byte elements\)"),
+    ],
+)
+def test_an_array_of_other_elements_than_the_pointee_is_refused_naming_both(scale, dtype, held):
+    x = HostArray([1, 2, 3, 4], dtype=dtype)
+    before = len(fixture_log())
+    with pytest.raises(TypeError, match=(
+            r"scale\(\) argument 0 \(x: float\*\): the __cuda_array_interface__ array holds "
+            + held + r", and the kernel reads float \(4-byte elements\): " + NOT_FLOAT)):
+        scale(1, 4, x, 2.0, 4)
+    assert not any("hipModuleLaunchKernel" in line for line in fixture_log()[before:])
+    assert x.array.tolist() == np.asarray([1, 2, 3, 4], dtype=dtype).tolist()
+
+
+def test_a_strided_array_is_refused_naming_its_strides(scale):
+    x = HostArray(range(8), step=2)
+    before = len(fixture_log())
+    with pytest.raises(ValueError, match=(
+            r"scale\(\) argument 0 \(x: float\*\): the __cuda_array_interface__ array is not "
+            r"contiguous \(strides \(8,\) for shape \(4,\), in bytes\), and the kernel reads its "
+            r"elements one after another: pass a contiguous copy \(a C-contiguous copy\), or "
+            r"pass its address as an int to pass it unchecked")):
+        scale(1, 4, x, 2.0, 4)
+    assert not any("hipModuleLaunchKernel" in line for line in fixture_log()[before:])
+    assert x.array.tolist() == list(range(8))
+
+
+def test_contiguous_strides_given_explicitly_are_accepted(scale):
+    x = HostArray(np.ones((2, 3)), strides=True)
+    assert x.__cuda_array_interface__["strides"] == (12, 4)
+    scale(1, 6, x, 2.0, 6)
+    assert x.array.tolist() == [[2, 2, 2], [2, 2, 2]]
+
+
+def test_a_read_only_array_is_refused_for_a_pointer_the_kernel_may_write(scale):
+    x = HostArray([1, 2], readonly=True)
+    with pytest.raises(ValueError, match=(
+            r"scale\(\) argument 0 \(x: float\*\): the __cuda_array_interface__ array is "
+            r"read-only \(__cuda_array_interface__\['data'\]\[1\] is True\), and the kernel may "
+            r"write through it \(it points to float, not const\): pass a writable array, declare "
+            r"the parameter const, or pass its address as an int to pass it unchecked")):
+        scale(1, 2, x, 2.0, 2)
+    assert x.array.tolist() == [1, 2]
+
+
+SUM = r"""#include <hip/hip_runtime.h>
+extern "C" __global__ void sum(const float* __restrict__ x, float* out, const int4* q,
+                               void* any, unsigned n) {
+    if (threadIdx.x == 0) out[0] = x[0] + q[0].x + (any != nullptr) + n;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def sum_kernel():
+    return hipjit.get_jit().kernel(SUM, "sum")
+
+
+def test_read_only_arrays_are_taken_for_a_const_pointee_and_void_takes_any_elements(sum_kernel):
+    before = len(fixture_log())
+    sum_kernel(1, 1, HostArray([1], readonly=True), HostArray([0]),
+               HostArray(range(8), dtype=np.int32, readonly=True),
+               HostArray([1, 2], dtype=np.uint8), 1)
+    assert any("hipModuleLaunchKernel sum" in line for line in fixture_log()[before:])
+    with pytest.raises(ValueError, match=r"argument 1 \(out: float\*\): .* is read-only"):
+        sum_kernel(1, 1, HostArray([1]), HostArray([0], readonly=True), HostArray([1, 2, 3, 4], dtype=np.int32), None, 1)
+
+
+@pytest.mark.parametrize(
+    "dtype, ok",
+    [(np.int32, True), (np.uint32, True), (np.float32, False), (np.int64, False)],
+)
+def test_a_vector_pointee_takes_arrays_of_its_component(sum_kernel, dtype, ok):
+    q = HostArray(range(8), dtype=dtype)
+    args = (HostArray([1]), HostArray([0]), q, None, 1)
+    if ok:
+        sum_kernel(1, 1, *args)
+    else:
+        with pytest.raises(TypeError, match=(
+                r"argument 2 \(q: const int4\*\): the __cuda_array_interface__ array holds "
+                r".* and the kernel reads int4 \(16-byte elements\): pass an array of int32 or "
+                r"uint32 \(4 per int4\)")):
+            sum_kernel(1, 1, *args)
+
+
+def test_an_int_address_is_passed_unchecked(scale):
+    # The explicit way to pass memory as it is: its address.
+    a = np.zeros(2, dtype=np.float64)
+    before = len(fixture_log())
+    scale(1, 1, a.ctypes.data, 2.0, 1)
+    assert any("hipModuleLaunchKernel scale" in line for line in fixture_log()[before:])

@@ -1,6 +1,7 @@
 """The torch paths of hipjit against a stand-in `torch` module (torch is not installed on this
 machine; scripts/h200.sh runs the same paths with the real torch on an NVIDIA GPU). The stand-in
-has what hipjit reads: `torch.Tensor` (`get_device()`, `data_ptr()`), `torch.cuda.is_initialized`,
+has what hipjit reads: `torch.Tensor` (`get_device()`, `data_ptr()`, `dtype`, `element_size()`,
+`is_contiguous()`, `stride()`, `shape`), `torch.cuda.is_initialized`,
 `torch.cuda.current_device` and `torch._C._cuda_getCurrentRawStream`, whose stream is a real
 stream of the fixture runtime. Each test runs in a fresh interpreter (hipjit remembers torch's
 functions once it has seen them)."""
@@ -24,14 +25,28 @@ def new_stream():
     return s.value
 STREAM = new_stream()
 torch = types.ModuleType("torch")
+class dtype:
+    def __init__(self, name):
+        self.name = name
+    def __str__(self):
+        return "torch." + self.name
 class Tensor:
-    def __init__(self, values, device=0):
-        self.array = np.asarray(values, dtype=np.float32)
+    def __init__(self, values, device=0, dtype_name="float32", step=1):
+        self.base = np.asarray(values, dtype=dtype_name)
+        self.array = self.base[::step]
         self.device_index = device
+        self.dtype = dtype(dtype_name)
+        self.shape = self.array.shape
     def get_device(self):
         return self.device_index
     def data_ptr(self):
         return self.array.ctypes.data
+    def element_size(self):
+        return self.array.itemsize
+    def is_contiguous(self):
+        return self.array.flags.c_contiguous
+    def stride(self):
+        return tuple(s // self.array.itemsize for s in self.array.strides)
 torch.Tensor = Tensor
 torch.cuda = types.SimpleNamespace(is_initialized=lambda: True, current_device=lambda: 0)
 current = {"stream": STREAM}
@@ -71,6 +86,34 @@ def test_tensor_on_the_cpu_or_another_device_is_refused():
     assert out.splitlines() == [
         "scale() argument 0 (x: float*): the tensor is on the CPU; the kernel runs on device 0",
         "scale() argument 0 (x: float*): the tensor is on cuda:1; the kernel is loaded on device 0",
+    ]
+
+
+def test_tensor_of_other_elements_or_not_contiguous_is_refused():
+    out = run(
+        "k = hipjit.get_jit().kernel(SCALE, 'scale')\n"
+        "for t in (Tensor([1, 2], dtype_name='float64'), Tensor([1, 2], dtype_name='int32'),\n"
+        "          Tensor([1, 2, 3, 4], step=2)):\n"
+        "    try:\n"
+        "        k(1, 2, t, 2.0, 2)\n"
+        "    except (TypeError, ValueError) as e:\n"
+        "        print(type(e).__name__, e)\n"
+        "    print(t.base.tolist())\n"
+    )
+    assert out.splitlines() == [
+        "TypeError scale() argument 0 (x: float*): the tensor holds torch.float64 (8-byte "
+        "elements), and the kernel reads float (4-byte elements): pass an array of float32, or "
+        "pass its address as an int to pass it unchecked",
+        "[1.0, 2.0]",
+        "TypeError scale() argument 0 (x: float*): the tensor holds torch.int32 (4-byte "
+        "elements), and the kernel reads float (4-byte elements): pass an array of float32, or "
+        "pass its address as an int to pass it unchecked",
+        "[1, 2]",
+        "ValueError scale() argument 0 (x: float*): the tensor is not contiguous (strides (2,) "
+        "for shape (2,), in elements), and the kernel reads its elements one after another: "
+        "pass a contiguous copy (tensor.contiguous()), or pass its address as an int to pass it "
+        "unchecked",
+        "[1.0, 2.0, 3.0, 4.0]",
     ]
 
 

@@ -52,6 +52,8 @@ Environment:
   HIPJIT_CACHE_DIR         cache roots, ':'-separated, the first written; empty items are
                            skipped, and an empty value means the default root
                            ($XDG_CACHE_HOME/hipjit, else ~/.cache/hipjit)
+  HIPJIT_CACHE_MAX_SIZE    the written root's size cap (default 5G; 500M, 20G..., or
+                           unlimited): least recently used entries go first
   HIPJIT_REMOTE_CACHE      the remote tier: redis[s]://[user:password@]host:port/db
   HIPJIT_REMOTE_CACHE_KEY  its signing secret (16 bytes or more): entries are signed,
                            unsigned or badly signed ones refused, and each key's entries
@@ -153,9 +155,11 @@ fn main() -> ExitCode {
         match hipjit::compiler::ProcessTmpDir::new() {
             Ok(t) => {
                 // No other thread exists yet: nothing reads the environment meanwhile.
-                std::env::set_var("TMPDIR", t.path());
+                t.install();
                 Some(t)
             }
+            // An unsafe TMPDIR: left as it is, for the compile to refuse it, naming it.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => None,
             Err(e) => {
                 eprintln!(
                     "hipjit: warning: cannot make a private temporary directory under {} ({e}): \

@@ -50,6 +50,21 @@
 //! The per-key compile lock ([`DiskCache::lock`]) is waited for at most a given time (the
 //! JIT: the compile timeout); after that the caller compiles without it and says so.
 //!
+//! # Size cap
+//! The written root has a size cap: [`DEFAULT_MAX_BYTES`] (5 GiB, as ccache's 5 GB default)
+//! unless `HIPJIT_CACHE_MAX_SIZE` ([`MAX_SIZE_ENV`]: a size as `hipjit cache prune --max-size`
+//! takes it, `500M`, `20G`, or `unlimited`) or the caller
+//! (`JitOptions::max_cache_bytes`, [`DiskCache::with_max_bytes`]) sets another. After a write
+//! that takes the root past its cap, the least recently used entries are removed until it
+//! holds at most 90% of the cap ([`DiskCache::prune`]'s order), so that a full root is listed
+//! again only after another tenth of the cap was written, not at every write. What a
+//! [`DiskCache`] wrote since it last listed the root is added to that listing's total; the
+//! first write of a process lists the root (25,000 entries: about 0.1 s on ext4 with the
+//! directories cached, measured with `find`, against the compile of seconds that precedes
+//! a write). Other processes' writes are seen at the next listing, so a root may pass
+//! its cap by what several processes write between their listings (each at most a tenth of
+//! the cap).
+//!
 //! # Reading
 //! An entry is opened without following a link and without blocking, checked to be a regular
 //! file of at most [`ENTRY_LIMIT`] bytes on the open descriptor ([`crate::file_read`]), then
@@ -88,6 +103,11 @@ use crate::file_read;
 
 /// The environment variable listing cache roots.
 pub const CACHE_DIR_ENV: &str = "HIPJIT_CACHE_DIR";
+/// The environment variable setting the written root's size cap: a size ([`parse_size`]) or
+/// `unlimited`.
+pub const MAX_SIZE_ENV: &str = "HIPJIT_CACHE_MAX_SIZE";
+/// The written root's size cap when nothing sets one: 5 GiB (ccache's default is 5 GB).
+pub const DEFAULT_MAX_BYTES: u64 = 5 << 30;
 /// A file of this name in a root declares the root shared between users.
 pub const SHARED_MARKER: &str = "HIPJIT_SHARED";
 /// The first bytes of every entry file.
@@ -283,6 +303,14 @@ pub enum CacheError {
     /// The metadata could not be encoded.
     #[error("cannot encode cache metadata: {0}")]
     Encode(String),
+    /// `HIPJIT_CACHE_MAX_SIZE` is neither a size nor `unlimited`.
+    #[error("{MAX_SIZE_ENV}={value:?}: {reason} (or `unlimited`)")]
+    BadMaxSize {
+        /// The variable's value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A write was asked of a cache opened read-only ([`DiskCache::open_read_only`]).
     #[error("the cache roots were opened read-only (for inspection): nothing is written to {}", path.display())]
     ReadOnly {
@@ -344,25 +372,117 @@ pub struct PruneReport {
     pub bytes_left: u64,
 }
 
+/// Where the written root's size cap came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapSource {
+    /// Nothing set one: [`DEFAULT_MAX_BYTES`].
+    Default,
+    /// `HIPJIT_CACHE_MAX_SIZE` ([`MAX_SIZE_ENV`]).
+    Env,
+    /// The caller ([`DiskCache::with_max_bytes`], `JitOptions::max_cache_bytes`).
+    Caller,
+}
+
+impl CapSource {
+    /// `default`, `HIPJIT_CACHE_MAX_SIZE` or `caller`, as `hipjit cache stats --json` and
+    /// `hipjit doctor --json` report it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapSource::Default => "default",
+            CapSource::Env => MAX_SIZE_ENV,
+            CapSource::Caller => "caller",
+        }
+    }
+}
+
+/// The written root's size cap `HIPJIT_CACHE_MAX_SIZE` sets, read through `var`: `None` for
+/// `unlimited`; [`DEFAULT_MAX_BYTES`] when the variable is unset or empty.
+///
+/// Errors: [`CacheError::BadMaxSize`] for a value that is neither a size ([`parse_size`]) nor
+/// `unlimited`.
+pub fn max_bytes_from_env(
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<(Option<u64>, CapSource), CacheError> {
+    let Some(value) = var(MAX_SIZE_ENV).filter(|v| !v.is_empty()) else {
+        return Ok((Some(DEFAULT_MAX_BYTES), CapSource::Default));
+    };
+    let bad = |reason: String| CacheError::BadMaxSize {
+        value: value.to_string_lossy().into_owned(),
+        reason,
+    };
+    let text = value.to_str().ok_or_else(|| bad("not UTF-8".to_owned()))?;
+    if text.trim().eq_ignore_ascii_case("unlimited") {
+        return Ok((None, CapSource::Env));
+    }
+    Ok((Some(parse_size(text).map_err(bad)?), CapSource::Env))
+}
+
+/// A size in bytes: a whole or decimal number, with an optional `K`, `M`, `G` or `T` suffix
+/// (binary units: 1K = 1024 bytes; `KB`, `KiB` and lower case accepted), e.g. `500M`, `2G`,
+/// `1.5G`.
+///
+/// Errors: the text, in words, for anything else or a size above `u64::MAX`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let bad = || {
+        format!(
+            "invalid size '{text}': expected bytes or a number with a K, M, G or T suffix (binary units), e.g. 500M or 2G"
+        )
+    };
+    let t = text.trim();
+    let lower = t.to_ascii_lowercase();
+    let body = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (num, shift) = match body.chars().last() {
+        Some('k') => (&body[..body.len() - 1], 10),
+        Some('m') => (&body[..body.len() - 1], 20),
+        Some('g') => (&body[..body.len() - 1], 30),
+        Some('t') => (&body[..body.len() - 1], 40),
+        _ => (body, 0),
+    };
+    let num = num.trim();
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    if let Ok(n) = num.parse::<u64>() {
+        return n
+            .checked_mul(1u64 << shift)
+            .ok_or_else(|| format!("invalid size '{text}': larger than {} bytes", u64::MAX));
+    }
+    let f: f64 = num.parse().map_err(|_| bad())?;
+    let v = f * (1u64 << shift) as f64;
+    if !v.is_finite() || v < 0.0 || v >= u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(v as u64)
+}
+
 /// The content-addressed disk cache (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct DiskCache {
     roots: Vec<Root>,
     max_bytes: Option<u64>,
+    cap_from: CapSource,
+    /// The written root's size at its last listing plus what this cache (and its clones)
+    /// wrote since; `None` until the first write after opening lists it.
+    usage: std::sync::Arc<parking_lot::Mutex<Option<u64>>>,
 }
 
 impl DiskCache {
-    /// Opens the roots named by `HIPJIT_CACHE_DIR`, or the default root.
+    /// Opens the roots named by `HIPJIT_CACHE_DIR`, or the default root, with the size cap
+    /// of `HIPJIT_CACHE_MAX_SIZE` ([`max_bytes_from_env`]).
     ///
     /// Errors: as [`DiskCache::open`]; [`CacheError::NoRoot`] when neither the variable nor
-    /// `XDG_CACHE_HOME`/`HOME` is set.
+    /// `XDG_CACHE_HOME`/`HOME` is set; [`CacheError::BadMaxSize`].
     pub fn from_env() -> Result<DiskCache, CacheError> {
         let roots = roots_from_env(|k| std::env::var_os(k)).ok_or(CacheError::NoRoot)?;
-        DiskCache::open(&roots)
+        DiskCache::open(&roots)?.with_max_bytes_from_env()
     }
 
     /// Opens `roots`: the first is created (mode 0700) when missing and written; the others
-    /// are read when they exist.
+    /// are read when they exist. The written root's size cap is [`DEFAULT_MAX_BYTES`]
+    /// (`HIPJIT_CACHE_MAX_SIZE` is not read: [`DiskCache::with_max_bytes_from_env`]).
     ///
     /// Errors: [`CacheError::EmptyRoot`] for an empty path (it would silently be the current
     /// directory), [`CacheError::Io`] creating the first root, [`CacheError::Unsafe`] when a
@@ -385,7 +505,9 @@ impl DiskCache {
         }
         Ok(DiskCache {
             roots: out,
-            max_bytes: None,
+            max_bytes: Some(DEFAULT_MAX_BYTES),
+            cap_from: CapSource::Default,
+            usage: Default::default(),
         })
     }
 
@@ -418,11 +540,29 @@ impl DiskCache {
         }
     }
 
-    /// Sets a size cap in bytes for the written root: after each write, least recently used
-    /// entries are removed until the root fits.
+    /// Sets the written root's size cap in bytes (see the module documentation): after a
+    /// write that takes the root past it, least recently used entries are removed until the
+    /// root holds at most 90% of it. `None` or `Some(u64::MAX)`: no cap.
     pub fn with_max_bytes(mut self, max_bytes: Option<u64>) -> Self {
-        self.max_bytes = max_bytes;
+        self.max_bytes = max_bytes.filter(|&m| m != u64::MAX);
+        self.cap_from = CapSource::Caller;
         self
+    }
+
+    /// Sets the written root's size cap `HIPJIT_CACHE_MAX_SIZE` gives, else
+    /// [`DEFAULT_MAX_BYTES`] ([`max_bytes_from_env`]).
+    ///
+    /// Errors: [`CacheError::BadMaxSize`].
+    pub fn with_max_bytes_from_env(mut self) -> Result<Self, CacheError> {
+        let (max, from) = max_bytes_from_env(|k| std::env::var_os(k))?;
+        self.max_bytes = max;
+        self.cap_from = from;
+        Ok(self)
+    }
+
+    /// The written root's size cap in bytes (`None`: no cap), and where it came from.
+    pub fn max_bytes(&self) -> (Option<u64>, CapSource) {
+        (self.max_bytes, self.cap_from)
     }
 
     /// The roots, written one first.
@@ -591,7 +731,7 @@ impl DiskCache {
             d.sync_all().map_err(io(&dir))?;
         }
         if let Some(max) = self.max_bytes {
-            self.prune(max)?;
+            self.keep_under_cap(max, bytes.len() as u64)?;
         }
         Ok((path, published))
     }
@@ -739,31 +879,66 @@ impl DiskCache {
         Ok(n)
     }
 
+    /// After a write of `written` bytes: lists the written root when it may be past `max`
+    /// (the first write, or the last listing's total plus what was written since is past it),
+    /// and prunes it to 90% of `max` when it is (see the module documentation).
+    fn keep_under_cap(&self, max: u64, written: u64) -> Result<(), CacheError> {
+        let mut usage = self.usage.lock();
+        if let Some(u) = *usage {
+            let now = u.saturating_add(written);
+            if now <= max {
+                *usage = Some(now);
+                return Ok(());
+            }
+        }
+        let root = self.written_root()?;
+        let entries = list_root(&root.path)?;
+        let total: u64 = entries.iter().map(|e| e.bytes).sum();
+        if total <= max {
+            *usage = Some(total);
+            return Ok(());
+        }
+        let report = prune_listed(root, entries, max - max / 10)?;
+        *usage = Some(report.bytes_left);
+        Ok(())
+    }
+
     /// Removes least recently used entries of the written root until it holds at most
     /// `max_bytes`, and temporary files older than [`STALE_TEMPORARY`].
     ///
     /// Errors: as [`DiskCache::clear`].
     pub fn prune(&self, max_bytes: u64) -> Result<PruneReport, CacheError> {
         let root = self.written_root()?;
-        let mut entries = list_root(&root.path)?;
-        entries.sort_by_key(|e| e.last_used);
-        let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
-        let mut report = PruneReport::default();
-        for e in entries {
-            if total <= max_bytes {
-                break;
-            }
-            remove_entry_path(&e.path)?;
-            total -= e.bytes;
-            report.removed += 1;
-            report.bytes_freed += e.bytes;
-        }
-        report.bytes_left = total;
-        for f in stale_temporaries(&root.path) {
-            let _ = std::fs::remove_file(f);
-        }
+        let report = prune_listed(root, list_root(&root.path)?, max_bytes)?;
+        *self.usage.lock() = Some(report.bytes_left);
         Ok(report)
     }
+}
+
+/// Removes least recently used entries of `entries` (the listing of `root`) until they hold
+/// at most `max_bytes`, and `root`'s temporary files older than [`STALE_TEMPORARY`].
+fn prune_listed(
+    root: &Root,
+    mut entries: Vec<EntrySummary>,
+    max_bytes: u64,
+) -> Result<PruneReport, CacheError> {
+    entries.sort_by_key(|e| e.last_used);
+    let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
+    let mut report = PruneReport::default();
+    for e in entries {
+        if total <= max_bytes {
+            break;
+        }
+        remove_entry_path(&e.path)?;
+        total -= e.bytes;
+        report.removed += 1;
+        report.bytes_freed += e.bytes;
+    }
+    report.bytes_left = total;
+    for f in stale_temporaries(&root.path) {
+        let _ = std::fs::remove_file(f);
+    }
+    Ok(report)
 }
 
 /// The bytes of an entry file for `key` (see the module documentation for the layout):
@@ -1476,4 +1651,47 @@ fn untracked_headers(meta: &EntryMeta) -> Vec<PathBuf> {
         })
         .cloned()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn env(value: Option<&str>) -> impl Fn(&str) -> Option<OsString> + '_ {
+        move |k| (k == "HIPJIT_CACHE_MAX_SIZE").then(|| value.map(OsString::from))?
+    }
+
+    #[test]
+    fn the_size_cap_is_5_gib_unless_the_variable_sets_one() {
+        let five_gib = 5 * 1024 * 1024 * 1024;
+        assert_eq!(
+            max_bytes_from_env(env(None)).unwrap(),
+            (Some(five_gib), CapSource::Default)
+        );
+        assert_eq!(
+            max_bytes_from_env(env(Some(""))).unwrap(),
+            (Some(five_gib), CapSource::Default)
+        );
+        assert_eq!(
+            max_bytes_from_env(env(Some("20G"))).unwrap(),
+            (Some(20 * 1024 * 1024 * 1024), CapSource::Env)
+        );
+        assert_eq!(
+            max_bytes_from_env(env(Some("Unlimited"))).unwrap(),
+            (None, CapSource::Env)
+        );
+        let err = max_bytes_from_env(env(Some("lots")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("HIPJIT_CACHE_MAX_SIZE=\"lots\"") && err.contains("unlimited"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let cache = DiskCache::open(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(cache.max_bytes(), (Some(five_gib), CapSource::Default));
+        let cache = cache.with_max_bytes(Some(u64::MAX));
+        assert_eq!(cache.max_bytes(), (None, CapSource::Caller));
+    }
 }

@@ -2,7 +2,9 @@
 //! headers and the runtime):
 //!
 //! 1. explicit: [`CompilerConfig::hipcc`](super::CompilerConfig::hipcc), else `HIPJIT_HIPCC`;
-//!    when set it must name an executable file, or discovery fails (no fallback);
+//!    when set it must name an executable regular file whose path hipcc's shell can take
+//!    ([`super::shell_env::check_hipcc`]), or discovery fails naming the setting and why
+//!    (missing, not executable, refused): never a fallback to another hipcc or compiler;
 //! 2. `$HIP_PATH/bin/hipcc`;
 //! 3. `$ROCM_PATH/bin/hipcc`;
 //! 4. the installation of `hipconfig` on `PATH` (`<root>/bin/hipcc`), then `hipcc` on `PATH`
@@ -19,6 +21,8 @@ use hip_sys::discovery::{self, Env, Origin};
 
 /// The environment variable naming the compiler explicitly.
 pub const HIPCC_ENV: &str = "HIPJIT_HIPCC";
+/// How errors name the API setting of an explicit hipcc.
+pub const EXPLICIT_SETTING: &str = "CompilerConfig::hipcc";
 
 /// One place discovery looked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +54,7 @@ pub enum DiscoveryError {
     /// An explicitly configured compiler path does not name an executable file.
     #[error("the compiler set by {origin} ({}) is not usable: {problem}", path.display())]
     ExplicitNotUsable {
-        /// `the API` or `HIPJIT_HIPCC`.
+        /// The setting: [`EXPLICIT_SETTING`] or [`HIPCC_ENV`].
         origin: String,
         /// The path as given.
         path: PathBuf,
@@ -76,14 +80,19 @@ pub fn find_hipcc(
     opt: &Path,
 ) -> Result<PathBuf, DiscoveryError> {
     let explicit = match explicit {
-        Some(p) => Some(("the API".to_string(), p.to_path_buf())),
+        Some(p) => Some((EXPLICIT_SETTING.to_string(), p.to_path_buf())),
         None => env
             .var_os(HIPCC_ENV)
             .filter(|v| !v.is_empty())
             .map(|v| (HIPCC_ENV.to_string(), PathBuf::from(v))),
     };
     if let Some((origin, path)) = explicit {
-        return match problem_with(&path) {
+        let problem = problem_with(&path).or_else(|| {
+            super::shell_env::check_hipcc(&path)
+                .err()
+                .map(|e| format!("refused: {e}"))
+        });
+        return match problem {
             None => Ok(resolve(&path)),
             Some(problem) => Err(DiscoveryError::ExplicitNotUsable {
                 origin,
@@ -129,8 +138,11 @@ fn resolve(path: &Path) -> PathBuf {
     crate::file_observe::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-fn problem_with(path: &Path) -> Option<String> {
+/// Why `path` is not an executable regular file (`missing: ...`, `not a regular file`, `not
+/// executable`); `None` when it is one.
+pub(crate) fn problem_with(path: &Path) -> Option<String> {
     match crate::file_observe::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(format!("missing ({e})")),
         Err(e) => Some(format!("{e}")),
         Ok(m) if !m.is_file() => Some("not a regular file".into()),
         Ok(_) if !discovery::is_executable_file(path) => Some("not executable".into()),
@@ -171,6 +183,30 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("/nonexistent/hipcc"), "{err}");
+        assert!(err.to_string().contains("missing"), "{err}");
+    }
+
+    #[test]
+    fn explicit_api_path_refused_or_not_executable_names_the_setting_and_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_of(vec![("PATH", "/usr/bin".into())]);
+        let plain = dir.path().join("plain/hipcc");
+        fake_tool(&plain);
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let spaced = dir.path().join("a b/hipcc");
+        fake_tool(&spaced);
+        for (path, why) in [(&plain, "not executable"), (&spaced, "refused")] {
+            let err = find_hipcc(Some(path), &env, Path::new("/nonexistent-opt")).unwrap_err();
+            assert!(
+                matches!(&err, DiscoveryError::ExplicitNotUsable { origin, .. } if origin == EXPLICIT_SETTING),
+                "{err}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains(EXPLICIT_SETTING) && text.contains(why),
+                "{why}: {text}"
+            );
+        }
     }
 
     #[test]

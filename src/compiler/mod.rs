@@ -897,14 +897,40 @@ impl RunDir {
 /// to each compile) or does the same as the command.
 pub struct ProcessTmpDir(RunDir);
 
+/// The directory [`ProcessTmpDir::install`] pointed `TMPDIR` at, and `TMPDIR` before that.
+static PROCESS_TMPDIR: std::sync::OnceLock<(std::ffi::OsString, Option<std::ffi::OsString>)> =
+    std::sync::OnceLock::new();
+
+/// `TMPDIR`'s value `value` as the process was given it: where it is the directory
+/// [`ProcessTmpDir::install`] set, what it was before (`None`: it was not set); otherwise
+/// `value` itself.
+pub fn tmpdir_as_given(value: &std::ffi::OsStr) -> Option<&std::ffi::OsStr> {
+    match PROCESS_TMPDIR.get() {
+        Some((installed, given)) if installed == value => given.as_deref(),
+        _ => Some(value),
+    }
+}
+
 impl ProcessTmpDir {
     /// Makes the directory under `TMPDIR` (resolved and shell-safe, else `/tmp`: where hipjit
     /// makes its build directories), first removing every run, build, identity-probe, worker
     /// and hipRTC directory there left by a process of this user that no longer runs.
     ///
-    /// Errors: the directory cannot be made (the OS error).
+    /// Errors: `TMPDIR` names a directory whose path a compiler's shell would interpret
+    /// ([`std::io::ErrorKind::InvalidInput`]: the compile itself refuses it, naming it, and the
+    /// command leaves `TMPDIR` as it is for that); the directory cannot be made (the OS error).
     pub fn new() -> std::io::Result<ProcessTmpDir> {
         let base = build_base();
+        let tmp = std::env::temp_dir();
+        if base != tmp && std::fs::canonicalize(&tmp).is_ok_and(|real| real != base) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "TMPDIR {} holds what a compiler's shell would interpret",
+                    tmp.display()
+                ),
+            ));
+        }
         sweep_dead(
             &base,
             &[
@@ -916,6 +942,20 @@ impl ProcessTmpDir {
             ],
         );
         RunDir::create(RUN_PREFIX, &base).map(ProcessTmpDir)
+    }
+
+    /// Points this process's `TMPDIR` at the directory, remembering what it was (see
+    /// [`tmpdir_as_given`]: the hit memo names a process's environment by the `TMPDIR` it
+    /// was given, which this directory, new in every run, would otherwise change each time).
+    /// Call it before any other thread starts: `TMPDIR` is the whole process's.
+    pub fn install(&self) {
+        let given = std::env::var_os("TMPDIR");
+        if PROCESS_TMPDIR
+            .set((self.path().as_os_str().to_owned(), given))
+            .is_ok()
+        {
+            std::env::set_var("TMPDIR", self.path());
+        }
     }
 
     /// The directory (absolute, shell-safe).

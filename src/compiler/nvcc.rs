@@ -57,6 +57,8 @@ pub const NVCC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300
 
 /// The environment variable naming nvcc explicitly.
 pub const NVCC_ENV: &str = "HIPJIT_NVCC";
+/// How errors name the API setting of an explicit nvcc.
+pub const EXPLICIT_SETTING: &str = "CompilerConfig::nvcc";
 
 /// hipjit's device-side prelude for nvcc (the text of its `hip/hip_runtime.h`).
 pub const PRELUDE: &str = r#"// hipjit's HIP-on-NVIDIA prelude: HIP kernel-language names onto CUDA's.
@@ -271,13 +273,17 @@ pub enum NvccError {
         /// Each candidate tried.
         tried: Vec<String>,
     },
-    /// `HIPJIT_NVCC` or an explicit path names no executable.
-    #[error("{what}={} is not an executable file", path.display())]
-    NotExecutable {
-        /// Where the path came from.
+    /// `HIPJIT_NVCC` or [`CompilerConfig::nvcc`](crate::compiler::CompilerConfig::nvcc)
+    /// names no usable nvcc: missing, not an executable regular file, or a path its shell
+    /// would misparse. Never a fallback to another nvcc or compiler.
+    #[error("the nvcc set by {what} ({}) is not usable: {problem}", path.display())]
+    ExplicitNotUsable {
+        /// The setting: [`EXPLICIT_SETTING`] or [`NVCC_ENV`].
         what: &'static str,
-        /// The path.
+        /// The path as given.
         path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
     },
     /// Running nvcc failed to start, or an I/O step around it failed.
     #[error("{what} {}: {source}", path.display())]
@@ -429,8 +435,8 @@ fn prelude_tracked() -> &'static [TrackedHeader] {
 impl Nvcc {
     /// Finds nvcc in the documented order (`explicit` first) and reads `nvcc --version`.
     ///
-    /// Errors: [`NvccError::NotExecutable`] for an explicit or `HIPJIT_NVCC` path that is not
-    /// an executable, [`NvccError::NotFound`] listing the candidates, [`NvccError::UnsafePath`]
+    /// Errors: [`NvccError::ExplicitNotUsable`] for an explicit or `HIPJIT_NVCC` path that is
+    /// missing, not an executable or refused, [`NvccError::NotFound`] listing the candidates, [`NvccError::UnsafePath`]
     /// for an nvcc whose path its shell would misparse, [`NvccError::Failed`] when `--version`
     /// fails.
     pub fn discover(explicit: Option<&Path>) -> Result<Nvcc, NvccError> {
@@ -452,24 +458,27 @@ impl Nvcc {
     ///
     /// Errors: as [`Nvcc::discover`], less the `--version` failure.
     pub fn find(explicit: Option<&Path>) -> Result<PathBuf, NvccError> {
-        if let Some(p) = explicit {
-            if !executable(p) {
-                return Err(NvccError::NotExecutable {
-                    what: "nvcc path",
-                    path: p.to_path_buf(),
-                });
-            }
-            return Ok(p.to_path_buf());
-        }
-        if let Some(p) = std::env::var_os(NVCC_ENV).filter(|v| !v.is_empty()) {
-            let p = PathBuf::from(p);
-            if !executable(&p) {
-                return Err(NvccError::NotExecutable {
-                    what: NVCC_ENV,
-                    path: p,
-                });
-            }
-            return Ok(p);
+        let explicit = match explicit {
+            Some(p) => Some((EXPLICIT_SETTING, p.to_path_buf())),
+            None => std::env::var_os(NVCC_ENV)
+                .filter(|v| !v.is_empty())
+                .map(|p| (NVCC_ENV, PathBuf::from(p))),
+        };
+        if let Some((what, path)) = explicit {
+            let problem = crate::compiler::discovery::problem_with(&path).or_else(|| {
+                let absolute = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+                crate::compiler::shell_env::check_program("nvcc", &absolute, SHELL_QUOTED_SPECIAL)
+                    .err()
+                    .map(|e| format!("refused: {e}"))
+            });
+            return match problem {
+                None => Ok(path),
+                Some(problem) => Err(NvccError::ExplicitNotUsable {
+                    what,
+                    path,
+                    problem,
+                }),
+            };
         }
         let mut tried = Vec::new();
         let mut candidates: Vec<PathBuf> = Vec::new();
@@ -1158,5 +1167,43 @@ impl Nvcc {
         )
         .map_err(|e| io("cannot read", &out)(e.into_io_error()))?;
         Ok((cubin, diagnostics))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn an_explicit_nvcc_that_cannot_be_used_is_an_error_naming_the_setting_and_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("nvcc");
+        std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let quoted = dir.path().join("a\"b");
+        std::fs::create_dir(&quoted).unwrap();
+        let quoted = quoted.join("nvcc");
+        std::fs::write(&quoted, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&quoted, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for (path, why) in [
+            (Path::new("/opt/nowhere/nvcc"), "missing"),
+            (plain.as_path(), "not executable"),
+            (dir.path(), "not a regular file"),
+            (quoted.as_path(), "refused"),
+        ] {
+            let err = Nvcc::find(Some(path)).unwrap_err();
+            assert!(
+                matches!(&err, NvccError::ExplicitNotUsable { what, .. } if *what == EXPLICIT_SETTING),
+                "{err}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains(EXPLICIT_SETTING)
+                    && text.contains(&path.display().to_string())
+                    && text.contains(why),
+                "{why}: {text}"
+            );
+        }
     }
 }

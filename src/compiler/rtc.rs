@@ -182,13 +182,18 @@ pub enum RtcError {
         /// dlopen's message.
         reason: String,
     },
-    /// The library opened but does not export an entry point the compile needs.
-    #[error("{path} is not a usable {compiler} library: it does not export {symbol}")]
+    /// The library named explicitly (argument or environment variable) opened but does not
+    /// export an entry point the compile needs.
+    #[error(
+        "{path} (from {from}) is not a usable {compiler} library: it does not export {symbol}"
+    )]
     MissingSymbol {
         /// `hipRTC` or `NVRTC`.
         compiler: &'static str,
         /// The file opened.
         path: PathBuf,
+        /// The argument or variable that named it.
+        from: String,
         /// The first entry point missing.
         symbol: &'static str,
     },
@@ -690,6 +695,7 @@ impl Loaded {
         let api = Api::resolve(&handle, symbols).map_err(|symbol| RtcError::MissingSymbol {
             compiler,
             path: path.to_path_buf(),
+            from: from.to_owned(),
             symbol,
         })?;
         Ok(Self::new(&handle, symbols, path, from, api))

@@ -6,7 +6,11 @@
 //! # The rule of `Auto`
 //! 1. A source holding a NUL byte goes to the process compiler (the in-process compilers take
 //!    C strings); with none, it is an error.
-//! 2. No process compiler found: the in-process compiler.
+//! 2. No process compiler found: the in-process compiler. A compiler set explicitly that
+//!    cannot be used (`HIPJIT_HIPCC`, `HIPJIT_NVCC`, `HIPJIT_HIPRTC_LIBRARY`,
+//!    `HIPJIT_NVRTC_LIBRARY`, [`super::CompilerConfig::hipcc`], [`super::CompilerConfig::nvcc`]:
+//!    missing, not executable, refused) is not "not found": it is an error naming the setting,
+//!    before this rule is applied (`hipjit::jit`'s compilers).
 //! 3. Both found: the in-process compiler only where the parity test (tests/real_parity.rs,
 //!    tests/nvrtc_parity.rs) proved it produces the process compiler's code on this toolchain
 //!    and target family ([`PARITY`]); elsewhere the process compiler.

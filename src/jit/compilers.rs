@@ -17,7 +17,11 @@
 //! default to different modes there), and on NVIDIA only for a source without an `#include`
 //! NVRTC could not report ([`crate::compiler::nvrtc::untracked_include`]). The reason of every
 //! choice goes with the result
-//! ([`CompilerUsed::reason`]).
+//! ([`CompilerUsed::reason`]). A compiler set explicitly ([`CompilerConfig::hipcc`],
+//! [`CompilerConfig::nvcc`], `HIPJIT_HIPCC`, `HIPJIT_NVCC`, `HIPJIT_HIPRTC_LIBRARY`,
+//! `HIPJIT_NVRTC_LIBRARY`) that cannot be used (missing, not executable, a path refused, a
+//! library that does not open or lacks an entry point) fails the request with an error naming
+//! the setting and why: `Auto` never takes another compiler in its place.
 
 use std::path::{Path, PathBuf};
 
@@ -29,8 +33,11 @@ use crate::compiler::hiprtc::HipRtc;
 use crate::compiler::library_search;
 use crate::compiler::nvcc::Nvcc;
 use crate::compiler::nvrtc::NvRtc;
+use crate::compiler::rtc::RtcError;
 use crate::compiler::selection::{self, CompilerChoice, Side};
-use crate::compiler::{Backend, CompileOptions, Compiler, CompilerConfig, CompilerError};
+use crate::compiler::{
+    Backend, CompileOptions, Compiler, CompilerConfig, CompilerError, DiscoveryError,
+};
 use crate::file_observe::{self, Observed};
 use crate::runtime::Platform;
 
@@ -122,6 +129,22 @@ impl Chosen {
             version: id.version_summary(),
             reason: self.reason.clone(),
         }
+    }
+}
+
+/// An in-process compiler's search as Auto takes it: its major version, or why it was not
+/// found, in words.
+///
+/// Errors: a library named by `HIPJIT_HIPRTC_LIBRARY` or `HIPJIT_NVRTC_LIBRARY` that cannot be
+/// used ([`RtcError::Open`], [`RtcError::MissingSymbol`]: only a library named explicitly gives
+/// these) is [`CompilerError::InProcess`]: Auto never replaces it.
+fn explicit_rtc(probe: Result<u32, RtcError>) -> Result<Result<u32, String>, CompilerError> {
+    match probe {
+        Ok(major) => Ok(Ok(major)),
+        Err(e @ (RtcError::Open { .. } | RtcError::MissingSymbol { .. })) => {
+            Err(CompilerError::InProcess(Box::new(e)))
+        }
+        Err(e) => Ok(Err(e.to_string())),
     }
 }
 
@@ -295,8 +318,9 @@ impl Compilers {
     ) -> Result<Chosen, CompilerError> {
         let nvidia = options.platform() == Platform::Nvidia;
         // Whether the process compiler is there: found, not yet run or fingerprinted (that is
-        // done when it is taken).
-        let process = self.process_probe(nvidia);
+        // done when it is taken). One set explicitly that cannot be used is an error, never a
+        // reason to take another compiler.
+        let process = self.process_probe(nvidia)?;
         let (process_name, rtc_name) = if nvidia {
             ("nvcc", "NVRTC")
         } else {
@@ -305,7 +329,7 @@ impl Compilers {
         // The in-process compiler's major version: remembered per user with where its search
         // ended, so that a hit loads no library (its identity, which hashes its files, is only
         // read when it is taken).
-        let probe = self.in_process_probe(nvidia, runtime);
+        let probe = explicit_rtc(self.in_process_probe(nvidia, runtime))?;
         let rtc = probe.as_ref().ok().map(|major| (rtc_name, *major));
         let processor = options
             .targets
@@ -401,25 +425,34 @@ impl Compilers {
     }
 
     /// Whether the process compiler of the platform is found (its program, not run); the
-    /// error of finding it otherwise.
-    fn process_probe(&self, nvidia: bool) -> Result<(), String> {
+    /// error of finding it otherwise (inner).
+    ///
+    /// Errors (outer): the compiler set explicitly ([`CompilerConfig::hipcc`], `HIPJIT_HIPCC`,
+    /// [`CompilerConfig::nvcc`], `HIPJIT_NVCC`) cannot be used: Auto never replaces it.
+    fn process_probe(&self, nvidia: bool) -> Result<Result<(), String>, CompilerError> {
         let slot = if nvidia { &self.nvcc } else { &self.hipcc };
         if let Some((_, found)) = &*slot.lock() {
             found.replay(None);
-            return Ok(());
+            return Ok(Ok(()));
         }
         if nvidia {
-            Nvcc::find(self.config.nvcc.as_deref())
-                .map(drop)
-                .map_err(|e| e.to_string())
+            match Nvcc::find(self.config.nvcc.as_deref()) {
+                Ok(_) => Ok(Ok(())),
+                Err(e @ crate::compiler::nvcc::NvccError::ExplicitNotUsable { .. }) => {
+                    Err(CompilerError::Nvcc(Box::new(e)))
+                }
+                Err(e) => Ok(Err(e.to_string())),
+            }
         } else {
-            crate::compiler::discovery::find_hipcc(
+            match crate::compiler::discovery::find_hipcc(
                 self.config.hipcc.as_deref(),
                 &hip_sys::discovery::ProcessEnv,
                 Path::new("/opt"),
-            )
-            .map(drop)
-            .map_err(|e| e.to_string())
+            ) {
+                Ok(_) => Ok(Ok(())),
+                Err(e @ DiscoveryError::ExplicitNotUsable { .. }) => Err(e.into()),
+                Err(e) => Ok(Err(e.to_string())),
+            }
         }
     }
 
@@ -428,7 +461,7 @@ impl Compilers {
     /// its search (the backend is then kept: nothing was loaded,
     /// [`crate::compiler::library_search`]), else from its library loaded now; the error of
     /// loading it otherwise.
-    fn in_process_probe(&self, nvidia: bool, runtime: Option<&Path>) -> Result<u32, String> {
+    fn in_process_probe(&self, nvidia: bool, runtime: Option<&Path>) -> Result<u32, RtcError> {
         let slot = if nvidia { &self.nvrtc } else { &self.hiprtc };
         let mut slot = slot.lock();
         if let Some((b, found)) = &*slot {
@@ -461,7 +494,7 @@ impl Compilers {
                 return Ok(l.major);
             }
             crate::file_observe::unrecordable();
-            let library = NvRtc::open(nvcc.as_deref()).map_err(|e| e.to_string())?;
+            let library = NvRtc::open(nvcc.as_deref())?;
             let location = NvrtcBackend::location(&library);
             library_search::remember(&search, &location, dir);
             Ok(location.major)
@@ -485,7 +518,7 @@ impl Compilers {
                 return Ok(l.major);
             }
             crate::file_observe::unrecordable();
-            let library = HipRtc::open(runtime).map_err(|e| e.to_string())?;
+            let library = HipRtc::open(runtime)?;
             let location = HipRtcBackend::location(&library);
             library_search::remember(&search, &location, dir);
             Ok(location.major)

@@ -107,12 +107,23 @@ pub(crate) fn request_name(
 
 /// The sha256 of what a lookup reads of the process besides files: every environment
 /// variable in the order the environment holds them (a variable set twice is read by its
-/// first occurrence, so order matters), the working directory, and the HIP runtime in use
+/// first occurrence, so order matters; `TMPDIR` as the process was given it, not the
+/// private directory the command points it at, [`crate::compiler::tmpdir_as_given`]), the working directory, and the HIP runtime in use
 /// (`runtime`). `None` when the working directory cannot be read.
 pub(crate) fn process_context(runtime: Option<&Path>) -> Option<[u8; 32]> {
     let mut r = Record::new();
     r.bytes(runtime.map_or(b"\0none".as_slice(), |p| p.as_os_str().as_bytes()));
     for (k, v) in std::env::vars_os() {
+        // The command's own temporary directory, new in every run, stands for the TMPDIR it
+        // was given (compilers run in build directories of their own whatever it is).
+        let v = if k == "TMPDIR" {
+            match crate::compiler::tmpdir_as_given(&v) {
+                Some(given) => given.to_owned(),
+                None => continue,
+            }
+        } else {
+            v
+        };
         r.bytes(k.as_bytes());
         r.bytes(v.as_bytes());
     }

@@ -106,7 +106,10 @@ pub struct JitOptions {
     pub compiler_config: CompilerConfig,
     /// The disk cache.
     pub cache: CacheLocation,
-    /// Size cap of the written cache root in bytes (least recently used entries go first).
+    /// Size cap of the written cache root in bytes (least recently used entries go first;
+    /// [`crate::cache::disk`] has the rule). `None`: `HIPJIT_CACHE_MAX_SIZE` (a size such as
+    /// `20G`, or `unlimited`), else [`crate::cache::disk::DEFAULT_MAX_BYTES`] (5 GiB).
+    /// `Some(u64::MAX)`: no cap.
     pub max_cache_bytes: Option<u64>,
     /// A caller-supplied signature hashed into every key (a generator's version, say).
     pub extra_signature: Vec<u8>,
@@ -268,8 +271,9 @@ impl Jit {
     /// target, nvcc for an SM target), so their errors come from the first compile.
     ///
     /// Errors: [`JitError::Cache`] (a root that cannot be created, no root named and no
-    /// `HOME`, or a root refused by the
-    /// ownership rules of [`crate::cache::disk`]), [`JitError::RemoteConfig`] (a malformed
+    /// `HOME`, a root refused by the
+    /// ownership rules of [`crate::cache::disk`], a malformed `HIPJIT_CACHE_MAX_SIZE`),
+    /// [`JitError::RemoteConfig`] (a malformed
     /// `HIPJIT_REMOTE_CACHE` or signing key; a server configured in a build without the
     /// `redis` feature).
     pub fn new(options: JitOptions) -> Result<Jit, JitError> {
@@ -290,8 +294,12 @@ impl Jit {
                 };
                 Some(DiskCache::open_read_only(&roots)?)
             }
-        }
-        .map(|d| d.with_max_bytes(options.max_cache_bytes));
+        };
+        let disk = match (disk, options.max_cache_bytes) {
+            (Some(d), Some(max)) => Some(d.with_max_bytes(Some(max))),
+            (Some(d), None) if d.is_writable() => Some(d.with_max_bytes_from_env()?),
+            (d, _) => d,
+        };
         let choice = compilers::resolve_choice(options.compiler)?;
         let hit_memo = disk
             .as_ref()

@@ -4,14 +4,15 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// `hipjit <args>` with its cache root `home/cache` and per-user directory `home/xdg`
-/// (`HIPJIT_CACHE_DIR`, `XDG_CACHE_HOME`) and no `HIPJIT_COMPILER` from the test's own
-/// environment; the caller adds the rest.
+/// (`HIPJIT_CACHE_DIR`, `XDG_CACHE_HOME`) and no `HIPJIT_COMPILER` or `HIPJIT_CACHE_MAX_SIZE`
+/// from the test's own environment; the caller adds the rest.
 pub fn hipjit(home: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
     cmd.args(args)
         .env("HIPJIT_CACHE_DIR", home.join("cache"))
         .env("XDG_CACHE_HOME", home.join("xdg"))
-        .env_remove("HIPJIT_COMPILER");
+        .env_remove("HIPJIT_COMPILER")
+        .env_remove("HIPJIT_CACHE_MAX_SIZE");
     cmd
 }
 

@@ -28,7 +28,9 @@ pub struct Args {
 pub enum Action {
     /// List the entry files of every root (key, size, last use), written root first.
     List,
-    /// Entry count and size of each root.
+    /// Entry count and size of each root, and the written root's size cap and where it came
+    /// from (JSON: roots, max_bytes (null: no cap), max_bytes_from ("default" or
+    /// "HIPJIT_CACHE_MAX_SIZE"), remote).
     Stats,
     /// Read and check every entry (magic, format, key, artefact sizes and sha256); exit status
     /// 1 when any is bad.
@@ -122,43 +124,31 @@ fn read_keys(path: &Path) -> Result<Vec<CacheKey>, CliError> {
 }
 
 /// Parses a size: `1024`, `500M`, `2G`, `1.5G`, `10KiB`, `3kb` (binary units; the `B`/`iB`
-/// suffix is optional).
+/// suffix is optional), as `HIPJIT_CACHE_MAX_SIZE` takes it ([`hipjit::cache::disk::parse_size`]).
 ///
 /// Errors: a message naming the text and the expected form.
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let bad = || {
-        format!(
-            "invalid size '{text}': expected bytes or a number with a K, M, G or T suffix (binary units), e.g. 500M or 2G"
-        )
+    hipjit::cache::disk::parse_size(text)
+}
+
+/// `size cap of the written root: 5.0 GiB (5368709120 bytes; the default, HIPJIT_CACHE_MAX_SIZE
+/// sets another)`, as `hipjit cache stats` and `hipjit doctor` print it.
+pub fn cap_text(cache: &DiskCache) -> String {
+    use hipjit::cache::disk::{CapSource, MAX_SIZE_ENV};
+    let (max, from) = cache.max_bytes();
+    let size = match max {
+        Some(m) => format!("{} ({m} bytes", human_bytes(m)),
+        None => "none (".to_owned(),
     };
-    let t = text.trim();
-    let lower = t.to_ascii_lowercase();
-    let body = lower
-        .strip_suffix("ib")
-        .or_else(|| lower.strip_suffix('b'))
-        .unwrap_or(&lower);
-    let (num, shift) = match body.chars().last() {
-        Some('k') => (&body[..body.len() - 1], 10),
-        Some('m') => (&body[..body.len() - 1], 20),
-        Some('g') => (&body[..body.len() - 1], 30),
-        Some('t') => (&body[..body.len() - 1], 40),
-        _ => (body, 0),
+    let from = match from {
+        CapSource::Default => format!("the default; {MAX_SIZE_ENV} sets another"),
+        CapSource::Env => format!("set by {MAX_SIZE_ENV}"),
+        CapSource::Caller => "set by the caller".to_owned(),
     };
-    let num = num.trim();
-    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        return Err(bad());
-    }
-    if let Ok(n) = num.parse::<u64>() {
-        return n
-            .checked_mul(1u64 << shift)
-            .ok_or_else(|| format!("invalid size '{text}': larger than {} bytes", u64::MAX));
-    }
-    let f: f64 = num.parse().map_err(|_| bad())?;
-    let v = f * (1u64 << shift) as f64;
-    if !v.is_finite() || v < 0.0 || v >= u64::MAX as f64 {
-        return Err(bad());
-    }
-    Ok(v as u64)
+    let sep = if max.is_some() { "; " } else { "" };
+    format!(
+        "size cap of the written root: {size}{sep}{from}); least recently used entries go first"
+    )
 }
 
 fn unix_secs(t: SystemTime) -> u64 {
@@ -180,6 +170,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     } = &args.action
     {
         let cache = DiskCache::open(std::slice::from_ref(root))
+            .and_then(DiskCache::with_max_bytes_from_env)
             .map_err(|e| CliError::failed(format!("cannot open the cache: {e}")))?;
         return import(&cache, file, args.json);
     }
@@ -279,7 +270,11 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                         })
                     })
                     .collect();
-                output::print_json(serde_json::json!({ "roots": list, "remote": remote }))
+                let (max, from) = cache.max_bytes();
+                output::print_json(serde_json::json!({
+                    "roots": list, "max_bytes": max, "max_bytes_from": from.as_str(),
+                    "remote": remote,
+                }))
             } else {
                 for s in &stats {
                     println!(
@@ -296,6 +291,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                         if s.root.shared { ", shared" } else { "" }
                     );
                 }
+                println!("{}", cap_text(&cache));
                 if !remote.is_null() {
                     let r = &remote;
                     if let Some(e) = r["error"].as_str() {

@@ -13,7 +13,10 @@
 //!   which file `#include <hip/hip_runtime.h>` resolves to, asked from the compiler itself
 //!   (`-fsyntax-only -H` on a probe source);
 //! - devices: from the runtime hipjit would load (`Runtime::load`), or the HIP error saying why
-//!   there are none.
+//!   there are none;
+//! - the disk cache: its roots (`HIPJIT_CACHE_DIR`, else the default root), each one's entries
+//!   and bytes, and the written root's size cap (`HIPJIT_CACHE_MAX_SIZE`, else 5 GiB), read
+//!   without creating or writing anything.
 //!
 //! - HIP's NVIDIA platform ([`crate::doctor_nvidia`]): the platform `Runtime::load` takes and
 //!   why, the CUDA driver (probed in a child process, `hipjit probe-cuda`) and nvcc.
@@ -57,7 +60,9 @@ const PROBE_ARCH: &str = "gfx90a";
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Print JSON (with "schema_version": 1) instead of the screen. Keys: header_sets, build,
-    /// runtimes, runtime_in_use, compilers, devices, findings; and for HIP's NVIDIA platform:
+    /// runtimes, runtime_in_use, compilers, devices, cache {roots [{path, written, entries,
+    /// bytes}], max_bytes (null: no cap), max_bytes_from ("default" or
+    /// "HIPJIT_CACHE_MAX_SIZE"), error}, findings; and for HIP's NVIDIA platform:
     /// platform {hip_platform, chosen, reason}, cuda_driver {asked, origin, path, version,
     /// version_code, library_api_exported, library_api, devices [{name, target}],
     /// device_error, load_error}, nvcc {path, origin, release, version, error, host_compiler, host_compiler_error}; and for the
@@ -184,6 +189,31 @@ struct CompilerReport {
     error: Option<String>,
 }
 
+/// The disk cache as hipjit would open it.
+#[derive(Serialize, Debug, Default)]
+struct CacheReport {
+    roots: Vec<CacheRootReport>,
+    /// The written root's size cap in bytes; `None`: no cap.
+    max_bytes: Option<u64>,
+    /// `default` or `HIPJIT_CACHE_MAX_SIZE`.
+    max_bytes_from: &'static str,
+    /// The line `hipjit cache stats` prints about the cap.
+    #[serde(skip)]
+    cap_text: String,
+    /// Why the cache could not be opened or listed.
+    error: Option<String>,
+}
+
+/// One cache root.
+#[derive(Serialize, Debug)]
+struct CacheRootReport {
+    path: PathBuf,
+    /// Whether it is the written root (the first).
+    written: bool,
+    entries: u64,
+    bytes: u64,
+}
+
 /// One line of the diagnosis.
 #[derive(Serialize, Debug)]
 pub(crate) struct Finding {
@@ -202,6 +232,7 @@ struct Report {
     runtime_in_use: Probe,
     compilers: Vec<CompilerReport>,
     devices: Vec<String>,
+    cache: CacheReport,
     platform: doctor_nvidia::PlatformReport,
     cuda_driver: doctor_nvidia::CudaReport,
     nvcc: doctor_nvidia::NvccReport,
@@ -211,6 +242,43 @@ struct Report {
 
 // ---------------------------------------------------------------------------------------------
 // Gathering
+
+/// The disk cache's roots and size cap, opened read-only (nothing is created or written).
+fn cache_report() -> CacheReport {
+    use hipjit::cache::disk::{self, DiskCache};
+    let mut r = CacheReport::default();
+    let opened = disk::roots_from_env(|k| std::env::var_os(k))
+        .ok_or(disk::CacheError::NoRoot)
+        .and_then(|roots| DiskCache::open_read_only(&roots))
+        .and_then(DiskCache::with_max_bytes_from_env);
+    let cache = match opened {
+        Ok(c) => c,
+        Err(e) => {
+            r.error = Some(e.to_string());
+            return r;
+        }
+    };
+    let (max, from) = cache.max_bytes();
+    r.max_bytes = max;
+    r.max_bytes_from = from.as_str();
+    r.cap_text = crate::cache::cap_text(&cache);
+    match cache.stats() {
+        Ok(stats) => {
+            r.roots = stats
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| CacheRootReport {
+                    path: s.root.path,
+                    written: i == 0,
+                    entries: s.entries,
+                    bytes: s.bytes,
+                })
+                .collect()
+        }
+        Err(e) => r.error = Some(e.to_string()),
+    }
+    r
+}
 
 fn canonical(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
@@ -851,6 +919,25 @@ fn diagnose(r: &mut Report) {
             );
         }
     }
+    if let Some(e) = &r.cache.error {
+        f.push(Finding {
+            level: "warning",
+            text: format!("the disk cache cannot be opened: {e}"),
+        });
+    }
+    if let (Some(max), Some(root)) = (r.cache.max_bytes, r.cache.roots.first()) {
+        if root.bytes > max {
+            f.push(Finding {
+                level: "note",
+                text: format!(
+                    "the written cache root {} holds {}, past its size cap of {}: the next write removes its least recently used entries (`hipjit cache prune --max-size SIZE` does it now)",
+                    root.path.display(),
+                    output::human_bytes(root.bytes),
+                    output::human_bytes(max)
+                ),
+            });
+        }
+    }
     doctor_nvidia::diagnose(&r.platform, &r.cuda_driver, &r.nvcc, &mut f);
     doctor_rtc::diagnose(&r.in_process, &mut |level, text| {
         f.push(Finding { level, text })
@@ -1030,6 +1117,27 @@ fn print_text(r: &Report) {
             println!("  {i}: {d}");
         }
     }
+    println!("\nCache");
+    for root in &r.cache.roots {
+        println!(
+            "  {}  {} entries, {} ({} bytes){}",
+            root.path.display(),
+            root.entries,
+            output::human_bytes(root.bytes),
+            root.bytes,
+            if root.written {
+                ", written"
+            } else {
+                ", read-only"
+            }
+        );
+    }
+    if !r.cache.cap_text.is_empty() {
+        println!("  {}", r.cache.cap_text);
+    }
+    if let Some(e) = &r.cache.error {
+        println!("  error: {e}");
+    }
     doctor_nvidia::print_text(&r.platform, &r.cuda_driver, &r.nvcc);
     doctor_rtc::print_text(&r.in_process);
     println!("\nDiagnosis");
@@ -1090,6 +1198,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         build: build_report(),
         runtimes,
         devices: runtime_in_use.devices.clone(),
+        cache: cache_report(),
         runtime_in_use,
         compilers,
         in_process,
