@@ -63,7 +63,7 @@ const DEL_IF_SEEN: &str = "local t = redis.call('TYPE', KEYS[1]).ok \
        and redis.call('GETRANGE', KEYS[1], 0, 255) == ARGV[1] then \
        return redis.call('DEL', KEYS[1]) end \
      return 0";
-/// How much of a lock's value is read: more than any token hipjit writes (at most 128 bytes).
+/// How much of a lock's value is read: more than any token hipjit writes (at most 144 bytes).
 const SEEN_BYTES: u64 = 256;
 /// How many locks that are not hipjit's one take removes before compiling without the lock
 /// (something keeps writing them).

@@ -179,7 +179,7 @@ pub struct LockClaim {
 /// `hjl2.<nonce>.<issued_ms>.<ttl_ms>.<MAC>`, the MAC an HMAC-SHA256 (64 hex digits) of the
 /// lock's name, the nonce, the issue time and the lifetime under the signing key `key`
 /// (without one, under a public constant: the token then shows only that hipjit wrote it).
-/// At most 143 bytes for a nonce of 32 hex digits.
+/// At most 144 bytes for a nonce of 32 hex digits.
 pub fn lock_token(
     key: Option<&[u8]>,
     name: &[u8],
@@ -295,7 +295,7 @@ mod tests {
         let t = lock_token(Some(K), b"hipjit:2:l:aa", nonce, claim.issued_ms, 2000);
         assert!(t.starts_with("hjl2."), "{t}");
         let longest = lock_token(Some(K), b"n", nonce, u64::MAX, u64::MAX);
-        assert_eq!(longest.len(), 143, "{longest}");
+        assert_eq!(longest.len(), 144, "{longest}");
         assert_eq!(
             check_lock_token(Some(K), b"n", longest.as_bytes()).map(|c| c.ttl_ms),
             Ok(u64::MAX)
