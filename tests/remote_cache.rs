@@ -1331,19 +1331,19 @@ fn a_planted_cluster_lock_is_removed_not_waited_for() {
         ),
         (
             Some(KEY),
-            signing::lock_token(None, keyed.as_bytes(), nonce, 2000).into_bytes(),
+            signing::lock_token(None, keyed.as_bytes(), nonce, now_ms(), 2000).into_bytes(),
             Some(600_000),
             "not signed with this node's key",
         ),
         (
             None,
-            signing::lock_token(None, plain.as_bytes(), nonce, 2000).into_bytes(),
+            signing::lock_token(None, plain.as_bytes(), nonce, now_ms(), 2000).into_bytes(),
             None,
             "no expiry",
         ),
         (
             Some(KEY),
-            signing::lock_token(Some(KEY), keyed.as_bytes(), nonce, 2000).into_bytes(),
+            signing::lock_token(Some(KEY), keyed.as_bytes(), nonce, now_ms(), 2000).into_bytes(),
             Some(600_000),
             "later than the 2000 ms",
         ),
@@ -1415,6 +1415,7 @@ fn a_lock_waited_out_is_not_waited_for_again() {
         None,
         name.as_bytes(),
         "ffeeddccbbaa99887766554433221100",
+        now_ms(),
         2000,
     );
     // The stuck holder: renews its lock every 100 ms while it holds it.
@@ -1480,6 +1481,174 @@ fn a_lock_waited_out_is_not_waited_for_again() {
         c.cache_warnings()
     );
     assert_eq!(get(&server, &name), None);
+}
+
+/// Milliseconds since the Unix epoch, by this machine's clock.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// Keeps the lock `name` holding `token` as its holder would: renews it to `px` ms every
+/// 50 ms while it still holds it, until `stop` is set.
+fn keep_alive(
+    server: &Server,
+    name: &str,
+    token: &str,
+    px: u64,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    let (stop, mut conn, name, token) = (
+        stop.clone(),
+        server.redis(),
+        name.to_string(),
+        token.to_string(),
+    );
+    std::thread::spawn(move || {
+        let renew = redis::Script::new(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+             return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
+        );
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            if renew
+                .key(&name)
+                .arg(&token)
+                .arg(px)
+                .invoke::<i64>(&mut conn)
+                .unwrap()
+                == 0
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+}
+
+/// A lock token no holder can still hold is removed at once, and the wait for one a holder
+/// might still hold ends when its holder's compile timeout would: a signed token issued an
+/// hour ago (seen once and replayed, kept alive as a holder would), an unsigned token claiming
+/// a lifetime of 9e15 ms with that expiry (forged with the public constant), and a token
+/// issued in the future, each under a wait of 20 s. Before, each held every miss of the source
+/// for the whole wait (the compile timeout: 300 s), and a replayed token did so forever.
+#[test]
+fn a_replayed_or_overlong_lock_token_is_removed_and_bounds_the_wait() {
+    use hipjit::cache::remote::lock::LOCK_CLOCK_SKEW;
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let first = compile(
+        &jit(&dir.path().join("a"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    let direct = direct_key(&server);
+    let lock = |key: Option<&[u8]>| match key {
+        None => format!("hipjit:{CACHE_FORMAT_VERSION}:l:{direct}"),
+        Some(k) => format!(
+            "hipjit:{CACHE_FORMAT_VERSION}:k{}:l:{direct}",
+            signing::key_id(k)
+        ),
+    };
+    let nonce = "00112233445566778899aabbccddeeff";
+    let (plain, keyed) = (lock(None), lock(Some(KEY)));
+    let wait = Duration::from_secs(20);
+    let skew = LOCK_CLOCK_SKEW.as_millis() as u64;
+    let forever = 9_000_000_000_000_000;
+    // The signing key of the node, the token planted, its expiry (ms, renewed to it), why it
+    // is refused (None: waited for, until its holder's compile timeout ran out).
+    type Case<'a> = (Option<&'a [u8]>, String, u64, Option<&'a str>);
+    let cases: [Case; 4] = [
+        (
+            Some(KEY),
+            signing::lock_token(
+                Some(KEY),
+                keyed.as_bytes(),
+                nonce,
+                now_ms() - 3_600_000,
+                2000,
+            ),
+            2000,
+            Some("issued longer ago than any holder holds the lock"),
+        ),
+        (
+            None,
+            signing::lock_token(None, plain.as_bytes(), nonce, now_ms(), forever),
+            forever,
+            Some("claims a lifetime of 9000000000000000 ms, longer than the 2000 ms"),
+        ),
+        (
+            Some(KEY),
+            signing::lock_token(Some(KEY), keyed.as_bytes(), nonce, now_ms() + 600_000, 2000),
+            2000,
+            Some("issued in the future"),
+        ),
+        // Within what a holder may hold, its compile timeout running out in about 1 s.
+        (
+            Some(KEY),
+            signing::lock_token(
+                Some(KEY),
+                keyed.as_bytes(),
+                nonce,
+                now_ms() - (wait.as_millis() as u64 + skew - 1000),
+                2000,
+            ),
+            2000,
+            None,
+        ),
+    ];
+    for (i, (key, token, px, why)) in cases.into_iter().enumerate() {
+        let name = lock(key);
+        // A miss: this scope holds no entry of the source.
+        redis::cmd("DEL")
+            .arg(entry_name(&first))
+            .arg(signed_entry_name(&first, KEY))
+            .query::<()>(&mut server.redis())
+            .unwrap();
+        set_px(&server, &name, &token, px);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let holder = keep_alive(&server, &name, &token, px, &stop);
+        let remote = match key {
+            Some(k) => config(&server.url()).with_signing_key(k).unwrap(),
+            None => config(&server.url()),
+        };
+        let node = jit_waiting(&dir.path().join(format!("b{i}")), &home, Some(remote), wait);
+        let started = Instant::now();
+        let c = compile(&node, SOURCE);
+        let took = started.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        holder.join().unwrap();
+        assert_eq!(c.origin(), Origin::Compiler, "case {i}");
+        let ignored: Vec<&String> = c
+            .cache_warnings()
+            .iter()
+            .filter(|w| w.contains("ignored the cluster compile lock"))
+            .collect();
+        match why {
+            Some(why) => {
+                assert_eq!(waited(&c), 0, "case {i} ({why}): {:?}", c.cache_warnings());
+                assert_eq!(ignored.len(), 1, "case {i}: {:?}", c.cache_warnings());
+                assert!(
+                    ignored[0].contains(why) && ignored[0].contains(&name),
+                    "case {i}: {}",
+                    ignored[0]
+                );
+                assert!(took < Duration::from_secs(3), "case {i}: {took:?}");
+            }
+            None => {
+                assert_eq!(waited(&c), 1, "case {i}: {:?}", c.cache_warnings());
+                assert!(ignored.is_empty(), "case {i}: {ignored:?}");
+                assert!(
+                    took > Duration::from_millis(500) && took < Duration::from_secs(4),
+                    "case {i}: {took:?}"
+                );
+            }
+        }
+        // Removed, then taken and released by the compile.
+        assert_eq!(get(&server, &name), None, "case {i}");
+    }
+    assert_eq!(compiles(&home), 5);
 }
 
 fn set_px(server: &Server, name: &str, value: &str, px: u64) {

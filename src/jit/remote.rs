@@ -144,6 +144,7 @@ impl Jit {
             return ControlFlow::Continue(None);
         };
         let mut lock_warnings = Vec::new();
+        let started = std::time::Instant::now();
         let outcome = remote.lock(direct, wait, &mut lock_warnings, || {
             let fetch = remote.fetch(direct, &o.include_dirs, &chosen.backend.identity().root);
             fetch.hit.is_some().then_some(fetch)
@@ -167,9 +168,11 @@ impl Jit {
             }
             ClusterLock::TimedOut => {
                 let w = format!(
-                    "waited {} s for the cluster compile lock of {direct} (another machine \
-                     compiling this source, stopped or slow); compiling without it (the lock \
-                     was removed, and this process does not wait for that holder again)",
+                    "waited {:.1} s for the cluster compile lock of {direct} (another machine \
+                     compiling this source, stopped or slow; no longer than the compile timeout, \
+                     {} s, from when it took the lock); compiling without it (the lock was \
+                     removed, and this process does not wait for that holder again)",
+                    started.elapsed().as_secs_f64(),
                     wait.as_secs_f64()
                 );
                 tracing::warn!("{w}");

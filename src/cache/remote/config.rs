@@ -77,7 +77,9 @@ pub struct RemoteConfig {
     /// again. Default 30 s.
     pub retry_after: Duration,
     /// The lifetime of the cluster compile lock (`SET NX PX`); renewed every
-    /// [`RemoteConfig::lock_renew`] while the compile runs. Default 30 s.
+    /// [`RemoteConfig::lock_renew`] while the compile runs. Default 30 s. The same on every
+    /// node: a lock whose token claims a longer lifetime is not waited for but removed
+    /// (`hipjit::cache::remote::lock`).
     pub lock_ttl: Duration,
     /// How often a held cluster lock is renewed. Default 10 s.
     pub lock_renew: Duration,

@@ -1,25 +1,35 @@
 //! Compile once per cluster: the remote compile lock of a direct key.
 //!
 //! `SET N:F:l:<direct> <token> NX PX <lock_ttl>` takes it, the token made by
-//! [`signing::lock_token`]: a random 128-bit nonce, the lifetime it is taken for, and an HMAC
-//! of both and the lock's name under the signing key (without one, under a public constant:
-//! then it shows only its shape). While the compile runs, a thread renews it every
-//! [`RemoteConfig::lock_renew`] with a Lua compare-and-`PEXPIRE` (only while it still holds
-//! this token); dropping the guard releases it with a Lua compare-and-`DEL`. A process that
-//! dies holding it leaves a lock that expires after [`RemoteConfig::lock_ttl`].
+//! [`signing::lock_token`] at each attempt: a random 128-bit nonce, the time it was made (ms
+//! since the Unix epoch), the lifetime it is taken for, and an HMAC of these and the lock's
+//! name under the signing key (without one, under a public constant: then it shows only its
+//! shape). While the compile runs, a thread renews it every [`RemoteConfig::lock_renew`] with
+//! a Lua compare-and-`PEXPIRE` (only while it still holds this token); dropping the guard
+//! releases it with a Lua compare-and-`DEL`. A process that dies holding it leaves a lock that
+//! expires after [`RemoteConfig::lock_ttl`].
 //!
 //! A process that finds the lock taken reads it (its length, its first 256 bytes and its
-//! `PTTL`, one round trip) and waits only for a lock hipjit took: a value that is no token for
-//! that name (under this node's key), has no expiry, expires later than the lifetime its
-//! token names, or holds a token this process already waited out, is removed at once by a
-//! Lua compare-and-`DEL` (while it is still that value) and the lock taken: whoever can write
-//! the database, or replays an old token, cannot make a miss wait. For a lock hipjit took, it
-//! waits for the holder's entry, looking for it every [`RemoteConfig::lock_poll`], up to the
-//! wait it was given (the JIT: the compile timeout), and compiles itself when the lock expires
-//! (it takes it), the wait runs out, or the server goes away. A wait that runs out removes
-//! the lock (while it still holds the token waited for: its holder has compiled for longer
-//! than the compile timeout) and remembers that token as stale in this process, so the wait
-//! is paid once. Where the server refuses `EVAL`, there is no lock (said once).
+//! `PTTL`, one round trip) and waits only for a lock hipjit could still hold. A value that is
+//! no token for that name (under this node's key; a token of an earlier shape is none), that
+//! has no expiry, that claims a lifetime longer than this node's [`RemoteConfig::lock_ttl`]
+//! or expires later than the lifetime its token claims, whose token was issued longer ago than
+//! any holder holds a lock (the wait this process was given, that is the compile timeout, plus
+//! the lock's lifetime plus [`LOCK_CLOCK_SKEW`]) or more than [`LOCK_CLOCK_SKEW`] in the
+//! future, or that holds a token this process already waited out, is removed at once by a Lua
+//! compare-and-`DEL` (while it is still that value) and the lock taken: whoever can write the
+//! database cannot make a miss wait, and a token seen once and replayed later is refused once
+//! it is older than one compile timeout can explain. Every node must therefore take its locks
+//! for the same lifetime, and keep its clock within [`LOCK_CLOCK_SKEW`] of the others'.
+//!
+//! For a lock hipjit could still hold, it waits for the holder's entry, looking for it every
+//! [`RemoteConfig::lock_poll`], up to the wait it was given (the JIT: the compile timeout) and
+//! no later than its token's issue time plus that wait plus [`LOCK_CLOCK_SKEW`] (its holder
+//! compiles no longer), and compiles itself when the lock expires (it takes it), the wait runs
+//! out, or the server goes away. A wait that runs out removes the lock (while it still holds
+//! the token waited for: its holder has compiled for longer than the compile timeout) and
+//! remembers that token as stale in this process, so the wait is paid once. Where the server
+//! refuses `EVAL`, there is no lock (said once).
 //!
 //! [`RemoteConfig::lock_renew`]: super::RemoteConfig::lock_renew
 //! [`RemoteConfig::lock_ttl`]: super::RemoteConfig::lock_ttl
@@ -36,6 +46,7 @@ use super::client::OpError;
 use super::signing;
 use super::RemoteCache;
 use crate::cache::key::{hex, CacheKey};
+use crate::cache::remote::signing::LockClaim;
 
 const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
      return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
@@ -52,7 +63,7 @@ const DEL_IF_SEEN: &str = "local t = redis.call('TYPE', KEYS[1]).ok \
        and redis.call('GETRANGE', KEYS[1], 0, 255) == ARGV[1] then \
        return redis.call('DEL', KEYS[1]) end \
      return 0";
-/// How much of a lock's value is read: more than any token hipjit writes (at most 128 bytes).
+/// How much of a lock's value is read: more than any token hipjit writes (at most 144 bytes).
 const SEEN_BYTES: u64 = 256;
 /// How many locks that are not hipjit's one take removes before compiling without the lock
 /// (something keeps writing them).
@@ -61,6 +72,10 @@ const MAX_REMOVALS: usize = 3;
 /// not waited for ([`RemoteCache::lock`]). Cleared when it reaches [`MAX_STALE`].
 static STALE: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
 const MAX_STALE: usize = 4096;
+/// How far two nodes' clocks may differ when a lock token's issue time is judged: a token
+/// issued further in the future than this, or longer ago than the compile timeout plus the
+/// lock's lifetime plus this, is no lock a holder can hold ([`RemoteCache::lock`]).
+pub const LOCK_CLOCK_SKEW: Duration = Duration::from_secs(60);
 
 /// A held cluster lock; renewed by a thread until dropped, then released.
 #[derive(Debug)]
@@ -108,8 +123,9 @@ fn nonce() -> String {
 enum Seen {
     /// Nothing: released or expired since.
     Gone,
-    /// A token hipjit wrote for this lock, within its lifetime: wait for it.
-    Held(Vec<u8>),
+    /// A token hipjit wrote for this lock, within its lifetime, and what it claims: wait for
+    /// it.
+    Held(Vec<u8>, LockClaim),
     /// Not a lock to wait for, and why: removed while it is still what was seen.
     Foreign {
         prefix: Vec<u8>,
@@ -126,12 +142,16 @@ impl RemoteCache {
     /// the server's refusal of `EVAL`, once per tier; a lock that is not hipjit's, removed)
     /// are appended to `warnings`.
     ///
-    /// Only a lock hipjit took is waited for: a value under the lock's name that is no token
-    /// of [`signing::lock_token`] for that name (under the signing key, when one is set), that
-    /// has no expiry, that expires later than the lifetime its token was taken for, or whose
-    /// token this process already waited out, is removed at once (while it is still that
-    /// value) and the lock taken. A lock waited for until `wait` ran out is removed too and
-    /// its token remembered as stale in this process, so that neither this process nor
+    /// Only a lock hipjit could still hold is waited for: a value under the lock's name that
+    /// is no token of [`signing::lock_token`] for that name (under the signing key, when one
+    /// is set), that has no expiry, whose token claims a lifetime longer than
+    /// [`super::RemoteConfig::lock_ttl`] or expires later than that claim, whose token was
+    /// issued more than `wait` + `lock_ttl` + [`LOCK_CLOCK_SKEW`] ago or more than
+    /// [`LOCK_CLOCK_SKEW`] in the future (by this machine's clock), or whose token this
+    /// process already waited out, is removed at once (while it is still that value) and the
+    /// lock taken. A lock is waited for until `wait` runs out or, sooner, until its token's
+    /// issue time + `wait` + [`LOCK_CLOCK_SKEW`]; a wait that runs out removes it too and
+    /// remembers its token as stale in this process, so that neither this process nor
     /// another pays that wait again.
     pub fn lock<T>(
         &self,
@@ -157,17 +177,23 @@ impl RemoteCache {
         }
         let name = self.name("l", direct);
         let ttl = self.config().lock_ttl.as_millis() as u64;
-        let token = signing::lock_token(
-            self.config().signing_key.as_deref(),
-            name.as_bytes(),
-            &nonce(),
-            ttl,
-        );
-        let deadline = Instant::now() + wait;
+        let started = Instant::now();
+        // A wait past what the clock can count: a year is as good.
+        let deadline = started
+            .checked_add(wait)
+            .unwrap_or_else(|| started + Duration::from_secs(365 * 24 * 3600));
         let mut probed = false;
         let mut removals = 0;
         let mut freed = 0;
         loop {
+            // Made at each attempt: its issue time says when this process took the lock.
+            let token = signing::lock_token(
+                self.config().signing_key.as_deref(),
+                name.as_bytes(),
+                &nonce(),
+                super::imp::now_ms(),
+                ttl,
+            );
             let set: Result<Option<String>, OpError> = self.inner.client.run(0, |c| {
                 redis::cmd("SET")
                     .arg(&name)
@@ -212,7 +238,7 @@ impl RemoteCache {
                 }
             }
             probed = true;
-            let held = match self.inspect(&name) {
+            let held = match self.inspect(&name, wait) {
                 Err(e) => {
                     note(warnings, e);
                     return ClusterLock::Unavailable;
@@ -251,7 +277,23 @@ impl RemoteCache {
                     }
                     continue;
                 }
-                Ok(Seen::Held(t)) => Some(t),
+                Ok(Seen::Held(t, claim)) => Some((t, claim)),
+            };
+            // Its holder compiles no longer than the compile timeout from the token's issue
+            // time (clocks apart by the margin at most): no waiting past that, whatever the
+            // wait left.
+            let until = match &held {
+                Some((_, claim)) => {
+                    let allowed = claim
+                        .issued_ms
+                        .saturating_add(millis(wait))
+                        .saturating_add(millis(LOCK_CLOCK_SKEW));
+                    let left = allowed.saturating_sub(super::imp::now_ms());
+                    Instant::now()
+                        .checked_add(Duration::from_millis(left))
+                        .map_or(deadline, |t| t.min(deadline))
+                }
+                None => deadline,
             };
             if let Some(found) = poll() {
                 return ClusterLock::Found(found);
@@ -260,8 +302,8 @@ impl RemoteCache {
                 return ClusterLock::Unavailable;
             }
             let now = Instant::now();
-            if now >= deadline {
-                if let Some(t) = held {
+            if now >= until {
+                if let Some((t, _)) = held {
                     // Its holder compiled for longer than this wait (the compile timeout):
                     // stopped, or stuck. Not waited for again, here or elsewhere.
                     let mut stale = STALE.lock();
@@ -274,7 +316,7 @@ impl RemoteCache {
                 }
                 return ClusterLock::TimedOut;
             }
-            std::thread::sleep(self.config().lock_poll.min(deadline - now));
+            std::thread::sleep(self.config().lock_poll.min(until - now));
         }
     }
 
@@ -287,8 +329,9 @@ impl RemoteCache {
     }
 
     /// Looks at the lock `name` that a `SET NX` found taken: its length, its first
-    /// [`SEEN_BYTES`] bytes and its expiry, in one round trip.
-    fn inspect(&self, name: &str) -> Result<Seen, OpError> {
+    /// [`SEEN_BYTES`] bytes and its expiry, in one round trip; judged for a process that waits
+    /// at most `wait` (the compile timeout).
+    fn inspect(&self, name: &str, wait: Duration) -> Result<Seen, OpError> {
         let got: Result<(u64, Vec<u8>, i64), OpError> = self.inner.client.run(0, |c| {
             redis::pipe()
                 .cmd("STRLEN")
@@ -315,28 +358,54 @@ impl RemoteCache {
             Ok(got) => got,
         };
         let key = self.config().signing_key.as_deref();
-        let reason = if len > SEEN_BYTES {
-            Some(format!("{len} bytes, no hipjit lock token"))
+        let lock_ttl = millis(self.config().lock_ttl);
+        let skew = millis(LOCK_CLOCK_SKEW);
+        // The longest a holder can hold a lock after it took it: it compiles for the compile
+        // timeout at most, renewing it, then dies at worst, leaving it for its lifetime.
+        let longest = millis(wait).saturating_add(lock_ttl).saturating_add(skew);
+        let now = super::imp::now_ms();
+        let secs = |ms: u64| ms as f64 / 1000.0;
+        let claim = if len > SEEN_BYTES {
+            Err(format!("{len} bytes, no hipjit lock token"))
         } else {
             match signing::check_lock_token(key, name.as_bytes(), &prefix) {
-                Err(why) => Some(why.to_string()),
-                Ok(_) if left_ms < 0 => {
-                    Some("it has no expiry (hipjit's locks always expire)".to_string())
-                }
-                Ok(ttl) if left_ms as u64 > ttl => Some(format!(
-                    "it expires in {left_ms} ms, later than the {ttl} ms its token was taken for"
+                Err(why) => Err(why.to_string()),
+                Ok(c) if c.ttl_ms > lock_ttl => Err(format!(
+                    "its token claims a lifetime of {} ms, longer than the {lock_ttl} ms hipjit \
+                     takes its locks for (lock_ttl)",
+                    c.ttl_ms
                 )),
-                Ok(_) if STALE.lock().contains(&self.stale_key(name, &prefix)) => Some(
+                Ok(_) if left_ms < 0 => {
+                    Err("it has no expiry (hipjit's locks always expire)".to_string())
+                }
+                Ok(c) if left_ms as u64 > c.ttl_ms => Err(format!(
+                    "it expires in {left_ms} ms, later than the {} ms its token was taken for",
+                    c.ttl_ms
+                )),
+                Ok(c) if c.issued_ms > now.saturating_add(skew) => Err(format!(
+                    "its token was issued in the future, by more than the {} s clock-skew \
+                     margin (check the nodes' clocks)",
+                    secs(skew)
+                )),
+                Ok(c) if now - c.issued_ms.min(now) > longest => Err(format!(
+                    "its token was issued longer ago than any holder holds the lock (the \
+                     {} s compile timeout, the {} s lock lifetime and a {} s clock-skew \
+                     margin): replayed, or the nodes' clocks disagree",
+                    secs(millis(wait)),
+                    secs(lock_ttl),
+                    secs(skew)
+                )),
+                Ok(_) if STALE.lock().contains(&self.stale_key(name, &prefix)) => Err(
                     "its token already held this lock for a whole wait of this process (its \
                      holder compiled for longer than the compile timeout)"
                         .to_string(),
                 ),
-                Ok(_) => None,
+                Ok(c) => Ok(c),
             }
         };
-        Ok(match reason {
-            None => Seen::Held(prefix),
-            Some(reason) => Seen::Foreign {
+        Ok(match claim {
+            Ok(claim) => Seen::Held(prefix, claim),
+            Err(reason) => Seen::Foreign {
                 prefix,
                 len,
                 not_string: false,
@@ -402,6 +471,11 @@ impl RemoteCache {
             renewer,
         }
     }
+}
+
+/// `d` in whole milliseconds, at most `u64::MAX`.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn note(warnings: &mut Vec<String>, e: OpError) {

@@ -969,7 +969,7 @@ mod imp {
     }
 
     /// Milliseconds since the Unix epoch, by this machine's clock (the recency of manifests).
-    fn now_ms() -> u64 {
+    pub(super) fn now_ms() -> u64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64)

@@ -146,9 +146,10 @@ pub fn open<'a>(key: Option<&[u8]>, name: &[u8], value: &'a [u8]) -> Result<&'a 
     }
 }
 
-/// The first bytes of every cluster lock token ([`lock_token`]).
-pub const LOCK_TOKEN_PREFIX: &str = "hjl1.";
-const LOCK_DOMAIN: &[u8] = b"hipjit-lock-v1\0";
+/// The first bytes of every cluster lock token ([`lock_token`]). The version in it changes
+/// with the token's shape, so that a token of another shape is not one.
+pub const LOCK_TOKEN_PREFIX: &str = "hjl2.";
+const LOCK_DOMAIN: &[u8] = b"hipjit-lock-v2\0";
 /// What signs lock tokens without a signing key: public, so such a token proves only its
 /// shape (that a hipjit wrote it, not who).
 const UNKEYED_LOCK_KEY: &[u8] = b"hipjit-unkeyed-lock";
@@ -163,42 +164,66 @@ fn lock_mac(key: Option<&[u8]>, name: &[u8], body: &str) -> Hmac<Sha256> {
     m
 }
 
-/// The token of a cluster lock named `name` taken for `ttl_ms` milliseconds, with the random
-/// `nonce` (hex): `hjl1.<nonce>.<ttl_ms>.<MAC>`, the MAC an HMAC-SHA256 (64 hex digits) of the
-/// lock's name, the nonce and the lifetime under the signing key `key` (without one, under a
-/// public constant: the token then shows only that hipjit wrote it). At most 128 bytes for a
-/// nonce of 32 hex digits.
-pub fn lock_token(key: Option<&[u8]>, name: &[u8], nonce: &str, ttl_ms: u64) -> String {
-    let body = format!("{nonce}.{ttl_ms}");
+/// What a cluster lock token says of itself ([`check_lock_token`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockClaim {
+    /// When it was made (ms since the Unix epoch, by its writer's clock): the moment its
+    /// writer took (or tried to take) the lock.
+    pub issued_ms: u64,
+    /// The lifetime (ms) the lock was taken for, and is renewed to.
+    pub ttl_ms: u64,
+}
+
+/// The token of a cluster lock named `name`, made at `issued_ms` (ms since the Unix epoch)
+/// for a lifetime of `ttl_ms` milliseconds, with the random `nonce` (hex):
+/// `hjl2.<nonce>.<issued_ms>.<ttl_ms>.<MAC>`, the MAC an HMAC-SHA256 (64 hex digits) of the
+/// lock's name, the nonce, the issue time and the lifetime under the signing key `key`
+/// (without one, under a public constant: the token then shows only that hipjit wrote it).
+/// At most 144 bytes for a nonce of 32 hex digits.
+pub fn lock_token(
+    key: Option<&[u8]>,
+    name: &[u8],
+    nonce: &str,
+    issued_ms: u64,
+    ttl_ms: u64,
+) -> String {
+    let body = format!("{nonce}.{issued_ms}.{ttl_ms}");
     let tag = lock_mac(key, name, &body).finalize().into_bytes();
     format!("{LOCK_TOKEN_PREFIX}{body}.{}", crate::cache::key::hex(&tag))
 }
 
-/// The lifetime (ms) a cluster lock token found under the lock name `name` was taken for,
-/// when it is one [`lock_token`] made for that name under `key`.
+/// The issue time and lifetime of a cluster lock token found under the lock name `name`, when
+/// it is one [`lock_token`] made for that name under `key`.
 ///
-/// Errors: why it is not: not of the shape (`"not a hipjit lock token"`) or its MAC does not
-/// match (`"not signed with this node's key"` under a key; else not of the shape).
+/// Errors: why it is not: not of the shape (`"not a hipjit lock token"`; a token of an
+/// earlier version too) or its MAC does not match (`"not signed with this node's key"` under
+/// a key; else not of the shape).
 pub fn check_lock_token(
     key: Option<&[u8]>,
     name: &[u8],
     token: &[u8],
-) -> Result<u64, &'static str> {
+) -> Result<LockClaim, &'static str> {
     const NOT: &str = "not a hipjit lock token";
     let token = std::str::from_utf8(token).map_err(|_| NOT)?;
     let rest = token.strip_prefix(LOCK_TOKEN_PREFIX).ok_or(NOT)?;
     let (body, tag) = rest.rsplit_once('.').ok_or(NOT)?;
-    let (nonce, ttl) = body.split_once('.').ok_or(NOT)?;
+    let mut parts = body.split('.');
+    let (Some(nonce), Some(issued), Some(ttl), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(NOT);
+    };
     let hexdigits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
-    if !hexdigits(nonce, 32) || !hexdigits(tag, 64) || ttl.is_empty() || ttl.len() > 19 {
+    if !hexdigits(nonce, 32) || !hexdigits(tag, 64) {
         return Err(NOT);
     }
-    let ttl: u64 = ttl
-        .bytes()
-        .all(|b| b.is_ascii_digit())
-        .then(|| ttl.parse().ok())
-        .flatten()
-        .ok_or(NOT)?;
+    let number = |s: &str| -> Result<u64, &'static str> {
+        if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(NOT);
+        }
+        s.parse().map_err(|_| NOT)
+    };
+    let (issued_ms, ttl_ms) = (number(issued)?, number(ttl)?);
     let tag: Vec<u8> = (0..32)
         .map(|i| u8::from_str_radix(&tag[2 * i..2 * i + 2], 16))
         .collect::<Result<_, _>>()
@@ -210,7 +235,7 @@ pub fn check_lock_token(
             NOT
         }
     })?;
-    Ok(ttl)
+    Ok(LockClaim { issued_ms, ttl_ms })
 }
 
 #[cfg(test)]
@@ -263,13 +288,23 @@ mod tests {
     #[test]
     fn lock_tokens_check_out_for_their_name_and_key_only() {
         let nonce = "0123456789abcdef0123456789abcdef";
-        let t = lock_token(Some(K), b"hipjit:2:l:aa", nonce, 2000);
-        assert!(t.len() <= 128, "{t}");
+        let claim = LockClaim {
+            issued_ms: 1_700_000_000_123,
+            ttl_ms: 2000,
+        };
+        let t = lock_token(Some(K), b"hipjit:2:l:aa", nonce, claim.issued_ms, 2000);
+        assert!(t.starts_with("hjl2."), "{t}");
+        let longest = lock_token(Some(K), b"n", nonce, u64::MAX, u64::MAX);
+        assert_eq!(longest.len(), 144, "{longest}");
+        assert_eq!(
+            check_lock_token(Some(K), b"n", longest.as_bytes()).map(|c| c.ttl_ms),
+            Ok(u64::MAX)
+        );
         assert_eq!(
             check_lock_token(Some(K), b"hipjit:2:l:aa", t.as_bytes()),
-            Ok(2000)
+            Ok(claim)
         );
-        // Another name, another key, no key, a changed lifetime: refused.
+        // Another name, another key, no key, a changed lifetime or issue time: refused.
         assert!(check_lock_token(Some(K), b"hipjit:2:l:bb", t.as_bytes()).is_err());
         assert_eq!(
             check_lock_token(
@@ -282,23 +317,53 @@ mod tests {
         assert!(check_lock_token(None, b"hipjit:2:l:aa", t.as_bytes()).is_err());
         let longer = t.replace(".2000.", ".9000.");
         assert!(check_lock_token(Some(K), b"hipjit:2:l:aa", longer.as_bytes()).is_err());
+        let later = t.replace(".1700000000123.", ".1800000000123.");
+        assert_ne!(later, t);
+        assert!(check_lock_token(Some(K), b"hipjit:2:l:aa", later.as_bytes()).is_err());
         // Without a key, the shape alone.
-        let u = lock_token(None, b"n", nonce, 30_000);
-        assert_eq!(check_lock_token(None, b"n", u.as_bytes()), Ok(30_000));
+        let u = lock_token(None, b"n", nonce, 5, 30_000);
+        assert_eq!(
+            check_lock_token(None, b"n", u.as_bytes()),
+            Ok(LockClaim {
+                issued_ms: 5,
+                ttl_ms: 30_000
+            })
+        );
         assert_eq!(
             check_lock_token(Some(K), b"n", u.as_bytes()),
             Err("not signed with this node's key")
         );
-        for junk in [
-            &b"x"[..],
+        // A token of the first version (no issue time) is no token now, whatever its MAC.
+        let mut v1 = <Hmac<Sha256> as Mac>::new_from_slice(UNKEYED_LOCK_KEY).unwrap();
+        v1.update(b"hipjit-lock-v1\0");
+        v1.update(&1u64.to_le_bytes());
+        v1.update(b"n");
+        v1.update(format!("{nonce}.30000").as_bytes());
+        let v1 = format!(
+            "hjl1.{nonce}.30000.{}",
+            crate::cache::key::hex(&v1.finalize().into_bytes())
+        );
+        // An issue time past u64, and an extra field.
+        let (past_u64, extra) = (
+            format!("hjl2.{nonce}.99999999999999999999.1.{}", "0".repeat(64)),
+            format!("hjl2.{nonce}.1.2.3.{}", "0".repeat(64)),
+        );
+        let junk: [&[u8]; 8] = [
+            b"x",
             b"",
-            b"hjl1.",
+            b"hjl2.",
             b"0123456789abcdef0123456789abcdef",
             b"\xff",
-        ] {
+            v1.as_bytes(),
+            past_u64.as_bytes(),
+            extra.as_bytes(),
+        ];
+        for junk in junk {
             assert_eq!(
                 check_lock_token(None, b"n", junk),
-                Err("not a hipjit lock token")
+                Err("not a hipjit lock token"),
+                "{}",
+                String::from_utf8_lossy(junk)
             );
         }
     }
