@@ -288,6 +288,46 @@ fn hipjit_cache_export_never_replaces_a_device_a_fifo_or_a_link() {
     assert_eq!(bundle::import(&into, &target).unwrap().entries, 2);
 }
 
+/// `cache export -o` inside the root being exported (onto an entry, through a link to one, or
+/// beside them) is refused as a usage error, and the entry is left as it was (it was replaced
+/// by the bundle, which `cache verify` then reported bad).
+#[cfg(feature = "cli")]
+#[test]
+fn hipjit_cache_export_refuses_an_output_inside_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let root = dir.path().join("build-root");
+    jit(vec![root.clone()], &home)
+        .compile(source(1), &opts())
+        .unwrap();
+    let entry = DiskCache::open(std::slice::from_ref(&root))
+        .unwrap()
+        .list()
+        .unwrap()
+        .into_iter()
+        .next()
+        .expect("an entry")
+        .path;
+    let before = std::fs::read(&entry).unwrap();
+    let link = dir.path().join("link.hjb");
+    std::os::unix::fs::symlink(&entry, &link).unwrap();
+    for out in [entry.clone(), link, root.join("v1/bundle.hjb")] {
+        let o = cache_cli(&root, &["export".as_ref(), "-o".as_ref(), out.as_ref()]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {stderr}", out.display());
+        assert!(
+            stderr.contains(&format!("inside the cache root {}", root.display())),
+            "{stderr}"
+        );
+        assert!(!root.join("v1/bundle.hjb").exists());
+    }
+    assert_eq!(
+        std::fs::read(&entry).unwrap(),
+        before,
+        "the entry was replaced"
+    );
+}
+
 /// `cache import` of a FIFO is refused at once, as `compile`, `inspect`, `explain` and `warm`
 /// refuse one, instead of waiting for a writer forever.
 #[cfg(feature = "cli")]

@@ -85,6 +85,15 @@ pub enum BundleError {
     /// [`crate::file_write`]: a FIFO, block device, socket or directory there is refused).
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// [`export`] was asked to write the bundle inside a root it exports (over one of its
+    /// entries, or among them); nothing was written.
+    #[error("{} is inside the cache root {} being exported; refusing to write the bundle there", path.display(), root.display())]
+    OutputInRoot {
+        /// The output path as given.
+        path: PathBuf,
+        /// The root.
+        root: PathBuf,
+    },
     /// The file is not a bundle hipjit can read.
     #[error("{} is not a hipjit cache bundle: {reason}", path.display())]
     NotABundle {
@@ -123,12 +132,23 @@ pub struct BundleReport {
 /// socket or directory refused; a new file has mode 0600. Bad entries are skipped
 /// (`hipjit cache verify` names them).
 ///
-/// Errors: [`BundleError::Cache`] listing the roots, [`BundleError::Write`] writing.
+/// An output inside one of `cache`'s roots (after links are followed) is refused, as `hipjit
+/// compile -o` refuses an output that is one of its inputs: it would replace an entry, or put
+/// a file among them.
+///
+/// Errors: [`BundleError::OutputInRoot`], [`BundleError::Cache`] listing the roots,
+/// [`BundleError::Write`] writing.
 pub fn export(
     cache: &DiskCache,
     keys: Option<&[CacheKey]>,
     out: &Path,
 ) -> Result<BundleReport, BundleError> {
+    if let Some(root) = root_holding(cache, out) {
+        return Err(BundleError::OutputInRoot {
+            path: out.to_path_buf(),
+            root,
+        });
+    }
     let mut seen = std::collections::BTreeSet::new();
     let mut index = Vec::new();
     let mut body = Vec::new();
@@ -475,4 +495,21 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// The root of `cache` that the file `out` would be written in, its links followed and its
+/// directory resolved (`..`, links above it); `None` when it is in none, or its directory
+/// cannot be resolved (then the write reports it).
+fn root_holding(cache: &DiskCache, out: &Path) -> Option<PathBuf> {
+    let target = file_write::resolve_links(out).ok()?;
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let full = std::fs::canonicalize(dir).ok()?.join(target.file_name()?);
+    cache
+        .roots()
+        .iter()
+        .find(|r| std::fs::canonicalize(&r.path).is_ok_and(|root| full.starts_with(root)))
+        .map(|r| r.path.clone())
 }
