@@ -413,9 +413,7 @@ fn stage_entry(
     let mut len8 = [0u8; 8];
     len8.copy_from_slice(&head[12..20]);
     let meta_len = u64::from_le_bytes(len8);
-    let head_len = meta_len
-        .checked_add((PREFIX_LEN + CHECKSUM_LEN) as u64)
-        .unwrap_or(u64::MAX);
+    let head_len = meta_len.saturating_add((PREFIX_LEN + CHECKSUM_LEN) as u64);
     if head_len > item.size || head_len > ENTRY_HEAD_LIMIT {
         return Err(Staged::Bad(format!(
             "its header claims {meta_len} bytes of metadata, past its {} bytes or the limit \
