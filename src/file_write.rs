@@ -4,8 +4,9 @@
 //!
 //! The rules, as a compiler's `-o` follows them: a regular file is replaced atomically (a
 //! temporary file beside it, flushed and synced, then renamed over it: a reader never sees a
-//! partly written file); a symbolic link is followed (its target is replaced, never the link);
-//! a character device (`/dev/null`) is written into, never replaced; anything else that is not
+//! partly written file); a symbolic link is followed (its target is replaced, never the link;
+//! a dangling link's target is created, as cc creates it; a loop of links is refused with
+//! `ELOOP`); a character device (`/dev/null`) is written into, never replaced; anything else that is not
 //! a regular file (a block device, FIFO, socket or directory) is refused by name. No rename
 //! ever replaces a device, FIFO, socket or directory.
 
@@ -34,7 +35,8 @@ pub enum WriteError {
     /// A step failed: `cannot <what> <path>: <OS error>`.
     #[error("cannot {what} {}: {source}", path.display())]
     Io {
-        /// The step: `open`, `write`, `resolve`, `create the directory`, `create a temporary
+        /// The step: `open`, `write`, `resolve`, `resolve the symbolic link` (a loop of
+        /// links: `ELOOP`), `create the directory`, `create a temporary
         /// file in`, `rename the temporary file to`.
         what: &'static str,
         /// The file or directory of that step.
@@ -64,6 +66,15 @@ pub fn write_atomically(
     };
     let resolved;
     let path = match std::fs::metadata(path) {
+        // A loop of links: named, never replaced by a file.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(io("resolve the symbolic link", path)(e))
+        }
+        // A dangling link: its target is written (created), the link kept, as cc does.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.is_symlink() => {
+            resolved = resolve_links(path).map_err(io("resolve the symbolic link", path))?;
+            resolved.as_path()
+        }
         Ok(m) if m.file_type().is_char_device() => {
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
@@ -110,6 +121,29 @@ pub fn write_atomically(
     Ok(())
 }
 
+/// The path `path` names once the symbolic links at its end are followed, one by one (a
+/// relative target from the link's directory), whether or not the last target exists: for a
+/// link to a link to `f`, `f`; for a dangling link, the path it points at; for anything else,
+/// `path` itself. Links in the directories above are left to the OS.
+///
+/// Errors: `ELOOP` after 40 links (a loop), as the kernel's limit; an error reading a link.
+pub fn resolve_links(path: &Path) -> std::io::Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&p)?;
+                p = match p.parent() {
+                    Some(dir) => dir.join(target),
+                    None => target,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(std::io::Error::from_raw_os_error(libc::ELOOP))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +184,28 @@ mod tests {
             .is_char_device());
         let e = write_atomically(&d.path().join("no/such/x"), b"x", false, 0o644).unwrap_err();
         assert!(matches!(e, WriteError::NoDirectory { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_dangling_links_target_is_created_and_a_loop_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink("sub/target", &link).unwrap();
+        let e = write_atomically(&link, b"x", false, 0o600).unwrap_err();
+        assert!(matches!(e, WriteError::NoDirectory { .. }), "{e}");
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        write_atomically(&link, b"new", false, 0o644).unwrap();
+        assert!(link.is_symlink(), "the link was replaced");
+        assert_eq!(std::fs::read(d.path().join("sub/target")).unwrap(), b"new");
+
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        std::os::unix::fs::symlink("b", &a).unwrap();
+        std::os::unix::fs::symlink("a", &b).unwrap();
+        let e = write_atomically(&a, b"x", false, 0o644).unwrap_err();
+        assert!(
+            matches!(&e, WriteError::Io { source, .. } if source.raw_os_error() == Some(libc::ELOOP)),
+            "{e}"
+        );
+        assert!(a.is_symlink() && b.is_symlink(), "a link was replaced");
     }
 }

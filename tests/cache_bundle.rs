@@ -288,6 +288,46 @@ fn hipjit_cache_export_never_replaces_a_device_a_fifo_or_a_link() {
     assert_eq!(bundle::import(&into, &target).unwrap().entries, 2);
 }
 
+/// `cache export -o` inside the root being exported (onto an entry, through a link to one, or
+/// beside them) is refused as a usage error, and the entry is left as it was (it was replaced
+/// by the bundle, which `cache verify` then reported bad).
+#[cfg(feature = "cli")]
+#[test]
+fn hipjit_cache_export_refuses_an_output_inside_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let root = dir.path().join("build-root");
+    jit(vec![root.clone()], &home)
+        .compile(source(1), &opts())
+        .unwrap();
+    let entry = DiskCache::open(std::slice::from_ref(&root))
+        .unwrap()
+        .list()
+        .unwrap()
+        .into_iter()
+        .next()
+        .expect("an entry")
+        .path;
+    let before = std::fs::read(&entry).unwrap();
+    let link = dir.path().join("link.hjb");
+    std::os::unix::fs::symlink(&entry, &link).unwrap();
+    for out in [entry.clone(), link, root.join("v1/bundle.hjb")] {
+        let o = cache_cli(&root, &["export".as_ref(), "-o".as_ref(), out.as_ref()]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {stderr}", out.display());
+        assert!(
+            stderr.contains(&format!("inside the cache root {}", root.display())),
+            "{stderr}"
+        );
+        assert!(!root.join("v1/bundle.hjb").exists());
+    }
+    assert_eq!(
+        std::fs::read(&entry).unwrap(),
+        before,
+        "the entry was replaced"
+    );
+}
+
 /// `cache import` of a FIFO is refused at once, as `compile`, `inspect`, `explain` and `warm`
 /// refuse one, instead of waiting for a writer forever.
 #[cfg(feature = "cli")]
@@ -347,6 +387,33 @@ fn content_of(bundle: &Path) -> Vec<u8> {
     content
 }
 
+/// `hipjit cache import <bundle>` into `root`: its wait status, stderr, peak RSS in MiB (its
+/// own `getrusage`, from `wait4`) and how long it ran.
+#[cfg(feature = "cli")]
+fn import_measured(bundle: &Path, root: &Path) -> (i32, String, i64, std::time::Duration) {
+    let started = std::time::Instant::now();
+    // Waited for by `wait4` below, which gives its resource usage.
+    #[allow(clippy::zombie_processes)]
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["cache", "import"])
+        .arg(bundle)
+        .env("HIPJIT_CACHE_DIR", root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = child.id() as libc::pid_t;
+    let mut stderr = String::new();
+    child.stderr.unwrap().read_to_string(&mut stderr).unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for the child `id`.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, once (std's handle is not waited on afterwards).
+    let pid = unsafe { libc::wait4(id, &mut status, 0, &mut usage) };
+    assert_eq!(pid, id, "wait4");
+    (status, stderr, usage.ru_maxrss / 1024, started.elapsed())
+}
+
 /// A bundle whose good entries are followed by 2 GiB of zeros in a 64 KiB file (a tester's
 /// 66 KB bomb took 5.2 GB and 25 s): the import reads what the index claims and one byte more,
 /// and refuses it at once, naming where and the bound, with the hipjit process's peak memory
@@ -362,28 +429,7 @@ fn hipjit_cache_import_of_a_zstd_bomb_is_refused_within_what_the_index_claims() 
     assert!(std::fs::metadata(&bomb).unwrap().len() < 200 << 10);
 
     let root = dir.path().join("root");
-    let started = std::time::Instant::now();
-    // Waited for by `wait4` below, which gives its resource usage.
-    #[allow(clippy::zombie_processes)]
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["cache", "import"])
-        .arg(&bomb)
-        .env("HIPJIT_CACHE_DIR", &root)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let id = child.id() as libc::pid_t;
-    let mut stderr = String::new();
-    child.stderr.unwrap().read_to_string(&mut stderr).unwrap();
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is valid; wait4 fills it for the child `id`.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child, once (std's handle is not waited on afterwards).
-    let pid = unsafe { libc::wait4(id, &mut status, 0, &mut usage) };
-    assert_eq!(pid, id, "wait4");
-    let took = started.elapsed();
-    let peak_mib = usage.ru_maxrss / 1024;
+    let (status, stderr, peak_mib, took) = import_measured(&bomb, &root);
     assert!(peak_mib < 256, "peak RSS {peak_mib} MiB: {stderr}");
     assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
     assert!(
@@ -396,6 +442,85 @@ fn hipjit_cache_import_of_a_zstd_bomb_is_refused_within_what_the_index_claims() 
         "{stderr}"
     );
     assert!(DiskCache::open(&[root]).unwrap().list().unwrap().is_empty());
+}
+
+/// A 16 KB bundle whose index claims two entries of 256 MiB of zeros, the first with its true
+/// sha256 (a tester's 33 KB bundle claiming 1 GiB took 1.59 GB and 13.6 s, and every entry
+/// after the first bad one was still read): the first entry's first bytes are not an entry's,
+/// so it is refused at once, naming it, without holding or reading on through its 256 MiB
+/// and without reading the second.
+#[cfg(feature = "cli")]
+#[test]
+fn hipjit_cache_import_refuses_a_large_entry_that_is_not_one_from_its_first_bytes() {
+    const SIZE: u64 = 256 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    // sha256 of 256 MiB of zeros (`head -c 268435456 /dev/zero | sha256sum`).
+    let zeros_sha = "a6d72ac7690f53be6ae46ba88506bd97302a093f7108472bd9efc3cefda06484";
+    let items: Vec<bundle::IndexItem> = ["01", "02"]
+        .iter()
+        .map(|k| bundle::IndexItem {
+            key: k.repeat(32),
+            size: SIZE,
+            sha256: zeros_sha.into(),
+        })
+        .collect();
+    let index = rmp_serde::to_vec_named(&items).unwrap();
+    let mut c = bundle::BUNDLE_MAGIC.to_vec();
+    c.extend_from_slice(&bundle::BUNDLE_VERSION.to_le_bytes());
+    c.extend_from_slice(&(index.len() as u64).to_le_bytes());
+    c.extend_from_slice(&index);
+    let file = dir.path().join("zeros.hjb");
+    std::fs::write(&file, zstd_bomb(&c, (2 * SIZE as usize) / (128 << 10))).unwrap();
+    assert!(std::fs::metadata(&file).unwrap().len() < 20 << 10);
+
+    let root = dir.path().join("root");
+    let (status, stderr, peak_mib, took) = import_measured(&file, &root);
+    assert!(peak_mib < 64, "peak RSS {peak_mib} MiB: {stderr}");
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 1,
+        "{status:#x}: {stderr}"
+    );
+    assert!(
+        stderr.contains("holds 1 bad entry")
+            && stderr.contains(&format!("{}: not a hipjit cache entry", "01".repeat(32)))
+            && !stderr.contains(&"02".repeat(32)),
+        "{stderr}"
+    );
+    assert!(DiskCache::open(&[root]).unwrap().list().unwrap().is_empty());
+}
+
+/// The bundle's Zstandard frame must end the file: a good bundle followed by garbage, or by a
+/// second frame (another bundle), is refused naming what follows, and nothing is imported.
+#[test]
+fn data_after_the_bundles_frame_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    let good = std::fs::read(exported(dir.path(), &home)).unwrap();
+    let root = dir.path().join("root");
+    let cache = DiskCache::open(std::slice::from_ref(&root)).unwrap();
+    for (name, tail) in [
+        ("garbage", &b"\x00junk after the frame"[..]),
+        ("second frame", &good[..]),
+    ] {
+        let file = dir.path().join(format!("{name}.hjb"));
+        std::fs::write(&file, [&good[..], tail].concat()).unwrap();
+        match bundle::import(&cache, &file) {
+            Err(BundleError::BadEntries { bad, .. }) => {
+                assert_eq!(bad.len(), 1, "{name}: {bad:?}");
+                assert_eq!(bad[0].0, "(after the last entry)", "{name}: {bad:?}");
+                assert!(
+                    bad[0].1.contains("after the Zstandard frame"),
+                    "{name}: {bad:?}"
+                );
+            }
+            other => panic!("{name}: expected BadEntries, got {other:?}"),
+        }
+        assert!(
+            cache.list().unwrap().is_empty(),
+            "{name}: something was imported"
+        );
+    }
 }
 
 /// An index that claims an entry larger than a cache entry may be, or an index larger than

@@ -1139,6 +1139,38 @@ fn entry_files(root: &Path) -> Vec<PathBuf> {
 /// its direct key, see hipjit::cache::key).
 const ENTRIES_PER_SOURCE: usize = 2;
 
+/// `cache export -o` (and `compile -o`, which writes the same way) onto a symbolic link:
+/// a dangling link's target is created as cc creates it, the link kept; a loop of links is
+/// refused naming the link and `ELOOP`, both links kept (each was replaced by a regular file).
+#[test]
+fn cache_export_o_creates_a_dangling_links_target_and_refuses_a_link_loop() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("bundle.hjb");
+    let target = dir.path().join("absent.hjb");
+    std::os::unix::fs::symlink("absent.hjb", &link).unwrap();
+    let o = hipjit_in(cache.path(), &["cache", "export", "-o", path_str(&link)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(link.is_symlink(), "the link was replaced");
+    let bytes = std::fs::read(&target).expect("the link's target was created");
+    assert!(
+        bytes.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]),
+        "a Zstandard frame"
+    );
+
+    let (l1, l2) = (dir.path().join("l1"), dir.path().join("l2"));
+    std::os::unix::fs::symlink("l2", &l1).unwrap();
+    std::os::unix::fs::symlink("l1", &l2).unwrap();
+    let o = hipjit_in(cache.path(), &["cache", "export", "-o", path_str(&l1)]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains(path_str(&l1)) && e.contains("Too many levels of symbolic links"),
+        "{e}"
+    );
+    assert!(l1.is_symlink() && l2.is_symlink(), "a link was replaced");
+}
+
 #[test]
 fn cache_stats_counts_the_entry() {
     let cache = filled_cache();

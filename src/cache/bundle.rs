@@ -12,17 +12,22 @@
 //! device or directory is refused at once, never waited on) and decompressed as a stream,
 //! entry by entry, never more than its header says: an index of at most [`INDEX_LIMIT`]
 //! bytes, then each entry's bytes up to the size the index claims for it (at most
-//! [`ENTRY_LIMIT`]), then one byte to see that nothing follows. So a small file that
-//! decompresses to gigabytes (a Zstandard bomb) costs what its index claims and is refused as
-//! soon as its content runs past that, naming where and the bound; memory holds one entry at
-//! a time.
+//! [`ENTRY_LIMIT`]), then one byte to see that nothing follows, and the file must end with the
+//! Zstandard frame (no trailing data, no second frame). So a small file that decompresses to
+//! gigabytes (a Zstandard bomb) costs what its index claims and is refused as soon as its
+//! content runs past that, naming where and the bound.
 //!
-//! Every entry is checked before anything is written: its size and sha256 against the index,
-//! then as a disk entry ([`Entry::from_bytes`]: magic, format, the key it holds equal to the
-//! index's, each artefact's size and sha256). Checked entries wait in an unnamed temporary file
-//! of the written root (`v1/tmp`). A bundle with any bad entry is refused whole, naming each bad
-//! one (up to the first whose bytes cannot be read); a good bundle's entries are published into
-//! the root like any other write (atomically; one already there is kept).
+//! Every entry is checked as it streams, in chunks of 1 MiB, into an unnamed temporary file
+//! of the written root (`v1/tmp`), before anything is published: its first bytes as a disk
+//! entry's header ([`crate::cache::disk`]: magic, format, metadata length and checksum; an
+//! entry whose first bytes are not an entry's is refused before more of it is read), the key
+//! it holds equal to the index's, its artefacts' sizes adding up to the index's size, each
+//! artefact's sha256, and the entry's size and sha256 against the index. Memory holds an
+//! entry's header and metadata (at most [`ENTRY_HEAD_LIMIT`] bytes) and one chunk, never a
+//! whole entry, while the bundle is checked. A bundle with a bad entry is refused whole,
+//! naming the first bad one (nothing after it is read); a good bundle's entries are read back
+//! one at a time (memory then holds the one being published), checked again, and published
+//! into the root like any other write (atomically; one already there is kept).
 
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -40,6 +45,9 @@ pub const BUNDLE_MAGIC: &[u8; 8] = b"HIPJITBN";
 pub const BUNDLE_VERSION: u32 = 1;
 /// The largest index read, in bytes (decompressed): 64 MiB, some 400,000 entries.
 pub const INDEX_LIMIT: u64 = 64 << 20;
+/// The largest header and metadata of one entry read into memory while an entry is checked
+/// (its artefacts are streamed): 64 MiB.
+pub const ENTRY_HEAD_LIMIT: u64 = 64 << 20;
 /// The bytes before the index: [`BUNDLE_MAGIC`], [`BUNDLE_VERSION`], the index length.
 const HEADER_LEN: u64 = 8 + 4 + 8;
 
@@ -77,6 +85,15 @@ pub enum BundleError {
     /// [`crate::file_write`]: a FIFO, block device, socket or directory there is refused).
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// [`export`] was asked to write the bundle inside a root it exports (over one of its
+    /// entries, or among them); nothing was written.
+    #[error("{} is inside the cache root {} being exported; refusing to write the bundle there", path.display(), root.display())]
+    OutputInRoot {
+        /// The output path as given.
+        path: PathBuf,
+        /// The root.
+        root: PathBuf,
+    },
     /// The file is not a bundle hipjit can read.
     #[error("{} is not a hipjit cache bundle: {reason}", path.display())]
     NotABundle {
@@ -115,12 +132,23 @@ pub struct BundleReport {
 /// socket or directory refused; a new file has mode 0600. Bad entries are skipped
 /// (`hipjit cache verify` names them).
 ///
-/// Errors: [`BundleError::Cache`] listing the roots, [`BundleError::Write`] writing.
+/// An output inside one of `cache`'s roots (after links are followed) is refused, as `hipjit
+/// compile -o` refuses an output that is one of its inputs: it would replace an entry, or put
+/// a file among them.
+///
+/// Errors: [`BundleError::OutputInRoot`], [`BundleError::Cache`] listing the roots,
+/// [`BundleError::Write`] writing.
 pub fn export(
     cache: &DiskCache,
     keys: Option<&[CacheKey]>,
     out: &Path,
 ) -> Result<BundleReport, BundleError> {
+    if let Some(root) = root_holding(cache, out) {
+        return Err(BundleError::OutputInRoot {
+            path: out.to_path_buf(),
+            root,
+        });
+    }
     let mut seen = std::collections::BTreeSet::new();
     let mut index = Vec::new();
     let mut body = Vec::new();
@@ -173,12 +201,13 @@ pub fn export(
 /// and, when all are good, publishes them into the written root of `cache`.
 ///
 /// Errors: [`BundleError::Read`] for a path that is not a regular file or cannot be opened,
-/// [`BundleError::Io`] using the staging file, [`BundleError::NotABundle`] for a file that is not one (no
-/// Zstandard frame or bundle magic, another version, an index that does not decode or is
-/// larger than [`INDEX_LIMIT`]), [`BundleError::BadEntries`] naming every bad entry (one whose
-/// size or sha256 differs from the index, that is no valid entry, that claims more than
-/// [`ENTRY_LIMIT`] bytes or runs past the end; content past what the index claims) with
-/// nothing written, [`BundleError::Cache`] staging or writing the root.
+/// [`BundleError::Io`] using the staging file or reading past the frame,
+/// [`BundleError::NotABundle`] for a file that is not one (no Zstandard frame or bundle magic,
+/// another version, an index that does not decode or is larger than [`INDEX_LIMIT`]),
+/// [`BundleError::BadEntries`] naming the first bad entry (one whose size or sha256 differs
+/// from the index, that is no valid entry, that claims more than [`ENTRY_LIMIT`] bytes or
+/// runs past the end; content past what the index claims or data after the frame, named
+/// `(after the last entry)`) with nothing written, [`BundleError::Cache`] staging or writing the root.
 pub fn import(cache: &DiskCache, path: &Path) -> Result<BundleReport, BundleError> {
     let not = |reason: String| BundleError::NotABundle {
         path: path.to_path_buf(),
@@ -215,8 +244,9 @@ pub fn import(cache: &DiskCache, path: &Path) -> Result<BundleReport, BundleErro
         .map_err(|e| not(format!("the index does not decode: {e}")))?;
     drop(index_bytes);
 
-    // Each entry is read up to the size the index claims, checked, and kept in the staging
-    // file; what the index claims in all bounds what is decompressed.
+    // Each entry is streamed up to the size the index claims, checked as it goes, into the
+    // staging file; what the index claims in all bounds what is decompressed, and the first
+    // bad entry ends the reading (the bundle is refused whole).
     let mut staging = cache.staging_file()?;
     let staging_dir = cache
         .roots()
@@ -230,60 +260,18 @@ pub fn import(cache: &DiskCache, path: &Path) -> Result<BundleReport, BundleErro
     let mut claimed = HEADER_LEN + index_len;
     let mut good = Vec::new();
     let mut bad = Vec::new();
+    let mut chunk = vec![0u8; CHUNK];
     for item in &index {
-        if item.size > ENTRY_LIMIT {
-            bad.push((
-                item.key.clone(),
-                format!(
-                    "the index claims {} bytes, more than the limit of {ENTRY_LIMIT} bytes for \
-                     a cache entry; the bundle was not read past it",
-                    item.size
-                ),
-            ));
-            break;
-        }
-        let bytes = read_up_to(&mut content, item.size).map_err(decode)?;
-        if (bytes.len() as u64) < item.size {
-            bad.push((
-                item.key.clone(),
-                format!(
-                    "{} bytes run past the end of the bundle ({} there)",
-                    item.size,
-                    bytes.len()
-                ),
-            ));
-            break;
+        match stage_entry(&mut content, item, &mut staging, &mut chunk) {
+            Ok(key) => good.push((key, item.size)),
+            Err(Staged::Bad(reason)) => {
+                bad.push((item.key.clone(), reason));
+                break;
+            }
+            Err(Staged::Decode(e)) => return Err(decode(e)),
+            Err(Staged::Staging(e)) => return Err(staging_io(e)),
         }
         claimed += item.size;
-        let checked = item
-            .key
-            .parse::<CacheKey>()
-            .map_err(|e| e.to_string())
-            .and_then(|key| {
-                let digest = hex(&sha256(&bytes));
-                if digest != item.sha256 {
-                    return Err(format!(
-                        "sha256 {digest}, the index records {}",
-                        item.sha256
-                    ));
-                }
-                Ok(key)
-            });
-        let checked = match checked {
-            Ok(key) => {
-                if bad.is_empty() {
-                    // Staged before it is parsed (parsing takes the bytes); what is staged is
-                    // parsed again before it is published. After a bad entry nothing will be.
-                    staging.write_all(&bytes).map_err(staging_io)?;
-                }
-                Entry::from_bytes(bytes, Path::new(&item.key), Some(&key)).map(|_| key)
-            }
-            Err(e) => Err(e),
-        };
-        match checked {
-            Ok(key) => good.push((key, item.size)),
-            Err(reason) => bad.push((item.key.clone(), reason)),
-        }
     }
     if bad.is_empty() && !read_up_to(&mut content, 1).map_err(decode)?.is_empty() {
         bad.push((
@@ -294,6 +282,26 @@ pub fn import(cache: &DiskCache, path: &Path) -> Result<BundleReport, BundleErro
                 index.len()
             ),
         ));
+    }
+    if bad.is_empty() {
+        // The frame ends where its content does; anything after it in the file (garbage, a
+        // second frame) is not part of the bundle that was checked.
+        let mut rest = [0u8; 1];
+        let after = content
+            .get_mut()
+            .read(&mut rest)
+            .map_err(|source| BundleError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if after > 0 {
+            bad.push((
+                "(after the last entry)".into(),
+                "the file goes on after the Zstandard frame that holds the bundle (trailing \
+                 data or a second frame); not read further"
+                    .into(),
+            ));
+        }
     }
     if !bad.is_empty() {
         return Err(BundleError::BadEntries {
@@ -339,4 +347,167 @@ fn read_up_to(r: &mut impl Read, n: u64) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     r.take(n).read_to_end(&mut out)?;
     Ok(out)
+}
+
+/// The bytes read (and written to the staging file) at a time.
+const CHUNK: usize = 1 << 20;
+
+/// Why [`stage_entry`] stopped.
+enum Staged {
+    /// The entry is bad: what is wrong.
+    Bad(String),
+    /// The bundle's Zstandard frame does not decode.
+    Decode(std::io::Error),
+    /// The staging file could not be written.
+    Staging(std::io::Error),
+}
+
+/// Streams the entry `item` describes from `content` into `staging`, `chunk` at a time,
+/// checking it on the way as [`Entry::from_bytes`] does (magic, format, metadata length and
+/// checksum, the key it holds equal to the index's, its artefacts' sizes adding up to the
+/// index's size, each artefact's sha256), and its sha256 against the index's: memory holds
+/// its header and metadata (at most [`ENTRY_HEAD_LIMIT`] bytes) and one chunk, never the
+/// entry. An entry whose first bytes are not an entry's is refused before more is read.
+fn stage_entry(
+    content: &mut impl Read,
+    item: &IndexItem,
+    staging: &mut std::fs::File,
+    chunk: &mut [u8],
+) -> Result<CacheKey, Staged> {
+    use super::disk::{check_key, format_of, frame, EntryMeta, CHECKSUM_LEN, PREFIX_LEN};
+    use sha2::{Digest, Sha256};
+    if item.size > ENTRY_LIMIT {
+        return Err(Staged::Bad(format!(
+            "the index claims {} bytes, more than the limit of {ENTRY_LIMIT} bytes for a cache \
+             entry; the bundle was not read past it",
+            item.size
+        )));
+    }
+    let key = item
+        .key
+        .parse::<CacheKey>()
+        .map_err(|e| Staged::Bad(e.to_string()))?;
+    let past_end = |at: u64| {
+        Staged::Bad(format!(
+            "{} bytes run past the end of the bundle ({at} there)",
+            item.size
+        ))
+    };
+    let mut head = read_up_to(content, item.size.min(PREFIX_LEN as u64)).map_err(Staged::Decode)?;
+    if head.len() < PREFIX_LEN {
+        if (head.len() as u64) < item.size {
+            return Err(past_end(head.len() as u64));
+        }
+        return Err(Staged::Bad(format!(
+            "not a hipjit cache entry ({} bytes, too short for one)",
+            item.size
+        )));
+    }
+    if format_of(&head).is_none() {
+        return Err(Staged::Bad(format!(
+            "not a hipjit cache entry (its first bytes are not the {:?} magic); the bundle \
+             was not read past it",
+            String::from_utf8_lossy(super::disk::ENTRY_MAGIC)
+        )));
+    }
+    let mut len8 = [0u8; 8];
+    len8.copy_from_slice(&head[12..20]);
+    let meta_len = u64::from_le_bytes(len8);
+    let head_len = meta_len.saturating_add((PREFIX_LEN + CHECKSUM_LEN) as u64);
+    if head_len > item.size || head_len > ENTRY_HEAD_LIMIT {
+        return Err(Staged::Bad(format!(
+            "its header claims {meta_len} bytes of metadata, past its {} bytes or the limit \
+             of {ENTRY_HEAD_LIMIT} bytes for an entry's header and metadata",
+            item.size
+        )));
+    }
+    let rest = read_up_to(content, head_len - PREFIX_LEN as u64).map_err(Staged::Decode)?;
+    head.extend_from_slice(&rest);
+    drop(rest);
+    if (head.len() as u64) < head_len {
+        return Err(past_end(head.len() as u64));
+    }
+    let (meta_end, _) = frame(&head).map_err(Staged::Bad)?;
+    let meta: EntryMeta = rmp_serde::from_slice(&head[PREFIX_LEN..meta_end])
+        .map_err(|e| Staged::Bad(format!("metadata does not decode: {e}")))?;
+    check_key(&meta.key, &key).map_err(Staged::Bad)?;
+    let body = meta
+        .artefacts
+        .iter()
+        .try_fold(0u64, |sum, a| sum.checked_add(a.size));
+    if body.and_then(|b| b.checked_add(head_len)) != Some(item.size) {
+        return Err(Staged::Bad(format!(
+            "its header, metadata and artefacts make {} bytes, the index claims {}",
+            body.and_then(|b| b.checked_add(head_len))
+                .map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+            item.size
+        )));
+    }
+    let mut whole = Sha256::new();
+    whole.update(&head);
+    staging.write_all(&head).map_err(Staged::Staging)?;
+    let mut at = head_len;
+    drop(head);
+    for a in &meta.artefacts {
+        let mut digest = Sha256::new();
+        let mut left = a.size;
+        while left > 0 {
+            let want = left.min(chunk.len() as u64) as usize;
+            let n = read_full(content, &mut chunk[..want]).map_err(Staged::Decode)?;
+            digest.update(&chunk[..n]);
+            whole.update(&chunk[..n]);
+            staging.write_all(&chunk[..n]).map_err(Staged::Staging)?;
+            at += n as u64;
+            if n < want {
+                return Err(past_end(at));
+            }
+            left -= n as u64;
+        }
+        let digest = hex(&digest.finalize());
+        if digest != a.sha256 {
+            return Err(Staged::Bad(format!(
+                "artefact {} has sha256 {digest}, recorded {}",
+                a.name, a.sha256
+            )));
+        }
+    }
+    let digest = hex(&whole.finalize());
+    if digest != item.sha256 {
+        return Err(Staged::Bad(format!(
+            "sha256 {digest}, the index records {}",
+            item.sha256
+        )));
+    }
+    Ok(key)
+}
+
+/// Fills `buf` from `r`, fewer bytes only at its end; the count read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// The root of `cache` that the file `out` would be written in, its links followed and its
+/// directory resolved (`..`, links above it); `None` when it is in none, or its directory
+/// cannot be resolved (then the write reports it).
+fn root_holding(cache: &DiskCache, out: &Path) -> Option<PathBuf> {
+    let target = file_write::resolve_links(out).ok()?;
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let full = std::fs::canonicalize(dir).ok()?.join(target.file_name()?);
+    cache
+        .roots()
+        .iter()
+        .find(|r| std::fs::canonicalize(&r.path).is_ok_and(|root| full.starts_with(root)))
+        .map(|r| r.path.clone())
 }

@@ -129,7 +129,7 @@ const ENTRY_EXT: &str = "hjc";
 /// Magic, format version, metadata length: the bytes before the metadata.
 pub(super) const PREFIX_LEN: usize = 8 + 4 + 8;
 /// The checksum after the metadata.
-const CHECKSUM_LEN: usize = 16;
+pub(super) const CHECKSUM_LEN: usize = 16;
 
 /// Size and sha256 of one artefact in an entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -1439,7 +1439,7 @@ fn entry_format(path: &Path) -> Option<u32> {
 
 /// The cache format an entry's first 12 bytes name ([`ENTRY_MAGIC`], then the version as `u32`
 /// LE); `None` when they are not a hipjit entry's.
-fn format_of(head: &[u8]) -> Option<u32> {
+pub(super) fn format_of(head: &[u8]) -> Option<u32> {
     let version = head.get(8..12)?;
     (head.get(..8)? == ENTRY_MAGIC)
         .then(|| u32::from_le_bytes([version[0], version[1], version[2], version[3]]))

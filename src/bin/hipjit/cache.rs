@@ -202,6 +202,9 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                 bundle::BundleError::Write(
                     e @ hipjit::file_write::WriteError::NotRegular { .. },
                 ) => CliError::usage(format!("-o {}: {e}", out.display())),
+                e @ bundle::BundleError::OutputInRoot { .. } => {
+                    CliError::usage(format!("-o {}: {e}", out.display()))
+                }
                 e => CliError::failed(format!("cannot export: {e}")),
             })?;
             if args.json {
