@@ -21,7 +21,10 @@
 //! tier may come from another machine or an earlier boot). A record proves sameness only when
 //! it has such an identity and every field, the identity included, equals the `stat` now.
 //! Where the kernel gives no unique mount ID (before 6.8, `statx` missing or refused), or the
-//! boot's ID cannot be read, a record has none ([`NO_MOUNT_IDENTITY`]): it never proves
+//! boot's ID cannot be read, or the filesystem's `stat` fields are made up by a user-space
+//! program (FUSE: sshfs reports the modification time as the change time, so a file replaced
+//! with one of the same size and modification time keeps its whole `stat`), a record has
+//! none ([`NO_MOUNT_IDENTITY`]): it never proves
 //! sameness, and the content is hashed (a header), or the work is done again (a compiler's
 //! identity, a hit the long way). Records another machine wrote are not trusted either way:
 //! manifests fetched from the remote tier have their identities removed
@@ -216,12 +219,80 @@ fn boot_key() -> Option<u64> {
 }
 
 /// The mount identity of a `statx` answer: its unique mount ID mixed with this boot's key
-/// ([`boot_key`]), [`NO_MOUNT_IDENTITY`] without either.
-fn mount_identity(mask: u32, mnt_id: u64) -> u64 {
+/// ([`boot_key`]), [`NO_MOUNT_IDENTITY`] without either, and for a mount whose `stat` fields
+/// prove nothing ([`mount_is_trusted`]). `dirfd`, `name` and `flags` are the `statx` call's,
+/// for [`mount_is_trusted`] to look at the filesystem the first time it meets the mount.
+fn mount_identity(
+    mask: u32,
+    mnt_id: u64,
+    dirfd: BorrowedFd<'_>,
+    name: &CStr,
+    flags: AtFlags,
+) -> u64 {
     if mask & STATX_MNT_ID_UNIQUE == 0 {
         return NO_MOUNT_IDENTITY;
     }
-    boot_key().map_or(NO_MOUNT_IDENTITY, |k| mnt_id ^ k)
+    let Some(key) = boot_key() else {
+        return NO_MOUNT_IDENTITY;
+    };
+    if !mount_is_trusted(mnt_id, dirfd, name, flags) {
+        return NO_MOUNT_IDENTITY;
+    }
+    mnt_id ^ key
+}
+
+/// `statfs`'s `f_type` of FUSE filesystems (`FUSE_SUPER_MAGIC`; sshfs, virtiofs, any
+/// filesystem served by a user-space program): the program makes up every `stat` field, the
+/// change time included (sshfs reports the modification time as the change time: SFTP has
+/// none), so a file replaced with one of the same size and modification time keeps its
+/// `stat` whole.
+const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+
+/// Whether the `stat` fields of files on the mount with unique ID `mnt_id` can stand for
+/// their content: not on a filesystem whose fields user space makes up ([`FUSE_SUPER_MAGIC`]).
+/// Found once per mount and process, from `fstatfs` of the file `statx` looked at (opened
+/// `O_PATH`), kept only when that file's unique mount ID is still `mnt_id` (a path changed
+/// in between answers `false`, unkept). Anything that cannot be found answers `false`: the
+/// content is hashed.
+fn mount_is_trusted(mnt_id: u64, dirfd: BorrowedFd<'_>, name: &CStr, flags: AtFlags) -> bool {
+    static KNOWN: OnceLock<parking_lot::Mutex<HashMap<u64, bool>>> = OnceLock::new();
+    let known = KNOWN.get_or_init(Default::default);
+    if let Some(&trusted) = known.lock().get(&mnt_id) {
+        return trusted;
+    }
+    let opened;
+    let fd = if name.is_empty() && flags.contains(AtFlags::EMPTY_PATH) {
+        dirfd
+    } else {
+        let mut oflags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
+        if flags.contains(AtFlags::SYMLINK_NOFOLLOW) {
+            oflags |= rustix::fs::OFlags::NOFOLLOW;
+        }
+        match rustix::fs::openat(dirfd, name, oflags, rustix::fs::Mode::empty()) {
+            Ok(fd) => {
+                opened = fd;
+                opened.as_fd()
+            }
+            Err(_) => return false,
+        }
+    };
+    let Ok(fs) = rustix::fs::fstatfs(fd) else {
+        return false;
+    };
+    let same_mount = rustix::fs::statx(
+        fd,
+        c"",
+        AtFlags::EMPTY_PATH,
+        StatxFlags::from_bits_retain(STATX_MNT_ID_UNIQUE),
+    )
+    .is_ok_and(|x| x.stx_mask & STATX_MNT_ID_UNIQUE != 0 && x.stx_mnt_id == mnt_id);
+    if !same_mount {
+        return false;
+    }
+    #[allow(clippy::unnecessary_cast)] // f_type is i64 on some targets and not on others
+    let trusted = fs.f_type as i64 != FUSE_SUPER_MAGIC;
+    known.lock().insert(mnt_id, trusted);
+    trusted
 }
 
 /// `statx(dirfd, name, flags)` with the fields hipjit records, the mount's unique ID among
@@ -247,7 +318,7 @@ fn statx(dirfd: BorrowedFd<'_>, name: &CStr, flags: AtFlags) -> std::io::Result<
                 ctime: (x.stx_ctime.tv_sec, i64::from(x.stx_ctime.tv_nsec)),
                 ino: x.stx_ino,
                 dev: libc::makedev(x.stx_dev_major, x.stx_dev_minor),
-                mount: mount_identity(x.stx_mask, x.stx_mnt_id),
+                mount: mount_identity(x.stx_mask, x.stx_mnt_id, dirfd, name, flags),
             },
             mode: u32::from(x.stx_mode),
             uid: x.stx_uid,

@@ -909,3 +909,120 @@ fn a_header_on_an_image_swapped_at_one_path_with_the_same_stat_is_hashed_not_tru
         "the first image's header was served other code"
     );
 }
+
+/// Wrong code from a header on a FUSE filesystem, whose `stat` fields its server makes up:
+/// bindfs with `--ctime-from-mtime` reports the modification time as the change time, as
+/// sshfs does (SFTP has none). The header rewritten in place with bytes of the same size and
+/// its modification time put back (as `rsync -a` of a tree with fixed times does) keeps size,
+/// times, inode, device and mount; the compile must be a miss with the new code (a FUSE
+/// mount's `stat` proves nothing: its files are hashed).
+///
+/// Needs root, /dev/fuse and bindfs (scripts/setup.sh installs it): skipped by name where they
+/// are missing.
+#[test]
+fn a_header_on_fuse_rewritten_with_the_same_size_and_times_is_hashed_not_trusted() {
+    const NAME: &str =
+        "a_header_on_fuse_rewritten_with_the_same_size_and_times_is_hashed_not_trusted";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED {NAME}: needs root (to mount a FUSE filesystem)");
+        return;
+    }
+    if !Path::new("/dev/fuse").exists() || !Path::new("/usr/bin/bindfs").exists() {
+        eprintln!("SKIPPED {NAME}: needs /dev/fuse and /usr/bin/bindfs (apt-get install bindfs)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (back, mnt) = (dir.path().join("back"), dir.path().join("mnt"));
+    std::fs::create_dir_all(back.join("inc")).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    let fixed = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let write_header = |text: &str| {
+        let f = std::fs::File::create(back.join("inc/x.h")).unwrap();
+        std::io::Write::write_all(&mut &f, text.as_bytes()).unwrap();
+        f.set_modified(fixed).unwrap();
+    };
+    write_header("#define VALUE 111\n");
+    sbin(
+        "bindfs",
+        &[
+            "--ctime-from-mtime".as_ref(),
+            back.as_os_str(),
+            mnt.as_os_str(),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("bindfs cannot mount here: {e}"));
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = sbin("umount", &[self.0.as_os_str()]);
+        }
+    }
+    let _mounted = Unmount(mnt.clone());
+
+    let home = home(dir.path());
+    let header = mnt.join("inc/x.h");
+    let (co_111, co_222) = (
+        home.join("single-gfx90a.hsaco"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco"),
+    );
+    std::fs::write(
+        home.join("act.sh"),
+        format!(
+            "if grep -q 'VALUE 222' {h}; then cp {b} out.hsaco; else cp {a} out.hsaco; fi\n\
+             for a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
+             echo \"out.hsaco: $src {h}\" > deps.d\n",
+            h = header.display(),
+            a = co_111.display(),
+            b = co_222.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let src = dir.path().join("src/k.hip");
+    std::fs::write(
+        &src,
+        "#include \"x.h\"\n__global__ void k(int* p) { *p = VALUE; }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.bin");
+    let compile = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        cmd.args(["compile", "--compiler", "hipcc", "--arch", "gfx90a", "-I"])
+            .arg(mnt.join("inc"))
+            .arg("-o")
+            .arg(&out)
+            .arg(&src)
+            .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+            .env("HIPJIT_HIPCC", fake_hipcc())
+            .env("XDG_CACHE_HOME", dir.path().join("xdg"))
+            .env("HOME", &home)
+            .env("PATH", "/usr/bin:/bin")
+            .env_remove("HIPJIT_COMPILER");
+        let o = run(&mut cmd);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        (text(&o.stdout), std::fs::read(&out).unwrap())
+    };
+    let (co_111, co_222) = (
+        std::fs::read(co_111).unwrap(),
+        std::fs::read(co_222).unwrap(),
+    );
+    let (said, code) = compile();
+    assert!(said.contains("miss") && code == co_111, "{said}");
+    let (said, code) = compile();
+    assert!(said.contains("hit (disk)") && code == co_111, "{said}");
+
+    let before = stat_fields(&header);
+    write_header("#define VALUE 222\n");
+    assert_eq!(
+        stat_fields(&header),
+        before,
+        "the rewritten header's stat differs: the case is not made"
+    );
+    let (said, code) = compile();
+    assert!(
+        code == co_222,
+        "a FUSE header rewritten with the same stat was served the old code ({said})"
+    );
+    assert!(said.contains("miss"), "{said}");
+}
