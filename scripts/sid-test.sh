@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs hipjit's real-toolchain tests a second time, inside the Debian sid root filesystem
 # (hipcc 7.0.2 over clang-21, HIP 6.4.3 runtime): builds, on this host, the test binaries of
-# every integration test target whose file name starts with `real_` (tests/real_*.rs of any
-# workspace package), then runs each inside the root with scripts/sid-run.sh and
+# the integration test target named `real` (tests/real/main.rs of any workspace package), then
+# runs each inside the root with scripts/sid-run.sh and
 # HIPJIT_TEST_ENV=sid, from its package's directory as cargo would. Prints each binary's libtest
 # output, summary line included; exits non-zero when any test binary fails. There is no cargo
 # inside the root: only the prebuilt binaries run there, with the repository bind-mounted.
@@ -21,8 +21,8 @@ die() {
 }
 
 # Selects, from `cargo metadata` or `cargo test --message-format=json` output, the targets of
-# kind "test" whose source file name starts with real_.
-JQ_REAL='(.target.kind | index("test")) and (.target.src_path | split("/") | last | startswith("real_"))'
+# kind "test" named real.
+JQ_REAL='(.target.kind | index("test")) and .target.name == "real"'
 
 main() {
     local -a cargo_args=() test_args=() failed=() extra_binds=()
@@ -48,7 +48,7 @@ main() {
 
     metadata=$(cargo metadata --no-deps --format-version 1)
     if [[ -z "$(jq -r ".packages[].targets[] | {target: .} | select($JQ_REAL) | .target.name" <<<"$metadata")" ]]; then
-        echo "sid-test: no real_* test targets (tests/real_*.rs) in this workspace: nothing to run in the sid root"
+        echo "sid-test: no test target named real (tests/real/main.rs) in this workspace: nothing to run in the sid root"
         return 0
     fi
     target_dir=$(jq -r .target_directory <<<"$metadata")
@@ -57,12 +57,12 @@ main() {
     *) extra_binds=(--bind "$target_dir") ;;
     esac
 
-    echo "sid-test: building the real_* test binaries: cargo test --workspace --no-run ${cargo_args[*]}"
+    echo "sid-test: building the real test binary: cargo test --workspace --no-run ${cargo_args[*]}"
     local artifacts
     artifacts=$(cargo test --workspace --no-run --message-format=json "${cargo_args[@]}" |
         jq -r "select(.reason == \"compiler-artifact\" and .profile.test and .executable != null and $JQ_REAL)
                | [.target.name, .executable, .manifest_path, .target.src_path] | @tsv")
-    [[ -n "$artifacts" ]] || die "cargo built no real_* test binary although the workspace has such targets"
+    [[ -n "$artifacts" ]] || die "cargo built no real test binary although the workspace has such targets"
 
     while IFS=$'\t' read -r name exe manifest rel_src; do
         count=$((count + 1))
@@ -80,7 +80,7 @@ main() {
         echo "sid-test: FAILED in the sid root: ${failed[*]} ($((count - ${#failed[@]})) of $count test binaries passed)" >&2
         return 1
     fi
-    echo "sid-test: all $count real_* test binaries passed in the sid root"
+    echo "sid-test: all $count real test binaries passed in the sid root"
 }
 
 main "$@"

@@ -11,7 +11,7 @@
 #   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace --no-fail-fast [--features hipjit/cli,...]
 #                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3), then
 #                 examples/downstream's softmax-demo --testing (the testing runtime)
-#   sid-test      scripts/sid-test.sh: the real_* test binaries again inside the sid root
+#   sid-test      scripts/sid-test.sh: the tests/real binary again inside the sid root
 #                 (hipcc 7.0.2, HIP 6.4.3)
 #   python        scripts/test-python.sh: the Python package's wheel built, installed into a
 #                 fresh venv and its pytest suite run (python/tests)

@@ -26,7 +26,7 @@
 //!   kernel with no `__shared__` variable of its own when another kernel of the cubin uses
 //!   dynamic shared memory). The reader reports the section less that 1 KiB there: the
 //!   `__shared__` variables' bytes, `ptxas -v`'s "smem" figure (checked for sm_75, sm_80, sm_90
-//!   and sm_100 in tests/nvcc_cubin.rs).
+//!   and sm_100 in tests/it/nvcc_cubin.rs).
 
 use crate::cuda::target::SmTarget;
 

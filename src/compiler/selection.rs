@@ -11,8 +11,8 @@
 //!    `HIPJIT_NVRTC_LIBRARY`, [`super::CompilerConfig::hipcc`], [`super::CompilerConfig::nvcc`]:
 //!    missing, not executable, refused) is not "not found": it is an error naming the setting,
 //!    before this rule is applied (`hipjit::jit`'s compilers).
-//! 3. Both found: the in-process compiler only where the parity test (tests/real_parity.rs,
-//!    tests/nvrtc_parity.rs) proved it produces the process compiler's code on this toolchain
+//! 3. Both found: the in-process compiler only where the parity test (tests/real/parity.rs,
+//!    tests/it/nvrtc_parity.rs) proved it produces the process compiler's code on this toolchain
 //!    and target family ([`PARITY`]); elsewhere the process compiler.
 
 use std::fmt;
@@ -111,7 +111,7 @@ pub struct ParityRow {
     pub evidence: &'static str,
 }
 
-/// The parity test's findings (tests/real_parity.rs, tests/nvrtc_parity.rs; the README's parity
+/// The parity test's findings (tests/real/parity.rs, tests/it/nvrtc_parity.rs; the README's parity
 /// table). A (compiler, major, family) absent here was not tested: `Auto` does not take the
 /// in-process compiler for it when the process compiler exists.
 pub const PARITY: &[ParityRow] = &[

@@ -356,7 +356,7 @@ fn tls_error(e: &redis::RedisError) -> Option<&rustls::Error> {
 }
 
 /// The class of a failure to connect, what went wrong in words, and whether to retry it (an
-/// outage). Measured against redis-server 7.0.15 and the `redis` crate (tests/remote_cache.rs):
+/// outage). Measured against redis-server 7.0.15 and the `redis` crate (tests/it/remote_cache.rs):
 /// a wrong password is `AuthenticationFailed`; no password where one is needed is `NOAUTH` (or
 /// "Authentication required" when a `SELECT` comes first); a database out of range is "DB
 /// index is out of range"; a non-Redis peer's reply is a parse error; a TLS handshake with a

@@ -7,7 +7,7 @@
 //! (`libhiprtc.so.6`, through scripts/sid-run.sh). A library rewritten or renamed over is
 //! noticed: the next run loads it again and recomputes its identity.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

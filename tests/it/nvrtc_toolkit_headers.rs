@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-mod common;
+use crate::common;
 
 // PyPI's nvidia/cu13 directory (lib/ with NVRTC, include/ with the toolkit headers).
 use common::toolchain::pypi_toolkit as pypi_cu13;

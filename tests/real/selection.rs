@@ -2,7 +2,7 @@
 //! machine: hipcc and hipRTC (Debian's HIP 5.2.3 on the host, hipcc 7.0.2 / hipRTC 6.4.3 when
 //! run inside the sid root). What Auto takes follows the parity table
 //! (`hipjit::compiler::selection::PARITY`), so each test asserts the outcome for the hipRTC it
-//! finds, 5.x or 6.x; every outcome is named. NVIDIA: tests/nvrtc_selection.rs.
+//! finds, 5.x or 6.x; every outcome is named. NVIDIA: tests/it/nvrtc_selection.rs.
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! The disk cache on its own: publishing, verification, read-only roots, ownership rules,
 //! pruning. The artefacts are made-up bytes: these tests are about the file layout, not the
-//! compiler (tests/real_compiler.rs covers real entries).
+//! compiler (tests/real/compiler.rs covers real entries).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! cubin reader checks. nvcc comes from `HIPJIT_NVCC`, else the venv scripts/setup.sh makes
 //! (`$HIPJIT_CI_CACHE/nvcc-venv`, PyPI nvidia-cuda-nvcc), else hipjit's discovery.
 
-mod common;
+use crate::common;
 
 use hipjit::code_object::cubin::{Cubin, CubinError};
 use hipjit::cuda::target::SmTarget;

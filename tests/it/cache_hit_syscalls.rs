@@ -5,7 +5,7 @@
 //! compiler's installation. Run against Debian's hipcc 5.2.3 and the nvcc of PyPI's
 //! nvidia-cuda-nvcc, each with a private cache root and a private identity directory.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

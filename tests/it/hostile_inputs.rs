@@ -3,7 +3,7 @@
 //! status 1 or 2) naming what was wrong: no hang, no panic, no abort. Each child runs under a
 //! deadline so that a hang fails the test instead of stalling the suite.
 
-mod common;
+use crate::common;
 
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -328,7 +328,7 @@ fn json_path(v: &serde_json::Value) -> PathBuf {
 fn every_json_command_prints_non_utf8_paths() {
     let dir = tempfile::tempdir().unwrap();
     // The source's directory is UTF-8: it becomes an include directory, and include
-    // directories are the key record's business (tests/cache_key.rs).
+    // directories are the key record's business (tests/it/cache_key.rs).
     let src_dir = dir.path().join("src");
     std::fs::create_dir(&src_dir).unwrap();
     let src = non_utf8(&src_dir, b"k\xfe.hip");

@@ -5,7 +5,7 @@
 //! checks that a changed host compiler is compiled again, never served the old cubin: the long
 //! way, and through the hit memo a fresh process takes.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -7,7 +7,7 @@
 //! The corpus is tests/kernels/parity/ less what the NVIDIA platform does not have: HIP's
 //! mask-less `__ballot`/`__any`/`__all` (CUDA removed them for sm_70+), so warp.hip is left out.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -3,9 +3,9 @@
 //! directory searched before the one that held it is compiled, not served the old code object.
 //! With Debian's hipcc 5.2.3; the search list is extended through `HIPCC_COMPILE_FLAGS_APPEND`
 //! (`-isystem A -isystem B`, standing in for `/usr/local/include` and `/usr/include`, which a
-//! test must not write). nvcc's counterpart is in tests/nvcc_host_compiler.rs.
+//! test must not write). nvcc's counterpart is in tests/it/nvcc_host_compiler.rs.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

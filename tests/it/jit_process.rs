@@ -1,7 +1,7 @@
 //! How hipjit runs a compiler: cleared environment, relative paths in a private build
 //! directory, timeout killing the whole process group, concurrency cap. The compilers here are
 //! shell-script fixtures under tests/fixtures (no real compiler hangs or reports its
-//! environment on demand); tests/real_compiler.rs runs the real ones.
+//! environment on demand); tests/real/compiler.rs runs the real ones.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

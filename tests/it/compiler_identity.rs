@@ -12,7 +12,7 @@
 //! the rest symbolic links, so the original is never touched), a header the compile read,
 //! swapped by a rename or rewritten in place, makes the next lookup of a fresh `Jit` a miss.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! `hipjit cache warm FILE` replays them, compiling only what no tier holds; the remote tier
 //! is a real redis-server started by the test on a free port.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::os::unix::ffi::OsStrExt;

@@ -9,7 +9,7 @@
 //! - a header rewritten in place (same size) after the memo was written is a miss, compiled
 //!   again with the new header, never the remembered result.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -440,7 +440,10 @@ fn a_compiler_found_before_the_environment_changed_is_not_remembered_under_the_n
         let mut c = Command::new(std::env::current_exe().unwrap());
         c.args([
             "--exact",
-            "child_compiles_around_an_environment_change",
+            &common::test_name(
+                module_path!(),
+                "child_compiles_around_an_environment_change",
+            ),
             "--ignored",
             "--nocapture",
             "--test-threads=1",

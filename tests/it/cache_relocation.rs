@@ -2,7 +2,7 @@
 //! moved elsewhere with the same sources and headers; the same compiler reached through a
 //! symbolic link farm. And what must not hit: a header edited after the move.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@
 //! key record; the unchanged request hits on disk. The other compiler is a copy of a stand-in
 //! installation with one file different (tests/common/installation.rs).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! `tests/data/code-objects/`, the machine's real hipcc and HIP runtime (Debian's 5.2.3 here),
 //! a temporary `HIPJIT_CACHE_DIR` per test. Exit statuses: 0 ok, 1 the work failed, 2 usage.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -2069,7 +2069,7 @@ fn compile_j2_survives_a_hiprtc_that_aborts_and_names_the_signal() {
 
 // ---------------------------------------------------------------------------------------------
 // doctor and HIP's NVIDIA platform: the fixture CUDA driver (tests/fixtures/fake_cuda.c, built
-// here with `cc` as tests/cuda_fixture.rs does: no NVIDIA driver can be had here; it reports
+// here with `cc` as tests/it/cuda_fixture.rs does: no NVIDIA driver can be had here; it reports
 // CUDA 12.4, the five library-API symbols and one compute capability 9.0 device named
 // "Fixture GPU") and the nvcc that scripts/setup.sh installs from PyPI.
 

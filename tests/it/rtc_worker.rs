@@ -4,7 +4,7 @@
 //! (tests/fixtures/fake_hiprtc.c, built here with `cc`) that aborts, hangs or allocates on
 //! request.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -6,7 +6,7 @@
 //! cubin loaded is real (nvcc-built test data). The driver is process-wide, so every test here
 //! shares the one fixture.
 
-mod common;
+use crate::common;
 
 use std::ffi::{c_int, c_uint, c_void};
 use std::path::{Path, PathBuf};

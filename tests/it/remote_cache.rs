@@ -673,7 +673,11 @@ fn child_compile() {
 
 fn spawn_child(server: &Server, root: &Path, home: &Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_compile", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            &crate::common::test_name(module_path!(), "child_compile"),
+        ])
+        .args(["--ignored", "--nocapture"])
         .args(["--test-threads=1"])
         .env(CHILD_URL, server.url())
         .env(CHILD_ROOT, root)

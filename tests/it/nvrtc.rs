@@ -3,8 +3,8 @@
 //! `$HIPJIT_CI_CACHE/nvcc-venv` (`nvidia/cu13/lib/libnvrtc.so.13` beside
 //! `nvidia/cu13/bin/nvcc`). No GPU is needed to compile cubins.
 
+use crate::common;
 use std::ffi::OsString;
-mod common;
 
 use std::path::{Path, PathBuf};
 

@@ -45,7 +45,7 @@ fn eight_processes_racing_on_one_key_leave_one_valid_entry() {
             Command::new(&exe)
                 .args([
                     "--exact",
-                    "race_child",
+                    &crate::common::test_name(module_path!(), "race_child"),
                     "--ignored",
                     "--nocapture",
                     "--test-threads=1",

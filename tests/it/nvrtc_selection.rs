@@ -1,8 +1,8 @@
 //! Which compiler the one `Jit` takes for SM targets, with nvcc and NVRTC from PyPI
 //! (`$HIPJIT_CI_CACHE/nvcc-venv`, installed by scripts/setup.sh; NVRTC found beside that nvcc),
-//! and that a compiler of the other platform is refused. AMD: tests/real_selection.rs.
+//! and that a compiler of the other platform is refused. AMD: tests/real/selection.rs.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 
@@ -23,16 +23,6 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) 
     if (i < n) y[i] = a * x[i] + y[i];
 }
 "#;
-
-/// Read by the tests that read CUDA toolkit headers (an nvcc compile, NVRTC with
-/// `hip/hip_fp16.h`), written by the one comparing result keys: the header manifest of an NVRTC
-/// compile lists the toolkit headers opened while it ran, by any process (a superset, which is
-/// safe but changes the key).
-static TOOLKIT_READS: std::sync::RwLock<()> = std::sync::RwLock::new(());
-
-fn reading_the_toolkit() -> std::sync::RwLockReadGuard<'static, ()> {
-    TOOLKIT_READS.read().unwrap_or_else(|e| e.into_inner())
-}
 
 /// One identity directory for the whole binary: each compiler is fingerprinted once.
 fn home() -> &'static Path {
@@ -86,7 +76,6 @@ fn auto_takes_nvrtc_for_sm_90_where_its_parity_with_nvcc_was_proven() {
 
 #[test]
 fn auto_takes_nvcc_for_a_source_with_a_nul_byte_and_says_so() {
-    let _reads = reading_the_toolkit();
     let home = home();
     let source = format!("// a NUL \0 in a comment\n{SAXPY}");
     let c = jit(CompilerChoice::Auto, home, None)
@@ -120,7 +109,6 @@ fn nvrtc_asked_for_refuses_a_nul_byte_naming_the_source_and_offset() {
 
 #[test]
 fn nvcc_and_nvrtc_results_have_different_keys_in_one_cache() {
-    let _reads = reading_the_toolkit();
     let home = home();
     let cache = tempfile::tempdir().unwrap();
     let by_nvcc = jit(CompilerChoice::Nvcc, home, Some(cache.path()))
@@ -171,52 +159,7 @@ fn a_compiler_of_the_other_platform_is_refused_naming_both() {
 }
 
 #[test]
-fn nvrtc_through_a_worker_process_gives_the_in_process_result() {
-    let _alone = TOOLKIT_READS.write().unwrap_or_else(|e| e.into_inner());
-    let home = home();
-    let in_process = jit(CompilerChoice::Nvrtc, home, None)
-        .compile(SAXPY, &sm90())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let with_worker = |program: PathBuf| {
-        Jit::new(JitOptions {
-            compiler: Some(CompilerChoice::Nvrtc),
-            compiler_config: CompilerConfig {
-                nvcc: Some(pypi_nvcc()),
-                identity_dir: Some(home.join("identity")),
-                rtc_worker: Some(hipjit::compiler::worker::WorkerConfig {
-                    program: Some(program),
-                    ..Default::default()
-                }),
-                ..CompilerConfig::default()
-            },
-            cache: CacheLocation::Disabled,
-            ..JitOptions::default()
-        })
-        .unwrap()
-    };
-    let c = with_worker(PathBuf::from(env!("CARGO_BIN_EXE_hipjit")))
-        .compile(SAXPY, &sm90())
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        c.key(),
-        in_process.key(),
-        "the worker is no part of the key"
-    );
-    assert_eq!(
-        c.cubin().unwrap().elf(),
-        in_process.cubin().unwrap().elf(),
-        "the worker's cubin differs"
-    );
-    let err = with_worker(PathBuf::from("/nonexistent/hipjit"))
-        .compile(SAXPY, &sm90())
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("/nonexistent/hipjit"), "{err}");
-}
-
-#[test]
 fn nvrtc_compiles_half_through_the_toolkit_headers_beside_it_which_are_its_installations() {
-    let _reads = reading_the_toolkit();
     let source = "#include <hip/hip_fp16.h>\n\
                   extern \"C\" __global__ void h(__half* x) { x[0] = __float2half(2.0f); }\n";
     let c = jit(CompilerChoice::Nvrtc, home(), None)
@@ -261,7 +204,6 @@ extern "C" __global__ void front(long long* out) {
 /// Compiles `source` with nvcc and with NVRTC (both from PyPI) and asserts that NVRTC accepts
 /// it, compiles it itself, and gives `kernel` the same SASS as nvcc; `what` names the case.
 fn assert_nvrtc_matches_nvcc(source: &str, options: &CompileOptions, kernel: &str, what: &str) {
-    let _reads = reading_the_toolkit();
     let home = home();
     let by_nvcc = jit(CompilerChoice::Nvcc, home, None)
         .compile(source, options)
@@ -407,7 +349,6 @@ fn nvrtc_refuses_an_include_it_could_not_report_instead_of_caching_it_unkeyed() 
 
 #[test]
 fn auto_takes_nvcc_for_an_include_nvrtc_could_not_report_and_an_edit_is_a_miss() {
-    let _reads = reading_the_toolkit();
     let home = home();
     let cache = tempfile::tempdir().unwrap();
     let (tree, src) = escaping_include_tree();

@@ -2,7 +2,7 @@
 //! compiles (`INCLUDES=-DX=1` defines a macro in every compile): they are part of the cache
 //! key, so a compile under another value is never served the first one's cubin.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1239,7 +1239,8 @@ fn library_and_kernel_move_to_another_thread_and_launch_there() {
 /// combined output after asserting it succeeded.
 fn run_in_child(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> String {
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"])
+    let exact = crate::common::test_name(module_path!(), name);
+    cmd.args(["--exact", &exact, "--nocapture", "--test-threads=1"])
         .env("HIPJIT_FIXTURE_CHILD", name)
         .env_remove("HIPJIT_HIP_LIBRARY");
     for (k, v) in env {

@@ -1,0 +1,53 @@
+//! The integration tests that share one process: a module per area (tests/common holds the helpers).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cache_bundle;
+mod cache_disk;
+#[cfg(feature = "cli")]
+mod cache_explain;
+mod cache_hit_rtc_library;
+#[cfg(feature = "cli")]
+mod cache_hit_syscalls;
+mod cache_key;
+mod cache_race;
+mod cache_relocation;
+mod cache_trust;
+#[cfg(feature = "cli")]
+mod cache_warm;
+#[cfg(feature = "cli")]
+mod cli;
+mod code_object;
+mod code_object_corpus;
+mod code_object_malformed;
+mod compiler_identity;
+mod compiler_process;
+mod cuda_fixture;
+mod fixture_runtime;
+mod fuzz_regressions;
+#[cfg(feature = "cli")]
+mod hit_memo;
+mod hostile_inputs;
+mod jit_load;
+mod jit_options;
+mod jit_process;
+mod nvcc_cubin;
+#[cfg(feature = "cli")]
+mod nvcc_environment;
+mod nvcc_host_compiler;
+mod nvrtc;
+mod nvrtc_parity;
+mod nvrtc_selection;
+mod nvrtc_toolkit_headers;
+mod occupancy;
+mod package_contents;
+#[cfg(feature = "redis")]
+mod remote_cache;
+#[cfg(feature = "cli")]
+mod rtc_worker;
+mod runtime_loader;
+mod system_include_dirs;
+mod target_id;
+#[cfg(feature = "testing")]
+mod testing_runtime;
