@@ -3,14 +3,16 @@
 #   setup         scripts/setup.sh: Debian packages, the sid root filesystem, the header sets
 #   fmt           cargo fmt --all --check
 #   lint-scripts  shellcheck on .ci/run and scripts/*.sh
-#   clippy        cargo clippy --workspace --all-targets -- -D warnings
-#   clippy-cli    the same with --features hipjit/cli,hipjit/testing,hipjit/half and
-#                 hipjit-softmax/testing (those the workspace has)
+#   clippy        cargo clippy --workspace --all-targets --all-features -- -D warnings, then the
+#                 same without features (the code a crate depending on hipjit builds), nothing
+#                 else: every other feature combination is a subset of the first
 #   doc           cargo doc --no-deps -p hipjit-sys -p hipjit with hipjit's features of those,
 #                 rustdoc's warnings (broken or private links) as errors
 #   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace --no-fail-fast [--features hipjit/cli,...]
-#                 (unit, integration and doc tests, on this host's Debian HIP 5.2.3), then
-#                 examples/downstream's softmax-demo --testing (the testing runtime)
+#                 (unit tests, the three integration-test binaries tests/it, tests/real and
+#                 tests/isolated, doc tests; on this host's Debian HIP 5.2.3), then
+#                 examples/downstream's softmax-demo --testing (the testing runtime). Each test
+#                 binary runs with libtest's --report-time (scripts/test-runner.sh)
 #   sid-test      scripts/sid-test.sh: the tests/real binary again inside the sid root
 #                 (hipcc 7.0.2, HIP 6.4.3)
 #   python        scripts/test-python.sh: the Python package's wheel built, installed into a
@@ -19,7 +21,9 @@
 #                 HIP header set
 #   fuzz          scripts/fuzz-brief.sh: a brief libFuzzer run of each fuzz target (fuzz/)
 # A failing setup stops the run; any other failing step is reported and the run goes on, so one
-# run shows every problem. Ends with the steps' times and, alone on the last line,
+# run shows every problem. Ends with each step's wall-clock and CPU time (user + system, of the
+# step's processes and all their children), the totals, the ten slowest tests and, alone on the
+# last line,
 # "N passed, N failed, N skipped", summed over the libtest "test result:" lines of every step
 # (skipped = ignored tests). Exits non-zero when any step failed.
 #
@@ -31,7 +35,7 @@ script_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 repo="$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null || dirname -- "$script_dir")"
 cd -- "$repo"
 
-ALL_STEPS=(setup fmt lint-scripts clippy clippy-cli doc test sid-test python header-matrix fuzz)
+ALL_STEPS=(setup fmt lint-scripts clippy doc test sid-test python header-matrix fuzz)
 
 # The machine this runs on has 2 cores (and CI's too): two rustc jobs at a time.
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
@@ -41,10 +45,9 @@ if ! command -v cargo >/dev/null 2>&1 && [[ -x "${HOME:-/root}/.cargo/bin/cargo"
 fi
 
 log_file=$(mktemp "${TMPDIR:-/tmp}/hipjit-test.XXXXXX")
-trap 'rm -f -- "$log_file"' EXIT
+times_file=$(mktemp "${TMPDIR:-/tmp}/hipjit-times.XXXXXX")
+trap 'rm -f -- "$log_file" "$times_file"' EXIT
 
-# Whether the hipjit package declares the cargo feature `cli`.
-has_cli_feature() { has_feature cli; }
 # Whether the hipjit package declares the cargo feature $1.
 has_feature() {
     cargo metadata --no-deps --format-version 1 |
@@ -57,15 +60,11 @@ step_lint_scripts() {
     local -a files=(.ci/run scripts/*.sh)
     shellcheck "${files[@]}" && echo "shellcheck: ${#files[@]} scripts clean"
 }
-step_clippy() { cargo clippy --workspace --all-targets -- -D warnings; }
-step_clippy_cli() {
-    if ! has_cli_feature; then
-        echo "clippy-cli: the hipjit crate has no feature cli: nothing to check"
-        return 0
-    fi
-    local -a features
-    read -ra features < <(feature_args)
-    cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
+step_clippy() {
+    local rc=0
+    cargo clippy --workspace --all-targets --all-features -- -D warnings || rc=$?
+    cargo clippy --workspace --all-targets -- -D warnings || rc=$?
+    return "$rc"
 }
 step_doc() {
     local -a f
@@ -110,7 +109,9 @@ step_test() {
     # report the step ok.
     local rc=0
     # --no-fail-fast: every failing test binary is reported, not only the first.
-    HIPJIT_TEST_ENV=bookworm cargo test --workspace --no-fail-fast "${features[@]}" || rc=$?
+    # The runner adds --report-time to each test binary's arguments: the summary's ten slowest.
+    HIPJIT_TEST_ENV=bookworm CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$repo/scripts/test-runner.sh" \
+        cargo test --workspace --no-fail-fast "${features[@]}" || rc=$?
     # examples/downstream, the crate-author path end to end on the testing runtime.
     if has_package hipjit-softmax; then
         cargo run -p hipjit-softmax "${features[@]}" --bin softmax-demo -- --testing || rc=$?
@@ -138,9 +139,29 @@ step_header_matrix() {
 }
 step_fuzz() { bash scripts/fuzz-brief.sh; }
 
+# The CPU time, in milliseconds, of this shell's children waited for so far (user + system):
+# the second line of `times`, run in this shell (a subshell would report its own).
+children_cpu_ms() {
+    local line
+    times >"$times_file"
+    line=$(sed -n 2p "$times_file")
+    [[ "$line" =~ ^([0-9]+)m([0-9.]+)s\ ([0-9]+)m([0-9.]+)s$ ]] || { echo 0; return; }
+    awk -v a="${BASH_REMATCH[1]}" -v b="${BASH_REMATCH[2]}" -v c="${BASH_REMATCH[3]}" -v d="${BASH_REMATCH[4]}" \
+        'BEGIN { printf "%d\n", (a * 60 + b + c * 60 + d) * 1000 }'
+}
+
+# The ten slowest tests of the log (lines `test NAME ... ok <SECONDS>` that --report-time
+# gives), each with its test binary.
+slowest_tests() {
+    awk '/^ +Running / { bin = $2 }
+         /^test .* \.\.\. ok <[0-9.]+s>$/ {
+             t = $NF; gsub(/[<>s]/, "", t); name = $2
+             printf "%8.1f s  %s %s\n", t, bin, name }' "$log_file" | sort -rn | head -n 10
+}
+
 main() {
     local -a steps=("$@") failed=() times=()
-    local step start rc total_start=$SECONDS
+    local step start rc cpu_start cpu total_start=$SECONDS total_cpu_start
     ((${#steps[@]} > 0)) || steps=("${ALL_STEPS[@]}")
     for step in "${steps[@]}"; do
         declare -F "step_${step//-/_}" >/dev/null || {
@@ -149,14 +170,17 @@ main() {
         }
     done
     command -v cargo >/dev/null 2>&1 || { echo "test.sh: cargo is not on PATH" >&2; exit 1; }
+    total_cpu_start=$(children_cpu_ms)
 
     for step in "${steps[@]}"; do
         printf '\n===== [%s] start (%s)\n' "$step" "$(date -u +%H:%M:%S)" | tee -a "$log_file"
         start=$SECONDS
+        cpu_start=$(children_cpu_ms)
         rc=0
         "step_${step//-/_}" 2>&1 </dev/null | tee -a "$log_file" || rc=$?
-        times+=("$(printf '%-14s %5d s  %s' "$step" $((SECONDS - start)) "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")")")
-        printf '===== [%s] %s in %d s\n' "$step" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - start)) | tee -a "$log_file"
+        cpu=$((($(children_cpu_ms) - cpu_start) / 1000))
+        times+=("$(printf '%-14s %5d s wall %6d s CPU  %s' "$step" $((SECONDS - start)) "$cpu" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")")")
+        printf '===== [%s] %s in %d s (CPU %d s)\n' "$step" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - start)) "$cpu" | tee -a "$log_file"
         if ((rc != 0)); then
             failed+=("$step")
             if [[ "$step" == setup ]]; then
@@ -171,8 +195,15 @@ main() {
         sed -nE 's/^test result: [A-Za-z]+\. ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored;.*/\1 \2 \3/p' "$log_file" |
             awk '{p += $1; f += $2; s += $3} END {print p + 0, f + 0, s + 0}'
     )
-    printf '\n===== summary (total %d s)\n' $((SECONDS - total_start))
+    printf '\n===== summary\n'
     printf '%s\n' "${times[@]}"
+    printf '%-14s %5d s wall %6d s CPU  (%s, load average now %s)\n' total $((SECONDS - total_start)) \
+        $((($(children_cpu_ms) - total_cpu_start) / 1000)) "$(nproc) cores" "$(cut -d' ' -f1-3 /proc/loadavg)"
+    local slow
+    slow=$(slowest_tests)
+    if [[ -n "$slow" ]]; then
+        printf '\nthe ten slowest tests:\n%s\n' "$slow"
+    fi
     if ((${#failed[@]} > 0)); then
         echo "FAILED steps: ${failed[*]}"
     fi

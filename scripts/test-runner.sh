@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# cargo's target runner for the `test` step of scripts/test.sh
+# (CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER): runs a test binary with libtest's
+# --report-time, so each passing test's line ends with its time (`... ok <1.234s>`) and the
+# summary can list the slowest. --report-time is unstable: RUSTC_BOOTSTRAP=1 is set for the test
+# binary alone (set for cargo, it would change how dependencies build and rebuild them all).
+# Anything that is not a libtest binary cargo built for the tests (target/*/deps/NAME-HASH), and
+# a run that lists tests, runs unchanged.
+set -euo pipefail
+
+exe=$1
+shift
+case "$exe" in
+*/deps/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]*)
+    for arg in "$@"; do
+        [[ "$arg" == --list ]] && exec "$exe" "$@"
+    done
+    RUSTC_BOOTSTRAP=1 exec "$exe" "$@" -Z unstable-options --report-time
+    ;;
+*) exec "$exe" "$@" ;;
+esac
