@@ -139,15 +139,18 @@ step_header_matrix() {
 }
 step_fuzz() { bash scripts/fuzz-brief.sh; }
 
-# The CPU time, in milliseconds, of this shell's children waited for so far (user + system):
-# the second line of `times`, run in this shell (a subshell would report its own).
-children_cpu_ms() {
+# Sets cpu_ms to the CPU time, in milliseconds, of this shell's children waited for so far
+# (user + system): the second line of `times`, run in this shell (in a command substitution it
+# would report the subshell's own).
+children_cpu() {
     local line
     times >"$times_file"
     line=$(sed -n 2p "$times_file")
-    [[ "$line" =~ ^([0-9]+)m([0-9.]+)s\ ([0-9]+)m([0-9.]+)s$ ]] || { echo 0; return; }
-    awk -v a="${BASH_REMATCH[1]}" -v b="${BASH_REMATCH[2]}" -v c="${BASH_REMATCH[3]}" -v d="${BASH_REMATCH[4]}" \
-        'BEGIN { printf "%d\n", (a * 60 + b + c * 60 + d) * 1000 }'
+    cpu_ms=0
+    if [[ "$line" =~ ^([0-9]+)m([0-9]+)\.([0-9]{3})s\ ([0-9]+)m([0-9]+)\.([0-9]{3})s$ ]]; then
+        local -a m=("${BASH_REMATCH[@]}")
+        cpu_ms=$(((10#${m[1]} * 60 + 10#${m[2]} + 10#${m[4]} * 60 + 10#${m[5]}) * 1000 + 10#${m[3]} + 10#${m[6]}))
+    fi
 }
 
 # The ten slowest tests of the log (lines `test NAME ... ok <SECONDS>` that --report-time
@@ -161,7 +164,7 @@ slowest_tests() {
 
 main() {
     local -a steps=("$@") failed=() times=()
-    local step start rc cpu_start cpu total_start=$SECONDS total_cpu_start
+    local step start rc cpu_start cpu cpu_ms total_start=$SECONDS total_cpu_start
     ((${#steps[@]} > 0)) || steps=("${ALL_STEPS[@]}")
     for step in "${steps[@]}"; do
         declare -F "step_${step//-/_}" >/dev/null || {
@@ -170,15 +173,18 @@ main() {
         }
     done
     command -v cargo >/dev/null 2>&1 || { echo "test.sh: cargo is not on PATH" >&2; exit 1; }
-    total_cpu_start=$(children_cpu_ms)
+    children_cpu
+    total_cpu_start=$cpu_ms
 
     for step in "${steps[@]}"; do
         printf '\n===== [%s] start (%s)\n' "$step" "$(date -u +%H:%M:%S)" | tee -a "$log_file"
         start=$SECONDS
-        cpu_start=$(children_cpu_ms)
+        children_cpu
+        cpu_start=$cpu_ms
         rc=0
         "step_${step//-/_}" 2>&1 </dev/null | tee -a "$log_file" || rc=$?
-        cpu=$((($(children_cpu_ms) - cpu_start) / 1000))
+        children_cpu
+        cpu=$(((cpu_ms - cpu_start) / 1000))
         times+=("$(printf '%-14s %5d s wall %6d s CPU  %s' "$step" $((SECONDS - start)) "$cpu" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")")")
         printf '===== [%s] %s in %d s (CPU %d s)\n' "$step" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - start)) "$cpu" | tee -a "$log_file"
         if ((rc != 0)); then
@@ -197,8 +203,9 @@ main() {
     )
     printf '\n===== summary\n'
     printf '%s\n' "${times[@]}"
+    children_cpu
     printf '%-14s %5d s wall %6d s CPU  (%s, load average now %s)\n' total $((SECONDS - total_start)) \
-        $((($(children_cpu_ms) - total_cpu_start) / 1000)) "$(nproc) cores" "$(cut -d' ' -f1-3 /proc/loadavg)"
+        $(((cpu_ms - total_cpu_start) / 1000)) "$(nproc) cores" "$(cut -d' ' -f1-3 /proc/loadavg)"
     local slow
     slow=$(slowest_tests)
     if [[ -n "$slow" ]]; then
