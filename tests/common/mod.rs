@@ -7,6 +7,44 @@ pub mod installation;
 pub mod strace;
 pub mod toolchain;
 
+use std::path::{Path, PathBuf};
+
+use hipjit::compiler::CompilerConfig;
+
+/// `tests/fixtures/<name>`: the stand-in compilers, runtimes and drivers.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// `tests/data/code-objects/<name>`: real code objects, checked in.
+pub fn code_object(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/code-objects")
+        .join(name)
+}
+
+/// `tests/fixtures/fake-hipcc-act.sh`: a "hipcc" that answers `--version`, `-###` and
+/// `-fsyntax-only` and otherwise runs the test's own script, `$HOME/act.sh`, in the build
+/// directory.
+pub fn fake_hipcc() -> PathBuf {
+    fixture("fake-hipcc-act.sh")
+}
+
+/// The compiler settings that run [`fake_hipcc`] with `$HOME` = `home` (where its act.sh is),
+/// `PATH` = `/usr/bin:/bin` and nothing else of this process's environment.
+pub fn fake_hipcc_config(home: &Path) -> CompilerConfig {
+    CompilerConfig {
+        hipcc: Some(fake_hipcc()),
+        env: Some(vec![
+            ("HOME".into(), home.as_os_str().to_owned()),
+            ("PATH".into(), "/usr/bin:/bin".into()),
+        ]),
+        ..CompilerConfig::default()
+    }
+}
+
 /// The name libtest runs the test `name` of the module `module` under (pass `module_path!()`):
 /// the module's path without the crate's name, then `name`; for `--exact` when a test runs
 /// another test of its binary in a child process.

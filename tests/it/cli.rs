@@ -9,12 +9,6 @@ use std::process::{Command, Output};
 
 use common::toolchain::pypi_nvcc;
 
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/code-objects")
-        .join(name)
-}
-
 /// Runs the binary with `args`, the cache in `cache` (or a fresh directory that is dropped).
 fn hipjit_in(cache: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hipjit"))
@@ -59,7 +53,7 @@ fn path_str(p: &Path) -> &str {
 
 #[test]
 fn inspect_text_shows_target_version_kernels_and_lds() {
-    let f = data("kernels-gfx90a.hsaco");
+    let f = common::code_object("kernels-gfx90a.hsaco");
     let o = hipjit(&["inspect", path_str(&f)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
@@ -73,7 +67,7 @@ fn inspect_text_shows_target_version_kernels_and_lds() {
 
 #[test]
 fn inspect_json_has_schema_version_and_argument_layout() {
-    let f = data("kernels-gfx90a.hsaco");
+    let f = common::code_object("kernels-gfx90a.hsaco");
     let o = hipjit(&["inspect", "--json", path_str(&f)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = json(&o);
@@ -114,7 +108,7 @@ fn inspect_json_has_schema_version_and_argument_layout() {
 
 #[test]
 fn inspect_bundle_with_target_picks_that_entry() {
-    let f = data("kernels-gfx942-gfx1100-v3.ccob");
+    let f = common::code_object("kernels-gfx942-gfx1100-v3.ccob");
     let o = hipjit(&["inspect", "--json", "--target", "gfx1100", path_str(&f)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = json(&o);
@@ -126,7 +120,7 @@ fn inspect_bundle_with_target_picks_that_entry() {
 
 #[test]
 fn inspect_bundle_without_target_reads_every_amdgpu_entry() {
-    let f = data("kernels-gfx942-gfx1100.hipfb");
+    let f = common::code_object("kernels-gfx942-gfx1100.hipfb");
     let o = hipjit(&["inspect", "--json", path_str(&f)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = json(&o);
@@ -177,7 +171,7 @@ fn inspect_of_an_empty_file_says_so_and_exits_1() {
 fn inspect_of_a_truncated_elf_names_what_is_cut_off() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("cut.hsaco");
-    let whole = std::fs::read(data("single-gfx90a.hsaco")).unwrap();
+    let whole = std::fs::read(common::code_object("single-gfx90a.hsaco")).unwrap();
     std::fs::write(&f, &whole[..100]).unwrap();
     let o = hipjit(&["inspect", path_str(&f)]);
     assert_eq!(o.status.code(), Some(1));
@@ -188,7 +182,7 @@ fn inspect_of_a_truncated_elf_names_what_is_cut_off() {
 
 #[test]
 fn inspect_with_a_malformed_target_id_is_a_usage_error() {
-    let f = data("kernels-gfx90a.hsaco");
+    let f = common::code_object("kernels-gfx90a.hsaco");
     let o = hipjit(&["inspect", "--target", "gfx90a:bogus+", path_str(&f)]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("gfx90a:bogus+"), "{}", stderr(&o));
@@ -196,7 +190,7 @@ fn inspect_with_a_malformed_target_id_is_a_usage_error() {
 
 #[test]
 fn inspect_raw_elf_for_another_target_fails_naming_both() {
-    let f = data("kernels-gfx90a.hsaco");
+    let f = common::code_object("kernels-gfx90a.hsaco");
     let o = hipjit(&["inspect", "--target", "gfx942", path_str(&f)]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
@@ -285,7 +279,11 @@ fn help_states_each_commands_json_schema_version_as_its_json_has_it() {
         help.contains("compile 2; doctor, inspect and cache 1"),
         "{help}"
     );
-    let inspect = hipjit(&["inspect", "--json", path_str(&data("kernels-gfx90a.hsaco"))]);
+    let inspect = hipjit(&[
+        "inspect",
+        "--json",
+        path_str(&common::code_object("kernels-gfx90a.hsaco")),
+    ]);
     assert_eq!(json(&inspect)["schema_version"], 1);
     let cache = hipjit(&["cache", "stats", "--json"]);
     assert_eq!(cache.status.code(), Some(0), "{}", stderr(&cache));
@@ -2302,7 +2300,7 @@ fn doctor_says_a_driver_without_the_library_api_falls_back_to_the_module_api() {
          cuKernelGetFunction; };\n",
     )
     .unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
+    let src = common::fixture("fake_cuda.c");
     let flag = format!("-Wl,--version-script={}", path_str(&script));
     let so = build_driver(dir.path(), &src, &[&flag]);
     let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", &so)]));

@@ -126,11 +126,7 @@ fn runtime() -> Runtime {
 }
 
 fn cubin() -> Cubin {
-    let bytes = std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/code-objects/cuda/add_one-sm_90.cubin"
-    ))
-    .unwrap();
+    let bytes = std::fs::read(common::code_object("cuda/add_one-sm_90.cubin")).unwrap();
     Cubin::from_bytes(&bytes).unwrap()
 }
 
@@ -927,14 +923,7 @@ fn nvidia_jit_compiles_once_for_concurrent_callers() {
 fn load_file_takes_a_cubin_on_the_nvidia_platform() {
     let _g = serial();
     let dev = runtime().device(0).unwrap();
-    let lib = Library::load_file(
-        &dev,
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/code-objects/cuda/add_one-sm_90.cubin"
-        ),
-    )
-    .unwrap();
+    let lib = Library::load_file(&dev, common::code_object("cuda/add_one-sm_90.cubin")).unwrap();
     assert_eq!(lib.kernel_names().collect::<Vec<_>>(), ["add_one"]);
     assert_eq!(lib.loader(), CodeObjectLoader::ModuleApi);
 }

@@ -1063,9 +1063,7 @@ fn zero_length_pinned_buffer_leaves_no_pinned_allocation_behind() {
 }
 
 fn data(name: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/code-objects")
-        .join(name);
+    let p = crate::common::code_object(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -1335,11 +1333,7 @@ fn library_loads_from_a_code_object_file() {
     let path = build("fromfile", &[], Props::Hip6);
     let rt = load(&path);
     let dev = rt.device(0).unwrap();
-    let lib = Library::load_file(
-        &dev,
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco"),
-    )
-    .unwrap();
+    let lib = Library::load_file(&dev, crate::common::code_object("kernels-gfx90a.hsaco")).unwrap();
     assert!(lib.kernel("axpy_f32").is_ok());
 }
 
