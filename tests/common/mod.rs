@@ -1,8 +1,10 @@
 //! Setup shared by the integration tests (`mod common;` in each): stand-in compiler
-//! installations and the `Jit` that uses one, the toolchains scripts/setup.sh installs. Each test binary uses some of it.
+//! installations and the `Jit` that uses one, the toolchains scripts/setup.sh installs, the
+//! fixture libraries built with `cc`. Each test binary uses some of it.
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod fixture_lib;
 pub mod installation;
 pub mod strace;
 pub mod toolchain;

@@ -1554,22 +1554,14 @@ fn skewed() -> &'static Skewed {
         let hip = root.join("include/hip");
         std::fs::create_dir_all(&lib).unwrap();
         std::fs::create_dir_all(&hip).unwrap();
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
         let so = lib.join("libamdhip64.so.7");
-        let out = Command::new("cc")
-            .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1"])
-            .args(["-D__HIP_PLATFORM_AMD__", "-DLIBRARY_API=5", "-DCOOPERATIVE"])
-            .arg("-Wl,-soname,libamdhip64.so.7")
-            .arg("-o")
-            .arg(&so)
-            .arg(fixtures.join("fake_hip.c"))
-            .arg(fixtures.join("fake_hip_props.c"))
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-        assert!(
-            out.status.success(),
-            "cc failed (needs libamdhip64-dev for the 5.x property layout): {}",
-            String::from_utf8_lossy(&out.stderr)
+        common::fixture_lib::hip_runtime(
+            &so,
+            &[
+                "-DLIBRARY_API=5",
+                "-DCOOPERATIVE",
+                "-Wl,-soname,libamdhip64.so.7",
+            ],
         );
         // The installation's header set: version 7.2 and the library-API declarations.
         write(
@@ -1909,7 +1901,7 @@ fn doctor_checks_nvrtc_for_the_cuda_devices_target() {
     let v = json(&doctor_with(
         &["--json", "--target", "sm_20"],
         &[
-            ("HIPJIT_CUDA_LIBRARY", fixture_cuda()),
+            ("HIPJIT_CUDA_LIBRARY", common::fixture_lib::fake_cuda()),
             ("HIPJIT_NVCC", nvcc.as_path()),
         ],
     ));
@@ -1958,27 +1950,8 @@ fn doctor_in_the_sid_root_takes_hiprtc_6_for_gfx942() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// compile -j with the in-process compilers: worker processes of the command itself.
-
-/// The stand-in hipRTC of tests/fixtures/fake_hiprtc.c, built once: it aborts on a source
-/// holding HIPJIT_ABORT and otherwise returns 4 bytes that are not a code object.
-fn fake_hiprtc() -> &'static Path {
-    static F: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    F.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-fake-hiprtc");
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("libfakehiprtc.so");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_hiprtc.c");
-        let o = Command::new("cc")
-            .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-        assert!(o.status.success(), "{}", stderr(&o));
-        out
-    })
-}
+// compile -j with the in-process compilers: worker processes of the command itself. The
+// hipRTC is the stand-in of tests/fixtures/fake_hiprtc.c (common::fixture_lib::fake_hiprtc).
 
 #[test]
 fn compile_j2_with_hiprtc_compiles_every_file() {
@@ -2041,7 +2014,7 @@ fn compile_j2_survives_a_hiprtc_that_aborts_and_names_the_signal() {
         .arg(&boom)
         .arg(&calm)
         .env("HIPJIT_CACHE_DIR", cache.path())
-        .env("HIPJIT_HIPRTC_LIBRARY", fake_hiprtc())
+        .env("HIPJIT_HIPRTC_LIBRARY", common::fixture_lib::fake_hiprtc())
         .env_remove("HIPJIT_COMPILER")
         .output()
         .unwrap();
@@ -2067,7 +2040,7 @@ fn compile_j2_survives_a_hiprtc_that_aborts_and_names_the_signal() {
 
 // ---------------------------------------------------------------------------------------------
 // doctor and HIP's NVIDIA platform: the fixture CUDA driver (tests/fixtures/fake_cuda.c, built
-// here with `cc` as tests/it/cuda_fixture.rs does: no NVIDIA driver can be had here; it reports
+// with `cc` by common::fixture_lib::fake_cuda: no NVIDIA driver can be had here; it reports
 // CUDA 12.4, the five library-API symbols and one compute capability 9.0 device named
 // "Fixture GPU") and the nvcc that scripts/setup.sh installs from PyPI.
 
@@ -2090,28 +2063,6 @@ fn doctor_with(args: &[&str], env: &[(&str, &Path)]) -> Output {
     o
 }
 
-fn fixture_cuda() -> &'static Path {
-    static F: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    F.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-fixture-cuda");
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("libcuda.so.1");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
-        let o = Command::new("cc")
-            .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-        assert!(
-            o.status.success(),
-            "cc failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        out
-    })
-}
-
 fn has_finding(v: &serde_json::Value, level: &str, text: &str) -> bool {
     v["findings"].as_array().is_some_and(|fs| {
         fs.iter()
@@ -2121,7 +2072,7 @@ fn has_finding(v: &serde_json::Value, level: &str, text: &str) -> bool {
 
 #[test]
 fn doctor_reports_the_fixture_cuda_driver_its_library_api_and_device() {
-    let so = fixture_cuda();
+    let so = common::fixture_lib::fake_cuda();
     let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", so)]));
     let d = &v["cuda_driver"];
     assert_eq!(d["origin"], "HIPJIT_CUDA_LIBRARY", "{d:#}");
@@ -2139,7 +2090,7 @@ fn doctor_reports_the_fixture_cuda_driver_its_library_api_and_device() {
 #[test]
 fn doctor_detects_the_nvidia_platform_when_only_the_cuda_driver_has_a_device() {
     // Debian's HIP 5.2.3 runtime loads but sees no device; the fixture driver reports one.
-    let so = fixture_cuda();
+    let so = common::fixture_lib::fake_cuda();
     let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", so)]));
     let p = &v["platform"];
     assert_eq!(p["chosen"], "nvidia", "{p:#}");
@@ -2154,7 +2105,7 @@ fn doctor_detects_the_nvidia_platform_when_only_the_cuda_driver_has_a_device() {
 
 #[test]
 fn doctor_text_shows_the_fixture_driver_section() {
-    let so = fixture_cuda();
+    let so = common::fixture_lib::fake_cuda();
     let out = stdout(&doctor_with(&[], &[("HIPJIT_CUDA_LIBRARY", so)]));
     for line in [
         "CUDA driver (HIP's NVIDIA platform)",
@@ -2269,21 +2220,8 @@ fn doctor_warns_when_nvcc_has_no_host_compiler() {
 
 /// `cc -shared` of `src` (a file) into `dir/libcuda.so.1` with `extra` flags.
 fn build_driver(dir: &Path, src: &Path, extra: &[&str]) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
     let out = dir.join("libcuda.so.1");
-    let o = Command::new("cc")
-        .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1"])
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg(src)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-    assert!(
-        o.status.success(),
-        "cc failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    common::fixture_lib::cc_shared(&out, extra, &[src]);
     out
 }
 
