@@ -10,6 +10,7 @@ pub mod strace;
 pub mod toolchain;
 
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 
 use hipjit::compiler::CompilerConfig;
 
@@ -55,4 +56,34 @@ pub fn test_name(module: &str, name: &str) -> String {
         Some((_crate, path)) => format!("{path}::{name}"),
         None => name.to_owned(),
     }
+}
+
+/// This test binary running only its ignored test `name` of `module` (pass `module_path!()`),
+/// alone on one thread, with libtest's capture off and its stdout and stderr piped to the
+/// caller: a child process of a test; the caller adds its environment.
+pub fn child_test(module: &str, name: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        &test_name(module, name),
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    cmd
+}
+
+/// The stdout of `child` (spawned with its stdout and stderr piped) once it has ended, which
+/// it must have done successfully (its stdout and stderr in the panic otherwise).
+pub fn child_stdout(child: Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }

@@ -659,18 +659,10 @@ fn child_compile() {
 }
 
 fn spawn_child(server: &Server, root: &Path, home: &Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            &crate::common::test_name(module_path!(), "child_compile"),
-        ])
-        .args(["--ignored", "--nocapture"])
-        .args(["--test-threads=1"])
+    common::child_test(module_path!(), "child_compile")
         .env(CHILD_URL, server.url())
         .env(CHILD_ROOT, root)
         .env(CHILD_HOME, home)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap()
 }
@@ -686,13 +678,7 @@ fn eight_processes_over_four_roots_compile_once() {
         .collect();
     let mut origins = Vec::new();
     for child in children {
-        let out = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "child failed: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = common::child_stdout(child);
         let origin = stdout
             .lines()
             .find_map(|l| l.split_once("ORIGIN ").map(|(_, o)| o))
