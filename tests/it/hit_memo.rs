@@ -129,18 +129,7 @@ fn case(compiler: &str, arch: &str) {
     );
     // nvcc's headers are named through `bin/..` (its own discovery); strace names the directory
     // a descriptor is open on without it: fold such spellings on both sides.
-    let fold = |p: &Path| {
-        let mut clean = PathBuf::new();
-        for c in p.components() {
-            match c {
-                std::path::Component::ParentDir => {
-                    clean.pop();
-                }
-                other => clean.push(other),
-            }
-        }
-        clean
-    };
+    let fold = common::strace::fold_parent_dirs;
     let checked: Vec<PathBuf> = hipjit::jit::hit_memo::observed_paths(&memo[0])
         .expect("the memo reads")
         .iter()
