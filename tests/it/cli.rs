@@ -1707,21 +1707,12 @@ fn doctor_lists_the_installation_header_set_with_its_declarations() {
 // run through scripts/sid-run.sh (needs root and the root filesystem of scripts/setup.sh).
 
 fn sid_run(args: &[&str], cache: &Path) -> Output {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = std::env::var("HIPJIT_SID_ROOT")
-        .unwrap_or_else(|_| "/var/cache/hipjit-ci/sid-root".to_owned());
-    assert!(
-        Path::new(&root).join("usr/bin/hipcc").exists(),
-        "needs the Debian sid root filesystem with hipcc at {root}: run scripts/setup.sh"
-    );
-    Command::new("bash")
-        .arg(repo.join("scripts/sid-run.sh"))
+    common::toolchain::sid_run()
         .arg("-e")
         .arg(format!("HIPJIT_CACHE_DIR={}", cache.display()))
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_hipjit"))
         .args(args)
-        .current_dir(repo)
         .output()
         .expect("scripts/sid-run.sh runs")
 }
