@@ -32,9 +32,7 @@ pub fn installation(prefix: &Path, version: &str, compile: Compile) -> PathBuf {
         Compile::CopyCodeObject => format!(
             "cp {} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
              echo \"out.hsaco: $src\" > deps.d\n",
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/code-objects/single-gfx90a.hsaco")
-                .display()
+            super::code_object("single-gfx90a.hsaco").display()
         ),
         Compile::Sleep => "echo $$ >> \"$HOME/started\"\nexec sleep 60\n".to_string(),
     };

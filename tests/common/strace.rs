@@ -1,6 +1,6 @@
 //! Reading `strace -f -y` logs: which paths a process's system calls named.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Every line of `log` that is a call of one of `calls` (by name, e.g. `"newfstatat"`) naming
 /// a path: the path, joined to its directory when the call names it relative to a descriptor
@@ -32,6 +32,22 @@ pub fn paths(log: &str, calls: &[&str]) -> Vec<(PathBuf, String)> {
             Some((path, call.to_owned()))
         })
         .collect()
+}
+
+/// `p` with each `..` taken as dropping the component before it (as the kernel resolves
+/// `dir/..` where `dir` is a directory, not a link): the spelling strace shows for a directory
+/// that a program named through `bin/..`.
+pub fn fold_parent_dirs(p: &Path) -> PathBuf {
+    let mut clean = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                clean.pop();
+            }
+            other => clean.push(other),
+        }
+    }
+    clean
 }
 
 /// The stat family's calls.

@@ -1,12 +1,83 @@
-//! The toolchains scripts/setup.sh installs, as the tests find them, and the example kernel.
+//! The toolchains scripts/setup.sh installs, as the tests find them, the environment the tests
+//! against the real ones assert the measured facts of, and the example kernel.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
 
 use hipjit::compiler::nvcc::Nvcc;
+use hipjit::compiler::{CompilerIdentity, CompilerKind};
 
 /// `examples/kernels/saxpy.hip`.
 pub fn saxpy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kernels/saxpy.hip")
+}
+
+/// A saxpy kernel as source text (`y[i] = a * x[i] + y[i]`), including the HIP runtime header.
+pub const SAXPY: &str = r#"
+#include <hip/hip_runtime.h>
+extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"#;
+
+/// The environment whose real toolchain the tests run against (`HIPJIT_TEST_ENV`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TestEnv {
+    /// Debian 12's HIP 5.2.3 and hipcc 5.2.3 over clang-15 (the default).
+    Bookworm,
+    /// The sid root of scripts/sid-test.sh: hipcc 7.0.2 over clang-21, HIP 6.4.3.
+    Sid,
+}
+
+/// `HIPJIT_TEST_ENV`: `bookworm` (also when unset or empty) or `sid`; any other value fails the
+/// test.
+pub fn test_env() -> TestEnv {
+    match std::env::var("HIPJIT_TEST_ENV").as_deref() {
+        Ok("sid") => TestEnv::Sid,
+        Ok("bookworm") | Ok("") | Err(_) => TestEnv::Bookworm,
+        Ok(other) => panic!("HIPJIT_TEST_ENV={other:?}: expected bookworm or sid"),
+    }
+}
+
+/// `bash scripts/sid-run.sh`, run from the repository (which it binds): a command inside the
+/// Debian sid root filesystem of scripts/setup.sh (`HIPJIT_SID_ROOT`, default
+/// `/var/cache/hipjit-ci/sid-root`), whose absence (no `usr/bin/hipcc` there) fails the test.
+/// The caller adds sid-run's `-e VAR=value` options, `--` and the command.
+pub fn sid_run() -> Command {
+    let root = std::env::var("HIPJIT_SID_ROOT")
+        .unwrap_or_else(|_| "/var/cache/hipjit-ci/sid-root".to_owned());
+    assert!(
+        Path::new(&root).join("usr/bin/hipcc").exists(),
+        "needs the Debian sid root filesystem with hipcc at {root}: run scripts/setup.sh"
+    );
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo.join("scripts/sid-run.sh")).current_dir(repo);
+    cmd
+}
+
+/// One identity directory for the whole test binary: each compiler is fingerprinted once.
+pub fn identity_home() -> &'static Path {
+    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
+    HOME.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+/// A stand-in identity of the compiler `kind` at `path`, for a header manifest: no version or
+/// fingerprint, and it covers no directory.
+pub fn bare_identity(kind: CompilerKind, path: &Path) -> CompilerIdentity {
+    CompilerIdentity {
+        kind,
+        path: path.to_path_buf(),
+        version: String::new(),
+        fingerprint: String::new(),
+        covered: Vec::new(),
+        root: Default::default(),
+        header_dirs: Vec::new(),
+        host_compiler: None,
+        system_include_dirs: Vec::new(),
+    }
 }
 
 /// `p` as text (the tests' temporary paths are UTF-8).

@@ -6,9 +6,7 @@
 //! on a device it was not loaded on and a peer copy whose devices do not match its pointers; it
 //! records every call. Code objects are compiled by the real compiler.
 
-use std::ffi::{c_char, CStr, CString};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Barrier, Once};
 
 use hipjit::args;
@@ -20,6 +18,8 @@ use hipjit::launch::LaunchConfig;
 use hipjit::memory::{DeviceBuffer, DeviceMemory, DeviceMemoryMut};
 use hipjit::runtime::Runtime;
 use hipjit::stream::{Stream, StreamFlags};
+
+use crate::common::fixture_lib::{self, log};
 
 const DEVICES: &str = "gfx90a:sramecc+:xnack-,gfx1030,gfx90a:sramecc+:xnack-,gfx906/nopeer";
 
@@ -33,32 +33,11 @@ fn fixture(name: &str) -> (Runtime, PathBuf) {
     static ENV: Once = Once::new();
     // Set once, before any fixture of this process reads it (each reads it at its first call).
     ENV.call_once(|| std::env::set_var("HIPJIT_FIXTURE_DEVICES", DEVICES));
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+    let lib = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("multi-device")
-        .join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let lib = dir.join("libamdhip64.so");
-    let out = Command::new("cc")
-        .args([
-            "-shared",
-            "-fPIC",
-            "-fvisibility=hidden",
-            "-O1",
-            "-Wall",
-            "-D__HIP_PLATFORM_AMD__",
-            "-o",
-        ])
-        .arg(&lib)
-        .arg(fixtures.join("fake_hip.c"))
-        .arg(fixtures.join("fake_hip_props.c"))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .join(name)
+        .join("libamdhip64.so");
+    fixture_lib::hip_runtime(&lib, &[]);
     let rt = Runtime::load_from(&lib).unwrap_or_else(|e| panic!("{e}"));
     (rt, lib)
 }
@@ -67,24 +46,6 @@ fn devices(rt: &Runtime) -> Vec<Device> {
     (0..4)
         .map(|i| rt.device(i).unwrap_or_else(|e| panic!("device {i}: {e}")))
         .collect()
-}
-
-/// The fixture's record of calls (its exported `fixture_log`), one call per line.
-fn log(lib: &Path) -> Vec<String> {
-    let c = CString::new(lib.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: RTLD_NOLOAD only finds the library the runtime already loaded; never closed.
-    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-    assert!(!h.is_null(), "fixture {} is not loaded", lib.display());
-    // SAFETY: every fixture exports fixture_log.
-    let f = unsafe { libc::dlsym(h, c"fixture_log".as_ptr()) };
-    assert!(!f.is_null());
-    // SAFETY: fixture_log is `const char *(void)`.
-    let f: unsafe extern "C" fn() -> *const c_char = unsafe { std::mem::transmute(f) };
-    // SAFETY: it returns a NUL-terminated static buffer.
-    let text = unsafe { CStr::from_ptr(f()) }
-        .to_string_lossy()
-        .into_owned();
-    text.lines().map(str::to_owned).collect()
 }
 
 fn count(log: &[String], prefix: &str) -> usize {

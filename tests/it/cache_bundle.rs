@@ -4,27 +4,23 @@
 //! as such. The compiler is the fixture `fake-hipcc-act.sh` copying a real gfx90a code object
 //! and counting its runs.
 
-use std::ffi::OsString;
+use crate::common;
+
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use hipjit::cache::bundle::{self, BundleError};
 use hipjit::cache::disk::DiskCache;
-use hipjit::compiler::{CompileOptions, CompilerConfig};
+use hipjit::compiler::CompileOptions;
 use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin, RemoteLocation};
 use hipjit::target_id::TargetId;
-
-fn fake_hipcc() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-hipcc-act.sh")
-}
 
 fn home(dir: &Path) -> PathBuf {
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let co =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/single-gfx90a.hsaco");
+    let co = common::code_object("single-gfx90a.hsaco");
     std::fs::write(
         home.join("act.sh"),
         format!(
@@ -44,14 +40,7 @@ fn compiles(home: &Path) -> usize {
 
 fn jit(roots: Vec<PathBuf>, home: &Path) -> Jit {
     Jit::new(JitOptions {
-        compiler_config: CompilerConfig {
-            hipcc: Some(fake_hipcc()),
-            env: Some(vec![
-                ("HOME".into(), OsString::from(home)),
-                ("PATH".into(), "/usr/bin:/bin".into()),
-            ]),
-            ..CompilerConfig::default()
-        },
+        compiler_config: common::fake_hipcc_config(home),
         cache: CacheLocation::Roots(roots),
         remote_cache: RemoteLocation::Disabled,
         ..JitOptions::default()

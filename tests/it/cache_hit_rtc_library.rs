@@ -200,13 +200,6 @@ fn a_hiprtc_library_rewritten_or_renamed_over_is_loaded_again_and_reidentified()
 /// still); the next run in the same namespace is a hit that loads nothing.
 #[test]
 fn a_hiprtc_6_disk_hit_in_the_sid_root_does_not_load_libhiprtc() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = std::env::var("HIPJIT_SID_ROOT")
-        .unwrap_or_else(|_| "/var/cache/hipjit-ci/sid-root".to_owned());
-    assert!(
-        Path::new(&root).join("usr/bin/hipcc").exists(),
-        "needs the Debian sid root filesystem with hipcc at {root}: run scripts/setup.sh"
-    );
     // Inside the repository's target directory, which sid-run binds (it mounts its own /tmp).
     let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let (first_out, first_err) = (home.path().join("first.out"), home.path().join("first.err"));
@@ -224,8 +217,7 @@ fn a_hiprtc_6_disk_hit_in_the_sid_root_does_not_load_libhiprtc() {
         } else {
             &[]
         };
-        let o = Command::new("bash")
-            .arg(repo.join("scripts/sid-run.sh"))
+        let o = common::toolchain::sid_run()
             .arg("-e")
             .arg(format!(
                 "HIPJIT_CACHE_DIR={}",
@@ -242,7 +234,6 @@ fn a_hiprtc_6_disk_hit_in_the_sid_root_does_not_load_libhiprtc() {
             .args(["compile", "--compiler", "hiprtc", "--arch", "gfx90a", "-o"])
             .arg(&out)
             .arg(kernel())
-            .current_dir(repo)
             .output()
             .expect("scripts/sid-run.sh runs");
         Run::of(o, "hipjit compile in the sid root")

@@ -161,19 +161,10 @@ fn an_nvcc_hit_stats_the_toolkits_programs_and_the_headers_read_not_every_file()
         "stat,lstat,newfstatat,statx",
     );
     // nvcc is named through `bin/..` by its own discovery; fold such spellings.
-    let fold = |p: PathBuf| {
-        let mut clean = PathBuf::new();
-        for c in p.components() {
-            match c {
-                std::path::Component::ParentDir => {
-                    clean.pop();
-                }
-                other => clean.push(other),
-            }
-        }
-        clean
-    };
-    let stats: Vec<PathBuf> = statted(&log).into_iter().map(fold).collect();
+    let stats: Vec<PathBuf> = statted(&log)
+        .iter()
+        .map(|p| common::strace::fold_parent_dirs(p))
+        .collect();
     let programs_dirs = [root.join("bin"), root.join("nvvm")];
     let on_programs = stats
         .iter()

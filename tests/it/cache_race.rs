@@ -3,8 +3,9 @@
 //! manifest, no torn or temporary file left. The processes are this test binary itself, running the
 //! ignored `race_child` test.
 
+use crate::common;
+
 use std::path::Path;
-use std::process::Command;
 
 use hipjit::cache::disk::DiskCache;
 use hipjit::compiler::CompileOptions;
@@ -39,31 +40,18 @@ fn race_child() {
 #[test]
 fn eight_processes_racing_on_one_key_leave_one_valid_entry() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..8)
         .map(|_| {
-            Command::new(&exe)
-                .args([
-                    "--exact",
-                    &crate::common::test_name(module_path!(), "race_child"),
-                    "--ignored",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
+            common::child_test(module_path!(), "race_child")
                 .env(CHILD_ROOT_ENV, dir.path())
-                .output_spawn()
+                .spawn()
+                .unwrap()
         })
         .collect();
     let mut keys = Vec::new();
     let mut compiled = 0;
     for child in children {
-        let out = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "child failed: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = common::child_stdout(child);
         let key = stdout
             .lines()
             .find_map(|l| l.split_once(" KEY ").map(|(_, k)| k.to_string()))
@@ -113,17 +101,4 @@ fn leftover_temporaries(root: &Path) -> usize {
     std::fs::read_dir(root.join("v1/tmp"))
         .map(|d| d.count())
         .unwrap_or(0)
-}
-
-trait SpawnPiped {
-    fn output_spawn(&mut self) -> std::process::Child;
-}
-
-impl SpawnPiped for Command {
-    fn output_spawn(&mut self) -> std::process::Child {
-        self.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
 }

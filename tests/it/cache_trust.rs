@@ -4,7 +4,9 @@
 //! fake-hipcc-act.sh copying a real code object (tests/data/code-objects), so each compile is
 //! quick; every wait has a deadline so that a hang fails the test.
 
-use std::ffi::OsString;
+use crate::common;
+use common::fake_hipcc;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -13,17 +15,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use hipjit::cache::DiskCache;
-use hipjit::compiler::{CompileOptions, CompilerConfig};
+use hipjit::compiler::CompileOptions;
 use hipjit::jit::{CacheLocation, Compiled, Jit, JitOptions};
 use hipjit::target_id::TargetId;
-
-fn fake_hipcc() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-hipcc-act.sh")
-}
-
-fn code_object() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/single-gfx90a.hsaco")
-}
 
 /// A `$HOME` whose act.sh makes the fake hipcc "compile" by copying a real gfx90a code object
 /// (copied into the home, so that another user can read it wherever the checkout lies).
@@ -32,7 +26,11 @@ fn home(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(&home).unwrap();
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
     let code_object_copy = home.join("single-gfx90a.hsaco");
-    std::fs::copy(code_object(), &code_object_copy).unwrap();
+    std::fs::copy(
+        common::code_object("single-gfx90a.hsaco"),
+        &code_object_copy,
+    )
+    .unwrap();
     std::fs::set_permissions(&code_object_copy, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::write(
         home.join("act.sh"),
@@ -53,14 +51,7 @@ fn jit(root: &Path, home: &Path, lock_wait: Option<Duration>) -> Jit {
     Jit::new(JitOptions {
         // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
         compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
-        compiler_config: CompilerConfig {
-            hipcc: Some(fake_hipcc()),
-            env: Some(vec![
-                ("HOME".into(), OsString::from(home)),
-                ("PATH".into(), "/usr/bin:/bin".into()),
-            ]),
-            ..CompilerConfig::default()
-        },
+        compiler_config: common::fake_hipcc_config(home),
         cache: CacheLocation::Roots(vec![root.to_path_buf()]),
         lock_wait,
         ..JitOptions::default()
@@ -803,7 +794,7 @@ fn a_header_on_an_image_swapped_at_one_path_with_the_same_stat_is_hashed_not_tru
     let home = home(dir.path());
     let (co_111, co_222) = (
         home.join("single-gfx90a.hsaco"),
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco"),
+        common::code_object("kernels-gfx90a.hsaco"),
     );
     let header = mnt.join("inc/x.h");
     std::fs::write(
@@ -964,7 +955,7 @@ fn a_header_on_fuse_rewritten_with_the_same_size_and_times_is_hashed_not_trusted
     let header = mnt.join("inc/x.h");
     let (co_111, co_222) = (
         home.join("single-gfx90a.hsaco"),
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco"),
+        common::code_object("kernels-gfx90a.hsaco"),
     );
     std::fs::write(
         home.join("act.sh"),

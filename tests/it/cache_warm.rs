@@ -494,8 +494,7 @@ fn a_compile_that_could_not_be_cached_is_not_counted_as_warmed() {
     std::fs::create_dir_all(&home).unwrap();
     let include = project(dir.path());
     let header = include.join("scale.h");
-    let code_object =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/single-gfx90a.hsaco");
+    let code_object = crate::common::code_object("single-gfx90a.hsaco");
     std::fs::write(
         home.join("act.sh"),
         format!(
@@ -519,10 +518,7 @@ fn a_compile_that_could_not_be_cached_is_not_counted_as_warmed() {
     let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
         .args(["cache", "warm", "--json"])
         .arg(&file)
-        .env(
-            "HIPJIT_HIPCC",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-hipcc-act.sh"),
-        )
+        .env("HIPJIT_HIPCC", crate::common::fake_hipcc())
         .env("HOME", &home)
         .env("XDG_CACHE_HOME", dir.path().join("xdg"))
         .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))

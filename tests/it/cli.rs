@@ -9,12 +9,6 @@ use std::process::{Command, Output};
 
 use common::toolchain::pypi_nvcc;
 
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/code-objects")
-        .join(name)
-}
-
 /// Runs the binary with `args`, the cache in `cache` (or a fresh directory that is dropped).
 fn hipjit_in(cache: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hipjit"))
@@ -59,7 +53,7 @@ fn path_str(p: &Path) -> &str {
 
 #[test]
 fn inspect_text_shows_target_version_kernels_and_lds() {
-    let f = data("kernels-gfx90a.hsaco");
+    let f = common::code_object("kernels-gfx90a.hsaco");
     let o = hipjit(&["inspect", path_str(&f)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
@@ -73,7 +67,7 @@ fn inspect_text_shows_target_version_kernels_and_lds() {
 
 #[test]
 fn inspect_json_has_schema_version_and_argument_layout() {
-    let f = data("kernels-gfx90a.hsaco");
+    let f = common::code_object("kernels-gfx90a.hsaco");
     let o = hipjit(&["inspect", "--json", path_str(&f)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = json(&o);
@@ -114,7 +108,7 @@ fn inspect_json_has_schema_version_and_argument_layout() {
 
 #[test]
 fn inspect_bundle_with_target_picks_that_entry() {
-    let f = data("kernels-gfx942-gfx1100-v3.ccob");
+    let f = common::code_object("kernels-gfx942-gfx1100-v3.ccob");
     let o = hipjit(&["inspect", "--json", "--target", "gfx1100", path_str(&f)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = json(&o);
@@ -126,7 +120,7 @@ fn inspect_bundle_with_target_picks_that_entry() {
 
 #[test]
 fn inspect_bundle_without_target_reads_every_amdgpu_entry() {
-    let f = data("kernels-gfx942-gfx1100.hipfb");
+    let f = common::code_object("kernels-gfx942-gfx1100.hipfb");
     let o = hipjit(&["inspect", "--json", path_str(&f)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = json(&o);
@@ -177,7 +171,7 @@ fn inspect_of_an_empty_file_says_so_and_exits_1() {
 fn inspect_of_a_truncated_elf_names_what_is_cut_off() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("cut.hsaco");
-    let whole = std::fs::read(data("single-gfx90a.hsaco")).unwrap();
+    let whole = std::fs::read(common::code_object("single-gfx90a.hsaco")).unwrap();
     std::fs::write(&f, &whole[..100]).unwrap();
     let o = hipjit(&["inspect", path_str(&f)]);
     assert_eq!(o.status.code(), Some(1));
@@ -188,7 +182,7 @@ fn inspect_of_a_truncated_elf_names_what_is_cut_off() {
 
 #[test]
 fn inspect_with_a_malformed_target_id_is_a_usage_error() {
-    let f = data("kernels-gfx90a.hsaco");
+    let f = common::code_object("kernels-gfx90a.hsaco");
     let o = hipjit(&["inspect", "--target", "gfx90a:bogus+", path_str(&f)]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("gfx90a:bogus+"), "{}", stderr(&o));
@@ -196,7 +190,7 @@ fn inspect_with_a_malformed_target_id_is_a_usage_error() {
 
 #[test]
 fn inspect_raw_elf_for_another_target_fails_naming_both() {
-    let f = data("kernels-gfx90a.hsaco");
+    let f = common::code_object("kernels-gfx90a.hsaco");
     let o = hipjit(&["inspect", "--target", "gfx942", path_str(&f)]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
@@ -285,7 +279,11 @@ fn help_states_each_commands_json_schema_version_as_its_json_has_it() {
         help.contains("compile 2; doctor, inspect and cache 1"),
         "{help}"
     );
-    let inspect = hipjit(&["inspect", "--json", path_str(&data("kernels-gfx90a.hsaco"))]);
+    let inspect = hipjit(&[
+        "inspect",
+        "--json",
+        path_str(&common::code_object("kernels-gfx90a.hsaco")),
+    ]);
     assert_eq!(json(&inspect)["schema_version"], 1);
     let cache = hipjit(&["cache", "stats", "--json"]);
     assert_eq!(cache.status.code(), Some(0), "{}", stderr(&cache));
@@ -1556,22 +1554,14 @@ fn skewed() -> &'static Skewed {
         let hip = root.join("include/hip");
         std::fs::create_dir_all(&lib).unwrap();
         std::fs::create_dir_all(&hip).unwrap();
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
         let so = lib.join("libamdhip64.so.7");
-        let out = Command::new("cc")
-            .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1"])
-            .args(["-D__HIP_PLATFORM_AMD__", "-DLIBRARY_API=5", "-DCOOPERATIVE"])
-            .arg("-Wl,-soname,libamdhip64.so.7")
-            .arg("-o")
-            .arg(&so)
-            .arg(fixtures.join("fake_hip.c"))
-            .arg(fixtures.join("fake_hip_props.c"))
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-        assert!(
-            out.status.success(),
-            "cc failed (needs libamdhip64-dev for the 5.x property layout): {}",
-            String::from_utf8_lossy(&out.stderr)
+        common::fixture_lib::hip_runtime(
+            &so,
+            &[
+                "-DLIBRARY_API=5",
+                "-DCOOPERATIVE",
+                "-Wl,-soname,libamdhip64.so.7",
+            ],
         );
         // The installation's header set: version 7.2 and the library-API declarations.
         write(
@@ -1717,21 +1707,12 @@ fn doctor_lists_the_installation_header_set_with_its_declarations() {
 // run through scripts/sid-run.sh (needs root and the root filesystem of scripts/setup.sh).
 
 fn sid_run(args: &[&str], cache: &Path) -> Output {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = std::env::var("HIPJIT_SID_ROOT")
-        .unwrap_or_else(|_| "/var/cache/hipjit-ci/sid-root".to_owned());
-    assert!(
-        Path::new(&root).join("usr/bin/hipcc").exists(),
-        "needs the Debian sid root filesystem with hipcc at {root}: run scripts/setup.sh"
-    );
-    Command::new("bash")
-        .arg(repo.join("scripts/sid-run.sh"))
+    common::toolchain::sid_run()
         .arg("-e")
         .arg(format!("HIPJIT_CACHE_DIR={}", cache.display()))
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_hipjit"))
         .args(args)
-        .current_dir(repo)
         .output()
         .expect("scripts/sid-run.sh runs")
 }
@@ -1911,7 +1892,7 @@ fn doctor_checks_nvrtc_for_the_cuda_devices_target() {
     let v = json(&doctor_with(
         &["--json", "--target", "sm_20"],
         &[
-            ("HIPJIT_CUDA_LIBRARY", fixture_cuda()),
+            ("HIPJIT_CUDA_LIBRARY", common::fixture_lib::fake_cuda()),
             ("HIPJIT_NVCC", nvcc.as_path()),
         ],
     ));
@@ -1960,27 +1941,8 @@ fn doctor_in_the_sid_root_takes_hiprtc_6_for_gfx942() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// compile -j with the in-process compilers: worker processes of the command itself.
-
-/// The stand-in hipRTC of tests/fixtures/fake_hiprtc.c, built once: it aborts on a source
-/// holding HIPJIT_ABORT and otherwise returns 4 bytes that are not a code object.
-fn fake_hiprtc() -> &'static Path {
-    static F: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    F.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-fake-hiprtc");
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("libfakehiprtc.so");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_hiprtc.c");
-        let o = Command::new("cc")
-            .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-        assert!(o.status.success(), "{}", stderr(&o));
-        out
-    })
-}
+// compile -j with the in-process compilers: worker processes of the command itself. The
+// hipRTC is the stand-in of tests/fixtures/fake_hiprtc.c (common::fixture_lib::fake_hiprtc).
 
 #[test]
 fn compile_j2_with_hiprtc_compiles_every_file() {
@@ -2043,7 +2005,7 @@ fn compile_j2_survives_a_hiprtc_that_aborts_and_names_the_signal() {
         .arg(&boom)
         .arg(&calm)
         .env("HIPJIT_CACHE_DIR", cache.path())
-        .env("HIPJIT_HIPRTC_LIBRARY", fake_hiprtc())
+        .env("HIPJIT_HIPRTC_LIBRARY", common::fixture_lib::fake_hiprtc())
         .env_remove("HIPJIT_COMPILER")
         .output()
         .unwrap();
@@ -2069,7 +2031,7 @@ fn compile_j2_survives_a_hiprtc_that_aborts_and_names_the_signal() {
 
 // ---------------------------------------------------------------------------------------------
 // doctor and HIP's NVIDIA platform: the fixture CUDA driver (tests/fixtures/fake_cuda.c, built
-// here with `cc` as tests/it/cuda_fixture.rs does: no NVIDIA driver can be had here; it reports
+// with `cc` by common::fixture_lib::fake_cuda: no NVIDIA driver can be had here; it reports
 // CUDA 12.4, the five library-API symbols and one compute capability 9.0 device named
 // "Fixture GPU") and the nvcc that scripts/setup.sh installs from PyPI.
 
@@ -2092,28 +2054,6 @@ fn doctor_with(args: &[&str], env: &[(&str, &Path)]) -> Output {
     o
 }
 
-fn fixture_cuda() -> &'static Path {
-    static F: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    F.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-fixture-cuda");
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("libcuda.so.1");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
-        let o = Command::new("cc")
-            .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-        assert!(
-            o.status.success(),
-            "cc failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        out
-    })
-}
-
 fn has_finding(v: &serde_json::Value, level: &str, text: &str) -> bool {
     v["findings"].as_array().is_some_and(|fs| {
         fs.iter()
@@ -2123,7 +2063,7 @@ fn has_finding(v: &serde_json::Value, level: &str, text: &str) -> bool {
 
 #[test]
 fn doctor_reports_the_fixture_cuda_driver_its_library_api_and_device() {
-    let so = fixture_cuda();
+    let so = common::fixture_lib::fake_cuda();
     let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", so)]));
     let d = &v["cuda_driver"];
     assert_eq!(d["origin"], "HIPJIT_CUDA_LIBRARY", "{d:#}");
@@ -2141,7 +2081,7 @@ fn doctor_reports_the_fixture_cuda_driver_its_library_api_and_device() {
 #[test]
 fn doctor_detects_the_nvidia_platform_when_only_the_cuda_driver_has_a_device() {
     // Debian's HIP 5.2.3 runtime loads but sees no device; the fixture driver reports one.
-    let so = fixture_cuda();
+    let so = common::fixture_lib::fake_cuda();
     let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", so)]));
     let p = &v["platform"];
     assert_eq!(p["chosen"], "nvidia", "{p:#}");
@@ -2156,7 +2096,7 @@ fn doctor_detects_the_nvidia_platform_when_only_the_cuda_driver_has_a_device() {
 
 #[test]
 fn doctor_text_shows_the_fixture_driver_section() {
-    let so = fixture_cuda();
+    let so = common::fixture_lib::fake_cuda();
     let out = stdout(&doctor_with(&[], &[("HIPJIT_CUDA_LIBRARY", so)]));
     for line in [
         "CUDA driver (HIP's NVIDIA platform)",
@@ -2271,21 +2211,8 @@ fn doctor_warns_when_nvcc_has_no_host_compiler() {
 
 /// `cc -shared` of `src` (a file) into `dir/libcuda.so.1` with `extra` flags.
 fn build_driver(dir: &Path, src: &Path, extra: &[&str]) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
     let out = dir.join("libcuda.so.1");
-    let o = Command::new("cc")
-        .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1"])
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg(src)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-    assert!(
-        o.status.success(),
-        "cc failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    common::fixture_lib::cc_shared(&out, extra, &[src]);
     out
 }
 
@@ -2302,7 +2229,7 @@ fn doctor_says_a_driver_without_the_library_api_falls_back_to_the_module_api() {
          cuKernelGetFunction; };\n",
     )
     .unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
+    let src = common::fixture("fake_cuda.c");
     let flag = format!("-Wl,--version-script={}", path_str(&script));
     let so = build_driver(dir.path(), &src, &[&flag]);
     let v = json(&doctor_with(&["--json"], &[("HIPJIT_CUDA_LIBRARY", &so)]));

@@ -3,18 +3,13 @@
 //! against what `llvm-readelf-15 --notes` prints for the same bytes.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use hipjit::code_object::{CodeObject, CodeObjectError, Container, KernelInfo};
 use hipjit::target_id::TargetId;
 
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects")
-}
-
 fn read(name: &str) -> Vec<u8> {
-    let path = data_dir().join(name);
+    let path = crate::common::code_object(name);
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; rebuild the test objects with tests/data/code-objects/regen.sh",

@@ -3,15 +3,12 @@
 //! from the ELF and bundle layouts, not from the reader).
 
 use std::io::{Read, Write};
-use std::path::Path;
 
 use hipjit::code_object::{CodeObject, CodeObjectError};
 use hipjit::target_id::{TargetId, TargetIdError};
 
 fn read(name: &str) -> Vec<u8> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/code-objects")
-        .join(name);
+    let path = crate::common::code_object(name);
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; rebuild with tests/data/code-objects/regen.sh",

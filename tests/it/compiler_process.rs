@@ -4,8 +4,11 @@
 //! fake-hipcc-act.sh, which runs a script each test writes (no real compiler misbehaves on
 //! demand); every wait here has a deadline so that a hang fails the test.
 
+use crate::common;
+use common::fake_hipcc;
+
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -13,10 +16,6 @@ use std::time::{Duration, Instant};
 use hipjit::compiler::{CompileError, CompileOptions, Compiler, CompilerConfig};
 use hipjit::file_read::TEXT_OUTPUT_LIMIT;
 use hipjit::target_id::TargetId;
-
-fn fake_hipcc() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-hipcc-act.sh")
-}
 
 /// A compiler whose every compile runs `act` (sh) in the build directory, `$HOME` = `home`.
 fn compiler(home: &Path, act: &str, timeout: Duration) -> Compiler {

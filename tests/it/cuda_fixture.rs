@@ -10,7 +10,6 @@ use crate::common;
 
 use std::ffi::{c_int, c_uint, c_void};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use hipjit::args;
@@ -60,28 +59,7 @@ unsafe impl Sync for Fixture {}
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture-cuda");
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("libcuda.so.1");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
-        let o = Command::new("cc")
-            .args([
-                "-shared",
-                "-fPIC",
-                "-fvisibility=hidden",
-                "-O1",
-                "-Wall",
-                "-o",
-            ])
-            .arg(&out)
-            .arg(&src)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-        assert!(
-            o.status.success(),
-            "cc failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let out = common::fixture_lib::fake_cuda().to_path_buf();
         let c = std::ffi::CString::new(out.to_str().unwrap()).unwrap();
         // SAFETY: a library just built; hipjit opens the same file and gets the same handle.
         let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NODELETE) };
@@ -126,11 +104,7 @@ fn runtime() -> Runtime {
 }
 
 fn cubin() -> Cubin {
-    let bytes = std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/code-objects/cuda/add_one-sm_90.cubin"
-    ))
-    .unwrap();
+    let bytes = std::fs::read(common::code_object("cuda/add_one-sm_90.cubin")).unwrap();
     Cubin::from_bytes(&bytes).unwrap()
 }
 
@@ -927,14 +901,7 @@ fn nvidia_jit_compiles_once_for_concurrent_callers() {
 fn load_file_takes_a_cubin_on_the_nvidia_platform() {
     let _g = serial();
     let dev = runtime().device(0).unwrap();
-    let lib = Library::load_file(
-        &dev,
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/code-objects/cuda/add_one-sm_90.cubin"
-        ),
-    )
-    .unwrap();
+    let lib = Library::load_file(&dev, common::code_object("cuda/add_one-sm_90.cubin")).unwrap();
     assert_eq!(lib.kernel_names().collect::<Vec<_>>(), ["add_one"]);
     assert_eq!(lib.loader(), CodeObjectLoader::ModuleApi);
 }

@@ -16,10 +16,11 @@ mod fx {
     // (ROCm 7.2+ runtimes with the library API, distro runtimes exporting part of it, drop-in
     // runtimes, a runtime with one device). Their documentation is in the C source.
 
-    use std::ffi::{c_char, CStr, CString};
     use std::path::{Path, PathBuf};
     use std::process::Command;
     use std::sync::OnceLock;
+
+    use crate::common::fixture_lib;
 
     /// The header set whose `hipDeviceProp_t` layout the fixture's properties entry point uses.
     #[derive(Clone, Copy, Debug)]
@@ -33,10 +34,6 @@ mod fx {
 
     const SID_HIP: &str = "/var/cache/hipjit-ci/sid-root/usr/include/hip";
 
-    fn fixtures_dir() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-    }
-
     /// Compiles the fixture runtime with `defines` into a directory of its own named `name` and
     /// returns the library's path.
     pub fn build(name: &str, defines: &[&str], props: Props) -> PathBuf {
@@ -45,10 +42,7 @@ mod fx {
             .join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.join("libamdhip64.so");
-        let mut cmd = Command::new("cc");
-        cmd.args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-Wall"])
-            .arg("-D__HIP_PLATFORM_AMD__")
-            .args(defines.iter().map(|d| format!("-D{d}")));
+        let mut flags: Vec<String> = defines.iter().map(|d| format!("-D{d}")).collect();
         match props {
             Props::Hip5 => {
                 assert!(
@@ -68,41 +62,16 @@ mod fx {
                 if !link.exists() {
                     std::os::unix::fs::symlink(SID_HIP, &link).unwrap();
                 }
-                cmd.arg("-I").arg(&inc);
+                flags.push("-I".to_owned());
+                flags.push(inc.to_str().expect("a UTF-8 path").to_owned());
             }
         }
-        cmd.arg("-o")
-            .arg(&out)
-            .arg(fixtures_dir().join("fake_hip.c"))
-            .arg(fixtures_dir().join("fake_hip_props.c"));
-        let output = cmd
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-        assert!(
-            output.status.success(),
-            "cc failed for fixture {name}:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        fixture_lib::hip_runtime(&out, &flags);
         out
     }
 
-    /// The fixture's record of calls (its exported `fixture_log`), one call per line.
-    pub fn log(path: &Path) -> Vec<String> {
-        let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: RTLD_NOLOAD only finds the library the runtime already loaded; it is never closed.
-        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-        assert!(!h.is_null(), "fixture {} is not loaded", path.display());
-        // SAFETY: the symbol exists in every fixture.
-        let f = unsafe { libc::dlsym(h, c"fixture_log".as_ptr()) };
-        assert!(!f.is_null());
-        // SAFETY: fixture_log is `const char *(void)`.
-        let f: unsafe extern "C" fn() -> *const c_char = unsafe { std::mem::transmute(f) };
-        // SAFETY: returns a NUL-terminated static buffer.
-        let text = unsafe { CStr::from_ptr(f()) }
-            .to_string_lossy()
-            .into_owned();
-        text.lines().map(str::to_owned).collect()
-    }
+    pub use crate::common::fixture_lib::log;
 
     /// The HIP source of the test kernels: `scale` (x[i] *= a for i < n) and a device global
     /// `table` of 4 floats.
@@ -1063,9 +1032,7 @@ fn zero_length_pinned_buffer_leaves_no_pinned_allocation_behind() {
 }
 
 fn data(name: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/code-objects")
-        .join(name);
+    let p = crate::common::code_object(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -1335,11 +1302,7 @@ fn library_loads_from_a_code_object_file() {
     let path = build("fromfile", &[], Props::Hip6);
     let rt = load(&path);
     let dev = rt.device(0).unwrap();
-    let lib = Library::load_file(
-        &dev,
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco"),
-    )
-    .unwrap();
+    let lib = Library::load_file(&dev, crate::common::code_object("kernels-gfx90a.hsaco")).unwrap();
     assert!(lib.kernel("axpy_f32").is_ok());
 }
 

@@ -10,8 +10,7 @@ use hipjit::code_object::cubin::{Cubin, CubinError};
 use hipjit::code_object::CodeObject;
 
 fn regressions() -> Vec<(String, Vec<u8>)> {
-    let dir =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/fuzz-regressions");
+    let dir = crate::common::code_object("fuzz-regressions");
     let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .flatten()

@@ -129,18 +129,7 @@ fn case(compiler: &str, arch: &str) {
     );
     // nvcc's headers are named through `bin/..` (its own discovery); strace names the directory
     // a descriptor is open on without it: fold such spellings on both sides.
-    let fold = |p: &Path| {
-        let mut clean = PathBuf::new();
-        for c in p.components() {
-            match c {
-                std::path::Component::ParentDir => {
-                    clean.pop();
-                }
-                other => clean.push(other),
-            }
-        }
-        clean
-    };
+    let fold = common::strace::fold_parent_dirs;
     let checked: Vec<PathBuf> = hipjit::jit::hit_memo::observed_paths(&memo[0])
         .expect("the memo reads")
         .iter()
@@ -437,22 +426,15 @@ fn a_compiler_found_before_the_environment_changed_is_not_remembered_under_the_n
     )
     .unwrap();
     let child = |hipcc: &Path, switch: bool| -> String {
-        let mut c = Command::new(std::env::current_exe().unwrap());
-        c.args([
-            "--exact",
-            &common::test_name(
-                module_path!(),
-                "child_compiles_around_an_environment_change",
-            ),
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("HIPJIT_TEST_HOME", home)
-        .env("HIPJIT_TEST_SOURCE", &src)
-        .env("HIPJIT_TEST_OTHER", &other)
-        .env("HIPJIT_HIPCC", hipcc)
-        .env_remove("HIPJIT_COMPILER");
+        let mut c = common::child_test(
+            module_path!(),
+            "child_compiles_around_an_environment_change",
+        );
+        c.env("HIPJIT_TEST_HOME", home)
+            .env("HIPJIT_TEST_SOURCE", &src)
+            .env("HIPJIT_TEST_OTHER", &other)
+            .env("HIPJIT_HIPCC", hipcc)
+            .env_remove("HIPJIT_COMPILER");
         std::fs::write(home.join("mode"), if switch { "switch" } else { "plain" }).unwrap();
         let o = c.output().unwrap();
         assert!(

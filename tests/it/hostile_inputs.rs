@@ -17,12 +17,6 @@ use std::time::{Duration, Instant};
 /// 2-core machine running other builds), so that only a hang reaches it.
 const DEADLINE: Duration = Duration::from_secs(90);
 
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/code-objects")
-        .join(name)
-}
-
 fn mkfifo(path: &Path) {
     let c = CString::new(path.as_os_str().as_bytes()).unwrap();
     // SAFETY: mkfifo with a NUL-terminated path.
@@ -124,7 +118,7 @@ fn inspect_of_a_fifo_is_refused_without_waiting_for_a_writer() {
 #[test]
 fn inspect_reads_a_code_object_from_standard_input() {
     let dir = tempfile::tempdir().unwrap();
-    let f = std::fs::File::open(data("single-gfx90a.hsaco")).unwrap();
+    let f = std::fs::File::open(common::code_object("single-gfx90a.hsaco")).unwrap();
     let mut cmd = hipjit(dir.path());
     cmd.args(["inspect", "/dev/stdin"]);
     let mut child = cmd

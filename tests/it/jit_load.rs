@@ -3,9 +3,7 @@
 //! runtime of tests/fixtures/fake_hip.c (one device, gfx90a:sramecc+:xnack-; no real runtime
 //! with a device exists here), the compiler the real hipcc.
 
-use std::ffi::{c_char, CStr, CString};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -15,6 +13,8 @@ use hipjit::error::{HipError, LibraryError};
 use hipjit::jit::{CacheLocation, Jit, JitError, JitOptions, Origin};
 use hipjit::runtime::Runtime;
 
+use crate::common::fixture_lib::{self, log as fixture_log};
+
 const SOURCE: &str = "#include <hip/hip_runtime.h>\n\
     extern \"C\" __global__ void scale(float* x, float a, unsigned n) {\n\
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }\n";
@@ -22,51 +22,13 @@ const SOURCE: &str = "#include <hip/hip_runtime.h>\n\
 /// Builds a private copy of the fixture runtime (its own file, so its call record is this
 /// test's alone) and opens device 0.
 fn fixture_device(name: &str) -> (Device, PathBuf) {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+    let lib = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("jit-load")
-        .join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let lib = dir.join("libamdhip64.so");
-    let out = Command::new("cc")
-        .args([
-            "-shared",
-            "-fPIC",
-            "-fvisibility=hidden",
-            "-O1",
-            "-D__HIP_PLATFORM_AMD__",
-            "-o",
-        ])
-        .arg(&lib)
-        .arg(fixtures.join("fake_hip.c"))
-        .arg(fixtures.join("fake_hip_props.c"))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .join(name)
+        .join("libamdhip64.so");
+    fixture_lib::hip_runtime(&lib, &[]);
     let rt = Runtime::load_from(&lib).unwrap_or_else(|e| panic!("{e}"));
     (rt.device(0).unwrap_or_else(|e| panic!("{e}")), lib)
-}
-
-/// The fixture's record of calls (its exported `fixture_log`).
-fn fixture_log(lib: &Path) -> Vec<String> {
-    let c = CString::new(lib.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: RTLD_NOLOAD only finds the library the runtime already loaded; never closed.
-    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-    assert!(!h.is_null(), "fixture {} is not loaded", lib.display());
-    // SAFETY: every fixture exports fixture_log.
-    let f = unsafe { libc::dlsym(h, c"fixture_log".as_ptr()) };
-    assert!(!f.is_null());
-    // SAFETY: fixture_log is `const char *(void)`.
-    let f: unsafe extern "C" fn() -> *const c_char = unsafe { std::mem::transmute(f) };
-    // SAFETY: it returns a NUL-terminated static buffer.
-    let text = unsafe { CStr::from_ptr(f()) }
-        .to_string_lossy()
-        .into_owned();
-    text.lines().map(str::to_owned).collect()
 }
 
 fn jit(cache: CacheLocation) -> Jit {

@@ -3,6 +3,8 @@
 //! shell-script fixtures under tests/fixtures (no real compiler hangs or reports its
 //! environment on demand); tests/real/compiler.rs runs the real ones.
 
+use crate::common;
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,15 +13,9 @@ use std::time::Duration;
 use hipjit::compiler::{CompileError, CompileOptions, Compiler, CompilerConfig};
 use hipjit::target_id::TargetId;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
 fn compiler(script: &str, home: &Path, timeout: Duration, max: usize) -> Compiler {
     Compiler::new(CompilerConfig {
-        hipcc: Some(fixture(script)),
+        hipcc: Some(common::fixture(script)),
         nvcc: None,
         timeout,
         max_concurrent: max,
@@ -144,7 +140,7 @@ fn concurrent_compiles_are_capped() {
 #[test]
 fn explicit_compiler_that_is_not_executable_is_an_error() {
     let err = Compiler::new(CompilerConfig {
-        hipcc: Some(fixture("does-not-exist")),
+        hipcc: Some(common::fixture("does-not-exist")),
         ..CompilerConfig::default()
     })
     .unwrap_err();

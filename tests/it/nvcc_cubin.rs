@@ -127,10 +127,7 @@ fn cache_key_changes_with_source_target_and_flags() {
 
 #[test]
 fn amdgpu_code_object_is_refused_as_another_machine() {
-    let co = std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/code-objects/kernels-gfx90a.hsaco"
-    ));
+    let co = std::fs::read(crate::common::code_object("kernels-gfx90a.hsaco"));
     let Ok(co) = co else {
         panic!("tests/data/code-objects/kernels-gfx90a.hsaco is missing");
     };

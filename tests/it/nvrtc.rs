@@ -13,7 +13,7 @@ use hipjit::cache::manifest;
 use hipjit::code_object::cubin::Cubin;
 use hipjit::compiler::nvrtc::{self, NvRtc};
 use hipjit::compiler::rtc::{RtcError, RtcInput};
-use hipjit::compiler::{CompilerIdentity, CompilerKind, Severity};
+use hipjit::compiler::{CompilerKind, Severity};
 use hipjit::cuda::target::SmTarget;
 
 use common::toolchain::pypi_nvcc as venv_nvcc;
@@ -293,17 +293,7 @@ fn editing_a_header_in_an_include_directory_changes_the_key_and_the_cubin() {
         })
         .unwrap()
     };
-    let id = CompilerIdentity {
-        kind: CompilerKind::Nvrtc,
-        path: rtc.path().to_path_buf(),
-        version: String::new(),
-        fingerprint: String::new(),
-        covered: Vec::new(),
-        root: Default::default(),
-        header_dirs: Vec::new(),
-        host_compiler: None,
-        system_include_dirs: Vec::new(),
-    };
+    let id = common::toolchain::bare_identity(CompilerKind::Nvrtc, rtc.path());
     let direct = CacheKey([2; 32]);
     let first = compile();
     let recorded = manifest::record(

@@ -16,19 +16,8 @@ use hipjit::target_id::TargetId;
 // nvcc from PyPI (scripts/setup.sh installs it; its absence is a failure, not a skip).
 use common::toolchain::pypi_nvcc;
 
-const SAXPY: &str = r#"
-#include <hip/hip_runtime.h>
-extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
-"#;
-
-/// One identity directory for the whole binary: each compiler is fingerprinted once.
-fn home() -> &'static Path {
-    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    HOME.get_or_init(|| tempfile::tempdir().unwrap()).path()
-}
+// The source the tests compile, and the identity directory they share.
+use common::toolchain::{identity_home as home, SAXPY};
 
 /// A JIT with `choice`, nvcc from PyPI, identities remembered under `home`, the disk cache in
 /// `cache` (none when `None`).

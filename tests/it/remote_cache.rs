@@ -5,7 +5,9 @@
 //! is counted across processes; the child processes are this test binary running its ignored
 //! `child_*` tests.
 
-use std::ffi::OsString;
+use crate::common;
+use common::fake_hipcc;
+
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 use hipjit::cache::disk::DiskCache;
 use hipjit::cache::key::CACHE_FORMAT_VERSION;
 use hipjit::cache::remote::{signing, RemoteConfig};
-use hipjit::compiler::{CompileOptions, CompilerConfig};
+use hipjit::compiler::CompileOptions;
 use hipjit::jit::{CacheLocation, Compiled, Jit, JitOptions, Origin, RemoteLocation};
 use hipjit::target_id::TargetId;
 
@@ -138,14 +140,6 @@ impl Drop for Server {
 
 // ---- the fixture compiler -------------------------------------------------------------------
 
-fn fake_hipcc() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-hipcc-act.sh")
-}
-
-fn code_object() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/single-gfx90a.hsaco")
-}
-
 /// A `$HOME` whose act.sh "compiles" by copying a real gfx90a code object and appends a line
 /// to `$HOME/compiles`; with `$HOME/hang` present it records its pid in `$HOME/hang.pid` and
 /// sleeps instead; with `$HOME/slow` it takes a second; the paths in `$HOME/deps` are listed
@@ -162,7 +156,7 @@ fn home(dir: &Path) -> PathBuf {
              if [ -f \"$HOME/slow\" ]; then sleep 1; fi\n\
              cp {} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
              echo \"out.hsaco: $src $(cat \"$HOME/deps\" 2>/dev/null)\" > deps.d\n",
-            code_object().display()
+            common::code_object("single-gfx90a.hsaco").display()
         ),
     )
     .unwrap();
@@ -202,14 +196,7 @@ fn jit_at(cache: CacheLocation, home: &Path, remote: Option<RemoteConfig>, wait:
     Jit::new(JitOptions {
         // hipcc, whatever HIPJIT_COMPILER says: these tests are about it.
         compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
-        compiler_config: CompilerConfig {
-            hipcc: Some(fake_hipcc()),
-            env: Some(vec![
-                ("HOME".into(), OsString::from(home)),
-                ("PATH".into(), "/usr/bin:/bin".into()),
-            ]),
-            ..CompilerConfig::default()
-        },
+        compiler_config: common::fake_hipcc_config(home),
         cache,
         remote_cache: remote.map_or(RemoteLocation::Disabled, RemoteLocation::Server),
         lock_wait: Some(wait),
@@ -672,18 +659,10 @@ fn child_compile() {
 }
 
 fn spawn_child(server: &Server, root: &Path, home: &Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            &crate::common::test_name(module_path!(), "child_compile"),
-        ])
-        .args(["--ignored", "--nocapture"])
-        .args(["--test-threads=1"])
+    common::child_test(module_path!(), "child_compile")
         .env(CHILD_URL, server.url())
         .env(CHILD_ROOT, root)
         .env(CHILD_HOME, home)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap()
 }
@@ -699,13 +678,7 @@ fn eight_processes_over_four_roots_compile_once() {
         .collect();
     let mut origins = Vec::new();
     for child in children {
-        let out = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "child failed: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = common::child_stdout(child);
         let origin = stdout
             .lines()
             .find_map(|l| l.split_once("ORIGIN ").map(|(_, o)| o))
@@ -1883,8 +1856,7 @@ fn another_nodes_manifest_is_hashed_even_where_its_stats_match_the_files_here() 
     std::fs::create_dir(&inc).unwrap();
     let header = inc.join("x.h");
     std::fs::write(&header, "#define VALUE 111\n").unwrap();
-    let other =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco");
+    let other = common::code_object("kernels-gfx90a.hsaco");
     std::fs::write(
         home.join("act.sh"),
         format!(
@@ -1892,7 +1864,7 @@ fn another_nodes_manifest_is_hashed_even_where_its_stats_match_the_files_here() 
              for a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
              echo \"out.hsaco: $src {h}\" > deps.d\n",
             h = header.display(),
-            a = code_object().display(),
+            a = common::code_object("single-gfx90a.hsaco").display(),
             b = other.display(),
         ),
     )

@@ -5,9 +5,9 @@
 //! request.
 
 use crate::common;
+use common::fixture_lib::fake_hiprtc;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hipjit::code_object::CodeObject;
@@ -149,25 +149,6 @@ fn an_nvrtc_worker_compiles_a_cubin() {
     )
     .unwrap();
     assert_eq!(there.code, here.code);
-}
-
-/// The stand-in hipRTC library, built once.
-fn fake_hiprtc() -> &'static Path {
-    static F: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    F.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rtc-worker-fixture");
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("libfakehiprtc.so");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_hiprtc.c");
-        let o = Command::new("cc")
-            .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        out
-    })
 }
 
 fn fake(source: &str, config: &WorkerConfig) -> Result<Vec<u8>, RtcError> {

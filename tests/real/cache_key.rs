@@ -229,8 +229,7 @@ fn which_hipcc() -> PathBuf {
 fn a_compile_that_leaves_no_dependency_list_is_an_error() {
     let t = tempfile::tempdir().unwrap();
     // Writes a real code object where the compile's output goes, and no dependency list.
-    let object =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/code-objects/kernels-gfx90a.hsaco");
+    let object = crate::common::code_object("kernels-gfx90a.hsaco");
     let fake = fake_hipcc(t.path(), &format!("cp '{}' out.hsaco", object.display()));
     let err = jit(&t.path().join("cache"), None, Some(fake))
         .compile(kernel("#define V 1"), &CompileOptions::for_target(target()))

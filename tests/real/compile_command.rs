@@ -392,21 +392,11 @@ fn library_compiled_carries_its_warnings_and_a_disk_hit_replays_them() {
 fn hiprtc_takes_the_standard_as_hipjit_spells_it_for_hiprtc() {
     use hipjit::compiler::hiprtc::{self, HipRtc};
     use hipjit::compiler::rtc::RtcInput;
-    use hipjit::compiler::{BackendKind, CompilerIdentity, CompilerKind};
+    use hipjit::compiler::{BackendKind, CompilerKind};
     let rtc = HipRtc::open(None).unwrap_or_else(|e| panic!("{e}"));
     // hipRTC's version (9.0 on both 5.2.3 and 6.4.3) does not name its clang: an identity
     // without a clang version, as the in-process backend has.
-    let identity = CompilerIdentity {
-        kind: CompilerKind::Hiprtc,
-        path: rtc.path().to_path_buf(),
-        version: String::new(),
-        fingerprint: String::new(),
-        covered: Vec::new(),
-        root: Default::default(),
-        header_dirs: Vec::new(),
-        host_compiler: None,
-        system_include_dirs: Vec::new(),
-    };
+    let identity = crate::common::toolchain::bare_identity(CompilerKind::Hiprtc, rtc.path());
     let target = TargetId::parse(TARGET).unwrap();
     for (std, low, high) in [
         (CxxStd::Cxx20, "202002L", "202003L"),

@@ -10,19 +10,7 @@ use hipjit::compiler::{CompileError, CompileOptions, Severity};
 use hipjit::jit::{CacheLocation, Jit, JitError, JitOptions, Origin};
 use hipjit::target_id::TargetId;
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum TestEnv {
-    Bookworm,
-    Sid,
-}
-
-fn test_env() -> TestEnv {
-    match std::env::var("HIPJIT_TEST_ENV").as_deref() {
-        Ok("sid") => TestEnv::Sid,
-        Ok("bookworm") | Err(_) => TestEnv::Bookworm,
-        Ok(other) => panic!("HIPJIT_TEST_ENV={other:?}: expected bookworm or sid"),
-    }
-}
+use crate::common::toolchain::{test_env, TestEnv};
 
 fn kernel(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -10,34 +10,14 @@ use hipjit::cache::manifest;
 use hipjit::code_object::CodeObject;
 use hipjit::compiler::hiprtc::{self, HipRtc};
 use hipjit::compiler::rtc::{RtcError, RtcInput};
-use hipjit::compiler::{CompilerIdentity, CompilerKind};
+use hipjit::compiler::CompilerKind;
 use hipjit::target_id::TargetId;
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum TestEnv {
-    Bookworm,
-    Sid,
-}
-
-fn test_env() -> TestEnv {
-    match std::env::var("HIPJIT_TEST_ENV").as_deref() {
-        Ok("sid") => TestEnv::Sid,
-        Ok("bookworm") | Err(_) => TestEnv::Bookworm,
-        Ok(other) => panic!("HIPJIT_TEST_ENV={other:?}: expected bookworm or sid"),
-    }
-}
+use crate::common::toolchain::{bare_identity, test_env, TestEnv, SAXPY};
 
 fn hiprtc() -> HipRtc {
     HipRtc::open(None).unwrap_or_else(|e| panic!("{e}\n(bookworm: apt-get install libamdhip64-5)"))
 }
-
-const SAXPY: &str = r#"
-#include <hip/hip_runtime.h>
-extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
-"#;
 
 fn options(target: &str) -> Vec<String> {
     let target = TargetId::parse(target).unwrap();
@@ -51,21 +31,6 @@ fn input<'a>(source: &'a [u8], options: &'a [String]) -> RtcInput<'a> {
         headers: &[],
         include_dirs: &[],
         options,
-    }
-}
-
-/// A stand-in identity for the header manifest (it covers no directory).
-fn identity(rtc: &HipRtc) -> CompilerIdentity {
-    CompilerIdentity {
-        kind: CompilerKind::Hiprtc,
-        path: rtc.path().to_path_buf(),
-        version: String::new(),
-        fingerprint: String::new(),
-        covered: Vec::new(),
-        root: Default::default(),
-        header_dirs: Vec::new(),
-        host_compiler: None,
-        system_include_dirs: Vec::new(),
     }
 }
 
@@ -335,7 +300,7 @@ fn editing_an_included_header_changes_the_key_and_the_code() {
         })
         .unwrap()
     };
-    let id = identity(&rtc);
+    let id = bare_identity(CompilerKind::Hiprtc, rtc.path());
     let direct = CacheKey([1; 32]);
     let first = compile();
     let recorded = manifest::record(

@@ -8,19 +8,7 @@
 use hipjit::error::HipError;
 use hipjit::runtime::{CodeObjectLoader, DevicePropertiesEntry, Found, Runtime};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TestEnv {
-    Bookworm,
-    Sid,
-}
-
-fn test_env() -> TestEnv {
-    match std::env::var("HIPJIT_TEST_ENV").as_deref() {
-        Err(_) | Ok("") | Ok("bookworm") => TestEnv::Bookworm,
-        Ok("sid") => TestEnv::Sid,
-        Ok(other) => panic!("unknown HIPJIT_TEST_ENV={other} (bookworm or sid)"),
-    }
-}
+use crate::common::toolchain::{test_env, TestEnv};
 
 fn runtime() -> Runtime {
     Runtime::load().unwrap_or_else(|e| {

@@ -11,19 +11,7 @@ use hipjit::compiler::{CompileOptions, CompilerConfig, CompilerKind};
 use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
 use hipjit::target_id::TargetId;
 
-const SAXPY: &str = r#"
-#include <hip/hip_runtime.h>
-extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
-"#;
-
-/// One identity directory for the whole binary: each compiler is fingerprinted once.
-fn home() -> &'static Path {
-    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    HOME.get_or_init(|| tempfile::tempdir().unwrap()).path()
-}
+use crate::common::toolchain::{identity_home as home, SAXPY};
 
 /// A JIT with `choice`, identities remembered under `home`, the disk cache in `cache` (none
 /// when `None`).
