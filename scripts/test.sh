@@ -154,12 +154,13 @@ children_cpu() {
 }
 
 # The ten slowest tests of the log (lines `test NAME ... ok <SECONDS>` that --report-time
-# gives), each with its test binary.
+# gives), each with its test binary. (sed, not head: head would leave sort writing to a closed
+# pipe, and SIGPIPE under pipefail would end the script before its last line.)
 slowest_tests() {
     awk '/^ +Running / { bin = $2 }
          /^test .* \.\.\. ok <[0-9.]+s>$/ {
              t = $NF; gsub(/[<>s]/, "", t); name = $2
-             printf "%8.1f s  %s %s\n", t, bin, name }' "$log_file" | sort -rn | head -n 10
+             printf "%8.1f s  %s %s\n", t, bin, name }' "$log_file" | sort -rn | sed -n 1,10p
 }
 
 main() {
