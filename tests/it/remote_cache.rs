@@ -169,8 +169,14 @@ fn compiles(home: &Path) -> usize {
         .unwrap_or(0)
 }
 
+/// The tier at `url` with short lock timings, and operation and connection timeouts of 2 s
+/// instead of 200 ms: on a loaded 2-core machine a reply can take longer than 200 ms, which
+/// turns the tier off and makes an expected remote hit a miss. The tests of the timeouts set
+/// their own.
 fn config(url: &str) -> RemoteConfig {
     let mut c = RemoteConfig::new(url).unwrap();
+    c.op_timeout = Duration::from_secs(2);
+    c.connect_timeout = Duration::from_secs(2);
     c.lock_ttl = Duration::from_secs(2);
     c.lock_renew = Duration::from_millis(500);
     c.lock_poll = Duration::from_millis(50);
@@ -617,7 +623,11 @@ fn an_unreachable_address_is_bounded_and_not_an_error() {
             silent.local_addr().unwrap().port()
         ),
     ] {
-        let jit = jit(&dir.path().join("a"), &home, Some(config(&url)));
+        // The default timeouts (200 ms), which bound it.
+        let mut remote = config(&url);
+        remote.op_timeout = Duration::from_millis(200);
+        remote.connect_timeout = Duration::from_millis(200);
+        let jit = jit(&dir.path().join("a"), &home, Some(remote));
         let source = format!("{SOURCE}// {url}\n");
         let c = compile_within(&jit, &source, Duration::from_secs(10));
         assert_eq!(c.origin(), Origin::Compiler);
