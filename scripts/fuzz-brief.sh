@@ -35,7 +35,16 @@ RUSTFLAGS+=" -Cllvm-args=-sanitizer-coverage-pc-table"
 RUSTFLAGS+=" -Cllvm-args=-sanitizer-coverage-trace-compares"
 RUSTFLAGS+=" --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
 export RUSTFLAGS
-cargo build --target "$triple" --bins 2>&1 | tail -n 3
+# The build's last lines, or all of it when it fails (its errors).
+build_log=$(mktemp)
+if ! cargo build --target "$triple" --bins >"$build_log" 2>&1; then
+    cat -- "$build_log"
+    rm -f -- "$build_log"
+    echo "fuzz: the fuzz targets did not build"
+    exit 1
+fi
+tail -n 3 -- "$build_log"
+rm -f -- "$build_log"
 
 seeds_of() {
     case "$1" in

@@ -167,7 +167,7 @@ hand?); remove it (rm -rf --one-file-system \"$root\") and run this script again
     log "sid root ready: $root"
 }
 
-# nvcc and NVRTC for tests/it/nvcc_cubin.rs, tests/nvrtc*.rs: PyPI's nvidia-cuda-nvcc (with -crt,
+# nvcc and NVRTC for tests/it/nvcc_cubin.rs, tests/it/nvrtc*.rs: PyPI's nvidia-cuda-nvcc (with -crt,
 # -runtime and nvidia-nvvm) and nvidia-cuda-nvrtc compile cubins on a machine without a GPU;
 # NVRTC lands in nvidia/cu13/lib beside nvidia/cu13/bin/nvcc; nvidia-cuda-cccl brings
 # <nv/target>, which cuda_fp16.h includes. The wheels stay in $CACHE/nvcc-wheels, so a fresh

@@ -4,18 +4,17 @@
 # --report-time, so each passing test's line ends with its time (`... ok <1.234s>`) and the
 # summary can list the slowest. --report-time is unstable: RUSTC_BOOTSTRAP=1 is set for the test
 # binary alone (set for cargo, it would change how dependencies build and rebuild them all).
-# Anything that is not a libtest binary cargo built for the tests (target/*/deps/NAME-HASH), and
-# a run that lists tests, runs unchanged.
+# Anything that is not a libtest binary cargo built for the tests (DIR/deps/NAME-HASH, HASH 16
+# hex digits), a run that lists tests, and one given its own -Z options, run unchanged.
 set -euo pipefail
 
 exe=$1
 shift
-case "$exe" in
-*/deps/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]*)
+name=${exe##*/}
+if [[ "$exe" == */deps/"$name" && "$name" =~ ^[A-Za-z0-9_]+-[0-9a-f]{16}$ ]]; then
     for arg in "$@"; do
-        [[ "$arg" == --list ]] && exec "$exe" "$@"
+        [[ "$arg" == --list || "$arg" == -Z* ]] && exec "$exe" "$@"
     done
     RUSTC_BOOTSTRAP=1 exec "$exe" "$@" -Z unstable-options --report-time
-    ;;
-*) exec "$exe" "$@" ;;
-esac
+fi
+exec "$exe" "$@"

@@ -25,7 +25,8 @@
 # step's processes and all their children), the totals, the ten slowest tests and, alone on the
 # last line,
 # "N passed, N failed, N skipped", summed over the libtest "test result:" lines of every step
-# (skipped = ignored tests). Exits non-zero when any step failed.
+# (skipped = ignored tests; a step that failed with no failing test, such as a build error or
+# a crashed test binary, counts as one failure). Exits non-zero when any step failed.
 #
 # Usage: scripts/test.sh [STEP...]      (no step: all of them, in the order above)
 # Environment: CARGO_BUILD_JOBS (default 2), HIPJIT_CI_CACHE (see scripts/setup.sh).
@@ -46,7 +47,8 @@ fi
 
 log_file=$(mktemp "${TMPDIR:-/tmp}/hipjit-test.XXXXXX")
 times_file=$(mktemp "${TMPDIR:-/tmp}/hipjit-times.XXXXXX")
-trap 'rm -f -- "$log_file" "$times_file"' EXIT
+step_log=$(mktemp "${TMPDIR:-/tmp}/hipjit-step.XXXXXX")
+trap 'rm -f -- "$log_file" "$times_file" "$step_log"' EXIT
 
 # Whether the hipjit package declares the cargo feature $1.
 has_feature() {
@@ -110,7 +112,14 @@ step_test() {
     local rc=0
     # --no-fail-fast: every failing test binary is reported, not only the first.
     # The runner adds --report-time to each test binary's arguments: the summary's ten slowest.
-    HIPJIT_TEST_ENV=bookworm CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$repo/scripts/test-runner.sh" \
+    # Cargo splits a runner setting at whitespace: a checkout path with any goes without.
+    local -a runner=()
+    if [[ "$repo" =~ [[:space:]] ]]; then
+        echo "test: the checkout's path has whitespace: no test runner, no ten slowest"
+    else
+        runner=(CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$repo/scripts/test-runner.sh")
+    fi
+    env HIPJIT_TEST_ENV=bookworm "${runner[@]}" \
         cargo test --workspace --no-fail-fast "${features[@]}" || rc=$?
     # examples/downstream, the crate-author path end to end on the testing runtime.
     if has_package hipjit-softmax; then
@@ -154,17 +163,17 @@ children_cpu() {
 }
 
 # The ten slowest tests of the log (lines `test NAME ... ok <SECONDS>` that --report-time
-# gives), each with its test binary. (sed, not head: head would leave sort writing to a closed
+# gives), each with its test binary's name (cargo's `Running ... (DIR/NAME-HASH)` line). (sed, not head: head would leave sort writing to a closed
 # pipe, and SIGPIPE under pipefail would end the script before its last line.)
 slowest_tests() {
-    awk '/^ +Running / { bin = $2 }
+    awk '/^ +Running / { bin = $NF; gsub(/[()]/, "", bin); sub(/.*\//, "", bin); sub(/-[0-9a-f]+$/, "", bin) }
          /^test .* \.\.\. ok <[0-9.]+s>$/ {
              t = $NF; gsub(/[<>s]/, "", t); name = $2
-             printf "%8.1f s  %s %s\n", t, bin, name }' "$log_file" | sort -rn | sed -n 1,10p
+             printf "%8.1f s  %-8s %s\n", t, bin, name }' "$log_file" | sort -rn | sed -n 1,10p
 }
 
 main() {
-    local -a steps=("$@") failed=() times=()
+    local -a steps=("$@") failed=() times=() uncounted=()
     local step start rc cpu_start cpu cpu_ms total_start=$SECONDS total_cpu_start
     ((${#steps[@]} > 0)) || steps=("${ALL_STEPS[@]}")
     for step in "${steps[@]}"; do
@@ -183,13 +192,19 @@ main() {
         children_cpu
         cpu_start=$cpu_ms
         rc=0
-        "step_${step//-/_}" 2>&1 </dev/null | tee -a "$log_file" || rc=$?
+        : >"$step_log"
+        "step_${step//-/_}" 2>&1 </dev/null | tee -a "$log_file" "$step_log" || rc=$?
         children_cpu
         cpu=$(((cpu_ms - cpu_start) / 1000))
         times+=("$(printf '%-14s %5d s wall %6d s CPU  %s' "$step" $((SECONDS - start)) "$cpu" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")")")
         printf '===== [%s] %s in %d s (CPU %d s)\n' "$step" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - start)) "$cpu" | tee -a "$log_file"
         if ((rc != 0)); then
             failed+=("$step")
+            # A step that failed with no failing test counted (a crashed test binary, a build
+            # error, clippy) counts as one failure on the last line.
+            if ! grep -qE '^test result: [A-Za-z]+\. [0-9]+ passed; [1-9][0-9]* failed;' "$step_log"; then
+                uncounted+=("$step")
+            fi
             if [[ "$step" == setup ]]; then
                 echo "test.sh: setup failed: the other steps need what it installs; stopping" >&2
                 break
@@ -214,6 +229,10 @@ main() {
     fi
     if ((${#failed[@]} > 0)); then
         echo "FAILED steps: ${failed[*]}"
+    fi
+    if ((${#uncounted[@]} > 0)); then
+        echo "counted as one failure each, having failed with no failing test: ${uncounted[*]}"
+        failures=$((failures + ${#uncounted[@]}))
     fi
     echo "$passed passed, $failures failed, $skipped skipped"
     ((${#failed[@]} == 0))
