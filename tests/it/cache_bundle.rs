@@ -218,12 +218,6 @@ fn cache_cli(root: &Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
 }
 
 #[cfg(feature = "cli")]
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: mkfifo with a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-}
-
 /// `cache export -o` follows `hipjit compile -o`'s rules: a character device is written into
 /// (as root, `-o /dev/null` replaced the machine's `/dev/null` with a regular file), a FIFO is
 /// refused (exit 2) and left, a symbolic link is followed (its target replaced, the link kept).
@@ -253,7 +247,7 @@ fn hipjit_cache_export_never_replaces_a_device_a_fifo_or_a_link() {
     assert!(m.file_type().is_char_device(), "the device was replaced");
 
     let fifo = dir.path().join("fifo");
-    mkfifo(&fifo);
+    common::mkfifo(&fifo);
     let o = export(&fifo);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
@@ -324,7 +318,7 @@ fn hipjit_cache_export_refuses_an_output_inside_the_root() {
 fn hipjit_cache_import_refuses_a_fifo_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("bundle.hjb");
-    mkfifo(&fifo);
+    common::mkfifo(&fifo);
     let o = cache_cli(
         &dir.path().join("root"),
         &["import".as_ref(), fifo.as_os_str()],

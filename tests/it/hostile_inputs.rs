@@ -17,12 +17,6 @@ use std::time::{Duration, Instant};
 /// 2-core machine running other builds), so that only a hang reaches it.
 const DEADLINE: Duration = Duration::from_secs(90);
 
-fn mkfifo(path: &Path) {
-    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: mkfifo with a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-}
-
 /// Runs `cmd` with stdin closed and a deadline; a child still running at the deadline is killed
 /// and the test fails, naming the command.
 fn run(cmd: &mut Command) -> Output {
@@ -92,7 +86,7 @@ fn assert_fails_naming(o: &Output, words: &[&str]) {
 fn compile_of_a_fifo_source_is_refused_without_waiting_for_a_writer() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("k.hip");
-    mkfifo(&fifo);
+    common::mkfifo(&fifo);
     let o = run(hipjit(dir.path())
         .args(["compile", "--arch", "gfx90a"])
         .arg(&fifo));
@@ -110,7 +104,7 @@ fn compile_of_dev_zero_is_refused_as_a_device() {
 fn inspect_of_a_fifo_is_refused_without_waiting_for_a_writer() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("k.hsaco");
-    mkfifo(&fifo);
+    common::mkfifo(&fifo);
     let o = run(hipjit(dir.path()).arg("inspect").arg(&fifo));
     assert_fails_naming(&o, &["k.hsaco", "not a regular file (a FIFO)"]);
 }
@@ -273,7 +267,7 @@ fn cache_verify_reports_a_fifo_planted_as_an_entry_without_hanging() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
     let entry = sub.join(format!("ab{}.hjc", "0".repeat(62)));
-    mkfifo(&entry);
+    common::mkfifo(&entry);
     assert_eq!(entry_paths(&cache), vec![entry.clone()]);
     let o = run(hipjit(&cache).args(["cache", "verify"]));
     assert_fails_naming(&o, &["not a regular file (a FIFO)"]);
@@ -436,7 +430,7 @@ fn compile_o_onto_a_fifo_is_refused_by_name() {
     use std::os::unix::fs::FileTypeExt;
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("out.hsaco");
-    mkfifo(&fifo);
+    common::mkfifo(&fifo);
     let src = dir.path().join("k.hip");
     std::fs::write(&src, KERNEL).unwrap();
     let o = run(hipjit(&dir.path().join("cache"))

@@ -704,12 +704,6 @@ fn run_with_deadline(cmd: &mut Command, what: &str) -> (Option<i32>, String, Str
     )
 }
 
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: mkfifo with a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-}
-
 #[test]
 fn a_fifo_named_cachedir_tag_is_no_cache_root_and_is_never_waited_on() {
     let dir = tempfile::tempdir().unwrap();
@@ -721,7 +715,7 @@ fn a_fifo_named_cachedir_tag_is_no_cache_root_and_is_never_waited_on() {
     let src = dir.path().join("src/vectors.hip");
     std::fs::write(&src, VECTORS).unwrap();
     // Below the source's directory, whose every file NVRTC's key covers.
-    mkfifo(&dir.path().join("src/sub/CACHEDIR.TAG"));
+    common::mkfifo(&dir.path().join("src/sub/CACHEDIR.TAG"));
     let compile = |home: &Path, what: &str| {
         run_with_deadline(
             nvrtc_compile(&mut Command::new(env!("CARGO_BIN_EXE_hipjit")), home, &lib)
@@ -749,7 +743,7 @@ fn a_fifo_named_cachedir_tag_is_no_cache_root_and_is_never_waited_on() {
 
     // In the toolkit's headers: a FIFO there is refused by name before NVRTC runs (a compile
     // with another cache, the first one's result being a hit).
-    mkfifo(&prefix.join("include/crt/CACHEDIR.TAG"));
+    common::mkfifo(&prefix.join("include/crt/CACHEDIR.TAG"));
     let (code, _, err) = compile(
         &dir.path().join("home2"),
         "hipjit compile with a FIFO named CACHEDIR.TAG in the toolkit",
