@@ -163,8 +163,9 @@ children_cpu() {
 }
 
 # The ten slowest tests of the log (lines `test NAME ... ok <SECONDS>` that --report-time
-# gives), each with its test binary's name (cargo's `Running ... (DIR/NAME-HASH)` line). (sed, not head: head would leave sort writing to a closed
-# pipe, and SIGPIPE under pipefail would end the script before its last line.)
+# gives), each with its test binary's name (cargo's `Running ... (DIR/NAME-HASH)` line). sed,
+# not head: head would leave sort writing to a closed pipe, and SIGPIPE under pipefail would
+# end the script before its last line.
 slowest_tests() {
     awk '/^ +Running / { bin = $NF; gsub(/[()]/, "", bin); sub(/.*\//, "", bin); sub(/-[0-9a-f]+$/, "", bin) }
          /^test .* \.\.\. ok <[0-9.]+s>$/ {

@@ -89,7 +89,7 @@ pub fn child_stdout(child: Child) -> String {
 }
 
 /// Makes a FIFO at `path` (mode 0600); panics when mkfifo fails.
-pub fn mkfifo(path: &std::path::Path) {
+pub fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: mkfifo with a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");

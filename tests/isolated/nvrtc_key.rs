@@ -10,15 +10,7 @@ use hipjit::compiler::{CompileOptions, CompilerConfig};
 use hipjit::cuda::target::SmTarget;
 use hipjit::jit::{CacheLocation, Jit, JitOptions};
 
-use crate::common::toolchain::pypi_nvcc;
-
-const SAXPY: &str = r#"
-#include <hip/hip_runtime.h>
-extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
-"#;
+use crate::common::toolchain::{pypi_nvcc, SAXPY};
 
 fn sm90() -> CompileOptions {
     CompileOptions::for_sm(SmTarget::new(90))

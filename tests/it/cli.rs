@@ -7,7 +7,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::toolchain::pypi_nvcc;
+use common::toolchain::{pypi_nvcc, saxpy};
 
 /// Runs the binary with `args`, the cache in `cache` (or a fresh directory that is dropped).
 fn hipjit_in(cache: &Path, args: &[&str]) -> Output {
@@ -425,10 +425,6 @@ fn a_bad_remote_cache_url_or_key_is_a_usage_error_naming_the_variable() {
 // compile (the machine's hipcc: Debian's 5.2.3 here, `apt-get install hipcc`)
 
 const SAXPY: &str = "examples/kernels/saxpy.hip";
-
-fn saxpy() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(SAXPY)
-}
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
