@@ -406,7 +406,9 @@ fn a_probe_directory_left_by_a_killed_hipjit_is_swept_by_the_next_one() {
     };
     let mut child = compile().spawn().unwrap();
     let started = std::time::Instant::now();
-    while !probing.exists() {
+    // The stand-in's shell creates the file before `echo` writes the PID into it: wait for the
+    // whole line, or the read below can find it empty.
+    while !std::fs::read_to_string(&probing).is_ok_and(|s| s.ends_with('\n')) {
         assert!(
             child.try_wait().unwrap().is_none(),
             "hipjit ended before the probe"
