@@ -66,58 +66,55 @@
 //! [`sys`] (raw HIP API from the `hipjit-sys` crate), the safe runtime layer ([`runtime`],
 //! [`device`], [`stream`], [`memory`], [`event`], [`library`], [`kernel`], [`launch`]), the
 //! code-object reader ([`code_object`], [`target_id`], [`occupancy`]) and the JIT
-//! ([`compiler`], [`cache`], [`jit`]). [`prelude`] brings the types of a compile -> load ->
+//! ([`compiler`], [`cache`], [`jit`]); `docs/architecture.md` draws them and says what each
+//! may name. [`prelude`] brings the types of a compile -> load ->
 //! launch program into scope. Every error converts into [`Error`]: a downstream error type
 //! needs one variant for all of hipjit (see [`Error`]).
 
 pub use hip_sys as sys;
 
-mod byte_strings;
+// The layers, bottom to top (`docs/architecture.md` draws them and says what each may name):
+// the file-system layer and digests, the targets and the code-object reader, the safe layer,
+// the compiler, the cache, the JIT; the crate-wide error above them all.
+mod digest;
+mod fs;
+mod safe;
+mod target;
+
 pub mod cache;
 pub mod code_object;
 pub mod compiler;
-pub mod cuda;
-pub mod device;
-mod effective_user;
 pub mod error;
-pub use error::{Error, Result};
-pub mod event;
-mod file_observe;
-pub mod file_read;
-pub mod file_stat;
-pub mod file_write;
-pub mod graph;
 pub mod jit;
-pub mod kernel;
-pub mod launch;
-pub mod library;
-pub mod memory;
-pub mod occupancy;
-pub mod peer;
-pub mod runtime;
-pub mod stream;
-pub mod target_id;
 #[cfg(feature = "testing")]
 pub mod testing;
+
+pub use code_object::occupancy;
+pub use error::{Error, Result};
+pub use fs::{read as file_read, stat as file_stat, write as file_write};
+pub use safe::{
+    cuda, device, event, graph, kernel, launch, library, memory, peer, runtime, stream,
+};
+pub use target::amdgpu as target_id;
 
 /// The types of a compile -> load -> launch program: `use hipjit::prelude::*;`.
 pub mod prelude {
     pub use crate::args;
     pub use crate::code_object::{CodeObject, KernelInfo};
     pub use crate::compiler::CompileOptions;
-    pub use crate::device::Device;
     pub use crate::error::{Error, Result};
-    pub use crate::event::{Event, EventFlags};
     pub use crate::jit::{Jit, JitOptions};
-    pub use crate::kernel::Kernel;
-    pub use crate::launch::{Dim3, LaunchConfig};
-    pub use crate::library::Library;
-    pub use crate::memory::{
+    pub use crate::safe::device::Device;
+    pub use crate::safe::event::{Event, EventFlags};
+    pub use crate::safe::kernel::Kernel;
+    pub use crate::safe::launch::{Dim3, LaunchConfig};
+    pub use crate::safe::library::Library;
+    pub use crate::safe::memory::{
         DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, PinnedBuffer,
     };
-    pub use crate::runtime::Runtime;
-    pub use crate::stream::{AsStream, Stream, StreamFlags};
-    pub use crate::target_id::TargetId;
+    pub use crate::safe::runtime::Runtime;
+    pub use crate::safe::stream::{AsStream, Stream, StreamFlags};
+    pub use crate::target::TargetId;
 }
 
 /// The README's Rust examples, compiled as doctests.

@@ -8,7 +8,7 @@
 //! entry file ([`crate::cache::disk`]): results and header manifests alike.
 //!
 //! # Import
-//! The bundle is opened as every file hipjit reads ([`crate::file_read::open_regular`]: a FIFO,
+//! The bundle is opened as every file hipjit reads ([`crate::fs::read::open_regular`]: a FIFO,
 //! device or directory is refused at once, never waited on) and decompressed as a stream,
 //! entry by entry, never more than its header says: an index of at most [`INDEX_LIMIT`]
 //! bytes, then each entry's bytes up to the size the index claims for it (at most
@@ -36,8 +36,9 @@ use serde::{Deserialize, Serialize};
 
 use super::disk::{encode_entry, DiskCache, Entry, ENTRY_LIMIT};
 use super::key::{hex, sha256, CacheKey};
-use crate::file_read::{self, FileReadError};
-use crate::file_write::{self, WriteError};
+use crate::fs;
+use crate::fs::read::FileReadError;
+use crate::fs::write::WriteError;
 
 /// The first bytes of a bundle's content (inside the Zstandard frame).
 pub const BUNDLE_MAGIC: &[u8; 8] = b"HIPJITBN";
@@ -82,7 +83,7 @@ pub enum BundleError {
     #[error(transparent)]
     Read(#[from] FileReadError),
     /// The bundle could not be written where [`export`] was asked to (by the rules of
-    /// [`crate::file_write`]: a FIFO, block device, socket or directory there is refused).
+    /// [`crate::fs::write`]: a FIFO, block device, socket or directory there is refused).
     #[error(transparent)]
     Write(#[from] WriteError),
     /// [`export`] was asked to write the bundle inside a root it exports (over one of its
@@ -126,7 +127,7 @@ pub struct BundleReport {
 }
 
 /// Writes every valid entry of `cache`'s roots (or only those whose key is in `keys`) into a
-/// bundle at `out`, by the rules of [`crate::file_write::write_atomically`] (as `hipjit compile
+/// bundle at `out`, by the rules of [`crate::fs::write::write_atomically`] (as `hipjit compile
 /// -o`): written to a temporary file beside it and renamed into place (never a half-written
 /// bundle), a symbolic link followed, a character device written into, a FIFO, block device,
 /// socket or directory refused; a new file has mode 0600. Bad entries are skipped
@@ -188,7 +189,7 @@ pub fn export(
         &content[..],
         ruzstd::encoding::CompressionLevel::Fastest,
     );
-    file_write::write_atomically(out, &compressed, false, 0o600)?;
+    fs::write::write_atomically(out, &compressed, false, 0o600)?;
     Ok(BundleReport {
         entries: index.len(),
         published: 0,
@@ -214,7 +215,7 @@ pub fn import(cache: &DiskCache, path: &Path) -> Result<BundleReport, BundleErro
         reason,
     };
     let decode = |e: std::io::Error| not(format!("the Zstandard frame does not decode ({e})"));
-    let (file, file_bytes) = file_read::open_regular(path, u64::MAX, "a cache bundle")?;
+    let (file, file_bytes) = fs::read::open_regular(path, u64::MAX, "a cache bundle")?;
     let mut content = ruzstd::decoding::StreamingDecoder::new(std::io::BufReader::new(file))
         .map_err(|e| not(format!("not a Zstandard frame ({e})")))?;
     let head = read_up_to(&mut content, HEADER_LEN).map_err(decode)?;
@@ -499,7 +500,7 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 /// directory resolved (`..`, links above it); `None` when it is in none, or its directory
 /// cannot be resolved (then the write reports it).
 fn root_holding(cache: &DiskCache, out: &Path) -> Option<PathBuf> {
-    let target = file_write::resolve_links(out).ok()?;
+    let target = fs::write::resolve_links(out).ok()?;
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

@@ -67,7 +67,7 @@
 //!
 //! # Reading
 //! An entry is opened without following a link and without blocking, checked to be a regular
-//! file of at most [`ENTRY_LIMIT`] bytes on the open descriptor ([`crate::file_read`]), then
+//! file of at most [`ENTRY_LIMIT`] bytes on the open descriptor ([`crate::fs::read`]), then
 //! read. A reader checks magic, format version, the checksum of the header and metadata (a
 //! changed byte anywhere in the recorded command, options, headers or artefact list is a bad
 //! entry), the key in the metadata, the total length and the size and sha256 of each
@@ -99,7 +99,7 @@ use serde::{Deserialize, Serialize};
 
 use super::key::{hex, sha256, CacheKey, TrackedHeader, CACHE_FORMAT_VERSION};
 use crate::compiler::{CompileOptions, CompilerIdentity};
-use crate::file_read;
+use crate::fs;
 
 /// The environment variable listing cache roots.
 pub const CACHE_DIR_ENV: &str = "HIPJIT_CACHE_DIR";
@@ -122,8 +122,8 @@ pub const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 /// entry used a minute ago may count as used up to an hour earlier).
 pub const LRU_GRANULARITY: Duration = Duration::from_secs(3600);
 /// The largest entry file read (bytes): a code object of at most
-/// [`file_read::CODE_OBJECT_LIMIT`] and its dumps. A bigger file is a bad entry.
-pub const ENTRY_LIMIT: u64 = 2 * file_read::CODE_OBJECT_LIMIT;
+/// [`fs::read::CODE_OBJECT_LIMIT`] and its dumps. A bigger file is a bad entry.
+pub const ENTRY_LIMIT: u64 = 2 * fs::read::CODE_OBJECT_LIMIT;
 pub(crate) const LAYOUT_DIR: &str = "v1";
 const ENTRY_EXT: &str = "hjc";
 /// Magic, format version, metadata length: the bytes before the metadata.
@@ -1112,7 +1112,7 @@ fn layout_dir(root: &Path) -> Result<Option<PathBuf>, CacheError> {
     match std::fs::symlink_metadata(&layout) {
         Ok(m) if m.is_dir() => Ok(Some(layout)),
         Ok(m) => Err(CacheError::LayoutNotADirectory {
-            kind: file_read::kind_name(m.file_type()),
+            kind: fs::read::kind_name(m.file_type()),
             path: layout,
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -1183,7 +1183,7 @@ fn create_dirs(root: &Path, dir: &Path, shared: bool) -> std::io::Result<()> {
                 return Err(std::io::Error::other(format!(
                     "{} is a {}, not a directory",
                     cur.display(),
-                    file_read::kind_name(m.file_type())
+                    fs::read::kind_name(m.file_type())
                 )))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -1251,7 +1251,7 @@ fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
         path: path.to_path_buf(),
         reason,
     };
-    let me = crate::effective_user::uid();
+    let me = crate::fs::user::uid();
     // A root that is a symbolic link must itself be owned by this user or the superuser
     // (whoever owns the link decides where the cache is); then the directory it names counts.
     let dir = if link.file_type().is_symlink() {
@@ -1277,7 +1277,7 @@ fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
     if !dir.is_dir() {
         return Err(CacheError::NotADirectory {
             path: path.to_path_buf(),
-            kind: file_read::kind_name(dir.file_type()),
+            kind: fs::read::kind_name(dir.file_type()),
         });
     }
     // Declared shared by a regular file [`SHARED_MARKER`] owned by the root directory's owner
@@ -1314,7 +1314,7 @@ fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
 fn user_in_group(uid: u32, gid: u32) -> bool {
     // The user and group databases may be remote (NSS): what they said cannot be checked by
     // `stat`, so a lookup that asked is not remembered by the hit memo.
-    crate::file_observe::unrecordable();
+    crate::fs::observe::unrecordable();
     let mut buf = vec![0u8; 16 * 1024];
     // SAFETY: getpwuid_r fills `pwd` with pointers into `buf`, which outlives their use.
     let (primary, name) = unsafe {
@@ -1367,12 +1367,12 @@ fn user_in_group(uid: u32, gid: u32) -> bool {
 /// [`DiskCache::verify`] checks every directory ([`Dirs::Always`]): a closed root may be
 /// opened up later, and then its lookups check the directories again.
 fn check_entry(
-    m: &crate::file_stat::Stat,
+    m: &crate::fs::stat::Stat,
     path: &Path,
     root: &Root,
     dirs: Dirs,
 ) -> Result<(), String> {
-    let me = crate::effective_user::uid();
+    let me = crate::fs::user::uid();
     if !root.shared {
         check_meta(m.uid, m.mode, me)?;
         if root.closed && dirs == Dirs::UnlessClosed {
@@ -1431,7 +1431,7 @@ enum Dirs {
 /// than [`CACHE_FORMAT_VERSION`]: its first 12 bytes, read without blocking.
 fn entry_format(path: &Path) -> Option<u32> {
     use std::io::Read;
-    let (mut f, _) = crate::file_read::open_regular_nofollow(path, u64::MAX, "cache entry").ok()?;
+    let (mut f, _) = crate::fs::read::open_regular_nofollow(path, u64::MAX, "cache entry").ok()?;
     let mut head = [0u8; 12];
     f.read_exact(&mut head).ok()?;
     format_of(&head).filter(|&v| v != CACHE_FORMAT_VERSION)
@@ -1478,14 +1478,14 @@ fn read_entry_open<E>(
 ) -> Result<(E, File, SystemTime), ReadError> {
     // Opened without blocking and checked on the descriptor: a FIFO or device planted at an
     // entry's path is a bad entry, not a hang.
-    let (f, m) = match file_read::open_regular_nofollow_stat(path, ENTRY_LIMIT, "a cache entry") {
+    let (f, m) = match fs::read::open_regular_nofollow_stat(path, ENTRY_LIMIT, "a cache entry") {
         Ok(f) => f,
         Err(e) if e.is_not_found() => return Err(ReadError::Missing),
         Err(e) => return Err(ReadError::Bad(format!("cannot open: {}", e.reason()))),
     };
     let bad = ReadError::Bad;
     check_entry(&m, path, root, dirs).map_err(bad)?;
-    let data = file_read::read_known_size(&f, path, m.len())
+    let data = fs::read::read_known_size(&f, path, m.len())
         .map_err(|e| bad(format!("cannot read: {}", e.reason())))?;
     let modified = m.modified();
     let entry = parse(data, path, key).map_err(bad)?;

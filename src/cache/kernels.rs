@@ -14,8 +14,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use parking_lot::Mutex;
 
 use super::memory::fast_hash;
-use crate::device::Device;
-use crate::kernel::Kernel;
+use crate::safe::device::Device;
+use crate::safe::kernel::Kernel;
 
 /// (sampled hash, source length, device ordinal, runtime identity).
 type Key = (u64, usize, i32, usize);

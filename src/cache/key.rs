@@ -13,7 +13,7 @@
 //!   sha256. It names the entry holding the code objects.
 //!
 //! A lookup reads the manifest, checks each file by stat first (size, mtime, ctime, inode,
-//! device, and the mount's identity: the stat-trust rule of [`crate::file_stat`], the README's
+//! device, and the mount's identity: the stat-trust rule of [`crate::fs::stat`], the README's
 //! "What a hit trusts") and hashes only a file whose stat does not prove it unchanged, lists
 //! only such a directory, and looks the result key of what it found up. A compile publishes its result under
 //! the result key of the files it read and replaces the manifest. Both keys are sha256 over a
@@ -89,10 +89,10 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::cache::manifest::Manifest;
 use crate::compiler::{BackendKind, CompileOptions, CompilerIdentity};
+use crate::digest::Record;
 
 /// Bumped whenever a key record or the entry file layout changes. 2: direct and result keys,
 /// header manifests, compiler fingerprints. 3: installation headers named below the
@@ -156,21 +156,7 @@ impl FromStr for CacheKey {
     }
 }
 
-/// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    const D: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(D[(b >> 4) as usize] as char);
-        s.push(D[(b & 15) as usize] as char);
-    }
-    s
-}
-
-/// sha256 of `bytes`.
-pub fn sha256(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
-}
+pub use crate::digest::{hex, sha256};
 
 /// A file hashed into a key, as recorded in an entry's metadata: the nvcc prelude's headers,
 /// or a file of the manifest.
@@ -199,27 +185,6 @@ pub struct KeyInputs<'a> {
     pub env: &'a [(String, OsString)],
     /// A caller-supplied signature (library version, generator settings...).
     pub extra: &'a [u8],
-}
-
-/// sha256 over byte strings each preceded by its length (`u64`, little-endian): the shape of
-/// the key records here and of the names hipjit gives its per-user memos.
-pub(crate) struct Record(Sha256);
-
-impl Record {
-    pub(crate) fn new() -> Record {
-        Record(Sha256::new())
-    }
-    pub(crate) fn bytes(&mut self, b: &[u8]) {
-        self.0.update((b.len() as u64).to_le_bytes());
-        self.0.update(b);
-    }
-    pub(crate) fn finish(self) -> [u8; 32] {
-        self.0.finalize().into()
-    }
-    fn field(&mut self, name: &str, value: &[u8]) {
-        self.bytes(name.as_bytes());
-        self.bytes(value);
-    }
 }
 
 fn push_item(v: &mut Vec<u8>, item: &[u8]) {

@@ -30,7 +30,7 @@
 //! Checking ([`Manifest::current`]) stats each file and directory, reuses the recorded hash
 //! when the recorded stat proves the file unchanged, and hashes or lists only the others. A
 //! stat proves that only under the stat-trust rule ([`FileStat::proves_same_as`], written in
-//! [`crate::file_stat`] and the README's "What a hit trusts"): the same fields on the same
+//! [`crate::fs::stat`] and the README's "What a hit trusts"): the same fields on the same
 //! mount, known by an identity the kernel never gives another mount. A manifest from another
 //! machine (the remote tier) has its mount identities removed when it is read
 //! ([`Manifest::from_another_node`]): each of its files is hashed.
@@ -59,7 +59,7 @@ use sha2::{Digest, Sha256};
 
 use crate::compiler::identity::hash_file;
 use crate::compiler::{CompilerIdentity, Dependency};
-use crate::file_stat::{FileStat, StatByDir, NO_MOUNT_IDENTITY};
+use crate::fs::stat::{FileStat, StatByDir, NO_MOUNT_IDENTITY};
 
 /// The name of the manifest artefact in the entry of a direct key.
 pub const MANIFEST_ARTEFACT: &str = "manifest";
@@ -178,13 +178,13 @@ pub type Listing = Vec<(Vec<u8>, bool)>;
 
 /// A directory's listing. `None` when it cannot be listed.
 pub fn listing(dir: &Path) -> Option<Listing> {
-    let mut names: Vec<(Vec<u8>, bool)> = crate::file_observe::read_dir(dir)
+    let mut names: Vec<(Vec<u8>, bool)> = crate::fs::observe::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
         .map(|e| {
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir())
                 || (e.file_type().is_ok_and(|t| t.is_symlink())
-                    && crate::file_observe::is_dir(&e.path()));
+                    && crate::fs::observe::is_dir(&e.path()));
             (e.file_name().as_bytes().to_vec(), is_dir)
         })
         .collect();
@@ -229,7 +229,7 @@ pub struct DirListing {
     #[serde(with = "serde_bytes")]
     pub name: Vec<u8>,
     /// Its entries when recorded, as [`listing`] gives them.
-    #[serde(with = "crate::byte_strings::pairs")]
+    #[serde(with = "crate::fs::byte_strings::pairs")]
     pub entries: Listing,
 }
 
@@ -265,7 +265,7 @@ pub(crate) fn dir_state(path: &Path) -> (Option<FileStat>, Option<[u8; 32]>) {
 /// A directory's stat fields and listing ([`listing`]) now (`None`s when absent or not
 /// listable).
 pub(crate) fn dir_state_listed(path: &Path) -> (Option<FileStat>, Option<Listing>) {
-    match crate::file_observe::metadata(path) {
+    match crate::fs::observe::metadata(path) {
         Ok(m) if m.is_dir() => (Some(m.fields), listing(path)),
         Ok(m) => (Some(m.fields), None),
         Err(_) => (None, None),
@@ -472,7 +472,7 @@ pub struct Recorded {
 pub fn filesystem_now(dir: &Path) -> SystemTime {
     let stamp = dir.join(".hipjit-start");
     let read = std::fs::write(&stamp, b"")
-        .and_then(|()| crate::file_observe::metadata(&stamp).map(|m| m.modified()));
+        .and_then(|()| crate::fs::observe::metadata(&stamp).map(|m| m.modified()));
     let _ = std::fs::remove_file(&stamp);
     read.unwrap_or_else(|_| SystemTime::now())
 }
@@ -553,7 +553,7 @@ pub fn record(
         if !seen.insert((include_dir, name.clone())) {
             continue;
         }
-        let meta = crate::file_observe::metadata(&d.path);
+        let meta = crate::fs::observe::metadata(&d.path);
         let digest = hash_file(&d.path);
         let (m, digest) = match (meta, digest) {
             (Ok(m), Ok(h)) if m.is_file() => (m, h),
@@ -616,7 +616,7 @@ pub fn record(
         headers.push(crate::cache::key::TrackedHeader {
             include: name_path.to_string_lossy().into_owned(),
             path: d.path.clone(),
-            sha256: crate::cache::key::hex(&digest),
+            sha256: crate::digest::hex(&digest),
         });
         files.push(FileRecord {
             include_dir,
@@ -694,7 +694,7 @@ fn system_name(path: &Path) -> PathBuf {
             other => out.push(other),
         }
     }
-    match crate::file_observe::canonicalize(path) {
+    match crate::fs::observe::canonicalize(path) {
         Ok(real) if real == out => out,
         _ => path.to_path_buf(),
     }

@@ -53,11 +53,11 @@ pub(crate) fn ensure(root: &Path) {
 /// [`TAG_FILE`] starting with the signature and naming hipjit in its comment. A tag written
 /// by another program (cargo tags its `target` directory) is not hipjit's: a header could be
 /// generated there. The file is opened without blocking and judged by its type on the open
-/// descriptor ([`crate::file_read::open_regular`]): a FIFO, socket or device of that name is
+/// descriptor ([`crate::fs::read::open_regular`]): a FIFO, socket or device of that name is
 /// no tag, and never waited on.
 pub fn is_hipjit_cache(dir: &Path) -> bool {
     let Ok((mut f, _)) =
-        crate::file_read::open_regular(&dir.join(TAG_FILE), u64::MAX, "cache directory tag")
+        crate::fs::read::open_regular(&dir.join(TAG_FILE), u64::MAX, "cache directory tag")
     else {
         return false;
     };

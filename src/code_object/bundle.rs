@@ -17,17 +17,17 @@ use std::io::Read;
 
 use super::elf::Bytes;
 use super::{md5, CodeObjectError};
-use crate::target_id::TargetId;
+use crate::target::TargetId;
 
 /// The magic of an uncompressed offload bundle.
 pub(crate) const BUNDLE_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 /// The magic of a compressed offload bundle.
 pub(crate) const CCOB_MAGIC: &[u8] = b"CCOB";
 
-/// The largest uncompressed bundle hipjit accepts (bytes): [`crate::file_read::CODE_OBJECT_LIMIT`]
+/// The largest uncompressed bundle hipjit accepts (bytes): [`crate::fs::read::CODE_OBJECT_LIMIT`]
 /// (512 MiB); code objects are far smaller. Checked against the declared size before anything is
 /// allocated.
-pub const MAX_UNCOMPRESSED_SIZE: u64 = crate::file_read::CODE_OBJECT_LIMIT;
+pub const MAX_UNCOMPRESSED_SIZE: u64 = crate::fs::read::CODE_OBJECT_LIMIT;
 
 /// One entry of an offload bundle.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -28,7 +28,7 @@
 //!   `__shared__` variables' bytes, `ptxas -v`'s "smem" figure (checked for sm_75, sm_80, sm_90
 //!   and sm_100 in tests/it/nvcc_cubin.rs).
 
-use crate::cuda::target::SmTarget;
+use crate::target::SmTarget;
 
 use super::{KernelArg, KernelInfo};
 

@@ -17,12 +17,13 @@ pub mod descriptor;
 mod elf;
 mod md5;
 mod metadata;
+pub mod occupancy;
 
 pub use bundle::{BundleEntry, MAX_UNCOMPRESSED_SIZE};
 
 use serde::{Deserialize, Serialize};
 
-use crate::target_id::{TargetId, TargetIdError};
+use crate::target::amdgpu::{TargetId, TargetIdError};
 
 /// The container a code object was found in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,7 +82,7 @@ impl KernelArg {
 /// fields a cubin has are filled (arguments, parameter size, block-size bound, registers,
 /// static shared memory, stack frame) and the others are 0.
 ///
-/// [`crate::occupancy`] turns the register, LDS and workgroup fields into waves per SIMD and
+/// [`crate::code_object::occupancy`] turns the register, LDS and workgroup fields into waves per SIMD and
 /// blocks per compute unit without a device.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelInfo {

@@ -37,7 +37,7 @@ use crate::compiler::{
     BackendKind, CompileError, CompileOptions, CompileOutput, Compiler, CompilerIdentity,
     CompilerKind, OptLevel,
 };
-use crate::runtime::Platform;
+use crate::safe::runtime::Platform;
 
 /// An in-process compiler's library: its file, known without loading it (a disk hit never
 /// loads it: [`library_search`]), and the library loaded at the first compile, once, under a
@@ -265,7 +265,7 @@ impl HipRtcBackend {
         if let Some(b) = Self::recall(&search, identity_dir) {
             return Ok(b);
         }
-        crate::file_observe::unrecordable();
+        crate::fs::observe::unrecordable();
         let library = HipRtc::open(runtime_library)?;
         let location = Self::location(&library);
         let identity = identify_found(
@@ -397,16 +397,16 @@ impl NvrtcBackend {
         if let Some(b) = Self::recall(&search, identity_dir) {
             return Ok(b);
         }
-        crate::file_observe::unrecordable();
+        crate::fs::observe::unrecordable();
         let library = NvRtc::open(nvcc)?;
         // Symlinks resolved: the headers NVRTC opens are observed under this name.
         let cuda_include = library
             .include_dir()
-            .and_then(|d| crate::file_observe::canonicalize(d).ok());
+            .and_then(|d| crate::fs::observe::canonicalize(d).ok());
         let cuda_cccl = cuda_include
             .as_ref()
             .map(|d| d.join("cccl"))
-            .filter(|d| crate::file_observe::is_dir(d));
+            .filter(|d| crate::fs::observe::is_dir(d));
         let location = Self::location(&library);
         let identity = identify_found(
             CompilerKind::Nvrtc,
@@ -532,9 +532,9 @@ impl NvrtcBackend {
 /// makes the identity be made again. Four `stat`s.
 fn toolkit_headers_unchanged(library: &std::path::Path, header_dirs: &[PathBuf]) -> bool {
     let dir_id = |p: &std::path::Path| {
-        crate::file_observe::metadata(p)
+        crate::fs::observe::metadata(p)
             .ok()
-            .filter(crate::file_stat::Stat::is_dir)
+            .filter(crate::fs::stat::Stat::is_dir)
             .map(|m| (m.fields.dev, m.fields.ino))
     };
     match (
@@ -602,7 +602,7 @@ fn in_process_key<K: key::FromKeyRecord>(
     for (i, dir) in options.include_dirs.iter().enumerate() {
         flags.push("-I".into());
         flags.push(if line_tables {
-            crate::file_observe::canonicalize(dir)
+            crate::fs::observe::canonicalize(dir)
                 .unwrap_or_else(|_| dir.clone())
                 .to_string_lossy()
                 .into_owned()

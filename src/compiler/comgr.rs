@@ -19,8 +19,8 @@
 use std::ffi::{c_char, c_int, CStr, OsStr};
 use std::path::{Path, PathBuf};
 
-use crate::file_read;
-use crate::runtime::loader;
+use crate::fs;
+use crate::safe::runtime::loader;
 
 type GetIsaCount = unsafe extern "C" fn(*mut usize) -> c_int;
 type GetIsaName = unsafe extern "C" fn(usize, *mut *const c_char) -> c_int;
@@ -44,11 +44,11 @@ impl Comgr {
     /// library opens (beside `hiprtc`, or through the dynamic loader), it does not export
     /// `amd_comgr_get_isa_count` / `amd_comgr_get_isa_name`, or a call fails.
     pub fn for_hiprtc(hiprtc: &Path) -> Result<Comgr, String> {
-        let bytes = file_read::read_file(
+        let bytes = fs::read::read_file(
             hiprtc,
-            file_read::CODE_OBJECT_LIMIT,
+            fs::read::CODE_OBJECT_LIMIT,
             "the hipRTC library",
-            file_read::Streams::None,
+            fs::read::Streams::None,
         )
         .map_err(|e| format!("cannot read {}: {}", hiprtc.display(), e.reason()))?;
         let soname = comgr_soname(&bytes)
@@ -70,7 +70,7 @@ impl Comgr {
                 Err(why) => tried.push(why),
             }
             if !noload {
-                if let Some(path) = beside.as_ref().filter(|p| crate::file_observe::exists(p)) {
+                if let Some(path) = beside.as_ref().filter(|p| crate::fs::observe::exists(p)) {
                     match loader::open(path.as_os_str(), false) {
                         Ok(h) => {
                             handle = Some(h);

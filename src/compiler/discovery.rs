@@ -135,13 +135,13 @@ pub fn find_hipcc(
 }
 
 fn resolve(path: &Path) -> PathBuf {
-    crate::file_observe::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+    crate::fs::observe::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// Why `path` is not an executable regular file (`missing: ...`, `not a regular file`, `not
 /// executable`); `None` when it is one.
 pub(crate) fn problem_with(path: &Path) -> Option<String> {
-    match crate::file_observe::metadata(path) {
+    match crate::fs::observe::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(format!("missing ({e})")),
         Err(e) => Some(format!("{e}")),
         Ok(m) if !m.is_file() => Some("not a regular file".into()),

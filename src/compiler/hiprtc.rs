@@ -2,7 +2,7 @@
 //! starting a process.
 //!
 //! The library is opened with `dlopen` and every entry point resolved with `dlsym`, like the HIP
-//! runtime ([`crate::runtime`]); a library without one of them is refused by name
+//! runtime ([`crate::safe::runtime`]); a library without one of them is refused by name
 //! ([`RtcError::MissingSymbol`]). Where it is looked for, in order:
 //! 1. a path given to [`HipRtc::open_path`], or the `HIPJIT_HIPRTC_LIBRARY` variable;
 //! 2. beside the HIP runtime hipjit loaded (the `runtime_library` argument of [`HipRtc::open`]):
@@ -33,8 +33,8 @@ use super::depfile;
 use super::diagnostics;
 use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
 use crate::cache::manifest;
-use crate::file_read;
-use crate::target_id::{FeatureSetting, TargetId};
+use crate::fs;
+use crate::target::amdgpu::{FeatureSetting, TargetId};
 
 /// The variable naming the hipRTC library explicitly.
 pub const HIPRTC_LIBRARY_ENV: &str = "HIPJIT_HIPRTC_LIBRARY";
@@ -98,7 +98,7 @@ pub fn hip_major_of(library: &Path) -> Option<u32> {
 
 impl HipRtc {
     /// Opens hipRTC from `HIPJIT_HIPRTC_LIBRARY`, else beside `runtime_library` (the file the
-    /// HIP runtime was loaded from, [`crate::runtime::Runtime::path`]), else through the dynamic
+    /// HIP runtime was loaded from, [`crate::safe::runtime::Runtime::path`]), else through the dynamic
     /// loader; see the module documentation for the order.
     ///
     /// Errors: [`RtcError::Open`] or [`RtcError::MissingSymbol`] for a library named by the
@@ -115,7 +115,7 @@ impl HipRtc {
                 .map(|name| dir.join(name))
                 .chain(std::iter::once(runtime.to_path_buf()));
             for candidate in beside {
-                if !crate::file_observe::exists(&candidate) {
+                if !crate::fs::observe::exists(&candidate) {
                     continue;
                 }
                 match Self::try_open(candidate.as_os_str(), "beside the HIP runtime") {
@@ -404,11 +404,11 @@ impl HipRtc {
                 arch: arch.to_owned(),
             });
         }
-        let text = file_read::read_file(
+        let text = fs::read::read_file(
             &deps_file,
-            file_read::TEXT_OUTPUT_LIMIT,
+            fs::read::TEXT_OUTPUT_LIMIT,
             "hipRTC's dependency list",
-            file_read::Streams::None,
+            fs::read::Streams::None,
         )
         .map_err(|e| {
             no_deps(format!(

@@ -179,7 +179,7 @@ fn var<'a>(env: &'a [(String, OsString)], name: &str) -> Option<&'a OsString> {
 }
 
 fn executable(path: &Path) -> Result<(), String> {
-    match crate::file_observe::metadata(path) {
+    match crate::fs::observe::metadata(path) {
         Ok(m) if !m.is_file() => Err("not a regular file".into()),
         Ok(m) if m.mode & 0o111 == 0 => Err("not executable".into()),
         Ok(_) => Ok(()),
@@ -193,11 +193,11 @@ fn executable(path: &Path) -> Result<(), String> {
 /// existing ancestor (up to 8 links).
 fn watch_missing(dir: &Path, watched: &mut Vec<PathBuf>, links: usize) {
     for a in dir.ancestors() {
-        if crate::file_observe::metadata(a).is_ok() {
+        if crate::fs::observe::metadata(a).is_ok() {
             watched.push(a.to_path_buf());
             return;
         }
-        if crate::file_observe::symlink_metadata(a).is_ok_and(|m| m.is_symlink()) {
+        if crate::fs::observe::symlink_metadata(a).is_ok_and(|m| m.is_symlink()) {
             let parent = a.parent().unwrap_or(Path::new("/"));
             if let (Ok(target), true) = (std::fs::read_link(a), links < 8) {
                 watch_missing(&parent.join(target), watched, links + 1);
@@ -211,7 +211,7 @@ fn watch_missing(dir: &Path, watched: &mut Vec<PathBuf>, links: usize) {
 fn watch_directories(dirs: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
     let mut watched = Vec::new();
     for d in dirs {
-        if crate::file_observe::metadata(&d).is_ok() {
+        if crate::fs::observe::metadata(&d).is_ok() {
             watched.push(d);
         } else {
             watch_missing(&d, &mut watched, 0);
@@ -225,10 +225,10 @@ fn watch_directories(dirs: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
 /// comes to exist; and `dir/name` where it exists, by `stat` through its links (a link
 /// retargeted, as `update-alternatives` does, gives another file).
 fn watch_dir(dir: &Path, name: &std::ffi::OsStr, watched: &mut Vec<PathBuf>) {
-    if crate::file_observe::metadata(dir).is_ok() {
+    if crate::fs::observe::metadata(dir).is_ok() {
         watched.push(dir.to_path_buf());
         let candidate = dir.join(name);
-        if crate::file_observe::metadata(&candidate).is_ok() {
+        if crate::fs::observe::metadata(&candidate).is_ok() {
             watched.push(candidate);
         }
     } else {
@@ -250,7 +250,7 @@ pub(crate) fn locate(
     if let Some(v) = var(env, HOST_COMPILER_ENV) {
         if v.as_bytes().contains(&b'/') {
             let given = std::path::absolute(Path::new(v)).unwrap_or_else(|_| PathBuf::from(v));
-            let (path, watched) = if crate::file_observe::metadata(&given).is_ok_and(|m| m.is_dir())
+            let (path, watched) = if crate::fs::observe::metadata(&given).is_ok_and(|m| m.is_dir())
             {
                 (given.join(DEFAULT_HOST_COMPILER), given.clone())
             } else {
@@ -315,7 +315,7 @@ pub fn find(nvcc: &Path) -> Result<PathBuf, HostCompilerError> {
         .iter()
         .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
         .collect();
-    let resolved = crate::file_observe::canonicalize(nvcc).unwrap_or_else(|_| nvcc.to_path_buf());
+    let resolved = crate::fs::observe::canonicalize(nvcc).unwrap_or_else(|_| nvcc.to_path_buf());
     locate(&env, &resolved).map(|l| l.path)
 }
 
@@ -381,7 +381,7 @@ pub(crate) fn include_search_list(verbose: &str) -> Vec<PathBuf> {
             let dir = Path::new(dir);
             if dir.is_absolute() {
                 let dir =
-                    crate::file_observe::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+                    crate::fs::observe::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
                 if !out.contains(&dir) {
                     out.push(dir);
                 }
@@ -405,7 +405,7 @@ fn program_and_library_dirs(text: &str) -> Vec<PathBuf> {
         for d in list.trim_start_matches('=').split(':') {
             let d = Path::new(d);
             if d.is_absolute() {
-                let d = crate::file_observe::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
+                let d = crate::fs::observe::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
                 if !out.contains(&d) {
                     out.push(d);
                 }
@@ -428,7 +428,7 @@ pub(crate) fn macros_digest(
     timeout: Duration,
 ) -> Result<String, HostCompilerError> {
     let macros = run(path, &MACRO_PROBE, env, timeout)?;
-    Ok(crate::cache::key::hex(&Sha256::digest(macros.as_bytes())))
+    Ok(crate::digest::hex(&Sha256::digest(macros.as_bytes())))
 }
 
 /// What the host compiler `found` is (see the module documentation), run with `env`, the
@@ -449,7 +449,7 @@ pub(crate) fn identify(
     if !safe_name(name) {
         return Err(HostCompilerError::UnsafeName { path: path.clone() });
     }
-    let resolved = crate::file_observe::canonicalize(path).unwrap_or_else(|_| path.clone());
+    let resolved = crate::fs::observe::canonicalize(path).unwrap_or_else(|_| path.clone());
     let script = std::fs::File::open(&resolved)
         .and_then(|mut f| {
             let mut head = [0u8; 2];
@@ -467,8 +467,8 @@ pub(crate) fn identify(
     let named = |arg: &str| -> Option<PathBuf> {
         let out = run(path, &[arg], env, timeout).ok()?;
         let p = PathBuf::from(out.trim_end());
-        (p.is_absolute() && crate::file_observe::metadata(&p).is_ok_and(|m| m.is_file()))
-            .then(|| crate::file_observe::canonicalize(&p).unwrap_or(p))
+        (p.is_absolute() && crate::fs::observe::metadata(&p).is_ok_and(|m| m.is_file()))
+            .then(|| crate::fs::observe::canonicalize(&p).unwrap_or(p))
     };
     for prog in ["cc1plus", "cc1"] {
         if let Some(p) = named(&format!("-print-prog-name={prog}")) {
@@ -518,9 +518,9 @@ pub(crate) fn identify(
         HostCompiler {
             path: path.clone(),
             version,
-            fingerprint: crate::cache::key::hex(&fp.finalize()),
+            fingerprint: crate::digest::hex(&fp.finalize()),
             script,
-            macros: crate::cache::key::hex(&Sha256::digest(macros.as_bytes())),
+            macros: crate::digest::hex(&Sha256::digest(macros.as_bytes())),
         },
         checked,
         include_dirs,

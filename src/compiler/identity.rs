@@ -61,7 +61,7 @@
 //! Debian's hipcc 5.2.3, 60 of them device-library bitcode files; 17 for a PyPI CUDA toolkit,
 //! where the check used to stat each of its 2,600 files) takes the identity from that file: it
 //! neither hashes nor starts the compiler. Any difference recomputes it. "Unchanged" is the
-//! stat-trust rule ([`FileStat::proves_same_as`], [`crate::file_stat`]; the README's "What a
+//! stat-trust rule ([`FileStat::proves_same_as`], [`crate::fs::stat`]; the README's "What a
 //! hit trusts"): equal fields on the same mount, known by an identity the kernel never gives
 //! another mount, so that an installation image swapped for another at one path (`/opt/rocm`)
 //! is identified again; where the kernel gives no such identity (before Linux 6.8), every
@@ -210,7 +210,7 @@ impl CompilerIdentity {
         if self.covered.iter().any(|d| path.starts_with(d)) {
             return true;
         }
-        match crate::file_observe::canonicalize(path) {
+        match crate::fs::observe::canonicalize(path) {
             Ok(real) => self.covered.iter().any(|d| real.starts_with(d)),
             Err(_) => false,
         }
@@ -290,13 +290,13 @@ pub fn memos_read_only<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// The stat fields an identity file compares (see [`crate::file_stat`] for when a recorded one
+/// The stat fields an identity file compares (see [`crate::fs::stat`] for when a recorded one
 /// proves a file unchanged).
-pub use crate::file_stat::FileStat;
+pub use crate::fs::stat::FileStat;
 
 /// The format of remembered identities; 5: NVRTC's has header directories (the toolkit's
 /// `include` and `include/cccl`) and no covered directory; 6: path bytes as MessagePack `bin`
-/// ([`crate::byte_strings`]); 7: nvcc's has its host compiler; 8: the system include
+/// ([`crate::fs::byte_strings`]); 7: nvcc's has its host compiler; 8: the system include
 /// directories.
 pub(crate) const MEMO_FORMAT: u32 = 8;
 
@@ -307,7 +307,7 @@ struct Memo {
     /// (path bytes, stat) of every program file, every directory holding one, every directory
     /// of the covered trees, the compiler itself, and for nvcc its host compiler's files and
     /// the directories it was looked for in: what a fresh process checks.
-    #[serde(with = "crate::byte_strings::pairs")]
+    #[serde(with = "crate::fs::byte_strings::pairs")]
     stats: Vec<(Vec<u8>, FileStat)>,
 }
 
@@ -325,7 +325,7 @@ pub fn identify(
     timeout: Duration,
     dir: Option<&Path>,
 ) -> Result<CompilerIdentity, IdentityError> {
-    let resolved = crate::file_observe::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let resolved = crate::fs::observe::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let default_dir = identity_dir();
     let dir = dir.or(default_dir.as_deref());
     let memo_file = dir.map(|d| d.join(memo_name(kind, &resolved, env)));
@@ -336,7 +336,7 @@ pub fn identify(
             // for its macros again, and trusted only when they are the remembered ones. Not
             // recordable: the hit memo, which checks by `stat` alone, must not skip this.
             Some(host) => {
-                crate::file_observe::unrecordable();
+                crate::fs::observe::unrecordable();
                 if super::host_compiler::macros_digest(&host.path, env, timeout)
                     .is_ok_and(|m| m == host.macros)
                 {
@@ -393,7 +393,7 @@ pub fn identify(
                 .lines()
                 .map(str::trim)
                 .filter(|l| l.starts_with('/') && l.ends_with("/include/.."))
-                .filter_map(|l| crate::file_observe::canonicalize(Path::new(l)).ok())
+                .filter_map(|l| crate::fs::observe::canonicalize(Path::new(l)).ok())
                 .collect();
             let mut headers = headers;
             for p in parents {
@@ -502,7 +502,7 @@ pub fn identify_library(
     dir: Option<&Path>,
 ) -> Result<CompilerIdentity, IdentityError> {
     let resolved =
-        crate::file_observe::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
+        crate::fs::observe::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
     let default_dir = identity_dir();
     let dir = dir.or(default_dir.as_deref());
     let memo_file = dir.map(|d| d.join(library_memo_name(kind, &resolved, library)));
@@ -546,7 +546,7 @@ fn fingerprint(
     memo_file: Option<&Path>,
 ) -> Result<CompilerIdentity, IdentityError> {
     // Computed, not recalled: what it read is not recorded by `stat` alone.
-    crate::file_observe::unrecordable();
+    crate::fs::observe::unrecordable();
     let mut programs: Vec<PathBuf> = files;
     programs.sort();
     programs.dedup();
@@ -609,7 +609,7 @@ fn fingerprint(
         kind,
         path: resolved.to_path_buf(),
         version,
-        fingerprint: crate::cache::key::hex(&fp.finalize()),
+        fingerprint: crate::digest::hex(&fp.finalize()),
         covered,
         root,
         header_dirs,
@@ -642,7 +642,7 @@ pub(crate) fn library_memo_name(kind: CompilerKind, resolved: &Path, library: &P
 }
 
 pub(crate) fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsString)]) -> String {
-    let mut r = crate::cache::key::Record::new();
+    let mut r = crate::digest::Record::new();
     r.bytes(&MEMO_FORMAT.to_le_bytes());
     r.bytes(kind.as_str().as_bytes());
     r.bytes(resolved.as_os_str().as_bytes());
@@ -655,7 +655,7 @@ pub(crate) fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsS
     format!(
         "{}-{}.id",
         kind.as_str(),
-        &crate::cache::key::hex(&r.finish())[..32]
+        &crate::digest::hex(&r.finish())[..32]
     )
 }
 
@@ -669,12 +669,12 @@ pub(crate) fn memo_name(kind: CompilerKind, resolved: &Path, env: &[(String, OsS
 /// appended after the `fstat` are not read.
 pub(crate) fn read_private(file: &Path) -> Option<Vec<u8>> {
     let (f, m) =
-        crate::file_read::open_regular_nofollow_stat(file, 64 << 20, "a remembered identity")
+        crate::fs::read::open_regular_nofollow_stat(file, 64 << 20, "a remembered identity")
             .ok()?;
-    if m.uid != crate::effective_user::uid() || m.mode & 0o022 != 0 {
+    if m.uid != crate::fs::user::uid() || m.mode & 0o022 != 0 {
         return None;
     }
-    crate::file_read::read_known_size(&f, file, m.len()).ok()
+    crate::fs::read::read_known_size(&f, file, m.len()).ok()
 }
 
 /// The identity remembered in `file` for the compiler at `resolved`, when every file it
@@ -692,7 +692,7 @@ pub(crate) fn memo_identity(bytes: &[u8], resolved: &Path) -> Option<CompilerIde
     }
     // A directory at a time: the programs and the covered trees' directories share a few
     // parents.
-    let mut by_dir = crate::file_stat::StatByDir::new();
+    let mut by_dir = crate::fs::stat::StatByDir::new();
     // The stat-trust rule ([`FileStat::proves_same_as`]): a record without a mount identity
     // (an older kernel, or a memo written before hipjit recorded one) proves nothing, and the
     // identity is made again.
@@ -798,7 +798,7 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, dirs: &mut Vec<PathBuf>) {
     let mut seen = 0usize;
     while let Some(d) = work.pop() {
         dirs.push(d.clone());
-        let Ok(rd) = crate::file_observe::read_dir(&d) else {
+        let Ok(rd) = crate::fs::observe::read_dir(&d) else {
             continue;
         };
         for e in rd.flatten() {
@@ -831,7 +831,7 @@ fn hipcc_files(
 ) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>) {
     let mut files = vec![resolved.to_path_buf()];
     if let Some(bin) = resolved.parent() {
-        for e in crate::file_observe::read_dir(bin)
+        for e in crate::fs::observe::read_dir(bin)
             .into_iter()
             .flatten()
             .flatten()
@@ -888,7 +888,7 @@ fn hipcc_files(
                 .collect()
         })
         .unwrap_or_default();
-    let canon = |p: &str| crate::file_observe::canonicalize(p).ok();
+    let canon = |p: &str| crate::fs::observe::canonicalize(p).ok();
     let mut clang: Option<PathBuf> = None;
     let mut header_dirs: Vec<PathBuf> = Vec::new();
     for (i, w) in words.iter().enumerate() {
@@ -969,7 +969,7 @@ fn hipcc_files(
         let found = |dirs: &[PathBuf], files: &mut Vec<PathBuf>| {
             let mut any = false;
             for d in dirs {
-                for e in crate::file_observe::read_dir(d)
+                for e in crate::fs::observe::read_dir(d)
                     .into_iter()
                     .flatten()
                     .flatten()
@@ -977,7 +977,7 @@ fn hipcc_files(
                     let n = e.file_name();
                     let n = n.to_string_lossy();
                     if names.iter().any(|p| n.starts_with(p.as_str())) {
-                        if let Ok(p) = crate::file_observe::canonicalize(e.path()) {
+                        if let Ok(p) = crate::fs::observe::canonicalize(e.path()) {
                             files.push(p);
                             any = true;
                         }

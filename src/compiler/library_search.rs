@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 use super::identity::{self, CompilerIdentity, CompilerKind, FileStat};
 
-/// 5: byte strings as MessagePack `bin` ([`crate::byte_strings`]).
+/// 5: byte strings as MessagePack `bin` ([`crate::fs::byte_strings`]).
 pub(crate) const FORMAT: u32 = 5;
 
 /// The inputs of one library search and the `stat` of each place it looks, read when the
@@ -90,7 +90,7 @@ impl LibrarySearch {
 
     /// The file where this search's end is remembered, under `dir`.
     fn memo_file(&self, dir: &Path) -> PathBuf {
-        let digest = crate::cache::key::hex(&Sha256::digest(&self.inputs));
+        let digest = crate::digest::hex(&Sha256::digest(&self.inputs));
         dir.join(format!(
             "{}-search-{}.loc",
             self.kind.as_str(),
@@ -104,7 +104,7 @@ struct Memo {
     format: u32,
     #[serde(with = "serde_bytes")]
     inputs: Vec<u8>,
-    #[serde(with = "crate::byte_strings::pairs")]
+    #[serde(with = "crate::fs::byte_strings::pairs")]
     watched: Vec<(Vec<u8>, Option<FileStat>)>,
     #[serde(with = "serde_bytes")]
     library: Vec<u8>,
@@ -270,12 +270,12 @@ pub fn recall(search: &LibrarySearch, dir: Option<&Path>) -> Option<Recalled> {
 /// that cannot be stat'd, only means nothing is remembered.
 pub fn remember(search: &LibrarySearch, location: &Location, dir: Option<&Path>) {
     // A search done the long way (a library loaded): not recorded by `stat` alone.
-    crate::file_observe::unrecordable();
+    crate::fs::observe::unrecordable();
     let Some(dir) = memo_dir(dir) else { return };
     let Some(library_stat) = library_stats(&location.library) else {
         return;
     };
-    let Ok(resolved) = crate::file_observe::canonicalize(&location.library) else {
+    let Ok(resolved) = crate::fs::observe::canonicalize(&location.library) else {
         return;
     };
     // The identity made for this library, when there is one yet.

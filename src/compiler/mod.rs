@@ -57,7 +57,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::file_read;
+use crate::fs;
 
 pub use backend::Backend;
 pub use depfile::Dependency;
@@ -555,11 +555,11 @@ impl Compiler {
             return Err(self.classify_failure(options, failure));
         }
         let out_path = build.dir.path().join(OUTPUT_NAME);
-        let code_object = file_read::read_file(
+        let code_object = fs::read::read_file(
             &out_path,
-            file_read::CODE_OBJECT_LIMIT,
+            fs::read::CODE_OBJECT_LIMIT,
             "the compiler's output",
-            file_read::Streams::None,
+            fs::read::Streams::None,
         )
         .map_err(|e| CompileError::NoOutput {
             output: OUTPUT_NAME.into(),
@@ -616,7 +616,7 @@ impl Compiler {
         options: &CompileOptions,
         build: &Build,
         i: usize,
-        target: &crate::target_id::TargetId,
+        target: &crate::target::TargetId,
     ) -> Result<Vec<Dependency>, CompileError> {
         let mut one = options.clone();
         one.targets = vec![target.clone()];
@@ -783,8 +783,8 @@ pub(crate) fn canonical_include_dirs(
 ) -> Result<Vec<PathBuf>, (PathBuf, String)> {
     include_dirs
         .iter()
-        .map(|d| match crate::file_observe::canonicalize(d) {
-            Ok(real) if crate::file_observe::is_dir(&real) => Ok(real),
+        .map(|d| match crate::fs::observe::canonicalize(d) {
+            Ok(real) if crate::fs::observe::is_dir(&real) => Ok(real),
             Ok(_) => Err((d.clone(), "not a directory".to_owned())),
             Err(e) => Err((d.clone(), e.to_string())),
         })
@@ -817,7 +817,7 @@ pub fn device_library_dirs(hipcc: &Path, env: &[(String, OsString)]) -> Vec<Path
     for llvm in [root.join("lib/llvm/lib/clang"), root.join("llvm/lib/clang")]
         .into_iter()
         .chain(
-            crate::file_observe::read_dir(root.join("lib"))
+            crate::fs::observe::read_dir(root.join("lib"))
                 .into_iter()
                 .flatten()
                 .filter_map(Result::ok)
@@ -825,7 +825,7 @@ pub fn device_library_dirs(hipcc: &Path, env: &[(String, OsString)]) -> Vec<Path
                 .map(|e| e.path().join("lib/clang")),
         )
     {
-        for v in crate::file_observe::read_dir(&llvm)
+        for v in crate::fs::observe::read_dir(&llvm)
             .into_iter()
             .flatten()
             .filter_map(Result::ok)
@@ -833,7 +833,7 @@ pub fn device_library_dirs(hipcc: &Path, env: &[(String, OsString)]) -> Vec<Path
             dirs.push(v.path().join("amdgcn/bitcode"));
         }
     }
-    dirs.retain(|d| crate::file_observe::is_dir(d));
+    dirs.retain(|d| crate::fs::observe::is_dir(d));
     dirs
 }
 
@@ -1027,18 +1027,18 @@ impl Build {
     }
 
     /// The files the compiler read, from its dependency list (read bounded by
-    /// [`file_read::TEXT_OUTPUT_LIMIT`]).
+    /// [`fs::read::TEXT_OUTPUT_LIMIT`]).
     fn dependencies(
         &self,
         options: &CompileOptions,
         name: &str,
     ) -> Result<Vec<Dependency>, String> {
         let path = self.dir.path().join(name);
-        let text = file_read::read_file(
+        let text = fs::read::read_file(
             &path,
-            file_read::TEXT_OUTPUT_LIMIT,
+            fs::read::TEXT_OUTPUT_LIMIT,
             "the compiler's dependency list",
-            file_read::Streams::None,
+            fs::read::Streams::None,
         )
         .map_err(|e| format!("cannot be read ({})", e.reason()))?;
         let deps = depfile::parse(&text).ok_or_else(|| "holds no rule".to_string())?;
@@ -1061,7 +1061,7 @@ impl Build {
             .map_or(self.source_name.as_str(), |(s, _)| s);
         let mut bc = None;
         let mut isa = None;
-        let mut names: Vec<String> = crate::file_observe::read_dir(self.dir.path())
+        let mut names: Vec<String> = crate::fs::observe::read_dir(self.dir.path())
             .into_iter()
             .flatten()
             .filter_map(Result::ok)
@@ -1072,21 +1072,18 @@ impl Build {
         for n in names {
             let p = self.dir.path().join(&n);
             if options.dump_llvm_ir && bc.is_none() && n.ends_with(".bc") {
-                bc = file_read::read_file(
+                bc = fs::read::read_file(
                     &p,
-                    file_read::CODE_OBJECT_LIMIT,
+                    fs::read::CODE_OBJECT_LIMIT,
                     "an LLVM bitcode dump",
-                    file_read::Streams::None,
+                    fs::read::Streams::None,
                 )
                 .ok();
             }
             if options.dump_isa && isa.is_none() && n.ends_with(".s") {
-                isa = file_read::read_text_lossy(
-                    &p,
-                    file_read::CODE_OBJECT_LIMIT,
-                    "an assembly dump",
-                )
-                .ok();
+                isa =
+                    fs::read::read_text_lossy(&p, fs::read::CODE_OBJECT_LIMIT, "an assembly dump")
+                        .ok();
             }
         }
         (bc, isa)
@@ -1111,8 +1108,8 @@ const RUN_PREFIX: &str = "hipjit-run-";
 /// of another user, or not so named is left alone; failures are ignored.
 fn sweep_dead(base: &Path, prefixes: &[&str]) {
     use std::os::unix::fs::MetadataExt;
-    let me = crate::effective_user::uid();
-    for e in crate::file_observe::read_dir(base)
+    let me = crate::fs::user::uid();
+    for e in crate::fs::observe::read_dir(base)
         .into_iter()
         .flatten()
         .flatten()

@@ -49,7 +49,7 @@ use crate::compiler::diagnostics::{parse_nvcc, Diagnostic};
 use crate::compiler::host_compiler::{HostCompilerError, HOST_COMPILER_ENV};
 use crate::compiler::identity::{identify, CompilerKind, IdentityError};
 use crate::compiler::{BackendKind, CompilerIdentity, CxxStd, OptionsError};
-use crate::cuda::target::SmTarget;
+use crate::target::SmTarget;
 
 /// How long one nvcc run may take before it and its children are killed: 300 s (the AMD
 /// compile timeout's default).
@@ -1021,19 +1021,19 @@ impl Nvcc {
             });
         }
         let out = tmp.path().join(CUBIN_NAME);
-        let cubin = crate::file_read::read_file(
+        let cubin = crate::fs::read::read_file(
             &out,
-            crate::file_read::CODE_OBJECT_LIMIT,
+            crate::fs::read::CODE_OBJECT_LIMIT,
             "nvcc's output",
-            crate::file_read::Streams::None,
+            crate::fs::read::Streams::None,
         )
         .map_err(|e| io("cannot read", &out)(e.into_io_error()))?;
         let deps_path = tmp.path().join(DEPS_NAME);
-        let text = crate::file_read::read_file(
+        let text = crate::fs::read::read_file(
             &deps_path,
-            crate::file_read::TEXT_OUTPUT_LIMIT,
+            crate::fs::read::TEXT_OUTPUT_LIMIT,
             "nvcc's dependency list",
-            crate::file_read::Streams::None,
+            crate::fs::read::Streams::None,
         )
         .map_err(|e| NvccError::NoDependencies {
             reason: format!("cannot be read ({})", e.reason()),
@@ -1159,11 +1159,11 @@ impl Nvcc {
                 diagnostics,
             });
         }
-        let cubin = crate::file_read::read_file(
+        let cubin = crate::fs::read::read_file(
             &out,
-            crate::file_read::CODE_OBJECT_LIMIT,
+            crate::fs::read::CODE_OBJECT_LIMIT,
             "nvcc's output",
-            crate::file_read::Streams::None,
+            crate::fs::read::Streams::None,
         )
         .map_err(|e| io("cannot read", &out)(e.into_io_error()))?;
         Ok((cubin, diagnostics))

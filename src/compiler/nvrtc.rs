@@ -27,7 +27,7 @@ use super::diagnostics;
 use super::opened_files::OpenedFiles;
 use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
 use crate::cache::manifest;
-use crate::cuda::target::SmTarget;
+use crate::target::SmTarget;
 
 /// The variable naming the NVRTC library explicitly.
 pub const NVRTC_LIBRARY_ENV: &str = "HIPJIT_NVRTC_LIBRARY";
@@ -298,7 +298,7 @@ pub(crate) fn checked_input(
             .map(|cwd| cwd.join(&dir))
             .unwrap_or(dir);
         // The toolkit's own headers (and CCCL's below them): observed by the caller.
-        if let (Some(own), Ok(real)) = (own, crate::file_observe::canonicalize(&dir)) {
+        if let (Some(own), Ok(real)) = (own, crate::fs::observe::canonicalize(&dir)) {
             if real.starts_with(own) {
                 continue;
             }
@@ -354,7 +354,7 @@ impl std::fmt::Debug for NvRtc {
 /// development link when a versioned file exists), by the numbers after `.so.`.
 fn newest_in(dir: &Path) -> Option<PathBuf> {
     let mut best: Option<(Vec<u32>, PathBuf)> = None;
-    for entry in crate::file_observe::read_dir(dir).ok()?.flatten() {
+    for entry in crate::fs::observe::read_dir(dir).ok()?.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let Some(rest) = name.strip_prefix("libnvrtc.so") else {
@@ -386,7 +386,7 @@ fn newest_in(dir: &Path) -> Option<PathBuf> {
 /// `cuda_fp16.h`.
 pub fn include_dir_of(library: &Path) -> Option<PathBuf> {
     let dir = include_dir_beside(library)?;
-    crate::file_observe::is_file(&dir.join("cuda_fp16.h")).then_some(dir)
+    crate::fs::observe::is_file(&dir.join("cuda_fp16.h")).then_some(dir)
 }
 
 /// Where a toolkit keeps its headers beside `library`: `include/` beside the directory holding
@@ -612,7 +612,7 @@ impl NvRtc {
             .into_owned();
         let own = self
             .include_dir()
-            .and_then(|d| crate::file_observe::canonicalize(d).ok());
+            .and_then(|d| crate::fs::observe::canonicalize(d).ok());
         let (canonical, dependencies) = checked_input(input, own.as_deref())?;
         // The caller's include directories first, then the options (whose `-I`s, the
         // toolkit's among them, come after), as nvcc searches: `-I` directories in order.

@@ -145,7 +145,7 @@ impl OpenedFiles {
                         links.entry(target).or_default().push(path);
                     }
                     Ok(m) if !m.is_dir() && !m.is_file() => {
-                        special.get_or_insert((path, crate::file_read::kind_name(m.file_type())));
+                        special.get_or_insert((path, crate::fs::read::kind_name(m.file_type())));
                     }
                     _ => {}
                 }

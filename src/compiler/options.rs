@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::compiler::flags::BackendKind;
 #[doc(no_inline)]
 pub use crate::compiler::flags::{check_extra_flag, RejectedBecause};
-use crate::cuda::target::SmTarget;
-use crate::target_id::TargetId;
+use crate::target::SmTarget;
+use crate::target::TargetId;
 
 /// The C++ standard: `-std=c++NN`, spelled for each compiler by
 /// [`BackendKind::std_flag`](crate::compiler::flags::BackendKind::std_flag) (C++23 is
@@ -128,7 +128,7 @@ pub struct Checks {
 pub struct CompileOptions {
     /// Target IDs (`gfx90a`, `gfx942:sramecc+:xnack-`): at least one, no duplicates, and one
     /// processor listed twice must write the same features in both
-    /// ([`crate::target_id::check_target_list`]: `gfx90a:xnack+` with `gfx90a:xnack-` is fine,
+    /// ([`crate::target::amdgpu::check_target_list`]: `gfx90a:xnack+` with `gfx90a:xnack-` is fine,
     /// `gfx90a` with `gfx90a:xnack-` is not). hipjit never compiles without `--offload-arch`.
     pub targets: Vec<TargetId>,
     /// SM targets (`sm_90`, `sm_90a`) of HIP's NVIDIA platform: exactly one when set (a cubin
@@ -197,13 +197,13 @@ impl CompileOptions {
     /// The platform these options compile for: [`Platform::Nvidia`] with an SM target,
     /// [`Platform::Amd`] otherwise.
     ///
-    /// [`Platform::Nvidia`]: crate::runtime::Platform::Nvidia
-    /// [`Platform::Amd`]: crate::runtime::Platform::Amd
-    pub fn platform(&self) -> crate::runtime::Platform {
+    /// [`Platform::Nvidia`]: crate::safe::runtime::Platform::Nvidia
+    /// [`Platform::Amd`]: crate::safe::runtime::Platform::Amd
+    pub fn platform(&self) -> crate::safe::runtime::Platform {
         if self.sm_targets.is_empty() {
-            crate::runtime::Platform::Amd
+            crate::safe::runtime::Platform::Amd
         } else {
-            crate::runtime::Platform::Nvidia
+            crate::safe::runtime::Platform::Nvidia
         }
     }
 
@@ -254,8 +254,8 @@ impl CompileOptions {
                 return Err(OptionsError::DuplicateTarget(a.to_string()));
             }
         }
-        if let Err(crate::target_id::TargetIdError::MixedForms { first, second }) =
-            crate::target_id::check_target_list(&self.targets)
+        if let Err(crate::target::TargetIdError::MixedForms { first, second }) =
+            crate::target::amdgpu::check_target_list(&self.targets)
         {
             return Err(OptionsError::MixedTargetForms { first, second });
         }

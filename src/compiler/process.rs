@@ -5,7 +5,7 @@
 //!   standard output and error: when the deadline passes, the child's process group is killed
 //!   and the run is a [`RunError::Timeout`], even when a descendant that left the group (`setsid
 //!   sleep 400 &`) still holds the pipes open.
-//! * **Bounded output.** At most [`crate::file_read::TEXT_OUTPUT_LIMIT`] bytes of each stream
+//! * **Bounded output.** At most [`crate::fs::read::TEXT_OUTPUT_LIMIT`] bytes of each stream
 //!   are kept; the rest is read and dropped (so the child never blocks on a full pipe), and a
 //!   line saying how much was dropped ends the kept text.
 //! * **A busy program is waited for, briefly.** A program open for writing somewhere cannot
@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::file_read::TEXT_OUTPUT_LIMIT;
+use crate::fs::read::TEXT_OUTPUT_LIMIT;
 
 /// What a finished child left behind.
 #[derive(Debug)]

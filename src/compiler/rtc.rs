@@ -16,7 +16,7 @@ use std::time::SystemTime;
 
 use super::depfile::Dependency;
 use super::diagnostics::Diagnostic;
-use crate::runtime::loader::{self, Handle};
+use crate::safe::runtime::loader::{self, Handle};
 
 /// An opaque program handle (`hiprtcProgram`, `nvrtcProgram`).
 pub(crate) type Program = *mut c_void;
@@ -617,14 +617,14 @@ pub(crate) fn files_under(
     while let Some((rel, cache_root, mut way)) = stack.pop() {
         let here = dir.join(&rel);
         let meta =
-            crate::file_observe::metadata(&here).map_err(|e| format!("{}: {e}", here.display()))?;
+            crate::fs::observe::metadata(&here).map_err(|e| format!("{}: {e}", here.display()))?;
         let id = (meta.fields.dev, meta.fields.ino);
         if way.contains(&id) {
             continue;
         }
         way.push(id);
         let entries =
-            crate::file_observe::read_dir(&here).map_err(|e| format!("{}: {e}", here.display()))?;
+            crate::fs::observe::read_dir(&here).map_err(|e| format!("{}: {e}", here.display()))?;
         for entry in entries {
             let entry = entry.map_err(|e| format!("{}: {e}", here.display()))?;
             let file_name = entry.file_name();
@@ -634,12 +634,12 @@ pub(crate) fn files_under(
             // directories, by name, and only real ones (a link named so may lead to headers).
             if cache_root
                 && HIPJIT_OWN_DIRS.iter().any(|d| file_name == *d)
-                && crate::file_observe::symlink_metadata(entry.path()).is_ok_and(|m| m.is_dir())
+                && crate::fs::observe::symlink_metadata(entry.path()).is_ok_and(|m| m.is_dir())
             {
                 continue;
             }
             // Followed: a link to a file or a directory is read through by the compiler.
-            match crate::file_observe::metadata(entry.path()) {
+            match crate::fs::observe::metadata(entry.path()) {
                 Ok(m) if m.is_dir() => {
                     let tagged = cache_roots == CacheRoots::Skip
                         && crate::cache::tag::is_hipjit_cache(&entry.path());
@@ -774,7 +774,7 @@ pub(crate) fn identity_files(
     };
     files.extend(loaded_objects().into_iter().filter(|p| starts(p, prefixes)));
     if let Some(dir) = beside {
-        if let Ok(entries) = crate::file_observe::read_dir(dir) {
+        if let Ok(entries) = crate::fs::observe::read_dir(dir) {
             files.extend(
                 entries
                     .flatten()
@@ -785,8 +785,8 @@ pub(crate) fn identity_files(
     }
     let mut out: Vec<PathBuf> = files
         .into_iter()
-        .filter_map(|p| crate::file_observe::canonicalize(&p).ok())
-        .filter(|p| crate::file_observe::is_file(p))
+        .filter_map(|p| crate::fs::observe::canonicalize(&p).ok())
+        .filter(|p| crate::fs::observe::is_file(p))
         .collect();
     out.sort();
     out.dedup();

@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::file_read;
+use crate::fs;
 
 /// How many headers the scan reads at most before it stops (it stops quietly: the compile goes
 /// on, with its timeout).
@@ -81,15 +81,15 @@ pub fn find(
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
             };
-            let kind = file_read::kind_name(meta.file_type());
+            let kind = fs::read::kind_name(meta.file_type());
             if meta.is_file() {
                 if seen.len() < MAX_HEADERS && !seen.contains(&path) {
                     seen.push(path.clone());
-                    if let Ok(bytes) = file_read::read_file(
+                    if let Ok(bytes) = fs::read::read_file(
                         &path,
-                        file_read::SOURCE_LIMIT,
+                        fs::read::SOURCE_LIMIT,
                         "a header",
-                        file_read::Streams::None,
+                        fs::read::Streams::None,
                     ) {
                         queue.push((Some(path), bytes));
                     }

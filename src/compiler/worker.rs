@@ -36,7 +36,7 @@ use super::hiprtc::HipRtc;
 use super::nvrtc::NvRtc;
 use super::process::{self, RunError};
 use super::rtc::{RtcError, RtcInput, RtcOutput};
-use crate::file_read;
+use crate::fs;
 
 /// The variable naming the worker program (a `hipjit` command built with the `cli` feature).
 pub const WORKER_ENV: &str = "HIPJIT_WORKER";
@@ -242,11 +242,11 @@ pub fn compile(
         };
         return Err(fail(format!("the worker {how}{bound}{tail}")));
     }
-    let bytes = file_read::read_file(
+    let bytes = fs::read::read_file(
         &result_file,
-        file_read::CODE_OBJECT_LIMIT,
+        fs::read::CODE_OBJECT_LIMIT,
         "a worker's result",
-        file_read::Streams::None,
+        fs::read::Streams::None,
     )
     .map_err(|e| fail(format!("its result cannot be read ({})", e.reason())))?;
     let response: Response = rmp_serde::from_slice(&bytes)
@@ -307,11 +307,11 @@ fn signal_name(sig: i32) -> &'static str {
 /// Errors: a text saying why the request could not be read or the result not written (the
 /// compile's own errors are the result).
 pub fn serve(request: &Path, result: &Path) -> Result<(), String> {
-    let bytes = file_read::read_file(
+    let bytes = fs::read::read_file(
         request,
-        file_read::CODE_OBJECT_LIMIT,
+        fs::read::CODE_OBJECT_LIMIT,
         "a worker request",
-        file_read::Streams::None,
+        fs::read::Streams::None,
     )
     .map_err(|e| {
         format!(

@@ -12,10 +12,10 @@ use crate::code_object::cubin::Cubin;
 use crate::code_object::{CodeObject, KernelInfo};
 use crate::compiler::diagnostics::Diagnostic;
 use crate::compiler::CompilerKind;
-use crate::device::Device;
-use crate::error::LibraryError;
-use crate::library::Library;
-use crate::target_id::TargetId;
+use crate::safe::device::Device;
+use crate::safe::error::LibraryError;
+use crate::safe::library::Library;
+use crate::target::TargetId;
 
 /// Where a [`Compiled`] came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +51,7 @@ impl Artefact {
 
     /// Whether it runs on `device`: the code object's target ID on the device's
     /// ([`TargetId::runs_on`]), the cubin's SM target on the device's
-    /// ([`crate::cuda::target::SmTarget::runs_on`]).
+    /// ([`crate::target::SmTarget::runs_on`]).
     pub fn runs_on(&self, device: &Device) -> bool {
         match self {
             Artefact::CodeObject(c) => device.target_id().is_some_and(|t| c.target_id().runs_on(t)),

@@ -38,8 +38,9 @@ use crate::compiler::selection::{self, CompilerChoice, Side};
 use crate::compiler::{
     Backend, CompileOptions, Compiler, CompilerConfig, CompilerError, DiscoveryError,
 };
-use crate::file_observe::{self, Observed};
-use crate::runtime::Platform;
+use crate::fs;
+use crate::fs::observe::Observed;
+use crate::safe::runtime::Platform;
 
 /// The compilers found so far.
 pub(crate) struct Compilers {
@@ -54,7 +55,7 @@ pub(crate) struct Compilers {
 }
 
 /// A compiler found, with what finding it saw of the filesystem
-/// ([`crate::file_observe`]) and of the process: a later request that uses it is recorded as if
+/// ([`crate::fs::observe`]) and of the process: a later request that uses it is recorded as if
 /// it had found it itself, when the process is as it was then.
 type Slot = Mutex<Option<(Backend, Found)>>;
 
@@ -70,7 +71,7 @@ impl Found {
     /// the process context `before` (read then): no context is kept (later requests using
     /// this compiler are not remembered) when it changed during the search.
     fn finish(
-        recording: file_observe::Recording,
+        recording: fs::observe::Recording,
         runtime: Option<&Path>,
         before: Option<[u8; 32]>,
     ) -> Found {
@@ -85,14 +86,14 @@ impl Found {
     /// process's environment, working directory or runtime (`runtime`) changed since, the
     /// request would not find this compiler again: the recording is marked incomplete.
     fn replay(&self, runtime: Option<&Path>) {
-        if !file_observe::recording() {
+        if !fs::observe::recording() {
             return;
         }
         match self.context {
             Some(c) if super::hit_memo::process_context(runtime) == Some(c) => {
-                file_observe::replay(&self.observed)
+                fs::observe::replay(&self.observed)
             }
-            _ => file_observe::unrecordable(),
+            _ => fs::observe::unrecordable(),
         }
     }
 }
@@ -182,7 +183,7 @@ fn found<E>(
         return Ok(b.clone());
     }
     let before = super::hit_memo::process_context(runtime);
-    let recording = file_observe::Recording::start();
+    let recording = fs::observe::Recording::start();
     let b = open()?;
     *slot = Some((b.clone(), Found::finish(recording, runtime, before)));
     Ok(b)
@@ -475,7 +476,7 @@ impl Compilers {
         let dir = self.config.identity_dir.as_deref();
         if nvidia {
             let before = super::hit_memo::process_context(None);
-            let recording = file_observe::Recording::start();
+            let recording = fs::observe::Recording::start();
             let nvcc = self.nvcc_for_nvrtc();
             let search = NvRtc::search(nvcc.as_deref());
             if let Some(b) = NvrtcBackend::recall(&search, dir) {
@@ -493,14 +494,14 @@ impl Compilers {
             if let Some(l) = library_search::recall_location(&search, dir) {
                 return Ok(l.major);
             }
-            crate::file_observe::unrecordable();
+            crate::fs::observe::unrecordable();
             let library = NvRtc::open(nvcc.as_deref())?;
             let location = NvrtcBackend::location(&library);
             library_search::remember(&search, &location, dir);
             Ok(location.major)
         } else {
             let before = super::hit_memo::process_context(runtime);
-            let recording = file_observe::Recording::start();
+            let recording = fs::observe::Recording::start();
             let search = HipRtc::search(runtime);
             if let Some(b) = HipRtcBackend::recall(&search, dir) {
                 let major = b.major;
@@ -517,7 +518,7 @@ impl Compilers {
             if let Some(l) = library_search::recall_location(&search, dir) {
                 return Ok(l.major);
             }
-            crate::file_observe::unrecordable();
+            crate::fs::observe::unrecordable();
             let library = HipRtc::open(runtime)?;
             let location = HipRtcBackend::location(&library);
             library_search::remember(&search, &location, dir);

@@ -195,7 +195,7 @@ fn check_manifest(
             let path = manifest::resolve(f.include_dir, &f.name, include_dirs, installation);
             let now = path
                 .as_deref()
-                .and_then(|p| crate::file_stat::stat(p).ok().filter(|m| m.is_file()));
+                .and_then(|p| crate::fs::stat::stat(p).ok().filter(|m| m.is_file()));
             let (status, sha) = match (&path, now) {
                 // The stat-trust rule, as a lookup applies it ([`FileStat::proves_same_as`]).
                 (Some(_), Some(meta)) if f.stat.proves_same_as(&meta.fields) => {

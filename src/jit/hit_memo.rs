@@ -12,12 +12,12 @@
 //! signature, runtime code object versions, cache roots), the whole environment, the working
 //! directory, and the effective user (as the lookup's ownership checks read it). It holds the
 //! observations, the result key, the compiler used and the effective options. A later request with the same name whose every
-//! observation still holds (`file_observe::holds`) takes the entry of that key
+//! observation still holds (`fs::observe::holds`) takes the entry of that key
 //! straight from the disk cache (read and verified as any hit); anything else, or no memo,
 //! looks up the long way (and remembers again on a hit).
 //!
 //! An observation of a file holds only by the stat-trust rule
-//! ([`crate::file_stat::FileStat::proves_same_as`]; the README's "What a hit trusts"): the same
+//! ([`crate::fs::stat::FileStat::proves_same_as`]; the README's "What a hit trusts"): the same
 //! fields on the same mount, known by an identity the kernel never gives another mount, so that
 //! a file system image swapped for another at one path, its files' fields alike, is a miss.
 //! A memo is written only when the observations can be trusted by `stat`: every file seen has
@@ -39,11 +39,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::compiled::CompilerUsed;
-use crate::cache::key::{CacheKey, Record};
+use crate::cache::key::CacheKey;
 use crate::compiler::identity::{self, CompilerKind};
 use crate::compiler::CompileOptions;
-use crate::file_observe::{self, Observation, Observed, Seen};
-use crate::file_stat::FileStat;
+use crate::digest::Record;
+use crate::fs;
+use crate::fs::observe::{Observation, Observed, Seen};
+use crate::fs::stat::FileStat;
 
 /// The memo's format: [`encode`] writes it. 3: each file's mount identity.
 const FORMAT: u32 = 3;
@@ -101,7 +103,7 @@ pub(crate) fn request_name(
     item(options);
     item(context);
     // The user the lookup's ownership checks judge files against (read once per process).
-    item(&crate::effective_user::uid().to_le_bytes());
+    item(&crate::fs::user::uid().to_le_bytes());
     r.finish()
 }
 
@@ -132,7 +134,7 @@ pub(crate) fn process_context(runtime: Option<&Path>) -> Option<[u8; 32]> {
 }
 
 fn memo_file(dir: &Path, name: &[u8; 32]) -> PathBuf {
-    let hex = crate::cache::key::hex(name);
+    let hex = crate::digest::hex(name);
     dir.join("hits").join(format!("{}.hit", &hex[..40]))
 }
 
@@ -150,7 +152,7 @@ pub(crate) fn recall(
     if memo.request != *name {
         return None;
     }
-    if !memo.observed.iter().all(file_observe::holds) {
+    if !memo.observed.iter().all(fs::observe::holds) {
         return None;
     }
     let options = if memo.options == options_bytes {
@@ -179,7 +181,7 @@ pub(crate) fn unremembered(observed: &Observed, now: SystemTime) -> Option<Strin
     let edge = edge.duration_since(SystemTime::UNIX_EPOCH).ok()?;
     let edge = (edge.as_secs() as i64, edge.subsec_nanos() as i64);
     observed.observed.iter().find_map(|o| match &o.seen {
-        Seen::Present(s, _) if s.mount == crate::file_stat::NO_MOUNT_IDENTITY => Some(format!(
+        Seen::Present(s, _) if s.mount == crate::fs::stat::NO_MOUNT_IDENTITY => Some(format!(
             "the mount of {} has no unique identity (the kernel gives none before Linux 6.8): \
              its stat proves nothing",
             String::from_utf8_lossy(&o.path)
@@ -307,7 +309,7 @@ pub fn observed_paths(memo: &Path) -> Option<Vec<PathBuf>> {
 /// at its end was followed (one byte), and what it saw: `1` a file (size, modification and
 /// change times as seconds and nanoseconds, inode, device, mount identity: `u64`/`i64` each;
 /// then the
-/// [`crate::file_observe`] type code, one byte), `2` an error (its `errno`, `i32`), `3` a
+/// [`crate::fs::observe`] type code, one byte), `2` an error (its `errno`, `i32`), `3` a
 /// resolved path. Byte strings are a `u32` length and the bytes; integers little-endian.
 /// Written and read by hand, not with serde: a fresh process's hit runs this code once, and
 /// serde's decoding was most of the code that hit first ran.

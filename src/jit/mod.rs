@@ -66,9 +66,9 @@ use crate::compiler::selection::CompilerChoice;
 use crate::compiler::{
     CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerIdentity, OptionsError,
 };
-use crate::device::Device;
-use crate::error::LibraryError;
-use crate::library::Library;
+use crate::safe::device::Device;
+use crate::safe::error::LibraryError;
+use crate::safe::library::Library;
 use compiled::CompiledInner;
 use compilers::Compilers;
 use entry::{
@@ -313,7 +313,7 @@ impl Jit {
             });
         if hit_memo.is_some() {
             // hip-sys's installation discovery tells what it looks at to the recording.
-            hip_sys::discovery::set_observer(crate::file_observe::from_hip_sys);
+            hip_sys::discovery::set_observer(crate::fs::observe::from_hip_sys);
         }
         Ok(Jit {
             compilers: Compilers::new(options.compiler_config, choice),
@@ -415,7 +415,7 @@ impl Jit {
     /// The kernel `name` of `source` compiled with `options` and loaded on `device`
     /// ([`Jit::load`], then [`Library::kernel`]), cached per (device, source, options, name):
     /// a hit compares the source, options and name in full and clones the owned
-    /// [`crate::kernel::Kernel`], with no runtime call. On either platform.
+    /// [`crate::safe::kernel::Kernel`], with no runtime call. On either platform.
     ///
     /// Errors: those of [`Jit::load`]; [`JitError::Load`] with
     /// [`LibraryError::KernelNotFound`] naming the kernels there are.
@@ -425,7 +425,7 @@ impl Jit {
         source: impl AsRef<[u8]>,
         name: &str,
         options: &CompileOptions,
-    ) -> Result<crate::kernel::Kernel, JitError> {
+    ) -> Result<crate::safe::kernel::Kernel, JitError> {
         let source = source.as_ref();
         if let Some(k) = self.kernels.get(device, source, |o| o == options, name) {
             return Ok(k);
@@ -882,7 +882,7 @@ impl Jit {
         }
         let recording = memo
             .as_ref()
-            .map(|_| crate::file_observe::Recording::start());
+            .map(|_| crate::fs::observe::Recording::start());
         let Prepared {
             options: o,
             chosen,
@@ -901,7 +901,7 @@ impl Jit {
                 if let Some(entry) = entry {
                     if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
                     {
-                        let observed = recording.map(crate::file_observe::Recording::finish);
+                        let observed = recording.map(crate::fs::observe::Recording::finish);
                         if let Some(meta) = stale {
                             refresh_manifest(disk, &direct, meta, &now);
                         } else if let (Some((dir, name, context, _)), Some(observed), true) =

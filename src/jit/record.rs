@@ -60,8 +60,8 @@ use serde::{Deserialize, Serialize};
 use crate::cache::key::{hex, CacheKey};
 use crate::compiler::selection::CompilerChoice;
 use crate::compiler::{CompileOptions, CxxStd, OptLevel};
-use crate::cuda::target::SmTarget;
-use crate::target_id::TargetId;
+use crate::target::SmTarget;
+use crate::target::TargetId;
 
 /// The variable naming the record file.
 pub const RECORD_ENV: &str = "HIPJIT_RECORD";
@@ -73,8 +73,8 @@ pub const RECORD_SCHEMA_VERSION: u32 = 2;
 pub const READ_SCHEMA_VERSIONS: [u32; 2] = [1, RECORD_SCHEMA_VERSION];
 
 /// The longest line [`read_records`] accepts, in bytes: a source of at most
-/// [`crate::file_read::SOURCE_LIMIT`] as hex, plus room for the options.
-pub const MAX_RECORD_LINE: usize = 2 * crate::file_read::SOURCE_LIMIT as usize + (1 << 20);
+/// [`crate::fs::read::SOURCE_LIMIT`] as hex, plus room for the options.
+pub const MAX_RECORD_LINE: usize = 2 * crate::fs::read::SOURCE_LIMIT as usize + (1 << 20);
 
 /// Where a [`crate::jit::Jit`] records its compile requests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -437,8 +437,8 @@ pub struct Records {
 /// the file).
 pub fn read_records(path: &Path) -> std::io::Result<Records> {
     // Opened as every input hipjit reads: a FIFO, device or directory is refused at once.
-    let (file, _) = crate::file_read::open_regular(path, u64::MAX, "a record file")
-        .map_err(crate::file_read::FileReadError::into_io_error)?;
+    let (file, _) = crate::fs::read::open_regular(path, u64::MAX, "a record file")
+        .map_err(crate::fs::read::FileReadError::into_io_error)?;
     read_records_from(std::io::BufReader::new(file))
 }
 

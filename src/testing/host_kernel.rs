@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::launch::Dim3;
+use crate::safe::launch::Dim3;
 
 /// A host implementation of a kernel: called for each launch of the kernel with its name, on
 /// the launching thread, before the launch returns. `Err(message)` fails the launch with

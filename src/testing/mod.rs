@@ -50,10 +50,10 @@ use hip_sys::device_prop::hipDeviceProp_tR0600;
 use host_kernel::{launch_hook, Registry};
 pub use host_kernel::{HostKernelFn, HostLaunch, LaunchRecord};
 
-use crate::device::{Device, DeviceProperties};
-use crate::error::{HipError, LoadError};
-use crate::runtime::Runtime;
-use crate::target_id::{TargetId, TargetIdError};
+use crate::safe::device::{Device, DeviceProperties};
+use crate::safe::error::{HipError, LoadError};
+use crate::safe::runtime::Runtime;
+use crate::target::amdgpu::{TargetId, TargetIdError};
 
 /// The testing runtime's shared library, built by hipjit's build script from
 /// `tests/fixtures/fake_hip.c` with `HIPJIT_TESTING` defined.

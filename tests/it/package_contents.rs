@@ -63,7 +63,7 @@ fn hipjit_publishes_sources_build_script_readme_and_the_testing_runtime_source()
         &[
             "src/lib.rs",
             "src/testing/mod.rs",
-            "src/occupancy.rs",
+            "src/code_object/occupancy.rs",
             "build.rs",
             "README.md",
             "tests/fixtures/fake_hip.c",

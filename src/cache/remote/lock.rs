@@ -113,7 +113,7 @@ fn nonce() -> String {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         b.copy_from_slice(
-            &crate::cache::key::sha256(format!("{t}-{}", std::process::id()).as_bytes())[..16],
+            &crate::digest::sha256(format!("{t}-{}", std::process::id()).as_bytes())[..16],
         );
     }
     hex(&b)

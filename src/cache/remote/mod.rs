@@ -17,7 +17,7 @@
 //!   manifest signed with two keys is two fields), shared by every scope and merged on read: a
 //!   lookup checks each against the files as they are now and tries the result key of each
 //!   that can match, in its own scope, the most recently matched first. The writing node's
-//!   stats prove nothing on another machine ([`crate::file_stat`]): each manifest read has them
+//!   stats prove nothing on another machine ([`crate::fs::stat`]): each manifest read has them
 //!   set aside ([`crate::cache::manifest::Manifest::from_another_node`]), so every file it
 //!   names is hashed.
 //! * `N:F:r:<direct key>`: the recency of those manifests, a sorted set scored by the time

@@ -43,7 +43,7 @@ pub fn key_id(key: &[u8]) -> String {
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
     m.update(b"hipjit-remote-key-id");
-    crate::cache::key::hex(&m.finalize().into_bytes()[..8])
+    crate::digest::hex(&m.finalize().into_bytes()[..8])
 }
 
 /// Wraps `payload` stored under the Redis key `name`, signed when `key` is given.
@@ -189,7 +189,7 @@ pub fn lock_token(
 ) -> String {
     let body = format!("{nonce}.{issued_ms}.{ttl_ms}");
     let tag = lock_mac(key, name, &body).finalize().into_bytes();
-    format!("{LOCK_TOKEN_PREFIX}{body}.{}", crate::cache::key::hex(&tag))
+    format!("{LOCK_TOKEN_PREFIX}{body}.{}", crate::digest::hex(&tag))
 }
 
 /// The issue time and lifetime of a cluster lock token found under the lock name `name`, when
@@ -341,7 +341,7 @@ mod tests {
         v1.update(format!("{nonce}.30000").as_bytes());
         let v1 = format!(
             "hjl1.{nonce}.30000.{}",
-            crate::cache::key::hex(&v1.finalize().into_bytes())
+            crate::digest::hex(&v1.finalize().into_bytes())
         );
         // An issue time past u64, and an extra field.
         let (past_u64, extra) = (

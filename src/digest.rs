@@ -1,0 +1,42 @@
+//! Digests as hipjit writes them: sha256 ([`sha256`]), lowercase hex ([`hex`]) and the
+//! length-prefixed record ([`Record`]) every key and memo name is hashed over. A leaf: it
+//! names nothing of hipjit (`docs/architecture.md`).
+
+use sha2::{Digest, Sha256};
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(D[(b >> 4) as usize] as char);
+        s.push(D[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// sha256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// sha256 over byte strings each preceded by its length (`u64`, little-endian): the shape of
+/// the key records here and of the names hipjit gives its per-user memos.
+pub(crate) struct Record(Sha256);
+
+impl Record {
+    pub(crate) fn new() -> Record {
+        Record(Sha256::new())
+    }
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        self.0.update((b.len() as u64).to_le_bytes());
+        self.0.update(b);
+    }
+    pub(crate) fn finish(self) -> [u8; 32] {
+        self.0.finalize().into()
+    }
+    pub(crate) fn field(&mut self, name: &str, value: &[u8]) {
+        self.bytes(name.as_bytes());
+        self.bytes(value);
+    }
+}

@@ -1,0 +1,291 @@
+//! A kernel of a loaded [`Library`]: an owned, shareable handle with its attributes, occupancy
+//! and dynamic-LDS limit. Launching is in [`crate::safe::launch`].
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use hip_sys as sys;
+
+use crate::code_object::KernelInfo;
+use crate::safe::error::{HipError, LibraryError};
+use crate::safe::library::Library;
+
+/// A kernel (`hipFunction_t`) of a [`Library`]: an owned handle, cheap to clone (an `Arc`), that
+/// keeps its library loaded, so it can be stored beside or instead of the library and launched
+/// from many threads. `Send + Sync`; clones share one handle and its raised dynamic-LDS limit
+/// ([`Kernel::set_max_dynamic_lds`]).
+///
+/// The same type serves both platforms: on HIP's NVIDIA platform the handle is a `CUfunction`
+/// (through [`crate::safe::cuda`]).
+///
+/// ```
+/// fn assert_owned<T: Clone + Send + Sync + 'static>() {}
+/// assert_owned::<hipjit::kernel::Kernel>();
+/// ```
+#[derive(Clone)]
+pub struct Kernel {
+    pub(crate) inner: Arc<Function>,
+}
+
+/// What the clones of a [`Kernel`] share.
+pub(crate) struct Function {
+    pub(crate) lib: Library,
+    pub(crate) func: sys::hipFunction_t,
+    pub(crate) name: String,
+    /// Index of the kernel's entry in the library's metadata.
+    pub(crate) info: Option<usize>,
+    /// Threads per block the kernel allows (attribute, else metadata, else the device's).
+    pub(crate) max_threads: u32,
+    /// Static LDS in bytes (attribute, else metadata, else 0).
+    pub(crate) static_lds: u32,
+    /// Dynamic LDS in bytes allowed by [`Kernel::set_max_dynamic_lds`] (0: not raised); launches
+    /// up to it are not held to the device's default LDS per block.
+    pub(crate) raised_dynamic_lds: AtomicU32,
+    /// The explicit arguments of the code object's metadata, as a launch compares them: `None`
+    /// without metadata or with more than [`crate::safe::launch::MAX_KERNEL_ARGS`] of them.
+    pub(crate) shape: Option<crate::safe::launch::ArgShape>,
+}
+
+// SAFETY: a hipFunction_t may be used from any thread; the device is bound before each call.
+unsafe impl Send for Function {}
+// SAFETY: `&Function` mutates nothing but an atomic.
+unsafe impl Sync for Function {}
+
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kernel")
+            .field("name", &self.inner.name)
+            .field("max_threads", &self.inner.max_threads)
+            .field("static_lds", &self.inner.static_lds)
+            .finish()
+    }
+}
+
+/// Attributes readable with [`Kernel::attribute`] (`hipFunction_attribute`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelAttribute {
+    /// `HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`.
+    MaxThreadsPerBlock,
+    /// `HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`: static LDS, bytes.
+    StaticLdsBytes,
+    /// `HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES`: private (scratch) memory per thread, bytes.
+    PrivateBytes,
+    /// `HIP_FUNC_ATTRIBUTE_NUM_REGS`: registers per thread.
+    NumRegisters,
+    /// `HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`: dynamic LDS allowed, bytes.
+    MaxDynamicLdsBytes,
+}
+
+impl KernelAttribute {
+    fn raw(self) -> sys::hipFunction_attribute {
+        match self {
+            KernelAttribute::MaxThreadsPerBlock => sys::HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            KernelAttribute::StaticLdsBytes => sys::HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+            KernelAttribute::PrivateBytes => sys::HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+            KernelAttribute::NumRegisters => sys::HIP_FUNC_ATTRIBUTE_NUM_REGS,
+            KernelAttribute::MaxDynamicLdsBytes => {
+                sys::HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            }
+        }
+    }
+}
+
+impl Kernel {
+    /// Reads the attributes the launch checks use, once.
+    pub(crate) fn new(
+        lib: Library,
+        func: sys::hipFunction_t,
+        name: &str,
+        info: Option<usize>,
+    ) -> Kernel {
+        let meta = info.and_then(|i| lib.kernels().get(i));
+        let attribute = |attr| read_attribute(&lib, func, attr);
+        let max_threads = match attribute(KernelAttribute::MaxThreadsPerBlock) {
+            Ok(v) if v > 0 => v as u32,
+            _ => match meta.filter(|i| i.max_flat_workgroup_size > 0) {
+                Some(i) => i.max_flat_workgroup_size,
+                None => lib.device().properties().max_threads_per_block,
+            },
+        };
+        let static_lds = match attribute(KernelAttribute::StaticLdsBytes) {
+            Ok(v) if v >= 0 => v as u32,
+            _ => meta.map_or(0, |i| i.group_segment_fixed_size),
+        };
+        let shape = meta.and_then(crate::safe::launch::ArgShape::of);
+        Kernel {
+            inner: Arc::new(Function {
+                lib,
+                func,
+                name: name.to_owned(),
+                info,
+                max_threads,
+                static_lds,
+                raised_dynamic_lds: AtomicU32::new(0),
+                shape,
+            }),
+        }
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The library it belongs to, kept loaded by this kernel.
+    pub fn library(&self) -> &Library {
+        &self.inner.lib
+    }
+
+    /// Whether `self` and `other` are clones of one handle.
+    pub fn same_as(&self, other: &Kernel) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The kernel's entry in the code object's metadata, when the code object declares it.
+    pub fn info(&self) -> Option<&KernelInfo> {
+        self.inner
+            .info
+            .and_then(|i| self.inner.lib.kernels().get(i))
+    }
+
+    /// The raw handle (valid while this kernel or a clone of it lives).
+    pub fn as_raw(&self) -> sys::hipFunction_t {
+        self.inner.func
+    }
+
+    /// Reads an attribute (`hipFuncGetAttribute`).
+    ///
+    /// Errors: the runtime's error.
+    pub fn attribute(&self, attr: KernelAttribute) -> Result<i32, HipError> {
+        read_attribute(&self.inner.lib, self.inner.func, attr)
+    }
+
+    /// Threads per block the kernel allows, as used by launch checks
+    /// (`HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`, else the metadata's
+    /// `.max_flat_workgroup_size`, else the device's limit).
+    pub fn max_threads_per_block(&self) -> u32 {
+        self.inner.max_threads
+    }
+
+    /// Static LDS in bytes, as used by launch checks (`HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`,
+    /// else the metadata's `.group_segment_fixed_size`).
+    pub fn static_lds_bytes(&self) -> u32 {
+        self.inner.static_lds
+    }
+
+    /// Registers per thread (`HIP_FUNC_ATTRIBUTE_NUM_REGS`).
+    ///
+    /// Errors: the runtime's error.
+    pub fn num_registers(&self) -> Result<i32, HipError> {
+        self.attribute(KernelAttribute::NumRegisters)
+    }
+
+    /// Allows `bytes` of dynamic LDS, above the runtime's default (`hipFuncSetAttribute` with
+    /// `hipFuncAttributeMaxDynamicSharedMemorySize`, handed the kernel's `hipFunction_t`).
+    /// On HIP's NVIDIA platform, once the driver accepts it, launches through this `Kernel`
+    /// with up to `bytes` of dynamic shared memory are no longer refused against the device's
+    /// default per block (the driver then judges them against its opt-in maximum). On AMD the
+    /// device's LDS per block is already the whole LDS, and the launch check keeps it.
+    ///
+    /// Errors: [`LibraryError::Unsupported`] when the runtime does not export
+    /// `hipFuncSetAttribute`, or the runtime's error.
+    pub fn set_max_dynamic_lds(&self, bytes: u32) -> Result<(), LibraryError> {
+        let d = self.inner.lib.device();
+        let rt = d.runtime();
+        let set = rt
+            .api()
+            .hipFuncSetAttribute
+            .ok_or(LibraryError::Unsupported {
+                symbol: "hipFuncSetAttribute",
+            })?;
+        d.bind()?;
+        let value = i32::try_from(bytes).unwrap_or(i32::MAX);
+        // SAFETY: live function handle passed as the function identifier.
+        rt.check(
+            unsafe {
+                set(
+                    self.inner.func as *const std::ffi::c_void,
+                    sys::hipFuncAttributeMaxDynamicSharedMemorySize,
+                    value,
+                )
+            },
+            "hipFuncSetAttribute",
+        )?;
+        // Only NVIDIA GPUs have an opt-in above the default shared memory per block
+        // (`sharedMemPerBlockOptin`); on AMD the device's LDS per block is already all of it,
+        // so the launch check keeps that limit there.
+        if rt.platform() == crate::safe::runtime::Platform::Nvidia {
+            self.inner
+                .raised_dynamic_lds
+                .store(bytes, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// How many blocks of `block_size` threads with `dynamic_lds_bytes` of dynamic LDS can be
+    /// resident on one compute unit (`hipModuleOccupancyMaxActiveBlocksPerMultiprocessor`).
+    ///
+    /// Errors: [`LibraryError::Unsupported`] when the runtime does not export it, or the
+    /// runtime's error.
+    pub fn max_active_blocks_per_cu(
+        &self,
+        block_size: u32,
+        dynamic_lds_bytes: usize,
+    ) -> Result<u32, LibraryError> {
+        self.occupancy(block_size, dynamic_lds_bytes)
+            .ok_or(LibraryError::Unsupported {
+                symbol: "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+            })?
+            .map_err(LibraryError::from)
+    }
+
+    /// [`Kernel::max_active_blocks_per_cu`], `None` when the runtime does not export the entry
+    /// point.
+    pub(crate) fn occupancy(
+        &self,
+        block_size: u32,
+        dynamic_lds_bytes: usize,
+    ) -> Option<Result<u32, HipError>> {
+        let d = self.inner.lib.device();
+        let rt = d.runtime();
+        let occ = rt
+            .api()
+            .hipModuleOccupancyMaxActiveBlocksPerMultiprocessor?;
+        Some((|| {
+            d.bind()?;
+            let mut n = 0;
+            // SAFETY: valid out pointer, live function handle.
+            rt.check(
+                unsafe {
+                    occ(
+                        &mut n,
+                        self.inner.func,
+                        i32::try_from(block_size).unwrap_or(i32::MAX),
+                        dynamic_lds_bytes,
+                    )
+                },
+                "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+            )?;
+            Ok(u32::try_from(n).unwrap_or(0))
+        })())
+    }
+}
+
+/// `hipFuncGetAttribute` on `func` of `lib`, with the device bound.
+fn read_attribute(
+    lib: &Library,
+    func: sys::hipFunction_t,
+    attr: KernelAttribute,
+) -> Result<i32, HipError> {
+    let d = lib.device();
+    d.bind()?;
+    let rt = d.runtime();
+    let mut v = 0;
+    // SAFETY: valid out pointer, live function handle.
+    rt.check(
+        unsafe { (rt.api().hipFuncGetAttribute)(&mut v, attr.raw(), func) },
+        "hipFuncGetAttribute",
+    )?;
+    Ok(v)
+}
