@@ -124,7 +124,7 @@ pub const LRU_GRANULARITY: Duration = Duration::from_secs(3600);
 /// The largest entry file read (bytes): a code object of at most
 /// [`fs::read::CODE_OBJECT_LIMIT`] and its dumps. A bigger file is a bad entry.
 pub const ENTRY_LIMIT: u64 = 2 * fs::read::CODE_OBJECT_LIMIT;
-pub(crate) const LAYOUT_DIR: &str = "v1";
+pub(crate) use crate::fs::cache_root::LAYOUT_DIR;
 const ENTRY_EXT: &str = "hjc";
 /// Magic, format version, metadata length: the bytes before the metadata.
 pub(super) const PREFIX_LEN: usize = 8 + 4 + 8;
@@ -1298,7 +1298,7 @@ fn open_root(path: &Path, writable: bool) -> Result<Root, CacheError> {
         check_meta(dir.uid(), dir.mode(), me).map_err(unsafe_root)?;
     }
     if created {
-        super::tag::ensure(path);
+        crate::fs::cache_root::ensure(path);
     }
     Ok(Root {
         path: path.to_path_buf(),

@@ -26,7 +26,7 @@
 //! Fields, in order:
 //! * `format`: [`CACHE_FORMAT_VERSION`] as `u32`;
 //! * `source`: the source's bytes as given (any encoding);
-//! * `flags`: hipjit's own flags, in order ([`CompileOptions::own_flags`], or nvcc's fixed
+//! * `flags`: hipjit's own flags, in order ([`crate::compiler::CompileOptions::own_flags`], or nvcc's fixed
 //!   flags), each `-I <dir>` of [`crate::compiler::CompileOptions::include_dirs`] written `-I`
 //!   and `include/<index>`: the directory's path is not in the key (its files are, through the
 //!   manifest, relative to it), so a moved tree still hits, and a path is never passed through
@@ -82,16 +82,14 @@
 //!   change time at or after the compile's start on the filesystem's clock, or a file whose
 //!   content differs from what the lookup hashed.
 
-use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cache::manifest::Manifest;
-use crate::compiler::{BackendKind, CompileOptions, CompilerIdentity};
 use crate::digest::Record;
 
 /// Bumped whenever a key record or the entry file layout changes. 2: direct and result keys,
@@ -103,14 +101,6 @@ use crate::digest::Record;
 /// host compiler in its keys (`host-compiler`), the compiler's own include search list in
 /// header manifests' directory records.
 pub const CACHE_FORMAT_VERSION: u32 = 6;
-
-/// The path variables keyed by what they select when they name a directory at or below the
-/// compiler's installation root (see the module documentation); the others, and these
-/// outside the root, by their text.
-pub const PATH_KEYED_ENV: &[&str] = crate::compiler::shell_env::PATH_VARIABLES;
-
-/// Allowlisted variables left out of the key (see the module documentation).
-pub const KEY_EXCLUDED_ENV: &[&str] = &["PATH", "HOME"];
 
 /// A cache key: 32 bytes of sha256, shown as 64 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -158,143 +148,24 @@ impl FromStr for CacheKey {
 
 pub use crate::digest::{hex, sha256};
 
-/// A file hashed into a key, as recorded in an entry's metadata: the nvcc prelude's headers,
-/// or a file of the manifest.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TrackedHeader {
-    /// Its name relative to where it was found (`sub/a.h`), or its absolute path (text, lossy
-    /// when not UTF-8: the key itself uses the bytes).
-    pub include: String,
-    /// Where it was read.
-    pub path: PathBuf,
-    /// sha256 of its contents, hex.
-    pub sha256: String,
-}
-
-/// Everything that goes into the direct key of an AMD compile.
-#[derive(Clone, Debug)]
-pub struct KeyInputs<'a> {
-    /// The source bytes.
-    pub source: &'a [u8],
-    /// The compile options (their own flags, standard, extra flags, targets and code object
-    /// version are used; checks are not).
-    pub options: &'a CompileOptions,
-    /// The compiler's identity.
-    pub compiler: &'a CompilerIdentity,
-    /// The compiler's environment allowlist: every name, with its value when set.
-    pub env: &'a [(String, OsString)],
-    /// A caller-supplied signature (library version, generator settings...).
-    pub extra: &'a [u8],
-}
-
 fn push_item(v: &mut Vec<u8>, item: &[u8]) {
     v.extend_from_slice(&(item.len() as u64).to_le_bytes());
     v.extend_from_slice(item);
 }
 
-/// The fields of a direct-key record in their final form; [`compute`] fills one from
-/// [`KeyInputs`], nvcc's key ([`crate::compiler::nvcc::Nvcc::key`]) fills its own. The record
-/// is the one the module documentation describes, field for field.
-#[derive(Clone, Debug)]
-pub struct KeyRecord<'a> {
-    /// The source bytes.
-    pub source: &'a [u8],
-    /// hipjit's own flags, in order, include directories by index ([`key_flags`]).
-    pub flags: &'a [String],
-    /// The standard flag as this compiler is given it (`-std=c++17`, `-std=c++2b`).
-    pub std: &'a str,
-    /// The caller's extra flags, in order.
-    pub extra_flags: &'a [String],
-    /// The targets: AMDGPU target IDs (`gfx90a`), or an SM architecture (`sm_90`).
-    pub targets: &'a [String],
-    /// The code object version, 0 for the compiler's default (or none applies).
-    pub code_object_version: u32,
-    /// The compiler's identity (kind, version text, fingerprint are used).
-    pub compiler: &'a CompilerIdentity,
-    /// The environment variables hashed into the key, in order: name, and value when set.
-    pub env: &'a [(&'a str, Option<&'a OsStr>)],
-    /// hipjit's own headers the compile sees (name and sha256 are used).
-    pub builtin_headers: &'a [TrackedHeader],
-    /// A caller-supplied signature.
-    pub extra: &'a [u8],
-}
-
-/// hipjit's own flags of `options` ([`CompileOptions::own_flags`]) as hashed into the key:
-/// each `-I <dir>` of [`CompileOptions::include_dirs`] becomes `-I include/<index>` (the name
-/// it is staged under), every other flag is kept.
-pub fn key_flags(options: &CompileOptions) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut flags = options.own_flags().into_iter();
-    let mut index = 0;
-    let staged = options.include_dirs.len();
-    while let Some(f) = flags.next() {
-        if f == "-I" && index < staged {
-            let _ = flags.next();
-            out.push("-I".into());
-            out.push(format!("include/{index}"));
-            index += 1;
-        } else {
-            out.push(f);
-        }
-    }
-    out
-}
+pub use crate::compiler::request::{
+    key_env_value, key_flags, FromKeyRecord, KeyInputs, KeyRecord, TrackedHeader, KEY_EXCLUDED_ENV,
+    PATH_KEYED_ENV,
+};
 
 /// Computes the direct key of an AMD compile (see the module documentation).
 pub fn compute(inputs: &KeyInputs<'_>) -> CacheKey {
-    compute_as(inputs)
+    inputs.record()
 }
 
 /// [`compute`] as any [`FromKeyRecord`]: the key, or its fields ([`KeyFields`]).
 pub fn compute_as<K: FromKeyRecord>(inputs: &KeyInputs<'_>) -> K {
-    let flags = key_flags(inputs.options);
-    let std = BackendKind::Hipcc.std_flag(inputs.options.std, inputs.compiler);
-    let targets: Vec<String> = inputs
-        .options
-        .targets
-        .iter()
-        .map(|t| t.to_string())
-        .collect();
-    let values: Vec<(&str, Option<OsString>)> = crate::compiler::ENV_ALLOWLIST
-        .iter()
-        .filter(|n| !KEY_EXCLUDED_ENV.contains(n))
-        .map(|name| {
-            let value = inputs
-                .env
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| key_env_value(name, v, &inputs.compiler.root));
-            (*name, value)
-        })
-        .collect();
-    let env: Vec<(&str, Option<&OsStr>)> = values.iter().map(|(n, v)| (*n, v.as_deref())).collect();
-    K::from_record(&KeyRecord {
-        source: inputs.source,
-        flags: &flags,
-        std: &std,
-        extra_flags: &inputs.options.extra_flags,
-        targets: &targets,
-        code_object_version: inputs.options.code_object_version.unwrap_or(0),
-        compiler: inputs.compiler,
-        env: &env,
-        builtin_headers: &[],
-        extra: inputs.extra,
-    })
-}
-
-/// The value of variable `name` as hashed into the key: for a path variable of
-/// [`PATH_KEYED_ENV`] naming `root` or a directory below it, `\0installation/` and its path
-/// below `root` (what it selects is keyed by content); else `value` itself.
-pub fn key_env_value(name: &str, value: &OsStr, root: &std::path::Path) -> OsString {
-    let path = std::path::Path::new(value);
-    if PATH_KEYED_ENV.contains(&name) && !root.as_os_str().is_empty() && path.is_absolute() {
-        if let Ok(rel) = path.strip_prefix(root) {
-            let mut v = b"\0installation/".to_vec();
-            v.extend_from_slice(rel.as_os_str().as_bytes());
-            return OsString::from_vec(v);
-        }
-    }
-    value.to_os_string()
+    inputs.record()
 }
 
 /// Calls `field` with each field of the direct-key record (name, encoded value), in order:
@@ -499,13 +370,6 @@ impl KeyFields {
     }
 }
 
-/// What a direct-key computation returns: the key ([`CacheKey`]) or the fields it hashes
-/// ([`KeyFields`]), from one record, so that the two never disagree.
-pub trait FromKeyRecord {
-    /// Made from a record.
-    fn from_record(record: &KeyRecord<'_>) -> Self;
-}
-
 impl FromKeyRecord for CacheKey {
     fn from_record(record: &KeyRecord<'_>) -> Self {
         compute_record(record)
@@ -556,6 +420,8 @@ pub fn result_key(direct: &CacheKey, manifest: &Manifest) -> CacheKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compiler::CompilerIdentity;
+    use std::path::PathBuf;
 
     #[test]
     fn the_fields_hash_to_the_key_field_by_field() {

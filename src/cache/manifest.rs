@@ -57,8 +57,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::compiler::identity::hash_file;
 use crate::compiler::{CompilerIdentity, Dependency};
+use crate::fs::stat::hash_file;
 use crate::fs::stat::{FileStat, StatByDir, NO_MOUNT_IDENTITY};
 
 /// The name of the manifest artefact in the entry of a direct key.
@@ -465,17 +465,7 @@ pub struct Recorded {
     pub listings: DirListings,
 }
 
-/// The filesystem's clock now: the modification time of a file written in `dir` (and removed),
-/// or the wall clock when that fails. Linux stamps files from a clock that advances once per
-/// scheduler tick and lags the wall clock by up to one tick; a stamp read this way compares
-/// with other files' stamps without that lag.
-pub fn filesystem_now(dir: &Path) -> SystemTime {
-    let stamp = dir.join(".hipjit-start");
-    let read = std::fs::write(&stamp, b"")
-        .and_then(|()| crate::fs::observe::metadata(&stamp).map(|m| m.modified()));
-    let _ = std::fs::remove_file(&stamp);
-    read.unwrap_or_else(|_| SystemTime::now())
-}
+pub use crate::fs::stat::filesystem_now;
 
 /// Whether a timestamp (s, ns) is at or after `start`; one stamped in whole seconds (ns 0) is
 /// compared by its second.

@@ -5,12 +5,13 @@
 pub mod bundle;
 pub mod disk;
 pub(crate) mod hit_entry;
-pub(crate) mod kernels;
 pub mod key;
 pub mod manifest;
 pub mod memory;
 pub mod remote;
-pub mod tag;
+/// The cache directory tag, kept in the file-system layer (the compiler's include walk reads
+/// it too); here its old path.
+pub use crate::fs::cache_root as tag;
 
 pub use disk::{CacheError, DiskCache, Entry, EntryMeta, CACHE_DIR_ENV, SHARED_MARKER};
 #[doc(hidden)]

@@ -24,7 +24,8 @@ use super::opened_files::OpenedFiles;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cache::key::{self, hex, sha256, CacheKey, KeyInputs, KeyRecord, TrackedHeader};
+use crate::compiler::request::{FromKeyRecord, KeyInputs, KeyRecord, TrackedHeader};
+use crate::digest::{hex, sha256};
 use parking_lot::Mutex;
 
 use crate::compiler::hiprtc::HipRtc;
@@ -573,13 +574,13 @@ fn push_defines(o: &mut Vec<String>, options: &CompileOptions) {
     }
 }
 
-/// The direct key of an in-process compile: the record of [`crate::cache::key`] with the
+/// The request record of an in-process compile ([`crate::compiler::request`]) with the
 /// options handed to the library (the extra flags in their own field) followed by
 /// `-I include/<index>` for each include directory, the SM or target IDs, the code object
 /// version, the library's identity, no environment, and the in-memory headers by content.
 /// With `toolkit_root` (NVRTC's), `-I` flags below it are keyed by their place below it
 /// ([`installation_relative`]).
-fn in_process_key<K: key::FromKeyRecord>(
+fn in_process_key<K: FromKeyRecord>(
     source: &[u8],
     options: &CompileOptions,
     own: Vec<String>,
@@ -795,50 +796,27 @@ impl Backend {
         }
     }
 
-    /// The direct key of compiling `source` with `options` (already effective: see
+    /// The request record of compiling `source` with `options` (already effective: see
     /// [`crate::jit::Jit::effective_options`]) and the caller's signature `extra`: everything
-    /// known before the compiler runs ([`crate::cache::key`]).
-    pub fn direct_key(&self, source: &[u8], options: &CompileOptions, extra: &[u8]) -> CacheKey {
-        self.direct_key_as(source, options, extra)
-    }
-
-    /// [`Backend::direct_key`] and [`Backend::key_fields`] from one encoding of the record
-    /// ([`crate::cache::key::key_and_fields`]).
-    pub fn key_and_fields(
-        &self,
-        source: &[u8],
-        options: &CompileOptions,
-        extra: &[u8],
-    ) -> (CacheKey, key::KeyFields) {
-        self.direct_key_as(source, options, extra)
-    }
-
-    /// The fields of the direct-key record of [`Backend::direct_key`], each with its digest
-    /// and value ([`crate::cache::key::record_fields`]): what `hipjit cache explain` prints.
-    pub fn key_fields(
-        &self,
-        source: &[u8],
-        options: &CompileOptions,
-        extra: &[u8],
-    ) -> key::KeyFields {
-        self.direct_key_as(source, options, extra)
-    }
-
-    fn direct_key_as<K: key::FromKeyRecord>(
+    /// known before the compiler runs ([`crate::compiler::request`]), handed to `K`: the cache's
+    /// direct key (`cache::key::CacheKey`), the record's fields (`cache::key::KeyFields`), or
+    /// both from one encoding.
+    pub fn request<K: FromKeyRecord>(
         &self,
         source: &[u8],
         options: &CompileOptions,
         extra: &[u8],
     ) -> K {
         match self {
-            Backend::Hipcc(c) => key::compute_as(&KeyInputs {
+            Backend::Hipcc(c) => KeyInputs {
                 source,
                 options,
                 compiler: c.identity(),
                 env: c.environment(),
                 extra,
-            }),
-            Backend::Nvcc(n, _) => n.direct_key_as(source, options, extra),
+            }
+            .record(),
+            Backend::Nvcc(n, _) => n.request(source, options, extra),
             Backend::HipRtc(b) => {
                 // Options hipRTC refuses fail in `compile`; the key of what would be handed.
                 // hipRTC's extra flags come last.

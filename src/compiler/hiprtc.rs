@@ -32,7 +32,7 @@ use super::comgr::Comgr;
 use super::depfile;
 use super::diagnostics;
 use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
-use crate::cache::manifest;
+
 use crate::fs;
 use crate::target::amdgpu::{FeatureSetting, TargetId};
 
@@ -365,7 +365,7 @@ impl HipRtc {
         ] {
             extra.push(word.to_owned());
         }
-        let started = manifest::filesystem_now(scratch.path());
+        let started = crate::fs::stat::filesystem_now(scratch.path());
         let out = {
             let _serialised = HIPRTC_LOCK.lock();
             rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input, &extra)

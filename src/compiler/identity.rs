@@ -70,7 +70,6 @@
 
 use std::ffi::OsString;
 use std::fmt;
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -776,20 +775,7 @@ fn run_in(
     })
 }
 
-/// sha256 of a file's contents, read in 1 MiB pieces.
-pub fn hash_file(path: &Path) -> std::io::Result<[u8; 32]> {
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(h.finalize().into())
-}
+pub use crate::fs::stat::hash_file;
 
 /// Every regular file (into `files`) and directory (into `dirs`) under `dir`, symlinks
 /// followed to files but not to directories; bounded at 100,000 entries.

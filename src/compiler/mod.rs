@@ -43,6 +43,7 @@ pub mod opened_files;
 pub mod options;
 pub mod process;
 pub mod refusal;
+pub mod request;
 pub mod rtc;
 pub mod selection;
 pub mod shell_env;
@@ -519,7 +520,7 @@ impl Compiler {
             .env("TMPDIR", build.dir.path())
             .env("LC_ALL", "C");
         let _slot = self.inner.slots.acquire();
-        let started_at = crate::cache::manifest::filesystem_now(build.dir.path());
+        let started_at = crate::fs::stat::filesystem_now(build.dir.path());
         let started = Instant::now();
         let run = process::run(&mut cmd, self.inner.timeout);
         let duration = started.elapsed();

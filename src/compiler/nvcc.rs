@@ -44,11 +44,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::cache::key::{self, hex, sha256, CacheKey, KeyRecord, TrackedHeader};
 use crate::compiler::diagnostics::{parse_nvcc, Diagnostic};
 use crate::compiler::host_compiler::{HostCompilerError, HOST_COMPILER_ENV};
 use crate::compiler::identity::{identify, CompilerKind, IdentityError};
+use crate::compiler::request::{FromKeyRecord, KeyRecord, TrackedHeader};
 use crate::compiler::{BackendKind, CompilerIdentity, CxxStd, OptionsError};
+use crate::digest::{hex, sha256};
 use crate::target::SmTarget;
 
 /// How long one nvcc run may take before it and its children are killed: 300 s (the AMD
@@ -632,13 +633,18 @@ impl Nvcc {
         prelude_tracked().to_vec()
     }
 
-    /// The cache key of compiling `source` (its bytes) for `sm` with `flags`: the record of
-    /// [`crate::cache::key`] with the source, the prelude as tracked headers
+    /// The request record ([`crate::compiler::request`]) of compiling `source` (its bytes) for
+    /// `sm` with `flags`, handed to `K` (the cache's key or the record's fields): the source, the prelude as tracked headers
     /// ([`Nvcc::prelude_headers`]), hipjit's own flags, the standard as nvcc is given it,
     /// `flags` as the extra flags, the SM target in place of target IDs, code object version
     /// 0, nvcc's identity ([`Nvcc::identity`]) and the variables of [`NVCC_KEY_ENV`] as read
     /// now.
-    pub fn key(&self, source: impl AsRef<[u8]>, sm: SmTarget, flags: &[String]) -> CacheKey {
+    pub fn key<K: FromKeyRecord>(
+        &self,
+        source: impl AsRef<[u8]>,
+        sm: SmTarget,
+        flags: &[String],
+    ) -> K {
         let headers = prelude_tracked();
         let own = self.own_flags(sm);
         let std = self.std_flag();
@@ -649,7 +655,7 @@ impl Nvcc {
             .zip(&values)
             .map(|(n, v)| (*n, v.as_deref()))
             .collect();
-        key::compute_record(&KeyRecord {
+        K::from_record(&KeyRecord {
             source: source.as_ref(),
             flags: &own,
             std: &std,
@@ -661,11 +667,6 @@ impl Nvcc {
             builtin_headers: headers,
             extra: &[],
         })
-    }
-
-    /// [`Nvcc::key`] as 64 hex digits.
-    pub fn cache_key(&self, source: impl AsRef<[u8]>, sm: SmTarget, flags: &[String]) -> String {
-        self.key(source, sm, flags).to_hex()
     }
 
     /// Checks the flags of `NVCC_PREPEND_FLAGS` and `NVCC_APPEND_FLAGS` (nvcc adds them to
@@ -853,22 +854,12 @@ impl Nvcc {
         f
     }
 
-    /// The direct key ([`crate::cache::key`]) of compiling `source` with `options` (an SM
+    /// The request record ([`crate::compiler::request`]) of compiling `source` with `options` (an SM
     /// target's) and the caller's signature `extra`: the source, [`Nvcc::option_flags`], the
     /// standard as nvcc is given it, the extra flags, the SM target, code object version 0,
     /// nvcc's identity, the variables of [`NVCC_KEY_ENV`] as read now and the prelude
-    /// ([`Nvcc::prelude_headers`]).
-    pub fn direct_key(
-        &self,
-        source: &[u8],
-        options: &crate::compiler::CompileOptions,
-        extra: &[u8],
-    ) -> CacheKey {
-        self.direct_key_as(source, options, extra)
-    }
-
-    /// [`Nvcc::direct_key`] as any [`key::FromKeyRecord`]: the key or its fields.
-    pub fn direct_key_as<K: key::FromKeyRecord>(
+    /// ([`Nvcc::prelude_headers`]), handed to `K` (the cache's direct key or the record's fields).
+    pub fn request<K: FromKeyRecord>(
         &self,
         source: &[u8],
         options: &crate::compiler::CompileOptions,
@@ -970,7 +961,7 @@ impl Nvcc {
         run_environment(&mut cmd)
             .args(&command[1..])
             .current_dir(tmp.path());
-        let started_at = crate::cache::manifest::filesystem_now(tmp.path());
+        let started_at = crate::fs::stat::filesystem_now(tmp.path());
         let started = std::time::Instant::now();
         let output = match super::process::run(&mut cmd, timeout) {
             Ok(f) => f,

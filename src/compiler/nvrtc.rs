@@ -26,7 +26,7 @@ use super::depfile::Dependency;
 use super::diagnostics;
 use super::opened_files::OpenedFiles;
 use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
-use crate::cache::manifest;
+
 use crate::target::SmTarget;
 
 /// The variable naming the NVRTC library explicitly.
@@ -593,7 +593,7 @@ impl NvRtc {
             .prefix("hipjit-nvrtc-")
             .tempdir()
             .map_err(|e| no_deps(format!("cannot make a scratch directory: {e}")))?;
-        let started = manifest::filesystem_now(scratch.path());
+        let started = crate::fs::stat::filesystem_now(scratch.path());
         // The program is named inside an empty directory of its own: NVRTC looks a quoted
         // `#include` of the source up in the directory of the program's name first (relative to
         // the working directory, which is not keyed), and one of a header in that header's

@@ -356,8 +356,8 @@ mod tests {
         let root = dir.path().join("include");
         std::fs::create_dir_all(root.join("mytk")).unwrap();
         std::fs::write(root.join("mytk/v.h"), "#define VAL 1\n").unwrap();
-        crate::cache::tag::ensure(&root.join("mytk"));
-        assert!(crate::cache::tag::is_hipjit_cache(&root.join("mytk")));
+        crate::fs::cache_root::ensure(&root.join("mytk"));
+        assert!(crate::fs::cache_root::is_hipjit_cache(&root.join("mytk")));
         let watch = OpenedFiles::watch(&root).unwrap();
         assert_eq!(watch.directories().count(), 2);
         std::fs::read(root.join("mytk/v.h")).unwrap();

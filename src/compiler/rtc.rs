@@ -571,7 +571,7 @@ pub(crate) fn include_dirs_in_options(options: &[String]) -> Vec<PathBuf> {
 }
 
 /// Whether [`files_under`] leaves out what hipjit writes in a directory holding hipjit's cache
-/// directory tag ([`crate::cache::tag`]).
+/// directory tag ([`crate::fs::cache_root`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CacheRoots {
     /// Its [`HIPJIT_OWN_DIRS`] left out, everything else listed: a caller's include directory
@@ -586,12 +586,12 @@ pub(crate) enum CacheRoots {
 }
 
 /// The directories hipjit itself writes in a cache root: the entries, locks and temporary
-/// files ([`crate::cache::disk`]'s `v1`) and, in the default root, the remembered compiler
+/// files ([`crate::fs::cache_root::LAYOUT_DIR`]) and, in the default root, the remembered compiler
 /// identities and hit memos ([`crate::compiler::identity::identity_dir`]). Left out of a
 /// caller's include tree under [`CacheRoots::Skip`] only where the tag is hipjit's and each is a
 /// real directory (not a symbolic link); a header put inside one of them is not keyed.
 pub(crate) const HIPJIT_OWN_DIRS: [&str; 2] = [
-    crate::cache::disk::LAYOUT_DIR,
+    crate::fs::cache_root::LAYOUT_DIR,
     crate::compiler::identity::IDENTITY_DIR_NAME,
 ];
 
@@ -599,7 +599,7 @@ pub(crate) const HIPJIT_OWN_DIRS: [&str; 2] = [
 /// reaches it), as
 /// names relative to it, sorted; at most `limit` of them. With [`CacheRoots::Skip`], the
 /// [`HIPJIT_OWN_DIRS`] of a directory below `dir` holding hipjit's cache directory tag
-/// ([`crate::cache::tag`]) are left out.
+/// ([`crate::fs::cache_root`]) are left out.
 ///
 /// Errors: a text naming the directory that cannot be listed, or saying the limit was passed.
 pub(crate) fn files_under(
@@ -642,7 +642,7 @@ pub(crate) fn files_under(
             match crate::fs::observe::metadata(entry.path()) {
                 Ok(m) if m.is_dir() => {
                     let tagged = cache_roots == CacheRoots::Skip
-                        && crate::cache::tag::is_hipjit_cache(&entry.path());
+                        && crate::fs::cache_root::is_hipjit_cache(&entry.path());
                     stack.push((name, tagged, way.clone()));
                 }
                 Ok(m) if m.is_file() => {
@@ -817,7 +817,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("headers")).unwrap();
         std::fs::write(dir.path().join("headers/h.h"), "h").unwrap();
         std::os::unix::fs::symlink("../headers", dir.path().join("cache/v1")).unwrap();
-        crate::cache::tag::ensure(&dir.path().join("cache"));
+        crate::fs::cache_root::ensure(&dir.path().join("cache"));
         assert_eq!(
             files_under(dir.path(), 100, CacheRoots::Skip).unwrap(),
             ["cache/CACHEDIR.TAG", "cache/v1/h.h", "headers/h.h"].map(PathBuf::from)
@@ -837,7 +837,7 @@ mod tests {
         // A project's headers beside a copied tag, in a directory of their own.
         std::fs::create_dir_all(dir.path().join("cache/sub")).unwrap();
         std::fs::write(dir.path().join("cache/sub/s.h"), "s").unwrap();
-        crate::cache::tag::ensure(&dir.path().join("cache"));
+        crate::fs::cache_root::ensure(&dir.path().join("cache"));
         assert_eq!(
             files_under(dir.path(), 100, CacheRoots::Skip).unwrap(),
             ["a.h", "cache/CACHEDIR.TAG", "cache/sub/s.h", "cache/v.h"].map(PathBuf::from)

@@ -8,9 +8,13 @@
 //! * [`write`]: whole-or-nothing writes of user-named outputs;
 //! * `observe`: what a cache lookup saw of the file system, for the hit memo;
 //! * `user`: the process's effective user ID, read once;
-//! * `byte_strings`: byte strings in hipjit's MessagePack files.
+//! * `byte_strings`: byte strings in hipjit's MessagePack files;
+//! * [`cache_root`]: what marks a disk-cache root (its `CACHEDIR.TAG`) and the directory
+//!   hipjit lays its entries out in, which the cache writes and the compiler's include walk
+//!   leaves out.
 
 pub(crate) mod byte_strings;
+pub mod cache_root;
 pub(crate) mod observe;
 pub mod read;
 pub mod stat;

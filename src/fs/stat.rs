@@ -576,6 +576,33 @@ fn fstatat(dir: i32, name: &CStr) -> Option<Stat> {
     }
 }
 
+/// sha256 of a file's contents, read in 1 MiB pieces.
+pub fn hash_file(path: &Path) -> std::io::Result<[u8; 32]> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = <sha2::Sha256 as sha2::Digest>::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = std::io::Read::read(&mut f, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        sha2::Digest::update(&mut h, &buf[..n]);
+    }
+    Ok(sha2::Digest::finalize(h).into())
+}
+
+/// The filesystem's clock now: the modification time of a file written in `dir` (and removed),
+/// or the wall clock when that fails. Linux stamps files from a clock that advances once per
+/// scheduler tick and lags the wall clock by up to one tick; a stamp read this way compares
+/// with other files' stamps without that lag.
+pub fn filesystem_now(dir: &Path) -> SystemTime {
+    let stamp = dir.join(".hipjit-start");
+    let read = std::fs::write(&stamp, b"")
+        .and_then(|()| crate::fs::observe::metadata(&stamp).map(|m| m.modified()));
+    let _ = std::fs::remove_file(&stamp);
+    read.unwrap_or_else(|_| SystemTime::now())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

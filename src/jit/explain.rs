@@ -411,7 +411,8 @@ impl Jit {
         let (o, chosen) = self.checked(source, options, None)?;
         // What a compile would refuse before the compiler runs is refused here too.
         crate::compiler::refusal::before_compiling(&chosen.backend, source, &o)?;
-        let (direct, fields) = chosen.backend.key_and_fields(source, &o, &self.extra);
+        let (direct, fields): (CacheKey, KeyFields) =
+            chosen.backend.request(source, &o, &self.extra);
         let installation = chosen.backend.identity().root.clone();
         let mut out = Explanation {
             options: o.clone(),

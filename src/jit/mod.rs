@@ -36,6 +36,7 @@ pub mod compilers;
 pub mod entry;
 pub mod explain;
 pub mod hit_memo;
+mod kernels;
 pub mod record;
 mod remote;
 pub mod stats;
@@ -245,7 +246,7 @@ pub struct Jit {
     /// Per-tier telemetry ([`Jit::stats`]).
     counters: stats::Counters,
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
-    kernels: crate::cache::kernels::KernelCache<CompileOptions>,
+    kernels: kernels::KernelCache<CompileOptions>,
     /// Where compile requests are recorded ([`JitOptions::record`]).
     recorder: Option<Arc<record::Recorder>>,
     /// Where disk hits are remembered ([`hit_memo`]); `None` without a disk cache or a
@@ -521,7 +522,7 @@ impl Jit {
         runtime: Option<&std::path::Path>,
     ) -> Result<Prepared, JitError> {
         let (o, chosen) = self.checked(source, options, runtime)?;
-        let direct = chosen.backend.direct_key(source, &o, &self.extra);
+        let direct: CacheKey = chosen.backend.request(source, &o, &self.extra);
         Ok(Prepared {
             options: o,
             chosen,
@@ -648,7 +649,7 @@ impl Jit {
             .effective_options_with(source, options, self.runtime_versions.as_deref(), runtime)
             .ok()?;
         let chosen = self.compilers.choose(source, &o, runtime).ok()?;
-        let direct = chosen.backend.direct_key(source, &o, &self.extra);
+        let direct: CacheKey = chosen.backend.request(source, &o, &self.extra);
         if recorder.seen(&direct) {
             return None;
         }
@@ -1055,7 +1056,9 @@ impl Jit {
             };
             // The fields of the direct key, so that `hipjit cache explain` can name what
             // differs from this entry on a later miss.
-            let key_record = backend.key_fields(source, &o, &self.extra).to_bytes();
+            let key_record = backend
+                .request::<crate::cache::key::KeyFields>(source, &o, &self.extra)
+                .to_bytes();
             let mut stored: Vec<(&str, &[u8])> = vec![
                 (output_artefact(&o), &out.code_object),
                 (key::KEY_RECORD_ARTEFACT, &key_record),

@@ -4,6 +4,7 @@
 
 use crate::common;
 
+use hipjit::cache::key::CacheKey;
 use hipjit::code_object::cubin::{Cubin, CubinError};
 use hipjit::cuda::target::SmTarget;
 
@@ -117,12 +118,15 @@ fn compile_error_names_the_command_and_nvcc_output() {
 #[test]
 fn cache_key_changes_with_source_target_and_flags() {
     let n = nvcc();
-    let k = n.cache_key("a", SmTarget::new(90), &[]);
-    assert_eq!(k.len(), 64);
-    assert_eq!(k, n.cache_key("a", SmTarget::new(90), &[]));
-    assert_ne!(k, n.cache_key("b", SmTarget::new(90), &[]));
-    assert_ne!(k, n.cache_key("a", SmTarget::new(80), &[]));
-    assert_ne!(k, n.cache_key("a", SmTarget::new(90), &["-G".to_owned()]));
+    let key = |source: &str, sm: u32, flags: &[String]| -> CacheKey {
+        n.key(source, SmTarget::new(sm), flags)
+    };
+    let k = key("a", 90, &[]);
+    assert_eq!(k.to_hex().len(), 64);
+    assert_eq!(k, key("a", 90, &[]));
+    assert_ne!(k, key("b", 90, &[]));
+    assert_ne!(k, key("a", 80, &[]));
+    assert_ne!(k, key("a", 90, &["-G".to_owned()]));
 }
 
 #[test]

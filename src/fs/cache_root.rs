@@ -1,5 +1,6 @@
-//! The cache directory tag (<https://bford.info/cachedir/>) hipjit writes in a disk-cache
-//! root it creates (when [`crate::cache::DiskCache::open`] makes the written root; a directory
+//! The shape of a disk-cache root that others must recognise: the directory the entries are
+//! laid out in (`v1`) and the cache directory tag (<https://bford.info/cachedir/>) hipjit
+//! writes in a disk-cache root it creates (when [`crate::cache::DiskCache::open`] makes the written root; a directory
 //! that was already there, which may hold anything else, such as `$HOME` named in
 //! `HIPJIT_CACHE_DIR` or `hipjit cache import --into`, is never tagged): a `CACHEDIR.TAG` file
 //! whose first line is the tag's signature, so that
@@ -13,6 +14,10 @@
 
 use std::io::Read;
 use std::path::Path;
+
+/// The directory of a cache root that holds its entries, locks and temporary files (`v1`:
+/// the entry layout's version).
+pub(crate) const LAYOUT_DIR: &str = "v1";
 
 /// The tag's file name.
 pub const TAG_FILE: &str = "CACHEDIR.TAG";

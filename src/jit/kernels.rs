@@ -13,7 +13,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use parking_lot::Mutex;
 
-use super::memory::fast_hash;
+use crate::cache::memory::fast_hash;
 use crate::safe::device::Device;
 use crate::safe::kernel::Kernel;
 
