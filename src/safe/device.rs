@@ -191,7 +191,7 @@ impl Device {
     /// Errors: the runtime's error, e.g. a kernel's fault; `hipErrorStreamCaptureUnsupported`,
     /// before the call, when a capture forbids it on this thread ([`crate::safe::graph::capture`]).
     pub fn synchronize(&self) -> Result<(), HipError> {
-        crate::safe::graph::check_not_capturing(self, None, "hipDeviceSynchronize")?;
+        crate::safe::capture_guard::check_not_capturing(self, None, "hipDeviceSynchronize")?;
         self.bind()?;
         let rt = self.runtime();
         // SAFETY: no arguments; the device is bound.

@@ -44,7 +44,7 @@ pub(crate) struct Function {
     pub(crate) raised_dynamic_lds: AtomicU32,
     /// The explicit arguments of the code object's metadata, as a launch compares them: `None`
     /// without metadata or with more than [`crate::safe::launch::MAX_KERNEL_ARGS`] of them.
-    pub(crate) shape: Option<crate::safe::launch::ArgShape>,
+    pub(crate) shape: Option<ArgShape>,
 }
 
 // SAFETY: a hipFunction_t may be used from any thread; the device is bound before each call.
@@ -112,7 +112,7 @@ impl Kernel {
             Ok(v) if v >= 0 => v as u32,
             _ => meta.map_or(0, |i| i.group_segment_fixed_size),
         };
-        let shape = meta.and_then(crate::safe::launch::ArgShape::of);
+        let shape = meta.and_then(ArgShape::of);
         Kernel {
             inner: Arc::new(Function {
                 lib,
@@ -288,4 +288,43 @@ fn read_attribute(
         "hipFuncGetAttribute",
     )?;
     Ok(v)
+}
+
+/// A kernel's explicit arguments as its code object's metadata declares them (hidden
+/// arguments left out): their count, sizes in bytes and which of them the kernel writes (a bit
+/// each). Read once per kernel, so that a launch whose arguments match
+/// ([`KernelArgs`](crate::safe::launch::KernelArgs)`::has_shape`) compares a few integers, and
+/// only a mismatch walks the metadata to name what is wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ArgShape {
+    pub(crate) len: usize,
+    pub(crate) sizes: [u32; crate::safe::launch::MAX_KERNEL_ARGS],
+    pub(crate) written: u32,
+}
+
+impl ArgShape {
+    /// The shape of `info`'s explicit arguments; `None` past
+    /// [`MAX_KERNEL_ARGS`](crate::safe::launch::MAX_KERNEL_ARGS) of them.
+    pub(crate) fn of(info: &crate::code_object::KernelInfo) -> Option<ArgShape> {
+        let mut shape = ArgShape {
+            len: 0,
+            sizes: [0; crate::safe::launch::MAX_KERNEL_ARGS],
+            written: 0,
+        };
+        for a in info
+            .args
+            .iter()
+            .filter(|a| !a.value_kind.starts_with("hidden_"))
+        {
+            if shape.len == crate::safe::launch::MAX_KERNEL_ARGS {
+                return None;
+            }
+            shape.sizes[shape.len] = a.size;
+            if a.is_written() {
+                shape.written |= 1 << shape.len;
+            }
+            shape.len += 1;
+        }
+        Some(shape)
+    }
 }

@@ -436,7 +436,7 @@ impl Library {
 /// Loads `image` through the module API (`hipModuleLoadData`). The caller keeps `image` alive
 /// with the returned module; the device is already bound.
 fn load_module(device: &Device, image: &[u8]) -> Result<Handle, HipError> {
-    crate::safe::graph::check_not_capturing(device, None, "hipModuleLoadData")?;
+    crate::safe::capture_guard::check_not_capturing(device, None, "hipModuleLoadData")?;
     let rt = device.runtime();
     let mut m: sys::hipModule_t = std::ptr::null_mut();
     // SAFETY: `image` is a complete code object (ELF or cubin) that outlives the module.
@@ -454,7 +454,7 @@ fn load_library(device: &Device, elf: &[u8]) -> Result<sys::hipLibrary_t, Librar
     } else {
         "hipLibraryLoadFromFile"
     };
-    crate::safe::graph::check_not_capturing(device, None, call)?;
+    crate::safe::capture_guard::check_not_capturing(device, None, call)?;
     let mut l: sys::hipLibrary_t = std::ptr::null_mut();
     if let Some(load_data) = rt.api().hipLibraryLoadData {
         // SAFETY: complete ELF image; no JIT or library options (count 0, null arrays).

@@ -7,6 +7,7 @@
 //! layer; never the compiler, the cache or the JIT (`docs/architecture.md`). Its modules are
 //! re-exported at the crate root (`hipjit::device`, `hipjit::stream`, ...), their public paths.
 
+pub(crate) mod capture_guard;
 pub mod cuda;
 pub mod device;
 pub mod error;

@@ -59,7 +59,7 @@ pub trait AsStream {
     /// `hipErrorStreamCaptureUnsupported`, before the call, when the stream is capturing or a
     /// capture forbids it on this thread ([`crate::safe::graph::capture`]).
     fn synchronize(&self) -> Result<(), HipError> {
-        crate::safe::graph::check_not_capturing(
+        crate::safe::capture_guard::check_not_capturing(
             self.device(),
             Some(self.as_raw()),
             "hipStreamSynchronize",

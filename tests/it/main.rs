@@ -32,6 +32,7 @@ mod hostile_inputs;
 mod jit_load;
 mod jit_options;
 mod jit_process;
+mod layers;
 mod layout;
 mod nvcc_cubin;
 #[cfg(feature = "cli")]

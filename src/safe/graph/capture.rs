@@ -1,33 +1,16 @@
-//! Stream capture ([`Capture`]: `hipStreamBeginCapture` ... `hipStreamEndCapture`) and the
-//! checks that keep hipjit's own calls out of a capture (`check_not_capturing`).
+//! Stream capture ([`Capture`]: `hipStreamBeginCapture` ... `hipStreamEndCapture`).
 //!
-//! # What a capture forbids
-//! While a stream is capturing, work queued on it is recorded, not run. A call that cannot be
-//! recorded (a code-object load, `hipMalloc`, a synchronize, a synchronous copy) fails, and
-//! the runtime invalidates the capture: on the capturing stream itself, and in
-//! [`CaptureMode::Global`] on any thread whose own capture mode is not
-//! [`CaptureMode::Relaxed`] while a global-mode capture is under way anywhere in the process
-//! (CUDA Programming Guide, "Stream Capture"; HIP follows it). hipjit refuses such calls of its
-//! own before making them, with `hipErrorStreamCaptureUnsupported` naming the call, so the
-//! capture is never corrupted:
-//! - the stream a call is about to use is asked with `hipStreamIsCapturing`;
-//! - while a global-mode capture begun through hipjit is under way (or a thread-local one on
-//!   the calling thread), the calling thread's mode is read with
-//!   `hipThreadExchangeStreamCaptureMode` (exchanged with `Relaxed` and back); any mode but
-//!   `Relaxed` forbids the call.
-//!
-//! A capture begun outside hipjit (PyTorch's `torch.cuda.graph`) is seen on the stream hipjit
-//! is handed; a global-mode capture on a stream hipjit never sees is not, and the runtime's own
-//! error reports it.
+//! What a capture forbids, and the guard that keeps hipjit's own calls out of it, is the
+//! stream's (the crate's `safe/capture_guard.rs`).
 
-use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hip_sys as sys;
 
 use super::{Graph, GraphError, GraphInner};
+use crate::safe::capture_guard;
+pub use crate::safe::capture_guard::refuse_while_capturing;
 use crate::safe::device::Device;
 use crate::safe::error::{HipError, LaunchError};
 use crate::safe::kernel::Kernel;
@@ -54,100 +37,6 @@ impl CaptureMode {
             CaptureMode::Relaxed => sys::hipStreamCaptureModeRelaxed,
         }
     }
-}
-
-/// Global-mode captures begun through hipjit and not yet ended, in the process.
-static GLOBAL_CAPTURES: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    /// Thread-local-mode captures begun through hipjit on this thread and not yet ended.
-    static THREAD_CAPTURES: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Refuses `call` (a load, an allocation, a synchronize hipjit is about to make) when it would
-/// break a capture: `stream` (when the call uses one) is capturing, or a capture forbids it on
-/// this thread (module documentation). Costs one atomic load when no capture is under way.
-///
-/// Errors: `hipErrorStreamCaptureUnsupported` (900) naming `call`, or the runtime's error of
-/// `hipStreamIsCapturing`.
-pub(crate) fn check_not_capturing(
-    device: &Device,
-    stream: Option<sys::hipStream_t>,
-    call: &'static str,
-) -> Result<(), HipError> {
-    let rt = device.runtime();
-    let api = rt.api();
-    if let (Some(stream), Some(is_capturing)) = (stream, api.hipStreamIsCapturing) {
-        let mut status: sys::hipStreamCaptureStatus = sys::hipStreamCaptureStatusNone;
-        // SAFETY: valid out pointer; the caller's stream handle is live.
-        rt.check(
-            unsafe { is_capturing(stream, &mut status) },
-            "hipStreamIsCapturing",
-        )?;
-        if status != sys::hipStreamCaptureStatusNone {
-            return Err(refusal(
-                call,
-                "the stream it would use is capturing (a capture records work, it cannot run \
-                 this call)",
-            ));
-        }
-    }
-    let global = GLOBAL_CAPTURES.load(Ordering::Acquire) > 0;
-    let local = THREAD_CAPTURES.with(Cell::get) > 0;
-    if !global && !local {
-        return Ok(());
-    }
-    let Some(exchange) = api.hipThreadExchangeStreamCaptureMode else {
-        return Ok(());
-    };
-    let mut mode = sys::hipStreamCaptureModeRelaxed;
-    // SAFETY: valid in/out pointer; the mode is put back right after.
-    rt.check(
-        unsafe { exchange(&mut mode) },
-        "hipThreadExchangeStreamCaptureMode",
-    )?;
-    let mut back = mode;
-    // SAFETY: as above, restoring the thread's mode.
-    rt.check(
-        unsafe { exchange(&mut back) },
-        "hipThreadExchangeStreamCaptureMode",
-    )?;
-    if mode != sys::hipStreamCaptureModeRelaxed {
-        let why = if global {
-            "a global-mode stream capture is under way and this thread's capture mode is not \
-             relaxed (hipThreadExchangeStreamCaptureMode)"
-        } else {
-            "this thread is capturing in thread-local mode"
-        };
-        return Err(refusal(call, why));
-    }
-    Ok(())
-}
-
-/// Refuses `call` when `stream` is capturing, or when a capture begun through hipjit forbids
-/// it on this thread: the check hipjit makes before its own loads, allocations and
-/// synchronizes, for a caller about to make such a call on behalf of a stream it was handed
-/// (a framework's current stream: a code-object load while `torch.cuda.graph` captures on it
-/// would invalidate the capture). One `hipStreamIsCapturing` call
-/// (`cuStreamIsCapturing` on NVIDIA).
-///
-/// Errors: `hipErrorStreamCaptureUnsupported` (900) naming `call` ("refused by hipjit before
-/// the call"), or the runtime's error of `hipStreamIsCapturing`.
-pub fn refuse_while_capturing(
-    stream: &impl crate::safe::stream::AsStream,
-    call: &'static str,
-) -> Result<(), HipError> {
-    check_not_capturing(stream.device(), Some(stream.as_raw()), call)
-}
-
-#[cold]
-fn refusal(call: &'static str, why: &str) -> HipError {
-    HipError::new(
-        900,
-        call,
-        None,
-        format!("refused by hipjit before the call, which would invalidate the capture: {why}"),
-    )
 }
 
 /// A capture under way on a stream ([`Stream::begin_capture`]): work queued on the stream is
@@ -213,13 +102,7 @@ impl<'s, 'buf> Capture<'s, 'buf> {
             unsafe { begin(stream.as_raw(), mode.raw()) },
             "hipStreamBeginCapture",
         )?;
-        match mode {
-            CaptureMode::Global => {
-                GLOBAL_CAPTURES.fetch_add(1, Ordering::AcqRel);
-            }
-            CaptureMode::ThreadLocal => THREAD_CAPTURES.with(|c| c.set(c.get() + 1)),
-            CaptureMode::Relaxed => {}
-        }
+        capture_guard::begun(mode.raw());
         Ok(Capture {
             device,
             stream: stream.as_raw(),
@@ -281,13 +164,7 @@ impl<'s, 'buf> Capture<'s, 'buf> {
 
     fn end(&mut self) -> Result<sys::hipGraph_t, HipError> {
         self.ended = true;
-        match self.mode {
-            CaptureMode::Global => {
-                GLOBAL_CAPTURES.fetch_sub(1, Ordering::AcqRel);
-            }
-            CaptureMode::ThreadLocal => THREAD_CAPTURES.with(|c| c.set(c.get().saturating_sub(1))),
-            CaptureMode::Relaxed => {}
-        }
+        capture_guard::ended(self.mode.raw());
         let rt = self.device.runtime();
         let Some(end) = rt.api().hipStreamEndCapture else {
             // Unreachable: `begin` required it.

@@ -72,7 +72,6 @@ use crate::safe::stream::AsStream;
 
 pub mod capture;
 
-pub(crate) use capture::check_not_capturing;
 pub use capture::{refuse_while_capturing, Capture, CaptureMode};
 
 #[allow(unused_imports)] // named by the documentation

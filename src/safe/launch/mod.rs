@@ -46,7 +46,7 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 
 use crate::safe::error::{Dim, LaunchError};
-use crate::safe::kernel::Kernel;
+use crate::safe::kernel::{ArgShape, Kernel};
 use crate::safe::memory::{DeviceBuffer, DeviceCopy, DeviceSlice, DeviceSliceMut};
 use crate::safe::stream::AsStream;
 
@@ -287,55 +287,18 @@ impl<'a> KernelArgs<'a> {
     }
 
     /// The `kernelParams` array: pointers to the borrowed values.
+    /// Whether these arguments have `shape` (the kernel's, [`ArgShape`]): the same count and
+    /// sizes, and every argument the kernel writes passed as `&mut`.
+    #[inline]
+    pub(crate) fn has_shape(&self, shape: &ArgShape) -> bool {
+        !self.overflow
+            && self.len == shape.len
+            && self.sizes == shape.sizes
+            && self.writable & shape.written == shape.written
+    }
+
     pub(crate) fn raw_ptrs(&mut self) -> *mut *mut c_void {
         self.ptrs.as_mut_ptr()
-    }
-}
-
-/// A kernel's explicit arguments as its code object's metadata declares them (hidden
-/// arguments left out): their count, sizes in bytes and which of them the kernel writes (a bit
-/// each). Read once per kernel, so that a launch whose [`KernelArgs`] match compares a few
-/// integers, and only a mismatch walks the metadata to name what is wrong.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ArgShape {
-    pub(crate) len: usize,
-    pub(crate) sizes: [u32; MAX_KERNEL_ARGS],
-    pub(crate) written: u32,
-}
-
-impl ArgShape {
-    /// The shape of `info`'s explicit arguments; `None` past [`MAX_KERNEL_ARGS`] of them.
-    pub(crate) fn of(info: &crate::code_object::KernelInfo) -> Option<ArgShape> {
-        let mut shape = ArgShape {
-            len: 0,
-            sizes: [0; MAX_KERNEL_ARGS],
-            written: 0,
-        };
-        for a in info
-            .args
-            .iter()
-            .filter(|a| !a.value_kind.starts_with("hidden_"))
-        {
-            if shape.len == MAX_KERNEL_ARGS {
-                return None;
-            }
-            shape.sizes[shape.len] = a.size;
-            if a.is_written() {
-                shape.written |= 1 << shape.len;
-            }
-            shape.len += 1;
-        }
-        Some(shape)
-    }
-
-    /// Whether `args` has this shape: the same count and sizes, and every written argument
-    /// passed as `&mut`.
-    #[inline]
-    pub(crate) fn matches(&self, args: &KernelArgs<'_>) -> bool {
-        !args.overflow
-            && args.len == self.len
-            && args.sizes == self.sizes
-            && args.writable & self.written == self.written
     }
 }
 
@@ -532,7 +495,7 @@ impl Kernel {
                 max: props.lds_per_block,
             });
         }
-        if self.inner.shape.is_some_and(|shape| shape.matches(args)) {
+        if self.inner.shape.is_some_and(|shape| args.has_shape(&shape)) {
             return Ok(());
         }
         if args.overflow {

@@ -21,9 +21,10 @@ use std::marker::PhantomData;
 
 use hip_sys as sys;
 
-use super::{ArgShape, KernelArgs, LaunchConfig, Via, MAX_KERNEL_ARGS};
+use super::{KernelArgs, LaunchConfig, Via, MAX_KERNEL_ARGS};
 use crate::safe::device::Device;
 use crate::safe::error::LaunchError;
+use crate::safe::kernel::ArgShape;
 use crate::safe::kernel::Kernel;
 use crate::safe::stream::AsStream;
 
@@ -110,7 +111,7 @@ impl PreparedLaunch<'_> {
     /// As [`Kernel::launch`].
     #[inline]
     pub unsafe fn launch(&self, args: &mut KernelArgs<'_>) -> Result<(), LaunchError> {
-        if !self.shape.matches(args) {
+        if !args.has_shape(&self.shape) {
             return Err(self.shape_error(args));
         }
         // SAFETY: `args.ptrs[..len]` point at live borrowed values (KernelArgs' lifetime) of the

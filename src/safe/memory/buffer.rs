@@ -87,7 +87,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// `isize::MAX` bytes (checked by hipjit), or the runtime's error (`hipErrorOutOfMemory`...).
     pub fn alloc(device: &Device, len: usize) -> Result<DeviceBuffer<T>, HipError> {
         let bytes = alloc_bytes::<T>(len, "hipMalloc")?;
-        crate::safe::graph::check_not_capturing(device, None, "hipMalloc")?;
+        crate::safe::capture_guard::check_not_capturing(device, None, "hipMalloc")?;
         device.bind()?;
         let rt = device.runtime();
         let mut ptr: *mut c_void = std::ptr::null_mut();
@@ -362,7 +362,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         kind: sys::hipMemcpyKind,
     ) -> Result<(), HipError> {
         let null = std::ptr::null_mut();
-        crate::safe::graph::check_not_capturing(&self.device, Some(null), "hipMemcpy")?;
+        crate::safe::capture_guard::check_not_capturing(&self.device, Some(null), "hipMemcpy")?;
         self.device.bind()?;
         self.enter(null)?;
         let rt = self.device.runtime();
@@ -460,7 +460,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Errors: the runtime's error.
     pub fn memset(&mut self, byte: u8) -> Result<(), HipError> {
         let null = std::ptr::null_mut();
-        crate::safe::graph::check_not_capturing(&self.device, Some(null), "hipMemset")?;
+        crate::safe::capture_guard::check_not_capturing(&self.device, Some(null), "hipMemset")?;
         self.device.bind()?;
         self.enter(null)?;
         let rt = self.device.runtime();
