@@ -7,18 +7,20 @@
 //!   caller's signature. It names the *manifest* ([`crate::cache::manifest`]) of the compiles
 //!   of that source with those options: the list of every file the compiler read last time
 //!   (from its own dependency output, never from a scanner), each with its stat fields and
-//!   sha256, and the listings of the directories searched for them.
+//!   sha256, and the directories searched for them, each with the names looked up in it (the
+//!   names rule of [`crate::cache::manifest::record`]).
 //! * The **result key** ([`result_key`]) is the direct key plus, for each file of the
-//!   manifest, its name and content sha256, and for each directory, its name and listing
-//!   sha256. It names the entry holding the code objects.
+//!   manifest, its name and content sha256, and for each directory, its name and the sha256 of
+//!   which of its looked-up names exist. It names the entry holding the code objects.
 //!
 //! A lookup reads the manifest, checks each file by stat first (size, mtime, ctime, inode,
 //! device, and the mount's identity: the stat-trust rule of [`crate::fs::stat`], the README's
-//! "What a hit trusts") and hashes only a file whose stat does not prove it unchanged, lists
-//! only such a directory, and looks the result key of what it found up. A compile publishes its result under
-//! the result key of the files it read and replaces the manifest. Both keys are sha256 over a
-//! record; a hit therefore needs the same source, options, compiler, environment, signature,
-//! and byte-identical files read, with the same names in every directory searched.
+//! "What a hit trusts") and hashes only a file whose stat does not prove it unchanged, looks
+//! the names up again only in such a directory, and looks the result key of what it found up.
+//! A compile publishes its result under the result key of the files it read and replaces the
+//! manifest. Both keys are sha256 over a record; a hit therefore needs the same source,
+//! options, compiler, environment, signature, and byte-identical files read, with the same
+//! looked-up names present in every directory searched.
 //!
 //! # The direct-key record
 //! All integers little-endian; each field is the `u64` length of its name, the name, the `u64`
@@ -99,8 +101,9 @@ use crate::digest::Record;
 /// digests in manifests and listings as MessagePack `bin` (`byte_strings`), and each
 /// entry's metadata as MessagePack arrays (fields by position) rather than maps. 6: nvcc's
 /// host compiler in its keys (`host-compiler`), the compiler's own include search list in
-/// header manifests' directory records.
-pub const CACHE_FORMAT_VERSION: u32 = 6;
+/// header manifests' directory records. 7: a header manifest's directories keyed by the names
+/// looked up in them, not their whole listings ([`crate::cache::manifest::record`]).
+pub const CACHE_FORMAT_VERSION: u32 = 7;
 
 /// A cache key: 32 bytes of sha256, shown as 64 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

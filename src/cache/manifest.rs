@@ -12,20 +12,20 @@
 //!   headers, which depends on where clang is installed) is recorded with the `..` resolved
 //!   when that names the same file as the path resolved by the system (no symbolic link on
 //!   the way), so that the same system header reached from two installations has one name;
-//! * every directory searched up to where a header was found: for each search directory (the
-//!   `-I` directories, then the absolute ones: `-I`/`-isystem` in extra flags, `CPATH`,
-//!   `CPLUS_INCLUDE_PATH`, `C_INCLUDE_PATH`, and the directories hipjit hands the compiler
-//!   itself ([`crate::compiler::Backend::own_search_dirs`]: NVRTC's CUDA toolkit headers);
-//!   an absolute one by its path, or relative to the installation root when it is one of the
-//!   installation's header directories) its top level and, for each header found under
-//!   any search directory at `sub/dir/x.h`, its `sub` and `sub/dir` (so that a new `a/x.h`
-//!   shadowing `b/x.h`, or a new file a `__has_include` would now find, is a miss); a header
-//!   below several search directories (NVRTC's `include` and `include/cccl`) is taken at its
-//!   name below each (`cccl/nv/x.h` and `nv/x.h`), since any of them may be what the
-//!   `#include` spelled; and the
-//!   directory of every file read (a new `x.h` beside its includer). A directory is recorded
-//!   by its stat fields and the sha256 of its sorted listing (names and whether each is a
-//!   directory), or as absent.
+//! * every directory searched: for each search directory (the `-I` directories, then the
+//!   absolute ones: `-I`/`-isystem` in extra flags, `CPATH`, `CPLUS_INCLUDE_PATH`,
+//!   `C_INCLUDE_PATH`, and the directories hipjit hands the compiler itself
+//!   ([`crate::compiler::Backend::own_search_dirs`]: NVRTC's CUDA toolkit headers); an absolute
+//!   one by its path, or relative to the installation root when it is one of the
+//!   installation's header directories), the directories below it on the way to each name
+//!   looked up there, and the directory of every file read, each with **the names looked up
+//!   in it** ([`DirRecord::looked_up`], the names rule of [`record`]). A directory is recorded
+//!   by its stat fields and the sha256 of which of those names it holds (and whether each is a
+//!   directory), or as absent; a file of any other name added to it changes nothing. Where a
+//!   file read names a header by a macro (`#include MACRO`, `__has_include(MACRO)`), the names
+//!   cannot be known: the directories then are those searched up to where a header was found
+//!   (each search directory's top level, for each header found at `sub/dir/x.h` its `sub` and
+//!   `sub/dir`, and the directory of every file read), each by its whole listing.
 //!
 //! Checking ([`Manifest::current`]) stats each file and directory, reuses the recorded hash
 //! when the recorded stat proves the file unchanged, and hashes or lists only the others. A
@@ -98,9 +98,15 @@ pub struct DirRecord {
     pub name: Vec<u8>,
     /// Its stat fields when recorded (`None`: it did not exist).
     pub stat: Option<FileStat>,
-    /// sha256 of its sorted listing (`None`: it did not exist).
+    /// sha256 of its sorted listing ([`listing`]), restricted to the names of
+    /// `looked_up` when that is given (`None`: it did not exist).
     #[serde(with = "serde_bytes")]
     pub listing: Option<[u8; 32]>,
+    /// The names a compile could have looked up in it ([`record`]'s names rule), sorted:
+    /// `listing` is then of those entries alone, so that a file of any other name added
+    /// beside them changes nothing. `None`: the whole listing (a computed `#include` or
+    /// `__has_include` somewhere, whose names are not known).
+    pub looked_up: Option<Vec<serde_bytes::ByteBuf>>,
 }
 
 /// 0 for an absolute name, `u32::MAX` for the installation root, `i + 1` for `-I` directory
@@ -192,6 +198,25 @@ pub fn listing(dir: &Path) -> Option<Listing> {
     Some(names)
 }
 
+/// The entries of `dir` named in `names` (single components) that exist, as [`listing`]
+/// gives them: each name and whether it is a directory (a symbolic link to one counts as one;
+/// a dangling one is an entry that is not). `None` when `dir` is not a directory.
+pub fn listing_of(dir: &Path, names: &[serde_bytes::ByteBuf]) -> Option<Listing> {
+    if !crate::fs::observe::is_dir(dir) {
+        return None;
+    }
+    let mut out: Listing = names
+        .iter()
+        .filter_map(|n| {
+            let path = dir.join(OsStr::from_bytes(n));
+            crate::fs::observe::symlink_metadata(&path).ok()?;
+            Some((n.to_vec(), crate::fs::observe::is_dir(&path)))
+        })
+        .collect();
+    out.sort();
+    Some(out)
+}
+
 /// sha256 of a listing ([`listing`]): each name with `d` for a directory and `f` for
 /// anything else.
 pub(crate) fn hash_listing(names: &[(Vec<u8>, bool)]) -> [u8; 32] {
@@ -256,17 +281,30 @@ impl DirListings {
     }
 }
 
-/// A directory's stat fields and listing hash now (`None`s when absent or not listable).
-pub(crate) fn dir_state(path: &Path) -> (Option<FileStat>, Option<[u8; 32]>) {
-    let (stat, names) = dir_state_listed(path);
+/// A directory's stat fields and listing hash now, the listing restricted to `looked_up`
+/// when given (`None`s when absent or not listable).
+pub(crate) fn dir_state(
+    path: &Path,
+    looked_up: Option<&[serde_bytes::ByteBuf]>,
+) -> (Option<FileStat>, Option<[u8; 32]>) {
+    let (stat, names) = dir_state_listed(path, looked_up);
     (stat, names.map(|n| hash_listing(&n)))
 }
 
-/// A directory's stat fields and listing ([`listing`]) now (`None`s when absent or not
-/// listable).
-pub(crate) fn dir_state_listed(path: &Path) -> (Option<FileStat>, Option<Listing>) {
+/// A directory's stat fields and listing ([`listing`], or [`listing_of`] its `looked_up`
+/// names) now (`None`s when absent or not listable).
+pub(crate) fn dir_state_listed(
+    path: &Path,
+    looked_up: Option<&[serde_bytes::ByteBuf]>,
+) -> (Option<FileStat>, Option<Listing>) {
     match crate::fs::observe::metadata(path) {
-        Ok(m) if m.is_dir() => (Some(m.fields), listing(path)),
+        Ok(m) if m.is_dir() => (
+            Some(m.fields),
+            match looked_up {
+                Some(names) => listing_of(path, names),
+                None => listing(path),
+            },
+        ),
         Ok(m) => (Some(m.fields), None),
         Err(_) => (None, None),
     }
@@ -430,13 +468,14 @@ impl Manifest {
             let (stat, listing) = if now.is_some() && dir_unchanged(&d, &now) {
                 (d.stat, d.listing)
             } else {
-                dir_state(&path)
+                dir_state(&path, d.looked_up.as_deref())
             };
             dirs.push(DirRecord {
                 include_dir: d.include_dir,
                 name: d.name,
                 stat,
                 listing,
+                looked_up: d.looked_up,
             });
         }
         Some(Manifest { files, dirs })
@@ -491,14 +530,24 @@ fn search_dirs(include_dirs: &[PathBuf], extra_search: &[PathBuf]) -> Vec<(Optio
         .collect()
 }
 
-/// Builds the manifest of a compile that read `deps`, started at `started`, with the options'
-/// `include_dirs` and the absolute `extra_search` directories; files in directories `compiler`
-/// covers are left out. `looked_up` is the manifest as the lookup before the compile saw it
+/// Builds the manifest of a compile of `source` that read `deps`, started at `started`, with
+/// the options' `include_dirs` and the absolute `extra_search` directories; files in
+/// directories `compiler` covers are left out (but scanned for the names they look up).
+///
+/// The names rule: the names a compile could have looked up are those the source and every
+/// file read ask for ([`crate::compiler::include_names::scan`]: `#include`, `#include_next`,
+/// `#import`, `__has_include`), and the name below each search directory holding it of every
+/// file read (a header reached through a macro). Each is looked up in every search directory,
+/// a quoted one also in the directory of the file asking for it, and each directory on the way
+/// records the single name looked up in it ([`DirRecord::looked_up`]). A computed name
+/// anywhere, or a file too big to scan, falls back to whole listings (see the module
+/// documentation). `looked_up` is the manifest as the lookup before the compile saw it
 /// (a file it hashed that now hashes differently makes the result unpublishable).
 ///
 /// A file that cannot be read any more makes the result unpublishable (it is left out of the
 /// manifest).
 pub fn record(
+    source: &[u8],
     deps: &[Dependency],
     include_dirs: &[PathBuf],
     extra_search: &[PathBuf],
@@ -522,6 +571,13 @@ pub fn record(
             },
         })
         .collect();
+    // The names rule: the names looked up in every search directory (those the source and
+    // every file read ask for, and every name below a search directory a file read was found
+    // by), the quoted names each file read asks for, looked up beside it first, and the first
+    // computed name met (then every directory is keyed by its whole listing).
+    let mut names = NamesLookedUp::default();
+    names.scan(source, None);
+    // The directories of the whole-listing rule (a computed name somewhere).
     let mut dir_names: Vec<(Option<u32>, Vec<u8>)> = search
         .iter()
         .map(|(base, name)| (*base, name.as_os_str().as_bytes().to_vec()))
@@ -529,6 +585,12 @@ pub fn record(
     let mut seen = std::collections::HashSet::new();
     for d in deps {
         if d.include_dir.is_none() && compiler.covers(&d.path) {
+            // Keyed by the compiler's identity; what it asks for is looked up in the search
+            // directories before the installation's own (a `-I` header shadowing it).
+            match read_limited(&d.path) {
+                Some(text) => names.scan(&text, None),
+                None => names.unreadable(&d.path),
+            }
             continue;
         }
         // Its base and its name below it: a `-I` directory, the installation root, or none.
@@ -544,9 +606,22 @@ pub fn record(
             continue;
         }
         let meta = crate::fs::observe::metadata(&d.path);
-        let digest = hash_file(&d.path);
-        let (m, digest) = match (meta, digest) {
-            (Ok(m), Ok(h)) if m.is_file() => (m, h),
+        let text = read_limited(&d.path);
+        let (m, digest) = match (meta, &text) {
+            (Ok(m), Some(text)) if m.is_file() => (m, crate::digest::sha256(text)),
+            (Ok(m), None) if m.is_file() => match hash_file(&d.path) {
+                // Too big to scan: hashed as it streams, its names unknown.
+                Ok(h) => {
+                    names.unreadable(&d.path);
+                    (m, h)
+                }
+                Err(_) => {
+                    unpublishable.get_or_insert_with(|| {
+                        format!("{} cannot be read after the compile", d.path.display())
+                    });
+                    continue;
+                }
+            },
             _ => {
                 unpublishable.get_or_insert_with(|| {
                     format!("{} cannot be read after the compile", d.path.display())
@@ -554,6 +629,12 @@ pub fn record(
                 continue;
             }
         };
+        let parent = name_path
+            .parent()
+            .map(|p| (include_dir, p.as_os_str().as_bytes().to_vec()));
+        if let Some(text) = &text {
+            names.scan(text, parent.clone());
+        }
         let stat = m.fields;
         if too_new(stat.mtime, started) || too_new(stat.ctime, started) {
             unpublishable.get_or_insert_with(|| {
@@ -570,11 +651,11 @@ pub fn record(
                 });
             }
         }
-        // The directories searched on the way to it, for every name that could have found
-        // it: its name below each search directory holding it. Nested search directories (the
-        // toolkit's `include` and `include/cccl`) give a header several names (`cccl/nv/x.h`,
-        // `nv/x.h`), and which one the `#include` spelled is not known (NVRTC's opens name
-        // the file, not the spelling; a depfile names the path), so each is recorded.
+        // Every name that could have found it: its name below each search directory holding
+        // it. Nested search directories (the toolkit's `include` and `include/cccl`) give a
+        // header several names (`cccl/nv/x.h`, `nv/x.h`), and which one the `#include` spelled
+        // is not known (NVRTC's opens name the file, not the spelling; a depfile names the
+        // path, and a computed `#include` names nothing), so each is looked up everywhere.
         let mut spellings: Vec<PathBuf> = d
             .include_dir
             .map(|_| d.name.clone())
@@ -598,10 +679,16 @@ pub fn record(
                     dir_names.push((*base, name.join(&prefix).as_os_str().as_bytes().to_vec()));
                 }
             }
+            names.everywhere.insert(rel.as_os_str().as_bytes().to_vec());
         }
-        let parent = name_path
-            .parent()
-            .map(|p| (include_dir, p.as_os_str().as_bytes().to_vec()));
+        if let (Some(parent), Some(file_name)) = (&parent, name_path.file_name()) {
+            // It is there, by this name, whichever name found it.
+            names
+                .beside
+                .entry(parent.clone())
+                .or_default()
+                .insert(file_name.as_bytes().to_vec());
+        }
         dir_names.extend(parent);
         headers.push(crate::cache::key::TrackedHeader {
             include: name_path.to_string_lossy().into_owned(),
@@ -615,17 +702,35 @@ pub fn record(
             sha256: digest,
         });
     }
-    dir_names.sort();
-    dir_names.dedup();
-    let mut dirs = Vec::with_capacity(dir_names.len());
+    // Each directory to record, with the names looked up in it (`None`: its whole listing).
+    let recorded: Vec<(DirName, Option<Vec<serde_bytes::ByteBuf>>)> = if names.computed.is_some() {
+        dir_names.sort();
+        dir_names.dedup();
+        dir_names.into_iter().map(|d| (d, None)).collect()
+    } else {
+        names
+            .by_directory(&search, include_dirs, &compiler.root)
+            .into_iter()
+            .map(|(d, n)| {
+                (
+                    d,
+                    Some(n.into_iter().map(serde_bytes::ByteBuf::from).collect()),
+                )
+            })
+            .collect()
+    };
+    let mut dirs = Vec::with_capacity(recorded.len());
     let mut listings = Vec::new();
     let mut listed_names = 0;
-    for (base, name) in dir_names {
+    for ((base, name), looked_up) in recorded {
         let Some(path) = resolve(base, &name, include_dirs, &compiler.root) else {
             continue;
         };
         let below_include_dir = matches!(base, Some(i) if i != INSTALLATION);
-        let (stat, listing) = match dir_state_listed(&path) {
+        if std::env::var_os("HIPJIT_DEBUG_NAMES").is_some() {
+            eprintln!("computed: {:?}", names.computed);
+        }
+        let (stat, listing) = match dir_state_listed(&path, looked_up.as_deref()) {
             (stat, Some(entries)) => {
                 let hash = hash_listing(&entries);
                 if below_include_dir && listed_names + entries.len() <= MAX_LISTED_NAMES {
@@ -652,6 +757,7 @@ pub fn record(
             name,
             stat,
             listing,
+            looked_up,
         });
     }
     files.sort_by(|a, b| (a.include_dir, &a.name).cmp(&(b.include_dir, &b.name)));
@@ -660,6 +766,151 @@ pub fn record(
         unpublishable,
         headers,
         listings: DirListings(listings),
+    }
+}
+
+/// The largest file [`record`] reads whole to scan for the names it looks up (a bigger one is
+/// hashed as it streams, and its names count as unknown).
+const MAX_SCANNED_BYTES: u64 = 64 << 20;
+
+/// The contents of `path` when it is a regular file of at most [`MAX_SCANNED_BYTES`].
+fn read_limited(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    let mut text = Vec::new();
+    file.take(MAX_SCANNED_BYTES + 1)
+        .read_to_end(&mut text)
+        .ok()?;
+    (text.len() as u64 <= MAX_SCANNED_BYTES).then_some(text)
+}
+
+/// A directory as a [`DirRecord`] names it: its base and its name below it.
+type DirName = (Option<u32>, Vec<u8>);
+
+/// Names (single components or paths) by the directory they are looked up in.
+type NamesByDir = std::collections::BTreeMap<DirName, std::collections::BTreeSet<Vec<u8>>>;
+
+/// The names a compile could have looked up ([`record`]'s names rule), gathered as its files
+/// are read.
+#[derive(Default)]
+struct NamesLookedUp {
+    /// Looked up in every search directory: every name asked for, and every name a file read
+    /// was found by below a search directory.
+    everywhere: std::collections::BTreeSet<Vec<u8>>,
+    /// Looked up in a directory holding a file read (its base and name, as a [`DirRecord`]'s):
+    /// the quoted names its files ask for (the preprocessor looks beside the including file
+    /// first), and the names of the files read there.
+    beside: NamesByDir,
+    /// The first computed name met, or a file too big to scan.
+    computed: Option<String>,
+}
+
+impl NamesLookedUp {
+    /// Adds the names `text` asks for; its quoted ones also beside it, in `dir` (`None`: the
+    /// source, staged where nothing else is, or a file of the compiler's installation).
+    fn scan(&mut self, text: &[u8], dir: Option<(Option<u32>, Vec<u8>)>) {
+        let found = crate::compiler::include_names::scan(text);
+        if let (None, Some((directive, _))) = (&self.computed, found.computed) {
+            self.computed = Some(directive);
+        }
+        for (name, delimiter) in found.names {
+            if let (Some(dir), crate::compiler::include_names::Delimiter::Quoted) =
+                (&dir, delimiter)
+            {
+                self.beside
+                    .entry(dir.clone())
+                    .or_default()
+                    .insert(name.clone());
+            }
+            self.everywhere.insert(name);
+        }
+    }
+
+    /// A file whose names cannot be known (unreadable, or too big to scan).
+    fn unreadable(&mut self, path: &Path) {
+        self.computed
+            .get_or_insert_with(|| format!("{} (not scanned)", path.display()));
+    }
+
+    /// Each directory to record with the single names looked up in it: for a name `a/b/x.h`
+    /// looked up in `d`, `a` in `d`, `b` in `d/a` and `x.h` in `d/a/b`, down to the first
+    /// that does not exist (what is below it cannot be found). An absolute name, or one
+    /// holding `..`, is looked up where it points: its own directories.
+    fn by_directory(
+        &self,
+        search: &[(Option<u32>, PathBuf)],
+        include_dirs: &[PathBuf],
+        installation: &Path,
+    ) -> NamesByDir {
+        let mut out = NamesByDir::new();
+        for (base, dir) in search {
+            out.entry((*base, dir.as_os_str().as_bytes().to_vec()))
+                .or_default();
+        }
+        let mut look = |base: Option<u32>, dir: &Path, name: &[u8]| {
+            let name = Path::new(OsStr::from_bytes(name));
+            if name.is_absolute()
+                || name
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                // Looked up where it points: the directory it names, by absolute path.
+                let Some(at) =
+                    resolve(base, dir.as_os_str().as_bytes(), include_dirs, installation)
+                else {
+                    return;
+                };
+                let mut real = PathBuf::new();
+                for c in at.join(name).components() {
+                    match c {
+                        std::path::Component::ParentDir => {
+                            real.pop();
+                        }
+                        std::path::Component::CurDir => {}
+                        other => real.push(other),
+                    }
+                }
+                if let (Some(parent), Some(file)) = (real.parent(), real.file_name()) {
+                    out.entry((None, parent.as_os_str().as_bytes().to_vec()))
+                        .or_default()
+                        .insert(file.as_bytes().to_vec());
+                }
+                return;
+            }
+            let parts: Vec<&[u8]> = name
+                .components()
+                .filter_map(|c| match c {
+                    std::path::Component::Normal(p) => Some(p.as_bytes()),
+                    _ => None,
+                })
+                .collect();
+            let mut dir = dir.to_path_buf();
+            for (i, part) in parts.iter().enumerate() {
+                out.entry((base, dir.as_os_str().as_bytes().to_vec()))
+                    .or_default()
+                    .insert(part.to_vec());
+                if i + 1 == parts.len() {
+                    break;
+                }
+                dir.push(OsStr::from_bytes(part));
+                match resolve(base, dir.as_os_str().as_bytes(), include_dirs, installation) {
+                    Some(p) if crate::fs::observe::is_dir(&p) => {}
+                    _ => break,
+                }
+            }
+        };
+        for (base, dir) in search {
+            for name in &self.everywhere {
+                look(*base, dir, name);
+            }
+        }
+        for ((base, dir), names) in &self.beside {
+            let dir = Path::new(OsStr::from_bytes(dir));
+            for name in names {
+                look(*base, dir, name);
+            }
+        }
+        out
     }
 }
 
@@ -741,6 +992,7 @@ mod tests {
                 name: dir.as_os_str().as_bytes().to_vec(),
                 stat: FileStat::read(dir),
                 listing: Some([9; 32]),
+                looked_up: None,
             }],
         }
     }
@@ -849,6 +1101,7 @@ mod tests {
             system_include_dirs: Vec::new(),
         };
         let recorded = record(
+            b"#include <nv/extra.h>\n",
             &[Dependency {
                 include_dir: None,
                 name: header.clone(),
@@ -860,28 +1113,40 @@ mod tests {
             SystemTime::now(),
             None,
         );
-        let dirs: Vec<(Option<u32>, String)> = recorded
+        let dirs: Vec<(Option<u32>, String, Vec<String>)> = recorded
             .manifest
             .dirs
             .iter()
-            .map(|d| (d.include_dir, String::from_utf8_lossy(&d.name).into_owned()))
+            .map(|d| {
+                let names = d.looked_up.as_ref().unwrap();
+                (
+                    d.include_dir,
+                    String::from_utf8_lossy(&d.name).into_owned(),
+                    names
+                        .iter()
+                        .map(|n| String::from_utf8_lossy(n).into_owned())
+                        .collect(),
+                )
+            })
             .collect();
-        let installation = |names: &[&str]| -> Vec<(Option<u32>, String)> {
-            names
-                .iter()
-                .map(|n| (Some(INSTALLATION), n.to_string()))
+        let installation = |dirs: &[(&str, &[&str])]| -> Vec<(Option<u32>, String, Vec<String>)> {
+            dirs.iter()
+                .map(|(d, names)| {
+                    let names = names.iter().map(|n| n.to_string()).collect();
+                    (Some(INSTALLATION), d.to_string(), names)
+                })
                 .collect()
         };
-        // `<nv/extra.h>` searches `include/nv` first: a header added there shadows this one.
+        // `<nv/extra.h>` searches `include/nv` first: an `extra.h` added there shadows this
+        // header; so would a `cccl` directory added in `include/cccl`. Nothing else there is
+        // looked up.
         assert_eq!(
             dirs,
             installation(&[
-                "include",
-                "include/cccl",
-                "include/cccl/cccl",
-                "include/cccl/cccl/nv",
-                "include/cccl/nv",
-                "include/nv",
+                ("include", &["cccl", "nv"]),
+                ("include/cccl", &["cccl", "nv"]),
+                ("include/cccl/nv", &["extra.h"]),
+                ("include/nv", &["extra.h"]),
             ])
         );
     }

@@ -36,6 +36,7 @@ pub mod flags;
 pub mod hiprtc;
 pub mod host_compiler;
 pub mod identity;
+pub mod include_names;
 pub mod library_search;
 pub mod nvcc;
 pub mod nvrtc;

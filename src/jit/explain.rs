@@ -223,7 +223,7 @@ fn check_manifest(
         .map(|d| {
             let path = manifest::resolve(d.include_dir, &d.name, include_dirs, installation);
             let (stat, entries) = match &path {
-                Some(p) => manifest::dir_state_listed(p),
+                Some(p) => manifest::dir_state_listed(p, d.looked_up.as_deref()),
                 None => (None, None),
             };
             let listing = entries.as_deref().map(manifest::hash_listing);

@@ -1021,6 +1021,7 @@ impl Jit {
         let mut search = manifest::extra_search_dirs(&o.extra_flags, &backend.environment());
         search.extend(backend.own_search_dirs());
         let recorded = manifest::record(
+            source,
             &out.dependencies,
             &o.include_dirs,
             &search,

@@ -566,14 +566,17 @@ fn explain_refuses_what_compile_refuses_with_the_same_message_and_status() {
     assert!(entries.is_empty(), "something was compiled: {entries:?}");
 }
 
-/// A header put beside the source (a new file in a directory the compile searched, which
-/// makes the header manifest differ) is named, in the library's explanation and in the
-/// command's text; so is one removed.
+/// A header put beside the source under a name the compile looked up (a `__has_include`
+/// that now finds it) is named, in the library's explanation and in the command's text; so is
+/// one removed. Files of names nothing looked up, added beside them, are not.
 #[test]
-fn explain_names_a_header_added_beside_the_source_or_removed() {
+fn explain_names_a_looked_up_header_added_beside_the_source_or_removed() {
     let s = StandIn::new();
     let include = &s.include;
-    let source = format!("#include \"scale.h\"\n{KERNEL}");
+    let source = format!(
+        "#if __has_include(\"added.h\") || __has_include(\"old.h\")\n#endif\n\
+         #include \"scale.h\"\n{KERNEL}"
+    );
     std::fs::write(include.join("old.h"), "// unused\n").unwrap();
     let first = s
         .jit()
@@ -582,6 +585,7 @@ fn explain_names_a_header_added_beside_the_source_or_removed() {
     assert_eq!(first.origin(), Origin::Compiler);
 
     std::fs::write(include.join("added.h"), "// new\n").unwrap();
+    std::fs::write(include.join("unrelated.h"), "// new\n").unwrap();
     std::fs::create_dir(include.join("sub")).unwrap();
     std::fs::remove_file(include.join("old.h")).unwrap();
     let e = s
@@ -590,7 +594,7 @@ fn explain_names_a_header_added_beside_the_source_or_removed() {
         .unwrap();
     assert_eq!(differing(&e), ["dir include/0"]);
     let d = &e.nearest.as_ref().unwrap().differing[0];
-    assert_eq!(d.now, ["added.h", "sub/"]);
+    assert_eq!(d.now, ["added.h"]);
     assert_eq!(d.entry, ["old.h"]);
     let check = e
         .manifest
@@ -600,10 +604,7 @@ fn explain_names_a_header_added_beside_the_source_or_removed() {
         .iter()
         .find(|d| d.name == "include/0")
         .unwrap();
-    assert_eq!(
-        check.added.as_deref(),
-        Some(&["added.h".to_string(), "sub/".into()][..])
-    );
+    assert_eq!(check.added.as_deref(), Some(&["added.h".to_string()][..]));
     assert_eq!(check.removed.as_deref(), Some(&["old.h".to_string()][..]));
 }
 
@@ -616,7 +617,11 @@ fn the_command_names_a_header_added_beside_the_source_file() {
     std::fs::create_dir(&src_dir).unwrap();
     std::fs::write(src_dir.join("scale.h"), HEADER).unwrap();
     let file = src_dir.join("scale.hip");
-    std::fs::write(&file, SOURCE).unwrap();
+    std::fs::write(
+        &file,
+        format!("#if __has_include(\"extra.h\")\n#endif\n{SOURCE}"),
+    )
+    .unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir(&home).unwrap();
     let root = dir.path().join("cache");
@@ -630,6 +635,11 @@ fn the_command_names_a_header_added_beside_the_source_file() {
     ];
     let (status, _, err) = hipjit(&["compile"], &args, &root, &home);
     assert_eq!(status, 0, "{err}");
+    // A file of a name nothing looks up changes nothing; one the source tests for does.
+    std::fs::write(src_dir.join("unrelated.h"), "// new\n").unwrap();
+    let (status, text, err) = hipjit(&["cache", "explain"], &args, &root, &home);
+    assert_eq!(status, 0, "{err}");
+    assert!(text.contains("hit"), "{text}");
     std::fs::write(src_dir.join("extra.h"), "// new\n").unwrap();
     let (status, text, err) = hipjit(&["cache", "explain"], &args, &root, &home);
     assert_eq!(status, 0, "{err}");

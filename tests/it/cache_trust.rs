@@ -686,8 +686,9 @@ impl Mounted {
     fn new(image: &Path, device: Option<&str>, at: &Path) -> Result<Mounted, String> {
         let device = match device {
             Some(d) => {
-                // The device just detached may still be busy for a moment (the kernel frees it
-                // once the last reference goes): tried again for up to 5 s.
+                // The device just detached may still be busy for a while (the kernel frees it
+                // once the last reference goes, later on a loaded machine): tried again for up
+                // to 30 s.
                 let mut tries = 0;
                 loop {
                     match sbin(
@@ -695,7 +696,7 @@ impl Mounted {
                         &["--read-only".as_ref(), d.as_ref(), image.as_ref()],
                     ) {
                         Ok(_) => break,
-                        Err(_) if tries < 50 => {
+                        Err(_) if tries < 300 => {
                             tries += 1;
                             std::thread::sleep(std::time::Duration::from_millis(100));
                         }
@@ -735,7 +736,14 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        let _ = sbin("umount", &[self.at.as_ref()]);
+        // A mount still busy for a moment (a child's last reference): tried again for 5 s,
+        // since the loop device is freed only once it is unmounted.
+        for _ in 0..50 {
+            if sbin("umount", &[self.at.as_ref()]).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         let _ = sbin("losetup", &["--detach".as_ref(), self.device.as_ref()]);
     }
 }

@@ -11,6 +11,7 @@ mod cache_hit_rtc_library;
 #[cfg(feature = "cli")]
 mod cache_hit_syscalls;
 mod cache_key;
+mod cache_names;
 mod cache_race;
 mod cache_relocation;
 mod cache_trust;

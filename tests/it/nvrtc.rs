@@ -297,6 +297,7 @@ fn editing_a_header_in_an_include_directory_changes_the_key_and_the_cubin() {
     let direct = CacheKey([2; 32]);
     let first = compile();
     let recorded = manifest::record(
+        INCLUDES.as_bytes(),
         &first.dependencies,
         &include_dirs,
         &[],
@@ -321,6 +322,7 @@ fn editing_a_header_in_an_include_directory_changes_the_key_and_the_cubin() {
     // A header added beside it (which an #include may now find first) changes the key too.
     std::fs::write(dir.path().join("new.h"), "\n").unwrap();
     let after_add = manifest::record(
+        INCLUDES.as_bytes(),
         &compile().dependencies,
         &include_dirs,
         &[],

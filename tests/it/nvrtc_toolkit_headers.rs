@@ -193,12 +193,23 @@ fn a_toolkit_header_edited_in_place_or_added_is_a_miss_and_a_hit_checks_only_wha
     );
     assert_origin(&compile(&home, &lib, &src, None), "hit (disk)", "once more");
 
-    // A header added at the top of the tree, where an #include would find it first.
+    // A header of a name nothing looks up, added at the top of the tree, changes nothing.
     std::fs::write(prefix.join("include/added.h"), "#define ADDED 1\n").unwrap();
     assert_origin(
         &compile(&home, &lib, &src, None),
+        "hit (disk)",
+        "after a header nothing includes was added to the toolkit's include",
+    );
+    // One of the name the source includes, in a directory searched for it, is a miss.
+    std::fs::write(
+        prefix.join("include/cccl/vector_types.h"),
+        "#define SHADOW 1\n",
+    )
+    .unwrap();
+    assert_origin(
+        &compile(&home, &lib, &src, None),
         "miss",
-        "after a header was added to the toolkit's include",
+        "after a vector_types.h was added to a directory searched for it",
     );
 }
 
@@ -986,9 +997,10 @@ fn a_copied_cache_tag_leaves_the_header_keyed(header: &str, tag_dir: &str) {
         inc.join(tag_dir).join("CACHEDIR.TAG"),
     )
     .unwrap();
+    // A file of a name nothing looks up: the same compile.
     assert_origin(
         &run(),
-        "miss",
+        "hit (disk)",
         &format!("after the tag was copied into {tag_dir}/"),
     );
     let first = std::fs::read(home.join("out.cubin")).unwrap();

@@ -304,6 +304,7 @@ fn editing_an_included_header_changes_the_key_and_the_code() {
     let direct = CacheKey([1; 32]);
     let first = compile();
     let recorded = manifest::record(
+        INCLUDES.as_bytes(),
         &first.dependencies,
         &include_dirs,
         &[],
@@ -326,6 +327,7 @@ fn editing_an_included_header_changes_the_key_and_the_code() {
     let second = compile();
     assert_ne!(second.code, first.code, "WIDTH 8 compiles to other code");
     let again = manifest::record(
+        INCLUDES.as_bytes(),
         &second.dependencies,
         &include_dirs,
         &[],
