@@ -813,7 +813,7 @@ impl NamesLookedUp {
         if let (None, Some((directive, _))) = (&self.computed, found.computed) {
             self.computed = Some(directive);
         }
-        for (name, delimiter) in found.names {
+        for (name, delimiter, _) in found.names {
             if let (Some(dir), crate::compiler::include_names::Delimiter::Quoted) =
                 (&dir, delimiter)
             {

@@ -19,8 +19,9 @@ pub enum Delimiter {
 /// What [`scan`] found in one text.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IncludeNames {
-    /// Each name looked up, in order of appearance, with its delimiter (repeats kept).
-    pub names: Vec<(Vec<u8>, Delimiter)>,
+    /// Each name looked up, in order of appearance, with its delimiter and 1-based line
+    /// (repeats kept).
+    pub names: Vec<(Vec<u8>, Delimiter, usize)>,
     /// The first directive or test whose name is computed (`#include MACRO`,
     /// `__has_include(MACRO)`), as written (trimmed), with its 1-based line.
     pub computed: Option<(String, usize)>,
@@ -96,7 +97,7 @@ pub fn scan(text: &[u8]) -> IncludeNames {
             });
             if let Some(rest) = rest {
                 match name_at(rest) {
-                    Some((name, delimiter)) => out.names.push((name.to_vec(), delimiter)),
+                    Some((name, delimiter)) => out.names.push((name.to_vec(), delimiter, i + 1)),
                     // A macro (an identifier) names the file; anything else is no directive.
                     None if rest
                         .trim_ascii_start()
@@ -117,7 +118,7 @@ pub fn scan(text: &[u8]) -> IncludeNames {
                 .unwrap_or(rest)
                 .trim_ascii_start();
             match rest.strip_prefix(b"(").and_then(name_at) {
-                Some((name, delimiter)) => out.names.push((name.to_vec(), delimiter)),
+                Some((name, delimiter)) => out.names.push((name.to_vec(), delimiter, i + 1)),
                 // `#ifdef __has_include` and `defined(__has_include)` name no file.
                 None if !rest.starts_with(b"(") => {}
                 None => computed(&mut out),
@@ -142,7 +143,7 @@ mod tests {
               #include NAME\n",
         );
         let names: Vec<(&[u8], Delimiter)> =
-            s.names.iter().map(|(n, d)| (n.as_slice(), *d)).collect();
+            s.names.iter().map(|(n, d, _)| (n.as_slice(), *d)).collect();
         assert_eq!(
             names,
             [

@@ -20,6 +20,7 @@
 //! documentation's "Thread Safety" section), so no lock is taken.
 
 use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::depfile::Dependency;
@@ -151,58 +152,35 @@ pub fn prelude_headers_with(fp16_found: bool) -> &'static [(String, Vec<u8>)] {
 /// The first `#include` (or `#include_next`, `__has_include`) in `text` that can name a file
 /// outside the include directories NVRTC is given: an absolute name, a name with a `..`
 /// component, or a computed one (`#include MACRO`). NVRTC reports no list of the files it
-/// reads, so hipjit keys an NVRTC compile on the files under its include directories; a file
-/// reached by such a name would be read without being keyed, and editing it would not change
-/// the key. Returns the directive and its 1-based line.
+/// reads, so hipjit keys an NVRTC compile on the files it observes it opening under its include
+/// directories; a file reached by such a name would be read without being keyed, and editing
+/// it would not change the key. Returns the directive and its 1-based line.
 ///
-/// The scan is lexical and conservative: a directive inside `#if 0` or a block comment counts.
+/// The scan is lexical ([`super::include_names::scan`]): a directive inside `#if 0` counts.
 pub fn untracked_include(text: &[u8]) -> Option<(String, usize)> {
-    fn escapes(name: &[u8]) -> bool {
-        name.first() == Some(&b'/') || name.split(|&b| b == b'/').any(|c| c == b"..")
+    let escapes =
+        |name: &[u8]| name.first() == Some(&b'/') || name.split(|&b| b == b'/').any(|c| c == b"..");
+    let found = super::include_names::scan(text);
+    let escaping = found
+        .names
+        .iter()
+        .find(|(name, _, _)| escapes(name))
+        .map(|(_, _, line)| *line);
+    let shown = |line: usize| {
+        let text = text
+            .split(|&b| b == b'\n')
+            .nth(line - 1)
+            .unwrap_or_default();
+        (
+            String::from_utf8_lossy(text.trim_ascii()).into_owned(),
+            line,
+        )
+    };
+    match (escaping, found.computed) {
+        (Some(l), Some((c, lc))) => Some(if l <= lc { shown(l) } else { (c, lc) }),
+        (Some(l), None) => Some(shown(l)),
+        (None, computed) => computed,
     }
-    // After `#include` or `__has_include(`: the quoted or bracketed name, or None when computed.
-    fn name_at(rest: &[u8]) -> Option<&[u8]> {
-        let rest = rest.trim_ascii_start();
-        let close = match rest.first()? {
-            b'"' => b'"',
-            b'<' => b'>',
-            _ => return None,
-        };
-        let end = rest[1..].iter().position(|&b| b == close)?;
-        Some(&rest[1..1 + end])
-    }
-    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
-        let shown = || String::from_utf8_lossy(line.trim_ascii()).into_owned();
-        let t = line.trim_ascii_start();
-        if let Some(d) = t.strip_prefix(b"#") {
-            let d = d.trim_ascii_start();
-            let rest = d
-                .strip_prefix(b"include_next")
-                .or_else(|| d.strip_prefix(b"include"));
-            if let Some(rest) = rest {
-                match name_at(rest) {
-                    Some(name) if !escapes(name) => {}
-                    _ => return Some((shown(), i + 1)),
-                }
-            }
-        }
-        let mut at = line;
-        while let Some(pos) = at.windows(13).position(|w| w == b"__has_include") {
-            let rest = &at[pos + 13..];
-            let rest = rest
-                .strip_prefix(b"_next")
-                .unwrap_or(rest)
-                .trim_ascii_start();
-            match rest.strip_prefix(b"(").and_then(name_at) {
-                Some(name) if !escapes(name) => {}
-                // `#ifdef __has_include` and `defined(__has_include)` name no file.
-                None if !rest.starts_with(b"(") => {}
-                _ => return Some((shown(), i + 1)),
-            }
-            at = rest;
-        }
-    }
-    None
 }
 
 /// `-default-device`: functions without an execution-space attribute are device functions.
@@ -241,20 +219,32 @@ pub fn arch_option(target: SmTarget) -> String {
     format!("-arch={target}")
 }
 
-/// What an NVRTC compile of `input` reads from its include directories, and what it refuses
-/// before NVRTC is called ([`NvRtc::compile`]; `hipjit cache explain` asks the same through
-/// [`crate::compiler::refusal::before_compiling`]): a virtual architecture, an include
-/// directory that is not one, a tree too large to key, an `#include` that can name a file
-/// outside the include directories ([`untracked_include`]) in the source or in any file under
-/// them. `own`: the toolkit's header directory beside this NVRTC, symbolic links resolved
-/// (the headers a compile opens there are observed, not walked). Returns the include
-/// directories with symbolic links resolved and the files under them.
+/// A directory tree an NVRTC compile may read headers from, whose opens are observed: one of
+/// the caller's include directories (by index) or a `-I` among the options (absolute).
+#[derive(Clone, Debug)]
+pub(crate) struct IncludeTree {
+    /// The index into the caller's include directories, `None` for a `-I` of the options.
+    pub(crate) include_dir: Option<usize>,
+    /// The directory as given (absolute for a `-I` of the options).
+    pub(crate) given: PathBuf,
+    /// The directory with symbolic links resolved, as NVRTC is handed it and as it is watched.
+    pub(crate) real: PathBuf,
+}
+
+/// What an NVRTC compile of `input` refuses before NVRTC is called ([`NvRtc::compile`];
+/// `hipjit cache explain` asks the same through [`crate::compiler::refusal::before_compiling`]):
+/// a virtual architecture, an include directory that is not one, an `#include` of the source
+/// that can name a file outside the include directories ([`untracked_include`]; those of the
+/// headers it reads are checked once the compile has opened them). `own`: the toolkit's
+/// header directory beside this NVRTC, symbolic links resolved (observed by the caller).
+/// Returns the include directories with symbolic links resolved and the trees whose opens the
+/// compile observes.
 ///
 /// Errors: [`RtcError::Arch`], [`RtcError::IncludeDir`], [`RtcError::NoDependencies`].
 pub(crate) fn checked_input(
     input: &RtcInput<'_>,
     own: Option<&Path>,
-) -> Result<(Vec<PathBuf>, Vec<Dependency>), RtcError> {
+) -> Result<(Vec<PathBuf>, Vec<IncludeTree>), RtcError> {
     let arch = requested_arch(input.options);
     if let Some(arch) = arch.filter(|a| a.starts_with("compute_")) {
         let sm = arch.trim_start_matches("compute_");
@@ -268,72 +258,173 @@ pub(crate) fn checked_input(
         });
     }
     let canonical = rtc::canonical_include_dirs(input.include_dirs)?;
-    let no_deps = |reason: String| RtcError::NoDependencies {
-        compiler: COMPILER,
-        reason,
-    };
-    let mut dependencies = Vec::new();
-    let mut budget = rtc::MAX_TRACKED_FILES;
-    let walk = |dir: &Path, budget: &mut usize| {
-        let files = rtc::files_under(dir, *budget, rtc::CacheRoots::Skip).map_err(|why| {
-            no_deps(format!(
-                "NVRTC reports no dependency list, so hipjit keys on every file under its \
-                 include directories, and {why}"
-            ))
-        })?;
-        *budget -= files.len();
-        Ok::<_, RtcError>(files)
-    };
-    for (i, (given, real)) in input.include_dirs.iter().zip(&canonical).enumerate() {
-        for name in walk(real, &mut budget)? {
-            dependencies.push(Dependency {
-                include_dir: Some(i),
-                path: given.join(&name),
-                name,
-            });
-        }
-    }
+    let mut trees: Vec<IncludeTree> = input
+        .include_dirs
+        .iter()
+        .zip(&canonical)
+        .enumerate()
+        .map(|(i, (given, real))| IncludeTree {
+            include_dir: Some(i),
+            given: given.clone(),
+            real: real.clone(),
+        })
+        .collect();
     for dir in rtc::include_dirs_in_options(input.options) {
         let dir = std::env::current_dir()
             .map(|cwd| cwd.join(&dir))
             .unwrap_or(dir);
+        let Ok(real) = crate::fs::observe::canonicalize(&dir) else {
+            continue; // NVRTC finds nothing there either.
+        };
         // The toolkit's own headers (and CCCL's below them): observed by the caller.
-        if let (Some(own), Ok(real)) = (own, crate::fs::observe::canonicalize(&dir)) {
-            if real.starts_with(own) {
-                continue;
-            }
+        if own.is_some_and(|own| real.starts_with(own)) {
+            continue;
         }
-        for name in walk(&dir, &mut budget)? {
-            let path = dir.join(name);
-            dependencies.push(Dependency {
-                include_dir: None,
-                name: path.clone(),
-                path,
-            });
-        }
+        trees.push(IncludeTree {
+            include_dir: None,
+            given: dir,
+            real,
+        });
     }
-    // A file reached by an absolute, `..` or computed name would be read unkeyed.
-    let untracked = |file: &str, text: &[u8]| {
-        untracked_include(text).map(|(directive, line)| {
-            no_deps(format!(
-                "`{directive}` ({file}, line {line}) can name a file outside the include \
-                 directories, which NVRTC would read without reporting it, so the result \
-                 could not be keyed by it; include it by a name below an include directory, \
-                 or compile with nvcc (HIPJIT_COMPILER=nvcc), which lists what it reads"
-            ))
-        })
-    };
     if let Some(e) = untracked(input.name, input.source) {
         return Err(e);
     }
-    for d in &dependencies {
-        if let Ok(text) = std::fs::read(&d.path) {
-            if let Some(e) = untracked(&d.path.display().to_string(), &text) {
-                return Err(e);
+    if let Some(e) = untracked_reachable(input.source, &trees) {
+        return Err(e);
+    }
+    Ok((canonical, trees))
+}
+
+/// The most headers [`untracked_reachable`] reads.
+const MAX_REACHED_HEADERS: usize = 2000;
+
+/// The refusal of the first header the source can reach through the include trees (names
+/// resolved as NVRTC resolves them: a quoted one beside the including header first, then each
+/// tree in order) whose `#include` can name a file outside them ([`untracked_include`]). What
+/// no `#include` can reach is never read. A lexical scan: a directive inside `#if 0` counts.
+fn untracked_reachable(source: &[u8], trees: &[IncludeTree]) -> Option<RtcError> {
+    use super::include_names::{scan, Delimiter};
+    let mut seen = std::collections::HashSet::new();
+    let mut queue: std::collections::VecDeque<(Option<PathBuf>, Vec<u8>)> =
+        std::collections::VecDeque::from([(None, source.to_vec())]);
+    while let Some((file, text)) = queue.pop_front() {
+        for (name, delimiter, _) in scan(&text).names {
+            let name = Path::new(std::ffi::OsStr::from_bytes(&name));
+            if name.is_absolute() {
+                continue; // refused by `untracked` of the file naming it
             }
+            let beside = file
+                .as_deref()
+                .and_then(Path::parent)
+                .filter(|_| delimiter == Delimiter::Quoted);
+            let found = beside
+                .into_iter()
+                .chain(trees.iter().map(|t| t.real.as_path()))
+                .map(|d| d.join(name))
+                .find(|p| crate::fs::observe::is_file(p));
+            let Some(found) = found else { continue };
+            if seen.len() == MAX_REACHED_HEADERS || !seen.insert(found.clone()) {
+                continue;
+            }
+            let Ok(text) = std::fs::read(&found) else {
+                continue;
+            };
+            if let Some(e) = untracked(&found.display().to_string(), &text) {
+                return Some(e);
+            }
+            queue.push_back((Some(found), text));
         }
     }
-    Ok((canonical, dependencies))
+    None
+}
+
+/// [`untracked_include`] of `text` (file `file`) as the refusal it makes.
+fn untracked(file: &str, text: &[u8]) -> Option<RtcError> {
+    untracked_include(text).map(|(directive, line)| RtcError::NoDependencies {
+        compiler: COMPILER,
+        reason: format!(
+            "`{directive}` ({file}, line {line}) can name a file outside the include \
+             directories, which NVRTC would read without reporting it, so the result could not \
+             be keyed by it; include it by a name below an include directory, or compile with \
+             nvcc (HIPJIT_COMPILER=nvcc), which lists what it reads"
+        ),
+    })
+}
+
+/// Watches `trees` for the files a compile opens ([`OpenedFiles::watch`]).
+///
+/// Errors: [`RtcError::NoDependencies`] naming the tree that cannot be watched (more than
+/// [`super::opened_files::MAX_WATCHED_DIRS`] directories, the kernel's inotify limits).
+pub(crate) fn watch_trees(trees: &[IncludeTree]) -> Result<Vec<OpenedFiles>, RtcError> {
+    trees
+        .iter()
+        .map(|t| {
+            OpenedFiles::watch(&t.real).map_err(|why| RtcError::NoDependencies {
+                compiler: COMPILER,
+                reason: format!(
+                    "NVRTC reports no dependency list, so hipjit observes the files it opens \
+                     under its include directories, and {why}"
+                ),
+            })
+        })
+        .collect()
+}
+
+/// The files a compile opened under `trees` (`watches`, in the same order, started before it)
+/// as its dependencies: by include directory index and name below it, or by absolute path.
+/// What hipjit writes in a cache root below a tree (a tagged root's own directories) is left
+/// out; every header opened is checked for an `#include` that can name a file outside the
+/// trees ([`untracked_include`]).
+///
+/// Errors: [`RtcError::NoDependencies`] when a watch's answer cannot be trusted
+/// ([`OpenedFiles::finish`]) or for such an `#include`.
+pub(crate) fn opened_dependencies(
+    trees: &[IncludeTree],
+    watches: Vec<OpenedFiles>,
+) -> Result<Vec<Dependency>, RtcError> {
+    let mut out = Vec::new();
+    for (tree, watch) in trees.iter().zip(watches) {
+        let files = watch.finish().map_err(|why| RtcError::NoDependencies {
+            compiler: COMPILER,
+            reason: format!(
+                "NVRTC reports no dependency list, and the files it opened under {} could not \
+                 be observed: {why}",
+                tree.given.display()
+            ),
+        })?;
+        for path in files {
+            if rtc::in_hipjit_own_dir(&tree.real, &path) {
+                continue;
+            }
+            if let Ok(text) = std::fs::read(&path) {
+                if let Some(e) = untracked(&path.display().to_string(), &text) {
+                    return Err(e);
+                }
+            }
+            out.push(match (tree.include_dir, path.strip_prefix(&tree.real)) {
+                (Some(i), Ok(rel)) => Dependency {
+                    include_dir: Some(i),
+                    path: tree.given.join(rel),
+                    name: rel.to_path_buf(),
+                },
+                (None, Ok(rel)) => {
+                    let path = tree.given.join(rel);
+                    Dependency {
+                        include_dir: None,
+                        name: path.clone(),
+                        path,
+                    }
+                }
+                // A link's target outside the tree: by its absolute path.
+                (_, Err(_)) => Dependency {
+                    include_dir: None,
+                    name: path.clone(),
+                    path,
+                },
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// A loaded NVRTC library, never unloaded.
@@ -565,22 +656,23 @@ impl NvRtc {
     /// program's name, relative to the process's working directory), while one of a header is
     /// still looked up beside that header (`--no-source-include` would turn off both, and the
     /// toolkit's `mma.h` would not compile); the log and diagnostics say `input.name`. NVRTC
-    /// reports no dependency list (13.5 rejects `-M`, `-MD`), so the dependencies are every
-    /// regular file under every include directory, those of `input.include_dirs` by index and
-    /// those of `-I` options as absolute paths (at most [`rtc::MAX_TRACKED_FILES`]): editing,
-    /// adding or removing any of them changes the header manifest. The CUDA toolkit's headers
-    /// beside this NVRTC ([`NvRtc::include_dir`], about 2,500 files) are not listed: the
-    /// caller observes the ones a compile opens ([`toolkit_headers_opened`]), as
-    /// [`crate::compiler::Backend::compile`] does. A file named by an absolute
-    /// path, a name with `..` or a computed name in an `#include` (or `__has_include`) of the
-    /// source or of any of those files is refused ([`untracked_include`]): NVRTC would read
-    /// such a file without its being keyed.
+    /// reports no dependency list (13.5 rejects `-M`, `-MD`), so the dependencies are the
+    /// regular files it is observed opening ([`OpenedFiles`], inotify) under each include
+    /// directory, those of `input.include_dirs` by index and those of `-I` options as absolute
+    /// paths: editing one, or adding a file of a name looked up beside them, changes the
+    /// header manifest; a file nothing opens never affects the compile, its key or a refusal.
+    /// The CUDA toolkit's headers beside this NVRTC ([`NvRtc::include_dir`]) are observed by
+    /// the caller ([`toolkit_headers_opened`]), as [`crate::compiler::Backend::compile`] does.
+    /// A file named by an absolute path, a name with `..` or a computed name in an `#include`
+    /// (or `__has_include`) of the source or of a header it opened is refused
+    /// ([`untracked_include`]): NVRTC would read such a file without its being keyed.
     ///
     /// Errors: [`RtcError::Arch`] before compiling for `-arch=compute_NN` (or
     /// `--gpu-architecture=compute_NN`), which yields PTX and an empty cubin;
     /// [`RtcError::IncludeDir`] for an include directory that is not one;
-    /// [`RtcError::NoDependencies`] when an include directory cannot be walked or holds too
-    /// many files, or for an untracked `#include`; [`RtcError::NulByte`] before any call; [`RtcError::Compile`] with the program
+    /// [`RtcError::NoDependencies`] when the opens under an include directory cannot be
+    /// observed (more than [`super::opened_files::MAX_WATCHED_DIRS`] directories below it, the
+    /// kernel's inotify limits, a lost event), or for an untracked `#include`; [`RtcError::NulByte`] before any call; [`RtcError::Compile`] with the program
     /// log; [`RtcError::EmptyOutput`] for a 0-byte cubin; [`RtcError::Call`] for another failing
     /// call.
     pub fn compile(&self, input: &RtcInput<'_>) -> Result<RtcOutput, RtcError> {
@@ -613,7 +705,8 @@ impl NvRtc {
         let own = self
             .include_dir()
             .and_then(|d| crate::fs::observe::canonicalize(d).ok());
-        let (canonical, dependencies) = checked_input(input, own.as_deref())?;
+        let (canonical, trees) = checked_input(input, own.as_deref())?;
+        let watches = watch_trees(&trees)?;
         // The caller's include directories first, then the options (whose `-I`s, the
         // toolkit's among them, come after), as nvcc searches: `-I` directories in order.
         let mut extra = rtc::include_options(&canonical);
@@ -651,6 +744,7 @@ impl NvRtc {
                 other => other,
             })?;
         drop(scratch);
+        let dependencies = opened_dependencies(&trees, watches)?;
         if out.code.is_empty() {
             return Err(RtcError::EmptyOutput {
                 compiler: COMPILER,

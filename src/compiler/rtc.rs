@@ -595,6 +595,27 @@ pub(crate) const HIPJIT_OWN_DIRS: [&str; 2] = [
     crate::compiler::identity::IDENTITY_DIR_NAME,
 ];
 
+/// Whether `path`, a file below `root`, lies in one of the [`HIPJIT_OWN_DIRS`] of a hipjit
+/// cache root at or below `root` (a real directory, not a link, beside hipjit's cache
+/// directory tag): what hipjit writes there while it compiles is no source's header.
+pub(crate) fn in_hipjit_own_dir(root: &Path, path: &Path) -> bool {
+    let Ok(rel) = path.strip_prefix(root) else {
+        return false;
+    };
+    let mut dir = root.to_path_buf();
+    for c in rel.parent().into_iter().flat_map(Path::components) {
+        let name = c.as_os_str();
+        if HIPJIT_OWN_DIRS.iter().any(|d| name == *d)
+            && crate::fs::cache_root::is_hipjit_cache(&dir)
+            && crate::fs::observe::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_dir())
+        {
+            return true;
+        }
+        dir.push(name);
+    }
+    false
+}
+
 /// Every regular file under `dir` (symbolic links followed, a directory under each path that
 /// reaches it), as
 /// names relative to it, sorted; at most `limit` of them. With [`CacheRoots::Skip`], the

@@ -222,8 +222,10 @@ fn the_identity_lists_the_library_and_its_builtins() {
 const INCLUDES: &str = "#include \"shape.h\"\n\
     extern \"C\" __global__ void k(int* o) { o[0] = WIDTH; }\n";
 
+/// What NVRTC opened under its include directories is reported (observed: it gives no
+/// dependency list), and nothing else: a file nothing includes is no dependency.
 #[test]
-fn every_file_under_the_include_directories_is_reported() {
+fn the_files_nvrtc_opened_under_the_include_directories_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     std::fs::write(dir.path().join("shape.h"), "#define WIDTH 7\n").unwrap();
@@ -243,18 +245,11 @@ fn every_file_under_the_include_directories_is_reported() {
         .collect();
     assert_eq!(
         got,
-        [
-            (
-                Some(0),
-                PathBuf::from("shape.h"),
-                dir.path().join("shape.h")
-            ),
-            (
-                Some(0),
-                PathBuf::from("sub/other.h"),
-                dir.path().join("sub/other.h")
-            ),
-        ]
+        [(
+            Some(0),
+            PathBuf::from("shape.h"),
+            dir.path().join("shape.h")
+        ),]
     );
 }
 
@@ -319,7 +314,7 @@ fn editing_a_header_in_an_include_directory_changes_the_key_and_the_cubin() {
     let second = compile();
     assert_ne!(second.code, first.code, "WIDTH 8 compiles to another cubin");
 
-    // A header added beside it (which an #include may now find first) changes the key too.
+    // A file nothing includes, added beside it, is no dependency: the same manifest.
     std::fs::write(dir.path().join("new.h"), "\n").unwrap();
     let after_add = manifest::record(
         INCLUDES.as_bytes(),
@@ -330,7 +325,76 @@ fn editing_a_header_in_an_include_directory_changes_the_key_and_the_cubin() {
         std::time::SystemTime::UNIX_EPOCH,
         None,
     );
-    assert_ne!(key::result_key(&direct, &after_add.manifest), looked_up);
+    assert_eq!(key::result_key(&direct, &after_add.manifest), looked_up);
+}
+
+/// Files nothing includes never affect an NVRTC compile, its key or a refusal: a `.txt` with a
+/// computed `#include`, and more files than the old walk of the include directories took
+/// (20,000), beside the one header read.
+#[test]
+fn files_nothing_includes_neither_refuse_nor_key_an_nvrtc_compile() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("shape.h"), "#define WIDTH 7\n").unwrap();
+    std::fs::create_dir(dir.path().join("notes")).unwrap();
+    std::fs::write(
+        dir.path().join("notes/template.txt"),
+        "#include HEADER_OF_THE_DAY\n#include \"/etc/hostname\"\n",
+    )
+    .unwrap();
+    let many = dir.path().join("data");
+    std::fs::create_dir(&many).unwrap();
+    for i in 0..20_001 {
+        std::fs::File::create(many.join(i.to_string())).unwrap();
+    }
+    let include_dirs = [dir.path().to_path_buf()];
+    let out = nvrtc()
+        .compile(&RtcInput {
+            include_dirs: &include_dirs,
+            ..input(INCLUDES.as_bytes(), &sm90())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<_> = out.dependencies.iter().map(|d| d.name.clone()).collect();
+    assert_eq!(names, [PathBuf::from("shape.h")]);
+}
+
+/// A header the source reaches that can name a file outside the include directories is still
+/// refused, before the compile; a tree too large to watch is refused naming why (Auto then
+/// compiles with nvcc).
+#[test]
+fn a_reached_untracked_include_and_an_unwatchable_tree_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("shape.h"), "#include \"../outside.h\"\n").unwrap();
+    let include_dirs = [dir.path().to_path_buf()];
+    let err = nvrtc()
+        .compile(&RtcInput {
+            include_dirs: &include_dirs,
+            ..input(INCLUDES.as_bytes(), &sm90())
+        })
+        .unwrap_err();
+    let RtcError::NoDependencies { reason, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        reason.contains("../outside.h") && reason.contains("shape.h"),
+        "{reason}"
+    );
+
+    let wide = tempfile::tempdir().unwrap();
+    std::fs::write(wide.path().join("shape.h"), "#define WIDTH 7\n").unwrap();
+    for i in 0..=hipjit::compiler::opened_files::MAX_WATCHED_DIRS {
+        std::fs::create_dir(wide.path().join(i.to_string())).unwrap();
+    }
+    let include_dirs = [wide.path().to_path_buf()];
+    let err = nvrtc()
+        .compile(&RtcInput {
+            include_dirs: &include_dirs,
+            ..input(INCLUDES.as_bytes(), &sm90())
+        })
+        .unwrap_err();
+    let RtcError::NoDependencies { reason, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(reason.contains("directories"), "{reason}");
 }
 
 #[test]
