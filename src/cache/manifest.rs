@@ -727,9 +727,6 @@ pub fn record(
             continue;
         };
         let below_include_dir = matches!(base, Some(i) if i != INSTALLATION);
-        if std::env::var_os("HIPJIT_DEBUG_NAMES").is_some() {
-            eprintln!("computed: {:?}", names.computed);
-        }
         let (stat, listing) = match dir_state_listed(&path, looked_up.as_deref()) {
             (stat, Some(entries)) => {
                 let hash = hash_listing(&entries);
