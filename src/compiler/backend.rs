@@ -354,7 +354,25 @@ impl HipRtcBackend {
         }
         push_defines(&mut o, options);
         o.extend(options.extra_flags.iter().cloned());
+        // hipRTC 5.x: hipcc's single optimisation pipeline, inlining and device libraries
+        // ([`super::hiprtc::hip5_parity_options`]), where they can give hipcc's code.
+        if let Some(dir) = self.hip5_parity_dir(options) {
+            let libraries = super::hiprtc::hip5_device_libraries(&dir, &options.targets[0], &o);
+            o.extend(super::hiprtc::hip5_parity_options(&libraries));
+        }
         Ok(o)
+    }
+
+    /// The device-library directory when `options` are compiled with hipRTC 5.x's parity
+    /// options ([`super::hiprtc::hip5_parity_options`]): HIP 5.x, `-O2` or `-O3`, and the
+    /// installation's device libraries found beside the library.
+    pub fn hip5_parity_dir(&self, options: &CompileOptions) -> Option<PathBuf> {
+        if self.major != 5
+            || !matches!(options.opt_level, super::OptLevel::O2 | super::OptLevel::O3)
+        {
+            return None;
+        }
+        super::hiprtc::hip5_device_library_dir(self.library.path())
     }
 }
 
@@ -878,10 +896,19 @@ impl Backend {
             }
             Backend::HipRtc(b) => {
                 let started = std::time::Instant::now();
+                // hipRTC 5.x's parity options need their header and the source's end.
+                let (parity_source, parity_headers);
+                let (source, headers) = if b.hip5_parity_dir(options).is_some() {
+                    parity_source = [source, super::hiprtc::HIP5_SOURCE_END.as_bytes()].concat();
+                    parity_headers = super::hiprtc::hip5_parity_headers();
+                    (&parity_source[..], &parity_headers[..])
+                } else {
+                    (source, &[][..])
+                };
                 let input = RtcInput {
                     source,
                     name: options.source_file_name(),
-                    headers: &[],
+                    headers,
                     include_dirs: &options.include_dirs,
                     options: &handed,
                 };

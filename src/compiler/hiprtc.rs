@@ -263,7 +263,8 @@ impl HipRtc {
     /// The files that decide what this hipRTC compiles, for the compiler identity of the cache
     /// key: the library itself (for HIP 5.x the runtime that holds it), the code-object
     /// compiler it loads (`libamd_comgr`) with LLVM (`libLLVM`, `libclang-cpp`, `liblld` where
-    /// split), and hipRTC's builtin headers (`libhiprtc-builtins`, beside the library). comgr
+    /// split), hipRTC's builtin headers (`libhiprtc-builtins`, beside the library) and, for
+    /// HIP 5.x, the device libraries its compiles link ([`hip5_device_library_dir`]). comgr
     /// is loaded by hipRTC at its first compile, so this runs one small compile first when none
     /// has run in the process (its result is ignored: a target the library cannot compile still
     /// loads comgr). Each file once, symlinks resolved, sorted.
@@ -288,8 +289,23 @@ impl HipRtc {
                 options: &options,
             });
         });
+        let mut files = vec![self.lib.path.clone()];
+        // HIP 5.x: the device libraries its compiles link ([`hip5_parity_options`]).
+        if self.hip_major() == Some(5) {
+            if let Some(dir) = hip5_device_library_dir(&self.lib.path) {
+                if let Ok(entries) = crate::fs::observe::read_dir(&dir) {
+                    let mut bc: Vec<PathBuf> = entries
+                        .flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "bc"))
+                        .collect();
+                    bc.sort();
+                    files.extend(bc);
+                }
+            }
+        }
         rtc::identity_files(
-            vec![self.lib.path.clone()],
+            files,
             &[
                 "libamd_comgr",
                 "libLLVM",
@@ -429,6 +445,125 @@ impl HipRtc {
             started,
         })
     }
+}
+
+/// The directory of the device libraries (`ocml.bc`, `oclc_*.bc`) of the HIP 5.x
+/// installation that holds the hipRTC library `library`: `<its directory>/amdgcn/bitcode`
+/// (Debian: `/usr/lib/x86_64-linux-gnu/amdgcn/bitcode`) or `<its directory>/../amdgcn/bitcode`
+/// (ROCm 5.x: `/opt/rocm/amdgcn/bitcode`), the first that holds `ocml.bc`; `None` when neither
+/// does.
+pub fn hip5_device_library_dir(library: &Path) -> Option<PathBuf> {
+    let dir = library.parent()?;
+    [
+        dir.join("amdgcn/bitcode"),
+        dir.parent()?.join("amdgcn/bitcode"),
+    ]
+    .into_iter()
+    .find(|d| crate::fs::observe::exists(&d.join("ocml.bc")))
+}
+
+/// The device libraries hipcc 5.x (clang 15's HIP toolchain) links into a compile for `target`
+/// with the hipRTC `options` (the flags that choose them: `-ffast-math`,
+/// `-funsafe-math-optimizations`, `-ffinite-math-only`, `-fgpu-flush-denormals-to-zero`,
+/// `-fhip-fp32-correctly-rounded-divide-sqrt`, `-mwavefrontsize64`, their `-fno-`/`-mno-`
+/// forms, last one winning, and `-mcode-object-version=N`), in hipcc's order, under `dir`:
+/// `hip`, `ocml`, `ockl`, `oclc_daz_opt_*`, `oclc_unsafe_math_*`, `oclc_finite_only_*`,
+/// `oclc_correctly_rounded_sqrt_*`, `oclc_wavefrontsize64_*`, `oclc_isa_version_<N>`,
+/// `oclc_abi_version_<400|500>`. The real parity test checks this list against `hipcc -###`.
+pub fn hip5_device_libraries(dir: &Path, target: &TargetId, options: &[String]) -> Vec<PathBuf> {
+    let processor = target.processor();
+    // gfx9 and older (three digits) are wave64 only; gfx10+ (four) default to wave32.
+    let gfx9 = processor.trim_start_matches("gfx").len() < 4;
+    let (mut daz, mut unsafe_math, mut finite, mut fast) = (false, false, false, false);
+    let (mut sqrt, mut wave64, mut cov) = (true, gfx9, 4u32);
+    for o in options {
+        match o.as_str() {
+            "-fgpu-flush-denormals-to-zero" | "-fcuda-flush-denormals-to-zero" => daz = true,
+            "-fno-gpu-flush-denormals-to-zero" | "-fno-cuda-flush-denormals-to-zero" => daz = false,
+            "-funsafe-math-optimizations" => unsafe_math = true,
+            "-fno-unsafe-math-optimizations" => unsafe_math = false,
+            "-ffinite-math-only" => finite = true,
+            "-fno-finite-math-only" => finite = false,
+            "-ffast-math" => fast = true,
+            "-fno-fast-math" => fast = false,
+            "-fhip-fp32-correctly-rounded-divide-sqrt" => sqrt = true,
+            "-fno-hip-fp32-correctly-rounded-divide-sqrt" => sqrt = false,
+            "-mwavefrontsize64" => wave64 = true,
+            "-mno-wavefrontsize64" => wave64 = gfx9,
+            _ => {
+                if let Some(v) = o.strip_prefix("-mcode-object-version=") {
+                    cov = v.parse().unwrap_or(cov);
+                }
+            }
+        }
+    }
+    let on = |b: bool| if b { "on" } else { "off" };
+    let isa = processor.trim_start_matches("gfx");
+    let abi = if cov >= 5 { 500 } else { 400 };
+    [
+        "hip".to_owned(),
+        "ocml".to_owned(),
+        "ockl".to_owned(),
+        format!("oclc_daz_opt_{}", on(daz)),
+        format!("oclc_unsafe_math_{}", on(unsafe_math || fast)),
+        format!("oclc_finite_only_{}", on(finite || fast)),
+        format!("oclc_correctly_rounded_sqrt_{}", on(sqrt)),
+        format!("oclc_wavefrontsize64_{}", on(wave64)),
+        format!("oclc_isa_version_{isa}"),
+        format!("oclc_abi_version_{abi}"),
+    ]
+    .into_iter()
+    .map(|name| dir.join(format!("{name}.bc")))
+    .collect()
+}
+
+/// The in-memory header [`hip5_parity_options`] includes (see there).
+pub const HIP5_INLINE_ALL_HEADER: &str = "hipjit_hip5_inline_all.h";
+
+/// Appended to the source compiled with [`hip5_parity_options`]: closes the header's
+/// `#pragma clang attribute push` (clang wants the pop in the same translation unit).
+pub const HIP5_SOURCE_END: &str = "\n#pragma clang attribute pop\n";
+
+/// The headers a compile with [`hip5_parity_options`] hands hipRTC in memory.
+pub fn hip5_parity_headers() -> Vec<(String, Vec<u8>)> {
+    vec![(
+        HIP5_INLINE_ALL_HEADER.to_owned(),
+        b"#pragma clang attribute push (__attribute__((always_inline)), apply_to = function)\n"
+            .to_vec(),
+    )]
+}
+
+/// The options that make hipRTC 5.x compile as hipcc 5.x does (measured on HIP 5.2.3, gfx90a
+/// and gfx1030 with `-mcumode`: every kernel of the parity corpus identical, at `-O3`, `-O2`
+/// and with `-ffast-math`), appended after the caller's. hipRTC 5.x compiles in three comgr
+/// steps where hipcc runs one `clang -cc1`: source to bitcode at the requested level with
+/// `-mllvm -amdgpu-prelink`, a link with comgr's device libraries chosen without hipRTC's
+/// options (`oclc_wavefrontsize64_off` and `oclc_correctly_rounded_sqrt_off` even for gfx90a),
+/// then code generation with a fixed `-O3 -mcumode` that runs the whole optimisation pipeline
+/// a second time. `-Xclang -disable-llvm-passes` leaves the first step unoptimised, so that
+/// the pipeline runs once, after linking, as in hipcc; `-Xclang -mlink-builtin-bitcode` links
+/// hipcc's own device `libraries` ([`hip5_device_libraries`]) in the first step, as hipcc
+/// does, so comgr's link has nothing left to add. hipcc also inlines every device function
+/// not marked `noinline` (`-mllvm -amdgpu-early-inline-all=true -amdgpu-function-calls=false`);
+/// hipRTC passes `-mllvm` options to the first step only, where no pass now runs, so the
+/// in-memory header [`HIP5_INLINE_ALL_HEADER`] ([`hip5_parity_headers`], included first) marks
+/// the source's functions `always_inline` instead, and [`HIP5_SOURCE_END`] appended to the
+/// source closes it. Not reachable this way: `-O0`, `-O1`, `-Os`, `-Oz` (the code generation
+/// step is fixed at `-O3`) and WGP mode on gfx10+ (it is fixed at `-mcumode`).
+pub fn hip5_parity_options(libraries: &[PathBuf]) -> Vec<String> {
+    let mut o = vec![
+        "-Xclang".to_owned(),
+        "-disable-llvm-passes".to_owned(),
+        "-include".to_owned(),
+        HIP5_INLINE_ALL_HEADER.to_owned(),
+    ];
+    for l in libraries {
+        o.push("-Xclang".to_owned());
+        o.push("-mlink-builtin-bitcode".to_owned());
+        o.push("-Xclang".to_owned());
+        o.push(l.to_string_lossy().into_owned());
+    }
+    o
 }
 
 /// The values of the options that name a target: `--gpu-architecture`, `--offload-arch` (with

@@ -387,6 +387,18 @@ impl Compilers {
                 options.opt_level.flag()
             ))
         } else if !nvidia
+            && rtc.is_some_and(|(_, major)| major == 5)
+            && !matches!(
+                options.opt_level,
+                crate::compiler::OptLevel::O2 | crate::compiler::OptLevel::O3
+            )
+        {
+            Some(format!(
+                "{process_name}: {} asked for (hipRTC 5.x generates code at -O3 whatever the \
+                 level; its parity with {process_name} holds at -O2 and -O3)",
+                options.opt_level.flag()
+            ))
+        } else if !nvidia
             && selection::family(&processor).is_some_and(|f| f != "gfx9")
             && !options
                 .extra_flags

@@ -51,15 +51,7 @@ fn auto_on_gfx90a_follows_the_parity_finding_of_this_hiprtc() {
         .unwrap_or_else(|e| panic!("{e}"));
     let kind = chosen.backend.kind();
     match hiprtc_major() {
-        5 => {
-            assert_eq!(kind, CompilerKind::Hipcc, "{}", chosen.reason);
-            assert!(
-                chosen.reason.contains("9 of 28 kernels"),
-                "{}",
-                chosen.reason
-            );
-        }
-        6 => {
+        5 | 6 => {
             assert_eq!(kind, CompilerKind::Hiprtc, "{}", chosen.reason);
             assert!(
                 chosen.reason.contains("identical code"),
@@ -93,8 +85,8 @@ fn auto_on_gfx10_and_later_takes_hiprtc_only_with_the_cu_wgp_mode_pinned() {
         .compiler_for(SAXPY, &gfx(target).flag("-mcumode"))
         .unwrap();
     if major == 5 {
-        // Pinned or not, hipRTC 5.2.3's code differs from hipcc's on gfx1030.
-        assert!(unpinned.reason.contains("5 of 28"), "{}", unpinned.reason);
+        // hipRTC 5.2.3 cannot give hipcc's WGP-mode code on gfx1030: hipcc, pinned or not.
+        assert!(unpinned.reason.contains("WGP mode"), "{}", unpinned.reason);
         assert_eq!(
             pinned.backend.kind(),
             CompilerKind::Hipcc,
