@@ -29,7 +29,7 @@ SID_MIRROR="${HIPJIT_SID_MIRROR:-http://deb.debian.org/debian}"
 # e2fsprogs (mkfs.ext4, debugfs) and bindfs (a FUSE filesystem) for the stat-trust tests.
 TEST_PACKAGES=(hipcc libamdhip64-dev libamdhip64-5 rocm-device-libs llvm-15 clang-15
     libclang1-15 debootstrap unzip jq shellcheck python3-venv redis-server strace e2fsprogs
-    bindfs)
+    bindfs time)
 # What compiling a kernel needs (Debian 12+, Ubuntu 24.04+): hipcc and the HIP runtime.
 COMPILER_PACKAGES=(hipcc libamdhip64-dev)
 # What the sid root filesystem holds: hipcc 7.0.2 over clang-21, HIP 6.4.3, llvm-readelf-21.

@@ -344,6 +344,16 @@ impl HipRtcBackend {
             BackendKind::Hiprtc.std_flag(options.std, &self.identity),
         ];
         if let Some(v) = options.code_object_version {
+            // hipRTC 5.x generates code in a comgr step with fixed options: code object
+            // version 4, whatever it is asked (measured with HIP 5.2.3).
+            if self.major == 5 && v != 4 {
+                return Err(refuse(format!(
+                    "hipRTC {}.x writes code object version 4 whatever \
+                     -mcode-object-version asks (its code generation step takes no options); \
+                     use hipcc for code object version {v}",
+                    self.major
+                )));
+            }
             o.push(format!("-mcode-object-version={v}"));
         }
         if options.fast_math {

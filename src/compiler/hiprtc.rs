@@ -522,13 +522,17 @@ pub const HIP5_INLINE_ALL_HEADER: &str = "hipjit_hip5_inline_all.h";
 
 /// Appended to the source compiled with [`hip5_parity_options`]: closes the header's
 /// `#pragma clang attribute push` (clang wants the pop in the same translation unit).
-pub const HIP5_SOURCE_END: &str = "\n#pragma clang attribute pop\n";
+pub const HIP5_SOURCE_END: &str = "\n#pragma clang attribute pop\n#pragma clang diagnostic pop\n";
 
 /// The headers a compile with [`hip5_parity_options`] hands hipRTC in memory.
 pub fn hip5_parity_headers() -> Vec<(String, Vec<u8>)> {
     vec![(
         HIP5_INLINE_ALL_HEADER.to_owned(),
-        b"#pragma clang attribute push (__attribute__((always_inline)), apply_to = function)\n"
+        // The attribute unused (a source with no function of its own) is no warning of the
+        // caller's.
+        b"#pragma clang diagnostic push\n\
+          #pragma clang diagnostic ignored \"-Wpragma-clang-attribute\"\n\
+          #pragma clang attribute push (__attribute__((always_inline)), apply_to = function)\n"
             .to_vec(),
     )]
 }

@@ -386,6 +386,13 @@ impl Compilers {
                 "{process_name}: {} asked for (NVRTC has no optimisation levels)",
                 options.opt_level.flag()
             ))
+        } else if let (false, Some((_, 5)), Some(v)) =
+            (nvidia, rtc, options.code_object_version.filter(|v| *v != 4))
+        {
+            Some(format!(
+                "{process_name}: code object version {v} asked for (hipRTC 5.x writes version 4 \
+                 whatever it is asked)"
+            ))
         } else if !nvidia
             && rtc.is_some_and(|(_, major)| major == 5)
             && !matches!(

@@ -18,6 +18,8 @@ const HEADER: &str = "__device__ inline float twice(float v) { return 2.0f * v; 
 
 fn jit(root: &Path, hipcc: Option<PathBuf>) -> Jit {
     Jit::new(JitOptions {
+        // These tests relocate hipcc's installation.
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
         compiler_config: CompilerConfig {
             hipcc,
             ..CompilerConfig::default()

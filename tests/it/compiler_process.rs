@@ -186,7 +186,7 @@ fn the_compiler_and_its_children_die_with_hipjit() {
     .unwrap();
     std::fs::write(dir.path().join("k.hip"), "int x;\n").unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["compile", "--arch", "gfx90a"])
+        .args(["compile", "--compiler", "hipcc", "--arch", "gfx90a"])
         .arg(dir.path().join("k.hip"))
         .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
         .env("HIPJIT_HIPCC", fake_hipcc())
@@ -233,7 +233,7 @@ fn build_directories_of_dead_processes_are_swept() {
     std::fs::write(home.join("act.sh"), "exit 1\n").unwrap();
     std::fs::write(dir.path().join("k.hip"), "int x;\n").unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["compile", "--arch", "gfx90a"])
+        .args(["compile", "--compiler", "hipcc", "--arch", "gfx90a"])
         .arg(dir.path().join("k.hip"))
         .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
         .env("HIPJIT_HIPCC", fake_hipcc())

@@ -466,7 +466,7 @@ fn shell_code_in_variables_hipcc_pastes_is_refused_naming_the_variable() {
     ] {
         let o = run(hipjit(&dir.path().join("cache"))
             .env(name, &value)
-            .args(["compile", "--arch", "gfx90a"])
+            .args(["compile", "--compiler", "hipcc", "--arch", "gfx90a"])
             .arg(&src));
         assert_fails_naming(&o, &[name, "refusing to run hipcc"]);
         assert!(!pwned.exists(), "{name}={value} ran");
