@@ -48,6 +48,7 @@ pub mod request;
 pub mod rtc;
 pub mod selection;
 pub mod shell_env;
+pub mod source_scan;
 pub mod special_include;
 pub mod worker;
 
