@@ -4,6 +4,9 @@
 //! [`Selection`] carries the reason, which hipjit reports with the result.
 //!
 //! # The rule of `Auto`
+//! Auto takes an in-process compiler only where (a) the parity corpus proves it gives the
+//! process compiler's code for that target, and (b) the source is one it compiles. Step by
+//! step, for the platform of the targets:
 //! 1. A source holding a NUL byte goes to the process compiler (the in-process compilers take
 //!    C strings); with none, it is an error.
 //! 2. No process compiler found: the in-process compiler. A compiler set explicitly that
@@ -11,9 +14,21 @@
 //!    `HIPJIT_NVRTC_LIBRARY`, [`super::CompilerConfig::hipcc`], [`super::CompilerConfig::nvcc`]:
 //!    missing, not executable, refused) is not "not found": it is an error naming the setting,
 //!    before this rule is applied (`hipjit::jit`'s compilers).
-//! 3. Both found: the in-process compiler only where the parity test (tests/real/parity.rs,
+//! 3. Both found: (a) the in-process compiler only where the parity test (tests/real/parity.rs,
 //!    tests/it/nvrtc_parity.rs) proved it produces the process compiler's code on this toolchain
-//!    and target family ([`PARITY`]); elsewhere the process compiler.
+//!    and target family ([`PARITY`]), and only for what the test compared (one target, no
+//!    dumps, the CU/WGP mode pinned on gfx10 and later, `-O3` and includes NVRTC can report on
+//!    NVIDIA: `hipjit::jit`'s compilers); elsewhere the process compiler.
+//! 4. (b) What the source needs, where it can be known beforehand: host code or a header of
+//!    the C/C++ standard library or the system ([`super::source_scan`]) sends it to the process
+//!    compiler ([`source_needs_process`]), the reason naming what was found.
+//! 5. Where it cannot (a header that is neither HIP's own nor a system header, whose own
+//!    includes are not read; a source only the in-process compiler's own headers break), the
+//!    in-process compiler is tried; when it fails, the process compiler compiles the request
+//!    instead ([`retried`]), and the failure is remembered per (source, options), per process
+//!    and per user, so that later compiles, in fresh processes too, go straight to the process
+//!    compiler ([`remembered`]). A source that is the user's error fails in the process
+//!    compiler too, and that failure, with its diagnostics, is what the caller gets.
 
 use std::fmt;
 use std::str::FromStr;
@@ -225,6 +240,59 @@ pub fn auto(
     }
 }
 
+/// Step 4 of the rule: the reason the source needs the process compiler `process` rather than
+/// the in-process `in_process`, when [`super::source_scan::scan`] found host code or a system
+/// header in it.
+pub fn source_needs_process(
+    scan: &super::source_scan::SourceScan,
+    in_process: &str,
+    process: &str,
+) -> Option<String> {
+    use super::source_scan::FoundKind;
+    let found = scan.needs_process.as_ref()?;
+    Some(match found.kind {
+        FoundKind::SystemHeader => format!(
+            "{process}: the source has {}, which {in_process} would compile against its own \
+             built-in headers, not the host's",
+            found.describe()
+        ),
+        _ => format!(
+            "{process}: the source holds {}, and {in_process} compiles device code only",
+            found.describe()
+        ),
+    })
+}
+
+/// Step 5 of the rule, at the failure: the reason the process compiler `process` compiled a
+/// request the in-process `in_process` (major version `major`) failed on; `error` says how it
+/// failed (its first error), `unread` the header whose includes the scan could not see, if any.
+pub fn retried(
+    in_process: &str,
+    major: u32,
+    process: &str,
+    error: &str,
+    unread: Option<&super::source_scan::Found>,
+) -> String {
+    format!(
+        "{process}: {in_process} {major}.x failed on this source with these options ({error}){}, \
+         so {process} compiled it; the failure is remembered for this source and options",
+        unread.map_or(String::new(), |f| format!(
+            "; the source has {}",
+            f.describe()
+        ))
+    )
+}
+
+/// Step 5 of the rule, later: the reason the process compiler `process` compiles a request
+/// the in-process `in_process` (major version `major`) failed on before (`error`), as
+/// remembered.
+pub fn remembered(in_process: &str, major: u32, process: &str, error: &str) -> String {
+    format!(
+        "{process}: {in_process} {major}.x failed on this source with these options before \
+         ({error}; remembered per user)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,5 +351,36 @@ mod tests {
             .unwrap_err()
             .contains("NUL byte"));
         assert!(auto(None, None, "gfx90a", false).is_err());
+    }
+
+    #[test]
+    fn host_code_and_system_headers_need_the_process_compiler_and_the_reason_names_them() {
+        use crate::compiler::source_scan::scan;
+        let host = scan(b"__global__ void k() {}\nint main() { hipMalloc(0, 4); }\n");
+        let r = source_needs_process(&host, "hipRTC", "hipcc").unwrap();
+        assert!(
+            r.starts_with("hipcc: ") && r.contains("host code (`int main(` at line 2)"),
+            "{r}"
+        );
+        let header = scan(b"#include <vector>\n__global__ void k() {}\n");
+        let r = source_needs_process(&header, "NVRTC", "nvcc").unwrap();
+        assert!(
+            r.starts_with("nvcc: ") && r.contains("`#include <vector>` (line 1)"),
+            "{r}"
+        );
+        let unknown = scan(b"#include \"util.hpp\"\n__global__ void k() {}\n");
+        assert_eq!(source_needs_process(&unknown, "hipRTC", "hipcc"), None);
+        let r = retried(
+            "hipRTC",
+            6,
+            "hipcc",
+            "error: x",
+            unknown.other_header.as_ref(),
+        );
+        assert!(
+            r.contains("failed on this source") && r.contains("\"util.hpp\""),
+            "{r}"
+        );
+        assert!(remembered("hipRTC", 6, "hipcc", "error: x").contains("before"));
     }
 }

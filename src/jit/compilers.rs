@@ -15,8 +15,13 @@
 //! compiles one per program) without dumps, and on gfx10 and later only when the extra flags
 //! pin the CU/WGP mode (`-mcumode` or `-mno-cumode`, as the parity test did: hipRTC and hipcc
 //! default to different modes there), and on NVIDIA only for a source without an `#include`
-//! NVRTC could not report ([`crate::compiler::nvrtc::untracked_include`]). The reason of every
-//! choice goes with the result
+//! NVRTC could not report ([`crate::compiler::nvrtc::untracked_include`]). Then what the
+//! source needs (steps 4 and 5 of the rule): host code or a system header found by
+//! [`crate::compiler::source_scan`], or a failure of the in-process compiler on this source and
+//! options remembered before, sends it to the process compiler ([`super::auto_memo`]: decided
+//! once per request and process); when the in-process compiler Auto took fails, the JIT
+//! compiles the request again with the process compiler (`Compilers::fall_back`). The
+//! reason of every choice goes with the result
 //! ([`CompilerUsed::reason`]). A compiler set explicitly ([`CompilerConfig::hipcc`],
 //! [`CompilerConfig::nvcc`], `HIPJIT_HIPCC`, `HIPJIT_NVCC`, `HIPJIT_HIPRTC_LIBRARY`,
 //! `HIPJIT_NVRTC_LIBRARY`) that cannot be used (missing, not executable, a path refused, a
@@ -27,6 +32,7 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
+use super::auto_memo::AutoMemo;
 use super::compiled::CompilerUsed;
 use crate::compiler::backend::{HipRtcBackend, NvrtcBackend};
 use crate::compiler::hiprtc::HipRtc;
@@ -35,8 +41,9 @@ use crate::compiler::nvcc::Nvcc;
 use crate::compiler::nvrtc::NvRtc;
 use crate::compiler::rtc::RtcError;
 use crate::compiler::selection::{self, CompilerChoice, Side};
+use crate::compiler::source_scan;
 use crate::compiler::{
-    Backend, CompileOptions, Compiler, CompilerConfig, CompilerError, DiscoveryError,
+    Backend, CompileError, CompileOptions, Compiler, CompilerConfig, CompilerError, DiscoveryError,
 };
 use crate::fs;
 use crate::fs::observe::Observed;
@@ -52,6 +59,8 @@ pub(crate) struct Compilers {
     nvcc: Slot,
     hiprtc: Slot,
     nvrtc: Slot,
+    /// Auto's decisions per (source, options) and the failures remembered per user.
+    memo: AutoMemo,
 }
 
 /// A compiler found, with what finding it saw of the filesystem
@@ -192,13 +201,19 @@ fn found<E>(
 impl Compilers {
     pub(crate) fn new(config: CompilerConfig, choice: (CompilerChoice, &'static str)) -> Compilers {
         Compilers {
-            config,
             choice: choice.0,
             choice_from: choice.1,
             hipcc: Mutex::new(None),
             nvcc: Mutex::new(None),
             hiprtc: Mutex::new(None),
             nvrtc: Mutex::new(None),
+            memo: AutoMemo::new(
+                config
+                    .identity_dir
+                    .clone()
+                    .or_else(crate::compiler::identity::identity_dir),
+            ),
+            config,
         }
     }
 
@@ -416,6 +431,15 @@ impl Compilers {
                 "{process_name}: the CU/WGP mode is not pinned (-mcumode or -mno-cumode), and \
                  {rtc_name} and {process_name} default to different modes on {processor}"
             ))
+        } else if let (Ok(()), Some((rtc, major))) = (&process, rtc) {
+            // What the source needs (steps 4 and 5 of the rule), decided once per request
+            // and process.
+            let name = AutoMemo::name((rtc, major, process_name), source, options);
+            self.memo.decision(
+                name,
+                || selection::source_needs_process(&source_scan::scan(source), rtc, process_name),
+                |error| selection::remembered(rtc, major, process_name, &error),
+            )
         } else {
             None
         };
@@ -442,6 +466,46 @@ impl Compilers {
             }),
             (_, Err(e)) => Err(no_compiler(format!("{process_name}: {e}"))),
         }
+    }
+
+    /// Step 5 of Auto's rule at a failure: when Auto took the in-process compiler (`chosen`)
+    /// for `source` and `options` and it failed with `error` (not a cancellation), and the
+    /// process compiler is found, records the failure, per user too when it is the source's
+    /// (the compile failed, or gave nothing to key or load), and returns `true`: compiled
+    /// again, the request goes to the process compiler, with [`selection::retried`]'s reason.
+    pub(crate) fn fall_back(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        chosen: &Chosen,
+        error: &CompileError,
+    ) -> bool {
+        if self.choice != CompilerChoice::Auto || matches!(error, CompileError::Cancelled { .. }) {
+            return false;
+        }
+        let (nvidia, rtc_name, process_name, major) = match &chosen.backend {
+            Backend::HipRtc(h) => (false, "hipRTC", "hipcc", h.major),
+            Backend::Nvrtc(n) => (true, "NVRTC", "nvcc", n.major),
+            _ => return false,
+        };
+        if !matches!(self.process_probe(nvidia), Ok(Ok(()))) {
+            return false;
+        }
+        let summary = first_error(error);
+        let of_the_source = matches!(
+            error,
+            CompileError::InProcess(e) if matches!(
+                **e,
+                RtcError::Compile { .. } | RtcError::NoDependencies { .. } | RtcError::EmptyOutput { .. }
+            )
+        );
+        let unread = source_scan::scan(source).other_header;
+        let reason = selection::retried(rtc_name, major, process_name, &summary, unread.as_ref());
+        tracing::info!(%reason, "Auto: the in-process compiler failed; compiling with the process compiler");
+        let name = AutoMemo::name((rtc_name, major, process_name), source, options);
+        self.memo
+            .failed(name, reason, of_the_source.then_some(summary.as_str()));
+        true
     }
 
     /// Whether the process compiler of the platform is found (its program, not run); the
@@ -548,5 +612,39 @@ impl Compilers {
     /// The nvcc beside which NVRTC is looked for: the configured one, else the one found.
     fn nvcc_for_nvrtc(&self) -> Option<PathBuf> {
         self.config.nvcc.clone().or_else(|| Nvcc::find(None).ok())
+    }
+}
+
+/// How a compile failed, in a line: its first error (`error: redefinition of
+/// 'integral_constant'`), else the first line of the error, at most 200 characters.
+fn first_error(error: &CompileError) -> String {
+    let line = match error {
+        CompileError::InProcess(e) => match &**e {
+            RtcError::Compile {
+                diagnostics, log, ..
+            } => diagnostics
+                .iter()
+                .find(|d| d.is_error())
+                .map(|d| format!("error: {}", d.message))
+                .or_else(|| {
+                    log.lines()
+                        .find(|l| !l.trim().is_empty())
+                        .map(str::to_owned)
+                }),
+            _ => None,
+        },
+        _ => None,
+    }
+    .unwrap_or_else(|| {
+        error
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    });
+    match line.char_indices().nth(200) {
+        Some((at, _)) => format!("{}...", &line[..at]),
+        None => line,
     }
 }

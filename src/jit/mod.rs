@@ -30,6 +30,7 @@
 //! Headers are checked on disk lookups only: the in-process cache does not notice a header
 //! edited while the process runs (call [`Jit::clear_memory`]).
 
+pub mod auto_memo;
 mod checks;
 pub mod compiled;
 pub mod compilers;
@@ -608,7 +609,7 @@ impl Jit {
     ) -> Result<Compiled, JitError> {
         let started = Instant::now();
         let looked_up = self.memory.get_or_try_insert(source, options, || {
-            let mut served = self.compile_uncached(source, options, bypass_disk, runtime)?;
+            let mut served = self.compile_uncached(source, options, bypass_disk, runtime, true)?;
             if let Some(w) = self.record(source, options, runtime) {
                 // Fresh from compile_uncached: nothing else holds it yet.
                 if let Some(inner) = Arc::get_mut(&mut served.0) {
@@ -824,12 +825,16 @@ impl Jit {
         }
     }
 
+    /// The disk tiers, then the compiler. `may_fall_back`: when Auto's in-process compiler
+    /// fails, the request is looked up and compiled again, once, with the process compiler
+    /// (step 5 of the rule, [`crate::compiler::selection`]).
     fn compile_uncached(
         &self,
         source: &[u8],
         options: &CompileOptions,
         bypass_disk: bool,
         runtime: Option<&std::path::Path>,
+        may_fall_back: bool,
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
         // The hit memo: this request's disk hit as remembered, when everything its lookup saw
         // is unchanged.
@@ -1017,7 +1022,17 @@ impl Jit {
             std::ops::ControlFlow::Break(hit) => return Ok(hit),
             std::ops::ControlFlow::Continue(guard) => guard,
         };
-        let out = backend.compile(source, &o)?;
+        let out = match backend.compile(source, &o) {
+            Ok(out) => out,
+            Err(e) if may_fall_back && self.compilers.fall_back(source, &o, &chosen, &e) => {
+                // The locks of this compiler's key are not those of the process compiler's.
+                drop(_lock);
+                #[cfg(feature = "redis")]
+                drop(_cluster_lock);
+                return self.compile_uncached(source, options, bypass_disk, runtime, false);
+            }
+            Err(e) => return Err(e.into()),
+        };
         let mut search = manifest::extra_search_dirs(&o.extra_flags, &backend.environment());
         search.extend(backend.own_search_dirs());
         let recorded = manifest::record(
