@@ -224,3 +224,190 @@ fn auto_with_an_explicit_hipcc_that_cannot_be_used_is_an_error_not_hiprtc() {
         }
     }
 }
+
+/// One target per toolchain: gfx90a for hipcc 5.2.3 (which has no gfx942), gfx942 in the sid
+/// root.
+fn host_target() -> &'static str {
+    match crate::common::toolchain::test_env() {
+        crate::common::toolchain::TestEnv::Bookworm => "gfx90a",
+        crate::common::toolchain::TestEnv::Sid => "gfx942",
+    }
+}
+
+/// SAXPY with a host program around it: `main`, the HIP host API, a standard header.
+const SAXPY_PROGRAM: &str = r#"
+#include <hip/hip_runtime.h>
+#include <vector>
+extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+int main() {
+    std::vector<float> h(256, 1.0f);
+    float* d = nullptr;
+    (void)hipMalloc(&d, h.size() * sizeof(float));
+    hipLaunchKernelGGL(saxpy, dim3(1), dim3(256), 0, 0, 2.0f, d, d, 256u);
+    return hipFree(d) == hipSuccess ? 0 : 1;
+}
+"#;
+
+/// Asserts that Auto took hipcc for `target`: with hipRTC 5 by the parity finding, with a
+/// later hipRTC for the reason containing `why`.
+fn assert_hipcc_for(chosen: &hipjit::jit::Chosen, why: &str) {
+    assert_eq!(
+        chosen.backend.kind(),
+        CompilerKind::Hipcc,
+        "{}",
+        chosen.reason
+    );
+    let expected = if hiprtc_major() == 5 {
+        "9 of 28 kernels"
+    } else {
+        why
+    };
+    assert!(chosen.reason.contains(expected), "{}", chosen.reason);
+}
+
+#[test]
+fn auto_takes_hipcc_for_host_code_and_standard_headers_and_names_what_it_found() {
+    let home = home();
+    let jit = jit(CompilerChoice::Auto, home, None);
+    let chosen = jit
+        .compiler_for(SAXPY_PROGRAM, &gfx(host_target()))
+        .unwrap();
+    // The header comes first in the source.
+    assert_hipcc_for(
+        &chosen,
+        "`#include <vector>` (line 3), a header of the C/C++ standard",
+    );
+    let without_header = SAXPY_PROGRAM.replace("#include <vector>", "");
+    let without_header = without_header.replace("std::vector<float> h(256, 1.0f);", "");
+    let without_header = without_header.replace("h.size()", "256");
+    let chosen = jit
+        .compiler_for(&without_header, &gfx(host_target()))
+        .unwrap();
+    assert_hipcc_for(&chosen, "host code (`int main(` at line 8)");
+    // What hipcc compiles, Auto compiles.
+    let compiled = jit
+        .compile(SAXPY_PROGRAM, &gfx(host_target()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(compiled.compiler().kind, CompilerKind::Hipcc);
+    assert_eq!(compiled.code_object().unwrap().kernels()[0].name, "saxpy");
+}
+
+/// A header beside the source that includes a standard header: the scan does not read it.
+fn quoted_header_tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("twice.hpp"),
+        "#pragma once\n#include <type_traits>\n\
+         template <typename T> __device__ T twice(T x) {\n\
+             static_assert(std::is_arithmetic<T>::value, \"a number\");\n\
+             return x + x;\n}\n",
+    )
+    .unwrap();
+    dir
+}
+
+const TWICE: &str = "#include <hip/hip_runtime.h>\n#include \"twice.hpp\"\n\
+    extern \"C\" __global__ void twice_all(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n";
+
+#[test]
+fn a_source_hiprtc_fails_on_is_compiled_by_hipcc_and_a_fresh_jit_goes_straight_to_hipcc() {
+    let home = tempfile::tempdir().unwrap();
+    let tree = quoted_header_tree();
+    let options = gfx(host_target()).include_dir(tree.path());
+    // hipRTC 6.4.3 compiles against its own hiprtc_runtime.h, whose integral_constant the
+    // host's <type_traits> redefines; hipcc compiles the source.
+    let first = jit(CompilerChoice::Auto, home.path(), None)
+        .compile(TWICE, &options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(first.compiler().kind, CompilerKind::Hipcc);
+    assert_eq!(first.code_object().unwrap().kernels()[0].name, "twice_all");
+    let remembered = hipjit::jit::auto_memo::remembered_failures(&home.path().join("identity"));
+    if hiprtc_major() == 5 {
+        // hipcc by the parity finding: hipRTC was not tried.
+        assert!(
+            first.compiler().reason.contains("9 of 28"),
+            "{}",
+            first.compiler().reason
+        );
+        assert!(remembered.is_empty(), "{remembered:?}");
+        return;
+    }
+    let reason = &first.compiler().reason;
+    assert!(
+        reason.contains("hipRTC 6.x failed on this source")
+            && reason.contains("integral_constant")
+            && reason.contains("`#include \"twice.hpp\"` (line 2)"),
+        "{reason}"
+    );
+    assert_eq!(remembered.len(), 1, "{remembered:?}");
+    // A fresh JIT (as a fresh process) reads the failure and tries hipRTC no more: its reason
+    // is the remembered one, not a new failure's.
+    let fresh = jit(CompilerChoice::Auto, home.path(), None);
+    let chosen = fresh.compiler_for(TWICE, &options).unwrap();
+    assert_eq!(chosen.backend.kind(), CompilerKind::Hipcc);
+    assert!(
+        chosen.reason.contains("remembered per user"),
+        "{}",
+        chosen.reason
+    );
+    let again = fresh
+        .compile(TWICE, &options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        again
+            .compiler()
+            .reason
+            .contains("before (error: redefinition of 'integral_constant'"),
+        "{}",
+        again.compiler().reason
+    );
+    assert_eq!(again.key(), first.key(), "the same hipcc compile");
+    // Other options are another request: hipRTC is tried for them.
+    let other = fresh
+        .compiler_for(TWICE, &options.clone().define("OTHER", "1"))
+        .unwrap();
+    assert_eq!(
+        other.backend.kind(),
+        CompilerKind::Hiprtc,
+        "{}",
+        other.reason
+    );
+}
+
+#[test]
+fn a_users_error_under_auto_is_hipccs_error_with_its_diagnostics() {
+    let home = tempfile::tempdir().unwrap();
+    let tree = quoted_header_tree();
+    let options = gfx(host_target()).include_dir(tree.path());
+    for source in [
+        // The scan sees nothing: hipRTC 6 fails, then hipcc.
+        "#include <hip/hip_runtime.h>\n\
+         extern \"C\" __global__ void k(float* x) { x[0] = undeclared_here; }\n",
+        // A header the scan does not read, and the same error.
+        "#include <hip/hip_runtime.h>\n#include \"twice.hpp\"\n\
+         extern \"C\" __global__ void k(float* x) { x[0] = twice(undeclared_here); }\n",
+    ] {
+        let err = jit(CompilerChoice::Auto, home.path(), None)
+            .compile(source, &options)
+            .unwrap_err();
+        match &err {
+            hipjit::jit::JitError::Compile(hipjit::compiler::CompileError::Failed(f)) => {
+                assert!(
+                    Path::new(&f.command[0]).ends_with("hipcc"),
+                    "{:?}",
+                    f.command
+                );
+                assert!(
+                    f.diagnostics
+                        .iter()
+                        .any(|d| d.is_error() && d.message.contains("undeclared_here")),
+                    "{err}"
+                );
+            }
+            other => panic!("not hipcc's failure: {other}"),
+        }
+    }
+}
