@@ -17,6 +17,10 @@
 //! linked in the first step) every kernel is identical on both targets; the test checks the
 //! device-library list against `hipcc -###` too.
 //!
+//! The corpus's host programs (tests/kernels/parity/host/: host code, standard headers) are not
+//! compared: only a process compiler compiles them as hipcc does, and the test checks that Auto
+//! gives hipcc's result for them.
+//!
 //! The mode of gfx10+ targets is pinned on both sides (`-mcumode`): hipcc 5.2.3 compiles
 //! gfx1030 in WGP mode and hipRTC 5.2.3 in CU mode by default, and forcing WGP mode on that
 //! hipRTC (`-mno-cumode`) stops device-library inlining (ENVIRONMENT.md).
@@ -296,4 +300,60 @@ fn hiprtc_compiles_the_corpus_to_the_same_kernels_as_hipcc() {
         Vec::<(String, String, String)>::new(),
         "kernels whose machine code differs (HIPJIT_PARITY_DUMP=DIR keeps the code objects)"
     );
+}
+
+/// The corpus's host programs (tests/kernels/parity/host/): host code and standard headers,
+/// which the in-process compiler does not compile as the process compiler does (hipRTC
+/// compiles device code against built-in headers of its own, and no host code). For them,
+/// Auto must give the process compiler's code: the result of Auto and that of hipcc asked for
+/// by name have one key (the same compiler, flags and headers read), so the second is a disk
+/// hit of the first. One target per toolchain.
+#[test]
+fn auto_gives_hipccs_code_for_the_host_programs_of_the_corpus() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernels/parity/host");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "hip"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "{files:?}");
+    let case = &cases()[0];
+    let options = CompileOptions::for_target(TargetId::parse(case.target).unwrap());
+    let cache = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let jit_with = |choice| {
+        Jit::new(JitOptions {
+            compiler: Some(choice),
+            compiler_config: hipjit::compiler::CompilerConfig {
+                identity_dir: Some(home.path().join("identity")),
+                ..Default::default()
+            },
+            cache: CacheLocation::Roots(vec![cache.path().to_path_buf()]),
+            ..JitOptions::default()
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    for file in &files {
+        let name = file.file_name().unwrap().to_string_lossy();
+        let source = std::fs::read(file).unwrap();
+        let auto = jit_with(hipjit::compiler::selection::CompilerChoice::Auto)
+            .compile(&source, &options)
+            .unwrap_or_else(|e| panic!("Auto, {name} for {}: {e}", case.target));
+        assert_eq!(
+            auto.compiler().kind,
+            hipjit::compiler::CompilerKind::Hipcc,
+            "{name}: {}",
+            auto.compiler().reason
+        );
+        let hipcc = jit_with(hipjit::compiler::selection::CompilerChoice::Hipcc)
+            .compile(&source, &options)
+            .unwrap_or_else(|e| panic!("hipcc, {name}: {e}"));
+        assert_eq!(
+            (hipcc.origin(), hipcc.key()),
+            (hipjit::jit::Origin::Disk, auto.key()),
+            "{name}: Auto's result is not hipcc's"
+        );
+        assert!(!auto.code_object().unwrap().kernels().is_empty(), "{name}");
+    }
 }
