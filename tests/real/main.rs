@@ -9,6 +9,7 @@ mod cache_key;
 mod compile_command;
 mod compiler;
 mod hiprtc;
+mod host_programs;
 mod parity;
 mod runtime;
 mod selection;
