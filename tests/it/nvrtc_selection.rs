@@ -63,6 +63,48 @@ fn auto_takes_nvrtc_for_sm_90_where_its_parity_with_nvcc_was_proven() {
     assert_eq!(cubin.kernels()[0].name, "saxpy");
 }
 
+/// Auto's rule for what a source needs holds on NVIDIA too: host code goes to nvcc, named in
+/// the reason; a source NVRTC refuses where nvcc compiles it (a `__host__`-only function) is
+/// compiled by nvcc after NVRTC failed, and the failure remembered for a fresh JIT.
+#[test]
+fn auto_takes_nvcc_for_host_code_and_after_nvrtc_failed() {
+    let home = tempfile::tempdir().unwrap();
+    let program = format!("{SAXPY}\nint main() {{ return hipDeviceSynchronize(); }}\n");
+    let chosen = jit(CompilerChoice::Auto, home.path(), None)
+        .compiler_for(&program, &sm90())
+        .unwrap();
+    assert_eq!(
+        chosen.backend.kind(),
+        CompilerKind::Nvcc,
+        "{}",
+        chosen.reason
+    );
+    assert!(
+        chosen.reason.contains("host code (`int main(`"),
+        "{}",
+        chosen.reason
+    );
+    let host_only = format!("{SAXPY}\n__host__ int on_the_host(int x) {{ return x + 1; }}\n");
+    let nvrtc = jit(CompilerChoice::Nvrtc, home.path(), None).compile(&host_only, &sm90());
+    assert!(nvrtc.is_err(), "NVRTC now compiles a __host__ function");
+    let c = jit(CompilerChoice::Auto, home.path(), None)
+        .compile(&host_only, &sm90())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.compiler().kind, CompilerKind::Nvcc);
+    assert!(
+        c.compiler()
+            .reason
+            .contains("NVRTC 13.x failed on this source"),
+        "{}",
+        c.compiler().reason
+    );
+    let fresh = jit(CompilerChoice::Auto, home.path(), None)
+        .compiler_for(&host_only, &sm90())
+        .unwrap();
+    assert_eq!(fresh.backend.kind(), CompilerKind::Nvcc);
+    assert!(fresh.reason.contains("remembered"), "{}", fresh.reason);
+}
+
 #[test]
 fn auto_takes_nvcc_for_a_source_with_a_nul_byte_and_says_so() {
     let home = home();
