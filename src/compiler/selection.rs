@@ -241,15 +241,15 @@ pub fn auto(
 }
 
 /// Step 4 of the rule: the reason the source needs the process compiler `process` rather than
-/// the in-process `in_process`, when [`super::source_scan::scan`] found host code or a system
-/// header in it.
+/// the in-process `in_process`, when [`super::source_scan::needs_process`] found host code or
+/// a system header in it (`found`).
 pub fn source_needs_process(
-    scan: &super::source_scan::SourceScan,
+    found: Option<&super::source_scan::Found>,
     in_process: &str,
     process: &str,
 ) -> Option<String> {
     use super::source_scan::FoundKind;
-    let found = scan.needs_process.as_ref()?;
+    let found = found?;
     Some(match found.kind {
         FoundKind::SystemHeader => format!(
             "{process}: the source has {}, which {in_process} would compile against its own \
@@ -357,19 +357,22 @@ mod tests {
     fn host_code_and_system_headers_need_the_process_compiler_and_the_reason_names_them() {
         use crate::compiler::source_scan::scan;
         let host = scan(b"__global__ void k() {}\nint main() { hipMalloc(0, 4); }\n");
-        let r = source_needs_process(&host, "hipRTC", "hipcc").unwrap();
+        let r = source_needs_process(host.needs_process.as_ref(), "hipRTC", "hipcc").unwrap();
         assert!(
             r.starts_with("hipcc: ") && r.contains("host code (`int main(` at line 2)"),
             "{r}"
         );
         let header = scan(b"#include <vector>\n__global__ void k() {}\n");
-        let r = source_needs_process(&header, "NVRTC", "nvcc").unwrap();
+        let r = source_needs_process(header.needs_process.as_ref(), "NVRTC", "nvcc").unwrap();
         assert!(
             r.starts_with("nvcc: ") && r.contains("`#include <vector>` (line 1)"),
             "{r}"
         );
         let unknown = scan(b"#include \"util.hpp\"\n__global__ void k() {}\n");
-        assert_eq!(source_needs_process(&unknown, "hipRTC", "hipcc"), None);
+        assert_eq!(
+            source_needs_process(unknown.needs_process.as_ref(), "hipRTC", "hipcc"),
+            None
+        );
         let r = retried(
             "hipRTC",
             6,

@@ -437,7 +437,13 @@ impl Compilers {
             let name = AutoMemo::name((rtc, major, process_name), source, options);
             self.memo.decision(
                 name,
-                || selection::source_needs_process(&source_scan::scan(source), rtc, process_name),
+                || {
+                    selection::source_needs_process(
+                        source_scan::needs_process(source).as_ref(),
+                        rtc,
+                        process_name,
+                    )
+                },
                 |error| selection::remembered(rtc, major, process_name, &error),
             )
         } else {
