@@ -13,7 +13,8 @@
 //! it would try the in-process compiler, and takes the process compiler without a failed
 //! attempt. That file is read on the way to a disk hit only when the hit memo
 //! ([`super::hit_memo`]) did not serve it, and then once per request and process (a failed
-//! `open` for most sources).
+//! `open` for most sources), and not at all by a memo that found no `auto/` when it first looked
+//! (a user for whom nothing was ever remembered: one `stat` per [`super::Jit`]).
 //!
 //! The name is the XXH3-128 of the format, the in-process compiler's name and major version,
 //! the process compiler's name, the source and the options (without the code object version,
@@ -49,6 +50,9 @@ pub(crate) struct AutoMemo {
     dir: Option<PathBuf>,
     /// The reason to take the process compiler, or `None` to take the in-process one.
     decisions: Mutex<HashMap<Name, Option<String>>>,
+    /// Whether `auto/` was there when first looked for: where it was not (no failure ever
+    /// remembered for this user), no request of this memo looks for its file.
+    any_remembered: std::sync::OnceLock<bool>,
 }
 
 impl AutoMemo {
@@ -58,6 +62,7 @@ impl AutoMemo {
         AutoMemo {
             dir,
             decisions: Mutex::default(),
+            any_remembered: std::sync::OnceLock::new(),
         }
     }
 
@@ -102,10 +107,11 @@ impl AutoMemo {
             return d.clone();
         }
         let d = scanned().or_else(|| {
-            self.dir
-                .as_deref()
-                .and_then(|d| recall(d, name))
-                .map(remembered)
+            let dir = self.dir.as_deref()?;
+            let any = *self
+                .any_remembered
+                .get_or_init(|| crate::fs::observe::is_dir(&dir.join("auto")));
+            any.then(|| recall(dir, name)).flatten().map(remembered)
         });
         self.keep(name, d.clone());
         d
@@ -150,7 +156,47 @@ fn remember(dir: &Path, name: Name, error: &str) {
     b.extend_from_slice(&FORMAT.to_le_bytes());
     b.extend_from_slice(&name.to_le_bytes());
     b.extend_from_slice(error.as_bytes());
-    crate::compiler::identity::write_private_bytes(&memo_file(dir, name), &b, false);
+    let file = memo_file(dir, name);
+    crate::compiler::identity::write_private_bytes(&file, &b, false);
+    if let Some(failures) = file.parent() {
+        prune(failures, MAX_FAILURES);
+    }
+}
+
+/// How many failures are remembered per user: past it, the oldest quarter (by modification
+/// time) is removed, and a request whose failure was removed tries the in-process compiler
+/// once more. Each is a few hundred bytes, one per (source, options) the in-process compiler
+/// failed on.
+pub const MAX_FAILURES: usize = 4096;
+
+/// Removes the oldest failures of `failures` down to three quarters of `max` when there are
+/// more than `max`; errors are ignored (another process may prune at once). Runs at each
+/// failure remembered, after a failed compile: a directory listing is nothing beside it.
+fn prune(failures: &Path, max: usize) {
+    let Ok(rd) = std::fs::read_dir(failures) else {
+        return;
+    };
+    let files: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "fail"))
+        .collect();
+    if files.len() <= max {
+        return;
+    }
+    let mut files: Vec<(std::time::SystemTime, PathBuf)> = files
+        .into_iter()
+        .map(|p| {
+            let t = std::fs::symlink_metadata(&p)
+                .and_then(|m| m.modified())
+                .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+            (t, p)
+        })
+        .collect();
+    files.sort();
+    for (_, p) in &files[..files.len() - max * 3 / 4] {
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 /// The file in which the failure of the in-process compiler on a request is remembered under
@@ -213,6 +259,26 @@ mod tests {
         let m = AutoMemo::name(("hipRTC", 6, "hipcc"), b"other", &options());
         first.failed(m, "retried".into(), None);
         assert_eq!(remembered_failures(dir.path()).len(), 1);
+    }
+
+    #[test]
+    fn past_the_cap_the_oldest_failures_go() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in 0..9u128 {
+            remember(dir.path(), n, "error: x");
+            let t =
+                std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000 + n as u64);
+            let f = std::fs::File::options()
+                .write(true)
+                .open(memo_file(dir.path(), n))
+                .unwrap();
+            f.set_modified(t).unwrap();
+        }
+        prune(&dir.path().join("auto"), 8);
+        let left: Vec<Name> = (0..9)
+            .filter(|n| recall(dir.path(), *n).is_some())
+            .collect();
+        assert_eq!(left, vec![3, 4, 5, 6, 7, 8]);
     }
 
     #[test]
