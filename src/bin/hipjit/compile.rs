@@ -105,8 +105,10 @@ pub struct Args {
     pub code_object_version: Option<u32>,
     /// The compiler: auto (default: `HIPJIT_COMPILER`, else auto), hipcc, hiprtc (AMDGPU
     /// targets), nvcc or nvrtc (sm_ targets). Auto takes the in-process compiler (hipRTC,
-    /// NVRTC) where the parity test proved it gives the process compiler's code for the target,
-    /// or when no process compiler is found; each result says which compiler and why.
+    /// NVRTC) where the parity test proved it gives the process compiler's code for the target
+    /// and the source is one it compiles (no host code, no standard or system header; a
+    /// failure is compiled again by the process compiler and remembered), or when no process
+    /// compiler is found; each result says which compiler and why.
     #[arg(long = "compiler", value_name = "COMPILER", value_parser = parse_compiler)]
     pub compiler: Option<CompilerChoice>,
     /// Compile at most N files at once (default: the number of CPU cores). With N > 1 and
