@@ -80,7 +80,7 @@ pub struct SourceScan {
 /// be one (`#`, `main`, `hip`, `<<<`, with `memchr`), and only when something is there is the
 /// source scanned whole, comments and literals set aside (setting them aside only removes
 /// findings). A 4 KiB kernel with HIP's headers and HIP's device built-ins takes about a
-/// microsecond here, where the whole scan takes 30.
+/// microsecond here, where the whole scan takes 16-34 (release builds).
 pub fn needs_process(source: &[u8]) -> Option<Found> {
     if might_need_process(source) {
         scan(source).needs_process
@@ -274,7 +274,7 @@ fn is_hip_header(name: &[u8]) -> bool {
 }
 
 /// The headers of the C++ standard library (C++23 and its C headers in C++ form).
-const CXX_HEADERS: &[&str] = &[
+pub const CXX_HEADERS: &[&str] = &[
     "algorithm",
     "any",
     "array",
@@ -392,7 +392,7 @@ const CXX_HEADERS: &[&str] = &[
 
 /// The headers of the C standard library and the common POSIX and glibc ones (a name under
 /// `sys/`, `bits/`, `linux/`, `asm/`, `arpa/`, `netinet/` or `net/` counts too).
-const C_HEADERS: &[&str] = &[
+pub const C_HEADERS: &[&str] = &[
     "assert.h",
     "complex.h",
     "ctype.h",
@@ -568,12 +568,10 @@ fn is_raw_prefix(source: &[u8], r: usize) -> bool {
 mod tests {
     use super::*;
 
-    fn kinds(
-        s: &str,
-    ) -> (
-        Option<(FoundKind, String, usize)>,
-        Option<(FoundKind, String, usize)>,
-    ) {
+    /// A finding as (kind, text, line).
+    type Seen = Option<(FoundKind, String, usize)>;
+
+    fn kinds(s: &str) -> (Seen, Seen) {
         let r = scan(s.as_bytes());
         let f = |f: Option<Found>| f.map(|f| (f.kind, f.text, f.line));
         (f(r.needs_process), f(r.other_header))

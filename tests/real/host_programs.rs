@@ -63,6 +63,9 @@ fn every_listed_source_is_in_the_corpus_and_every_source_listed() {
     assert!(files.len() >= 20, "{} sources", files.len());
 }
 
+/// The compiler and its reason, or the error's first lines.
+type Outcome = Result<(CompilerKind, String), String>;
+
 #[test]
 fn auto_compiles_every_host_program_that_bare_hipcc_compiles() {
     assert_eq!(CompilerChoice::default(), CompilerChoice::Auto);
@@ -86,7 +89,7 @@ fn auto_compiles_every_host_program_that_bare_hipcc_compiles() {
         .collect();
     // Two compiles at a time (hipcc is a process each; hipRTC compiles one at a time anyway).
     let next = AtomicUsize::new(0);
-    let results: Vec<(String, Result<(CompilerKind, String), String>)> = std::thread::scope(|s| {
+    let results: Vec<(String, Outcome)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..2)
             .map(|_| {
                 s.spawn(|| {
