@@ -17,6 +17,10 @@
 //!   (`<rocwmma/rocwmma.hpp>`, a CUDA toolkit header). Whether the in-process compiler takes it
 //!   cannot be known without compiling it: what it includes is not read here.
 //!
+//! (The cache's [`super::include_names`] lists the names a text asks the preprocessor to look
+//! up, for a key; this module asks another question, what a compile needs, and reads code as
+//! well as directives.)
+//!
 //! Conservative means that a false finding is allowed where a missed one is not: a directive
 //! inside `#if 0` counts, and an identifier that only looks like a host call counts. A false
 //! finding sends a source to the process compiler, which costs compile time only.
