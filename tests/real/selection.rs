@@ -252,8 +252,8 @@ int main() {
 "#;
 
 /// Whether Auto takes hipRTC for a plain kernel on [`host_target`] (step 3 of its rule: the
-/// parity finding of this hipRTC): only then does it weigh what a source needs (hipRTC 6.4.3 in
-/// the sid root; with Debian's hipRTC 5.2.3 step 3 takes hipcc for every source).
+/// parity finding of this hipRTC): only then does it weigh what a source needs (hipRTC 5.2.3
+/// with hipjit's 5.x options on gfx90a, hipRTC 6.4.3 in the sid root).
 fn hiprtc_for_plain_kernels() -> bool {
     jit(CompilerChoice::Auto, home(), None)
         .compiler_for(SAXPY, &gfx(host_target()))
