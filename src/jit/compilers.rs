@@ -142,20 +142,44 @@ impl Chosen {
     }
 }
 
-/// An in-process compiler's search as Auto takes it: its major version, or why it was not
-/// found, in words.
+/// An in-process compiler's search as Auto takes it: its major version and library, or why it
+/// was not found, in words.
 ///
 /// Errors: a library named by `HIPJIT_HIPRTC_LIBRARY` or `HIPJIT_NVRTC_LIBRARY` that cannot be
 /// used ([`RtcError::Open`], [`RtcError::MissingSymbol`]: only a library named explicitly gives
 /// these) is [`CompilerError::InProcess`]: Auto never replaces it.
-fn explicit_rtc(probe: Result<u32, RtcError>) -> Result<Result<u32, String>, CompilerError> {
+fn explicit_rtc(
+    probe: Result<(u32, PathBuf), RtcError>,
+) -> Result<Result<(u32, PathBuf), String>, CompilerError> {
     match probe {
-        Ok(major) => Ok(Ok(major)),
+        Ok(found) => Ok(Ok(found)),
         Err(e @ (RtcError::Open { .. } | RtcError::MissingSymbol { .. })) => {
             Err(CompilerError::InProcess(Box::new(e)))
         }
         Err(e) => Ok(Err(e.to_string())),
     }
+}
+
+/// Why Auto does not take hipRTC 5.x found at `probe`'s library: the 5.x parity options link
+/// hipcc's device libraries from beside it (the README's parity section), and without them
+/// its code differs from `process_name`'s. `None` for another major version or when they are
+/// there.
+fn hip5_without_device_libraries(
+    probe: &Result<(u32, PathBuf), String>,
+    process_name: &str,
+) -> Option<String> {
+    let Ok((5, library)) = probe else {
+        return None;
+    };
+    crate::compiler::hiprtc::hip5_device_library_dir(library)
+        .is_none()
+        .then(|| {
+            format!(
+                "{process_name}: no device libraries (amdgcn/bitcode) beside {}, which hipRTC \
+                 5.x needs to give {process_name}'s code",
+                library.display()
+            )
+        })
 }
 
 /// The compiler choice `JitOptions::compiler` gives, else `HIPJIT_COMPILER`, else Auto.
@@ -346,7 +370,7 @@ impl Compilers {
         // ended, so that a hit loads no library (its identity, which hashes its files, is only
         // read when it is taken).
         let probe = explicit_rtc(self.in_process_probe(nvidia, runtime))?;
-        let rtc = probe.as_ref().ok().map(|major| (rtc_name, *major));
+        let rtc = probe.as_ref().ok().map(|(major, _)| (rtc_name, *major));
         let processor = options
             .targets
             .first()
@@ -408,6 +432,11 @@ impl Compilers {
                 "{process_name}: code object version {v} asked for (hipRTC 5.x writes version 4 \
                  whatever it is asked)"
             ))
+        } else if let Some(why) = (!nvidia)
+            .then(|| hip5_without_device_libraries(&probe, process_name))
+            .flatten()
+        {
+            Some(why)
         } else if !nvidia
             && rtc.is_some_and(|(_, major)| major == 5)
             && !matches!(
@@ -551,15 +580,19 @@ impl Compilers {
     /// its search (the backend is then kept: nothing was loaded,
     /// [`crate::compiler::library_search`]), else from its library loaded now; the error of
     /// loading it otherwise.
-    fn in_process_probe(&self, nvidia: bool, runtime: Option<&Path>) -> Result<u32, RtcError> {
+    fn in_process_probe(
+        &self,
+        nvidia: bool,
+        runtime: Option<&Path>,
+    ) -> Result<(u32, PathBuf), RtcError> {
         let slot = if nvidia { &self.nvrtc } else { &self.hiprtc };
         let mut slot = slot.lock();
         if let Some((b, found)) = &*slot {
             found.replay(if nvidia { None } else { runtime });
             return Ok(match b {
-                Backend::HipRtc(h) => h.major,
-                Backend::Nvrtc(n) => n.major,
-                _ => 0,
+                Backend::HipRtc(h) => (h.major, h.library.path().to_path_buf()),
+                Backend::Nvrtc(n) => (n.major, n.library.path().to_path_buf()),
+                _ => (0, PathBuf::new()),
             });
         }
         let dir = self.config.identity_dir.as_deref();
@@ -569,7 +602,7 @@ impl Compilers {
             let nvcc = self.nvcc_for_nvrtc();
             let search = NvRtc::search(nvcc.as_deref());
             if let Some(b) = NvrtcBackend::recall(&search, dir) {
-                let major = b.major;
+                let found = (b.major, b.library.path().to_path_buf());
                 *slot = Some((
                     Backend::Nvrtc(NvrtcBackend {
                         worker: self.config.rtc_worker.clone(),
@@ -577,23 +610,23 @@ impl Compilers {
                     }),
                     Found::finish(recording, None, before),
                 ));
-                return Ok(major);
+                return Ok(found);
             }
             drop(recording.finish());
             if let Some(l) = library_search::recall_location(&search, dir) {
-                return Ok(l.major);
+                return Ok((l.major, l.library));
             }
             crate::fs::observe::unrecordable();
             let library = NvRtc::open(nvcc.as_deref())?;
             let location = NvrtcBackend::location(&library);
             library_search::remember(&search, &location, dir);
-            Ok(location.major)
+            Ok((location.major, location.library))
         } else {
             let before = super::hit_memo::process_context(runtime);
             let recording = fs::observe::Recording::start();
             let search = HipRtc::search(runtime);
             if let Some(b) = HipRtcBackend::recall(&search, dir) {
-                let major = b.major;
+                let found = (b.major, b.library.path().to_path_buf());
                 *slot = Some((
                     Backend::HipRtc(HipRtcBackend {
                         worker: self.config.rtc_worker.clone(),
@@ -601,17 +634,17 @@ impl Compilers {
                     }),
                     Found::finish(recording, runtime, before),
                 ));
-                return Ok(major);
+                return Ok(found);
             }
             drop(recording.finish());
             if let Some(l) = library_search::recall_location(&search, dir) {
-                return Ok(l.major);
+                return Ok((l.major, l.library));
             }
             crate::fs::observe::unrecordable();
             let library = HipRtc::open(runtime)?;
             let location = HipRtcBackend::location(&library);
             library_search::remember(&search, &location, dir);
-            Ok(location.major)
+            Ok((location.major, location.library))
         }
     }
 

@@ -1056,6 +1056,34 @@ fn compile_two_inputs_with_the_same_name_to_one_directory_is_a_usage_error() {
     );
 }
 
+/// A copy of Debian's `libamdhip64.so.5` (hipRTC 5.2.3 inside) with no `amdgcn/bitcode` beside
+/// it cannot be given hipcc's device libraries, so its code would differ from hipcc's: Auto
+/// takes hipcc, saying why, where beside Debian's own it takes hipRTC.
+#[test]
+fn auto_takes_hipcc_for_a_hiprtc_5_without_device_libraries_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("libamdhip64.so.5");
+    std::fs::copy("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5", &copy).unwrap();
+    let compile = |library: &str| {
+        let o = hipjit_env(
+            &["compile", "--json", "--arch", "gfx90a", path_str(&saxpy())],
+            &[("HIPJIT_HIPRTC_LIBRARY", library)],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        json(&o)["results"][0]["compiler"].clone()
+    };
+    let c = compile(path_str(&copy));
+    assert_eq!(c["kind"], "hipcc", "{c:#}");
+    assert!(
+        c["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no device libraries (amdgcn/bitcode)")),
+        "{c:#}"
+    );
+    let c = compile("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5");
+    assert_eq!(c["kind"], "hiprtc", "{c:#}");
+}
+
 /// hipRTC 5.2.3 writes code object version 4 whatever it is asked: asking it for 5 is refused
 /// naming why (it once gave a v4 code object for a v5 request), and Auto takes hipcc for it.
 #[test]
