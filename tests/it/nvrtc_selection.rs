@@ -105,6 +105,37 @@ fn auto_takes_nvcc_for_host_code_and_after_nvrtc_failed() {
     assert!(fresh.reason.contains("remembered"), "{}", fresh.reason);
 }
 
+/// Where NVRTC's files cannot all be known (an include directory of more directories than a
+/// watch takes, such as a kernel in `$HOME`), Auto compiles with nvcc, which lists what it
+/// reads, and says why; NVRTC asked for explicitly refuses, naming the tree.
+#[test]
+fn auto_takes_nvcc_where_nvrtcs_files_cannot_be_observed() {
+    let home = tempfile::tempdir().unwrap();
+    let wide = tempfile::tempdir().unwrap();
+    for i in 0..=hipjit::compiler::opened_files::MAX_WATCHED_DIRS {
+        std::fs::create_dir(wide.path().join(i.to_string())).unwrap();
+    }
+    let mut options = sm90();
+    options.include_dirs = vec![wide.path().to_path_buf()];
+    let explicit = jit(CompilerChoice::Nvrtc, home.path(), None).compile(SAXPY, &options);
+    let err = explicit
+        .expect_err("NVRTC keyed a tree it could not watch")
+        .to_string();
+    assert!(err.contains("directories"), "{err}");
+    let c = jit(CompilerChoice::Auto, home.path(), None)
+        .compile(SAXPY, &options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.compiler().kind, CompilerKind::Nvcc);
+    assert!(
+        c.compiler()
+            .reason
+            .contains("NVRTC 13.x failed on this source")
+            && c.compiler().reason.contains("cannot all be known"),
+        "{}",
+        c.compiler().reason
+    );
+}
+
 #[test]
 fn auto_takes_nvcc_for_a_source_with_a_nul_byte_and_says_so() {
     let home = home();
