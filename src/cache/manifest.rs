@@ -179,7 +179,7 @@ pub(crate) fn resolve(
 }
 
 /// A directory's entries, sorted: each name (raw bytes) and whether it is a directory (a
-/// symbolic link to one counts as one).
+/// symbolic link to one counts as one; a dangling one is left out).
 pub type Listing = Vec<(Vec<u8>, bool)>;
 
 /// A directory's listing. `None` when it cannot be listed.
@@ -187,11 +187,15 @@ pub fn listing(dir: &Path) -> Option<Listing> {
     let mut names: Vec<(Vec<u8>, bool)> = crate::fs::observe::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
-        .map(|e| {
-            let is_dir = e.file_type().is_ok_and(|t| t.is_dir())
-                || (e.file_type().is_ok_and(|t| t.is_symlink())
-                    && crate::fs::observe::is_dir(&e.path()));
-            (e.file_name().as_bytes().to_vec(), is_dir)
+        .filter_map(|e| {
+            let link = e.file_type().is_ok_and(|t| t.is_symlink());
+            let is_dir = if link {
+                // A dangling link is no entry the preprocessor can find.
+                crate::fs::observe::metadata(e.path()).ok()?.is_dir()
+            } else {
+                e.file_type().is_ok_and(|t| t.is_dir())
+            };
+            Some((e.file_name().as_bytes().to_vec(), is_dir))
         })
         .collect();
     names.sort();
@@ -202,20 +206,45 @@ pub fn listing(dir: &Path) -> Option<Listing> {
 /// gives them: each name and whether it is a directory (a symbolic link to one counts as one;
 /// a dangling one is an entry that is not). `None` when `dir` is not a directory.
 pub fn listing_of(dir: &Path, names: &[serde_bytes::ByteBuf]) -> Option<Listing> {
+    listing_of_checked(dir, names).map(|(l, _)| l)
+}
+
+/// [`listing_of`], and whether a name is a symbolic link whose target does not exist: left
+/// out (the preprocessor finds nothing there), but the directory's stat cannot vouch for it,
+/// since its target may appear anywhere.
+fn listing_of_checked(dir: &Path, names: &[serde_bytes::ByteBuf]) -> Option<(Listing, bool)> {
     if !crate::fs::observe::is_dir(dir) {
         return None;
     }
+    let mut dangling = false;
     let mut out: Listing = names
         .iter()
         .filter_map(|n| {
             let path = dir.join(OsStr::from_bytes(n));
             crate::fs::observe::symlink_metadata(&path).ok()?;
-            Some((n.to_vec(), crate::fs::observe::is_dir(&path)))
+            match crate::fs::observe::metadata(&path) {
+                Ok(m) => Some((n.to_vec(), m.is_dir())),
+                Err(_) => {
+                    dangling = true;
+                    None
+                }
+            }
         })
         .collect();
     out.sort();
-    Some(out)
+    Some((out, dangling))
 }
+
+/// A stat no directory has: recorded for one whose listing its stat cannot vouch for (a
+/// dangling symbolic link among its names), so that every lookup lists it again.
+const UNSETTLED: FileStat = FileStat {
+    size: u64::MAX,
+    mtime: (0, 0),
+    ctime: (0, 0),
+    ino: 0,
+    dev: 0,
+    mount: NO_MOUNT_IDENTITY,
+};
 
 /// sha256 of a listing ([`listing`]): each name with `d` for a directory and `f` for
 /// anything else.
@@ -298,13 +327,29 @@ pub(crate) fn dir_state_listed(
     looked_up: Option<&[serde_bytes::ByteBuf]>,
 ) -> (Option<FileStat>, Option<Listing>) {
     match crate::fs::observe::metadata(path) {
-        Ok(m) if m.is_dir() => (
-            Some(m.fields),
-            match looked_up {
-                Some(names) => listing_of(path, names),
-                None => listing(path),
-            },
-        ),
+        Ok(m) if m.is_dir() => {
+            let (listing, dangling) = match looked_up {
+                Some(names) => listing_of_checked(path, names).unzip(),
+                None => {
+                    let l = listing(path);
+                    let dangling = l.is_some()
+                        && std::fs::read_dir(path).is_ok_and(|rd| {
+                            rd.flatten().any(|e| {
+                                e.file_type().is_ok_and(|t| t.is_symlink())
+                                    && std::fs::metadata(e.path()).is_err()
+                            })
+                        });
+                    (l, Some(dangling))
+                }
+            };
+            // A dangling link's target may appear anywhere, which the stat does not see.
+            let stat = if dangling == Some(true) {
+                UNSETTLED
+            } else {
+                m.fields
+            };
+            (Some(stat), listing)
+        }
         Ok(m) => (Some(m.fields), None),
         Err(_) => (None, None),
     }
@@ -388,14 +433,7 @@ impl Manifest {
     /// be changing within the filesystem's clock tick) is replaced by one that no file has,
     /// so that the next lookup hashes that file again rather than trust its stat.
     pub fn settled(mut self, start: SystemTime) -> Manifest {
-        let unsettled = FileStat {
-            size: u64::MAX,
-            mtime: (0, 0),
-            ctime: (0, 0),
-            ino: 0,
-            dev: 0,
-            mount: NO_MOUNT_IDENTITY,
-        };
+        let unsettled = UNSETTLED;
         for f in &mut self.files {
             if too_new(f.stat.mtime, start) || too_new(f.stat.ctime, start) {
                 f.stat = unsettled;
@@ -811,6 +849,18 @@ impl NamesLookedUp {
             self.computed = Some(directive);
         }
         for (name, delimiter, _) in found.names {
+            // `..` is resolved by the kernel through symbolic links, not by the text: where
+            // such a name is looked up is not known here, so every directory keeps its whole
+            // listing (as for a computed name). So does an absolute name.
+            let path = Path::new(OsStr::from_bytes(&name));
+            if self.computed.is_none()
+                && (path.is_absolute()
+                    || path
+                        .components()
+                        .any(|c| matches!(c, std::path::Component::ParentDir)))
+            {
+                self.computed = Some(format!("{} (a name with `..` or absolute)", path.display()));
+            }
             if let (Some(dir), crate::compiler::include_names::Delimiter::Quoted) =
                 (&dir, delimiter)
             {

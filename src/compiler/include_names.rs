@@ -40,14 +40,40 @@ fn name_at(rest: &[u8]) -> Option<(&[u8], Delimiter)> {
     Some((&rest[1..1 + end], delimiter))
 }
 
-/// `text` with its comments blanked (`//` to the end of the line, `/* */` across lines; the
-/// newlines kept, so that line numbers stay). A string or character literal is not told apart:
-/// a `/*` inside one blanks too much, which only drops names from a line that holds no
-/// directive of interest.
-fn without_comments(text: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len());
+/// `text` as the preprocessor reads its lines: each backslash-newline removed (the line joined
+/// to the next, a newline put back after it so that line numbers stay), comments blanked
+/// (`//` to the end of the line, `/* */` across lines), string and character literals and the
+/// names of `#include` lines kept whole (a `/*` or `//` inside one is no comment), and the
+/// digraph `%:` read as `#`.
+fn as_preprocessed(text: &[u8]) -> Vec<u8> {
+    // Continuations first, as translation phase 2 does: `#include "a\<newline>.h"`.
+    let mut joined = Vec::with_capacity(text.len());
+    let mut pending_newlines = 0;
     let mut i = 0;
     while i < text.len() {
+        if text[i] == b'\\' && text.get(i + 1) == Some(&b'\n') {
+            pending_newlines += 1;
+            i += 2;
+            continue;
+        }
+        if text[i] == b'\\' && text.get(i + 1) == Some(&b'\r') && text.get(i + 2) == Some(&b'\n') {
+            pending_newlines += 1;
+            i += 3;
+            continue;
+        }
+        joined.push(text[i]);
+        if text[i] == b'\n' {
+            joined.extend(std::iter::repeat_n(b'\n', pending_newlines));
+            pending_newlines = 0;
+        }
+        i += 1;
+    }
+    let text = &joined[..];
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    let mut line_start = true;
+    while i < text.len() {
+        let c = text[i];
         if text[i..].starts_with(b"//") {
             while i < text.len() && text[i] != b'\n' {
                 i += 1;
@@ -62,18 +88,72 @@ fn without_comments(text: &[u8]) -> Vec<u8> {
             }
             i = (i + 2).min(text.len());
             out.push(b' ');
-        } else {
-            out.push(text[i]);
+        } else if c == b'"' || c == b'\'' {
+            // A literal (or a quoted header name), to its closing quote on this line.
+            out.push(c);
             i += 1;
+            while i < text.len() && text[i] != c && text[i] != b'\n' {
+                if text[i] == b'\\' && c == b'\'' && i + 1 < text.len() {
+                    out.push(text[i]);
+                    i += 1;
+                }
+                out.push(text[i]);
+                i += 1;
+            }
+            if i < text.len() && text[i] == c {
+                out.push(c);
+                i += 1;
+            }
+        } else if c == b'<' && line_is_include(&out) {
+            // A bracketed header name: `<a//b.h>` holds no comment.
+            while i < text.len() && text[i] != b'>' && text[i] != b'\n' {
+                out.push(text[i]);
+                i += 1;
+            }
+        } else if line_start && text[i..].starts_with(b"%:") {
+            out.push(b'#');
+            i += 2;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+        if c == b'\n' {
+            line_start = true;
+        } else if !c.is_ascii_whitespace() {
+            line_start = false;
         }
     }
     out
 }
 
+/// Whether the line being built at the end of `out` is an `#include`-like directive up to here.
+fn line_is_include(out: &[u8]) -> bool {
+    let line = match out.iter().rposition(|&b| b == b'\n') {
+        Some(at) => &out[at + 1..],
+        None => out,
+    };
+    let t = line.trim_ascii_start();
+    t.strip_prefix(b"#").is_some_and(|d| {
+        let d = d.trim_ascii_start();
+        d.starts_with(b"include") || d.starts_with(b"import")
+    }) || line.windows(13).any(|w| w == b"__has_include")
+}
+
+/// Whether `before`, the line up to a `__has_include` not followed by `(`, only asks whether it
+/// is defined: `#ifdef`, `#ifndef`, `defined(` or `defined `.
+fn tests_definedness(before: &[u8]) -> bool {
+    let t = before.trim_ascii();
+    let d = t.strip_prefix(b"#").map(<[u8]>::trim_ascii_start);
+    d.is_some_and(|d| d == b"ifdef" || d == b"ifndef")
+        || t.ends_with(b"defined(")
+        || t.ends_with(b"defined")
+        || t.ends_with(b"defined (")
+}
+
 /// The names `text` looks up, and its first computed one.
 pub fn scan(text: &[u8]) -> IncludeNames {
     let mut out = IncludeNames::default();
-    let text = without_comments(text);
+    let text = as_preprocessed(text);
     for (i, line) in text.split(|&b| b == b'\n').enumerate() {
         let computed = |out: &mut IncludeNames| {
             out.computed.get_or_insert_with(|| {
@@ -119,8 +199,9 @@ pub fn scan(text: &[u8]) -> IncludeNames {
                 .trim_ascii_start();
             match rest.strip_prefix(b"(").and_then(name_at) {
                 Some((name, delimiter)) => out.names.push((name.to_vec(), delimiter, i + 1)),
-                // `#ifdef __has_include` and `defined(__has_include)` name no file.
-                None if !rest.starts_with(b"(") => {}
+                // `#ifdef __has_include` and `defined(__has_include)` name no file; anything
+                // else (`#define HI __has_include`, then `HI("x.h")`) hides the name.
+                None if !rest.starts_with(b"(") && tests_definedness(&at[..pos]) => {}
                 None => computed(&mut out),
             }
             at = rest;

@@ -129,3 +129,122 @@ fn names_rule_with_hiprtc_5() {
 fn names_rule_with_hipcc_5() {
     names_rule("hipcc");
 }
+
+/// Runs `hipjit compile --compiler hiprtc --arch gfx90a -I inc1 -I inc2` on `src/k.hip` of
+/// `dir` (cache and home there too); its first line.
+fn hiprtc_in(dir: &Path) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["compile", "--compiler", "hiprtc", "--arch", "gfx90a", "-I"])
+        .arg(dir.join("inc1"))
+        .arg("-I")
+        .arg(dir.join("inc2"))
+        .arg("-o")
+        .arg(dir.join("out.co"))
+        .arg(dir.join("src/k.hip"))
+        .env("HIPJIT_CACHE_DIR", dir.join("cache"))
+        .env("HOME", dir.join("home"))
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .env_remove("HIPJIT_HIPRTC_LIBRARY")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout.lines().next().unwrap_or_default().to_owned()
+}
+
+/// A project of `src/k.hip` = `source` (its kernel writes `VAL`), `inc1`, `inc2` and what
+/// `setup` adds; compiled, changed by `change`, compiled again: a miss is expected (the
+/// preprocessor now reads other bytes), never a stale hit.
+fn misses_after(what: &str, source: &str, setup: impl Fn(&Path), change: impl Fn(&Path)) {
+    let d = tempfile::tempdir().unwrap();
+    for sub in ["src", "inc1", "inc2", "home"] {
+        std::fs::create_dir_all(d.path().join(sub)).unwrap();
+    }
+    std::fs::write(
+        d.path().join("src/k.hip"),
+        format!("{source}\nextern \"C\" __global__ void k(int* x) {{ x[0] = VAL; }}\n"),
+    )
+    .unwrap();
+    setup(d.path());
+    assert!(
+        hiprtc_in(d.path()).contains("miss"),
+        "{what}: the first compile"
+    );
+    change(d.path());
+    let second = hiprtc_in(d.path());
+    assert!(second.contains("miss"), "{what}: a stale hit: {second}");
+}
+
+/// Ways a name hides from a lexical scan, each found by a tester: the key falls back or reads
+/// the name as the preprocessor does, and the change misses.
+#[test]
+fn names_hidden_from_a_lexical_scan_still_miss() {
+    let has_x = "#else\n#define VAL 1\n#endif";
+    let add_x = |d: &Path| std::fs::write(d.join("inc1/x.h"), "\n").unwrap();
+    misses_after(
+        "a continued __has_include",
+        &format!("#if __has_include \\\n(\"x.h\")\n#define VAL 2\n{has_x}"),
+        |_| {},
+        add_x,
+    );
+    misses_after(
+        "a /* in a string before it",
+        &format!(
+            "static const char* s = \"/*\";\n#if __has_include(\"x.h\")\n#define VAL 2\n\
+             {has_x}\nstatic const char* t = \"*/\";"
+        ),
+        |_| {},
+        add_x,
+    );
+    misses_after(
+        "__has_include under another name",
+        &format!("#define HI __has_include\n#if HI(\"x.h\")\n#define VAL 2\n{has_x}"),
+        |_| {},
+        add_x,
+    );
+    misses_after(
+        "a digraph include in a subdirectory's header",
+        "#include \"sub/h.h\"",
+        |d| {
+            std::fs::create_dir(d.join("inc1/sub")).unwrap();
+            std::fs::write(d.join("inc1/sub/h.h"), "%:include \"a.h\"\n").unwrap();
+            std::fs::write(d.join("inc2/a.h"), "#define VAL 1\n").unwrap();
+        },
+        |d| std::fs::write(d.join("inc1/sub/a.h"), "#define VAL 2\n").unwrap(),
+    );
+}
+
+/// `..` through a symbolic link is resolved by the kernel, not the text; and a dangling link
+/// among the names looked up gains its target elsewhere: both miss.
+#[test]
+fn a_parent_name_through_a_link_and_a_dangling_links_target_miss() {
+    misses_after(
+        "\"../cfg.h\" from an include directory that is a link",
+        "#include \"../cfg.h\"",
+        |d| {
+            std::fs::remove_dir(d.join("inc1")).unwrap();
+            std::fs::create_dir_all(d.join("x/y/inc")).unwrap();
+            std::os::unix::fs::symlink(d.join("x/y/inc"), d.join("inc1")).unwrap();
+            std::fs::write(d.join("cfg.h"), "#define VAL 1\n").unwrap();
+        },
+        |d| std::fs::write(d.join("x/y/cfg.h"), "#define VAL 2\n").unwrap(),
+    );
+    misses_after(
+        "a dangling link's target written",
+        "#include \"a.h\"",
+        |d| {
+            std::fs::write(d.join("inc2/a.h"), "#define VAL 1\n").unwrap();
+            std::os::unix::fs::symlink(d.join("gen/a.h"), d.join("inc1/a.h")).unwrap();
+        },
+        |d| {
+            std::fs::create_dir(d.join("gen")).unwrap();
+            std::fs::write(d.join("gen/a.h"), "#define VAL 2\n").unwrap();
+        },
+    );
+}
