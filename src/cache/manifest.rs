@@ -184,6 +184,13 @@ pub type Listing = Vec<(Vec<u8>, bool)>;
 
 /// A directory's listing. `None` when it cannot be listed.
 pub fn listing(dir: &Path) -> Option<Listing> {
+    listing_checked(dir).map(|(l, _)| l)
+}
+
+/// [`listing`], and whether an entry is a symbolic link whose target does not exist (left
+/// out; see [`listing_of_checked`]).
+fn listing_checked(dir: &Path) -> Option<(Listing, bool)> {
+    let mut dangling = false;
     let mut names: Vec<(Vec<u8>, bool)> = crate::fs::observe::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
@@ -191,7 +198,13 @@ pub fn listing(dir: &Path) -> Option<Listing> {
             let link = e.file_type().is_ok_and(|t| t.is_symlink());
             let is_dir = if link {
                 // A dangling link is no entry the preprocessor can find.
-                crate::fs::observe::metadata(e.path()).ok()?.is_dir()
+                match crate::fs::observe::metadata(e.path()) {
+                    Ok(m) => m.is_dir(),
+                    Err(_) => {
+                        dangling = true;
+                        return None;
+                    }
+                }
             } else {
                 e.file_type().is_ok_and(|t| t.is_dir())
             };
@@ -199,12 +212,12 @@ pub fn listing(dir: &Path) -> Option<Listing> {
         })
         .collect();
     names.sort();
-    Some(names)
+    Some((names, dangling))
 }
 
 /// The entries of `dir` named in `names` (single components) that exist, as [`listing`]
 /// gives them: each name and whether it is a directory (a symbolic link to one counts as one;
-/// a dangling one is an entry that is not). `None` when `dir` is not a directory.
+/// a dangling one is left out). `None` when `dir` is not a directory.
 pub fn listing_of(dir: &Path, names: &[serde_bytes::ByteBuf]) -> Option<Listing> {
     listing_of_checked(dir, names).map(|(l, _)| l)
 }
@@ -329,19 +342,10 @@ pub(crate) fn dir_state_listed(
     match crate::fs::observe::metadata(path) {
         Ok(m) if m.is_dir() => {
             let (listing, dangling) = match looked_up {
-                Some(names) => listing_of_checked(path, names).unzip(),
-                None => {
-                    let l = listing(path);
-                    let dangling = l.is_some()
-                        && std::fs::read_dir(path).is_ok_and(|rd| {
-                            rd.flatten().any(|e| {
-                                e.file_type().is_ok_and(|t| t.is_symlink())
-                                    && std::fs::metadata(e.path()).is_err()
-                            })
-                        });
-                    (l, Some(dangling))
-                }
-            };
+                Some(names) => listing_of_checked(path, names),
+                None => listing_checked(path),
+            }
+            .unzip();
             // A dangling link's target may appear anywhere, which the stat does not see.
             let stat = if dangling == Some(true) {
                 UNSETTLED

@@ -35,32 +35,9 @@ impl Project {
         self.dir.path().join(name)
     }
 
-    /// `hipjit compile --compiler COMPILER --arch gfx90a -I inc1 -I inc2 src/k.hip -o OUT`;
-    /// its first line (`...: miss (compiled) ...` or `...: hit (disk) ...`).
+    /// [`compile_in`] on this project.
     fn compile(&self, compiler: &str, out: &Path) -> String {
-        let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-            .args(["compile", "--compiler", compiler, "--arch", "gfx90a", "-I"])
-            .arg(self.path("inc1"))
-            .arg("-I")
-            .arg(self.path("inc2"))
-            .arg("-o")
-            .arg(out)
-            .arg(self.path("src/k.hip"))
-            .env("HIPJIT_CACHE_DIR", self.path("cache"))
-            .env("HOME", self.path("home"))
-            .env_remove("XDG_CACHE_HOME")
-            .env_remove("HIPJIT_REMOTE_CACHE")
-            .env_remove("HIPJIT_HIPRTC_LIBRARY")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{stdout}{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        stdout.lines().next().unwrap_or_default().to_owned()
+        compile_in(self.dir.path(), compiler, out)
     }
 
     fn expect(&self, compiler: &str, origin: &str, after: &str) {
@@ -71,6 +48,35 @@ impl Project {
             "after {after}: expected {origin}: {line}"
         );
     }
+}
+
+/// `hipjit compile --compiler COMPILER --arch gfx90a -I inc1 -I inc2 src/k.hip -o OUT` in
+/// project directory `dir` (its cache root and home there too); the first line of its output
+/// (`...: miss (compiled) ...` or `...: hit (disk) ...`).
+fn compile_in(dir: &Path, compiler: &str, out: &Path) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["compile", "--compiler", compiler, "--arch", "gfx90a", "-I"])
+        .arg(dir.join("inc1"))
+        .arg("-I")
+        .arg(dir.join("inc2"))
+        .arg("-o")
+        .arg(out)
+        .arg(dir.join("src/k.hip"))
+        .env("HIPJIT_CACHE_DIR", dir.join("cache"))
+        .env("HOME", dir.join("home"))
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .env_remove("HIPJIT_HIPRTC_LIBRARY")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout.lines().next().unwrap_or_default().to_owned()
 }
 
 /// Each step of the rule with one compiler: the output beside the source and unrelated files
@@ -130,34 +136,6 @@ fn names_rule_with_hipcc_5() {
     names_rule("hipcc");
 }
 
-/// Runs `hipjit compile --compiler hiprtc --arch gfx90a -I inc1 -I inc2` on `src/k.hip` of
-/// `dir` (cache and home there too); its first line.
-fn hiprtc_in(dir: &Path) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["compile", "--compiler", "hiprtc", "--arch", "gfx90a", "-I"])
-        .arg(dir.join("inc1"))
-        .arg("-I")
-        .arg(dir.join("inc2"))
-        .arg("-o")
-        .arg(dir.join("out.co"))
-        .arg(dir.join("src/k.hip"))
-        .env("HIPJIT_CACHE_DIR", dir.join("cache"))
-        .env("HOME", dir.join("home"))
-        .env_remove("XDG_CACHE_HOME")
-        .env_remove("HIPJIT_REMOTE_CACHE")
-        .env_remove("HIPJIT_HIPRTC_LIBRARY")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    stdout.lines().next().unwrap_or_default().to_owned()
-}
-
 /// A project of `src/k.hip` = `source` (its kernel writes `VAL`), `inc1`, `inc2` and what
 /// `setup` adds; compiled, changed by `change`, compiled again: a miss is expected (the
 /// preprocessor now reads other bytes), never a stale hit.
@@ -173,11 +151,11 @@ fn misses_after(what: &str, source: &str, setup: impl Fn(&Path), change: impl Fn
     .unwrap();
     setup(d.path());
     assert!(
-        hiprtc_in(d.path()).contains("miss"),
+        compile_in(d.path(), "hiprtc", &d.path().join("out.co")).contains("miss"),
         "{what}: the first compile"
     );
     change(d.path());
-    let second = hiprtc_in(d.path());
+    let second = compile_in(d.path(), "hiprtc", &d.path().join("out.co"));
     assert!(second.contains("miss"), "{what}: a stale hit: {second}");
 }
 
