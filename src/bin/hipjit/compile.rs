@@ -50,17 +50,14 @@ use hipjit::compiler::cancel::CancelToken;
 use hipjit::compiler::diagnostics::{self, Diagnostic, Layout};
 use hipjit::compiler::nvcc::NvccError;
 use hipjit::compiler::rtc::RtcError;
-use hipjit::compiler::selection::CompilerChoice;
 use hipjit::compiler::worker::WorkerConfig;
 use hipjit::compiler::{
-    is_valid_source_name, CompileError, CompileOptions, CompilerConfig, CxxStd, OptLevel,
-    OptionsError,
+    is_valid_source_name, CompileError, CompileOptions, CompilerConfig, OptionsError,
 };
-use hipjit::cuda::target::SmTarget;
 use hipjit::jit::{Artefact, Compiled, CompilerUsed, Jit, JitError, JitOptions, Origin};
-use hipjit::target_id::TargetId;
 
 use crate::output::{self, CliError};
+use crate::request::{check_options, targets_text, JobsArg, RequestArgs};
 
 /// Arguments of `hipjit compile`.
 #[derive(clap::Args, Debug)]
@@ -69,29 +66,10 @@ pub struct Args {
     /// standard input (FIFOs and devices are refused).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Target to compile for: an AMDGPU target ID (`gfx90a`, `gfx942:sramecc+:xnack-`) or an
-    /// NVIDIA SM target (`sm_90`, `sm_90a`); repeat for several of one platform.
-    #[arg(long = "arch", required = true, value_name = "TARGET", value_parser = parse_arch)]
-    pub targets: Vec<Arch>,
-    /// Define a macro: `-D NAME` or `-D NAME=VALUE`.
-    #[arg(short = 'D', value_name = "NAME[=VALUE]")]
-    pub defines: Vec<String>,
-    /// Add an include directory (searched in order, before each source's own directory).
-    #[arg(short = 'I', value_name = "DIR")]
-    pub include_dirs: Vec<PathBuf>,
-    /// Optimisation level: 0, 1, 2, 3, s or z (default 3).
-    #[arg(short = 'O', value_name = "LEVEL", value_parser = parse_opt_level)]
-    pub opt_level: Option<OptLevel>,
-    /// C++ standard: c++14, c++17, c++20 or c++23 (default c++17); `-std=c++20` works too.
-    /// Spelled for the compiler: C++23 is -std=c++2b for clang before 17.
-    #[arg(long = "std", value_name = "STD", value_parser = parse_std)]
-    pub std: Option<CxxStd>,
-    /// An extra compiler flag, passed as one word after hipjit's own and hashed into the cache
-    /// key (repeatable; `--cflag=-mcumode`). Words after `--` are extra flags too. Flags that
-    /// change the output kind, target, output path or dependency output, or make the compiler
-    /// read files the cache key does not see (-include, --rocm-path, @file...), are refused.
-    #[arg(long = "cflag", value_name = "FLAG", allow_hyphen_values = true)]
-    pub cflags: Vec<String>,
+    /// The request: targets, defines, include directories, level, standard, flags, code
+    /// object version, compiler.
+    #[command(flatten)]
+    pub request: RequestArgs,
     /// Extra compiler flags: every word after `--`.
     #[arg(last = true, value_name = "FLAG")]
     pub trailing_flags: Vec<String>,
@@ -99,24 +77,9 @@ pub struct Args {
     /// exist; an existing directory is refused), else a directory (created when missing).
     #[arg(short = 'o', value_name = "OUT")]
     pub output: Option<PathBuf>,
-    /// Code object version to ask for: 4, 5 or 6 (default: the compiler's own, v4 for Debian's
-    /// hipcc 5.2.3, v6 for hipcc 7). Runtimes before HIP 6.2 reject v6.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(4..=6))]
-    pub code_object_version: Option<u32>,
-    /// The compiler: auto (default: `HIPJIT_COMPILER`, else auto), hipcc, hiprtc (AMDGPU
-    /// targets), nvcc or nvrtc (sm_ targets). Auto takes the in-process compiler (hipRTC,
-    /// NVRTC) where the parity test proved it gives the process compiler's code for the target
-    /// and the source is one it compiles (no host code, no standard or system header; a
-    /// failure is compiled again by the process compiler and remembered), or when no process
-    /// compiler is found; each result says which compiler and why.
-    #[arg(long = "compiler", value_name = "COMPILER", value_parser = parse_compiler)]
-    pub compiler: Option<CompilerChoice>,
-    /// Compile at most N files at once (default: the number of CPU cores). With N > 1 and
-    /// several files, hipRTC and NVRTC compile in worker processes of this command
-    /// (`hipjit rtc-worker`): in one process hipRTC compiles one program at a time, and a
-    /// worker adds the compile timeout and crash isolation.
-    #[arg(short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub jobs: Option<u32>,
+    /// Compile at most N at once.
+    #[command(flatten)]
+    pub jobs: JobsArg,
     /// Print JSON (with "schema_version": 2) instead of text. Keys: platform ("amd" or
     /// "nvidia"), compiler {kind ("hipcc", "hiprtc", "nvcc", "nvrtc"), path, version, reason
     /// (why that compiler)} of the first result, std, extra_flags, cache_roots, failed (count),
@@ -133,48 +96,6 @@ pub struct Args {
     /// string, or {text, hex} when it is not UTF-8.
     #[arg(long)]
     pub json: bool,
-}
-
-/// A target of `--arch`: AMDGPU or NVIDIA.
-#[derive(Clone, Debug)]
-pub enum Arch {
-    /// An AMDGPU target ID.
-    Amd(TargetId),
-    /// An NVIDIA SM target.
-    Nvidia(SmTarget),
-}
-
-impl std::fmt::Display for Arch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Arch::Amd(t) => t.fmt(f),
-            Arch::Nvidia(t) => t.fmt(f),
-        }
-    }
-}
-
-pub(crate) fn parse_arch(s: &str) -> Result<Arch, String> {
-    if let Some(n) = s.strip_prefix("compute_") {
-        return Err(format!(
-            "`{s}` names PTX (a virtual architecture); hipjit compiles cubins: use sm_{n}"
-        ));
-    }
-    if s.starts_with("sm_") {
-        SmTarget::parse(s)
-            .map(Arch::Nvidia)
-            .map_err(|e| e.to_string())
-    } else {
-        TargetId::parse(s).map(Arch::Amd).map_err(|e| e.to_string())
-    }
-}
-
-pub(crate) fn parse_compiler(s: &str) -> Result<CompilerChoice, String> {
-    s.parse()
-        .map_err(|e: hipjit::compiler::selection::BadCompilerChoice| e.to_string())
-}
-
-pub(crate) fn parse_std(s: &str) -> Result<CxxStd, String> {
-    s.parse::<CxxStd>().map_err(|e| e.to_string())
 }
 
 /// The command line with `-std=X` (clang's and nvcc's spelling) written `--std=X` for
@@ -199,27 +120,12 @@ pub fn normalize_args(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> 
 
 /// The extra flags of `args`: `--cflag` values, then the words after `--`.
 pub(crate) fn extra_flags(args: &Args) -> Vec<String> {
-    args.cflags
+    args.request
+        .cflags
         .iter()
         .chain(&args.trailing_flags)
         .cloned()
         .collect()
-}
-
-pub(crate) fn parse_opt_level(s: &str) -> Result<OptLevel, String> {
-    Ok(match s {
-        "0" => OptLevel::O0,
-        "1" => OptLevel::O1,
-        "2" => OptLevel::O2,
-        "3" => OptLevel::O3,
-        "s" => OptLevel::Os,
-        "z" => OptLevel::Oz,
-        _ => {
-            return Err(format!(
-                "invalid optimisation level '{s}': expected 0, 1, 2, 3, s or z"
-            ))
-        }
-    })
 }
 
 /// Where one input's code objects go (one path per target), if anywhere; `ext` is the file
@@ -277,7 +183,7 @@ pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, 
             "-o {}: with {} inputs and {} targets, -o names a directory, but this is a file",
             out.display(),
             args.files.len(),
-            args.targets.len()
+            args.request.targets.len()
         )));
     }
     for (i, s) in stems.iter().enumerate() {
@@ -293,10 +199,11 @@ pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, 
     let outs: Vec<Vec<PathBuf>> = stems
         .iter()
         .map(|s| {
-            if args.targets.len() == 1 {
+            if args.request.targets.len() == 1 {
                 vec![out.join(format!("{s}.{ext}"))]
             } else {
-                args.targets
+                args.request
+                    .targets
                     .iter()
                     .map(|t| out.join(format!("{s}-{}.{ext}", t.to_string().replace(':', "_"))))
                     .collect()
@@ -310,7 +217,7 @@ pub(crate) fn output_paths(args: &Args, ext: &str) -> Result<Vec<Vec<PathBuf>>, 
 /// Whether `-o` names a directory (several inputs or several targets) rather than the one
 /// output file. Only such a directory is created when missing.
 pub(crate) fn output_is_dir(args: &Args) -> bool {
-    !(args.files.len() == 1 && args.targets.len() == 1)
+    !(args.files.len() == 1 && args.request.targets.len() == 1)
 }
 
 /// Refuses, as cc does, outputs that must not be written: one that is an input file (by device
@@ -427,15 +334,6 @@ pub(crate) fn origin_name(o: Origin) -> &'static str {
         Origin::Remote => "hit (remote)",
         Origin::Compiler => "miss (compiled)",
     }
-}
-
-/// `targets` as error messages name them: `gfx90a, gfx906`.
-pub(crate) fn targets_text(targets: &[Arch]) -> String {
-    targets
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The message for a failed compile: the file, the targets, and every diagnostic of the
@@ -566,11 +464,6 @@ fn compile_one(
     }
 }
 
-/// The number of compiles at once `-j N` asks for (default: the number of CPU cores).
-pub(crate) fn jobs(j: Option<u32>) -> usize {
-    j.map_or_else(hipjit::compiler::cpu_count, |j| j as usize)
-}
-
 /// How the compilers run for `jobs` compiles at once over `inputs` inputs: at most `jobs`
 /// compiler processes, and with more than one of each, hipRTC and NVRTC in worker processes
 /// of this command (`hipjit rtc-worker`, [`hipjit::compiler::worker`]): in one process hipRTC
@@ -586,93 +479,15 @@ pub(crate) fn compiler_config(jobs: usize, inputs: usize) -> CompilerConfig {
     }
 }
 
-/// `targets` split by platform (AMDGPU target IDs, SM targets), refusing what `hipjit
-/// compile` refuses of them (usage errors, exit status 2): both platforms at once, a
-/// `compiler` of the other platform, `--code-object-version` or `-O s`/`-O z` with SM
-/// targets.
-pub(crate) fn split_targets(
-    targets: &[Arch],
-    compiler: Option<CompilerChoice>,
-    code_object_version: Option<u32>,
-    opt_level: Option<OptLevel>,
-) -> Result<(Vec<TargetId>, Vec<SmTarget>), CliError> {
-    let amd: Vec<TargetId> = targets
-        .iter()
-        .filter_map(|t| match t {
-            Arch::Amd(t) => Some(t.clone()),
-            Arch::Nvidia(_) => None,
-        })
-        .collect();
-    let nvidia: Vec<SmTarget> = targets
-        .iter()
-        .filter_map(|t| match t {
-            Arch::Nvidia(t) => Some(*t),
-            Arch::Amd(_) => None,
-        })
-        .collect();
-    if let (Some(a), Some(n)) = (amd.first(), nvidia.first()) {
-        return Err(CliError::usage(format!(
-            "--arch {a} (AMDGPU) and --arch {n} (NVIDIA) cannot be mixed in one invocation: \
-             the platforms compile with different compilers (hipcc, nvcc); run hipjit compile \
-             once per platform"
-        )));
-    }
-    let on_nvidia = !nvidia.is_empty();
-    if on_nvidia && code_object_version.is_some() {
-        return Err(CliError::usage(
-            "--code-object-version applies to AMDGPU code objects, not to cubins (sm_ targets)",
-        ));
-    }
-    if on_nvidia && matches!(opt_level, Some(OptLevel::Os | OptLevel::Oz)) {
-        return Err(CliError::usage(
-            "-O s and -O z are clang's: nvcc takes -O 0 to 3 for sm_ targets",
-        ));
-    }
-    match (compiler, on_nvidia) {
-        (Some(c @ (CompilerChoice::Hipcc | CompilerChoice::HipRtc)), true)
-        | (Some(c @ (CompilerChoice::Nvcc | CompilerChoice::Nvrtc)), false) => {
-            Err(CliError::usage(format!(
-                "--compiler {c} does not compile for --arch {}: hipcc and hiprtc take AMDGPU \
-                 targets, nvcc and nvrtc sm_ targets",
-                targets_text(targets)
-            )))
-        }
-        _ => Ok((amd, nvidia)),
-    }
-}
-
 /// Runs `hipjit compile`.
 ///
 /// Errors: exit status 2 for bad options (a malformed define, an `-o` that cannot hold the
 /// outputs), 1 when the compiler cannot be found or any input fails (each failure is printed
 /// on stderr as it is known, the others' results still on stdout).
 pub fn run(args: &Args) -> Result<(), CliError> {
-    let (amd, nvidia) = split_targets(
-        &args.targets,
-        args.compiler,
-        args.code_object_version,
-        args.opt_level,
-    )?;
+    let (base, nvidia) = args.request.options(extra_flags(args))?;
     let on_nvidia = !nvidia.is_empty();
     let outs = output_paths(args, if on_nvidia { "cubin" } else { "hsaco" })?;
-    let mut base = CompileOptions {
-        targets: amd,
-        include_dirs: args.include_dirs.clone(),
-        std: args.std.unwrap_or_default(),
-        extra_flags: extra_flags(args),
-        ..CompileOptions::default()
-    };
-    if let Some(l) = args.opt_level {
-        base.opt_level = l;
-    }
-    base.code_object_version = args.code_object_version;
-    for d in &args.defines {
-        let (name, value) = match d.split_once('=') {
-            Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
-            None => (d.clone(), None),
-        };
-        base.defines.push((name, value));
-    }
     // One compile per SM target (a cubin holds one), one for all AMDGPU targets.
     let bases: Vec<CompileOptions> = if on_nvidia {
         nvidia
@@ -685,8 +500,8 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     } else {
         vec![base.clone()]
     };
-    let refused_flag = check_options(&bases[0], &targets_text(&args.targets))?;
-    let jobs = jobs(args.jobs);
+    let refused_flag = check_options(&bases[0], &targets_text(&args.request.targets))?;
+    let jobs = args.jobs.get();
     // From here on, SIGINT/SIGTERM/SIGHUP cancel the compiles (their compilers killed, their
     // build directories removed) and the command exits 128 + the signal's number.
     let cancel = CancelToken::new();
@@ -694,7 +509,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let jit = cancel
         .scope(|| {
             Jit::new(JitOptions {
-                compiler: args.compiler,
+                compiler: args.request.compiler,
                 compiler_config: compiler_config(jobs, args.files.len()),
                 ..JitOptions::default()
             })
@@ -836,7 +651,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             .or_else(|| jit.compiler_for(b"", &bases[0]).ok().map(|c| c.used()));
         let list: Vec<serde_json::Value> = results
             .iter()
-            .map(|o| outcome_json(o, &args.include_dirs))
+            .map(|o| outcome_json(o, &args.request.include_dirs))
             .collect();
         output::print_json_versioned(
             serde_json::json!({
@@ -870,23 +685,6 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         });
     }
     Ok(())
-}
-
-/// Checks `options` as `hipjit compile` does before anything is compiled: every error but a
-/// refused flag is a usage error (exit status 2) naming `targets`; a refused flag is returned,
-/// to be said once the compiler that would run it is known ([`refused_flag_error`]: hipRTC or
-/// hipcc, NVRTC or nvcc).
-pub(crate) fn check_options(
-    options: &CompileOptions,
-    targets: &str,
-) -> Result<Option<OptionsError>, CliError> {
-    match options.validate() {
-        Ok(()) => Ok(None),
-        Err(e @ (OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. })) => {
-            Ok(Some(e))
-        }
-        Err(e) => Err(CliError::usage(format!("target {targets}: {e}"))),
-    }
 }
 
 /// The usage error (exit status 2) for a flag `options` refuses, naming the compiler `jit`

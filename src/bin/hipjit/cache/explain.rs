@@ -7,16 +7,15 @@ use std::path::PathBuf;
 
 use hipjit::cache::disk::Root;
 use hipjit::compiler::diagnostics::Layout;
-use hipjit::compiler::selection::CompilerChoice;
-use hipjit::compiler::{CompileOptions, CxxStd, OptLevel, OptionsError};
+use hipjit::compiler::{CompileOptions, OptionsError};
 use hipjit::jit::explain::{DirStatus, Explanation, FileStatus, Hit};
 use hipjit::jit::{CacheLocation, Jit, JitOptions, RecordLocation};
 
 use crate::compile::{
-    check_options, compiler_json, error_text, options_for_file, parse_arch, parse_compiler,
-    parse_opt_level, parse_std, read_source, refused_flag_error, split_targets, targets_text, Arch,
+    compiler_json, error_text, options_for_file, read_source, refused_flag_error,
 };
 use crate::output::{self, CliError};
+use crate::request::{check_options, targets_text, RequestArgs};
 
 /// Arguments of `hipjit cache explain`.
 #[derive(clap::Args, Debug)]
@@ -24,30 +23,9 @@ pub struct Args {
     /// The HIP C++ source file (or `-` for standard input), as `hipjit compile` takes it.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
-    /// The target: an AMDGPU target ID (repeat for several) or one SM target (`sm_90`).
-    #[arg(long = "arch", required = true, value_name = "TARGET", value_parser = parse_arch)]
-    pub targets: Vec<Arch>,
-    /// Define a macro: `-D NAME` or `-D NAME=VALUE`.
-    #[arg(short = 'D', value_name = "NAME[=VALUE]")]
-    pub defines: Vec<String>,
-    /// An include directory (searched in order, before the source's own directory).
-    #[arg(short = 'I', value_name = "DIR")]
-    pub include_dirs: Vec<PathBuf>,
-    /// Optimisation level: 0, 1, 2, 3, s or z (default 3).
-    #[arg(short = 'O', value_name = "LEVEL", value_parser = parse_opt_level)]
-    pub opt_level: Option<OptLevel>,
-    /// C++ standard: c++14, c++17, c++20 or c++23 (default c++17).
-    #[arg(long = "std", value_name = "STD", value_parser = parse_std)]
-    pub std: Option<CxxStd>,
-    /// An extra compiler flag, as `hipjit compile --cflag` (repeatable).
-    #[arg(long = "cflag", value_name = "FLAG", allow_hyphen_values = true)]
-    pub cflags: Vec<String>,
-    /// Code object version: 4, 5 or 6 (default: the compiler's own).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(4..=6))]
-    pub code_object_version: Option<u32>,
-    /// The compiler: auto (default: `HIPJIT_COMPILER`, else auto), hipcc, hiprtc, nvcc, nvrtc.
-    #[arg(long = "compiler", value_name = "COMPILER", value_parser = parse_compiler)]
-    pub compiler: Option<CompilerChoice>,
+    /// The request, as `hipjit compile` takes it.
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 fn file_status(s: FileStatus) -> &'static str {
@@ -72,36 +50,14 @@ fn dir_status(s: DirStatus) -> &'static str {
 /// errors, exit status 2); a refused flag is returned, to be named with its compiler
 /// ([`crate::compile::refused_flag_error`]).
 fn options(args: &Args) -> Result<(CompileOptions, Option<OptionsError>), CliError> {
-    let (amd, nvidia) = split_targets(
-        &args.targets,
-        args.compiler,
-        args.code_object_version,
-        args.opt_level,
-    )?;
+    let (mut o, nvidia) = args.request.options(args.request.cflags.clone())?;
     if nvidia.len() > 1 {
         return Err(CliError::usage(
             "several sm_ targets: each is its own compile (a cubin holds one); explain one",
         ));
     }
-    let mut o = CompileOptions {
-        targets: amd,
-        sm_targets: nvidia,
-        std: args.std.unwrap_or_default(),
-        include_dirs: args.include_dirs.clone(),
-        extra_flags: args.cflags.clone(),
-        code_object_version: args.code_object_version,
-        ..CompileOptions::default()
-    };
-    if let Some(l) = args.opt_level {
-        o.opt_level = l;
-    }
-    for d in &args.defines {
-        o.defines.push(match d.split_once('=') {
-            Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
-            None => (d.clone(), None),
-        });
-    }
-    let refused_flag = check_options(&o, &targets_text(&args.targets))?;
+    o.sm_targets = nvidia;
+    let refused_flag = check_options(&o, &targets_text(&args.request.targets))?;
     Ok((options_for_file(&o, &args.file), refused_flag))
 }
 
@@ -125,7 +81,7 @@ fn explain(args: &Args, json: bool) -> Result<(), CliError> {
     let (o, refused_flag) = options(args)?;
     let source = read_source(&args.file).map_err(CliError::failed)?;
     let jit = Jit::new(JitOptions {
-        compiler: args.compiler,
+        compiler: args.request.compiler,
         cache: CacheLocation::ReadOnly(None),
         record: RecordLocation::Disabled,
         ..JitOptions::default()

@@ -6,30 +6,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-#[path = "hipjit/cache.rs"]
 mod cache;
-#[path = "hipjit/compile.rs"]
 mod compile;
-#[path = "hipjit/doctor.rs"]
 mod doctor;
-#[path = "hipjit/doctor_nvidia.rs"]
-mod doctor_nvidia;
-#[path = "hipjit/doctor_rtc.rs"]
-mod doctor_rtc;
-#[path = "hipjit/explain.rs"]
-mod explain;
-#[path = "hipjit/header_set.rs"]
-mod header_set;
-#[path = "hipjit/inspect.rs"]
 mod inspect;
-#[path = "hipjit/interrupt.rs"]
 mod interrupt;
-#[path = "hipjit/output.rs"]
 mod output;
-#[path = "hipjit/shared_object.rs"]
-mod shared_object;
-#[path = "hipjit/warm.rs"]
-mod warm;
+mod request;
 
 use output::CliError;
 
@@ -109,11 +92,11 @@ enum Command {
     /// Probe the CUDA driver in this process and print JSON (used by `doctor`, so that a
     /// broken driver cannot end it).
     #[command(hide = true)]
-    ProbeCuda(doctor_nvidia::ProbeArgs),
+    ProbeCuda(doctor::nvidia::ProbeArgs),
     /// Open hipRTC or NVRTC in this process, compile a small kernel for each target and print
     /// JSON (used by `doctor`, so that a library that crashes cannot end it).
     #[command(hide = true)]
-    ProbeRtc(doctor_rtc::ProbeArgs),
+    ProbeRtc(doctor::rtc::ProbeArgs),
     /// Serve one hipRTC or NVRTC compile read from REQUEST, writing the result to RESULT (the
     /// worker mode of hipjit::compiler::worker).
     #[command(hide = true)]
@@ -178,8 +161,8 @@ fn main() -> ExitCode {
         Command::Inspect(a) => inspect::run(a),
         Command::Cache(a) => cache::run(a),
         Command::ProbeRuntime(a) => doctor::probe_runtime(a),
-        Command::ProbeCuda(a) => doctor_nvidia::probe_cuda(a),
-        Command::ProbeRtc(a) => doctor_rtc::probe_rtc(a),
+        Command::ProbeCuda(a) => doctor::nvidia::probe_cuda(a),
+        Command::ProbeRtc(a) => doctor::rtc::probe_rtc(a),
         Command::RtcWorker { request, result } => {
             hipjit::compiler::worker::serve(request, result).map_err(CliError::failed)
         }

@@ -3,6 +3,9 @@
 //! `hipjit::cache::disk` (roots from `HIPJIT_CACHE_DIR`, else `$XDG_CACHE_HOME/hipjit` or
 //! `~/.cache/hipjit`; the first root is the written one).
 
+mod explain;
+mod warm;
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use std::path::{Path, PathBuf};
@@ -71,9 +74,9 @@ pub enum Action {
     Warm {
         /// The record file.
         file: PathBuf,
-        /// Compile at most N requests at once (default: the number of CPU cores).
-        #[arg(short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-        jobs: Option<u32>,
+        /// Compile at most N requests at once.
+        #[command(flatten)]
+        jobs: crate::request::JobsArg,
     },
     /// Explain the cache key of compiling FILE, and on a miss what differs from the nearest
     /// entry.
@@ -90,7 +93,7 @@ pub enum Action {
     /// {name, path, status, sha256, recorded_sha256}, dirs[] {name, path, status, added,
     /// removed}} or null, result_key, hit, tier ("disk", "remote" or null), entry, nearest
     /// {entry, key, differing[] {field, now, entry}} or null, warnings[].
-    Explain(crate::explain::Args),
+    Explain(explain::Args),
     /// Check every entry of a bundle and, when all are good, publish them into the written
     /// root (or ROOT); a bundle with any bad entry is refused whole, naming each one.
     Import {
@@ -176,7 +179,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     }
     if let Action::Explain(a) = &args.action {
         // Opens the roots read-only itself: explaining creates and writes nothing.
-        return crate::explain::run(a, args.json);
+        return explain::run(a, args.json);
     }
     let cache = open()?;
     let roots: Vec<serde_json::Value> = cache
@@ -224,10 +227,8 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             }
         }
         Action::Import { file, .. } => import(&cache, file, args.json),
-        Action::Explain(a) => crate::explain::run(a, args.json),
-        Action::Warm { file, jobs } => {
-            crate::warm::run(file, crate::compile::jobs(*jobs), args.json)
-        }
+        Action::Explain(a) => explain::run(a, args.json),
+        Action::Warm { file, jobs } => warm::run(file, jobs.get(), args.json),
         Action::List => {
             let entries = cache.list().map_err(|e| CliError::failed(e.to_string()))?;
             if args.json {
