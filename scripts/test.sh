@@ -21,7 +21,9 @@
 #                 HIP header set
 #   fuzz          scripts/fuzz-brief.sh: a brief libFuzzer run of each fuzz target (fuzz/)
 # A failing setup stops the run; any other failing step is reported and the run goes on, so one
-# run shows every problem. Ends with each step's wall-clock and CPU time (user + system, of the
+# run shows every problem. python, header-matrix and fuzz run at the same time (CONCURRENT_STEPS:
+# each builds in its own target directory, and none fills both cores alone); their output is
+# kept apart and printed whole, in order, when the last of them ends. Ends with each step's wall-clock and CPU time (user + system, of the
 # step's processes and all their children), the totals, the ten slowest tests and, alone on the
 # last line,
 # "N passed, N failed, N skipped", summed over the libtest "test result:" lines of every step
@@ -37,6 +39,8 @@ repo="$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null || dirname --
 cd -- "$repo"
 
 ALL_STEPS=(setup fmt lint-scripts clippy doc test sid-test python header-matrix fuzz)
+# Run together, when the first of them is reached (see above).
+CONCURRENT_STEPS=(python header-matrix fuzz)
 
 # The machine this runs on has 2 cores (and CI's too): two rustc jobs at a time.
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
@@ -48,7 +52,8 @@ fi
 log_file=$(mktemp "${TMPDIR:-/tmp}/hipjit-test.XXXXXX")
 times_file=$(mktemp "${TMPDIR:-/tmp}/hipjit-times.XXXXXX")
 step_log=$(mktemp "${TMPDIR:-/tmp}/hipjit-step.XXXXXX")
-trap 'rm -f -- "$log_file" "$times_file" "$step_log"' EXIT
+work_dir=$(mktemp -d "${TMPDIR:-/tmp}/hipjit-steps.XXXXXX")
+trap 'rm -rf -- "$log_file" "$times_file" "$step_log" "$work_dir"' EXIT
 
 # Whether the hipjit package declares the cargo feature $1.
 has_feature() {
@@ -173,9 +178,41 @@ slowest_tests() {
              printf "%8.1f s  %-8s %s\n", t, bin, name }' "$log_file" | sort -rn | sed -n 1,10p
 }
 
+# Whether step $1 is one of CONCURRENT_STEPS.
+is_concurrent() {
+    local s
+    for s in "${CONCURRENT_STEPS[@]}"; do [[ "$s" == "$1" ]] && return 0; done
+    return 1
+}
+
+# Runs those of the steps "$@" that are CONCURRENT_STEPS at the same time, each in a subshell
+# whose output goes to $work_dir/STEP.log and whose exit status, wall-clock and CPU seconds
+# (its own `times`: user + system of its children) go to $work_dir/STEP.rc; waits for all of
+# them and marks them in concurrent_done (main's), for main to report each in order.
+run_concurrent() {
+    local s
+    local -a pids=()
+    for s in "$@"; do
+        is_concurrent "$s" || continue
+        concurrent_done[$s]=1
+        date -u +%H:%M:%S >"$work_dir/$s.start"
+        (
+            begin=$SECONDS
+            r=0
+            times_file="$work_dir/$s.times"
+            "step_${s//-/_}" >"$work_dir/$s.log" 2>&1 </dev/null || r=$?
+            children_cpu
+            echo "$r $((SECONDS - begin)) $((cpu_ms / 1000))" >"$work_dir/$s.rc"
+        ) &
+        pids+=($!)
+    done
+    echo "test.sh: ${!concurrent_done[*]} running at the same time; each one's output follows when all have ended"
+    for s in "${pids[@]}"; do wait "$s" || true; done
+}
+
 main() {
     local -a steps=("$@") failed=() times=() uncounted=()
-    local step start rc cpu_start cpu cpu_ms total_start=$SECONDS total_cpu_start
+    local step start rc cpu_start cpu cpu_ms wall total_start=$SECONDS total_cpu_start
     ((${#steps[@]} > 0)) || steps=("${ALL_STEPS[@]}")
     for step in "${steps[@]}"; do
         declare -F "step_${step//-/_}" >/dev/null || {
@@ -187,18 +224,32 @@ main() {
     children_cpu
     total_cpu_start=$cpu_ms
 
+    local -A concurrent_done=()
     for step in "${steps[@]}"; do
-        printf '\n===== [%s] start (%s)\n' "$step" "$(date -u +%H:%M:%S)" | tee -a "$log_file"
-        start=$SECONDS
-        children_cpu
-        cpu_start=$cpu_ms
-        rc=0
-        : >"$step_log"
-        "step_${step//-/_}" 2>&1 </dev/null | tee -a "$log_file" "$step_log" || rc=$?
-        children_cpu
-        cpu=$(((cpu_ms - cpu_start) / 1000))
-        times+=("$(printf '%-14s %5d s wall %6d s CPU  %s' "$step" $((SECONDS - start)) "$cpu" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")")")
-        printf '===== [%s] %s in %d s (CPU %d s)\n' "$step" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - start)) "$cpu" | tee -a "$log_file"
+        if [[ -z "${concurrent_done[$step]:-}" ]] && is_concurrent "$step"; then
+            run_concurrent "${steps[@]}"
+        fi
+        if [[ -n "${concurrent_done[$step]:-}" ]]; then
+            # Ran with the other concurrent steps: its output, status and times as kept.
+            read -r rc wall cpu <"$work_dir/$step.rc"
+            printf '\n===== [%s] start (%s, at the same time as %s)\n' "$step" \
+                "$(cat "$work_dir/$step.start")" "${CONCURRENT_STEPS[*]}" | tee -a "$log_file"
+            tee -a "$log_file" <"$work_dir/$step.log" >"$step_log"
+            cat -- "$step_log"
+        else
+            printf '\n===== [%s] start (%s)\n' "$step" "$(date -u +%H:%M:%S)" | tee -a "$log_file"
+            start=$SECONDS
+            children_cpu
+            cpu_start=$cpu_ms
+            rc=0
+            : >"$step_log"
+            "step_${step//-/_}" 2>&1 </dev/null | tee -a "$log_file" "$step_log" || rc=$?
+            children_cpu
+            cpu=$(((cpu_ms - cpu_start) / 1000))
+            wall=$((SECONDS - start))
+        fi
+        times+=("$(printf '%-14s %5d s wall %6d s CPU  %s' "$step" "$wall" "$cpu" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")")")
+        printf '===== [%s] %s in %d s (CPU %d s)\n' "$step" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")" "$wall" "$cpu" | tee -a "$log_file"
         if ((rc != 0)); then
             failed+=("$step")
             # A step that failed with no failing test counted (a crashed test binary, a build
