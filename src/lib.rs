@@ -117,7 +117,31 @@ pub mod prelude {
     pub use crate::target::TargetId;
 }
 
-/// The README's Rust examples, compiled as doctests.
-#[doc = include_str!("../README.md")]
+/// The README's and the guide's Rust examples, compiled as doctests.
 #[cfg(doctest)]
-pub struct ReadmeDoctests;
+pub mod guide_doctests {
+    #[doc = include_str!("../README.md")]
+    pub struct Readme;
+    #[doc = include_str!("../docs/library.md")]
+    pub struct Library;
+    #[doc = include_str!("../docs/compilers.md")]
+    pub struct Compilers;
+    #[doc = include_str!("../docs/cache.md")]
+    pub struct Cache;
+    #[doc = include_str!("../docs/many-machines.md")]
+    pub struct ManyMachines;
+    #[doc = include_str!("../docs/python.md")]
+    pub struct Python;
+    #[doc = include_str!("../docs/command.md")]
+    pub struct Command;
+    #[doc = include_str!("../docs/environment.md")]
+    pub struct Environment;
+    #[doc = include_str!("../docs/compatibility.md")]
+    pub struct Compatibility;
+    #[doc = include_str!("../docs/performance.md")]
+    pub struct Performance;
+    #[doc = include_str!("../docs/testing.md")]
+    pub struct Testing;
+    #[doc = include_str!("../docs/architecture.md")]
+    pub struct Architecture;
+}

@@ -245,7 +245,7 @@ fn hipjit_names_in(dir: &Path, skip: &Path, names: &mut std::collections::BTreeS
 }
 
 #[test]
-fn help_and_readme_list_every_hipjit_variable_read_in_src() {
+fn help_and_the_environment_guide_list_every_hipjit_variable_read_in_src() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut names = std::collections::BTreeSet::new();
     // src/testing is the fake runtime of the `testing` feature: its variables are its own
@@ -262,13 +262,17 @@ fn help_and_readme_list_every_hipjit_variable_read_in_src() {
     assert_eq!(o.status.code(), Some(0));
     let help = stdout(&o);
     let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/environment.md"))
+            .unwrap();
     for name in &names {
         assert!(
             help.contains(name.as_str()),
             "hipjit --help lacks {name}:\n{help}"
         );
-        assert!(readme.contains(name.as_str()), "README.md lacks {name}");
+        assert!(
+            readme.contains(name.as_str()),
+            "docs/environment.md lacks {name}"
+        );
     }
 }
 

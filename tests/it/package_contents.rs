@@ -58,10 +58,20 @@ fn hipjit_publishes_sources_build_script_readme_and_the_testing_runtime_source()
         "hipjit",
         |f| {
             (f.starts_with("src/") && f.ends_with(".rs"))
-                || ["build.rs", "README.md", "tests/fixtures/fake_hip.c"].contains(&f)
+                || (f.starts_with("docs/") && f.ends_with(".md"))
+                || [
+                    "build.rs",
+                    "README.md",
+                    "CHANGELOG.md",
+                    "tests/fixtures/fake_hip.c",
+                ]
+                .contains(&f)
         },
         &[
             "src/lib.rs",
+            "docs/library.md",
+            "docs/semver.md",
+            "CHANGELOG.md",
             "src/testing/mod.rs",
             "src/code_object/occupancy.rs",
             "build.rs",
