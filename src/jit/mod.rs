@@ -238,10 +238,8 @@ pub struct Jit {
     extra: Vec<u8>,
     runtime_versions: Option<Vec<u32>>,
     lock_wait: Option<Duration>,
-    #[cfg(feature = "redis")]
     remote: Option<crate::cache::remote::RemoteCache>,
     /// Copies of remote hits into the first disk root, written in the background.
-    #[cfg(feature = "redis")]
     write_back: crate::cache::remote::write_back::WriteBack,
     loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
     /// Per-tier telemetry ([`Jit::stats`]).
@@ -279,10 +277,6 @@ impl Jit {
     /// `HIPJIT_REMOTE_CACHE` or signing key; a server configured in a build without the
     /// `redis` feature).
     pub fn new(options: JitOptions) -> Result<Jit, JitError> {
-        #[cfg_attr(
-            not(feature = "redis"),
-            allow(clippy::let_unit_value, unused_variables)
-        )]
         let remote = remote::open_remote(options.remote_cache)?;
         let disk = match options.cache {
             CacheLocation::Disabled => None,
@@ -324,9 +318,7 @@ impl Jit {
             extra: options.extra_signature,
             runtime_versions: options.runtime_code_object_versions,
             lock_wait: options.lock_wait,
-            #[cfg(feature = "redis")]
             remote,
-            #[cfg(feature = "redis")]
             write_back: Default::default(),
             loaded: Mutex::new(HashMap::new()),
             counters: Default::default(),
@@ -396,14 +388,12 @@ impl Jit {
     }
 
     /// The remote tier, when one is configured.
-    #[cfg(feature = "redis")]
     pub fn remote_cache(&self) -> Option<&crate::cache::remote::RemoteCache> {
         self.remote.as_ref()
     }
 
     /// Waits until every remote hit of this `Jit` has been written to the first disk root
     /// (they are written in the background; dropping the `Jit` waits too).
-    #[cfg(feature = "redis")]
     pub fn flush_cache_writes(&self) {
         self.write_back.flush();
     }
@@ -943,7 +933,6 @@ impl Jit {
         // Not a hit at the first look: nothing to remember, and the compile is not recorded.
         drop(recording);
         let mut cache_warnings = Vec::new();
-        #[cfg(feature = "redis")]
         if !bypass_disk {
             if let Some(remote) = &self.remote {
                 let fetch = remote.fetch(&direct, &o.include_dirs, &backend.identity().root);
@@ -1008,7 +997,6 @@ impl Jit {
             }
         }
         // Another machine may be compiling it: the cluster lock, waited for as the disk's.
-        #[cfg(feature = "redis")]
         let _cluster_lock = match self.cluster_lock(
             &direct,
             &o,
@@ -1027,7 +1015,6 @@ impl Jit {
             Err(e) if may_fall_back && self.compilers.fall_back(source, &o, &chosen, &e) => {
                 // The locks of this compiler's key are not those of the process compiler's.
                 drop(_lock);
-                #[cfg(feature = "redis")]
                 drop(_cluster_lock);
                 return self.compile_uncached(source, options, bypass_disk, runtime, false);
             }
@@ -1111,7 +1098,6 @@ impl Jit {
                     }
                 }
             }
-            #[cfg(feature = "redis")]
             if let Some(remote) = &self.remote {
                 match crate::cache::disk::encode_entry(&key, meta, &stored) {
                     Ok(bytes) => cache_warnings.extend(remote.store(

@@ -1,31 +1,19 @@
-//! The JIT's use of the remote cache tier ([`crate::cache::remote`], feature `redis`): where it
+//! The JIT's use of the remote cache tier ([`crate::cache::remote`]): where it
 //! is ([`RemoteLocation`]), a remote hit checked like a disk entry and written to the first
 //! disk root, and the cluster lock around a compile.
 
-#[cfg(feature = "redis")]
 use std::sync::Arc;
-#[cfg(feature = "redis")]
 use std::time::Duration;
 
-#[cfg(feature = "redis")]
 use super::compiled::CompiledInner;
-#[cfg(feature = "redis")]
 use super::compilers::Chosen;
-#[cfg(feature = "redis")]
 use super::entry::{inner_from_entry, output_artefact, publish_manifest, read_artefacts};
-#[cfg(feature = "redis")]
 use super::Origin;
 use super::{Jit, JitError};
-#[cfg(feature = "redis")]
 use crate::cache::disk::{BadEntry, DiskCache};
-#[cfg(feature = "redis")]
 use crate::cache::key::CacheKey;
-#[cfg(feature = "redis")]
 use crate::cache::manifest::Manifest;
-use crate::cache::remote::RemoteConfig;
-#[cfg(not(feature = "redis"))]
-use crate::cache::remote::RemoteConfigError;
-#[cfg(feature = "redis")]
+use crate::cache::remote::{RemoteCache, RemoteConfig};
 use crate::compiler::CompileOptions;
 
 /// Where the remote cache tier is ([`crate::cache::remote`]).
@@ -42,18 +30,14 @@ pub enum RemoteLocation {
 
 impl Jit {
     pub(crate) fn has_remote(&self) -> bool {
-        #[cfg(feature = "redis")]
-        return self.remote.is_some();
-        #[cfg(not(feature = "redis"))]
-        return false;
+                self.remote.is_some()
     }
 
     /// Takes a remote lookup's result: its bad entries and warnings, and its hit when the
     /// artefacts read (else the entry is rejected: reported and removed from the server). A hit
     /// is written to the first disk root with its manifest, in the background.
     #[allow(clippy::too_many_arguments)]
-    #[cfg(feature = "redis")]
-    pub(crate) fn remote_hit(
+        pub(crate) fn remote_hit(
         &self,
         direct: &CacheKey,
         o: &CompileOptions,
@@ -123,8 +107,7 @@ impl Jit {
     /// another machine published while this one waited, else `Continue` with the lock (none
     /// when the wait ran out or the server cannot lock).
     #[allow(clippy::too_many_arguments)]
-    #[cfg(feature = "redis")]
-    pub(crate) fn cluster_lock(
+        pub(crate) fn cluster_lock(
         &self,
         direct: &CacheKey,
         o: &CompileOptions,
@@ -185,44 +168,12 @@ impl Jit {
 }
 
 /// The remote tier `location` names: `None` when none is configured.
-pub(crate) fn open_remote(location: RemoteLocation) -> Result<RemoteOpened, JitError> {
-    #[cfg(feature = "redis")]
-    {
-        let config = match location {
-            RemoteLocation::Disabled => None,
-            RemoteLocation::Server(c) => Some(c),
-            RemoteLocation::FromEnv => RemoteConfig::from_env()?,
-        };
-        Ok(match config {
-            Some(c) => Some(crate::cache::remote::RemoteCache::new(c)?),
-            None => None,
-        })
-    }
-    #[cfg(not(feature = "redis"))]
-    {
-        match location {
-            RemoteLocation::Server(c) => Err(RemoteConfigError::NotBuilt {
-                url: c.redacted_url(),
-            }
-            .into()),
-            RemoteLocation::FromEnv => {
-                if std::env::var_os(crate::cache::remote::REMOTE_CACHE_ENV)
-                    .is_some_and(|v| !v.is_empty())
-                {
-                    tracing::warn!(
-                        "{} is set, but hipjit was built without its `redis` feature: no remote \
-                         cache tier",
-                        crate::cache::remote::REMOTE_CACHE_ENV
-                    );
-                }
-                Ok(())
-            }
-            RemoteLocation::Disabled => Ok(()),
-        }
-    }
+///
+/// Errors: [`JitError::RemoteConfig`] ([`RemoteCache::new`], [`RemoteCache::from_env`]).
+pub(crate) fn open_remote(location: RemoteLocation) -> Result<Option<RemoteCache>, JitError> {
+    Ok(match location {
+        RemoteLocation::Disabled => None,
+        RemoteLocation::Server(c) => Some(RemoteCache::new(c)?),
+        RemoteLocation::FromEnv => RemoteCache::from_env()?,
+    })
 }
-
-#[cfg(feature = "redis")]
-pub(crate) type RemoteOpened = Option<crate::cache::remote::RemoteCache>;
-#[cfg(not(feature = "redis"))]
-pub(crate) type RemoteOpened = ();
