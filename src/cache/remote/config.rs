@@ -238,6 +238,7 @@ impl RemoteConfig {
     }
 
     /// What follows the scheme's `://` (for `memory://<name>`, the name).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn host(&self) -> &str {
         self.url.split_once("://").map_or("", |(_, r)| r)
     }

@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::store::{
-    Capabilities, Fields, Got, HeldLock, Locked, ManifestNames, Publish, Store, StoreError,
-    Unless,
+    Capabilities, Fields, Got, HeldLock, Locked, ManifestNames, Publish, Store, StoreError, Unless,
 };
 
 /// A value and when it expires.
@@ -381,9 +380,7 @@ impl Store for MemoryStore {
                 return Locked::TimedOut;
             }
             let mut s = self.state.0.lock();
-            self.state
-                .1
-                .wait_for(&mut s, Duration::from_millis(10));
+            self.state.1.wait_for(&mut s, Duration::from_millis(10));
         }
     }
 }

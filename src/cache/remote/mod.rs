@@ -1,7 +1,14 @@
-//! The remote tier: a cache shared by a whole cluster, on a Redis server (or any server
-//! speaking its protocol, such as Valkey), behind the in-process cache and the local disk
-//! roots. Built with the `redis` feature; configured by [`REMOTE_CACHE_ENV`] or
-//! [`crate::jit::JitOptions::remote_cache`].
+//! The remote tier: a cache shared by a whole cluster, behind the in-process cache and the
+//! local disk roots, configured by [`REMOTE_CACHE_ENV`] or
+//! [`crate::jit::JitOptions::remote_cache`]. The tier (this module: key names, [`signing`],
+//! the checks of what is read, manifest merging and its bound, refusals, warnings, the
+//! [`write_back`] of hits to the first disk root) runs over a [`Store`] ([`store`]: three
+//! required operations and four capabilities, each with the way the tier degrades without
+//! it). The URL's scheme picks the store ([`open_store`], the one place that maps them):
+//! `redis://` and `rediss://` a Redis server (or any server speaking its protocol, such as
+//! Valkey), built with the `redis` feature and having every capability; `memory://<name>` an
+//! in-process store for tests ([`memory`], feature `testing`). What follows describes the
+//! tier over Redis; the names and values are the same over any store.
 //!
 //! # Keys and values
 //! With `N` the namespace ([`RemoteConfig::namespace`], default `hipjit`), `F` the
@@ -182,6 +189,7 @@ static WARNED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(|| Mutex::new(Ha
 
 /// Whether `what` (a server and key name, and what was wrong) is warned about for the
 /// first time in this process; records it.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(super) fn first_warning(what: String) -> bool {
     WARNED.lock().insert(what)
 }
@@ -573,7 +581,6 @@ impl RemoteCache {
         bad
     }
 
-
     /// Counts a refused value and warns about it, once per server and key name in this
     /// process: what was refused, why, what to check (`hint`), and what became of it.
     fn refusal(&self, bad: &BadEntry, hint: &str, fate: Fate, warnings: &mut Vec<String>) {
@@ -583,9 +590,7 @@ impl RemoteCache {
             return;
         }
         let fate = match fate {
-            Fate::Removed => {
-                "removed from the server, so that this compile can publish a good one"
-            }
+            Fate::Removed => "removed from the server, so that this compile can publish a good one",
             Fate::NotRemoved => {
                 "left in the server for now (it could not be removed: the server refuses \
                  EVAL or did not answer), never served; the next store of this entry by \
@@ -601,7 +606,6 @@ impl RemoteCache {
             bad.reason
         ));
     }
-
 
     /// Removes the value under `name` while it is still as `unless` says (compare-and-delete);
     /// where the store cannot, or did not answer, the name is remembered so that this
@@ -676,7 +680,7 @@ impl RemoteCache {
     /// manifests neither stored nor matched within the lifetime, then the least recently
     /// matched beyond [`MAX_MANIFESTS`], are removed (Redis: in the same Lua script; without
     /// `EVAL`, a pipeline, then the removals; a store without manifest merge: one
-    /// read-modify-write of the [`ManifestSet`]). Returns warnings (the outage, once; an
+    /// read-modify-write of one value holding them all). Returns warnings (the outage, once; an
     /// out-of-memory reply; a value over [`RemoteConfig::max_value_bytes`], not stored);
     /// never fails.
     pub fn store(
@@ -845,13 +849,7 @@ impl ManifestSet {
 /// computed here): `fields` the hash's fields, `scored` the recency set in ascending order
 /// of score; fields without a score go first, then those scored before `now - ttl`, then
 /// the least recently matched beyond `max`.
-fn to_evict(
-    fields: Vec<Vec<u8>>,
-    scored: Scored,
-    now: u64,
-    ttl: u64,
-    max: usize,
-) -> Vec<Vec<u8>> {
+fn to_evict(fields: Vec<Vec<u8>>, scored: Scored, now: u64, ttl: u64, max: usize) -> Vec<Vec<u8>> {
     let in_set: HashSet<&[u8]> = scored.iter().map(|(f, _)| f.as_slice()).collect();
     let mut gone: Vec<Vec<u8>> = fields
         .iter()
@@ -953,11 +951,10 @@ mod tests {
 
     #[test]
     fn lookups_try_the_most_recently_matched_first() {
-        let fields: HashMap<Vec<u8>, Vec<u8>> =
-            [("x", "1"), ("a", "2"), ("m", "3"), ("z", "4")]
-                .into_iter()
-                .map(|(k, v)| (f(k), f(v)))
-                .collect();
+        let fields: HashMap<Vec<u8>, Vec<u8>> = [("x", "1"), ("a", "2"), ("m", "3"), ("z", "4")]
+            .into_iter()
+            .map(|(k, v)| (f(k), f(v)))
+            .collect();
         // "gone" is scored but no longer in the hash; "a" and "x" have no score.
         let order: Vec<Vec<u8>> = by_recency(fields, vec![f("z"), f("gone"), f("m")])
             .into_iter()

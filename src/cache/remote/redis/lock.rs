@@ -46,9 +46,9 @@ use super::RedisStore;
 use crate::cache::key::hex;
 use crate::cache::remote::lock::LOCK_CLOCK_SKEW;
 use crate::cache::remote::signing::{self, LockClaim};
-use crate::cache::remote::store::{HeldLock, Locked, StoreError as OpError};
 #[allow(unused_imports)]
 use crate::cache::remote::store::Store;
+use crate::cache::remote::store::{HeldLock, Locked, StoreError as OpError};
 
 const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
      return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";

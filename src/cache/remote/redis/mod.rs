@@ -25,11 +25,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::config::{RemoteConfig, RemoteConfigError};
-use super::store::{
-    Capabilities, Failure, Fields, Got, Locked, ManifestNames, Publish, Store, StoreInfo,
-    Unless,
-};
 use super::store::StoreError as OpError;
+use super::store::{
+    Capabilities, Failure, Fields, Got, Locked, ManifestNames, Publish, Store, StoreInfo, Unless,
+};
 use super::Unanswered;
 use client::Client;
 
@@ -196,42 +195,44 @@ impl RedisStore {
         let now = p.now_ms;
         let (mname, rname) = (&p.manifests.fields, &p.manifests.recency);
         let (fields, scored): (Vec<Vec<u8>>, Scored) =
-            self.inner.client.run(p.value.len() + p.manifest.len(), |c| {
-                let mut q = redis::pipe();
-                q.cmd("SET").arg(p.entry).arg(p.value);
-                if !p.replace {
-                    q.arg("NX");
-                }
-                q.arg("PX")
-                    .arg(ttl)
-                    .ignore()
-                    .cmd("HSET")
-                    .arg(mname)
-                    .arg(p.field)
-                    .arg(p.manifest)
-                    .ignore()
-                    .cmd("ZADD")
-                    .arg(rname)
-                    .arg(now)
-                    .arg(p.field)
-                    .ignore()
-                    .cmd("PEXPIRE")
-                    .arg(mname)
-                    .arg(ttl)
-                    .ignore()
-                    .cmd("PEXPIRE")
-                    .arg(rname)
-                    .arg(ttl)
-                    .ignore()
-                    .cmd("HKEYS")
-                    .arg(mname)
-                    .cmd("ZRANGE")
-                    .arg(rname)
-                    .arg(0)
-                    .arg(-1)
-                    .arg("WITHSCORES")
-                    .query(c)
-            })?;
+            self.inner
+                .client
+                .run(p.value.len() + p.manifest.len(), |c| {
+                    let mut q = redis::pipe();
+                    q.cmd("SET").arg(p.entry).arg(p.value);
+                    if !p.replace {
+                        q.arg("NX");
+                    }
+                    q.arg("PX")
+                        .arg(ttl)
+                        .ignore()
+                        .cmd("HSET")
+                        .arg(mname)
+                        .arg(p.field)
+                        .arg(p.manifest)
+                        .ignore()
+                        .cmd("ZADD")
+                        .arg(rname)
+                        .arg(now)
+                        .arg(p.field)
+                        .ignore()
+                        .cmd("PEXPIRE")
+                        .arg(mname)
+                        .arg(ttl)
+                        .ignore()
+                        .cmd("PEXPIRE")
+                        .arg(rname)
+                        .arg(ttl)
+                        .ignore()
+                        .cmd("HKEYS")
+                        .arg(mname)
+                        .cmd("ZRANGE")
+                        .arg(rname)
+                        .arg(0)
+                        .arg(-1)
+                        .arg("WITHSCORES")
+                        .query(c)
+                })?;
         let gone = super::to_evict(fields, scored, now, ttl, p.max_manifests);
         if gone.is_empty() {
             return Ok(());
