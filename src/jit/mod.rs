@@ -15,7 +15,7 @@
 //!    a header manifest ([`crate::cache::manifest`]) of the files the last compile read; the
 //!    files are checked as they are now (stat first, hashed when changed), and their hashes
 //!    give the result key of the entry holding the code objects or cubin ([`entry`]);
-//! 3. the remote tier shared by a cluster ([`crate::cache::remote`], feature `redis`), when
+//! 3. the remote tier shared by a cluster ([`crate::cache::remote`]; Redis: feature `redis`), when
 //!    configured: the direct key's manifests and the entry they name, checked like a disk
 //!    entry, then written to the first disk root (`jit::remote`);
 //! 4. the compiler ([`crate::compiler::Backend`]); the result is published under the result
