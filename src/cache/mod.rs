@@ -1,6 +1,7 @@
 //! The JIT's caches: the keys ([`key`]), the header manifests ([`manifest`]), the disk cache
 //! ([`disk`]) and its bundles ([`bundle`]), the in-process cache ([`memory`]), the remote
-//! tier shared by a cluster ([`remote`]) and the kernel-level cache behind `Jit::kernel`.
+//! tier shared by a cluster ([`remote`]) and the kernel-level cache behind `Jit::kernel`;
+//! the disk and remote tiers as the list a miss walks ([`tier`]).
 
 pub mod bundle;
 pub mod disk;
@@ -9,6 +10,7 @@ pub mod key;
 pub mod manifest;
 pub mod memory;
 pub mod remote;
+pub mod tier;
 /// The cache directory tag, kept in the file-system layer (the compiler's include walk reads
 /// it too); here its old path.
 pub use crate::fs::cache_root as tag;

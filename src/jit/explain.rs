@@ -476,7 +476,6 @@ impl Jit {
                 }
             }
         }
-        #[cfg(feature = "redis")]
         if out.hit.is_none() {
             if let Some(remote) = &self.remote {
                 let fetch = remote.fetch(&direct, &o.include_dirs, &installation);

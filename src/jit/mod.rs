@@ -15,7 +15,7 @@
 //!    a header manifest ([`crate::cache::manifest`]) of the files the last compile read; the
 //!    files are checked as they are now (stat first, hashed when changed), and their hashes
 //!    give the result key of the entry holding the code objects or cubin ([`entry`]);
-//! 3. the remote tier shared by a cluster ([`crate::cache::remote`], feature `redis`), when
+//! 3. the remote tier shared by a cluster ([`crate::cache::remote`]; Redis: feature `redis`), when
 //!    configured: the direct key's manifests and the entry they name, checked like a disk
 //!    entry, then written to the first disk root (`jit::remote`);
 //! 4. the compiler ([`crate::compiler::Backend`]); the result is published under the result
@@ -41,6 +41,7 @@ mod kernels;
 pub mod record;
 mod remote;
 pub mod stats;
+mod tiers;
 
 pub use checks::CheckFailed;
 pub use compiled::{Artefact, Compiled, CompilerUsed, Origin};
@@ -57,11 +58,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-use crate::cache::disk::{CacheError, DiskCache, EntryMeta, LockOutcome};
+use crate::cache::disk::{CacheError, DiskCache, EntryMeta};
 use crate::cache::key::{self, CacheKey};
-use crate::cache::manifest::{self, Manifest};
+use crate::cache::manifest;
 use crate::cache::memory::MemoryCache;
 use crate::cache::remote::RemoteConfigError;
+use crate::cache::tier::{LockStep, Locks, Publish, Seen, Tier};
 use crate::code_object::CodeObjectError;
 use crate::compiler::diagnostics;
 use crate::compiler::selection::CompilerChoice;
@@ -74,8 +76,7 @@ use crate::safe::library::Library;
 use compiled::CompiledInner;
 use compilers::Compilers;
 use entry::{
-    inner_from_entry, manifest_lookup, manifest_lookup_stale, output_artefact, publish_manifest,
-    read_artefacts, refresh_manifest, usable_entry, ISA, LLVM_IR,
+    inner_from_entry, manifest_lookup, output_artefact, read_artefacts, usable_entry, ISA, LLVM_IR,
 };
 
 /// Where the disk cache lives.
@@ -238,10 +239,8 @@ pub struct Jit {
     extra: Vec<u8>,
     runtime_versions: Option<Vec<u32>>,
     lock_wait: Option<Duration>,
-    #[cfg(feature = "redis")]
     remote: Option<crate::cache::remote::RemoteCache>,
     /// Copies of remote hits into the first disk root, written in the background.
-    #[cfg(feature = "redis")]
     write_back: crate::cache::remote::write_back::WriteBack,
     loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
     /// Per-tier telemetry ([`Jit::stats`]).
@@ -279,10 +278,6 @@ impl Jit {
     /// `HIPJIT_REMOTE_CACHE` or signing key; a server configured in a build without the
     /// `redis` feature).
     pub fn new(options: JitOptions) -> Result<Jit, JitError> {
-        #[cfg_attr(
-            not(feature = "redis"),
-            allow(clippy::let_unit_value, unused_variables)
-        )]
         let remote = remote::open_remote(options.remote_cache)?;
         let disk = match options.cache {
             CacheLocation::Disabled => None,
@@ -324,9 +319,7 @@ impl Jit {
             extra: options.extra_signature,
             runtime_versions: options.runtime_code_object_versions,
             lock_wait: options.lock_wait,
-            #[cfg(feature = "redis")]
             remote,
-            #[cfg(feature = "redis")]
             write_back: Default::default(),
             loaded: Mutex::new(HashMap::new()),
             counters: Default::default(),
@@ -396,14 +389,12 @@ impl Jit {
     }
 
     /// The remote tier, when one is configured.
-    #[cfg(feature = "redis")]
     pub fn remote_cache(&self) -> Option<&crate::cache::remote::RemoteCache> {
         self.remote.as_ref()
     }
 
     /// Waits until every remote hit of this `Jit` has been written to the first disk root
     /// (they are written in the background; dropping the `Jit` waits too).
-    #[cfg(feature = "redis")]
     pub fn flush_cache_writes(&self) {
         self.write_back.flush();
     }
@@ -825,9 +816,10 @@ impl Jit {
         }
     }
 
-    /// The disk tiers, then the compiler. `may_fall_back`: when Auto's in-process compiler
-    /// fails, the request is looked up and compiled again, once, with the process compiler
-    /// (step 5 of the rule, [`crate::compiler::selection`]).
+    /// The hit memo, then the tiers (disk, remote: [`crate::cache::tier`]) looked up, then
+    /// locked, then the compiler, then the tiers published to. `may_fall_back`: when Auto's
+    /// in-process compiler fails, the request is looked up and compiled again, once, with the
+    /// process compiler (step 5 of the rule, [`crate::compiler::selection`]).
     fn compile_uncached(
         &self,
         source: &[u8],
@@ -895,140 +887,57 @@ impl Jit {
             direct,
         } = self.prepare(source, options, runtime)?;
         let backend = &chosen.backend;
-        let mut bad_entries = Vec::new();
-        let mut looked_up: Option<Manifest> = None;
-        let disk_lookup = self.disk.as_ref().filter(|_| !bypass_disk);
-        if let Some(disk) = disk_lookup {
-            if let Some((now, key, stale)) =
-                manifest_lookup_stale(disk, &direct, &o, &backend.identity().root)
-            {
-                let (entry, bad) = disk.get_hit(&key);
-                bad_entries = bad;
-                if let Some(entry) = entry {
-                    if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
-                    {
-                        let observed = recording.map(crate::fs::observe::Recording::finish);
-                        if let Some(meta) = stale {
-                            refresh_manifest(disk, &direct, meta, &now);
-                        } else if let (Some((dir, name, context, _)), Some(observed), true) =
-                            (&memo, observed, bad_entries.is_empty())
-                        {
-                            hit_memo::remember(
-                                dir,
-                                name,
-                                context,
-                                runtime,
-                                observed,
-                                &key,
-                                &chosen.used(),
-                                &o,
-                            );
-                        }
-                        return Ok((
-                            Arc::new(inner_from_entry(
-                                key,
-                                artefacts,
-                                &entry,
-                                bad_entries,
-                                chosen.used(),
-                                &o,
-                            )),
-                            Origin::Disk,
-                        ));
-                    }
-                }
-                looked_up = Some(now);
+        let request = tiers::Request {
+            direct,
+            o: &o,
+            chosen: &chosen,
+            runtime,
+            memo: memo.as_ref(),
+            recording: std::cell::RefCell::new(recording),
+        };
+        // The tiers, fastest first: looked up in order, then locked in order, then published
+        // to ([`crate::cache::tier`]).
+        let disk_tier = self.disk.as_ref().map(|disk| tiers::DiskTier {
+            disk,
+            lookups: !bypass_disk,
+        });
+        let remote_tier = self.remote.as_ref().map(|remote| tiers::RemoteTier {
+            jit: self,
+            remote,
+            lookups: !bypass_disk,
+        });
+        let list: Vec<&dyn Tier<tiers::Request<'_>, Hit = tiers::Hit>> = [
+            disk_tier.as_ref().map(|t| t as _),
+            remote_tier.as_ref().map(|t| t as _),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let mut seen = Seen::default();
+        for tier in &list {
+            if let Some(hit) = tier.lookup(&request, &mut seen) {
+                return Ok(hit);
             }
+            // Not a hit at the first look: nothing to remember, and the compile is not
+            // recorded.
+            drop(request.recording.borrow_mut().take());
         }
-        // Not a hit at the first look: nothing to remember, and the compile is not recorded.
-        drop(recording);
-        let mut cache_warnings = Vec::new();
-        #[cfg(feature = "redis")]
-        if !bypass_disk {
-            if let Some(remote) = &self.remote {
-                let fetch = remote.fetch(&direct, &o.include_dirs, &backend.identity().root);
-                if let Some(hit) = self.remote_hit(
-                    &direct,
-                    &o,
-                    &chosen,
-                    fetch,
-                    &mut bad_entries,
-                    &mut looked_up,
-                    &mut cache_warnings,
-                ) {
-                    return Ok(hit);
-                }
-            }
-        }
-        // Another process may be compiling this source: wait for it (bounded), then look again.
+        // Another process, or another machine, may be compiling this source: wait for it
+        // (bounded), then look again.
         let wait = self.lock_wait.unwrap_or_else(|| backend.timeout());
-        let _lock = match self.disk.as_ref().map(|d| d.lock(&direct, wait)) {
-            Some(LockOutcome::Held(l)) => Some(l),
-            Some(LockOutcome::TimedOut { path }) => {
-                let w = format!(
-                    "waited {} s for the compile lock {} (another process compiling this source, \
-                     stopped or slow); compiling without it",
-                    wait.as_secs_f64(),
-                    path.display()
-                );
-                tracing::warn!(key = %direct, "{w}");
-                cache_warnings.push(w);
-                None
-            }
-            Some(LockOutcome::Unavailable(reason)) => {
-                tracing::debug!(key = %direct, %reason, "no compile lock");
-                None
-            }
-            None => None,
-        };
-        if let (Some(disk), Some(_)) = (disk_lookup, &_lock) {
-            if let Some((now, key, stale)) =
-                manifest_lookup_stale(disk, &direct, &o, &backend.identity().root)
-            {
-                if let (Some(entry), _) = disk.get_hit(&key) {
-                    if let Some(artefacts) = usable_entry(disk, &key, &entry, &o, &mut bad_entries)
-                    {
-                        if let Some(meta) = stale {
-                            refresh_manifest(disk, &direct, meta, &now);
-                        }
-                        return Ok((
-                            Arc::new(inner_from_entry(
-                                key,
-                                artefacts,
-                                &entry,
-                                bad_entries,
-                                chosen.used(),
-                                &o,
-                            )),
-                            Origin::Disk,
-                        ));
-                    }
-                }
-                looked_up = Some(now);
+        let mut locks = Locks::default();
+        for tier in &list {
+            match tier.lock(&request, wait, &mut seen) {
+                LockStep::Held(l) => locks.push(l),
+                LockStep::Found(hit) => return Ok(hit),
+                LockStep::Unlocked => {}
             }
         }
-        // Another machine may be compiling it: the cluster lock, waited for as the disk's.
-        #[cfg(feature = "redis")]
-        let _cluster_lock = match self.cluster_lock(
-            &direct,
-            &o,
-            &chosen,
-            wait,
-            bypass_disk,
-            &mut bad_entries,
-            &mut looked_up,
-            &mut cache_warnings,
-        ) {
-            std::ops::ControlFlow::Break(hit) => return Ok(hit),
-            std::ops::ControlFlow::Continue(guard) => guard,
-        };
         let out = match backend.compile(source, &o) {
             Ok(out) => out,
             Err(e) if may_fall_back && self.compilers.fall_back(source, &o, &chosen, &e) => {
                 // The locks of this compiler's key are not those of the process compiler's.
-                drop(_lock);
-                #[cfg(feature = "redis")]
-                drop(_cluster_lock);
+                drop(locks);
                 return self.compile_uncached(source, options, bypass_disk, runtime, false);
             }
             Err(e) => return Err(e.into()),
@@ -1042,18 +951,16 @@ impl Jit {
             &search,
             backend.identity(),
             out.started,
-            looked_up.as_ref(),
+            seen.looked_up.as_ref(),
         );
         let key = key::result_key(&direct, &recorded.manifest);
         let artefacts = read_artefacts(&key, &out.code_object, &o)?;
         let mut entry_path = None;
-        // A read-only cache (CacheLocation::ReadOnly) is only read.
-        let written_disk = self.disk.as_ref().filter(|d| d.is_writable());
-        let publish = written_disk.is_some() || self.has_remote();
+        let publish = list.iter().any(|t| t.publishes());
         if let (true, Some(why)) = (publish, &recorded.unpublishable) {
             tracing::warn!(%key, reason = %why,
                 "hipjit cache: result not published, a file the compiler read changed while it ran");
-            cache_warnings.push(format!(
+            seen.warnings.push(format!(
                 "the result was not cached: {why} (a file the compiler read changed while it ran)"
             ));
         } else if publish {
@@ -1095,34 +1002,16 @@ impl Jit {
             if let Some(r) = &diagnostics_artefact {
                 stored.push((diagnostics::ARTEFACT, r));
             }
-            if let Some(disk) = written_disk {
-                match disk.put(&key, meta.clone(), &stored) {
-                    Ok((path, _)) => {
-                        entry_path = Some(path);
-                        if let Some(w) =
-                            publish_manifest(disk, &direct, meta.clone(), &recorded.manifest)
-                        {
-                            cache_warnings.push(w);
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(%key, error = %e, "hipjit cache write failed");
-                        cache_warnings.push(format!("the result was not cached: {e}"));
-                    }
-                }
-            }
-            #[cfg(feature = "redis")]
-            if let Some(remote) = &self.remote {
-                match crate::cache::disk::encode_entry(&key, meta, &stored) {
-                    Ok(bytes) => cache_warnings.extend(remote.store(
-                        &direct,
-                        &key,
-                        &bytes,
-                        &recorded.manifest,
-                    )),
-                    Err(e) => {
-                        cache_warnings.push(format!("the result was not stored remotely: {e}"))
-                    }
+            let result = Publish {
+                direct: &direct,
+                key: &key,
+                meta: &meta,
+                stored: &stored,
+                manifest: &recorded.manifest,
+            };
+            for tier in list.iter().filter(|t| t.publishes()) {
+                if let Some(path) = tier.publish(&request, &result, &mut seen) {
+                    entry_path.get_or_insert(path);
                 }
             }
         }
@@ -1137,10 +1026,11 @@ impl Jit {
             diagnostics: out.diagnostics,
             llvm_ir: out.llvm_ir,
             isa: out.isa,
-            bad_entries,
-            cache_warnings,
+            bad_entries: seen.bad,
+            cache_warnings: seen.warnings,
             compiler: chosen.used(),
         };
+        drop(locks);
         Ok((Arc::new(inner), Origin::Compiler))
     }
 }

@@ -1,31 +1,18 @@
-//! The JIT's use of the remote cache tier ([`crate::cache::remote`], feature `redis`): where it
-//! is ([`RemoteLocation`]), a remote hit checked like a disk entry and written to the first
-//! disk root, and the cluster lock around a compile.
+//! The JIT's use of the remote cache tier ([`crate::cache::remote`]): where it
+//! is ([`RemoteLocation`]), and a remote hit checked like a disk entry and written to the
+//! first disk root (the tier itself: `jit::tiers`).
 
-#[cfg(feature = "redis")]
 use std::sync::Arc;
-#[cfg(feature = "redis")]
-use std::time::Duration;
 
-#[cfg(feature = "redis")]
 use super::compiled::CompiledInner;
-#[cfg(feature = "redis")]
 use super::compilers::Chosen;
-#[cfg(feature = "redis")]
 use super::entry::{inner_from_entry, output_artefact, publish_manifest, read_artefacts};
-#[cfg(feature = "redis")]
 use super::Origin;
 use super::{Jit, JitError};
-#[cfg(feature = "redis")]
-use crate::cache::disk::{BadEntry, DiskCache};
-#[cfg(feature = "redis")]
+use crate::cache::disk::DiskCache;
 use crate::cache::key::CacheKey;
-#[cfg(feature = "redis")]
-use crate::cache::manifest::Manifest;
-use crate::cache::remote::RemoteConfig;
-#[cfg(not(feature = "redis"))]
-use crate::cache::remote::RemoteConfigError;
-#[cfg(feature = "redis")]
+use crate::cache::remote::{RemoteCache, RemoteConfig};
+use crate::cache::tier::Seen;
 use crate::compiler::CompileOptions;
 
 /// Where the remote cache tier is ([`crate::cache::remote`]).
@@ -41,33 +28,22 @@ pub enum RemoteLocation {
 }
 
 impl Jit {
-    pub(crate) fn has_remote(&self) -> bool {
-        #[cfg(feature = "redis")]
-        return self.remote.is_some();
-        #[cfg(not(feature = "redis"))]
-        return false;
-    }
-
     /// Takes a remote lookup's result: its bad entries and warnings, and its hit when the
     /// artefacts read (else the entry is rejected: reported and removed from the server). A hit
     /// is written to the first disk root with its manifest, in the background.
-    #[allow(clippy::too_many_arguments)]
-    #[cfg(feature = "redis")]
     pub(crate) fn remote_hit(
         &self,
         direct: &CacheKey,
         o: &CompileOptions,
         chosen: &Chosen,
         fetch: crate::cache::remote::Fetch,
-        bad_entries: &mut Vec<BadEntry>,
-        looked_up: &mut Option<Manifest>,
-        cache_warnings: &mut Vec<String>,
+        seen: &mut Seen,
     ) -> Option<(Arc<CompiledInner>, Origin)> {
         let remote = self.remote.as_ref()?;
-        bad_entries.extend(fetch.bad);
-        cache_warnings.extend(fetch.warnings);
-        if looked_up.is_none() {
-            *looked_up = fetch.looked_up;
+        seen.bad.extend(fetch.bad);
+        seen.warnings.extend(fetch.warnings);
+        if seen.looked_up.is_none() {
+            seen.looked_up = fetch.looked_up;
         }
         let hit = fetch.hit?;
         let name = output_artefact(o);
@@ -78,7 +54,8 @@ impl Jit {
         let artefacts = match read {
             Ok(c) => c,
             Err(reason) => {
-                bad_entries.push(remote.reject(hit, reason, cache_warnings));
+                seen.bad
+                    .push(remote.reject(hit, reason, &mut seen.warnings));
                 return None;
             }
         };
@@ -111,118 +88,22 @@ impl Jit {
             hit.key,
             artefacts,
             &entry,
-            std::mem::take(bad_entries),
+            std::mem::take(&mut seen.bad),
             chosen.used(),
             o,
         );
-        inner.cache_warnings = std::mem::take(cache_warnings);
+        inner.cache_warnings = std::mem::take(&mut seen.warnings);
         Some((Arc::new(inner), Origin::Remote))
-    }
-
-    /// The cluster lock of `direct` when a remote tier is configured: `Break` with the entry
-    /// another machine published while this one waited, else `Continue` with the lock (none
-    /// when the wait ran out or the server cannot lock).
-    #[allow(clippy::too_many_arguments)]
-    #[cfg(feature = "redis")]
-    pub(crate) fn cluster_lock(
-        &self,
-        direct: &CacheKey,
-        o: &CompileOptions,
-        chosen: &Chosen,
-        wait: Duration,
-        bypass: bool,
-        bad_entries: &mut Vec<BadEntry>,
-        looked_up: &mut Option<Manifest>,
-        cache_warnings: &mut Vec<String>,
-    ) -> std::ops::ControlFlow<
-        (Arc<CompiledInner>, Origin),
-        Option<crate::cache::remote::lock::ClusterLockGuard>,
-    > {
-        use crate::cache::remote::lock::ClusterLock;
-        use std::ops::ControlFlow;
-        let Some(remote) = self.remote.as_ref().filter(|_| !bypass) else {
-            return ControlFlow::Continue(None);
-        };
-        let mut lock_warnings = Vec::new();
-        let started = std::time::Instant::now();
-        let outcome = remote.lock(direct, wait, &mut lock_warnings, || {
-            let fetch = remote.fetch(direct, &o.include_dirs, &chosen.backend.identity().root);
-            fetch.hit.is_some().then_some(fetch)
-        });
-        cache_warnings.extend(lock_warnings);
-        match outcome {
-            ClusterLock::Held(g) => ControlFlow::Continue(Some(g)),
-            ClusterLock::Found(fetch) => {
-                match self.remote_hit(
-                    direct,
-                    o,
-                    chosen,
-                    fetch,
-                    bad_entries,
-                    looked_up,
-                    cache_warnings,
-                ) {
-                    Some(hit) => ControlFlow::Break(hit),
-                    None => ControlFlow::Continue(None),
-                }
-            }
-            ClusterLock::TimedOut => {
-                let w = format!(
-                    "waited {:.1} s for the cluster compile lock of {direct} (another machine \
-                     compiling this source, stopped or slow; no longer than the compile timeout, \
-                     {} s, from when it took the lock); compiling without it (the lock was \
-                     removed, and this process does not wait for that holder again)",
-                    started.elapsed().as_secs_f64(),
-                    wait.as_secs_f64()
-                );
-                tracing::warn!("{w}");
-                cache_warnings.push(w);
-                ControlFlow::Continue(None)
-            }
-            ClusterLock::Unavailable => ControlFlow::Continue(None),
-        }
     }
 }
 
 /// The remote tier `location` names: `None` when none is configured.
-pub(crate) fn open_remote(location: RemoteLocation) -> Result<RemoteOpened, JitError> {
-    #[cfg(feature = "redis")]
-    {
-        let config = match location {
-            RemoteLocation::Disabled => None,
-            RemoteLocation::Server(c) => Some(c),
-            RemoteLocation::FromEnv => RemoteConfig::from_env()?,
-        };
-        Ok(match config {
-            Some(c) => Some(crate::cache::remote::RemoteCache::new(c)?),
-            None => None,
-        })
-    }
-    #[cfg(not(feature = "redis"))]
-    {
-        match location {
-            RemoteLocation::Server(c) => Err(RemoteConfigError::NotBuilt {
-                url: c.redacted_url(),
-            }
-            .into()),
-            RemoteLocation::FromEnv => {
-                if std::env::var_os(crate::cache::remote::REMOTE_CACHE_ENV)
-                    .is_some_and(|v| !v.is_empty())
-                {
-                    tracing::warn!(
-                        "{} is set, but hipjit was built without its `redis` feature: no remote \
-                         cache tier",
-                        crate::cache::remote::REMOTE_CACHE_ENV
-                    );
-                }
-                Ok(())
-            }
-            RemoteLocation::Disabled => Ok(()),
-        }
-    }
+///
+/// Errors: [`JitError::RemoteConfig`] ([`RemoteCache::new`], [`RemoteCache::from_env`]).
+pub(crate) fn open_remote(location: RemoteLocation) -> Result<Option<RemoteCache>, JitError> {
+    Ok(match location {
+        RemoteLocation::Disabled => None,
+        RemoteLocation::Server(c) => Some(RemoteCache::new(c)?),
+        RemoteLocation::FromEnv => RemoteCache::from_env()?,
+    })
 }
-
-#[cfg(feature = "redis")]
-pub(crate) type RemoteOpened = Option<crate::cache::remote::RemoteCache>;
-#[cfg(not(feature = "redis"))]
-pub(crate) type RemoteOpened = ();

@@ -111,10 +111,7 @@ impl Counters {
 impl Jit {
     /// Hits, misses and time per tier, and compiles, since this `Jit` was made.
     pub fn stats(&self) -> JitStats {
-        #[cfg(feature = "redis")]
         let remote = self.remote.as_ref().map(|r| r.refused());
-        #[cfg(not(feature = "redis"))]
-        let remote = None;
         self.counters.snapshot(self.disk.is_some(), remote)
     }
 }

@@ -48,6 +48,8 @@ mod occupancy;
 mod package_contents;
 #[cfg(feature = "redis")]
 mod remote_cache;
+#[cfg(feature = "testing")]
+mod remote_store;
 #[cfg(feature = "cli")]
 mod rtc_worker;
 mod runtime_loader;

@@ -231,6 +231,18 @@ impl RemoteConfig {
         Some((host.to_string(), port))
     }
 
+    /// The URL's scheme (`redis`, `rediss`, `memory`...): which store it names
+    /// ([`super::open_store`]).
+    pub fn scheme(&self) -> &str {
+        self.url.split_once("://").map_or("", |(s, _)| s)
+    }
+
+    /// What follows the scheme's `://` (for `memory://<name>`, the name).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(crate) fn host(&self) -> &str {
+        self.url.split_once("://").map_or("", |(_, r)| r)
+    }
+
     /// Whether the URL asks for TLS (`rediss://`).
     pub fn tls(&self) -> bool {
         self.url.starts_with("rediss://")
@@ -392,6 +404,10 @@ fn check_url(url: &str) -> Result<(), RemoteConfigError> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(bad("no scheme"));
     };
+    if scheme == "memory" && cfg!(feature = "testing") && !rest.is_empty() {
+        // An in-process store for tests (`super::memory`), named by the rest.
+        return Ok(());
+    }
     if scheme != "redis" && scheme != "rediss" {
         return Err(bad(&format!(
             "scheme {scheme:?} is not redis or rediss (Unix sockets are not supported)"

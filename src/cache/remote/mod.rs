@@ -1,7 +1,14 @@
-//! The remote tier: a cache shared by a whole cluster, on a Redis server (or any server
-//! speaking its protocol, such as Valkey), behind the in-process cache and the local disk
-//! roots. Built with the `redis` feature; configured by [`REMOTE_CACHE_ENV`] or
-//! [`crate::jit::JitOptions::remote_cache`].
+//! The remote tier: a cache shared by a whole cluster, behind the in-process cache and the
+//! local disk roots, configured by [`REMOTE_CACHE_ENV`] or
+//! [`crate::jit::JitOptions::remote_cache`]. The tier (this module: key names, [`signing`],
+//! the checks of what is read, manifest merging and its bound, refusals, warnings, the
+//! [`write_back`] of hits to the first disk root) runs over a [`Store`] ([`store`]: three
+//! required operations and four capabilities, each with the way the tier degrades without
+//! it). The URL's scheme picks the store ([`open_store`], the one place that maps them):
+//! `redis://` and `rediss://` a Redis server (or any server speaking its protocol, such as
+//! Valkey), built with the `redis` feature and having every capability; `memory://<name>` an
+//! in-process store for tests ([`memory`], feature `testing`). What follows describes the
+//! tier over Redis; the names and values are the same over any store.
 //!
 //! # Keys and values
 //! With `N` the namespace ([`RemoteConfig::namespace`], default `hipjit`), `F` the
@@ -71,411 +78,419 @@
 //! `Debug` output, `hipjit doctor` or JSON ([`RemoteConfig::redacted_url`]).
 
 pub mod config;
-
-#[cfg(feature = "redis")]
-mod client;
-#[cfg(feature = "redis")]
-pub use client::Failure;
-#[cfg(feature = "redis")]
 pub mod lock;
+#[cfg(feature = "testing")]
+pub mod memory;
 #[cfg(feature = "redis")]
+mod redis;
 pub mod signing;
-#[cfg(feature = "redis")]
+pub mod store;
 pub mod write_back;
 
 pub use config::{
     RemoteConfig, RemoteConfigError, DEFAULT_MAX_VALUE_BYTES, MIN_SIGNING_KEY_BYTES,
     REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV,
 };
+pub use store::{Capabilities, Failure, Store};
 
-#[cfg(feature = "redis")]
-pub use imp::*;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
-#[allow(unused_imports)]
-use crate::cache::key::CACHE_FORMAT_VERSION;
+use parking_lot::Mutex;
 
-#[cfg(feature = "redis")]
-mod imp {
-    use std::collections::{HashMap, HashSet};
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::sync::{Arc, LazyLock};
+use crate::cache::disk::{BadEntry, Entry};
+use crate::cache::key::{self, hex, CacheKey, CACHE_FORMAT_VERSION};
+use crate::cache::manifest::Manifest;
+use signing::Refused;
+use store::{Fields, Got, ManifestNames, Publish, StoreError, Unless};
 
-    use parking_lot::Mutex;
+/// A recency set: each field and its score, in ascending order of score.
+type Scored = Vec<(Vec<u8>, f64)>;
 
-    use super::client::{Client, Failure, OpError};
-    use super::config::RemoteConfig;
-    use super::signing::{self, Refused};
-    use crate::cache::disk::{BadEntry, Entry};
-    use crate::cache::key::{self, hex, CacheKey, CACHE_FORMAT_VERSION};
-    use crate::cache::manifest::Manifest;
+/// At most this many header manifests of one direct key are kept (a store removes the
+/// least recently matched beyond it) and tried on a lookup.
+pub const MAX_MANIFESTS: usize = 32;
 
-    /// The fields and values of a manifests hash.
-    type Fields = HashMap<Vec<u8>, Vec<u8>>;
-    /// A recency set: each field and its score, in ascending order of score.
-    type Scored = Vec<(Vec<u8>, f64)>;
-
-    /// At most this many header manifests of one direct key are kept (a store removes the
-    /// least recently matched beyond it) and tried on a lookup.
-    pub const MAX_MANIFESTS: usize = 32;
-
-    const DEL_IF_SHA1: &str = "local v = redis.call('GET', KEYS[1]) \
-         if v and redis.sha1hex(v) == ARGV[1] then return redis.call('DEL', KEYS[1]) end \
-         return 0";
-    const HDEL_IF_SHA1: &str = "local v = redis.call('HGET', KEYS[1], ARGV[1]) \
-         if v and redis.sha1hex(v) == ARGV[2] then redis.call('ZREM', KEYS[2], ARGV[1]) \
-         return redis.call('HDEL', KEYS[1], ARGV[1]) end \
-         return 0";
-    /// Deletes an entry name's value while it is no string or is longer than `ARGV[1]`.
-    const DEL_IF_UNREADABLE: &str = "local t = redis.call('TYPE', KEYS[1]).ok \
-         if t == 'none' then return 0 end \
-         if t ~= 'string' or redis.call('STRLEN', KEYS[1]) > tonumber(ARGV[1]) then \
-         return redis.call('DEL', KEYS[1]) end \
-         return 0";
-    /// [`RemoteCache::store`]: KEYS entry, manifests hash, recency set; ARGV value, field,
-    /// manifest value, lifetime (ms), now (ms since the epoch), the bound on manifests, `1` to
-    /// replace the entry (a value there failed to verify and was not removed). Manifests in
-    /// the hash without a score (written before the recency set existed) are scored just
-    /// before now; those not stored nor matched within the lifetime, then the least recently
-    /// matched beyond the bound, are removed from both. Returns how many were removed.
-    const STORE: &str = "\
-         if ARGV[7] == '1' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4]) \
-         else redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[4]) end \
-         redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) \
-         local now = tonumber(ARGV[5]) \
-         if redis.call('HLEN', KEYS[2]) > redis.call('ZCARD', KEYS[3]) then \
-           for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do \
-             if not redis.call('ZSCORE', KEYS[3], f) then \
-               redis.call('ZADD', KEYS[3], now - 1, f) end end end \
-         redis.call('ZADD', KEYS[3], now, ARGV[2]) \
-         local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', \
-           string.format('(%.0f', now - tonumber(ARGV[4]))) \
-         local over = redis.call('ZCARD', KEYS[3]) - #gone - tonumber(ARGV[6]) \
-         if over > 0 then \
-           for _, f in ipairs(redis.call('ZRANGE', KEYS[3], #gone, #gone + over - 1)) do \
-             table.insert(gone, f) end end \
-         for _, f in ipairs(gone) do \
-           redis.call('HDEL', KEYS[2], f) redis.call('ZREM', KEYS[3], f) end \
-         redis.call('PEXPIRE', KEYS[2], ARGV[4]) \
-         redis.call('PEXPIRE', KEYS[3], ARGV[4]) \
-         return #gone";
-
-    /// The remote cache tier (see the module documentation). `Send + Sync`; cheap to clone.
-    #[derive(Clone, Debug)]
-    pub struct RemoteCache {
-        pub(super) inner: Arc<Inner>,
-    }
-
-    #[derive(Debug)]
-    pub(super) struct Inner {
-        pub(super) client: Client,
-        /// Set when the server refused `EVAL` (said once).
-        pub(super) eval_refused: AtomicBool,
-        /// Warnings to give once, to the next lookup or lock that can carry them to a caller
-        /// (the server's refusal of `EVAL`).
-        pub(super) notices: Mutex<Vec<String>>,
-        /// Values refused since the tier was made ([`RemoteCache::refused`]).
-        pub(super) refused: AtomicU64,
-        /// `k<key id>:` under a signing key ([`signing::key_id`]), else empty: the part of
-        /// entry and lock names that keeps each key's values apart.
-        scope: String,
-        /// Entry names whose value was refused and could not be removed (the server refuses
-        /// `EVAL` or did not answer): the next store of that entry replaces it (`SET` without
-        /// `NX`).
-        replace: Mutex<HashSet<String>>,
-    }
-
-    /// What became of a refused value (said in its warning).
-    enum Fate {
-        /// Deleted while it still held the refused bytes.
-        Removed,
-        /// To be deleted, but the server refuses `EVAL` or did not answer.
-        NotRemoved,
-        /// Left on purpose: another node's manifest (another signing key, or none).
-        LeftForItsNodes,
-    }
-
-    impl Fate {
-        fn removed(bad: &BadEntry) -> Fate {
-            if bad.writable_root {
-                Fate::Removed
-            } else {
-                Fate::NotRemoved
-            }
-        }
-    }
-
-    /// The refusals already warned about in this process, by server and key name: each is
-    /// warned about once ([`Fetch::warnings`]), and still reported every time
-    /// ([`Fetch::bad`]).
-    static WARNED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
-
-    /// Whether `what` (a server and key name, and what was wrong) is warned about for the
-    /// first time in this process; records it.
-    pub(super) fn first_warning(what: String) -> bool {
-        WARNED.lock().insert(what)
-    }
-
-    /// What to check when an entry that decoded as a hipjit value fails its own checks.
-    const CORRUPTED_HINT: &str = "corrupted after it was written: check the server (its \
-         memory, its persistence) and that nothing else writes keys under hipjit's namespace";
-
-    /// An entry found in the server and checked ([`Entry::from_bytes`], signature).
-    #[derive(Debug)]
-    pub struct RemoteEntry {
-        /// Its result key.
-        pub key: CacheKey,
-        /// The manifest that led to it, as the files are now.
-        pub manifest: Manifest,
-        /// The entry; its `path` is [`RemoteCache::describe`] of its key name.
-        pub entry: Entry,
-        name: String,
-        value_sha1: String,
-    }
-
-    /// What [`RemoteCache::fetch`] found.
-    #[derive(Debug, Default)]
-    pub struct Fetch {
-        /// A checked entry, when one matched.
-        pub hit: Option<RemoteEntry>,
-        /// Bad values met (never served; removed when they still held the bad bytes).
-        pub bad: Vec<BadEntry>,
-        /// The first manifest that could match, as the files are now, when any.
-        pub looked_up: Option<Manifest>,
-        /// Warnings for the caller's result (the outage, once; a server error; a value refused,
-        /// once per key name in this process, saying what to check; the server's refusal of
-        /// `EVAL`, once per tier).
-        pub warnings: Vec<String>,
-    }
-
-    impl RemoteCache {
-        /// A tier for `config`; no connection is made until the first lookup.
-        ///
-        /// Errors: a bad setting ([`RemoteConfig::validate`]) or a URL the client refuses,
-        /// as text without the password.
-        pub fn new(config: RemoteConfig) -> Result<RemoteCache, super::RemoteConfigError> {
-            config.validate()?;
-            let client =
-                Client::new(config.clone()).map_err(|reason| super::RemoteConfigError::BadUrl {
-                    url: config.redacted_url(),
-                    reason,
-                })?;
-            let scope = config
-                .signing_key
-                .as_deref()
-                .map_or_else(String::new, |k| format!("k{}:", signing::key_id(k)));
-            Ok(RemoteCache {
-                inner: Arc::new(Inner {
-                    client,
-                    eval_refused: AtomicBool::new(false),
-                    notices: Mutex::new(Vec::new()),
-                    refused: AtomicU64::new(0),
-                    scope,
-                    replace: Mutex::new(HashSet::new()),
-                }),
-            })
-        }
-
-        /// The settings.
-        pub fn config(&self) -> &RemoteConfig {
-            &self.inner.client.config
-        }
-
-        /// How many values this tier refused since it was made: entries and manifests that
-        /// were corrupted, not hipjit's, unsigned under a signing key or signed with another
-        /// key, and entries whose code objects did not read ([`RemoteCache::reject`]).
-        pub fn refused(&self) -> u64 {
-            self.inner.refused.load(Ordering::Relaxed)
-        }
-
-        /// Moves the warnings this tier gives once (the refusal of `EVAL`) into `warnings`.
-        pub(super) fn take_notices(&self, warnings: &mut Vec<String>) {
-            warnings.append(&mut self.inner.notices.lock());
-        }
-
-        /// Whether the server is known to be unreachable now (no operation will be tried
-        /// before [`RemoteConfig::retry_after`] has passed), or the tier is off (the server
-        /// refused it for good: [`Failure`]).
-        pub fn is_down(&self) -> bool {
-            self.inner.client.is_down()
-        }
-
-        /// The last failure to use the server, classified, with its warning (the URL's
-        /// password masked); `None` when none was met.
-        pub fn last_failure(&self) -> Option<(Failure, String)> {
-            self.inner.client.last_failure()
-        }
-
-        /// The server's key name of `key` for `kind` (`e` entry, `m` manifests, `r` their
-        /// recency, `l` lock; see
-        /// the module documentation): entries and locks under a signing key hold its id.
-        pub(super) fn name(&self, kind: &str, key: &CacheKey) -> String {
-            let scope = if kind == "m" || kind == "r" {
-                ""
-            } else {
-                &self.inner.scope
-            };
-            format!(
-                "{}:{}:{scope}{kind}:{}",
-                self.config().namespace,
-                CACHE_FORMAT_VERSION,
-                key.to_hex()
-            )
-        }
-
-        /// How a key name of the server is shown: the redacted URL, `#`, the name.
-        pub fn describe(&self, name: &str) -> PathBuf {
-            PathBuf::from(format!("{}#{name}", self.config().redacted_url()))
-        }
-
-        fn signing_key(&self) -> Option<&[u8]> {
-            self.config().signing_key.as_deref()
-        }
-
-        fn note(warnings: &mut Vec<String>, e: OpError) {
-            match e {
-                OpError::Down | OpError::Lost(None) => {}
-                OpError::Lost(Some(w)) => warnings.push(w),
-                OpError::Server { message, .. } => {
-                    tracing::warn!(error = %message, "remote cache operation refused");
-                    warnings.push(format!("the remote cache refused an operation: {message}"));
-                }
-            }
-        }
-
-        /// Looks `direct` up: its manifests (each checked against the files as they are now,
-        /// with `include_dirs` as the options' include directories and `installation` as the
-        /// compiler's installation root), then the entry of each
-        /// result key that can match, until one checks out. A hit refreshes the lifetime of
-        /// the entry and of the manifests.
-        pub fn fetch(
-            &self,
-            direct: &CacheKey,
-            include_dirs: &[PathBuf],
-            installation: &std::path::Path,
-        ) -> Fetch {
-            let mut out = Fetch::default();
-            let mname = self.name("m", direct);
-            let rname = self.name("r", direct);
-            let read: Result<(Fields, Vec<Vec<u8>>), _> = self.inner.client.run(0, |c| {
-                redis::pipe()
-                    .cmd("HGETALL")
-                    .arg(&mname)
-                    .cmd("ZREVRANGE")
-                    .arg(&rname)
-                    .arg(0)
-                    .arg(-1)
-                    .query(c)
+/// The URL schemes of the stores this build has, and the store each names: the one place a
+/// scheme is mapped to a [`Store`]. `redis` and `rediss` need the `redis` feature (without
+/// it, [`RemoteConfigError::NotBuilt`]); `memory` (an in-process store, [`memory`]) the
+/// `testing` feature.
+///
+/// Errors: [`RemoteConfigError::NotBuilt`] for a store this build lacks;
+/// [`RemoteConfigError::BadUrl`] for a scheme no store has, or a URL its store refuses.
+pub fn open_store(config: &RemoteConfig) -> Result<Arc<dyn Store>, RemoteConfigError> {
+    match config.scheme() {
+        "redis" | "rediss" => {
+            #[cfg(feature = "redis")]
+            return Ok(Arc::new(redis::RedisStore::new(config.clone())?));
+            #[cfg(not(feature = "redis"))]
+            return Err(RemoteConfigError::NotBuilt {
+                url: config.redacted_url(),
             });
-            let (fields, recent) = match read {
-                Ok(f) => f,
-                Err(e) => {
-                    Self::note(&mut out.warnings, e);
-                    return out;
+        }
+        #[cfg(feature = "testing")]
+        "memory" => Ok(memory::MemoryStore::named(config.host())),
+        scheme => Err(RemoteConfigError::BadUrl {
+            url: config.redacted_url(),
+            reason: format!("no store for the scheme {scheme:?} in this build"),
+        }),
+    }
+}
+
+/// The remote tier (see the module documentation) over one [`Store`]. `Send + Sync`; cheap
+/// to clone.
+#[derive(Clone, Debug)]
+pub struct RemoteCache {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: RemoteConfig,
+    store: Arc<dyn Store>,
+    /// Values refused since the tier was made ([`RemoteCache::refused`]).
+    refused: AtomicU64,
+    /// `k<key id>:` under a signing key ([`signing::key_id`]), else empty: the part of
+    /// entry and lock names that keeps each key's values apart.
+    scope: String,
+    /// Entry names whose value was refused and could not be removed (the store cannot
+    /// compare-and-delete, or did not answer): the next store of that entry replaces it (a
+    /// plain put).
+    replace: Mutex<HashSet<String>>,
+}
+
+/// What became of a refused value (said in its warning).
+enum Fate {
+    /// Deleted while it still held the refused bytes.
+    Removed,
+    /// To be deleted, but the server refuses `EVAL` or did not answer.
+    NotRemoved,
+    /// Left on purpose: another node's manifest (another signing key, or none).
+    LeftForItsNodes,
+}
+
+impl Fate {
+    fn removed(bad: &BadEntry) -> Fate {
+        if bad.writable_root {
+            Fate::Removed
+        } else {
+            Fate::NotRemoved
+        }
+    }
+}
+
+/// The refusals already warned about in this process, by server and key name: each is
+/// warned about once ([`Fetch::warnings`]), and still reported every time
+/// ([`Fetch::bad`]).
+static WARNED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+
+/// Whether `what` (a server and key name, and what was wrong) is warned about for the
+/// first time in this process; records it.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(super) fn first_warning(what: String) -> bool {
+    WARNED.lock().insert(what)
+}
+
+/// What to check when an entry that decoded as a hipjit value fails its own checks.
+const CORRUPTED_HINT: &str = "corrupted after it was written: check the server (its \
+     memory, its persistence) and that nothing else writes keys under hipjit's namespace";
+
+/// An entry found in the server and checked ([`Entry::from_bytes`], signature).
+#[derive(Debug)]
+pub struct RemoteEntry {
+    /// Its result key.
+    pub key: CacheKey,
+    /// The manifest that led to it, as the files are now.
+    pub manifest: Manifest,
+    /// The entry; its `path` is [`RemoteCache::describe`] of its key name.
+    pub entry: Entry,
+    name: String,
+    /// The store's fingerprint of the value read ([`store::Got::Value`]).
+    tag: String,
+}
+
+/// What [`RemoteCache::fetch`] found.
+#[derive(Debug, Default)]
+pub struct Fetch {
+    /// A checked entry, when one matched.
+    pub hit: Option<RemoteEntry>,
+    /// Bad values met (never served; removed when they still held the bad bytes).
+    pub bad: Vec<BadEntry>,
+    /// The first manifest that could match, as the files are now, when any.
+    pub looked_up: Option<Manifest>,
+    /// Warnings for the caller's result (the outage, once; a server error; a value refused,
+    /// once per key name in this process, saying what to check; the server's refusal of
+    /// `EVAL`, once per tier).
+    pub warnings: Vec<String>,
+}
+
+impl RemoteCache {
+    /// A tier for `config`, over the store its URL's scheme names ([`open_store`]); no
+    /// connection is made until the first lookup.
+    ///
+    /// Errors: a bad setting ([`RemoteConfig::validate`]), a URL the store refuses (as text
+    /// without the password), a store this build lacks ([`RemoteConfigError::NotBuilt`]).
+    pub fn new(config: RemoteConfig) -> Result<RemoteCache, RemoteConfigError> {
+        config.validate()?;
+        let store = open_store(&config)?;
+        Ok(RemoteCache::with_store(config, store))
+    }
+
+    /// A tier for `config` over `store` (its URL only names the server in messages).
+    pub fn with_store(config: RemoteConfig, store: Arc<dyn Store>) -> RemoteCache {
+        let scope = config
+            .signing_key
+            .as_deref()
+            .map_or_else(String::new, |k| format!("k{}:", signing::key_id(k)));
+        RemoteCache {
+            inner: Arc::new(Inner {
+                config,
+                store,
+                refused: AtomicU64::new(0),
+                scope,
+                replace: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+
+    /// The tier `HIPJIT_REMOTE_CACHE` (and `HIPJIT_REMOTE_CACHE_KEY`) name; `None` when
+    /// unset. In a build without the `redis` feature the variable is not read: a warning says
+    /// it is set, and there is no tier.
+    ///
+    /// Errors: as [`RemoteConfig::from_env`] and [`RemoteCache::new`].
+    pub fn from_env() -> Result<Option<RemoteCache>, RemoteConfigError> {
+        if !cfg!(feature = "redis") {
+            if std::env::var_os(REMOTE_CACHE_ENV).is_some_and(|v| !v.is_empty()) {
+                tracing::warn!(
+                    "{REMOTE_CACHE_ENV} is set, but hipjit was built without its `redis` \
+                     feature: no remote cache tier"
+                );
+            }
+            return Ok(None);
+        }
+        RemoteConfig::from_env()?.map(RemoteCache::new).transpose()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RemoteConfig {
+        &self.inner.config
+    }
+
+    /// The store under this tier.
+    pub fn backing(&self) -> &dyn Store {
+        &*self.inner.store
+    }
+
+    /// How many values this tier refused since it was made: entries and manifests that
+    /// were corrupted, not hipjit's, unsigned under a signing key or signed with another
+    /// key, and entries whose code objects did not read ([`RemoteCache::reject`]).
+    pub fn refused(&self) -> u64 {
+        self.inner.refused.load(Ordering::Relaxed)
+    }
+
+    /// Moves the warnings the store gives once (Redis's refusal of `EVAL`) into `warnings`.
+    fn take_notices(&self, warnings: &mut Vec<String>) {
+        warnings.extend(self.backing().take_notices());
+    }
+
+    /// Whether the server is known to be unreachable now (no operation will be tried
+    /// before [`RemoteConfig::retry_after`] has passed), or the tier is off (the server
+    /// refused it for good: [`Failure`]).
+    pub fn is_down(&self) -> bool {
+        self.backing().is_down()
+    }
+
+    /// The last failure to use the server, classified, with its warning (the URL's
+    /// password masked); `None` when none was met.
+    pub fn last_failure(&self) -> Option<(Failure, String)> {
+        self.backing().last_failure()
+    }
+
+    /// The server's key name of `key` for `kind` (`e` entry, `m` manifests, `r` their
+    /// recency, `l` lock; see
+    /// the module documentation): entries and locks under a signing key hold its id.
+    fn name(&self, kind: &str, key: &CacheKey) -> String {
+        let scope = if kind == "m" || kind == "r" {
+            ""
+        } else {
+            &self.inner.scope
+        };
+        format!(
+            "{}:{}:{scope}{kind}:{}",
+            self.config().namespace,
+            CACHE_FORMAT_VERSION,
+            key.to_hex()
+        )
+    }
+
+    /// The names of the manifests of `direct`.
+    fn manifest_names(&self, direct: &CacheKey) -> ManifestNames {
+        ManifestNames {
+            fields: self.name("m", direct),
+            recency: self.name("r", direct),
+        }
+    }
+
+    /// How a key name of the server is shown: the redacted URL, `#`, the name.
+    pub fn describe(&self, name: &str) -> PathBuf {
+        PathBuf::from(format!("{}#{name}", self.backing().describe()))
+    }
+
+    fn signing_key(&self) -> Option<&[u8]> {
+        self.config().signing_key.as_deref()
+    }
+
+    fn ttl(&self) -> Duration {
+        self.config().ttl
+    }
+
+    fn note(warnings: &mut Vec<String>, e: StoreError) {
+        match e {
+            StoreError::Down | StoreError::Lost(None) | StoreError::Unsupported => {}
+            StoreError::Lost(Some(w)) => warnings.push(w),
+            StoreError::Server { message, .. } => {
+                tracing::warn!(error = %message, "remote cache operation refused");
+                warnings.push(format!("the remote cache refused an operation: {message}"));
+            }
+        }
+    }
+
+    /// The manifests of `names` and the fields most recently matched first: the store's
+    /// record with [`Capabilities::manifest_merge`], else the one value of a
+    /// [`ManifestSet`].
+    fn read_manifests(&self, names: &ManifestNames) -> Result<(Fields, Vec<Vec<u8>>), StoreError> {
+        if self.backing().capabilities().manifest_merge {
+            return self.backing().manifests(names);
+        }
+        let set = self.read_set(names)?;
+        let mut recent: Vec<(Vec<u8>, u64)> =
+            set.0.iter().map(|(f, (s, _))| (f.clone(), *s)).collect();
+        recent.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let fields = set.0.into_iter().map(|(f, (_, v))| (f, v)).collect();
+        Ok((fields, recent.into_iter().map(|(f, _)| f).collect()))
+    }
+
+    /// The [`ManifestSet`] under `names.fields` (empty when there is none, or it does not
+    /// decode: the next publish replaces it).
+    fn read_set(&self, names: &ManifestNames) -> Result<ManifestSet, StoreError> {
+        let bound = self
+            .config()
+            .max_value_bytes
+            .saturating_mul(MAX_MANIFESTS as u64 + 1);
+        Ok(match self.backing().get(&names.fields, bound)? {
+            Got::Value { bytes, .. } => ManifestSet::decode(&bytes).unwrap_or_default(),
+            _ => ManifestSet::default(),
+        })
+    }
+
+    /// Looks `direct` up: its manifests (each checked against the files as they are now,
+    /// with `include_dirs` as the options' include directories and `installation` as the
+    /// compiler's installation root), then the entry of each
+    /// result key that can match, until one checks out. A hit refreshes the lifetime of
+    /// the entry and of the manifests.
+    pub fn fetch(
+        &self,
+        direct: &CacheKey,
+        include_dirs: &[PathBuf],
+        installation: &std::path::Path,
+    ) -> Fetch {
+        let mut out = Fetch::default();
+        let names = self.manifest_names(direct);
+        let (fields, recent) = match self.read_manifests(&names) {
+            Ok(f) => f,
+            Err(e) => {
+                Self::note(&mut out.warnings, e);
+                self.take_notices(&mut out.warnings);
+                return out;
+            }
+        };
+        let mname = &names.fields;
+        let mut tried = HashSet::new();
+        let mut accepted = 0;
+        for (field, value) in by_recency(fields, recent) {
+            if accepted == MAX_MANIFESTS {
+                break;
+            }
+            let manifest = match signing::open(self.signing_key(), mname.as_bytes(), &value) {
+                // Another node's manifest (signed with another key, or by a node without
+                // one): it names that node's entries and is of use to it, and it blocks
+                // nobody (each manifest value has a field of its own). Refused, left.
+                Err(e @ (Refused::BadSignature | Refused::Unsigned)) => {
+                    let bad = self.leave_manifest(mname, &field, e.to_string());
+                    self.refusal(&bad, e.hint(), Fate::LeftForItsNodes, &mut out.warnings);
+                    out.bad.push(bad);
+                    continue;
+                }
+                Err(e) => Err((e.to_string(), e.hint())),
+                // Another machine's stats prove nothing here: each file is hashed.
+                Ok(p) => Manifest::from_bytes(p)
+                    .map(Manifest::from_another_node)
+                    .map_err(|e| (e.to_string(), CORRUPTED_HINT)),
+            };
+            let manifest = match manifest {
+                Ok(m) => m,
+                Err((reason, hint)) => {
+                    let bad = self.remove_manifest(&names, &field, &value, reason);
+                    self.refusal(&bad, hint, Fate::removed(&bad), &mut out.warnings);
+                    out.bad.push(bad);
+                    continue;
                 }
             };
-            let mut tried = std::collections::HashSet::new();
-            let mut accepted = 0;
-            for (field, value) in by_recency(fields, recent) {
-                if accepted == MAX_MANIFESTS {
+            accepted += 1;
+            let Some(now) = manifest.current(include_dirs, installation) else {
+                continue;
+            };
+            let rkey = key::result_key(direct, &now);
+            if out.looked_up.is_none() {
+                out.looked_up = Some(now.clone());
+            }
+            if !tried.insert(rkey) {
+                continue;
+            }
+            match self.get_entry(&rkey, &names, &field, &mut out) {
+                Some((entry, name, tag)) => {
+                    out.hit = Some(RemoteEntry {
+                        key: rkey,
+                        manifest: now,
+                        entry,
+                        name,
+                        tag,
+                    });
                     break;
                 }
-                let manifest = match signing::open(self.signing_key(), mname.as_bytes(), &value) {
-                    // Another node's manifest (signed with another key, or by a node without
-                    // one): it names that node's entries and is of use to it, and it blocks
-                    // nobody (each manifest value has a field of its own). Refused, left.
-                    Err(e @ (Refused::BadSignature | Refused::Unsigned)) => {
-                        let bad = self.leave_manifest(&mname, &field, e.to_string());
-                        self.refusal(&bad, e.hint(), Fate::LeftForItsNodes, &mut out.warnings);
-                        out.bad.push(bad);
-                        continue;
-                    }
-                    Err(e) => Err((e.to_string(), e.hint())),
-                    // Another machine's stats prove nothing here: each file is hashed.
-                    Ok(p) => Manifest::from_bytes(p)
-                        .map(Manifest::from_another_node)
-                        .map_err(|e| (e.to_string(), CORRUPTED_HINT)),
-                };
-                let manifest = match manifest {
-                    Ok(m) => m,
-                    Err((reason, hint)) => {
-                        let bad = self.remove_manifest(&mname, &rname, &field, &value, reason);
-                        self.refusal(&bad, hint, Fate::removed(&bad), &mut out.warnings);
-                        out.bad.push(bad);
-                        continue;
-                    }
-                };
-                accepted += 1;
-                let Some(now) = manifest.current(include_dirs, installation) else {
-                    continue;
-                };
-                let rkey = key::result_key(direct, &now);
-                if out.looked_up.is_none() {
-                    out.looked_up = Some(now.clone());
-                }
-                if !tried.insert(rkey) {
-                    continue;
-                }
-                match self.get_entry(&rkey, &mname, &rname, &field, &mut out) {
-                    Some((entry, name, value_sha1)) => {
-                        out.hit = Some(RemoteEntry {
-                            key: rkey,
-                            manifest: now,
-                            entry,
-                            name,
-                            value_sha1,
-                        });
-                        break;
-                    }
-                    None if self.is_down() => break,
-                    None => {}
-                }
+                None if self.is_down() => break,
+                None => {}
             }
-            self.take_notices(&mut out.warnings);
-            out
         }
+        self.take_notices(&mut out.warnings);
+        out
+    }
 
-        /// The entry of `rkey`, checked, with its key name and the SHA-1 of its value; `None`
-        /// for a miss or a refused value (reported in `out`). Its length is asked first
-        /// (`STRLEN`) and it is read with `GETRANGE` up to [`RemoteConfig::max_value_bytes`]:
-        /// a longer value, or one that is no string, is refused unread. `field`, the
-        /// manifest that led here, is marked as matched now in the recency set (see
-        /// [`RemoteCache::store`]).
-        fn get_entry(
-            &self,
-            rkey: &CacheKey,
-            mname: &str,
-            rname: &str,
-            field: &[u8],
-            out: &mut Fetch,
-        ) -> Option<(Entry, String, String)> {
-            let name = self.name("e", rkey);
-            let bound = self.config().max_value_bytes;
-            let head: Result<(u64, i64), _> = self.inner.client.run(0, |c| {
-                redis::pipe()
-                    .cmd("STRLEN")
-                    .arg(&name)
-                    .cmd("PTTL")
-                    .arg(&name)
-                    .query(c)
-            });
-            let (len, left_ms) = match head {
-                // PTTL -2: no such key.
-                Ok((_, -2)) => return None,
-                Ok(h) => h,
-                Err(e) if e.code() == Some("WRONGTYPE") => {
-                    let reason = "not a string value (another Redis type under an entry's \
-                         name)"
-                        .to_string();
-                    self.unreadable(&name, reason, out);
-                    return None;
-                }
-                Err(e) => {
-                    Self::note(&mut out.warnings, e);
-                    return None;
-                }
-            };
-            if len > bound {
+    /// The entry of `rkey`, checked, with its key name and the store's tag of its value;
+    /// `None` for a miss or a refused value (reported in `out`). It is read up to
+    /// [`RemoteConfig::max_value_bytes`]: a longer value, or one that is no plain value, is
+    /// refused unread. `field`, the manifest that led here, is marked as matched now in the
+    /// recency of `names` (see [`RemoteCache::store`]).
+    fn get_entry(
+        &self,
+        rkey: &CacheKey,
+        names: &ManifestNames,
+        field: &[u8],
+        out: &mut Fetch,
+    ) -> Option<(Entry, String, String)> {
+        let name = self.name("e", rkey);
+        let bound = self.config().max_value_bytes;
+        let now = now_ms();
+        let (value, ttl_left, tag) = match self.backing().get(&name, bound) {
+            Ok(Got::Missing) => return None,
+            Ok(Got::NotValue(reason)) => {
+                self.unreadable(&name, reason, out);
+                return None;
+            }
+            Ok(Got::TooLong(len)) => {
                 let reason = format!(
                     "{len} bytes, more than the limit of {bound} (RemoteConfig::max_value_bytes): \
                      refused unread"
@@ -483,635 +498,468 @@ mod imp {
                 self.unreadable(&name, reason, out);
                 return None;
             }
-            let now = now_ms();
-            // The mark is best effort: a full server (OOM) or a planted key of another type
-            // refuses it, and the read goes on.
-            let got: Result<Vec<u8>, _> = self.inner.client.run(len as usize, |c| {
-                let mut replies: Vec<redis::RedisResult<Vec<u8>>> = redis::pipe()
-                    .cmd("GETRANGE")
-                    .arg(&name)
-                    .arg(0)
-                    .arg(bound)
-                    .cmd("ZADD")
-                    .arg(rname)
-                    .arg("XX")
-                    .arg(now)
-                    .arg(field)
-                    .ignore()
-                    .ignore_errors()
-                    .query(c)?;
-                replies.truncate(1);
-                replies.pop().unwrap_or_else(|| Ok(Vec::new()))
-            });
-            let value = match got {
-                // Gone since its length was read.
-                Ok(v) if v.is_empty() && len > 0 => return None,
-                Ok(v) => v,
-                Err(e) => {
-                    Self::note(&mut out.warnings, e);
-                    return None;
-                }
-            };
-            if value.len() as u64 > bound {
-                // Grown past the bound since its length was read.
-                let reason =
-                    format!("more than the limit of {bound} bytes (RemoteConfig::max_value_bytes)");
-                self.unreadable(&name, reason, out);
+            Ok(Got::Value {
+                bytes,
+                ttl_left,
+                tag,
+            }) => (bytes, ttl_left, tag),
+            Err(e) => {
+                Self::note(&mut out.warnings, e);
                 return None;
             }
-            let sha1 = sha1_hex(&value);
-            let checked = signing::open(self.signing_key(), name.as_bytes(), &value)
-                .map_err(|e| (e.to_string(), e.hint()))
-                .and_then(|p| {
-                    Entry::from_bytes(p.to_vec(), &self.describe(&name), Some(rkey))
-                        .map_err(|e| (e, CORRUPTED_HINT))
-                });
-            match checked {
-                Ok(entry) => {
-                    self.refresh(&name, mname, rname, left_ms, &mut out.warnings);
-                    Some((entry, name, sha1))
-                }
-                // Under a signing key, the entry's name holds the key's id
-                // ([`signing::key_id`]): no node with another key writes there, so a value
-                // that is unsigned or signed otherwise was planted or corrupted, and goes.
-                Err((reason, hint)) => {
-                    let bad = self.remove_if(&name, &sha1, reason);
-                    self.refusal(&bad, hint, Fate::removed(&bad), &mut out.warnings);
-                    out.bad.push(bad);
-                    None
-                }
-            }
+        };
+        // The mark is best effort: a full server (OOM) or a planted key of another type
+        // refuses it, and the read goes on. Without manifest merge, hits do not mark.
+        if self.backing().capabilities().manifest_merge {
+            let _ = self.backing().mark_manifest(names, field, now);
         }
-
-        /// Refuses the value under the entry name `name` unread (longer than
-        /// [`RemoteConfig::max_value_bytes`], or no string): removed while it still is so
-        /// (a Lua script: `TYPE`, `STRLEN`, `DEL`), else replaced by this node's next store of
-        /// that entry.
-        fn unreadable(&self, name: &str, reason: String, out: &mut Fetch) {
-            tracing::warn!(entry = %self.describe(name).display(), %reason, "bad remote hipjit cache entry");
-            let bound = self.config().max_value_bytes.to_string();
-            let removed = self.script(
-                &redis::Script::new(DEL_IF_UNREADABLE),
-                &[name],
-                &[bound.as_bytes()],
-            );
-            let bad = BadEntry {
-                path: self.describe(name),
-                reason,
-                writable_root: removed.is_ok(),
-            };
-            if !bad.writable_root {
-                self.inner.replace.lock().insert(name.to_string());
-            }
-            self.refusal(&bad, CORRUPTED_HINT, Fate::removed(&bad), &mut out.warnings);
-            out.bad.push(bad);
-        }
-
-        /// Renews the lifetime of the entry `name` and of the manifests `mname` (and their
-        /// recency set `rname`) after a hit,
-        /// when the entry has less than nine tenths of [`RemoteConfig::ttl`] left
-        /// (`left_ms`, from `PTTL`): a hit costs one round trip, and only values that checked
-        /// out are kept alive (a refused one expires).
-        fn refresh(
-            &self,
-            name: &str,
-            mname: &str,
-            rname: &str,
-            left_ms: i64,
-            warnings: &mut Vec<String>,
-        ) {
-            let ttl = self.config().ttl.as_millis() as u64;
-            if left_ms < 0 || left_ms as u64 >= ttl - ttl / 10 {
-                return;
-            }
-            let r: Result<(), OpError> = self.inner.client.run(0, |c| {
-                redis::pipe()
-                    .cmd("PEXPIRE")
-                    .arg(name)
-                    .arg(ttl)
-                    .ignore()
-                    .cmd("PEXPIRE")
-                    .arg(mname)
-                    .arg(ttl)
-                    .ignore()
-                    .cmd("PEXPIRE")
-                    .arg(rname)
-                    .arg(ttl)
-                    .ignore()
-                    .query(c)
+        let checked = signing::open(self.signing_key(), name.as_bytes(), &value)
+            .map_err(|e| (e.to_string(), e.hint()))
+            .and_then(|p| {
+                Entry::from_bytes(p.to_vec(), &self.describe(&name), Some(rkey))
+                    .map_err(|e| (e, CORRUPTED_HINT))
             });
-            if let Err(e) = r {
-                Self::note(warnings, e);
+        match checked {
+            Ok(entry) => {
+                self.refresh(&name, names, ttl_left, &mut out.warnings);
+                Some((entry, name, tag))
+            }
+            // Under a signing key, the entry's name holds the key's id
+            // ([`signing::key_id`]): no node with another key writes there, so a value
+            // that is unsigned or signed otherwise was planted or corrupted, and goes.
+            Err((reason, hint)) => {
+                let bad = self.remove_if(&name, Unless::Same(&tag), reason);
+                self.refusal(&bad, hint, Fate::removed(&bad), &mut out.warnings);
+                out.bad.push(bad);
+                None
             }
         }
+    }
 
-        /// Reports `hit` as bad for `reason` (its code objects do not read, say) and removes
-        /// it from the server while it still holds the same bytes; the warning (once per key
-        /// name in this process) goes to `warnings`.
-        pub fn reject(
-            &self,
-            hit: RemoteEntry,
-            reason: String,
-            warnings: &mut Vec<String>,
-        ) -> BadEntry {
-            let bad = self.remove_if(&hit.name, &hit.value_sha1, reason);
-            self.refusal(&bad, CORRUPTED_HINT, Fate::removed(&bad), warnings);
-            self.take_notices(warnings);
-            bad
+    /// Refuses the value under the entry name `name` unread (longer than
+    /// [`RemoteConfig::max_value_bytes`], or no plain value): removed while it still is so
+    /// (compare-and-delete), else replaced by this node's next store of that entry.
+    fn unreadable(&self, name: &str, reason: String, out: &mut Fetch) {
+        let bound = self.config().max_value_bytes;
+        let bad = self.remove_if(name, Unless::Unreadable(bound), reason);
+        self.refusal(&bad, CORRUPTED_HINT, Fate::removed(&bad), &mut out.warnings);
+        out.bad.push(bad);
+    }
+
+    /// Renews the lifetime of the entry `name` and of the manifests `names` after a hit,
+    /// when the entry has less than nine tenths of [`RemoteConfig::ttl`] left
+    /// (`ttl_left`; `None`: it does not expire): a hit costs one round trip, and only values
+    /// that checked out are kept alive (a refused one expires).
+    fn refresh(
+        &self,
+        name: &str,
+        names: &ManifestNames,
+        ttl_left: Option<Duration>,
+        warnings: &mut Vec<String>,
+    ) {
+        let ttl = self.ttl();
+        let Some(left) = ttl_left else { return };
+        if left >= ttl - ttl / 10 {
+            return;
         }
+        let mut renewed = vec![name, names.fields.as_str()];
+        if self.backing().capabilities().manifest_merge {
+            renewed.push(&names.recency);
+        }
+        if let Err(e) = self.backing().renew(&renewed, ttl) {
+            Self::note(warnings, e);
+        }
+    }
 
-        /// Counts a refused value and warns about it, once per server and key name in this
-        /// process: what was refused, why, what to check (`hint`), and what became of it.
-        fn refusal(&self, bad: &BadEntry, hint: &str, fate: Fate, warnings: &mut Vec<String>) {
-            self.inner.refused.fetch_add(1, Ordering::Relaxed);
-            let shown = bad.path.display().to_string();
-            if !WARNED.lock().insert(shown.clone()) {
-                return;
+    /// Reports `hit` as bad for `reason` (its code objects do not read, say) and removes
+    /// it from the server while it still holds the same bytes; the warning (once per key
+    /// name in this process) goes to `warnings`.
+    pub fn reject(&self, hit: RemoteEntry, reason: String, warnings: &mut Vec<String>) -> BadEntry {
+        let bad = self.remove_if(&hit.name, Unless::Same(&hit.tag), reason);
+        self.refusal(&bad, CORRUPTED_HINT, Fate::removed(&bad), warnings);
+        self.take_notices(warnings);
+        bad
+    }
+
+    /// Counts a refused value and warns about it, once per server and key name in this
+    /// process: what was refused, why, what to check (`hint`), and what became of it.
+    fn refusal(&self, bad: &BadEntry, hint: &str, fate: Fate, warnings: &mut Vec<String>) {
+        self.inner.refused.fetch_add(1, Ordering::Relaxed);
+        let shown = bad.path.display().to_string();
+        if !WARNED.lock().insert(shown.clone()) {
+            return;
+        }
+        let fate = match fate {
+            Fate::Removed => "removed from the server, so that this compile can publish a good one",
+            Fate::NotRemoved => {
+                "left in the server for now (it could not be removed: the server refuses \
+                 EVAL or did not answer), never served; the next store of this entry by \
+                 this process replaces it"
             }
-            let fate = match fate {
-                Fate::Removed => {
-                    "removed from the server, so that this compile can publish a good one"
+            Fate::LeftForItsNodes => {
+                "left in the server for the nodes that wrote it, which keep using it; \
+                 this node uses its own"
+            }
+        };
+        warnings.push(format!(
+            "refused the remote cache value {shown}: {}; {hint}. Not served ({fate})",
+            bad.reason
+        ));
+    }
+
+    /// Removes the value under `name` while it is still as `unless` says (compare-and-delete);
+    /// where the store cannot, or did not answer, the name is remembered so that this
+    /// process's next store of it replaces the value.
+    fn remove_if(&self, name: &str, unless: Unless<'_>, reason: String) -> BadEntry {
+        tracing::warn!(entry = %self.describe(name).display(), %reason, "bad remote hipjit cache entry");
+        let removed = if self.backing().capabilities().compare_and_delete {
+            self.backing().delete_if(name, unless)
+        } else {
+            Err(StoreError::Unsupported)
+        };
+        if removed.is_err() {
+            self.inner.replace.lock().insert(name.to_string());
+        }
+        BadEntry {
+            path: self.describe(name),
+            reason,
+            writable_root: removed.is_ok(),
+        }
+    }
+
+    /// A manifest field refused and left in place (another node's).
+    fn leave_manifest(&self, mname: &str, field: &[u8], reason: String) -> BadEntry {
+        let what = format!("{mname} {}", String::from_utf8_lossy(field));
+        tracing::debug!(manifest = %what, %reason, "another node's hipjit header manifest");
+        BadEntry {
+            path: self.describe(&what),
+            reason,
+            writable_root: false,
+        }
+    }
+
+    /// Removes the manifest `field` of `names` while it still holds `value`: the store's own
+    /// operation with [`Capabilities::manifest_merge`], else a read-modify-write of the
+    /// [`ManifestSet`].
+    fn remove_manifest(
+        &self,
+        names: &ManifestNames,
+        field: &[u8],
+        value: &[u8],
+        reason: String,
+    ) -> BadEntry {
+        let what = format!("{} {}", names.fields, String::from_utf8_lossy(field));
+        tracing::warn!(manifest = %what, %reason, "bad remote hipjit header manifest");
+        let removed = if self.backing().capabilities().manifest_merge {
+            self.backing().delete_manifest_if(names, field, value)
+        } else {
+            self.read_set(names).and_then(|mut set| {
+                if set.0.get(field).is_some_and(|(_, v)| v == value) {
+                    set.0.remove(field);
+                    self.backing()
+                        .put(&names.fields, &set.encode(), self.ttl())
+                        .map(|()| true)
+                } else {
+                    Ok(false)
                 }
-                Fate::NotRemoved => {
-                    "left in the server for now (it could not be removed: the server refuses \
-                     EVAL or did not answer), never served; the next store of this entry by \
-                     this process replaces it"
-                }
-                Fate::LeftForItsNodes => {
-                    "left in the server for the nodes that wrote it, which keep using it; \
-                     this node uses its own"
-                }
-            };
-            warnings.push(format!(
-                "refused the remote cache value {shown}: {}; {hint}. Not served ({fate})",
-                bad.reason
-            ));
+            })
+        };
+        BadEntry {
+            path: self.describe(&what),
+            reason,
+            writable_root: removed.is_ok(),
         }
+    }
 
-        fn eval_refused(&self, e: &OpError) -> bool {
-            // A command that failed inside a script (its reply names `@user_script`), or a
-            // full or busy server, says nothing about EVAL itself.
-            let ran = matches!(e, OpError::Server { message, .. }
-                if message.contains("@user_script"))
-                || matches!(
-                    e.code(),
-                    Some("OOM" | "WRONGTYPE" | "BUSY" | "LOADING" | "READONLY" | "MASTERDOWN")
-                );
-            let refused = !ran
-                && (matches!(e.code(), Some("NOPERM"))
-                    || matches!(e, OpError::Server { message, .. }
-                        if message.contains("unknown command") || message.contains("NOSCRIPT")
-                            || message.to_ascii_lowercase().contains("script")));
-            if refused && !self.inner.eval_refused.swap(true, Ordering::SeqCst) {
-                let w = format!(
-                    "the remote cache {} refuses EVAL ({e}): compiles run without the cluster \
-                     lock (nodes may compile the same source at once), and a bad entry cannot be \
-                     removed (it stays until it expires, never served, reported by each lookup); \
-                     allow EVAL and EVALSHA for hipjit's user (ACL +@scripting)",
-                    self.config().redacted_url()
-                );
-                tracing::warn!("{w}");
-                self.inner.notices.lock().push(w);
-            }
-            refused
-        }
-
-        pub(super) fn script(
-            &self,
-            script: &redis::Script,
-            keys: &[&str],
-            args: &[&[u8]],
-        ) -> Result<i64, OpError> {
-            self.script_sized(0, script, keys, args)
-        }
-
-        /// [`RemoteCache::script`] with `bytes` of payload (for its timeout).
-        pub(super) fn script_sized(
-            &self,
-            bytes: usize,
-            script: &redis::Script,
-            keys: &[&str],
-            args: &[&[u8]],
-        ) -> Result<i64, OpError> {
-            if self.inner.eval_refused.load(Ordering::SeqCst) {
-                return Err(OpError::Server {
-                    code: None,
-                    message: "the server refuses EVAL".into(),
-                });
-            }
-            let r = self.inner.client.run(bytes, |c| {
-                let mut inv = script.prepare_invoke();
-                for k in keys {
-                    inv.key(*k);
-                }
-                for a in args {
-                    inv.arg(*a);
-                }
-                inv.invoke::<i64>(c)
-            });
-            if let Err(e) = &r {
-                self.eval_refused(e);
-            }
-            r
-        }
-
-        fn remove_if(&self, name: &str, sha1: &str, reason: String) -> BadEntry {
-            tracing::warn!(entry = %self.describe(name).display(), %reason, "bad remote hipjit cache entry");
-            let script = redis::Script::new(DEL_IF_SHA1);
-            let removed = self.script(&script, &[name], &[sha1.as_bytes()]);
-            if removed.is_err() {
-                self.inner.replace.lock().insert(name.to_string());
-            }
-            BadEntry {
-                path: self.describe(name),
-                reason,
-                writable_root: removed.is_ok(),
-            }
-        }
-
-        /// A manifest field refused and left in place (another node's).
-        fn leave_manifest(&self, mname: &str, field: &[u8], reason: String) -> BadEntry {
-            let what = format!("{mname} {}", String::from_utf8_lossy(field));
-            tracing::debug!(manifest = %what, %reason, "another node's hipjit header manifest");
-            BadEntry {
-                path: self.describe(&what),
-                reason,
-                writable_root: false,
-            }
-        }
-
-        fn remove_manifest(
-            &self,
-            mname: &str,
-            rname: &str,
-            field: &[u8],
-            value: &[u8],
-            reason: String,
-        ) -> BadEntry {
-            let what = format!("{mname} {}", String::from_utf8_lossy(field));
-            tracing::warn!(manifest = %what, %reason, "bad remote hipjit header manifest");
-            let script = redis::Script::new(HDEL_IF_SHA1);
-            let removed = self.script(
-                &script,
-                &[mname, rname],
-                &[field, sha1_hex(value).as_bytes()],
+    /// Publishes an entry (`entry`: the bytes of a disk-cache entry file for `key`) and the
+    /// manifest that names it under `direct`, each with the lifetime [`RemoteConfig::ttl`].
+    /// An entry already there stays (atomic create; without it, a plain put: the last
+    /// writer wins, and entries are content-addressed), unless this process found it bad
+    /// and could not remove it: then it is replaced. The manifest is scored now in the
+    /// recency of `direct`, which hits score again when they match (with manifest merge);
+    /// manifests neither stored nor matched within the lifetime, then the least recently
+    /// matched beyond [`MAX_MANIFESTS`], are removed (Redis: in the same Lua script; without
+    /// `EVAL`, a pipeline, then the removals; a store without manifest merge: one
+    /// read-modify-write of one value holding them all). Returns warnings (the outage, once; an
+    /// out-of-memory reply; a value over [`RemoteConfig::max_value_bytes`], not stored);
+    /// never fails.
+    pub fn store(
+        &self,
+        direct: &CacheKey,
+        key: &CacheKey,
+        entry: &[u8],
+        manifest: &Manifest,
+    ) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let name = self.name("e", key);
+        let names = self.manifest_names(direct);
+        let value = signing::seal(self.signing_key(), name.as_bytes(), entry);
+        let mbytes = manifest.to_bytes();
+        let mvalue = signing::seal(self.signing_key(), names.fields.as_bytes(), &mbytes);
+        let bound = self.config().max_value_bytes;
+        if let Some(len) = [value.len(), mvalue.len()]
+            .into_iter()
+            .find(|&l| l as u64 > bound)
+        {
+            let w = format!(
+                "the result was not stored in the remote cache {}: a value of {len} bytes, \
+                 more than its limit of {bound} (RemoteConfig::max_value_bytes)",
+                self.config().redacted_url()
             );
-            BadEntry {
-                path: self.describe(&what),
-                reason,
-                writable_root: removed.is_ok(),
-            }
+            tracing::warn!("{w}");
+            warnings.push(w);
+            return warnings;
         }
-
-        /// Publishes an entry (`entry`: the bytes of a disk-cache entry file for `key`) with
-        /// `SET NX` (an entry already there stays, unless this process found it bad and could
-        /// not remove it: then it is replaced), and the manifest that names it under `direct`,
-        /// each with the lifetime [`RemoteConfig::ttl`]. The manifest is scored now in the
-        /// recency set of `direct` (kind `r`), which hits score again when they match;
-        /// manifests neither stored nor matched within the lifetime, then the least recently
-        /// matched beyond [`MAX_MANIFESTS`], are removed, in the same Lua script (without
-        /// `EVAL`: a pipeline, then the removals). Returns warnings (the outage, once; an
-        /// out-of-memory reply; a value over [`RemoteConfig::max_value_bytes`], not stored);
-        /// never fails.
-        pub fn store(
-            &self,
-            direct: &CacheKey,
-            key: &CacheKey,
-            entry: &[u8],
-            manifest: &Manifest,
-        ) -> Vec<String> {
-            let mut warnings = Vec::new();
-            let name = self.name("e", key);
-            let mname = self.name("m", direct);
-            let rname = self.name("r", direct);
-            let value = signing::seal(self.signing_key(), name.as_bytes(), entry);
-            let mbytes = manifest.to_bytes();
-            let mvalue = signing::seal(self.signing_key(), mname.as_bytes(), &mbytes);
-            let bound = self.config().max_value_bytes;
-            if let Some(len) = [value.len(), mvalue.len()]
-                .into_iter()
-                .find(|&l| l as u64 > bound)
-            {
+        // Named by the value as stored: nodes with different signing keys (or none) never
+        // overwrite each other's field for the same manifest.
+        let field = hex(&key::sha256(&mvalue));
+        let replace = self.inner.replace.lock().remove(&name);
+        let publish = Publish {
+            entry: &name,
+            value: &value,
+            replace,
+            manifests: &names,
+            field: field.as_bytes(),
+            manifest: &mvalue,
+            ttl: self.ttl(),
+            now_ms: now_ms(),
+            max_manifests: MAX_MANIFESTS,
+        };
+        let r = if self.backing().capabilities().manifest_merge {
+            self.backing().publish(&publish)
+        } else {
+            self.publish_by_parts(&publish)
+        };
+        match r {
+            Ok(()) => {}
+            Err(e) if e.code() == Some("OOM") => {
                 let w = format!(
-                    "the result was not stored in the remote cache {}: a value of {len} bytes, \
-                     more than its limit of {bound} (RemoteConfig::max_value_bytes)",
+                    "the remote cache {} is out of memory (maxmemory reached under the \
+                     noeviction policy): the result was not stored remotely; set \
+                     maxmemory-policy allkeys-lru on the server",
                     self.config().redacted_url()
                 );
                 tracing::warn!("{w}");
                 warnings.push(w);
-                return warnings;
             }
-            // Named by the value as stored: nodes with different signing keys (or none) never
-            // overwrite each other's field for the same manifest.
-            let field = hex(&key::sha256(&mvalue));
-            let ttl = self.config().ttl.as_millis() as u64;
-            let replace = self.inner.replace.lock().remove(&name);
-            let (ttl_s, now_s, max_s) = (
-                ttl.to_string(),
-                now_ms().to_string(),
-                MAX_MANIFESTS.to_string(),
-            );
-            let bytes = value.len() + mvalue.len();
-            let r = if self.inner.eval_refused.load(Ordering::SeqCst) {
-                self.store_without_eval(&name, &mname, &rname, &value, &field, &mvalue, replace)
-            } else {
-                match self.script_sized(
-                    bytes,
-                    &redis::Script::new(STORE),
-                    &[&name, &mname, &rname],
-                    &[
-                        &value,
-                        field.as_bytes(),
-                        &mvalue,
-                        ttl_s.as_bytes(),
-                        now_s.as_bytes(),
-                        max_s.as_bytes(),
-                        if replace { b"1" } else { b"0" },
-                    ],
-                ) {
-                    Err(_) if self.inner.eval_refused.load(Ordering::SeqCst) => self
-                        .store_without_eval(
-                            &name, &mname, &rname, &value, &field, &mvalue, replace,
-                        ),
-                    r => r.map(drop),
-                }
-            };
-            match r {
-                Ok(()) => {}
-                Err(e) if e.code() == Some("OOM") => {
-                    let w = format!(
-                        "the remote cache {} is out of memory (maxmemory reached under the \
-                         noeviction policy): the result was not stored remotely; set \
-                         maxmemory-policy allkeys-lru on the server",
-                        self.config().redacted_url()
-                    );
-                    tracing::warn!("{w}");
-                    warnings.push(w);
-                }
-                Err(e) => Self::note(&mut warnings, e),
-            }
-            self.take_notices(&mut warnings);
-            warnings
+            Err(e) => Self::note(&mut warnings, e),
         }
-
-        /// [`RemoteCache::store`] where the server refuses `EVAL`: one pipeline writes, and a
-        /// second removes what the recency set says is to go (not atomic: a manifest matched
-        /// meanwhile may go too, and is stored again by the next compile that needs it).
-        #[allow(clippy::too_many_arguments)]
-        fn store_without_eval(
-            &self,
-            name: &str,
-            mname: &str,
-            rname: &str,
-            value: &[u8],
-            field: &str,
-            mvalue: &[u8],
-            replace: bool,
-        ) -> Result<(), OpError> {
-            let ttl = self.config().ttl.as_millis() as u64;
-            let now = now_ms();
-            let (fields, scored): (Vec<Vec<u8>>, Scored) =
-                self.inner.client.run(value.len() + mvalue.len(), |c| {
-                    let mut p = redis::pipe();
-                    p.cmd("SET").arg(name).arg(value);
-                    if !replace {
-                        p.arg("NX");
-                    }
-                    p.arg("PX")
-                        .arg(ttl)
-                        .ignore()
-                        .cmd("HSET")
-                        .arg(mname)
-                        .arg(field)
-                        .arg(mvalue)
-                        .ignore()
-                        .cmd("ZADD")
-                        .arg(rname)
-                        .arg(now)
-                        .arg(field)
-                        .ignore()
-                        .cmd("PEXPIRE")
-                        .arg(mname)
-                        .arg(ttl)
-                        .ignore()
-                        .cmd("PEXPIRE")
-                        .arg(rname)
-                        .arg(ttl)
-                        .ignore()
-                        .cmd("HKEYS")
-                        .arg(mname)
-                        .cmd("ZRANGE")
-                        .arg(rname)
-                        .arg(0)
-                        .arg(-1)
-                        .arg("WITHSCORES")
-                        .query(c)
-                })?;
-            let gone = to_evict(fields, scored, now, ttl, MAX_MANIFESTS);
-            if gone.is_empty() {
-                return Ok(());
-            }
-            self.inner.client.run(0, |c| {
-                redis::pipe()
-                    .cmd("HDEL")
-                    .arg(mname)
-                    .arg(&gone)
-                    .ignore()
-                    .cmd("ZREM")
-                    .arg(rname)
-                    .arg(&gone)
-                    .ignore()
-                    .query(c)
-            })
-        }
+        self.take_notices(&mut warnings);
+        warnings
     }
 
-    /// The manifests a store removes (what the Lua script of [`RemoteCache::store`] removes,
-    /// computed here): `fields` the hash's fields, `scored` the recency set in ascending order
-    /// of score; fields without a score go first, then those scored before `now - ttl`, then
-    /// the least recently matched beyond `max`.
-    fn to_evict(
-        fields: Vec<Vec<u8>>,
-        scored: Scored,
-        now: u64,
-        ttl: u64,
-        max: usize,
-    ) -> Vec<Vec<u8>> {
-        let in_set: HashSet<&[u8]> = scored.iter().map(|(f, _)| f.as_slice()).collect();
-        let mut gone: Vec<Vec<u8>> = fields
+    /// [`RemoteCache::store`] for a store without manifest merge: the entry (created, where
+    /// the store can and it is not to be replaced; else put), then the [`ManifestSet`] read,
+    /// changed and written back (two nodes doing this at once for one direct key may lose
+    /// one's manifest: it is published again by the next compile that needs it).
+    fn publish_by_parts(&self, p: &Publish<'_>) -> Result<(), StoreError> {
+        let store = self.backing();
+        if !p.replace && store.capabilities().atomic_create {
+            store.create(p.entry, p.value, p.ttl)?;
+        } else {
+            store.put(p.entry, p.value, p.ttl)?;
+        }
+        let mut set = self.read_set(p.manifests)?;
+        set.0
+            .insert(p.field.to_vec(), (p.now_ms, p.manifest.to_vec()));
+        let mut scored: Scored = set
+            .0
             .iter()
-            .filter(|f| !in_set.contains(f.as_slice()))
-            .cloned()
+            .map(|(f, (s, _))| (f.clone(), *s as f64))
             .collect();
-        let oldest = now.saturating_sub(ttl) as f64;
-        let expired = scored.iter().take_while(|(_, s)| *s < oldest).count();
-        let kept = scored.len() - expired;
-        let over = kept.saturating_sub(max);
-        gone.extend(scored.into_iter().take(expired + over).map(|(f, _)| f));
-        gone
+        scored.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        let fields = set.0.keys().cloned().collect();
+        let ttl = u64::try_from(p.ttl.as_millis()).unwrap_or(u64::MAX);
+        for gone in to_evict(fields, scored, p.now_ms, ttl, p.max_manifests) {
+            set.0.remove(&gone);
+        }
+        store.put(&p.manifests.fields, &set.encode(), p.ttl)
     }
 
-    /// The manifests `fields` in the order a lookup tries them: those of `recent` (the
-    /// recency set, most recently matched first), then those without a score in the order of
-    /// their names.
-    fn by_recency(mut fields: Fields, recent: Vec<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut out: Vec<(Vec<u8>, Vec<u8>)> = recent
-            .into_iter()
-            .filter_map(|f| {
-                let v = fields.remove(&f)?;
-                Some((f, v))
-            })
-            .collect();
-        let mut rest: Vec<_> = fields.into_iter().collect();
-        rest.sort();
-        out.extend(rest);
+    /// Asks the server about itself (Redis: `INFO server`, `INFO memory`, `DBSIZE`), within
+    /// the configured timeouts.
+    ///
+    /// Errors: [`Unanswered`], classified ([`Failure`]: unreachable, authentication or
+    /// database refused, TLS handshake failed, not a Redis server) with what to check, or
+    /// the server's error reply; the password masked.
+    pub fn server_info(&self) -> Result<ServerInfo, Unanswered> {
+        let info = self.backing().info()?;
+        Ok(ServerInfo {
+            url: self.config().redacted_url(),
+            version: info.version,
+            keys: info.keys,
+            used_memory: info.used_memory,
+            max_memory: info.max_memory,
+            policy: info.policy,
+            signed: self.config().signing_key.is_some(),
+            key_id: self.signing_key().map(signing::key_id),
+        })
+    }
+}
+
+/// The manifests of one direct key in a store without manifest merge, kept as one value:
+/// each field with its recency (ms since the epoch) and its value (signed as a field of
+/// Redis's hash is). Encoded as `HJMSET1\0`, then per field its length (`u32`, little
+/// endian), its bytes, its recency (`u64`), its value's length (`u32`) and the value.
+#[derive(Debug, Default)]
+struct ManifestSet(HashMap<Vec<u8>, (u64, Vec<u8>)>);
+
+impl ManifestSet {
+    const MAGIC: &'static [u8; 8] = b"HJMSET1\0";
+
+    fn encode(&self) -> Vec<u8> {
+        let mut fields: Vec<_> = self.0.iter().collect();
+        fields.sort();
+        let mut out = Self::MAGIC.to_vec();
+        for (f, (score, v)) in fields {
+            out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+            out.extend_from_slice(f);
+            out.extend_from_slice(&score.to_le_bytes());
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            out.extend_from_slice(v);
+        }
         out
     }
 
-    /// Milliseconds since the Unix epoch, by this machine's clock (the recency of manifests).
-    pub(super) fn now_ms() -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
-    }
-
-    /// Why [`RemoteCache::server_info`] got no answer.
-    #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-    #[error("{message}")]
-    pub struct Unanswered {
-        /// The class of the failure; `None` when the server answered with an error reply
-        /// (it refused `INFO` or `DBSIZE`).
-        pub failure: Option<Failure>,
-        /// What went wrong and what to check, the password masked.
-        pub message: String,
-    }
-
-    /// What the server says about itself ([`RemoteCache::server_info`]).
-    #[derive(Clone, Debug, PartialEq, Eq)]
-    pub struct ServerInfo {
-        /// The URL, password replaced by `***`.
-        pub url: String,
-        /// `redis_version` (Valkey reports the Redis version it is compatible with).
-        pub version: Option<String>,
-        /// Keys in the database (`DBSIZE`), hipjit's and others'.
-        pub keys: u64,
-        /// `used_memory`, in bytes.
-        pub used_memory: Option<u64>,
-        /// `maxmemory`, in bytes (0: no limit).
-        pub max_memory: Option<u64>,
-        /// `maxmemory_policy` (`allkeys-lru` recommended; `noeviction` refuses writes when full).
-        pub policy: Option<String>,
-        /// Whether entries are signed and checked ([`RemoteConfig::signing_key`]).
-        pub signed: bool,
-        /// The signing key's id ([`signing::key_id`]), to compare nodes' keys without showing
-        /// them; `None` without a key.
-        pub key_id: Option<String>,
-    }
-
-    impl RemoteCache {
-        /// Asks the server about itself (`INFO server`, `INFO memory`, `DBSIZE`), within the
-        /// configured timeouts.
-        ///
-        /// Errors: [`Unanswered`], classified ([`Failure`]: unreachable, authentication or
-        /// database refused, TLS handshake failed, not a Redis server) with what to check, or
-        /// the server's error reply; the password masked.
-        pub fn server_info(&self) -> Result<ServerInfo, Unanswered> {
-            let (info, keys): (String, u64) = self
-                .inner
-                .client
-                .run(0, |c| {
-                    redis::pipe()
-                        .cmd("INFO")
-                        .arg("server")
-                        .arg("memory")
-                        .cmd("DBSIZE")
-                        .query(c)
-                })
-                .or_else(|_| {
-                    // INFO with two sections needs Redis 7; ask for everything.
-                    self.inner
-                        .client
-                        .run(0, |c| redis::pipe().cmd("INFO").cmd("DBSIZE").query(c))
-                })
-                .map_err(|e| match (&e, self.last_failure()) {
-                    (OpError::Server { message, .. }, _) => Unanswered {
-                        failure: None,
-                        message: message.clone(),
-                    },
-                    (_, Some((failure, message))) => Unanswered {
-                        failure: Some(failure),
-                        message,
-                    },
-                    (_, None) => Unanswered {
-                        failure: Some(Failure::Unreachable),
-                        message: e.to_string(),
-                    },
-                })?;
-            let field = |name: &str| {
-                info.lines()
-                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                    .map(|v| v.trim().to_string())
-            };
-            Ok(ServerInfo {
-                url: self.config().redacted_url(),
-                version: field("redis_version"),
-                keys,
-                used_memory: field("used_memory").and_then(|v| v.parse().ok()),
-                max_memory: field("maxmemory").and_then(|v| v.parse().ok()),
-                policy: field("maxmemory_policy"),
-                signed: self.config().signing_key.is_some(),
-                key_id: self.signing_key().map(signing::key_id),
-            })
+    /// `None` when `bytes` is no set.
+    fn decode(bytes: &[u8]) -> Option<ManifestSet> {
+        fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+            let (h, t) = (b.get(..n)?, b.get(n..)?);
+            *b = t;
+            Some(h)
         }
+        fn len(b: &mut &[u8]) -> Option<usize> {
+            Some(u32::from_le_bytes(take(b, 4)?.try_into().ok()?) as usize)
+        }
+        let mut b = bytes.strip_prefix(Self::MAGIC.as_slice())?;
+        let mut set = HashMap::new();
+        while !b.is_empty() {
+            let n = len(&mut b)?;
+            let f = take(&mut b, n)?.to_vec();
+            let score = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
+            let n = len(&mut b)?;
+            let v = take(&mut b, n)?.to_vec();
+            set.insert(f, (score, v));
+        }
+        Some(ManifestSet(set))
+    }
+}
+
+/// The manifests a store removes (what the Lua script of [`RemoteCache::store`] removes,
+/// computed here): `fields` the hash's fields, `scored` the recency set in ascending order
+/// of score; fields without a score go first, then those scored before `now - ttl`, then
+/// the least recently matched beyond `max`.
+fn to_evict(fields: Vec<Vec<u8>>, scored: Scored, now: u64, ttl: u64, max: usize) -> Vec<Vec<u8>> {
+    let in_set: HashSet<&[u8]> = scored.iter().map(|(f, _)| f.as_slice()).collect();
+    let mut gone: Vec<Vec<u8>> = fields
+        .iter()
+        .filter(|f| !in_set.contains(f.as_slice()))
+        .cloned()
+        .collect();
+    let oldest = now.saturating_sub(ttl) as f64;
+    let expired = scored.iter().take_while(|(_, s)| *s < oldest).count();
+    let kept = scored.len() - expired;
+    let over = kept.saturating_sub(max);
+    gone.extend(scored.into_iter().take(expired + over).map(|(f, _)| f));
+    gone
+}
+
+/// The manifests `fields` in the order a lookup tries them: those of `recent` (the
+/// recency set, most recently matched first), then those without a score in the order of
+/// their names.
+fn by_recency(mut fields: Fields, recent: Vec<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = recent
+        .into_iter()
+        .filter_map(|f| {
+            let v = fields.remove(&f)?;
+            Some((f, v))
+        })
+        .collect();
+    let mut rest: Vec<_> = fields.into_iter().collect();
+    rest.sort();
+    out.extend(rest);
+    out
+}
+
+/// Milliseconds since the Unix epoch, by this machine's clock (the recency of manifests).
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+/// Why [`RemoteCache::server_info`] got no answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Unanswered {
+    /// The class of the failure; `None` when the server answered with an error reply
+    /// (it refused `INFO` or `DBSIZE`).
+    pub failure: Option<Failure>,
+    /// What went wrong and what to check, the password masked.
+    pub message: String,
+}
+
+/// What the server says about itself ([`RemoteCache::server_info`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// The URL, password replaced by `***`.
+    pub url: String,
+    /// `redis_version` (Valkey reports the Redis version it is compatible with).
+    pub version: Option<String>,
+    /// Keys in the database (`DBSIZE`), hipjit's and others'.
+    pub keys: u64,
+    /// `used_memory`, in bytes.
+    pub used_memory: Option<u64>,
+    /// `maxmemory`, in bytes (0: no limit).
+    pub max_memory: Option<u64>,
+    /// `maxmemory_policy` (`allkeys-lru` recommended; `noeviction` refuses writes when full).
+    pub policy: Option<String>,
+    /// Whether entries are signed and checked ([`RemoteConfig::signing_key`]).
+    pub signed: bool,
+    /// The signing key's id ([`signing::key_id`]), to compare nodes' keys without showing
+    /// them; `None` without a key.
+    pub key_id: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(s: &str) -> Vec<u8> {
+        s.as_bytes().to_vec()
     }
 
-    /// The SHA-1 of `bytes` in hex, as Redis's Lua `redis.sha1hex` gives it.
-    pub(super) fn sha1_hex(bytes: &[u8]) -> String {
-        sha1_smol::Sha1::from(bytes).digest().to_string()
+    #[test]
+    fn stores_without_eval_remove_unscored_then_expired_then_least_recent() {
+        let scored = vec![
+            (f("old"), 10.0),
+            (f("a"), 500.0),
+            (f("b"), 600.0),
+            (f("c"), 700.0),
+        ];
+        let fields = vec![f("a"), f("b"), f("c"), f("old"), f("planted")];
+        // Lifetime 100 at 650: "old" (10) expired; the bound 2 keeps the two most recent.
+        assert_eq!(
+            to_evict(fields.clone(), scored.clone(), 650, 100, 2),
+            vec![f("planted"), f("old"), f("a")]
+        );
+        // A long lifetime and room for all: only the unscored one goes.
+        assert_eq!(
+            to_evict(fields, scored, 650, 1_000_000, 32),
+            vec![f("planted")]
+        );
     }
 
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        fn f(s: &str) -> Vec<u8> {
-            s.as_bytes().to_vec()
-        }
-
-        #[test]
-        fn stores_without_eval_remove_unscored_then_expired_then_least_recent() {
-            let scored = vec![
-                (f("old"), 10.0),
-                (f("a"), 500.0),
-                (f("b"), 600.0),
-                (f("c"), 700.0),
-            ];
-            let fields = vec![f("a"), f("b"), f("c"), f("old"), f("planted")];
-            // Lifetime 100 at 650: "old" (10) expired; the bound 2 keeps the two most recent.
-            assert_eq!(
-                to_evict(fields.clone(), scored.clone(), 650, 100, 2),
-                vec![f("planted"), f("old"), f("a")]
-            );
-            // A long lifetime and room for all: only the unscored one goes.
-            assert_eq!(
-                to_evict(fields, scored, 650, 1_000_000, 32),
-                vec![f("planted")]
-            );
-        }
-
-        #[test]
-        fn lookups_try_the_most_recently_matched_first() {
-            let fields: HashMap<Vec<u8>, Vec<u8>> =
-                [("x", "1"), ("a", "2"), ("m", "3"), ("z", "4")]
-                    .into_iter()
-                    .map(|(k, v)| (f(k), f(v)))
-                    .collect();
-            // "gone" is scored but no longer in the hash; "a" and "x" have no score.
-            let order: Vec<Vec<u8>> = by_recency(fields, vec![f("z"), f("gone"), f("m")])
-                .into_iter()
-                .map(|(k, _)| k)
-                .collect();
-            assert_eq!(order, vec![f("z"), f("m"), f("a"), f("x")]);
-        }
+    #[test]
+    fn lookups_try_the_most_recently_matched_first() {
+        let fields: HashMap<Vec<u8>, Vec<u8>> = [("x", "1"), ("a", "2"), ("m", "3"), ("z", "4")]
+            .into_iter()
+            .map(|(k, v)| (f(k), f(v)))
+            .collect();
+        // "gone" is scored but no longer in the hash; "a" and "x" have no score.
+        let order: Vec<Vec<u8>> = by_recency(fields, vec![f("z"), f("gone"), f("m")])
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(order, vec![f("z"), f("m"), f("a"), f("x")]);
     }
 }

@@ -13,135 +13,15 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::config::RemoteConfig;
-
-/// Why an operation did not run or did not succeed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpError {
-    /// The server is unreachable (now, or it was found so less than
-    /// [`RemoteConfig::retry_after`] ago): nothing was sent.
-    Down,
-    /// The connection failed or timed out during this operation; the server is now down. The
-    /// message is the one warning of this outage, when this call is the first to see it.
-    Lost(Option<String>),
-    /// The server replied with an error (`code`: `OOM`, `NOPERM`, `ERR`...), password scrubbed.
-    Server {
-        /// The error code, when the reply had one.
-        code: Option<String>,
-        /// The whole message.
-        message: String,
-    },
-}
-
-impl OpError {
-    /// The server's error code, when it replied with one.
-    pub fn code(&self) -> Option<&str> {
-        match self {
-            OpError::Server { code, .. } => code.as_deref(),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for OpError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OpError::Down => f.write_str("the remote cache server is down"),
-            OpError::Lost(Some(w)) => f.write_str(w),
-            OpError::Lost(None) => f.write_str("the connection to the remote cache was lost"),
-            OpError::Server { message, .. } => f.write_str(message),
-        }
-    }
-}
-
-/// Why the server could not be used: the class a warning names, and what it asks to check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Failure {
-    /// No connection could be made, or it failed or timed out: an outage, retried after
-    /// [`RemoteConfig::retry_after`].
-    Unreachable,
-    /// The server refused the user or password (`WRONGPASS`, `NOAUTH`): the tier is off.
-    AuthenticationRefused,
-    /// The server refused to `SELECT` the URL's database (out of its `databases` range, a
-    /// cluster, an ACL without `SELECT`): the tier is off.
-    DatabaseRefused,
-    /// The TLS handshake of a `rediss://` URL failed (the peer speaks no TLS, or its
-    /// certificate is not trusted for the host): the tier is off. A peer that accepts the
-    /// connection but answers no handshake within the timeout is this class too, retried
-    /// as an outage (a loaded server may be slow).
-    TlsHandshakeFailed,
-    /// The peer answered, but not in Redis's protocol (another service on that port): the
-    /// tier is off.
-    NotRedis,
-}
-
-impl Failure {
-    /// The class in words, as warnings and `hipjit cache stats` name it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Failure::Unreachable => "unreachable",
-            Failure::AuthenticationRefused => "authentication refused",
-            Failure::DatabaseRefused => "database refused",
-            Failure::TlsHandshakeFailed => "TLS handshake failed",
-            Failure::NotRedis => "not a Redis server",
-        }
-    }
-
-    /// What to check, in words.
-    pub fn hint(self) -> &'static str {
-        match self {
-            Failure::Unreachable => {
-                "check that the server runs and that this machine can reach that host and port"
-            }
-            Failure::AuthenticationRefused => {
-                "check the user name and password in HIPJIT_REMOTE_CACHE \
-                 (redis://user:password@host:port/db) against the server's ACL users or its \
-                 requirepass"
-            }
-            Failure::DatabaseRefused => {
-                "check the database number at the end of HIPJIT_REMOTE_CACHE: a server has \
-                 databases 0 to its `databases` setting less one (0 to 15 by default), a Redis \
-                 Cluster database 0 only, and the user needs the SELECT command"
-            }
-            Failure::TlsHandshakeFailed => {
-                "check that the server speaks TLS on that port (for a server without TLS use \
-                 redis://) and that its certificate is issued for that host name by a \
-                 certificate authority this machine trusts"
-            }
-            Failure::NotRedis => {
-                "something answered at that address, but not a Redis (or Valkey) server: \
-                 check the host and port in HIPJIT_REMOTE_CACHE"
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, Default)]
-struct Health {
-    /// When the server was last found unreachable, and when to try it again.
-    retry_at: Option<Instant>,
-    /// Whether this outage was reported.
-    warned: bool,
-    /// Set when the server refused this tier for good ([`Failure`] other than an outage),
-    /// with the warning given.
-    off: Option<(Failure, String)>,
-    /// The last failure met, and its warning.
-    last: Option<(Failure, String)>,
-}
+use crate::cache::remote::config::RemoteConfig;
+use crate::cache::remote::store::{Failure, Health, StoreError as OpError};
 
 /// The client: settings, the `redis` client, idle connections and the health record.
 pub struct Client {
     pub(crate) config: RemoteConfig,
     client: redis::Client,
     idle: Mutex<Vec<redis::Connection>>,
-    health: Mutex<Health>,
+    pub(crate) health: Health,
 }
 
 impl std::fmt::Debug for Client {
@@ -163,72 +43,29 @@ impl Client {
         let client =
             redis::Client::open(config.secret_url()).map_err(|e| config.scrub(&e.to_string()))?;
         Ok(Client {
+            health: Health::new(config.redacted_url(), config.retry_after),
             config,
             client,
             idle: Mutex::new(Vec::new()),
-            health: Mutex::new(Health::default()),
         })
     }
 
     /// Whether the server is known to be down and not yet due for another try, or the tier is
     /// off.
     pub fn is_down(&self) -> bool {
-        let h = self.health.lock();
-        h.off.is_some() || h.retry_at.is_some_and(|t| Instant::now() < t)
+        self.health.is_down()
     }
 
     /// The last failure met and its warning (the password never in it), when any.
     pub fn last_failure(&self) -> Option<(Failure, String)> {
-        self.health.lock().last.clone()
+        self.health.last_failure()
     }
 
-    /// Records a failure: an outage (`retry`) makes the server down until
-    /// [`RemoteConfig::retry_after`] has passed, anything else turns the tier off. Returns the
-    /// warning when this is the first failure of this outage, or the one that turned the tier
-    /// off. `what` is what went wrong (the client library's words, password scrubbed here).
+    /// Records a failure ([`Health::fail`]), dropping the idle connections. `what` is what
+    /// went wrong (the client library's words, password scrubbed here).
     fn fail(&self, failure: Failure, what: &str, retry: bool) -> Option<String> {
-        let mut h = self.health.lock();
         self.idle.lock().clear();
-        let url = self.config.redacted_url();
-        let what = self.config.scrub(what);
-        let w = if retry {
-            h.retry_at = Some(Instant::now() + self.config.retry_after);
-            let w = match failure {
-                Failure::Unreachable => format!(
-                    "the remote cache {url} is unreachable ({what}); working with the local \
-                     cache only, trying it again in {} s",
-                    self.config.retry_after.as_secs_f64()
-                ),
-                _ => format!(
-                    "the remote cache {url}: {failure} ({what}); {}; working with the local \
-                     cache only, trying it again in {} s",
-                    failure.hint(),
-                    self.config.retry_after.as_secs_f64()
-                ),
-            };
-            h.last = Some((failure, w.clone()));
-            if h.warned {
-                return None;
-            }
-            h.warned = true;
-            w
-        } else {
-            if h.off.is_some() {
-                return None;
-            }
-            let w = format!(
-                "the remote cache {url}: {failure} ({what}); {}. The remote tier is now off \
-                 for this cache and is not retried (it cannot succeed until the URL or the \
-                 server changes; a new Jit or process tries again); working with the local \
-                 cache only",
-                failure.hint()
-            );
-            h.off = Some((failure, w.clone()));
-            h.last = Some((failure, w.clone()));
-            w
-        };
-        tracing::warn!("{w}");
-        Some(w)
+        self.health.fail(failure, &self.config.scrub(what), retry)
     }
 
     /// Classifies a failure to connect, and records it ([`Client::fail`]).
@@ -238,11 +75,7 @@ impl Client {
     }
 
     fn mark_up(&self) {
-        let mut h = self.health.lock();
-        if h.retry_at.take().is_some() && h.warned {
-            tracing::info!(url = %self.config.redacted_url(), "the remote cache is reachable again");
-        }
-        h.warned = false;
+        self.health.mark_up();
     }
 
     /// Runs `op` on a connection with a timeout for `bytes` bytes of payload
