@@ -33,10 +33,10 @@ use crate::compiler::library_search::{self, LibrarySearch};
 use crate::compiler::nvcc::{Nvcc, NvccError};
 use crate::compiler::nvrtc::NvRtc;
 use crate::compiler::rtc::{RtcError, RtcInput, RtcOutput};
-use crate::compiler::worker::{self, RtcKind, WorkerConfig};
+use crate::compiler::worker::{self, WorkerConfig};
 use crate::compiler::{
-    BackendKind, CompileError, CompileOptions, CompileOutput, Compiler, CompilerIdentity,
-    CompilerKind, OptLevel,
+    CompileError, CompileOptions, CompileOutput, Compiler, CompilerConfig, CompilerError,
+    CompilerIdentity, CompilerKind, OptLevel,
 };
 use crate::safe::runtime::Platform;
 
@@ -270,7 +270,7 @@ impl HipRtcBackend {
         let library = HipRtc::open(runtime_library)?;
         let location = Self::location(&library);
         let identity = identify_found(
-            CompilerKind::Hiprtc,
+            CompilerKind::HipRtc,
             &search,
             &location,
             || library.identity_files(),
@@ -341,7 +341,7 @@ impl HipRtcBackend {
         let mut o = vec![
             super::hiprtc::arch_option(&options.targets[0]),
             options.opt_level.flag().to_owned(),
-            BackendKind::Hiprtc.std_flag(options.std, &self.identity),
+            CompilerKind::HipRtc.std_flag(options.std, &self.identity),
         ];
         if let Some(v) = options.code_object_version {
             // hipRTC 5.x generates code in a comgr step with fixed options: code object
@@ -516,7 +516,7 @@ impl NvrtcBackend {
         }
         let mut o = super::nvrtc::prelude_options(
             sm,
-            BackendKind::Nvrtc.std_flag(options.std, &self.identity),
+            CompilerKind::Nvrtc.std_flag(options.std, &self.identity),
         );
         if options.fast_math {
             o.push("--use_fast_math".into());
@@ -722,7 +722,58 @@ fn rtc_output(
     }
 }
 
+/// The nvcc beside which NVRTC is looked for: `config`'s, else the one found
+/// ([`Nvcc::find`]).
+pub fn nvcc_for_nvrtc(config: &CompilerConfig) -> Option<PathBuf> {
+    config.nvcc.clone().or_else(|| Nvcc::find(None).ok())
+}
+
 impl Backend {
+    /// Finds and identifies the compiler of `kind` as `config` says: hipcc
+    /// ([`Compiler::new`]), nvcc ([`Nvcc::discover`]; its identity remembered in
+    /// [`CompilerConfig::identity_dir`] when set), hipRTC (beside `runtime`, the HIP runtime
+    /// in use, when given) or NVRTC (beside the nvcc that would be used: [`nvcc_for_nvrtc`]),
+    /// the in-process ones in [`CompilerConfig::rtc_worker`]'s workers when set. The one
+    /// place a kind becomes a compiler.
+    ///
+    /// Errors: [`CompilerError`] naming why the compiler cannot be found or identified.
+    pub fn open(
+        kind: CompilerKind,
+        config: &CompilerConfig,
+        runtime: Option<&std::path::Path>,
+    ) -> Result<Backend, CompilerError> {
+        let dir = config.identity_dir.as_deref();
+        let in_process = |e| CompilerError::InProcess(Box::new(e));
+        match kind {
+            CompilerKind::Hipcc => Ok(Backend::Hipcc(Compiler::new(config.clone())?)),
+            CompilerKind::Nvcc => {
+                let explicit = config.nvcc.as_deref();
+                let nvcc = match dir {
+                    Some(dir) => Nvcc::discover_cached(explicit, dir),
+                    None => Nvcc::discover(explicit),
+                }
+                .map_err(|e| CompilerError::Nvcc(Box::new(e)))?;
+                Ok(Backend::Nvcc(nvcc, config.timeout))
+            }
+            CompilerKind::HipRtc => HipRtcBackend::open(runtime, dir)
+                .map(|b| {
+                    Backend::HipRtc(HipRtcBackend {
+                        worker: config.rtc_worker.clone(),
+                        ..b
+                    })
+                })
+                .map_err(in_process),
+            CompilerKind::Nvrtc => NvrtcBackend::open(nvcc_for_nvrtc(config).as_deref(), dir)
+                .map(|b| {
+                    Backend::Nvrtc(NvrtcBackend {
+                        worker: config.rtc_worker.clone(),
+                        ..b
+                    })
+                })
+                .map_err(in_process),
+        }
+    }
+
     /// The kind of compiler (hashed into every key, reported with every result).
     pub fn kind(&self) -> CompilerKind {
         self.identity().kind
@@ -730,10 +781,7 @@ impl Backend {
 
     /// The platform whose code it produces.
     pub fn platform(&self) -> Platform {
-        match self {
-            Backend::Hipcc(_) | Backend::HipRtc(_) => Platform::Amd,
-            Backend::Nvcc(..) | Backend::Nvrtc(_) => Platform::Nvidia,
-        }
+        self.kind().platform()
     }
 
     /// Its identity: kind, resolved path, version text, content fingerprint.
@@ -791,7 +839,7 @@ impl Backend {
 
     /// Whether it compiles in this process (hipRTC, NVRTC).
     pub fn in_process(&self) -> bool {
-        matches!(self, Backend::HipRtc(_) | Backend::Nvrtc(_))
+        self.kind().in_process()
     }
 
     /// How long one compile may run before it is killed; the in-process compilers cannot be
@@ -923,7 +971,7 @@ impl Backend {
                     options: &handed,
                 };
                 let out = match &b.worker {
-                    Some(w) => worker::compile(w, RtcKind::HipRtc, b.library.path(), &input),
+                    Some(w) => worker::compile(w, CompilerKind::HipRtc, b.library.path(), &input),
                     None => b.loaded().and_then(|l| l.compile(&input)),
                 }
                 .map_err(in_process)?;
@@ -953,7 +1001,7 @@ impl Backend {
                     });
                 }
                 let mut out = match &b.worker {
-                    Some(w) => worker::compile(w, RtcKind::Nvrtc, b.library.path(), &input),
+                    Some(w) => worker::compile(w, CompilerKind::Nvrtc, b.library.path(), &input),
                     None => b.loaded().and_then(|l| l.compile(&input)),
                 }
                 .map_err(in_process)?;

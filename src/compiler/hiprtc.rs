@@ -162,7 +162,7 @@ impl HipRtc {
             places.push(runtime.parent().unwrap_or(Path::new(".")).to_path_buf());
         }
         super::library_search::LibrarySearch::new(
-            super::identity::CompilerKind::Hiprtc,
+            super::kind::CompilerKind::HipRtc,
             &[
                 (HIPRTC_LIBRARY_ENV, var.as_deref()),
                 ("runtime", runtime_library.map(Path::as_os_str)),

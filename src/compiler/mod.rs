@@ -37,6 +37,7 @@ pub mod hiprtc;
 pub mod host_compiler;
 pub mod identity;
 pub mod include_names;
+pub mod kind;
 pub mod library_search;
 pub mod nvcc;
 pub mod nvrtc;
@@ -66,8 +67,9 @@ pub use backend::Backend;
 pub use depfile::Dependency;
 pub use diagnostics::{Diagnostic, IncludedFrom, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
-pub use flags::{check_extra_flag, BackendKind, RejectedBecause};
-pub use identity::{CompilerIdentity, CompilerKind, IdentityError};
+pub use flags::{check_extra_flag, RejectedBecause};
+pub use identity::{CompilerIdentity, IdentityError};
+pub use kind::{CompilerChoice, CompilerKind};
 pub use options::{
     is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError, UnknownStd,
 };

@@ -564,7 +564,7 @@ impl NvRtc {
             places.push(top.join("lib"));
         }
         super::library_search::LibrarySearch::new(
-            super::identity::CompilerKind::Nvrtc,
+            super::kind::CompilerKind::Nvrtc,
             &[
                 (NVRTC_LIBRARY_ENV, var.as_deref()),
                 ("CUDA_PATH", cuda_path.as_deref()),

@@ -15,7 +15,7 @@
 
 use super::backend::Backend;
 use super::rtc::RtcError;
-use super::{BackendKind, CompileError, CompileOptions};
+use super::{CompileError, CompileOptions, CompilerKind};
 use crate::compiler::nvcc::NvccError;
 
 /// The error compiling `source` with `options` (effective options, as
@@ -84,13 +84,13 @@ pub(crate) fn handed_options(
     match backend {
         Backend::Hipcc(_) | Backend::Nvcc(..) => Ok(Vec::new()),
         Backend::HipRtc(b) => {
-            options.validate_for(BackendKind::Hiprtc)?;
-            BackendKind::Hiprtc.check_extra_flags(&options.extra_flags)?;
+            options.validate_for(CompilerKind::HipRtc)?;
+            CompilerKind::HipRtc.check_extra_flags(&options.extra_flags)?;
             b.options(options).map_err(in_process)
         }
         Backend::Nvrtc(b) => {
-            options.validate_for(BackendKind::Nvrtc)?;
-            BackendKind::Nvrtc
+            options.validate_for(CompilerKind::Nvrtc)?;
+            CompilerKind::Nvrtc
                 .check_extra_flags(&nvrtc_flags_but_includes(&options.extra_flags))?;
             b.options(options).map_err(in_process)
         }
