@@ -79,7 +79,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::host_compiler::{HostCompiler, HostCompilerError};
-use super::process;
+use crate::process;
 
 pub use super::kind::CompilerKind;
 

@@ -963,9 +963,9 @@ impl Nvcc {
             .current_dir(tmp.path());
         let started_at = crate::fs::stat::filesystem_now(tmp.path());
         let started = std::time::Instant::now();
-        let output = match super::process::run(&mut cmd, timeout) {
+        let output = match crate::process::run(&mut cmd, timeout) {
             Ok(f) => f,
-            Err(super::process::RunError::Timeout(_)) => {
+            Err(crate::process::RunError::Timeout(_)) => {
                 return Err(io("cannot run", &self.path)(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     format!(
@@ -1112,9 +1112,9 @@ impl Nvcc {
         run_environment(&mut cmd)
             .args(&args)
             .current_dir(tmp.path());
-        let output = match super::process::run(&mut cmd, NVCC_TIMEOUT) {
+        let output = match crate::process::run(&mut cmd, NVCC_TIMEOUT) {
             Ok(f) => f,
-            Err(super::process::RunError::Timeout(_)) => {
+            Err(crate::process::RunError::Timeout(_)) => {
                 return Err(io("cannot run", &self.path)(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     format!(

@@ -30,14 +30,14 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::depfile::Dependency;
-use super::diagnostics::Diagnostic;
 use super::hiprtc::HipRtc;
-use super::kind::CompilerKind;
 use super::nvrtc::NvRtc;
-use super::process::{self, RunError};
-use super::rtc::{RtcError, RtcInput, RtcOutput};
+use super::{RtcError, RtcInput, RtcOutput};
+use crate::compiler::depfile::Dependency;
+use crate::compiler::diagnostics::Diagnostic;
+use crate::compiler::kind::CompilerKind;
 use crate::fs;
+use crate::process::{self, RunError};
 
 /// The variable naming the worker program (a `hipjit` command built with the `cli` feature).
 pub const WORKER_ENV: &str = "HIPJIT_WORKER";
@@ -49,7 +49,7 @@ pub const WORKER_SUBCOMMAND: &str = "rtc-worker";
 /// [`CompilerKind`], gave it (`HipRtc`, `Nvrtc`), so that a worker of an earlier hipjit
 /// reads a request of this one and the other way round.
 mod wire_kind {
-    use super::CompilerKind;
+    use crate::compiler::CompilerKind;
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(k: &CompilerKind, s: S) -> Result<S::Ok, S::Error> {
@@ -175,9 +175,12 @@ pub fn compile(
         options: input.options.to_vec(),
     };
     // Named after this process, so that a later one removes it if this one is killed before it
-    // can ([`super::RunDir`]).
-    let dir = super::RunDir::new(super::WORKER_PREFIX, &super::build_base())
-        .map_err(|e| fail(format!("cannot make its directory: {e}")))?;
+    // can ([`crate::compiler::RunDir`]).
+    let dir = crate::compiler::RunDir::new(
+        crate::compiler::WORKER_PREFIX,
+        &crate::compiler::build_base(),
+    )
+    .map_err(|e| fail(format!("cannot make its directory: {e}")))?;
     let request_file = dir.path().join("request");
     let result_file = dir.path().join("result");
     // The worker's TMPDIR: comgr stages the source and headers under `<TMPDIR>/comgr-*`, and a
