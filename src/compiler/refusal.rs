@@ -59,7 +59,8 @@ pub fn before_compiling(
                 include_dirs: &options.include_dirs,
                 options: &handed,
             };
-            super::nvrtc::checked_input(&input, b.cuda_include.as_deref()).map_err(in_process)?;
+            super::nvrtc::checked_input(&input, b.found.cuda_include.as_deref())
+                .map_err(in_process)?;
         }
     }
     Ok(())

@@ -9,6 +9,7 @@
 //! Both compilers take C strings: a source, header or option holding a NUL byte is refused
 //! before the library is called ([`RtcError::NulByte`]).
 
+pub mod backend;
 pub mod comgr;
 pub mod hiprtc;
 pub mod nvrtc;
