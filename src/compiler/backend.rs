@@ -34,6 +34,10 @@ pub enum Backend {
     HipRtc(HipRtcBackend),
     /// NVRTC, in process: cubins.
     Nvrtc(NvrtcBackend),
+    /// The testing compiler (feature `testing`): its output is its source
+    /// ([`crate::compiler::fake`]).
+    #[cfg(feature = "testing")]
+    Fake(crate::compiler::fake::FakeCompiler),
 }
 
 /// The nvcc beside which NVRTC is looked for: `config`'s, else the one found
@@ -75,6 +79,8 @@ impl Backend {
             CompilerKind::Nvrtc => InProcess::open(nvcc_for_nvrtc(config).as_deref(), dir)
                 .map(|b| Backend::Nvrtc(b.in_workers(config)))
                 .map_err(in_process),
+            #[cfg(feature = "testing")]
+            CompilerKind::Fake => Ok(Backend::Fake(crate::compiler::fake::FakeCompiler::new())),
         }
     }
 
@@ -95,6 +101,8 @@ impl Backend {
             Backend::Nvcc(n, _) => n.identity_ref(),
             Backend::HipRtc(b) => &b.identity,
             Backend::Nvrtc(b) => &b.identity,
+            #[cfg(feature = "testing")]
+            Backend::Fake(f) => f.identity(),
         }
     }
 
@@ -111,7 +119,7 @@ impl Backend {
                     .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
                     .collect(),
             ),
-            Backend::HipRtc(_) | Backend::Nvrtc(_) => std::borrow::Cow::Borrowed(&[]),
+            _ => std::borrow::Cow::Borrowed(&[]),
         }
     }
 
@@ -138,6 +146,8 @@ impl Backend {
             }
             Backend::Hipcc(c) => c.identity().system_include_dirs.clone(),
             Backend::HipRtc(b) => b.search_dirs(),
+            #[cfg(feature = "testing")]
+            Backend::Fake(_) => Vec::new(),
         }
     }
 
@@ -155,6 +165,8 @@ impl Backend {
             Backend::Nvcc(_, t) => *t,
             Backend::HipRtc(b) => b.timeout(),
             Backend::Nvrtc(b) => b.timeout(),
+            #[cfg(feature = "testing")]
+            Backend::Fake(_) => Duration::from_secs(300),
         }
     }
 
@@ -167,7 +179,7 @@ impl Backend {
         match self {
             Backend::HipRtc(b) => b.options(options).map(drop).map_err(in_process),
             Backend::Nvrtc(b) => b.options(options).map(drop).map_err(in_process),
-            Backend::Hipcc(_) | Backend::Nvcc(..) => Ok(()),
+            _ => Ok(()),
         }
     }
 
@@ -194,6 +206,8 @@ impl Backend {
             Backend::Nvcc(n, _) => n.request(source, options, extra),
             Backend::HipRtc(b) => b.request(source, options, extra),
             Backend::Nvrtc(b) => b.request(source, options, extra),
+            #[cfg(feature = "testing")]
+            Backend::Fake(f) => f.request(source, options, extra),
         }
     }
 
@@ -226,6 +240,8 @@ impl Backend {
             }
             Backend::HipRtc(b) => b.compile(source, options, handed),
             Backend::Nvrtc(b) => b.compile(source, options, handed),
+            #[cfg(feature = "testing")]
+            Backend::Fake(f) => f.compile(source, options),
         }
     }
 }

@@ -36,6 +36,10 @@ pub enum CompilerKind {
     HipRtc,
     /// NVRTC, the in-process CUDA compiler (`libnvrtc`; [`super::rtc::nvrtc`]).
     Nvrtc,
+    /// The testing compiler (feature `testing`, [`super::fake`]): no toolchain; its output is
+    /// its source, handed through unchanged, so a test hands it a code object as the source.
+    #[cfg(feature = "testing")]
+    Fake,
 }
 
 /// Which rules a compiler's extra flags are checked by, and how it spells the C++ standard
@@ -55,9 +59,11 @@ impl CompilerKind {
         CompilerKind::HipRtc,
         CompilerKind::Nvcc,
         CompilerKind::Nvrtc,
+        #[cfg(feature = "testing")]
+        CompilerKind::Fake,
     ];
 
-    /// `hipcc`, `nvcc`, `hiprtc` or `nvrtc`: the text hashed
+    /// `hipcc`, `nvcc`, `hiprtc` or `nvrtc` (`fake` for the testing compiler): the text hashed
     /// into the key and memo names, and the spelling `HIPJIT_COMPILER`, `hipjit compile
     /// --compiler` and the Python package take ([`FromStr`], in any case).
     pub fn as_str(self) -> &'static str {
@@ -66,6 +72,8 @@ impl CompilerKind {
             CompilerKind::Nvcc => "nvcc",
             CompilerKind::HipRtc => "hiprtc",
             CompilerKind::Nvrtc => "nvrtc",
+            #[cfg(feature = "testing")]
+            CompilerKind::Fake => "fake",
         }
     }
 
@@ -77,6 +85,8 @@ impl CompilerKind {
             CompilerKind::Nvcc => "nvcc",
             CompilerKind::HipRtc => "hipRTC",
             CompilerKind::Nvrtc => "NVRTC",
+            #[cfg(feature = "testing")]
+            CompilerKind::Fake => "the fake compiler",
         }
     }
 
@@ -85,6 +95,8 @@ impl CompilerKind {
         match self {
             CompilerKind::Hipcc | CompilerKind::HipRtc => Platform::Amd,
             CompilerKind::Nvcc | CompilerKind::Nvrtc => Platform::Nvidia,
+            #[cfg(feature = "testing")]
+            CompilerKind::Fake => Platform::Amd,
         }
     }
 
@@ -94,6 +106,8 @@ impl CompilerKind {
         match self {
             CompilerKind::Hipcc | CompilerKind::Nvcc => false,
             CompilerKind::HipRtc | CompilerKind::Nvrtc => true,
+            #[cfg(feature = "testing")]
+            CompilerKind::Fake => true,
         }
     }
 
@@ -108,22 +122,31 @@ impl CompilerKind {
         match self {
             CompilerKind::Hipcc | CompilerKind::HipRtc => FlagRules::Clang,
             CompilerKind::Nvcc | CompilerKind::Nvrtc => FlagRules::Nvidia,
+            #[cfg(feature = "testing")]
+            CompilerKind::Fake => FlagRules::Clang,
         }
     }
 
-    /// Whether it is listed where the choices are named to users.
+    /// Whether it is listed where the choices are named to users (every kind but the testing
+    /// compiler).
     pub fn listed(self) -> bool {
+        #[cfg(feature = "testing")]
+        if self == CompilerKind::Fake {
+            return false;
+        }
         true
     }
 
-    /// Its code in a hit-memo record (`jit::hit_memo`): hipcc 1, nvcc 2, hipRTC 3, NVRTC 4.
-    /// Never reused for another kind.
+    /// Its code in a hit-memo record (`jit::hit_memo`): hipcc 1, nvcc 2, hipRTC 3, NVRTC 4
+    /// (the testing compiler 250). Never reused for another kind.
     pub fn wire_code(self) -> u8 {
         match self {
             CompilerKind::Hipcc => 1,
             CompilerKind::Nvcc => 2,
             CompilerKind::HipRtc => 3,
             CompilerKind::Nvrtc => 4,
+            #[cfg(feature = "testing")]
+            CompilerKind::Fake => 250,
         }
     }
 

@@ -7,6 +7,8 @@ pub mod backend;
 pub mod depfile;
 pub mod diagnostics;
 pub mod discovery;
+#[cfg(feature = "testing")]
+pub mod fake;
 pub mod flags;
 pub mod hipcc;
 pub mod host_compiler;

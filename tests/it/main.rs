@@ -25,6 +25,7 @@ mod code_object_malformed;
 mod compiler_identity;
 mod compiler_process;
 mod cuda_fixture;
+mod fake_compiler;
 mod fixture_runtime;
 mod fuzz_regressions;
 #[cfg(feature = "cli")]
