@@ -174,7 +174,7 @@ impl Backend {
     /// [`CompileOptions::validate`]: hipRTC compiles one target without dumps, NVRTC has no
     /// optimisation levels.
     ///
-    /// Errors: [`CompileError::InProcess`] with [`RtcError::Arch`] naming the targets and why.
+    /// Errors: [`CompileError::InProcess`] with [`RtcError::Arch`](crate::compiler::rtc::RtcError::Arch) naming the targets and why.
     pub fn check_options(&self, options: &CompileOptions) -> Result<(), CompileError> {
         match self {
             Backend::HipRtc(b) => b.options(options).map(drop).map_err(in_process),
@@ -215,7 +215,7 @@ impl Backend {
     ///
     /// Errors: hipcc's [`CompileError`] variants; nvcc's errors in [`CompileError::Nvcc`];
     /// hipRTC's and NVRTC's in [`CompileError::InProcess`] (a source holding a NUL byte among
-    /// them, [`RtcError::NulByte`]: the libraries take C strings);
+    /// them, [`RtcError::NulByte`](crate::compiler::rtc::RtcError::NulByte): the libraries take C strings);
     /// [`CompileError::SpecialToolkitFile`] before NVRTC runs when the toolkit's header tree
     /// holds a FIFO, socket or device;
     /// [`CompileError::SpecialInclude`] before any compiler runs when an `#include` hipjit can

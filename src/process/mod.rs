@@ -1,7 +1,7 @@
 //! Running a child process (the compiler, `hipcc --version`, `hipjit doctor`'s probes) so that
 //! it can neither outlive hipjit nor hold it: [`run`] serves the compiler stage and `doctor`;
-//! [`cancel`] stops the runs of a scope from another thread; [`Slots`] bounds how many run at
-//! once ([`cpu_count`]). Below the compilers, above the files: it names only [`crate::fs`].
+//! [`cancel`] stops the runs of a scope from another thread; `Slots` bounds how many run at
+//! once ([`cpu_count`]). Below the compilers, above the files: it names only `crate::fs`.
 //!
 //! * **One deadline for everything.** The timeout covers the run and the reading of its
 //!   standard output and error: when the deadline passes, the child's process group is killed

@@ -900,7 +900,7 @@ pub(crate) fn refused_flag_error(
     e: OptionsError,
 ) -> CliError {
     let e = match jit.compiler_for(source, options) {
-        Ok(c) => e.for_backend(c.backend.kind().into()),
+        Ok(c) => e.for_backend(c.backend.kind()),
         Err(_) => e,
     };
     CliError::usage(e.to_string())

@@ -405,7 +405,7 @@ impl<L: RtcLib> InProcess<L> {
     }
 
     /// Compiles `source` with `options` and the options `handed` (checked by
-    /// [`crate::compiler::refusal::handed_options`]), in this process or in a worker.
+    /// `compiler::refusal::handed_options`), in this process or in a worker.
     ///
     /// Errors: the library's, or the worker's, in [`CompileError::InProcess`].
     pub fn compile(
