@@ -78,6 +78,7 @@ pub use hip_sys as sys;
 // the compiler, the cache, the JIT; the crate-wide error above them all.
 mod digest;
 mod fs;
+pub mod process;
 mod safe;
 mod target;
 

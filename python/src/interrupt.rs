@@ -3,7 +3,7 @@
 //! released, waits for it in 50 ms slices and runs Python's signal handlers between them
 //! (`Python::check_signals`). When a handler raises (`KeyboardInterrupt` for SIGINT), the token
 //! is cancelled: the compiler's process group is killed within one tick
-//! (`hipjit::compiler::process`), its build directory removed, nothing published to a cache;
+//! (`hipjit::process`), its build directory removed, nothing published to a cache;
 //! the worker is joined (the GIL still released) and the handler's exception raised, about
 //! 100 ms after the signal.
 //!

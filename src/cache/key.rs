@@ -34,7 +34,7 @@
 //!   manifest, relative to it), so a moved tree still hits, and a path is never passed through
 //!   lossy text;
 //! * `std`: the standard flag as given to this compiler (`-std=c++2b` for C++23 on clang
-//!   before 17: [`crate::compiler::BackendKind::std_flag`]);
+//!   before 17: [`crate::compiler::CompilerKind::std_flag`]);
 //! * `extra-flags`: the caller's extra flags, in order;
 //! * `targets`: each AMDGPU target ID, or the SM architecture on HIP's NVIDIA platform;
 //! * `code-object-version`: `u32`, 0 = the compiler's default;

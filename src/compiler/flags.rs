@@ -1,6 +1,6 @@
 //! The rules each compiler backend applies to the flags a caller adds, and how each spells the
-//! C++ standard, keyed by [`BackendKind`]: hipcc and hipRTC (clang) share one table, nvcc and
-//! NVRTC another; a new backend adds its variant and its rules here.
+//! C++ standard, keyed by [`CompilerKind::flag_rules`]: hipcc and hipRTC (clang) share one table, nvcc and
+//! NVRTC another.
 //!
 //! A caller's extra flags (`CompileOptions::extra_flags`, `hipjit compile --cflag` or the words
 //! after `--`) reach the compiler as given, after hipjit's own, and are part of the cache key.
@@ -26,48 +26,9 @@
 
 use std::fmt;
 
+use crate::compiler::kind::{CompilerKind, FlagRules};
 use crate::compiler::options::{CxxStd, OptionsError};
 use crate::compiler::CompilerIdentity;
-
-/// Which compiler a compile goes to. The flag rules and the spelling of the standard depend on
-/// it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum BackendKind {
-    /// `hipcc` (clang underneath): AMDGPU code objects.
-    Hipcc,
-    /// `nvcc`: cubins on HIP's NVIDIA platform.
-    Nvcc,
-    /// hipRTC, in process ([`crate::compiler::hiprtc`]; clang through comgr): hipcc's rules,
-    /// with `--gpu-architecture` (its target option) a target flag.
-    Hiprtc,
-    /// NVRTC, in process ([`crate::compiler::nvrtc`]): nvcc's rules (NVRTC takes the same
-    /// spellings for the options it shares with nvcc).
-    Nvrtc,
-}
-
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BackendKind::Hipcc => "hipcc",
-            BackendKind::Nvcc => "nvcc",
-            BackendKind::Hiprtc => "hipRTC",
-            BackendKind::Nvrtc => "NVRTC",
-        })
-    }
-}
-
-impl From<crate::compiler::CompilerKind> for BackendKind {
-    fn from(k: crate::compiler::CompilerKind) -> BackendKind {
-        use crate::compiler::CompilerKind;
-        match k {
-            CompilerKind::Hipcc => BackendKind::Hipcc,
-            CompilerKind::Nvcc => BackendKind::Nvcc,
-            CompilerKind::Hiprtc => BackendKind::Hiprtc,
-            CompilerKind::Nvrtc => BackendKind::Nvrtc,
-        }
-    }
-}
 
 /// Why a flag is not accepted among a compile's extra flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -507,7 +468,7 @@ fn rule(
         .map(|(_, b)| *b)
 }
 
-impl BackendKind {
+impl CompilerKind {
     /// The spelling of `std` this compiler takes, e.g. `-std=c++17`. hipcc and hipRTC: clang
     /// before 17 (read from the identity's `clang version N`; unknown counts as before 17, as
     /// for hipRTC, whose version does not name its clang) takes C++23 only as `-std=c++2b`,
@@ -516,19 +477,18 @@ impl BackendKind {
     /// warning, a standard its host compiler lacks; [`crate::compiler::nvcc::Nvcc::compile`]
     /// makes that an error).
     pub fn std_flag(self, std: CxxStd, compiler: &CompilerIdentity) -> String {
-        match (self, std) {
-            (BackendKind::Hipcc | BackendKind::Hiprtc, CxxStd::Cxx23)
-                if compiler.clang_major().unwrap_or(0) < 17 =>
-            {
+        match (self.flag_rules(), std) {
+            (FlagRules::Clang, CxxStd::Cxx23) if compiler.clang_major().unwrap_or(0) < 17 => {
                 "-std=c++2b".into()
             }
             _ => std.flag().into(),
         }
     }
 
-    /// Whether this backend runs clang (hipcc, hipRTC) rather than NVIDIA's front end.
+    /// Whether this backend runs clang (hipcc, hipRTC) rather than NVIDIA's front end
+    /// ([`CompilerKind::flag_rules`]).
     pub(crate) fn is_clang(self) -> bool {
-        matches!(self, BackendKind::Hipcc | BackendKind::Hiprtc)
+        self.flag_rules() == FlagRules::Clang
     }
 
     /// Checks a caller's extra flags in order (see the module documentation for what is
@@ -545,12 +505,12 @@ impl BackendKind {
         };
         let mut it = flags.iter().peekable();
         while let Some(flag) = it.next() {
-            if self == BackendKind::Hiprtc {
+            if self == CompilerKind::HipRtc {
                 if let Some(b) = rule(flag, &[], HIPRTC_PREFIX) {
                     return Err(reject(flag, b));
                 }
             }
-            if self == BackendKind::Nvrtc {
+            if self == CompilerKind::Nvrtc {
                 if let Some(b) = rule(flag, &[], NVRTC_PREFIX) {
                     return Err(reject(flag, b));
                 }
@@ -640,11 +600,11 @@ impl BackendKind {
     }
 }
 
-/// Checks one extra flag with hipcc's rules ([`BackendKind::check_extra_flags`]).
+/// Checks one extra flag with hipcc's rules ([`CompilerKind::check_extra_flags`]).
 ///
 /// Errors: [`OptionsError::RejectedFlag`] naming the flag and the reason.
 pub fn check_extra_flag(flag: &str) -> Result<(), OptionsError> {
-    BackendKind::Hipcc.check_extra_flags(&[flag.to_string()])
+    CompilerKind::Hipcc.check_extra_flags(&[flag.to_string()])
 }
 
 #[cfg(test)]
@@ -670,19 +630,19 @@ mod tests {
         let old = id("HIP version: 5.2.21153-0\nDebian clang version 15.0.6\n");
         let new = id("HIP version: 6.4.43484\nDebian clang version 21.1.2 (1)\n");
         assert_eq!(
-            BackendKind::Hipcc.std_flag(CxxStd::Cxx23, &old),
+            CompilerKind::Hipcc.std_flag(CxxStd::Cxx23, &old),
             "-std=c++2b"
         );
         assert_eq!(
-            BackendKind::Hipcc.std_flag(CxxStd::Cxx23, &new),
+            CompilerKind::Hipcc.std_flag(CxxStd::Cxx23, &new),
             "-std=c++23"
         );
         assert_eq!(
-            BackendKind::Hipcc.std_flag(CxxStd::Cxx20, &old),
+            CompilerKind::Hipcc.std_flag(CxxStd::Cxx20, &old),
             "-std=c++20"
         );
         assert_eq!(
-            BackendKind::Nvcc.std_flag(CxxStd::Cxx23, &old),
+            CompilerKind::Nvcc.std_flag(CxxStd::Cxx23, &old),
             "-std=c++23"
         );
     }
@@ -699,16 +659,16 @@ mod tests {
             "--fdevice-time-trace=/tmp/t.json",
             "--dlink-time-opt",
         ] {
-            let e = BackendKind::Nvrtc
+            let e = CompilerKind::Nvrtc
                 .check_extra_flags(&[f.to_string()])
                 .unwrap_err();
             assert!(e.to_string().contains(f), "{e}");
         }
-        assert!(BackendKind::Nvrtc
+        assert!(CompilerKind::Nvrtc
             .check_extra_flags(&["-DTIME=1".to_string(), "--use_fast_math".to_string()])
             .is_ok());
         // nvcc's own rules still apply to NVRTC.
-        assert!(BackendKind::Nvrtc
+        assert!(CompilerKind::Nvrtc
             .check_extra_flags(&["-o".to_string()])
             .is_err());
     }
@@ -716,40 +676,40 @@ mod tests {
     #[test]
     fn xclang_payload_is_judged_with_cc1_rules() {
         let flags = ["-Xclang".to_string(), "-mlink-bitcode-file".to_string()];
-        let e = BackendKind::Hipcc.check_extra_flags(&flags).unwrap_err();
+        let e = CompilerKind::Hipcc.check_extra_flags(&flags).unwrap_err();
         assert!(
             matches!(&e, OptionsError::RejectedFlag { flag, because: ReadsUnkeyedFiles, .. }
                 if flag == "-Xclang -mlink-bitcode-file"),
             "{e:?}"
         );
         let ok = ["-Xclang".to_string(), "-fnative-half-type".to_string()];
-        assert_eq!(BackendKind::Hipcc.check_extra_flags(&ok), Ok(()));
+        assert_eq!(CompilerKind::Hipcc.check_extra_flags(&ok), Ok(()));
         let target = ["--gpu-architecture=gfx942".to_string()];
         assert!(matches!(
-            BackendKind::Hiprtc.check_extra_flags(&target),
+            CompilerKind::HipRtc.check_extra_flags(&target),
             Err(OptionsError::RejectedFlag {
                 because: TargetList,
-                backend: BackendKind::Hiprtc,
+                backend: CompilerKind::HipRtc,
                 ..
             })
         ));
         let dangling = ["-Xclang".to_string()];
         assert!(matches!(
-            BackendKind::Hipcc.check_extra_flags(&dangling),
+            CompilerKind::Hipcc.check_extra_flags(&dangling),
             Err(OptionsError::DanglingFlag { .. })
         ));
     }
 
     fn nvcc(flags: &[&str]) -> Result<(), OptionsError> {
         let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
-        BackendKind::Nvcc.check_extra_flags(&flags)
+        CompilerKind::Nvcc.check_extra_flags(&flags)
     }
 
     fn refused(r: Result<(), OptionsError>) -> (String, RejectedBecause) {
         match r {
             Err(OptionsError::RejectedFlag {
                 flag,
-                backend: BackendKind::Nvcc,
+                backend: CompilerKind::Nvcc,
                 because,
             }) => (flag, because),
             other => panic!("not refused for nvcc: {other:?}"),

@@ -67,7 +67,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::process;
+use crate::process;
 
 /// The environment variable that names nvcc's host compiler (nvcc's own).
 pub const HOST_COMPILER_ENV: &str = "NVCC_CCBIN";

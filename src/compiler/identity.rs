@@ -79,34 +79,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::host_compiler::{HostCompiler, HostCompilerError};
-use super::process;
+use crate::process;
 
-/// The kinds of compiler hipjit drives; more will come (in-process compilers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum CompilerKind {
-    /// `hipcc` (AMD; a Perl script in 5.x, a program in 6.x/7.x) over clang.
-    Hipcc,
-    /// `nvcc` (HIP's NVIDIA platform).
-    Nvcc,
-    /// hipRTC, the in-process HIP compiler (`libhiprtc` or `libamdhip64`).
-    Hiprtc,
-    /// NVRTC, the in-process CUDA compiler (`libnvrtc`).
-    Nvrtc,
-}
-
-impl CompilerKind {
-    /// `hipcc`, `nvcc`, `hiprtc` or `nvrtc`: the text hashed into the key.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CompilerKind::Hipcc => "hipcc",
-            CompilerKind::Nvcc => "nvcc",
-            CompilerKind::Hiprtc => "hiprtc",
-            CompilerKind::Nvrtc => "nvrtc",
-        }
-    }
-}
+pub use super::kind::CompilerKind;
 
 /// What the compiler is (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -429,9 +404,7 @@ pub fn identify(
             )
         }
         // The in-process compilers list their files themselves: [`identify_library`].
-        CompilerKind::Hiprtc | CompilerKind::Nvrtc => {
-            (vec![resolved.clone()], Vec::new(), Vec::new(), None)
-        }
+        _ => (vec![resolved.clone()], Vec::new(), Vec::new(), None),
     };
     // hipcc reads these below HIP_PATH when it is set (its version and platform settings).
     if let (CompilerKind::Hipcc, Some(r)) = (kind, &root) {

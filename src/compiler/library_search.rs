@@ -309,7 +309,7 @@ mod tests {
         let library = lib_dir.join("libhiprtc.so.6");
         std::fs::write(&library, b"first").unwrap();
         let search = LibrarySearch::new(
-            CompilerKind::Hiprtc,
+            CompilerKind::HipRtc,
             &[("HIPJIT_HIPRTC_LIBRARY", None)],
             vec![dir.join("searched")],
         );
@@ -372,7 +372,7 @@ mod tests {
         let ids = d.path().join("ids");
         let (search, location, library) = setup(d.path());
         let id = identity::identify_library(
-            CompilerKind::Hiprtc,
+            CompilerKind::HipRtc,
             &library,
             location.version.clone(),
             Vec::new,
@@ -382,7 +382,7 @@ mod tests {
         .unwrap();
         remember(&search, &location, Some(&ids));
         let id_file = ids.join(identity::library_memo_name(
-            CompilerKind::Hiprtc,
+            CompilerKind::HipRtc,
             &std::fs::canonicalize(&library).unwrap(),
             &library,
         ));
@@ -436,7 +436,7 @@ mod tests {
         remember(&search, &location, Some(&ids));
         std::fs::create_dir(d.path().join("searched")).unwrap();
         let again = LibrarySearch::new(
-            CompilerKind::Hiprtc,
+            CompilerKind::HipRtc,
             &[("HIPJIT_HIPRTC_LIBRARY", None)],
             vec![d.path().join("searched")],
         );
@@ -450,7 +450,7 @@ mod tests {
         let (search, location, _) = setup(d.path());
         remember(&search, &location, Some(&ids));
         let other = LibrarySearch::new(
-            CompilerKind::Hiprtc,
+            CompilerKind::HipRtc,
             &[(
                 "HIPJIT_HIPRTC_LIBRARY",
                 Some(OsStr::new("/elsewhere/libhiprtc.so")),

@@ -48,7 +48,7 @@ use crate::compiler::diagnostics::{parse_nvcc, Diagnostic};
 use crate::compiler::host_compiler::{HostCompilerError, HOST_COMPILER_ENV};
 use crate::compiler::identity::{identify, CompilerKind, IdentityError};
 use crate::compiler::request::{FromKeyRecord, KeyRecord, TrackedHeader};
-use crate::compiler::{BackendKind, CompilerIdentity, CxxStd, OptionsError};
+use crate::compiler::{CompilerIdentity, CxxStd, OptionsError};
 use crate::digest::{hex, sha256};
 use crate::target::SmTarget;
 
@@ -561,7 +561,7 @@ impl Nvcc {
     }
 
     /// This nvcc compiling with the standard `std` (the default is C++17), spelled by
-    /// [`BackendKind::std_flag`].
+    /// [`CompilerKind::std_flag`].
     pub fn with_std(mut self, std: CxxStd) -> Nvcc {
         self.std = std;
         self
@@ -573,7 +573,7 @@ impl Nvcc {
     }
 
     fn std_flag(&self) -> String {
-        BackendKind::Nvcc.std_flag(self.std, &self.identity())
+        CompilerKind::Nvcc.std_flag(self.std, &self.identity())
     }
 
     /// The executable.
@@ -798,7 +798,7 @@ impl Nvcc {
             .map(|(cubin, _)| cubin)
     }
 
-    /// Checks `flags` with nvcc's rules ([`BackendKind::check_extra_flags`]), `-I DIR` and
+    /// Checks `flags` with nvcc's rules ([`CompilerKind::check_extra_flags`]), `-I DIR` and
     /// `-IDIR` accepted.
     ///
     /// Errors: [`NvccError::Options`] naming the flag.
@@ -812,7 +812,7 @@ impl Nvcc {
                 rest.push(f.clone());
             }
         }
-        BackendKind::Nvcc.check_extra_flags(&rest)?;
+        CompilerKind::Nvcc.check_extra_flags(&rest)?;
         Ok(())
     }
 
@@ -867,7 +867,7 @@ impl Nvcc {
     ) -> K {
         let headers = prelude_tracked();
         let flags = self.option_flags(options);
-        let std = BackendKind::Nvcc.std_flag(options.std, &self.identity);
+        let std = CompilerKind::Nvcc.std_flag(options.std, &self.identity);
         let targets = options.target_names();
         let values: Vec<Option<OsString>> = NVCC_KEY_ENV.iter().map(std::env::var_os).collect();
         let env: Vec<(&str, Option<&OsStr>)> = NVCC_KEY_ENV
@@ -937,7 +937,7 @@ impl Nvcc {
         let mut flags = self.option_flags(options).into_iter();
         // hipjit's flags with the prelude directory first on the include path.
         command.extend(flags.by_ref().take(3));
-        command.push(BackendKind::Nvcc.std_flag(options.std, &self.identity));
+        command.push(CompilerKind::Nvcc.std_flag(options.std, &self.identity));
         command.extend(["-I".into(), PRELUDE_DIR.into()]);
         command.extend(self.host_compiler_flags(tmp.path())?);
         command.extend(flags);
@@ -963,9 +963,9 @@ impl Nvcc {
             .current_dir(tmp.path());
         let started_at = crate::fs::stat::filesystem_now(tmp.path());
         let started = std::time::Instant::now();
-        let output = match super::process::run(&mut cmd, timeout) {
+        let output = match crate::process::run(&mut cmd, timeout) {
             Ok(f) => f,
-            Err(super::process::RunError::Timeout(_)) => {
+            Err(crate::process::RunError::Timeout(_)) => {
                 return Err(io("cannot run", &self.path)(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     format!(
@@ -992,7 +992,7 @@ impl Nvcc {
                 .unwrap_or_else(|| f.to_string())
         };
         let diagnostics = parse_nvcc(&raw, &rename);
-        let std_flag = BackendKind::Nvcc.std_flag(options.std, &self.identity);
+        let std_flag = CompilerKind::Nvcc.std_flag(options.std, &self.identity);
         if let Some(line) = log
             .lines()
             .find(|l| l.contains(&std_flag) && l.contains("Flag will be ignored"))
@@ -1112,9 +1112,9 @@ impl Nvcc {
         run_environment(&mut cmd)
             .args(&args)
             .current_dir(tmp.path());
-        let output = match super::process::run(&mut cmd, NVCC_TIMEOUT) {
+        let output = match crate::process::run(&mut cmd, NVCC_TIMEOUT) {
             Ok(f) => f,
-            Err(super::process::RunError::Timeout(_)) => {
+            Err(crate::process::RunError::Timeout(_)) => {
                 return Err(io("cannot run", &self.path)(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     format!(

@@ -7,14 +7,14 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::compiler::flags::BackendKind;
 #[doc(no_inline)]
 pub use crate::compiler::flags::{check_extra_flag, RejectedBecause};
+use crate::compiler::kind::CompilerKind;
 use crate::target::SmTarget;
 use crate::target::TargetId;
 
 /// The C++ standard: `-std=c++NN`, spelled for each compiler by
-/// [`BackendKind::std_flag`](crate::compiler::flags::BackendKind::std_flag) (C++23 is
+/// [`CompilerKind::std_flag`](crate::compiler::kind::CompilerKind::std_flag) (C++23 is
 /// `-std=c++2b` for clang before 17). The default is C++17, for hipcc and nvcc alike.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum CxxStd {
@@ -156,7 +156,7 @@ pub struct CompileOptions {
     /// `-v`: the compiler prints the commands it runs (to the compile log).
     pub verbose: bool,
     /// Further compiler flags, passed as given after hipjit's own and hashed into the cache
-    /// key. Checked by [`BackendKind::check_extra_flags`] (hipcc's rules): flags that change
+    /// key. Checked by [`CompilerKind::check_extra_flags`] (hipcc's rules): flags that change
     /// the output kind, target, output path or dependency output, and flags that make the
     /// compiler read files the key does not see, are refused by name
     /// ([`crate::compiler::flags`]).
@@ -273,7 +273,7 @@ impl CompileOptions {
                 return Err(OptionsError::BadDefineValue(name.clone()));
             }
         }
-        BackendKind::Hipcc.check_extra_flags(&self.extra_flags)?;
+        CompilerKind::Hipcc.check_extra_flags(&self.extra_flags)?;
         if let Some(v) = self.code_object_version {
             if !(4..=6).contains(&v) {
                 return Err(OptionsError::CodeObjectVersion(v));
@@ -289,11 +289,11 @@ impl CompileOptions {
     /// [`CompileOptions::validate`], a refused extra flag named after `backend`, the compiler
     /// that runs: [`validate`](CompileOptions::validate) checks flags before the compiler is
     /// known, by hipcc's rules for AMDGPU targets and nvcc's for an SM target; hipRTC's rules
-    /// are hipcc's and more ([`BackendKind::check_extra_flags`]) and NVRTC's are nvcc's, so a
+    /// are hipcc's and more ([`CompilerKind::check_extra_flags`]) and NVRTC's are nvcc's, so a
     /// flag refused there is refused by `backend` for the same reason.
     ///
     /// Errors: as [`CompileOptions::validate`].
-    pub fn validate_for(&self, backend: BackendKind) -> Result<(), OptionsError> {
+    pub fn validate_for(&self, backend: CompilerKind) -> Result<(), OptionsError> {
         self.validate().map_err(|e| e.for_backend(backend))
     }
 
@@ -358,7 +358,7 @@ impl CompileOptions {
                 rest.push(f.clone());
             }
         }
-        BackendKind::Nvcc.check_extra_flags(&rest)?;
+        CompilerKind::Nvcc.check_extra_flags(&rest)?;
         let name = self.source_file_name();
         if !is_valid_source_name(name) {
             return Err(OptionsError::SourceName(name.to_string()));
@@ -374,9 +374,12 @@ impl CompileOptions {
     }
 
     /// [`CompileOptions::effective_flags`] with the standard spelled for `compiler`
-    /// ([`BackendKind::std_flag`]): the flags hipcc is given.
+    /// ([`CompilerKind::std_flag`]): the flags hipcc is given.
     pub fn effective_flags_for(&self, compiler: &crate::compiler::CompilerIdentity) -> Vec<String> {
-        self.flags(Some(&BackendKind::Hipcc.std_flag(self.std, compiler)), true)
+        self.flags(
+            Some(&CompilerKind::Hipcc.std_flag(self.std, compiler)),
+            true,
+        )
     }
 
     /// hipjit's own flags: [`CompileOptions::effective_flags`] without the standard and the
@@ -474,7 +477,7 @@ pub enum OptionsError {
         /// The flag as given (`-Xclang X` for a pair).
         flag: String,
         /// The compiler it was meant for.
-        backend: BackendKind,
+        backend: CompilerKind,
         /// Why.
         because: RejectedBecause,
     },
@@ -484,7 +487,7 @@ pub enum OptionsError {
         /// The flag.
         flag: String,
         /// The compiler it was meant for.
-        backend: BackendKind,
+        backend: CompilerKind,
     },
     /// AMDGPU target IDs and an SM target in one set of options.
     #[error(
@@ -520,8 +523,8 @@ impl OptionsError {
     /// [`OptionsError::DanglingFlag`]) named after `backend` when it compiles for the same
     /// platform as the compiler whose rules refused it (hipRTC for hipcc's, NVRTC for nvcc's);
     /// any other error as it is.
-    pub fn for_backend(self, backend: BackendKind) -> OptionsError {
-        let same_platform = |b: BackendKind| b.is_clang() == backend.is_clang();
+    pub fn for_backend(self, backend: CompilerKind) -> OptionsError {
+        let same_platform = |b: CompilerKind| b.is_clang() == backend.is_clang();
         match self {
             OptionsError::RejectedFlag {
                 flag,

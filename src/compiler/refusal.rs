@@ -15,7 +15,7 @@
 
 use super::backend::Backend;
 use super::rtc::RtcError;
-use super::{BackendKind, CompileError, CompileOptions};
+use super::{CompileError, CompileOptions, CompilerKind};
 use crate::compiler::nvcc::NvccError;
 
 /// The error compiling `source` with `options` (effective options, as
@@ -37,10 +37,6 @@ pub fn before_compiling(
     let include_dirs = || super::canonical_include_dirs(&options.include_dirs);
     let in_process = |e: RtcError| CompileError::InProcess(Box::new(e));
     match backend {
-        Backend::Hipcc(_) => {
-            options.validate()?;
-            include_dirs().map_err(|(path, reason)| CompileError::IncludeDir { path, reason })?;
-        }
         Backend::Nvcc(..) => {
             options.validate()?;
             include_dirs().map_err(|(path, reason)| {
@@ -59,7 +55,13 @@ pub fn before_compiling(
                 include_dirs: &options.include_dirs,
                 options: &handed,
             };
-            super::nvrtc::checked_input(&input, b.cuda_include.as_deref()).map_err(in_process)?;
+            super::nvrtc::checked_input(&input, b.found.cuda_include.as_deref())
+                .map_err(in_process)?;
+        }
+        // hipcc's checks, and any compiler's without rules of its own.
+        _ => {
+            options.validate()?;
+            include_dirs().map_err(|(path, reason)| CompileError::IncludeDir { path, reason })?;
         }
     }
     Ok(())
@@ -82,18 +84,20 @@ pub(crate) fn handed_options(
     }
     let in_process = |e: RtcError| CompileError::InProcess(Box::new(e));
     match backend {
-        Backend::Hipcc(_) | Backend::Nvcc(..) => Ok(Vec::new()),
         Backend::HipRtc(b) => {
-            options.validate_for(BackendKind::Hiprtc)?;
-            BackendKind::Hiprtc.check_extra_flags(&options.extra_flags)?;
+            options.validate_for(CompilerKind::HipRtc)?;
+            CompilerKind::HipRtc.check_extra_flags(&options.extra_flags)?;
             b.options(options).map_err(in_process)
         }
         Backend::Nvrtc(b) => {
-            options.validate_for(BackendKind::Nvrtc)?;
-            BackendKind::Nvrtc
+            options.validate_for(CompilerKind::Nvrtc)?;
+            CompilerKind::Nvrtc
                 .check_extra_flags(&nvrtc_flags_but_includes(&options.extra_flags))?;
             b.options(options).map_err(in_process)
         }
+        // hipcc and nvcc check their options as they build their command; a compiler without
+        // rules of its own is handed none.
+        _ => Ok(Vec::new()),
     }
 }
 

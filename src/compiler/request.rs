@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::compiler::{BackendKind, CompileOptions, CompilerIdentity};
+use crate::compiler::{CompileOptions, CompilerIdentity, CompilerKind};
 
 /// The path variables keyed by what they select when they name a directory at or below the
 /// compiler's installation root (see `cache::key`); the others, and these
@@ -104,7 +104,7 @@ impl KeyInputs<'_> {
     /// direct key or its fields).
     pub fn record<K: FromKeyRecord>(&self) -> K {
         let flags = key_flags(self.options);
-        let std = BackendKind::Hipcc.std_flag(self.options.std, self.compiler);
+        let std = CompilerKind::Hipcc.std_flag(self.options.std, self.compiler);
         let targets: Vec<String> = self.options.targets.iter().map(|t| t.to_string()).collect();
         let values: Vec<(&str, Option<OsString>)> = super::ENV_ALLOWLIST
             .iter()

@@ -30,65 +30,11 @@
 //!    compiler ([`remembered`]). A source that is the user's error fails in the process
 //!    compiler too, and that failure, with its diagnostics, is what the caller gets.
 
-use std::fmt;
-use std::str::FromStr;
+pub use super::kind::{BadCompilerChoice, CompilerChoice};
 
-/// The variable choosing the compiler: `auto`, `hipcc`, `hiprtc`, `nvcc` or `nvrtc`.
+/// The variable choosing the compiler: `auto`, `hipcc`, `hiprtc`, `nvcc` or `nvrtc`
+/// ([`CompilerChoice`]'s spellings).
 pub const COMPILER_ENV: &str = "HIPJIT_COMPILER";
-
-/// The compiler a caller asks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum CompilerChoice {
-    /// hipjit picks ([`auto`]), and says why.
-    #[default]
-    Auto,
-    /// `hipcc`, a process per compile (AMD).
-    Hipcc,
-    /// hipRTC, in process (AMD).
-    HipRtc,
-    /// `nvcc`, a process per compile (NVIDIA).
-    Nvcc,
-    /// NVRTC, in process (NVIDIA).
-    Nvrtc,
-}
-
-impl CompilerChoice {
-    /// The spelling `HIPJIT_COMPILER` and `hipjit compile --compiler` take.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CompilerChoice::Auto => "auto",
-            CompilerChoice::Hipcc => "hipcc",
-            CompilerChoice::HipRtc => "hiprtc",
-            CompilerChoice::Nvcc => "nvcc",
-            CompilerChoice::Nvrtc => "nvrtc",
-        }
-    }
-}
-
-impl fmt::Display for CompilerChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A spelling that names no compiler.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a compiler choice (auto, hipcc, hiprtc, nvcc or nvrtc)")]
-pub struct BadCompilerChoice(pub String);
-
-impl FromStr for CompilerChoice {
-    type Err = BadCompilerChoice;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "auto" => CompilerChoice::Auto,
-            "hipcc" => CompilerChoice::Hipcc,
-            "hiprtc" => CompilerChoice::HipRtc,
-            "nvcc" => CompilerChoice::Nvcc,
-            "nvrtc" => CompilerChoice::Nvrtc,
-            _ => return Err(BadCompilerChoice(s.to_owned())),
-        })
-    }
-}
 
 /// Whether the in-process compiler or the process compiler compiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -296,20 +242,6 @@ pub fn remembered(in_process: &str, major: u32, process: &str, error: &str) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn choices_parse_in_any_case_and_refuse_the_rest() {
-        assert_eq!("HipRTC".parse(), Ok(CompilerChoice::HipRtc));
-        assert_eq!("auto".parse(), Ok(CompilerChoice::Auto));
-        assert_eq!(
-            "nvrtc".parse::<CompilerChoice>().map(|c| c.to_string()),
-            Ok("nvrtc".to_owned())
-        );
-        assert_eq!(
-            "clang".parse::<CompilerChoice>(),
-            Err(BadCompilerChoice("clang".to_owned()))
-        );
-    }
 
     #[test]
     fn families_of_targets() {

@@ -43,7 +43,8 @@ use crate::compiler::rtc::RtcError;
 use crate::compiler::selection::{self, CompilerChoice, Side};
 use crate::compiler::source_scan;
 use crate::compiler::{
-    Backend, CompileError, CompileOptions, Compiler, CompilerConfig, CompilerError, DiscoveryError,
+    Backend, CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerKind,
+    DiscoveryError,
 };
 use crate::fs;
 use crate::fs::observe::Observed;
@@ -55,10 +56,8 @@ pub(crate) struct Compilers {
     choice: CompilerChoice,
     /// Where the choice came from, in words.
     choice_from: &'static str,
-    hipcc: Slot,
-    nvcc: Slot,
-    hiprtc: Slot,
-    nvrtc: Slot,
+    /// One per kind, in [`CompilerKind::ALL`]'s order.
+    slots: Vec<Slot>,
     /// Auto's decisions per (source, options) and the failures remembered per user.
     memo: AutoMemo,
 }
@@ -110,13 +109,12 @@ impl Found {
 impl std::fmt::Debug for Compilers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let path = |b: &Slot| b.lock().as_ref().map(|(b, _)| b.identity().path.clone());
-        f.debug_struct("Compilers")
-            .field("choice", &self.choice)
-            .field("hipcc", &path(&self.hipcc))
-            .field("nvcc", &path(&self.nvcc))
-            .field("hiprtc", &path(&self.hiprtc))
-            .field("nvrtc", &path(&self.nvrtc))
-            .finish()
+        let mut d = f.debug_struct("Compilers");
+        d.field("choice", &self.choice);
+        for (kind, slot) in CompilerKind::ALL.iter().zip(&self.slots) {
+            d.field(kind.as_str(), &path(slot));
+        }
+        d.finish()
     }
 }
 
@@ -227,10 +225,7 @@ impl Compilers {
         Compilers {
             choice: choice.0,
             choice_from: choice.1,
-            hipcc: Mutex::new(None),
-            nvcc: Mutex::new(None),
-            hiprtc: Mutex::new(None),
-            nvrtc: Mutex::new(None),
+            slots: CompilerKind::ALL.iter().map(|_| Mutex::new(None)).collect(),
             memo: AutoMemo::new(
                 config
                     .identity_dir
@@ -256,53 +251,25 @@ impl Compilers {
         self.choice
     }
 
-    /// hipcc ([`Compiler::new`]).
-    fn hipcc(&self) -> Result<Backend, CompilerError> {
-        found(&self.hipcc, None, || {
-            Ok(Backend::Hipcc(Compiler::new(self.config.clone())?))
-        })
+    /// The slot of `kind`'s compiler.
+    fn slot(&self, kind: CompilerKind) -> &Slot {
+        let i = CompilerKind::ALL
+            .iter()
+            .position(|k| *k == kind)
+            .expect("every kind is in CompilerKind::ALL");
+        &self.slots[i]
     }
 
-    /// nvcc ([`Nvcc::discover`]; its identity remembered in [`CompilerConfig::identity_dir`]
-    /// when set).
-    fn nvcc(&self) -> Result<Backend, CompilerError> {
-        found(&self.nvcc, None, || {
-            let explicit = self.config.nvcc.as_deref();
-            let nvcc = match &self.config.identity_dir {
-                Some(dir) => Nvcc::discover_cached(explicit, dir),
-                None => Nvcc::discover(explicit),
-            }
-            .map_err(|e| CompilerError::Nvcc(Box::new(e)))?;
-            Ok(Backend::Nvcc(nvcc, self.config.timeout))
-        })
-    }
-
-    /// hipRTC ([`HipRtcBackend::open`]), beside `runtime` (the HIP runtime in use) when known.
-    fn hiprtc(&self, runtime: Option<&Path>) -> Result<Backend, CompilerError> {
-        found(&self.hiprtc, runtime, || {
-            HipRtcBackend::open(runtime, self.config.identity_dir.as_deref())
-                .map(|b| {
-                    Backend::HipRtc(HipRtcBackend {
-                        worker: self.config.rtc_worker.clone(),
-                        ..b
-                    })
-                })
-                .map_err(|e| CompilerError::InProcess(Box::new(e)))
-        })
-    }
-
-    /// NVRTC ([`NvrtcBackend::open`]), beside the nvcc that would be used when one is found.
-    fn nvrtc(&self) -> Result<Backend, CompilerError> {
-        found(&self.nvrtc, None, || {
-            let nvcc = self.nvcc_for_nvrtc();
-            NvrtcBackend::open(nvcc.as_deref(), self.config.identity_dir.as_deref())
-                .map(|b| {
-                    Backend::Nvrtc(NvrtcBackend {
-                        worker: self.config.rtc_worker.clone(),
-                        ..b
-                    })
-                })
-                .map_err(|e| CompilerError::InProcess(Box::new(e)))
+    /// `kind`'s compiler ([`Backend::open`]) unless found before; `runtime` is the HIP runtime
+    /// in use, where hipRTC is looked for first.
+    fn backend(
+        &self,
+        kind: CompilerKind,
+        runtime: Option<&Path>,
+    ) -> Result<Backend, CompilerError> {
+        let runtime = runtime.filter(|_| kind.found_beside_runtime());
+        found(self.slot(kind), runtime, || {
+            Backend::open(kind, &self.config, runtime)
         })
     }
 
@@ -320,14 +287,15 @@ impl Compilers {
     ) -> Result<Chosen, CompilerError> {
         let platform = options.platform();
         let targets = options.target_names().join(", ");
-        let mismatch = |asked: CompilerChoice| CompilerError::NoCompiler {
+        let mismatch = |asked: CompilerKind| CompilerError::NoCompiler {
             targets: targets.clone(),
             reason: format!(
-                "{asked} was {}, and it compiles for {} targets only",
+                "{} was {}, and it compiles for {} targets only",
+                asked.as_str(),
                 self.choice_source(),
-                match asked {
-                    CompilerChoice::Hipcc | CompilerChoice::HipRtc => "AMDGPU",
-                    _ => "SM",
+                match asked.platform() {
+                    Platform::Amd => "AMDGPU",
+                    Platform::Nvidia => "SM",
                 }
             ),
         };
@@ -335,13 +303,12 @@ impl Compilers {
             reason: format!("{} was {}", self.choice, self.choice_source()),
             backend: b,
         };
-        match (self.choice, platform) {
-            (CompilerChoice::Hipcc, Platform::Amd) => Ok(explicit(self.hipcc()?)),
-            (CompilerChoice::HipRtc, Platform::Amd) => Ok(explicit(self.hiprtc(runtime)?)),
-            (CompilerChoice::Nvcc, Platform::Nvidia) => Ok(explicit(self.nvcc()?)),
-            (CompilerChoice::Nvrtc, Platform::Nvidia) => Ok(explicit(self.nvrtc()?)),
-            (CompilerChoice::Auto, _) => self.auto(source, options, runtime),
-            (asked, _) => Err(mismatch(asked)),
+        match self.choice {
+            CompilerChoice::Kind(k) if k.platform() == platform => {
+                Ok(explicit(self.backend(k, runtime)?))
+            }
+            CompilerChoice::Kind(k) => Err(mismatch(k)),
+            CompilerChoice::Auto => self.auto(source, options, runtime),
         }
     }
 
@@ -361,11 +328,12 @@ impl Compilers {
         // done when it is taken). One set explicitly that cannot be used is an error, never a
         // reason to take another compiler.
         let process = self.process_probe(nvidia)?;
-        let (process_name, rtc_name) = if nvidia {
-            ("nvcc", "NVRTC")
+        let (process_kind, rtc_kind) = if nvidia {
+            (CompilerKind::Nvcc, CompilerKind::Nvrtc)
         } else {
-            ("hipcc", "hipRTC")
+            (CompilerKind::Hipcc, CompilerKind::HipRtc)
         };
+        let (process_name, rtc_name) = (process_kind.name(), rtc_kind.name());
         // The in-process compiler's major version: remembered per user with where its search
         // ended, so that a hit loads no library (its identity, which hashes its files, is only
         // read when it is taken).
@@ -478,18 +446,14 @@ impl Compilers {
         } else {
             None
         };
-        let take_process = || if nvidia { self.nvcc() } else { self.hipcc() };
+        let take_process = || self.backend(process_kind, None);
         match (unproven, process) {
             (Some(reason), Ok(())) => Ok(Chosen {
                 backend: take_process()?,
                 reason,
             }),
             (None, _) if picked.side == Side::InProcess => {
-                let backend = if nvidia {
-                    self.nvrtc()?
-                } else {
-                    self.hiprtc(runtime)?
-                };
+                let backend = self.backend(rtc_kind, runtime)?;
                 Ok(Chosen {
                     backend,
                     reason: picked.reason,
@@ -549,7 +513,11 @@ impl Compilers {
     /// Errors (outer): the compiler set explicitly ([`CompilerConfig::hipcc`], `HIPJIT_HIPCC`,
     /// [`CompilerConfig::nvcc`], `HIPJIT_NVCC`) cannot be used: Auto never replaces it.
     fn process_probe(&self, nvidia: bool) -> Result<Result<(), String>, CompilerError> {
-        let slot = if nvidia { &self.nvcc } else { &self.hipcc };
+        let slot = self.slot(if nvidia {
+            CompilerKind::Nvcc
+        } else {
+            CompilerKind::Hipcc
+        });
         if let Some((_, found)) = &*slot.lock() {
             found.replay(None);
             return Ok(Ok(()));
@@ -585,7 +553,11 @@ impl Compilers {
         nvidia: bool,
         runtime: Option<&Path>,
     ) -> Result<(u32, PathBuf), RtcError> {
-        let slot = if nvidia { &self.nvrtc } else { &self.hiprtc };
+        let slot = self.slot(if nvidia {
+            CompilerKind::Nvrtc
+        } else {
+            CompilerKind::HipRtc
+        });
         let mut slot = slot.lock();
         if let Some((b, found)) = &*slot {
             found.replay(if nvidia { None } else { runtime });
@@ -599,7 +571,7 @@ impl Compilers {
         if nvidia {
             let before = super::hit_memo::process_context(None);
             let recording = fs::observe::Recording::start();
-            let nvcc = self.nvcc_for_nvrtc();
+            let nvcc = crate::compiler::backend::nvcc_for_nvrtc(&self.config);
             let search = NvRtc::search(nvcc.as_deref());
             if let Some(b) = NvrtcBackend::recall(&search, dir) {
                 let found = (b.major, b.library.path().to_path_buf());
@@ -646,11 +618,6 @@ impl Compilers {
             library_search::remember(&search, &location, dir);
             Ok((location.major, location.library))
         }
-    }
-
-    /// The nvcc beside which NVRTC is looked for: the configured one, else the one found.
-    fn nvcc_for_nvrtc(&self) -> Option<PathBuf> {
-        self.config.nvcc.clone().or_else(|| Nvcc::find(None).ok())
     }
 }
 

@@ -323,7 +323,7 @@ fn encode(m: &Memo) -> Vec<u8> {
     b.extend_from_slice(&FORMAT.to_le_bytes());
     b.extend_from_slice(&m.request);
     b.extend_from_slice(&m.key);
-    b.push(kind_code(m.compiler_kind));
+    b.push(m.compiler_kind.wire_code());
     bytes(&mut b, &m.compiler_path);
     bytes(&mut b, m.compiler_version.as_bytes());
     bytes(&mut b, m.compiler_reason.as_bytes());
@@ -364,7 +364,7 @@ fn decode(b: &[u8]) -> Option<Memo> {
     }
     let request = r.array()?;
     let key = r.array()?;
-    let compiler_kind = kind_of(r.u8()?)?;
+    let compiler_kind = CompilerKind::from_wire_code(r.u8()?)?;
     let compiler_path = r.bytes()?.to_vec();
     let compiler_version = String::from_utf8(r.bytes()?.to_vec()).ok()?;
     let compiler_reason = String::from_utf8(r.bytes()?.to_vec()).ok()?;
@@ -412,25 +412,6 @@ fn decode(b: &[u8]) -> Option<Memo> {
         compiler_version,
         compiler_reason,
         options,
-    })
-}
-
-fn kind_code(k: CompilerKind) -> u8 {
-    match k {
-        CompilerKind::Hipcc => 1,
-        CompilerKind::Nvcc => 2,
-        CompilerKind::Hiprtc => 3,
-        CompilerKind::Nvrtc => 4,
-    }
-}
-
-fn kind_of(c: u8) -> Option<CompilerKind> {
-    Some(match c {
-        1 => CompilerKind::Hipcc,
-        2 => CompilerKind::Nvcc,
-        3 => CompilerKind::Hiprtc,
-        4 => CompilerKind::Nvrtc,
-        _ => return None,
     })
 }
 

@@ -338,20 +338,13 @@ impl Jit {
         options: &CompileOptions,
         runtime: Option<&std::path::Path>,
     ) -> Result<(), JitError> {
-        use crate::compiler::flags::BackendKind;
         options.validate().map_err(|e| {
             let e = match e {
                 OptionsError::RejectedFlag { .. } | OptionsError::DanglingFlag { .. } => {
                     // The compiler that would run; when it cannot be found, the one asked for.
                     let kind = match self.compilers.choose(source, options, runtime) {
-                        Ok(c) => Some(c.backend.kind().into()),
-                        Err(_) => match self.compilers.choice() {
-                            CompilerChoice::Auto => None,
-                            CompilerChoice::Hipcc => Some(BackendKind::Hipcc),
-                            CompilerChoice::HipRtc => Some(BackendKind::Hiprtc),
-                            CompilerChoice::Nvcc => Some(BackendKind::Nvcc),
-                            CompilerChoice::Nvrtc => Some(BackendKind::Nvrtc),
-                        },
+                        Ok(c) => Some(c.backend.kind()),
+                        Err(_) => self.compilers.choice().kind(),
                     };
                     match kind {
                         Some(k) => e.for_backend(k),

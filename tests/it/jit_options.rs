@@ -1,7 +1,7 @@
 //! Bad compile options give errors naming what is wrong, before any compiler runs.
 
 use hipjit::compiler::{
-    check_extra_flag, is_valid_source_name, BackendKind, CompileOptions, CxxStd, OptLevel,
+    check_extra_flag, is_valid_source_name, CompileOptions, CompilerKind, CxxStd, OptLevel,
     OptionsError, RejectedBecause,
 };
 use hipjit::cuda::target::SmTarget;
@@ -19,14 +19,14 @@ fn rejected(flag: &str) -> RejectedBecause {
             because,
         }) => {
             assert_eq!(named, flag);
-            assert_eq!(backend, BackendKind::Hipcc);
+            assert_eq!(backend, CompilerKind::Hipcc);
             because
         }
         other => panic!("{flag}: expected a rejection, got {other:?}"),
     }
 }
 
-fn rejected_by(kind: BackendKind, flags: &[&str]) -> RejectedBecause {
+fn rejected_by(kind: CompilerKind, flags: &[&str]) -> RejectedBecause {
     let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
     match kind.check_extra_flags(&flags) {
         Err(OptionsError::RejectedFlag {
@@ -165,11 +165,11 @@ fn flags_reading_files_the_key_does_not_see_are_rejected() {
         assert_eq!(rejected(f), RejectedBecause::ReadsUnkeyedFiles, "{f}");
     }
     assert_eq!(
-        rejected_by(BackendKind::Hipcc, &["-Xclang", "-mlink-bitcode-file"]),
+        rejected_by(CompilerKind::Hipcc, &["-Xclang", "-mlink-bitcode-file"]),
         RejectedBecause::ReadsUnkeyedFiles
     );
     assert_eq!(
-        rejected_by(BackendKind::Hipcc, &["-Xclang", "-load"]),
+        rejected_by(CompilerKind::Hipcc, &["-Xclang", "-load"]),
         RejectedBecause::ReadsUnkeyedFiles
     );
 }
@@ -195,7 +195,7 @@ fn standard_and_optimisation_flags_point_to_their_options() {
     assert_eq!(rejected("-std=c++20"), RejectedBecause::Standard);
     assert_eq!(rejected("-O2"), RejectedBecause::OptLevel);
     assert_eq!(
-        rejected_by(BackendKind::Nvcc, &["-std=c++20"]),
+        rejected_by(CompilerKind::Nvcc, &["-std=c++20"]),
         RejectedBecause::Standard
     );
 }
@@ -218,7 +218,7 @@ fn nvcc_rules_refuse_its_own_output_and_target_flags_and_amd_flags() {
         ("-munsafe-fp-atomics", AmdOnly),
         ("-fgpu-flush-denormals-to-zero", AmdOnly),
     ] {
-        assert_eq!(rejected_by(BackendKind::Nvcc, &[f]), why, "{f}");
+        assert_eq!(rejected_by(CompilerKind::Nvcc, &[f]), why, "{f}");
     }
     let ok: Vec<String> = [
         "-lineinfo",
@@ -230,7 +230,7 @@ fn nvcc_rules_refuse_its_own_output_and_target_flags_and_amd_flags() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    assert_eq!(BackendKind::Nvcc.check_extra_flags(&ok), Ok(()));
+    assert_eq!(CompilerKind::Nvcc.check_extra_flags(&ok), Ok(()));
 }
 
 #[test]

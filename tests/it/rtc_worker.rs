@@ -14,7 +14,8 @@ use hipjit::code_object::CodeObject;
 use hipjit::compiler::hiprtc::{self, HipRtc};
 use hipjit::compiler::nvrtc::{self, NvRtc};
 use hipjit::compiler::rtc::{RtcError, RtcInput};
-use hipjit::compiler::worker::{self, RtcKind, WorkerConfig};
+use hipjit::compiler::worker::{self, WorkerConfig};
+use hipjit::compiler::CompilerKind;
 use hipjit::cuda::target::SmTarget;
 use hipjit::target_id::TargetId;
 
@@ -54,7 +55,7 @@ fn a_hiprtc_worker_gives_what_the_in_process_compile_gives() {
         .unwrap();
     let there = worker::compile(
         &config(),
-        RtcKind::HipRtc,
+        CompilerKind::HipRtc,
         rtc.path(),
         &input(INCLUDES.as_bytes(), &opts, &include_dirs),
     )
@@ -78,7 +79,7 @@ fn a_compile_error_comes_back_whole_with_its_diagnostics() {
     let rtc = HipRtc::open(None).unwrap();
     let err = worker::compile(
         &config(),
-        RtcKind::HipRtc,
+        CompilerKind::HipRtc,
         rtc.path(),
         &input(
             b"extern \"C\" __global__ void k() {}\nint bad = ;\n",
@@ -118,7 +119,7 @@ fn hiprtc_5_runs_in_parallel_workers() {
                     );
                     let out = worker::compile(
                         &config(),
-                        RtcKind::HipRtc,
+                        CompilerKind::HipRtc,
                         library,
                         &input(src.as_bytes(), opts, &[]),
                     )
@@ -143,7 +144,7 @@ fn an_nvrtc_worker_compiles_a_cubin() {
     let here = rtc.compile(&input(src, &opts, &[])).unwrap();
     let there = worker::compile(
         &config(),
-        RtcKind::Nvrtc,
+        CompilerKind::Nvrtc,
         rtc.path(),
         &input(src, &opts, &[]),
     )
@@ -154,7 +155,7 @@ fn an_nvrtc_worker_compiles_a_cubin() {
 fn fake(source: &str, config: &WorkerConfig) -> Result<Vec<u8>, RtcError> {
     worker::compile(
         config,
-        RtcKind::HipRtc,
+        CompilerKind::HipRtc,
         fake_hiprtc(),
         &input(source.as_bytes(), &[], &[]),
     )

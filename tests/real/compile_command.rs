@@ -392,11 +392,11 @@ fn library_compiled_carries_its_warnings_and_a_disk_hit_replays_them() {
 fn hiprtc_takes_the_standard_as_hipjit_spells_it_for_hiprtc() {
     use hipjit::compiler::hiprtc::{self, HipRtc};
     use hipjit::compiler::rtc::RtcInput;
-    use hipjit::compiler::{BackendKind, CompilerKind};
+    use hipjit::compiler::CompilerKind;
     let rtc = HipRtc::open(None).unwrap_or_else(|e| panic!("{e}"));
     // hipRTC's version (9.0 on both 5.2.3 and 6.4.3) does not name its clang: an identity
     // without a clang version, as the in-process backend has.
-    let identity = crate::common::toolchain::bare_identity(CompilerKind::Hiprtc, rtc.path());
+    let identity = crate::common::toolchain::bare_identity(CompilerKind::HipRtc, rtc.path());
     let target = TargetId::parse(TARGET).unwrap();
     for (std, low, high) in [
         (CxxStd::Cxx20, "202002L", "202003L"),
@@ -404,7 +404,7 @@ fn hiprtc_takes_the_standard_as_hipjit_spells_it_for_hiprtc() {
     ] {
         let options = vec![
             hiprtc::arch_option(&target),
-            BackendKind::Hiprtc.std_flag(std, &identity),
+            CompilerKind::HipRtc.std_flag(std, &identity),
             format!("-DLOW={low}"),
             format!("-DHIGH={high}"),
         ];

@@ -310,7 +310,7 @@ fn editing_an_included_header_changes_the_key_and_the_code() {
         })
         .unwrap()
     };
-    let id = bare_identity(CompilerKind::Hiprtc, rtc.path());
+    let id = bare_identity(CompilerKind::HipRtc, rtc.path());
     let direct = CacheKey([1; 32]);
     let first = compile();
     let recorded = manifest::record(

@@ -143,7 +143,7 @@ fn auto_compiles_every_host_program_that_bare_hipcc_compiles() {
         .backend
         .kind();
     assert_eq!(kind_of("module_api_module.hip"), Some(plain));
-    if plain == CompilerKind::Hiprtc {
+    if plain == CompilerKind::HipRtc {
         for (n, r) in &results {
             if let Ok((CompilerKind::Hipcc, reason)) = r {
                 assert!(

@@ -52,7 +52,7 @@ fn auto_on_gfx90a_follows_the_parity_finding_of_this_hiprtc() {
     let kind = chosen.backend.kind();
     match hiprtc_major() {
         5 | 6 => {
-            assert_eq!(kind, CompilerKind::Hiprtc, "{}", chosen.reason);
+            assert_eq!(kind, CompilerKind::HipRtc, "{}", chosen.reason);
             assert!(
                 chosen.reason.contains("identical code"),
                 "{}",
@@ -101,7 +101,7 @@ fn auto_on_gfx10_and_later_takes_hiprtc_only_with_the_cu_wgp_mode_pinned() {
         );
         assert_eq!(
             pinned.backend.kind(),
-            CompilerKind::Hiprtc,
+            CompilerKind::HipRtc,
             "{}",
             pinned.reason
         );
@@ -116,7 +116,7 @@ fn hiprtc_result_is_cached_under_its_own_identity_and_served_to_a_fresh_jit() {
         .compile(SAXPY, &gfx("gfx90a"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(first.origin(), Origin::Compiler);
-    assert_eq!(first.compiler().kind, CompilerKind::Hiprtc);
+    assert_eq!(first.compiler().kind, CompilerKind::HipRtc);
     let co = first.code_object().expect("a code object");
     assert_eq!(co.kernels()[0].name, "saxpy");
     assert_eq!(co.target_id().processor(), "gfx90a");
@@ -260,7 +260,7 @@ fn hiprtc_for_plain_kernels() -> bool {
         .unwrap_or_else(|e| panic!("{e}"))
         .backend
         .kind()
-        == CompilerKind::Hiprtc
+        == CompilerKind::HipRtc
 }
 
 /// Asserts that Auto took hipcc, for the reason containing `why` where it weighs what the
@@ -386,7 +386,7 @@ fn a_source_hiprtc_fails_on_is_compiled_by_hipcc_and_a_fresh_jit_goes_straight_t
         .unwrap();
     assert_eq!(
         other.backend.kind(),
-        CompilerKind::Hiprtc,
+        CompilerKind::HipRtc,
         "{}",
         other.reason
     );

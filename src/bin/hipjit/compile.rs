@@ -696,7 +696,7 @@ pub(crate) fn refused_flag_error(
     e: OptionsError,
 ) -> CliError {
     let e = match jit.compiler_for(source, options) {
-        Ok(c) => e.for_backend(c.backend.kind().into()),
+        Ok(c) => e.for_backend(c.backend.kind()),
         Err(_) => e,
     };
     CliError::usage(e.to_string())
@@ -711,9 +711,10 @@ pub(crate) fn environment_error(e: &JitError) -> Option<CliError> {
     use hipjit::compiler::CompilerError;
     match e {
         JitError::Compiler(CompilerError::Choice(c)) => Some(CliError::usage(format!(
-            "{}={:?}: not a compiler; it takes auto, hipcc, hiprtc, nvcc or nvrtc",
+            "{}={:?}: not a compiler; it takes {}",
             hipjit::compiler::selection::COMPILER_ENV,
-            c.0
+            c.0,
+            hipjit::compiler::kind::choices_listed()
         ))),
         JitError::RemoteConfig(r @ RemoteConfigError::BadUrl { .. }) => {
             Some(CliError::usage(format!("{REMOTE_CACHE_ENV}: {r}")))

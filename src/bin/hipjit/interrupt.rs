@@ -3,7 +3,7 @@
 //! its build directory removed, nothing published to the cache), and the command then exits
 //! with status 128 + the signal's number (130 for SIGINT, 143 for SIGTERM) once every thread
 //! has cleaned up. A second signal ends the command at once with the same status (the
-//! compilers still die with it: `hipjit::compiler::process`'s watchdog kills them, and the
+//! compilers still die with it: `hipjit::process`'s watchdog kills them, and the
 //! next compile removes the build directories of dead processes), and so does the first one
 //! when the work is not over [`GRACE`] after it: a compile in this process (NVRTC, hipRTC)
 //! cannot be cancelled, and one blocked on a file it opened would otherwise keep the command

@@ -218,9 +218,11 @@ pub(crate) fn split_targets(
             "-O s and -O z are clang's: nvcc takes -O 0 to 3 for sm_ targets",
         ));
     }
-    match (compiler, on_nvidia) {
-        (Some(c @ (CompilerChoice::Hipcc | CompilerChoice::HipRtc)), true)
-        | (Some(c @ (CompilerChoice::Nvcc | CompilerChoice::Nvrtc)), false) => {
+    let nvidia_kind =
+        |k: hipjit::compiler::CompilerKind| k.platform() == hipjit::runtime::Platform::Nvidia;
+    match compiler.and_then(CompilerChoice::kind) {
+        Some(k) if nvidia_kind(k) != on_nvidia => {
+            let c = CompilerChoice::Kind(k);
             Err(CliError::usage(format!(
                 "--compiler {c} does not compile for --arch {}: hipcc and hiprtc take AMDGPU \
                  targets, nvcc and nvrtc sm_ targets",

@@ -44,7 +44,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use hip_sys::discovery::{self, Origin};
-use hipjit::compiler::process::{self, RunError};
+use hipjit::process::{self, RunError};
 use serde::{Deserialize, Serialize};
 
 use crate::output::{self, CliError};
@@ -359,7 +359,7 @@ pub(crate) fn last_line(bytes: &[u8]) -> Option<String> {
 }
 
 /// Runs `cmd` with stdin closed and stdout and stderr captured, killing its process group
-/// after `timeout` ([`hipjit::compiler::process::run`], as the compiler stage does).
+/// after `timeout` ([`hipjit::process::run`], as the compiler stage does).
 pub(crate) fn run_with_timeout(
     cmd: &mut Command,
     timeout: Duration,

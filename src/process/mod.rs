@@ -1,5 +1,7 @@
 //! Running a child process (the compiler, `hipcc --version`, `hipjit doctor`'s probes) so that
-//! it can neither outlive hipjit nor hold it: [`run`] serves the compiler stage and `doctor`.
+//! it can neither outlive hipjit nor hold it: [`run`] serves the compiler stage and `doctor`;
+//! [`cancel`] stops the runs of a scope from another thread; `Slots` bounds how many run at
+//! once ([`cpu_count`]). Below the compilers, above the files: it names only `crate::fs`.
 //!
 //! * **One deadline for everything.** The timeout covers the run and the reading of its
 //!   standard output and error: when the deadline passes, the child's process group is killed
@@ -22,6 +24,8 @@
 //!   group itself (before reaping the leader, so the group ID cannot have been reused) and
 //!   dismisses the watchdog.
 
+pub mod cancel;
+
 use std::io::Read;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -31,6 +35,13 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::fs::read::TEXT_OUTPUT_LIMIT;
+
+/// The number of CPU cores this process may use (`std::thread::available_parallelism`, which
+/// reads the cgroup's CPU quota: a dozen system calls), read once per process; 1 when unknown.
+pub fn cpu_count() -> usize {
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *COUNT.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
 
 /// What a finished child left behind.
 #[derive(Debug)]
@@ -54,7 +65,7 @@ pub enum RunError {
     /// killed. Holds what it wrote to stderr.
     #[error("it ran past its timeout and was killed")]
     Timeout(Vec<u8>),
-    /// The thread's [`CancelToken`](super::cancel::CancelToken) was cancelled: the process was
+    /// The thread's [`CancelToken`](cancel::CancelToken) was cancelled: the process was
     /// never started, or its process group was killed.
     #[error("it was cancelled and killed")]
     Cancelled,
@@ -63,14 +74,14 @@ pub enum RunError {
 /// Runs `cmd` in a new process group with stdin closed and stdout/stderr captured (bounded);
 /// when `timeout` passes before the child has exited *and* both streams have closed, the group
 /// receives SIGKILL. See the module documentation for how the group dies with hipjit. When
-/// the [`CancelToken`](super::cancel::CancelToken) of the calling thread's scope is cancelled,
+/// the [`CancelToken`](cancel::CancelToken) of the calling thread's scope is cancelled,
 /// the group is killed within one polling tick (50 ms).
 ///
 /// Errors: [`RunError::Spawn`] when the process cannot be started (or waited for),
 /// [`RunError::Timeout`] when it (or its output) ran past `timeout`, [`RunError::Cancelled`]
 /// when the thread's token was cancelled before or while it ran.
 pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
-    let cancel = super::cancel::current();
+    let cancel = cancel::current();
     let cancelled = || cancel.as_ref().is_some_and(|c| c.is_cancelled());
     if cancelled() {
         return Err(RunError::Cancelled);
@@ -479,7 +490,7 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
-    /// `limit` slots; 0: the number of CPU cores ([`super::cpu_count`]), read when first
+    /// `limit` slots; 0: the number of CPU cores ([`cpu_count`]), read when first
     /// needed (a cache hit runs no compiler and never reads it).
     pub fn new(limit: usize) -> Slots {
         Slots {
@@ -503,7 +514,7 @@ impl Slots {
     /// How many compiles may run at once (at least 1).
     pub fn limit(&self) -> usize {
         match self.limit {
-            0 => super::cpu_count(),
+            0 => cpu_count(),
             n => n,
         }
     }

@@ -30,13 +30,14 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::depfile::Dependency;
-use super::diagnostics::Diagnostic;
 use super::hiprtc::HipRtc;
 use super::nvrtc::NvRtc;
-use super::process::{self, RunError};
-use super::rtc::{RtcError, RtcInput, RtcOutput};
+use super::{RtcError, RtcInput, RtcOutput};
+use crate::compiler::depfile::Dependency;
+use crate::compiler::diagnostics::Diagnostic;
+use crate::compiler::kind::CompilerKind;
 use crate::fs;
+use crate::process::{self, RunError};
 
 /// The variable naming the worker program (a `hipjit` command built with the `cli` feature).
 pub const WORKER_ENV: &str = "HIPJIT_WORKER";
@@ -44,21 +45,24 @@ pub const WORKER_ENV: &str = "HIPJIT_WORKER";
 /// The hidden subcommand of the `hipjit` command that serves one request.
 pub const WORKER_SUBCOMMAND: &str = "rtc-worker";
 
-/// Which in-process compiler a worker runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum RtcKind {
-    /// hipRTC.
-    HipRtc,
-    /// NVRTC.
-    Nvrtc,
-}
+/// A request's compiler as it travels: the name RtcKind, this protocol's enum before
+/// [`CompilerKind`], gave it (`HipRtc`, `Nvrtc`), so that a worker of an earlier hipjit
+/// reads a request of this one and the other way round.
+mod wire_kind {
+    use crate::compiler::CompilerKind;
+    use serde::{Deserialize, Deserializer, Serializer};
 
-impl RtcKind {
-    fn name(self) -> &'static str {
-        match self {
-            RtcKind::HipRtc => "hipRTC",
-            RtcKind::Nvrtc => "NVRTC",
-        }
+    pub fn serialize<S: Serializer>(k: &CompilerKind, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match k {
+            CompilerKind::HipRtc => "HipRtc",
+            CompilerKind::Nvrtc => "Nvrtc",
+            other => other.as_str(),
+        })
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CompilerKind, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -87,7 +91,8 @@ impl Default for WorkerConfig {
 
 #[derive(Serialize, Deserialize)]
 struct Request {
-    kind: RtcKind,
+    #[serde(with = "wire_kind")]
+    kind: CompilerKind,
     library: Vec<u8>,
     source: Vec<u8>,
     name: String,
@@ -140,7 +145,7 @@ fn path(b: Vec<u8>) -> PathBuf {
 /// bound), or it left no readable result.
 pub fn compile(
     config: &WorkerConfig,
-    kind: RtcKind,
+    kind: CompilerKind,
     library: &Path,
     input: &RtcInput<'_>,
 ) -> Result<RtcOutput, RtcError> {
@@ -170,9 +175,12 @@ pub fn compile(
         options: input.options.to_vec(),
     };
     // Named after this process, so that a later one removes it if this one is killed before it
-    // can ([`super::RunDir`]).
-    let dir = super::RunDir::new(super::WORKER_PREFIX, &super::build_base())
-        .map_err(|e| fail(format!("cannot make its directory: {e}")))?;
+    // can ([`crate::compiler::RunDir`]).
+    let dir = crate::compiler::RunDir::new(
+        crate::compiler::WORKER_PREFIX,
+        &crate::compiler::build_base(),
+    )
+    .map_err(|e| fail(format!("cannot make its directory: {e}")))?;
     let request_file = dir.path().join("request");
     let result_file = dir.path().join("result");
     // The worker's TMPDIR: comgr stages the source and headers under `<TMPDIR>/comgr-*`, and a
@@ -332,8 +340,12 @@ pub fn serve(request: &Path, result: &Path) -> Result<(), String> {
         options: &req.options,
     };
     let out = match req.kind {
-        RtcKind::HipRtc => HipRtc::open_path(&library).and_then(|rtc| rtc.compile(&input)),
-        RtcKind::Nvrtc => NvRtc::open_path(&library).and_then(|rtc| rtc.compile(&input)),
+        CompilerKind::HipRtc => HipRtc::open_path(&library).and_then(|rtc| rtc.compile(&input)),
+        CompilerKind::Nvrtc => NvRtc::open_path(&library).and_then(|rtc| rtc.compile(&input)),
+        other => Err(RtcError::Worker {
+            compiler: other.name(),
+            reason: "it does not compile in a worker".into(),
+        }),
     };
     let response = match out {
         Ok(o) => Response::Compiled {
@@ -409,7 +421,13 @@ mod tests {
             include_dirs: &[],
             options: &[],
         };
-        let e = compile(&config, RtcKind::HipRtc, Path::new("/nonexistent"), &input).unwrap_err();
+        let e = compile(
+            &config,
+            CompilerKind::HipRtc,
+            Path::new("/nonexistent"),
+            &input,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("killed by signal 9"), "{e}");
         let seen = std::fs::read_to_string(&seen).unwrap();
         let (tmpdir, private) = seen.trim_end().split_once('\n').unwrap();

@@ -29,9 +29,9 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 
 use super::comgr::Comgr;
-use super::depfile;
-use super::diagnostics;
-use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
+use super::{self as rtc, RtcError, RtcInput, RtcOutput, Symbols};
+use crate::compiler::depfile;
+use crate::compiler::diagnostics;
 
 use crate::fs;
 use crate::target::amdgpu::{FeatureSetting, TargetId};
@@ -148,10 +148,12 @@ impl HipRtc {
     }
 
     /// What [`HipRtc::open`] with `runtime_library` reads and where it looks, for remembering
-    /// its end ([`super::library_search`]): `HIPJIT_HIPRTC_LIBRARY` and the file it names, the
+    /// its end ([`crate::compiler::library_search`]): `HIPJIT_HIPRTC_LIBRARY` and the file it names, the
     /// runtime's path and its directory (the dynamic loader's part is added there). Loads
     /// nothing.
-    pub fn search(runtime_library: Option<&Path>) -> super::library_search::LibrarySearch {
+    pub fn search(
+        runtime_library: Option<&Path>,
+    ) -> crate::compiler::library_search::LibrarySearch {
         let var = std::env::var_os(HIPRTC_LIBRARY_ENV).filter(|v| !v.is_empty());
         let mut places = Vec::new();
         if let Some(v) = &var {
@@ -161,8 +163,8 @@ impl HipRtc {
             places.push(runtime.to_path_buf());
             places.push(runtime.parent().unwrap_or(Path::new(".")).to_path_buf());
         }
-        super::library_search::LibrarySearch::new(
-            super::identity::CompilerKind::Hiprtc,
+        crate::compiler::library_search::LibrarySearch::new(
+            crate::compiler::kind::CompilerKind::HipRtc,
             &[
                 (HIPRTC_LIBRARY_ENV, var.as_deref()),
                 ("runtime", runtime_library.map(Path::as_os_str)),
@@ -210,7 +212,7 @@ impl HipRtc {
     /// `--gpu-architecture` takes it): it parses as a target ID, its processor is one comgr
     /// knows, and a feature written (`:xnack+`) is one hipjit knows the processor to have.
     /// [`HipRtc::compile`] checks every target option this way, since hipRTC aborts the
-    /// process otherwise (see [`super::comgr`]).
+    /// process otherwise (see [`crate::compiler::comgr`]).
     ///
     /// Errors: [`RtcError::UnsupportedTarget`] naming the library, how it was found, the
     /// reason and the candidates tried before it.
@@ -359,9 +361,12 @@ impl HipRtc {
             reason,
         };
         // Named after this process, so that a later one removes it when this process crashes
-        // in hipRTC ([`super::RunDir`]).
-        let scratch = super::RunDir::new(super::HIPRTC_PREFIX, &super::build_base())
-            .map_err(|e| no_deps(format!("cannot make a directory for the list: {e}")))?;
+        // in hipRTC ([`crate::compiler::RunDir`]).
+        let scratch = crate::compiler::RunDir::new(
+            crate::compiler::HIPRTC_PREFIX,
+            &crate::compiler::build_base(),
+        )
+        .map_err(|e| no_deps(format!("cannot make a directory for the list: {e}")))?;
         let deps_file = scratch.path().join(DEPS_NAME);
         let mut extra = rtc::include_options(&canonical);
         for word in [

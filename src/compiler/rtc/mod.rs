@@ -9,6 +9,12 @@
 //! Both compilers take C strings: a source, header or option holding a NUL byte is refused
 //! before the library is called ([`RtcError::NulByte`]).
 
+pub mod backend;
+pub mod comgr;
+pub mod hiprtc;
+pub mod nvrtc;
+pub mod worker;
+
 use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};

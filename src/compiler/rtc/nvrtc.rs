@@ -23,10 +23,10 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::depfile::Dependency;
-use super::diagnostics;
-use super::opened_files::OpenedFiles;
-use super::rtc::{self, RtcError, RtcInput, RtcOutput, Symbols};
+use super::{self as rtc, RtcError, RtcInput, RtcOutput, Symbols};
+use crate::compiler::depfile::Dependency;
+use crate::compiler::diagnostics;
+use crate::compiler::opened_files::OpenedFiles;
 
 use crate::target::SmTarget;
 
@@ -55,12 +55,12 @@ static SYMBOLS: Symbols = Symbols {
     version: c"nvrtcVersion",
 };
 
-/// The prelude's text for NVRTC: nvcc's [`super::nvcc::PRELUDE`] without its
+/// The prelude's text for NVRTC: nvcc's [`crate::compiler::nvcc::PRELUDE`] without its
 /// `#include <cuda_runtime.h>`, which NVRTC cannot open (it compiles device code only; the
 /// kernel-language built-ins the prelude maps onto, `threadIdx`, `warpSize`, `__shfl_sync`...,
 /// are NVRTC's own).
 pub fn prelude() -> String {
-    super::nvcc::PRELUDE.replace("#include <cuda_runtime.h>\n", HOST_HEADER_MACROS)
+    crate::compiler::nvcc::PRELUDE.replace("#include <cuda_runtime.h>\n", HOST_HEADER_MACROS)
 }
 
 /// What `<cuda_runtime.h>` brings nvcc's sources from the host's C library and NVRTC lacks:
@@ -156,11 +156,11 @@ pub fn prelude_headers_with(fp16_found: bool) -> &'static [(String, Vec<u8>)] {
 /// directories; a file reached by such a name would be read without being keyed, and editing
 /// it would not change the key. Returns the directive and its 1-based line.
 ///
-/// The scan is lexical ([`super::include_names::scan`]): a directive inside `#if 0` counts.
+/// The scan is lexical ([`crate::compiler::include_names::scan`]): a directive inside `#if 0` counts.
 pub fn untracked_include(text: &[u8]) -> Option<(String, usize)> {
     let escapes =
         |name: &[u8]| name.first() == Some(&b'/') || name.split(|&b| b == b'/').any(|c| c == b"..");
-    let found = super::include_names::scan(text);
+    let found = crate::compiler::include_names::scan(text);
     let escaping = found
         .names
         .iter()
@@ -303,7 +303,7 @@ const MAX_REACHED_HEADERS: usize = 2000;
 /// tree in order) whose `#include` can name a file outside them ([`untracked_include`]). What
 /// no `#include` can reach is never read. A lexical scan: a directive inside `#if 0` counts.
 fn untracked_reachable(source: &[u8], trees: &[IncludeTree]) -> Option<RtcError> {
-    use super::include_names::{scan, Delimiter};
+    use crate::compiler::include_names::{scan, Delimiter};
     let mut seen = std::collections::HashSet::new();
     let mut queue: std::collections::VecDeque<(Option<PathBuf>, Vec<u8>)> =
         std::collections::VecDeque::from([(None, source.to_vec())]);
@@ -354,7 +354,7 @@ fn untracked(file: &str, text: &[u8]) -> Option<RtcError> {
 /// Watches `trees` for the files a compile opens ([`OpenedFiles::watch`]).
 ///
 /// Errors: [`RtcError::NoDependencies`] naming the tree that cannot be watched (more than
-/// [`super::opened_files::MAX_WATCHED_DIRS`] directories, the kernel's inotify limits).
+/// [`crate::compiler::opened_files::MAX_WATCHED_DIRS`] directories, the kernel's inotify limits).
 pub(crate) fn watch_trees(trees: &[IncludeTree]) -> Result<Vec<OpenedFiles>, RtcError> {
     trees
         .iter()
@@ -545,10 +545,10 @@ impl NvRtc {
     }
 
     /// What [`NvRtc::open`] with `nvcc` reads and where it looks, for remembering its end
-    /// ([`super::library_search`]): `HIPJIT_NVRTC_LIBRARY` and the file it names,
+    /// ([`crate::compiler::library_search`]): `HIPJIT_NVRTC_LIBRARY` and the file it names,
     /// `CUDA_PATH`, `CUDA_HOME`, `nvcc` and the library directories under them (the dynamic
     /// loader's part is added there). Loads nothing.
-    pub fn search(nvcc: Option<&Path>) -> super::library_search::LibrarySearch {
+    pub fn search(nvcc: Option<&Path>) -> crate::compiler::library_search::LibrarySearch {
         let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
         let (var, cuda_path, cuda_home) =
             (env(NVRTC_LIBRARY_ENV), env("CUDA_PATH"), env("CUDA_HOME"));
@@ -563,8 +563,8 @@ impl NvRtc {
             places.push(top.join("lib64"));
             places.push(top.join("lib"));
         }
-        super::library_search::LibrarySearch::new(
-            super::identity::CompilerKind::Nvrtc,
+        crate::compiler::library_search::LibrarySearch::new(
+            crate::compiler::kind::CompilerKind::Nvrtc,
             &[
                 (NVRTC_LIBRARY_ENV, var.as_deref()),
                 ("CUDA_PATH", cuda_path.as_deref()),
@@ -671,7 +671,7 @@ impl NvRtc {
     /// `--gpu-architecture=compute_NN`), which yields PTX and an empty cubin;
     /// [`RtcError::IncludeDir`] for an include directory that is not one;
     /// [`RtcError::NoDependencies`] when the opens under an include directory cannot be
-    /// observed (more than [`super::opened_files::MAX_WATCHED_DIRS`] directories below it, the
+    /// observed (more than [`crate::compiler::opened_files::MAX_WATCHED_DIRS`] directories below it, the
     /// kernel's inotify limits, a lost event), or for an untracked `#include`; [`RtcError::NulByte`] before any call; [`RtcError::Compile`] with the program
     /// log; [`RtcError::EmptyOutput`] for a 0-byte cubin; [`RtcError::Call`] for another failing
     /// call.

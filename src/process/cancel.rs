@@ -3,10 +3,10 @@
 //! sets, and that every compiler process started on a thread inside [`CancelToken::scope`]
 //! watches.
 //!
-//! When the token is set, [`process::run`](super::process::run) kills the running compiler's
+//! When the token is set, [`run`](super::run) kills the running compiler's
 //! process group within one polling tick (50 ms) and returns
-//! [`RunError::Cancelled`](super::process::RunError::Cancelled); the compile fails with
-//! [`CompileError::Cancelled`](super::CompileError::Cancelled), its private build directory is
+//! [`RunError::Cancelled`](super::RunError::Cancelled); the compile fails with
+//! `CompileError::Cancelled` (`hipjit::compiler`), its private build directory is
 //! removed as on any other failure, and nothing is published to a cache. A compiler that is
 //! not started yet never starts. hipRTC and NVRTC compiling in this process are one library
 //! call that cannot be interrupted: their compile ends on its own (a worker process of

@@ -1,0 +1,51 @@
+//! The testing compiler (`CompilerKind::Fake`, feature `testing`): no toolchain, its output is
+//! its source. Through `Jit`, a checked-in code object handed to it as the source is compiled
+//! (a miss), then found in memory, then on disk by a second `Jit` (hits), with the same key.
+
+use hipjit::compiler::{CompileOptions, CompilerChoice, CompilerKind};
+use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
+use hipjit::target_id::TargetId;
+
+fn fake_jit(root: &std::path::Path) -> Jit {
+    Jit::new(JitOptions {
+        compiler: Some(CompilerChoice::Kind(CompilerKind::Fake)),
+        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_fake_compiler_misses_then_hits_in_memory_and_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = std::fs::read(crate::common::code_object("single-gfx90a.hsaco")).unwrap();
+    let opts = CompileOptions::for_target(TargetId::parse("gfx90a").unwrap());
+
+    let jit = fake_jit(dir.path());
+    let first = jit.compile(&code, &opts).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(first.origin(), Origin::Compiler);
+    assert_eq!(first.compiler().kind, CompilerKind::Fake);
+    assert_eq!(first.code_object().unwrap().elf(), &code[..]);
+
+    let again = jit.compile(&code, &opts).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again.origin(), Origin::Memory);
+    assert_eq!(again.key(), first.key());
+
+    let fresh = fake_jit(dir.path());
+    let disk = fresh
+        .compile(&code, &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(disk.origin(), Origin::Disk);
+    assert_eq!(disk.key(), first.key());
+    assert_eq!(disk.compiler().kind, CompilerKind::Fake);
+}
+
+#[test]
+fn fake_parses_but_is_not_listed_among_the_choices() {
+    assert_eq!(
+        "fake".parse::<CompilerChoice>(),
+        Ok(CompilerChoice::Kind(CompilerKind::Fake))
+    );
+    let e = "icc".parse::<CompilerChoice>().unwrap_err().to_string();
+    assert!(e.ends_with("(auto, hipcc, hiprtc, nvcc or nvrtc)"), "{e}");
+}
