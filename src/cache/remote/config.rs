@@ -404,14 +404,16 @@ fn check_url(url: &str) -> Result<(), RemoteConfigError> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(bad("no scheme"));
     };
-    if scheme == "memory" && cfg!(feature = "testing") && !rest.is_empty() {
-        // An in-process store for tests (`super::memory`), named by the rest.
-        return Ok(());
-    }
-    if scheme != "redis" && scheme != "rediss" {
-        return Err(bad(&format!(
-            "scheme {scheme:?} is not redis or rediss (Unix sockets are not supported)"
-        )));
+    match super::url_shape(scheme) {
+        Some(super::UrlShape::Name) if !rest.is_empty() => return Ok(()),
+        Some(super::UrlShape::Name) => return Err(bad("no name after the scheme")),
+        Some(super::UrlShape::Authority) => {}
+        None => {
+            return Err(bad(&format!(
+                "scheme {scheme:?} names no remote store: {} (Unix sockets are not supported)",
+                super::SCHEMES.join(", ")
+            )))
+        }
     }
     // A '/', '?' or '#' before the last '@' would end the authority inside the password, and
     // a message naming what follows would show part of it: refused without echoing it.

@@ -114,6 +114,30 @@ type Scored = Vec<(Vec<u8>, f64)>;
 /// least recently matched beyond it) and tried on a lookup.
 pub const MAX_MANIFESTS: usize = 32;
 
+/// The URL schemes a store answers to, as error messages list them.
+pub const SCHEMES: &[&str] = &["redis", "rediss"];
+
+/// How a store's URL is read past its scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UrlShape {
+    /// `[user[:password]@]host[:port][/path]` (Redis).
+    Authority,
+    /// Any non-empty name (the in-memory store of the tests).
+    Name,
+}
+
+/// The shape of `scheme`'s URLs, or `None` when no store answers to it. With
+/// [`open_store`], the one place a scheme is mapped to a store: a store's scheme is accepted
+/// (and its URL checked, [`RemoteConfig::new`]) even in a build without the store's feature,
+/// which [`open_store`] then names.
+pub(crate) fn url_shape(scheme: &str) -> Option<UrlShape> {
+    match scheme {
+        "redis" | "rediss" => Some(UrlShape::Authority),
+        "memory" if cfg!(feature = "testing") => Some(UrlShape::Name),
+        _ => None,
+    }
+}
+
 /// The URL schemes of the stores this build has, and the store each names: the one place a
 /// scheme is mapped to a [`Store`]. `redis` and `rediss` need the `redis` feature (without
 /// it, [`RemoteConfigError::NotBuilt`]); `memory` (an in-process store, [`memory`]) the

@@ -15,6 +15,7 @@ use hipjit::compiler::hiprtc::{self, HipRtc};
 use hipjit::compiler::nvrtc::{self, NvRtc};
 use hipjit::compiler::rtc::{RtcError, RtcInput};
 use hipjit::compiler::selection;
+use hipjit::compiler::CompilerKind;
 use hipjit::cuda::target::SmTarget;
 use hipjit::target_id::TargetId;
 use serde::{Deserialize, Serialize};
@@ -25,21 +26,12 @@ use crate::output::CliError;
 /// How long one compiler's probe (open, identity, a compile per target) may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Which in-process compiler `probe-rtc` opens.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Which {
-    /// hipRTC (AMD).
-    Hiprtc,
-    /// NVRTC (NVIDIA).
-    Nvrtc,
-}
-
 /// Arguments of the hidden `probe-rtc`.
 #[derive(clap::Args, Debug)]
 pub struct ProbeArgs {
-    /// The compiler to open.
-    #[arg(long, value_enum)]
-    pub compiler: Which,
+    /// The in-process compiler to open: hiprtc or nvrtc.
+    #[arg(long, value_parser = parse_in_process)]
+    pub compiler: CompilerKind,
     /// hipRTC: the HIP runtime hipjit loads (hipRTC is looked for beside it).
     #[arg(long)]
     pub runtime: Option<PathBuf>,
@@ -49,6 +41,15 @@ pub struct ProbeArgs {
     /// A target to compile a small kernel for (repeatable).
     #[arg(long = "target")]
     pub targets: Vec<String>,
+}
+
+/// An in-process compiler's kind from its spelling (`hiprtc`, `nvrtc`).
+fn parse_in_process(s: &str) -> Result<CompilerKind, String> {
+    match s.parse::<CompilerKind>() {
+        Ok(k) if k.in_process() => Ok(k),
+        Ok(k) => Err(format!("{k} is not an in-process compiler")),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// One target checked.
@@ -148,7 +149,7 @@ pub fn probe_rtc(args: &ProbeArgs) -> Result<(), CliError> {
         auto_reason: String::new(),
     };
     match args.compiler {
-        Which::Hiprtc => match HipRtc::open(args.runtime.as_deref()) {
+        CompilerKind::HipRtc => match HipRtc::open(args.runtime.as_deref()) {
             Err(e) => r.error = Some(e.to_string()),
             Ok(rtc) => {
                 r.found = true;
@@ -179,7 +180,7 @@ pub fn probe_rtc(args: &ProbeArgs) -> Result<(), CliError> {
                 }
             }
         },
-        Which::Nvrtc => match NvRtc::open(args.nvcc.as_deref()) {
+        CompilerKind::Nvrtc => match NvRtc::open(args.nvcc.as_deref()) {
             Err(e) => r.error = Some(e.to_string()),
             Ok(rtc) => {
                 r.found = true;
@@ -204,6 +205,8 @@ pub fn probe_rtc(args: &ProbeArgs) -> Result<(), CliError> {
                 }
             }
         },
+        // parse_in_process takes only the in-process kinds.
+        other => r.error = Some(format!("{other} is not an in-process compiler")),
     }
     let v = serde_json::to_string(&r)
         .map_err(|e| CliError::failed(format!("cannot encode the probe: {e}")))?;
@@ -225,7 +228,11 @@ pub struct InProcess {
 
 /// Runs `hipjit probe-rtc` for one compiler and reads its JSON; a crash or a hang is the
 /// report's `error`.
-fn probe(which: Which, library_hint: Option<(&str, &Path)>, targets: &[String]) -> RtcReport {
+fn probe(
+    which: CompilerKind,
+    library_hint: Option<(&str, &Path)>,
+    targets: &[String],
+) -> RtcReport {
     let failed = |e: String| RtcReport {
         error: Some(e),
         ..RtcReport::default()
@@ -235,10 +242,7 @@ fn probe(which: Which, library_hint: Option<(&str, &Path)>, targets: &[String]) 
         Err(e) => return failed(format!("cannot find the hipjit executable: {e}")),
     };
     let mut cmd = Command::new(exe);
-    cmd.arg("probe-rtc").arg("--compiler").arg(match which {
-        Which::Hiprtc => "hiprtc",
-        Which::Nvrtc => "nvrtc",
-    });
+    cmd.arg("probe-rtc").arg("--compiler").arg(which.as_str());
     if let Some((flag, path)) = library_hint {
         cmd.arg(flag).arg(path);
     }
@@ -310,12 +314,12 @@ pub fn gather(
 ) -> InProcess {
     let names = |ts: &[(String, String)]| ts.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>();
     let mut hiprtc = probe(
-        Which::Hiprtc,
+        CompilerKind::HipRtc,
         hip_runtime.map(|p| ("--runtime", p)),
         &names(amd_targets),
     );
     let mut nvrtc = probe(
-        Which::Nvrtc,
+        CompilerKind::Nvrtc,
         nvcc.map(|p| ("--nvcc", p)),
         &names(sm_targets),
     );
