@@ -7,7 +7,10 @@
 #                 same without features (the code a crate depending on hipjit builds), nothing
 #                 else: every other feature combination is a subset of the first
 #   doc           cargo doc --no-deps -p hipjit-sys -p hipjit with hipjit's features of those,
-#                 rustdoc's warnings (broken or private links) as errors
+#                 rustdoc's warnings (broken or private links) as errors; then hipjit's default
+#                 features' pages checked by scripts/doc-links.py (no link into a hidden item,
+#                 at most 25 module and 300 item pages) and the public API compared with
+#                 docs/public-api.txt (scripts/public-api.sh)
 #   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace --no-fail-fast [--features hipjit/cli,...]
 #                 (unit tests, the three integration-test binaries tests/it, tests/real and
 #                 tests/isolated, doc tests; on this host's Debian HIP 5.2.3), then
@@ -75,9 +78,23 @@ step_clippy() {
 }
 step_doc() {
     local -a f
+    local rc=0
     read -ra f < <(hipjit_features)
-    local IFS=,
-    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p hipjit-sys -p hipjit --features "${f[*]}"
+    (
+        IFS=,
+        RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p hipjit-sys -p hipjit --features "${f[*]}"
+    ) || rc=$?
+    # The default features, as a crate depending on hipjit sees them: every link resolves
+    # (none into a hidden item) and the surface stays within docs/semver.md's bounds.
+    if RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p hipjit; then
+        python3 scripts/doc-links.py target/doc hipjit --max-modules 25 --max-items 300 || rc=$?
+    else
+        rc=1
+    fi
+    if [[ -f scripts/public-api.sh ]]; then
+        bash scripts/public-api.sh || rc=$?
+    fi
+    return "$rc"
 }
 # hipjit's own features of cli, testing (the testing runtime) and half (f16/bf16 element
 # types), those it declares, separated by spaces.

@@ -96,7 +96,7 @@ pub enum Error {
     /// Looking for hipcc ([`crate::compiler::DiscoveryError`]).
     #[error(transparent)]
     Discovery(Box<crate::compiler::DiscoveryError>),
-    /// Invalid compile options ([`crate::compiler::options::OptionsError`]).
+    /// Invalid compile options (`OptionsError`).
     #[error(transparent)]
     Options(Box<crate::compiler::options::OptionsError>),
     /// The disk cache ([`crate::cache::CacheError`]).
@@ -105,7 +105,7 @@ pub enum Error {
     /// Reading a cubin ([`crate::code_object::cubin::CubinError`]).
     #[error(transparent)]
     Cubin(Box<crate::code_object::cubin::CubinError>),
-    /// Compiling with nvcc ([`crate::compiler::nvcc::NvccError`]).
+    /// Compiling with nvcc (`NvccError`).
     #[error(transparent)]
     Nvcc(Box<crate::compiler::nvcc::NvccError>),
     /// Starting the testing runtime ([`crate::testing::TestingError`]; feature `testing`).
@@ -115,7 +115,7 @@ pub enum Error {
     /// Occupancy from metadata ([`crate::code_object::occupancy::OccupancyError`]).
     #[error(transparent)]
     Occupancy(#[from] crate::code_object::occupancy::OccupancyError),
-    /// An in-process compiler, hipRTC or NVRTC ([`crate::compiler::rtc::RtcError`]).
+    /// An in-process compiler, hipRTC or NVRTC (`RtcError`).
     #[error(transparent)]
     Rtc(Box<crate::compiler::rtc::RtcError>),
     /// Stream capture or a graph ([`crate::safe::graph::GraphError`]).

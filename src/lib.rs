@@ -58,13 +58,14 @@
 //! ```
 //!
 //! With feature `testing` this example runs as a doctest without a GPU, on
-//! [`testing`]'s runtime (a pretended gfx90a whose `saxpy` is a host implementation); without
-//! it, it is compiled only. To test your own crate the same way, see [`testing`].
+//! the `testing` module's runtime (a pretended gfx90a whose `saxpy` is a host implementation);
+//! without it, it is compiled only. To test your own crate the same way, see `hipjit::testing`
+//! (feature `testing`).
 //!
 //! # Layers
 //!
-//! [`sys`] (raw HIP API from the `hipjit-sys` crate), the safe runtime layer ([`runtime`],
-//! [`device`], [`stream`], [`memory`], [`event`], [`library`], [`kernel`], [`launch`]), the
+//! `sys` (raw HIP API from the `hipjit-sys` crate), the safe runtime layer ([`runtime`],
+//! [`device`], [`stream`], `memory`, [`event`], [`library`], [`kernel`], [`launch`]), the
 //! code-object reader ([`code_object`], [`target_id`], [`occupancy`]) and the JIT
 //! ([`compiler`], [`cache`], [`jit`]); `docs/architecture.md` draws them and says what each
 //! may name. [`prelude`] brings the types of a compile -> load ->
@@ -78,6 +79,7 @@ pub use hip_sys as sys;
 // the compiler, the cache, the JIT; the crate-wide error above them all.
 mod digest;
 mod fs;
+#[doc(hidden)]
 pub mod process;
 mod safe;
 mod target;
@@ -90,8 +92,10 @@ pub mod jit;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+#[doc(hidden)]
 pub use code_object::occupancy;
 pub use error::{Error, Result};
+#[doc(hidden)]
 pub use fs::{read as file_read, stat as file_stat, write as file_write};
 pub use safe::{
     cuda, device, event, graph, kernel, launch, library, memory, peer, runtime, stream,
@@ -100,21 +104,35 @@ pub use target::amdgpu as target_id;
 
 /// The types of a compile -> load -> launch program: `use hipjit::prelude::*;`.
 pub mod prelude {
+    #[doc(no_inline)]
     pub use crate::args;
+    #[doc(no_inline)]
     pub use crate::code_object::{CodeObject, KernelInfo};
+    #[doc(no_inline)]
     pub use crate::compiler::CompileOptions;
+    #[doc(no_inline)]
     pub use crate::error::{Error, Result};
+    #[doc(no_inline)]
     pub use crate::jit::{Jit, JitOptions};
+    #[doc(no_inline)]
     pub use crate::safe::device::Device;
+    #[doc(no_inline)]
     pub use crate::safe::event::{Event, EventFlags};
+    #[doc(no_inline)]
     pub use crate::safe::kernel::Kernel;
+    #[doc(no_inline)]
     pub use crate::safe::launch::{Dim3, LaunchConfig};
+    #[doc(no_inline)]
     pub use crate::safe::library::Library;
+    #[doc(no_inline)]
     pub use crate::safe::memory::{
         DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceSlice, DeviceSliceMut, PinnedBuffer,
     };
+    #[doc(no_inline)]
     pub use crate::safe::runtime::Runtime;
+    #[doc(no_inline)]
     pub use crate::safe::stream::{AsStream, Stream, StreamFlags};
+    #[doc(no_inline)]
     pub use crate::target::TargetId;
 }
 

@@ -5,21 +5,21 @@
 //! A Zstandard frame (RFC 8878) whose content is [`BUNDLE_MAGIC`], the [`BUNDLE_VERSION`]
 //! (`u32` LE), the index length (`u64` LE), the index (MessagePack: one [`IndexItem`] per
 //! entry: key, size, sha256), then the entries back to back, each byte for byte a disk-cache
-//! entry file ([`crate::cache::disk`]): results and header manifests alike.
+//! entry file (`disk`): results and header manifests alike.
 //!
 //! # Import
-//! The bundle is opened as every file hipjit reads ([`crate::fs::read::open_regular`]: a FIFO,
+//! The bundle is opened as every file hipjit reads (`open_regular`: a FIFO,
 //! device or directory is refused at once, never waited on) and decompressed as a stream,
 //! entry by entry, never more than its header says: an index of at most [`INDEX_LIMIT`]
 //! bytes, then each entry's bytes up to the size the index claims for it (at most
-//! [`ENTRY_LIMIT`]), then one byte to see that nothing follows, and the file must end with the
+//! `ENTRY_LIMIT`), then one byte to see that nothing follows, and the file must end with the
 //! Zstandard frame (no trailing data, no second frame). So a small file that decompresses to
 //! gigabytes (a Zstandard bomb) costs what its index claims and is refused as soon as its
 //! content runs past that, naming where and the bound.
 //!
 //! Every entry is checked as it streams, in chunks of 1 MiB, into an unnamed temporary file
 //! of the written root (`v1/tmp`), before anything is published: its first bytes as a disk
-//! entry's header ([`crate::cache::disk`]: magic, format, metadata length and checksum; an
+//! entry's header (`disk`: magic, format, metadata length and checksum; an
 //! entry whose first bytes are not an entry's is refused before more of it is read), the key
 //! it holds equal to the index's, its artefacts' sizes adding up to the index's size, each
 //! artefact's sha256, and the entry's size and sha256 against the index. Memory holds an
@@ -83,7 +83,7 @@ pub enum BundleError {
     #[error(transparent)]
     Read(#[from] FileReadError),
     /// The bundle could not be written where [`export`] was asked to (by the rules of
-    /// [`crate::fs::write`]: a FIFO, block device, socket or directory there is refused).
+    /// `write`: a FIFO, block device, socket or directory there is refused).
     #[error(transparent)]
     Write(#[from] WriteError),
     /// [`export`] was asked to write the bundle inside a root it exports (over one of its
@@ -127,7 +127,7 @@ pub struct BundleReport {
 }
 
 /// Writes every valid entry of `cache`'s roots (or only those whose key is in `keys`) into a
-/// bundle at `out`, by the rules of [`crate::fs::write::write_atomically`] (as `hipjit compile
+/// bundle at `out`, by the rules of `write_atomically` (as `hipjit compile
 /// -o`): written to a temporary file beside it and renamed into place (never a half-written
 /// bundle), a symbolic link followed, a character device written into, a FIFO, block device,
 /// socket or directory refused; a new file has mode 0600. Bad entries are skipped
@@ -206,7 +206,7 @@ pub fn export(
 /// [`BundleError::NotABundle`] for a file that is not one (no Zstandard frame or bundle magic,
 /// another version, an index that does not decode or is larger than [`INDEX_LIMIT`]),
 /// [`BundleError::BadEntries`] naming the first bad entry (one whose size or sha256 differs
-/// from the index, that is no valid entry, that claims more than [`ENTRY_LIMIT`] bytes or
+/// from the index, that is no valid entry, that claims more than `ENTRY_LIMIT` bytes or
 /// runs past the end; content past what the index claims or data after the frame, named
 /// `(after the last entry)`) with nothing written, [`BundleError::Cache`] staging or writing the root.
 pub fn import(cache: &DiskCache, path: &Path) -> Result<BundleReport, BundleError> {

@@ -51,7 +51,7 @@
 //! JIT: the compile timeout); after that the caller compiles without it and says so.
 //!
 //! # Size cap
-//! The written root has a size cap: [`DEFAULT_MAX_BYTES`] (5 GiB, as ccache's 5 GB default)
+//! The written root has a size cap: `DEFAULT_MAX_BYTES` (5 GiB, as ccache's 5 GB default)
 //! unless `HIPJIT_CACHE_MAX_SIZE` ([`MAX_SIZE_ENV`]: a size as `hipjit cache prune --max-size`
 //! takes it, `500M`, `20G`, or `unlimited`) or the caller
 //! (`JitOptions::max_cache_bytes`, [`DiskCache::with_max_bytes`]) sets another. After a write
@@ -67,7 +67,7 @@
 //!
 //! # Reading
 //! An entry is opened without following a link and without blocking, checked to be a regular
-//! file of at most [`ENTRY_LIMIT`] bytes on the open descriptor ([`crate::fs::read`]), then
+//! file of at most `ENTRY_LIMIT` bytes on the open descriptor ([`crate::fs::read`]), then
 //! read. A reader checks magic, format version, the checksum of the header and metadata (a
 //! changed byte anywhere in the recorded command, options, headers or artefact list is a bad
 //! entry), the key in the metadata, the total length and the size and sha256 of each
@@ -375,7 +375,7 @@ pub struct PruneReport {
 /// Where the written root's size cap came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CapSource {
-    /// Nothing set one: [`DEFAULT_MAX_BYTES`].
+    /// Nothing set one: `DEFAULT_MAX_BYTES`.
     Default,
     /// `HIPJIT_CACHE_MAX_SIZE` ([`MAX_SIZE_ENV`]).
     Env,
@@ -396,7 +396,7 @@ impl CapSource {
 }
 
 /// The written root's size cap `HIPJIT_CACHE_MAX_SIZE` sets, read through `var`: `None` for
-/// `unlimited`; [`DEFAULT_MAX_BYTES`] when the variable is unset or empty.
+/// `unlimited`; `DEFAULT_MAX_BYTES` when the variable is unset or empty.
 ///
 /// Errors: [`CacheError::BadMaxSize`] for a value that is neither a size ([`parse_size`]) nor
 /// `unlimited`.
@@ -471,7 +471,7 @@ pub struct DiskCache {
 
 impl DiskCache {
     /// Opens the roots named by `HIPJIT_CACHE_DIR`, or the default root, with the size cap
-    /// of `HIPJIT_CACHE_MAX_SIZE` ([`max_bytes_from_env`]).
+    /// of `HIPJIT_CACHE_MAX_SIZE` (`max_bytes_from_env`).
     ///
     /// Errors: as [`DiskCache::open`]; [`CacheError::NoRoot`] when neither the variable nor
     /// `XDG_CACHE_HOME`/`HOME` is set; [`CacheError::BadMaxSize`].
@@ -481,7 +481,7 @@ impl DiskCache {
     }
 
     /// Opens `roots`: the first is created (mode 0700) when missing and written; the others
-    /// are read when they exist. The written root's size cap is [`DEFAULT_MAX_BYTES`]
+    /// are read when they exist. The written root's size cap is `DEFAULT_MAX_BYTES`
     /// (`HIPJIT_CACHE_MAX_SIZE` is not read: [`DiskCache::with_max_bytes_from_env`]).
     ///
     /// Errors: [`CacheError::EmptyRoot`] for an empty path (it would silently be the current
@@ -513,10 +513,10 @@ impl DiskCache {
 
     /// Opens `roots` for reading only, as tools that inspect the cache need
     /// (`hipjit cache explain`): nothing is created or written in any of them (no root, no
-    /// [`super::tag::TAG_FILE`], no entry, lock or mark of use); a root that does not exist
+    /// `TAG_FILE`, no entry, lock or mark of use); a root that does not exist
     /// reads as empty. Every root is `writable: false`; [`DiskCache::put`],
     /// [`DiskCache::clear`] and [`DiskCache::prune`] return [`CacheError::ReadOnly`] and
-    /// [`DiskCache::lock`] [`LockOutcome::Unavailable`].
+    /// [`DiskCache::lock`] `LockOutcome::Unavailable`.
     ///
     /// Errors: as [`DiskCache::open`], but for creating the first root.
     pub fn open_read_only(roots: &[PathBuf]) -> Result<DiskCache, CacheError> {
@@ -550,7 +550,7 @@ impl DiskCache {
     }
 
     /// Sets the written root's size cap `HIPJIT_CACHE_MAX_SIZE` gives, else
-    /// [`DEFAULT_MAX_BYTES`] ([`max_bytes_from_env`]).
+    /// `DEFAULT_MAX_BYTES` (`max_bytes_from_env`).
     ///
     /// Errors: [`CacheError::BadMaxSize`].
     pub fn with_max_bytes_from_env(mut self) -> Result<Self, CacheError> {
@@ -757,8 +757,8 @@ impl DiskCache {
     /// `<root>/v1/locks/<key>.lock`), waiting at most `wait` for it: the JIT holds it while it
     /// compiles a missing key, so processes asking for the same key at once compile it once.
     /// The lock only saves work; correctness rests on the atomic publish, so a wait that runs
-    /// out ([`LockOutcome::TimedOut`]: the holder is stopped, slow, or another user) or a lock
-    /// that cannot be had ([`LockOutcome::Unavailable`]) lets the caller compile anyway.
+    /// out (`LockOutcome::TimedOut`: the holder is stopped, slow, or another user) or a lock
+    /// that cannot be had (`LockOutcome::Unavailable`) lets the caller compile anyway.
     /// Released when the returned guard drops (or the process dies).
     pub fn lock(&self, key: &CacheKey, wait: Duration) -> LockOutcome {
         use std::os::fd::AsRawFd;
@@ -860,7 +860,7 @@ impl DiskCache {
     }
 
     /// Removes every entry of the written root, and its stale temporary files (older than
-    /// [`STALE_TEMPORARY`]: a younger one may be an entry another process is writing); returns
+    /// `STALE_TEMPORARY`: a younger one may be an entry another process is writing); returns
     /// how many entries were removed.
     ///
     /// Errors: [`CacheError::LayoutNotADirectory`] (nothing is removed) when the root's format
@@ -904,7 +904,7 @@ impl DiskCache {
     }
 
     /// Removes least recently used entries of the written root until it holds at most
-    /// `max_bytes`, and temporary files older than [`STALE_TEMPORARY`].
+    /// `max_bytes`, and temporary files older than `STALE_TEMPORARY`.
     ///
     /// Errors: as [`DiskCache::clear`].
     pub fn prune(&self, max_bytes: u64) -> Result<PruneReport, CacheError> {
@@ -916,7 +916,7 @@ impl DiskCache {
 }
 
 /// Removes least recently used entries of `entries` (the listing of `root`) until they hold
-/// at most `max_bytes`, and `root`'s temporary files older than [`STALE_TEMPORARY`].
+/// at most `max_bytes`, and `root`'s temporary files older than `STALE_TEMPORARY`.
 fn prune_listed(
     root: &Root,
     mut entries: Vec<EntrySummary>,
@@ -1007,7 +1007,7 @@ pub fn roots_from_env(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Optio
     Some(vec![base.join("hipjit")])
 }
 
-/// The temporary files of `<root>/v1/tmp` last modified more than [`STALE_TEMPORARY`] ago:
+/// The temporary files of `<root>/v1/tmp` last modified more than `STALE_TEMPORARY` ago:
 /// left by a process that died while writing an entry.
 fn stale_temporaries(root: &Path) -> Vec<PathBuf> {
     let Some(cutoff) = SystemTime::now().checked_sub(STALE_TEMPORARY) else {

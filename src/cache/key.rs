@@ -4,17 +4,17 @@
 //! # Two keys, in the manner of ccache's direct mode
 //! * The **direct key** ([`compute`], [`compute_record`]) covers everything known before the
 //!   compiler runs: the source, the options, the compiler's identity, its environment and the
-//!   caller's signature. It names the *manifest* ([`crate::cache::manifest`]) of the compiles
+//!   caller's signature. It names the *manifest* (`manifest`) of the compiles
 //!   of that source with those options: the list of every file the compiler read last time
 //!   (from its own dependency output, never from a scanner), each with its stat fields and
 //!   sha256, and the directories searched for them, each with the names looked up in it (the
-//!   names rule of [`crate::cache::manifest::record`]).
+//!   names rule of `record`).
 //! * The **result key** ([`result_key`]) is the direct key plus, for each file of the
 //!   manifest, its name and content sha256, and for each directory, its name and the sha256 of
 //!   which of its looked-up names exist. It names the entry holding the code objects.
 //!
 //! A lookup reads the manifest, checks each file by stat first (size, mtime, ctime, inode,
-//! device, and the mount's identity: the stat-trust rule of [`crate::fs::stat`], the README's
+//! device, and the mount's identity: the stat-trust rule of `stat`, the README's
 //! "What a hit trusts") and hashes only a file whose stat does not prove it unchanged, looks
 //! the names up again only in such a directory, and looks the result key of what it found up.
 //! A compile publishes its result under the result key of the files it read and replaces the
@@ -45,7 +45,7 @@
 //!   below the installation root ([`crate::compiler::identity`]); neither the compiler's path
 //!   nor its installation prefix is in the key;
 //! * `host-compiler` (nvcc only; absent from the other compilers' records): nvcc's host
-//!   compiler's file name and fingerprint ([`crate::compiler::host_compiler`]), its content
+//!   compiler's file name and fingerprint (`host_compiler`), its content
 //!   and predefined macros; not its path;
 //! * `env`: each variable that reaches the compiler but `PATH` and `HOME`: its name, then
 //!   `1` and the value's bytes, or `0` when unset. A path variable ([`PATH_KEYED_ENV`]:
@@ -80,7 +80,7 @@
 //! * In-process (memory) hits do not re-check headers: a header edited while a process runs
 //!   is seen after [`crate::jit::Jit::clear_memory`] or in a new process.
 //! * A compile whose files changed while it ran is not published (see
-//!   [`crate::cache::manifest`]): a file read (or directory searched) with a modification or
+//!   `manifest`): a file read (or directory searched) with a modification or
 //!   change time at or after the compile's start on the filesystem's clock, or a file whose
 //!   content differs from what the lookup hashed.
 
@@ -102,7 +102,7 @@ use crate::digest::Record;
 /// entry's metadata as MessagePack arrays (fields by position) rather than maps. 6: nvcc's
 /// host compiler in its keys (`host-compiler`), the compiler's own include search list in
 /// header manifests' directory records. 7: a header manifest's directories keyed by the names
-/// looked up in them, not their whole listings ([`crate::cache::manifest::record`]).
+/// looked up in them, not their whole listings (`record`).
 pub const CACHE_FORMAT_VERSION: u32 = 7;
 
 /// A cache key: 32 bytes of sha256, shown as 64 lowercase hex digits.

@@ -1,6 +1,6 @@
 //! Header manifests: what a compile read, so that a lookup can tell whether the same compile
 //! would read the same bytes now (ccache's direct mode; the key design is in
-//! [`crate::cache::key`]).
+//! `key`).
 //!
 //! A [`Manifest`] lists
 //! * every file the compiler read (from its dependency output) outside the directories its
@@ -15,11 +15,11 @@
 //! * every directory searched: for each search directory (the `-I` directories, then the
 //!   absolute ones: `-I`/`-isystem` in extra flags, `CPATH`, `CPLUS_INCLUDE_PATH`,
 //!   `C_INCLUDE_PATH`, and the directories hipjit hands the compiler itself
-//!   ([`crate::compiler::Backend::own_search_dirs`]: NVRTC's CUDA toolkit headers); an absolute
+//!   (`crate::compiler::Backend::own_search_dirs`: NVRTC's CUDA toolkit headers); an absolute
 //!   one by its path, or relative to the installation root when it is one of the
 //!   installation's header directories), the directories below it on the way to each name
 //!   looked up there, and the directory of every file read, each with **the names looked up
-//!   in it** ([`DirRecord::looked_up`], the names rule of [`record`]). A directory is recorded
+//!   in it** ([`DirRecord::looked_up`], the names rule of `record`). A directory is recorded
 //!   by its stat fields and the sha256 of which of those names it holds (and whether each is a
 //!   directory), or as absent; a file of any other name added to it changes nothing. Where a
 //!   file read names a header by a macro (`#include MACRO`, `__has_include(MACRO)`), the names
@@ -30,12 +30,12 @@
 //! Checking ([`Manifest::current`]) stats each file and directory, reuses the recorded hash
 //! when the recorded stat proves the file unchanged, and hashes or lists only the others. A
 //! stat proves that only under the stat-trust rule ([`FileStat::proves_same_as`], written in
-//! [`crate::fs::stat`] and the README's "What a hit trusts"): the same fields on the same
+//! `stat` and the README's "What a hit trusts"): the same fields on the same
 //! mount, known by an identity the kernel never gives another mount. A manifest from another
 //! machine (the remote tier) has its mount identities removed when it is read
 //! ([`Manifest::from_another_node`]): each of its files is hashed.
 //!
-//! Recording ([`record`]) refuses to vouch for a compile during which a file changed: a file
+//! Recording (`record`) refuses to vouch for a compile during which a file changed: a file
 //! or directory whose modification or change time is at or after the compile's start makes
 //! the result unpublishable ("too new", ccache's rule), as does a file whose content differs
 //! from what the lookup before the compile hashed. The start is read from the filesystem's own
@@ -102,7 +102,7 @@ pub struct DirRecord {
     /// `looked_up` when that is given (`None`: it did not exist).
     #[serde(with = "serde_bytes")]
     pub listing: Option<[u8; 32]>,
-    /// The names a compile could have looked up in it ([`record`]'s names rule), sorted:
+    /// The names a compile could have looked up in it (`record`'s names rule), sorted:
     /// `listing` is then of those entries alone, so that a file of any other name added
     /// beside them changes nothing. `None`: the whole listing (a computed `#include` or
     /// `__has_include` somewhere, whose names are not known).
@@ -532,7 +532,7 @@ impl Manifest {
     }
 }
 
-/// What [`record`] found.
+/// What `record` found.
 #[derive(Clone, Debug)]
 pub struct Recorded {
     /// The manifest of the compile.
@@ -808,7 +808,7 @@ pub fn record(
     }
 }
 
-/// The largest file [`record`] reads whole to scan for the names it looks up (a bigger one is
+/// The largest file `record` reads whole to scan for the names it looks up (a bigger one is
 /// hashed as it streams, and its names count as unknown).
 const MAX_SCANNED_BYTES: u64 = 64 << 20;
 
@@ -829,7 +829,7 @@ type DirName = (Option<u32>, Vec<u8>);
 /// Names (single components or paths) by the directory they are looked up in.
 type NamesByDir = std::collections::BTreeMap<DirName, std::collections::BTreeSet<Vec<u8>>>;
 
-/// The names a compile could have looked up ([`record`]'s names rule), gathered as its files
+/// The names a compile could have looked up (`record`'s names rule), gathered as its files
 /// are read.
 #[derive(Default)]
 struct NamesLookedUp {

@@ -1,18 +1,24 @@
-//! The JIT's caches: the keys ([`key`]), the header manifests ([`manifest`]), the disk cache
-//! ([`disk`]) and its bundles ([`bundle`]), the in-process cache ([`memory`]), the remote
+//! The JIT's caches: the keys (`key`), the header manifests (`manifest`), the disk cache
+//! (`disk`) and its bundles ([`bundle`]), the in-process cache (`memory`), the remote
 //! tier shared by a cluster ([`remote`]) and the kernel-level cache behind `Jit::kernel`;
-//! the disk and remote tiers as the list a miss walks ([`tier`]).
+//! the disk and remote tiers as the list a miss walks (`tier`).
 
 pub mod bundle;
+#[doc(hidden)]
 pub mod disk;
 pub(crate) mod hit_entry;
+#[doc(hidden)]
 pub mod key;
+#[doc(hidden)]
 pub mod manifest;
+#[doc(hidden)]
 pub mod memory;
 pub mod remote;
+#[doc(hidden)]
 pub mod tier;
 /// The cache directory tag, kept in the file-system layer (the compiler's include walk reads
 /// it too); here its old path.
+#[doc(hidden)]
 pub use crate::fs::cache_root as tag;
 
 pub use disk::{CacheError, DiskCache, Entry, EntryMeta, CACHE_DIR_ENV, SHARED_MARKER};

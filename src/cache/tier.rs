@@ -10,7 +10,7 @@
 //! is only a hit once its code objects read for the request's options, and what it becomes
 //! is the JIT's result, so the request and the hit are the JIT's types. Two caches stay
 //! outside the list, because they are not looked up by key: the in-process cache
-//! ([`crate::cache::memory`], a pre-key over source and options, checked before anything is
+//! (`memory`, a pre-key over source and options, checked before anything is
 //! hashed) and the hit memo (`jit::hit_memo`, a disk hit remembered with what its lookup
 //! observed, checked before the compiler is even found). Both sit in front of the walk.
 

@@ -24,7 +24,7 @@ pub(crate) const BUNDLE_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 /// The magic of a compressed offload bundle.
 pub(crate) const CCOB_MAGIC: &[u8] = b"CCOB";
 
-/// The largest uncompressed bundle hipjit accepts (bytes): [`crate::fs::read::CODE_OBJECT_LIMIT`]
+/// The largest uncompressed bundle hipjit accepts (bytes): `CODE_OBJECT_LIMIT`
 /// (512 MiB); code objects are far smaller. Checked against the declared size before anything is
 /// allocated.
 pub const MAX_UNCOMPRESSED_SIZE: u64 = crate::fs::read::CODE_OBJECT_LIMIT;

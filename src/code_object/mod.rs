@@ -13,6 +13,7 @@
 
 mod bundle;
 pub mod cubin;
+#[doc(hidden)]
 pub mod descriptor;
 mod elf;
 mod md5;
@@ -20,6 +21,7 @@ mod metadata;
 pub mod occupancy;
 
 pub use bundle::{BundleEntry, MAX_UNCOMPRESSED_SIZE};
+pub use descriptor::{KernelDescriptor, KERNEL_DESCRIPTOR_SIZE};
 
 use serde::{Deserialize, Serialize};
 
@@ -573,7 +575,7 @@ impl CodeObject {
     }
 
     /// The kernel descriptor of kernel `name` (its `.symbol`, `<name>.kd`, 64 bytes): see
-    /// [`descriptor::KernelDescriptor`].
+    /// `KernelDescriptor`.
     ///
     /// Errors: [`CodeObjectError::KernelNotFound`] as [`CodeObject::kernel`];
     /// [`CodeObjectError::BadElf`] when the descriptor symbol is missing, shorter than 64 bytes,

@@ -1,6 +1,6 @@
 //! One interface over hipjit's four compilers: [`Backend`] is hipcc or nvcc (a process per
 //! compile) or hipRTC or NVRTC (in process), each giving the JIT ([`crate::jit::Jit`]) the same
-//! three things: its identity, the direct key of a compile ([`crate::cache::key`]) and a
+//! three things: its identity, the direct key of a compile (`key`) and a
 //! [`CompileOutput`] (the code object or cubin, the command or options used, the warnings, and
 //! the files the compiler read for the header manifest).
 //!
@@ -48,7 +48,7 @@ pub fn nvcc_for_nvrtc(config: &CompilerConfig) -> Option<PathBuf> {
 
 impl Backend {
     /// Finds and identifies the compiler of `kind` as `config` says: hipcc
-    /// ([`Compiler::new`]), nvcc ([`Nvcc::discover`]; its identity remembered in
+    /// (`Compiler::new`), nvcc ([`Nvcc::discover`]; its identity remembered in
     /// [`CompilerConfig::identity_dir`] when set), hipRTC (beside `runtime`, the HIP runtime
     /// in use, when given) or NVRTC (beside the nvcc that would be used: [`nvcc_for_nvrtc`]),
     /// the in-process ones in [`CompilerConfig::rtc_worker`]'s workers when set. The one
@@ -125,7 +125,7 @@ impl Backend {
 
     /// The absolute search directories the compiler searches besides the options' include
     /// directories and extra flags, for the header manifest's directory records
-    /// ([`crate::cache::manifest::record`]): NVRTC's `-I` of the CUDA toolkit's headers and of
+    /// (`record`): NVRTC's `-I` of the CUDA toolkit's headers and of
     /// CCCL's; nvcc's (its toolkit's `include` and `include/cccl`, which its profile adds)
     /// and its host compiler's include search list; hipcc's include search list
     /// ([`crate::compiler::CompilerIdentity::system_include_dirs`]); none for hipRTC.

@@ -1,4 +1,4 @@
-//! Finding `hipcc`, in the order of [`hip_sys::discovery`] (the same installation roots as the
+//! Finding `hipcc`, in the order of `hip_sys::discovery` (the same installation roots as the
 //! headers and the runtime):
 //!
 //! 1. explicit: [`CompilerConfig::hipcc`](super::CompilerConfig::hipcc), else `HIPJIT_HIPCC`;
@@ -54,7 +54,7 @@ pub enum DiscoveryError {
     /// An explicitly configured compiler path does not name an executable file.
     #[error("the compiler set by {origin} ({}) is not usable: {problem}", path.display())]
     ExplicitNotUsable {
-        /// The setting: [`EXPLICIT_SETTING`] or [`HIPCC_ENV`].
+        /// The setting: `EXPLICIT_SETTING` or [`HIPCC_ENV`].
         origin: String,
         /// The path as given.
         path: PathBuf,

@@ -474,7 +474,7 @@ impl CompilerKind {
     /// for hipRTC, whose version does not name its clang) takes C++23 only as `-std=c++2b`,
     /// which later clang still takes; clang 17 and later get `-std=c++23` (clang's "C++
     /// Support" status page). nvcc and NVRTC: `-std=c++NN` as is (nvcc ignores, with a
-    /// warning, a standard its host compiler lacks; [`crate::compiler::nvcc::Nvcc::compile`]
+    /// warning, a standard its host compiler lacks; `compile`
     /// makes that an error).
     pub fn std_flag(self, std: CxxStd, compiler: &CompilerIdentity) -> String {
         match (self.flag_rules(), std) {

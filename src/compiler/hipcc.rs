@@ -1,8 +1,8 @@
 //! Compiling HIP C++ source to AMDGPU code objects with `hipcc`.
 //!
 //! # How the compiler is run
-//! * Found by [`discovery`] (the shared installation-root order of
-//!   [`hip_sys::discovery`]); its identity ([`CompilerIdentity`], [`identity`]) is its kind,
+//! * Found by `discovery` (the shared installation-root order of
+//!   `hip_sys::discovery`); its identity ([`CompilerIdentity`], `identity`) is its kind,
 //!   its `--version` standard output and a fingerprint of the files that make it up,
 //!   remembered per user so that a fresh process usually starts no compiler to learn it.
 //!   Standard error is left out of the version: Debian's hipcc 5.2.3 runs
@@ -21,7 +21,7 @@
 //!   reaches the command line. Running clang directly with the flags `hipcc -###` prints was
 //!   measured to save nothing (about 1.1 s either way for a small kernel) and would have to
 //!   re-derive hipcc's per-version device-library and include flags, so hipjit keeps hipcc.
-//! * Cleared environment plus [`ENV_ALLOWLIST`] (values taken from hipjit's own environment
+//! * Cleared environment plus `ENV_ALLOWLIST` (values taken from hipjit's own environment
 //!   when it starts the compiler); `TMPDIR` is the build directory and `LC_ALL=C`.
 //! * A timeout ([`CompilerConfig::timeout`]) after which the compiler's whole process group
 //!   is killed, and at most [`CompilerConfig::max_concurrent`] compiles at once.
@@ -78,7 +78,7 @@ struct Inner {
 }
 
 impl Compiler {
-    /// Finds the compiler ([`discovery`]) and reads its identity ([`identity::identify`]:
+    /// Finds the compiler (`discovery`) and reads its identity ([`identity::identify`]:
     /// remembered per user, so that a fresh process usually starts no compiler here), with the
     /// process environment.
     ///
@@ -86,7 +86,7 @@ impl Compiler {
     /// [`CompilerError::UnsafeEnvironment`] (a variable its shell would misparse),
     /// [`CompilerError::Identity`] (`--version` failed, a file of the compiler's closed list
     /// could not be read, or hipcc's installation holds paths its shell would misparse:
-    /// checked before each run, [`shell_env::check_hipcc`]).
+    /// checked before each run, `check_hipcc`).
     pub fn new(config: CompilerConfig) -> Result<Compiler, CompilerError> {
         let path = discovery::find_hipcc(
             config.hipcc.as_deref(),
@@ -121,13 +121,13 @@ impl Compiler {
         })
     }
 
-    /// [`Compiler::new`] with the default configuration.
+    /// `Compiler::new` with the default configuration.
     pub fn discover() -> Result<Compiler, CompilerError> {
         Compiler::new(CompilerConfig::default())
     }
 
     /// Checks, before hipcc runs, what its shell would misparse in the paths it derives its
-    /// installation from ([`shell_env::check_hipcc`], [`shell_env::check_hipcc_derived`]): also
+    /// installation from (`check_hipcc`, `check_hipcc_derived`): also
     /// for an identity remembered before a link moved. Not part of a lookup: a hit runs
     /// nothing.
     fn check_installation(&self) -> Result<(), shell_env::UnsafeProgramPath> {

@@ -13,7 +13,7 @@
 //! below; else `gcc` looked up in the toolkit's `nvvm/bin`, then nvcc's own directory (which
 //! nvcc's `nvcc.profile` puts first on `PATH`), then each absolute directory of `PATH`.
 //! `-ccbin` is not taken from the caller's flags (refused,
-//! [`crate::compiler::flags`]), nor from `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`
+//! `flags`), nor from `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`
 //! ([`crate::compiler::nvcc::NvccError::HostCompilerFlag`]). A relative `NVCC_CCBIN` path is
 //! taken from the working directory, made absolute before anything is remembered.
 //!

@@ -9,12 +9,12 @@
 //!   version (in its `lib` directory and the multiarch library directories); every file in the
 //!   device-library directory of the `-mlink-builtin-bitcode` files. No header directory: the
 //!   HIP headers and clang's resource headers a compile reads are in its header manifest
-//!   ([`crate::cache::manifest`]), like every other header, checked on each lookup.
+//!   (`manifest`), like every other header, checked on each lookup.
 //! * nvcc ([`CompilerKind::Nvcc`]): every file under the toolkit's `bin` and `nvvm`
 //!   directories (the toolkit root being the directory above nvcc's `bin`). No header
 //!   directory: the toolkit headers a compile reads are in its dependency list (`-MD -MF`),
 //!   hence in its header manifest. Its host compiler has a fingerprint of its own
-//!   ([`CompilerIdentity::host_compiler`], [`crate::compiler::host_compiler`]), remembered
+//!   ([`CompilerIdentity::host_compiler`], `host_compiler`), remembered
 //!   with nvcc's identity: its files and the directories it was looked for in are checked
 //!   by `stat` with the rest.
 //!
@@ -38,7 +38,7 @@
 //! hits, and a header that differs in the copy misses.
 //!
 //! The directories whose every file is fingerprinted ([`CompilerIdentity::covered`]) are left
-//! out of the header manifest ([`crate::cache::manifest`]): a header there would be covered by
+//! out of the header manifest (`manifest`): a header there would be covered by
 //! the identity. Neither hipcc nor nvcc has one any more (their headers are in the manifest);
 //! the field stays for identities remembered by other backends. Every file the compiler reads
 //! (system C and C++ headers included) is in the manifest.
@@ -61,7 +61,7 @@
 //! Debian's hipcc 5.2.3, 60 of them device-library bitcode files; 17 for a PyPI CUDA toolkit,
 //! where the check used to stat each of its 2,600 files) takes the identity from that file: it
 //! neither hashes nor starts the compiler. Any difference recomputes it. "Unchanged" is the
-//! stat-trust rule ([`FileStat::proves_same_as`], [`crate::fs::stat`]; the README's "What a
+//! stat-trust rule ([`FileStat::proves_same_as`], `stat`; the README's "What a
 //! hit trusts"): equal fields on the same mount, known by an identity the kernel never gives
 //! another mount, so that an installation image swapped for another at one path (`/opt/rocm`)
 //! is identified again; where the kernel gives no such identity (before Linux 6.8), every
@@ -109,7 +109,7 @@ pub struct CompilerIdentity {
     /// header read from one is recorded relative to the root.
     #[serde(default)]
     pub header_dirs: Vec<PathBuf>,
-    /// nvcc's host compiler ([`crate::compiler::host_compiler`]); `None` for the other
+    /// nvcc's host compiler (`host_compiler`); `None` for the other
     /// compilers.
     #[serde(default)]
     pub host_compiler: Option<HostCompiler>,
@@ -117,7 +117,7 @@ pub struct CompilerIdentity {
     /// `-fsyntax-only -v -x hip`, for the host and the device; nvcc's host compiler's from
     /// `-E -v -x c++`; `/usr/local/include` before `/usr/include`...), absolute: the header manifest lists these
     /// directories as it lists `-I` directories, so that a header added to one searched before
-    /// the one that held it is a miss ([`crate::compiler::Backend::own_search_dirs`]). Empty
+    /// the one that held it is a miss (`crate::compiler::Backend::own_search_dirs`). Empty
     /// for the in-process compilers (their searches are hipjit's `-I` directories).
     #[serde(default)]
     pub system_include_dirs: Vec<PathBuf>,
@@ -222,8 +222,8 @@ pub enum IdentityError {
     #[error(transparent)]
     HostCompiler(#[from] HostCompilerError),
     /// hipcc's installation holds a path its shell would misparse: its own, a script beside it
-    /// ([`crate::compiler::shell_env::check_hipcc`], before `--version`) or a directory it
-    /// derives ([`crate::compiler::shell_env::check_hipcc_derived`], before its probes).
+    /// (`check_hipcc`, before `--version`) or a directory it
+    /// derives (`check_hipcc_derived`, before its probes).
     #[error(transparent)]
     UnsafePath(#[from] crate::compiler::shell_env::UnsafeProgramPath),
 }
@@ -264,7 +264,7 @@ pub fn memos_read_only<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// The stat fields an identity file compares (see [`crate::fs::stat`] for when a recorded one
+/// The stat fields an identity file compares (see `stat` for when a recorded one
 /// proves a file unchanged).
 pub use crate::fs::stat::FileStat;
 

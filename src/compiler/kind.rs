@@ -27,14 +27,14 @@ use crate::safe::runtime::Platform;
 #[non_exhaustive]
 pub enum CompilerKind {
     /// `hipcc` (AMD; a Perl script in 5.x, a program in 6.x/7.x) over clang, a process per
-    /// compile ([`super::hipcc`]).
+    /// compile (`hipcc`).
     Hipcc,
-    /// `nvcc` (HIP's NVIDIA platform), a process per compile ([`super::nvcc`]).
+    /// `nvcc` (HIP's NVIDIA platform), a process per compile (`nvcc`).
     Nvcc,
     /// hipRTC, the in-process HIP compiler (`libhiprtc` or `libamdhip64`;
-    /// [`super::rtc::hiprtc`]).
+    /// `hiprtc`).
     HipRtc,
-    /// NVRTC, the in-process CUDA compiler (`libnvrtc`; [`super::rtc::nvrtc`]).
+    /// NVRTC, the in-process CUDA compiler (`libnvrtc`; `nvrtc`).
     Nvrtc,
     /// The testing compiler (feature `testing`, [`super::fake`]): no toolchain; its output is
     /// its source, handed through unchanged, so a test hands it a code object as the source.
@@ -199,7 +199,7 @@ impl FromStr for CompilerKind {
 /// The compiler a caller asks for: one kind, or `Auto`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum CompilerChoice {
-    /// hipjit picks ([`super::selection::auto`]), and says why.
+    /// hipjit picks (`auto`), and says why.
     #[default]
     Auto,
     /// This compiler.

@@ -185,7 +185,7 @@ fn memo_dir(dir: Option<&Path>) -> Option<PathBuf> {
     dir.map(Path::to_path_buf).or_else(identity::identity_dir)
 }
 
-/// The end of `search` as remembered in `dir` (else [`identity::identity_dir`]), when the
+/// The end of `search` as remembered in `dir` (else `identity_dir`), when the
 /// places searched and the library file are unchanged by `stat`; `None` otherwise (search and
 /// load it). Loads nothing.
 pub fn recall_location(search: &LibrarySearch, dir: Option<&Path>) -> Option<Location> {
@@ -265,7 +265,7 @@ pub fn recall(search: &LibrarySearch, dir: Option<&Path>) -> Option<Recalled> {
     })
 }
 
-/// Remembers in `dir` (else [`identity::identity_dir`]) that `search` ended at `location`,
+/// Remembers in `dir` (else `identity_dir`) that `search` ended at `location`,
 /// with the `stat` of its library read now. A directory that cannot be written, or a library
 /// that cannot be stat'd, only means nothing is remembered.
 pub fn remember(search: &LibrarySearch, location: &Location, dir: Option<&Path>) {

@@ -1,30 +1,52 @@
-//! The compilers hipjit drives: one [`CompilerKind`] names each ([`kind`]), one file or folder
-//! holds each backend ([`hipcc`], [`nvcc`], and the in-process hipRTC and NVRTC in [`rtc`]),
-//! and [`backend`] puts them behind one interface and turns a kind into a compiler. Shared
+//! The compilers hipjit drives: one [`CompilerKind`] names each (`kind`), one file or folder
+//! holds each backend (`hipcc`, `nvcc`, and the in-process hipRTC and NVRTC in `rtc`),
+//! and `backend` puts them behind one interface and turns a kind into a compiler. Shared
 //! here: the settings ([`CompilerConfig`]), the errors, a compile's output, the private run
 //! directories every compiler works in, and the shell-free display of a command line.
+#[doc(hidden)]
 pub mod backend;
+#[doc(hidden)]
 pub mod depfile;
+#[doc(hidden)]
 pub mod diagnostics;
+#[doc(hidden)]
 pub mod discovery;
+#[doc(hidden)]
 #[cfg(feature = "testing")]
 pub mod fake;
+#[doc(hidden)]
 pub mod flags;
+#[doc(hidden)]
 pub mod hipcc;
+#[doc(hidden)]
 pub mod host_compiler;
+#[doc(hidden)]
 pub mod identity;
+#[doc(hidden)]
 pub mod include_names;
+#[doc(hidden)]
 pub mod kind;
+#[doc(hidden)]
 pub mod library_search;
+#[doc(hidden)]
 pub mod nvcc;
+#[doc(hidden)]
 pub mod opened_files;
+#[doc(hidden)]
 pub mod options;
+#[doc(hidden)]
 pub mod refusal;
+#[doc(hidden)]
 pub mod request;
+#[doc(hidden)]
 pub mod rtc;
+#[doc(hidden)]
 pub mod selection;
+#[doc(hidden)]
 pub mod shell_env;
+#[doc(hidden)]
 pub mod source_scan;
+#[doc(hidden)]
 pub mod special_include;
 
 use std::ffi::OsString;
@@ -35,46 +57,60 @@ use std::time::{Duration, SystemTime};
 
 use hipcc::DEPS_NAME;
 
+/// Cancelling compiles from another thread.
+pub use crate::process::cancel::CancelToken;
+#[doc(hidden)]
 pub use backend::Backend;
+#[doc(hidden)]
 pub use depfile::Dependency;
 pub use diagnostics::{Diagnostic, IncludedFrom, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
+#[doc(hidden)]
 pub use flags::{check_extra_flag, RejectedBecause};
+#[doc(hidden)]
 pub use hipcc::{device_library_dirs, Compiler, ENV_ALLOWLIST};
 pub use identity::{CompilerIdentity, IdentityError};
-pub use kind::{CompilerChoice, CompilerKind};
+pub use kind::{BadCompilerChoice, CompilerChoice, CompilerKind};
+pub use nvcc::NvccError;
 pub use options::{
     is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError, UnknownStd,
 };
+pub use rtc::worker::WorkerConfig;
+pub use rtc::RtcError;
 /// The in-process compilers' modules, kept at their long-standing paths
 /// (`hipjit::compiler::hiprtc::HipRtc`...).
+#[doc(hidden)]
 pub use rtc::{comgr, hiprtc, nvrtc, worker};
+pub use selection::COMPILER_ENV;
+pub use shell_env::UnsafeVariable;
 
 /// Cancelling compiles from another thread ([`crate::process::cancel`], kept at this path).
+#[doc(hidden)]
 pub use crate::process::cancel;
+#[doc(hidden)]
 pub use crate::process::cpu_count;
 
 /// How to find and run the compiler.
 #[derive(Clone, Debug)]
 pub struct CompilerConfig {
-    /// An explicit hipcc; `None` reads `HIPJIT_HIPCC`, then searches (see [`discovery`]).
+    /// An explicit hipcc; `None` reads `HIPJIT_HIPCC`, then searches (see `discovery`).
     pub hipcc: Option<PathBuf>,
     /// An explicit nvcc (HIP's NVIDIA platform); `None` reads `HIPJIT_NVCC`, then searches
-    /// ([`nvcc::Nvcc::find`]).
+    /// (`find`).
     pub nvcc: Option<PathBuf>,
     /// How long one compiler run may take before its process group is killed. Default 300 s.
     pub timeout: Duration,
     /// At most this many compiles run at once. 0 (the default): the number of CPU cores
-    /// ([`cpu_count`]), read at the first compile, so that a cache hit never reads it.
+    /// (`cpu_count`), read at the first compile, so that a cache hit never reads it.
     pub max_concurrent: usize,
-    /// The compiler's environment: `None` takes the [`ENV_ALLOWLIST`] variables from hipjit's
+    /// The compiler's environment: `None` takes the `ENV_ALLOWLIST` variables from hipjit's
     /// own environment; `Some` uses these values instead (names outside the allowlist are
     /// dropped).
     pub env: Option<Vec<(String, OsString)>>,
     /// Where the compiler's identity is remembered between processes; `None`: the per-user
-    /// default ([`identity::identity_dir`]).
+    /// default (`identity_dir`).
     pub identity_dir: Option<PathBuf>,
-    /// Run the in-process compilers (hipRTC, NVRTC) in worker processes ([`worker`]), with
+    /// Run the in-process compilers (hipRTC, NVRTC) in worker processes (`worker`), with
     /// that worker's timeout, memory bound and crash isolation, and in parallel up to
     /// `max_concurrent`; `None` (the default): in this process, one hipRTC program at a time,
     /// exempt from the timeout and from any memory bound.
@@ -95,7 +131,7 @@ impl Default for CompilerConfig {
     }
 }
 
-/// Errors of [`Compiler::new`].
+/// Errors of `Compiler::new`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CompilerError {
@@ -103,7 +139,7 @@ pub enum CompilerError {
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
     /// A variable hipcc pastes into its shell command line holds what the shell would
-    /// misparse ([`shell_env`]).
+    /// misparse (`shell_env`).
     #[error(transparent)]
     UnsafeEnvironment(#[from] shell_env::UnsafeVariable),
     /// nvcc could not be found or identified.
@@ -126,7 +162,7 @@ pub enum CompilerError {
         reason: String,
     },
     /// The compiler's identity could not be read: `hipcc --version` or `hipcc -###` could not
-    /// run or failed, or a file of its closed list could not be read ([`identity`]).
+    /// run or failed, or a file of its closed list could not be read (`identity`).
     #[error(transparent)]
     Identity(#[from] IdentityError),
 }
@@ -137,7 +173,7 @@ pub struct CompileFailure {
     /// The full command line (program first), with the build directory's relative names.
     pub command: Vec<String>,
     /// The directory it ran in (the names in `command` and `stderr` are relative to it). It is
-    /// removed when [`Compiler::compile`] returns: the path is a record, not a place to look.
+    /// removed when `Compiler::compile` returns: the path is a record, not a place to look.
     pub build_dir: PathBuf,
     /// The exit status (`None` when killed by a signal).
     pub exit_code: Option<i32>,
@@ -168,7 +204,7 @@ impl fmt::Display for CompileFailure {
     }
 }
 
-/// Errors of [`Compiler::compile`].
+/// Errors of `Compiler::compile`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CompileError {
@@ -176,7 +212,7 @@ pub enum CompileError {
     #[error(transparent)]
     Options(#[from] OptionsError),
     /// hipcc's installation holds a path its shell would misparse (checked before each run:
-    /// [`shell_env::check_hipcc`], [`shell_env::check_hipcc_derived`]); nothing was run.
+    /// `check_hipcc`, `check_hipcc_derived`); nothing was run.
     #[error(transparent)]
     UnsafePath(#[from] shell_env::UnsafeProgramPath),
     /// The compiler does not know the processor.
@@ -199,11 +235,11 @@ pub enum CompileError {
         stderr: String,
     },
     /// An `#include` names a FIFO, socket or device, which the compiler would block on or
-    /// never finish reading ([`special_include`]); refused before the compiler runs.
+    /// never finish reading (`special_include`); refused before the compiler runs.
     #[error("{0}")]
     SpecialInclude(Box<special_include::SpecialInclude>),
     /// The CUDA toolkit's header tree NVRTC compiles with holds a FIFO, socket or device
-    /// (found by the walk of [`opened_files::OpenedFiles::watch`]): NVRTC runs in this process
+    /// (found by the walk of `watch`): NVRTC runs in this process
     /// without a timeout and would block on it, or never finish reading it, were it included.
     /// Refused before NVRTC runs.
     #[error(
@@ -268,10 +304,10 @@ pub enum CompileError {
         /// The command line.
         command: Vec<String>,
     },
-    /// nvcc failed, or could not run ([`nvcc::NvccError`]).
+    /// nvcc failed, or could not run (`NvccError`).
     #[error(transparent)]
     Nvcc(Box<nvcc::NvccError>),
-    /// hipRTC or NVRTC refused the input or failed ([`rtc::RtcError`]).
+    /// hipRTC or NVRTC refused the input or failed (`RtcError`).
     #[error(transparent)]
     InProcess(Box<rtc::RtcError>),
     /// The compiler succeeded but left no readable dependency list: the files it read are
@@ -340,7 +376,7 @@ pub struct CompileOutput {
     /// back to their `-I` directory.
     pub dependencies: Vec<Dependency>,
     /// The filesystem's clock just before the compiler started
-    /// ([`crate::cache::manifest::filesystem_now`]): a file read with a modification or change
+    /// (`filesystem_now`): a file read with a modification or change
     /// time at or after it may have changed during the compile.
     pub started: SystemTime,
     /// Device LLVM bitcode, when [`CompileOptions::dump_llvm_ir`] was set (one target: its
@@ -421,7 +457,7 @@ impl RunDir {
 /// hipRTC) stages the source and the headers of an in-process compile, which a crash inside
 /// hipRTC would otherwise leave in `/tmp`. A library cannot do that for its host process
 /// (`TMPDIR` is the whole process's, read by other threads at any time): a program embedding
-/// hipjit that needs it confined runs hipRTC in workers ([`worker`], whose `TMPDIR` is private
+/// hipjit that needs it confined runs hipRTC in workers (`worker`, whose `TMPDIR` is private
 /// to each compile) or does the same as the command.
 pub struct ProcessTmpDir(RunDir);
 
@@ -494,9 +530,9 @@ impl ProcessTmpDir {
 
 /// The name of every build directory starts with this, then the creating process's ID and `-`.
 pub(crate) const BUILD_PREFIX: &str = "hipjit-build-";
-/// The same for the run directories of a compiler's identity probes ([`identity`]).
+/// The same for the run directories of a compiler's identity probes (`identity`).
 pub(crate) const IDENTITY_PREFIX: &str = "hipjit-id-";
-/// The same for the directories of worker compiles ([`worker`]): the request, the result and
+/// The same for the directories of worker compiles (`worker`): the request, the result and
 /// the worker's `TMPDIR`.
 pub(crate) const WORKER_PREFIX: &str = "hipjit-worker-";
 /// The same for the private directories of in-process hipRTC compiles ([`hiprtc`]).

@@ -22,7 +22,7 @@
 //! (`include/`) and the source (`kernel.cu`, its bytes as given), so that nvcc's diagnostics
 //! name `kernel.cu`, with the environment of [`nvcc_run_env`] (`TMPDIR=.`: nvcc's
 //! intermediate files there). The host compiler is the one of nvcc's identity
-//! ([`crate::compiler::host_compiler`]); nvcc runs its own steps through a shell, so the
+//! (`host_compiler`); nvcc runs its own steps through a shell, so the
 //! command line holds no path of the caller's, the host compiler's only when nvcc's shell
 //! reads it as it is, and a temporary directory whose path that shell would interpret is
 //! refused ([`NvccError::TempDir`]), as is a flag or define holding what that shell would
@@ -32,7 +32,7 @@
 //! [`Nvcc::with_std`] says otherwise; nvcc ignores, with a warning, a standard its host
 //! compiler lacks (`-std=c++23` with GCC 12): hipjit makes that an error
 //! ([`NvccError::StdIgnored`]) rather than compile under another standard. The caller's flags
-//! are checked with nvcc's rules ([`crate::compiler::flags`]; `-I DIR` is accepted).
+//! are checked with nvcc's rules (`flags`; `-I DIR` is accepted).
 //!
 //! The JIT ([`crate::jit::Jit`]) compiles through [`Nvcc::compile_options`], which takes the
 //! same [`crate::compiler::CompileOptions`] as hipcc (with an SM target), stages include
@@ -128,7 +128,7 @@ const CUBIN_NAME: &str = "kernel.cubin";
 /// shadows one the manifest names); and `LD_LIBRARY_PATH`, which chooses the shared libraries
 /// its stages and host compiler run with. nvcc runs with these, `PATH` and `HOME` alone
 /// ([`nvcc_run_env`]). Not `NVCC_CCBIN`, nor `PATH`: the host compiler they select is keyed by
-/// content ([`crate::compiler::host_compiler`]).
+/// content (`host_compiler`).
 pub const NVCC_KEY_ENV: &[&str] = &[
     "NVCC_PREPEND_FLAGS",
     "NVCC_APPEND_FLAGS",
@@ -279,7 +279,7 @@ pub enum NvccError {
     /// would misparse. Never a fallback to another nvcc or compiler.
     #[error("the nvcc set by {what} ({}) is not usable: {problem}", path.display())]
     ExplicitNotUsable {
-        /// The setting: [`EXPLICIT_SETTING`] or [`NVCC_ENV`].
+        /// The setting: `EXPLICIT_SETTING` or `NVCC_ENV`.
         what: &'static str,
         /// The path as given.
         path: PathBuf,
@@ -296,11 +296,11 @@ pub enum NvccError {
         /// The error.
         source: std::io::Error,
     },
-    /// A flag nvcc is not given ([`crate::compiler::flags`]).
+    /// A flag nvcc is not given (`flags`).
     #[error(transparent)]
     Options(#[from] OptionsError),
     /// nvcc's host compiler could not be found or identified
-    /// ([`crate::compiler::host_compiler`]).
+    /// (`host_compiler`).
     #[error(transparent)]
     HostCompiler(#[from] HostCompilerError),
     /// `NVCC_PREPEND_FLAGS` or `NVCC_APPEND_FLAGS` names a host compiler (`-ccbin`,
@@ -345,11 +345,11 @@ pub enum NvccError {
     },
     /// nvcc's path (as given or resolved) holds `"`, `$`, `` ` ``, `\` or a newline: nvcc
     /// writes its own directory in double quotes into the command lines it runs with `sh`
-    /// ([`crate::compiler::shell_env::check_program`]).
+    /// (`check_program`).
     #[error(transparent)]
     UnsafePath(#[from] crate::compiler::shell_env::UnsafeProgramPath),
     /// `NVCC_PREPEND_FLAGS` or `NVCC_APPEND_FLAGS` holds a flag the caller's flags could not
-    /// hold ([`crate::compiler::flags`]): nvcc adds them to every command line.
+    /// hold (`flags`): nvcc adds them to every command line.
     #[error("{variable}: {reason}")]
     EnvironmentFlag {
         /// The variable.
@@ -399,7 +399,7 @@ pub enum NvccError {
         command: Vec<String>,
         /// nvcc's output (lossy where it is not UTF-8).
         log: String,
-        /// The diagnostics parsed from it ([`crate::compiler::diagnostics::parse_nvcc`]), the
+        /// The diagnostics parsed from it (`parse_nvcc`), the
         /// source named `kernel.cu`, with escaped forms where the output was not UTF-8.
         diagnostics: Vec<Diagnostic>,
     },
@@ -670,7 +670,7 @@ impl Nvcc {
     }
 
     /// Checks the flags of `NVCC_PREPEND_FLAGS` and `NVCC_APPEND_FLAGS` (nvcc adds them to
-    /// every command line) with the rules of the caller's ([`crate::compiler::flags`]; a host
+    /// every command line) with the rules of the caller's (`flags`; a host
     /// compiler named there, `-ccbin`, has a message of its own), and names nvcc's host
     /// compiler, the one its identity holds, so that what runs is what is keyed: by its
     /// absolute path when every byte of it is one nvcc's shell reads as it is (ASCII letters,

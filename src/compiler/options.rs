@@ -159,7 +159,7 @@ pub struct CompileOptions {
     /// key. Checked by [`CompilerKind::check_extra_flags`] (hipcc's rules): flags that change
     /// the output kind, target, output path or dependency output, and flags that make the
     /// compiler read files the key does not see, are refused by name
-    /// ([`crate::compiler::flags`]).
+    /// (`flags`).
     pub extra_flags: Vec<String>,
     /// `-mcode-object-version=N` (4, 5 or 6); `None` leaves the compiler's default. The JIT
     /// fills it from the runtime in use when that runtime says which versions it accepts.
@@ -384,7 +384,7 @@ impl CompileOptions {
 
     /// hipjit's own flags: [`CompileOptions::effective_flags`] without the standard and the
     /// extra flags (the `flags` field of the cache key record, which keys those two in fields
-    /// of their own: [`crate::cache::key`]).
+    /// of their own: `key`).
     pub fn own_flags(&self) -> Vec<String> {
         self.flags(None, false)
     }
@@ -471,7 +471,7 @@ pub enum OptionsError {
     /// A define value with a newline or NUL.
     #[error("the value of define {0} contains a newline or NUL")]
     BadDefineValue(String),
-    /// An extra flag hipjit does not accept for this backend ([`crate::compiler::flags`]).
+    /// An extra flag hipjit does not accept for this backend (`flags`).
     #[error("compiler flag {flag:?} is not accepted for {backend}: {because}")]
     RejectedFlag {
         /// The flag as given (`-Xclang X` for a pair).

@@ -6,7 +6,7 @@
 //! whose first line is the tag's signature, so that
 //! backup and archiving tools (`tar --exclude-caches`, borg, restic) skip the root, and so that
 //! hipjit itself knows a root when it meets one: the NVRTC include walk
-//! ([`crate::compiler::nvrtc`] keys every file under each `-I` directory) leaves out the
+//! (`nvrtc` keys every file under each `-I` directory) leaves out the
 //! directories hipjit writes in a tagged root (`compiler::rtc::HIPJIT_OWN_DIRS`),
 //! since its own entries, locks, temporary files and identities change while it compiles (a
 //! root inside an include directory, such as the default `~/.cache/hipjit` under `-I ~`, made
@@ -58,7 +58,7 @@ pub(crate) fn ensure(root: &Path) {
 /// [`TAG_FILE`] starting with the signature and naming hipjit in its comment. A tag written
 /// by another program (cargo tags its `target` directory) is not hipjit's: a header could be
 /// generated there. The file is opened without blocking and judged by its type on the open
-/// descriptor ([`crate::fs::read::open_regular`]): a FIFO, socket or device of that name is
+/// descriptor (`open_regular`): a FIFO, socket or device of that name is
 /// no tag, and never waited on.
 pub fn is_hipjit_cache(dir: &Path) -> bool {
     let Ok((mut f, _)) =

@@ -4,7 +4,7 @@
 //! [`StatByDir`], the `stat` of many files at once as a cache hit checks them.
 //!
 //! # The stat-trust rule
-//! A header manifest ([`crate::cache::manifest`]), a compiler identity memo
+//! A header manifest (`manifest`), a compiler identity memo
 //! ([`crate::compiler::identity`]), a library search memo
 //! ([`crate::compiler::library_search`]) and a hit memo ([`crate::jit::hit_memo`]) each record
 //! the `stat` of files whose content was hashed (or whose absence, listing or resolution was
@@ -28,7 +28,7 @@
 //! sameness, and the content is hashed (a header), or the work is done again (a compiler's
 //! identity, a hit the long way). Records another machine wrote are not trusted either way:
 //! manifests fetched from the remote tier have their identities removed
-//! ([`crate::cache::manifest::Manifest::from_another_node`]).
+//! (`from_another_node`).
 //!
 //! # Many files at once
 //! [`StatByDir`] opens each directory once (`O_PATH`, relative to the nearest directory above

@@ -1,5 +1,5 @@
 //! The process's effective user ID, which the ownership checks of the disk cache
-//! ([`crate::cache::disk`]) and of the remembered compiler identities compare files against.
+//! (`disk`) and of the remembered compiler identities compare files against.
 //!
 //! Read with `geteuid(2)` once per process, at the first check, and kept: a hit makes several
 //! such checks, and each `geteuid` is a system call. A process that changes its effective

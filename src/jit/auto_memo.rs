@@ -1,6 +1,6 @@
 //! Auto's memo: for each (source, options) that [`super::compilers`] weighs for an in-process
 //! compiler, whether the process compiler must compile it instead (steps 4 and 5 of the rule,
-//! [`crate::compiler::selection`]), and the failures of the in-process compiler remembered per
+//! `selection`), and the failures of the in-process compiler remembered per
 //! user.
 //!
 //! In a process, each [`super::Jit`] keeps its decisions by the request's name (below), so
@@ -12,7 +12,7 @@
 //! and writable by nobody else: a fresh process (the `hipjit compile` command) reads it before
 //! it would try the in-process compiler, and takes the process compiler without a failed
 //! attempt. That file is read on the way to a disk hit only when the hit memo
-//! ([`super::hit_memo`]) did not serve it, and then once per request and process (a failed
+//! (`hit_memo`) did not serve it, and then once per request and process (a failed
 //! `open` for most sources), and not at all by a memo that found no `auto/` when it first looked
 //! (a user for whom nothing was ever remembered: one `stat` per [`super::Jit`]).
 //!

@@ -97,7 +97,7 @@ pub struct CompilerUsed {
     pub path: PathBuf,
     /// Its version in one line ([`crate::compiler::CompilerIdentity::version_summary`]).
     pub version: String,
-    /// Why it compiles this source ([`crate::compiler::selection`]).
+    /// Why it compiles this source (`selection`).
     pub reason: String,
 }
 
@@ -207,7 +207,7 @@ impl Compiled {
     /// The compiler's warnings (and remarks) for this source, each with its notes, include
     /// chain and excerpt, file names as the user knows them (the source name of the options,
     /// include directories as given): from this compile, or, on a disk hit, as recorded in the
-    /// entry when it was compiled. [`crate::compiler::diagnostics::render_all`] prints them as
+    /// entry when it was compiled. `render_all` prints them as
     /// clang does.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.inner.diagnostics

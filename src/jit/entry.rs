@@ -1,4 +1,4 @@
-//! The JIT's disk-cache entries ([`crate::cache::disk`]): the header manifest under the direct
+//! The JIT's disk-cache entries (`disk`): the header manifest under the direct
 //! key, the result under the result key, and reading a result back as artefacts of the
 //! platform the options name (artefact `code-object` for AMDGPU code objects, `cubin` for a
 //! cubin).

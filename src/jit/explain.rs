@@ -1,11 +1,11 @@
 //! Why a compile would hit or miss: [`Jit::explain`] computes the direct-key record of a
-//! source and options field by field ([`crate::cache::key::record_fields`]), checks the header
+//! source and options field by field (`record_fields`), checks the header
 //! manifest it names file by file, says which tier holds the result, and on a miss names the
 //! fields that differ from the nearest entry compiled from the same source.
 //!
 //! The tiers are asked in a compile's order: this `Jit`'s in-process cache, the disk roots,
 //! the remote tier. Nothing is compiled, no entry is marked used (the disk is read with
-//! [`crate::cache::disk::DiskCache::peek`]) and nothing is written. The key record, manifest
+//! `peek`) and nothing is written. The key record, manifest
 //! and result key are reported whichever tier hits.
 //!
 //! # The nearest entry
@@ -15,10 +15,10 @@
 //!   record's `file` field, named by its `-I` directory index as in the key) and each searched
 //!   directory whose listing changed (`dir include/0`), with the names of the entries added
 //!   (`now`) and removed (`entry`) since, when the result kept its listing
-//!   ([`crate::cache::manifest::DIR_LISTINGS_ARTEFACT`]: directories below `-I` directories,
+//!   (`DIR_LISTINGS_ARTEFACT`: directories below `-I` directories,
 //!   the source's own among them with `hipjit compile`).
 //! * Otherwise every entry of the disk roots is read, and among those storing their key
-//!   record (artefact [`crate::cache::key::KEY_RECORD_ARTEFACT`], written since it exists)
+//!   record (artefact `KEY_RECORD_ARTEFACT`, written since it exists)
 //!   with the same `source` digest, the one with the fewest differing fields is the nearest.
 //!   A flag that only restates another differing field (`--offload-arch=T` for `targets`,
 //!   `-std=` for `std`, `-mcode-object-version=` for `code-object-version`) is not counted
@@ -99,7 +99,7 @@ pub struct DirCheck {
     pub status: DirStatus,
     /// When it changed: the names of its entries now that were not there when the result
     /// was compiled (a header added beside the source), sorted; `None` when that is not
-    /// known (the result entry kept no listing of it: [`manifest::DIR_LISTINGS_ARTEFACT`];
+    /// known (the result entry kept no listing of it: `DIR_LISTINGS_ARTEFACT`;
     /// or the directory cannot be listed now).
     pub added: Option<Vec<String>>,
     /// As `added`, the names of the entries there then and gone now.
@@ -388,10 +388,10 @@ impl Jit {
     /// and where the caches hold its result; on a miss, the nearest entry compiled from the
     /// same source and what differs (see [`crate::jit::explain`]). Compiles nothing, writes
     /// nothing: no cache entry and no compiler-identity memo
-    /// ([`crate::compiler::identity::memos_read_only`]).
+    /// (`memos_read_only`).
     ///
     /// Errors: [`JitError::Compile`] with what [`Jit::compile`] would refuse before its
-    /// compiler runs ([`crate::compiler::refusal::before_compiling`]: invalid options, an
+    /// compiler runs (`before_compiling`: invalid options, an
     /// include directory that is not one...), the same error; [`JitError::Compiler`] when the
     /// compiler cannot be found or identified (its identity is part of the key).
     pub fn explain(

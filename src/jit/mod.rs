@@ -4,21 +4,21 @@
 //! [`Jit::load`] takes the platform and the target from the device (its target ID, or its SM
 //! target); [`Jit::compile`] takes them from the options ([`CompileOptions::targets`] or
 //! [`CompileOptions::sm_targets`]). The compiler of each platform is found on first use
-//! ([`compilers`]), so a JIT on a machine with only nvcc never looks for hipcc. Both platforms
+//! (`compilers`), so a JIT on a machine with only nvcc never looks for hipcc. Both platforms
 //! share everything below.
 //!
 //! [`Jit::compile`] looks in three places, in order:
-//! 1. the in-process cache ([`crate::cache::memory`]): a cheap pre-key over source and options,
+//! 1. the in-process cache (`memory`): a cheap pre-key over source and options,
 //!    confirmed by comparing both in full; no sha256 on this path;
-//! 2. the disk cache ([`crate::cache::disk`]): the direct key ([`crate::cache::key`]: source,
+//! 2. the disk cache (`disk`): the direct key (`key`: source,
 //!    options, the compiler's identity and environment, the caller's extra signature) names
-//!    a header manifest ([`crate::cache::manifest`]) of the files the last compile read; the
+//!    a header manifest (`manifest`) of the files the last compile read; the
 //!    files are checked as they are now (stat first, hashed when changed), and their hashes
-//!    give the result key of the entry holding the code objects or cubin ([`entry`]);
+//!    give the result key of the entry holding the code objects or cubin (`entry`);
 //! 3. the remote tier shared by a cluster ([`crate::cache::remote`]; Redis: feature `redis`), when
 //!    configured: the direct key's manifests and the entry they name, checked like a disk
 //!    entry, then written to the first disk root (`jit::remote`);
-//! 4. the compiler ([`crate::compiler::Backend`]); the result is published under the result
+//! 4. the compiler (`crate::compiler::Backend`); the result is published under the result
 //!    key of the files the compiler's dependency output lists, and the manifest replaced,
 //!    unless a file changed while it ran (then the result goes to the caller only); then
 //!    stored remotely.
@@ -26,26 +26,35 @@
 //! However many threads ask for the same source and options at once, one compiles (single
 //! flight); across processes sharing a cache root, a miss is compiled under the direct key's
 //! lock ([`DiskCache::lock`]), and the processes that waited read the published entry; across
-//! machines, under the remote tier's cluster lock ([`crate::cache::remote::lock`]).
+//! machines, under the remote tier's cluster lock (`lock`).
 //! Headers are checked on disk lookups only: the in-process cache does not notice a header
 //! edited while the process runs (call [`Jit::clear_memory`]).
 
+#[doc(hidden)]
 pub mod auto_memo;
 mod checks;
+#[doc(hidden)]
 pub mod compiled;
+#[doc(hidden)]
 pub mod compilers;
+#[doc(hidden)]
 pub mod entry;
 pub mod explain;
+#[doc(hidden)]
 pub mod hit_memo;
 mod kernels;
+#[doc(hidden)]
 pub mod record;
 mod remote;
+#[doc(hidden)]
 pub mod stats;
 mod tiers;
 
 pub use checks::CheckFailed;
 pub use compiled::{Artefact, Compiled, CompilerUsed, Origin};
+#[doc(hidden)]
 pub use compilers::Chosen;
+#[doc(hidden)]
 pub use entry::{CODE_OBJECT_ARTEFACT, CUBIN_ARTEFACT};
 pub use record::RecordLocation;
 pub use remote::RemoteLocation;
@@ -82,7 +91,7 @@ use entry::{
 /// Where the disk cache lives.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum CacheLocation {
-    /// `HIPJIT_CACHE_DIR`, else the default root (see [`crate::cache::disk`]).
+    /// `HIPJIT_CACHE_DIR`, else the default root (see `disk`).
     #[default]
     FromEnv,
     /// These roots: the first written, the rest read-only.
@@ -100,18 +109,18 @@ pub enum CacheLocation {
 #[derive(Clone, Debug, Default)]
 pub struct JitOptions {
     /// Which compiler compiles: `None` reads `HIPJIT_COMPILER` (`auto`, `hipcc`, `hiprtc`,
-    /// `nvcc`, `nvrtc`), else [`CompilerChoice::Auto`] ([`compilers`] has the rule). Whatever
+    /// `nvcc`, `nvrtc`), else [`CompilerChoice::Auto`] (`compilers` has the rule). Whatever
     /// the choice, [`Compiled::compiler`] says which compiler made a result and why.
     pub compiler: Option<CompilerChoice>,
     /// How to find and run the compilers (hipcc, nvcc; hipRTC and NVRTC are found as
-    /// [`crate::compiler::hiprtc`] and [`crate::compiler::nvrtc`] describe), each found on
+    /// `hiprtc` and `nvrtc` describe), each found on
     /// first use.
     pub compiler_config: CompilerConfig,
     /// The disk cache.
     pub cache: CacheLocation,
     /// Size cap of the written cache root in bytes (least recently used entries go first;
-    /// [`crate::cache::disk`] has the rule). `None`: `HIPJIT_CACHE_MAX_SIZE` (a size such as
-    /// `20G`, or `unlimited`), else [`crate::cache::disk::DEFAULT_MAX_BYTES`] (5 GiB).
+    /// `disk` has the rule). `None`: `HIPJIT_CACHE_MAX_SIZE` (a size such as
+    /// `20G`, or `unlimited`), else `DEFAULT_MAX_BYTES` (5 GiB).
     /// `Some(u64::MAX)`: no cap.
     pub max_cache_bytes: Option<u64>,
     /// A caller-supplied signature hashed into every key (a generator's version, say).
@@ -130,10 +139,10 @@ pub struct JitOptions {
     /// variable is ignored with a warning).
     pub remote_cache: RemoteLocation,
     /// Where to record the compile requests served (one JSON line per distinct request, for
-    /// `hipjit cache warm`: [`record`]); by default the file `HIPJIT_RECORD` names, if any.
+    /// `hipjit cache warm`: `record`); by default the file `HIPJIT_RECORD` names, if any.
     /// A record that cannot be written never fails a compile.
     pub record: RecordLocation,
-    /// Neither read nor write hit memos ([`hit_memo`]): every disk hit takes the long way
+    /// Neither read nor write hit memos (`hit_memo`): every disk hit takes the long way
     /// (the compiler search and identity, the key, the header manifest). For measuring that
     /// way, or a per-user directory that must not be written. Default: `false` (memos on
     /// whenever there is a disk cache and a per-user directory).
@@ -249,7 +258,7 @@ pub struct Jit {
     kernels: kernels::KernelCache<CompileOptions>,
     /// Where compile requests are recorded ([`JitOptions::record`]).
     recorder: Option<Arc<record::Recorder>>,
-    /// Where disk hits are remembered ([`hit_memo`]); `None` without a disk cache or a
+    /// Where disk hits are remembered (`hit_memo`); `None` without a disk cache or a
     /// per-user directory.
     hit_memo: Option<PathBuf>,
     /// This JIT's configuration in bytes, for the names of its hit memos (made at the first
@@ -273,7 +282,7 @@ impl Jit {
     ///
     /// Errors: [`JitError::Cache`] (a root that cannot be created, no root named and no
     /// `HOME`, a root refused by the
-    /// ownership rules of [`crate::cache::disk`], a malformed `HIPJIT_CACHE_MAX_SIZE`),
+    /// ownership rules of `disk`, a malformed `HIPJIT_CACHE_MAX_SIZE`),
     /// [`JitError::RemoteConfig`] (a malformed
     /// `HIPJIT_REMOTE_CACHE` or signing key; a server configured in a build without the
     /// `redis` feature).
@@ -358,7 +367,7 @@ impl Jit {
     }
 
     /// The compiler that compiles `source` with `options` (found now if it was not yet), and
-    /// why that one ([`compilers`]).
+    /// why that one (`compilers`).
     ///
     /// Errors: [`JitError::Compiler`] when it cannot be found or identified, or the choice
     /// does not fit the options' platform.
@@ -483,7 +492,7 @@ impl Jit {
     /// The direct key of `source` (its bytes) and `options`: everything known before the
     /// compiler runs (source, options, compiler identity and environment, signature), which
     /// names the header manifest; two sources or option sets with different direct keys never
-    /// share a result ([`crate::cache::key`]). Computed without touching the disk.
+    /// share a result (`key`). Computed without touching the disk.
     ///
     /// Errors: [`JitError::Compile`] with invalid options, [`JitError::Compiler`].
     pub fn source_key(
@@ -621,7 +630,7 @@ impl Jit {
         })
     }
 
-    /// Appends the record of a request just served ([`record`]) when recording; returns the
+    /// Appends the record of a request just served (`record`) when recording; returns the
     /// warning for the caller when the record file cannot be written (the first time).
     fn record(
         &self,

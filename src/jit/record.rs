@@ -9,7 +9,7 @@
 //! per distinct request (by direct key) per process, whichever `Jit` of the process served it:
 //! * `schema_version`: `2` (lines of version 1 are read too: see below);
 //! * `direct_key`: the direct key of the request on the recording machine (64 hex digits;
-//!   [`crate::cache::key`]), for reference: a machine with another compiler computes another;
+//!   `key`), for reference: a machine with another compiler computes another;
 //! * `source` and `source_encoding`: the source as text (`"utf-8"`) when it is valid UTF-8,
 //!   else its bytes as lowercase hex (`"hex"`);
 //! * `targets`: the AMDGPU target IDs (`gfx90a`, `gfx942:sramecc+:xnack-`) or the SM target

@@ -38,7 +38,7 @@ pub struct JitStats {
     pub compile_time: Duration,
     /// Requests that returned an error.
     pub failures: u64,
-    /// Disk hits served through the hit memo ([`super::hit_memo`]), counted among the disk
+    /// Disk hits served through the hit memo (`hit_memo`), counted among the disk
     /// tier's hits too.
     pub remembered_hits: u64,
 }

@@ -25,7 +25,7 @@ use crate::fs::observe::Recording;
 pub(crate) type Hit = (Arc<CompiledInner>, Origin);
 
 /// The hit memo's name for a request, with its context and options in bytes
-/// ([`hit_memo`]).
+/// (`hit_memo`).
 pub(crate) type Memo<'a> = (&'a PathBuf, [u8; 32], [u8; 32], Vec<u8>);
 
 /// One request as the tiers see it.

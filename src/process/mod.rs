@@ -1,7 +1,7 @@
 //! Running a child process (the compiler, `hipcc --version`, `hipjit doctor`'s probes) so that
 //! it can neither outlive hipjit nor hold it: [`run`] serves the compiler stage and `doctor`;
 //! [`cancel`] stops the runs of a scope from another thread; `Slots` bounds how many run at
-//! once ([`cpu_count`]). Below the compilers, above the files: it names only `crate::fs`.
+//! once (`cpu_count`). Below the compilers, above the files: it names only `crate::fs`.
 //!
 //! * **One deadline for everything.** The timeout covers the run and the reading of its
 //!   standard output and error: when the deadline passes, the child's process group is killed
@@ -490,7 +490,7 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
-    /// `limit` slots; 0: the number of CPU cores ([`cpu_count`]), read when first
+    /// `limit` slots; 0: the number of CPU cores (`cpu_count`), read when first
     /// needed (a cache hit runs no compiler and never reads it).
     pub fn new(limit: usize) -> Slots {
         Slots {

@@ -189,7 +189,7 @@ impl Device {
     /// Waits for all work on the device (`hipDeviceSynchronize`).
     ///
     /// Errors: the runtime's error, e.g. a kernel's fault; `hipErrorStreamCaptureUnsupported`,
-    /// before the call, when a capture forbids it on this thread ([`crate::safe::graph::capture`]).
+    /// before the call, when a capture forbids it on this thread (`capture`).
     pub fn synchronize(&self) -> Result<(), HipError> {
         crate::safe::capture_guard::check_not_capturing(self, None, "hipDeviceSynchronize")?;
         self.bind()?;

@@ -4,20 +4,20 @@
 //! # What a launch and a copy order against
 //! Work queued on one stream runs in the order it was queued: a kernel launch
 //! ([`crate::safe::kernel::Kernel::launch`]), an asynchronous copy or fill (the `*_async` methods of
-//! [`crate::safe::memory`], [`crate::safe::memory::async_scope`]), a stream-ordered allocation or free
-//! ([`crate::safe::memory::DeviceBuffer::alloc_async`] and its drop), an event record
-//! ([`crate::safe::event::Event::record`]) and a wait ([`AsStream::wait_event`]) each start after
+//! `memory`, `async_scope`), a stream-ordered allocation or free
+//! (`alloc_async` and its drop), an event record
+//! (`record`) and a wait ([`AsStream::wait_event`]) each start after
 //! everything queued before them on the same stream has finished. Nothing orders two streams
 //! against each other except:
 //! - [`AsStream::wait_event`]: work queued on the waiting stream after the call starts once the
-//!   work recorded in the event (queued on its stream before [`crate::safe::event::Event::record`])
+//!   work recorded in the event (queued on its stream before `record`)
 //!   has finished;
 //! - the null stream ([`BorrowedStream::null`]): work on it waits for the work queued before it
 //!   on every *blocking* stream of the device (created without [`StreamFlags::NON_BLOCKING`]),
 //!   and work queued later on a blocking stream waits for it. A `NON_BLOCKING` stream is never
 //!   ordered against the null stream.
 //!
-//! The synchronous calls of [`crate::safe::memory`] (`from_slice`, `copy_from_host`, `to_vec`,
+//! The synchronous calls of `memory` (`from_slice`, `copy_from_host`, `to_vec`,
 //! `memset`...) are `hipMemcpy`/`hipMemset` on the null stream: they return to the host when
 //! their own work is done, after the null stream's ordering above, so they do *not* wait for
 //! a kernel still running on a `NON_BLOCKING` stream. Use the stream-ordered forms on that
@@ -25,8 +25,8 @@
 //! synchronize the stream first.
 //!
 //! The host waits only when asked: [`AsStream::synchronize`], [`crate::safe::event::Event::synchronize`],
-//! the `*_on` conveniences of [`crate::safe::memory`], and the end of an
-//! [`crate::safe::memory::async_scope`] or an [`crate::safe::memory::InFlight`].
+//! the `*_on` conveniences of `memory`, and the end of an
+//! `async_scope` or an `InFlight`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -57,7 +57,7 @@ pub trait AsStream {
     ///
     /// Errors: the runtime's error, e.g. a fault of a kernel queued on the stream;
     /// `hipErrorStreamCaptureUnsupported`, before the call, when the stream is capturing or a
-    /// capture forbids it on this thread ([`crate::safe::graph::capture`]).
+    /// capture forbids it on this thread (`capture`).
     fn synchronize(&self) -> Result<(), HipError> {
         crate::safe::capture_guard::check_not_capturing(
             self.device(),

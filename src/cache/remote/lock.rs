@@ -39,20 +39,20 @@ pub enum ClusterLock<T> {
 impl RemoteCache {
     /// Takes the cluster lock of `direct`, waiting at most `wait`; while it is taken by
     /// another process, `poll` is called every [`super::RemoteConfig::lock_poll`] and a
-    /// `Some` it returns ends the wait ([`ClusterLock::Found`]). Warnings (the outage, once;
+    /// `Some` it returns ends the wait (`ClusterLock::Found`). Warnings (the outage, once;
     /// the server's refusal of `EVAL`, once per tier; a lock that is not hipjit's, removed)
     /// are appended to `warnings`. A store without the lock capability gives
-    /// [`ClusterLock::Unavailable`] at once.
+    /// `ClusterLock::Unavailable` at once.
     ///
     /// Redis: only a lock hipjit could still hold is waited for: a value under the lock's
-    /// name that is no token of [`super::signing::lock_token`] for that name (under the
+    /// name that is no token of `lock_token` for that name (under the
     /// signing key, when one is set), that has no expiry, whose token claims a lifetime
     /// longer than [`super::RemoteConfig::lock_ttl`] or expires later than that claim, whose
-    /// token was issued more than `wait` + `lock_ttl` + [`LOCK_CLOCK_SKEW`] ago or more than
-    /// [`LOCK_CLOCK_SKEW`] in the future (by this machine's clock), or whose token this
+    /// token was issued more than `wait` + `lock_ttl` + `LOCK_CLOCK_SKEW` ago or more than
+    /// `LOCK_CLOCK_SKEW` in the future (by this machine's clock), or whose token this
     /// process already waited out, is removed at once (while it is still that value) and the
     /// lock taken. A lock is waited for until `wait` runs out or, sooner, until its token's
-    /// issue time + `wait` + [`LOCK_CLOCK_SKEW`]; a wait that runs out removes it too and
+    /// issue time + `wait` + `LOCK_CLOCK_SKEW`; a wait that runs out removes it too and
     /// remembers its token as stale in this process, so that neither this process nor
     /// another pays that wait again.
     pub fn lock<T>(

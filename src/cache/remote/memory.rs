@@ -85,7 +85,7 @@ impl MemoryStore {
         self.state.0.lock().caps = Some(caps);
     }
 
-    /// Makes every operation fail as an unreachable server's would ([`StoreError::Down`]),
+    /// Makes every operation fail as an unreachable server's would (`StoreError::Down`),
     /// or work again.
     pub fn set_down(&self, down: bool) {
         self.state.0.lock().down = down;
@@ -129,7 +129,7 @@ impl MemoryStore {
         s.slots.retain(|_, v| v.expires.is_none_or(|e| e > now));
     }
 
-    /// The state with expired values gone, or [`StoreError::Down`].
+    /// The state with expired values gone, or `StoreError::Down`.
     fn live(&self) -> Result<parking_lot::MutexGuard<'_, State>, StoreError> {
         let mut s = self.state.0.lock();
         if s.down {

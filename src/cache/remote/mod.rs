@@ -1,31 +1,31 @@
 //! The remote tier: a cache shared by a whole cluster, behind the in-process cache and the
 //! local disk roots, configured by [`REMOTE_CACHE_ENV`] or
-//! [`crate::jit::JitOptions::remote_cache`]. The tier (this module: key names, [`signing`],
+//! [`crate::jit::JitOptions::remote_cache`]. The tier (this module: key names, `signing`,
 //! the checks of what is read, manifest merging and its bound, refusals, warnings, the
-//! [`write_back`] of hits to the first disk root) runs over a [`Store`] ([`store`]: three
+//! `write_back` of hits to the first disk root) runs over a [`Store`] (`store`: three
 //! required operations and four capabilities, each with the way the tier degrades without
 //! it). The URL's scheme picks the store ([`open_store`], the one place that maps them):
 //! `redis://` and `rediss://` a Redis server (or any server speaking its protocol, such as
 //! Valkey), built with the `redis` feature and having every capability; `memory://<name>` an
-//! in-process store for tests ([`memory`], feature `testing`). What follows describes the
+//! in-process store for tests (`memory`, feature `testing`). What follows describes the
 //! tier over Redis; the names and values are the same over any store.
 //!
 //! # Keys and values
 //! With `N` the namespace ([`RemoteConfig::namespace`], default `hipjit`), `F` the
 //! [`CACHE_FORMAT_VERSION`] and `S` the scope: empty without a signing key, `k<key id>:` with
-//! one ([`signing::key_id`], 16 hex digits):
+//! one (`key_id`, 16 hex digits):
 //! * `N:F:Se:<result key>`: an entry, byte for byte the disk cache's entry file
-//!   ([`crate::cache::disk`], its checksum included) in the envelope of [`signing`]. Entries
+//!   (`disk`, its checksum included) in the envelope of `signing`. Entries
 //!   are immutable: written with `SET NX` (the first writer wins), each with a lifetime
 //!   ([`RemoteConfig::ttl`], default 30 days) renewed by hits (`PEXPIRE`, when less than nine
 //!   tenths of it is left; never for a refused value).
-//! * `N:F:m:<direct key>`: the header manifests ([`crate::cache::manifest`]) of a direct key, a
+//! * `N:F:m:<direct key>`: the header manifests (`manifest`) of a direct key, a
 //!   hash with one field per distinct stored value (named by the value's sha256, so the same
 //!   manifest signed with two keys is two fields), shared by every scope and merged on read: a
 //!   lookup checks each against the files as they are now and tries the result key of each
 //!   that can match, in its own scope, the most recently matched first. The writing node's
-//!   stats prove nothing on another machine ([`crate::fs::stat`]): each manifest read has them
-//!   set aside ([`crate::cache::manifest::Manifest::from_another_node`]), so every file it
+//!   stats prove nothing on another machine (`stat`): each manifest read has them
+//!   set aside (`from_another_node`), so every file it
 //!   names is hashed.
 //! * `N:F:r:<direct key>`: the recency of those manifests, a sorted set scored by the time
 //!   (ms since the epoch) each was last stored or led a lookup to its entry. A store removes,
@@ -34,7 +34,7 @@
 //!   the hash stays bounded and a source with many header variants keeps hitting on its
 //!   recent ones; the hash lives while some manifest of it is used, and each manifest only
 //!   as long as it is.
-//! * `N:F:Sl:<direct key>`: the cluster compile lock ([`lock`]).
+//! * `N:F:Sl:<direct key>`: the cluster compile lock (`lock`).
 //!
 //! Nodes with different signing keys (a key being rotated, a node set up wrongly) therefore
 //! keep separate entries on one server: neither refuses nor replaces the other's. Each meets
@@ -58,7 +58,7 @@
 //! `NX`). A manifest is removed only when it is no value of the envelope or
 //! its payload does not decode; one signed with another key, or unsigned under a key, is
 //! another node's and stays. The JIT then writes a good remote entry to the
-//! first local root, off the caller's path ([`write_back`]).
+//! first local root, off the caller's path (`write_back`).
 //!
 //! # Failure
 //! The tier never makes a compile fail. Connecting is bounded by
@@ -77,14 +77,20 @@
 //! key's scope, and refuses every value that is unsigned or badly signed. The password in the URL never appears in a message,
 //! `Debug` output, `hipjit doctor` or JSON ([`RemoteConfig::redacted_url`]).
 
+#[doc(hidden)]
 pub mod config;
+#[doc(hidden)]
 pub mod lock;
+#[doc(hidden)]
 #[cfg(feature = "testing")]
 pub mod memory;
 #[cfg(feature = "redis")]
 mod redis;
+#[doc(hidden)]
 pub mod signing;
+#[doc(hidden)]
 pub mod store;
+#[doc(hidden)]
 pub mod write_back;
 
 pub use config::{
@@ -140,7 +146,7 @@ pub(crate) fn url_shape(scheme: &str) -> Option<UrlShape> {
 
 /// The URL schemes of the stores this build has, and the store each names: the one place a
 /// scheme is mapped to a [`Store`]. `redis` and `rediss` need the `redis` feature (without
-/// it, [`RemoteConfigError::NotBuilt`]); `memory` (an in-process store, [`memory`]) the
+/// it, [`RemoteConfigError::NotBuilt`]); `memory` (an in-process store, `memory`) the
 /// `testing` feature.
 ///
 /// Errors: [`RemoteConfigError::NotBuilt`] for a store this build lacks;
@@ -177,7 +183,7 @@ struct Inner {
     store: Arc<dyn Store>,
     /// Values refused since the tier was made ([`RemoteCache::refused`]).
     refused: AtomicU64,
-    /// `k<key id>:` under a signing key ([`signing::key_id`]), else empty: the part of
+    /// `k<key id>:` under a signing key (`key_id`), else empty: the part of
     /// entry and lock names that keeps each key's values apart.
     scope: String,
     /// Entry names whose value was refused and could not be removed (the store cannot
@@ -549,7 +555,7 @@ impl RemoteCache {
                 Some((entry, name, tag))
             }
             // Under a signing key, the entry's name holds the key's id
-            // ([`signing::key_id`]): no node with another key writes there, so a value
+            // (`key_id`): no node with another key writes there, so a value
             // that is unsigned or signed otherwise was planted or corrupted, and goes.
             Err((reason, hint)) => {
                 let bad = self.remove_if(&name, Unless::Same(&tag), reason);
@@ -939,7 +945,7 @@ pub struct ServerInfo {
     pub policy: Option<String>,
     /// Whether entries are signed and checked ([`RemoteConfig::signing_key`]).
     pub signed: bool,
-    /// The signing key's id ([`signing::key_id`]), to compare nodes' keys without showing
+    /// The signing key's id (`key_id`), to compare nodes' keys without showing
     /// them; `None` without a key.
     pub key_id: Option<String>,
 }

@@ -1,6 +1,6 @@
 //! What the remote tier needs of a server: the [`Store`] trait, the capabilities a store
 //! declares ([`Capabilities`]), and the health record every store's connection keeps
-//! ([`Health`]: the back-off after an outage, the tier turned off by a refusal that retrying
+//! (`Health`: the back-off after an outage, the tier turned off by a refusal that retrying
 //! cannot mend).
 //!
 //! The tier ([`super::RemoteCache`]) holds everything that is the same for every server:
@@ -204,8 +204,8 @@ pub struct StoreInfo {
 }
 
 /// A server the remote tier keeps values in (see the module documentation). Implementations
-/// bound every operation in time, keep a [`Health`] record (an operation while the server is
-/// down fails with [`StoreError::Down`] without touching the network), and never panic on a
+/// bound every operation in time, keep a `Health` record (an operation while the server is
+/// down fails with `StoreError::Down` without touching the network), and never panic on a
 /// server's reply.
 pub trait Store: Send + Sync + fmt::Debug {
     /// The server as messages show it: a URL with its password replaced by `***`.
@@ -214,30 +214,30 @@ pub trait Store: Send + Sync + fmt::Debug {
     fn capabilities(&self) -> Capabilities;
     /// The value under `name`, unread when longer than `bound` bytes.
     ///
-    /// Errors: [`StoreError`].
+    /// Errors: `StoreError`.
     fn get(&self, name: &str, bound: u64) -> Result<Got, StoreError>;
     /// Writes `value` under `name`, replacing any value there, to live for `ttl` (a store
     /// without expiry keeps it until it is deleted).
     ///
-    /// Errors: [`StoreError`] (`OOM`: the server is full).
+    /// Errors: `StoreError` (`OOM`: the server is full).
     fn put(&self, name: &str, value: &[u8], ttl: Duration) -> Result<(), StoreError>;
     /// Deletes the value under `name`, if any.
     ///
-    /// Errors: [`StoreError`].
+    /// Errors: `StoreError`.
     fn delete(&self, name: &str) -> Result<(), StoreError>;
     /// Renews the lifetime of the values under `names` to `ttl`; a store without expiry does
     /// nothing.
     ///
-    /// Errors: [`StoreError`].
+    /// Errors: `StoreError`.
     fn renew(&self, names: &[&str], ttl: Duration) -> Result<(), StoreError> {
         let _ = (names, ttl);
         Ok(())
     }
-    /// Whether the server is known to be down now, or the tier off ([`Health::is_down`]).
+    /// Whether the server is known to be down now, or the tier off (`Health::is_down`).
     fn is_down(&self) -> bool {
         false
     }
-    /// The last failure met, classified, and its warning ([`Health::last_failure`]).
+    /// The last failure met, classified, and its warning (`Health::last_failure`).
     fn last_failure(&self) -> Option<(Failure, String)> {
         None
     }
@@ -258,7 +258,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// [`Capabilities::atomic_create`]: writes `value` under `name` only where no value is;
     /// `true` when written.
     ///
-    /// Errors: [`StoreError`]; [`StoreError::Unsupported`] without the capability.
+    /// Errors: `StoreError`; `StoreError::Unsupported` without the capability.
     fn create(&self, name: &str, value: &[u8], ttl: Duration) -> Result<bool, StoreError> {
         let _ = (name, value, ttl);
         Err(StoreError::Unsupported)
@@ -266,7 +266,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// [`Capabilities::compare_and_delete`]: deletes the value under `name` while it is still
     /// as `unless` says, atomically; `true` when deleted.
     ///
-    /// Errors: [`StoreError`]; [`StoreError::Unsupported`] without the capability.
+    /// Errors: `StoreError`; `StoreError::Unsupported` without the capability.
     fn delete_if(&self, name: &str, unless: Unless<'_>) -> Result<bool, StoreError> {
         let _ = (name, unless);
         Err(StoreError::Unsupported)
@@ -274,7 +274,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// [`Capabilities::manifest_merge`]: the manifests of `names` and the fields most
     /// recently matched or stored first (fields may be missing from either).
     ///
-    /// Errors: [`StoreError`]; [`StoreError::Unsupported`] without the capability.
+    /// Errors: `StoreError`; `StoreError::Unsupported` without the capability.
     fn manifests(&self, names: &ManifestNames) -> Result<(Fields, Vec<Vec<u8>>), StoreError> {
         let _ = names;
         Err(StoreError::Unsupported)
@@ -282,7 +282,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// [`Capabilities::manifest_merge`]: scores `field` as matched at `now_ms`, where it is
     /// scored already (best effort).
     ///
-    /// Errors: [`StoreError`]; [`StoreError::Unsupported`] without the capability.
+    /// Errors: `StoreError`; `StoreError::Unsupported` without the capability.
     fn mark_manifest(
         &self,
         names: &ManifestNames,
@@ -295,7 +295,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// [`Capabilities::manifest_merge`]: removes `field` while it still holds `value`;
     /// `true` when removed.
     ///
-    /// Errors: [`StoreError`]; [`StoreError::Unsupported`] without the capability.
+    /// Errors: `StoreError`; `StoreError::Unsupported` without the capability.
     fn delete_manifest_if(
         &self,
         names: &ManifestNames,
@@ -306,17 +306,17 @@ pub trait Store: Send + Sync + fmt::Debug {
         Err(StoreError::Unsupported)
     }
     /// [`Capabilities::manifest_merge`]: writes an entry (unless one is there and
-    /// [`Publish::replace`] is unset) and merges its manifest, removing manifests beyond the
+    /// `Publish::replace` is unset) and merges its manifest, removing manifests beyond the
     /// bound, in as few round trips as the store can.
     ///
-    /// Errors: [`StoreError`]; [`StoreError::Unsupported`] without the capability.
+    /// Errors: `StoreError`; `StoreError::Unsupported` without the capability.
     fn publish(&self, publish: &Publish<'_>) -> Result<(), StoreError> {
         let _ = publish;
         Err(StoreError::Unsupported)
     }
     /// [`Capabilities::lock`]: takes the cluster lock `name`, waiting at most `wait` while
     /// another holds it; `poll` is called while waiting and `true` ends the wait
-    /// ([`Locked::Found`]). Warnings go to `warnings`.
+    /// (`Locked::Found`). Warnings go to `warnings`.
     fn lock(
         &self,
         name: &str,

@@ -1,7 +1,7 @@
 //! The in-process compilers behind one backend: [`InProcess`] over a library ([`RtcLib`]:
 //! hipRTC's [`HipRtc`], NVRTC's [`NvRtc`]), found (from the per-user memo of its search, or
 //! loaded now), identified, loaded at its first compile, run in this process or in a worker
-//! ([`super::worker`]), keyed ([`InProcess::request`]). What differs per library is the
+//! (`worker`), keyed ([`InProcess::request`]). What differs per library is the
 //! trait's: where it is searched, its version text, the options it is handed, the headers
 //! handed in memory, and what a compile adds around the library's call.
 //!
@@ -189,7 +189,7 @@ pub trait RtcLib: Sized + Send + Sync + 'static {
         handed: &[String],
         run: &dyn Fn(&RtcInput<'_>) -> Result<RtcOutput, RtcError>,
     ) -> Result<RtcOutput, CompileError>;
-    /// The absolute directories it searches besides the options' ([`crate::compiler::Backend::own_search_dirs`]).
+    /// The absolute directories it searches besides the options' (`crate::compiler::Backend::own_search_dirs`).
     fn search_dirs(b: &InProcess<Self>) -> Vec<PathBuf>;
     /// Compiles `input` with the library in this process.
     ///
@@ -210,7 +210,7 @@ pub struct InProcess<L: RtcLib> {
     pub identity: CompilerIdentity,
     /// What was found with it ([`RtcLib::Found`]).
     pub found: L::Found,
-    /// Compile in worker processes ([`super::worker`]) rather than in this one.
+    /// Compile in worker processes (`worker`) rather than in this one.
     pub worker: Option<WorkerConfig>,
 }
 

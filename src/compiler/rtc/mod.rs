@@ -152,13 +152,13 @@ pub struct RtcOutput {
     /// column.
     pub diagnostics: Vec<Diagnostic>,
     /// The files the compile read, for the cache key's header manifest
-    /// ([`crate::cache::manifest::record`]): for hipRTC, clang's dependency list of the compile
+    /// (`record`): for hipRTC, clang's dependency list of the compile
     /// (system headers included) without comgr's staged copies of the source and the in-memory
     /// headers; for NVRTC, which reports none, every file under the include directories
     /// ([`RtcInput::include_dirs`] and `-I` options). Files under an include directory carry
     /// its index; others are absolute.
     pub dependencies: Vec<Dependency>,
-    /// The filesystem's clock just before the compile ([`crate::cache::manifest::filesystem_now`]):
+    /// The filesystem's clock just before the compile (`filesystem_now`):
     /// a file read with a modification or change time at or after it may have changed during the
     /// compile.
     pub started: SystemTime,
@@ -234,7 +234,7 @@ pub enum RtcError {
         options: Vec<String>,
         /// The program log, lossily decoded.
         log: String,
-        /// The log parsed, as [`RtcOutput::diagnostics`]: every error and warning with its
+        /// The log parsed, as `RtcOutput::diagnostics`: every error and warning with its
         /// notes, include chain and excerpt.
         diagnostics: Vec<Diagnostic>,
     },
@@ -260,7 +260,7 @@ pub enum RtcError {
     /// The files a compile reads cannot all be known, so its result cannot be cached safely:
     /// found after the compile (hipRTC left no readable dependency list) or before it, NVRTC
     /// being then not called (an include directory that could not be walked or holds more
-    /// than [`MAX_TRACKED_FILES`] files, an `#include` that could name a file outside them).
+    /// than `MAX_TRACKED_FILES` files, an `#include` that could name a file outside them).
     #[error("{compiler}: the files the compile reads cannot all be known, and hipjit gives no result it cannot key (nvcc and hipcc report the files they read: `--compiler nvcc` or `hipcc`): {reason}")]
     NoDependencies {
         /// `hipRTC` or `NVRTC`.
@@ -270,7 +270,7 @@ pub enum RtcError {
     },
     /// The library found cannot compile for the target asked for; checked before the compile,
     /// since hipRTC aborts the process on a processor its comgr does not know
-    /// ([`super::comgr`]).
+    /// (`comgr`).
     #[error("hipRTC {} ({found}) cannot compile for {target}: {reason}{}",
         library.display(), tried_before(.tried))]
     UnsupportedTarget {
@@ -285,7 +285,7 @@ pub enum RtcError {
         /// The candidates tried, in order, before the one taken, and why each was passed over.
         tried: Vec<(String, String)>,
     },
-    /// A compile run in a worker process ([`super::worker`]) did not give a result: no worker
+    /// A compile run in a worker process (`worker`) did not give a result: no worker
     /// program, it could not start, it ran past its timeout, it died by a signal (a crash, or
     /// its memory bound), or the library failed there otherwise (the error's text).
     #[error("{compiler} in a worker process: {reason}")]

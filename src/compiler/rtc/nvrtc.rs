@@ -232,7 +232,7 @@ pub(crate) struct IncludeTree {
 }
 
 /// What an NVRTC compile of `input` refuses before NVRTC is called ([`NvRtc::compile`];
-/// `hipjit cache explain` asks the same through [`crate::compiler::refusal::before_compiling`]):
+/// `hipjit cache explain` asks the same through `before_compiling`):
 /// a virtual architecture, an include directory that is not one, an `#include` of the source
 /// that can name a file outside the include directories ([`untracked_include`]; those of the
 /// headers it reads are checked once the compile has opened them). `own`: the toolkit's
@@ -650,7 +650,7 @@ impl NvRtc {
     /// Headers in `input.headers` are handed to NVRTC in memory (`nvrtcCreateProgram`'s
     /// `headers`/`includeNames`). The include directories go to NVRTC as `-I<dir>` (symlinks
     /// resolved) before the options, so they are searched before any `-I` among the options
-    /// (the toolkit's, which [`crate::compiler::Backend`] puts last). The program is named `input.name`'s file name inside an
+    /// (the toolkit's, which `crate::compiler::Backend` puts last). The program is named `input.name`'s file name inside an
     /// empty scratch directory, so that a quoted `#include` of the source is not looked up in
     /// the current directory (NVRTC's default, measured with 13.5: the directory of the
     /// program's name, relative to the process's working directory), while one of a header is

@@ -3,8 +3,8 @@
 //! # Design
 //! The safe layer calls HIP through one table of typed function pointers (`hip_sys::pfn`
 //! types), which `dlsym` fills for an AMD runtime. On NVIDIA the table is filled with hipjit's
-//! own `extern "C"` shims ([`shim`]), each mapping one HIP call onto the CUDA driver API
-//! (`libcuda.so.1`, [`driver`]): so [`Device`](crate::safe::device::Device),
+//! own `extern "C"` shims (`shim`), each mapping one HIP call onto the CUDA driver API
+//! (`libcuda.so.1`, `driver`): so [`Device`](crate::safe::device::Device),
 //! [`Stream`](crate::safe::stream::Stream), [`DeviceBuffer`](crate::safe::memory::DeviceBuffer),
 //! [`Event`](crate::safe::event::Event), [`Library`](crate::safe::library::Library) and
 //! [`Kernel`](crate::safe::kernel::Kernel) work unchanged, and a launch stays one indirect call plus
@@ -38,10 +38,12 @@
 //! Code objects on NVIDIA are cubins ([`crate::code_object::cubin`]), targets are SM
 //! architectures ([`target::SmTarget`]), loaded with
 //! [`Library::load_cubin`](crate::safe::library::Library::load_cubin). The JIT is the one of both
-//! platforms, [`crate::jit::Jit`], compiling with nvcc ([`crate::compiler::nvcc`]) for an SM
+//! platforms, [`crate::jit::Jit`], compiling with nvcc (`nvcc`) for an SM
 //! target.
 
+#[doc(hidden)]
 pub mod driver;
+#[doc(hidden)]
 pub mod shim;
 /// SM architectures, now in the target module ([`crate::target::sm`]); kept here so that
 /// `hipjit::cuda::target` still names them.
@@ -51,7 +53,7 @@ use hip_sys::pfn;
 
 use crate::safe::runtime::{Api, DevicePropertiesFn};
 
-/// The HIP entry-point table of the NVIDIA platform: every entry is a [`shim`] over the driver
+/// The HIP entry-point table of the NVIDIA platform: every entry is a `shim` over the driver
 /// `d`; an optional HIP entry is present when the driver exports its counterpart.
 pub(crate) fn api(d: &driver::Driver) -> Api {
     use shim::*;

@@ -1,4 +1,4 @@
-//! Stream capture and graphs: record launches once ([`capture`]: [`Stream::begin_capture`],
+//! Stream capture and graphs: record launches once (`capture`: [`Stream::begin_capture`],
 //! [`Capture::launch`], [`Capture::end_capture`]), instantiate the [`Graph`]
 //! ([`Graph::instantiate`]) and replay the [`GraphExec`] on any stream of its device
 //! ([`GraphExec::launch`]), changing a kernel node's arguments between replays
@@ -22,7 +22,7 @@
 //!   [`GraphExec<'buf>`](GraphExec) carry `'buf`, so a buffer passed to a recorded launch
 //!   cannot be dropped while a graph that may replay it exists. Borrowing was chosen over
 //!   counted buffers so that a graph adds no cost and no shared ownership to
-//!   [`crate::safe::memory`]'s types. A buffer the graph writes is passed either as `&mut buf`
+//!   `memory`'s types. A buffer the graph writes is passed either as `&mut buf`
 //!   (borrowed exclusively for as long as the graph: one launch of the graph may use it) or as
 //!   [`Written(&buf)`](Written), a shared borrow that marks the argument written: many launches
 //!   of one graph may write it, and the host may read it between replays (after synchronizing
@@ -70,6 +70,7 @@ use crate::safe::kernel::Kernel;
 use crate::safe::launch::{IntoKernelArg, KernelArg, KernelArgs, LaunchConfig};
 use crate::safe::stream::AsStream;
 
+#[doc(hidden)]
 pub mod capture;
 
 pub use capture::{refuse_while_capturing, Capture, CaptureMode};

@@ -1,5 +1,5 @@
 //! Launching kernels: [`LaunchConfig`], [`KernelArgs`] (built with [`args!`](crate::args)),
-//! [`Kernel::launch`], and launches checked once then repeated ([`prepared`]:
+//! [`Kernel::launch`], and launches checked once then repeated (`prepared`:
 //! [`Kernel::prepare`], [`PreparedLaunch`]).
 //!
 //! Arguments travel as an array of pointers to live values (`kernelParams` of
@@ -28,7 +28,7 @@
 //!
 //! The borrow ends when the [`KernelArgs`] is dropped, not when the kernel has finished: the
 //! host read that follows must be ordered after the kernel by its stream (the rule in
-//! [`crate::safe::stream`]; [`crate::safe::memory::DeviceMemory::to_vec_on`] on the launch's stream does
+//! [`crate::safe::stream`]; `to_vec_on` on the launch's stream does
 //! this).
 //!
 //! The code object's metadata (LLVM AMDGPUUsage, code object v3+ "Kernel Argument Metadata
@@ -50,6 +50,7 @@ use crate::safe::kernel::{ArgShape, Kernel};
 use crate::safe::memory::{DeviceBuffer, DeviceCopy, DeviceSlice, DeviceSliceMut};
 use crate::safe::stream::AsStream;
 
+#[doc(hidden)]
 pub mod prepared;
 pub use prepared::PreparedLaunch;
 
@@ -533,7 +534,7 @@ impl Kernel {
     /// Returns once the launch is queued; synchronize the stream to wait for it. On HIP's
     /// NVIDIA platform a launch on a stream is `cuLaunchKernel` itself, the device's primary
     /// context made current (and the launch made again) only when the driver refuses the
-    /// thread's current context ([`crate::safe::cuda::shim`]); the null stream, and every AMD launch,
+    /// thread's current context (`shim`); the null stream, and every AMD launch,
     /// binds the device first.
     ///
     /// Errors: a [`LaunchError`] from the checks (among them `hipErrorInvalidHandle` when

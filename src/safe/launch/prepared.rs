@@ -11,7 +11,7 @@
 //! properties, no table lookup), and makes the call chosen at preparation: on AMD, the
 //! device bound and the entry point copied out of the runtime's table; on HIP's NVIDIA
 //! platform with a stream, `cuLaunchKernel` itself, the context bound only when the driver
-//! refuses the thread's current one ([`crate::safe::cuda::shim`]).
+//! refuses the thread's current one (`shim`).
 //!
 //! Dangling pointers are ruled out as for [`Kernel::launch`]: each launch takes a
 //! [`KernelArgs`] borrowing its values, the [`PreparedLaunch`] borrows its stream (`'s`) and

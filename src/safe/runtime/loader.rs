@@ -33,7 +33,7 @@ pub enum Found {
     Env,
     /// A HIP runtime already loaded in the process (found with `RTLD_NOLOAD`).
     AlreadyLoaded,
-    /// `lib/` under an installation root of [`hip_sys::discovery`].
+    /// `lib/` under an installation root of `hip_sys::discovery`.
     Root(Origin),
     /// A soname resolved by the dynamic loader (`ld.so.conf`, `LD_LIBRARY_PATH`, `/usr/lib`).
     Soname,

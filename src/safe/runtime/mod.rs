@@ -32,7 +32,7 @@
 //! ```
 //!
 //! # Where the runtime is found
-//! In this order (the installation roots are those of [`hip_sys::discovery`]):
+//! In this order (the installation roots are those of `hip_sys::discovery`):
 //!
 //! | # | candidate | notes |
 //! |---|-----------|-------|
@@ -321,7 +321,7 @@ impl Runtime {
 
     /// Loads the runtime of `platform`: for [`Platform::Amd`] the HIP runtime in the documented
     /// order, for [`Platform::Nvidia`] the CUDA driver (`HIPJIT_CUDA_LIBRARY`, else
-    /// `libcuda.so.1`; [`crate::safe::cuda::driver::load`]) behind hipjit's HIP shims.
+    /// `libcuda.so.1`; `load`) behind hipjit's HIP shims.
     ///
     /// Errors: as [`Runtime::load`]; [`LoadError::Cuda`] when the CUDA driver cannot be loaded
     /// or lacks a required entry point.
@@ -542,7 +542,7 @@ impl Runtime {
     }
 
     /// Whether the stream-ordered allocator (`hipMallocAsync` and `hipFreeAsync`, HIP 5.1 and
-    /// later) is available; without it [`crate::safe::memory::DeviceBuffer::alloc_async`] falls back
+    /// later) is available; without it `alloc_async` falls back
     /// to `hipMalloc`/`hipFree`.
     pub fn has_stream_ordered_alloc(&self) -> bool {
         self.api().hipMallocAsync.is_some() && self.api().hipFreeAsync.is_some()

@@ -1,6 +1,6 @@
 //! `hipjit doctor [--json]`: a machine's HIP setup on one screen, then what disagrees with what.
 //!
-//! What it looks at, in hip-sys's discovery order ([`hip_sys::discovery`]):
+//! What it looks at, in hip-sys's discovery order (`hip_sys::discovery`):
 //! - header sets: `HIP_INCLUDE_DIR`, then `include/` of each installation root, and the one
 //!   hip-sys was built from ([`hip_sys::build_info`]); for each, the version in
 //!   `hip/hip_version.h` and which probed functions its text declares;

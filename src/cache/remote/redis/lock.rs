@@ -15,16 +15,16 @@
 //! has no expiry, that claims a lifetime longer than this node's [`RemoteConfig::lock_ttl`]
 //! or expires later than the lifetime its token claims, whose token was issued longer ago than
 //! any holder holds a lock (the wait this process was given, that is the compile timeout, plus
-//! the lock's lifetime plus [`LOCK_CLOCK_SKEW`]) or more than [`LOCK_CLOCK_SKEW`] in the
+//! the lock's lifetime plus `LOCK_CLOCK_SKEW`) or more than `LOCK_CLOCK_SKEW` in the
 //! future, or that holds a token this process already waited out, is removed at once by a Lua
 //! compare-and-`DEL` (while it is still that value) and the lock taken: whoever can write the
 //! database cannot make a miss wait, and a token seen once and replayed later is refused once
 //! it is older than one compile timeout can explain. Every node must therefore take its locks
-//! for the same lifetime, and keep its clock within [`LOCK_CLOCK_SKEW`] of the others'.
+//! for the same lifetime, and keep its clock within `LOCK_CLOCK_SKEW` of the others'.
 //!
 //! For a lock hipjit could still hold, it waits for the holder's entry, looking for it every
 //! [`RemoteConfig::lock_poll`], up to the wait it was given (the JIT: the compile timeout) and
-//! no later than its token's issue time plus that wait plus [`LOCK_CLOCK_SKEW`] (its holder
+//! no later than its token's issue time plus that wait plus `LOCK_CLOCK_SKEW` (its holder
 //! compiles no longer), and compiles itself when the lock expires (it takes it), the wait runs
 //! out, or the server goes away. A wait that runs out removes the lock (while it still holds
 //! the token waited for: its holder has compiled for longer than the compile timeout) and

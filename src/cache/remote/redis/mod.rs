@@ -10,7 +10,7 @@
 //! * manifest merge: a hash of manifests and a sorted set of their recency; a publish is one
 //!   Lua script (the entry, the manifest, the removals), or where the server refuses `EVAL`
 //!   two pipelines;
-//! * the cluster lock ([`lock`]): `SET NX PX` of a signed token, renewed and released by Lua.
+//! * the cluster lock (`lock`): `SET NX PX` of a signed token, renewed and released by Lua.
 //!
 //! Compare-and-delete and the lock need `EVAL`: where the server refuses it for hipjit's
 //! user, the store says so once and declares neither from then on.
