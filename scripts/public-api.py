@@ -17,6 +17,8 @@ import sys
 
 FORMAT_VERSION = 57
 AUTO_TRAITS_KEPT = {"Send", "Sync"}
+# Traits no user names: the compiler's own marker behind derived equality.
+TRAITS_LEFT_OUT = {"StructuralPartialEq"}
 
 
 def hidden(item):
@@ -344,6 +346,8 @@ class Lister:
                         self.assoc(a, path)
                 continue
             trait = self.path(tr)
+            if tr.get("path", "").split("::")[-1] in TRAITS_LEFT_OUT:
+                continue
             if v.get("is_synthetic") and tr.get("path", "").split("::")[-1] not in AUTO_TRAITS_KEPT:
                 continue
             gp, wh = self.generics(v.get("generics"))

@@ -61,7 +61,6 @@ use hipcc::DEPS_NAME;
 pub use crate::process::cancel::CancelToken;
 #[doc(hidden)]
 pub use backend::Backend;
-#[doc(hidden)]
 pub use depfile::Dependency;
 pub use diagnostics::{Diagnostic, IncludedFrom, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
@@ -82,7 +81,8 @@ pub use rtc::RtcError;
 #[doc(hidden)]
 pub use rtc::{comgr, hiprtc, nvrtc, worker};
 pub use selection::COMPILER_ENV;
-pub use shell_env::UnsafeVariable;
+pub use shell_env::{UnsafeProgramPath, UnsafeVariable};
+pub use special_include::SpecialInclude;
 
 /// Cancelling compiles from another thread ([`crate::process::cancel`], kept at this path).
 #[doc(hidden)]

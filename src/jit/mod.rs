@@ -371,6 +371,7 @@ impl Jit {
     ///
     /// Errors: [`JitError::Compiler`] when it cannot be found or identified, or the choice
     /// does not fit the options' platform.
+    #[doc(hidden)]
     pub fn compiler_for(
         &self,
         source: impl AsRef<[u8]>,

@@ -55,6 +55,7 @@ impl RemoteCache {
     /// issue time + `wait` + `LOCK_CLOCK_SKEW`; a wait that runs out removes it too and
     /// remembers its token as stale in this process, so that neither this process nor
     /// another pays that wait again.
+    #[doc(hidden)]
     pub fn lock<T>(
         &self,
         direct: &CacheKey,

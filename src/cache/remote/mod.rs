@@ -270,6 +270,7 @@ impl RemoteCache {
     }
 
     /// A tier for `config` over `store` (its URL only names the server in messages).
+    #[doc(hidden)]
     pub fn with_store(config: RemoteConfig, store: Arc<dyn Store>) -> RemoteCache {
         let scope = config
             .signing_key
@@ -310,6 +311,7 @@ impl RemoteCache {
     }
 
     /// The store under this tier.
+    #[doc(hidden)]
     pub fn backing(&self) -> &dyn Store {
         &*self.inner.store
     }
@@ -365,6 +367,7 @@ impl RemoteCache {
     }
 
     /// How a key name of the server is shown: the redacted URL, `#`, the name.
+    #[doc(hidden)]
     pub fn describe(&self, name: &str) -> PathBuf {
         PathBuf::from(format!("{}#{name}", self.backing().describe()))
     }
@@ -421,6 +424,7 @@ impl RemoteCache {
     /// compiler's installation root), then the entry of each
     /// result key that can match, until one checks out. A hit refreshes the lifetime of
     /// the entry and of the manifests.
+    #[doc(hidden)]
     pub fn fetch(
         &self,
         direct: &CacheKey,
@@ -604,6 +608,7 @@ impl RemoteCache {
     /// Reports `hit` as bad for `reason` (its code objects do not read, say) and removes
     /// it from the server while it still holds the same bytes; the warning (once per key
     /// name in this process) goes to `warnings`.
+    #[doc(hidden)]
     pub fn reject(&self, hit: RemoteEntry, reason: String, warnings: &mut Vec<String>) -> BadEntry {
         let bad = self.remove_if(&hit.name, Unless::Same(&hit.tag), reason);
         self.refusal(&bad, CORRUPTED_HINT, Fate::removed(&bad), warnings);
@@ -713,6 +718,7 @@ impl RemoteCache {
     /// read-modify-write of one value holding them all). Returns warnings (the outage, once; an
     /// out-of-memory reply; a value over [`RemoteConfig::max_value_bytes`], not stored);
     /// never fails.
+    #[doc(hidden)]
     pub fn store(
         &self,
         direct: &CacheKey,

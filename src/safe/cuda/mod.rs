@@ -45,9 +45,11 @@
 pub mod driver;
 #[doc(hidden)]
 pub mod shim;
+
 /// SM architectures, now in the target module ([`crate::target::sm`]); kept here so that
 /// `hipjit::cuda::target` still names them.
 pub use crate::target::sm as target;
+pub use driver::CudaLoadError;
 
 use hip_sys::pfn;
 
