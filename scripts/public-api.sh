@@ -17,7 +17,7 @@ target=target/public-api
 listing=docs/public-api.txt
 
 RUSTC_BOOTSTRAP=1 cargo rustdoc -q -p hipjit --lib --features redis,testing,half \
-    --target-dir "$target" -- -Z unstable-options --output-format json
+    --target-dir "$target" -- -Z unstable-options --output-format json --document-hidden-items
 now=$(mktemp "${TMPDIR:-/tmp}/hipjit-public-api.XXXXXX")
 trap 'rm -f -- "$now"' EXIT
 python3 scripts/public-api.py "$target/doc/hipjit.json" >"$now"
