@@ -166,11 +166,7 @@ fn text_keywords(
 ) -> PyResult<(Option<String>, Option<String>)> {
     Ok((
         options::opt_str("std", std, "a C++ standard (\"c++17\", \"c++20\"...)")?,
-        options::opt_str(
-            "compiler",
-            compiler,
-            "\"auto\", \"hipcc\", \"hiprtc\", \"nvcc\" or \"nvrtc\"",
-        )?,
+        options::opt_str("compiler", compiler, &quoted_choices())?,
     ))
 }
 
@@ -490,4 +486,21 @@ pub fn compile(
         fast_math: options::boolean("fast_math", fast_math)?,
     };
     jit.get().compile_with(py, source, &k, compiler.as_deref())
+}
+
+/// The compiler choices as the type errors name them: `"auto", "hipcc", ... or "nvrtc"`,
+/// from the one list the library parses (`hipjit::compiler::kind::choices_listed`).
+fn quoted_choices() -> String {
+    let listed = hipjit::compiler::kind::choices_listed();
+    let (head, last) = listed.rsplit_once(" or ").unwrap_or(("", listed.as_str()));
+    let quoted: Vec<String> = head
+        .split(", ")
+        .filter(|c| !c.is_empty())
+        .map(|c| format!("\"{c}\""))
+        .collect();
+    if quoted.is_empty() {
+        format!("\"{last}\"")
+    } else {
+        format!("{} or \"{last}\"", quoted.join(", "))
+    }
 }

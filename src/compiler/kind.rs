@@ -17,27 +17,43 @@ use serde::{Deserialize, Serialize};
 
 use crate::safe::runtime::Platform;
 
-/// The kinds of compiler hipjit drives.
-///
-/// The bytes each kind hashes into cache keys and memo names ([`CompilerKind::as_str`]) and
-/// writes into hit-memo records ([`CompilerKind::wire_code`]) never change: a cache written by
-/// an earlier hipjit still hits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum CompilerKind {
+/// Declares [`CompilerKind`] and [`CompilerKind::ALL`] from one list, so that no kind can be
+/// missing from `ALL` (the JIT keeps a compiler slot per entry of it): the order of the list
+/// is the order messages list the kinds in.
+macro_rules! compiler_kinds {
+    ($($(#[doc = $doc:literal])* $(#[cfg($cfg:meta)])* $kind:ident,)*) => {
+        /// The kinds of compiler hipjit drives.
+        ///
+        /// The bytes each kind hashes into cache keys and memo names
+        /// ([`CompilerKind::as_str`]) and writes into hit-memo records
+        /// ([`CompilerKind::wire_code`]) never change: a cache written by an earlier hipjit
+        /// still hits.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        #[non_exhaustive]
+        pub enum CompilerKind {
+            $($(#[doc = $doc])* $(#[cfg($cfg)])* $kind,)*
+        }
+
+        impl CompilerKind {
+            /// Every kind, in the order messages list them.
+            pub const ALL: &'static [CompilerKind] = &[$($(#[cfg($cfg)])* CompilerKind::$kind,)*];
+        }
+    };
+}
+
+compiler_kinds! {
     /// `hipcc` (AMD; a Perl script in 5.x, a program in 6.x/7.x) over clang, a process per
     /// compile (`hipcc`).
     Hipcc,
+    /// hipRTC, the in-process HIP compiler (`libhiprtc` or `libamdhip64`; `hiprtc`).
+    HipRtc,
     /// `nvcc` (HIP's NVIDIA platform), a process per compile (`nvcc`).
     Nvcc,
-    /// hipRTC, the in-process HIP compiler (`libhiprtc` or `libamdhip64`;
-    /// `hiprtc`).
-    HipRtc,
     /// NVRTC, the in-process CUDA compiler (`libnvrtc`; `nvrtc`).
     Nvrtc,
-    /// The testing compiler (feature `testing`, [`super::fake`]): no toolchain; its output is
-    /// its source, handed through unchanged, so a test hands it a code object as the source.
+    /// The testing compiler (feature `testing`, `fake`): no toolchain; its output is its
+    /// source, handed through unchanged, so a test hands it a code object as the source.
     #[cfg(feature = "testing")]
     Fake,
 }
@@ -53,16 +69,6 @@ pub enum FlagRules {
 }
 
 impl CompilerKind {
-    /// Every kind, in the order messages list them.
-    pub const ALL: &'static [CompilerKind] = &[
-        CompilerKind::Hipcc,
-        CompilerKind::HipRtc,
-        CompilerKind::Nvcc,
-        CompilerKind::Nvrtc,
-        #[cfg(feature = "testing")]
-        CompilerKind::Fake,
-    ];
-
     /// `hipcc`, `nvcc`, `hiprtc` or `nvrtc` (`fake` for the testing compiler): the text hashed
     /// into the key and memo names, and the spelling `HIPJIT_COMPILER`, `hipjit compile
     /// --compiler` and the Python package take ([`FromStr`], in any case).

@@ -6,7 +6,6 @@
 //! `child_*` tests.
 
 use crate::common;
-use common::fake_hipcc;
 
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
@@ -1254,7 +1253,7 @@ fn hipjit_names_a_refused_database_in_compile_and_stats() {
             .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
             .env("HIPJIT_REMOTE_CACHE", &url)
             .env_remove("HIPJIT_REMOTE_CACHE_KEY")
-            .env("HIPJIT_HIPCC", fake_hipcc())
+            .env("HIPJIT_HIPCC", common::fake_hipcc())
             .env("HIPJIT_COMPILER", "hipcc")
             .env("HOME", home(dir.path()))
             .output()
@@ -1928,4 +1927,36 @@ fn another_nodes_manifest_is_hashed_even_where_its_stats_match_the_files_here() 
     );
     assert_eq!(second.code_objects()[0].elf(), &expected[..]);
     assert_ne!(second.key(), first.key());
+}
+
+/// A string under a source's manifests name (planted, or left by a broken writer) is a miss,
+/// and the next publish deletes it in its script before writing the hash: it cannot fail every
+/// later store of that source (`WRONGTYPE`) and end the tier for it.
+#[test]
+fn a_string_under_the_manifests_name_is_replaced_by_the_next_publish() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    compile(
+        &jit(&dir.path().join("a"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    let name = format!("hipjit:{CACHE_FORMAT_VERSION}:m:{}", direct_key(&server));
+    set(&server, &name, b"not a manifest hash");
+    let b = compile(
+        &jit(&dir.path().join("b"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    assert_eq!(b.origin(), Origin::Compiler);
+    assert_eq!(
+        manifests(&server).len(),
+        1,
+        "the manifest was not published again"
+    );
+    let c = compile(
+        &jit(&dir.path().join("c"), &home, Some(config(&server.url()))),
+        SOURCE,
+    );
+    assert_eq!(c.origin(), Origin::Remote, "{:?}", c.cache_warnings());
+    assert_eq!(compiles(&home), 2);
 }

@@ -252,3 +252,29 @@ fn a_store_that_is_down_is_a_miss_not_a_failure() {
     assert!(s.names().is_empty());
     s.set_down(false);
 }
+
+/// Another value under a source's manifests name (planted, or left by a broken writer) is a
+/// miss, and the next compile's publish replaces it: it cannot end the tier for that source.
+#[test]
+fn a_foreign_value_under_the_manifests_name_is_replaced_by_the_next_publish() {
+    let name = "foreign-manifests";
+    let s = store(name, Capabilities::ALL);
+    let dir = tempfile::tempdir().unwrap();
+    let home = home(dir.path());
+    compile(&jit(&dir.path().join("a"), &home, name));
+    let manifests: Vec<String> = s
+        .names()
+        .into_iter()
+        .filter(|n| n.contains(":m:"))
+        .collect();
+    assert_eq!(manifests.len(), 1, "{:?}", s.names());
+    s.set_raw(&manifests[0], b"not a manifest record".to_vec());
+    // Root b: the manifests cannot be read, a miss; its publish replaces the value.
+    let b = compile(&jit(&dir.path().join("b"), &home, name));
+    assert_eq!(b.origin(), Origin::Compiler);
+    assert_eq!(compiles(&home), 2);
+    // Root c: a remote hit through the republished manifest.
+    let c = compile(&jit(&dir.path().join("c"), &home, name));
+    assert_eq!(c.origin(), Origin::Remote, "{:?}", c.cache_warnings());
+    assert_eq!(compiles(&home), 2);
+}

@@ -23,8 +23,9 @@ pub const DEFAULT_MAX_VALUE_BYTES: u64 = 64 << 20;
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RemoteConfigError {
-    /// The URL is not `redis://` or `rediss://` with a host.
-    #[error("remote cache URL {url}: {reason} (expected redis[s]://[user:password@]host:port/db)")]
+    /// The URL names no store this build knows, or its store cannot read it (a Redis URL:
+    /// `redis[s]://[user:password@]host:port/db`).
+    #[error("remote cache URL {url}: {reason}")]
     BadUrl {
         /// The URL, password replaced by `***`.
         url: String,
@@ -45,13 +46,16 @@ pub enum RemoteConfigError {
         /// What is wrong.
         reason: String,
     },
-    /// hipjit was built without the `redis` feature.
+    /// The URL's store is not in this build: hipjit was built without its feature.
     #[error(
-        "a remote cache ({url}) is configured, but hipjit was built without its `redis` feature"
+        "a remote cache ({url}) is configured, but hipjit was built without its `{feature}` \
+         feature"
     )]
     NotBuilt {
         /// The URL, password replaced by `***`.
         url: String,
+        /// The cargo feature that builds the store.
+        feature: &'static str,
     },
 }
 
@@ -410,11 +414,17 @@ fn check_url(url: &str) -> Result<(), RemoteConfigError> {
         Some(super::UrlShape::Authority) => {}
         None => {
             return Err(bad(&format!(
-                "scheme {scheme:?} names no remote store: {} (Unix sockets are not supported)",
+                "scheme {scheme:?} names no remote store; it takes {} (Unix sockets are not \
+                 supported)",
                 super::SCHEMES.join(", ")
             )))
         }
     }
+    // Past the scheme, the authority form every such store reads.
+    let bad = |reason: &str| RemoteConfigError::BadUrl {
+        url: redact(url),
+        reason: format!("{reason} (expected {scheme}://[user:password@]host[:port][/path])"),
+    };
     // A '/', '?' or '#' before the last '@' would end the authority inside the password, and
     // a message naming what follows would show part of it: refused without echoing it.
     if rest

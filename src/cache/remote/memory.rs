@@ -322,6 +322,11 @@ impl Store for MemoryStore {
                 expires: None,
             });
         slot.expires = Instant::now().checked_add(p.ttl);
+        // Anything else under the manifests' name is not hipjit's record: replaced, as the
+        // Redis store's script does, so that one planted value cannot end the tier for a source.
+        if !matches!(slot.value, Value::Record(_)) {
+            slot.value = Value::Record(HashMap::new());
+        }
         let Value::Record(r) = &mut slot.value else {
             return Err(Self::wrong_type());
         };

@@ -120,8 +120,8 @@ type Scored = Vec<(Vec<u8>, f64)>;
 /// least recently matched beyond it) and tried on a lookup.
 pub const MAX_MANIFESTS: usize = 32;
 
-/// The URL schemes a store answers to, as error messages list them.
-pub const SCHEMES: &[&str] = &["redis", "rediss"];
+/// The URL forms of the stores, as error messages list them.
+pub const SCHEMES: &[&str] = &["redis[s]://[user:password@]host:port/db"];
 
 /// How a store's URL is read past its scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,6 +159,7 @@ pub fn open_store(config: &RemoteConfig) -> Result<Arc<dyn Store>, RemoteConfigE
             #[cfg(not(feature = "redis"))]
             return Err(RemoteConfigError::NotBuilt {
                 url: config.redacted_url(),
+                feature: "redis",
             });
         }
         #[cfg(feature = "testing")]
@@ -288,21 +289,22 @@ impl RemoteCache {
     }
 
     /// The tier `HIPJIT_REMOTE_CACHE` (and `HIPJIT_REMOTE_CACHE_KEY`) name; `None` when
-    /// unset. In a build without the `redis` feature the variable is not read: a warning says
-    /// it is set, and there is no tier.
+    /// unset. A URL whose store this build lacks (`redis://` without the `redis` feature) is
+    /// no tier, with a warning naming the feature.
     ///
     /// Errors: as [`RemoteConfig::from_env`] and [`RemoteCache::new`].
     pub fn from_env() -> Result<Option<RemoteCache>, RemoteConfigError> {
-        if !cfg!(feature = "redis") {
-            if std::env::var_os(REMOTE_CACHE_ENV).is_some_and(|v| !v.is_empty()) {
-                tracing::warn!(
-                    "{REMOTE_CACHE_ENV} is set, but hipjit was built without its `redis` \
-                     feature: no remote cache tier"
-                );
-            }
+        let Some(config) = RemoteConfig::from_env()? else {
             return Ok(None);
+        };
+        match RemoteCache::new(config) {
+            // A store this build lacks, named by the environment: no tier, said once.
+            Err(e @ RemoteConfigError::NotBuilt { .. }) => {
+                tracing::warn!("{REMOTE_CACHE_ENV}: {e}: no remote cache tier");
+                Ok(None)
+            }
+            r => r.map(Some),
         }
-        RemoteConfig::from_env()?.map(RemoteCache::new).transpose()
     }
 
     /// The settings.

@@ -46,7 +46,7 @@ pub struct ProbeArgs {
 /// An in-process compiler's kind from its spelling (`hiprtc`, `nvrtc`).
 fn parse_in_process(s: &str) -> Result<CompilerKind, String> {
     match s.parse::<CompilerKind>() {
-        Ok(k) if k.in_process() => Ok(k),
+        Ok(k @ (CompilerKind::HipRtc | CompilerKind::Nvrtc)) => Ok(k),
         Ok(k) => Err(format!("{k} is not an in-process compiler")),
         Err(e) => Err(e.to_string()),
     }

@@ -53,8 +53,14 @@ const DEL_IF_UNREADABLE: &str = "local t = redis.call('TYPE', KEYS[1]).ok \
 /// replace the entry (a value there failed to verify and was not removed). Manifests in
 /// the hash without a score (written before the recency set existed) are scored just
 /// before now; those not stored nor matched within the lifetime, then the least recently
-/// matched beyond the bound, are removed from both. Returns how many were removed.
+/// matched beyond the bound, are removed from both. Another type under the hash's or the
+/// set's name (planted, or left by a broken writer) is deleted first, so that it cannot
+/// fail every later store of the source. Returns how many were removed.
 const STORE: &str = "\
+     local t = redis.call('TYPE', KEYS[2]).ok \
+     if t ~= 'none' and t ~= 'hash' then redis.call('DEL', KEYS[2]) end \
+     t = redis.call('TYPE', KEYS[3]).ok \
+     if t ~= 'none' and t ~= 'zset' then redis.call('DEL', KEYS[3]) end \
      if ARGV[7] == '1' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4]) \
      else redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[4]) end \
      redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) \
