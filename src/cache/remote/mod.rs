@@ -97,7 +97,10 @@ pub use config::{
     RemoteConfig, RemoteConfigError, DEFAULT_MAX_VALUE_BYTES, MIN_SIGNING_KEY_BYTES,
     REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV,
 };
-pub use store::{Capabilities, Failure, Store};
+pub use store::Failure;
+/// The store interface the tier runs over: not promised yet (docs/semver.md).
+#[doc(hidden)]
+pub use store::{Capabilities, Store};
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -121,6 +124,7 @@ type Scored = Vec<(Vec<u8>, f64)>;
 pub const MAX_MANIFESTS: usize = 32;
 
 /// The URL forms of the stores, as error messages list them.
+#[doc(hidden)]
 pub const SCHEMES: &[&str] = &["redis[s]://[user:password@]host:port/db"];
 
 /// How a store's URL is read past its scheme.
@@ -151,6 +155,7 @@ pub(crate) fn url_shape(scheme: &str) -> Option<UrlShape> {
 ///
 /// Errors: [`RemoteConfigError::NotBuilt`] for a store this build lacks;
 /// [`RemoteConfigError::BadUrl`] for a scheme no store has, or a URL its store refuses.
+#[doc(hidden)]
 pub fn open_store(config: &RemoteConfig) -> Result<Arc<dyn Store>, RemoteConfigError> {
     match config.scheme() {
         "redis" | "rediss" => {
