@@ -6,8 +6,12 @@
 //! required operations and four capabilities, each with the way the tier degrades without
 //! it). The URL's scheme picks the store ([`open_store`], the one place that maps them):
 //! `redis://` and `rediss://` a Redis server (or any server speaking its protocol, such as
-//! Valkey), built with the `redis` feature and having every capability; `memory://<name>` an
-//! in-process store for tests (`memory`, feature `testing`). What follows describes the
+//! Valkey), built with the `redis` feature and having every capability; `http://` and
+//! `https://` an HTTP server taking GET, PUT and DELETE of a path under the URL's (nginx's
+//! WebDAV module, bazel-remote, an object store's HTTP gateway: `http`, feature `http`),
+//! having none of the capabilities; `memory://<name>` an in-process store for tests
+//! (`memory`, feature `testing`). Several URLs in [`REMOTE_CACHE_ENV`] are levels, each a
+//! tier of its own ([`RemoteCache::levels_from_env`]). What follows describes the
 //! tier over Redis; the names and values are the same over any store.
 //!
 //! # Keys and values
@@ -84,6 +88,8 @@ pub mod lock;
 #[doc(hidden)]
 #[cfg(feature = "testing")]
 pub mod memory;
+#[cfg(feature = "http")]
+mod http;
 #[cfg(feature = "redis")]
 mod redis;
 #[doc(hidden)]
@@ -95,7 +101,7 @@ pub mod write_back;
 
 pub use config::{
     RemoteConfig, RemoteConfigError, DEFAULT_MAX_VALUE_BYTES, MIN_SIGNING_KEY_BYTES,
-    REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV,
+    REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_TOKEN_ENV,
 };
 pub use store::{Capabilities, Failure, Store};
 
@@ -121,13 +127,15 @@ type Scored = Vec<(Vec<u8>, f64)>;
 pub const MAX_MANIFESTS: usize = 32;
 
 /// The URL schemes a store answers to, as error messages list them.
-pub const SCHEMES: &[&str] = &["redis", "rediss"];
+pub const SCHEMES: &[&str] = &["redis", "rediss", "http", "https"];
 
 /// How a store's URL is read past its scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum UrlShape {
-    /// `[user[:password]@]host[:port][/path]` (Redis).
+    /// `[user[:password]@]host[:port][/db]` (Redis).
     Authority,
+    /// `[user[:password]@]host[:port][/prefix][?query]` (HTTP).
+    Path,
     /// Any non-empty name (the in-memory store of the tests).
     Name,
 }
@@ -139,15 +147,16 @@ pub(crate) enum UrlShape {
 pub(crate) fn url_shape(scheme: &str) -> Option<UrlShape> {
     match scheme {
         "redis" | "rediss" => Some(UrlShape::Authority),
+        "http" | "https" => Some(UrlShape::Path),
         "memory" if cfg!(feature = "testing") => Some(UrlShape::Name),
         _ => None,
     }
 }
 
 /// The URL schemes of the stores this build has, and the store each names: the one place a
-/// scheme is mapped to a [`Store`]. `redis` and `rediss` need the `redis` feature (without
-/// it, [`RemoteConfigError::NotBuilt`]); `memory` (an in-process store, `memory`) the
-/// `testing` feature.
+/// scheme is mapped to a [`Store`]. `redis` and `rediss` need the `redis` feature, `http`
+/// and `https` the `http` feature (without it, [`RemoteConfigError::NotBuilt`]); `memory` (an
+/// in-process store, `memory`) the `testing` feature.
 ///
 /// Errors: [`RemoteConfigError::NotBuilt`] for a store this build lacks;
 /// [`RemoteConfigError::BadUrl`] for a scheme no store has, or a URL its store refuses.
@@ -161,12 +170,29 @@ pub fn open_store(config: &RemoteConfig) -> Result<Arc<dyn Store>, RemoteConfigE
                 url: config.redacted_url(),
             });
         }
+        "http" | "https" => {
+            #[cfg(feature = "http")]
+            return Ok(Arc::new(http::HttpStore::new(config.clone())?));
+            #[cfg(not(feature = "http"))]
+            return Err(RemoteConfigError::NotBuilt {
+                url: config.redacted_url(),
+            });
+        }
         #[cfg(feature = "testing")]
         "memory" => Ok(memory::MemoryStore::named(config.host())),
         scheme => Err(RemoteConfigError::BadUrl {
             url: config.redacted_url(),
             reason: format!("no store for the scheme {scheme:?} in this build"),
         }),
+    }
+}
+
+/// Whether this build has the store `scheme` names (its feature).
+fn built(scheme: &str) -> bool {
+    match scheme {
+        "redis" | "rediss" => cfg!(feature = "redis"),
+        "http" | "https" => cfg!(feature = "http"),
+        _ => true,
     }
 }
 
@@ -287,22 +313,45 @@ impl RemoteCache {
         }
     }
 
-    /// The tier `HIPJIT_REMOTE_CACHE` (and `HIPJIT_REMOTE_CACHE_KEY`) name; `None` when
-    /// unset. In a build without the `redis` feature the variable is not read: a warning says
-    /// it is set, and there is no tier.
+    /// The tier `HIPJIT_REMOTE_CACHE` (and `HIPJIT_REMOTE_CACHE_KEY`,
+    /// `HIPJIT_REMOTE_CACHE_TOKEN`) name: the first of [`RemoteCache::levels_from_env`];
+    /// `None` when unset.
     ///
-    /// Errors: as [`RemoteConfig::from_env`] and [`RemoteCache::new`].
+    /// Errors: as [`RemoteCache::levels_from_env`].
     pub fn from_env() -> Result<Option<RemoteCache>, RemoteConfigError> {
-        if !cfg!(feature = "redis") {
+        Ok(Self::levels_from_env()?.into_iter().next())
+    }
+
+    /// A tier for each level `HIPJIT_REMOTE_CACHE` lists (URLs separated by whitespace,
+    /// [`RemoteConfig::levels_from_env_with`]), fastest first; empty when unset. A level whose
+    /// store this build lacks (`redis://` without the `redis` feature, `http://` without
+    /// `http`) is left out with a warning, as is the whole variable when the build has no
+    /// store at all.
+    ///
+    /// Errors: as [`RemoteConfig::levels_from_env_with`] and [`RemoteCache::new`].
+    pub fn levels_from_env() -> Result<Vec<RemoteCache>, RemoteConfigError> {
+        if !cfg!(any(feature = "redis", feature = "http")) {
             if std::env::var_os(REMOTE_CACHE_ENV).is_some_and(|v| !v.is_empty()) {
                 tracing::warn!(
-                    "{REMOTE_CACHE_ENV} is set, but hipjit was built without its `redis` \
-                     feature: no remote cache tier"
+                    "{REMOTE_CACHE_ENV} is set, but hipjit was built without its `redis` and \
+                     `http` features: no remote cache tier"
                 );
             }
-            return Ok(None);
+            return Ok(Vec::new());
         }
-        RemoteConfig::from_env()?.map(RemoteCache::new).transpose()
+        let mut levels = Vec::new();
+        for config in RemoteConfig::levels_from_env_with(|k| std::env::var_os(k))? {
+            if !built(config.scheme()) {
+                tracing::warn!(
+                    "{REMOTE_CACHE_ENV} names {}, but hipjit was built without the feature of \
+                     its store (`redis` for redis://, `http` for http://): that level is left out",
+                    config.redacted_url()
+                );
+                continue;
+            }
+            levels.push(RemoteCache::new(config)?);
+        }
+        Ok(levels)
     }
 
     /// The settings.
