@@ -196,8 +196,15 @@ impl Tier<Request<'_>> for RemoteTier<'_> {
             &r.o.include_dirs,
             &r.chosen.backend.identity().root,
         );
-        self.jit
-            .remote_hit(self.remote, self.earlier, &r.direct, r.o, r.chosen, fetch, seen)
+        self.jit.remote_hit(
+            self.remote,
+            self.earlier,
+            &r.direct,
+            r.o,
+            r.chosen,
+            fetch,
+            seen,
+        )
     }
 
     /// The cluster lock, waited for as the disk's; the entry another machine published

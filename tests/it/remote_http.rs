@@ -41,7 +41,11 @@ impl Nginx {
     fn start() -> Nginx {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("data")).unwrap();
-        std::fs::write(dir.path().join("htpasswd"), format!("u:{{PLAIN}}{PASSWORD}\n")).unwrap();
+        std::fs::write(
+            dir.path().join("htpasswd"),
+            format!("u:{{PLAIN}}{PASSWORD}\n"),
+        )
+        .unwrap();
         for _ in 0..5 {
             let port = free_port();
             let d = dir.path().display();
@@ -150,7 +154,8 @@ fn code() -> Vec<u8> {
 /// Options whose key differs for each `variant`.
 fn opts(variant: usize) -> CompileOptions {
     let mut o = CompileOptions::for_target(TargetId::parse("gfx90a").unwrap());
-    o.defines.push(("VARIANT".into(), Some(variant.to_string())));
+    o.defines
+        .push(("VARIANT".into(), Some(variant.to_string())));
     o
 }
 
@@ -219,12 +224,21 @@ fn a_compile_on_one_root_is_an_http_hit_on_another() {
     let a = jit(&dir.path().join("a"), config(&url));
     let first = compile(&a, 0);
     assert_eq!(first.origin(), Origin::Compiler);
-    assert!(first.cache_warnings().is_empty(), "{:?}", first.cache_warnings());
+    assert!(
+        first.cache_warnings().is_empty(),
+        "{:?}",
+        first.cache_warnings()
+    );
     let file = nginx.file("cache/hipjit", &entry_name(&first, None));
     assert!(file.is_file(), "not stored at {}", file.display());
     let b = jit(&dir.path().join("b"), config(&url));
     let second = compile(&b, 0);
-    assert_eq!(second.origin(), Origin::Remote, "{:?}", second.cache_warnings());
+    assert_eq!(
+        second.origin(),
+        Origin::Remote,
+        "{:?}",
+        second.cache_warnings()
+    );
     assert_eq!(second.key(), first.key());
     assert_eq!(b.stats().compiles, 0);
     // Written back to b's disk root: a disk hit there without the server.
@@ -251,7 +265,9 @@ fn planted_corrupted_unsigned_huge_and_missing_values_are_misses() {
     let name = entry_name(&first, Some(KEY));
     let file = nginx.file("c", &name);
     let good = std::fs::read(&file).unwrap();
-    let payload = signing::open(Some(KEY), name.as_bytes(), &good).unwrap().to_vec();
+    let payload = signing::open(Some(KEY), name.as_bytes(), &good)
+        .unwrap()
+        .to_vec();
     let mut corrupted = good.clone();
     let at = corrupted.len() - 100;
     corrupted[at] ^= 0x55;
@@ -287,7 +303,12 @@ fn planted_corrupted_unsigned_huge_and_missing_values_are_misses() {
             "{what}: not replaced"
         );
         let hit = compile(&jit(&root.join("next"), signed()), 0);
-        assert_eq!(hit.origin(), Origin::Remote, "{what}: {:?}", hit.cache_warnings());
+        assert_eq!(
+            hit.origin(),
+            Origin::Remote,
+            "{what}: {:?}",
+            hit.cache_warnings()
+        );
     }
 }
 
@@ -312,7 +333,11 @@ fn a_stalled_or_absent_server_costs_one_bounded_warning() {
         no_secret(w);
         no_secret(&format!("{j:?}"));
         let again = compile_within(&j, 1, Duration::from_millis(500));
-        assert!(again.cache_warnings().is_empty(), "{:?}", again.cache_warnings());
+        assert!(
+            again.cache_warnings().is_empty(),
+            "{:?}",
+            again.cache_warnings()
+        );
     }
 }
 
@@ -343,13 +368,19 @@ fn a_server_killed_mid_run_costs_one_warning() {
 fn credentials_work_and_never_show() {
     let nginx = Nginx::start();
     let dir = tempfile::tempdir().unwrap();
-    let basic = nginx.url("auth/c").replace("://", &format!("://u:{PASSWORD}@"));
+    let basic = nginx
+        .url("auth/c")
+        .replace("://", &format!("://u:{PASSWORD}@"));
     let token = || config(&nginx.url("token/c")).with_bearer_token(TOKEN);
     for (i, remote) in [config(&basic), token()].into_iter().enumerate() {
         no_secret(&format!("{remote:?}"));
         let a = jit(&dir.path().join(format!("a{i}")), remote.clone());
         let first = compile(&a, i);
-        assert!(first.cache_warnings().is_empty(), "{:?}", first.cache_warnings());
+        assert!(
+            first.cache_warnings().is_empty(),
+            "{:?}",
+            first.cache_warnings()
+        );
         no_secret(&format!("{a:?}"));
         let hit = compile(&jit(&dir.path().join(format!("b{i}")), remote), i);
         assert_eq!(hit.origin(), Origin::Remote, "{:?}", hit.cache_warnings());
@@ -369,7 +400,10 @@ fn credentials_work_and_never_show() {
         let w = &c.cache_warnings()[0];
         assert!(w.contains("authentication refused"), "{w}");
         assert!(!w.contains("wrong-S3cret"), "{w}");
-        assert!(compile(&j, 1).cache_warnings().is_empty(), "the tier is off");
+        assert!(
+            compile(&j, 1).cache_warnings().is_empty(),
+            "the tier is off"
+        );
     }
     let e = RemoteConfig::new(format!("http://u:{PASSWORD}@127.0.0.1:99999/c")).unwrap_err();
     no_secret(&e.to_string());
@@ -393,7 +427,10 @@ fn credentials_work_and_never_show() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["remote"]["reachable"], true, "{text}");
         assert!(
-            v["remote"]["version"].as_str().unwrap_or("").contains("nginx"),
+            v["remote"]["version"]
+                .as_str()
+                .unwrap_or("")
+                .contains("nginx"),
             "{text}"
         );
     }

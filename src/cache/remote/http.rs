@@ -192,40 +192,50 @@ impl HttpStore {
     }
 
     /// Runs one exchange: `method` on `url` with `body` (a PUT's), within `timeout` in all.
-    fn exchange(&self, method: &str, url: &str, body: Option<&[u8]>, timeout: Duration) -> Exchange {
+    fn exchange(
+        &self,
+        method: &str,
+        url: &str,
+        body: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Exchange {
         let result = match (method, body) {
-            ("PUT", Some(body)) => self.authorized(
-                self.agent
-                    .put(url)
-                    .config()
-                    .timeout_global(Some(timeout))
-                    .build(),
-            )
-            .send(body),
-            ("DELETE", _) => self.authorized(
-                self.agent
-                    .delete(url)
-                    .config()
-                    .timeout_global(Some(timeout))
-                    .build(),
-            )
-            .call(),
-            ("HEAD", _) => self.authorized(
-                self.agent
-                    .head(url)
-                    .config()
-                    .timeout_global(Some(timeout))
-                    .build(),
-            )
-            .call(),
-            _ => self.authorized(
-                self.agent
-                    .get(url)
-                    .config()
-                    .timeout_global(Some(timeout))
-                    .build(),
-            )
-            .call(),
+            ("PUT", Some(body)) => self
+                .authorized(
+                    self.agent
+                        .put(url)
+                        .config()
+                        .timeout_global(Some(timeout))
+                        .build(),
+                )
+                .send(body),
+            ("DELETE", _) => self
+                .authorized(
+                    self.agent
+                        .delete(url)
+                        .config()
+                        .timeout_global(Some(timeout))
+                        .build(),
+                )
+                .call(),
+            ("HEAD", _) => self
+                .authorized(
+                    self.agent
+                        .head(url)
+                        .config()
+                        .timeout_global(Some(timeout))
+                        .build(),
+                )
+                .call(),
+            _ => self
+                .authorized(
+                    self.agent
+                        .get(url)
+                        .config()
+                        .timeout_global(Some(timeout))
+                        .build(),
+                )
+                .call(),
         };
         match result {
             Ok(r) => Exchange::Response(r),
@@ -477,7 +487,10 @@ mod tests {
             format!("Basic {}", base64(b"u:p@ss"))
         );
         let debug = format!("{s:?}");
-        assert!(!debug.contains("p%40ss") && !debug.contains("p@ss"), "{debug}");
+        assert!(
+            !debug.contains("p%40ss") && !debug.contains("p@ss"),
+            "{debug}"
+        );
         let c = RemoteConfig::new("https://h/c?layout=bazel")
             .unwrap()
             .with_bearer_token("T0KEN");

@@ -83,13 +83,13 @@
 
 #[doc(hidden)]
 pub mod config;
+#[cfg(feature = "http")]
+mod http;
 #[doc(hidden)]
 pub mod lock;
 #[doc(hidden)]
 #[cfg(feature = "testing")]
 pub mod memory;
-#[cfg(feature = "http")]
-mod http;
 #[cfg(feature = "redis")]
 mod redis;
 #[doc(hidden)]
