@@ -183,7 +183,7 @@ fn jit(root: &Path, remote: RemoteConfig) -> Jit {
 fn compile_within(jit: &Jit, variant: usize, limit: Duration) -> Compiled {
     let started = Instant::now();
     let c = jit
-        .compile(&code(), &opts(variant))
+        .compile(code(), &opts(variant))
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(
         started.elapsed() < limit,
