@@ -2,7 +2,8 @@
 # Installs everything hipjit's test suite needs, idempotently:
 #   1. Debian packages: Debian's HIP 5.2.3 toolchain and runtime (hipcc, libamdhip64), LLVM 15,
 #      libclang for bindgen, debootstrap, unzip, jq, shellcheck, redis-server (the remote
-#      cache tier's tests start their own servers on free ports and need no service);
+#      cache tier's tests start their own servers on free ports and need no service), nginx-light
+#      (its WebDAV module serves the HTTP store's tests, each starting its own server);
 #   2. a Debian sid root filesystem with hipcc 7.0.2 / HIP 6.4.3 at $CACHE/sid-root;
 #   3. the HIP header sets of the header-compatibility matrix (scripts/fetch-headers.sh);
 #   4. nvcc and NVRTC from PyPI in a venv at $CACHE/nvcc-venv, for the NVIDIA-platform tests (no GPU);
@@ -29,7 +30,7 @@ SID_MIRROR="${HIPJIT_SID_MIRROR:-http://deb.debian.org/debian}"
 # e2fsprogs (mkfs.ext4, debugfs) and bindfs (a FUSE filesystem) for the stat-trust tests.
 TEST_PACKAGES=(hipcc libamdhip64-dev libamdhip64-5 rocm-device-libs llvm-15 clang-15
     libclang1-15 debootstrap unzip jq shellcheck python3-venv redis-server strace e2fsprogs
-    bindfs time)
+    bindfs time nginx-light)
 # What compiling a kernel needs (Debian 12+, Ubuntu 24.04+): hipcc and the HIP runtime.
 COMPILER_PACKAGES=(hipcc libamdhip64-dev)
 # What the sid root filesystem holds: hipcc 7.0.2 over clang-21, HIP 6.4.3, llvm-readelf-21.

@@ -491,13 +491,8 @@ impl Compilers {
             return false;
         }
         let summary = first_error(error);
-        let of_the_source = matches!(
-            error,
-            CompileError::InProcess(e) if matches!(
-                **e,
-                RtcError::Compile { .. } | RtcError::NoDependencies { .. } | RtcError::EmptyOutput { .. }
-            )
-        );
+        let of_the_source =
+            matches!(error, CompileError::InProcess(e) if failure_is_the_sources(e));
         let unread = source_scan::scan(source).other_header;
         let reason = selection::retried(rtc_name, major, process_name, &summary, unread.as_ref());
         tracing::info!(%reason, "Auto: the in-process compiler failed; compiling with the process compiler");
@@ -652,5 +647,35 @@ fn first_error(error: &CompileError) -> String {
     match line.char_indices().nth(200) {
         Some((at, _)) => format!("{}...", &line[..at]),
         None => line,
+    }
+}
+
+/// Whether an in-process compiler's failure is the source's (the compile failed, or gave
+/// nothing to key or load), which Auto remembers per user, or the machine's (a scratch
+/// directory that could not be made, a library that could not be called), which it does not.
+fn failure_is_the_sources(e: &RtcError) -> bool {
+    matches!(
+        e,
+        RtcError::Compile { .. } | RtcError::NoDependencies { .. } | RtcError::EmptyOutput { .. }
+    )
+}
+
+#[cfg(test)]
+mod failure_tests {
+    use super::*;
+
+    #[test]
+    fn a_scratch_directory_that_cannot_be_made_is_not_the_sources_failure() {
+        // A full disk at 03:00 once left per-user records blaming sources for it.
+        let scratch = RtcError::Scratch {
+            compiler: "NVRTC",
+            reason: "cannot make a scratch directory: No space left on device".into(),
+        };
+        assert!(!failure_is_the_sources(&scratch));
+        let deps = RtcError::NoDependencies {
+            compiler: "NVRTC",
+            reason: "an #include that names a file outside the include directories".into(),
+        };
+        assert!(failure_is_the_sources(&deps));
     }
 }

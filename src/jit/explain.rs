@@ -477,7 +477,10 @@ impl Jit {
             }
         }
         if out.hit.is_none() {
-            if let Some(remote) = &self.remote {
+            for remote in &self.remote {
+                if out.hit.is_some() {
+                    break;
+                }
                 let fetch = remote.fetch(&direct, &o.include_dirs, &installation);
                 out.warnings.extend(fetch.warnings);
                 out.warnings.extend(

@@ -15,9 +15,10 @@
 //!    a header manifest (`manifest`) of the files the last compile read; the
 //!    files are checked as they are now (stat first, hashed when changed), and their hashes
 //!    give the result key of the entry holding the code objects or cubin (`entry`);
-//! 3. the remote tier shared by a cluster ([`crate::cache::remote`]; Redis: feature `redis`), when
-//!    configured: the direct key's manifests and the entry they name, checked like a disk
-//!    entry, then written to the first disk root (`jit::remote`);
+//! 3. the remote tier shared by a cluster ([`crate::cache::remote`]; Redis: feature `redis`,
+//!    HTTP: feature `http`), when configured, each of its levels in order: the direct key's
+//!    manifests and the entry they name, checked like a disk entry, then written to the first
+//!    disk root and to the levels before it (`jit::remote`);
 //! 4. the compiler (`crate::compiler::Backend`); the result is published under the result
 //!    key of the files the compiler's dependency output lists, and the manifest replaced,
 //!    unless a file changed while it ran (then the result goes to the caller only); then
@@ -135,8 +136,9 @@ pub struct JitOptions {
     /// ([`CompilerConfig::timeout`]).
     pub lock_wait: Option<Duration>,
     /// The remote cache tier, looked up after the disk roots and written after each compile
-    /// (needs the `redis` feature; without it, a configured server is an error and the
-    /// variable is ignored with a warning).
+    /// (a `redis[s]://` server needs the `redis` feature, an `http[s]://` one the `http`
+    /// feature; without it, a configured server is an error and a level the variable names
+    /// is left out with a warning). Several levels are several tiers, fastest first.
     pub remote_cache: RemoteLocation,
     /// Where to record the compile requests served (one JSON line per distinct request, for
     /// `hipjit cache warm`: `record`); by default the file `HIPJIT_RECORD` names, if any.
@@ -248,7 +250,8 @@ pub struct Jit {
     extra: Vec<u8>,
     runtime_versions: Option<Vec<u32>>,
     lock_wait: Option<Duration>,
-    remote: Option<crate::cache::remote::RemoteCache>,
+    /// The remote levels, fastest first (`jit::remote`).
+    remote: Vec<crate::cache::remote::RemoteCache>,
     /// Copies of remote hits into the first disk root, written in the background.
     write_back: crate::cache::remote::write_back::WriteBack,
     loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
@@ -391,9 +394,16 @@ impl Jit {
         self.disk.as_ref()
     }
 
-    /// The remote tier, when one is configured.
+    /// The remote tier, when one is configured: the first level where there are several
+    /// ([`Jit::remote_levels`]).
     pub fn remote_cache(&self) -> Option<&crate::cache::remote::RemoteCache> {
-        self.remote.as_ref()
+        self.remote.first()
+    }
+
+    /// Every remote level, fastest first ([`RemoteLocation::Levels`]); empty when none is
+    /// configured.
+    pub fn remote_levels(&self) -> &[crate::cache::remote::RemoteCache] {
+        &self.remote
     }
 
     /// Waits until every remote hit of this `Jit` has been written to the first disk root
@@ -904,18 +914,20 @@ impl Jit {
             disk,
             lookups: !bypass_disk,
         });
-        let remote_tier = self.remote.as_ref().map(|remote| tiers::RemoteTier {
-            jit: self,
-            remote,
-            lookups: !bypass_disk,
-        });
-        let list: Vec<&dyn Tier<tiers::Request<'_>, Hit = tiers::Hit>> = [
-            disk_tier.as_ref().map(|t| t as _),
-            remote_tier.as_ref().map(|t| t as _),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let remote_tiers: Vec<_> = (0..self.remote.len())
+            .map(|i| tiers::RemoteTier {
+                jit: self,
+                remote: &self.remote[i],
+                earlier: &self.remote[..i],
+                lookups: !bypass_disk,
+            })
+            .collect();
+        let list: Vec<&dyn Tier<tiers::Request<'_>, Hit = tiers::Hit>> = disk_tier
+            .as_ref()
+            .map(|t| t as _)
+            .into_iter()
+            .chain(remote_tiers.iter().map(|t| t as _))
+            .collect();
         let mut seen = Seen::default();
         for tier in &list {
             if let Some(hit) = tier.lookup(&request, &mut seen) {

@@ -18,11 +18,16 @@ use crate::compiler::CompileOptions;
 /// Where the remote cache tier is ([`crate::cache::remote`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum RemoteLocation {
-    /// `HIPJIT_REMOTE_CACHE` (and `HIPJIT_REMOTE_CACHE_KEY`); none when unset.
+    /// `HIPJIT_REMOTE_CACHE` (and `HIPJIT_REMOTE_CACHE_KEY`, `HIPJIT_REMOTE_CACHE_TOKEN`):
+    /// each URL it lists a level ([`RemoteLocation::Levels`]); none when unset.
     #[default]
     FromEnv,
     /// This server.
     Server(RemoteConfig),
+    /// These servers, fastest first, each a tier of its own: looked up in order (the first
+    /// hit wins, and is written back to the levels before it and to the first disk root),
+    /// locked in order, and each published to after a compile.
+    Levels(Vec<RemoteConfig>),
     /// No remote tier.
     Disabled,
 }
@@ -30,16 +35,19 @@ pub enum RemoteLocation {
 impl Jit {
     /// Takes a remote lookup's result: its bad entries and warnings, and its hit when the
     /// artefacts read (else the entry is rejected: reported and removed from the server). A hit
-    /// is written to the first disk root with its manifest, in the background.
+    /// is written to the first disk root with its manifest, and to the `earlier` remote
+    /// levels (those looked up before `remote`, which missed), in the background.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn remote_hit(
         &self,
+        remote: &RemoteCache,
+        earlier: &[RemoteCache],
         direct: &CacheKey,
         o: &CompileOptions,
         chosen: &Chosen,
         fetch: crate::cache::remote::Fetch,
         seen: &mut Seen,
     ) -> Option<(Arc<CompiledInner>, Origin)> {
-        let remote = self.remote.as_ref()?;
         seen.bad.extend(fetch.bad);
         seen.warnings.extend(fetch.warnings);
         if seen.looked_up.is_none() {
@@ -60,6 +68,32 @@ impl Jit {
             }
         };
         let mut entry = hit.entry;
+        if !earlier.is_empty() {
+            // The faster levels get the hit too (signed and checked by each level's tier as
+            // a publish of its own), off the caller's path.
+            let (levels, key, direct, manifest) =
+                (earlier.to_vec(), hit.key, *direct, hit.manifest.clone());
+            let copy = entry.clone();
+            self.write_back.submit(move || {
+                let stored: Vec<(&str, &[u8])> = copy
+                    .meta
+                    .artefacts
+                    .iter()
+                    .filter_map(|a| Some((a.name.as_str(), copy.artefact(&a.name)?)))
+                    .collect();
+                match crate::cache::disk::encode_entry(&key, copy.meta.clone(), &stored) {
+                    Ok(bytes) => {
+                        for level in &levels {
+                            for w in level.store(&direct, &key, &bytes, &manifest) {
+                                tracing::warn!(%key, "writing a remote hit back: {w}");
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(%key, error = %e,
+                        "a remote hit was not written back to the faster remote levels"),
+                }
+            });
+        }
         if let Some(disk) = self.disk.as_ref().filter(|d| d.is_writable()) {
             // Served now; written to the first root in the background (two fsynced publishes:
             // [`crate::cache::remote::write_back`]).
@@ -97,13 +131,18 @@ impl Jit {
     }
 }
 
-/// The remote tier `location` names: `None` when none is configured.
+/// The remote levels `location` names, fastest first: empty when none is configured.
 ///
-/// Errors: [`JitError::RemoteConfig`] ([`RemoteCache::new`], [`RemoteCache::from_env`]).
-pub(crate) fn open_remote(location: RemoteLocation) -> Result<Option<RemoteCache>, JitError> {
+/// Errors: [`JitError::RemoteConfig`] ([`RemoteCache::new`],
+/// [`RemoteCache::levels_from_env`]).
+pub(crate) fn open_remote(location: RemoteLocation) -> Result<Vec<RemoteCache>, JitError> {
     Ok(match location {
-        RemoteLocation::Disabled => None,
-        RemoteLocation::Server(c) => Some(RemoteCache::new(c)?),
-        RemoteLocation::FromEnv => RemoteCache::from_env()?,
+        RemoteLocation::Disabled => Vec::new(),
+        RemoteLocation::Server(c) => vec![RemoteCache::new(c)?],
+        RemoteLocation::Levels(cs) => cs
+            .into_iter()
+            .map(RemoteCache::new)
+            .collect::<Result<_, _>>()?,
+        RemoteLocation::FromEnv => RemoteCache::levels_from_env()?,
     })
 }

@@ -111,7 +111,8 @@ impl Counters {
 impl Jit {
     /// Hits, misses and time per tier, and compiles, since this `Jit` was made.
     pub fn stats(&self) -> JitStats {
-        let remote = self.remote.as_ref().map(|r| r.refused());
+        let remote =
+            (!self.remote.is_empty()).then(|| self.remote.iter().map(|r| r.refused()).sum());
         self.counters.snapshot(self.disk.is_some(), remote)
     }
 }

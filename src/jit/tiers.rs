@@ -170,11 +170,13 @@ impl Tier<Request<'_>> for DiskTier<'_> {
     }
 }
 
-/// The remote tier as a tier of the JIT: its hits written back to the first disk root
-/// ([`Jit::remote_hit`]); `lookups` when it is read (not while the disk is bypassed).
+/// A remote level as a tier of the JIT: its hits written back to the first disk root and
+/// to the `earlier` remote levels ([`Jit::remote_hit`]); `lookups` when it is read (not
+/// while the disk is bypassed).
 pub(crate) struct RemoteTier<'a> {
     pub jit: &'a Jit,
     pub remote: &'a RemoteCache,
+    pub earlier: &'a [RemoteCache],
     pub lookups: bool,
 }
 
@@ -194,7 +196,15 @@ impl Tier<Request<'_>> for RemoteTier<'_> {
             &r.o.include_dirs,
             &r.chosen.backend.identity().root,
         );
-        self.jit.remote_hit(&r.direct, r.o, r.chosen, fetch, seen)
+        self.jit.remote_hit(
+            self.remote,
+            self.earlier,
+            &r.direct,
+            r.o,
+            r.chosen,
+            fetch,
+            seen,
+        )
     }
 
     /// The cluster lock, waited for as the disk's; the entry another machine published
@@ -218,7 +228,15 @@ impl Tier<Request<'_>> for RemoteTier<'_> {
         match outcome {
             ClusterLock::Held(g) => LockStep::Held(Box::new(g)),
             ClusterLock::Found(fetch) => {
-                match self.jit.remote_hit(&r.direct, r.o, r.chosen, fetch, seen) {
+                match self.jit.remote_hit(
+                    remote,
+                    self.earlier,
+                    &r.direct,
+                    r.o,
+                    r.chosen,
+                    fetch,
+                    seen,
+                ) {
                     Some(hit) => LockStep::Found(hit),
                     None => LockStep::Unlocked,
                 }

@@ -401,7 +401,7 @@ fn a_bad_remote_cache_url_or_key_is_a_usage_error_naming_the_variable() {
     let src = saxpy();
     let compile = ["compile", "--arch", "gfx90a", path_str(&src)];
     for args in [&compile[..], &["cache", "stats"][..]] {
-        let o = hipjit_env(args, &[("HIPJIT_REMOTE_CACHE", "http://cache:80")]);
+        let o = hipjit_env(args, &[("HIPJIT_REMOTE_CACHE", "ftp://cache:80")]);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(
             stderr(&o).contains("HIPJIT_REMOTE_CACHE: "),

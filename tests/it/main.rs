@@ -50,6 +50,8 @@ mod occupancy;
 mod package_contents;
 #[cfg(feature = "redis")]
 mod remote_cache;
+#[cfg(all(feature = "http", feature = "testing"))]
+mod remote_http;
 #[cfg(feature = "testing")]
 mod remote_store;
 #[cfg(feature = "cli")]

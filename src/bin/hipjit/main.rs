@@ -37,7 +37,10 @@ Environment:
                            ($XDG_CACHE_HOME/hipjit, else ~/.cache/hipjit)
   HIPJIT_CACHE_MAX_SIZE    the written root's size cap (default 5G; 500M, 20G..., or
                            unlimited): least recently used entries go first
-  HIPJIT_REMOTE_CACHE      the remote tier: redis[s]://[user:password@]host:port/db
+  HIPJIT_REMOTE_CACHE      the remote tier: redis[s]://[user:password@]host:port/db or
+                           http[s]://[user:password@]host[:port]/prefix; several URLs
+                           separated by whitespace are levels, fastest first
+  HIPJIT_REMOTE_CACHE_TOKEN  a bearer token for an http[s]:// level without user:password
   HIPJIT_REMOTE_CACHE_KEY  its signing secret (16 bytes or more): entries are signed,
                            unsigned or badly signed ones refused, and each key's entries
                            kept apart on the server

@@ -6,9 +6,13 @@
 use std::fmt;
 use std::time::Duration;
 
-/// The variable naming the remote cache: `redis://[user:password@]host:port/db`, or
-/// `rediss://...` for TLS.
+/// The variable naming the remote cache: `redis://[user:password@]host:port/db` (or
+/// `rediss://...` for TLS), or `http[s]://[user:password@]host[:port]/prefix`; several URLs
+/// separated by whitespace are levels, tried in order ([`RemoteConfig::levels_from_env_with`]).
 pub const REMOTE_CACHE_ENV: &str = "HIPJIT_REMOTE_CACHE";
+/// The variable holding a bearer token sent to an `http[s]://` remote cache whose URL has no
+/// user information (`Authorization: Bearer <token>`); never shown in a message.
+pub const REMOTE_CACHE_TOKEN_ENV: &str = "HIPJIT_REMOTE_CACHE_TOKEN";
 /// The variable holding the secret that signs remote entries (HMAC-SHA256); when set, unsigned
 /// and badly signed entries are refused.
 pub const REMOTE_CACHE_KEY_ENV: &str = "HIPJIT_REMOTE_CACHE_KEY";
@@ -64,6 +68,8 @@ pub enum RemoteConfigError {
 #[derive(Clone, PartialEq, Eq)]
 pub struct RemoteConfig {
     url: String,
+    /// The bearer token of an `http[s]://` store ([`RemoteConfig::with_bearer_token`]).
+    bearer_token: Option<String>,
     /// The HMAC-SHA256 key signing every entry and manifest written and checked on every one
     /// read; `None`: entries are not signed, and signatures are not checked.
     pub signing_key: Option<Vec<u8>>,
@@ -105,6 +111,7 @@ impl fmt::Debug for RemoteConfig {
         f.debug_struct("RemoteConfig")
             .field("url", &self.redacted_url())
             .field("signed", &self.signing_key.is_some())
+            .field("bearer_token", &self.bearer_token.is_some())
             .field("ttl", &self.ttl)
             .field("connect_timeout", &self.connect_timeout)
             .field("op_timeout", &self.op_timeout)
@@ -121,7 +128,8 @@ impl fmt::Debug for RemoteConfig {
 
 impl RemoteConfig {
     /// Settings for the server at `url` (`redis://[user:password@]host[:port][/db]`, or
-    /// `rediss://` for TLS), with the defaults above and no signing key.
+    /// `rediss://` for TLS; `http[s]://[user:password@]host[:port][/prefix]`), with the
+    /// defaults above and no signing key.
     ///
     /// Errors: [`RemoteConfigError::BadUrl`] naming what is wrong (the password is never in
     /// the message).
@@ -130,6 +138,7 @@ impl RemoteConfig {
         check_url(&url)?;
         Ok(RemoteConfig {
             url,
+            bearer_token: None,
             signing_key: None,
             ttl: Duration::from_secs(30 * 24 * 3600),
             connect_timeout: Duration::from_millis(200),
@@ -159,26 +168,72 @@ impl RemoteConfig {
         Ok(self)
     }
 
-    /// The settings named by [`REMOTE_CACHE_ENV`] and [`REMOTE_CACHE_KEY_ENV`] (read through
-    /// `var`); `None` when the URL variable is unset or empty.
+    /// Sets the bearer token sent to an `http[s]://` store whose URL has no user information
+    /// (`Authorization: Bearer <token>`; other stores ignore it). Never shown: `Debug` says
+    /// only whether one is set, and messages are scrubbed of it.
+    pub fn with_bearer_token(mut self, token: impl Into<String>) -> RemoteConfig {
+        self.bearer_token = Some(token.into()).filter(|t| !t.is_empty());
+        self
+    }
+
+    /// The bearer token, for the HTTP client only, never for a message.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn bearer_token(&self) -> Option<&str> {
+        self.bearer_token.as_deref()
+    }
+
+    /// The settings named by [`REMOTE_CACHE_ENV`], [`REMOTE_CACHE_KEY_ENV`] and
+    /// [`REMOTE_CACHE_TOKEN_ENV`] (read through `var`): the first level when the URL variable
+    /// lists several ([`RemoteConfig::levels_from_env_with`]); `None` when it is unset or
+    /// empty.
     ///
-    /// Errors: as [`RemoteConfig::new`] and [`RemoteConfig::with_signing_key`].
+    /// Errors: as [`RemoteConfig::levels_from_env_with`].
     pub fn from_env_with(
         var: impl Fn(&str) -> Option<std::ffi::OsString>,
     ) -> Result<Option<RemoteConfig>, RemoteConfigError> {
-        let Some(url) = var(REMOTE_CACHE_ENV).filter(|v| !v.is_empty()) else {
-            return Ok(None);
+        Ok(Self::levels_from_env_with(var)?.into_iter().next())
+    }
+
+    /// Every level [`REMOTE_CACHE_ENV`] lists (URLs separated by whitespace; a `,` is part of
+    /// a URL), in order, fastest first: each with the signing key of [`REMOTE_CACHE_KEY_ENV`]
+    /// and the bearer token of [`REMOTE_CACHE_TOKEN_ENV`]. Empty when the variable is unset,
+    /// empty or blank.
+    ///
+    /// Errors: as [`RemoteConfig::new`] (for the first URL that is wrong) and
+    /// [`RemoteConfig::with_signing_key`].
+    pub fn levels_from_env_with(
+        var: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Result<Vec<RemoteConfig>, RemoteConfigError> {
+        let Some(urls) = var(REMOTE_CACHE_ENV).filter(|v| !v.is_empty()) else {
+            return Ok(Vec::new());
         };
-        let url = url.into_string().map_err(|v| RemoteConfigError::BadUrl {
+        let urls = urls.into_string().map_err(|v| RemoteConfigError::BadUrl {
             url: redact(&v.to_string_lossy()),
             reason: "not UTF-8".into(),
         })?;
-        let mut config = RemoteConfig::new(url)?;
-        if let Some(key) = var(REMOTE_CACHE_KEY_ENV).filter(|v| !v.is_empty()) {
-            use std::os::unix::ffi::OsStringExt;
-            config = config.with_signing_key(key.into_vec())?;
+        let key = var(REMOTE_CACHE_KEY_ENV).filter(|v| !v.is_empty());
+        let token = var(REMOTE_CACHE_TOKEN_ENV)
+            .filter(|v| !v.is_empty())
+            .map(|t| {
+                t.into_string().map_err(|_| RemoteConfigError::BadSetting {
+                    name: "bearer_token",
+                    reason: format!("{REMOTE_CACHE_TOKEN_ENV} is not UTF-8"),
+                })
+            })
+            .transpose()?;
+        let mut levels = Vec::new();
+        for url in urls.split_whitespace() {
+            let mut config = RemoteConfig::new(url)?;
+            if let Some(key) = &key {
+                use std::os::unix::ffi::OsStrExt;
+                config = config.with_signing_key(key.as_bytes().to_vec())?;
+            }
+            if let Some(token) = &token {
+                config = config.with_bearer_token(token.clone());
+            }
+            levels.push(config);
         }
-        Ok(Some(config))
+        Ok(levels)
     }
 
     /// [`RemoteConfig::from_env_with`] over the process environment.
@@ -189,7 +244,7 @@ impl RemoteConfig {
     }
 
     /// The URL as given, password included: for the client only, never for a message.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "redis", feature = "http")), allow(dead_code))]
     pub(crate) fn secret_url(&self) -> &str {
         &self.url
     }
@@ -200,7 +255,7 @@ impl RemoteConfig {
     }
 
     /// The password of the URL, when it has one (to scrub from a client library's messages).
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "redis", feature = "http")), allow(dead_code))]
     pub(crate) fn password(&self) -> Option<&str> {
         let (_, rest) = self.url.split_once("://")?;
         let authority = rest.split(['/', '?', '#']).next()?;
@@ -212,8 +267,8 @@ impl RemoteConfig {
         }
     }
 
-    /// The URL's host (without the brackets of an IPv6 address) and port (6379 when none is
-    /// given).
+    /// The URL's host (without the brackets of an IPv6 address) and port (when none is given:
+    /// 6379, or 80 for `http://` and 443 for `https://`).
     pub fn host_port(&self) -> Option<(String, u16)> {
         let (_, rest) = self.url.split_once("://")?;
         let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -228,9 +283,11 @@ impl RemoteConfig {
                 None => (host_port, None),
             }
         };
-        let port = match port {
-            Some(p) => p.parse().ok()?,
-            None => 6379,
+        let port = match (port, self.scheme()) {
+            (Some(p), _) => p.parse().ok()?,
+            (None, "http") => 80,
+            (None, "https") => 443,
+            (None, _) => 6379,
         };
         Some((host.to_string(), port))
     }
@@ -247,25 +304,27 @@ impl RemoteConfig {
         self.url.split_once("://").map_or("", |(_, r)| r)
     }
 
-    /// Whether the URL asks for TLS (`rediss://`).
+    /// Whether the URL asks for TLS (`rediss://`, `https://`).
     pub fn tls(&self) -> bool {
-        self.url.starts_with("rediss://")
+        self.url.starts_with("rediss://") || self.url.starts_with("https://")
     }
 
-    /// `text` with the password (and its percent-decoded form) replaced by `***`.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    /// `text` with the password (and its percent-decoded form) and the bearer token replaced
+    /// by `***`.
+    #[cfg_attr(not(any(feature = "redis", feature = "http")), allow(dead_code))]
     pub(crate) fn scrub(&self, text: &str) -> String {
-        match self.password() {
-            Some(p) => {
-                let mut out = text.replace(p, "***");
-                let decoded = percent_decode(p);
-                if decoded != p && !decoded.is_empty() {
-                    out = out.replace(&decoded, "***");
-                }
-                out
+        let mut out = text.to_string();
+        if let Some(p) = self.password() {
+            out = out.replace(p, "***");
+            let decoded = percent_decode(p);
+            if decoded != p && !decoded.is_empty() {
+                out = out.replace(&decoded, "***");
             }
-            None => text.to_string(),
         }
+        if let Some(t) = self.bearer_token() {
+            out = out.replace(t, "***");
+        }
+        out
     }
 
     /// Checks the durations and rates.
@@ -380,8 +439,8 @@ fn redact_query(tail: &str) -> String {
     out
 }
 
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
-fn percent_decode(s: &str) -> String {
+#[cfg_attr(not(any(feature = "redis", feature = "http")), allow(dead_code))]
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -411,7 +470,7 @@ fn check_url(url: &str) -> Result<(), RemoteConfigError> {
     match super::url_shape(scheme) {
         Some(super::UrlShape::Name) if !rest.is_empty() => return Ok(()),
         Some(super::UrlShape::Name) => return Err(bad("no name after the scheme")),
-        Some(super::UrlShape::Authority) => {}
+        Some(super::UrlShape::Authority | super::UrlShape::Path) => {}
         None => {
             return Err(bad(&format!(
                 "scheme {scheme:?} names no remote store; it takes {} (Unix sockets are not \
@@ -460,7 +519,10 @@ fn check_url(url: &str) -> Result<(), RemoteConfigError> {
     }
     let db = tail.strip_prefix('/').unwrap_or("");
     let db = db.split(['?', '#']).next().unwrap_or("");
-    if !db.is_empty() && db.parse::<u32>().is_err() {
+    if super::url_shape(scheme) == Some(super::UrlShape::Authority)
+        && !db.is_empty()
+        && db.parse::<u32>().is_err()
+    {
         return Err(bad(&format!("database {db:?} is not a number")));
     }
     Ok(())
@@ -510,7 +572,8 @@ mod tests {
     #[test]
     fn bad_urls_are_named() {
         for (url, what) in [
-            ("http://h:1", "scheme"),
+            ("ftp://h:1", "scheme"),
+            ("http://", "no host"),
             ("redis://", "no host"),
             ("redis://u:pw@h:99999/0", "port"),
             ("redis://h:1/x", "database"),

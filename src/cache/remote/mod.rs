@@ -6,8 +6,12 @@
 //! required operations and four capabilities, each with the way the tier degrades without
 //! it). The URL's scheme picks the store ([`open_store`], the one place that maps them):
 //! `redis://` and `rediss://` a Redis server (or any server speaking its protocol, such as
-//! Valkey), built with the `redis` feature and having every capability; `memory://<name>` an
-//! in-process store for tests (`memory`, feature `testing`). What follows describes the
+//! Valkey), built with the `redis` feature and having every capability; `http://` and
+//! `https://` an HTTP server taking GET, PUT and DELETE of a path under the URL's (nginx's
+//! WebDAV module, bazel-remote, an object store's HTTP gateway: `http`, feature `http`),
+//! having none of the capabilities; `memory://<name>` an in-process store for tests
+//! (`memory`, feature `testing`). Several URLs in [`REMOTE_CACHE_ENV`] are levels, each a
+//! tier of its own ([`RemoteCache::levels_from_env`]). What follows describes the
 //! tier over Redis; the names and values are the same over any store.
 //!
 //! # Keys and values
@@ -79,6 +83,8 @@
 
 #[doc(hidden)]
 pub mod config;
+#[cfg(feature = "http")]
+mod http;
 #[doc(hidden)]
 pub mod lock;
 #[doc(hidden)]
@@ -95,7 +101,7 @@ pub mod write_back;
 
 pub use config::{
     RemoteConfig, RemoteConfigError, DEFAULT_MAX_VALUE_BYTES, MIN_SIGNING_KEY_BYTES,
-    REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV,
+    REMOTE_CACHE_ENV, REMOTE_CACHE_KEY_ENV, REMOTE_CACHE_TOKEN_ENV,
 };
 pub use store::Failure;
 /// The store interface the tier runs over: not promised yet (docs/semver.md).
@@ -125,13 +131,18 @@ pub const MAX_MANIFESTS: usize = 32;
 
 /// The URL forms of the stores, as error messages list them.
 #[doc(hidden)]
-pub const SCHEMES: &[&str] = &["redis[s]://[user:password@]host:port/db"];
+pub const SCHEMES: &[&str] = &[
+    "redis[s]://[user:password@]host:port/db",
+    "http[s]://[user:password@]host[:port]/prefix",
+];
 
 /// How a store's URL is read past its scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum UrlShape {
-    /// `[user[:password]@]host[:port][/path]` (Redis).
+    /// `[user[:password]@]host[:port][/db]` (Redis).
     Authority,
+    /// `[user[:password]@]host[:port][/prefix][?query]` (HTTP).
+    Path,
     /// Any non-empty name (the in-memory store of the tests).
     Name,
 }
@@ -143,15 +154,16 @@ pub(crate) enum UrlShape {
 pub(crate) fn url_shape(scheme: &str) -> Option<UrlShape> {
     match scheme {
         "redis" | "rediss" => Some(UrlShape::Authority),
+        "http" | "https" => Some(UrlShape::Path),
         "memory" if cfg!(feature = "testing") => Some(UrlShape::Name),
         _ => None,
     }
 }
 
 /// The URL schemes of the stores this build has, and the store each names: the one place a
-/// scheme is mapped to a [`Store`]. `redis` and `rediss` need the `redis` feature (without
-/// it, [`RemoteConfigError::NotBuilt`]); `memory` (an in-process store, `memory`) the
-/// `testing` feature.
+/// scheme is mapped to a [`Store`]. `redis` and `rediss` need the `redis` feature, `http`
+/// and `https` the `http` feature (without it, [`RemoteConfigError::NotBuilt`]); `memory` (an
+/// in-process store, `memory`) the `testing` feature.
 ///
 /// Errors: [`RemoteConfigError::NotBuilt`] for a store this build lacks;
 /// [`RemoteConfigError::BadUrl`] for a scheme no store has, or a URL its store refuses.
@@ -165,6 +177,15 @@ pub fn open_store(config: &RemoteConfig) -> Result<Arc<dyn Store>, RemoteConfigE
             return Err(RemoteConfigError::NotBuilt {
                 url: config.redacted_url(),
                 feature: "redis",
+            });
+        }
+        "http" | "https" => {
+            #[cfg(feature = "http")]
+            return Ok(Arc::new(http::HttpStore::new(config.clone())?));
+            #[cfg(not(feature = "http"))]
+            return Err(RemoteConfigError::NotBuilt {
+                url: config.redacted_url(),
+                feature: "http",
             });
         }
         #[cfg(feature = "testing")]
@@ -293,23 +314,34 @@ impl RemoteCache {
         }
     }
 
-    /// The tier `HIPJIT_REMOTE_CACHE` (and `HIPJIT_REMOTE_CACHE_KEY`) name; `None` when
-    /// unset. A URL whose store this build lacks (`redis://` without the `redis` feature) is
-    /// no tier, with a warning naming the feature.
+    /// The tier `HIPJIT_REMOTE_CACHE` (and `HIPJIT_REMOTE_CACHE_KEY`,
+    /// `HIPJIT_REMOTE_CACHE_TOKEN`) name: the first of [`RemoteCache::levels_from_env`];
+    /// `None` when unset.
     ///
-    /// Errors: as [`RemoteConfig::from_env`] and [`RemoteCache::new`].
+    /// Errors: as [`RemoteCache::levels_from_env`].
     pub fn from_env() -> Result<Option<RemoteCache>, RemoteConfigError> {
-        let Some(config) = RemoteConfig::from_env()? else {
-            return Ok(None);
-        };
-        match RemoteCache::new(config) {
-            // A store this build lacks, named by the environment: no tier, said once.
-            Err(e @ RemoteConfigError::NotBuilt { .. }) => {
-                tracing::warn!("{REMOTE_CACHE_ENV}: {e}: no remote cache tier");
-                Ok(None)
+        Ok(Self::levels_from_env()?.into_iter().next())
+    }
+
+    /// A tier for each level `HIPJIT_REMOTE_CACHE` lists (URLs separated by whitespace,
+    /// [`RemoteConfig::levels_from_env_with`]), fastest first; empty when unset. A level whose
+    /// store this build lacks (`redis://` without the `redis` feature, `http://` without
+    /// `http`) is left out with a warning, as is the whole variable when the build has no
+    /// store at all.
+    ///
+    /// Errors: as [`RemoteConfig::levels_from_env_with`] and [`RemoteCache::new`].
+    pub fn levels_from_env() -> Result<Vec<RemoteCache>, RemoteConfigError> {
+        let mut levels = Vec::new();
+        for config in RemoteConfig::levels_from_env_with(|k| std::env::var_os(k))? {
+            match RemoteCache::new(config) {
+                // A store this build lacks: that level is left out, said once.
+                Err(e @ RemoteConfigError::NotBuilt { .. }) => {
+                    tracing::warn!("{REMOTE_CACHE_ENV}: {e}: that level is left out");
+                }
+                r => levels.push(r?),
             }
-            r => r.map(Some),
         }
+        Ok(levels)
     }
 
     /// The settings.

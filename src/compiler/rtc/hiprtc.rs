@@ -366,7 +366,10 @@ impl HipRtc {
             crate::compiler::HIPRTC_PREFIX,
             &crate::compiler::build_base(),
         )
-        .map_err(|e| no_deps(format!("cannot make a directory for the list: {e}")))?;
+        .map_err(|e| RtcError::Scratch {
+            compiler: COMPILER,
+            reason: format!("cannot make a directory for the dependency list: {e}"),
+        })?;
         let deps_file = scratch.path().join(DEPS_NAME);
         let mut extra = rtc::include_options(&canonical);
         for word in [

@@ -268,6 +268,16 @@ pub enum RtcError {
         /// What is wrong.
         reason: String,
     },
+    /// The compile could not be staged: its scratch directory could not be made (a full disk,
+    /// an unwritable `TMPDIR`). The machine's, never the source's: Auto compiles with the
+    /// process compiler and remembers nothing of the source.
+    #[error("{compiler}: cannot stage the compile: {reason}")]
+    Scratch {
+        /// `hipRTC` or `NVRTC`.
+        compiler: &'static str,
+        /// What failed, with the OS error.
+        reason: String,
+    },
     /// The library found cannot compile for the target asked for; checked before the compile,
     /// since hipRTC aborts the process on a processor its comgr does not know
     /// (`comgr`).

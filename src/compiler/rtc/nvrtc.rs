@@ -677,14 +677,14 @@ impl NvRtc {
     /// call.
     pub fn compile(&self, input: &RtcInput<'_>) -> Result<RtcOutput, RtcError> {
         let arch = requested_arch(input.options);
-        let no_deps = |reason: String| RtcError::NoDependencies {
+        let scratch_error = |e: std::io::Error| RtcError::Scratch {
             compiler: COMPILER,
-            reason,
+            reason: format!("cannot make a scratch directory: {e}"),
         };
         let scratch = tempfile::Builder::new()
             .prefix("hipjit-nvrtc-")
             .tempdir()
-            .map_err(|e| no_deps(format!("cannot make a scratch directory: {e}")))?;
+            .map_err(scratch_error)?;
         let started = crate::fs::stat::filesystem_now(scratch.path());
         // The program is named inside an empty directory of its own: NVRTC looks a quoted
         // `#include` of the source up in the directory of the program's name first (relative to
@@ -692,8 +692,7 @@ impl NvRtc {
         // directory. `--no-source-include` would turn off both, and then the toolkit's own
         // headers (`mma.h` includes "mma.hpp") do not compile.
         let empty = scratch.path().join("source");
-        std::fs::create_dir(&empty)
-            .map_err(|e| no_deps(format!("cannot make a scratch directory: {e}")))?;
+        std::fs::create_dir(&empty).map_err(scratch_error)?;
         let program_name = empty
             .join(
                 Path::new(input.name)
