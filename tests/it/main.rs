@@ -26,6 +26,7 @@ mod compiler_identity;
 mod compiler_process;
 mod cuda_fixture;
 mod docs;
+mod failure_memo;
 mod fake_compiler;
 mod fixture_runtime;
 mod fuzz_regressions;
