@@ -301,3 +301,45 @@ fn results_beside_remembered_failures_still_hit() {
         .unwrap();
     assert!(entries.iter().all(|e| e.status.is_ok()), "{entries:?}");
 }
+
+/// `hipjit compile`: the second run answers from the remembered failure (exit 1, the same
+/// message, no compile); `--retry-failed` and `HIPJIT_RETRY_FAILED=1` run hipcc again.
+#[cfg(feature = "cli")]
+#[test]
+fn the_command_remembers_and_retries() {
+    let s = setup(&failing_on_bad());
+    // Not in $HOME: the source's directory is searched (`#include "k.h"`), and act.sh
+    // creating its count there during the first compile would leave it unpublished.
+    let file = s.include.with_file_name("k.hip");
+    std::fs::write(&file, SOURCE).unwrap();
+    let run = |extra: &[&str], env: Option<&str>| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        c.args(["compile", "--compiler", "hipcc", "--arch", "gfx90a", "-I"])
+            .arg(&s.include)
+            .arg(&file)
+            .args(extra)
+            .env("HIPJIT_HIPCC", common::fake_hipcc())
+            .env("HOME", &s.home)
+            .env("XDG_CACHE_HOME", s.home.join("xdg"))
+            .env("HIPJIT_CACHE_DIR", &s.root)
+            .env_remove("HIPJIT_REMOTE_CACHE")
+            .env_remove("HIPJIT_RECORD")
+            .env_remove("HIPJIT_RETRY_FAILED");
+        if let Some(v) = env {
+            c.env("HIPJIT_RETRY_FAILED", v);
+        }
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let first = run(&[], None);
+    assert!(first.contains("undeclared identifier 'V'"), "{first}");
+    assert_eq!(run(&[], None), first);
+    assert_eq!(s.compiles(), 1, "{first}");
+    assert_eq!(run(&[], Some("0")), first);
+    assert_eq!(s.compiles(), 1);
+    run(&["--retry-failed"], None);
+    assert_eq!(s.compiles(), 2);
+    run(&[], Some("1"));
+    assert_eq!(s.compiles(), 3);
+}
