@@ -343,3 +343,82 @@ fn the_command_remembers_and_retries() {
     run(&[], Some("1"));
     assert_eq!(s.compiles(), 3);
 }
+
+/// `hipjit cache verify --rebuild`: a compiler whose output carries a time stamp is named
+/// not reproducible (exit 1, the part that differs), and `hipjit doctor` says so; one that
+/// gives the same bytes is reproducible.
+#[cfg(feature = "cli")]
+#[test]
+fn verify_rebuild_names_a_compiler_that_is_not_reproducible() {
+    for stamped in [false, true] {
+        let stamp = if stamped {
+            "date +%s%N >> out.hsaco\n"
+        } else {
+            ""
+        };
+        let s = setup(&format!(
+            "echo \"out.hsaco: $src\" > deps.d\ncp {} out.hsaco\nchmod u+w out.hsaco\n{stamp}",
+            common::code_object("single-gfx90a.hsaco").display()
+        ));
+        let dir = s.include.parent().unwrap().join("src");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("k.hip");
+        std::fs::write(
+            &file,
+            "extern \"C\" __global__ void k(int* x) { x[0] = 1; }\n",
+        )
+        .unwrap();
+        let record = s.home.join("requests.jsonl");
+        let hipjit = |args: &[&str]| {
+            let o = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"))
+                .args(args)
+                .env("HIPJIT_HIPCC", common::fake_hipcc())
+                .env("HIPJIT_COMPILER", "hipcc")
+                .env("HOME", &s.home)
+                .env("XDG_CACHE_HOME", s.home.join("xdg"))
+                .env("HIPJIT_CACHE_DIR", &s.root)
+                .env("HIPJIT_RECORD", &record)
+                .env_remove("HIPJIT_REMOTE_CACHE")
+                .env_remove("HIPJIT_RETRY_FAILED")
+                .output()
+                .unwrap();
+            (
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+            )
+        };
+        let f = file.to_str().unwrap();
+        assert_eq!(hipjit(&["compile", "--arch", "gfx90a", f]).0, Some(0));
+        let r = record.to_str().unwrap();
+        let (code, out) = hipjit(&["cache", "verify", "--rebuild", r, "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let result = &v["results"][0];
+        let compiler = &v["compilers"][0];
+        assert_eq!(
+            compiler["path"],
+            common::fake_hipcc().to_str().unwrap(),
+            "{v:#}"
+        );
+        if stamped {
+            assert_eq!(code, Some(1), "{v:#}");
+            assert_eq!(result["status"], "differs", "{v:#}");
+            assert_eq!(result["differing"][0]["parts"], serde_json::json!(["rest"]));
+            assert_eq!(compiler["reproducible"], false);
+        } else {
+            assert_eq!(code, Some(0), "{v:#}");
+            assert_eq!(result["status"], "reproducible", "{v:#}");
+            assert_eq!(compiler["reproducible"], true);
+        }
+        let (_, doctor) = hipjit(&["doctor", "--json"]);
+        let d: serde_json::Value = serde_json::from_str(&doctor).unwrap();
+        let named = d["findings"].as_array().unwrap().iter().any(|f| {
+            let t = f["text"].as_str().unwrap_or("");
+            t.contains("not reproducible") && t.contains(common::fake_hipcc().to_str().unwrap())
+        });
+        assert_eq!(named, stamped, "{:#}", d["findings"]);
+        assert_eq!(
+            d["cache"]["reproducibility"][0]["reproducible"],
+            serde_json::json!(!stamped)
+        );
+    }
+}

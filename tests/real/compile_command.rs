@@ -503,3 +503,36 @@ fn a_rejected_source_is_remembered_until_its_header_changes() {
     std::fs::write(&header, "#pragma once\n#define V 1\n").unwrap();
     assert_eq!(hipjit(&cache, &args).status.code(), Some(0));
 }
+
+/// `hipjit cache verify --rebuild`: hipcc compiles a recorded request to the same bytes
+/// again (reproducible, exit 0), and the verdict is kept for `doctor`.
+#[test]
+fn verify_rebuild_finds_hipcc_reproducible() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(
+        &dir.path().join("src"),
+        "k.hip",
+        b"#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n",
+    );
+    let cache = dir.path().join("cache");
+    let record = dir.path().join("requests.jsonl");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hipjit"))
+            .args(args)
+            .env("HIPJIT_CACHE_DIR", &cache)
+            .env("HIPJIT_RECORD", &record)
+            .env("HIPJIT_COMPILER", "hipcc")
+            .env_remove("HIPJIT_HIPCC")
+            .output()
+            .unwrap()
+    };
+    let o = run(&["compile", "--arch", TARGET, s(&src)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["cache", "verify", "--rebuild", s(&record), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["results"][0]["status"], "reproducible", "{v:#}");
+    assert_eq!(v["compilers"][0]["kind"], "hipcc", "{v:#}");
+    assert_eq!(v["compilers"][0]["reproducible"], true, "{v:#}");
+    assert!(cache.join("reproducibility.json").is_file());
+}

@@ -132,7 +132,11 @@ fn main() -> ExitCode {
         Command::Compile(_)
             | Command::ProbeRtc(_)
             | Command::Cache(cache::Args {
-                action: cache::Action::Warm { .. },
+                action: cache::Action::Warm { .. }
+                    | cache::Action::Verify {
+                        rebuild: Some(_),
+                        ..
+                    },
                 ..
             })
     );
