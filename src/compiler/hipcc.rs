@@ -182,7 +182,7 @@ impl Compiler {
     ) -> Result<CompileOutput, CompileError> {
         options.validate()?;
         self.check_installation()?;
-        let build = Build::stage(source.as_ref(), options)?;
+        let build = Build::stage(source, options)?;
         let command = self.command_line(options, &build);
         let mut cmd = Command::new(&self.inner.identity.path);
         cmd.args(&command[1..])

@@ -597,5 +597,8 @@ fn split_for_comparison_tells_code_metadata_and_rest_apart() {
     changed[at] ^= 0xff;
     let other = hipjit::code_object::split_for_comparison(&changed).unwrap();
     assert_ne!(other.text, parts.text);
-    assert_eq!((&other.metadata, &other.rest), (&parts.metadata, &parts.rest));
+    assert_eq!(
+        (&other.metadata, &other.rest),
+        (&parts.metadata, &parts.rest)
+    );
 }

@@ -295,7 +295,7 @@ fn results_beside_remembered_failures_still_hit() {
     );
     assert_eq!(s.jit().compile(good, &o).unwrap().origin(), Origin::Disk);
     assert_eq!(s.compiles(), 2);
-    let entries = hipjit::cache::DiskCache::open(&[s.root.clone()])
+    let entries = hipjit::cache::DiskCache::open(std::slice::from_ref(&s.root))
         .unwrap()
         .verify()
         .unwrap();

@@ -279,7 +279,7 @@ pub fn run(file: &Path, sample: Option<usize>, json: bool) -> Result<(), CliErro
             "failed": failed,
             "results": results,
             "compilers": verdicts.values().collect::<Vec<_>>(),
-            "verdicts_file": kept.as_ref().ok().map(|p| output::path_json(p)),
+            "verdicts_file": kept.as_ref().ok().map(output::path_json),
         }))?;
     } else {
         for l in &lines {
