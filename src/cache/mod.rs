@@ -6,6 +6,8 @@
 pub mod bundle;
 #[doc(hidden)]
 pub mod disk;
+#[doc(hidden)]
+pub mod failure;
 pub(crate) mod hit_entry;
 #[doc(hidden)]
 pub mod key;

@@ -118,6 +118,8 @@ pub(crate) struct Header {
 pub(crate) struct Section {
     pub(crate) index: usize,
     pub(crate) sh_type: u32,
+    /// `sh_flags` (`SHF_EXECINSTR`, 4: code).
+    pub(crate) sh_flags: u64,
     /// `sh_addr`: the section's virtual address in the loaded image.
     pub(crate) sh_addr: u64,
     pub(crate) sh_link: u32,
@@ -236,6 +238,7 @@ impl<'a> Elf<'a> {
                 let section = Section {
                     index,
                     sh_type: bytes.u32(at + 4, &what("sh_type"))?,
+                    sh_flags: bytes.u64(at + 8, &what("sh_flags"))?,
                     sh_addr: bytes.u64(at + 16, &what("sh_addr"))?,
                     sh_offset: bytes.u64(at + 24, &what("sh_offset"))?,
                     sh_size: bytes.u64(at + 32, &what("sh_size"))?,

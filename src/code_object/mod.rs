@@ -357,6 +357,59 @@ fn kernel_not_found_hint(suggestions: &[String], available: &[String]) -> String
     }
 }
 
+/// An ELF split for comparing two builds of one request ([`split_for_comparison`]): its
+/// code, its metadata, and the rest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElfParts {
+    /// The contents of the executable sections (`.text`: `SHT_PROGBITS` with
+    /// `SHF_EXECINSTR`), in section order.
+    pub text: Vec<u8>,
+    /// The descriptor of the AMDGPU metadata note (MessagePack), when there is one.
+    pub metadata: Vec<u8>,
+    /// The whole ELF with those bytes zeroed: headers, symbols, data, other notes.
+    pub rest: Vec<u8>,
+}
+
+/// `elf` (one ELF: an AMDGPU code object, or a cubin) split into its code, its metadata note
+/// and the rest ([`ElfParts`]), so that two builds can be told apart part by part.
+///
+/// Errors: [`CodeObjectError::UnknownFormat`], [`CodeObjectError::BadElf`] for a file that
+/// is no readable ELF64.
+pub fn split_for_comparison(elf: &[u8]) -> Result<ElfParts, CodeObjectError> {
+    const SHT_PROGBITS: u32 = 1;
+    const SHF_EXECINSTR: u64 = 4;
+    let header = elf::parse_header(elf)?;
+    let parsed = elf::Elf::parse(elf, header)?;
+    let mut rest = elf.to_vec();
+    let mut zero = |at: u64, len: usize| {
+        if let Ok(at) = usize::try_from(at) {
+            if let Some(r) = rest.get_mut(at..at.saturating_add(len)) {
+                r.fill(0);
+            }
+        }
+    };
+    let mut text = Vec::new();
+    for s in &parsed.sections {
+        if s.sh_type == SHT_PROGBITS && s.sh_flags & SHF_EXECINSTR != 0 {
+            let d = parsed.section_data(s)?;
+            text.extend_from_slice(d);
+            zero(s.sh_offset, d.len());
+        }
+    }
+    let metadata = match parsed.find_note(b"AMDGPU", elf::NT_AMDGPU_METADATA)? {
+        Some((at, d)) => {
+            zero(at, d.len());
+            d.to_vec()
+        }
+        None => Vec::new(),
+    };
+    Ok(ElfParts {
+        text,
+        metadata,
+        rest,
+    })
+}
+
 /// A code object read into memory: its raw ELF bytes and what hipjit read from them.
 #[derive(Clone, Debug)]
 pub struct CodeObject {

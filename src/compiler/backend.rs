@@ -225,12 +225,24 @@ impl Backend {
         source: &[u8],
         options: &CompileOptions,
     ) -> Result<CompileOutput, CompileError> {
+        self.compile_noting(source, options, &mut None)
+    }
+
+    /// [`Backend::compile`], noting in `rejection` the files a compile the compiler rejected
+    /// read, when it says (hipcc's `Compiler::compile_noting`; the other compilers never
+    /// do, so their failures are not remembered).
+    pub(crate) fn compile_noting(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        rejection: &mut Option<super::Rejection>,
+    ) -> Result<CompileOutput, CompileError> {
         // A FIFO or device among the includes hipjit can follow would hang or never end the
         // compile (in process, hipRTC and NVRTC have no timeout); the options by the
         // in-process compilers' rules.
         let handed = super::refusal::handed_options(self, source, options)?;
         match self {
-            Backend::Hipcc(c) => c.compile(source, options),
+            Backend::Hipcc(c) => c.compile_noting(source, options, rejection),
             Backend::Nvcc(n, timeout) => {
                 n.compile_options(source, options, *timeout)
                     .map_err(|e| match e {

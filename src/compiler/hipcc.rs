@@ -167,9 +167,22 @@ impl Compiler {
         source: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<CompileOutput, CompileError> {
+        self.compile_noting(source.as_ref(), options, &mut None)
+    }
+
+    /// [`Compiler::compile`], noting in `rejection` the files a rejected compile read
+    /// ([`CompileError::Failed`] with an exit status: the compiler ran and refused the
+    /// source), when its dependency list was written and covers the compile (one target, no
+    /// dumps); what the JIT remembers a failure under.
+    pub(crate) fn compile_noting(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+        rejection: &mut Option<super::Rejection>,
+    ) -> Result<CompileOutput, CompileError> {
         options.validate()?;
         self.check_installation()?;
-        let build = Build::stage(source.as_ref(), options)?;
+        let build = Build::stage(source, options)?;
         let command = self.command_line(options, &build);
         let mut cmd = Command::new(&self.inner.identity.path);
         cmd.args(&command[1..])
@@ -204,7 +217,18 @@ impl Compiler {
         let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
         let rename = |f: &str| build.user_name(f);
         let diagnostics = diagnostics::parse(&finished.stderr, &rename);
+        let dumps = options.dump_llvm_ir || options.dump_isa;
         if !finished.status.success() {
+            // clang writes the dependency list of a compile it rejects too (not when a header
+            // is missing); with several targets it is one target's.
+            if finished.status.code().is_some() && options.targets.len() == 1 && !dumps {
+                if let Ok(dependencies) = build.dependencies(options, DEPS_NAME) {
+                    *rejection = Some(super::Rejection {
+                        dependencies,
+                        started: started_at,
+                    });
+                }
+            }
             let failure = Box::new(CompileFailure {
                 command,
                 build_dir: build.dir.path().to_path_buf(),
@@ -230,7 +254,6 @@ impl Compiler {
         // compiles that, and the compile job writes the dependency list last: it names the
         // `.cui` alone (measured with hipcc 5.2.3), never the headers. The list then comes from
         // a preprocessing run per target, as for several targets.
-        let dumps = options.dump_llvm_ir || options.dump_isa;
         let mut dependencies = if dumps {
             Vec::new()
         } else {

@@ -358,6 +358,16 @@ pub struct MissingDeviceLibrary {
     pub failure: CompileFailure,
 }
 
+/// A compile the compiler rejected (it ran, exited with a failure status, and wrote its
+/// dependency list): the files it read, as [`CompileOutput::dependencies`], and when it
+/// started, as [`CompileOutput::started`]. What the JIT keys a remembered failure by, as it
+/// keys a result.
+#[derive(Debug, Clone)]
+pub(crate) struct Rejection {
+    pub dependencies: Vec<Dependency>,
+    pub started: SystemTime,
+}
+
 /// The result of one successful compiler run.
 #[derive(Debug, Clone)]
 pub struct CompileOutput {

@@ -41,6 +41,7 @@ pub mod compilers;
 #[doc(hidden)]
 pub mod entry;
 pub mod explain;
+mod failures;
 #[doc(hidden)]
 pub mod hit_memo;
 mod kernels;
@@ -57,6 +58,7 @@ pub use compiled::{Artefact, Compiled, CompilerUsed, Origin};
 pub use compilers::Chosen;
 #[doc(hidden)]
 pub use entry::{CODE_OBJECT_ARTEFACT, CUBIN_ARTEFACT};
+pub use failures::RETRY_FAILED_ENV;
 pub use record::RecordLocation;
 pub use remote::RemoteLocation;
 pub use stats::{JitStats, TierStats};
@@ -149,6 +151,13 @@ pub struct JitOptions {
     /// way, or a per-user directory that must not be written. Default: `false` (memos on
     /// whenever there is a disk cache and a per-user directory).
     pub disable_hit_memo: bool,
+    /// Run the compiler again for a request whose failure is remembered: a compile the
+    /// compiler rejected (its diagnostics) is stored in the disk roots and the remote tier
+    /// under everything its key covers (source, options, the headers it read, the compiler)
+    /// and returned as the same error without running the compiler until one of those
+    /// changes. Also set by `HIPJIT_RETRY_FAILED=1`. Timeouts, signals, cancellation and
+    /// errors of the environment are never remembered. Default: `false`.
+    pub retry_failed: bool,
 }
 
 /// Errors of the JIT.
@@ -267,6 +276,8 @@ pub struct Jit {
     /// This JIT's configuration in bytes, for the names of its hit memos (made at the first
     /// request).
     hit_memo_config: std::sync::OnceLock<Vec<u8>>,
+    /// [`JitOptions::retry_failed`], or `HIPJIT_RETRY_FAILED`.
+    retry_failed: bool,
 }
 
 impl std::fmt::Debug for Jit {
@@ -339,6 +350,7 @@ impl Jit {
             recorder: options.record.resolve().map(record::Recorder::shared),
             hit_memo,
             hit_memo_config: Default::default(),
+            retry_failed: options.retry_failed || failures::retry_from_env(),
         })
     }
 
@@ -948,14 +960,27 @@ impl Jit {
                 LockStep::Unlocked => {}
             }
         }
-        let out = match backend.compile(source, &o) {
+        // A failure remembered under the files as they are now: the same error, no compile.
+        if !bypass_disk && !self.retry_failed {
+            if let Some(f) = self.remembered_failure(&request, &seen) {
+                self.counters.record_remembered_failure();
+                return Err(CompileError::Failed(Box::new(f)).into());
+            }
+        }
+        let mut rejection = None;
+        let out = match backend.compile_noting(source, &o, &mut rejection) {
             Ok(out) => out,
             Err(e) if may_fall_back && self.compilers.fall_back(source, &o, &chosen, &e) => {
                 // The locks of this compiler's key are not those of the process compiler's.
                 drop(locks);
                 return self.compile_uncached(source, options, bypass_disk, runtime, false);
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                if let (CompileError::Failed(f), Some(rejection)) = (&e, rejection) {
+                    self.remember_failure(source, &request, &list, f, rejection, &mut seen);
+                }
+                return Err(e.into());
+            }
         };
         let mut search = manifest::extra_search_dirs(&o.extra_flags, &backend.environment());
         search.extend(backend.own_search_dirs());

@@ -41,6 +41,9 @@ pub struct JitStats {
     /// Disk hits served through the hit memo (`hit_memo`), counted among the disk
     /// tier's hits too.
     pub remembered_hits: u64,
+    /// Requests answered with a remembered compile failure (the compiler not run:
+    /// [`super::JitOptions::retry_failed`]), counted among the failures too.
+    pub failures_remembered: u64,
 }
 
 /// Lock-free counters behind [`JitStats`]: a count and nanoseconds per [`Origin`].
@@ -50,6 +53,7 @@ pub(crate) struct Counters {
     nanos: [AtomicU64; 4],
     failures: AtomicU64,
     remembered: AtomicU64,
+    failures_remembered: AtomicU64,
 }
 
 fn slot(origin: Origin) -> usize {
@@ -71,6 +75,10 @@ impl Counters {
 
     pub(crate) fn record_remembered(&self) {
         self.remembered.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_remembered_failure(&self) {
+        self.failures_remembered.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn record_failure(&self) {
@@ -104,6 +112,7 @@ impl Counters {
             compile_time: t(3),
             failures: self.failures.load(Ordering::Relaxed),
             remembered_hits: self.remembered.load(Ordering::Relaxed),
+            failures_remembered: self.failures_remembered.load(Ordering::Relaxed),
         }
     }
 }

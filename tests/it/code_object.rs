@@ -580,3 +580,25 @@ fn a_name_that_only_ends_like_a_kernel_is_not_suggested() {
         }
     }
 }
+
+/// `split_for_comparison`: a real code object's code and metadata note are found, and a byte
+/// changed in the code shows in the code only.
+#[test]
+fn split_for_comparison_tells_code_metadata_and_rest_apart() {
+    let elf = std::fs::read(crate::common::code_object("single-gfx90a.hsaco")).unwrap();
+    let parts = hipjit::code_object::split_for_comparison(&elf).unwrap();
+    assert!(!parts.text.is_empty() && !parts.metadata.is_empty());
+    assert_eq!(parts.rest.len(), elf.len());
+    let at = elf
+        .windows(parts.text.len())
+        .position(|w| w == &parts.text[..])
+        .unwrap();
+    let mut changed = elf.clone();
+    changed[at] ^= 0xff;
+    let other = hipjit::code_object::split_for_comparison(&changed).unwrap();
+    assert_ne!(other.text, parts.text);
+    assert_eq!(
+        (&other.metadata, &other.rest),
+        (&parts.metadata, &parts.rest)
+    );
+}

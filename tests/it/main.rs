@@ -26,6 +26,7 @@ mod compiler_identity;
 mod compiler_process;
 mod cuda_fixture;
 mod docs;
+mod failure_memo;
 #[cfg(feature = "testing")]
 mod fake_compiler;
 mod fixture_runtime;

@@ -453,3 +453,86 @@ fn extra_flags_with_shell_metacharacters_reach_clang_as_one_word() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// A source hipcc rejects is remembered: a second `Jit` on the same root returns the same
+/// error without running hipcc; a header edit runs it again; `--retry-failed` (and
+/// `HIPJIT_RETRY_FAILED=1`) too.
+#[test]
+fn a_rejected_source_is_remembered_until_its_header_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = write(dir.path(), "inc/v.h", b"#pragma once\n// no V here\n");
+    let src = b"#include \"v.h\"\nextern \"C\" __global__ void k(int* p) { p[0] = V; }\n";
+    let inc = dir.path().join("inc");
+    let cache = dir.path().join("cache");
+    let jit = || {
+        Jit::new(JitOptions {
+            compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
+            cache: CacheLocation::Roots(vec![cache.clone()]),
+            ..JitOptions::default()
+        })
+        .unwrap()
+    };
+    let o = CompileOptions::for_target(TargetId::parse(TARGET).unwrap()).include_dir(&inc);
+    let first = jit()
+        .compile(src, &o)
+        .expect_err("V is undeclared")
+        .to_string();
+    assert!(
+        first.contains("use of undeclared identifier 'V'"),
+        "{first}"
+    );
+    let j = jit();
+    assert_eq!(j.compile(src, &o).unwrap_err().to_string(), first);
+    let st = j.stats();
+    assert_eq!((st.failures_remembered, st.compiles), (1, 0));
+    std::fs::write(&header, "#pragma once\n// still no V\n").unwrap();
+    let j = jit();
+    j.compile(src, &o).unwrap_err();
+    assert_eq!(j.stats().failures_remembered, 0, "a header edit runs hipcc");
+    let file = write(dir.path(), "k.hip", src);
+    let args = ["compile", "--arch", TARGET, "-I", s(&inc), s(&file)];
+    let o1 = hipjit(&cache, &args);
+    assert_eq!(o1.status.code(), Some(1), "{}", stderr(&o1));
+    let o2 = hipjit(&cache, &[&args[..], &["--retry-failed"]].concat());
+    assert_eq!(o2.status.code(), Some(1), "{}", stderr(&o2));
+    assert_eq!(
+        stderr(&o1),
+        stderr(&o2),
+        "the same message, remembered or not"
+    );
+    std::fs::write(&header, "#pragma once\n#define V 1\n").unwrap();
+    assert_eq!(hipjit(&cache, &args).status.code(), Some(0));
+}
+
+/// `hipjit cache verify --rebuild`: hipcc compiles a recorded request to the same bytes
+/// again (reproducible, exit 0), and the verdict is kept for `doctor`.
+#[test]
+fn verify_rebuild_finds_hipcc_reproducible() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(
+        &dir.path().join("src"),
+        "k.hip",
+        b"#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n",
+    );
+    let cache = dir.path().join("cache");
+    let record = dir.path().join("requests.jsonl");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hipjit"))
+            .args(args)
+            .env("HIPJIT_CACHE_DIR", &cache)
+            .env("HIPJIT_RECORD", &record)
+            .env("HIPJIT_COMPILER", "hipcc")
+            .env_remove("HIPJIT_HIPCC")
+            .output()
+            .unwrap()
+    };
+    let o = run(&["compile", "--arch", TARGET, s(&src)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["cache", "verify", "--rebuild", s(&record), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["results"][0]["status"], "reproducible", "{v:#}");
+    assert_eq!(v["compilers"][0]["kind"], "hipcc", "{v:#}");
+    assert_eq!(v["compilers"][0]["reproducible"], true, "{v:#}");
+    assert!(cache.join("reproducibility.json").is_file());
+}

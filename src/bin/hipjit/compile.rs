@@ -96,6 +96,11 @@ pub struct Args {
     /// string, or {text, hex} when it is not UTF-8.
     #[arg(long)]
     pub json: bool,
+    /// Run the compiler again for a source whose compile failure the cache remembers (else
+    /// the same error is returned at once until the source, options, headers or compiler
+    /// change; also HIPJIT_RETRY_FAILED=1).
+    #[arg(long)]
+    pub retry_failed: bool,
 }
 
 /// The command line with `-std=X` (clang's and nvcc's spelling) written `--std=X` for
@@ -511,6 +516,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             Jit::new(JitOptions {
                 compiler: args.request.compiler,
                 compiler_config: compiler_config(jobs, args.files.len()),
+                retry_failed: args.retry_failed,
                 ..JitOptions::default()
             })
         })

@@ -46,6 +46,8 @@ Environment:
                            kept apart on the server
   HIPJIT_COMPILER          auto (default), hipcc, hiprtc, nvcc or nvrtc (compile --compiler
                            wins over it)
+  HIPJIT_RETRY_FAILED      1: run the compiler again for a source whose compile failure
+                           the cache remembers (compile --retry-failed)
   HIPJIT_RECORD            a file to which each distinct compile request is appended as a
                            JSON line, for `hipjit cache warm FILE` to replay
   HIPJIT_HIPCC             the hipcc to run (else HIP_PATH, ROCM_PATH, PATH)
@@ -133,7 +135,11 @@ fn main() -> ExitCode {
         Command::Compile(_)
             | Command::ProbeRtc(_)
             | Command::Cache(cache::Args {
-                action: cache::Action::Warm { .. },
+                action: cache::Action::Warm { .. }
+                    | cache::Action::Verify {
+                        rebuild: Some(_),
+                        ..
+                    },
                 ..
             })
     );

@@ -470,6 +470,20 @@ impl RemoteCache {
         include_dirs: &[PathBuf],
         installation: &std::path::Path,
     ) -> Fetch {
+        self.fetch_mapped(direct, include_dirs, installation, |k| *k)
+    }
+
+    /// [`RemoteCache::fetch`] of the entries `entry_key` names for each result key a
+    /// manifest gives (a remembered failure's: [`crate::cache::failure::failure_key`]); the
+    /// hit's [`RemoteEntry::key`] is the entry's key.
+    #[doc(hidden)]
+    pub fn fetch_mapped(
+        &self,
+        direct: &CacheKey,
+        include_dirs: &[PathBuf],
+        installation: &std::path::Path,
+        entry_key: impl Fn(&CacheKey) -> CacheKey,
+    ) -> Fetch {
         let mut out = Fetch::default();
         let names = self.manifest_names(direct);
         let (fields, recent) = match self.read_manifests(&names) {
@@ -523,6 +537,7 @@ impl RemoteCache {
             if !tried.insert(rkey) {
                 continue;
             }
+            let rkey = entry_key(&rkey);
             match self.get_entry(&rkey, &names, &field, &mut out) {
                 Some((entry, name, tag)) => {
                     out.hit = Some(RemoteEntry {

@@ -4,6 +4,7 @@
 //! `~/.cache/hipjit`; the first root is the written one).
 
 mod explain;
+pub mod rebuild;
 mod warm;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -37,7 +38,26 @@ pub enum Action {
     Stats,
     /// Read and check every entry (magic, format, key, artefact sizes and sha256); exit status
     /// 1 when any is bad.
-    Verify,
+    ///
+    /// With --rebuild FILE [N]: the determinism check instead. A sample of N distinct requests
+    /// of the HIPJIT_RECORD file FILE (default: all) is compiled again with no cache, and each
+    /// artefact compared with the cached entry's, the code (.text), the metadata note and the
+    /// rest of the ELF apart; a request not in the cache is skipped, a line that does not read
+    /// cannot be rebuilt (both said per line). The verdict per compiler (reproducible or not)
+    /// is kept in the written root's reproducibility.json, which `hipjit doctor` reports. Exit
+    /// status 1 when any request differs or fails. JSON: file, requests, sampled, differing,
+    /// failed, results[] {line, status ("reproducible", "differs", "not_cached", "error"),
+    /// differing[] {target, parts[] ("text", "metadata", "rest")}, error, compiler {kind,
+    /// path, version}}, compilers[] {kind, path, version, fingerprint, reproducible,
+    /// compared, differing, checked_unix_ms, record}, verdicts_file.
+    Verify {
+        /// The record file (HIPJIT_RECORD) whose requests to compile again.
+        #[arg(long, value_name = "FILE")]
+        rebuild: Option<PathBuf>,
+        /// How many distinct requests to rebuild, spread over the file (default: all).
+        #[arg(value_name = "N", requires = "rebuild")]
+        sample: Option<usize>,
+    },
     /// Remove every entry of the written root.
     Clear,
     /// Remove least recently used entries of the written root until it holds at most SIZE.
@@ -229,6 +249,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         Action::Import { file, .. } => import(&cache, file, args.json),
         Action::Explain(a) => explain::run(a, args.json),
         Action::Warm { file, jobs } => warm::run(file, jobs.get(), args.json),
+        Action::Verify {
+            rebuild: Some(file),
+            sample,
+        } => rebuild::run(file, *sample, args.json),
         Action::List => {
             let entries = cache.list().map_err(|e| CliError::failed(e.to_string()))?;
             if args.json {
@@ -325,7 +349,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
                 Ok(())
             }
         }
-        Action::Verify => {
+        Action::Verify { .. } => {
             let checked = cache
                 .verify()
                 .map_err(|e| CliError::failed(e.to_string()))?;

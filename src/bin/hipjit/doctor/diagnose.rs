@@ -257,6 +257,22 @@ pub(super) fn diagnose(r: &mut Report) {
             });
         }
     }
+    for v in &r.cache.reproducibility {
+        if !v.reproducible {
+            f.push(Finding {
+                level: "warning",
+                text: format!(
+                    "the compiler {} {} ({}) is not reproducible: `hipjit cache verify --rebuild {}` compiled {} of {} requests to other bytes than their cache entries (a cached result is one of several it may give)",
+                    v.kind,
+                    v.path.display(),
+                    v.version,
+                    v.record.display(),
+                    v.differing,
+                    v.compared
+                ),
+            });
+        }
+    }
     nvidia::diagnose(&r.platform, &r.cuda_driver, &r.nvcc, &mut f);
     rtc::diagnose(&r.in_process, &mut |level, text| {
         f.push(Finding { level, text })

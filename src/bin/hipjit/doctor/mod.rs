@@ -214,6 +214,9 @@ struct CacheReport {
     cap_text: String,
     /// Why the cache could not be opened or listed.
     error: Option<String>,
+    /// The compilers `hipjit cache verify --rebuild` judged, as each root keeps them
+    /// (`reproducibility.json`).
+    reproducibility: Vec<crate::cache::rebuild::Verdict>,
 }
 
 /// One cache root.
@@ -274,6 +277,10 @@ fn cache_report() -> CacheReport {
     r.max_bytes = max;
     r.max_bytes_from = from.as_str();
     r.cap_text = crate::cache::cap_text(&cache);
+    for root in cache.roots() {
+        r.reproducibility
+            .extend(crate::cache::rebuild::read_verdicts(&root.path));
+    }
     match cache.stats() {
         Ok(stats) => {
             r.roots = stats

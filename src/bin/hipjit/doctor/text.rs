@@ -173,6 +173,21 @@ pub(super) fn print_text(r: &Report) {
     if let Some(e) = &r.cache.error {
         println!("  error: {e}");
     }
+    for v in &r.cache.reproducibility {
+        println!(
+            "  {} {} ({}): {} ({} of {} requests rebuilt differ, `cache verify --rebuild`)",
+            v.kind,
+            v.path.display(),
+            v.version,
+            if v.reproducible {
+                "reproducible"
+            } else {
+                "not reproducible"
+            },
+            v.differing,
+            v.compared
+        );
+    }
     nvidia::print_text(&r.platform, &r.cuda_driver, &r.nvcc);
     rtc::print_text(&r.in_process);
     println!("\nDiagnosis");
