@@ -32,6 +32,7 @@
 
 #[doc(hidden)]
 pub mod auto_memo;
+mod background;
 mod checks;
 #[doc(hidden)]
 pub mod compiled;
@@ -50,6 +51,7 @@ mod remote;
 pub mod stats;
 mod tiers;
 
+pub use background::{BackgroundError, BackgroundOptions, Pending, SwitchingKernel};
 pub use checks::CheckFailed;
 pub use compiled::{Artefact, Compiled, CompilerUsed, Origin};
 #[doc(hidden)]
@@ -147,6 +149,9 @@ pub struct JitOptions {
     /// way, or a per-user directory that must not be written. Default: `false` (memos on
     /// whenever there is a disk cache and a per-user directory).
     pub disable_hit_memo: bool,
+    /// The pool of [`Jit::compile_in_background`] and [`Jit::kernel_in_background`]: its
+    /// threads (default 2) and how many requests may wait.
+    pub background: BackgroundOptions,
 }
 
 /// Errors of the JIT.
@@ -264,6 +269,8 @@ pub struct Jit {
     /// This JIT's configuration in bytes, for the names of its hit memos (made at the first
     /// request).
     hit_memo_config: std::sync::OnceLock<Vec<u8>>,
+    /// The background compiles' pool (`background`).
+    background: background::Pool,
 }
 
 impl std::fmt::Debug for Jit {
@@ -336,6 +343,7 @@ impl Jit {
             recorder: options.record.resolve().map(record::Recorder::shared),
             hit_memo,
             hit_memo_config: Default::default(),
+            background: background::Pool::new(options.background),
         })
     }
 
