@@ -627,3 +627,58 @@ fn describe(shape: &ArgShape) -> String {
         n => format!("{n} of {} bytes", sizes.join(", ")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u8) -> RequestKey {
+        RequestKey {
+            kernel: None,
+            source: vec![n],
+            options: CompileOptions::default(),
+        }
+    }
+
+    #[test]
+    fn a_panic_is_the_handles_error_and_the_thread_lives_on() {
+        let pool = Pool::new(BackgroundOptions {
+            threads: 1,
+            max_queued: 4,
+        });
+        let p = pool.submit::<u32>(key(1), || panic!("generator bug {}", 7));
+        match p.wait() {
+            Err(BackgroundError::Panicked { message }) => assert_eq!(message, "generator bug 7"),
+            other => panic!("{other:?}"),
+        }
+        let q = pool.submit::<u32>(key(2), || Ok(5));
+        assert_eq!(*q.wait().as_ref().unwrap(), 5);
+        assert_eq!(pool.threads.lock().len(), 1);
+    }
+
+    #[test]
+    fn dropping_the_pool_ends_waiting_requests_unrun_without_waiting() {
+        let pool = Pool::new(BackgroundOptions {
+            threads: 1,
+            max_queued: 4,
+        });
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let running = pool.submit::<u32>(key(1), move || {
+            let _ = rx.recv_timeout(Duration::from_secs(30));
+            Ok(1)
+        });
+        let waiting = pool.submit::<u32>(key(2), || Ok(2));
+        let same = pool.submit::<u32>(key(2), || Ok(3));
+        // The thread is inside the first request: release it from another thread after the
+        // pool is told to stop (Drop joins the thread once the request ends).
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tx.send(()).unwrap();
+        });
+        drop(pool);
+        release.join().unwrap();
+        assert_eq!(*running.wait().as_ref().unwrap(), 1);
+        assert!(matches!(waiting.wait(), Err(BackgroundError::NotRun { .. })));
+        assert!(matches!(same.wait(), Err(BackgroundError::NotRun { .. })));
+    }
+}
