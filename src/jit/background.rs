@@ -663,10 +663,13 @@ mod tests {
             max_queued: 4,
         });
         let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (started, taken) = std::sync::mpsc::channel::<()>();
         let running = pool.submit::<u32>(key(1), move || {
+            started.send(()).unwrap();
             let _ = rx.recv_timeout(Duration::from_secs(30));
             Ok(1)
         });
+        taken.recv().unwrap();
         let waiting = pool.submit::<u32>(key(2), || Ok(2));
         let same = pool.submit::<u32>(key(2), || Ok(3));
         // The thread is inside the first request: release it from another thread after the
