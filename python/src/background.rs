@@ -9,8 +9,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use hipjit::compiler::CompileOptions;
-use hipjit::jit::{BackgroundError, Compiled as RsCompiled, Jit as RsJit, Pending};
 use hipjit::jit::SwitchingKernel as RsSwitching;
+use hipjit::jit::{BackgroundError, Compiled as RsCompiled, Jit as RsJit, Pending};
 use pyo3::exceptions::{PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -35,7 +35,9 @@ pub fn background_error(py: Python<'_>, e: &BackgroundError) -> PyErr {
 fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
     t.map(|s| {
         Duration::try_from_secs_f64(s).map_err(|_| {
-            PyValueError::new_err(format!("timeout: {s} is not a number of seconds (0 or more)"))
+            PyValueError::new_err(format!(
+                "timeout: {s} is not a number of seconds (0 or more)"
+            ))
         })
     })
     .transpose()
@@ -243,9 +245,6 @@ impl SwitchingKernel {
         } else {
             "compiling, fallback"
         };
-        format!(
-            "SwitchingKernel({}, {state})",
-            self.inner.fallback().name()
-        )
+        format!("SwitchingKernel({}, {state})", self.inner.fallback().name())
     }
 }

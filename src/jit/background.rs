@@ -681,7 +681,10 @@ mod tests {
         drop(pool);
         release.join().unwrap();
         assert_eq!(*running.wait().as_ref().unwrap(), 1);
-        assert!(matches!(waiting.wait(), Err(BackgroundError::NotRun { .. })));
+        assert!(matches!(
+            waiting.wait(),
+            Err(BackgroundError::NotRun { .. })
+        ));
         assert!(matches!(same.wait(), Err(BackgroundError::NotRun { .. })));
     }
 }

@@ -277,4 +277,3 @@ fn dropping_the_jit_does_not_wait_for_a_compile_and_ends_the_waiting_ones() {
     assert_eq!(compiles(&home), 1);
     drop(_dir);
 }
-
