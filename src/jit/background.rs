@@ -547,7 +547,8 @@ impl SwitchingKernel {
 
     /// Whether launches now go to the specialised kernel.
     pub fn is_switched(&self) -> bool {
-        !self.current().same_as(&self.fallback)
+        self.current();
+        self.switched.get().is_some()
     }
 
     /// Why it keeps the fallback for good: the compile's error, or the arguments that differ;
