@@ -224,14 +224,14 @@ fn a_request_waiting_or_compiling_is_not_queued_twice_and_the_queue_is_bounded()
     });
     let a: Pending<_> = s.jit.compile_in_background(SPECIALISED, &gfx90a());
     let a2 = s.jit.compile_in_background(SPECIALISED, &gfx90a());
-    // The thread takes `a` (waiting for `go`); `b` waits in the queue; `c` is one too many.
-    let b = s
-        .jit
-        .compile_in_background("// SLOW b\n", &gfx90a().define("B", "1"));
+    // The thread takes `a` (held until `go`); then `b` waits in the queue; `c` is one too many.
     let deadline = Instant::now() + Duration::from_secs(30);
     while compiles(&s.home) == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
+    let b = s
+        .jit
+        .compile_in_background("// SLOW b\n", &gfx90a().define("B", "1"));
     let c = s.jit.compile_in_background("// SLOW c\n", &gfx90a());
     assert!(matches!(
         c.poll(),
