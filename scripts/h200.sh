@@ -11,8 +11,9 @@
 # the Python package (its wheel from .device-bin unpacked into a directory on PYTHONPATH, beside
 # the machine's torch, CuPy and pytest): python/gpu_tests with pytest (saxpy on torch
 # tensors, a non-default current stream, torch.cuda.graph capturing 100 launches replayed 10
-# times, a load refused inside a global capture, CuPy arrays, DLPack) and the launch-overhead
-# comparison with CuPy (python/bench/launch_overhead.py).
+# times, a load refused inside a global capture, CuPy arrays, DLPack), the launch-overhead
+# comparison with CuPy (python/bench/launch_overhead.py) and a compile off the launch path
+# (Jit.switching_kernel: the first launch, on the fallback, against the background compile).
 #
 # Every NVIDIA check (nvidia_e2e, nvidia_graphs, softmax-demo, the PyTorch stream, several GPUs)
 # runs twice, once with each NVIDIA compiler: HIPJIT_COMPILER=nvrtc, then HIPJIT_COMPILER=nvcc
@@ -90,6 +91,42 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# background_compile COMPILER: a specialised saxpy compiled on the background pool while its
+# fallback is launched (Jit.switching_kernel): the first launch's time against the compile's
+# (and load's), then the switch, each result checked element by element. Needs $pydir.
+background_compile() {
+    HIPJIT_COMPILER="$1" PYTHONPATH="$pydir" python3 - <<'PY'
+import sys, time, torch, hipjit
+SAXPY = r'''#include <hip/hip_runtime.h>
+extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+'''
+jit = hipjit.get_jit()
+fallback = jit.kernel(SAXPY, "saxpy")
+n = 1 << 20
+x = torch.ones(n, device="cuda")
+y = torch.zeros(n, device="cuda")
+torch.cuda.synchronize()
+t = time.perf_counter()
+k = jit.switching_kernel(fallback, SAXPY + "// specialised %d\n" % time.time_ns(), defines={"N": n})
+k((n + 255) // 256, 256, 2.0, x, y, n)
+first = time.perf_counter() - t
+on_fallback = not k.switched
+switched = k.wait(timeout=300)
+compiled = time.perf_counter() - t
+k((n + 255) // 256, 256, 2.0, x, y, n)
+bad = int((y.cpu() != 4.0).sum())
+ok = on_fallback and switched and k.error is None and bad == 0
+print("BENCH background compile: first launch (fallback) %.3f ms, compile + load %.1f ms (ratio %.5f)"
+      % (first * 1e3, compiled * 1e3, first / compiled))
+print(("PASS" if ok else "FAIL"), f"switching kernel: first launch on the fallback {on_fallback}, "
+      f"switched {switched}, error {k.error!r}, {bad} wrong of {n}")
+sys.exit(0 if ok else 1)
+PY
+}
+
 # hipjit's wheel from $bin unpacked into a directory put on PYTHONPATH. Not a venv: on the
 # device machine pytest and CuPy are installed where a venv made with --system-site-packages
 # does not see them (the first run found neither).
@@ -152,6 +189,10 @@ run_all() {
             env PYTHONPATH="$pydir" python3 -m pytest -p no:cacheprovider -q -ra python/gpu_tests
         step "the Python package: launch overhead against CuPy" \
             env PYTHONPATH="$pydir" python3 python/bench/launch_overhead.py
+        for compiler in nvrtc nvcc; do
+            step "the Python package: a compile off the launch path (Jit.switching_kernel), HIPJIT_COMPILER=$compiler" \
+                background_compile "$compiler"
+        done
     fi
 
     local gpus

@@ -124,6 +124,9 @@ pub enum Error {
     /// Parsing an SM architecture name ([`crate::target::SmTargetError`]).
     #[error(transparent)]
     SmTarget(#[from] crate::target::SmTargetError),
+    /// A background compile, or a switch to its kernel ([`crate::jit::BackgroundError`]).
+    #[error(transparent)]
+    Background(Box<crate::jit::BackgroundError>),
 }
 
 /// `Result` with [`Error`] as its default error: inside a function returning it, `?` converts
@@ -150,6 +153,7 @@ boxed_from! {
     crate::compiler::nvcc::NvccError => Nvcc,
     crate::compiler::rtc::RtcError => Rtc,
     crate::safe::graph::GraphError => Graph,
+    crate::jit::BackgroundError => Background,
 }
 
 #[cfg(feature = "testing")]
@@ -215,6 +219,7 @@ mod tests {
         into_error::<crate::code_object::occupancy::OccupancyError>();
         into_error::<crate::safe::graph::GraphError>();
         into_error::<crate::target::SmTargetError>();
+        into_error::<crate::jit::BackgroundError>();
     }
 
     /// `?` converts the capture/graph and SM-target errors inside a function returning

@@ -163,6 +163,48 @@ class Kernel:
     @property
     def max_threads_per_block(self) -> int: ...
 
+class PendingCompile:
+    """A compile running on the JIT's background pool (Jit.compile_in_background)."""
+
+    def ready(self) -> bool:
+        """Whether the compile has ended (with a result or an error); never waits."""
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Waits (the GIL released) at most `timeout` seconds (None: no limit); whether the
+        compile has ended."""
+    def result(self, timeout: Optional[float] = None) -> Compiled:
+        """The result; raises the compile's error (CompileError...), or TimeoutError when it
+        has not ended in time."""
+
+class SwitchingKernel:
+    """Launches a fallback Kernel until the specialised kernel compiling in the background is
+    loaded, then that one, for good (Jit.switching_kernel). Called like a Kernel."""
+
+    def __call__(
+        self,
+        grid: _Dims,
+        block: _Dims,
+        *args: Any,
+        shared_mem: int = 0,
+        stream: Any = None,
+    ) -> None:
+        """Launches the current kernel (see Kernel.__call__); never waits for the compile."""
+    def ready(self) -> bool:
+        """Whether the background compile and load has ended."""
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Waits at most `timeout` seconds (None: no limit) for the compile; whether launches
+        now go to the specialised kernel."""
+    @property
+    def switched(self) -> bool: ...
+    @property
+    def error(self) -> Optional[HipjitError]:
+        """Why the fallback is kept for good: the compile's error (CompileError...) or
+        LoadError when the two kernels' arguments differ; None while compiling and once
+        switched."""
+    @property
+    def fallback(self) -> Kernel: ...
+    @property
+    def current(self) -> Kernel: ...
+
 class Jit:
     """The JIT compiler with its caches."""
 
@@ -207,6 +249,36 @@ class Jit:
         fast_math: bool = False,
         compiler: Optional[str] = None,
     ) -> Kernel: ...
+    def compile_in_background(
+        self,
+        source: Union[str, bytes],
+        arch: Union[str, Sequence[str]],
+        *,
+        defines: Optional[_Defines] = None,
+        include_dirs: Optional[Sequence[_Path]] = None,
+        opt: Union[int, str, None] = None,
+        std: Optional[str] = None,
+        flags: Optional[Sequence[str]] = None,
+        fast_math: bool = False,
+        compiler: Optional[str] = None,
+    ) -> PendingCompile:
+        """compile() on the JIT's background pool; returns at once."""
+    def switching_kernel(
+        self,
+        fallback: Kernel,
+        source: Union[str, bytes],
+        name: Optional[str] = None,
+        *,
+        defines: Optional[_Defines] = None,
+        include_dirs: Optional[Sequence[_Path]] = None,
+        opt: Union[int, str, None] = None,
+        std: Optional[str] = None,
+        flags: Optional[Sequence[str]] = None,
+        fast_math: bool = False,
+        compiler: Optional[str] = None,
+    ) -> SwitchingKernel:
+        """Starts compiling kernel `name` (None: the fallback's name) of `source` for the
+        fallback's device in the background; launches go to `fallback` until it is loaded."""
     def clear_memory(self) -> None: ...
     @property
     def cache_dirs(self) -> List[str]: ...

@@ -170,7 +170,12 @@ fn options_error(e: &OptionsError) -> PyErr {
 /// options refused before any compiler ran (a flag, a define, the targets) to `ValueError`
 /// naming the keyword, load failures to `LoadError`, the rest to `HipjitError`.
 pub fn jit_error(py: Python<'_>, e: JitError) -> PyErr {
-    match &e {
+    jit_error_ref(py, &e)
+}
+
+/// [`jit_error`] of a shared error (a background compile's).
+pub fn jit_error_ref(py: Python<'_>, e: &JitError) -> PyErr {
+    match e {
         JitError::Compile(RsCompileError::Options(o)) => options_error(o),
         JitError::Compile(c) => compile_error(py, c),
         JitError::Compiler(_) | JitError::Check(_) => {

@@ -19,6 +19,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyString};
 
+use crate::background::{PendingCompile, SwitchingKernel};
 use crate::compiled::Compiled;
 use crate::errors;
 use crate::kernel::Kernel;
@@ -397,6 +398,92 @@ impl Jit {
             .kernel(name)
             .map_err(|e| errors::load_error(e.to_string()))?;
         Kernel::new(kernel, dev, text.as_deref(), loaded.compiled.key().to_hex())
+    }
+
+    /// `jit.compile_in_background(source, arch, *, defines=None, include_dirs=None, opt=3,
+    /// std=None, flags=None, fast_math=False, compiler=None)`: `compile` on the JIT's
+    /// background pool (2 threads), returning at once a `PendingCompile` (`ready()`,
+    /// `wait(timeout=None)`, `result(timeout=None)`). A request already compiling is not
+    /// queued twice; a memory hit is ready at once.
+    ///
+    /// Raises `TypeError`/`ValueError` for bad keywords; the compile's own errors are raised
+    /// by `result()`.
+    #[pyo3(signature = (source, arch, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=None, compiler=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn compile_in_background(
+        &self,
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+        arch: &Bound<'_, PyAny>,
+        defines: Option<&Bound<'_, PyAny>>,
+        include_dirs: Option<&Bound<'_, PyAny>>,
+        opt: Option<&Bound<'_, PyAny>>,
+        std: Option<&Bound<'_, PyAny>>,
+        flags: Option<&Bound<'_, PyAny>>,
+        fast_math: Option<&Bound<'_, PyAny>>,
+        compiler: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PendingCompile> {
+        let (bytes, text) = source_of(source)?;
+        let (std, compiler) = text_keywords(std, compiler)?;
+        let k = Keywords {
+            arch: Some(arch),
+            defines,
+            include_dirs,
+            opt,
+            std: std.as_deref(),
+            flags: options::flags(flags)?,
+            fast_math: options::boolean("fast_math", fast_math)?,
+        };
+        let options = options::compile_options(&k)?;
+        let jit = self.with_compiler(py, compiler.as_deref())?;
+        Ok(PendingCompile::new(
+            jit.compile_in_background(&bytes, &options),
+            text,
+        ))
+    }
+
+    /// `jit.switching_kernel(fallback, source, name=None, *, defines=None, ...,
+    /// compiler=None)`: starts compiling the kernel `name` (None: the fallback's name) of
+    /// `source` for the fallback's device on the background pool, and returns a
+    /// `SwitchingKernel`: called like a `Kernel`, it launches `fallback` until the specialised
+    /// kernel is compiled and loaded, then that one, for good. The switch is refused (the
+    /// fallback kept, `error` set) when the two kernels' arguments differ in count or size.
+    #[pyo3(signature = (fallback, source, name=None, *, defines=None, include_dirs=None, opt=None, std=None, flags=None, fast_math=None, compiler=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn switching_kernel(
+        &self,
+        py: Python<'_>,
+        fallback: Py<Kernel>,
+        source: &Bound<'_, PyAny>,
+        name: Option<&str>,
+        defines: Option<&Bound<'_, PyAny>>,
+        include_dirs: Option<&Bound<'_, PyAny>>,
+        opt: Option<&Bound<'_, PyAny>>,
+        std: Option<&Bound<'_, PyAny>>,
+        flags: Option<&Bound<'_, PyAny>>,
+        fast_math: Option<&Bound<'_, PyAny>>,
+        compiler: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<SwitchingKernel> {
+        let (bytes, text) = source_of(source)?;
+        let (std, compiler) = text_keywords(std, compiler)?;
+        let k = Keywords {
+            arch: None,
+            defines,
+            include_dirs,
+            opt,
+            std: std.as_deref(),
+            flags: options::flags(flags)?,
+            fast_math: options::boolean("fast_math", fast_math)?,
+        };
+        let options = options::compile_options(&k)?;
+        let jit = self.with_compiler(py, compiler.as_deref())?;
+        let name = match name {
+            Some(n) => n.to_owned(),
+            None => fallback.get().parts().0.name().to_owned(),
+        };
+        Ok(SwitchingKernel::start(
+            jit, fallback, bytes, text, &name, options,
+        ))
     }
 
     /// Forgets every in-process result (the disk cache stays).

@@ -60,6 +60,49 @@ impl Kernel {
             key,
         })
     }
+
+    /// The Rust kernel and its device.
+    pub fn parts(&self) -> (&RsKernel, &Device) {
+        (&self.kernel, &self.device)
+    }
+
+    /// The launch of `__call__`.
+    pub fn launch(
+        &self,
+        py: Python<'_>,
+        grid: &Bound<'_, PyAny>,
+        block: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        shared_mem: Option<&Bound<'_, PyAny>>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let cfg = LaunchConfig {
+            grid: dim3("grid", grid)?,
+            block: dim3("block", block)?,
+            dynamic_lds_bytes: match shared_mem.filter(|m| !m.is_none()) {
+                None => 0,
+                Some(m) => crate::options::unsigned(
+                    "shared_mem",
+                    m,
+                    u64::from(u32::MAX),
+                    "bytes of dynamic shared memory",
+                )? as u32,
+            },
+        };
+        let (raw, origin) = stream::resolve(py, stream, self.device.ordinal())?;
+        if origin == Origin::Torch {
+            runtime::check_single_copy(self.device.runtime())?;
+        }
+        let mut packed = args::convert(py, &self.target, &self.specs, args)?;
+        let mut kargs = packed.launch_args();
+        // SAFETY: `raw` is a stream handle of this device given by the caller or torch, alive
+        // for this call; hipjit never destroys it.
+        let s = unsafe { BorrowedStream::from_raw(&self.device, raw as _) };
+        // SAFETY: the arguments were converted for this kernel's metadata (count, sizes,
+        // pointer or value) and point at device memory the caller passed; the caller keeps it
+        // allocated until the kernel has run (documented on `__call__`).
+        unsafe { self.kernel.launch(&s, cfg, &mut kargs) }.map_err(errors::launch_error)
+    }
 }
 
 /// A grid or block: an int or a tuple of 1 to 3 ints, each 1 to 2**32-1.
@@ -131,32 +174,7 @@ impl Kernel {
         shared_mem: Option<&Bound<'_, PyAny>>,
         stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let cfg = LaunchConfig {
-            grid: dim3("grid", grid)?,
-            block: dim3("block", block)?,
-            dynamic_lds_bytes: match shared_mem.filter(|m| !m.is_none()) {
-                None => 0,
-                Some(m) => crate::options::unsigned(
-                    "shared_mem",
-                    m,
-                    u64::from(u32::MAX),
-                    "bytes of dynamic shared memory",
-                )? as u32,
-            },
-        };
-        let (raw, origin) = stream::resolve(py, stream, self.device.ordinal())?;
-        if origin == Origin::Torch {
-            runtime::check_single_copy(self.device.runtime())?;
-        }
-        let mut packed = args::convert(py, &self.target, &self.specs, args)?;
-        let mut kargs = packed.launch_args();
-        // SAFETY: `raw` is a stream handle of this device given by the caller or torch, alive
-        // for this call; hipjit never destroys it.
-        let s = unsafe { BorrowedStream::from_raw(&self.device, raw as _) };
-        // SAFETY: the arguments were converted for this kernel's metadata (count, sizes,
-        // pointer or value) and point at device memory the caller passed; the caller keeps it
-        // allocated until the kernel has run (documented above).
-        unsafe { self.kernel.launch(&s, cfg, &mut kargs) }.map_err(errors::launch_error)
+        self.launch(py, grid, block, args, shared_mem, stream)
     }
 
     /// The kernel's name.

@@ -17,11 +17,13 @@
 //! - [`args`]: Python values to kernel argument bytes, checked against the code object;
 //! - [`stream`]: the stream of a launch (torch's current stream, CuPy and torch streams, handles);
 //! - [`dlpack`]: DLPack capsules;
-//! - [`kernel`]: `Kernel` and its call (the launch).
+//! - [`kernel`]: `Kernel` and its call (the launch);
+//! - [`background`]: compiles off the launch path: `PendingCompile`, `SwitchingKernel`.
 
 use pyo3::prelude::*;
 
 mod args;
+mod background;
 mod compiled;
 mod dlpack;
 mod errors;
@@ -42,6 +44,8 @@ fn _hipjit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<compiled::Inspected>()?;
     m.add_class::<jit::Jit>()?;
     m.add_class::<kernel::Kernel>()?;
+    m.add_class::<background::PendingCompile>()?;
+    m.add_class::<background::SwitchingKernel>()?;
     m.add_function(wrap_pyfunction!(jit::get_jit, m)?)?;
     m.add_function(wrap_pyfunction!(jit::compile, m)?)?;
     m.add_function(wrap_pyfunction!(compiled::inspect, m)?)?;

@@ -55,7 +55,8 @@ def test_exception_hierarchy():
 def test_public_names_have_docstrings():
     import hipjit
 
-    for name in ("compile", "inspect", "get_jit", "runtime_info", "Jit", "Kernel", "Compiled"):
+    for name in ("compile", "inspect", "get_jit", "runtime_info", "Jit", "Kernel", "Compiled",
+                 "PendingCompile", "SwitchingKernel"):
         doc = getattr(hipjit, name).__doc__
         assert doc and len(doc) > 40, name
     assert hipjit.__version__ == "0.1.0"
@@ -77,7 +78,7 @@ def test_stubs_declare_every_public_name_with_the_same_keywords():
         stub_params = [a.arg for a in declared[name].args.args + declared[name].args.kwonlyargs]
         assert stub_params == list(inspect.signature(getattr(hipjit, name)).parameters), name
     methods = {f.name: f for f in declared["Jit"].body if isinstance(f, ast.FunctionDef)}
-    for name in ("compile", "kernel"):
+    for name in ("compile", "kernel", "compile_in_background", "switching_kernel"):
         f = methods[name]
         stub_params = [a.arg for a in f.args.args + f.args.kwonlyargs][1:]
         assert stub_params == list(inspect.signature(getattr(hipjit.Jit, name)).parameters)[1:], name

@@ -33,6 +33,7 @@
 
 #[doc(hidden)]
 pub mod auto_memo;
+mod background;
 mod checks;
 #[doc(hidden)]
 pub mod compiled;
@@ -52,6 +53,7 @@ mod remote;
 pub mod stats;
 mod tiers;
 
+pub use background::{BackgroundError, BackgroundOptions, Pending, SwitchingKernel};
 pub use checks::CheckFailed;
 pub use compiled::{Artefact, Compiled, CompilerUsed, Origin};
 #[doc(hidden)]
@@ -158,6 +160,9 @@ pub struct JitOptions {
     /// changes. Also set by `HIPJIT_RETRY_FAILED=1`. Timeouts, signals, cancellation and
     /// errors of the environment are never remembered. Default: `false`.
     pub retry_failed: bool,
+    /// The pool of [`Jit::compile_in_background`] and [`Jit::kernel_in_background`]: its
+    /// threads (default 2) and how many requests may wait.
+    pub background: BackgroundOptions,
 }
 
 /// Errors of the JIT.
@@ -278,6 +283,8 @@ pub struct Jit {
     hit_memo_config: std::sync::OnceLock<Vec<u8>>,
     /// [`JitOptions::retry_failed`], or `HIPJIT_RETRY_FAILED`.
     retry_failed: bool,
+    /// The background compiles' pool (`background`).
+    background: background::Pool,
 }
 
 impl std::fmt::Debug for Jit {
@@ -351,6 +358,7 @@ impl Jit {
             hit_memo,
             hit_memo_config: Default::default(),
             retry_failed: options.retry_failed || failures::retry_from_env(),
+            background: background::Pool::new(options.background),
         })
     }
 

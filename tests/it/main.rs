@@ -3,6 +3,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[cfg(feature = "testing")]
+mod background;
 mod cache_bundle;
 mod cache_disk;
 #[cfg(feature = "cli")]
