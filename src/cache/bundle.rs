@@ -41,19 +41,23 @@ use crate::fs::read::FileReadError;
 use crate::fs::write::WriteError;
 
 /// The first bytes of a bundle's content (inside the Zstandard frame).
+#[doc(hidden)]
 pub const BUNDLE_MAGIC: &[u8; 8] = b"HIPJITBN";
 /// The bundle layout version.
 pub const BUNDLE_VERSION: u32 = 1;
 /// The largest index read, in bytes (decompressed): 64 MiB, some 400,000 entries.
+#[doc(hidden)]
 pub const INDEX_LIMIT: u64 = 64 << 20;
 /// The largest header and metadata of one entry read into memory while an entry is checked
 /// (its artefacts are streamed): 64 MiB.
+#[doc(hidden)]
 pub const ENTRY_HEAD_LIMIT: u64 = 64 << 20;
 /// The bytes before the index: [`BUNDLE_MAGIC`], [`BUNDLE_VERSION`], the index length.
 const HEADER_LEN: u64 = 8 + 4 + 8;
 
 /// One entry of a bundle's index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[doc(hidden)]
 pub struct IndexItem {
     /// The entry's key, hex.
     pub key: String,

@@ -760,6 +760,7 @@ impl DiskCache {
     /// out (`LockOutcome::TimedOut`: the holder is stopped, slow, or another user) or a lock
     /// that cannot be had (`LockOutcome::Unavailable`) lets the caller compile anyway.
     /// Released when the returned guard drops (or the process dies).
+    #[doc(hidden)]
     pub fn lock(&self, key: &CacheKey, wait: Duration) -> LockOutcome {
         use std::os::fd::AsRawFd;
         let root = match self.written_root() {

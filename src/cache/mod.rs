@@ -23,7 +23,10 @@ pub mod tier;
 #[doc(hidden)]
 pub use crate::fs::cache_root as tag;
 
-pub use disk::{CacheError, DiskCache, Entry, EntryMeta, CACHE_DIR_ENV, SHARED_MARKER};
+pub use disk::{
+    ArtefactMeta, BadEntry, CacheError, CapSource, DiskCache, Entry, EntryMeta, EntrySummary,
+    LockOutcome, Lookup, PruneReport, RootStats, VerifiedEntry, CACHE_DIR_ENV, SHARED_MARKER,
+};
 #[doc(hidden)]
 pub use hit_entry::check_against_full_read as check_hit_read;
-pub use key::{CacheKey, KeyFields, TrackedHeader, CACHE_FORMAT_VERSION};
+pub use key::{CacheKey, KeyField, KeyFields, TrackedHeader, CACHE_FORMAT_VERSION};

@@ -62,14 +62,16 @@ pub use crate::process::cancel::CancelToken;
 #[doc(hidden)]
 pub use backend::Backend;
 pub use depfile::Dependency;
-pub use diagnostics::{Diagnostic, IncludedFrom, Severity};
+pub use diagnostics::{Diagnostic, IncludedFrom, Layout, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};
 #[doc(hidden)]
-pub use flags::{check_extra_flag, RejectedBecause};
+pub use flags::check_extra_flag;
+pub use flags::RejectedBecause;
 #[doc(hidden)]
 pub use hipcc::{device_library_dirs, Compiler, ENV_ALLOWLIST};
+pub use host_compiler::HostCompilerError;
 pub use identity::{CompilerIdentity, IdentityError};
-pub use kind::{BadCompilerChoice, CompilerChoice, CompilerKind};
+pub use kind::{BadCompilerChoice, CompilerChoice, CompilerKind, FlagRules};
 pub use nvcc::NvccError;
 pub use options::{
     is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError, UnknownStd,
@@ -204,7 +206,8 @@ impl fmt::Display for CompileFailure {
     }
 }
 
-/// Errors of `Compiler::compile`.
+/// Errors of a compile: the compiler rejected the source (its diagnostics:
+/// [`CompileError::diagnostics`]), or could not be run or read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CompileError {
@@ -322,6 +325,29 @@ pub enum CompileError {
         /// The command line.
         command: Vec<String>,
     },
+}
+
+impl CompileError {
+    /// The compiler's diagnostics of a compile it rejected, whichever compiler it was
+    /// (hipcc, nvcc, hipRTC, NVRTC): errors, warnings and notes with their files, lines and
+    /// source excerpts ([`Diagnostic::render`] prints one as the compiler would). Empty for a
+    /// failure with no diagnostics (a timeout, a crash, a refused request).
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        match self {
+            CompileError::Failed(f) => &f.diagnostics,
+            CompileError::UnsupportedTarget(u) => &u.failure.diagnostics,
+            CompileError::MissingDeviceLibrary(m) => &m.failure.diagnostics,
+            CompileError::Nvcc(e) => match &**e {
+                nvcc::NvccError::Failed { diagnostics, .. } => diagnostics,
+                _ => &[],
+            },
+            CompileError::InProcess(e) => match &**e {
+                rtc::RtcError::Compile { diagnostics, .. } => diagnostics,
+                _ => &[],
+            },
+            _ => &[],
+        }
+    }
 }
 
 /// The compiler does not know a processor: "`<compiler> (<version>) does not support gfx942`".
@@ -478,6 +504,7 @@ static PROCESS_TMPDIR: std::sync::OnceLock<(std::ffi::OsString, Option<std::ffi:
 /// `TMPDIR`'s value `value` as the process was given it: where it is the directory
 /// [`ProcessTmpDir::install`] set, what it was before (`None`: it was not set); otherwise
 /// `value` itself.
+#[doc(hidden)]
 pub fn tmpdir_as_given(value: &std::ffi::OsStr) -> Option<&std::ffi::OsStr> {
     match PROCESS_TMPDIR.get() {
         Some((installed, given)) if installed == value => given.as_deref(),
@@ -615,6 +642,7 @@ fn build_base() -> PathBuf {
 }
 
 /// Joins a command line for display, quoting words that need it (for people, never run).
+#[doc(hidden)]
 pub fn shell_words(words: &[String]) -> String {
     words
         .iter()

@@ -229,6 +229,30 @@ pub enum JitError {
     },
 }
 
+impl JitError {
+    /// The compiler's diagnostics when the compiler rejected the source
+    /// ([`CompileError::diagnostics`]), whichever compiler Auto or the choice ran; empty for
+    /// every other error.
+    ///
+    /// ```no_run
+    /// # use hipjit::jit::{Jit, JitOptions};
+    /// # use hipjit::compiler::CompileOptions;
+    /// # fn f(jit: &Jit, options: &CompileOptions) {
+    /// if let Err(e) = jit.compile("__global__ void k() { nope; }", options) {
+    ///     for d in e.diagnostics() {
+    ///         eprintln!("{}", d.render());
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn diagnostics(&self) -> &[crate::compiler::Diagnostic] {
+        match self {
+            JitError::Compile(e) => e.diagnostics(),
+            _ => &[],
+        }
+    }
+}
+
 /// A request made ready by [`Jit::prepare`]: the effective options, the compiler, the
 /// direct key.
 struct Prepared {

@@ -48,8 +48,6 @@ use std::sync::Mutex;
 
 use hipjit::compiler::cancel::CancelToken;
 use hipjit::compiler::diagnostics::{self, Diagnostic, Layout};
-use hipjit::compiler::nvcc::NvccError;
-use hipjit::compiler::rtc::RtcError;
 use hipjit::compiler::worker::WorkerConfig;
 use hipjit::compiler::{
     is_valid_source_name, CompileError, CompileOptions, CompilerConfig, OptionsError,
@@ -316,20 +314,7 @@ pub(crate) fn user_diagnostics(
 
 /// The diagnostics a failed compile carries, if any.
 fn failure_diagnostics(e: &JitError) -> &[Diagnostic] {
-    match e {
-        JitError::Compile(CompileError::Failed(f)) => &f.diagnostics,
-        JitError::Compile(CompileError::UnsupportedTarget(u)) => &u.failure.diagnostics,
-        JitError::Compile(CompileError::MissingDeviceLibrary(m)) => &m.failure.diagnostics,
-        JitError::Compile(CompileError::Nvcc(e)) => match &**e {
-            NvccError::Failed { diagnostics, .. } => diagnostics,
-            _ => &[],
-        },
-        JitError::Compile(CompileError::InProcess(e)) => match &**e {
-            RtcError::Compile { diagnostics, .. } => diagnostics,
-            _ => &[],
-        },
-        _ => &[],
-    }
+    e.diagnostics()
 }
 
 pub(crate) fn origin_name(o: Origin) -> &'static str {

@@ -257,6 +257,7 @@ const CORRUPTED_HINT: &str = "corrupted after it was written: check the server (
 
 /// An entry found in the server and checked ([`Entry::from_bytes`], signature).
 #[derive(Debug)]
+#[doc(hidden)]
 pub struct RemoteEntry {
     /// Its result key.
     pub key: CacheKey,
@@ -271,6 +272,7 @@ pub struct RemoteEntry {
 
 /// What [`RemoteCache::fetch`] found.
 #[derive(Debug, Default)]
+#[doc(hidden)]
 pub struct Fetch {
     /// A checked entry, when one matched.
     pub hit: Option<RemoteEntry>,
