@@ -576,18 +576,12 @@ pub fn compile(
 }
 
 /// The compiler choices as the type errors name them: `"auto", "hipcc", ... or "nvrtc"`,
-/// from the one list the library parses (`hipjit::compiler::kind::choices_listed`).
+/// from the one list the library parses (`hipjit::compiler::kind::choice_names`).
 fn quoted_choices() -> String {
-    let listed = hipjit::compiler::kind::choices_listed();
-    let (head, last) = listed.rsplit_once(" or ").unwrap_or(("", listed.as_str()));
-    let quoted: Vec<String> = head
-        .split(", ")
-        .filter(|c| !c.is_empty())
+    let mut quoted: Vec<String> = hipjit::compiler::kind::choice_names()
+        .into_iter()
         .map(|c| format!("\"{c}\""))
         .collect();
-    if quoted.is_empty() {
-        format!("\"{last}\"")
-    } else {
-        format!("{} or \"{last}\"", quoted.join(", "))
-    }
+    let last = quoted.pop().unwrap_or_default();
+    format!("{} or {last}", quoted.join(", "))
 }

@@ -172,8 +172,9 @@ impl fmt::Display for CompilerKind {
     }
 }
 
-/// The choices as listed to users: `auto, hipcc, hiprtc, nvcc or nvrtc`.
-pub fn choices_listed() -> String {
+/// The spellings of the choices users are offered, in order: `auto`, then each kind but
+/// the testing compiler.
+pub fn choice_names() -> Vec<&'static str> {
     let mut names: Vec<&str> = vec!["auto"];
     names.extend(
         CompilerKind::ALL
@@ -181,6 +182,12 @@ pub fn choices_listed() -> String {
             .filter(|k| k.listed())
             .map(|k| k.as_str()),
     );
+    names
+}
+
+/// The choices as listed to users: `auto, hipcc, hiprtc, nvcc or nvrtc`.
+pub fn choices_listed() -> String {
+    let mut names = choice_names();
     let last = names.pop().unwrap_or_default();
     format!("{} or {last}", names.join(", "))
 }
