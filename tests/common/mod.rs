@@ -48,6 +48,12 @@ pub fn fake_hipcc_config(home: &Path) -> CompilerConfig {
     }
 }
 
+/// How many compiles a fake hipcc ran with `$HOME` = `home`: the lines its act.sh appended
+/// to `home/compiles` (`echo $$ >> "$HOME/compiles"`), 0 before the first.
+pub fn compiles(home: &Path) -> usize {
+    std::fs::read_to_string(home.join("compiles")).map_or(0, |s| s.lines().count())
+}
+
 /// The name libtest runs the test `name` of the module `module` under (pass `module_path!()`):
 /// the module's path without the crate's name, then `name`; for `--exact` when a test runs
 /// another test of its binary in a child process.

@@ -82,12 +82,6 @@ fn go(home: &Path) {
     std::fs::write(home.join("go"), "").unwrap();
 }
 
-fn compiles(home: &Path) -> usize {
-    std::fs::read_to_string(home.join("compiles"))
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
 fn options() -> CompileOptions {
     CompileOptions::default()
 }
@@ -140,13 +134,13 @@ fn the_first_launch_runs_the_fallback_while_the_compile_runs_then_the_specialise
     launch(&k, device, &y);
     assert_eq!(y.to_vec().unwrap(), vec![4.0f32; 1000]);
     // Published as a normal compile: Jit::kernel is a hit on the same handle, with no compile.
-    let before = compiles(&s.home);
+    let before = common::compiles(&s.home);
     let again = s
         .jit
         .kernel(device, SPECIALISED, "axpy_f32", &options())
         .unwrap();
     assert!(again.same_as(&specialised));
-    assert_eq!(compiles(&s.home), before);
+    assert_eq!(common::compiles(&s.home), before);
     assert_eq!(s.test.launches().len(), 2);
     eprintln!("first launch (fallback) {first:?}, background compile and load {compile:?}");
     // A kernel already cached is ready at once.
@@ -226,7 +220,7 @@ fn a_request_waiting_or_compiling_is_not_queued_twice_and_the_queue_is_bounded()
     let a2 = s.jit.compile_in_background(SPECIALISED, &gfx90a());
     // The thread takes `a` (held until `go`); then `b` waits in the queue; `c` is one too many.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while compiles(&s.home) == 0 && Instant::now() < deadline {
+    while common::compiles(&s.home) == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     let b = s
@@ -241,7 +235,7 @@ fn a_request_waiting_or_compiling_is_not_queued_twice_and_the_queue_is_bounded()
     let (ra, ra2) = (a.wait().as_ref().unwrap(), a2.wait().as_ref().unwrap());
     assert_eq!(ra.key(), ra2.key());
     assert!(b.wait().is_ok());
-    assert_eq!(compiles(&s.home), 2);
+    assert_eq!(common::compiles(&s.home), 2);
     // A memory hit is ready at once.
     assert!(s
         .jit
@@ -260,7 +254,7 @@ fn dropping_the_jit_does_not_wait_for_a_compile_and_ends_the_waiting_ones() {
         .jit
         .compile_in_background("// SLOW b\n", &gfx90a().define("B", "1"));
     let deadline = Instant::now() + Duration::from_secs(30);
-    while compiles(&s.home) == 0 && Instant::now() < deadline {
+    while common::compiles(&s.home) == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     let Setup {
@@ -274,6 +268,6 @@ fn dropping_the_jit_does_not_wait_for_a_compile_and_ends_the_waiting_ones() {
     // The compile under way ends with its result; the one waiting never runs.
     assert!(a.wait().is_ok());
     assert!(matches!(b.wait(), Err(BackgroundError::NotRun { .. })));
-    assert_eq!(compiles(&home), 1);
+    assert_eq!(common::compiles(&home), 1);
     drop(_dir);
 }

@@ -34,10 +34,6 @@ fn home(dir: &Path) -> PathBuf {
     home
 }
 
-fn compiles(home: &Path) -> usize {
-    std::fs::read_to_string(home.join("compiles")).map_or(0, |s| s.lines().count())
-}
-
 fn jit(roots: Vec<PathBuf>, home: &Path) -> Jit {
     Jit::new(JitOptions {
         // The stand-in hipcc counts its compiles.
@@ -99,7 +95,7 @@ fn an_imported_bundle_serves_hits_from_a_read_only_root() {
         assert_eq!(c.origin(), Origin::Disk, "source {i}");
         assert!(c.entry_path().unwrap().starts_with(&baked));
     }
-    assert_eq!(compiles(&home), 3, "the node compiled");
+    assert_eq!(common::compiles(&home), 3, "the node compiled");
 }
 
 #[test]

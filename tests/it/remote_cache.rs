@@ -162,12 +162,6 @@ fn home(dir: &Path) -> PathBuf {
     home
 }
 
-fn compiles(home: &Path) -> usize {
-    std::fs::read_to_string(home.join("compiles"))
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
 /// The tier at `url` with short lock timings, and operation and connection timeouts of 2 s
 /// instead of 200 ms: on a loaded 2-core machine a reply can take longer than 200 ms, which
 /// turns the tier off and makes an expected remote hit a miss. The tests of the timeouts set
@@ -299,7 +293,7 @@ fn a_remote_hit_fills_a_second_root_without_compiling() {
     let second = compile(&jit(&root_b, &home, Some(config(&server.url()))), SOURCE);
     assert_eq!(second.origin(), Origin::Remote);
     assert_eq!(second.key(), first.key());
-    assert_eq!(compiles(&home), 1, "the second root compiled");
+    assert_eq!(common::compiles(&home), 1, "the second root compiled");
     assert_eq!(second.kernels()[0].name, first.kernels()[0].name);
     // Written to the second root, with its manifest: a disk hit without the server.
     let disk = DiskCache::open(std::slice::from_ref(&root_b)).unwrap();
@@ -307,7 +301,7 @@ fn a_remote_hit_fills_a_second_root_without_compiling() {
     assert!(second.entry_path().unwrap().starts_with(&root_b));
     let third = compile(&jit(&root_b, &home, None), SOURCE);
     assert_eq!(third.origin(), Origin::Disk);
-    assert_eq!(compiles(&home), 1);
+    assert_eq!(common::compiles(&home), 1);
 }
 
 /// What [`a_changed_entry_is_refused_and_replaced`] leaves: its server, directory and
@@ -381,7 +375,7 @@ fn a_corrupted_remote_entry_is_never_served_and_is_replaced() {
         },
         "sha256",
     );
-    assert_eq!(compiles(&r.home), 2);
+    assert_eq!(common::compiles(&r.home), 2);
     assert!(r.now != r.bad, "the bad entry is still there");
     assert_eq!(r.good.len(), r.now.len());
     let third = compile(
@@ -393,7 +387,7 @@ fn a_corrupted_remote_entry_is_never_served_and_is_replaced() {
         SOURCE,
     );
     assert_eq!(third.origin(), Origin::Remote);
-    assert_eq!(compiles(&r.home), 2);
+    assert_eq!(common::compiles(&r.home), 2);
 }
 
 /// A remote value is the entry file's bytes in an envelope: it carries the entry's checksum
@@ -458,7 +452,7 @@ fn forged_entries_are_refused_under_signing() {
         let now = get(&server, &name).unwrap();
         assert!(signing::open(Some(KEY), name.as_bytes(), &now).is_ok());
     }
-    assert_eq!(compiles(&home), 3);
+    assert_eq!(common::compiles(&home), 3);
     // A node without the key reads and writes entries outside the key's scope: it compiles,
     // and the signed entry stays as it was.
     let unsigned = compile(
@@ -494,7 +488,7 @@ fn nodes_with_different_keys_each_keep_hitting_their_own_entries() {
         (a.origin(), b.origin()),
         (Origin::Compiler, Origin::Compiler)
     );
-    assert_eq!(compiles(&home), 2);
+    assert_eq!(common::compiles(&home), 2);
     let (a_name, b_name) = (signed_entry_name(&a, KEY), signed_entry_name(&b, other_key));
     let (a_entry, b_entry) = (
         get(&server, &a_name).unwrap(),
@@ -533,7 +527,7 @@ fn nodes_with_different_keys_each_keep_hitting_their_own_entries() {
             assert!(remote.refused <= 1, "round {round}, node {who}: {remote:?}");
         }
     }
-    assert_eq!(compiles(&home), 2, "a node compiled again");
+    assert_eq!(common::compiles(&home), 2, "a node compiled again");
     // Nothing was deleted or rewritten.
     assert_eq!(get(&server, &a_name).unwrap(), a_entry);
     assert_eq!(get(&server, &b_name).unwrap(), b_entry);
@@ -567,7 +561,7 @@ fn a_server_killed_during_eight_compiles_costs_one_warning() {
         assert!(c.entry_path().is_some());
     }
     assert_eq!(warnings, 1, "one warning for the outage");
-    assert_eq!(compiles(&home), 8);
+    assert_eq!(common::compiles(&home), 8);
 }
 
 #[test]
@@ -696,7 +690,7 @@ fn eight_processes_over_four_roots_compile_once() {
             .to_string();
         origins.push(origin);
     }
-    assert_eq!(compiles(&home), 1, "origins: {origins:?}");
+    assert_eq!(common::compiles(&home), 1, "origins: {origins:?}");
     assert_eq!(origins.iter().filter(|o| *o == "Compiler").count(), 1);
     for i in 0..4 {
         let disk = DiskCache::open(&[dir.path().join(format!("root{i}"))]).unwrap();
@@ -745,7 +739,7 @@ fn a_killed_lock_holder_lets_another_compile_after_expiry() {
         SOURCE,
     );
     assert_eq!(c.origin(), Origin::Compiler);
-    assert_eq!(compiles(&home), 1);
+    assert_eq!(common::compiles(&home), 1);
     assert!(
         c.cache_warnings().iter().all(|w| !w.contains("waited")),
         "it took the expired lock rather than waiting out: {:?}",
@@ -922,7 +916,7 @@ fn a_server_refusing_eval_serves_hits_without_the_lock_and_says_so_once() {
         let b = jit(&dir.path().join("b"), &home, Some(config(&url)));
         let hit = compile(&b, SOURCE);
         assert_eq!(hit.origin(), Origin::Remote, "{url}");
-        assert_eq!(compiles(&home), 2);
+        assert_eq!(common::compiles(&home), 2);
 
         // A bad entry cannot be removed without a script: it is never served, is reported
         // (with a warning saying it was left in place for now), and this node's store replaces
@@ -959,7 +953,7 @@ fn a_server_refusing_eval_serves_hits_without_the_lock_and_says_so_once() {
             .unwrap_or_else(|e| panic!("{url}: the replacement is bad: {e}"));
         let d = jit(&dir.path().join("d"), &home, Some(config(&url)));
         assert_eq!(compile(&d, SOURCE).origin(), Origin::Remote, "{url}");
-        assert_eq!(compiles(&home), 3);
+        assert_eq!(common::compiles(&home), 3);
     }
 }
 
@@ -983,7 +977,7 @@ fn values_of_another_key_are_refused_with_a_warning_and_counted_and_left() {
         "a value signed with another key was served"
     );
     assert_eq!(second.key(), first.key());
-    assert_eq!(compiles(&home), 2);
+    assert_eq!(common::compiles(&home), 2);
     let warned: Vec<&String> = second
         .cache_warnings()
         .iter()
@@ -1379,7 +1373,7 @@ fn a_planted_cluster_lock_is_removed_not_waited_for() {
         assert_eq!(get(&server, &name), None, "case {i}");
         assert!(took < Duration::from_secs(3), "case {i}: {took:?}");
     }
-    assert_eq!(compiles(&home), 6);
+    assert_eq!(common::compiles(&home), 6);
 }
 
 /// A lock hipjit took, held by a holder that keeps renewing it past the wait (a stuck
@@ -1634,7 +1628,7 @@ fn a_replayed_or_overlong_lock_token_is_removed_and_bounds_the_wait() {
         // Removed, then taken and released by the compile.
         assert_eq!(get(&server, &name), None, "case {i}");
     }
-    assert_eq!(compiles(&home), 5);
+    assert_eq!(common::compiles(&home), 5);
 }
 
 fn set_px(server: &Server, name: &str, value: &str, px: u64) {
@@ -1716,7 +1710,7 @@ fn the_least_recently_matched_manifests_make_room() {
         .filter(|&i| look(&b, i) != Origin::Remote)
         .collect();
     assert!(missed.is_empty(), "versions missed remotely: {missed:?}");
-    assert_eq!(compiles(&home), total);
+    assert_eq!(common::compiles(&home), total);
 
     // Matched in the order above, the oldest kept is the first; matched again, it outlives
     // the second when a new version is stored.
@@ -1958,5 +1952,5 @@ fn a_string_under_the_manifests_name_is_replaced_by_the_next_publish() {
         SOURCE,
     );
     assert_eq!(c.origin(), Origin::Remote, "{:?}", c.cache_warnings());
-    assert_eq!(compiles(&home), 2);
+    assert_eq!(common::compiles(&home), 2);
 }

@@ -36,12 +36,6 @@ fn home(dir: &Path) -> PathBuf {
     home
 }
 
-fn compiles(home: &Path) -> usize {
-    std::fs::read_to_string(home.join("compiles"))
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
 /// The store `memory://<name>`, emptied, with `caps`.
 fn store(name: &str, caps: Capabilities) -> MemoryStore {
     let s = MemoryStore::shared(name);
@@ -99,12 +93,12 @@ fn hits_from_another_root(name: &str, caps: Capabilities) -> (MemoryStore, tempf
         second.cache_warnings()
     );
     assert_eq!(second.key(), first.key());
-    assert_eq!(compiles(&home), 1, "the second root compiled");
+    assert_eq!(common::compiles(&home), 1, "the second root compiled");
     b.flush_cache_writes();
     s.clear();
     let third = compile(&jit(&dir.path().join("b"), &home, name));
     assert_eq!(third.origin(), Origin::Disk);
-    assert_eq!(compiles(&home), 1);
+    assert_eq!(common::compiles(&home), 1);
     (s, dir)
 }
 
@@ -138,7 +132,7 @@ fn a_store_with_only_get_put_delete_serves_another_root() {
         second.cache_warnings()
     );
     assert_eq!(second.key(), first.key());
-    assert_eq!(compiles(&home), 1);
+    assert_eq!(common::compiles(&home), 1);
     drop(dir);
     hits_from_another_root(name, Capabilities::NONE);
 }
@@ -170,7 +164,7 @@ fn a_corrupted_entry_is_refused(name: &str, caps: Capabilities) -> bool {
         .find(|b| b.path.to_string_lossy().ends_with(&entry))
         .unwrap_or_else(|| panic!("not reported: {:?}", second.bad_entries()));
     assert!(reported.reason.contains("sha256"), "{}", reported.reason);
-    assert_eq!(compiles(&home), 2);
+    assert_eq!(common::compiles(&home), 2);
     let now = s.raw(&entry).expect("not published again");
     assert_ne!(now, bad, "the bad entry is still there");
     let payload = signing::open(None, entry.as_bytes(), &now).unwrap();
@@ -178,7 +172,7 @@ fn a_corrupted_entry_is_refused(name: &str, caps: Capabilities) -> bool {
         .unwrap_or_else(|e| panic!("the replacement is bad: {e}"));
     let third = compile(&jit(&dir.path().join("c"), &home, name));
     assert_eq!(third.origin(), Origin::Remote);
-    assert_eq!(compiles(&home), 2);
+    assert_eq!(common::compiles(&home), 2);
     reported.writable_root
 }
 
@@ -272,9 +266,9 @@ fn a_foreign_value_under_the_manifests_name_is_replaced_by_the_next_publish() {
     // Root b: the manifests cannot be read, a miss; its publish replaces the value.
     let b = compile(&jit(&dir.path().join("b"), &home, name));
     assert_eq!(b.origin(), Origin::Compiler);
-    assert_eq!(compiles(&home), 2);
+    assert_eq!(common::compiles(&home), 2);
     // Root c: a remote hit through the republished manifest.
     let c = compile(&jit(&dir.path().join("c"), &home, name));
     assert_eq!(c.origin(), Origin::Remote, "{:?}", c.cache_warnings());
-    assert_eq!(compiles(&home), 2);
+    assert_eq!(common::compiles(&home), 2);
 }
