@@ -54,6 +54,28 @@ pub fn compiles(home: &Path) -> usize {
     std::fs::read_to_string(home.join("compiles")).map_or(0, |s| s.lines().count())
 }
 
+/// Writes `contents` to `path`, then waits until the filesystem's clock
+/// (`manifest::filesystem_now`) has passed the file's change time, so that a compile started
+/// next vouches for it. A compile that starts within the clock tick of a write to a file it
+/// reads is not published (the manifest's "too new" rule), so a test that writes a header and
+/// then expects the compile's result to be a hit writes it this way. Waits at most 2 s.
+pub fn write_settled(path: &Path, contents: &str) {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::write(path, contents).unwrap();
+    let m = std::fs::metadata(path).unwrap();
+    let changed =
+        std::time::UNIX_EPOCH + std::time::Duration::new(m.ctime() as u64, m.ctime_nsec() as u32);
+    let dir = path.parent().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while hipjit::cache::manifest::filesystem_now(dir) <= changed {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the filesystem clock did not pass {path:?}'s change time in 2 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// The name libtest runs the test `name` of the module `module` under (pass `module_path!()`):
 /// the module's path without the crate's name, then `name`; for `--exact` when a test runs
 /// another test of its binary in a child process.

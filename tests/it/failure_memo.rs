@@ -46,7 +46,7 @@ fn setup(act: &str) -> Setup {
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
     let include = dir.path().join("include");
     std::fs::create_dir_all(&include).unwrap();
-    std::fs::write(include.join("k.h"), "// bad: no V\n").unwrap();
+    common::write_settled(&include.join("k.h"), "// bad: no V\n");
     std::fs::write(
         home.join("act.sh"),
         format!(
@@ -132,7 +132,7 @@ fn a_rejected_source_fails_again_without_the_compiler_until_a_header_or_option_c
     );
 
     // The header edited (still rejected): the key differs, the compiler runs.
-    std::fs::write(s.include.join("k.h"), "// bad, edited\n").unwrap();
+    common::write_settled(&s.include.join("k.h"), "// bad, edited\n");
     failed(s.jit().compile(SOURCE, &s.compile_options()));
     assert_eq!(s.compiles(), 2, "a header edit is a miss");
     failed(s.jit().compile(SOURCE, &s.compile_options()));
@@ -145,15 +145,16 @@ fn a_rejected_source_fails_again_without_the_compiler_until_a_header_or_option_c
     );
     assert_eq!(s.compiles(), 3, "an option change is a miss");
 
-    // Fixed: it compiles, and the result is an ordinary entry.
-    std::fs::write(s.include.join("k.h"), "#define V 1\n").unwrap();
+    // Fixed: it compiles, and the result is an ordinary entry (the header written before the
+    // filesystem clock's next tick, so that the compile may vouch for it).
+    common::write_settled(&s.include.join("k.h"), "#define V 1\n");
     let c = s.jit().compile(SOURCE, &s.compile_options()).unwrap();
     assert_eq!((c.origin(), s.compiles()), (Origin::Compiler, 4));
     let c = s.jit().compile(SOURCE, &s.compile_options()).unwrap();
     assert_eq!((c.origin(), s.compiles()), (Origin::Disk, 4));
 
     // Broken again as it was: the first failure is still remembered under its files.
-    std::fs::write(s.include.join("k.h"), "// bad, edited\n").unwrap();
+    common::write_settled(&s.include.join("k.h"), "// bad, edited\n");
     failed(s.jit().compile(SOURCE, &s.compile_options()));
     assert_eq!(s.compiles(), 4);
 }
@@ -171,7 +172,7 @@ fn retry_failed_runs_the_compiler_again() {
     assert_eq!(s.compiles(), 2);
     assert_eq!(retry.stats().failures_remembered, 0);
     // Fixed and retried: compiled, and then a hit.
-    std::fs::write(s.include.join("k.h"), "#define V 1\n// bad\n").unwrap();
+    common::write_settled(&s.include.join("k.h"), "#define V 1\n// bad\n");
     std::fs::write(
         s.home.join("act.sh"),
         std::fs::read_to_string(s.home.join("act.sh"))
@@ -311,7 +312,7 @@ fn the_command_remembers_and_retries() {
     // Not in $HOME: the source's directory is searched (`#include "k.h"`), and act.sh
     // creating its count there during the first compile would leave it unpublished.
     let file = s.include.with_file_name("k.hip");
-    std::fs::write(&file, SOURCE).unwrap();
+    common::write_settled(&file, SOURCE);
     let run = |extra: &[&str], env: Option<&str>| {
         let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"));
         c.args(["compile", "--compiler", "hipcc", "--arch", "gfx90a", "-I"])
