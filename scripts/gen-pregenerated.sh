@@ -1,6 +1,7 @@
 #!/bin/sh
 # Regenerates hip-sys/pregenerated/hip_runtime_api.rs, the bindings hip-sys uses when no HIP
-# headers are found (or HIP_SYS_BINDINGS=pregenerated).
+# headers are found (or HIP_SYS_BINDINGS=pregenerated, or without its feature `bindgen`), and
+# their committed probe (pfn.rs, probe.txt).
 #
 # The bindings come from hip-sys's own build script (same bindgen configuration, same clang
 # arguments), run against one pinned header set: the HIP 7.1 headers of the PyPI triton 3.9.0
@@ -49,3 +50,9 @@ tmp="$dest.tmp.$$"
 } > "$tmp"
 mv "$tmp" "$dest"
 echo "gen-pregenerated: wrote $dest (HIP $version, $(wc -l < "$dest") lines)"
+
+# The probe of these bindings (pfn.rs, probe.txt), which a build without the feature `bindgen`
+# takes instead of reading them with syn: written by the test that checks it.
+(cd "$root" && HIP_SYS_WRITE_PREGENERATED_PROBE=1 cargo test -q -p hipjit-sys --test build_script \
+    --target-dir "$target" the_committed_probe)
+echo "gen-pregenerated: wrote $root/hip-sys/pregenerated/pfn.rs and probe.txt"

@@ -1,9 +1,14 @@
 //! hip-sys build script: finds a HIP header set (`find`), generates bindings from it
 //! (`run_bindgen`) or takes the committed pregenerated ones, probes what they declare
-//! (`probe`), and emits cfg flags, links metadata and the generated modules.
+//! (`probe`), and emits cfg flags, links metadata and the generated modules. Without the
+//! feature `bindgen` it neither looks for headers nor parses anything: it takes the
+//! pregenerated bindings with their committed probe.
 
+// Without bindgen no header set is looked for (only its variables are watched).
+#[cfg_attr(not(feature = "bindgen"), allow(dead_code))]
 mod find;
 mod probe;
+#[cfg(feature = "bindgen")]
 mod run_bindgen;
 
 use std::fmt::Write as _;
@@ -38,6 +43,7 @@ fn run() -> Result<(), String> {
     println!("cargo::rerun-if-changed={PREGENERATED}");
     let mut vars = vec![HIP_SYS_BINDINGS];
     vars.extend(find::env_vars());
+    #[cfg(feature = "bindgen")]
     vars.extend_from_slice(run_bindgen::CLANG_ENV_VARS);
     for var in vars {
         println!("cargo::rerun-if-env-changed={var}");
@@ -66,7 +72,13 @@ fn run() -> Result<(), String> {
     let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
     let out_dir = PathBuf::from(env("OUT_DIR")?);
 
-    let source = if mode == Mode::Pregenerated {
+    if mode == Mode::Generated && !cfg!(feature = "bindgen") {
+        return Err(format!(
+            "{HIP_SYS_BINDINGS}=generated, but hipjit-sys is built without its feature \
+             `bindgen` (on by default; hipjit's feature `bindgen` turns it on)"
+        ));
+    }
+    let source = if mode == Mode::Pregenerated || !cfg!(feature = "bindgen") {
         None
     } else {
         match find::find_headers(&find::ProcessEnv, Path::new("/opt"))? {
@@ -92,12 +104,9 @@ fn run() -> Result<(), String> {
 
     let (bindings, include_dir, hip_version) = match &source {
         Some(found) => {
-            let generated = run_bindgen::generate(&found.dir)?;
-            for file in &generated.files {
-                println!("cargo::rerun-if-changed={}", file.display());
-            }
+            let text = generate(&found.dir)?;
             let version = find::hip_version(&found.dir).unwrap_or_else(|| "unknown".into());
-            (generated.text, Some(found.dir.clone()), version)
+            (text, Some(found.dir.clone()), version)
         }
         None => {
             let path = manifest_dir.join(PREGENERATED);
@@ -117,16 +126,14 @@ fn run() -> Result<(), String> {
         }
     };
 
-    let file = syn::parse_file(&bindings)
-        .map_err(|e| format!("the bindings do not parse as Rust: {e}"))?;
-    let inventory = probe::Inventory::of(&file);
+    let probed = probe_bindings(&bindings, &manifest_dir)?;
 
     write(&out_dir.join("bindings.rs"), &bindings)?;
-    write(&out_dir.join("pfn.rs"), &inventory.pfn_source())?;
+    write(&out_dir.join("pfn.rs"), &probed.pfn)?;
 
     let apis: Vec<(&str, bool)> = probe::PROBED_APIS
         .iter()
-        .map(|&api| (api, inventory.declares_function(api)))
+        .map(|&api| (api, probed.declares(api)))
         .collect();
     write(
         &out_dir.join("build_info.rs"),
@@ -157,7 +164,7 @@ fn run() -> Result<(), String> {
         type_values.join(", ")
     );
     for ty in probe::PROBED_TYPES {
-        if inventory.types.contains(*ty) {
+        if probed.declares(ty) {
             println!("cargo::rustc-cfg=hip_sys_type=\"{ty}\"");
         }
     }
@@ -197,6 +204,48 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
+/// Runs bindgen on the header set in `dir` and returns the bindings' source.
+#[cfg(feature = "bindgen")]
+fn generate(dir: &Path) -> Result<String, String> {
+    let generated = run_bindgen::generate(dir)?;
+    for file in &generated.files {
+        println!("cargo::rerun-if-changed={}", file.display());
+    }
+    Ok(generated.text)
+}
+
+/// Without bindgen no header set is looked for, so none is ever found.
+#[cfg(not(feature = "bindgen"))]
+fn generate(dir: &Path) -> Result<String, String> {
+    Err(format!(
+        "headers found in {}, but hipjit-sys is built without its feature `bindgen`",
+        dir.display()
+    ))
+}
+
+/// What the bindings declare: read from them by the probe (syn).
+#[cfg(feature = "bindgen")]
+fn probe_bindings(bindings: &str, _manifest_dir: &Path) -> Result<probe::Probed, String> {
+    let file =
+        syn::parse_file(bindings).map_err(|e| format!("the bindings do not parse as Rust: {e}"))?;
+    Ok(probe::Inventory::of(&file).probed())
+}
+
+/// Without syn, the bindings are the pregenerated ones: their committed probe.
+#[cfg(not(feature = "bindgen"))]
+fn probe_bindings(_bindings: &str, manifest_dir: &Path) -> Result<probe::Probed, String> {
+    let read = |rel: &str| {
+        let path = manifest_dir.join(rel);
+        println!("cargo::rerun-if-changed={rel}");
+        std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read the pregenerated probe {}: {e}", path.display()))
+    };
+    Ok(probe::Probed::committed(
+        read(probe::PREGENERATED_PFN)?,
+        &read(probe::PREGENERATED_PROBE)?,
+    ))
+}
+
 fn env(name: &str) -> Result<String, String> {
     std::env::var(name).map_err(|e| format!("cargo did not set {name}: {e}"))
 }
@@ -208,6 +257,7 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 /// With no headers found, rebuild when a candidate's `include/` directory appears or changes:
 /// watch the existing ones (cargo treats a missing path as always changed, which would rerun
 /// this script on every build).
+#[cfg_attr(not(feature = "bindgen"), allow(dead_code))]
 fn watch_candidates(tried: &[find::Tried]) {
     for dir in tried.iter().filter_map(|t| t.dir.as_ref()) {
         if dir.is_dir() {

@@ -1,9 +1,24 @@
 //! The API probe: what the bindings declare, read from the bindings themselves (never from
-//! HIP_VERSION), and the `pfn` aliases derived from the same declarations.
+//! HIP_VERSION), and the `pfn` aliases derived from the same declarations. Reading them takes
+//! syn (feature `bindgen`); without it the build takes the committed probe of the pregenerated
+//! bindings ([`PREGENERATED_PFN`], [`PREGENERATED_PROBE`]), which a test compares with what
+//! this probe reads from them.
 
-use std::collections::{BTreeMap, BTreeSet};
+#[cfg(feature = "bindgen")]
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
+#[cfg(feature = "bindgen")]
 use quote::{format_ident, quote};
+
+/// The committed `pfn` aliases of the pregenerated bindings, relative to the package root.
+#[cfg_attr(feature = "bindgen", allow(dead_code))]
+pub const PREGENERATED_PFN: &str = "pregenerated/pfn.rs";
+
+/// The committed list of the probed functions and types the pregenerated bindings declare,
+/// relative to the package root.
+#[cfg_attr(feature = "bindgen", allow(dead_code))]
+pub const PREGENERATED_PROBE: &str = "pregenerated/probe.txt";
 
 /// The C functions whose presence varies across HIP releases. Each becomes a cfg flag
 /// `hip_api_<snake name without hip>` when the headers declare it.
@@ -61,7 +76,53 @@ pub fn cfg_name(api: &str) -> String {
     snake
 }
 
+/// What the build needs of a probe: the source of the `pfn` aliases (one per line) and the
+/// names of [`PROBED_APIS`] and [`PROBED_TYPES`] the bindings declare.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Probed {
+    /// Rust source of the `pfn` aliases.
+    pub pfn: String,
+    /// The probed functions and types declared.
+    pub declared: BTreeSet<String>,
+}
+
+impl Probed {
+    /// The committed probe: the `pfn` source and the list as [`Probed::list`] writes it (one
+    /// name a line; lines starting with `#` are comments).
+    #[cfg_attr(feature = "bindgen", allow(dead_code))] // the build takes it only without syn
+    pub fn committed(pfn: String, list: &str) -> Probed {
+        let declared = list
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect();
+        Probed { pfn, declared }
+    }
+
+    /// The text of [`PREGENERATED_PROBE`] for this probe (written by the test that checks it).
+    #[allow(dead_code)]
+    pub fn list(&self) -> String {
+        let mut s = String::from(
+            "# The probed HIP functions and types the pregenerated bindings declare, one a line:\n\
+             # what hip-sys's probe reads from hip_runtime_api.rs (tests/build_script.rs checks it;\n\
+             # scripts/gen-pregenerated.sh writes it).\n",
+        );
+        for name in &self.declared {
+            s.push_str(name);
+            s.push('\n');
+        }
+        s
+    }
+
+    /// Whether the bindings declare the probed C function or type `name`.
+    pub fn declares(&self, name: &str) -> bool {
+        self.declared.contains(name)
+    }
+}
+
 /// What one set of bindings declares.
+#[cfg(feature = "bindgen")]
 pub struct Inventory {
     /// Every non-variadic C-linkage function, with its `pfn` alias tokens.
     pub functions: BTreeMap<String, proc_macro2::TokenStream>,
@@ -69,6 +130,7 @@ pub struct Inventory {
     pub types: BTreeSet<String>,
 }
 
+#[cfg(feature = "bindgen")]
 impl Inventory {
     /// Reads the declarations of parsed bindings.
     pub fn of(file: &syn::File) -> Inventory {
@@ -110,13 +172,32 @@ impl Inventory {
         self.functions.contains_key(name)
     }
 
-    /// Rust source of the `pfn` aliases, one per non-variadic C-linkage function.
+    /// Rust source of the `pfn` aliases, one per non-variadic C-linkage function, a line each.
     pub fn pfn_source(&self) -> String {
-        let aliases = self.functions.values();
-        quote!(#(#aliases)*).to_string()
+        let mut s = String::new();
+        for alias in self.functions.values() {
+            s.push_str(&alias.to_string());
+            s.push('\n');
+        }
+        s
+    }
+
+    /// What the build takes of this inventory.
+    pub fn probed(&self) -> Probed {
+        let declared = PROBED_APIS
+            .iter()
+            .filter(|api| self.declares_function(api))
+            .chain(PROBED_TYPES.iter().filter(|ty| self.types.contains(**ty)))
+            .map(|name| name.to_string())
+            .collect();
+        Probed {
+            pfn: self.pfn_source(),
+            declared,
+        }
     }
 }
 
+#[cfg(feature = "bindgen")]
 fn collect_renames(tree: &syn::UseTree, types: &mut BTreeSet<String>) {
     match tree {
         syn::UseTree::Path(p) => collect_renames(&p.tree, types),
@@ -134,6 +215,7 @@ fn collect_renames(tree: &syn::UseTree, types: &mut BTreeSet<String>) {
 /// `pub type name = unsafe extern "C" fn(args) -> ret;` for a C-linkage, non-variadic
 /// declaration; `None` for variadic functions and C++-linkage ones (bindgen marks those with
 /// `#[link_name]`: they cannot be resolved by their plain name).
+#[cfg(feature = "bindgen")]
 fn pfn_alias(f: &syn::ForeignItemFn) -> Option<proc_macro2::TokenStream> {
     if f.sig.variadic.is_some() || f.attrs.iter().any(|a| a.path().is_ident("link_name")) {
         return None;

@@ -12,6 +12,8 @@
 //! - [`build_info`]: what the build used; the cfg flags `hip_api_*` say which probed APIs the
 //!   headers declare (the dependent's build script reads them as `DEP_HIPJIT_HIP_SYS_CFGS`).
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
+// On docs.rs (`--cfg docsrs`, a nightly rustdoc): each item behind a feature is marked with it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod discovery;
 

@@ -183,6 +183,7 @@ fn cfg_names_are_snake_case_without_the_hip_prefix() {
     );
 }
 
+#[cfg(feature = "bindgen")]
 #[test]
 fn probe_reads_declarations_and_skips_variadic_and_cxx_linkage_functions() {
     let bindings = r#"
@@ -208,5 +209,43 @@ fn probe_reads_declarations_and_skips_variadic_and_cxx_linkage_functions() {
             r#"pubtypehipLibraryUnload=unsafeextern"C"fn(library:hipLibrary_t)->hipError_t;"#
         ),
         "{pfn}"
+    );
+}
+
+/// Without the feature `bindgen` the build script takes the committed probe of the pregenerated
+/// bindings instead of reading them with syn: it must be what the probe reads from them.
+/// `HIP_SYS_WRITE_PREGENERATED_PROBE=1` writes it instead (scripts/gen-pregenerated.sh).
+#[cfg(feature = "bindgen")]
+#[test]
+fn the_committed_probe_of_the_pregenerated_bindings_is_what_the_probe_reads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bindings = std::fs::read_to_string(dir.join("pregenerated/hip_runtime_api.rs")).unwrap();
+    let read = probe::Inventory::of(&syn::parse_file(&bindings).unwrap()).probed();
+    let pfn_path = dir.join(probe::PREGENERATED_PFN);
+    let list_path = dir.join(probe::PREGENERATED_PROBE);
+    if std::env::var_os("HIP_SYS_WRITE_PREGENERATED_PROBE").is_some() {
+        std::fs::write(&pfn_path, &read.pfn).unwrap();
+        std::fs::write(&list_path, read.list()).unwrap();
+    }
+    let committed = probe::Probed::committed(
+        std::fs::read_to_string(&pfn_path).unwrap(),
+        &std::fs::read_to_string(&list_path).unwrap(),
+    );
+    assert_eq!(
+        committed.declared,
+        read.declared,
+        "{} is stale: run scripts/gen-pregenerated.sh",
+        list_path.display()
+    );
+    assert!(
+        committed.pfn == read.pfn,
+        "{} is stale: run scripts/gen-pregenerated.sh",
+        pfn_path.display()
+    );
+    // The list is not empty: the HIP 7.1 set declares the library API's loaders.
+    assert!(
+        committed.declares("hipLibraryLoadData"),
+        "{:?}",
+        committed.declared
     );
 }
