@@ -8,7 +8,9 @@
 #   3. the HIP header sets of the header-compatibility matrix (scripts/fetch-headers.sh);
 #   4. nvcc and NVRTC from PyPI in a venv at $CACHE/nvcc-venv, for the NVIDIA-platform tests (no GPU);
 #   5. maturin, pytest and numpy from PyPI in a venv at $CACHE/python-venv, for the Python
-#      package (python/: scripts/build-wheel.sh, scripts/test-python.sh).
+#      package (python/: scripts/build-wheel.sh, scripts/test-python.sh);
+#   6. the Rust toolchain of hipjit's stated minimum version (Cargo.toml's rust-version), minimal
+#      profile, in a rustup home of its own at $CACHE/rustup (the test suite's msrv step).
 # Downloads are cached under CACHE=${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}, so a rerun finds
 # them; a rerun with everything in place only checks and returns in about a second.
 #
@@ -215,6 +217,34 @@ ensure_python_tools() {
     log "maturin installed: $("$venv/bin/maturin" --version)"
 }
 
+# The Rust toolchain of hipjit's `rust-version`, for scripts/test.sh's msrv step: installed by
+# rustup (from static.rust-lang.org) with the minimal profile (rustc, cargo, the standard
+# library: about 70 MB) into RUSTUP_HOME=$CACHE/rustup, so that it stays with the other
+# downloads and the user's own rustup settings are untouched. The step runs
+# $CACHE/rustup/toolchains/<version>-<host>/bin/cargo directly.
+ensure_msrv_toolchain() {
+    local version home="$CACHE/rustup" rustup_bin
+    version=$(msrv_version)
+    if [[ -x "$(msrv_toolchain_dir "$version")/bin/cargo" ]]; then
+        log "Rust $version present: $(msrv_toolchain_dir "$version")"
+        return 0
+    fi
+    rustup_bin=$(command -v rustup || echo "${HOME:-/root}/.cargo/bin/rustup")
+    [[ -x "$rustup_bin" ]] || die "rustup not found: it installs the Rust $version toolchain"
+    RUSTUP_HOME="$home" "$rustup_bin" toolchain install "$version" --profile minimal \
+        --no-self-update
+    log "Rust $version installed: $(msrv_toolchain_dir "$version")"
+}
+# hipjit's rust-version, from the checkout's Cargo.toml (`rust-version = "1.87"` -> 1.87.0).
+msrv_version() {
+    local v
+    v=$(sed -n 's/^rust-version = "\([0-9.]*\)"$/\1/p' "$script_dir/../Cargo.toml" | head -n 1)
+    [[ -n "$v" ]] || die "no rust-version in $script_dir/../Cargo.toml"
+    [[ "$v" =~ ^[0-9]+\.[0-9]+$ ]] && v="$v.0"
+    echo "$v"
+}
+msrv_toolchain_dir() { echo "$CACHE/rustup/toolchains/$1-$(uname -m)-unknown-linux-gnu"; }
+
 main() {
     local only_compiler=0
     while (($# > 0)); do
@@ -250,6 +280,7 @@ main() {
     timed "header sets" bash "$script_dir/fetch-headers.sh"
     timed "nvcc and NVRTC (PyPI)" ensure_nvcc
     timed "maturin, pytest, numpy (PyPI)" ensure_python_tools
+    timed "Rust $(msrv_version) (rustup)" ensure_msrv_toolchain
 }
 
 main "$@"

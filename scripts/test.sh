@@ -7,8 +7,10 @@
 #                 hipjit and hipjit-sys alone without features (the code a crate depending on
 #                 hipjit builds; alone, or the workspace's dev-dependencies would add features)
 #   doc           cargo doc --no-deps -p hipjit-sys -p hipjit with hipjit's features of those,
-#                 rustdoc's warnings (broken or private links) as errors; then hipjit's default
-#                 features' pages checked by scripts/doc-links.py (no link into a hidden item,
+#                 rustdoc's warnings (broken or private links) as errors; then as docs.rs
+#                 builds them (its features, --cfg docsrs) with every link and each feature's
+#                 doc(cfg) marks checked by scripts/doc-links.py; then hipjit's default
+#                 features' pages checked by it (no link into a hidden item,
 #                 at most 25 module and 300 item pages) and the public API compared with
 #                 docs/public-api.txt (scripts/public-api.sh)
 #   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace --no-fail-fast [--features hipjit/cli,...]
@@ -23,8 +25,13 @@
 #   header-matrix scripts/header-matrix.sh (when present): hip-sys and hipjit against each
 #                 HIP header set
 #   fuzz          scripts/fuzz-brief.sh: a brief libFuzzer run of each fuzz target (fuzz/)
+#   msrv          cargo check of hipjit and hipjit-sys with the Rust of hipjit's rust-version
+#                 (Cargo.toml; the toolchain scripts/setup.sh installed in
+#                 $HIPJIT_CI_CACHE/rustup), the locked dependencies, features testing,half:
+#                 with the default features (build-time bindgen), then without them (the
+#                 pregenerated bindings), in target/msrv
 # A failing setup stops the run; any other failing step is reported and the run goes on, so one
-# run shows every problem. python, header-matrix and fuzz run at the same time (CONCURRENT_STEPS:
+# run shows every problem. python, header-matrix, fuzz and msrv run at the same time (CONCURRENT_STEPS:
 # each builds in its own target directory, and none fills both cores alone); their output is
 # kept apart and printed whole, in order, when the last of them ends. Ends with each step's wall-clock and CPU time (user + system, of the
 # step's processes and all their children), the totals, the ten slowest tests and, alone on the
@@ -41,9 +48,9 @@ script_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 repo="$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null || dirname -- "$script_dir")"
 cd -- "$repo"
 
-ALL_STEPS=(setup fmt lint-scripts clippy doc test sid-test python header-matrix fuzz)
+ALL_STEPS=(setup fmt lint-scripts clippy doc test sid-test python header-matrix fuzz msrv)
 # Run together, when the first of them is reached (see above).
-CONCURRENT_STEPS=(python header-matrix fuzz)
+CONCURRENT_STEPS=(python header-matrix fuzz msrv)
 
 # The machine this runs on has 2 cores (and CI's too): two rustc jobs at a time.
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
@@ -86,11 +93,17 @@ step_doc() {
         IFS=,
         RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p hipjit-sys -p hipjit --features "${f[*]}"
     ) || rc=$?
-    # docs.rs's features (Cargo.toml's package.metadata.docs.rs), then the default ones, as a
-    # crate depending on hipjit sees them: every link resolves (none into a hidden item),
-    # and the default surface stays within docs/semver.md's bounds.
-    if RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p hipjit --features testing,half; then
-        python3 scripts/doc-links.py target/doc hipjit || rc=$?
+    # As docs.rs builds them: its features (Cargo.toml's package.metadata.docs.rs) and
+    # `--cfg docsrs`, which turns on the `doc(cfg)` marks (a nightly feature: RUSTC_BOOTSTRAP
+    # lets this stable rustdoc take it). Every link resolves (none into a hidden item) and each
+    # of those features marks its items. Then the default features, as a crate depending on
+    # hipjit sees them: the default surface stays within docs/semver.md's bounds.
+    local docs_rs
+    docs_rs=$(cargo metadata --no-deps --format-version 1 |
+        jq -r '.packages[] | select(.name == "hipjit") | .metadata.docs.rs.features // [] | join(",")')
+    if RUSTC_BOOTSTRAP=1 RUSTDOCFLAGS="--cfg docsrs -D warnings" \
+        cargo doc --no-deps -p hipjit --features "$docs_rs"; then
+        python3 scripts/doc-links.py target/doc hipjit --feature-marks "$docs_rs" || rc=$?
     else
         rc=1
     fi
@@ -155,6 +168,32 @@ step_test() {
     if has_package hipjit-softmax; then
         cargo run -p hipjit-softmax "${features[@]}" --bin softmax-demo -- --testing || rc=$?
     fi
+    return "$rc"
+}
+# `cargo check`, not `build`: what a Rust release adds (language features, standard library
+# APIs, a dependency's rust-version) is refused by the type check, and build scripts (hip-sys's
+# bindgen run included) are built and run by `check` as by `build`; code generation would add
+# minutes of CPU for nothing the version decides. The features of the remote stores (redis,
+# http, and cli, which has both) are left out: the locked redis 1.8 and the ICU crates that
+# url needs want Rust 1.88 (README's "Install" says so).
+step_msrv() {
+    local version dir
+    version=$(sed -n 's/^rust-version = "\([0-9.]*\)"$/\1/p' Cargo.toml | head -n 1)
+    [[ "$version" =~ ^[0-9]+\.[0-9]+$ ]] && version="$version.0"
+    dir="${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}/rustup/toolchains/$version-$(uname -m)-unknown-linux-gnu"
+    if [[ ! -x "$dir/bin/cargo" ]]; then
+        echo "msrv: Rust $version is not installed in $dir: run scripts/setup.sh"
+        return 1
+    fi
+    # One job: it runs beside python, header-matrix and fuzz (CONCURRENT_STEPS).
+    local -a msrv_env=(PATH="$dir/bin:$PATH" RUSTC="$dir/bin/rustc" RUSTDOC="$dir/bin/rustdoc"
+        CARGO_BUILD_JOBS=1 CARGO_INCREMENTAL=0)
+    echo "msrv: $("$dir/bin/rustc" --version)"
+    local rc=0
+    env "${msrv_env[@]}" cargo check --locked -p hipjit -p hipjit-sys --features testing,half \
+        --target-dir target/msrv || rc=$?
+    env "${msrv_env[@]}" cargo check --locked -p hipjit -p hipjit-sys --no-default-features \
+        --features testing,half --target-dir target/msrv || rc=$?
     return "$rc"
 }
 step_sid_test() {

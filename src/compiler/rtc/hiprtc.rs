@@ -29,9 +29,11 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 
 use super::comgr::Comgr;
-use super::{self as rtc, RtcError, RtcInput, RtcOutput, Symbols};
+use super::{RtcError, RtcInput, RtcOutput, Symbols};
 use crate::compiler::depfile;
 use crate::compiler::diagnostics;
+// The parent module by its path: Rust 1.87 (the MSRV) refuses `use super::{self as rtc}`.
+use crate::compiler::rtc;
 
 use crate::fs;
 use crate::target::amdgpu::{FeatureSetting, TargetId};

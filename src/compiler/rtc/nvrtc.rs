@@ -23,10 +23,12 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::{self as rtc, RtcError, RtcInput, RtcOutput, Symbols};
+use super::{RtcError, RtcInput, RtcOutput, Symbols};
 use crate::compiler::depfile::Dependency;
 use crate::compiler::diagnostics;
 use crate::compiler::opened_files::OpenedFiles;
+// The parent module by its path: Rust 1.87 (the MSRV) refuses `use super::{self as rtc}`.
+use crate::compiler::rtc;
 
 use crate::target::SmTarget;
 
