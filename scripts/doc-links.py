@@ -3,8 +3,13 @@
 exists (a link to a `#[doc(hidden)]` or private item is one that does not), and prints the
 count of module pages and item pages (redirect pages left out).
 
+With --feature-marks LIST (comma-separated features), also checks that each feature marks at
+least one item ("Available on crate feature `F` only", what `doc(cfg)` writes on docs.rs).
+
 Usage: scripts/doc-links.py DOC_DIR CRATE [--max-modules N] [--max-items N]
-Exit status 1 when a link is broken or a count is over its maximum, naming each.
+                            [--feature-marks LIST]
+Exit status 1 when a link is broken, a count is over its maximum or a feature marks nothing,
+naming each.
 """
 
 import argparse
@@ -33,7 +38,10 @@ def main():
     ap.add_argument("crate")
     ap.add_argument("--max-modules", type=int)
     ap.add_argument("--max-items", type=int)
+    ap.add_argument("--feature-marks", default="")
     args = ap.parse_args()
+    wanted = [f for f in args.feature_marks.split(",") if f]
+    marked = set()
     root = os.path.join(args.doc_dir, args.crate)
     broken = []
     modules = items = 0
@@ -44,7 +52,11 @@ def main():
             page = os.path.join(dirpath, f)
             p = Links()
             with open(page, encoding="utf-8") as fh:
-                p.feed(fh.read())
+                text = fh.read()
+            p.feed(text)
+            for f in wanted:
+                if f"crate feature <code>{f}</code>" in text:
+                    marked.add(f)
             if p.redirect:
                 continue
             if f == "index.html":
@@ -75,6 +87,11 @@ def main():
         over.append(f"{modules} module pages, more than {args.max_modules}")
     if args.max_items is not None and items > args.max_items:
         over.append(f"{items} item pages, more than {args.max_items}")
+    for f in wanted:
+        if f not in marked:
+            over.append(f"no item marked as needing the feature {f} (doc(cfg) on docs.rs)")
+    if wanted:
+        print(f"{args.crate}: features marked: {', '.join(f for f in wanted if f in marked) or 'none'}")
     for o in over:
         print(o)
     sys.exit(1 if problems or over else 0)

@@ -71,6 +71,9 @@
 //! may name. [`prelude`] brings the types of a compile -> load ->
 //! launch program into scope. Every error converts into [`Error`]: a downstream error type
 //! needs one variant for all of hipjit (see [`Error`]).
+// On docs.rs (`--cfg docsrs`, a nightly rustdoc): each item behind a feature is marked with
+// it ("Available on crate feature `testing` only").
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use hip_sys as sys;
 

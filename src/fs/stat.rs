@@ -615,6 +615,41 @@ pub fn filesystem_now(dir: &Path) -> SystemTime {
 mod tests {
     use super::*;
 
+    /// `hash_file` (ring) gives sha2's sha256 at every length around the 64-byte block and
+    /// its 1 MiB read pieces, and another digest for one byte changed: the keys and
+    /// fingerprints it feeds stay sha256, and a changed file is another digest.
+    #[test]
+    fn hash_file_is_the_sha256_of_the_content_at_block_and_piece_boundaries() {
+        use sha2::Digest;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        let mut data: Vec<u8> = (0..(1u32 << 20) + 130)
+            .map(|i| (i * 7 + i / 251) as u8)
+            .collect();
+        for len in [
+            0usize,
+            1,
+            55,
+            56,
+            63,
+            64,
+            65,
+            119,
+            128,
+            (1 << 20) - 1,
+            1 << 20,
+            (1 << 20) + 129,
+        ] {
+            std::fs::write(&f, &data[..len]).unwrap();
+            let want: [u8; 32] = sha2::Sha256::digest(&data[..len]).into();
+            assert_eq!(hash_file(&f).unwrap(), want, "{len} bytes");
+        }
+        let before = hash_file(&f).unwrap();
+        data[1 << 19] ^= 1;
+        std::fs::write(&f, &data[..(1 << 20) + 129]).unwrap();
+        assert_ne!(hash_file(&f).unwrap(), before);
+    }
+
     #[test]
     fn a_stat_proves_sameness_only_with_a_mount_identity_and_every_field_equal() {
         let d = tempfile::tempdir().unwrap();
