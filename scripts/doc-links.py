@@ -54,9 +54,9 @@ def main():
             with open(page, encoding="utf-8") as fh:
                 text = fh.read()
             p.feed(text)
-            for f in wanted:
-                if f"crate feature <code>{f}</code>" in text:
-                    marked.add(f)
+            for feature in wanted:
+                if f"crate feature <code>{feature}</code>" in text:
+                    marked.add(feature)
             if p.redirect:
                 continue
             if f == "index.html":
