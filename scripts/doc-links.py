@@ -55,7 +55,7 @@ def main():
                 text = fh.read()
             p.feed(text)
             for feature in wanted:
-                if f"crate feature <code>{feature}</code>" in text:
+                if f"<strong>crate feature <code>{feature}</code></strong>" in text:
                     marked.add(feature)
             if p.redirect:
                 continue
