@@ -145,7 +145,7 @@ fn runtime_major(library: &Path) -> Option<u32> {
     let mut v: std::ffi::c_int = 0;
     // SAFETY: `v` is valid for one write.
     let rc = unsafe { get(&mut v) };
-    (rc == 0 && v > 0).then(|| (v / 10_000_000) as u32)
+    (rc == 0 && v > 0).then_some((v / 10_000_000) as u32)
 }
 
 impl HipRtc {

@@ -182,7 +182,15 @@ pub(super) fn print(r: &PythonReport) {
             println!("      hipcc    {}", h.display());
         }
     }
-    for (name, p) in &r.parts {
+    let names = [
+        ("runtime", "runtime"),
+        ("hiprtc", "hipRTC"),
+        ("comgr", "comgr"),
+        ("headers", "headers"),
+        ("hipcc", "hipcc"),
+    ];
+    for (key, name) in names {
+        let Some(p) = r.parts.get(key) else { continue };
         println!(
             "  {name} in use: {}  ({})",
             p.path.display(),
