@@ -51,6 +51,7 @@ mod nvrtc_selection;
 mod nvrtc_toolkit_headers;
 mod occupancy;
 mod package_contents;
+mod python_rocm;
 #[cfg(feature = "redis")]
 mod remote_cache;
 #[cfg(all(feature = "http", feature = "testing"))]

@@ -39,7 +39,7 @@
 //! | 1 | the path given to [`Runtime::load_from`] | an error if it cannot be opened |
 //! | 2 | `HIPJIT_HIP_LIBRARY` | set but not loadable is an error, not a fallthrough |
 //! | 3 | a `libamdhip64.so*` already loaded in the process | `RTLD_NOLOAD`: a framework's streams belong to its copy |
-//! | 4 | `lib/libamdhip64.so{,.7,.6,.5}` under `HIP_PATH`, `ROCM_PATH`, `/opt/rocm` | |
+//! | 4 | `lib/libamdhip64.so{,.7,.6,.5}` under `HIP_PATH`, `ROCM_PATH`, the Python packages of the active environment (`_rocm_sdk_core`, `torch`, `triton/third_party/rocm` under `VIRTUAL_ENV`, else `HIPJIT_PYTHON`'s: `hip_sys::discovery::python`), `/opt/rocm` | a versioned name alone is enough (TheRock's wheels ship no `libamdhip64.so`) |
 //! | 5 | the sonames `libamdhip64.so`, `.so.7`, `.so.6`, `.so.5` | the dynamic loader's search (`/usr/lib`, `ld.so.conf`) |
 //!
 //! The library is opened with `RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE` and never closed.
