@@ -4,6 +4,7 @@
 //! the disk and remote tiers as the list a miss walks (`tier`).
 
 pub mod bundle;
+pub mod frozen;
 #[doc(hidden)]
 pub mod disk;
 #[doc(hidden)]

@@ -52,6 +52,8 @@ mod remote;
 #[doc(hidden)]
 pub mod stats;
 mod tiers;
+mod freeze;
+mod frozen;
 
 pub use background::{BackgroundError, BackgroundOptions, Pending, SwitchingKernel};
 pub use checks::CheckFailed;
@@ -61,6 +63,7 @@ pub use compilers::Chosen;
 #[doc(hidden)]
 pub use entry::{CODE_OBJECT_ARTEFACT, CUBIN_ARTEFACT};
 pub use failures::RETRY_FAILED_ENV;
+pub use freeze::{FreezeError, Freezer};
 pub use record::RecordLocation;
 pub use remote::RemoteLocation;
 pub use stats::{JitStats, TierStats};
@@ -77,6 +80,7 @@ use crate::cache::key::{self, CacheKey};
 use crate::cache::manifest;
 use crate::cache::memory::MemoryCache;
 use crate::cache::remote::RemoteConfigError;
+use crate::cache::frozen::{FrozenBundle, FrozenError};
 use crate::cache::tier::{LockStep, Locks, Publish, Seen, Tier};
 use crate::code_object::CodeObjectError;
 use crate::compiler::diagnostics;
@@ -92,6 +96,11 @@ use compilers::Compilers;
 use entry::{
     inner_from_entry, manifest_lookup, output_artefact, read_artefacts, usable_entry, ISA, LLVM_IR,
 };
+
+/// The variable naming a frozen bundle file served when [`JitOptions::frozen`] is `None`.
+pub const FROZEN_ENV: &str = "HIPJIT_FROZEN";
+/// The variable that, set to `1`, makes every `Jit` strict ([`JitOptions::strict`]).
+pub const STRICT_ENV: &str = "HIPJIT_STRICT";
 
 /// Where the disk cache lives.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -163,6 +172,13 @@ pub struct JitOptions {
     /// The pool of [`Jit::compile_in_background`] and [`Jit::kernel_in_background`]: its
     /// threads (default 2) and how many requests may wait.
     pub background: BackgroundOptions,
+    /// A frozen bundle ([`crate::cache::frozen`]) served before any other tier and without a
+    /// compiler (`jit::frozen`); `None`: the bundle file `HIPJIT_FROZEN` names, if any.
+    pub frozen: Option<Arc<FrozenBundle>>,
+    /// Strict serving: a request no tier answers, which would start a compiler, is
+    /// [`JitError::Strict`] naming the request and why the frozen bundle did not serve it.
+    /// For services that must not compile at serve time. Also set by `HIPJIT_STRICT=1`.
+    pub strict: bool,
 }
 
 /// Errors of the JIT.
@@ -218,6 +234,17 @@ pub enum JitError {
         /// The device ordinal.
         ordinal: i32,
     },
+    /// A strict `Jit` ([`JitOptions::strict`]) met a request that would start a compiler.
+    #[error("strict serving: {request} would start a compiler: {reason}")]
+    Strict {
+        /// The request: its source's name, targets, size, sha256 and first line.
+        request: String,
+        /// Why no tier served it (the frozen bundle's refusal, naming what differs).
+        reason: String,
+    },
+    /// The frozen bundle `HIPJIT_FROZEN` names cannot be read.
+    #[error(transparent)]
+    Frozen(#[from] FrozenError),
     /// The device's target is unknown (neither a target ID nor an SM target) and the options
     /// name no target.
     #[error("device {ordinal} reports the architecture {arch_name:?}, which is neither a target ID nor an SM target hipjit knows; name the target in CompileOptions::targets or sm_targets")]
@@ -309,6 +336,10 @@ pub struct Jit {
     retry_failed: bool,
     /// The background compiles' pool (`background`).
     background: background::Pool,
+    /// The frozen bundle ([`JitOptions::frozen`]).
+    frozen: Option<Arc<FrozenBundle>>,
+    /// [`JitOptions::strict`], or `HIPJIT_STRICT=1`.
+    strict: bool,
 }
 
 impl std::fmt::Debug for Jit {
@@ -352,6 +383,14 @@ impl Jit {
             (d, _) => d,
         };
         let choice = compilers::resolve_choice(options.compiler)?;
+        let frozen = match options.frozen {
+            Some(b) => Some(b),
+            None => match std::env::var_os(FROZEN_ENV).filter(|v| !v.is_empty()) {
+                Some(path) => Some(Arc::new(FrozenBundle::open(std::path::Path::new(&path))?)),
+                None => None,
+            },
+        };
+        let strict = options.strict || std::env::var_os(STRICT_ENV).is_some_and(|v| v == "1");
         let hit_memo = disk
             .as_ref()
             .filter(|_| !options.disable_hit_memo)
@@ -383,6 +422,8 @@ impl Jit {
             hit_memo_config: Default::default(),
             retry_failed: options.retry_failed || failures::retry_from_env(),
             background: background::Pool::new(options.background),
+            frozen,
+            strict,
         })
     }
 
@@ -885,6 +926,15 @@ impl Jit {
         runtime: Option<&std::path::Path>,
         may_fall_back: bool,
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
+        // The frozen tier: keyed without the compiler, so looked up before one is searched
+        // for (`jit::frozen`).
+        let refusal = match self.frozen_lookup(source, options, runtime) {
+            Ok(inner) => return Ok((inner, Origin::Frozen)),
+            Err(r) => r,
+        };
+        if let Some(r) = &refusal {
+            tracing::debug!(reason = %r, "the frozen bundle does not serve this request");
+        }
         // The hit memo: this request's disk hit as remembered, when everything its lookup saw
         // is unchanged.
         let memo = match (&self.hit_memo, &self.disk) {
@@ -942,7 +992,13 @@ impl Jit {
             options: o,
             chosen,
             direct,
-        } = self.prepare(source, options, runtime)?;
+        } = match self.prepare(source, options, runtime) {
+            Ok(p) => p,
+            Err(e @ JitError::Compiler(_)) if self.strict => {
+                return Err(self.strict_miss(source, options, refusal.as_ref(), e.to_string()))
+            }
+            Err(e) => return Err(e),
+        };
         let backend = &chosen.backend;
         let request = tiers::Request {
             direct,
@@ -998,6 +1054,14 @@ impl Jit {
                 self.counters.record_remembered_failure();
                 return Err(CompileError::Failed(Box::new(f)).into());
             }
+        }
+        if self.strict {
+            return Err(self.strict_miss(
+                source,
+                options,
+                refusal.as_ref(),
+                "no cache tier holds it".into(),
+            ));
         }
         let mut rejection = None;
         let out = match backend.compile_noting(source, &o, &mut rejection) {
