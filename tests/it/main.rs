@@ -31,6 +31,7 @@ mod docs;
 mod failure_memo;
 #[cfg(feature = "testing")]
 mod fake_compiler;
+mod frozen;
 mod fixture_runtime;
 mod fuzz_regressions;
 #[cfg(feature = "cli")]
