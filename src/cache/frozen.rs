@@ -157,8 +157,16 @@ impl RequestFields {
         };
         diff(
             "source",
-            format!("sha256 {} of {} bytes", &frozen.source_sha256[..12], frozen.source_bytes),
-            format!("sha256 {} of {} bytes", &self.source_sha256[..12], self.source_bytes),
+            format!(
+                "sha256 {} of {} bytes",
+                &frozen.source_sha256[..12],
+                frozen.source_bytes
+            ),
+            format!(
+                "sha256 {} of {} bytes",
+                &self.source_sha256[..12],
+                self.source_bytes
+            ),
         );
         diff("options", frozen.flags.join(" "), self.flags.join(" "));
         diff("standard", frozen.std.clone(), self.std.clone());
@@ -468,7 +476,9 @@ impl FrozenEntry {
                 None => manifest::listing_hash(p),
             });
             if now != d.listing {
-                let at = path.map(|p| format!(" ({})", p.display())).unwrap_or_default();
+                let at = path
+                    .map(|p| format!(" ({})", p.display()))
+                    .unwrap_or_default();
                 return Err(Refusal::DirectoryChanged {
                     name: format!("{name}{at}"),
                 });
@@ -526,7 +536,10 @@ impl FrozenEntry {
         if sha256(&self.entry) != self.entry_sha256 {
             return Err(damaged("its sha256 does not match".into()));
         }
-        let key: CacheKey = self.entry_key.parse().map_err(|e| damaged(format!("{e}")))?;
+        let key: CacheKey = self
+            .entry_key
+            .parse()
+            .map_err(|e| damaged(format!("{e}")))?;
         Entry::from_bytes(self.entry.clone(), Path::new(origin), Some(&key)).map_err(damaged)
     }
 }

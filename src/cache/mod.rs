@@ -4,11 +4,11 @@
 //! the disk and remote tiers as the list a miss walks (`tier`).
 
 pub mod bundle;
-pub mod frozen;
 #[doc(hidden)]
 pub mod disk;
 #[doc(hidden)]
 pub mod failure;
+pub mod frozen;
 pub(crate) mod hit_entry;
 #[doc(hidden)]
 pub mod key;

@@ -87,7 +87,8 @@ impl Freezer {
         let jit = match jit.disk_cache() {
             Some(d) if d.is_writable() => jit,
             _ => {
-                let dir = std::env::temp_dir().join(format!("hipjit-freeze-{}", std::process::id()));
+                let dir =
+                    std::env::temp_dir().join(format!("hipjit-freeze-{}", std::process::id()));
                 options.cache = CacheLocation::Roots(vec![dir]);
                 Jit::new(options.clone())?
             }
@@ -160,7 +161,9 @@ impl Freezer {
         };
         let (o, chosen) = jit.checked(source, options, None)?;
         let direct: crate::cache::key::CacheKey = chosen.backend.request(source, &o, &jit.extra);
-        let disk = jit.disk_cache().ok_or_else(|| not_cached("no disk cache"))?;
+        let disk = jit
+            .disk_cache()
+            .ok_or_else(|| not_cached("no disk cache"))?;
         let identity = chosen.backend.identity();
         let (manifest, result_key) = manifest_lookup(disk, &direct, &o, &identity.root)
             .ok_or_else(|| not_cached("no header manifest"))?;

@@ -128,7 +128,8 @@ impl Jit {
             .ok_or_else(|| damaged(format!("it has no {name} artefact")))?;
         let artefacts =
             read_artefacts(&disk_entry.key, bytes, o).map_err(|e| damaged(e.to_string()))?;
-        let mut inner = inner_from_entry(disk_entry.key, artefacts, &disk_entry, Vec::new(), used, o);
+        let mut inner =
+            inner_from_entry(disk_entry.key, artefacts, &disk_entry, Vec::new(), used, o);
         inner.entry_path = None;
         Ok(Arc::new(inner))
     }

@@ -43,6 +43,8 @@ pub mod compilers;
 pub mod entry;
 pub mod explain;
 mod failures;
+mod freeze;
+mod frozen;
 #[doc(hidden)]
 pub mod hit_memo;
 mod kernels;
@@ -52,8 +54,6 @@ mod remote;
 #[doc(hidden)]
 pub mod stats;
 mod tiers;
-mod freeze;
-mod frozen;
 
 pub use background::{BackgroundError, BackgroundOptions, Pending, SwitchingKernel};
 pub use checks::CheckFailed;
@@ -76,11 +76,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use crate::cache::disk::{CacheError, DiskCache, EntryMeta};
+use crate::cache::frozen::{FrozenBundle, FrozenError};
 use crate::cache::key::{self, CacheKey};
 use crate::cache::manifest;
 use crate::cache::memory::MemoryCache;
 use crate::cache::remote::RemoteConfigError;
-use crate::cache::frozen::{FrozenBundle, FrozenError};
 use crate::cache::tier::{LockStep, Locks, Publish, Seen, Tier};
 use crate::code_object::CodeObjectError;
 use crate::compiler::diagnostics;
@@ -99,7 +99,8 @@ use entry::{
 
 /// The variable naming a frozen bundle file served when [`JitOptions::frozen`] is `None`.
 pub const FROZEN_ENV: &str = "HIPJIT_FROZEN";
-/// The variable that, set to `1`, makes every `Jit` strict ([`JitOptions::strict`]).
+/// The variable that, set (to anything but empty or `0`), makes every `Jit` strict
+/// ([`JitOptions::strict`]).
 pub const STRICT_ENV: &str = "HIPJIT_STRICT";
 
 /// Where the disk cache lives.
@@ -177,7 +178,8 @@ pub struct JitOptions {
     pub frozen: Option<Arc<FrozenBundle>>,
     /// Strict serving: a request no tier answers, which would start a compiler, is
     /// [`JitError::Strict`] naming the request and why the frozen bundle did not serve it.
-    /// For services that must not compile at serve time. Also set by `HIPJIT_STRICT=1`.
+    /// For services that must not compile at serve time. Also set by `HIPJIT_STRICT=1`
+    /// (any value but empty or `0`).
     pub strict: bool,
 }
 
@@ -390,7 +392,8 @@ impl Jit {
                 None => None,
             },
         };
-        let strict = options.strict || std::env::var_os(STRICT_ENV).is_some_and(|v| v == "1");
+        let strict = options.strict
+            || std::env::var_os(STRICT_ENV).is_some_and(|v| !v.is_empty() && v != "0");
         let hit_memo = disk
             .as_ref()
             .filter(|_| !options.disable_hit_memo)

@@ -91,8 +91,7 @@ impl Counters {
     fn snapshot(&self, frozen: bool, disk: bool, remote: Option<u64>) -> JitStats {
         let c = |i: usize| self.count[i].load(Ordering::Relaxed);
         let t = |i: usize| Duration::from_nanos(self.nanos[i].load(Ordering::Relaxed));
-        let (memory, on_disk, from_remote, compiled, from_frozen) =
-            (c(0), c(1), c(2), c(3), c(4));
+        let (memory, on_disk, from_remote, compiled, from_frozen) = (c(0), c(1), c(2), c(3), c(4));
         JitStats {
             memory: TierStats {
                 hits: memory,
@@ -132,6 +131,7 @@ impl Jit {
     pub fn stats(&self) -> JitStats {
         let remote =
             (!self.remote.is_empty()).then(|| self.remote.iter().map(|r| r.refused()).sum());
-        self.counters.snapshot(self.frozen.is_some(), self.disk.is_some(), remote)
+        self.counters
+            .snapshot(self.frozen.is_some(), self.disk.is_some(), remote)
     }
 }

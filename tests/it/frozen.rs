@@ -144,11 +144,20 @@ fn strict_serving_names_the_request_and_the_options_that_differ() {
     let mut other = f.options.clone();
     other.defines = vec![("FACTOR".into(), Some("4.0f".into()))];
     let e = refused(&f.source, &other);
-    assert!(e.contains("strict serving: kernel.hip for gfx90a:sramecc+:xnack-"), "{e}");
-    assert!(e.contains("first line \"// scale, frozen by tests/it/frozen.rs\""), "{e}");
+    assert!(
+        e.contains("strict serving: kernel.hip for gfx90a:sramecc+:xnack-"),
+        "{e}"
+    );
+    assert!(
+        e.contains("first line \"// scale, frozen by tests/it/frozen.rs\""),
+        "{e}"
+    );
     assert!(e.contains("-DFACTOR=3.0f"), "{e}");
     assert!(e.contains("-DFACTOR=4.0f"), "{e}");
-    assert!(e.contains("nearest frozen request differs in options (frozen:"), "{e}");
+    assert!(
+        e.contains("nearest frozen request differs in options (frozen:"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -177,7 +186,8 @@ fn a_missing_header_is_refused_by_name() {
     });
     let e = refused(&fixture().source, &o);
     assert!(
-        e.contains("header include/1/scale.h (") && e.contains("was read when frozen and is missing here"),
+        e.contains("header include/1/scale.h (")
+            && e.contains("was read when frozen and is missing here"),
         "{e}"
     );
 }
@@ -287,7 +297,8 @@ fn another_compiler_here_is_a_miss_never_the_frozen_code() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("frozen by hipcc") && e.contains("(fingerprint 000000000000); the compiler here is hipcc"),
+        e.contains("frozen by hipcc")
+            && e.contains("(fingerprint 000000000000); the compiler here is hipcc"),
         "{e}"
     );
     let served = with_compiler(true).compile(&f.source, &f.options).unwrap();
@@ -331,8 +342,13 @@ fn a_damaged_bundle_is_refused_naming_the_entry() {
             "embedded bytes is not a hipjit frozen bundle: entry {key}: its sha256 does not match"
         )
     );
-    let e = FrozenBundle::from_bytes(b"not a bundle").unwrap_err().to_string();
-    assert!(e.starts_with("embedded bytes is not a hipjit frozen bundle: not a Zstandard frame"), "{e}");
+    let e = FrozenBundle::from_bytes(b"not a bundle")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("embedded bytes is not a hipjit frozen bundle: not a Zstandard frame"),
+        "{e}"
+    );
 }
 
 #[test]

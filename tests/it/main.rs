@@ -31,8 +31,8 @@ mod docs;
 mod failure_memo;
 #[cfg(feature = "testing")]
 mod fake_compiler;
-mod frozen;
 mod fixture_runtime;
+mod frozen;
 mod fuzz_regressions;
 #[cfg(feature = "cli")]
 mod hit_memo;
