@@ -13,7 +13,6 @@ use hipjit::compiler::selection::CompilerChoice;
 use hipjit::compiler::{CompileOptions, CompilerConfig, CompilerKind};
 use hipjit::jit::{CacheLocation, Freezer, Jit, JitError, JitOptions, Origin};
 use hipjit::target_id::TargetId;
-use hipjit::testing::TestDevice;
 
 use crate::common;
 
@@ -129,13 +128,19 @@ fn a_frozen_request_is_served_and_loaded_with_no_compiler() {
     );
     assert_eq!(jit.stats().frozen.map(|s| s.hits), Some(2));
     // On the testing runtime, the target taken from the device.
-    let test = TestDevice::new(TARGET).unwrap().start().unwrap();
-    let mut untargeted = f.options.clone();
-    untargeted.targets.clear();
-    let kernel = jit
-        .kernel(test.device(), &f.source, "scale", &untargeted)
-        .unwrap();
-    assert_eq!(kernel.name(), "scale");
+    #[cfg(feature = "testing")]
+    {
+        let test = hipjit::testing::TestDevice::new(TARGET)
+            .unwrap()
+            .start()
+            .unwrap();
+        let mut untargeted = f.options.clone();
+        untargeted.targets.clear();
+        let kernel = jit
+            .kernel(test.device(), &f.source, "scale", &untargeted)
+            .unwrap();
+        assert_eq!(kernel.name(), "scale");
+    }
 }
 
 #[test]
@@ -363,4 +368,59 @@ fn a_refusal_names_the_nearest_request() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[cfg(feature = "cli")]
+#[test]
+fn the_command_freezes_a_record_that_hipjit_frozen_serves_with_no_compiler() {
+    use common::cli::{compile, hipjit, outcome};
+    let home = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("frozen-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let source = home.join("k.hip");
+    std::fs::write(
+        &source,
+        "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* x) { x[0] = 2; }\n",
+    )
+    .unwrap();
+    let (record, bundle) = (home.join("record.jsonl"), home.join("k.hjfz"));
+    let run = |cmd: &mut std::process::Command| outcome(&cmd.output().unwrap());
+    // Record, where hipcc is.
+    let (ok, _, err) = run(
+        compile(&home, "hipcc", TARGET, &home.join("a.co"), &[], &source)
+            .env("HIPJIT_HIPCC", "/usr/bin/hipcc")
+            .env("HIPJIT_RECORD", &record),
+    );
+    assert!(ok, "{err}");
+    // Freeze.
+    let (ok, out, err) = run(hipjit(&home, &["cache", "freeze"])
+        .arg(&record)
+        .arg("-o")
+        .arg(&bundle)
+        .env("HIPJIT_HIPCC", "/usr/bin/hipcc"));
+    assert!(ok, "{err}");
+    assert!(out.contains("1 requests frozen (1 entries"), "{out}");
+    // Load, with no hipcc and strict serving, in an empty cache.
+    let served = |flags: &[String], out: &Path| {
+        let mut cmd = compile(&home, "hipcc", TARGET, out, flags, &source);
+        cmd.env("HIPJIT_CACHE_DIR", home.join("empty"))
+            .env("HIPJIT_HIPCC", "/nonexistent/hipcc")
+            .env("HIPJIT_FROZEN", &bundle)
+            .env("HIPJIT_STRICT", "1")
+            .env_remove("HIPJIT_RECORD");
+        run(&mut cmd)
+    };
+    let (ok, _, err) = served(&[], &home.join("b.co"));
+    assert!(ok, "{err}");
+    assert_eq!(
+        std::fs::read(home.join("b.co")).unwrap(),
+        std::fs::read(home.join("a.co")).unwrap()
+    );
+    let (ok, _, err) = served(&["-DX=1".into()], &home.join("c.co"));
+    assert!(!ok);
+    assert!(
+        err.contains("strict serving: k.hip for gfx90a:sramecc+:xnack-"),
+        "{err}"
+    );
+    assert!(err.contains("asked:") && err.contains("-DX=1"), "{err}");
 }
