@@ -358,7 +358,10 @@ pub enum FrozenError {
     Write(#[from] crate::fs::write::WriteError),
 }
 
-/// A frozen bundle, opened and checked: entries by frozen key.
+/// A frozen bundle, opened and checked: compiled requests keyed without the local compiler,
+/// served by the `Jit`'s frozen tier (`JitOptions::frozen`, `HIPJIT_FROZEN`) with or without
+/// a compiler; made by `Freezer` or `hipjit cache freeze`. The guide's `cache.md` ("Frozen
+/// bundles") gives the key and what each lookup checks ([`FrozenBundle::lookup`]).
 #[derive(Clone, Default)]
 pub struct FrozenBundle {
     origin: String,

@@ -28,7 +28,7 @@ pub enum Origin {
     Remote,
     /// A compiler run.
     Compiler,
-    /// A frozen bundle ([`crate::cache::frozen`]), served without a compiler.
+    /// A frozen bundle ([`crate::cache::FrozenBundle`]), served without a compiler.
     Frozen,
 }
 

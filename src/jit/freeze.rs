@@ -43,7 +43,7 @@ pub enum FreezeError {
     /// manifest or entry missing: a file the compiler read changed while it ran).
     #[error("{request}: its result was not cached ({reason}); freeze it again")]
     NotCached {
-        /// The request ([`super::frozen::describe`]).
+        /// The request: its source's file name, targets, size, sha256 and first line.
         request: String,
         /// What is missing.
         reason: String,

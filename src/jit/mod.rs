@@ -173,7 +173,7 @@ pub struct JitOptions {
     /// The pool of [`Jit::compile_in_background`] and [`Jit::kernel_in_background`]: its
     /// threads (default 2) and how many requests may wait.
     pub background: BackgroundOptions,
-    /// A frozen bundle ([`crate::cache::frozen`]) served before any other tier and without a
+    /// A frozen bundle ([`crate::cache::FrozenBundle`]) served before any other tier and without a
     /// compiler (`jit::frozen`); `None`: the bundle file `HIPJIT_FROZEN` names, if any.
     pub frozen: Option<Arc<FrozenBundle>>,
     /// Strict serving: a request no tier answers, which would start a compiler, is

@@ -28,7 +28,7 @@ pub struct TierStats {
 pub struct JitStats {
     /// The in-process cache.
     pub memory: TierStats,
-    /// The frozen bundle ([`crate::cache::frozen`]), when one is served.
+    /// The frozen bundle ([`crate::cache::FrozenBundle`]), when one is served.
     pub frozen: Option<TierStats>,
     /// The disk roots, when the cache is enabled.
     pub disk: Option<TierStats>,

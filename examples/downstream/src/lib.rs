@@ -25,7 +25,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use hipjit::cache::frozen::FrozenBundle;
+use hipjit::cache::FrozenBundle;
 
 use hipjit::prelude::*;
 use hipjit::runtime::Platform;

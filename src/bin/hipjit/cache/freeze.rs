@@ -24,7 +24,7 @@ pub fn run(record: &Path, out: &Path, json: bool) -> Result<(), CliError> {
     })?;
     let bundle = freezer.finish();
     bundle.write(out).map_err(|e| match e {
-        hipjit::cache::frozen::FrozenError::Write(
+        hipjit::cache::FrozenError::Write(
             e @ hipjit::file_write::WriteError::NotRegular { .. },
         ) => CliError::usage(format!("-o {}: {e}", out.display())),
         e => CliError::failed(format!("cannot write {}: {e}", out.display())),
