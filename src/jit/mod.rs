@@ -931,9 +931,14 @@ impl Jit {
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
         // The frozen tier: keyed without the compiler, so looked up before one is searched
         // for (`jit::frozen`).
-        let refusal = match self.frozen_lookup(source, options, runtime) {
-            Ok(inner) => return Ok((inner, Origin::Frozen)),
-            Err(r) => r,
+        // Skipped with the disk: a frozen code object the runtime rejected is compiled again
+        // where a compiler is present.
+        let refusal = match bypass_disk {
+            true => None,
+            false => match self.frozen_lookup(source, options, runtime) {
+                Ok(inner) => return Ok((inner, Origin::Frozen)),
+                Err(r) => r,
+            },
         };
         if let Some(r) = &refusal {
             tracing::debug!(reason = %r, "the frozen bundle does not serve this request");
