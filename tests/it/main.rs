@@ -32,6 +32,7 @@ mod failure_memo;
 #[cfg(feature = "testing")]
 mod fake_compiler;
 mod fixture_runtime;
+mod frozen;
 mod fuzz_regressions;
 #[cfg(feature = "cli")]
 mod hit_memo;

@@ -323,6 +323,7 @@ pub(crate) fn origin_name(o: Origin) -> &'static str {
         Origin::Disk => "hit (disk)",
         Origin::Remote => "hit (remote)",
         Origin::Compiler => "miss (compiled)",
+        Origin::Frozen => "hit (frozen bundle)",
     }
 }
 
@@ -809,6 +810,7 @@ fn outcome_json(o: &Outcome, include_dirs: &[PathBuf]) -> serde_json::Value {
         Origin::Disk => "disk",
         Origin::Remote => "remote",
         Origin::Compiler => "miss",
+        Origin::Frozen => "frozen",
     };
     match &o.result {
         Ok((results, written)) => {

@@ -50,6 +50,10 @@ Environment:
                            the cache remembers (compile --retry-failed)
   HIPJIT_RECORD            a file to which each distinct compile request is appended as a
                            JSON line, for `hipjit cache warm FILE` to replay
+  HIPJIT_FROZEN            a frozen bundle (`hipjit cache freeze`) served before every other
+                           tier and without a compiler
+  HIPJIT_STRICT            1: a request no tier answers, that would start a compiler, fails
+                           naming it (strict serving)
   HIPJIT_HIPCC             the hipcc to run (else HIP_PATH, ROCM_PATH, PATH)
   HIPJIT_HIPRTC_LIBRARY    the hipRTC library to open
   HIPJIT_HIP_LIBRARY       the HIP runtime library to open

@@ -33,6 +33,7 @@ fn cache_name(o: Origin) -> &'static str {
         Origin::Disk => "disk",
         Origin::Remote => "remote",
         Origin::Compiler => "miss",
+        Origin::Frozen => "frozen",
     }
 }
 
