@@ -60,7 +60,7 @@ pub const WORKER_ENV: &str = "HIPJIT_WORKER";
 pub const WORKER_SUBCOMMAND: &str = "rtc-worker";
 
 /// The version of the serving protocol (`rtc-worker --serve`): a worker's first frame, its
-/// [`Hello`], names it, and the pool serves through it only a worker of this version.
+/// hello, names it, and the pool serves through it only a worker of this version.
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// The protocol's name in a worker's hello.

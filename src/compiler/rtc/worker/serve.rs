@@ -126,7 +126,7 @@ pub fn serve(request: &Path, result: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot write the result {}: {e}", result.display()))
 }
 
-/// Serves requests until end of input: says [`Hello`] (the protocol's version) in a first
+/// Serves requests until end of input: says hello (the protocol and its version) in a first
 /// frame on standard output, then reads one request frame at a time from standard input,
 /// compiles it and answers in a frame on standard output. The serving worker mode of the
 /// `hipjit` command (`hipjit rtc-worker --serve`) calls this. Standard output is kept for the
