@@ -144,15 +144,57 @@ short() {
     printf '%s %s %s %s' "$binding" "$props" "$loader" "$device0"
 }
 
+# The table row of set $1 (on stdout) and its problems (in $WORK/problems.$1); status 1 when
+# a cell differs.
+row_of() {
+    local set=$1 exe h rt got want row failed=0
+    local problems=$WORK/problems.$set
+    : >"$problems"
+    exe=$PROBES/$set/runtime_probe
+    if [[ ! -x $exe ]]; then
+        echo "| $set | (no probe: the set failed to build) |"
+        printf '%s: no probe built\n' "$set" >>"$problems"
+        return 1
+    fi
+    h=$(sed -n 's/^headers=\([0-9]*\).*/\1/p' <<<"$("$exe" /nonexistent 2>/dev/null)")
+    if [[ -z $h ]]; then
+        echo "| $set | (the probe does not run) |"
+        printf '%s: the probe does not run\n' "$set" >>"$problems"
+        return 1
+    fi
+    row="| $set ($h) |"
+    for rt in "${RUNTIMES[@]}"; do
+        got=$(probe "$exe" "$rt")
+        want=$(expected "$h" "$rt")
+        if [[ $got == "$want" ]]; then
+            row+=" $(short "$got") |"
+        else
+            row+=" x $(short "$got") |"
+            printf '%s x %s: got [%s], expected [%s]\n' "$set" "$rt" "$got" "$want" >>"$problems"
+            failed=1
+        fi
+    done
+    echo "$row"
+    return "$failed"
+}
+
 main() {
-    local set rt h exe got want failed=0 header line
+    local set rt failed=0 header line
+    local -a pids=()
     mkdir -p "$WORK"
     build_fixtures || die "building the fixture runtimes failed (cc, HIP headers of /usr/include and $SID_ROOT)"
     for rt in "${RUNTIMES[@]}"; do
         [[ -f $(runtime_file "$rt") ]] ||
             die "runtime $rt missing: $(runtime_file "$rt") (scripts/setup.sh, scripts/fetch-headers.sh)"
     done
-    : >"$WORK/problems.txt"
+    # The rows at the same time (each cell mostly waits on a runtime's start-up).
+    for set in "${SETS[@]}"; do
+        row_of "$set" >"$WORK/row.$set" &
+        pids+=($!)
+    done
+    for set in "${!pids[@]}"; do
+        wait "${pids[$set]}" || failed=1
+    done
     header="| headers (H) |"
     line="|---|"
     for rt in "${RUNTIMES[@]}"; do header+=" $rt |"; line+="---|"; done
@@ -163,33 +205,10 @@ main() {
     echo
     echo "$header"
     echo "$line"
-    for set in "${SETS[@]}"; do
-        exe=$PROBES/$set/runtime_probe
-        if [[ ! -x $exe ]]; then
-            echo "| $set | (no probe: the set failed to build) |"
-            printf '%s: no probe built\n' "$set" >>"$WORK/problems.txt"
-            failed=1
-            continue
-        fi
-        h=$(sed -n 's/^headers=\([0-9]*\).*/\1/p' <<<"$("$exe" /nonexistent 2>/dev/null)")
-        [[ -n $h ]] || { failed=1; printf '%s: the probe does not run\n' "$set" >>"$WORK/problems.txt"; continue; }
-        local row="| $set ($h) |"
-        for rt in "${RUNTIMES[@]}"; do
-            got=$(probe "$exe" "$rt")
-            want=$(expected "$h" "$rt")
-            if [[ $got == "$want" ]]; then
-                row+=" $(short "$got") |"
-            else
-                row+=" x $(short "$got") |"
-                printf '%s x %s: got [%s], expected [%s]\n' "$set" "$rt" "$got" "$want" >>"$WORK/problems.txt"
-                failed=1
-            fi
-        done
-        echo "$row"
-    done
+    for set in "${SETS[@]}"; do cat "$WORK/row.$set"; done
     if ((failed)); then
         echo
-        cat "$WORK/problems.txt"
+        for set in "${SETS[@]}"; do cat "$WORK/problems.$set"; done
         return 1
     fi
     echo "runtime-matrix: every cell as expected"

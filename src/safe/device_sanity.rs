@@ -124,7 +124,8 @@ mod tests {
 
     #[test]
     fn each_broken_invariant_is_named() {
-        let cases: [(fn(&mut DeviceProperties), &str); 8] = [
+        type Break = fn(&mut DeviceProperties);
+        let cases: [(Break, &str); 8] = [
             (
                 |p| p.arch_name = "".into(),
                 "gcnArchName = \"\" (expected gfx...)",

@@ -45,8 +45,9 @@ pub enum SymbolBinding {
     /// With `dlsym`: the runtime does not export `hipGetProcAddress` (HIP before 6.1, drop-in
     /// runtimes), or the platform is not AMD.
     Dlsym,
-    /// With `dlsym`, because `hipGetProcAddress` refused the first lookup with `code` (a real
-    /// runtime without a GPU: `hipErrorNoDevice`, 100).
+    /// With `dlsym`, because `hipGetProcAddress` refused a lookup with `code` (a real runtime
+    /// without a GPU refuses the first: `hipErrorNoDevice`, 100), or gave none of the
+    /// symbols (`code` is its last refusal).
     DlsymAfterRefusal {
         /// The version handed to `hipGetProcAddress`.
         hip_version: i32,
@@ -90,6 +91,9 @@ pub(crate) struct Binder<'a> {
     proc_address: Option<GetProcAddress>,
     version: i32,
     binding: SymbolBinding,
+    /// Symbols `hipGetProcAddress` gave, and the last status it refused one with.
+    answered: usize,
+    last_refusal: Option<sys::hipError_t>,
 }
 
 impl<'a> Binder<'a> {
@@ -109,12 +113,23 @@ impl<'a> Binder<'a> {
             proc_address,
             version,
             binding,
+            answered: 0,
+            last_refusal: None,
         }
     }
 
-    /// How the symbols so far were bound.
+    /// How the symbols so far were bound; `hipGetProcAddress` that gave none of them counts as
+    /// refused, with its last status.
     pub(crate) fn binding(&self) -> SymbolBinding {
-        self.binding
+        match (self.binding, self.answered, self.last_refusal) {
+            (SymbolBinding::ProcAddress { hip_version }, 0, Some(code)) => {
+                SymbolBinding::DlsymAfterRefusal {
+                    hip_version,
+                    code: code as i32,
+                }
+            }
+            (b, _, _) => b,
+        }
     }
 
     /// The address `hipGetProcAddress` gives for `name`, `None` when it is not used or does
@@ -125,9 +140,14 @@ impl<'a> Binder<'a> {
         let mut status: c_int = 0;
         // SAFETY: `name` is NUL-terminated; `p` and `status` are valid out pointers.
         let rc = unsafe { f(name.as_ptr(), &mut p, self.version, 0, &mut status) };
-        if rc == sys::hipSuccess {
-            return (!p.is_null()).then_some(p);
+        if rc == sys::hipSuccess && !p.is_null() {
+            self.answered += 1;
+            return Some(p);
         }
+        if rc == sys::hipSuccess {
+            return None;
+        }
+        self.last_refusal = Some(rc);
         // hipErrorInvalidValue with a status: a symbol unknown to it (1) or newer than the
         // version asked (2); the runtime itself answers.
         const HIP_ERROR_INVALID_VALUE: sys::hipError_t = 1;
