@@ -62,6 +62,7 @@ mod remote_store;
 #[cfg(feature = "cli")]
 mod rtc_worker;
 mod runtime_loader;
+mod symbol_binding;
 mod system_include_dirs;
 mod target_id;
 #[cfg(feature = "testing")]
