@@ -10,7 +10,10 @@
 //!   with the compiler `HIPJIT_BENCH_COMPILER` picks (default `auto`).
 //!
 //! Medians and ratios are printed. Run: `cargo bench --features cli --bench compilers` (needs
-//! hipcc and hipRTC; `HIPJIT_BENCH_TARGET` picks the target, default gfx90a).
+//! hipcc and hipRTC; `HIPJIT_BENCH_TARGET` picks the target, default gfx90a). With `-- batch`
+//! only the batch is timed (`HIPJIT_BENCH_COMPILER=hiprtc cargo bench --features cli --bench
+//! compilers -- batch`: serving workers against one process), and the speed-up of `-j 2` over
+//! `-j 1` printed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -103,6 +106,10 @@ fn main() {
     }
     let target = target();
     let compiler = std::env::var("HIPJIT_BENCH_COMPILER").unwrap_or_else(|_| "auto".into());
+    if args.iter().any(|a| a == "batch") {
+        batch_only(&compiler);
+        return;
+    }
     let exe = std::env::current_exe().expect("the bench's own path");
     let hipcc = which("hipcc").expect("hipcc on PATH");
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -148,26 +155,8 @@ fn main() {
         hipcc_ms.push(t.elapsed().as_secs_f64() * 1e3);
         assert!(status.success());
 
-        for (jobs, into) in [(2, &mut j2_ms), (1, &mut j1_ms)] {
-            let batch_dir = dir.path().join(format!("batch{run}-j{jobs}"));
-            std::fs::create_dir(&batch_dir).unwrap();
-            let files: Vec<PathBuf> = (0..16)
-                .map(|k| {
-                    let f = batch_dir.join(format!("k{k}.hip"));
-                    std::fs::write(&f, source_of_4kib(&format!("{seed} j{jobs} kernel {k}")))
-                        .unwrap();
-                    f
-                })
-                .collect();
-            let out = batch_dir.join("out");
-            into.push(batch(
-                &files,
-                jobs,
-                &compiler,
-                &batch_dir.join("cache"),
-                &out,
-            ));
-        }
+        j2_ms.push(batch_of_16(dir.path(), &seed, run, 2, &compiler));
+        j1_ms.push(batch_of_16(dir.path(), &seed, run, 1, &compiler));
     }
     let (r, h, s, j2, j1) = (
         median(&mut rtc_ms),
@@ -186,6 +175,45 @@ fn main() {
         r / h,
         s / h,
         j2 / j1
+    );
+}
+
+/// `hipjit compile -j JOBS` of 16 distinct 4 KiB sources (made distinct by `seed`, `run` and
+/// `jobs`) under `dir` into a fresh cache; the wall time in ms.
+fn batch_of_16(dir: &Path, seed: &str, run: u32, jobs: u32, compiler: &str) -> f64 {
+    let batch_dir = dir.join(format!("batch{run}-j{jobs}"));
+    std::fs::create_dir(&batch_dir).unwrap();
+    let files: Vec<PathBuf> = (0..16)
+        .map(|k| {
+            let f = batch_dir.join(format!("k{k}.hip"));
+            std::fs::write(&f, source_of_4kib(&format!("{seed} j{jobs} kernel {k}"))).unwrap();
+            f
+        })
+        .collect();
+    batch(
+        &files,
+        jobs,
+        compiler,
+        &batch_dir.join("cache"),
+        &batch_dir.join("out"),
+    )
+}
+
+/// The batch alone: `-j 2` and `-j 1` interleaved, medians of 5 runs, and the speed-up.
+fn batch_only(compiler: &str) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (mut j2_ms, mut j1_ms) = (vec![], vec![]);
+    for run in 0..5 {
+        let seed = format!("run {run} of {}", std::process::id());
+        j2_ms.push(batch_of_16(dir.path(), &seed, run, 2, compiler));
+        j1_ms.push(batch_of_16(dir.path(), &seed, run, 1, compiler));
+    }
+    let (j2, j1) = (median(&mut j2_ms), median(&mut j1_ms));
+    println!(
+        "16 kernels, hipjit compile --compiler {compiler} --arch {}, medians of 5 interleaved \
+         runs: -j 2 {j2:.0} ms, -j 1 {j1:.0} ms: -j 2 is {:.2}x faster than serial",
+        target(),
+        j1 / j2
     );
 }
 

@@ -3,8 +3,11 @@
 # $CACHE/headers/<name>/include (CACHE=${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}):
 #   hip-7.1-triton  HIP 7.1 headers from PyPI's triton 3.9.0 wheel (triton/backends/amd/include)
 #   hip-6.2-triton  HIP 6.2 headers from PyPI's triton 3.4.0 wheel
+#   hip-6.1-triton  HIP 6.1 headers from PyPI's triton 3.2.0 wheel
 #   hip-5.2-debian  a symlink to /usr/include (Debian bookworm's libamdhip64-dev 5.2.3)
 #   hip-6.4-sid     a symlink to the sid root filesystem's /usr/include (HIP 6.4.3)
+# and one runtime, for the header x runtime matrix (scripts/runtime-matrix.sh):
+#   $CACHE/runtimes/hip-5.4-wheel/lib  the HIP 5.4 runtime of PyPI's pytorch-triton-rocm 2.1.0
 # The wheels are downloaded once (pip download --no-deps, never installed) into $CACHE/wheels
 # and unpacked into a temporary directory that is renamed into place when complete, so a set
 # that exists is whole. A rerun with everything in place only checks. Prints one line per set:
@@ -16,8 +19,9 @@ set -euo pipefail
 CACHE="${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}"
 HEADERS="$CACHE/headers"
 WHEELS="$CACHE/wheels"
+RUNTIMES="$CACHE/runtimes"
 # name  triton version
-TRITON_SETS=("hip-7.1-triton 3.9.0" "hip-6.2-triton 3.4.0")
+TRITON_SETS=("hip-7.1-triton 3.9.0" "hip-6.2-triton 3.4.0" "hip-6.1-triton 3.2.0")
 
 log() { printf 'fetch-headers: %s\n' "$*" >&2; }
 die() {
@@ -37,12 +41,16 @@ hip_version() {
     printf '%s.%s.%s\n' "${major:-?}" "${minor:-?}" "${patch:-?}"
 }
 
-# Prints the path of the cached triton wheel of version $1, downloading it first when missing.
-triton_wheel() {
-    local version="$1" tmp
+# Prints the path of the cached wheel of PyPI package $1 (as pip names the file: dashes become
+# underscores) at version $2, downloading it first when missing; further arguments go to pip
+# download (a platform or Python version for a wheel not built for this one).
+cached_wheel() {
+    local package="$1" version="$2" tmp file
+    shift 2
     local -a found
+    file=${package//-/_}
     shopt -s nullglob
-    found=("$WHEELS/triton-$version-"*.whl)
+    found=("$WHEELS/$file-$version-"*.whl)
     shopt -u nullglob
     if ((${#found[@]} == 0)); then
         command -v python3 >/dev/null 2>&1 || die "python3 is missing (needed for pip download)"
@@ -50,21 +58,50 @@ triton_wheel() {
             die "pip is missing: apt-get install python3-pip (used only to download wheels)"
         mkdir -p "$WHEELS"
         tmp=$(mktemp -d "$WHEELS/.download.XXXXXX")
-        log "downloading triton==$version (header set only; not installed)"
-        if ! python3 -m pip download --quiet --no-deps --only-binary=:all: \
-            --dest "$tmp" "triton==$version" >&2; then
+        log "downloading $package==$version (unpacked in part; not installed)"
+        if ! python3 -m pip download --quiet --no-deps --only-binary=:all: "$@" \
+            --dest "$tmp" "$package==$version" >&2; then
             rm -rf -- "$tmp"
-            die "pip download triton==$version failed"
+            die "pip download $package==$version failed"
         fi
         shopt -s nullglob
-        found=("$tmp/triton-$version-"*.whl)
+        found=("$tmp/$file-$version-"*.whl)
         shopt -u nullglob
-        ((${#found[@]} == 1)) || die "pip download triton==$version did not leave one wheel in $tmp"
+        ((${#found[@]} == 1)) || die "pip download $package==$version did not leave one wheel in $tmp"
         mv -f -- "${found[0]}" "$WHEELS/"
         rm -rf -- "$tmp"
         found=("$WHEELS/$(basename -- "${found[0]}")")
     fi
     printf '%s\n' "${found[0]}"
+}
+
+# Prints the path of the cached triton wheel of version $1, downloading it first when missing.
+triton_wheel() { cached_wheel triton "$1"; }
+
+# Unpacks the HIP 5.4 runtime of PyPI's pytorch-triton-rocm 2.1.0 wheel
+# (triton/third_party/rocm/lib: libamdhip64.so and the libraries it needs, RUNPATH $ORIGIN)
+# into $RUNTIMES/hip-5.4-wheel/lib, once.
+unpack_wheel_runtime() {
+    local dest="$RUNTIMES/hip-5.4-wheel" wheel tmp
+    [[ -f $dest/lib/libamdhip64.so ]] && return 0
+    wheel=$(cached_wheel pytorch-triton-rocm 2.1.0 --python-version 3.11 \
+        --platform manylinux2014_x86_64)
+    mkdir -p "$RUNTIMES"
+    tmp=$(mktemp -d "$RUNTIMES/.hip-5.4-wheel.XXXXXX")
+    log "unpacking the HIP 5.4 runtime from $(basename -- "$wheel")"
+    if ! unzip -q "$wheel" 'triton/third_party/rocm/lib/*.so' -d "$tmp/wheel"; then
+        rm -rf -- "$tmp"
+        die "unzip of triton/third_party/rocm/lib from $wheel failed"
+    fi
+    mkdir -p "$tmp/set"
+    mv -- "$tmp/wheel/triton/third_party/rocm/lib" "$tmp/set/lib"
+    [[ -f $tmp/set/lib/libamdhip64.so ]] || {
+        rm -rf -- "$tmp"
+        die "$wheel holds no libamdhip64.so under triton/third_party/rocm/lib"
+    }
+    [[ -e $dest ]] && rm -rf -- "$dest"
+    mv -T -- "$tmp/set" "$dest"
+    rm -rf -- "$tmp"
 }
 
 # Unpacks triton/backends/amd/include of triton $2's wheel into $HEADERS/$1/include.
@@ -121,7 +158,8 @@ main() {
     done
     link_set hip-5.2-debian /usr/include
     link_set hip-6.4-sid "$CACHE/sid-root/usr/include"
-    for name in hip-5.2-debian hip-6.2-triton hip-6.4-sid hip-7.1-triton; do
+    unpack_wheel_runtime
+    for name in hip-5.2-debian hip-6.1-triton hip-6.2-triton hip-6.4-sid hip-7.1-triton; do
         if is_header_set "$HEADERS/$name/include"; then
             printf '%-16s %s HIP %s\n' "$name" "$HEADERS/$name/include" "$(hip_version "$HEADERS/$name/include")"
         fi

@@ -9,9 +9,10 @@
 # time, and prints libFuzzer's final cov/ft line. A crash fails the step; the input is left in
 # fuzz/artifacts/TARGET/.
 #
-# Kept between runs under $HIPJIT_CI_CACHE (default /var/cache/hipjit-ci): the build
-# (fuzz-target) and the corpora (fuzz-corpus/TARGET), so only the first run pays for the
-# dependencies; later ones rebuild hipjit.
+# Kept between runs under $HIPJIT_CI_CACHE (default /var/cache/hipjit-ci): the dependencies'
+# build (fuzz-target; the workspace's own packages are removed from it at the start of each
+# run) and the corpora (fuzz-corpus/TARGET), so only the first run pays for the dependencies;
+# later ones rebuild hipjit.
 #
 # Usage: scripts/fuzz-brief.sh [TARGET...]   (default: every target of fuzz/Cargo.toml)
 set -euo pipefail
@@ -24,6 +25,16 @@ triple=x86_64-unknown-linux-gnu
 
 cd -- "$repo/fuzz"
 export CARGO_TARGET_DIR="$cache/fuzz-target"
+# Each checkout builds the workspace's packages under a new hash (its path is part of it), so
+# the earlier checkouts' builds are removed first, and incremental state (of no use to the next
+# checkout) is not kept: the kept build stays the dependencies' alone instead of growing by
+# ~0.5 GB a run.
+export CARGO_INCREMENTAL=0
+rm -rf -- "$CARGO_TARGET_DIR/$triple/debug/incremental" "$CARGO_TARGET_DIR/debug/incremental"
+if [[ -d "$CARGO_TARGET_DIR" ]]; then
+    cargo clean -q --target "$triple" -p hipjit -p hipjit-sys -p hipjit-fuzz
+    cargo clean -q -p hipjit -p hipjit-sys -p hipjit-fuzz
+fi
 mapfile -t all < <(sed -nE 's/^name = "([a-z_]+)"$/\1/p' Cargo.toml | grep -v '^hipjit-fuzz$')
 targets=("$@")
 ((${#targets[@]} > 0)) || targets=("${all[@]}")

@@ -4,6 +4,7 @@
 #
 #   hip-5.2-debian   /usr/include (Debian bookworm libamdhip64-dev 5.2.3), found by hip-sys's
 #                    own discovery (no variable set)
+#   hip-6.1-triton   HIP 6.1 headers of PyPI's triton 3.2.0 wheel
 #   hip-6.2-triton   HIP 6.2 headers of PyPI's triton 3.4.0 wheel
 #   hip-6.4-sid      HIP 6.4.3 headers of the Debian sid root filesystem (hip/ only: see below)
 #   hip-7.1-triton   HIP 7.1 headers of PyPI's triton 3.9.0 wheel
@@ -22,12 +23,15 @@
 #     the declaration inventory of the set, taken from the header text itself (a
 #     `hipError_t NAME(` declaration under hip/, or one of a macro `#define ALIAS NAME`); for
 #     `none`, the inventory of the set the pregenerated bindings were made from;
-#   - the library API matches the expected table (5.2, 6.2, 6.4: none; 7.1: LoadData,
+#   - the library API matches the expected table (5.2, 6.1, 6.2, 6.4: none; 7.1: LoadData,
 #     LoadFromFile, Unload, GetKernel, GetKernelCount; overlay: all seven);
 #   - for the set the pregenerated bindings come from, that they are still what it gives;
 #   - `cargo test -p hipjit-sys` passes: device-property layouts against the set's structs (as
 #     bindgen and as a C++ compiler see them), the API contract, the build-script tests; for
 #     hip-5.2-debian also `--features link --test linked_runtime` (linking the real runtime).
+# It builds hipjit's runtime probe (examples/runtime_probe.rs) against each set, and at the end
+# scripts/runtime-matrix.sh runs every set's probe against every runtime shape (the header x
+# runtime matrix; its own header says what each cell must show).
 # All sets share one target directory (target/header-matrix); each set rebuilds hip-sys and
 # what depends on it, nothing else. Prints a table; exits non-zero when any set fails.
 #
@@ -46,10 +50,11 @@ CACHE=${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}
 HEADERS=$CACHE/headers
 TARGET=${HEADER_MATRIX_TARGET_DIR:-$ROOT/target/header-matrix}
 LOGS=$TARGET/logs
+PROBES=$TARGET/probes
 VIEWS=$TARGET/sets
 OVERLAY_SRC=$ROOT/scripts/header-overlay/hip-7.2/hip_runtime_api.h
 PREGENERATED=$ROOT/hip-sys/pregenerated/hip_runtime_api.rs
-ALL_SETS=(hip-5.2-debian hip-6.2-triton hip-6.4-sid hip-7.1-triton hip-7.2-overlay none)
+ALL_SETS=(hip-5.2-debian hip-6.1-triton hip-6.2-triton hip-6.4-sid hip-7.1-triton hip-7.2-overlay none)
 LIBRARY_APIS=(hipLibraryLoadData hipLibraryLoadFromFile hipLibraryUnload hipLibraryGetKernel
     hipLibraryGetKernelCount hipLibraryEnumerateKernels hipKernelGetFunction)
 
@@ -73,7 +78,7 @@ cfg_name() {
 # Expected library API (the table of the issue), as the list of declared names.
 expected_library_api() {
     case "$1" in
-    hip-5.2-debian | hip-6.2-triton | hip-6.4-sid) ;;
+    hip-5.2-debian | hip-6.1-triton | hip-6.2-triton | hip-6.4-sid) ;;
     hip-7.1-triton | none) printf '%s\n' "${LIBRARY_APIS[@]:0:5}" ;;
     hip-7.2-overlay) printf '%s\n' "${LIBRARY_APIS[@]}" ;;
     esac
@@ -212,7 +217,7 @@ check_set() {
     t0=$(date +%s)
     case $set in
     hip-5.2-debian) inv_dir=$(set_dir "$set"); [[ -f $inv_dir/hip/hip_runtime_api.h ]] || inv_dir=/usr/include ;;
-    hip-6.2-triton | hip-7.1-triton) dir=$(set_dir "$set"); inv_dir=$dir ;;
+    hip-6.1-triton | hip-6.2-triton | hip-7.1-triton) dir=$(set_dir "$set"); inv_dir=$dir ;;
     hip-6.4-sid) dir=$(make_sid_view) || dir=""; inv_dir=$dir ;;
     hip-7.2-overlay) dir=$(make_overlay) || dir=""; inv_dir=$dir ;;
     none)
@@ -247,11 +252,16 @@ check_set() {
         FAILED=1
         return
     fi
-    # Check hip-sys and hipjit (library: type-checked against the set's bindings; no code
-    # generated, which the cfgs and bindings do not change), then build and run hip-sys's tests.
-    run_in_set "$set" "$dir" cargo check -p hipjit --lib --target-dir "$TARGET" \
+    # Build hipjit's runtime probe against the set (hip-sys, hipjit's library compiled with the
+    # set's bindings and cfgs), kept for scripts/runtime-matrix.sh; then build and run hip-sys's
+    # tests.
+    run_in_set "$set" "$dir" cargo build -p hipjit --example runtime_probe --target-dir "$TARGET" \
         --message-format=json-render-diagnostics >"$log.build.json" 2>"$log.build.txt"
     local build_rc=$?
+    rm -rf -- "${PROBES:?}/$set"
+    if ((build_rc == 0)); then
+        mkdir -p "$PROBES/$set" && cp -- "$TARGET/debug/examples/runtime_probe" "$PROBES/$set/"
+    fi
     run_in_set "$set" "$dir" cargo test -p hipjit-sys --target-dir "$TARGET" >"$log.test.txt" 2>&1
     local test_rc=$?
     if [[ $set == hip-5.2-debian ]]; then
@@ -259,7 +269,7 @@ check_set() {
         run_in_set "$set" "$dir" cargo test -p hipjit-sys --features link --test linked_runtime \
             --target-dir "$TARGET" >>"$log.test.txt" 2>&1 || test_rc=1
     fi
-    ((build_rc == 0)) || problems+=("check failed (see $log.build.txt)")
+    ((build_rc == 0)) || problems+=("build failed (see $log.build.txt)")
     ((test_rc == 0)) || problems+=("hip-sys tests failed (see $log.test.txt)")
 
     local sys_cfgs jit_cfgs out_dir
@@ -350,6 +360,15 @@ main() {
         printf '%-16s %-10s %-13s %s %-6s %s\n' "$set" "$version" "$bindings" "$marks" "$result" "$secs"
     done
     echo "total: $(($(date +%s) - start)) s; logs in $LOGS"
+    # The header x runtime matrix, over the probes of every set (only for a run of all sets).
+    if ((${#sets[@]} == ${#ALL_SETS[@]})); then
+        local m0=$SECONDS
+        bash "$ROOT/scripts/runtime-matrix.sh" "$PROBES" || {
+            FAILED=1
+            echo "runtime-matrix: failed (see above)" >>"$LOGS/problems.txt"
+        }
+        echo "runtime matrix: $((SECONDS - m0)) s"
+    fi
     if ((FAILED)); then
         echo
         cat "$LOGS/problems.txt"

@@ -9,7 +9,11 @@
 #   4. nvcc and NVRTC from PyPI in a venv at $CACHE/nvcc-venv, for the NVIDIA-platform tests (no GPU);
 #   5. maturin, pytest and numpy from PyPI in a venv at $CACHE/python-venv, for the Python
 #      package (python/: scripts/build-wheel.sh, scripts/test-python.sh);
-#   6. the Rust toolchain of hipjit's stated minimum version (Cargo.toml's rust-version), minimal
+#   6. the ROCm inside PyPI's pytorch-triton-rocm 2.1.0 wheel (a real HIP 5.4.22803 runtime with
+#      hipRTC inside it, hsa-runtime, comgr, HIP 5.4 headers) at $CACHE/rocm-5.4-triton, the
+#      wheel's triton/third_party/rocm unpacked, never installed: the tests lay it out as
+#      Python packages do (tests/real/python_rocm.rs);
+#   7. the Rust toolchain of hipjit's stated minimum version (Cargo.toml's rust-version), minimal
 #      profile, in a rustup home of its own at $CACHE/rustup (the test suite's msrv step).
 # Downloads are cached under CACHE=${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}, so a rerun finds
 # them; a rerun with everything in place only checks and returns in about a second.
@@ -201,6 +205,51 @@ ensure_nvcc() {
 # the same wheels, without the network). Versions pinned: the wheels stay in
 # $CACHE/python-wheels.
 PYTHON_PACKAGES=(maturin==1.16.0 pytest==9.2.0 numpy==2.4.6)
+# The wheel carrying a real HIP 5.4 runtime, and where its ROCm is unpacked.
+ROCM_WHEEL="pytorch-triton-rocm==2.1.0"
+ROCM_WHEEL_DIR="rocm-5.4-triton"
+
+ensure_rocm_wheel() {
+    local dest="$CACHE/$ROCM_WHEEL_DIR" wheels="$CACHE/wheels" tmp
+    local -a found
+    if [[ -f "$dest/lib/libamdhip64.so" && -f "$dest/include/hip/hip_version.h" ]]; then
+        log "HIP 5.4 runtime present: $dest/lib/libamdhip64.so"
+        return 0
+    fi
+    shopt -s nullglob
+    found=("$wheels"/pytorch_triton_rocm-2.1.0-*.whl)
+    shopt -u nullglob
+    if ((${#found[@]} == 0)); then
+        mkdir -p "$wheels"
+        tmp=$(mktemp -d "$wheels/.download.XXXXXX")
+        # cp311 manylinux2014 is the build that carries the ROCm; the download is 169 MB.
+        if ! python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
+            --platform manylinux2014_x86_64 --dest "$tmp" "$ROCM_WHEEL" >&2; then
+            rm -rf -- "$tmp"
+            die "pip download $ROCM_WHEEL failed"
+        fi
+        shopt -s nullglob
+        found=("$tmp"/pytorch_triton_rocm-2.1.0-*.whl)
+        shopt -u nullglob
+        ((${#found[@]} == 1)) || die "pip download $ROCM_WHEEL did not leave one wheel in $tmp"
+        mv -f -- "${found[0]}" "$wheels/"
+        rm -rf -- "$tmp"
+        found=("$wheels/$(basename -- "${found[0]}")")
+    fi
+    tmp=$(mktemp -d "$CACHE/.$ROCM_WHEEL_DIR.XXXXXX")
+    if ! unzip -q "${found[0]}" 'triton/third_party/rocm/*' -d "$tmp/wheel"; then
+        rm -rf -- "$tmp"
+        die "unzip of triton/third_party/rocm from ${found[0]} failed"
+    fi
+    [[ -f "$tmp/wheel/triton/third_party/rocm/lib/libamdhip64.so" ]] ||
+        die "${found[0]} holds no triton/third_party/rocm/lib/libamdhip64.so"
+    # rename(2) is atomic; an incomplete copy left by an interrupted run is replaced.
+    [[ -e "$dest" ]] && rm -rf -- "${dest:?}"
+    mv -T -- "$tmp/wheel/triton/third_party/rocm" "$dest"
+    rm -rf -- "$tmp"
+    log "HIP 5.4 runtime unpacked: $dest/lib/libamdhip64.so"
+}
+
 ensure_python_tools() {
     local venv="$CACHE/python-venv" wheels="$CACHE/python-wheels"
     if [[ -x "$venv/bin/maturin" && -x "$venv/bin/pytest" ]] &&
@@ -280,6 +329,7 @@ main() {
     timed "header sets" bash "$script_dir/fetch-headers.sh"
     timed "nvcc and NVRTC (PyPI)" ensure_nvcc
     timed "maturin, pytest, numpy (PyPI)" ensure_python_tools
+    timed "HIP 5.4 runtime ($ROCM_WHEEL, PyPI)" ensure_rocm_wheel
     timed "Rust $(msrv_version) (rustup)" ensure_msrv_toolchain
 }
 

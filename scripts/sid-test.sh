@@ -56,6 +56,13 @@ main() {
     "$repo"/*) ;;
     *) extra_binds=(--bind "$target_dir") ;;
     esac
+    # The HIP 5.4 runtime of pytorch-triton-rocm that scripts/setup.sh unpacks
+    # (tests/real/python_rocm.rs lays it out as Python packages do), at the same path inside.
+    local ci_cache="${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}"
+    if [[ -d "$ci_cache/rocm-5.4-triton" ]]; then
+        extra_binds+=(--bind "$ci_cache/rocm-5.4-triton")
+        [[ -n "${HIPJIT_CI_CACHE:-}" ]] && run_env+=(-e "HIPJIT_CI_CACHE=$HIPJIT_CI_CACHE")
+    fi
 
     echo "sid-test: building the real test binary: cargo test --workspace --no-run ${cargo_args[*]}"
     local artifacts

@@ -16,7 +16,8 @@
 #   test          HIPJIT_TEST_ENV=bookworm cargo test --workspace --no-fail-fast [--features hipjit/cli,...]
 #                 (unit tests, the three integration-test binaries tests/it, tests/real and
 #                 tests/isolated, doc tests; on this host's Debian HIP 5.2.3), then
-#                 examples/downstream's softmax-demo --testing (the testing runtime). Each test
+#                 examples/downstream's softmax-demo --testing (the testing runtime), then its
+#                 tests again with no compiler, from the bundle it ships (strict serving). Each test
 #                 binary runs with libtest's --report-time (scripts/test-runner.sh)
 #   sid-test      scripts/sid-test.sh: the tests/real binary again inside the sid root
 #                 (hipcc 7.0.2, HIP 6.4.3)
@@ -167,6 +168,7 @@ step_test() {
     # examples/downstream, the crate-author path end to end on the testing runtime.
     if has_package hipjit-softmax; then
         cargo run -p hipjit-softmax "${features[@]}" --bin softmax-demo -- --testing || rc=$?
+        downstream_without_compiler "${features[@]}" || rc=$?
     fi
     return "$rc"
 }
@@ -194,6 +196,29 @@ step_msrv() {
         --target-dir target/msrv || rc=$?
     env "${msrv_env[@]}" cargo check --locked -p hipjit -p hipjit-sys --no-default-features \
         --features testing,half --target-dir target/msrv || rc=$?
+    return "$rc"
+}
+# examples/downstream's tests again as on a machine with no hipcc, no hipRTC and no HIP
+# headers: the test binary `test` built, run with an empty environment but for hipcc and
+# hipRTC named at paths that do not exist, HIP_PATH and ROCM_PATH likewise, PATH naming
+# nothing, a fresh cache, and strict serving (HIPJIT_STRICT=1: a request that would start a
+# compiler fails naming it). Its kernels come from the bundle the crate ships alone
+# (examples/downstream/frozen/softmax.hjfz; scripts/freeze-downstream.sh makes it).
+downstream_without_compiler() {
+    local exe dir rc=0
+    exe=$(cargo test -p hipjit-softmax "$@" --test softmax --no-run --message-format=json |
+        jq -r 'select(.reason == "compiler-artifact" and .target.name == "softmax")
+               | .executable // empty' | tail -n 1)
+    if [[ -z "$exe" ]]; then
+        echo "downstream without a compiler: no test binary of hipjit-softmax"
+        return 1
+    fi
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/hipjit-nocompiler.XXXXXX")
+    echo "examples/downstream's tests with no compiler, from its frozen bundle: $exe"
+    env -i PATH=/nonexistent HOME="$dir" TMPDIR="$dir" HIPJIT_CACHE_DIR="$dir/cache" \
+        HIPJIT_HIPCC=/nonexistent/hipcc HIPJIT_HIPRTC_LIBRARY=/nonexistent/libhiprtc.so \
+        HIP_PATH=/nonexistent ROCM_PATH=/nonexistent HIPJIT_STRICT=1 "$exe" || rc=$?
+    rm -rf -- "$dir"
     return "$rc"
 }
 step_sid_test() {

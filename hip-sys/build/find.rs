@@ -92,7 +92,7 @@ pub fn find_headers(env: &impl Env, opt: &Path) -> Result<Headers, String> {
     }
     // Walk the documented order; a step with no candidate is listed too, saying why.
     let roots = discovery::install_roots_in(env, opt);
-    for step in 1..=6 {
+    for step in 1..=7 {
         let mut any = false;
         for root in roots.iter().filter(|r| step_of(&r.origin) == step) {
             any = true;
@@ -131,15 +131,16 @@ pub fn hip_version(dir: &Path) -> Option<String> {
     }
 }
 
-/// The position of an origin in the documented order (1 = `HIP_PATH` ... 6 = `/usr`).
+/// The position of an origin in the documented order (1 = `HIP_PATH` ... 7 = `/usr`).
 fn step_of(origin: &discovery::Origin) -> u8 {
     match origin {
         discovery::Origin::HipPath => 1,
         discovery::Origin::RocmPath => 2,
-        discovery::Origin::OnPath(_) => 3,
-        discovery::Origin::OptRocm => 4,
-        discovery::Origin::OptRocmVersioned => 5,
-        discovery::Origin::Usr => 6,
+        discovery::Origin::PythonPackage { .. } => 3,
+        discovery::Origin::OnPath(_) => 4,
+        discovery::Origin::OptRocm => 5,
+        discovery::Origin::OptRocmVersioned => 6,
+        discovery::Origin::Usr => 7,
     }
 }
 
@@ -156,12 +157,16 @@ fn missing_step(env: &impl Env, opt: &Path, step: u8) -> Tried {
             };
             (var.to_string(), why)
         }
-        3 => ("hipconfig/hipcc on PATH".to_string(), "not found"),
-        4 => (
+        3 => (
+            "Python packages (VIRTUAL_ENV, HIPJIT_PYTHON)".to_string(),
+            "none found",
+        ),
+        4 => ("hipconfig/hipcc on PATH".to_string(), "not found"),
+        5 => (
             opt.join("rocm").display().to_string(),
             "same directory as an earlier candidate",
         ),
-        5 => (format!("{}/rocm-*", opt.display()), "none"),
+        6 => (format!("{}/rocm-*", opt.display()), "none"),
         _ => ("/usr".to_string(), "same directory as an earlier candidate"),
     };
     Tried {

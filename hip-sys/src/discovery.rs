@@ -10,10 +10,11 @@
 //! | 0 | explicit | `HIP_INCLUDE_DIR` | `HIPJIT_HIP_LIBRARY` (or the API) | `HIPJIT_HIPCC` (or the API) |
 //! | 1 | `HIP_PATH` | `include/` | `lib/` | `bin/hipcc` |
 //! | 2 | `ROCM_PATH` | `include/` | `lib/` | `bin/hipcc` |
-//! | 3 | `hipconfig`, then `hipcc`, found on `PATH` (symlinks resolved) | `include/` of its installation | (not used: see below) | the `hipcc` itself |
-//! | 4 | `/opt/rocm` | `include/` | `lib/` | `bin/hipcc` |
-//! | 5 | `/opt/rocm-*`, newest version first | `include/` | (not used) | `bin/hipcc` |
-//! | 6 | `/usr` | `include/` | sonames through the dynamic loader | (already covered by `PATH`) |
+//! | 3 | Python packages of the active environment ([`python`]: `_rocm_sdk_devel`, `_rocm_sdk_core`, `torch`, `triton/third_party/rocm`) | `include/` | `lib/` | `bin/hipcc` |
+//! | 4 | `hipconfig`, then `hipcc`, found on `PATH` (symlinks resolved; a virtual environment's wrapper mapped to the real tool, [`python::real_tool`]) | `include/` of its installation | (not used: see below) | the `hipcc` itself |
+//! | 5 | `/opt/rocm` | `include/` | `lib/` | `bin/hipcc` |
+//! | 6 | `/opt/rocm-*`, newest version first | `include/` | (not used) | `bin/hipcc` |
+//! | 7 | `/usr` | `include/` | sonames through the dynamic loader | (already covered by `PATH`) |
 //!
 //! The runtime search also prefers a HIP runtime already loaded in the process, and after the
 //! roots it asks the dynamic loader for the sonames `libamdhip64.so`, `.so.7`, `.so.6`, `.so.5`,
@@ -29,6 +30,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+#[path = "python_rocm.rs"]
+pub mod python;
+
 /// Where an installation root came from, in the order of [`install_roots`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Origin {
@@ -36,6 +40,14 @@ pub enum Origin {
     HipPath,
     /// The `ROCM_PATH` environment variable.
     RocmPath,
+    /// A package of the Python environment searched ([`python::packages`]): its name
+    /// (`_rocm_sdk_core`, `torch`...) and the environment.
+    PythonPackage {
+        /// The package's name.
+        package: String,
+        /// The environment it is in.
+        source: python::Source,
+    },
     /// The installation of a tool (`hipconfig` or `hipcc`) found on `PATH`; holds the tool's
     /// path after resolving symlinks.
     OnPath(PathBuf),
@@ -52,6 +64,9 @@ impl std::fmt::Display for Origin {
         match self {
             Origin::HipPath => f.write_str("HIP_PATH"),
             Origin::RocmPath => f.write_str("ROCM_PATH"),
+            Origin::PythonPackage { package, source } => {
+                write!(f, "Python package {package} of {source}")
+            }
             Origin::OnPath(tool) => write!(f, "{} on PATH", tool.display()),
             Origin::OptRocm => f.write_str("/opt/rocm"),
             Origin::OptRocmVersioned => f.write_str("versioned /opt/rocm-*"),
@@ -145,7 +160,13 @@ fn read_dir(path: &Path) -> std::io::Result<std::fs::ReadDir> {
 }
 
 /// The environment variables this module reads (for `rerun-if-env-changed` and cache keys).
-pub const ENV_VARS: &[&str] = &["HIP_PATH", "ROCM_PATH", "PATH"];
+pub const ENV_VARS: &[&str] = &[
+    "HIP_PATH",
+    "ROCM_PATH",
+    "PATH",
+    python::VIRTUAL_ENV,
+    python::PYTHON_ENV,
+];
 
 /// The candidate installation roots, in the documented order (see the module documentation),
 /// without duplicates (the first occurrence of a directory wins). Empty variables are ignored.
@@ -166,9 +187,21 @@ pub fn install_roots_in(env: &impl Env, opt: &Path) -> Vec<InstallRoot> {
             push(origin, PathBuf::from(v));
         }
     }
+    for package in python::packages(env) {
+        push(
+            Origin::PythonPackage {
+                package: package.name.to_owned(),
+                source: package.source,
+            },
+            package.root,
+        );
+    }
     for tool in ["hipconfig", "hipcc"] {
         if let Some(found) = find_on_path(env, tool) {
-            let resolved = canonicalize(&found).unwrap_or(found);
+            // A virtual environment's wrapper names the environment, not an installation.
+            let resolved = python::real_tool(&found)
+                .or_else(|| canonicalize(&found).ok())
+                .unwrap_or(found);
             // <root>/bin/<tool>: the installation is two levels up.
             if let Some(root) = resolved.parent().and_then(Path::parent) {
                 let root = root.to_path_buf();

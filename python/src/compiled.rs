@@ -272,6 +272,7 @@ fn origin_name(o: Origin) -> &'static str {
         Origin::Disk => "disk",
         Origin::Remote => "remote",
         Origin::Compiler => "compiler",
+        Origin::Frozen => "frozen",
     }
 }
 

@@ -1,5 +1,9 @@
 //! The process's GPU runtime, opened on first use, and its devices.
 //!
+//! The runtime is found as `Runtime::load` finds it, with this interpreter's `sys.prefix` as
+//! the active Python environment when `VIRTUAL_ENV` is unset (its packages' ROCm: TheRock's
+//! `_rocm_sdk_core`, `torch/lib`).
+//!
 //! `Runtime::load` prefers a runtime already loaded in the process (on ROCm, PyTorch ships its
 //! own `libamdhip64`; on NVIDIA, the driver `libcuda.so.1` is one per process), so a framework
 //! imported first shares its runtime with hipjit. When hipjit opened its runtime before the
@@ -31,6 +35,19 @@ fn lock() -> std::sync::MutexGuard<'static, Option<State>> {
     STATE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// This interpreter's environment (`sys.prefix`), whose packages' ROCm (TheRock's
+/// `_rocm_sdk_core`, `torch/lib`: `hipjit::sys::discovery::python`) the runtime search takes
+/// as the active environment's when `VIRTUAL_ENV` is unset (a virtual environment's `python`
+/// run without `activate`, a system or conda interpreter). `None` when it cannot be read.
+fn interpreter_prefix(py: Python<'_>) -> Option<std::ffi::OsString> {
+    let prefix: PathBuf = py
+        .import("sys")
+        .and_then(|sys| sys.getattr("prefix"))
+        .and_then(|p| p.extract())
+        .ok()?;
+    Some(prefix.into_os_string())
+}
+
 /// The process's runtime: opened on the first call (`Runtime::load`, the GIL released), the
 /// same afterwards. A failed open is not remembered: the next call tries again.
 ///
@@ -39,8 +56,13 @@ pub fn runtime(py: Python<'_>) -> PyResult<Runtime> {
     if let Some(s) = &*lock() {
         return Ok(s.runtime.clone());
     }
+    let prefix = interpreter_prefix(py);
+    let env = move |name: &str| match std::env::var_os(name) {
+        None if name == hipjit::sys::discovery::python::VIRTUAL_ENV => prefix.clone(),
+        value => value,
+    };
     let rt = py
-        .detach(Runtime::load)
+        .detach(|| Runtime::load_with_env(&env))
         .map_err(|e| errors::load_error(format!("cannot open the GPU runtime: {e}")))?;
     let mut state = lock();
     if let Some(s) = &*state {

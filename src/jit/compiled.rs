@@ -28,6 +28,8 @@ pub enum Origin {
     Remote,
     /// A compiler run.
     Compiler,
+    /// A frozen bundle ([`crate::cache::FrozenBundle`]), served without a compiler.
+    Frozen,
 }
 
 /// One loadable result of a compile: an AMDGPU code object (hipcc, hipRTC) or a cubin (nvcc,

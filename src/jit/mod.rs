@@ -43,6 +43,8 @@ pub mod compilers;
 pub mod entry;
 pub mod explain;
 mod failures;
+mod freeze;
+mod frozen;
 #[doc(hidden)]
 pub mod hit_memo;
 mod kernels;
@@ -61,6 +63,7 @@ pub use compilers::Chosen;
 #[doc(hidden)]
 pub use entry::{CODE_OBJECT_ARTEFACT, CUBIN_ARTEFACT};
 pub use failures::RETRY_FAILED_ENV;
+pub use freeze::{FreezeError, Freezer};
 pub use record::RecordLocation;
 pub use remote::RemoteLocation;
 pub use stats::{JitStats, TierStats};
@@ -73,6 +76,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use crate::cache::disk::{CacheError, DiskCache, EntryMeta};
+use crate::cache::frozen::{FrozenBundle, FrozenError};
 use crate::cache::key::{self, CacheKey};
 use crate::cache::manifest;
 use crate::cache::memory::MemoryCache;
@@ -92,6 +96,12 @@ use compilers::Compilers;
 use entry::{
     inner_from_entry, manifest_lookup, output_artefact, read_artefacts, usable_entry, ISA, LLVM_IR,
 };
+
+/// The variable naming a frozen bundle file served when [`JitOptions::frozen`] is `None`.
+pub const FROZEN_ENV: &str = "HIPJIT_FROZEN";
+/// The variable that, set (to anything but empty or `0`), makes every `Jit` strict
+/// ([`JitOptions::strict`]).
+pub const STRICT_ENV: &str = "HIPJIT_STRICT";
 
 /// Where the disk cache lives.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -163,6 +173,14 @@ pub struct JitOptions {
     /// The pool of [`Jit::compile_in_background`] and [`Jit::kernel_in_background`]: its
     /// threads (default 2) and how many requests may wait.
     pub background: BackgroundOptions,
+    /// A frozen bundle ([`crate::cache::FrozenBundle`]) served before any other tier and without a
+    /// compiler (`jit::frozen`); `None`: the bundle file `HIPJIT_FROZEN` names, if any.
+    pub frozen: Option<Arc<FrozenBundle>>,
+    /// Strict serving: a request no tier answers, which would start a compiler, is
+    /// [`JitError::Strict`] naming the request and why the frozen bundle did not serve it.
+    /// For services that must not compile at serve time. Also set by `HIPJIT_STRICT=1`
+    /// (any value but empty or `0`).
+    pub strict: bool,
 }
 
 /// Errors of the JIT.
@@ -218,6 +236,17 @@ pub enum JitError {
         /// The device ordinal.
         ordinal: i32,
     },
+    /// A strict `Jit` ([`JitOptions::strict`]) met a request that would start a compiler.
+    #[error("strict serving: {request} would start a compiler: {reason}")]
+    Strict {
+        /// The request: its source's name, targets, size, sha256 and first line.
+        request: String,
+        /// Why no tier served it (the frozen bundle's refusal, naming what differs).
+        reason: String,
+    },
+    /// The frozen bundle `HIPJIT_FROZEN` names cannot be read.
+    #[error(transparent)]
+    Frozen(#[from] FrozenError),
     /// The device's target is unknown (neither a target ID nor an SM target) and the options
     /// name no target.
     #[error("device {ordinal} reports the architecture {arch_name:?}, which is neither a target ID nor an SM target hipjit knows; name the target in CompileOptions::targets or sm_targets")]
@@ -309,6 +338,10 @@ pub struct Jit {
     retry_failed: bool,
     /// The background compiles' pool (`background`).
     background: background::Pool,
+    /// The frozen bundle ([`JitOptions::frozen`]).
+    frozen: Option<Arc<FrozenBundle>>,
+    /// [`JitOptions::strict`], or `HIPJIT_STRICT=1`.
+    strict: bool,
 }
 
 impl std::fmt::Debug for Jit {
@@ -352,6 +385,15 @@ impl Jit {
             (d, _) => d,
         };
         let choice = compilers::resolve_choice(options.compiler)?;
+        let frozen = match options.frozen {
+            Some(b) => Some(b),
+            None => match std::env::var_os(FROZEN_ENV).filter(|v| !v.is_empty()) {
+                Some(path) => Some(Arc::new(FrozenBundle::open(std::path::Path::new(&path))?)),
+                None => None,
+            },
+        };
+        let strict = options.strict
+            || std::env::var_os(STRICT_ENV).is_some_and(|v| !v.is_empty() && v != "0");
         let hit_memo = disk
             .as_ref()
             .filter(|_| !options.disable_hit_memo)
@@ -383,6 +425,8 @@ impl Jit {
             hit_memo_config: Default::default(),
             retry_failed: options.retry_failed || failures::retry_from_env(),
             background: background::Pool::new(options.background),
+            frozen,
+            strict,
         })
     }
 
@@ -885,6 +929,20 @@ impl Jit {
         runtime: Option<&std::path::Path>,
         may_fall_back: bool,
     ) -> Result<(Arc<CompiledInner>, Origin), JitError> {
+        // The frozen tier: keyed without the compiler, so looked up before one is searched
+        // for (`jit::frozen`).
+        // Skipped with the disk: a frozen code object the runtime rejected is compiled again
+        // where a compiler is present.
+        let refusal = match bypass_disk {
+            true => None,
+            false => match self.frozen_lookup(source, options, runtime) {
+                Ok(inner) => return Ok((inner, Origin::Frozen)),
+                Err(r) => r,
+            },
+        };
+        if let Some(r) = &refusal {
+            tracing::debug!(reason = %r, "the frozen bundle does not serve this request");
+        }
         // The hit memo: this request's disk hit as remembered, when everything its lookup saw
         // is unchanged.
         let memo = match (&self.hit_memo, &self.disk) {
@@ -942,7 +1000,13 @@ impl Jit {
             options: o,
             chosen,
             direct,
-        } = self.prepare(source, options, runtime)?;
+        } = match self.prepare(source, options, runtime) {
+            Ok(p) => p,
+            Err(e @ JitError::Compiler(_)) if self.strict => {
+                return Err(self.strict_miss(source, options, refusal.as_ref(), e.to_string()))
+            }
+            Err(e) => return Err(e),
+        };
         let backend = &chosen.backend;
         let request = tiers::Request {
             direct,
@@ -998,6 +1062,14 @@ impl Jit {
                 self.counters.record_remembered_failure();
                 return Err(CompileError::Failed(Box::new(f)).into());
             }
+        }
+        if self.strict {
+            return Err(self.strict_miss(
+                source,
+                options,
+                refusal.as_ref(),
+                "no cache tier holds it".into(),
+            ));
         }
         let mut rejection = None;
         let out = match backend.compile_noting(source, &o, &mut rejection) {

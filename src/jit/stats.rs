@@ -28,6 +28,8 @@ pub struct TierStats {
 pub struct JitStats {
     /// The in-process cache.
     pub memory: TierStats,
+    /// The frozen bundle ([`crate::cache::FrozenBundle`]), when one is served.
+    pub frozen: Option<TierStats>,
     /// The disk roots, when the cache is enabled.
     pub disk: Option<TierStats>,
     /// The remote tier, when one is configured.
@@ -49,8 +51,8 @@ pub struct JitStats {
 /// Lock-free counters behind [`JitStats`]: a count and nanoseconds per [`Origin`].
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    count: [AtomicU64; 4],
-    nanos: [AtomicU64; 4],
+    count: [AtomicU64; 5],
+    nanos: [AtomicU64; 5],
     failures: AtomicU64,
     remembered: AtomicU64,
     failures_remembered: AtomicU64,
@@ -62,6 +64,7 @@ fn slot(origin: Origin) -> usize {
         Origin::Disk => 1,
         Origin::Remote => 2,
         Origin::Compiler => 3,
+        Origin::Frozen => 4,
     }
 }
 
@@ -85,17 +88,23 @@ impl Counters {
         self.failures.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn snapshot(&self, disk: bool, remote: Option<u64>) -> JitStats {
+    fn snapshot(&self, frozen: bool, disk: bool, remote: Option<u64>) -> JitStats {
         let c = |i: usize| self.count[i].load(Ordering::Relaxed);
         let t = |i: usize| Duration::from_nanos(self.nanos[i].load(Ordering::Relaxed));
-        let (memory, on_disk, from_remote, compiled) = (c(0), c(1), c(2), c(3));
+        let (memory, on_disk, from_remote, compiled, from_frozen) = (c(0), c(1), c(2), c(3), c(4));
         JitStats {
             memory: TierStats {
                 hits: memory,
-                misses: on_disk + from_remote + compiled,
+                misses: from_frozen + on_disk + from_remote + compiled,
                 time: t(0),
                 refused: 0,
             },
+            frozen: frozen.then_some(TierStats {
+                hits: from_frozen,
+                misses: on_disk + from_remote + compiled,
+                time: t(4),
+                refused: 0,
+            }),
             disk: disk.then_some(TierStats {
                 hits: on_disk,
                 misses: from_remote + compiled,
@@ -122,6 +131,7 @@ impl Jit {
     pub fn stats(&self) -> JitStats {
         let remote =
             (!self.remote.is_empty()).then(|| self.remote.iter().map(|r| r.refused()).sum());
-        self.counters.snapshot(self.disk.is_some(), remote)
+        self.counters
+            .snapshot(self.frozen.is_some(), self.disk.is_some(), remote)
     }
 }

@@ -82,9 +82,19 @@ macro_rules! from_prop {
 }
 
 impl DeviceProperties {
-    /// Reads the properties of `ordinal` through the entry point the runtime exports, handing it
-    /// the struct layout that entry point expects.
+    /// Reads the properties of `ordinal` through the entry point bound for the headers, handing
+    /// it the struct layout that entry point expects, then checks them
+    /// ([`crate::safe::device_sanity`]).
     fn query(rt: &Runtime, ordinal: i32) -> Result<DeviceProperties, HipError> {
+        let (props, call, layout) = Self::read(rt, ordinal)?;
+        crate::safe::device_sanity::check(&props, rt.platform(), call, layout)?;
+        Ok(props)
+    }
+
+    fn read(
+        rt: &Runtime,
+        ordinal: i32,
+    ) -> Result<(DeviceProperties, &'static str, &'static str), HipError> {
         match rt.api().get_device_properties {
             DevicePropertiesFn::R0600(f) => {
                 // SAFETY: the struct is plain data (integers, arrays, chars) for which all-zero
@@ -92,14 +102,14 @@ impl DeviceProperties {
                 let mut p: hipDeviceProp_tR0600 = unsafe { std::mem::zeroed() };
                 // SAFETY: `f` is hipGetDevicePropertiesR0600, which fills this 6.0 layout.
                 rt.check(unsafe { f(&mut p, ordinal) }, "hipGetDevicePropertiesR0600")?;
-                Ok(from_prop!(&p))
+                Ok((from_prop!(&p), "hipGetDevicePropertiesR0600", "HIP 6.0"))
             }
             DevicePropertiesFn::R0000(f) => {
                 // SAFETY: as above.
                 let mut p: hipDeviceProp_tR0000 = unsafe { std::mem::zeroed() };
                 // SAFETY: `f` is the 5.x hipGetDeviceProperties, which fills this layout.
                 rt.check(unsafe { f(&mut p, ordinal) }, "hipGetDeviceProperties")?;
-                Ok(from_prop!(&p))
+                Ok((from_prop!(&p), "hipGetDeviceProperties", "HIP 5.x"))
             }
         }
     }

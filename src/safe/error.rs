@@ -100,6 +100,11 @@ pub fn hip_error_name(code: i32) -> Option<&'static str> {
         .map(|(_, name)| *name)
 }
 
+/// The name of the error hipjit gives for device properties that fail its sanity check
+/// ([`HipError::is_device_properties_skew`]): the runtime wrote another `hipDeviceProp_t` layout
+/// than the one read (header/runtime skew), which would otherwise become a wrong launch.
+pub const DEVICE_PROPERTIES_SKEW: &str = "DevicePropertiesSkew";
+
 /// A HIP runtime call that returned something other than `hipSuccess`.
 ///
 /// Displays as `hipGetDeviceCount failed: hipErrorNoDevice (100): no ROCm-capable device is
@@ -133,6 +138,27 @@ impl HipError {
             call,
             message,
         }
+    }
+
+    /// The error hipjit gives when the device properties a runtime returned fail the sanity
+    /// check of [`crate::device::DeviceProperties`] (a header/runtime layout skew): named
+    /// [`DEVICE_PROPERTIES_SKEW`], code `hipErrorInvalidValue` (1), the properties call as
+    /// the call and what was wrong as the message.
+    pub(crate) fn device_properties_skew(call: &'static str, message: String) -> HipError {
+        HipError {
+            code: 1,
+            name: DEVICE_PROPERTIES_SKEW.to_owned(),
+            call,
+            message,
+        }
+    }
+
+    /// Whether this is hipjit's [`DEVICE_PROPERTIES_SKEW`] error: the runtime's device
+    /// properties broke an invariant (`gcnArchName` not `gfx...`, `warpSize` not 32 or 64,
+    /// `maxThreadsPerBlock` over 1024, a size of zero), so they were read with a layout other
+    /// than the one the runtime wrote.
+    pub fn is_device_properties_skew(&self) -> bool {
+        self.name == DEVICE_PROPERTIES_SKEW
     }
 
     /// The numeric `hipError_t` value.

@@ -10,6 +10,7 @@
 pub(crate) mod capture_guard;
 pub mod cuda;
 pub mod device;
+mod device_sanity;
 pub mod error;
 pub mod event;
 pub mod graph;

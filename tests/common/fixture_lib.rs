@@ -52,6 +52,50 @@ pub fn hip_runtime(out: &Path, flags: &[&str]) {
     );
 }
 
+/// The fixture HIP runtime of a HIP 6.1+ shape: tests/fixtures/fake_hip.c with
+/// fake_hip_proc_address.c (`hipGetProcAddress`) and fake_hip_props.c compiled twice, so that it
+/// exports both device-properties layouts as HIP 6.x runtimes do: the unversioned
+/// `hipGetDeviceProperties` with the 5.x layout (against the HIP 5.x headers of `hip5`, a
+/// directory holding `hip/`; `None`: the system's `/usr/include`) and
+/// `hipGetDevicePropertiesR0600` with the 6.0 layout (against `hip6`). Built at `out` for the
+/// AMD platform with `flags` added to every compilation.
+pub fn hip_runtime_both_layouts(out: &Path, flags: &[&str], hip5: Option<&Path>, hip6: &Path) {
+    let dir = out.parent().expect("a file path");
+    std::fs::create_dir_all(dir).unwrap();
+    let props = crate::common::fixture("fake_hip_props.c");
+    let mut objects = Vec::new();
+    for (tag, include) in [("5", hip5), ("6", Some(hip6))] {
+        let obj = dir.join(format!("props{tag}.o"));
+        let mut c = Command::new("cc");
+        c.args(["-c", "-fPIC", "-fvisibility=hidden", "-O1", "-Wall"])
+            .arg("-D__HIP_PLATFORM_AMD__")
+            .args(flags);
+        if let Some(inc) = include {
+            c.arg("-I").arg(inc);
+        }
+        let o = c
+            .arg("-o")
+            .arg(&obj)
+            .arg(&props)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
+        assert!(
+            o.status.success(),
+            "cc failed for {} (against HIP {tag}.x headers):\n{}",
+            obj.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        objects.push(obj);
+    }
+    let mut all = vec!["-D__HIP_PLATFORM_AMD__"];
+    all.extend_from_slice(flags);
+    let fake = crate::common::fixture("fake_hip.c");
+    let proc_address = crate::common::fixture("fake_hip_proc_address.c");
+    let mut sources: Vec<&Path> = vec![&fake, &proc_address];
+    sources.extend(objects.iter().map(PathBuf::as_path));
+    cc_shared(out, &all, &sources);
+}
+
 /// The fixture HIP runtime's record of calls (its exported `fixture_log`), one call per line;
 /// the library at `lib` must be loaded already (by the `Runtime` under test).
 pub fn log(lib: &Path) -> Vec<String> {

@@ -93,6 +93,20 @@ fn ci_cache() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/cache/hipjit-ci"))
 }
 
+/// The ROCm of PyPI's pytorch-triton-rocm 2.1.0 (HIP 5.4.22803: `lib/libamdhip64.so` with
+/// hipRTC inside, hsa-runtime, comgr, `include/hip`), unpacked by scripts/setup.sh at
+/// `$HIPJIT_CI_CACHE/rocm-5.4-triton`; a missing one fails the test saying so.
+pub fn rocm_5_4() -> PathBuf {
+    let dir = ci_cache().join("rocm-5.4-triton");
+    assert!(
+        dir.join("lib/libamdhip64.so").is_file(),
+        "{} holds no lib/libamdhip64.so: run scripts/setup.sh (it unpacks the ROCm of PyPI's \
+         pytorch-triton-rocm 2.1.0 there)",
+        dir.display()
+    );
+    dir
+}
+
 /// The nvcc of PyPI's nvidia-cuda-nvcc (cu13) under `$HIPJIT_CI_CACHE/nvcc-venv`
 /// (`lib/python3.*/site-packages/nvidia/cu13/bin/nvcc`), or `None` where it is not installed.
 pub fn pypi_nvcc_if_installed() -> Option<PathBuf> {

@@ -32,6 +32,7 @@ mod failure_memo;
 #[cfg(feature = "testing")]
 mod fake_compiler;
 mod fixture_runtime;
+mod frozen;
 mod fuzz_regressions;
 #[cfg(feature = "cli")]
 mod hit_memo;
@@ -51,6 +52,7 @@ mod nvrtc_selection;
 mod nvrtc_toolkit_headers;
 mod occupancy;
 mod package_contents;
+mod python_rocm;
 #[cfg(feature = "redis")]
 mod remote_cache;
 #[cfg(all(feature = "http", feature = "testing"))]
@@ -60,6 +62,7 @@ mod remote_store;
 #[cfg(feature = "cli")]
 mod rtc_worker;
 mod runtime_loader;
+mod symbol_binding;
 mod system_include_dirs;
 mod target_id;
 #[cfg(feature = "testing")]

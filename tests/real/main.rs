@@ -11,5 +11,7 @@ mod compiler;
 mod hiprtc;
 mod host_programs;
 mod parity;
+#[cfg(feature = "cli")]
+mod python_rocm;
 mod runtime;
 mod selection;

@@ -6,7 +6,7 @@
 //! Tests that need a device are ignored unless asked for.
 
 use hipjit::error::HipError;
-use hipjit::runtime::{CodeObjectLoader, DevicePropertiesEntry, Found, Runtime};
+use hipjit::runtime::{CodeObjectLoader, DevicePropertiesEntry, Found, Runtime, SymbolBinding};
 
 use crate::common::toolchain::{test_env, TestEnv};
 
@@ -62,13 +62,36 @@ fn runtime_reports_its_version() {
     }
 }
 
+/// 100 * major + minor of the headers this test binary's hip-sys was built from.
+fn header_version() -> i32 {
+    (hipjit::sys::HIP_VERSION_MAJOR * 100 + hipjit::sys::HIP_VERSION_MINOR) as i32
+}
+
 #[test]
-fn properties_entry_point_matches_the_runtime() {
+fn properties_entry_point_is_what_the_headers_would_call() {
+    // HIP 5.2.3 exports only the unversioned (5.x layout) entry point. HIP 6.4.3 exports both:
+    // headers of HIP 6.0+ call hipGetDevicePropertiesR0600, older ones the unversioned name.
     let expected = match test_env() {
         TestEnv::Bookworm => DevicePropertiesEntry::R0000,
-        TestEnv::Sid => DevicePropertiesEntry::R0600,
+        TestEnv::Sid if header_version() >= 600 => DevicePropertiesEntry::R0600,
+        TestEnv::Sid => DevicePropertiesEntry::R0000,
     };
     assert_eq!(runtime().device_properties_entry(), expected);
+}
+
+#[test]
+fn symbols_are_bound_by_proc_address_where_exported_and_answered() {
+    // HIP 5.2.3 has no hipGetProcAddress (HIP 6.1+). HIP 6.4.3 exports it (nm -D:
+    // hipGetProcAddress@@hip_6.1) but, without a GPU, answers every lookup with
+    // hipErrorNoDevice: binding falls back to dlsym and says so.
+    let expected = match test_env() {
+        TestEnv::Bookworm => SymbolBinding::Dlsym,
+        TestEnv::Sid => SymbolBinding::DlsymAfterRefusal {
+            hip_version: header_version(),
+            code: 100,
+        },
+    };
+    assert_eq!(runtime().symbol_binding(), expected);
 }
 
 #[test]

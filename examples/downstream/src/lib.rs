@@ -13,8 +13,19 @@
 //!
 //! Its tests run all of it without a GPU on hipjit's testing runtime, with a host
 //! implementation of the kernel standing in for the device code.
+//!
+//! The crate ships its kernels frozen ([`FROZEN`], `frozen/softmax.hjfz`): served by hipjit's
+//! frozen tier without a compiler, so its tests run on a machine with no hipcc, no hipRTC and
+//! no HIP headers. The loop: record the requests its tests make (`HIPJIT_RECORD`), freeze them
+//! (`hipjit cache freeze RECORD -o frozen/softmax.hjfz`), ship the file (`include_bytes!`),
+//! load it ([`hipjit::jit::JitOptions::frozen`]); `scripts/freeze-downstream.sh` does the
+//! first two. A kernel whose source, header or options differ from what was frozen is
+//! compiled where a compiler is present, and refused by name where none is.
 
 use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use hipjit::cache::FrozenBundle;
 
 use hipjit::prelude::*;
 use hipjit::runtime::Platform;
@@ -69,18 +80,36 @@ impl<E: Into<hipjit::Error>> From<E> for SoftmaxError {
     }
 }
 
+/// The kernels this crate ships frozen: those its tests compile (rows of 8, 100, 300 and
+/// 4096 floats on a gfx90a with SRAM ECC on and XNACK off), made by
+/// `scripts/freeze-downstream.sh`. A crate shipping to production freezes its targets and
+/// shapes the same way.
+pub const FROZEN: &[u8] = include_bytes!("../frozen/softmax.hjfz");
+
+/// [`FROZEN`], read once.
+fn frozen() -> Result<Arc<FrozenBundle>, SoftmaxError> {
+    static BUNDLE: OnceLock<Arc<FrozenBundle>> = OnceLock::new();
+    if let Some(b) = BUNDLE.get() {
+        return Ok(Arc::clone(b));
+    }
+    let b = Arc::new(FrozenBundle::from_bytes(FROZEN).map_err(hipjit::jit::JitError::from)?);
+    Ok(Arc::clone(BUNDLE.get_or_init(|| b)))
+}
+
 /// hipjit's JIT, one for both platforms: it compiles for an AMD device (hipcc, hipRTC) or a
 /// device of HIP's NVIDIA platform (nvcc, NVRTC), the target taken from the device.
 pub struct Compiler(pub Jit);
 
 impl Compiler {
-    /// The JIT for `device`'s runtime, with hipjit's default caches.
+    /// The JIT for `device`'s runtime, with hipjit's default caches behind the kernels this
+    /// crate ships frozen ([`FROZEN`]).
     pub fn for_device(device: &Device) -> Result<Compiler, SoftmaxError> {
         Ok(Compiler(Jit::new(JitOptions {
             runtime_code_object_versions: device
                 .runtime()
                 .code_object_versions()
                 .map(<[u32]>::to_vec),
+            frozen: Some(frozen()?),
             ..JitOptions::default()
         })?))
     }

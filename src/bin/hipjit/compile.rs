@@ -323,6 +323,7 @@ pub(crate) fn origin_name(o: Origin) -> &'static str {
         Origin::Disk => "hit (disk)",
         Origin::Remote => "hit (remote)",
         Origin::Compiler => "miss (compiled)",
+        Origin::Frozen => "hit (frozen bundle)",
     }
 }
 
@@ -456,8 +457,10 @@ fn compile_one(
 
 /// How the compilers run for `jobs` compiles at once over `inputs` inputs: at most `jobs`
 /// compiler processes, and with more than one of each, hipRTC and NVRTC in worker processes
-/// of this command (`hipjit rtc-worker`, [`hipjit::compiler::worker`]): in one process hipRTC
-/// compiles one program at a time, and a worker adds the compile timeout and crash isolation.
+/// of this command (`hipjit rtc-worker --serve`, [`hipjit::compiler::worker`]): in one process
+/// hipRTC compiles one program at a time, and a worker adds the compile timeout and crash
+/// isolation. The workers are kept in one pool for the whole run (at most `jobs` of them,
+/// each serving many files), so hipRTC starts once a worker, not once a file.
 pub(crate) fn compiler_config(jobs: usize, inputs: usize) -> CompilerConfig {
     CompilerConfig {
         max_concurrent: jobs,
@@ -809,6 +812,7 @@ fn outcome_json(o: &Outcome, include_dirs: &[PathBuf]) -> serde_json::Value {
         Origin::Disk => "disk",
         Origin::Remote => "remote",
         Origin::Compiler => "miss",
+        Origin::Frozen => "frozen",
     };
     match &o.result {
         Ok((results, written)) => {

@@ -50,6 +50,10 @@ Environment:
                            the cache remembers (compile --retry-failed)
   HIPJIT_RECORD            a file to which each distinct compile request is appended as a
                            JSON line, for `hipjit cache warm FILE` to replay
+  HIPJIT_FROZEN            a frozen bundle (`hipjit cache freeze`) served before every other
+                           tier and without a compiler
+  HIPJIT_STRICT            1: a request no tier answers, that would start a compiler, fails
+                           naming it (strict serving)
   HIPJIT_HIPCC             the hipcc to run (else HIP_PATH, ROCM_PATH, PATH)
   HIPJIT_HIPRTC_LIBRARY    the hipRTC library to open
   HIPJIT_HIP_LIBRARY       the HIP runtime library to open
@@ -102,14 +106,20 @@ enum Command {
     /// JSON (used by `doctor`, so that a library that crashes cannot end it).
     #[command(hide = true)]
     ProbeRtc(doctor::rtc::ProbeArgs),
-    /// Serve one hipRTC or NVRTC compile read from REQUEST, writing the result to RESULT (the
-    /// worker mode of hipjit::compiler::worker).
+    /// Serve hipRTC or NVRTC compiles (the worker mode of hipjit::compiler::worker): with
+    /// --serve, requests in frames on stdin, answered on stdout, until end of input; else one
+    /// compile read from REQUEST, its result written to RESULT.
     #[command(hide = true)]
     RtcWorker {
+        /// Serve requests from stdin until its end.
+        #[arg(long, conflicts_with_all = ["request", "result"])]
+        serve: bool,
         /// The request file.
-        request: std::path::PathBuf,
+        #[arg(required_unless_present = "serve")]
+        request: Option<std::path::PathBuf>,
         /// Where to write the result.
-        result: std::path::PathBuf,
+        #[arg(required_unless_present = "serve")]
+        result: Option<std::path::PathBuf>,
     },
 }
 
@@ -172,9 +182,17 @@ fn main() -> ExitCode {
         Command::ProbeRuntime(a) => doctor::probe_runtime(a),
         Command::ProbeCuda(a) => doctor::nvidia::probe_cuda(a),
         Command::ProbeRtc(a) => doctor::rtc::probe_rtc(a),
-        Command::RtcWorker { request, result } => {
-            hipjit::compiler::worker::serve(request, result).map_err(CliError::failed)
+        Command::RtcWorker { serve: true, .. } => {
+            hipjit::compiler::worker::serve_requests().map_err(CliError::failed)
         }
+        Command::RtcWorker {
+            request: Some(request),
+            result: Some(result),
+            ..
+        } => hipjit::compiler::worker::serve(request, result).map_err(CliError::failed),
+        Command::RtcWorker { .. } => Err(CliError::failed(
+            "rtc-worker needs --serve, or a request and a result file",
+        )),
     };
     drop(tmp);
     match result {

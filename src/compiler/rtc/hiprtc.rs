@@ -9,7 +9,13 @@
 //!    `libhiprtc.so.7`, `libhiprtc.so.6`, `libhiprtc.so` in its directory, then the runtime
 //!    itself, which is where HIP 5.x keeps hipRTC (`libamdhip64.so.5` exports
 //!    `hiprtcCreateProgram`);
-//! 3. the dynamic loader: `libhiprtc.so.7`, `libhiprtc.so.6`, `libhiprtc.so`,
+//! 3. `lib/` of each Python package of the active environment that holds ROCm
+//!    (`hip_sys::discovery::python`: `_rocm_sdk_core`, `torch`, `triton/third_party/rocm` under
+//!    `VIRTUAL_ENV`, else under the environment of `HIPJIT_PYTHON`): `libhiprtc.so.7`,
+//!    `libhiprtc.so.6`, `libhiprtc.so`, then the runtimes that hold hipRTC themselves,
+//!    `libamdhip64.so.5` and `libamdhip64.so` (pytorch-triton-rocm 2.x ships HIP 5.4 under that
+//!    name);
+//! 4. the dynamic loader: `libhiprtc.so.7`, `libhiprtc.so.6`, `libhiprtc.so`,
 //!    `libamdhip64.so.5`.
 //!
 //! Concurrency: hipRTC 5.2.3 is not safe to call from two threads at once (measured: SIGSEGV,
@@ -46,6 +52,33 @@ pub const HIPRTC_SONAMES: &[&str] = &["libhiprtc.so.7", "libhiprtc.so.6", "libhi
 
 /// The HIP 5.x runtime, which exports hipRTC itself.
 const RUNTIME_WITH_HIPRTC: &str = "libamdhip64.so.5";
+
+/// How candidates from a Python package are described.
+const FROM_PYTHON: &str = "Python package";
+
+/// The `lib/` directories of the Python packages that hold ROCm in the active environment
+/// (`hip_sys::discovery::python::packages`), with each package's description, in order.
+fn python_lib_dirs() -> Vec<(PathBuf, String)> {
+    let env = hip_sys::discovery::ProcessEnv;
+    hip_sys::discovery::python::packages(&env)
+        .into_iter()
+        .map(|p| {
+            (
+                p.root.join("lib"),
+                format!("{FROM_PYTHON} {} of {}", p.name, p.source),
+            )
+        })
+        .filter(|(lib, _)| crate::fs::observe::is_dir(lib))
+        .collect()
+}
+
+/// The files tried in a Python package's `lib/`, in order.
+fn python_candidates(lib: &Path) -> impl Iterator<Item = PathBuf> + '_ {
+    HIPRTC_SONAMES
+        .iter()
+        .chain([RUNTIME_WITH_HIPRTC, "libamdhip64.so"].iter())
+        .map(move |name| lib.join(name))
+}
 
 const COMPILER: &str = "hipRTC";
 
@@ -98,6 +131,25 @@ pub fn hip_major_of(library: &Path) -> Option<u32> {
     rest.split('.').next()?.parse().ok()
 }
 
+/// HIP's major version of `library`, a loaded HIP runtime (named `libamdhip64.so...`) that
+/// holds hipRTC: its `hipRuntimeGetVersion` (`major * 10_000_000 + ...`), which needs no
+/// device. `None` for another file, or when the call fails.
+fn runtime_major(library: &Path) -> Option<u32> {
+    let name = library.file_name()?.to_str()?;
+    if !name.starts_with("libamdhip64.so") {
+        return None;
+    }
+    // Already loaded as this hipRTC: RTLD_NOLOAD only finds it.
+    let handle = crate::safe::runtime::loader::open(library.as_os_str(), true).ok()?;
+    type GetVersion = unsafe extern "C" fn(*mut std::ffi::c_int) -> std::ffi::c_int;
+    // SAFETY: `hipError_t hipRuntimeGetVersion(int *runtimeVersion)` (hip_runtime_api.h).
+    let get = unsafe { handle.sym::<GetVersion>(c"hipRuntimeGetVersion") }?;
+    let mut v: std::ffi::c_int = 0;
+    // SAFETY: `v` is valid for one write.
+    let rc = unsafe { get(&mut v) };
+    (rc == 0 && v > 0).then_some((v / 10_000_000) as u32)
+}
+
 impl HipRtc {
     /// Opens hipRTC from `HIPJIT_HIPRTC_LIBRARY`, else beside `runtime_library` (the file the
     /// HIP runtime was loaded from, [`crate::safe::runtime::Runtime::path`]), else through the dynamic
@@ -131,6 +183,20 @@ impl HipRtc {
                 }
             }
         }
+        for (lib, from) in python_lib_dirs() {
+            for candidate in python_candidates(&lib) {
+                if !crate::fs::observe::exists(&candidate) {
+                    continue;
+                }
+                match Self::try_open(candidate.as_os_str(), &from) {
+                    Ok(mut rtc) => {
+                        rtc.lib.tried = tried;
+                        return Ok(rtc);
+                    }
+                    Err(why) => tried.push((rtc::describe(&candidate, &from), why)),
+                }
+            }
+        }
         for name in HIPRTC_SONAMES
             .iter()
             .chain(std::iter::once(&RUNTIME_WITH_HIPRTC))
@@ -151,8 +217,9 @@ impl HipRtc {
 
     /// What [`HipRtc::open`] with `runtime_library` reads and where it looks, for remembering
     /// its end ([`crate::compiler::library_search`]): `HIPJIT_HIPRTC_LIBRARY` and the file it names, the
-    /// runtime's path and its directory (the dynamic loader's part is added there). Loads
-    /// nothing.
+    /// runtime's path and its directory, the Python environment's variables and the places
+    /// its packages are found in (the dynamic loader's part is added there). Loads nothing
+    /// and starts no interpreter.
     pub fn search(
         runtime_library: Option<&Path>,
     ) -> crate::compiler::library_search::LibrarySearch {
@@ -165,11 +232,31 @@ impl HipRtc {
             places.push(runtime.to_path_buf());
             places.push(runtime.parent().unwrap_or(Path::new(".")).to_path_buf());
         }
+        let env = hip_sys::discovery::ProcessEnv;
+        let python = hip_sys::discovery::python::PYTHON_ENV;
+        let virtual_env = std::env::var_os(hip_sys::discovery::python::VIRTUAL_ENV);
+        let interpreter = std::env::var_os(python);
+        // A bare interpreter name is looked up on PATH.
+        let path = interpreter
+            .as_ref()
+            .filter(|v| !v.is_empty())
+            .and_then(|_| std::env::var_os("PATH"));
+        places.extend(hip_sys::discovery::python::watched_places(&env));
+        for (lib, _) in python_lib_dirs() {
+            places.extend(python_candidates(&lib));
+            places.push(lib);
+        }
         crate::compiler::library_search::LibrarySearch::new(
             crate::compiler::kind::CompilerKind::HipRtc,
             &[
                 (HIPRTC_LIBRARY_ENV, var.as_deref()),
                 ("runtime", runtime_library.map(Path::as_os_str)),
+                (
+                    hip_sys::discovery::python::VIRTUAL_ENV,
+                    virtual_env.as_deref(),
+                ),
+                (python, interpreter.as_deref()),
+                ("PATH for the interpreter", path.as_deref()),
             ],
             places,
         )
@@ -323,10 +410,12 @@ impl HipRtc {
     }
 
     /// HIP's major version of this hipRTC, from the library's file name (`hiprtcVersion` does
-    /// not tell): `libhiprtc.so.N...` gives N, the hipRTC inside `libamdhip64.so.5...` gives 5.
+    /// not tell): `libhiprtc.so.N...` gives N, the hipRTC inside `libamdhip64.so.5...` gives 5;
+    /// a runtime holding hipRTC under an unversioned name (`libamdhip64.so`, as
+    /// pytorch-triton-rocm and PyTorch ship it) gives its `hipRuntimeGetVersion`'s major.
     /// `None` for a file named otherwise.
     pub fn hip_major(&self) -> Option<u32> {
-        hip_major_of(&self.lib.path)
+        hip_major_of(&self.lib.path).or_else(|| runtime_major(&self.lib.path))
     }
 
     /// `hiprtcVersion`'s answer. It does not identify a build: 5.2.3 and 6.4.3 both say 9.0.

@@ -1,12 +1,13 @@
-//! The table of HIP entry points, each resolved with `dlsym` into the typed function pointer
-//! declared by hip-sys (`hip_sys::pfn::<C name>`).
+//! The table of HIP entry points, each bound (`hipGetProcAddress` with the headers' version
+//! where the runtime answers it, else `dlsym`: [`super::binding`]) into the typed function
+//! pointer declared by hip-sys (`hip_sys::pfn::<C name>`).
 
 use std::ffi::CStr;
 
 use hip_sys as sys;
 use hip_sys::device_prop::{GetDevicePropertiesR0000, GetDevicePropertiesR0600};
 
-use super::loader::Handle;
+use super::binding::Binder;
 
 /// The device-properties entry point the runtime exports, which fixes the struct layout handed
 /// to it.
@@ -42,7 +43,7 @@ macro_rules! api_table {
 
         impl Api {
             /// Resolves every entry point; `Err` names the first required symbol missing.
-            pub(crate) fn resolve(lib: &Handle) -> Result<Api, &'static str> {
+            pub(crate) fn resolve(lib: &mut Binder<'_>) -> Result<Api, &'static str> {
                 Ok(Api {
                     $(
                         // SAFETY: the type is hip-sys's declaration of the symbol of that name.
@@ -57,7 +58,8 @@ macro_rules! api_table {
                             lib.sym::<sys::pfn::$opt>(cstr(concat!(stringify!($opt), "\0")))
                         },
                     )*
-                    get_device_properties: resolve_device_properties(lib)
+                    get_device_properties: lib
+                        .device_properties()
                         .ok_or("hipGetDeviceProperties")?,
                 })
             }
@@ -143,16 +145,4 @@ fn cstr(s: &'static str) -> &'static CStr {
         // Unreachable: every name above is an identifier followed by one NUL.
         Err(_) => c"",
     }
-}
-
-fn resolve_device_properties(lib: &Handle) -> Option<DevicePropertiesFn> {
-    // SAFETY: hip-sys declares GetDevicePropertiesR0600 as the signature of the symbol
-    // hipGetDevicePropertiesR0600 (HIP 6.0 layout).
-    if let Some(f) = unsafe { lib.sym::<GetDevicePropertiesR0600>(c"hipGetDevicePropertiesR0600") }
-    {
-        return Some(DevicePropertiesFn::R0600(f));
-    }
-    // SAFETY: GetDevicePropertiesR0000 is the signature of the 5.x symbol hipGetDeviceProperties.
-    unsafe { lib.sym::<GetDevicePropertiesR0000>(c"hipGetDeviceProperties") }
-        .map(DevicePropertiesFn::R0000)
 }

@@ -187,7 +187,8 @@ fn mapped_runtimes() -> Vec<PathBuf> {
 }
 
 /// Opens the HIP runtime: `explicit`, else `HIPJIT_HIP_LIBRARY`, else one already loaded,
-/// else `lib/<soname>` under `HIP_PATH`, `ROCM_PATH`, `/opt/rocm`, else the sonames.
+/// else `lib/<soname>` under `HIP_PATH`, `ROCM_PATH`, the Python packages of the active
+/// environment (`hip_sys::discovery::python`), `/opt/rocm`, else the sonames.
 pub(crate) fn open_runtime(
     explicit: Option<&Path>,
     env: &impl discovery::Env,
@@ -223,7 +224,7 @@ pub(crate) fn open_runtime(
     for root in discovery::install_roots_in(env, Path::new("/opt")) {
         if !matches!(
             root.origin,
-            Origin::HipPath | Origin::RocmPath | Origin::OptRocm
+            Origin::HipPath | Origin::RocmPath | Origin::PythonPackage { .. } | Origin::OptRocm
         ) {
             continue;
         }

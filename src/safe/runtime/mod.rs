@@ -39,14 +39,21 @@
 //! | 1 | the path given to [`Runtime::load_from`] | an error if it cannot be opened |
 //! | 2 | `HIPJIT_HIP_LIBRARY` | set but not loadable is an error, not a fallthrough |
 //! | 3 | a `libamdhip64.so*` already loaded in the process | `RTLD_NOLOAD`: a framework's streams belong to its copy |
-//! | 4 | `lib/libamdhip64.so{,.7,.6,.5}` under `HIP_PATH`, `ROCM_PATH`, `/opt/rocm` | |
+//! | 4 | `lib/libamdhip64.so{,.7,.6,.5}` under `HIP_PATH`, `ROCM_PATH`, the Python packages of the active environment (`_rocm_sdk_core`, `torch`, `triton/third_party/rocm` under `VIRTUAL_ENV`, else `HIPJIT_PYTHON`'s: `hip_sys::discovery::python`), `/opt/rocm` | a versioned name alone is enough (TheRock's wheels ship no `libamdhip64.so`) |
 //! | 5 | the sonames `libamdhip64.so`, `.so.7`, `.so.6`, `.so.5` | the dynamic loader's search (`/usr/lib`, `ld.so.conf`) |
 //!
 //! The library is opened with `RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE` and never closed.
 //!
 //! # Entry points
-//! Every entry point is resolved by `dlsym` into the function-pointer type hip-sys declares for
-//! it (`hip_sys::pfn::*`, from the headers or hip-sys's own fallback declarations). A missing
+//! Every entry point is bound as the headers hipjit was built against would have called it:
+//! where the runtime exports `hipGetProcAddress` (HIP 6.1+) and answers it, through it with the
+//! headers' HIP version ([`HEADER_HIP_VERSION`]), else by `dlsym`
+//! ([`Runtime::symbol_binding`] says which), into the function-pointer type hip-sys declares for
+//! it (`hip_sys::pfn::*`, from the headers or hip-sys's own fallback declarations). The
+//! device-properties entry point follows the same rule: headers of HIP 6.0 or later call the
+//! 6.0 layout (`hipGetDevicePropertiesR0600`), older ones the 5.x layout of the unversioned
+//! `hipGetDeviceProperties`; a runtime lacking that one is read through the other layout's
+//! entry point it exports, never an entry point with the other layout. A missing
 //! required symbol ([`REQUIRED_SYMBOLS`]) is a [`LoadError::MissingSymbol`] naming it, the
 //! library path and the runtime version; optional families ([`OPTIONAL_SYMBOLS`]: the
 //! stream-ordered allocator `hipMallocAsync`/`hipFreeAsync`, the library API, cooperative
@@ -58,6 +65,7 @@
 //! between threads.
 
 mod api;
+mod binding;
 pub(crate) mod loader;
 
 use std::ffi::CStr;
@@ -70,6 +78,7 @@ use hip_sys::discovery::{Env, ProcessEnv};
 
 pub(crate) use api::{Api, DevicePropertiesFn};
 pub use api::{OPTIONAL_SYMBOLS, REQUIRED_SYMBOLS};
+pub use binding::{SymbolBinding, HEADER_HIP_VERSION, R0600_HIP_VERSION};
 pub use loader::{Found, LIBRARY_ENV, SONAMES};
 
 use crate::safe::device::Device;
@@ -246,6 +255,8 @@ pub(crate) struct Inner {
     path: PathBuf,
     found: Found,
     version: Option<RuntimeVersion>,
+    /// How the entry points were bound.
+    binding: SymbolBinding,
     /// How code objects are loaded ([`Runtime::code_object_loader`]):
     /// [`CodeObjectLoader::as_u8`].
     loader: std::sync::atomic::AtomicU8,
@@ -369,6 +380,7 @@ impl Runtime {
                 path: driver.path.clone(),
                 found,
                 version,
+                binding: SymbolBinding::Dlsym,
                 // The module API: ~85 us less than the library API for a fresh load on the
                 // H200 (cuModuleLoadData + cuModuleGetFunction against cuLibraryLoadData +
                 // cuLibraryGetKernel + cuKernelGetFunction), as cudarc and HIP's own
@@ -420,11 +432,13 @@ impl Runtime {
             let rc = unsafe { f(&mut v) };
             (rc == sys::hipSuccess).then_some(RuntimeVersion(v))
         });
-        let api = Api::resolve(&handle).map_err(|symbol| LoadError::MissingSymbol {
+        let mut binder = binding::Binder::new(&handle, HEADER_HIP_VERSION);
+        let api = Api::resolve(&mut binder).map_err(|symbol| LoadError::MissingSymbol {
             symbol,
             path: path.clone(),
             version: version_text(version),
         })?;
+        let binding = binder.binding();
         let library_api = library_api_missing(&api).is_none();
         let loader = if library_api {
             CodeObjectLoader::LibraryApi
@@ -436,6 +450,7 @@ impl Runtime {
             found = %found,
             version = %version_text(version),
             code_object_loader = %loader,
+            symbol_binding = %binding,
             "loaded the HIP runtime"
         );
         Ok(Runtime {
@@ -446,6 +461,7 @@ impl Runtime {
                 path,
                 found,
                 version,
+                binding,
                 loader: loader.as_u8().into(),
                 peers: Default::default(),
             }),
@@ -528,6 +544,14 @@ impl Runtime {
         self.inner.version.and_then(code_object_versions_for)
     }
 
+    /// How the entry points were bound: through `hipGetProcAddress` with the headers' version,
+    /// or by `dlsym` (the runtime lacks `hipGetProcAddress`, or refused it: a runtime without a
+    /// GPU answers `hipErrorNoDevice`). Always [`SymbolBinding::Dlsym`] on HIP's NVIDIA
+    /// platform.
+    pub fn symbol_binding(&self) -> SymbolBinding {
+        self.inner.binding
+    }
+
     /// The device-properties entry point in use.
     pub fn device_properties_entry(&self) -> DevicePropertiesEntry {
         match self.api().get_device_properties {
@@ -578,7 +602,10 @@ impl Runtime {
     /// Device `ordinal`: binds it, reads its properties.
     ///
     /// Errors: the runtime's error from `hipGetDeviceCount` (`hipErrorNoDevice`), `hipSetDevice`
-    /// (`hipErrorInvalidDevice` for an ordinal out of range) or the properties call.
+    /// (`hipErrorInvalidDevice` for an ordinal out of range) or the properties call; hipjit's
+    /// [`crate::error::DEVICE_PROPERTIES_SKEW`] when the properties fail its sanity check
+    /// (`gcnArchName` not `gfx...`, `warpSize` not 32 or 64, `maxThreadsPerBlock` over 1024, a
+    /// size of zero: the runtime wrote another layout than the one read).
     pub fn device(&self, ordinal: u32) -> Result<Device, HipError> {
         Device::open(self, ordinal)
     }

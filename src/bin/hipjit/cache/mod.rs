@@ -1,9 +1,10 @@
 //! `hipjit cache list | stats | verify | clear | prune --max-size SIZE | export -o FILE |
-//! import FILE | warm FILE | explain FILE`: the disk cache of
+//! import FILE | warm FILE | freeze RECORD -o FILE | explain FILE`: the disk cache of
 //! `hipjit::cache::disk` (roots from `HIPJIT_CACHE_DIR`, else `$XDG_CACHE_HOME/hipjit` or
 //! `~/.cache/hipjit`; the first root is the written one).
 
 mod explain;
+mod freeze;
 pub mod rebuild;
 mod warm;
 
@@ -80,6 +81,20 @@ pub enum Action {
         /// them (`#` starts a comment); list a source's header manifest with its result.
         #[arg(long, value_name = "FILE")]
         keys_from: Option<PathBuf>,
+    },
+    /// Freeze the compile requests recorded with HIPJIT_RECORD=RECORD into a bundle that a
+    /// machine without a compiler serves (HIPJIT_FROZEN=FILE, or JitOptions::frozen).
+    ///
+    /// Each distinct request is compiled (or found in the cache) with its recorded compiler
+    /// choice and signature, and frozen with the contents of the headers it read below its
+    /// -I directories and the compiler's identity. Exit status 1 when a request fails, 2 for a
+    /// record line that does not read. JSON: bundle, record, requests, entries, file_bytes.
+    Freeze {
+        /// The record file.
+        record: PathBuf,
+        /// The bundle to write (replaced atomically).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
     },
     /// Replay compile requests recorded with HIPJIT_RECORD=FILE, compiling only what no cache
     /// tier holds.
@@ -197,6 +212,9 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             .map_err(|e| CliError::failed(format!("cannot open the cache: {e}")))?;
         return import(&cache, file, args.json);
     }
+    if let Action::Freeze { record, output } = &args.action {
+        return freeze::run(record, output, args.json);
+    }
     if let Action::Explain(a) = &args.action {
         // Opens the roots read-only itself: explaining creates and writes nothing.
         return explain::run(a, args.json);
@@ -248,6 +266,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         }
         Action::Import { file, .. } => import(&cache, file, args.json),
         Action::Explain(a) => explain::run(a, args.json),
+        Action::Freeze { record, output } => freeze::run(record, output, args.json),
         Action::Warm { file, jobs } => warm::run(file, jobs.get(), args.json),
         Action::Verify {
             rebuild: Some(file),

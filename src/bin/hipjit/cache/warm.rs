@@ -33,6 +33,7 @@ fn cache_name(o: Origin) -> &'static str {
         Origin::Disk => "disk",
         Origin::Remote => "remote",
         Origin::Compiler => "miss",
+        Origin::Frozen => "frozen",
     }
 }
 
@@ -73,7 +74,9 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
     // number, as `hipjit compile` does.
     let cancel = CancelToken::new();
     let interrupts = crate::interrupt::Interrupts::install(&cancel).map_err(CliError::failed)?;
-    // One Jit per (compiler choice, signature): both are the Jit's, not the request's.
+    // One Jit per (compiler choice, signature): both are the Jit's, not the request's. They
+    // share one config, and so one pool of hipRTC/NVRTC workers (at most `jobs` busy at once).
+    let config = compiler_config(jobs, distinct.len());
     let mut jits: HashMap<(CompilerChoice, Vec<u8>), Jit> = HashMap::new();
     for (_, r) in &distinct {
         let k = (r.compiler, r.extra_signature.clone());
@@ -82,7 +85,7 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
         }
         let jit = Jit::new(JitOptions {
             compiler: Some(r.compiler),
-            compiler_config: compiler_config(jobs, distinct.len()),
+            compiler_config: config.clone(),
             extra_signature: r.extra_signature.clone(),
             // Replaying must not record the replay.
             record: RecordLocation::Disabled,

@@ -18,6 +18,12 @@
 //!   and bytes, and the written root's size cap (`HIPJIT_CACHE_MAX_SIZE`, else 5 GiB), read
 //!   without creating or writing anything.
 //!
+//! - ROCm held by Python packages ([`python_env`]): the environment searched (`VIRTUAL_ENV`,
+//!   else `HIPJIT_PYTHON`'s), each package's copy (`_rocm_sdk_devel`, `_rocm_sdk_core`,
+//!   `torch`, `triton/third_party/rocm`) with its runtimes' versions, hipRTC, comgr, headers'
+//!   version and hipcc, and which copy the runtime, hipRTC, comgr, headers and hipcc in use
+//!   come from;
+//!
 //! - HIP's NVIDIA platform ([`nvidia`]): the platform `Runtime::load` takes and
 //!   why, the CUDA driver (probed in a child process, `hipjit probe-cuda`) and nvcc.
 //!
@@ -27,6 +33,7 @@ mod diagnose;
 mod header_set;
 mod hipcc;
 pub mod nvidia;
+mod python_env;
 pub mod rtc;
 mod runtime;
 mod shared_object;
@@ -80,7 +87,10 @@ pub struct Args {
     /// device_error, load_error}, nvcc {path, origin, release, version, error, host_compiler, host_compiler_error}; and for the
     /// in-process compilers: in_process {hiprtc, nvrtc}, each {found, path, origin, major,
     /// library_version, identity_files [{path, size}], comgr, processors, targets [{target,
-    /// from, compiles, error, auto, auto_reason}], error}.
+    /// from, compiles, error, auto, auto_reason}], error}; and for ROCm held by Python
+    /// packages: python {environment (null: none searched), prefix, copies [{package, root,
+    /// runtimes [[path, version]], hiprtc, comgr [path], headers, hipcc}], parts {runtime,
+    /// hiprtc, comgr, headers, hipcc: {path, from (the package, or null)}}}.
     #[arg(long)]
     pub json: bool,
     /// Also check the in-process compilers for this target (an AMDGPU target ID such as
@@ -252,6 +262,7 @@ struct Report {
     cuda_driver: nvidia::CudaReport,
     nvcc: nvidia::NvccReport,
     in_process: rtc::InProcess,
+    python: python_env::PythonReport,
     findings: Vec<Finding>,
 }
 
@@ -427,11 +438,22 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         &amd_targets,
         &sm_targets,
     );
+    let header_sets = header_sets();
+    let python = python_env::gather(
+        &runtimes,
+        &[
+            ("runtime", runtime_in_use.path.as_deref()),
+            ("hiprtc", in_process.hiprtc.path.as_deref()),
+            ("comgr", in_process.hiprtc.comgr.as_deref()),
+            ("headers", header_sets.first().map(|h| h.path.as_path())),
+            ("hipcc", hipcc.as_deref()),
+        ],
+    );
     let mut report = Report {
         platform: nvidia::platform(&runtime_in_use, &cuda_driver),
         cuda_driver,
         nvcc,
-        header_sets: header_sets(),
+        header_sets,
         build: build_report(),
         runtimes,
         devices: runtime_in_use.devices.clone(),
@@ -439,6 +461,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         runtime_in_use,
         compilers,
         in_process,
+        python,
         findings: Vec::new(),
     };
     diagnose(&mut report);

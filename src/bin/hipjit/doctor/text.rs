@@ -190,6 +190,7 @@ pub(super) fn print_text(r: &Report) {
     }
     nvidia::print_text(&r.platform, &r.cuda_driver, &r.nvcc);
     rtc::print_text(&r.in_process);
+    super::python_env::print(&r.python);
     println!("\nDiagnosis");
     for f in &r.findings {
         println!("  {:<7} {}", f.level, f.text);

@@ -1,24 +1,39 @@
-//! Running an in-process compiler (hipRTC, NVRTC) in a worker process: the `hipjit rtc-worker`
-//! mode of hipjit's own command opens the same library and compiles one program, so that the
-//! compile gets what a process compiler has: a timeout after which its process group is
-//! killed, a memory bound (`RLIMIT_AS`), and isolation from its crashes (hipRTC 5.2.3 is not
-//! safe from two threads at once and aborts on inputs it does not expect). Several workers run
-//! in parallel where hipRTC in one process runs one program at a time.
+//! Running an in-process compiler (hipRTC, NVRTC) in worker processes: the `hipjit rtc-worker`
+//! mode of hipjit's own command opens the same library and compiles, so that a compile gets
+//! what a process compiler has: a timeout after which its worker's process group is killed, a
+//! memory bound (`RLIMIT_AS`), and isolation from its crashes (hipRTC 5.2.3 is not safe from
+//! two threads at once and aborts on inputs it does not expect). Several workers run in
+//! parallel where hipRTC in one process runs one program at a time.
 //!
 //! In process, hipRTC and NVRTC have none of these: a compile runs to its end, may take any
 //! memory, and a crash ends the caller's process. Ask for a worker when that matters (batches,
 //! `hipjit compile -j`, untrusted sources).
 //!
-//! The request and the result travel through files in a private directory (mode 0700,
-//! `hipjit-worker-<pid>-...` under `TMPDIR`, removed afterwards, or by a later hipjit when this
-//! process was killed first), which also holds the worker's `TMPDIR`: comgr's staged copies of
-//! the source and headers (`comgr-*`), which a crashed or killed worker leaves, go with it. In
-//! MessagePack: the source, headers, include directories and options in; the code, log,
-//! diagnostics, files read and start time, or the error, out. Paths travel as bytes, so a
-//! path that is not UTF-8 survives.
+//! A worker lives across requests ([`WorkerPool`], in [`WorkerConfig::pool`]): started as
+//! `hipjit rtc-worker --serve`, it opens the library once and serves one request at a time,
+//! each a frame of MessagePack (`frame`) on a socket that is its standard input and output: the
+//! source, headers, include directories and options in; the code, log, diagnostics, files read
+//! and start time, or the error, out. Paths travel as bytes, so a path that is not UTF-8
+//! survives. A request that times out or is cancelled kills its worker; one that crashes it
+//! fails with the signal; either way the next request gets a new worker. A worker's `TMPDIR`
+//! is in its private directory (mode 0700, `hipjit-worker-<pid>-...` under `TMPDIR`, removed
+//! with the worker, or by a later hipjit when this process was killed first): comgr's staged
+//! copies of the source and headers (`comgr-*`), which a crashed or killed worker leaves, go
+//! with it, and it is emptied after every request.
+//!
+//! A worker program that does not serve (a `hipjit` from before `--serve`) is run once a
+//! request instead (`hipjit rtc-worker REQUEST RESULT`, the request and result in files of
+//! such a private directory); one whose hello names another protocol version is an error.
 //!
 //! The worker is found at [`WorkerConfig::program`], else `HIPJIT_WORKER`; it is a `hipjit`
 //! command built with the `cli` feature (the `hipjit` command uses itself).
+
+mod frame;
+mod pool;
+mod serve;
+
+pub use pool::WorkerPool;
+pub use serve::{serve, serve_requests};
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -30,8 +45,6 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::hiprtc::HipRtc;
-use super::nvrtc::NvRtc;
 use super::{RtcError, RtcInput, RtcOutput};
 use crate::compiler::depfile::Dependency;
 use crate::compiler::diagnostics::Diagnostic;
@@ -42,8 +55,24 @@ use crate::process::{self, RunError};
 /// The variable naming the worker program (a `hipjit` command built with the `cli` feature).
 pub const WORKER_ENV: &str = "HIPJIT_WORKER";
 
-/// The hidden subcommand of the `hipjit` command that serves one request.
+/// The hidden subcommand of the `hipjit` command that serves requests (`--serve`: one after
+/// the other, in frames on its standard input; else the one in the file it is given).
 pub const WORKER_SUBCOMMAND: &str = "rtc-worker";
+
+/// The version of the serving protocol (`rtc-worker --serve`): a worker's first frame, its
+/// hello, names it, and the pool serves through it only a worker of this version.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The protocol's name in a worker's hello.
+const HELLO_MAGIC: &str = "hipjit-rtc-worker";
+
+/// A serving worker's first frame: the protocol, its version, the worker's process ID.
+#[derive(Serialize, Deserialize)]
+struct Hello {
+    magic: String,
+    protocol: u32,
+    pid: u32,
+}
 
 /// A request's compiler as it travels: the name RtcKind, this protocol's enum before
 /// [`CompilerKind`], gave it (`HipRtc`, `Nvrtc`), so that a worker of an earlier hipjit
@@ -76,7 +105,11 @@ pub struct WorkerConfig {
     pub timeout: Duration,
     /// The worker's address-space bound in bytes (`RLIMIT_AS`); `None`: unbounded. hipRTC maps
     /// its LLVM (about 200 MB on HIP 5.2.3) before it compiles anything, so leave room for that.
+    /// Set when a worker starts, it bounds all the requests that worker serves.
     pub memory_limit: Option<u64>,
+    /// The workers started so far, kept between requests; shared by this config's clones, and
+    /// killed when the last of them is dropped. Default: a new, empty pool.
+    pub pool: WorkerPool,
 }
 
 impl Default for WorkerConfig {
@@ -85,6 +118,7 @@ impl Default for WorkerConfig {
             program: None,
             timeout: Duration::from_secs(300),
             memory_limit: None,
+            pool: WorkerPool::default(),
         }
     }
 }
@@ -136,13 +170,17 @@ fn path(b: Vec<u8>) -> PathBuf {
     PathBuf::from(OsString::from_vec(b))
 }
 
-/// Compiles `input` with the `kind` library at `library` in a worker process.
+/// Compiles `input` with the `kind` library at `library` in a worker process of
+/// [`WorkerConfig::pool`] (one of the pool's, else one started now and kept; a program that
+/// does not serve: one started for this request alone).
 ///
-/// Errors: those of [`HipRtc::compile`] / [`NvRtc::compile`] as the worker returned them
+/// Errors: those of [`HipRtc::compile`](super::hiprtc::HipRtc::compile) /
+/// [`NvRtc::compile`](super::nvrtc::NvRtc::compile) as the worker returned them
 /// ([`RtcError::Compile`] whole, any other as [`RtcError::Worker`] with its text), and
-/// [`RtcError::Worker`] when no worker program is named, it cannot be started, it ran past
-/// [`WorkerConfig::timeout`] (and was killed), it died by a signal (a crash, or the memory
-/// bound), or it left no readable result.
+/// [`RtcError::Worker`] when no worker program is named, it cannot be started, it speaks
+/// another protocol version, it ran past [`WorkerConfig::timeout`] (and was killed), the
+/// caller's cancellation token was cancelled (and it was killed), it died by a signal (a
+/// crash, or the memory bound), or it left no readable result.
 pub fn compile(
     config: &WorkerConfig,
     kind: CompilerKind,
@@ -174,6 +212,66 @@ pub fn compile(
         include_dirs: input.include_dirs.iter().map(|d| path_bytes(d)).collect(),
         options: input.options.to_vec(),
     };
+    let encoded =
+        rmp_serde::to_vec(&request).map_err(|e| fail(format!("cannot encode the request: {e}")))?;
+    let bytes = match config
+        .pool
+        .serve(config, &program, kind, library, &encoded)?
+    {
+        Some(answer) => answer,
+        None => compile_once(config, &program, kind, encoded)?,
+    };
+    let response: Response = rmp_serde::from_slice(&bytes)
+        .map_err(|e| fail(format!("its result does not decode: {e}")))?;
+    match response {
+        Response::Compiled {
+            code,
+            log,
+            diagnostics,
+            dependencies,
+            started,
+        } => Ok(RtcOutput {
+            code,
+            log,
+            diagnostics,
+            dependencies: dependencies
+                .into_iter()
+                .map(|d| Dependency {
+                    include_dir: d.include_dir,
+                    name: path(d.name),
+                    path: path(d.path),
+                })
+                .collect(),
+            started,
+        }),
+        Response::CompileFailed {
+            name,
+            options,
+            log,
+            diagnostics,
+        } => Err(RtcError::Compile {
+            compiler,
+            name,
+            options,
+            log,
+            diagnostics,
+        }),
+        Response::Failed(reason) => Err(fail(reason)),
+    }
+}
+
+/// Runs `program` for the encoded `request` alone (`hipjit rtc-worker REQUEST RESULT`, through
+/// files in a private directory): the encoded result.
+fn compile_once(
+    config: &WorkerConfig,
+    program: &Path,
+    kind: CompilerKind,
+    encoded: Vec<u8>,
+) -> Result<Vec<u8>, RtcError> {
+    let fail = |reason: String| RtcError::Worker {
+        compiler: kind.name(),
+        reason,
+    };
     // Named after this process, so that a later one removes it if this one is killed before it
     // can ([`crate::compiler::RunDir`]).
     let dir = crate::compiler::RunDir::new(
@@ -190,11 +288,9 @@ pub fn compile(
         .mode(0o700)
         .create(&scratch)
         .map_err(|e| fail(format!("cannot make {}: {e}", scratch.display())))?;
-    let encoded =
-        rmp_serde::to_vec(&request).map_err(|e| fail(format!("cannot encode the request: {e}")))?;
     std::fs::write(&request_file, encoded)
         .map_err(|e| fail(format!("cannot write {}: {e}", request_file.display())))?;
-    let mut cmd = Command::new(&program);
+    let mut cmd = Command::new(program);
     cmd.arg(WORKER_SUBCOMMAND)
         .arg(&request_file)
         .arg(&result_file)
@@ -250,50 +346,13 @@ pub fn compile(
         };
         return Err(fail(format!("the worker {how}{bound}{tail}")));
     }
-    let bytes = fs::read::read_file(
+    fs::read::read_file(
         &result_file,
         fs::read::CODE_OBJECT_LIMIT,
         "a worker's result",
         fs::read::Streams::None,
     )
-    .map_err(|e| fail(format!("its result cannot be read ({})", e.reason())))?;
-    let response: Response = rmp_serde::from_slice(&bytes)
-        .map_err(|e| fail(format!("its result does not decode: {e}")))?;
-    match response {
-        Response::Compiled {
-            code,
-            log,
-            diagnostics,
-            dependencies,
-            started,
-        } => Ok(RtcOutput {
-            code,
-            log,
-            diagnostics,
-            dependencies: dependencies
-                .into_iter()
-                .map(|d| Dependency {
-                    include_dir: d.include_dir,
-                    name: path(d.name),
-                    path: path(d.path),
-                })
-                .collect(),
-            started,
-        }),
-        Response::CompileFailed {
-            name,
-            options,
-            log,
-            diagnostics,
-        } => Err(RtcError::Compile {
-            compiler,
-            name,
-            options,
-            log,
-            diagnostics,
-        }),
-        Response::Failed(reason) => Err(fail(reason)),
-    }
+    .map_err(|e| fail(format!("its result cannot be read ({})", e.reason())))
 }
 
 fn signal_name(sig: i32) -> &'static str {
@@ -308,101 +367,31 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// Serves one request: reads `request`, opens the library it names, compiles, and writes the
-/// result (the output or the error) to `result`. The worker mode of the `hipjit` command
-/// (`hipjit rtc-worker REQUEST RESULT`) calls this.
-///
-/// Errors: a text saying why the request could not be read or the result not written (the
-/// compile's own errors are the result).
-pub fn serve(request: &Path, result: &Path) -> Result<(), String> {
-    let bytes = fs::read::read_file(
-        request,
-        fs::read::CODE_OBJECT_LIMIT,
-        "a worker request",
-        fs::read::Streams::None,
-    )
-    .map_err(|e| {
-        format!(
-            "cannot read the request {}: {}",
-            request.display(),
-            e.reason()
-        )
-    })?;
-    let req: Request = rmp_serde::from_slice(&bytes)
-        .map_err(|e| format!("the request {} does not decode: {e}", request.display()))?;
-    let library = path(req.library);
-    let include_dirs: Vec<PathBuf> = req.include_dirs.into_iter().map(path).collect();
-    let input = RtcInput {
-        source: &req.source,
-        name: &req.name,
-        headers: &req.headers,
-        include_dirs: &include_dirs,
-        options: &req.options,
-    };
-    let out = match req.kind {
-        CompilerKind::HipRtc => HipRtc::open_path(&library).and_then(|rtc| rtc.compile(&input)),
-        CompilerKind::Nvrtc => NvRtc::open_path(&library).and_then(|rtc| rtc.compile(&input)),
-        other => Err(RtcError::Worker {
-            compiler: other.name(),
-            reason: "it does not compile in a worker".into(),
-        }),
-    };
-    let response = match out {
-        Ok(o) => Response::Compiled {
-            code: o.code,
-            log: o.log,
-            diagnostics: o.diagnostics,
-            dependencies: o
-                .dependencies
-                .iter()
-                .map(|d| WireDependency {
-                    include_dir: d.include_dir,
-                    name: path_bytes(&d.name),
-                    path: path_bytes(&d.path),
-                })
-                .collect(),
-            started: o.started,
-        },
-        Err(RtcError::Compile {
-            name,
-            options,
-            log,
-            diagnostics,
-            ..
-        }) => Response::CompileFailed {
-            name,
-            options,
-            log,
-            diagnostics,
-        },
-        Err(e) => Response::Failed(e.to_string()),
-    };
-    let encoded =
-        rmp_serde::to_vec(&response).map_err(|e| format!("cannot encode the result: {e}"))?;
-    // Written whole, then renamed: the parent never reads half a result.
-    let partial = result.with_extension("partial");
-    std::fs::write(&partial, encoded)
-        .and_then(|()| std::fs::rename(&partial, result))
-        .map_err(|e| format!("cannot write the result {}: {e}", result.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// A worker that dies by a signal (here SIGKILL, as a crash in hipRTC ends it) leaves what
     /// comgr staged under its `TMPDIR` (`comgr-*`, holding the source): its `TMPDIR` is in its
-    /// private directory, which goes when the compile returns.
-    #[test]
-    fn what_a_killed_worker_left_in_its_tmpdir_goes_with_its_directory() {
+    /// private directory, which goes with the worker. `serving` says hello and dies reading a
+    /// request (a pool's worker); otherwise it dies at once, which makes the pool run it once a
+    /// request (`rtc-worker REQUEST RESULT`), where it dies again.
+    fn killed_worker_leaves_nothing(serving: bool) {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let seen = dir.path().join("seen");
         let program = dir.path().join("worker.sh");
+        let hello = if serving {
+            // A frame of MessagePack ["hipjit-rtc-worker", 1, 1]; then 4 bytes of the request.
+            "[ \"$2\" = --serve ] && printf '\\025\\000\\000\\000\\223\\261hipjit-rtc-worker\\001\\001' \
+             && dd bs=1 count=4 of=/dev/null 2>/dev/null\n"
+        } else {
+            ""
+        };
         std::fs::write(
             &program,
             format!(
-                "#!/bin/sh\nprintf '%s\\n%s\\n' \"${{TMPDIR:?}}\" \"$(dirname \"$3\")\" > '{}'\n\
+                "#!/bin/sh\n{hello}printf '%s\\n' \"${{TMPDIR:?}}\" > '{}'\n\
                  mkdir -p \"$TMPDIR/comgr-a1b2c3/input\" && echo source > \"$TMPDIR/comgr-a1b2c3/input/CompileSource\"\n\
                  kill -9 $$\n",
                 seen.display()
@@ -429,12 +418,28 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("killed by signal 9"), "{e}");
+        assert_eq!(config.pool.started(), u64::from(serving));
         let seen = std::fs::read_to_string(&seen).unwrap();
-        let (tmpdir, private) = seen.trim_end().split_once('\n').unwrap();
-        assert_eq!(Path::new(tmpdir), Path::new(private).join("tmp"));
+        let tmpdir = Path::new(seen.trim_end());
+        assert_eq!(tmpdir.file_name().unwrap(), "tmp");
         assert!(
-            !Path::new(tmpdir).join("comgr-a1b2c3").exists() && !Path::new(private).exists(),
+            tmpdir.starts_with(crate::compiler::build_base()),
+            "{}",
+            tmpdir.display()
+        );
+        assert!(
+            !tmpdir.join("comgr-a1b2c3").exists() && !tmpdir.parent().unwrap().exists(),
             "the worker's directory is still there"
         );
+    }
+
+    #[test]
+    fn what_a_killed_serving_worker_left_in_its_tmpdir_goes_with_its_directory() {
+        killed_worker_leaves_nothing(true);
+    }
+
+    #[test]
+    fn what_a_killed_one_request_worker_left_in_its_tmpdir_goes_with_its_directory() {
+        killed_worker_leaves_nothing(false);
     }
 }
