@@ -31,7 +31,54 @@
 //! waves, then capped by LDS and workgroup slots.
 
 use crate::code_object::KernelInfo;
-use crate::target::TargetId;
+use crate::target::{SmTarget, TargetId};
+
+pub mod sm;
+pub use sm::{occupancy_sm, SmProcessor};
+
+/// A processor [`occupancy`] knows the limits of: an AMDGPU [`TargetId`] (a code object's
+/// kernel, the rules above) or an [`SmTarget`] (a cubin's kernel, the rules of [`sm`]). One
+/// call serves both vendors: `info.occupancy(target, block, dynamic_lds)`.
+pub trait OccupancyTarget {
+    /// The occupancy of `kernel` on this processor for blocks of `block_size` threads with
+    /// `dynamic_lds_bytes` of dynamic LDS (shared memory).
+    ///
+    /// Errors: as [`occupancy`].
+    fn kernel_occupancy(
+        &self,
+        kernel: &KernelInfo,
+        block_size: u32,
+        dynamic_lds_bytes: u32,
+    ) -> Result<Occupancy, OccupancyError>;
+}
+
+impl OccupancyTarget for TargetId {
+    fn kernel_occupancy(
+        &self,
+        kernel: &KernelInfo,
+        block_size: u32,
+        dynamic_lds_bytes: u32,
+    ) -> Result<Occupancy, OccupancyError> {
+        occupancy_on(
+            &Processor::for_target(self)?,
+            self.processor(),
+            kernel,
+            block_size,
+            dynamic_lds_bytes,
+        )
+    }
+}
+
+impl OccupancyTarget for SmTarget {
+    fn kernel_occupancy(
+        &self,
+        kernel: &KernelInfo,
+        block_size: u32,
+        dynamic_lds_bytes: u32,
+    ) -> Result<Occupancy, OccupancyError> {
+        occupancy_sm(kernel, *self, block_size, dynamic_lds_bytes)
+    }
+}
 
 /// The residency parameters of one processor (see the module documentation for their sources).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +107,8 @@ pub struct Processor {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OccupancyError {
-    /// The processor is not in hipjit's table.
-    #[error("no occupancy parameters for processor {processor} (known: gfx8, gfx9 incl. gfx90a, gfx94x and gfx950, gfx10.1, gfx10.3, gfx11, gfx12)")]
+    /// The processor (a target ID's, or an SM target) is not in hipjit's tables.
+    #[error("no occupancy parameters for processor {processor} (known: gfx8, gfx9 incl. gfx90a, gfx94x and gfx950, gfx10.1, gfx10.3, gfx11, gfx12; sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_100, sm_103, sm_120, sm_121)")]
     UnknownProcessor {
         /// The target ID's processor.
         processor: String,
@@ -229,24 +276,37 @@ impl Processor {
 }
 
 /// The occupancy of `kernel` on `target` for blocks of `block_size` threads with
-/// `dynamic_lds_bytes` of dynamic LDS (see the module documentation for the rules).
+/// `dynamic_lds_bytes` of dynamic LDS: an AMDGPU target ID (see the module documentation for
+/// the rules) or an SM target ([`sm`]'s rules; "compute unit" and "wave" read SM and warp).
+///
+/// ```
+/// use hipjit::code_object::cubin::Cubin;
+/// use hipjit::occupancy::occupancy;
+/// use hipjit::target_id::TargetId;
+/// use hipjit::cuda::target::SmTarget;
+///
+/// // AMD: a kernel of a code object; NVIDIA: a kernel of a cubin. The same call.
+/// let co = hipjit::code_object::CodeObject::from_bytes(
+///     &std::fs::read("tests/data/code-objects/kernels-gfx90a.hsaco")?, None)?;
+/// let amd = occupancy(&co.kernels()[0], co.target_id(), 256, 0)?;
+/// let cubin = Cubin::from_bytes(
+///     &std::fs::read("tests/data/code-objects/cuda/occupancy-sm_90.cubin")?)?;
+/// let nv = occupancy(cubin.kernel("light")?, &SmTarget::parse("sm_90")?, 256, 0)?;
+/// assert_eq!(nv.blocks_per_cu, 8); // 64 warp slots / 8 warps per block
+/// assert!(amd.blocks_per_cu > 0);
+/// # Ok::<(), hipjit::Error>(())
+/// ```
 ///
 /// Errors: [`OccupancyError::UnknownProcessor`], [`OccupancyError::EmptyBlock`],
-/// [`OccupancyError::BlockTooLarge`] (above `.max_flat_workgroup_size`),
-/// [`OccupancyError::WavefrontSize`].
+/// [`OccupancyError::BlockTooLarge`] (above `.max_flat_workgroup_size`, a cubin's
+/// `__launch_bounds__`), [`OccupancyError::WavefrontSize`].
 pub fn occupancy(
     kernel: &KernelInfo,
-    target: &TargetId,
+    target: &(impl OccupancyTarget + ?Sized),
     block_size: u32,
     dynamic_lds_bytes: u32,
 ) -> Result<Occupancy, OccupancyError> {
-    occupancy_on(
-        &Processor::for_target(target)?,
-        target.processor(),
-        kernel,
-        block_size,
-        dynamic_lds_bytes,
-    )
+    target.kernel_occupancy(kernel, block_size, dynamic_lds_bytes)
 }
 
 /// [`occupancy`] on explicit processor parameters (for CU mode: [`Processor::cu_mode`]).
@@ -317,7 +377,7 @@ pub fn occupancy_on(
 /// none fits.
 pub fn best_block_size(
     kernel: &KernelInfo,
-    target: &TargetId,
+    target: &(impl OccupancyTarget + ?Sized),
     dynamic_lds_bytes: u32,
     candidates: impl IntoIterator<Item = u32>,
 ) -> Option<(u32, Occupancy)> {
@@ -369,12 +429,12 @@ pub fn occupancy_of(
 }
 
 impl KernelInfo {
-    /// [`occupancy`] of this kernel on `target`.
+    /// [`occupancy`] of this kernel on `target` (a [`TargetId`] or an [`SmTarget`]).
     ///
     /// Errors: as [`occupancy`].
     pub fn occupancy(
         &self,
-        target: &TargetId,
+        target: &(impl OccupancyTarget + ?Sized),
         block_size: u32,
         dynamic_lds_bytes: u32,
     ) -> Result<Occupancy, OccupancyError> {
