@@ -74,7 +74,8 @@ pub use identity::{CompilerIdentity, IdentityError};
 pub use kind::{BadCompilerChoice, CompilerChoice, CompilerKind, FlagRules};
 pub use nvcc::NvccError;
 pub use options::{
-    is_valid_header_name, is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError, UnknownStd,
+    is_valid_header_name, is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel,
+    OptionsError, UnknownStd,
 };
 pub use rtc::worker::WorkerConfig;
 pub use rtc::RtcError;

@@ -334,8 +334,7 @@ impl CompileOptions {
             if !is_valid_header_name(name) {
                 return Err(OptionsError::HeaderName(name.clone()));
             }
-            if name == self.source_file_name() || self.headers[..i].iter().any(|(n, _)| n == name)
-            {
+            if name == self.source_file_name() || self.headers[..i].iter().any(|(n, _)| n == name) {
                 return Err(OptionsError::DuplicateHeader(name.clone()));
             }
             if contents.contains('\0') {

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use hipjit::compiler::{CompileOptions, CompilerConfig, CompilerKind};
 use hipjit::compiler::selection::CompilerChoice;
+use hipjit::compiler::{CompileOptions, CompilerConfig, CompilerKind};
 use hipjit::jit::{Artefact, CacheLocation, Compiled, Jit, JitOptions, Origin};
 
 /// Includes a header by a nested name, which includes another by a plain name.
@@ -59,14 +59,26 @@ pub fn check(kind: CompilerKind, config: impl Fn() -> CompilerConfig, base: Comp
     let again = jit(kind, config(), cache.path())
         .compile(SOURCE, &with_headers(base.clone(), 3))
         .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
-    assert_eq!(again.origin(), Origin::Disk, "{kind:?}: a fresh JIT hits on disk");
+    assert_eq!(
+        again.origin(),
+        Origin::Disk,
+        "{kind:?}: a fresh JIT hits on disk"
+    );
     assert_eq!(again.key(), first.key());
     let other = jit(kind, config(), cache.path())
         .compile(SOURCE, &with_headers(base.clone(), 4))
         .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
-    assert_eq!(other.origin(), Origin::Compiler, "{kind:?}: other header contents");
+    assert_eq!(
+        other.origin(),
+        Origin::Compiler,
+        "{kind:?}: other header contents"
+    );
     assert_ne!(other.key(), first.key());
-    assert_ne!(code(&other), code(&first), "{kind:?}: 3 * 7 and 4 * 7 compile differently");
+    assert_ne!(
+        code(&other),
+        code(&first),
+        "{kind:?}: 3 * 7 and 4 * 7 compile differently"
+    );
     let err = jit(kind, config(), cache.path())
         .compile(SOURCE, &base)
         .unwrap_err()

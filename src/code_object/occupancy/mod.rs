@@ -294,7 +294,7 @@ impl Processor {
 /// let nv = occupancy(cubin.kernel("light")?, &SmTarget::parse("sm_90")?, 256, 0)?;
 /// assert_eq!(nv.blocks_per_cu, 8); // 64 warp slots / 8 warps per block
 /// assert!(amd.blocks_per_cu > 0);
-/// # Ok::<(), hipjit::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
 /// Errors: [`OccupancyError::UnknownProcessor`], [`OccupancyError::EmptyBlock`],

@@ -167,17 +167,16 @@ pub fn occupancy_sm_on(
         let per_warp = (regs * WARP).div_ceil(p.register_granule) * p.register_granule;
         let hardware = u64::from(per_warp)
             * u64::from(warps_per_block.div_ceil(p.sub_partitions) * p.sub_partitions);
-        let by_regs = if regs > p.max_registers_per_thread
-            || hardware > u64::from(p.registers_per_sm)
-        {
-            0
-        } else {
-            let per_sub = p.registers_per_sm / p.sub_partitions / per_warp;
-            if per_sub < warps_per_sub {
-                warps_per_sub = per_sub;
-            }
-            per_sub * p.sub_partitions / warps_per_block
-        };
+        let by_regs =
+            if regs > p.max_registers_per_thread || hardware > u64::from(p.registers_per_sm) {
+                0
+            } else {
+                let per_sub = p.registers_per_sm / p.sub_partitions / per_warp;
+                if per_sub < warps_per_sub {
+                    warps_per_sub = per_sub;
+                }
+                per_sub * p.sub_partitions / warps_per_block
+            };
         if by_regs < blocks {
             (blocks, limit) = (by_regs, Limit::Vgprs);
         }
@@ -229,8 +228,13 @@ mod tests {
     }
 
     fn blocks(sm: &str, name: &str, block: u32, dynamic: u32) -> (u32, Limit) {
-        let o = occupancy_sm(&kernel(sm, name), SmTarget::parse(sm).unwrap(), block, dynamic)
-            .unwrap();
+        let o = occupancy_sm(
+            &kernel(sm, name),
+            SmTarget::parse(sm).unwrap(),
+            block,
+            dynamic,
+        )
+        .unwrap();
         (o.blocks_per_cu, o.limit)
     }
 
@@ -242,7 +246,10 @@ mod tests {
         assert_eq!(kernel("sm_90", "heavy").vgpr_count, 106);
         assert_eq!(kernel("sm_75", "heavy").vgpr_count, 104);
         let tiled = kernel("sm_90", "tiled");
-        assert_eq!((tiled.vgpr_count, tiled.group_segment_fixed_size), (14, 32768));
+        assert_eq!(
+            (tiled.vgpr_count, tiled.group_segment_fixed_size),
+            (14, 32768)
+        );
     }
 
     #[test]
@@ -304,7 +311,11 @@ mod tests {
         );
         assert!(matches!(
             occupancy_sm(&light, sm90, 2048, 0),
-            Err(OccupancyError::BlockTooLarge { block: 2048, max: 1024, .. })
+            Err(OccupancyError::BlockTooLarge {
+                block: 2048,
+                max: 1024,
+                ..
+            })
         ));
         let e = occupancy_sm(&light, SmTarget::parse("sm_61").unwrap(), 256, 0).unwrap_err();
         assert!(e.to_string().contains("sm_61"), "{e}");

@@ -156,7 +156,9 @@ pub trait DeviceMemory<T: DeviceCopy>: sealed::Sealed + crate::safe::launch::Ker
 /// A region of device memory that may be written: a [`DeviceBuffer`] or a [`DeviceSliceMut`];
 /// a kernel argument the kernel may write ([`KernelArgMut`](crate::safe::launch::KernelArgMut),
 /// `&mut region` in [`args!`](crate::args)).
-pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> + crate::safe::launch::KernelArgMut {
+pub trait DeviceMemoryMut<T: DeviceCopy>:
+    DeviceMemory<T> + crate::safe::launch::KernelArgMut
+{
     /// Copies `src` into the region on `stream` (`hipMemcpyAsync`, host to device), after the
     /// work queued there, then waits for `stream` (`hipStreamSynchronize`), so `src` may be
     /// reused at once.
