@@ -446,7 +446,7 @@ fn main() -> R<()> {
         )?;
     }
 
-    occupancy_from_metadata(&dev, &lib)?;
+    occupancy_from_metadata(&dev, lib)?;
 
     // Cooperative launch (cuLaunchCooperativeKernel), checked against occupancy first.
     {
