@@ -29,15 +29,54 @@
 //! runtime's `hipModuleOccupancyMaxActiveBlocksPerMultiprocessor` counts them: the threads the
 //! register-limited waves of all SIMDs hold, divided by the block's threads rounded up to whole
 //! waves, then capped by LDS and workgroup slots.
+//!
+//! # SM targets
+//!
+//! For an SM target ([`SmTarget`], HIP's NVIDIA platform): the occupancy of a cubin's kernel
+//! from its [`KernelInfo`] alone (registers per thread, static shared memory,
+//! `__launch_bounds__`): the figure the CUDA driver's
+//! `cuOccupancyMaxActiveBlocksPerMultiprocessor` returns for the loaded kernel, with the
+//! function's default shared-memory carve-out and the driver's default launch attributes.
+//!
+//! The rules are those of NVIDIA's occupancy calculator, `cuda_occupancy.h` (shipped with
+//! the CUDA toolkit, CUDA 13.0: `cudaOccMaxBlocksPerSMWarpsLimit`,
+//! `cudaOccMaxBlocksPerSMRegsLimit`, `cudaOccMaxBlocksPerSMSmemLimit`,
+//! `cudaOccMaxBlocksPerMultiprocessor`, `cudaOccRegAllocationGranularity`,
+//! `cudaOccSMemAllocationGranularity`, `cudaOccSubPartitionsPerMultiprocessor`,
+//! `cudaOccAlignUpShmemSizeVoltaPlus`); the per-architecture limits a device reports
+//! (threads and shared memory per SM, shared memory per block, the per-block reservation) are
+//! those of the CUDA C++ Programming Guide, "Compute Capabilities", "Technical Specifications
+//! per Compute Capability":
+//!
+//! - **Blocks**: at most `max_blocks_per_sm` resident blocks (32 on sm_70/72/80/90/100/103,
+//!   16 on sm_75/86/87, 24 on sm_89/120/121).
+//! - **Warps**: `max_threads_per_sm / 32` warp slots (2048 threads on sm_70/72/80/90/100/103,
+//!   1536 on sm_86/87/89/120/121, 1024 on sm_75); a block takes `ceil(block / 32)` of them.
+//! - **Registers**: 65536 32-bit registers per SM in 4 sub-partitions of 16384; a warp is
+//!   allocated `round_up(regs_per_thread * 32, 256)` registers in one sub-partition, so an SM
+//!   holds `4 * floor(16384 / per_warp)` warps. A block fails outright when
+//!   `per_warp * round_up(warps, 4)` exceeds the 65536 registers per block (the hardware
+//!   check) or a thread uses more than 255.
+//! - **Shared memory**: a block takes its static plus dynamic shared memory plus the 1 KiB the
+//!   driver reserves per block on sm_80 and later, rounded up to 128 bytes (256 on sm_7x), out
+//!   of the SM's shared memory at the default carve-out (96 KiB on sm_70/72, 64 KiB on sm_75,
+//!   164 KiB on sm_80/87, 100 KiB on sm_86/89/120/121, 228 KiB on sm_90/100/103). A block
+//!   needing more than the opt-in maximum per block (its kernel given
+//!   `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`: 96, 64, 163, 99, 227 KiB) fits none.
+//!
+//! Not modelled: a carve-out set on the function (`CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT`),
+//! a dynamic-shared-memory limit set below the launch's, cluster launches, and partitioned
+//! global caching (sm_5x/6x only).
 
 use crate::code_object::KernelInfo;
 use crate::target::{SmTarget, TargetId};
 
-pub mod sm;
-pub use sm::{occupancy_sm, SmProcessor};
+mod sm;
+pub use sm::{occupancy_sm, occupancy_sm_on, SmProcessor};
 
 /// A processor [`occupancy`] knows the limits of: an AMDGPU [`TargetId`] (a code object's
-/// kernel, the rules above) or an [`SmTarget`] (a cubin's kernel, the rules of [`sm`]). One
+/// kernel, the rules above) or an [`SmTarget`] (a cubin's kernel, the rules of "SM targets"
+/// above). One
 /// call serves both vendors: `info.occupancy(target, block, dynamic_lds)`.
 pub trait OccupancyTarget {
     /// The occupancy of `kernel` on this processor for blocks of `block_size` threads with
@@ -277,7 +316,7 @@ impl Processor {
 
 /// The occupancy of `kernel` on `target` for blocks of `block_size` threads with
 /// `dynamic_lds_bytes` of dynamic LDS: an AMDGPU target ID (see the module documentation for
-/// the rules) or an SM target ([`sm`]'s rules; "compute unit" and "wave" read SM and warp).
+/// the rules) or an SM target ("SM targets" there; "compute unit" and "wave" read SM and warp).
 ///
 /// ```
 /// use hipjit::code_object::cubin::Cubin;
