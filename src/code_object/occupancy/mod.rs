@@ -187,15 +187,15 @@ pub enum OccupancyError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Limit {
-    /// Wave slots per SIMD: the kernel's registers leave room for more.
+    /// Wave slots per SIMD (warp slots per SM): the kernel's registers leave room for more.
     WaveSlots,
-    /// The VGPR (VGPR + AGPR) file.
+    /// The VGPR (VGPR + AGPR) file; on an SM, the register file.
     Vgprs,
     /// The SGPR file (gfx8-gfx9).
     Sgprs,
-    /// LDS per compute unit.
+    /// LDS per compute unit (shared memory per SM).
     Lds,
-    /// Barrier (workgroup) slots per compute unit.
+    /// Barrier (workgroup) slots per compute unit; on an SM, its resident blocks.
     Workgroups,
 }
 
