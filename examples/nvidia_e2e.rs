@@ -446,6 +446,8 @@ fn main() -> R<()> {
         )?;
     }
 
+    occupancy_from_metadata(&dev, lib)?;
+
     // Cooperative launch (cuLaunchCooperativeKernel), checked against occupancy first.
     {
         let k = lib.kernel("fill")?;
@@ -637,6 +639,56 @@ const FRONT_DOOR: &[u8] = b"// \xa9 2026, Latin-1\n\
 
 /// What the command line's front door passes reaches the GPU code: the source as bytes, the
 /// standard (CompileOptions::std), a define (SCALE=3).
+/// Occupancy from a cubin's metadata (`Kernel::metadata_occupancy`, NVIDIA's occupancy rules
+/// over registers, shared memory and block size) against the driver's
+/// `cuOccupancyMaxActiveBlocksPerMultiprocessor` for the same loaded kernel: the kernels of
+/// `lib` (compiled here for the device) and, on an sm_90 device, those of
+/// tests/data/code-objects/cuda/occupancy-sm_90.cubin (few registers, 106 registers, 32 KiB
+/// of static shared memory), at every block size of 32..=1024 and dynamic shared memory of
+/// 0, 4 KiB and 12 KiB.
+fn occupancy_from_metadata(dev: &Device, lib: &Library) -> R<()> {
+    let mut libs = vec![lib.clone()];
+    if dev.sm_target().map(|t| t.sm) == Some(90) {
+        libs.push(Library::load_bytes(
+            dev,
+            include_bytes!("../tests/data/code-objects/cuda/occupancy-sm_90.cubin"),
+        )?);
+    }
+    let (mut compared, mut differ) = (0, Vec::new());
+    for lib in &libs {
+        for info in lib.kernels() {
+            let k = lib.kernel(&info.name)?;
+            for block in (1..=32).map(|w| w * 32) {
+                for lds in [0u32, 4096, 12288] {
+                    let driver = k.max_active_blocks_per_cu(block, lds as usize)?;
+                    let ours = k.metadata_occupancy(block, lds).map(|o| o.blocks_per_cu);
+                    compared += 1;
+                    if ours.as_ref().ok() != Some(&driver) {
+                        differ.push(format!(
+                            "{} block {block} lds {lds}: driver {driver}, metadata {ours:?}",
+                            info.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    check(
+        "occupancy from cubin metadata = cuOccupancyMaxActiveBlocksPerMultiprocessor",
+        differ.is_empty(),
+        format!(
+            "{compared} (kernel, block, dynamic shared) cases on {}, {} differ{}",
+            dev.arch_name(),
+            differ.len(),
+            differ
+                .iter()
+                .take(8)
+                .map(|d| format!("\n  {d}"))
+                .collect::<String>()
+        ),
+    )
+}
+
 fn front_door(dev: &Device, cache: &Path, stream: &Stream) -> R<()> {
     let jit = jit(cache)?;
     let options = CompileOptions {

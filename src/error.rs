@@ -17,47 +17,36 @@ pub use crate::safe::error::*;
 /// }
 /// ```
 ///
-/// A downstream crate's error type needs one variant for all of hipjit. Its functions that call
-/// hipjit return [`Result`] (`?` converts each module's error), and `?` turns that into the
-/// crate's own error; or one generic `From` lets `?` convert any hipjit error directly:
+/// A downstream crate's error type needs one variant for all of hipjit, and one line,
+/// [`from_errors!`](crate::from_errors), for `?` to convert every hipjit error into it in one
+/// step (`?` applies one `From`, and most hipjit functions return their module's error, not
+/// [`Error`]); the type keeps its other `#[from]` variants:
 ///
 /// ```
 /// #[derive(Debug, thiserror::Error)]
 /// enum SoftmaxError {
 ///     #[error(transparent)]
 ///     Gpu(#[from] hipjit::Error),
+///     #[error(transparent)]
+///     Io(#[from] std::io::Error),
 ///     #[error("rows of {0} elements are not supported")]
 ///     Shape(usize),
 /// }
-///
-/// fn load(device: &hipjit::device::Device, bytes: &[u8]) -> hipjit::Result<hipjit::kernel::Kernel> {
-///     let library = hipjit::library::Library::load_bytes(device, bytes)?; // LibraryError
-///     Ok(library.kernel("softmax")?)
-/// }
+/// hipjit::from_errors!(SoftmaxError, SoftmaxError::Gpu);
 ///
 /// fn prepare(device: &hipjit::device::Device, bytes: &[u8], cols: usize)
 ///     -> Result<hipjit::kernel::Kernel, SoftmaxError> {
 ///     if cols == 0 {
 ///         return Err(SoftmaxError::Shape(cols));
 ///     }
-///     Ok(load(device, bytes)?) // hipjit::Error
+///     let library = hipjit::library::Library::load_bytes(device, bytes)?; // LibraryError
+///     Ok(library.kernel("softmax")?)
 /// }
-///
-/// // Without `#[from]` on the variant, `?` converts every hipjit error in one step:
-/// #[derive(Debug)]
-/// enum AppError {
-///     Gpu(hipjit::Error),
-/// }
-/// impl<E: Into<hipjit::Error>> From<E> for AppError {
-///     fn from(e: E) -> AppError {
-///         AppError::Gpu(e.into())
-///     }
-/// }
-/// fn parse(target: &str) -> Result<hipjit::target_id::TargetId, AppError> {
+/// fn parse(target: &str) -> Result<hipjit::target_id::TargetId, SoftmaxError> {
 ///     Ok(hipjit::target_id::TargetId::parse(target)?) // TargetIdError
 /// }
 /// let err = parse("sm_90").unwrap_err();
-/// assert!(matches!(err, AppError::Gpu(hipjit::Error::TargetId(_))));
+/// assert!(matches!(err, SoftmaxError::Gpu(hipjit::Error::TargetId(_))));
 /// # let _ = prepare;
 /// ```
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +116,137 @@ pub enum Error {
     /// A background compile, or a switch to its kernel ([`crate::jit::BackgroundError`]).
     #[error(transparent)]
     Background(Box<crate::jit::BackgroundError>),
+}
+
+/// One-hop conversions for a downstream error type: `from_errors!(MyError, MyError::Gpu)`
+/// implements `From<E> for MyError` for every error type a hipjit function returns
+/// ([`JitError`](crate::jit::JitError), [`LaunchError`], [`HipError`]...), each wrapped into
+/// [`Error`] and then by the given function (a tuple variant taking [`Error`]). `?` then
+/// converts any of them in one step, while the type keeps its own `#[from]` variants (an
+/// `io::Error` beside `#[from] hipjit::Error`), which a blanket
+/// `impl<E: Into<hipjit::Error>> From<E>` would forbid. [`Error`] itself is not among them:
+/// derive it (`#[from] hipjit::Error`) or implement it.
+///
+/// ```
+/// #[derive(Debug, thiserror::Error)]
+/// enum SoftmaxError {
+///     #[error(transparent)]
+///     Gpu(#[from] hipjit::Error),
+///     #[error("cannot read the kernel source: {0}")]
+///     Io(#[from] std::io::Error),
+/// }
+/// hipjit::from_errors!(SoftmaxError, SoftmaxError::Gpu);
+///
+/// fn parse(target: &str) -> Result<hipjit::target_id::TargetId, SoftmaxError> {
+///     Ok(hipjit::target_id::TargetId::parse(target)?) // TargetIdError, no map_err
+/// }
+/// fn source(path: &str) -> Result<String, SoftmaxError> {
+///     Ok(std::fs::read_to_string(path)?) // io::Error
+/// }
+/// assert!(matches!(parse("sm_90"), Err(SoftmaxError::Gpu(hipjit::Error::TargetId(_)))));
+/// assert!(matches!(source("/nonexistent/kernel.hip"), Err(SoftmaxError::Io(_))));
+/// ```
+#[cfg(feature = "testing")]
+#[macro_export]
+macro_rules! from_errors {
+    ($target:ty, $wrap:expr $(,)?) => {
+        $crate::__from_errors_each!($target, $wrap;
+            $crate::error::LoadError,
+            $crate::error::HipError,
+            $crate::error::LibraryApiError,
+            $crate::error::LibraryError,
+            $crate::error::LaunchError,
+            $crate::code_object::CodeObjectError,
+            $crate::target_id::TargetIdError,
+            $crate::jit::JitError,
+            $crate::jit::CheckFailed,
+            $crate::compiler::CompilerError,
+            $crate::compiler::CompileError,
+            $crate::compiler::DiscoveryError,
+            $crate::compiler::OptionsError,
+            $crate::cache::CacheError,
+            $crate::code_object::cubin::CubinError,
+            $crate::compiler::NvccError,
+            $crate::cuda::CudaLoadError,
+            $crate::code_object::occupancy::OccupancyError,
+            $crate::compiler::RtcError,
+            $crate::graph::GraphError,
+            $crate::cuda::target::SmTargetError,
+            $crate::jit::BackgroundError,
+            $crate::testing::TestingError
+        );
+    };
+}
+
+/// One-hop conversions for a downstream error type: `from_errors!(MyError, MyError::Gpu)`
+/// implements `From<E> for MyError` for every error type a hipjit function returns
+/// ([`JitError`](crate::jit::JitError), [`LaunchError`], [`HipError`]...), each wrapped into
+/// [`Error`] and then by the given function (a tuple variant taking [`Error`]). `?` then
+/// converts any of them in one step, while the type keeps its own `#[from]` variants (an
+/// `io::Error` beside `#[from] hipjit::Error`), which a blanket
+/// `impl<E: Into<hipjit::Error>> From<E>` would forbid. [`Error`] itself is not among them:
+/// derive it (`#[from] hipjit::Error`) or implement it.
+///
+/// ```
+/// #[derive(Debug, thiserror::Error)]
+/// enum SoftmaxError {
+///     #[error(transparent)]
+///     Gpu(#[from] hipjit::Error),
+///     #[error("cannot read the kernel source: {0}")]
+///     Io(#[from] std::io::Error),
+/// }
+/// hipjit::from_errors!(SoftmaxError, SoftmaxError::Gpu);
+///
+/// fn parse(target: &str) -> Result<hipjit::target_id::TargetId, SoftmaxError> {
+///     Ok(hipjit::target_id::TargetId::parse(target)?) // TargetIdError, no map_err
+/// }
+/// fn source(path: &str) -> Result<String, SoftmaxError> {
+///     Ok(std::fs::read_to_string(path)?) // io::Error
+/// }
+/// assert!(matches!(parse("sm_90"), Err(SoftmaxError::Gpu(hipjit::Error::TargetId(_)))));
+/// assert!(matches!(source("/nonexistent/kernel.hip"), Err(SoftmaxError::Io(_))));
+/// ```
+#[cfg(not(feature = "testing"))]
+#[macro_export]
+macro_rules! from_errors {
+    ($target:ty, $wrap:expr $(,)?) => {
+        $crate::__from_errors_each!($target, $wrap;
+            $crate::error::LoadError,
+            $crate::error::HipError,
+            $crate::error::LibraryApiError,
+            $crate::error::LibraryError,
+            $crate::error::LaunchError,
+            $crate::code_object::CodeObjectError,
+            $crate::target_id::TargetIdError,
+            $crate::jit::JitError,
+            $crate::jit::CheckFailed,
+            $crate::compiler::CompilerError,
+            $crate::compiler::CompileError,
+            $crate::compiler::DiscoveryError,
+            $crate::compiler::OptionsError,
+            $crate::cache::CacheError,
+            $crate::code_object::cubin::CubinError,
+            $crate::compiler::NvccError,
+            $crate::cuda::CudaLoadError,
+            $crate::code_object::occupancy::OccupancyError,
+            $crate::compiler::RtcError,
+            $crate::graph::GraphError,
+            $crate::cuda::target::SmTargetError,
+            $crate::jit::BackgroundError
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __from_errors_each {
+    ($target:ty, $wrap:expr; $($err:ty),* $(,)?) => {$(
+        impl ::core::convert::From<$err> for $target {
+            fn from(e: $err) -> $target {
+                ($wrap)($crate::Error::from(e))
+            }
+        }
+    )*};
 }
 
 /// `Result` with [`Error`] as its default error: inside a function returning it, `?` converts
@@ -220,6 +340,53 @@ mod tests {
         into_error::<crate::safe::graph::GraphError>();
         into_error::<crate::target::SmTargetError>();
         into_error::<crate::jit::BackgroundError>();
+    }
+
+    /// `from_errors!` gives a downstream type a one-step `From` of every error type that
+    /// converts into [`Error`] (the list above), beside its own `#[from]` variants.
+    #[test]
+    fn from_errors_covers_every_public_error() {
+        #[derive(Debug, thiserror::Error)]
+        enum Downstream {
+            #[error(transparent)]
+            Gpu(#[from] Error),
+            #[error(transparent)]
+            Io(#[from] std::io::Error),
+        }
+        crate::from_errors!(Downstream, Downstream::Gpu);
+        fn one_hop<E>()
+        where
+            Downstream: From<E>,
+        {
+        }
+        one_hop::<Error>();
+        one_hop::<std::io::Error>();
+        one_hop::<LoadError>();
+        one_hop::<HipError>();
+        one_hop::<LibraryApiError>();
+        one_hop::<LibraryError>();
+        one_hop::<LaunchError>();
+        one_hop::<crate::code_object::CodeObjectError>();
+        one_hop::<crate::code_object::cubin::CubinError>();
+        one_hop::<crate::target::TargetIdError>();
+        one_hop::<crate::jit::JitError>();
+        one_hop::<crate::jit::CheckFailed>();
+        one_hop::<crate::compiler::CompilerError>();
+        one_hop::<crate::compiler::CompileError>();
+        one_hop::<crate::compiler::DiscoveryError>();
+        one_hop::<crate::compiler::options::OptionsError>();
+        one_hop::<crate::compiler::nvcc::NvccError>();
+        one_hop::<crate::cache::CacheError>();
+        one_hop::<crate::safe::cuda::driver::CudaLoadError>();
+        one_hop::<crate::compiler::rtc::RtcError>();
+        one_hop::<crate::code_object::occupancy::OccupancyError>();
+        one_hop::<crate::safe::graph::GraphError>();
+        one_hop::<crate::target::SmTargetError>();
+        one_hop::<crate::jit::BackgroundError>();
+        #[cfg(feature = "testing")]
+        one_hop::<crate::testing::TestingError>();
+        let e: Downstream = crate::target::TargetId::parse("sm_90").unwrap_err().into();
+        assert!(matches!(e, Downstream::Gpu(Error::TargetId(_))), "{e:?}");
     }
 
     /// `?` converts the capture/graph and SM-target errors inside a function returning

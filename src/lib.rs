@@ -70,7 +70,8 @@
 //! ([`compiler`], [`cache`], [`jit`]); `docs/architecture.md` draws them and says what each
 //! may name. [`prelude`] brings the types of a compile -> load ->
 //! launch program into scope. Every error converts into [`Error`]: a downstream error type
-//! needs one variant for all of hipjit (see [`Error`]).
+//! needs one variant for all of hipjit, and [`from_errors!`] lets `?` convert each error in one
+//! step (see [`Error`]).
 // On docs.rs (`--cfg docsrs`, a nightly rustdoc): each item behind a feature is marked with
 // it ("Available on crate feature `testing` only").
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -59,6 +59,9 @@
 //!   below the root. A value outside the root is keyed by its text;
 //! * `builtin-headers`: headers of hipjit's own that the compile sees (the nvcc prelude),
 //!   each name and sha256;
+//! * `headers` (only when [`crate::compiler::CompileOptions::headers`] is not empty, so the
+//!   keys of other compiles are unchanged): each in-memory header's name and the sha256 of
+//!   its contents, in order;
 //! * `extra`: the caller's signature.
 //!
 //! `PATH` and `HOME` reach the compiler but stay out of the key: they differ between users
@@ -231,6 +234,15 @@ fn encode_record(record: &KeyRecord<'_>, field: &mut dyn FnMut(&str, &[u8])) {
         push_item(&mut builtin, h.sha256.as_bytes());
     }
     field("builtin-headers", &builtin);
+    // Only with in-memory headers: the keys of compiles without them are as they were.
+    if !record.headers.is_empty() {
+        let mut headers = Vec::new();
+        for (name, contents) in record.headers {
+            push_item(&mut headers, name.as_bytes());
+            push_item(&mut headers, hex(&sha256(contents.as_bytes())).as_bytes());
+        }
+        field("headers", &headers);
+    }
     field("extra", record.extra);
 }
 
@@ -320,6 +332,13 @@ fn key_field(record: &KeyRecord<'_>, name: &str, value: &[u8]) -> KeyField {
                 .builtin_headers
                 .iter()
                 .map(|h| format!("{} {}", h.include, h.sha256))
+                .collect(),
+        ),
+        "headers" => Some(
+            record
+                .headers
+                .iter()
+                .map(|(name, contents)| format!("{name} {}", hex(&sha256(contents.as_bytes()))))
                 .collect(),
         ),
         _ => Some(vec![lossy(value)]),
@@ -452,6 +471,7 @@ mod tests {
                 compiler: &compiler,
                 env: &[("CPATH", None)],
                 builtin_headers: &[],
+                headers: &[],
                 extra: b"",
             };
             let (fields, key) = (record_fields(&record), compute_record(&record));

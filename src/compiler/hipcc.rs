@@ -368,6 +368,10 @@ impl Compiler {
             .effective_flags_for(&self.inner.identity)
             .into_iter();
         let mut include_index = 0;
+        if !options.headers.is_empty() {
+            // The in-memory headers first on the include path (`HEADERS_DIR`).
+            args.extend(["-I".to_string(), super::HEADERS_DIR.to_string()]);
+        }
         while let Some(f) = flags.next() {
             if f == "-I" {
                 // The real path is replaced by its staged name.
@@ -530,6 +534,10 @@ impl Build {
         let source_name = options.source_file_name().to_string();
         let src_path = dir.path().join(&source_name);
         std::fs::write(&src_path, source).map_err(io(&src_path))?;
+        if !options.headers.is_empty() {
+            super::write_headers(dir.path(), &options.headers)
+                .map_err(|(path, source)| CompileError::BuildDir { path, source })?;
+        }
         let mut includes = Vec::new();
         if !options.include_dirs.is_empty() {
             let inc = dir.path().join(INCLUDE_DIR);
@@ -556,6 +564,10 @@ impl Build {
         let rel = rel
             .strip_prefix(&format!("{}/", self.dir.path().display()))
             .unwrap_or(rel);
+        if let Some(name) = rel.strip_prefix(&format!("{}/", super::HEADERS_DIR)) {
+            // An in-memory header: its own name.
+            return name.to_string();
+        }
         if let Some(rest) = rel.strip_prefix(&format!("{INCLUDE_DIR}/")) {
             if let Some((idx, tail)) = rest.split_once('/') {
                 if let Some(dir) = idx.parse::<usize>().ok().and_then(|i| self.includes.get(i)) {
@@ -585,13 +597,18 @@ impl Build {
         )
         .map_err(|e| format!("cannot be read ({})", e.reason()))?;
         let deps = depfile::parse(&text).ok_or_else(|| "holds no rule".to_string())?;
+        let headers = self.dir.path().join(super::HEADERS_DIR);
         Ok(depfile::map_build_paths(
             &deps,
             &self.source_name,
             INCLUDE_DIR,
             &options.include_dirs,
             self.dir.path(),
-        ))
+        )
+        .into_iter()
+        // The in-memory headers are keyed by the options.
+        .filter(|d| !d.path.starts_with(&headers))
+        .collect())
     }
 
     fn dumps(&self, options: &CompileOptions) -> (Option<Vec<u8>>, Option<String>) {

@@ -74,7 +74,8 @@ pub use identity::{CompilerIdentity, IdentityError};
 pub use kind::{BadCompilerChoice, CompilerChoice, CompilerKind, FlagRules};
 pub use nvcc::NvccError;
 pub use options::{
-    is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel, OptionsError, UnknownStd,
+    is_valid_header_name, is_valid_source_name, Checks, CompileOptions, CxxStd, OptLevel,
+    OptionsError, UnknownStd,
 };
 pub use rtc::worker::WorkerConfig;
 pub use rtc::RtcError;
@@ -422,6 +423,38 @@ pub struct CompileOutput {
     pub isa: Option<String>,
     /// Wall time of the compiler run.
     pub duration: Duration,
+}
+
+/// The folder of a process compiler's build directory (hipcc, nvcc) holding the in-memory
+/// headers ([`CompileOptions::headers`]), handed to the compiler as the first `-I`: so
+/// `#include "name"` (and `<name>`) finds them ahead of the include directories, as NVRTC and
+/// hipRTC find the headers they are handed. Its files are keyed by the options (the key's
+/// `headers` field), so they are left out of the dependencies.
+pub(crate) const HEADERS_DIR: &str = "headers";
+
+/// Writes `headers` (names checked by [`CompileOptions::validate`]: relative, no `..`) below
+/// `build/headers/`.
+///
+/// Errors: the file or directory that could not be written, and why.
+pub(crate) fn write_headers(
+    build: &std::path::Path,
+    headers: &[(String, String)],
+) -> Result<(), (PathBuf, std::io::Error)> {
+    let root = build.join(HEADERS_DIR);
+    std::fs::create_dir(&root).map_err(|e| (root.clone(), e))?;
+    for (name, contents) in headers {
+        let path = root.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| (parent.to_path_buf(), e))?;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, contents.as_bytes()))
+            .map_err(|e| (path.clone(), e))?;
+    }
+    Ok(())
 }
 
 /// `include_dirs` with symbolic links resolved, in order: what every compiler reads.

@@ -665,6 +665,7 @@ impl Nvcc {
             compiler: &self.identity,
             env: &env,
             builtin_headers: headers,
+            headers: &[],
             extra: &[],
         })
     }
@@ -885,6 +886,7 @@ impl Nvcc {
             compiler: &self.identity,
             env: &env,
             builtin_headers: headers,
+            headers: &options.headers,
             extra,
         })
     }
@@ -920,6 +922,10 @@ impl Nvcc {
             let p = hip.join(name);
             std::fs::write(&p, text).map_err(io("cannot write", &p))?;
         }
+        if !options.headers.is_empty() {
+            super::write_headers(tmp.path(), &options.headers)
+                .map_err(|(path, source)| io("cannot write", &path)(source))?;
+        }
         if !options.include_dirs.is_empty() {
             let inc = tmp.path().join(STAGED_INCLUDE);
             std::fs::create_dir(&inc).map_err(io("cannot create", &inc))?;
@@ -939,6 +945,10 @@ impl Nvcc {
         command.extend(flags.by_ref().take(3));
         command.push(CompilerKind::Nvcc.std_flag(options.std, &self.identity));
         command.extend(["-I".into(), PRELUDE_DIR.into()]);
+        if !options.headers.is_empty() {
+            // The in-memory headers next, ahead of the include directories.
+            command.extend(["-I".into(), super::HEADERS_DIR.into()]);
+        }
         command.extend(self.host_compiler_flags(tmp.path())?);
         command.extend(flags);
         command.extend(options.extra_flags.iter().cloned());
@@ -983,6 +993,9 @@ impl Nvcc {
         let include_dirs = &options.include_dirs;
         let rename = |f: &str| {
             let rel = f.strip_prefix("./").unwrap_or(f);
+            if let Some(name) = rel.strip_prefix(&format!("{}/", super::HEADERS_DIR)) {
+                return name.to_string();
+            }
             rel.strip_prefix(&format!("{STAGED_INCLUDE}/"))
                 .and_then(|rest| rest.split_once('/'))
                 .and_then(|(i, tail)| {
@@ -1035,6 +1048,7 @@ impl Nvcc {
             command: command_text(),
         })?;
         let prelude = tmp.path().join(PRELUDE_DIR);
+        let headers = tmp.path().join(super::HEADERS_DIR);
         let dependencies = super::depfile::map_build_paths(
             &deps,
             source_name,
@@ -1043,7 +1057,7 @@ impl Nvcc {
             tmp.path(),
         )
         .into_iter()
-        .filter(|d| !d.path.starts_with(&prelude))
+        .filter(|d| !d.path.starts_with(&prelude) && !d.path.starts_with(&headers))
         .collect();
         Ok(crate::compiler::CompileOutput {
             code_object: cubin,

@@ -144,6 +144,16 @@ pub struct CompileOptions {
     pub fast_math: bool,
     /// `-DNAME` or `-DNAME=VALUE`; names must be C identifiers.
     pub defines: Vec<(String, Option<String>)>,
+    /// Headers given by name and contents, in memory, as NVRTC's and hipRTC's
+    /// `CreateProgram` take them: `#include "name"` in the source finds them. hipRTC and
+    /// NVRTC are handed them natively; for hipcc and nvcc they are written beside the source
+    /// in the compile's private build directory (so `#include "name"` finds them there, ahead
+    /// of the include directories). Their names and contents are in the cache key (field
+    /// `headers`), never their place on disk. Names are relative paths of
+    /// [`is_valid_header_name`] components (`reduce.h`, `detail/warp.h`), each given once;
+    /// contents hold no NUL byte.
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
     /// `-I` directories, searched in order. They are staged under safe names in the build
     /// directory, and every header found in them is hashed into the cache key.
     pub include_dirs: Vec<PathBuf>,
@@ -216,9 +226,40 @@ impl CompileOptions {
             .collect()
     }
 
-    /// Adds `-DNAME=VALUE`.
-    pub fn define(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.defines.push((name.into(), Some(value.into())));
+    /// Adds `-DNAME=VALUE`, the value as it displays (`Display`): a string, a number, a
+    /// character.
+    ///
+    /// ```
+    /// use hipjit::compiler::CompileOptions;
+    /// let o = CompileOptions::default().define("COLS", 256).define("EPS", 1e-6).define("T", "float");
+    /// assert_eq!(o.defines[0], ("COLS".to_string(), Some("256".to_string())));
+    /// assert_eq!(o.defines[1].1.as_deref(), Some("0.000001"));
+    /// assert_eq!(o.defines[2].1.as_deref(), Some("float"));
+    /// ```
+    pub fn define(mut self, name: impl Into<String>, value: impl fmt::Display) -> Self {
+        self.defines.push((name.into(), Some(value.to_string())));
+        self
+    }
+
+    /// Adds an in-memory header [`CompileOptions::headers`]: `#include "name"` in the source
+    /// reads `contents`, with every compiler, and no file is written by the caller.
+    ///
+    /// ```
+    /// use hipjit::compiler::CompileOptions;
+    /// const REDUCE_H: &str = "__device__ inline float twice(float x) { return 2 * x; }\n";
+    /// let o = CompileOptions::default().header("softmax/reduce.h", REDUCE_H);
+    /// assert_eq!(o.headers, [("softmax/reduce.h".to_string(), REDUCE_H.to_string())]);
+    /// // A name that would leave the build directory is refused by name:
+    /// let bad = CompileOptions::for_target("gfx90a".parse()?).header("../x.h", "");
+    /// assert_eq!(
+    ///     bad.validate().unwrap_err().to_string(),
+    ///     "header name \"../x.h\" must be a relative path of components of letters, digits, \
+    ///      '.', '_', '+', '-' (not '.' or '..', not starting with '-')"
+    /// );
+    /// # Ok::<(), hipjit::Error>(())
+    /// ```
+    pub fn header(mut self, name: impl Into<String>, contents: impl Into<String>) -> Self {
+        self.headers.push((name.into(), contents.into()));
         self
     }
 
@@ -279,9 +320,26 @@ impl CompileOptions {
                 return Err(OptionsError::CodeObjectVersion(v));
             }
         }
+        self.validate_headers()?;
         let name = self.source_file_name();
         if !is_valid_source_name(name) {
             return Err(OptionsError::SourceName(name.to_string()));
+        }
+        Ok(())
+    }
+
+    /// The in-memory headers' names and contents ([`CompileOptions::headers`]).
+    fn validate_headers(&self) -> Result<(), OptionsError> {
+        for (i, (name, contents)) in self.headers.iter().enumerate() {
+            if !is_valid_header_name(name) {
+                return Err(OptionsError::HeaderName(name.clone()));
+            }
+            if name == self.source_file_name() || self.headers[..i].iter().any(|(n, _)| n == name) {
+                return Err(OptionsError::DuplicateHeader(name.clone()));
+            }
+            if contents.contains('\0') {
+                return Err(OptionsError::HeaderContents(name.clone()));
+            }
         }
         Ok(())
     }
@@ -359,6 +417,7 @@ impl CompileOptions {
             }
         }
         CompilerKind::Nvcc.check_extra_flags(&rest)?;
+        self.validate_headers()?;
         let name = self.source_file_name();
         if !is_valid_source_name(name) {
             return Err(OptionsError::SourceName(name.to_string()));
@@ -439,6 +498,16 @@ pub fn is_valid_source_name(name: &str) -> bool {
     is_safe_name(name) && !name.starts_with(['.', '-'])
 }
 
+/// Whether `name` can name an in-memory header ([`CompileOptions::headers`]): `/`-separated
+/// components of `[A-Za-z0-9._+-]`, none empty, `.` or `..`, none starting with `-`, at most
+/// 255 bytes in all; so that, written below a build directory, it stays there.
+pub fn is_valid_header_name(name: &str) -> bool {
+    name.len() <= 255
+        && name
+            .split('/')
+            .all(|c| is_safe_name(c) && c != "." && c != ".." && !c.starts_with('-'))
+}
+
 /// Whether `name` uses only characters no shell treats specially.
 pub(crate) fn is_safe_name(name: &str) -> bool {
     !name.is_empty()
@@ -513,6 +582,15 @@ pub enum OptionsError {
     /// A code object version other than 4, 5, 6.
     #[error("code object version {0} is not supported (4, 5 or 6)")]
     CodeObjectVersion(u32),
+    /// An in-memory header name that is not [`is_valid_header_name`].
+    #[error("header name {0:?} must be a relative path of components of letters, digits, '.', '_', '+', '-' (not '.' or '..', not starting with '-')")]
+    HeaderName(String),
+    /// An in-memory header named twice, or named as the source.
+    #[error("header {0:?} is given twice (or is the source's own name)")]
+    DuplicateHeader(String),
+    /// An in-memory header holding a NUL byte (NVRTC and hipRTC take C strings).
+    #[error("header {0:?} contains a NUL byte")]
+    HeaderContents(String),
     /// A source name with characters outside `[A-Za-z0-9._+-]`.
     #[error("source name {0:?} must use only letters, digits, '.', '_', '+', '-' and not start with '.' or '-'")]
     SourceName(String),

@@ -74,6 +74,9 @@ pub struct KeyRecord<'a> {
     pub env: &'a [(&'a str, Option<&'a OsStr>)],
     /// hipjit's own headers the compile sees (name and sha256 are used).
     pub builtin_headers: &'a [TrackedHeader],
+    /// The caller's in-memory headers ([`CompileOptions::headers`]): name and contents
+    /// (keyed by name and sha256).
+    pub headers: &'a [(String, String)],
     /// A caller-supplied signature.
     pub extra: &'a [u8],
 }
@@ -130,6 +133,7 @@ impl KeyInputs<'_> {
             compiler: self.compiler,
             env: &env,
             builtin_headers: &[],
+            headers: &self.options.headers,
             extra: self.extra,
         })
     }

@@ -164,6 +164,10 @@ pub enum SourceEncoding {
 pub struct RecordedOptions {
     /// `-D` defines: `[name, value or null]`.
     pub defines: Vec<(String, Option<String>)>,
+    /// In-memory headers ([`CompileOptions::headers`]): `[name, contents]`; absent in records
+    /// written before they existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
     /// `-I` directories, absolute (see the module documentation).
     pub include_dirs: Vec<RecordedPath>,
     /// [`CompileOptions::tracked_include_dirs`], absolute.
@@ -292,6 +296,7 @@ impl RecordedRequest {
             extra_signature: hex(extra),
             options: RecordedOptions {
                 defines: options.defines.clone(),
+                headers: options.headers.clone(),
                 include_dirs: options
                     .include_dirs
                     .iter()
@@ -341,6 +346,7 @@ impl RecordedRequest {
         }
         let o = &self.options;
         options.defines = o.defines.clone();
+        options.headers = o.headers.clone();
         options.include_dirs = o
             .include_dirs
             .iter()

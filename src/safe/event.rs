@@ -23,6 +23,15 @@ bitflags::bitflags! {
     }
 }
 
+impl EventFlags {
+    /// `hipEventDefault` (0): a timing event whose waits spin.
+    ///
+    /// ```
+    /// assert_eq!(hipjit::event::EventFlags::DEFAULT.bits(), 0);
+    /// ```
+    pub const DEFAULT: EventFlags = EventFlags::empty();
+}
+
 /// A HIP event (`hipEventCreateWithFlags`), destroyed on drop (`hipEventDestroy`).
 /// `Send + Sync`.
 pub struct Event {

@@ -137,6 +137,12 @@ impl Kernel {
         &self.inner.lib
     }
 
+    /// The device the kernel is loaded on (its library's), e.g. for the events timing it:
+    /// `Event::new(kernel.device(), EventFlags::DEFAULT)`.
+    pub fn device(&self) -> &crate::safe::device::Device {
+        self.inner.lib.device()
+    }
+
     /// Whether `self` and `other` are clones of one handle.
     pub fn same_as(&self, other: &Kernel) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
@@ -238,6 +244,42 @@ impl Kernel {
                 symbol: "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
             })?
             .map_err(LibraryError::from)
+    }
+
+    /// The occupancy of this kernel from its metadata alone (no device query), on either
+    /// vendor: [`crate::code_object::occupancy::occupancy`] of [`Kernel::info`] on the device's
+    /// target ID (AMD) or SM target (HIP's NVIDIA platform). Its `blocks_per_cu` is the figure
+    /// [`Kernel::max_active_blocks_per_cu`] asks the runtime for.
+    ///
+    /// Errors: [`OccupancyError::CodeObject`] when the code object does not describe the
+    /// kernel, [`OccupancyError::UnknownProcessor`] when the device has neither target (or one
+    /// outside hipjit's tables), else as `occupancy`.
+    ///
+    /// [`OccupancyError::CodeObject`]: crate::code_object::occupancy::OccupancyError::CodeObject
+    /// [`OccupancyError::UnknownProcessor`]: crate::code_object::occupancy::OccupancyError::UnknownProcessor
+    pub fn metadata_occupancy(
+        &self,
+        block_size: u32,
+        dynamic_lds_bytes: u32,
+    ) -> Result<
+        crate::code_object::occupancy::Occupancy,
+        crate::code_object::occupancy::OccupancyError,
+    > {
+        use crate::code_object::occupancy::{occupancy, OccupancyError};
+        let info = self.info().ok_or_else(|| {
+            OccupancyError::CodeObject(format!(
+                "the code object's metadata does not describe kernel {}",
+                self.name()
+            ))
+        })?;
+        let device = self.device();
+        match (device.target_id(), device.sm_target()) {
+            (Some(target), _) => occupancy(info, target, block_size, dynamic_lds_bytes),
+            (None, Some(sm)) => occupancy(info, &sm, block_size, dynamic_lds_bytes),
+            (None, None) => Err(OccupancyError::UnknownProcessor {
+                processor: device.arch_name().to_owned(),
+            }),
+        }
     }
 
     /// [`Kernel::max_active_blocks_per_cu`], `None` when the runtime does not export the entry

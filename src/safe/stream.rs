@@ -46,6 +46,11 @@ bitflags::bitflags! {
     }
 }
 
+impl StreamFlags {
+    /// `hipStreamDefault` (0): a blocking stream, ordered against the null stream.
+    pub const DEFAULT: StreamFlags = StreamFlags::empty();
+}
+
 /// A stream work can be queued on: [`Stream`] or [`BorrowedStream`].
 pub trait AsStream {
     /// The device the stream belongs to.

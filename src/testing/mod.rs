@@ -34,9 +34,33 @@
 //! ```
 //!
 //! Each [`TestDevice::start`] loads its own copy of the runtime, so tests running in parallel
-//! in one process can pretend to be different devices. Code that loads the runtime itself
-//! ([`Runtime::load`]) finds this one when `HIPJIT_HIP_LIBRARY` names
-//! [`TestRuntime::library_path`].
+//! in one process can pretend to be different devices. Hand the code under test the testing
+//! runtime's [`Device`] ([`TestRuntime::device`]) or [`Runtime`] ([`TestRuntime::runtime`]):
+//! a library takes `&Device` and never loads a runtime itself. Code that must load one takes an
+//! environment ([`Runtime::load_with_env`]; the application passes
+//! [`ProcessEnv`](hip_sys::discovery::ProcessEnv)), and its test passes [`TestRuntime::env`],
+//! which names this runtime without touching the process environment (`std::env::set_var`
+//! is `unsafe` in edition 2024 and races with the tests running beside it):
+//!
+//! ```
+//! use hipjit::prelude::*;
+//! use hipjit::sys::discovery::Env;
+//!
+//! /// What an application's start-up does: `Runtime::load()` is this with the process
+//! /// environment.
+//! fn first_device(env: &impl Env) -> hipjit::Result<Device> {
+//!     Ok(Runtime::load_with_env(env)?.device(0)?)
+//! }
+//!
+//! # fn main() -> hipjit::Result<()> {
+//! let test = hipjit::testing::TestDevice::new("gfx942:sramecc+:xnack-")?.start()?;
+//! let device = first_device(&test.env())?;
+//! assert_eq!(device.arch_name(), "gfx942:sramecc+:xnack-");
+//! assert_eq!(device.runtime().path(), test.runtime().path());
+//! // The production call: first_device(&hipjit::sys::discovery::ProcessEnv)
+//! # Ok(())
+//! # }
+//! ```
 
 mod host_kernel;
 
@@ -261,6 +285,15 @@ impl TestRuntime {
         &self.path
     }
 
+    /// An environment naming this runtime (`HIPJIT_HIP_LIBRARY` = [`TestRuntime::library_path`],
+    /// every other variable unset) for [`Runtime::load_with_env`]: code that loads the runtime
+    /// itself finds this one, without `std::env::set_var`. Valid while `self` lives.
+    pub fn env(&self) -> TestEnv {
+        TestEnv {
+            library: self.path.clone(),
+        }
+    }
+
     /// Registers (or replaces) the host implementation of kernel `name`.
     pub fn add_host_kernel(
         &self,
@@ -276,6 +309,21 @@ impl TestRuntime {
     /// Every launch so far, in order (those of kernels without a host implementation too).
     pub fn launches(&self) -> Vec<LaunchRecord> {
         self.registry.launches.lock().clone()
+    }
+}
+
+/// The environment [`TestRuntime::env`] gives [`Runtime::load_with_env`]: `HIPJIT_HIP_LIBRARY`
+/// names the testing runtime's library; every other variable (`HIP_PLATFORM`, `HIP_PATH`,
+/// `ROCM_PATH`, `PATH`) reads as unset, so the process environment cannot steer the load
+/// elsewhere.
+#[derive(Debug, Clone)]
+pub struct TestEnv {
+    library: PathBuf,
+}
+
+impl hip_sys::discovery::Env for TestEnv {
+    fn var_os(&self, name: &str) -> Option<std::ffi::OsString> {
+        (name == crate::safe::runtime::LIBRARY_ENV).then(|| self.library.clone().into_os_string())
     }
 }
 

@@ -339,6 +339,8 @@ fn record_given_field_by_field_hashes_as_documented() {
             ("NVCC_CCBIN", None),
         ],
         builtin_headers: &headers,
+        // No in-memory headers: no `headers` field, the key as before they existed.
+        headers: &[],
         extra: b"x",
     });
     assert_eq!(

@@ -37,6 +37,7 @@ mod fuzz_regressions;
 #[cfg(feature = "cli")]
 mod hit_memo;
 mod hostile_inputs;
+mod in_memory_headers;
 mod jit_load;
 mod jit_options;
 mod jit_process;

@@ -73,7 +73,7 @@ fn hipjit_publishes_sources_build_script_readme_and_the_testing_runtime_source()
             "docs/semver.md",
             "CHANGELOG.md",
             "src/testing/mod.rs",
-            "src/code_object/occupancy.rs",
+            "src/code_object/occupancy/mod.rs",
             "build.rs",
             "README.md",
             "tests/fixtures/fake_hip.c",

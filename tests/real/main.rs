@@ -10,6 +10,7 @@ mod compile_command;
 mod compiler;
 mod hiprtc;
 mod host_programs;
+mod in_memory_headers;
 mod parity;
 #[cfg(feature = "cli")]
 mod python_rocm;

@@ -2,14 +2,18 @@
 //! over `rows` rows of `cols` floats, as a kernel library on hipjit does it:
 //!
 //! 1. generate the kernel source specialised to the row length (`COLS`, a define);
-//! 2. compile it with the library's own include directory (its block reductions), through
+//! 2. compile it with the library's own header (its block reductions), handed in memory
+//!    (`CompileOptions::header`: nothing written to disk, no build path in the binary), through
 //!    hipjit's caches: hipcc or hipRTC on AMD, nvcc or NVRTC on HIP's NVIDIA platform (one
 //!    `Jit`, `HIPJIT_COMPILER` or Auto picking);
 //! 3. read the kernel's resources and pick the block size that keeps the most threads
-//!    resident: from the code object's metadata alone on AMD ([`hipjit::occupancy`]), from
-//!    the driver's occupancy query on NVIDIA;
+//!    resident, from the code object's or the cubin's metadata alone, the same call on both
+//!    vendors ([`Kernel::metadata_occupancy`]);
 //! 4. load it once and keep the owned [`Kernel`] handle;
-//! 5. launch one block per row on the caller's stream.
+//! 5. launch one block per row on the caller's stream, on any buffer or view of one.
+//!
+//! Every hipjit error converts into [`SoftmaxError`] with `?` alone
+//! ([`hipjit::from_errors!`]), beside its own `#[from] std::io::Error`.
 //!
 //! Its tests run all of it without a GPU on hipjit's testing runtime, with a host
 //! implementation of the kernel standing in for the device code.
@@ -22,13 +26,12 @@
 //! first two. A kernel whose source, header or options differ from what was frozen is
 //! compiled where a compiler is present, and refused by name where none is.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use hipjit::cache::FrozenBundle;
 
 use hipjit::prelude::*;
-use hipjit::runtime::Platform;
 
 /// The kernel's name.
 pub const KERNEL: &str = "row_softmax";
@@ -36,7 +39,7 @@ pub const KERNEL: &str = "row_softmax";
 /// Longest row supported, elements.
 pub const MAX_COLS: u32 = 1 << 20;
 
-/// The library's header, shipped in its include directory.
+/// The library's header, compiled into the library and handed to the compiler in memory.
 const REDUCE_H: &str = include_str!("../include/softmax_reduce.h");
 
 /// Errors of the library: one variant for everything hipjit returns.
@@ -44,7 +47,10 @@ const REDUCE_H: &str = include_str!("../include/softmax_reduce.h");
 pub enum SoftmaxError {
     /// Compiling, loading or launching.
     #[error(transparent)]
-    Gpu(hipjit::Error),
+    Gpu(#[from] hipjit::Error),
+    /// Writing the generated source ([`save_source`]).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
     /// A row length out of range.
     #[error("rows of {0} elements: the row length must be 1..={MAX_COLS}")]
     Cols(u32),
@@ -63,22 +69,10 @@ pub enum SoftmaxError {
     /// No candidate block size can run.
     #[error("no block size of 64..=1024 threads fits kernel {KERNEL} on {0}")]
     NoBlockSize(String),
-    /// The include directory could not be written.
-    #[error("cannot write the include directory {path}: {source}")]
-    Include {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
 }
 
-/// `?` converts every hipjit error (each converts into `hipjit::Error`).
-impl<E: Into<hipjit::Error>> From<E> for SoftmaxError {
-    fn from(e: E) -> SoftmaxError {
-        SoftmaxError::Gpu(e.into())
-    }
-}
+// `?` converts every hipjit error (`JitError`, `LaunchError`, `HipError`...) in one step.
+hipjit::from_errors!(SoftmaxError, SoftmaxError::Gpu);
 
 /// The kernels this crate ships frozen: those its tests compile (rows of 8, 100, 300 and
 /// 4096 floats on a gfx90a with SRAM ECC on and XNACK off), made by
@@ -141,28 +135,10 @@ extern "C" __global__ void {KERNEL}(const float* x, float* y, unsigned rows) {{
     )
 }
 
-/// The include directory holding the library's headers: a directory named after their
-/// contents under the temporary directory, written once (atomically) and reused, so its path,
-/// part of the cache key, is stable across runs.
-pub fn include_dir() -> Result<PathBuf, SoftmaxError> {
-    // FNV-1a: stable across Rust versions, unlike the std hasher.
-    let hash = REDUCE_H.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    let dir = std::env::temp_dir().join(format!("hipjit-softmax-include-{hash:016x}"));
-    let header = dir.join("softmax_reduce.h");
-    if std::fs::read_to_string(&header).is_ok_and(|t| t == REDUCE_H) {
-        return Ok(dir);
-    }
-    let err = |path: &PathBuf| {
-        let path = path.clone();
-        move |source| SoftmaxError::Include { path, source }
-    };
-    std::fs::create_dir_all(&dir).map_err(err(&dir))?;
-    let tmp = dir.join(format!(".softmax_reduce.h.{}", std::process::id()));
-    std::fs::write(&tmp, REDUCE_H).map_err(err(&tmp))?;
-    std::fs::rename(&tmp, &header).map_err(err(&header))?;
-    Ok(dir)
+/// Writes the kernel source for rows of `cols` elements to `path` (to read it, or to compile
+/// it by hand beside `include/softmax_reduce.h`).
+pub fn save_source(cols: u32, path: &Path) -> Result<(), SoftmaxError> {
+    Ok(std::fs::write(path, source(cols))?) // io::Error, its own `#[from]`
 }
 
 /// The row softmax for one row length on one device: compiled, sized and loaded.
@@ -185,11 +161,11 @@ impl RowSoftmax {
             return Err(SoftmaxError::Cols(cols));
         }
         let src = source(cols);
-        let include = include_dir()?;
-        // No target named: the JIT takes the device's (a target ID, or an SM target).
+        // No target named: the JIT takes the device's (a target ID, or an SM target). The
+        // header travels in memory and is keyed by its contents.
         let options = CompileOptions::default()
-            .define("COLS", format!("{cols}u"))
-            .include_dir(&include);
+            .define("COLS", format_args!("{cols}u"))
+            .header("softmax_reduce.h", REDUCE_H);
         let kernel = compiler.0.kernel(device, &src, KERNEL, &options)?;
         let (block, blocks_per_cu) = pick_block_size(device, &kernel, cols)?;
         Ok(RowSoftmax {
@@ -216,7 +192,8 @@ impl RowSoftmax {
     }
 
     /// Queues the softmax of `rows` rows of `x` into `y` on `stream` (one block per row).
-    /// Returns once queued; `y` is ready when the stream has passed the launch.
+    /// Returns once queued; `y` is ready when the stream has passed the launch. `x` and `y`
+    /// are any region of device memory: a buffer, or a view of one.
     ///
     /// The kernel writes `y`, so it is borrowed `&mut` (hipjit's launch rule); a shared borrow
     /// does not compile:
@@ -235,8 +212,8 @@ impl RowSoftmax {
     pub fn forward(
         &self,
         stream: &impl AsStream,
-        x: &DeviceBuffer<f32>,
-        y: &mut DeviceBuffer<f32>,
+        x: &impl DeviceMemory<f32>,
+        y: &mut impl DeviceMemoryMut<f32>,
         rows: u32,
     ) -> Result<(), SoftmaxError> {
         let needed = u64::from(rows) * u64::from(self.cols);
@@ -250,11 +227,7 @@ impl RowSoftmax {
                 });
             }
         }
-        let cfg = LaunchConfig {
-            grid: rows.max(1).into(),
-            block: self.block.into(),
-            dynamic_lds_bytes: self.block * 4,
-        };
+        let cfg = LaunchConfig::new(rows.max(1), self.block).with_dynamic_lds(self.block * 4);
         // SAFETY: row_softmax(const float* x, float* y, unsigned rows) reads and writes
         // rows * COLS floats of buffers checked above to hold them, with block * 4 bytes of
         // dynamic LDS for its reductions; the buffers outlive the stream's use of them as the
@@ -269,7 +242,7 @@ impl RowSoftmax {
 
 /// The block size (a power of two, 64..=1024, no larger than the row rounded up) keeping the
 /// most threads resident per compute unit (the larger on a tie), and its blocks per compute
-/// unit.
+/// unit: from the kernel's metadata, on AMD (code object) and NVIDIA (cubin) alike.
 fn pick_block_size(
     device: &Device,
     kernel: &Kernel,
@@ -278,24 +251,9 @@ fn pick_block_size(
     let cap = cols.next_power_of_two().clamp(64, 1024);
     let mut best: Option<(u32, u32)> = None;
     for block in (6..=10).map(|p| 1u32 << p).filter(|&b| b <= cap) {
-        let lds = block * 4;
-        let blocks = match (
-            kernel.info(),
-            device.target_id(),
-            device.runtime().platform(),
-        ) {
-            // AMD: from the code object's metadata, no device query.
-            (Some(info), Some(target), Platform::Amd) => {
-                match hipjit::occupancy::occupancy(info, target, block, lds) {
-                    Ok(o) => o.blocks_per_cu,
-                    Err(_) => continue,
-                }
-            }
-            // NVIDIA: the driver's occupancy query.
-            _ => match kernel.max_active_blocks_per_cu(block, lds as usize) {
-                Ok(n) => n,
-                Err(_) => continue,
-            },
+        let blocks = match kernel.metadata_occupancy(block, block * 4) {
+            Ok(o) => o.blocks_per_cu,
+            Err(_) => continue,
         };
         // Ties go to the larger block: fewer loop trips per row.
         if blocks > 0 && best.is_none_or(|(b, n)| blocks * block >= n * b) {

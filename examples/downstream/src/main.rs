@@ -75,8 +75,8 @@ fn run(testing: bool) -> Result<bool, Box<dyn std::error::Error>> {
     );
     let compiler = Compiler::for_device(&device)?;
     let stream = Stream::new(&device, StreamFlags::NON_BLOCKING)?;
-    let start = Event::new(&device, EventFlags::empty())?;
-    let end = Event::new(&device, EventFlags::empty())?;
+    let start = Event::new(&device, EventFlags::DEFAULT)?;
+    let end = Event::new(&device, EventFlags::DEFAULT)?;
     let mut all = true;
     for (rows, cols) in SHAPES {
         #[cfg(feature = "testing")]

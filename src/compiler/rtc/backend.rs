@@ -514,10 +514,11 @@ impl RtcLib for HipRtc {
         } else {
             (source, &[][..])
         };
+        let headers = with_options_headers(headers, options);
         run(&RtcInput {
             source,
             name: options.source_file_name(),
-            headers,
+            headers: &headers,
             include_dirs: &options.include_dirs,
             options: handed,
         })
@@ -718,7 +719,7 @@ impl RtcLib for NvRtc {
         let input = RtcInput {
             source,
             name: options.source_file_name(),
-            headers: b.headers(),
+            headers: &with_options_headers(b.headers(), options),
             include_dirs: &options.include_dirs,
             options: handed,
         };
@@ -873,6 +874,23 @@ fn push_defines(o: &mut Vec<String>, options: &CompileOptions) {
     }
 }
 
+/// hipjit's own in-memory headers (`own`: the NVRTC prelude, hipRTC 5's parity header), then
+/// the caller's ([`CompileOptions::headers`]), as the library's `CreateProgram` takes them.
+fn with_options_headers(
+    own: &[(String, Vec<u8>)],
+    options: &CompileOptions,
+) -> Vec<(String, Vec<u8>)> {
+    own.iter()
+        .cloned()
+        .chain(
+            options
+                .headers
+                .iter()
+                .map(|(name, contents)| (name.clone(), contents.clone().into_bytes())),
+        )
+        .collect()
+}
+
 /// The request record of an in-process compile ([`crate::compiler::request`]) with the
 /// options handed to the library (the extra flags in their own field) followed by
 /// `-I include/<index>` for each include directory, the SM or target IDs, the code object
@@ -925,6 +943,7 @@ fn in_process_key<K: FromKeyRecord>(
         compiler: identity,
         env: &[],
         builtin_headers: builtin,
+        headers: &options.headers,
         extra,
     })
 }

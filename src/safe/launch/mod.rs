@@ -103,6 +103,33 @@ pub struct LaunchConfig {
 }
 
 impl LaunchConfig {
+    /// A launch of `grid` blocks of `block` threads without dynamic LDS; each is a `u32`
+    /// (x), a `(u32, u32)` or a `(u32, u32, u32)`. Add dynamic LDS with
+    /// [`LaunchConfig::with_dynamic_lds`].
+    ///
+    /// ```
+    /// use hipjit::launch::{Dim3, LaunchConfig};
+    /// let cfg = LaunchConfig::new((64, 2), 256).with_dynamic_lds(1024);
+    /// assert_eq!(cfg.grid, Dim3 { x: 64, y: 2, z: 1 });
+    /// assert_eq!(cfg.block, Dim3 { x: 256, y: 1, z: 1 });
+    /// assert_eq!(cfg.dynamic_lds_bytes, 1024);
+    /// ```
+    pub fn new(grid: impl Into<Dim3>, block: impl Into<Dim3>) -> LaunchConfig {
+        LaunchConfig {
+            grid: grid.into(),
+            block: block.into(),
+            dynamic_lds_bytes: 0,
+        }
+    }
+
+    /// The same launch with `bytes` of dynamic LDS per block (`sharedMemBytes`).
+    pub fn with_dynamic_lds(self, bytes: u32) -> LaunchConfig {
+        LaunchConfig {
+            dynamic_lds_bytes: bytes,
+            ..self
+        }
+    }
+
     /// A 1-D launch of at least `n` threads in blocks of `block` threads (grid rounded up).
     pub fn for_num_elems(n: u32, block: u32) -> LaunchConfig {
         let block = block.max(1);

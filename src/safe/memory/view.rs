@@ -57,7 +57,42 @@ pub(crate) fn range_of(
 
 /// A region of device memory: a [`DeviceBuffer`], a [`DeviceSlice`] or a [`DeviceSliceMut`].
 /// Its provided methods copy out of it on a stream. Sealed: only hipjit's types implement it.
-pub trait DeviceMemory<T: DeviceCopy>: sealed::Sealed {
+///
+/// Every region is a kernel argument ([`KernelArg`], its device pointer), and every writable
+/// one ([`DeviceMemoryMut`]) one the kernel may write ([`KernelArgMut`]): a kernel wrapper
+/// takes "a buffer or a view" with these two bounds alone.
+///
+/// ```
+/// use hipjit::prelude::*;
+///
+/// /// `y = a * x + y` over the first `n` values of any region: a buffer, or a view of one.
+/// fn saxpy(
+///     kernel: &Kernel,
+///     stream: &impl AsStream,
+///     a: f32,
+///     x: &impl DeviceMemory<f32>,
+///     y: &mut impl DeviceMemoryMut<f32>,
+/// ) -> hipjit::Result<()> {
+///     let n = u32::try_from(x.len().min(y.len())).expect("fewer than 2^32 values");
+///     let cfg = LaunchConfig::for_num_elems(n, 256);
+///     // SAFETY: saxpy(float a, const float* x, float* y, unsigned n) reads n values of x and
+///     // writes n of y, both regions holding at least n.
+///     unsafe { kernel.launch(stream, cfg, &mut hipjit::args![&a, x, &mut *y, &n])? };
+///     Ok(())
+/// }
+///
+/// // Whole buffers, or views of them:
+/// fn both(k: &Kernel, s: &Stream, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>)
+///     -> hipjit::Result<()> {
+///     saxpy(k, s, 2.0, x, y)?;
+///     saxpy(k, s, 2.0, &x.slice(..16)?, &mut y.slice_mut(16..32)?)
+/// }
+/// # let _ = both;
+/// ```
+///
+/// [`KernelArg`]: crate::safe::launch::KernelArg
+/// [`KernelArgMut`]: crate::safe::launch::KernelArgMut
+pub trait DeviceMemory<T: DeviceCopy>: sealed::Sealed + crate::safe::launch::KernelArg {
     /// The device pointer of the first value (valid while the region's buffer lives).
     fn as_raw(&self) -> sys::hipDeviceptr_t;
     /// Number of values.
@@ -118,8 +153,12 @@ pub trait DeviceMemory<T: DeviceCopy>: sealed::Sealed {
     }
 }
 
-/// A region of device memory that may be written: a [`DeviceBuffer`] or a [`DeviceSliceMut`].
-pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
+/// A region of device memory that may be written: a [`DeviceBuffer`] or a [`DeviceSliceMut`];
+/// a kernel argument the kernel may write ([`KernelArgMut`](crate::safe::launch::KernelArgMut),
+/// `&mut region` in [`args!`](crate::args)).
+pub trait DeviceMemoryMut<T: DeviceCopy>:
+    DeviceMemory<T> + crate::safe::launch::KernelArgMut
+{
     /// Copies `src` into the region on `stream` (`hipMemcpyAsync`, host to device), after the
     /// work queued there, then waits for `stream` (`hipStreamSynchronize`), so `src` may be
     /// reused at once.

@@ -300,6 +300,12 @@ impl Runtime {
     /// runtime `hipGetDeviceCount` (on NVIDIA `cuInit` + `cuDeviceGetCount`); a CUDA driver
     /// opened while detecting stays loaded (never closed).
     ///
+    /// An application loads the runtime once and hands its [`Device`]s down: a library built
+    /// on hipjit takes `&Device` (its runtime is [`Device::runtime`]) and never calls this, so
+    /// its tests can hand it the testing runtime's device. Code that must load a runtime itself
+    /// takes an environment ([`Runtime::load_with_env`]) and is handed
+    /// [`ProcessEnv`] in production and `TestRuntime::env()` (feature `testing`) in its tests.
+    ///
     /// Errors: [`LoadError::InvalidEnvPath`] when `HIPJIT_HIP_LIBRARY` is set but not loadable,
     /// [`LoadError::NotFound`] listing every candidate tried, [`LoadError::MissingSymbol`] when
     /// a required entry point is missing.

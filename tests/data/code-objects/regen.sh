@@ -80,3 +80,7 @@ unshare -m sh -c '
 # an NVIDIA CUDA toolkit (made with nvcc 13.0), so this script does not rebuild them:
 #   nvcc -cubin -arch=sm_90 cuda/add_one.cu -o cuda/add_one-sm_90.cubin
 #   nvcc -fatbin -arch=sm_90 cuda/add_one.cu -o cuda/add_one-sm_90.fatbin
+# cuda/occupancy-sm_{75,80,86,90,120}.cubin: kernels of known registers and shared memory for the
+# SM occupancy rules (code_object/occupancy/sm.rs), made with nvcc 13.0 from PyPI:
+#   for sm in 75 80 86 90 120; do
+#     nvcc -cubin -arch=sm_$sm -Xptxas -v cuda/occupancy.cu -o cuda/occupancy-sm_$sm.cubin; done

@@ -29,9 +29,95 @@
 //! runtime's `hipModuleOccupancyMaxActiveBlocksPerMultiprocessor` counts them: the threads the
 //! register-limited waves of all SIMDs hold, divided by the block's threads rounded up to whole
 //! waves, then capped by LDS and workgroup slots.
+//!
+//! # SM targets
+//!
+//! For an SM target ([`SmTarget`], HIP's NVIDIA platform): the occupancy of a cubin's kernel
+//! from its [`KernelInfo`] alone (registers per thread, static shared memory,
+//! `__launch_bounds__`): the figure the CUDA driver's
+//! `cuOccupancyMaxActiveBlocksPerMultiprocessor` returns for the loaded kernel, with the
+//! function's default shared-memory carve-out and the driver's default launch attributes.
+//!
+//! The rules are those of NVIDIA's occupancy calculator, `cuda_occupancy.h` (shipped with
+//! the CUDA toolkit, CUDA 13.0: `cudaOccMaxBlocksPerSMWarpsLimit`,
+//! `cudaOccMaxBlocksPerSMRegsLimit`, `cudaOccMaxBlocksPerSMSmemLimit`,
+//! `cudaOccMaxBlocksPerMultiprocessor`, `cudaOccRegAllocationGranularity`,
+//! `cudaOccSMemAllocationGranularity`, `cudaOccSubPartitionsPerMultiprocessor`,
+//! `cudaOccAlignUpShmemSizeVoltaPlus`); the per-architecture limits a device reports
+//! (threads and shared memory per SM, shared memory per block, the per-block reservation) are
+//! those of the CUDA C++ Programming Guide, "Compute Capabilities", "Technical Specifications
+//! per Compute Capability":
+//!
+//! - **Blocks**: at most `max_blocks_per_sm` resident blocks (32 on sm_70/72/80/90/100/103,
+//!   16 on sm_75/86/87, 24 on sm_89/120/121).
+//! - **Warps**: `max_threads_per_sm / 32` warp slots (2048 threads on sm_70/72/80/90/100/103,
+//!   1536 on sm_86/87/89/120/121, 1024 on sm_75); a block takes `ceil(block / 32)` of them.
+//! - **Registers**: 65536 32-bit registers per SM in 4 sub-partitions of 16384; a warp is
+//!   allocated `round_up(regs_per_thread * 32, 256)` registers in one sub-partition, so an SM
+//!   holds `4 * floor(16384 / per_warp)` warps. A block fails outright when
+//!   `per_warp * round_up(warps, 4)` exceeds the 65536 registers per block (the hardware
+//!   check) or a thread uses more than 255.
+//! - **Shared memory**: a block takes its static plus dynamic shared memory plus the 1 KiB the
+//!   driver reserves per block on sm_80 and later, rounded up to 128 bytes (256 on sm_7x), out
+//!   of the SM's shared memory at the default carve-out (96 KiB on sm_70/72, 64 KiB on sm_75,
+//!   164 KiB on sm_80/87, 100 KiB on sm_86/89/120/121, 228 KiB on sm_90/100/103). A block
+//!   needing more than the opt-in maximum per block (its kernel given
+//!   `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`: 96, 64, 163, 99, 227 KiB) fits none.
+//!
+//! Not modelled: a carve-out set on the function (`CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT`),
+//! a dynamic-shared-memory limit set below the launch's, cluster launches, and partitioned
+//! global caching (sm_5x/6x only).
 
 use crate::code_object::KernelInfo;
-use crate::target::TargetId;
+use crate::target::{SmTarget, TargetId};
+
+mod sm;
+pub use sm::{occupancy_sm, occupancy_sm_on, SmProcessor};
+
+/// A processor [`occupancy`] knows the limits of: an AMDGPU [`TargetId`] (a code object's
+/// kernel, the rules above) or an [`SmTarget`] (a cubin's kernel, the rules of "SM targets"
+/// above). One
+/// call serves both vendors: `info.occupancy(target, block, dynamic_lds)`.
+pub trait OccupancyTarget {
+    /// The occupancy of `kernel` on this processor for blocks of `block_size` threads with
+    /// `dynamic_lds_bytes` of dynamic LDS (shared memory).
+    ///
+    /// Errors: as [`occupancy`].
+    fn kernel_occupancy(
+        &self,
+        kernel: &KernelInfo,
+        block_size: u32,
+        dynamic_lds_bytes: u32,
+    ) -> Result<Occupancy, OccupancyError>;
+}
+
+impl OccupancyTarget for TargetId {
+    fn kernel_occupancy(
+        &self,
+        kernel: &KernelInfo,
+        block_size: u32,
+        dynamic_lds_bytes: u32,
+    ) -> Result<Occupancy, OccupancyError> {
+        occupancy_on(
+            &Processor::for_target(self)?,
+            self.processor(),
+            kernel,
+            block_size,
+            dynamic_lds_bytes,
+        )
+    }
+}
+
+impl OccupancyTarget for SmTarget {
+    fn kernel_occupancy(
+        &self,
+        kernel: &KernelInfo,
+        block_size: u32,
+        dynamic_lds_bytes: u32,
+    ) -> Result<Occupancy, OccupancyError> {
+        occupancy_sm(kernel, *self, block_size, dynamic_lds_bytes)
+    }
+}
 
 /// The residency parameters of one processor (see the module documentation for their sources).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +146,8 @@ pub struct Processor {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OccupancyError {
-    /// The processor is not in hipjit's table.
-    #[error("no occupancy parameters for processor {processor} (known: gfx8, gfx9 incl. gfx90a, gfx94x and gfx950, gfx10.1, gfx10.3, gfx11, gfx12)")]
+    /// The processor (a target ID's, or an SM target) is not in hipjit's tables.
+    #[error("no occupancy parameters for processor {processor} (known: gfx8, gfx9 incl. gfx90a, gfx94x and gfx950, gfx10.1, gfx10.3, gfx11, gfx12; sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_100, sm_103, sm_120, sm_121)")]
     UnknownProcessor {
         /// The target ID's processor.
         processor: String,
@@ -101,15 +187,15 @@ pub enum OccupancyError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Limit {
-    /// Wave slots per SIMD: the kernel's registers leave room for more.
+    /// Wave slots per SIMD (warp slots per SM): the kernel's registers leave room for more.
     WaveSlots,
-    /// The VGPR (VGPR + AGPR) file.
+    /// The VGPR (VGPR + AGPR) file; on an SM, the register file.
     Vgprs,
     /// The SGPR file (gfx8-gfx9).
     Sgprs,
-    /// LDS per compute unit.
+    /// LDS per compute unit (shared memory per SM).
     Lds,
-    /// Barrier (workgroup) slots per compute unit.
+    /// Barrier (workgroup) slots per compute unit; on an SM, its resident blocks.
     Workgroups,
 }
 
@@ -229,24 +315,37 @@ impl Processor {
 }
 
 /// The occupancy of `kernel` on `target` for blocks of `block_size` threads with
-/// `dynamic_lds_bytes` of dynamic LDS (see the module documentation for the rules).
+/// `dynamic_lds_bytes` of dynamic LDS: an AMDGPU target ID (see the module documentation for
+/// the rules) or an SM target ("SM targets" there; "compute unit" and "wave" read SM and warp).
+///
+/// ```
+/// use hipjit::code_object::cubin::Cubin;
+/// use hipjit::occupancy::occupancy;
+/// use hipjit::target_id::TargetId;
+/// use hipjit::cuda::target::SmTarget;
+///
+/// // AMD: a kernel of a code object; NVIDIA: a kernel of a cubin. The same call.
+/// let co = hipjit::code_object::CodeObject::from_bytes(
+///     &std::fs::read("tests/data/code-objects/kernels-gfx90a.hsaco")?, None)?;
+/// let amd = occupancy(&co.kernels()[0], co.target_id(), 256, 0)?;
+/// let cubin = Cubin::from_bytes(
+///     &std::fs::read("tests/data/code-objects/cuda/occupancy-sm_90.cubin")?)?;
+/// let nv = occupancy(cubin.kernel("light")?, &SmTarget::parse("sm_90")?, 256, 0)?;
+/// assert_eq!(nv.blocks_per_cu, 8); // 64 warp slots / 8 warps per block
+/// assert!(amd.blocks_per_cu > 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 ///
 /// Errors: [`OccupancyError::UnknownProcessor`], [`OccupancyError::EmptyBlock`],
-/// [`OccupancyError::BlockTooLarge`] (above `.max_flat_workgroup_size`),
-/// [`OccupancyError::WavefrontSize`].
+/// [`OccupancyError::BlockTooLarge`] (above `.max_flat_workgroup_size`, a cubin's
+/// `__launch_bounds__`), [`OccupancyError::WavefrontSize`].
 pub fn occupancy(
     kernel: &KernelInfo,
-    target: &TargetId,
+    target: &(impl OccupancyTarget + ?Sized),
     block_size: u32,
     dynamic_lds_bytes: u32,
 ) -> Result<Occupancy, OccupancyError> {
-    occupancy_on(
-        &Processor::for_target(target)?,
-        target.processor(),
-        kernel,
-        block_size,
-        dynamic_lds_bytes,
-    )
+    target.kernel_occupancy(kernel, block_size, dynamic_lds_bytes)
 }
 
 /// [`occupancy`] on explicit processor parameters (for CU mode: [`Processor::cu_mode`]).
@@ -317,7 +416,7 @@ pub fn occupancy_on(
 /// none fits.
 pub fn best_block_size(
     kernel: &KernelInfo,
-    target: &TargetId,
+    target: &(impl OccupancyTarget + ?Sized),
     dynamic_lds_bytes: u32,
     candidates: impl IntoIterator<Item = u32>,
 ) -> Option<(u32, Occupancy)> {
@@ -369,12 +468,12 @@ pub fn occupancy_of(
 }
 
 impl KernelInfo {
-    /// [`occupancy`] of this kernel on `target`.
+    /// [`occupancy`] of this kernel on `target` (a [`TargetId`] or an [`SmTarget`]).
     ///
     /// Errors: as [`occupancy`].
     pub fn occupancy(
         &self,
-        target: &TargetId,
+        target: &(impl OccupancyTarget + ?Sized),
         block_size: u32,
         dynamic_lds_bytes: u32,
     ) -> Result<Occupancy, OccupancyError> {
