@@ -6,8 +6,6 @@
 #   hip-6.1-triton  HIP 6.1 headers from PyPI's triton 3.2.0 wheel
 #   hip-5.2-debian  a symlink to /usr/include (Debian bookworm's libamdhip64-dev 5.2.3)
 #   hip-6.4-sid     a symlink to the sid root filesystem's /usr/include (HIP 6.4.3)
-# and one runtime, for the header x runtime matrix (scripts/runtime-matrix.sh):
-#   $CACHE/runtimes/hip-5.4-wheel/lib  the HIP 5.4 runtime of PyPI's pytorch-triton-rocm 2.1.0
 # The wheels are downloaded once (pip download --no-deps, never installed) into $CACHE/wheels
 # and unpacked into a temporary directory that is renamed into place when complete, so a set
 # that exists is whole. A rerun with everything in place only checks. Prints one line per set:
@@ -19,7 +17,6 @@ set -euo pipefail
 CACHE="${HIPJIT_CI_CACHE:-/var/cache/hipjit-ci}"
 HEADERS="$CACHE/headers"
 WHEELS="$CACHE/wheels"
-RUNTIMES="$CACHE/runtimes"
 # name  triton version
 TRITON_SETS=("hip-7.1-triton 3.9.0" "hip-6.2-triton 3.4.0" "hip-6.1-triton 3.2.0")
 
@@ -78,32 +75,6 @@ cached_wheel() {
 # Prints the path of the cached triton wheel of version $1, downloading it first when missing.
 triton_wheel() { cached_wheel triton "$1"; }
 
-# Unpacks the HIP 5.4 runtime of PyPI's pytorch-triton-rocm 2.1.0 wheel
-# (triton/third_party/rocm/lib: libamdhip64.so and the libraries it needs, RUNPATH $ORIGIN)
-# into $RUNTIMES/hip-5.4-wheel/lib, once.
-unpack_wheel_runtime() {
-    local dest="$RUNTIMES/hip-5.4-wheel" wheel tmp
-    [[ -f $dest/lib/libamdhip64.so ]] && return 0
-    wheel=$(cached_wheel pytorch-triton-rocm 2.1.0 --python-version 3.11 \
-        --platform manylinux2014_x86_64)
-    mkdir -p "$RUNTIMES"
-    tmp=$(mktemp -d "$RUNTIMES/.hip-5.4-wheel.XXXXXX")
-    log "unpacking the HIP 5.4 runtime from $(basename -- "$wheel")"
-    if ! unzip -q "$wheel" 'triton/third_party/rocm/lib/*.so' -d "$tmp/wheel"; then
-        rm -rf -- "$tmp"
-        die "unzip of triton/third_party/rocm/lib from $wheel failed"
-    fi
-    mkdir -p "$tmp/set"
-    mv -- "$tmp/wheel/triton/third_party/rocm/lib" "$tmp/set/lib"
-    [[ -f $tmp/set/lib/libamdhip64.so ]] || {
-        rm -rf -- "$tmp"
-        die "$wheel holds no libamdhip64.so under triton/third_party/rocm/lib"
-    }
-    [[ -e $dest ]] && rm -rf -- "$dest"
-    mv -T -- "$tmp/set" "$dest"
-    rm -rf -- "$tmp"
-}
-
 # Unpacks triton/backends/amd/include of triton $2's wheel into $HEADERS/$1/include.
 unpack_triton_set() {
     local name="$1" version="$2" wheel tmp
@@ -158,7 +129,6 @@ main() {
     done
     link_set hip-5.2-debian /usr/include
     link_set hip-6.4-sid "$CACHE/sid-root/usr/include"
-    unpack_wheel_runtime
     for name in hip-5.2-debian hip-6.1-triton hip-6.2-triton hip-6.4-sid hip-7.1-triton; do
         if is_header_set "$HEADERS/$name/include"; then
             printf '%-16s %s HIP %s\n' "$name" "$HEADERS/$name/include" "$(hip_version "$HEADERS/$name/include")"

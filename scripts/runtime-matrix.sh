@@ -6,7 +6,7 @@
 #
 #   hip-5.2-debian  Debian bookworm's HIP 5.2.3 runtime (libamdhip64.so.5), real, no GPU
 #   hip-5.4-wheel   the HIP 5.4 runtime of PyPI's pytorch-triton-rocm 2.1.0, real, no GPU
-#                   ($CACHE/runtimes/hip-5.4-wheel, made by scripts/fetch-headers.sh)
+#                   ($CACHE/rocm-5.4-triton, unpacked by scripts/setup.sh)
 #   hip-6.4-sid     Debian sid's HIP 6.4.3 runtime (libamdhip64.so.6), real, no GPU; the probe
 #                   runs inside the sid root (scripts/sid-run.sh: its libraries need glibc 2.38)
 #   fixture-7.2     fixture (tests/fixtures/fake_hip*.c, built here with cc): the whole library
@@ -51,7 +51,7 @@ die() {
 runtime_file() {
     case $1 in
     hip-5.2-debian) echo /usr/lib/x86_64-linux-gnu/libamdhip64.so.5 ;;
-    hip-5.4-wheel) echo "$CACHE/runtimes/hip-5.4-wheel/lib/libamdhip64.so" ;;
+    hip-5.4-wheel) echo "$CACHE/rocm-5.4-triton/lib/libamdhip64.so" ;;
     hip-6.4-sid) echo "$SID_LIB" ;;
     fixture-*) echo "$WORK/fixtures/$1/libamdhip64.so" ;;
     esac
@@ -185,7 +185,7 @@ main() {
     build_fixtures || die "building the fixture runtimes failed (cc, HIP headers of /usr/include and $SID_ROOT)"
     for rt in "${RUNTIMES[@]}"; do
         [[ -f $(runtime_file "$rt") ]] ||
-            die "runtime $rt missing: $(runtime_file "$rt") (scripts/setup.sh, scripts/fetch-headers.sh)"
+            die "runtime $rt missing: $(runtime_file "$rt") (scripts/setup.sh)"
     done
     # The rows at the same time (each cell mostly waits on a runtime's start-up).
     for set in "${SETS[@]}"; do

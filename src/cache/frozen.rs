@@ -7,8 +7,10 @@
 //! by its index, as the direct key writes it: [`crate::cache::key`]), the standard, the extra
 //! flags, the targets (whole target IDs, features such as `xnack` and `sramecc` included),
 //! the code-object version (0: the compiler's default), the source's file name, the dumps
-//! asked for, the `Jit`'s compiler choice (`auto`, `hipcc`, `hiprtc`, `nvcc`, `nvrtc`) and
-//! the caller's signature. A request that differs in any of these is not served; its nearest
+//! asked for, the `Jit`'s compiler choice (`auto`, `hipcc`, `hiprtc`, `nvcc`, `nvrtc`), the
+//! caller's signature and the in-memory headers (each by name and content's sha256; the field
+//! only when there are some). [`RequestFields::new`] names every field of
+//! [`CompileOptions`], so that one added there is not left out of the key unnoticed. A request that differs in any of these is not served; its nearest
 //! frozen request (the fewest fields apart) is named with the fields that differ.
 //!
 //! # What a lookup checks ([`FrozenBundle::lookup`])
@@ -79,6 +81,11 @@ pub struct RequestFields {
     pub compiler_choice: String,
     /// sha256 of the caller's signature, hex.
     pub signature_sha256: String,
+    /// The in-memory headers ([`CompileOptions::headers`]), each as its name and the sha256
+    /// of its contents (hex), in the order given; empty when there are none (and then not in
+    /// the key, so that the keys of requests without them are those of earlier bundles).
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
 }
 
 impl RequestFields {
@@ -90,6 +97,28 @@ impl RequestFields {
         choice: &str,
         signature: &[u8],
     ) -> RequestFields {
+        // Every field of the options, named: one added to `CompileOptions` does not compile
+        // here until it is decided how the frozen key covers it (a field left out of the key
+        // would let a bundle serve code compiled with another value of it).
+        let CompileOptions {
+            targets: _,              // `targets` (target_names)
+            sm_targets: _,           // `targets` (target_names)
+            std: _,                  // `std`
+            opt_level: _,            // `flags` (own_flags)
+            fast_math: _,            // `flags`
+            defines: _,              // `flags`
+            headers,                 // `headers`, by name and content
+            include_dirs: _,         // `flags`, by index; their files by the entry's header list
+            tracked_include_dirs: _, // not on the include path: their files, where read, are in the entry's header list
+            line_info: _,            // `flags`
+            verbose: _,              // no effect on the code
+            extra_flags: _,          // `extra_flags`
+            code_object_version: _,  // `code_object_version`
+            source_name: _,          // `source_name`
+            dump_llvm_ir: _,         // `flags`
+            dump_isa: _,             // `flags`
+            checks: _,               // checks of the result's metadata, run on every load
+        } = options;
         let mut o = options.clone();
         let cov = o.code_object_version.take().unwrap_or(0);
         o.verbose = false;
@@ -113,6 +142,10 @@ impl RequestFields {
             source_name: options.source_name.clone(),
             compiler_choice: choice.to_string(),
             signature_sha256: hex(&sha256(signature)),
+            headers: headers
+                .iter()
+                .map(|(name, contents)| (name.clone(), hex(&sha256(contents.as_bytes()))))
+                .collect(),
         }
     }
 
@@ -143,6 +176,14 @@ impl RequestFields {
         );
         r.field("compiler-choice", self.compiler_choice.as_bytes());
         r.field("signature", self.signature_sha256.as_bytes());
+        if !self.headers.is_empty() {
+            let pairs: Vec<String> = self
+                .headers
+                .iter()
+                .flat_map(|(n, h)| [n.clone(), h.clone()])
+                .collect();
+            r.field("headers", &list(&pairs));
+        }
         CacheKey(r.finish())
     }
 
@@ -199,6 +240,19 @@ impl RequestFields {
             "signature",
             frozen.signature_sha256[..12].to_string(),
             self.signature_sha256[..12].to_string(),
+        );
+        let headers = |h: &[(String, String)]| match h {
+            [] => "none".to_string(),
+            h => h
+                .iter()
+                .map(|(n, d)| format!("{n} sha256 {}", &d[..12]))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        diff(
+            "in-memory headers",
+            headers(&frozen.headers),
+            headers(&self.headers),
         );
         out
     }

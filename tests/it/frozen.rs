@@ -424,3 +424,38 @@ fn the_command_freezes_a_record_that_hipjit_frozen_serves_with_no_compiler() {
     );
     assert!(err.contains("asked:") && err.contains("-DX=1"), "{err}");
 }
+
+#[test]
+fn in_memory_headers_are_in_the_frozen_key() {
+    // Frozen with one content of an in-memory header; asked with another, the code frozen is
+    // not the code asked for: refused naming the header, never served.
+    let dir = fixture().dir.join("in-memory");
+    let source = "#include <hip/hip_runtime.h>\n#include \"m.h\"\n\
+                  extern \"C\" __global__ void m(float* x) { x[threadIdx.x] *= M; }\n";
+    let options = |m: &str| {
+        CompileOptions::for_target(TargetId::parse(TARGET).unwrap())
+            .header("m.h", format!("#define M {m}\n"))
+    };
+    let mut freezer = Freezer::new(JitOptions {
+        compiler: Some(CompilerChoice::Kind(CompilerKind::Hipcc)),
+        compiler_config: config("/usr/bin/hipcc"),
+        cache: CacheLocation::Roots(vec![dir.join("cache")]),
+        ..JitOptions::default()
+    })
+    .unwrap();
+    freezer.add(source, &options("2.0f")).unwrap();
+    let bundle = Arc::new(FrozenBundle::from_bytes(&freezer.finish().to_bytes()).unwrap());
+    let jit = no_compiler(bundle, true, CompilerKind::Hipcc);
+    assert_eq!(
+        jit.compile(source, &options("2.0f")).unwrap().origin(),
+        Origin::Frozen
+    );
+    let e = match jit.compile(source, &options("3.0f")) {
+        Err(e @ JitError::Strict { .. }) => e.to_string(),
+        other => panic!("expected a strict refusal, got {other:?}"),
+    };
+    assert!(
+        e.contains("differs in in-memory headers (frozen: m.h sha256"),
+        "{e}"
+    );
+}
