@@ -116,6 +116,15 @@ pub enum Error {
     /// A background compile, or a switch to its kernel ([`crate::jit::BackgroundError`]).
     #[error(transparent)]
     Background(Box<crate::jit::BackgroundError>),
+    /// Freezing requests into a frozen bundle ([`crate::jit::FreezeError`]).
+    #[error(transparent)]
+    Freeze(Box<crate::jit::FreezeError>),
+    /// Exporting or importing a cache bundle ([`crate::cache::bundle::BundleError`]).
+    #[error(transparent)]
+    Bundle(Box<crate::cache::bundle::BundleError>),
+    /// A remote cache's configuration ([`crate::cache::remote::RemoteConfigError`]).
+    #[error(transparent)]
+    RemoteConfig(Box<crate::cache::remote::RemoteConfigError>),
 }
 
 /// One-hop conversions for a downstream error type: `from_errors!(MyError, MyError::Gpu)`
@@ -173,6 +182,10 @@ macro_rules! from_errors {
             $crate::graph::GraphError,
             $crate::cuda::target::SmTargetError,
             $crate::jit::BackgroundError,
+            $crate::jit::FreezeError,
+            $crate::cache::FrozenError,
+            $crate::cache::bundle::BundleError,
+            $crate::cache::remote::RemoteConfigError,
             $crate::testing::TestingError
         );
     };
@@ -232,7 +245,11 @@ macro_rules! from_errors {
             $crate::compiler::RtcError,
             $crate::graph::GraphError,
             $crate::cuda::target::SmTargetError,
-            $crate::jit::BackgroundError
+            $crate::jit::BackgroundError,
+            $crate::jit::FreezeError,
+            $crate::cache::FrozenError,
+            $crate::cache::bundle::BundleError,
+            $crate::cache::remote::RemoteConfigError
         );
     };
 }
@@ -274,6 +291,9 @@ boxed_from! {
     crate::compiler::rtc::RtcError => Rtc,
     crate::safe::graph::GraphError => Graph,
     crate::jit::BackgroundError => Background,
+    crate::jit::FreezeError => Freeze,
+    crate::cache::bundle::BundleError => Bundle,
+    crate::cache::remote::RemoteConfigError => RemoteConfig,
 }
 
 #[cfg(feature = "testing")]
@@ -302,6 +322,12 @@ impl From<LibraryError> for Error {
 impl From<LaunchError> for Error {
     fn from(e: LaunchError) -> Error {
         Error::Launch(Box::new(e))
+    }
+}
+
+impl From<crate::cache::FrozenError> for Error {
+    fn from(e: crate::cache::FrozenError) -> Error {
+        Error::Jit(Box::new(e.into()))
     }
 }
 
@@ -340,6 +366,10 @@ mod tests {
         into_error::<crate::safe::graph::GraphError>();
         into_error::<crate::target::SmTargetError>();
         into_error::<crate::jit::BackgroundError>();
+        into_error::<crate::jit::FreezeError>();
+        into_error::<crate::cache::FrozenError>();
+        into_error::<crate::cache::bundle::BundleError>();
+        into_error::<crate::cache::remote::RemoteConfigError>();
     }
 
     /// `from_errors!` gives a downstream type a one-step `From` of every error type that
@@ -383,6 +413,10 @@ mod tests {
         one_hop::<crate::safe::graph::GraphError>();
         one_hop::<crate::target::SmTargetError>();
         one_hop::<crate::jit::BackgroundError>();
+        one_hop::<crate::jit::FreezeError>();
+        one_hop::<crate::cache::FrozenError>();
+        one_hop::<crate::cache::bundle::BundleError>();
+        one_hop::<crate::cache::remote::RemoteConfigError>();
         #[cfg(feature = "testing")]
         one_hop::<crate::testing::TestingError>();
         let e: Downstream = crate::target::TargetId::parse("sm_90").unwrap_err().into();

@@ -53,6 +53,7 @@ mod nvrtc_selection;
 mod nvrtc_toolkit_headers;
 mod occupancy;
 mod package_contents;
+mod public_errors;
 mod python_rocm;
 #[cfg(feature = "redis")]
 mod remote_cache;
