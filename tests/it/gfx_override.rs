@@ -125,7 +125,12 @@ fn child_loads_on_each_device() {
         let loaded = jit
             .load(&dev, SOURCE, &CompileOptions::default())
             .unwrap_or_else(|e| panic!("device {i}: {e}"));
-        let target = loaded.compiled.code_object().unwrap().target_id().to_string();
+        let target = loaded
+            .compiled
+            .code_object()
+            .unwrap()
+            .target_id()
+            .to_string();
         println!(
             "SEEN {i} {} {target} {} {:?}",
             dev.arch_name(),
@@ -166,7 +171,10 @@ fn each_device_of_a_mixed_host_gets_a_code_object_for_its_own_target() {
     );
     let by_device = |d: usize| -> Vec<&Seen> { seen.iter().filter(|s| s.device == d).collect() };
     for s in by_device(0) {
-        assert_eq!((s.arch.as_str(), s.target.as_str()), ("gfx90a:sramecc+:xnack-", "gfx90a:sramecc+:xnack-"));
+        assert_eq!(
+            (s.arch.as_str(), s.target.as_str()),
+            ("gfx90a:sramecc+:xnack-", "gfx90a:sramecc+:xnack-")
+        );
     }
     for s in by_device(1) {
         assert_eq!((s.arch.as_str(), s.target.as_str()), ("gfx1030", "gfx1030"));
@@ -178,7 +186,10 @@ fn each_device_of_a_mixed_host_gets_a_code_object_for_its_own_target() {
     no_refused_load(&log);
     let l = loads(&log);
     assert_eq!(l.len(), 2, "{log:#?}");
-    assert!(l[0].ends_with(" device=0") && l[1].ends_with(" device=1"), "{l:#?}");
+    assert!(
+        l[0].ends_with(" device=0") && l[1].ends_with(" device=1"),
+        "{l:#?}"
+    );
 }
 
 #[test]
@@ -202,8 +213,14 @@ fn the_override_is_the_target_compiled_for_and_keys_its_own_cache_entry() {
         one(&overridden),
         one(&overridden_again),
     );
-    assert_eq!((a.arch.as_str(), a.target.as_str()), ("gfx90a:sramecc+:xnack-", "gfx90a:sramecc+:xnack-"));
-    assert_eq!((a.origin.as_str(), a2.origin.as_str()), ("Compiler", "Disk"));
+    assert_eq!(
+        (a.arch.as_str(), a.target.as_str()),
+        ("gfx90a:sramecc+:xnack-", "gfx90a:sramecc+:xnack-")
+    );
+    assert_eq!(
+        (a.origin.as_str(), a2.origin.as_str()),
+        ("Compiler", "Disk")
+    );
     assert_eq!(a2.key, a.key);
     // With the override, the runtime reports gfx1030: that is compiled for, under another key,
     // and not served the entry of the real target (which the runtime would refuse).
@@ -211,11 +228,17 @@ fn the_override_is_the_target_compiled_for_and_keys_its_own_cache_entry() {
     assert_ne!(b.key, a.key);
     assert_eq!(b.origin, "Compiler", "{b:?}");
     assert!(
-        overridden.1.iter().any(|l| l == "device 0 overridden as gfx1030"),
+        overridden
+            .1
+            .iter()
+            .any(|l| l == "device 0 overridden as gfx1030"),
         "{:#?}",
         overridden.1
     );
-    assert_eq!((b2.origin.as_str(), b2.key.as_str(), b2.target.as_str()), ("Disk", b.key.as_str(), "gfx1030"));
+    assert_eq!(
+        (b2.origin.as_str(), b2.key.as_str(), b2.target.as_str()),
+        ("Disk", b.key.as_str(), "gfx1030")
+    );
 }
 
 #[test]
@@ -236,7 +259,14 @@ fn a_per_node_override_comes_before_the_global_one() {
     );
     let got: Vec<_> = seen
         .iter()
-        .map(|s| (s.device, s.arch.as_str(), s.target.as_str(), s.origin.as_str()))
+        .map(|s| {
+            (
+                s.device,
+                s.arch.as_str(),
+                s.target.as_str(),
+                s.origin.as_str(),
+            )
+        })
         .collect();
     assert_eq!(
         got,
@@ -267,7 +297,12 @@ fn doctor(env: &[(&str, &str)]) -> serde_json::Value {
         .env("XDG_CACHE_HOME", dir.path().join("home"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -294,7 +329,11 @@ fn doctor_reports_the_override_and_the_targets_the_runtime_reports() {
         ("HSA_OVERRIDE_GFX_VERSION", "11.0.0"),
         ("HSA_OVERRIDE_GFX_VERSION_1", "9.0.10"),
     ]);
-    assert_eq!(v["devices"], serde_json::json!(["gfx90a", "gfx1100"]), "{v:#}");
+    assert_eq!(
+        v["devices"],
+        serde_json::json!(["gfx90a", "gfx1100"]),
+        "{v:#}"
+    );
     assert_eq!(
         v["gfx_override"],
         serde_json::json!([
@@ -306,11 +345,17 @@ fn doctor_reports_the_override_and_the_targets_the_runtime_reports() {
     assert_eq!(f.len(), 1, "{:#}", v["findings"]);
     assert_eq!(f[0].0, "note");
     assert!(f[0].1.contains("as gfx1100"), "{}", f[0].1);
-    assert_eq!(findings_with(&v, "HSA_OVERRIDE_GFX_VERSION_1=9.0.10").len(), 1);
+    assert_eq!(
+        findings_with(&v, "HSA_OVERRIDE_GFX_VERSION_1=9.0.10").len(),
+        1
+    );
 
     // Without it: the real targets, and nothing said of an override.
     let v = doctor(&[]);
-    assert_eq!(v["devices"], serde_json::json!(["gfx90a:sramecc+:xnack-", "gfx906"]));
+    assert_eq!(
+        v["devices"],
+        serde_json::json!(["gfx90a:sramecc+:xnack-", "gfx906"])
+    );
     assert_eq!(v["gfx_override"], serde_json::json!([]));
     assert!(findings_with(&v, "HSA_OVERRIDE_GFX_VERSION").is_empty());
 
@@ -318,7 +363,10 @@ fn doctor_reports_the_override_and_the_targets_the_runtime_reports() {
     let v = doctor(&[("HSA_OVERRIDE_GFX_VERSION", "10.3")]);
     assert_eq!(v["devices"], serde_json::json!([]));
     assert_eq!(v["gfx_override"][0]["target"], serde_json::Value::Null);
-    let f = findings_with(&v, "HSA_OVERRIDE_GFX_VERSION=\"10.3\" is not MAJOR.MINOR.STEPPING");
+    let f = findings_with(
+        &v,
+        "HSA_OVERRIDE_GFX_VERSION=\"10.3\" is not MAJOR.MINOR.STEPPING",
+    );
     assert_eq!(f.len(), 1, "{:#}", v["findings"]);
     assert_eq!(f[0].0, "warning");
 }

@@ -86,8 +86,8 @@ mod tests {
     #[test]
     fn values_the_runtime_refuses_name_no_isa() {
         for v in [
-            "", "10.3", "10.3.0.1", "gfx1030", "10.3.x", "64.0.0", "9.256.0", "9.0.256",
-            "10.3.0 ", "-1.0.0", "a.b.c",
+            "", "10.3", "10.3.0.1", "gfx1030", "10.3.x", "64.0.0", "9.256.0", "9.0.256", "10.3.0 ",
+            "-1.0.0", "a.b.c",
         ] {
             assert_eq!(isa_name(v), None, "{v:?}");
         }
@@ -110,9 +110,15 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                ("HSA_OVERRIDE_GFX_VERSION".to_owned(), Some("gfx1030".to_owned())),
+                (
+                    "HSA_OVERRIDE_GFX_VERSION".to_owned(),
+                    Some("gfx1030".to_owned())
+                ),
                 ("HSA_OVERRIDE_GFX_VERSION_1".to_owned(), None),
-                ("HSA_OVERRIDE_GFX_VERSION_2".to_owned(), Some("gfx1100".to_owned())),
+                (
+                    "HSA_OVERRIDE_GFX_VERSION_2".to_owned(),
+                    Some("gfx1100".to_owned())
+                ),
             ]
         );
     }
