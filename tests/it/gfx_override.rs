@@ -85,7 +85,8 @@ fn child(
     );
     let seen: Vec<Seen> = out
         .lines()
-        .filter_map(|l| l.strip_prefix("SEEN "))
+        // libtest's "test ... " may begin the first line.
+        .filter_map(|l| l.split_once("SEEN ").map(|(_, rest)| rest))
         .map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
             Seen {
@@ -120,7 +121,7 @@ fn child_loads_on_each_device() {
         ..JitOptions::default()
     })
     .unwrap_or_else(|e| panic!("{e}"));
-    for i in on.split(',').map(|s| s.parse::<i32>().unwrap()) {
+    for i in on.split(',').map(|s| s.parse::<u32>().unwrap()) {
         let dev = rt.device(i).unwrap_or_else(|e| panic!("device {i}: {e}"));
         let loaded = jit
             .load(&dev, SOURCE, &CompileOptions::default())
