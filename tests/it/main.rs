@@ -34,6 +34,7 @@ mod fake_compiler;
 mod fixture_runtime;
 mod frozen;
 mod fuzz_regressions;
+mod gfx_override;
 #[cfg(feature = "cli")]
 mod hit_memo;
 mod hostile_inputs;

@@ -238,6 +238,27 @@ pub(super) fn diagnose(r: &mut Report) {
             );
         }
     }
+    // ROCm's ISA override: every device (or node N's) is reported, and loads code, as the ISA named.
+    for o in &r.gfx_override {
+        let scope = if o.variable == gfx_override::VARIABLE {
+            "every AMD GPU without its own HSA_OVERRIDE_GFX_VERSION_<N>".to_owned()
+        } else {
+            format!(
+                "the GPU of topology node {} (node 0 is usually the CPU)",
+                &o.variable[gfx_override::VARIABLE.len() + 1..]
+            )
+        };
+        match &o.target {
+            Some(t) => push("note", format!(
+                "{}={} is set: ROCm's runtime reports {scope} as {t} and loads only code objects for {t}; hipjit compiles for the target the runtime reports, so its cache entries for {t} are apart from those of the real target",
+                o.variable, o.value
+            )),
+            None => push("warning", format!(
+                "{}={:?} is not MAJOR.MINOR.STEPPING (decimal; MAJOR <= 63, MINOR and STEPPING <= 255): ROCm's runtime fails to start with it set (e.g. 10.3.0 for gfx1030, 9.0.10 for gfx90a)",
+                o.variable, o.value
+            )),
+        }
+    }
     if let Some(e) = &r.cache.error {
         f.push(Finding {
             level: "warning",

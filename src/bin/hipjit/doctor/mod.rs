@@ -13,7 +13,8 @@
 //!   which file `#include <hip/hip_runtime.h>` resolves to, asked from the compiler itself
 //!   (`-fsyntax-only -H` on a probe source);
 //! - devices: from the runtime hipjit would load (`Runtime::load`), or the HIP error saying why
-//!   there are none;
+//!   there are none, and ROCm's ISA override (`HSA_OVERRIDE_GFX_VERSION`, [`gfx_override`])
+//!   when set;
 //! - the disk cache: its roots (`HIPJIT_CACHE_DIR`, else the default root), each one's entries
 //!   and bytes, and the written root's size cap (`HIPJIT_CACHE_MAX_SIZE`, else 5 GiB), read
 //!   without creating or writing anything.
@@ -30,6 +31,7 @@
 //! Findings compare by declaration and by exported symbol, never by version number alone.
 
 mod diagnose;
+mod gfx_override;
 mod header_set;
 mod hipcc;
 pub mod nvidia;
@@ -79,7 +81,8 @@ const PROBE_ARCH: &str = "gfx90a";
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Print JSON (with "schema_version": 1) instead of the screen. Keys: header_sets, build,
-    /// runtimes, runtime_in_use, compilers, devices, cache {roots [{path, written, entries,
+    /// runtimes, runtime_in_use, compilers, devices, gfx_override [{variable, value, target
+    /// (null: a value the runtime refuses)}], cache {roots [{path, written, entries,
     /// bytes}], max_bytes (null: no cap), max_bytes_from ("default" or
     /// "HIPJIT_CACHE_MAX_SIZE"), error}, findings; and for HIP's NVIDIA platform:
     /// platform {hip_platform, chosen, reason}, cuda_driver {asked, origin, path, version,
@@ -257,6 +260,7 @@ struct Report {
     runtime_in_use: Probe,
     compilers: Vec<CompilerReport>,
     devices: Vec<String>,
+    gfx_override: Vec<gfx_override::GfxOverride>,
     cache: CacheReport,
     platform: nvidia::PlatformReport,
     cuda_driver: nvidia::CudaReport,
@@ -457,6 +461,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         build: build_report(),
         runtimes,
         devices: runtime_in_use.devices.clone(),
+        gfx_override: gfx_override::gather(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        ),
         cache: cache_report(),
         runtime_in_use,
         compilers,

@@ -152,6 +152,12 @@ pub(super) fn print_text(r: &Report) {
             println!("  {i}: {d}");
         }
     }
+    for o in &r.gfx_override {
+        match &o.target {
+            Some(t) => println!("  {}={}: reported as {t}", o.variable, o.value),
+            None => println!("  {}={}: not an ISA version", o.variable, o.value),
+        }
+    }
     println!("\nCache");
     for root in &r.cache.roots {
         println!(
