@@ -134,6 +134,7 @@ fn not_found_lists_every_candidate_in_order() {
             "HIP_INCLUDE_DIR",
             "HIP_PATH",
             "ROCM_PATH",
+            "Python packages (VIRTUAL_ENV, HIPJIT_PYTHON)",
             "hipconfig/hipcc on PATH",
             "/opt/rocm",
             versioned.as_str(),
