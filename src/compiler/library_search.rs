@@ -367,10 +367,7 @@ mod tests {
         let ids = d.path().join("ids");
         let (search, location, library) = setup(d.path());
         remember(&search, &location, Some(&ids));
-        assert_eq!(
-            recall_location(&search, Some(&ids)),
-            Some(location.clone())
-        );
+        assert_eq!(recall_location(&search, Some(&ids)), Some(location.clone()));
         let old = MemoV5 {
             format: 5,
             inputs: search.inputs.clone(),
@@ -390,7 +387,13 @@ mod tests {
         assert_eq!(recall_location(&search, Some(&ids)), None);
         assert!(recall(&search, Some(&ids)).is_none());
         // Even under this format's number, the shape of 5 is not misread.
-        identity::write_private(&search.memo_file(&ids), &MemoV5 { format: FORMAT, ..old });
+        identity::write_private(
+            &search.memo_file(&ids),
+            &MemoV5 {
+                format: FORMAT,
+                ..old
+            },
+        );
         assert_eq!(recall_location(&search, Some(&ids)), None);
     }
 

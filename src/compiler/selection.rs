@@ -307,7 +307,8 @@ mod tests {
         let s = auto(Some(("hipRTC", v(6, 4))), Some("hipcc"), "gfx942", false).unwrap();
         assert_eq!(s.side, Side::InProcess, "{}", s.reason);
         assert!(
-            s.reason.starts_with("hipRTC 6.4 produces hipcc's code for gfx942"),
+            s.reason
+                .starts_with("hipRTC 6.4 produces hipcc's code for gfx942"),
             "{}",
             s.reason
         );
@@ -344,7 +345,8 @@ mod tests {
             let s = auto(Some((c, version)), Some(p), processor, false).unwrap();
             assert_eq!(s.side, Side::Process, "{}", s.reason);
             assert!(
-                s.reason.contains(&format!("{c} {version} with {p} is untested")),
+                s.reason
+                    .contains(&format!("{c} {version} with {p} is untested")),
                 "{}",
                 s.reason
             );
@@ -355,7 +357,11 @@ mod tests {
         };
         let s = auto(Some(("hipRTC", unknown)), Some("hipcc"), "gfx942", false).unwrap();
         assert_eq!(s.side, Side::Process, "{}", s.reason);
-        assert!(s.reason.contains("hipRTC 6.? with hipcc is untested"), "{}", s.reason);
+        assert!(
+            s.reason.contains("hipRTC 6.? with hipcc is untested"),
+            "{}",
+            s.reason
+        );
         let s = auto(Some(("hipRTC", v(6, 4))), Some("hipcc"), "gfx90a", false).unwrap();
         assert_eq!(s.side, Side::InProcess, "{}", s.reason);
     }

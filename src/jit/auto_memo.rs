@@ -243,13 +243,22 @@ mod tests {
         let n = AutoMemo::name(c, b"a", &options());
         assert_ne!(n, AutoMemo::name(c, b"b", &options()));
         assert_ne!(n, AutoMemo::name(c, b"a", &options().define("X", "1")));
-        assert_ne!(n, AutoMemo::name(("hipRTC", v(7, 4), "hipcc"), b"a", &options()));
-        assert_ne!(n, AutoMemo::name(("hipRTC", v(6, 2), "hipcc"), b"a", &options()));
+        assert_ne!(
+            n,
+            AutoMemo::name(("hipRTC", v(7, 4), "hipcc"), b"a", &options())
+        );
+        assert_ne!(
+            n,
+            AutoMemo::name(("hipRTC", v(6, 2), "hipcc"), b"a", &options())
+        );
         let unknown = RtcVersion {
             major: 6,
             minor: None,
         };
-        assert_ne!(n, AutoMemo::name(("hipRTC", unknown, "hipcc"), b"a", &options()));
+        assert_ne!(
+            n,
+            AutoMemo::name(("hipRTC", unknown, "hipcc"), b"a", &options())
+        );
         let mut v5 = options();
         v5.code_object_version = Some(5);
         assert_eq!(n, AutoMemo::name(c, b"a", &v5));

@@ -494,8 +494,7 @@ impl Compilers {
         let of_the_source =
             matches!(error, CompileError::InProcess(e) if failure_is_the_sources(e));
         let unread = source_scan::scan(source).other_header;
-        let reason =
-            selection::retried(rtc_name, version, process_name, &summary, unread.as_ref());
+        let reason = selection::retried(rtc_name, version, process_name, &summary, unread.as_ref());
         tracing::info!(%reason, "Auto: the in-process compiler failed; compiling with the process compiler");
         let name = AutoMemo::name((rtc_name, version, process_name), source, options);
         self.memo
