@@ -269,15 +269,21 @@ pub struct ToolkitHeaders {
 fn recalled<T>(
     search: &LibrarySearch,
     identity_dir: Option<&std::path::Path>,
-) -> Option<(Arc<RtcLibrary<T>>, u32, Option<u32>, CompilerIdentity)> {
+) -> Option<(
+    Arc<RtcLibrary<T>>,
+    crate::compiler::selection::RtcVersion,
+    CompilerIdentity,
+)> {
     let r = library_search::recall(search, identity_dir)?;
     Some((
         Arc::new(RtcLibrary::unloaded_as(
             r.location.library,
             Some(r.library_stat),
         )),
-        r.location.major,
-        r.location.minor,
+        crate::compiler::selection::RtcVersion {
+            major: r.location.major,
+            minor: r.location.minor,
+        },
         r.identity,
     ))
 }
@@ -314,12 +320,12 @@ impl<L: RtcLib> InProcess<L> {
     /// `identity_dir` (else the per-user default) when nothing it depends on changed
     /// ([`library_search::recall`]); nothing is loaded. `None` otherwise.
     pub fn recall(search: &LibrarySearch, identity_dir: Option<&Path>) -> Option<InProcess<L>> {
-        let (library, major, minor, identity) = recalled(search, identity_dir)?;
+        let (library, version, identity) = recalled(search, identity_dir)?;
         let found = L::recalled(library.path(), &identity)?;
         Some(InProcess {
             library,
-            major,
-            minor,
+            major: version.major,
+            minor: version.minor,
             identity,
             found,
             worker: None,
