@@ -8,7 +8,7 @@
 //! So the end of a search is remembered beside the compiler identities
 //! ([`crate::compiler::identity::identity_dir`]), in a file named after the kind and the
 //! search's inputs (the variables and paths it reads, `LD_LIBRARY_PATH` among them), holding
-//! the library found, its version text, the major version Auto's selection uses, and the
+//! the library found, its version text, the major and minor versions Auto's selection uses, and the
 //! `stat` of every place the search looks (each candidate directory, a file named by a
 //! variable, `/etc/ld.so.cache`, each `LD_LIBRARY_PATH` directory; a missing one recorded as
 //! missing) and of the library and its directory. A fresh process whose search inputs and
@@ -27,8 +27,10 @@ use sha2::{Digest, Sha256};
 
 use super::identity::{self, CompilerIdentity, CompilerKind, FileStat};
 
-/// 5: byte strings as MessagePack `bin` ([`crate::fs::byte_strings`]).
-pub(crate) const FORMAT: u32 = 5;
+/// 5: byte strings as MessagePack `bin` ([`crate::fs::byte_strings`]). 6: the minor version
+/// beside the major (Auto's parity table is keyed by both); a memo of 5 is not read (searched
+/// and loaded again, then remembered in this format).
+pub(crate) const FORMAT: u32 = 6;
 
 /// The inputs of one library search and the `stat` of each place it looks, read when the
 /// search is described (before any library is loaded).
@@ -117,6 +119,7 @@ struct Memo {
     library_stat: (FileStat, Option<FileStat>),
     version: String,
     major: u32,
+    minor: Option<u32>,
     /// The bytes of the library's identity memo ([`identity::identify_library`]'s file, as it
     /// was when this was remembered), so that a recall reads one file, not two; checked as that
     /// file is, by the `stat` of every file it recorded. `None`: read that file.
@@ -156,7 +159,8 @@ fn places_unchanged(
             .all(|((p, r), (q, n))| p == q && FileStat::proves_same_as_opt(r.as_ref(), n.as_ref()))
 }
 
-/// Where a library search ended: the library, its version text and its major version.
+/// Where a library search ended: the library, its version text and its major and minor
+/// versions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Location {
     /// The library file the search loaded (as `dladdr` named it).
@@ -166,6 +170,9 @@ pub struct Location {
     /// Its major version as Auto's selection takes it (HIP's for hipRTC, CUDA's for NVRTC; 0
     /// when the library did not tell).
     pub major: u32,
+    /// Its minor version, likewise (HIP's for hipRTC, CUDA's for NVRTC); `None` when the
+    /// library did not tell.
+    pub minor: Option<u32>,
 }
 
 /// A library search's end with the library's identity, taken from the per-user memos:
@@ -198,6 +205,7 @@ pub fn recall_location(search: &LibrarySearch, dir: Option<&Path>) -> Option<Loc
         library,
         version: memo.version,
         major: memo.major,
+        minor: memo.minor,
     })
 }
 
@@ -259,6 +267,7 @@ pub fn recall(search: &LibrarySearch, dir: Option<&Path>) -> Option<Recalled> {
             library,
             version: memo.version,
             major: memo.major,
+            minor: memo.minor,
         },
         identity,
         library_stat: memo.library_stat.0,
@@ -293,6 +302,7 @@ pub fn remember(search: &LibrarySearch, location: &Location, dir: Option<&Path>)
         library_stat,
         version: location.version.clone(),
         major: location.major,
+        minor: location.minor,
         identity_memo,
     };
     identity::write_private(&search.memo_file(&dir), &memo);
@@ -317,6 +327,7 @@ mod tests {
             library: library.clone(),
             version: "hipRTC libhiprtc.so.6 (HIP 6, hiprtcVersion 9.0)\n".into(),
             major: 6,
+            minor: Some(4),
         };
         (search, location, library)
     }
@@ -329,6 +340,61 @@ mod tests {
         assert_eq!(recall_location(&search, Some(&ids)), None);
         remember(&search, &location, Some(&ids));
         assert_eq!(recall_location(&search, Some(&ids)), Some(location));
+    }
+
+    /// A memo of format 5 (a major version and no minor) is not read: the search is done again,
+    /// never taken as a version with no minor, nor as another's.
+    #[test]
+    fn a_memo_of_the_previous_format_is_not_recalled() {
+        #[derive(Serialize)]
+        struct MemoV5 {
+            format: u32,
+            #[serde(with = "serde_bytes")]
+            inputs: Vec<u8>,
+            #[serde(with = "crate::fs::byte_strings::pairs")]
+            watched: Vec<(Vec<u8>, Option<FileStat>)>,
+            #[serde(with = "serde_bytes")]
+            library: Vec<u8>,
+            #[serde(with = "serde_bytes")]
+            resolved: Vec<u8>,
+            library_stat: (FileStat, Option<FileStat>),
+            version: String,
+            major: u32,
+            #[serde(with = "serde_bytes")]
+            identity_memo: Option<Vec<u8>>,
+        }
+        let d = tempfile::tempdir().unwrap();
+        let ids = d.path().join("ids");
+        let (search, location, library) = setup(d.path());
+        remember(&search, &location, Some(&ids));
+        assert_eq!(recall_location(&search, Some(&ids)), Some(location.clone()));
+        let old = MemoV5 {
+            format: 5,
+            inputs: search.inputs.clone(),
+            watched: search.watched.clone(),
+            library: library.as_os_str().as_bytes().to_vec(),
+            resolved: std::fs::canonicalize(&library)
+                .unwrap()
+                .as_os_str()
+                .as_bytes()
+                .to_vec(),
+            library_stat: library_stats(&library).unwrap(),
+            version: location.version.clone(),
+            major: 6,
+            identity_memo: None,
+        };
+        identity::write_private(&search.memo_file(&ids), &old);
+        assert_eq!(recall_location(&search, Some(&ids)), None);
+        assert!(recall(&search, Some(&ids)).is_none());
+        // Even under this format's number, the shape of 5 is not misread.
+        identity::write_private(
+            &search.memo_file(&ids),
+            &MemoV5 {
+                format: FORMAT,
+                ..old
+            },
+        );
+        assert_eq!(recall_location(&search, Some(&ids)), None);
     }
 
     #[test]

@@ -15,8 +15,10 @@
 //!    missing, not executable, refused) is not "not found": it is an error naming the setting,
 //!    before this rule is applied (`hipjit::jit`'s compilers).
 //! 3. Both found: (a) the in-process compiler only where the parity test (tests/real/parity.rs,
-//!    tests/it/nvrtc_parity.rs) proved it produces the process compiler's code on this toolchain
-//!    and target family ([`PARITY`]), and only for what the test compared (one target, no
+//!    tests/it/nvrtc_parity.rs) proved it produces the process compiler's code for this
+//!    in-process compiler's major.minor version and target family ([`PARITY`]; a version with
+//!    no row, or whose minor version the library does not tell, is untested), and only for what
+//!    the test compared (one target, no
 //!    dumps, the CU/WGP mode pinned on gfx10 and later, `-O3` and includes NVRTC can report on
 //!    NVIDIA: `hipjit::jit`'s compilers); elsewhere the process compiler.
 //! 4. (b) What the source needs, where it can be known beforehand: host code or a header of
@@ -55,8 +57,36 @@ pub struct Selection {
     pub reason: String,
 }
 
-/// One row of the parity table: an in-process compiler of a major version, a target family,
-/// the toolchains the parity test compared and what it found.
+/// An in-process compiler's version as Auto's rule takes it: HIP's `major.minor` for hipRTC
+/// (from the library's file name, else `hipRuntimeGetVersion` of the runtime that holds it:
+/// [`crate::compiler::hiprtc::HipRtc::hip_version`]), CUDA's for NVRTC (`nvrtcVersion`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RtcVersion {
+    /// The major version (0 when the library did not tell).
+    pub major: u32,
+    /// The minor version; `None` when the library did not tell (no parity row matches it).
+    pub minor: Option<u32>,
+}
+
+impl std::fmt::Display for RtcVersion {
+    /// `6.4`, or `6.?` when the minor version is not known.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.minor {
+            Some(minor) => write!(f, "{}.{minor}", self.major),
+            None => write!(f, "{}.?", self.major),
+        }
+    }
+}
+
+/// One row of the parity table: an in-process compiler of a `major.minor` version, a target
+/// family, the toolchains the parity test compared and what it found.
+///
+/// The process compiler's version the row was measured against is stated in `evidence` but not
+/// matched: Auto decides before the process compiler is run or fingerprinted (only its program
+/// is found; its version is read when it is taken, `hipcc --version` on a miss), and reading it
+/// for every decision would cost a process on each cold start. So a measured in-process
+/// version beside a process compiler of another release is taken on the row's word: a known
+/// limit of the table, which `evidence` makes visible in every reason that cites it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParityRow {
     /// `hipRTC` or `NVRTC`.
@@ -64,6 +94,9 @@ pub struct ParityRow {
     /// The library's major version (HIP's for hipRTC: the soname's `.so.N`, 5 for the hipRTC
     /// inside `libamdhip64.so.5`; CUDA's for NVRTC).
     pub major: u32,
+    /// The library's minor version (HIP's for hipRTC, CUDA's for NVRTC): the row holds for
+    /// `major.minor` only.
+    pub minor: u32,
     /// The target family: `gfx9`, `gfx10`, `gfx11`, `gfx12` or `sm`.
     pub family: &'static str,
     /// Whether every kernel of the corpus was identical (metadata, descriptor, machine code).
@@ -72,13 +105,15 @@ pub struct ParityRow {
     pub evidence: &'static str,
 }
 
-/// The parity test's findings (tests/real/parity.rs, tests/it/nvrtc_parity.rs; the README's parity
-/// table). A (compiler, major, family) absent here was not tested: `Auto` does not take the
-/// in-process compiler for it when the process compiler exists.
+/// The parity test's findings (tests/real/parity.rs, tests/it/nvrtc_parity.rs; docs/compilers.md's
+/// parity table). A (compiler, major.minor, family) absent here was not tested: `Auto` does not
+/// take the in-process compiler for it when the process compiler exists (hipRTC 5.4 of the
+/// pytorch-triton-rocm 2.1.0 wheel, for one, does not give hipcc 5.2.3's code for gfx90a).
 pub const PARITY: &[ParityRow] = &[
     ParityRow {
         compiler: "hipRTC",
         major: 6,
+        minor: 4,
         family: "gfx9",
         identical: true,
         evidence: "hipRTC 6.4.3 and hipcc 7.0.2 give identical code for gfx90a and gfx942",
@@ -86,6 +121,7 @@ pub const PARITY: &[ParityRow] = &[
     ParityRow {
         compiler: "hipRTC",
         major: 6,
+        minor: 4,
         family: "gfx11",
         identical: true,
         evidence: "hipRTC 6.4.3 and hipcc 7.0.2 give identical code for gfx1100 (CU mode pinned)",
@@ -93,6 +129,7 @@ pub const PARITY: &[ParityRow] = &[
     ParityRow {
         compiler: "hipRTC",
         major: 5,
+        minor: 2,
         family: "gfx9",
         identical: true,
         evidence: "hipRTC 5.2.3 with hipcc's device libraries and one optimisation pipeline \
@@ -102,6 +139,7 @@ pub const PARITY: &[ParityRow] = &[
     ParityRow {
         compiler: "hipRTC",
         major: 5,
+        minor: 2,
         family: "gfx10",
         identical: false,
         evidence: "hipRTC 5.2.3 generates gfx1030 code in CU mode whatever it is asked: identical \
@@ -111,6 +149,7 @@ pub const PARITY: &[ParityRow] = &[
     ParityRow {
         compiler: "NVRTC",
         major: 13,
+        minor: 5,
         family: "sm",
         identical: true,
         evidence: "NVRTC 13.5 and nvcc 13.5 give identical SASS for sm_80 and sm_90",
@@ -138,21 +177,23 @@ pub fn family(processor: &str) -> Option<&'static str> {
     })
 }
 
-/// The parity row for `compiler` (`hipRTC` or `NVRTC`) of major version `major` on `processor`.
-pub fn parity(compiler: &str, major: u32, processor: &str) -> Option<&'static ParityRow> {
+/// The parity row for `compiler` (`hipRTC` or `NVRTC`) of `version` on `processor`; `None`
+/// when untested (a minor version not known is untested).
+pub fn parity(compiler: &str, version: RtcVersion, processor: &str) -> Option<&'static ParityRow> {
     let family = family(processor)?;
-    PARITY
-        .iter()
-        .find(|r| r.compiler == compiler && r.major == major && r.family == family)
+    let minor = version.minor?;
+    PARITY.iter().find(|r| {
+        r.compiler == compiler && r.major == version.major && r.minor == minor && r.family == family
+    })
 }
 
 /// [`CompilerChoice::Auto`]'s rule (see the module documentation). `in_process` names the
-/// in-process compiler found (`hipRTC`/`NVRTC` and its major version), `process` the process
+/// in-process compiler found (`hipRTC`/`NVRTC` and its version), `process` the process
 /// compiler found (`hipcc`/`nvcc`), `processor` the target (`gfx90a`, `sm_90`).
 ///
 /// Errors: the reason nothing can compile (neither found; a NUL byte with no process compiler).
 pub fn auto(
-    in_process: Option<(&str, u32)>,
+    in_process: Option<(&str, RtcVersion)>,
     process: Option<&str>,
     processor: &str,
     source_has_nul: bool,
@@ -167,20 +208,20 @@ pub fn auto(
         (Some((c, _)), None) if source_has_nul => Err(format!(
             "the source holds a NUL byte, which {c} (C strings) cannot take, and no process compiler was found"
         )),
-        (Some((c, major)), None) => pick(Side::InProcess, format!("{c} {major}.x: no process compiler was found")),
+        (Some((c, version)), None) => pick(Side::InProcess, format!("{c} {version}: no process compiler was found")),
         (None, Some(p)) => pick(Side::Process, format!("{p}: no in-process compiler was found")),
-        (Some((c, major)), Some(p)) => match parity(c, major, processor) {
+        (Some((c, version)), Some(p)) => match parity(c, version, processor) {
             Some(row) if row.identical => pick(
                 Side::InProcess,
-                format!("{c} {major}.x produces {p}'s code for {processor} ({})", row.evidence),
+                format!("{c} {version} produces {p}'s code for {processor} ({})", row.evidence),
             ),
             Some(row) => pick(
                 Side::Process,
-                format!("{p}: {c} {major}.x does not produce its code for {processor} ({})", row.evidence),
+                format!("{p}: {c} {version} does not produce its code for {processor} ({})", row.evidence),
             ),
             None => pick(
                 Side::Process,
-                format!("{p}: parity of {c} {major}.x with it is untested for {processor}"),
+                format!("{p}: parity of {c} {version} with {p} is untested for {processor}"),
             ),
         },
     }
@@ -210,17 +251,17 @@ pub fn source_needs_process(
 }
 
 /// Step 5 of the rule, at the failure: the reason the process compiler `process` compiled a
-/// request the in-process `in_process` (major version `major`) failed on; `error` says how it
-/// failed (its first error), `unread` the header whose includes the scan could not see, if any.
+/// request the in-process `in_process` (of `version`) failed on; `error` says how it failed
+/// (its first error), `unread` the header whose includes the scan could not see, if any.
 pub fn retried(
     in_process: &str,
-    major: u32,
+    version: RtcVersion,
     process: &str,
     error: &str,
     unread: Option<&super::source_scan::Found>,
 ) -> String {
     format!(
-        "{process}: {in_process} {major}.x failed on this source with these options ({error}){}, \
+        "{process}: {in_process} {version} failed on this source with these options ({error}){}, \
          so {process} compiled it; the failure is remembered for this source and options",
         unread.map_or(String::new(), |f| format!(
             "; the source has {}",
@@ -230,11 +271,10 @@ pub fn retried(
 }
 
 /// Step 5 of the rule, later: the reason the process compiler `process` compiles a request
-/// the in-process `in_process` (major version `major`) failed on before (`error`), as
-/// remembered.
-pub fn remembered(in_process: &str, major: u32, process: &str, error: &str) -> String {
+/// the in-process `in_process` (of `version`) failed on before (`error`), as remembered.
+pub fn remembered(in_process: &str, version: RtcVersion, process: &str, error: &str) -> String {
     format!(
-        "{process}: {in_process} {major}.x failed on this source with these options before \
+        "{process}: {in_process} {version} failed on this source with these options before \
          ({error}; remembered per user)"
     )
 }
@@ -255,31 +295,90 @@ mod tests {
         assert_eq!(family("x86"), None);
     }
 
+    fn v(major: u32, minor: u32) -> RtcVersion {
+        RtcVersion {
+            major,
+            minor: Some(minor),
+        }
+    }
+
     #[test]
     fn auto_takes_the_in_process_compiler_only_where_parity_was_proven() {
-        let s = auto(Some(("hipRTC", 6)), Some("hipcc"), "gfx942", false).unwrap();
+        let s = auto(Some(("hipRTC", v(6, 4))), Some("hipcc"), "gfx942", false).unwrap();
         assert_eq!(s.side, Side::InProcess, "{}", s.reason);
-        let s = auto(Some(("hipRTC", 5)), Some("hipcc"), "gfx90a", false).unwrap();
+        assert!(
+            s.reason
+                .starts_with("hipRTC 6.4 produces hipcc's code for gfx942"),
+            "{}",
+            s.reason
+        );
+        let s = auto(Some(("hipRTC", v(5, 2))), Some("hipcc"), "gfx90a", false).unwrap();
         assert_eq!(s.side, Side::InProcess, "{}", s.reason);
-        let s = auto(Some(("hipRTC", 5)), Some("hipcc"), "gfx1030", false).unwrap();
+        let s = auto(Some(("hipRTC", v(5, 2))), Some("hipcc"), "gfx1030", false).unwrap();
         assert_eq!(s.side, Side::Process);
         assert!(s.reason.contains("WGP mode"), "{}", s.reason);
-        let s = auto(Some(("hipRTC", 7)), Some("hipcc"), "gfx90a", false).unwrap();
+        let s = auto(Some(("hipRTC", v(7, 0))), Some("hipcc"), "gfx90a", false).unwrap();
         assert_eq!(s.side, Side::Process);
         assert!(s.reason.contains("untested"), "{}", s.reason);
-        let s = auto(Some(("NVRTC", 13)), Some("nvcc"), "sm_90", false).unwrap();
+        let s = auto(Some(("NVRTC", v(13, 5))), Some("nvcc"), "sm_90", false).unwrap();
         assert_eq!(s.side, Side::InProcess);
+    }
+
+    /// The rows hold for the versions measured: hipRTC 5.4 (the pytorch-triton-rocm 2.1.0
+    /// wheel's) does not give hipcc 5.2.3's code for gfx90a, though 5.2 does; another minor
+    /// version of 6 or 13 is untested as well, and so is a minor version the library did not
+    /// tell.
+    #[test]
+    fn auto_holds_a_parity_row_to_its_minor_version() {
+        let s = auto(Some(("hipRTC", v(5, 4))), Some("hipcc"), "gfx90a", false).unwrap();
+        assert_eq!(s.side, Side::Process, "{}", s.reason);
+        assert_eq!(
+            s.reason,
+            "hipcc: parity of hipRTC 5.4 with hipcc is untested for gfx90a"
+        );
+        for (c, version, p, processor) in [
+            ("hipRTC", v(6, 2), "hipcc", "gfx942"),
+            ("hipRTC", v(6, 5), "hipcc", "gfx1100"),
+            ("NVRTC", v(13, 0), "nvcc", "sm_90"),
+            ("NVRTC", v(12, 5), "nvcc", "sm_80"),
+        ] {
+            let s = auto(Some((c, version)), Some(p), processor, false).unwrap();
+            assert_eq!(s.side, Side::Process, "{}", s.reason);
+            assert!(
+                s.reason
+                    .contains(&format!("{c} {version} with {p} is untested")),
+                "{}",
+                s.reason
+            );
+        }
+        let unknown = RtcVersion {
+            major: 6,
+            minor: None,
+        };
+        let s = auto(Some(("hipRTC", unknown)), Some("hipcc"), "gfx942", false).unwrap();
+        assert_eq!(s.side, Side::Process, "{}", s.reason);
+        assert!(
+            s.reason.contains("hipRTC 6.? with hipcc is untested"),
+            "{}",
+            s.reason
+        );
+        let s = auto(Some(("hipRTC", v(6, 4))), Some("hipcc"), "gfx90a", false).unwrap();
+        assert_eq!(s.side, Side::InProcess, "{}", s.reason);
     }
 
     #[test]
     fn auto_without_a_process_compiler_or_with_a_nul_byte() {
-        let s = auto(Some(("hipRTC", 5)), None, "gfx90a", false).unwrap();
+        let s = auto(Some(("hipRTC", v(5, 4))), None, "gfx90a", false).unwrap();
         assert_eq!(s.side, Side::InProcess);
-        assert!(s.reason.contains("no process compiler"), "{}", s.reason);
-        let s = auto(Some(("hipRTC", 6)), Some("hipcc"), "gfx90a", true).unwrap();
+        assert!(
+            s.reason.contains("hipRTC 5.4: no process compiler"),
+            "{}",
+            s.reason
+        );
+        let s = auto(Some(("hipRTC", v(6, 4))), Some("hipcc"), "gfx90a", true).unwrap();
         assert_eq!(s.side, Side::Process);
         assert!(s.reason.contains("NUL byte"), "{}", s.reason);
-        assert!(auto(Some(("hipRTC", 6)), None, "gfx90a", true)
+        assert!(auto(Some(("hipRTC", v(6, 4))), None, "gfx90a", true)
             .unwrap_err()
             .contains("NUL byte"));
         assert!(auto(None, None, "gfx90a", false).is_err());
@@ -307,15 +406,15 @@ mod tests {
         );
         let r = retried(
             "hipRTC",
-            6,
+            v(6, 4),
             "hipcc",
             "error: x",
             unknown.other_header.as_ref(),
         );
         assert!(
-            r.contains("failed on this source") && r.contains("\"util.hpp\""),
+            r.contains("hipRTC 6.4 failed on this source") && r.contains("\"util.hpp\""),
             "{r}"
         );
-        assert!(remembered("hipRTC", 6, "hipcc", "error: x").contains("before"));
+        assert!(remembered("hipRTC", v(6, 4), "hipcc", "error: x").contains("6.4 failed"));
     }
 }

@@ -16,7 +16,7 @@
 //! `open` for most sources), and not at all by a memo that found no `auto/` when it first looked
 //! (a user for whom nothing was ever remembered: one `stat` per [`super::Jit`]).
 //!
-//! The name is the XXH3-128 of the format, the in-process compiler's name and major version,
+//! The name is the XXH3-128 of the format, the in-process compiler's name and major.minor version,
 //! the process compiler's name, the source and the options (without the code object version,
 //! which the runtime's answer fills in, and the metadata checks, which compile nothing). A
 //! collision of two names could only send a source to the process compiler, which compiles
@@ -27,10 +27,13 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
+use crate::compiler::selection::RtcVersion;
 use crate::compiler::CompileOptions;
 
-/// The memo file's format.
-const FORMAT: u32 = 1;
+/// The memo file's format, part of each file's name and of its first bytes. 2: the name holds
+/// the in-process compiler's minor version beside its major (a file of format 1 has a name no
+/// request of format 2 looks for, and its bytes are not read as this format's).
+const FORMAT: u32 = 2;
 
 /// The first bytes of a memo file.
 const MAGIC: &[u8; 4] = b"HJAF";
@@ -66,10 +69,10 @@ impl AutoMemo {
         }
     }
 
-    /// The name of a request: `compilers` names the in-process compiler, its major version
-    /// and the process compiler.
+    /// The name of a request: `compilers` names the in-process compiler, its version and the
+    /// process compiler.
     pub(crate) fn name(
-        compilers: (&str, u32, &str),
+        compilers: (&str, RtcVersion, &str),
         source: &[u8],
         options: &CompileOptions,
     ) -> Name {
@@ -78,11 +81,14 @@ impl AutoMemo {
         o.checks = Default::default();
         let options = rmp_serde::to_vec(&o).unwrap_or_default();
         let mut h = xxhash_rust::xxh3::Xxh3::new();
-        let (rtc, major, process) = compilers;
+        let (rtc, version, process) = compilers;
+        // The minor version: `u32::MAX` when not known (no version says it).
+        let minor = version.minor.unwrap_or(u32::MAX);
         for part in [
             &FORMAT.to_le_bytes()[..],
             rtc.as_bytes(),
-            &major.to_le_bytes(),
+            &version.major.to_le_bytes(),
+            &minor.to_le_bytes(),
             process.as_bytes(),
             source,
             &options,
@@ -220,17 +226,39 @@ mod tests {
     use super::*;
     use crate::target::amdgpu::TargetId;
 
+    fn v(major: u32, minor: u32) -> RtcVersion {
+        RtcVersion {
+            major,
+            minor: Some(minor),
+        }
+    }
+
     fn options() -> CompileOptions {
         CompileOptions::for_target(TargetId::parse("gfx942").unwrap())
     }
 
     #[test]
     fn names_differ_by_source_options_and_compilers_but_not_by_code_object_version() {
-        let c = ("hipRTC", 6, "hipcc");
+        let c = ("hipRTC", v(6, 4), "hipcc");
         let n = AutoMemo::name(c, b"a", &options());
         assert_ne!(n, AutoMemo::name(c, b"b", &options()));
         assert_ne!(n, AutoMemo::name(c, b"a", &options().define("X", "1")));
-        assert_ne!(n, AutoMemo::name(("hipRTC", 7, "hipcc"), b"a", &options()));
+        assert_ne!(
+            n,
+            AutoMemo::name(("hipRTC", v(7, 4), "hipcc"), b"a", &options())
+        );
+        assert_ne!(
+            n,
+            AutoMemo::name(("hipRTC", v(6, 2), "hipcc"), b"a", &options())
+        );
+        let unknown = RtcVersion {
+            major: 6,
+            minor: None,
+        };
+        assert_ne!(
+            n,
+            AutoMemo::name(("hipRTC", unknown, "hipcc"), b"a", &options())
+        );
         let mut v5 = options();
         v5.code_object_version = Some(5);
         assert_eq!(n, AutoMemo::name(c, b"a", &v5));
@@ -239,7 +267,7 @@ mod tests {
     #[test]
     fn a_failure_is_remembered_per_user_and_read_by_a_fresh_memo() {
         let dir = tempfile::tempdir().unwrap();
-        let n = AutoMemo::name(("hipRTC", 6, "hipcc"), b"src", &options());
+        let n = AutoMemo::name(("hipRTC", v(6, 4), "hipcc"), b"src", &options());
         let first = AutoMemo::new(Some(dir.path().to_path_buf()));
         assert_eq!(first.decision(n, || None, |e| e), None);
         first.failed(n, "retried".into(), Some("error: x"));
@@ -256,9 +284,27 @@ mod tests {
         );
         assert_eq!(remembered_failures(dir.path()).len(), 1);
         // A failure of the machine, not the source, is kept in the process only.
-        let m = AutoMemo::name(("hipRTC", 6, "hipcc"), b"other", &options());
+        let m = AutoMemo::name(("hipRTC", v(6, 4), "hipcc"), b"other", &options());
         first.failed(m, "retried".into(), None);
         assert_eq!(remembered_failures(dir.path()).len(), 1);
+    }
+
+    /// A file of format 1 (the same layout, its name hashed without the minor version) is
+    /// not read as this format's, even under this format's name.
+    #[test]
+    fn a_failure_remembered_in_the_previous_format_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = AutoMemo::name(("hipRTC", v(6, 4), "hipcc"), b"src", &options());
+        let mut old = Vec::new();
+        old.extend_from_slice(MAGIC);
+        old.extend_from_slice(&1u32.to_le_bytes());
+        old.extend_from_slice(&n.to_le_bytes());
+        old.extend_from_slice(b"error: x");
+        let file = memo_file(dir.path(), n);
+        crate::compiler::identity::write_private_bytes(&file, &old, false);
+        assert_eq!(recall(dir.path(), n), None);
+        remember(dir.path(), n, "error: x");
+        assert_eq!(recall(dir.path(), n), Some("error: x".into()));
     }
 
     #[test]
@@ -285,7 +331,7 @@ mod tests {
     fn a_memo_file_of_another_name_or_writable_by_others_is_not_read() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let n = AutoMemo::name(("hipRTC", 6, "hipcc"), b"src", &options());
+        let n = AutoMemo::name(("hipRTC", v(6, 4), "hipcc"), b"src", &options());
         remember(dir.path(), n, "error: x");
         let file = memo_file(dir.path(), n);
         let other = memo_file(dir.path(), n ^ 1);

@@ -9,7 +9,7 @@
 //! [`CompilerChoice::Auto`]. An explicit choice must fit the platform of the options (hipcc or
 //! hipRTC for AMDGPU target IDs, nvcc or NVRTC for an SM target), else the request fails
 //! naming both. `Auto` applies [`crate::compiler::selection::auto`] with what is found for the
-//! platform (the in-process compiler and its major version, the process compiler, the target
+//! platform (the in-process compiler and its major.minor version, the process compiler, the target
 //! and whether the source holds a NUL byte), and two rules of its own that follow from what the
 //! parity test compared: it takes the in-process compiler only for one target (hipRTC
 //! compiles one per program) without dumps, and on gfx10 and later only when the extra flags
@@ -40,7 +40,7 @@ use crate::compiler::library_search;
 use crate::compiler::nvcc::Nvcc;
 use crate::compiler::nvrtc::NvRtc;
 use crate::compiler::rtc::RtcError;
-use crate::compiler::selection::{self, CompilerChoice, Side};
+use crate::compiler::selection::{self, CompilerChoice, RtcVersion, Side};
 use crate::compiler::source_scan;
 use crate::compiler::{
     Backend, CompileError, CompileOptions, CompilerConfig, CompilerError, CompilerKind,
@@ -140,15 +140,15 @@ impl Chosen {
     }
 }
 
-/// An in-process compiler's search as Auto takes it: its major version and library, or why it
+/// An in-process compiler's search as Auto takes it: its version and library, or why it
 /// was not found, in words.
 ///
 /// Errors: a library named by `HIPJIT_HIPRTC_LIBRARY` or `HIPJIT_NVRTC_LIBRARY` that cannot be
 /// used ([`RtcError::Open`], [`RtcError::MissingSymbol`]: only a library named explicitly gives
 /// these) is [`CompilerError::InProcess`]: Auto never replaces it.
 fn explicit_rtc(
-    probe: Result<(u32, PathBuf), RtcError>,
-) -> Result<Result<(u32, PathBuf), String>, CompilerError> {
+    probe: Result<(RtcVersion, PathBuf), RtcError>,
+) -> Result<Result<(RtcVersion, PathBuf), String>, CompilerError> {
     match probe {
         Ok(found) => Ok(Ok(found)),
         Err(e @ (RtcError::Open { .. } | RtcError::MissingSymbol { .. })) => {
@@ -163,10 +163,10 @@ fn explicit_rtc(
 /// its code differs from `process_name`'s. `None` for another major version or when they are
 /// there.
 fn hip5_without_device_libraries(
-    probe: &Result<(u32, PathBuf), String>,
+    probe: &Result<(RtcVersion, PathBuf), String>,
     process_name: &str,
 ) -> Option<String> {
-    let Ok((5, library)) = probe else {
+    let Ok((RtcVersion { major: 5, .. }, library)) = probe else {
         return None;
     };
     crate::compiler::hiprtc::hip5_device_library_dir(library)
@@ -334,11 +334,11 @@ impl Compilers {
             (CompilerKind::Hipcc, CompilerKind::HipRtc)
         };
         let (process_name, rtc_name) = (process_kind.name(), rtc_kind.name());
-        // The in-process compiler's major version: remembered per user with where its search
-        // ended, so that a hit loads no library (its identity, which hashes its files, is only
-        // read when it is taken).
+        // The in-process compiler's major.minor version: remembered per user with where its
+        // search ended, so that a hit loads no library (its identity, which hashes its files,
+        // is only read when it is taken).
         let probe = explicit_rtc(self.in_process_probe(nvidia, runtime))?;
-        let rtc = probe.as_ref().ok().map(|(major, _)| (rtc_name, *major));
+        let rtc = probe.as_ref().ok().map(|(version, _)| (rtc_name, *version));
         let processor = options
             .targets
             .first()
@@ -393,7 +393,7 @@ impl Compilers {
                 "{process_name}: {} asked for (NVRTC has no optimisation levels)",
                 options.opt_level.flag()
             ))
-        } else if let (false, Some((_, 5)), Some(v)) =
+        } else if let (false, Some((_, RtcVersion { major: 5, .. })), Some(v)) =
             (nvidia, rtc, options.code_object_version.filter(|v| *v != 4))
         {
             Some(format!(
@@ -406,7 +406,7 @@ impl Compilers {
         {
             Some(why)
         } else if !nvidia
-            && rtc.is_some_and(|(_, major)| major == 5)
+            && rtc.is_some_and(|(_, version)| version.major == 5)
             && !matches!(
                 options.opt_level,
                 crate::compiler::OptLevel::O2 | crate::compiler::OptLevel::O3
@@ -428,10 +428,10 @@ impl Compilers {
                 "{process_name}: the CU/WGP mode is not pinned (-mcumode or -mno-cumode), and \
                  {rtc_name} and {process_name} default to different modes on {processor}"
             ))
-        } else if let (Ok(()), Some((rtc, major))) = (&process, rtc) {
+        } else if let (Ok(()), Some((rtc, version))) = (&process, rtc) {
             // What the source needs (steps 4 and 5 of the rule), decided once per request
             // and process.
-            let name = AutoMemo::name((rtc, major, process_name), source, options);
+            let name = AutoMemo::name((rtc, version, process_name), source, options);
             self.memo.decision(
                 name,
                 || {
@@ -441,7 +441,7 @@ impl Compilers {
                         process_name,
                     )
                 },
-                |error| selection::remembered(rtc, major, process_name, &error),
+                |error| selection::remembered(rtc, version, process_name, &error),
             )
         } else {
             None
@@ -482,9 +482,9 @@ impl Compilers {
         if self.choice != CompilerChoice::Auto || matches!(error, CompileError::Cancelled { .. }) {
             return false;
         }
-        let (nvidia, rtc_name, process_name, major) = match &chosen.backend {
-            Backend::HipRtc(h) => (false, "hipRTC", "hipcc", h.major),
-            Backend::Nvrtc(n) => (true, "NVRTC", "nvcc", n.major),
+        let (nvidia, rtc_name, process_name, version) = match &chosen.backend {
+            Backend::HipRtc(h) => (false, "hipRTC", "hipcc", h.rtc_version()),
+            Backend::Nvrtc(n) => (true, "NVRTC", "nvcc", n.rtc_version()),
             _ => return false,
         };
         if !matches!(self.process_probe(nvidia), Ok(Ok(()))) {
@@ -494,9 +494,9 @@ impl Compilers {
         let of_the_source =
             matches!(error, CompileError::InProcess(e) if failure_is_the_sources(e));
         let unread = source_scan::scan(source).other_header;
-        let reason = selection::retried(rtc_name, major, process_name, &summary, unread.as_ref());
+        let reason = selection::retried(rtc_name, version, process_name, &summary, unread.as_ref());
         tracing::info!(%reason, "Auto: the in-process compiler failed; compiling with the process compiler");
-        let name = AutoMemo::name((rtc_name, major, process_name), source, options);
+        let name = AutoMemo::name((rtc_name, version, process_name), source, options);
         self.memo
             .failed(name, reason, of_the_source.then_some(summary.as_str()));
         true
@@ -538,8 +538,8 @@ impl Compilers {
         }
     }
 
-    /// The major version of the in-process compiler of the platform (HIP's for hipRTC, CUDA's
-    /// for NVRTC), from the backend when it was found before, else from the per-user memo of
+    /// The major.minor version of the in-process compiler of the platform (HIP's for hipRTC,
+    /// CUDA's for NVRTC) and its library, from the backend when it was found before, else from the per-user memo of
     /// its search (the backend is then kept: nothing was loaded,
     /// [`crate::compiler::library_search`]), else from its library loaded now; the error of
     /// loading it otherwise.
@@ -547,7 +547,7 @@ impl Compilers {
         &self,
         nvidia: bool,
         runtime: Option<&Path>,
-    ) -> Result<(u32, PathBuf), RtcError> {
+    ) -> Result<(RtcVersion, PathBuf), RtcError> {
         let slot = self.slot(if nvidia {
             CompilerKind::Nvrtc
         } else {
@@ -557,9 +557,15 @@ impl Compilers {
         if let Some((b, found)) = &*slot {
             found.replay(if nvidia { None } else { runtime });
             return Ok(match b {
-                Backend::HipRtc(h) => (h.major, h.library.path().to_path_buf()),
-                Backend::Nvrtc(n) => (n.major, n.library.path().to_path_buf()),
-                _ => (0, PathBuf::new()),
+                Backend::HipRtc(h) => (h.rtc_version(), h.library.path().to_path_buf()),
+                Backend::Nvrtc(n) => (n.rtc_version(), n.library.path().to_path_buf()),
+                _ => (
+                    RtcVersion {
+                        major: 0,
+                        minor: None,
+                    },
+                    PathBuf::new(),
+                ),
             });
         }
         let dir = self.config.identity_dir.as_deref();
@@ -569,7 +575,7 @@ impl Compilers {
             let nvcc = crate::compiler::backend::nvcc_for_nvrtc(&self.config);
             let search = NvRtc::search(nvcc.as_deref());
             if let Some(b) = NvrtcBackend::recall(&search, dir) {
-                let found = (b.major, b.library.path().to_path_buf());
+                let found = (b.rtc_version(), b.library.path().to_path_buf());
                 *slot = Some((
                     Backend::Nvrtc(NvrtcBackend {
                         worker: self.config.rtc_worker.clone(),
@@ -581,19 +587,19 @@ impl Compilers {
             }
             drop(recording.finish());
             if let Some(l) = library_search::recall_location(&search, dir) {
-                return Ok((l.major, l.library));
+                return Ok((version_of(&l), l.library));
             }
             crate::fs::observe::unrecordable();
             let library = NvRtc::open(nvcc.as_deref())?;
             let location = NvrtcBackend::location(&library);
             library_search::remember(&search, &location, dir);
-            Ok((location.major, location.library))
+            Ok((version_of(&location), location.library))
         } else {
             let before = super::hit_memo::process_context(runtime);
             let recording = fs::observe::Recording::start();
             let search = HipRtc::search(runtime);
             if let Some(b) = HipRtcBackend::recall(&search, dir) {
-                let found = (b.major, b.library.path().to_path_buf());
+                let found = (b.rtc_version(), b.library.path().to_path_buf());
                 *slot = Some((
                     Backend::HipRtc(HipRtcBackend {
                         worker: self.config.rtc_worker.clone(),
@@ -605,14 +611,22 @@ impl Compilers {
             }
             drop(recording.finish());
             if let Some(l) = library_search::recall_location(&search, dir) {
-                return Ok((l.major, l.library));
+                return Ok((version_of(&l), l.library));
             }
             crate::fs::observe::unrecordable();
             let library = HipRtc::open(runtime)?;
             let location = HipRtcBackend::location(&library);
             library_search::remember(&search, &location, dir);
-            Ok((location.major, location.library))
+            Ok((version_of(&location), location.library))
         }
+    }
+}
+
+/// The version of the in-process compiler a search ended at, as Auto's rule takes it.
+fn version_of(location: &library_search::Location) -> RtcVersion {
+    RtcVersion {
+        major: location.major,
+        minor: location.minor,
     }
 }
 

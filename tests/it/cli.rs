@@ -1878,6 +1878,7 @@ fn doctor_reports_hiprtc_its_comgr_the_targets_it_compiles_and_what_auto_takes()
     assert_eq!(h["found"], true, "{h:#}");
     assert_eq!(h["origin"], "beside the HIP runtime", "{h:#}");
     assert_eq!(h["major"], 5, "{h:#}");
+    assert_eq!(h["minor"], 2, "{h:#}");
     assert!(
         h["path"]
             .as_str()
@@ -1962,6 +1963,7 @@ fn doctor_checks_nvrtc_for_the_cuda_devices_target() {
         "{n:#}"
     );
     assert_eq!(n["major"], 13, "{n:#}");
+    assert_eq!(n["minor"], 5, "{n:#}");
     let sm90 = in_process_target(n, "sm_90");
     assert_eq!(sm90["from"], "CUDA device 0");
     assert_eq!(sm90["compiles"], true, "{sm90:#}");
@@ -1986,6 +1988,7 @@ fn doctor_in_the_sid_root_takes_hiprtc_6_for_gfx942() {
     let h = &v["in_process"]["hiprtc"];
     assert_eq!(h["found"], true, "{h:#}");
     assert_eq!(h["major"], 6, "{h:#}");
+    assert_eq!(h["minor"], 4, "{h:#}");
     let t = in_process_target(h, "gfx942");
     assert_eq!(t["compiles"], true, "{t:#}");
     assert_eq!(t["auto"], "hiprtc", "{t:#}");

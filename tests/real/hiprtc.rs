@@ -63,6 +63,13 @@ fn the_library_of_the_environment_is_found() {
         TestEnv::Sid => 6,
     };
     assert_eq!(rtc.hip_major(), Some(major), "{rtc:?}");
+    // major.minor, which Auto's parity table is keyed by: from the file the soname links to
+    // (libamdhip64.so.5.2.21153, libhiprtc.so.6.4.43484).
+    let minor = match test_env() {
+        TestEnv::Bookworm => 2,
+        TestEnv::Sid => 4,
+    };
+    assert_eq!(rtc.hip_version(), Some((major, Some(minor))), "{rtc:?}");
 }
 
 #[test]

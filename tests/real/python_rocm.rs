@@ -11,6 +11,7 @@
 //! `libamd_comgr.so`, ...) with `RUNPATH $ORIGIN`, so they keep those names here; the runtime
 //! itself is `libamdhip64.so.5` (TheRock's layout: no `libamdhip64.so` link) or `libamdhip64.so`
 //! (PyTorch's). No device: the runtime loads, reports its version and `hipErrorNoDevice`.
+//! Under Auto, Debian's hipcc compiles (the wheel's hipRTC 5.4 has no parity row).
 //! Inside the sid root (scripts/sid-test.sh) glibc refuses to load it (it asks for an
 //! executable stack), which the tests assert there instead.
 
@@ -110,6 +111,9 @@ fn assert_doctor_finds(report: &serde_json::Value, runtime: &Path, package: &str
     assert_eq!(hiprtc["path"], toolchain::utf8(runtime), "{hiprtc:#}");
     assert_eq!(hiprtc["origin"], "beside the HIP runtime", "{hiprtc:#}");
     assert_eq!(hiprtc["major"], 5, "{hiprtc:#}");
+    // The minor version, from the runtime's hipRuntimeGetVersion (the file's name has none):
+    // Auto's parity table is keyed by it.
+    assert_eq!(hiprtc["minor"], 4, "{hiprtc:#}");
     // The comgr the runtime loads (by its unversioned NEEDED name, with RUNPATH $ORIGIN).
     let lib = runtime.parent().unwrap();
     assert_eq!(
@@ -168,6 +172,39 @@ fn assert_compiles_through(home: &Path, venv: &Path, library: &Path) {
     );
 }
 
+/// `hipjit compile --arch gfx90a --json saxpy.hip` under Auto in the environment: the wheel's
+/// hipRTC 5.4 has no parity row (measured: its code for gfx90a at -O3 differs from Debian's
+/// hipcc 5.2.3's in every file of the parity corpus; docs/compilers.md), so Debian's hipcc
+/// compiles, and the reason names the version.
+fn assert_auto_takes_hipcc(home: &Path, venv: &Path) {
+    let out = home.join("auto.hsaco");
+    let saxpy = toolchain::saxpy();
+    let o = in_venv(
+        home,
+        venv,
+        &[
+            "compile",
+            "--arch",
+            "gfx90a",
+            "--json",
+            "-o",
+            toolchain::utf8(&out),
+            toolchain::utf8(&saxpy),
+        ],
+    )
+    .output()
+    .unwrap();
+    let (ok, stdout, stderr) = cli::outcome(&o);
+    assert!(ok, "{stdout}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let compiler = &report["compiler"];
+    assert_eq!(compiler["kind"], "hipcc", "{compiler:#}");
+    assert_eq!(
+        compiler["reason"], "hipcc: parity of hipRTC 5.4 with hipcc is untested for gfx90a",
+        "{compiler:#}"
+    );
+}
+
 /// In the sid root (glibc 2.41+, whose `dlopen` refuses a library that asks for an
 /// executable stack, as the wheel's HIP 5.4 runtime does): doctor lists the package's runtime
 /// with the loader's refusal, and the runtime in use is the system's, the next in the order.
@@ -205,6 +242,7 @@ fn check_layout(package_lib: &str, runtime_name: &str, package: &str) {
         toolchain::TestEnv::Bookworm => {
             assert_doctor_finds(&report, &runtime, package);
             assert_compiles_through(tmp.path(), &venv, &runtime);
+            assert_auto_takes_hipcc(tmp.path(), &venv);
         }
         toolchain::TestEnv::Sid => assert_refused_by_the_loader(&report, &runtime, package),
     }

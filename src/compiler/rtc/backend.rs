@@ -153,7 +153,8 @@ pub trait RtcLib: Sized + Send + Sync + 'static {
     ///
     /// Errors: [`RtcError::Open`], [`RtcError::MissingSymbol`].
     fn open_file(path: &Path) -> Result<Self, RtcError>;
-    /// Where it is, its version text and its major version, as the search memo remembers them
+    /// Where it is, its version text and its major and minor versions, as the search memo
+    /// remembers them
     /// ([`library_search`]).
     fn location(&self) -> library_search::Location;
     /// The files its identity hashes.
@@ -204,6 +205,10 @@ pub struct InProcess<L: RtcLib> {
     /// Its major version (HIP's for hipRTC: [`hiprtc::hip_major_of`]; CUDA's for NVRTC:
     /// `nvrtcVersion`; 0 when it does not tell).
     pub major: u32,
+    /// Its minor version (HIP's for hipRTC: [`HipRtc::hip_version`]; CUDA's for NVRTC:
+    /// `nvrtcVersion`; `None` when it does not tell). With `major`, what Auto's parity table
+    /// is keyed by ([`InProcess::rtc_version`]).
+    pub minor: Option<u32>,
     /// Its identity ([`crate::compiler::identity::identify_library`]): the library and its
     /// builtins (NVRTC: the toolkit's header directory beside it is the identity's header
     /// directory, its parent the installation root).
@@ -219,6 +224,7 @@ impl<L: RtcLib> Clone for InProcess<L> {
         InProcess {
             library: self.library.clone(),
             major: self.major,
+            minor: self.minor,
             identity: self.identity.clone(),
             found: self.found.clone(),
             worker: self.worker.clone(),
@@ -232,6 +238,7 @@ impl<L: RtcLib> fmt::Debug for InProcess<L> {
             .field("kind", &L::KIND)
             .field("library", &self.library)
             .field("major", &self.major)
+            .field("minor", &self.minor)
             .field("identity", &self.identity)
             .field("found", &self.found)
             .field("worker", &self.worker)
@@ -258,18 +265,25 @@ pub struct ToolkitHeaders {
 /// An in-process compiler's library as `search` found it before, from the memo in
 /// `identity_dir` (else the per-user default) when nothing it depends on changed
 /// ([`library_search::recall`]): the library (not loaded; the file loaded later must be the
-/// one remembered), the major version, the identity.
+/// one remembered), the major and minor versions, the identity.
 fn recalled<T>(
     search: &LibrarySearch,
     identity_dir: Option<&std::path::Path>,
-) -> Option<(Arc<RtcLibrary<T>>, u32, CompilerIdentity)> {
+) -> Option<(
+    Arc<RtcLibrary<T>>,
+    crate::compiler::selection::RtcVersion,
+    CompilerIdentity,
+)> {
     let r = library_search::recall(search, identity_dir)?;
     Some((
         Arc::new(RtcLibrary::unloaded_as(
             r.location.library,
             Some(r.library_stat),
         )),
-        r.location.major,
+        crate::compiler::selection::RtcVersion {
+            major: r.location.major,
+            minor: r.location.minor,
+        },
         r.identity,
     ))
 }
@@ -306,11 +320,12 @@ impl<L: RtcLib> InProcess<L> {
     /// `identity_dir` (else the per-user default) when nothing it depends on changed
     /// ([`library_search::recall`]); nothing is loaded. `None` otherwise.
     pub fn recall(search: &LibrarySearch, identity_dir: Option<&Path>) -> Option<InProcess<L>> {
-        let (library, major, identity) = recalled(search, identity_dir)?;
+        let (library, version, identity) = recalled(search, identity_dir)?;
         let found = L::recalled(library.path(), &identity)?;
         Some(InProcess {
             library,
-            major,
+            major: version.major,
+            minor: version.minor,
             identity,
             found,
             worker: None,
@@ -347,13 +362,23 @@ impl<L: RtcLib> InProcess<L> {
         Ok(InProcess {
             library: Arc::new(RtcLibrary::loaded(location.library, library)),
             major: location.major,
+            minor: location.minor,
             identity,
             found,
             worker: None,
         })
     }
 
-    /// Where `library` is, its version text and its major version ([`RtcLib::location`]).
+    /// Its version as Auto's rule takes it ([`crate::compiler::selection::auto`]).
+    pub fn rtc_version(&self) -> crate::compiler::selection::RtcVersion {
+        crate::compiler::selection::RtcVersion {
+            major: self.major,
+            minor: self.minor,
+        }
+    }
+
+    /// Where `library` is, its version text and its major and minor versions
+    /// ([`RtcLib::location`]).
     pub fn location(library: &L) -> library_search::Location {
         library.location()
     }
@@ -446,7 +471,8 @@ impl RtcLib for HipRtc {
     }
 
     /// Where `library` is, its version text (the file's name, HIP's major version and
-    /// `hiprtcVersion`) and HIP's major version, as the search memo remembers them
+    /// `hiprtcVersion`) and HIP's major and minor versions ([`HipRtc::hip_version`]), as the
+    /// search memo remembers them
     /// ([`library_search`]).
     fn location(&self) -> library_search::Location {
         let name = self
@@ -464,6 +490,7 @@ impl RtcLib for HipRtc {
             library: self.path().to_path_buf(),
             version,
             major: self.hip_major().unwrap_or(0),
+            minor: self.hip_version().and_then(|(_, minor)| minor),
         }
     }
 
@@ -634,6 +661,7 @@ impl RtcLib for NvRtc {
             library: self.path().to_path_buf(),
             version,
             major: self.version().map_or(0, |(m, _)| m.max(0) as u32),
+            minor: self.version().map(|(_, m)| m.max(0) as u32),
         }
     }
 

@@ -131,10 +131,44 @@ pub fn hip_major_of(library: &Path) -> Option<u32> {
     rest.split('.').next()?.parse().ok()
 }
 
+/// HIP's major and minor version of the hipRTC in `library`, from its file name, else (no
+/// minor version in it) from the name of the file its symbolic links lead to:
+/// `libhiprtc.so.6.4.43484` gives (6, 4), `libamdhip64.so.5` linked to
+/// `libamdhip64.so.5.2.21153` gives (5, 2), `libhiprtc.so.6` that is no link (6, `None`);
+/// `None` for a file named otherwise.
+pub fn hip_version_of(library: &Path) -> Option<(u32, Option<u32>)> {
+    fn of_name(library: &Path) -> Option<(u32, Option<u32>)> {
+        let name = library.file_name()?.to_str()?;
+        let rest = name
+            .strip_prefix("libhiprtc.so.")
+            .or_else(|| name.strip_prefix("libamdhip64.so."))?;
+        let mut parts = rest.split('.');
+        let major = parts.next()?.parse().ok()?;
+        Some((major, parts.next().and_then(|m| m.parse().ok())))
+    }
+    let named = of_name(library)?;
+    if named.1.is_some() {
+        return Some(named);
+    }
+    let resolved = crate::fs::observe::canonicalize(library)
+        .ok()
+        .and_then(|r| of_name(&r))
+        .filter(|r| r.0 == named.0 && r.1.is_some());
+    Some(resolved.unwrap_or(named))
+}
+
 /// HIP's major version of `library`, a loaded HIP runtime (named `libamdhip64.so...`) that
 /// holds hipRTC: its `hipRuntimeGetVersion` (`major * 10_000_000 + ...`), which needs no
 /// device. `None` for another file, or when the call fails.
 fn runtime_major(library: &Path) -> Option<u32> {
+    runtime_version(library).map(|(major, _)| major)
+}
+
+/// HIP's major and minor version of `library`, a loaded HIP runtime (named
+/// `libamdhip64.so...`) that holds hipRTC: its `hipRuntimeGetVersion`
+/// (`major * 10_000_000 + minor * 100_000 + patch`, hip_version.h's `HIP_VERSION`), which
+/// needs no device. `None` for another file, or when the call fails.
+fn runtime_version(library: &Path) -> Option<(u32, u32)> {
     let name = library.file_name()?.to_str()?;
     if !name.starts_with("libamdhip64.so") {
         return None;
@@ -147,7 +181,7 @@ fn runtime_major(library: &Path) -> Option<u32> {
     let mut v: std::ffi::c_int = 0;
     // SAFETY: `v` is valid for one write.
     let rc = unsafe { get(&mut v) };
-    (rc == 0 && v > 0).then_some((v / 10_000_000) as u32)
+    (rc == 0 && v > 0).then_some(((v / 10_000_000) as u32, ((v / 100_000) % 100) as u32))
 }
 
 impl HipRtc {
@@ -416,6 +450,25 @@ impl HipRtc {
     /// `None` for a file named otherwise.
     pub fn hip_major(&self) -> Option<u32> {
         hip_major_of(&self.lib.path).or_else(|| runtime_major(&self.lib.path))
+    }
+
+    /// HIP's major and minor version of this hipRTC, which Auto's parity table is keyed by
+    /// ([`crate::compiler::selection::PARITY`]): from the library's file name or the file its
+    /// links lead to ([`hip_version_of`]: `libhiprtc.so.6.4.43484` gives 6.4), else, for a
+    /// runtime holding hipRTC (`libamdhip64.so...`), its `hipRuntimeGetVersion` (the
+    /// pytorch-triton-rocm 2.1.0 wheel's unversioned `libamdhip64.so` gives 5.4). The minor
+    /// version is `None` where neither tells; the whole is `None` where [`HipRtc::hip_major`]
+    /// is.
+    pub fn hip_version(&self) -> Option<(u32, Option<u32>)> {
+        let path = &self.lib.path;
+        let named = hip_version_of(path);
+        if let Some((_, Some(_))) = named {
+            return named;
+        }
+        let asked = runtime_version(path)
+            .filter(|(major, _)| named.is_none_or(|(m, _)| m == *major))
+            .map(|(major, minor)| (major, Some(minor)));
+        asked.or(named)
     }
 
     /// `hiprtcVersion`'s answer. It does not identify a build: 5.2.3 and 6.4.3 both say 9.0.

@@ -104,6 +104,11 @@ pub struct RtcReport {
     /// The major version: HIP's for hipRTC (from the file name), CUDA's for NVRTC
     /// (`nvrtcVersion`).
     pub major: Option<u32>,
+    /// The minor version: HIP's for hipRTC (from the file name or the file its links lead to,
+    /// else `hipRuntimeGetVersion`), CUDA's for NVRTC; with `major`, what Auto's parity table
+    /// is keyed by. Absent when the library does not tell.
+    #[serde(default)]
+    pub minor: Option<u32>,
     /// `nvrtcVersion` / `hiprtcVersion` as `major.minor` (hipRTC's says 9.0 on 5.2.3 and 6.4.3
     /// alike).
     pub library_version: Option<String>,
@@ -156,6 +161,7 @@ pub fn probe_rtc(args: &ProbeArgs) -> Result<(), CliError> {
                 r.path = Some(rtc.path().to_path_buf());
                 r.origin = Some(rtc.found().to_owned());
                 r.major = rtc.hip_major();
+                r.minor = rtc.hip_version().and_then(|(_, minor)| minor);
                 r.library_version = rtc.version().map(|(a, b)| format!("{a}.{b}"));
                 match rtc.comgr() {
                     Ok(c) => {
@@ -188,6 +194,7 @@ pub fn probe_rtc(args: &ProbeArgs) -> Result<(), CliError> {
                 r.origin = Some(rtc.found().to_owned());
                 let version = rtc.version();
                 r.major = version.map(|(a, _)| a.max(0) as u32);
+                r.minor = version.map(|(_, b)| b.max(0) as u32);
                 r.library_version = version.map(|(a, b)| format!("{a}.{b}"));
                 r.identity_files = identity_files(rtc.identity_files());
                 for t in &args.targets {
@@ -266,19 +273,27 @@ fn probe(
 /// What `Auto` takes for each target of `r`, given the process compiler found (`hipcc`,
 /// `nvcc`), written into the target reports.
 fn decide(r: &mut RtcReport, name: &str, process: Option<&str>) {
-    let in_process = r.found.then_some(r.major).flatten().map(|m| (name, m));
+    let in_process = r.found.then_some(r.major).flatten().map(|major| {
+        (
+            name,
+            selection::RtcVersion {
+                major,
+                minor: r.minor,
+            },
+        )
+    });
     for t in &mut r.targets {
         let processor = t.target.split(':').next().unwrap_or(&t.target).to_owned();
-        if let (Some((c, major)), false) = (in_process, t.compiles) {
+        if let (Some((c, version)), false) = (in_process, t.compiles) {
             // Found, but not for this target: the process compiler, or nothing.
             let process_kind = if name == "hipRTC" { "hipcc" } else { "nvcc" };
             match process {
                 Some(p) => {
                     t.auto = Some(process_kind.to_owned());
-                    t.auto_reason = format!("{p}: {c} {major}.x cannot compile for {processor}");
+                    t.auto_reason = format!("{p}: {c} {version} cannot compile for {processor}");
                 }
                 None => {
-                    let why = format!("{c} {major}.x cannot compile for {processor}");
+                    let why = format!("{c} {version} cannot compile for {processor}");
                     t.auto_reason = format!("{why} and no {process_kind} was found");
                 }
             }
@@ -372,7 +387,10 @@ fn print_one(name: &str, r: &RtcReport) {
         return;
     }
     let version = match (name, r.major) {
-        ("hipRTC", Some(m)) => format!(", HIP {m}"),
+        ("hipRTC", Some(m)) => match r.minor {
+            Some(n) => format!(", HIP {m}.{n}"),
+            None => format!(", HIP {m}"),
+        },
         (_, Some(_)) => format!(", CUDA {}", r.library_version.as_deref().unwrap_or("?")),
         _ => String::new(),
     };
