@@ -27,7 +27,8 @@
 #
 #   scripts/h200.sh [BIN_DIR]        # BIN_DIR defaults to .device-bin
 #
-# HIPJIT_H200_ONLY=TEXT runs only the steps whose title contains TEXT (e.g. `nvidia_e2e`), for a
+# HIPJIT_H200_ONLY=TEXT[|TEXT...] runs only the steps whose title contains one of the TEXTs
+# (e.g. `nvidia_e2e` or `nvidia_e2e|switching_kernel`), for a
 # quick check of one part within the device time; the full run is what the README reports.
 #
 # The whole output also goes to $OUT/h200.log (or /tmp/h200.log when OUT is unset). Exits
@@ -145,8 +146,14 @@ failed=()
 step() {
     local title="$1" rc=0
     shift
-    if [ -n "${HIPJIT_H200_ONLY:-}" ] && [[ "$title" != *"$HIPJIT_H200_ONLY"* ]]; then
-        return 0
+    if [ -n "${HIPJIT_H200_ONLY:-}" ]; then
+        local only wanted=0
+        local -a texts
+        IFS='|' read -ra texts <<<"$HIPJIT_H200_ONLY"
+        for only in "${texts[@]}"; do
+            [[ -n "$only" && "$title" == *"$only"* ]] && wanted=1
+        done
+        ((wanted)) || return 0
     fi
     echo "== $title"
     "$@" || rc=$?
