@@ -90,11 +90,15 @@ fn hipjit_sys_publishes_sources_build_script_and_pregenerated_bindings() {
                 .iter()
                 .any(|d| f.starts_with(d) && f.ends_with(".rs"))
                 || f == "README.md"
+                || f == "pregenerated/probe.txt"
         },
         &[
             "src/lib.rs",
             "build/main.rs",
             "pregenerated/hip_runtime_api.rs",
+            // What a build without the `bindgen` feature reads in place of the probe.
+            "pregenerated/pfn.rs",
+            "pregenerated/probe.txt",
             "README.md",
         ],
     );
