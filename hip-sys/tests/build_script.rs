@@ -142,7 +142,7 @@ fn not_found_lists_every_candidate_in_order() {
         ]
     );
     assert_eq!(
-        tried[4].dir.as_deref(),
+        tried[5].dir.as_deref(),
         Some(Path::new(&opt_rocm).join("include").as_path())
     );
 }
