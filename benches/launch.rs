@@ -10,6 +10,14 @@
 //! `cuLaunchKernel` and hipjit batches alternating, 200 batches each; the median per launch of
 //! each side; three such runs, and the median of their overheads and ratios.
 //!
+//! The same for a launch recorded into a stream capture (`Capture::launch` against
+//! `cuLaunchKernel` on a capturing stream, each capture of 512 launches begun and ended inside
+//! the clock on both sides, the graph destroyed outside it) and for a kernel-node update of an
+//! executable graph (`GraphExec::set_kernel_params` against
+//! `cuGraphExecKernelNodeSetParams_v2`, 64 nodes a pass); and, with no raw counterpart, a
+//! memory hit to a launchable kernel (`Jit::load` of a 4 KiB source held in memory, then
+//! `Library::kernel`).
+//!
 //! Run: `cargo bench --bench launch`.
 
 use std::ffi::c_void;
@@ -19,7 +27,8 @@ use std::time::Instant;
 
 use hipjit::args;
 use hipjit::compiler::{CompileOptions, CompilerConfig};
-use hipjit::cuda::driver;
+use hipjit::cuda::driver::{self, KernelNodeParams};
+use hipjit::graph::CaptureMode;
 use hipjit::cuda::target::SmTarget;
 use hipjit::jit::{CacheLocation, Jit, JitOptions};
 use hipjit::launch::LaunchConfig;
@@ -206,5 +215,176 @@ fn main() -> R<()> {
         unsafe { saxpy.launch(&stream, cfg, &mut args![&a, &x, &mut y, &n]) }?;
         Ok(())
     })?;
+
+    // Capture: per launch, captures of BATCH launches begun and ended inside the clock.
+    let need = |f: Option<_>, name: &str| f.ok_or_else(|| format!("the fixture lacks {name}"));
+    let begin = need(d.cuStreamBeginCapture_v2, "cuStreamBeginCapture_v2")?;
+    let end = need(d.cuStreamEndCapture, "cuStreamEndCapture")?;
+    let destroy = need(d.cuGraphDestroy, "cuGraphDestroy")?;
+    let instantiate = need(d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags")?;
+    let exec_destroy = need(d.cuGraphExecDestroy, "cuGraphExecDestroy")?;
+    let get_nodes = need(d.cuGraphGetNodes, "cuGraphGetNodes")?;
+    let set_params = need(
+        d.cuGraphExecKernelNodeSetParams_v2,
+        "cuGraphExecKernelNodeSetParams_v2",
+    )?;
+    let cu = |rc: i32, what: &str| -> R<()> {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!("{what}: {rc}").into())
+        }
+    };
+    let (mut over, mut ratio) = (Vec::new(), Vec::new());
+    for run in 1..=RUNS {
+        let (mut r, mut o) = (Vec::with_capacity(BATCHES), Vec::with_capacity(BATCHES));
+        for _ in 0..BATCHES / 4 {
+            let mut g: *mut c_void = std::ptr::null_mut();
+            let t = Instant::now();
+            // SAFETY: a live stream; global mode (0).
+            cu(unsafe { begin(s, 0) }, "cuStreamBeginCapture_v2")?;
+            for _ in 0..BATCH {
+                raw()?;
+            }
+            // SAFETY: the stream capturing since the begin above; valid out pointer.
+            cu(unsafe { end(s, &mut g) }, "cuStreamEndCapture")?;
+            r.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+            // SAFETY: the graph just captured, destroyed once.
+            cu(unsafe { destroy(g) }, "cuGraphDestroy")?;
+            let t = Instant::now();
+            let mut cap = stream.begin_capture(CaptureMode::Global)?;
+            for _ in 0..BATCH {
+                // SAFETY: saxpy's arguments; the fixture runs nothing.
+                unsafe { cap.launch(&saxpy, cfg, args![&a, &x, &mut y, &n]) }?;
+            }
+            let graph = cap.end_capture()?;
+            o.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+            drop(graph);
+        }
+        let (mr, mo) = (median(&mut r), median(&mut o));
+        println!(
+            "  run {run}: Capture::launch {mo:.1} ns vs raw cuLaunchKernel while capturing {mr:.1} ns per launch (begin and end included): {:+.1} ns, ratio {:.3}",
+            mo - mr,
+            mo / mr
+        );
+        over.push(mo - mr);
+        ratio.push(mo / mr);
+    }
+    println!(
+        "Capture::launch, 4 arguments, fixture driver: overhead median {:+.1} ns, ratio median {:.3} ({RUNS} runs of {} captures of {BATCH} launches each side)",
+        median(&mut over),
+        median(&mut ratio),
+        BATCHES / 4
+    );
+
+    // Kernel-node updates of a graph of NODES launches.
+    const NODES: usize = 64;
+    let mut cap = stream.begin_capture(CaptureMode::Global)?;
+    for _ in 0..NODES {
+        // SAFETY: saxpy's arguments; the fixture runs nothing.
+        unsafe { cap.launch(&saxpy, cfg, args![&a, &x, &mut y, &n]) }?;
+    }
+    let graph = cap.end_capture()?;
+    let mut exec = graph.instantiate()?;
+    let nodes = exec.kernel_nodes().to_vec();
+    let mut raw_exec: *mut c_void = std::ptr::null_mut();
+    // SAFETY: a live graph; valid out pointer.
+    cu(
+        unsafe { instantiate(&mut raw_exec, graph.as_raw() as *mut c_void, 0) },
+        "cuGraphInstantiateWithFlags",
+    )?;
+    let mut raw_nodes: Vec<*mut c_void> = vec![std::ptr::null_mut(); NODES];
+    let mut count = NODES;
+    // SAFETY: room for NODES nodes.
+    cu(
+        unsafe { get_nodes(graph.as_raw() as *mut c_void, raw_nodes.as_mut_ptr(), &mut count) },
+        "cuGraphGetNodes",
+    )?;
+    raw_nodes.truncate(count);
+    let (mut over, mut ratio) = (Vec::new(), Vec::new());
+    for run in 1..=RUNS {
+        let (mut r, mut o) = (Vec::with_capacity(BATCHES), Vec::with_capacity(BATCHES));
+        for _ in 0..BATCHES {
+            let t = Instant::now();
+            for &node in &raw_nodes {
+                let mut params: [*mut c_void; 4] = [
+                    &a as *const f32 as *mut c_void,
+                    &xp as *const u64 as *mut c_void,
+                    &yp as *const u64 as *mut c_void,
+                    &n as *const u32 as *mut c_void,
+                ];
+                let p = KernelNodeParams {
+                    func: f,
+                    gridDimX: cfg.grid.x,
+                    gridDimY: 1,
+                    gridDimZ: 1,
+                    blockDimX: cfg.block.x,
+                    blockDimY: 1,
+                    blockDimZ: 1,
+                    sharedMemBytes: 0,
+                    kernelParams: params.as_mut_ptr(),
+                    extra: std::ptr::null_mut(),
+                    kern: std::ptr::null_mut(),
+                    ctx: std::ptr::null_mut(),
+                };
+                // SAFETY: a node of the graph raw_exec was instantiated from; live parameters.
+                cu(
+                    unsafe { set_params(raw_exec, node, &p) },
+                    "cuGraphExecKernelNodeSetParams_v2",
+                )?;
+            }
+            r.push(t.elapsed().as_secs_f64() * 1e9 / raw_nodes.len() as f64);
+            let t = Instant::now();
+            for &node in &nodes {
+                // SAFETY: saxpy's arguments; the fixture runs nothing.
+                unsafe { exec.set_kernel_params(node, &saxpy, cfg, args![&a, &x, &mut y, &n]) }?;
+            }
+            o.push(t.elapsed().as_secs_f64() * 1e9 / nodes.len() as f64);
+        }
+        let (mr, mo) = (median(&mut r), median(&mut o));
+        println!(
+            "  run {run}: GraphExec::set_kernel_params {mo:.1} ns vs raw cuGraphExecKernelNodeSetParams_v2 {mr:.1} ns per node: {:+.1} ns, ratio {:.3}",
+            mo - mr,
+            mo / mr
+        );
+        over.push(mo - mr);
+        ratio.push(mo / mr);
+    }
+    println!(
+        "GraphExec::set_kernel_params, 4 arguments, fixture driver: overhead median {:+.1} ns, ratio median {:.3} ({RUNS} runs of {BATCHES} passes over {NODES} nodes)",
+        median(&mut over),
+        median(&mut ratio)
+    );
+    drop(exec);
+    drop(graph);
+    // SAFETY: the raw executable graph, destroyed once.
+    cu(unsafe { exec_destroy(raw_exec) }, "cuGraphExecDestroy")?;
+
+    // A memory hit to a launchable kernel.
+    let mut four_k = String::from(SAXPY);
+    while four_k.len() < 4096 {
+        four_k.push_str("// padding to make the source 4 KiB long, as a generated kernel would be\n");
+    }
+    four_k.truncate(4096);
+    let options = CompileOptions::for_sm(SmTarget::new(90));
+    jit.load(&dev, &four_k, &options)?.library.kernel("saxpy")?;
+    let mut runs = Vec::new();
+    for _ in 0..RUNS {
+        let mut per = Vec::with_capacity(BATCHES);
+        for _ in 0..BATCHES {
+            let t = Instant::now();
+            for _ in 0..BATCH / 8 {
+                let k = jit.load(&dev, &four_k, &options)?.library.kernel("saxpy")?;
+                std::hint::black_box(k);
+            }
+            per.push(t.elapsed().as_secs_f64() * 1e9 / (BATCH / 8) as f64);
+        }
+        runs.push(median(&mut per));
+    }
+    println!(
+        "memory hit to a launchable kernel (Jit::load of a 4 KiB source held in memory, then Library::kernel), fixture driver: median {:.0} ns ({RUNS} runs of {BATCHES} batches of {})",
+        median(&mut runs),
+        BATCH / 8
+    );
     Ok(())
 }

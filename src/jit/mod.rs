@@ -300,12 +300,14 @@ pub struct Loaded {
     pub library: Arc<Library>,
 }
 
-/// (runtime library path, device ordinal, cache key).
-type LoadedKey = (PathBuf, i32, CacheKey);
+/// The loaded libraries of one cache key: (runtime library path, device ordinal, slot) for
+/// each device it was loaded on. Keyed by the cache key alone so that a lookup borrows the
+/// runtime's path instead of allocating a key (a memory hit's path).
+type LoadedByKey = HashMap<CacheKey, Vec<(PathBuf, i32, LoadedSlot)>>;
 
-/// One loaded library per [`LoadedKey`]: the lock is held while it is loaded, so that threads
-/// asking for the same device and key at once load it once (single flight), while other
-/// devices and keys load in parallel.
+/// One loaded library per (runtime library path, device ordinal, cache key): the lock is held
+/// while it is loaded, so that threads asking for the same device and key at once load it once
+/// (single flight), while other devices and keys load in parallel.
 type LoadedSlot = Arc<Mutex<Option<Arc<Library>>>>;
 
 /// The JIT compiler with its caches, for AMD and NVIDIA GPUs alike. `Send + Sync`: share one
@@ -321,7 +323,7 @@ pub struct Jit {
     remote: Vec<crate::cache::remote::RemoteCache>,
     /// Copies of remote hits into the first disk root, written in the background.
     write_back: crate::cache::remote::write_back::WriteBack,
-    loaded: Mutex<HashMap<LoadedKey, LoadedSlot>>,
+    loaded: Mutex<LoadedByKey>,
     /// Per-tier telemetry ([`Jit::stats`]).
     counters: stats::Counters,
     /// Kernels by (device, source, options, name): [`Jit::kernel`].
@@ -827,12 +829,13 @@ impl Jit {
         L: Fn(&Artefact, &Device) -> Result<Library, LibraryError>,
     {
         let source = source.as_ref();
-        let mut o = options.clone();
+        // Borrowed unless the device's target must be added (no copy on a hit that names one).
+        let mut o = std::borrow::Cow::Borrowed(options);
         if o.targets.is_empty() && o.sm_targets.is_empty() {
             if let Some(t) = device.target_id() {
-                o.targets = vec![t.clone()];
+                o.to_mut().targets = vec![t.clone()];
             } else if let Some(sm) = device.sm_target() {
-                o.sm_targets = vec![sm];
+                o.to_mut().sm_targets = vec![sm];
             } else {
                 return Err(JitError::UnknownDeviceTarget {
                     ordinal: device.ordinal(),
@@ -845,12 +848,11 @@ impl Jit {
         // host); only a code object this runtime cannot load is compiled again, with the
         // highest version both accept.
         let accepted = device.runtime().code_object_versions();
-        let runtime = device.runtime().path().to_path_buf();
+        let runtime = device.runtime().path();
         let mut bypass_disk = false;
         loop {
-            let compiled = self.compile_impl(source, &o, bypass_disk, Some(&runtime))?;
-            let map_key = (runtime.clone(), device.ordinal(), compiled.key());
-            let slot: LoadedSlot = Arc::clone(self.loaded.lock().entry(map_key).or_default());
+            let compiled = self.compile_impl(source, &o, bypass_disk, Some(runtime))?;
+            let slot = self.loaded_slot(runtime, device.ordinal(), compiled.key());
             let mut slot = slot.lock();
             if let Some(lib) = &*slot {
                 return Ok(Loaded {
@@ -889,7 +891,7 @@ impl Jit {
                         tracing::debug!(key = %compiled.key(), version = co.code_object_version(),
                             "the runtime does not load this code object version; compiling \
                              for one it does");
-                        o = retry;
+                        o = std::borrow::Cow::Owned(retry);
                         continue;
                     }
                 }
@@ -915,6 +917,22 @@ impl Jit {
                 Err(e) => return Err(Box::new(e).into()),
             }
         }
+    }
+
+    /// The slot of (runtime library path, device ordinal, key) in the loaded libraries, made
+    /// empty when there is none. Allocates only to make one.
+    fn loaded_slot(&self, runtime: &std::path::Path, ordinal: i32, key: CacheKey) -> LoadedSlot {
+        let mut loaded = self.loaded.lock();
+        let slots = loaded.entry(key).or_default();
+        if let Some((_, _, slot)) = slots
+            .iter()
+            .find(|(path, o, _)| *o == ordinal && path == runtime)
+        {
+            return Arc::clone(slot);
+        }
+        let slot = LoadedSlot::default();
+        slots.push((runtime.to_path_buf(), ordinal, Arc::clone(&slot)));
+        slot
     }
 
     /// The hit memo, then the tiers (disk, remote: [`crate::cache::tier`]) looked up, then

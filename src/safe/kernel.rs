@@ -47,6 +47,20 @@ pub(crate) struct Function {
     pub(crate) shape: Option<ArgShape>,
 }
 
+/// A kernel's function handle and what its launch checks need, as [`Kernel::resolve`] read
+/// them: what a [`Library`] keeps per kernel name.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Resolved {
+    pub(crate) func: sys::hipFunction_t,
+    pub(crate) info: Option<usize>,
+    pub(crate) max_threads: u32,
+    pub(crate) static_lds: u32,
+    pub(crate) shape: Option<ArgShape>,
+}
+
+// SAFETY: a hipFunction_t may be used from any thread (see `Function`).
+unsafe impl Send for Resolved {}
+
 // SAFETY: a hipFunction_t may be used from any thread; the device is bound before each call.
 unsafe impl Send for Function {}
 // SAFETY: `&Function` mutates nothing but an atomic.
@@ -92,15 +106,13 @@ impl KernelAttribute {
 }
 
 impl Kernel {
-    /// Reads the attributes the launch checks use, once.
-    pub(crate) fn new(
-        lib: Library,
-        func: sys::hipFunction_t,
-        name: &str,
-        info: Option<usize>,
-    ) -> Kernel {
+    /// What the launch checks need of the function `func` of `lib` (its entry `info` in the
+    /// library's metadata): two attributes read from the runtime (`hipFuncGetAttribute`), the
+    /// argument shape from the metadata. A library keeps it per kernel name, so that asking for
+    /// a kernel again makes no runtime call.
+    pub(crate) fn resolve(lib: &Library, func: sys::hipFunction_t, info: Option<usize>) -> Resolved {
         let meta = info.and_then(|i| lib.kernels().get(i));
-        let attribute = |attr| read_attribute(&lib, func, attr);
+        let attribute = |attr| read_attribute(lib, func, attr);
         let max_threads = match attribute(KernelAttribute::MaxThreadsPerBlock) {
             Ok(v) if v > 0 => v as u32,
             _ => match meta.filter(|i| i.max_flat_workgroup_size > 0) {
@@ -112,17 +124,27 @@ impl Kernel {
             Ok(v) if v >= 0 => v as u32,
             _ => meta.map_or(0, |i| i.group_segment_fixed_size),
         };
-        let shape = meta.and_then(ArgShape::of);
+        Resolved {
+            func,
+            info,
+            max_threads,
+            static_lds,
+            shape: meta.and_then(ArgShape::of),
+        }
+    }
+
+    /// The kernel `name` of `lib` from what [`Kernel::resolve`] read.
+    pub(crate) fn from_resolved(lib: Library, name: &str, r: Resolved) -> Kernel {
         Kernel {
             inner: Arc::new(Function {
                 lib,
-                func,
+                func: r.func,
                 name: name.to_owned(),
-                info,
-                max_threads,
-                static_lds,
+                info: r.info,
+                max_threads: r.max_threads,
+                static_lds: r.static_lds,
                 raised_dynamic_lds: AtomicU32::new(0),
-                shape,
+                shape: r.shape,
             }),
         }
     }

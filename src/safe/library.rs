@@ -24,7 +24,7 @@ use hip_sys as sys;
 use crate::code_object::{CodeObject, KernelInfo};
 use crate::safe::device::Device;
 use crate::safe::error::{HipError, LibraryError};
-use crate::safe::kernel::Kernel;
+use crate::safe::kernel::{Kernel, Resolved};
 use crate::safe::runtime::CodeObjectLoader;
 
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +47,9 @@ struct Loaded {
     device: Device,
     handle: Handle,
     kernels: Vec<KernelInfo>,
+    /// The kernels asked for so far, by name: [`Library::kernel`] asks the runtime once per
+    /// name.
+    resolved: parking_lot::Mutex<Vec<(Box<str>, Resolved)>>,
     // The ELF handed to the runtime, kept alive as long as the module in case the runtime
     // refers to the image instead of copying it.
     _elf: Box<[u8]>,
@@ -55,7 +58,8 @@ struct Loaded {
 // SAFETY: module and library handles may be used from any thread; the device is bound before
 // each call.
 unsafe impl Send for Loaded {}
-// SAFETY: the runtime synchronizes lookups on a module internally; `&Loaded` mutates nothing.
+// SAFETY: the runtime synchronizes lookups on a module internally; `&Loaded` mutates only
+// the kernels asked for, behind their mutex.
 unsafe impl Sync for Loaded {}
 
 impl fmt::Debug for Library {
@@ -75,6 +79,7 @@ impl Library {
                 device: device.clone(),
                 handle,
                 kernels,
+                resolved: parking_lot::Mutex::new(Vec::new()),
                 _elf: elf,
             }),
         }
@@ -311,7 +316,8 @@ impl Library {
     }
 
     /// The kernel `name` (its `.name` in the code object's metadata; for C++ kernels without
-    /// `extern "C"`, the mangled name). Kernel attributes are read once here.
+    /// `extern "C"`, the mangled name). The function and its attributes are asked of the runtime
+    /// the first time a name is asked for; later calls for it make no runtime call.
     ///
     /// Errors: [`LibraryError::KernelNotFound`] listing the kernels there are (checked against
     /// the metadata before asking the runtime), the runtime's error from
@@ -319,6 +325,16 @@ impl Library {
     /// [`LibraryError::Unsupported`] when the library API gives no way to pick a kernel by name
     /// (no `hipLibraryGetKernel` and more than one kernel).
     pub fn kernel(&self, name: &str) -> Result<Kernel, LibraryError> {
+        let known = self
+            .inner
+            .resolved
+            .lock()
+            .iter()
+            .find(|(n, _)| **n == *name)
+            .map(|(_, r)| *r);
+        if let Some(r) = known {
+            return Ok(Kernel::from_resolved(self.clone(), name, r));
+        }
         let info = self.inner.kernels.iter().position(|k| k.name == name);
         if info.is_none() && !self.inner.kernels.is_empty() {
             return Err(LibraryError::KernelNotFound {
@@ -350,7 +366,13 @@ impl Library {
                 rt.check(unsafe { get(&mut f, k) }, "hipKernelGetFunction")?;
             }
         }
-        Ok(Kernel::new(self.clone(), f, name, info))
+        let r = Kernel::resolve(self, f, info);
+        let mut resolved = self.inner.resolved.lock();
+        if !resolved.iter().any(|(n, _)| **n == *name) {
+            resolved.push((name.into(), r));
+        }
+        drop(resolved);
+        Ok(Kernel::from_resolved(self.clone(), name, r))
     }
 
     fn library_kernel(
