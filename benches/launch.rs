@@ -28,8 +28,8 @@ use std::time::Instant;
 use hipjit::args;
 use hipjit::compiler::{CompileOptions, CompilerConfig};
 use hipjit::cuda::driver::{self, KernelNodeParams};
-use hipjit::graph::CaptureMode;
 use hipjit::cuda::target::SmTarget;
+use hipjit::graph::{CaptureMode, Written};
 use hipjit::jit::{CacheLocation, Jit, JitOptions};
 use hipjit::launch::LaunchConfig;
 use hipjit::memory::DeviceBuffer;
@@ -49,6 +49,11 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) 
     if (i < n) y[i] = a * x[i] + y[i];
 }
 "#;
+
+/// The driver's entry point `name`, which the fixture exports.
+fn need<F>(f: Option<F>, name: &str) -> R<F> {
+    f.ok_or_else(|| format!("the fixture lacks {name}").into())
+}
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -217,7 +222,6 @@ fn main() -> R<()> {
     })?;
 
     // Capture: per launch, captures of BATCH launches begun and ended inside the clock.
-    let need = |f: Option<_>, name: &str| f.ok_or_else(|| format!("the fixture lacks {name}"));
     let begin = need(d.cuStreamBeginCapture_v2, "cuStreamBeginCapture_v2")?;
     let end = need(d.cuStreamEndCapture, "cuStreamEndCapture")?;
     let destroy = need(d.cuGraphDestroy, "cuGraphDestroy")?;
@@ -255,7 +259,7 @@ fn main() -> R<()> {
             let mut cap = stream.begin_capture(CaptureMode::Global)?;
             for _ in 0..BATCH {
                 // SAFETY: saxpy's arguments; the fixture runs nothing.
-                unsafe { cap.launch(&saxpy, cfg, args![&a, &x, &mut y, &n]) }?;
+                unsafe { cap.launch(&saxpy, cfg, args![&a, &x, Written(&y), &n]) }?;
             }
             let graph = cap.end_capture()?;
             o.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
@@ -282,7 +286,7 @@ fn main() -> R<()> {
     let mut cap = stream.begin_capture(CaptureMode::Global)?;
     for _ in 0..NODES {
         // SAFETY: saxpy's arguments; the fixture runs nothing.
-        unsafe { cap.launch(&saxpy, cfg, args![&a, &x, &mut y, &n]) }?;
+        unsafe { cap.launch(&saxpy, cfg, args![&a, &x, Written(&y), &n]) }?;
     }
     let graph = cap.end_capture()?;
     let mut exec = graph.instantiate()?;
@@ -297,7 +301,13 @@ fn main() -> R<()> {
     let mut count = NODES;
     // SAFETY: room for NODES nodes.
     cu(
-        unsafe { get_nodes(graph.as_raw() as *mut c_void, raw_nodes.as_mut_ptr(), &mut count) },
+        unsafe {
+            get_nodes(
+                graph.as_raw() as *mut c_void,
+                raw_nodes.as_mut_ptr(),
+                &mut count,
+            )
+        },
         "cuGraphGetNodes",
     )?;
     raw_nodes.truncate(count);
@@ -337,7 +347,9 @@ fn main() -> R<()> {
             let t = Instant::now();
             for &node in &nodes {
                 // SAFETY: saxpy's arguments; the fixture runs nothing.
-                unsafe { exec.set_kernel_params(node, &saxpy, cfg, args![&a, &x, &mut y, &n]) }?;
+                unsafe {
+                    exec.set_kernel_params(node, &saxpy, cfg, args![&a, &x, Written(&y), &n])
+                }?;
             }
             o.push(t.elapsed().as_secs_f64() * 1e9 / nodes.len() as f64);
         }
@@ -363,7 +375,8 @@ fn main() -> R<()> {
     // A memory hit to a launchable kernel.
     let mut four_k = String::from(SAXPY);
     while four_k.len() < 4096 {
-        four_k.push_str("// padding to make the source 4 KiB long, as a generated kernel would be\n");
+        four_k
+            .push_str("// padding to make the source 4 KiB long, as a generated kernel would be\n");
     }
     four_k.truncate(4096);
     let options = CompileOptions::for_sm(SmTarget::new(90));

@@ -216,6 +216,7 @@ impl Device {
     /// would read the foreign handle as one of its own.
     ///
     /// Errors: `hipErrorInvalidHandle` naming `what`, `call` and both runtimes' paths.
+    #[inline]
     pub(crate) fn check_same_runtime(
         &self,
         other: &Device,

@@ -45,6 +45,8 @@ pub(crate) struct Function {
     /// The explicit arguments of the code object's metadata, as a launch compares them: `None`
     /// without metadata or with more than [`crate::safe::launch::MAX_KERNEL_ARGS`] of them.
     pub(crate) shape: Option<ArgShape>,
+    /// The launch limits folded for the launch checks' fast path.
+    pub(crate) limits: LaunchLimits,
 }
 
 /// A kernel's function handle and what its launch checks need, as [`Kernel::resolve`] read
@@ -56,6 +58,7 @@ pub(crate) struct Resolved {
     pub(crate) max_threads: u32,
     pub(crate) static_lds: u32,
     pub(crate) shape: Option<ArgShape>,
+    pub(crate) limits: LaunchLimits,
 }
 
 // SAFETY: a hipFunction_t may be used from any thread (see `Function`).
@@ -110,7 +113,11 @@ impl Kernel {
     /// library's metadata): two attributes read from the runtime (`hipFuncGetAttribute`), the
     /// argument shape from the metadata. A library keeps it per kernel name, so that asking for
     /// a kernel again makes no runtime call.
-    pub(crate) fn resolve(lib: &Library, func: sys::hipFunction_t, info: Option<usize>) -> Resolved {
+    pub(crate) fn resolve(
+        lib: &Library,
+        func: sys::hipFunction_t,
+        info: Option<usize>,
+    ) -> Resolved {
         let meta = info.and_then(|i| lib.kernels().get(i));
         let attribute = |attr| read_attribute(lib, func, attr);
         let max_threads = match attribute(KernelAttribute::MaxThreadsPerBlock) {
@@ -130,6 +137,7 @@ impl Kernel {
             max_threads,
             static_lds,
             shape: meta.and_then(ArgShape::of),
+            limits: LaunchLimits::new(lib.device().properties(), max_threads, static_lds),
         }
     }
 
@@ -145,6 +153,7 @@ impl Kernel {
                 static_lds: r.static_lds,
                 raised_dynamic_lds: AtomicU32::new(0),
                 shape: r.shape,
+                limits: r.limits,
             }),
         }
     }
@@ -354,6 +363,64 @@ fn read_attribute(
     Ok(v)
 }
 
+/// A kernel's launch limits folded into the few comparisons a launch within them needs: the
+/// launch checks' fast path ([`Kernel::check_launch`]). A configuration outside them, or one
+/// they cannot judge (a zero dimension, dynamic LDS past the device's default), goes through the
+/// full checks, which name what is out of range; the fast path accepts only what the full checks
+/// accept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LaunchLimits {
+    /// The device's largest block dimensions (`u32::MAX` where the device reports none).
+    block: [u32; 3],
+    /// The device's largest grid dimensions (`u32::MAX` where the device reports none).
+    grid: [u32; 3],
+    /// Threads per block: the smaller of the device's and the kernel's (`u64::MAX` where
+    /// neither is known).
+    threads: u64,
+    /// The LDS bytes per block a launch may use, static and dynamic together, without a raised
+    /// dynamic limit (`u64::MAX` where the device reports none).
+    lds: u64,
+    /// The kernel's static LDS in bytes.
+    static_lds: u64,
+}
+
+impl LaunchLimits {
+    pub(crate) fn new(
+        props: &crate::safe::device::DeviceProperties,
+        max_threads: u32,
+        static_lds: u32,
+    ) -> LaunchLimits {
+        let dims = |d: [u32; 3]| d.map(|m| if m == 0 { u32::MAX } else { m });
+        let known = |m: u32| if m == 0 { u64::MAX } else { u64::from(m) };
+        LaunchLimits {
+            block: dims(props.max_block_dims),
+            grid: dims(props.max_grid_dims),
+            threads: known(props.max_threads_per_block).min(known(max_threads)),
+            lds: if props.lds_per_block == 0 {
+                u64::MAX
+            } else {
+                props.lds_per_block
+            },
+            static_lds: u64::from(static_lds),
+        }
+    }
+
+    /// Whether `cfg` is within the limits: every dimension between 1 and its maximum (`x - 1`
+    /// wraps for 0, failing the comparison), the threads and the LDS within theirs.
+    #[inline]
+    pub(crate) fn within(&self, cfg: &crate::safe::launch::LaunchConfig) -> bool {
+        let within = |d: crate::safe::launch::Dim3, max: [u32; 3]| {
+            d.x.wrapping_sub(1) < max[0]
+                && d.y.wrapping_sub(1) < max[1]
+                && d.z.wrapping_sub(1) < max[2]
+        };
+        within(cfg.block, self.block)
+            && within(cfg.grid, self.grid)
+            && cfg.block.product() <= self.threads
+            && self.static_lds + u64::from(cfg.dynamic_lds_bytes) <= self.lds
+    }
+}
+
 /// A kernel's explicit arguments as its code object's metadata declares them (hidden
 /// arguments left out): their count, sizes in bytes and which of them the kernel writes (a bit
 /// each). Read once per kernel, so that a launch whose arguments match
@@ -390,5 +457,91 @@ impl ArgShape {
             shape.len += 1;
         }
         Some(shape)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LaunchLimits;
+    use crate::safe::device::DeviceProperties;
+    use crate::safe::launch::{Dim3, LaunchConfig};
+
+    fn props(block: [u32; 3], grid: [u32; 3], threads: u32, lds: u64) -> DeviceProperties {
+        DeviceProperties {
+            name: String::new(),
+            arch_name: String::new(),
+            target_id: None,
+            wavefront_size: 64,
+            compute_units: 1,
+            lds_per_block: lds,
+            max_threads_per_block: threads,
+            max_block_dims: block,
+            max_grid_dims: grid,
+            clock_khz: 0,
+            total_global_mem: 0,
+            total_const_mem: 0,
+            l2_cache_bytes: 0,
+            registers_per_block: 0,
+        }
+    }
+
+    /// The launch rules as `check_launch_in_full` states them (a zero dimension, a dimension
+    /// past a reported maximum, more threads than the device or the kernel allows, more LDS
+    /// than a block has), written out here independently of `LaunchLimits`.
+    fn allowed(
+        p: &DeviceProperties,
+        kernel_threads: u32,
+        static_lds: u32,
+        c: &LaunchConfig,
+    ) -> bool {
+        let dims_ok = |d: Dim3, max: [u32; 3]| {
+            [d.x, d.y, d.z]
+                .iter()
+                .zip(max)
+                .all(|(&v, m)| v != 0 && (m == 0 || v <= m))
+        };
+        let threads = c.block.product();
+        dims_ok(c.block, p.max_block_dims)
+            && dims_ok(c.grid, p.max_grid_dims)
+            && (p.max_threads_per_block == 0 || threads <= u64::from(p.max_threads_per_block))
+            && (kernel_threads == 0 || threads <= u64::from(kernel_threads))
+            && (p.lds_per_block == 0
+                || u64::from(static_lds) + u64::from(c.dynamic_lds_bytes) <= p.lds_per_block)
+    }
+
+    #[test]
+    fn the_fast_path_accepts_exactly_what_the_rules_allow() {
+        let values = [0, 1, 2, 63, 64, 65, 1023, 1024, 1025, u32::MAX];
+        let devices = [
+            props([1024, 1024, 64], [u32::MAX >> 1, 65535, 65535], 1024, 65536),
+            props([0, 0, 0], [0, 0, 0], 0, 0),
+            props([64, 2, 1], [2, 2, 2], 128, 1024),
+        ];
+        let mut checked = 0;
+        for p in &devices {
+            for (kernel_threads, static_lds) in [(0, 0), (256, 1000), (1024, 65536)] {
+                let limits = LaunchLimits::new(p, kernel_threads, static_lds);
+                for &bx in &values {
+                    for &by in &[1, 2, 0] {
+                        for &gx in &values {
+                            for &lds in &[0, 24, 1024, 65536, u32::MAX] {
+                                let c = LaunchConfig {
+                                    grid: Dim3 { x: gx, y: 1, z: 2 },
+                                    block: Dim3 { x: bx, y: by, z: 1 },
+                                    dynamic_lds_bytes: lds,
+                                };
+                                assert_eq!(
+                                    limits.within(&c),
+                                    allowed(p, kernel_threads, static_lds, &c),
+                                    "{c:?} on {p:?} (kernel threads {kernel_threads}, static LDS {static_lds})"
+                                );
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 3 * 3 * 10 * 3 * 10 * 5);
     }
 }

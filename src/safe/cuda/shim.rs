@@ -1236,8 +1236,15 @@ pub(crate) unsafe extern "C" fn hip_graph_exec_kernel_node_set_params(
         return HIP_ERROR_INVALID_VALUE;
     }
     // SAFETY: non-null, the caller's parameters.
-    let p = unsafe { &*params };
-    let cu = driver::KernelNodeParams {
+    let cu = kernel_node_params(unsafe { &*params });
+    // SAFETY: the caller's executable graph and node; `cu` lives for the call.
+    with_context!(map(unsafe { set(exec as Handle, node as Handle, &cu) }))
+}
+
+/// HIP's kernel-node parameters as the driver's (`CUDA_KERNEL_NODE_PARAMS_v2`, no kernel or
+/// context handle: the function's own).
+fn kernel_node_params(p: &sys::hipKernelNodeParams) -> driver::KernelNodeParams {
+    driver::KernelNodeParams {
         func: p.func as Handle,
         gridDimX: p.gridDim.x,
         gridDimY: p.gridDim.y,
@@ -1250,9 +1257,40 @@ pub(crate) unsafe extern "C" fn hip_graph_exec_kernel_node_set_params(
         extra: p.extra,
         kern: std::ptr::null_mut(),
         ctx: std::ptr::null_mut(),
-    };
+    }
+}
+
+/// A kernel-node update of an executable graph of device `ordinal`, made before any bind, as
+/// [`launch_on_stream`] launches: `cuGraphExecKernelNodeSetParams_v2` straight away, and only
+/// when the driver answers that the thread's current context does not fit (201, 400) the
+/// device's primary context made current and the update made once more (a refused update
+/// changed nothing). Saves the two `cuCtxGetCurrent` of a bind and of
+/// [`hip_graph_exec_kernel_node_set_params`] on every node of a pass.
+///
+/// # Safety
+/// As `cuGraphExecKernelNodeSetParams_v2`: a live executable graph and a kernel node of it,
+/// `params` pointing at live values for the call.
+pub(crate) unsafe fn exec_kernel_node_set_params_on(
+    ordinal: c_int,
+    exec: sys::hipGraphExec_t,
+    node: sys::hipGraphNode_t,
+    params: &sys::hipKernelNodeParams,
+) -> sys::hipError_t {
+    const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
+    const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
+    let set = opt!(cuGraphExecKernelNodeSetParams_v2);
+    let cu = kernel_node_params(params);
     // SAFETY: the caller's executable graph and node; `cu` lives for the call.
-    with_context!(map(unsafe { set(exec as Handle, node as Handle, &cu) }))
+    let update = || unsafe { set(exec as Handle, node as Handle, &cu) };
+    let rc = update();
+    if rc != CUDA_ERROR_INVALID_CONTEXT && rc != CUDA_ERROR_INVALID_HANDLE {
+        return map(rc);
+    }
+    let e = set_device(ordinal);
+    if e != HIP_SUCCESS {
+        return e;
+    }
+    map(update())
 }
 
 #[cfg(test)]

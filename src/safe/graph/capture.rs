@@ -129,6 +129,7 @@ impl<'s, 'buf> Capture<'s, 'buf> {
     /// # Safety
     /// As [`Kernel::launch`], for every replay of the graph: the kernel must access only the
     /// memory passed in `args`, which the borrow keeps alive as long as the graph.
+    #[inline]
     pub unsafe fn launch(
         &mut self,
         kernel: &Kernel,
@@ -197,6 +198,7 @@ impl Drop for Capture<'_, '_> {
 }
 
 /// Adds `kernel` to `kept` unless a clone of it is there.
+#[inline]
 pub(super) fn keep(kept: &mut Vec<Kernel>, kernel: &Kernel) {
     if !kept.iter().any(|k| k.same_as(kernel)) {
         kept.push(kernel.clone());

@@ -480,13 +480,23 @@ impl<'buf> GraphExec<'buf> {
             kernelParams: args.raw_ptrs(),
             sharedMemBytes: cfg.dynamic_lds_bytes,
         };
-        d.bind()?;
-        // SAFETY: a live executable graph and a node of its graph (checked above); the
-        // parameters point at live borrowed values the runtime copies during the call.
-        rt.check(
-            unsafe { set(self.raw, node.raw, &params) },
-            "hipGraphExecKernelNodeSetParams",
-        )?;
+        let rc = if rt.platform() == crate::safe::runtime::Platform::Nvidia {
+            // SAFETY: as below; the update binds the device only when the driver asks for it.
+            unsafe {
+                crate::safe::cuda::shim::exec_kernel_node_set_params_on(
+                    d.ordinal(),
+                    self.raw,
+                    node.raw,
+                    &params,
+                )
+            }
+        } else {
+            d.bind()?;
+            // SAFETY: a live executable graph and a node of its graph (checked above); the
+            // parameters point at live borrowed values the runtime copies during the call.
+            unsafe { set(self.raw, node.raw, &params) }
+        };
+        rt.check(rc, "hipGraphExecKernelNodeSetParams")?;
         capture::keep(&mut self.kernels, kernel);
         Ok(())
     }

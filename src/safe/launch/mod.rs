@@ -319,10 +319,19 @@ impl<'a> KernelArgs<'a> {
     /// sizes, and every argument the kernel writes passed as `&mut`.
     #[inline]
     pub(crate) fn has_shape(&self, shape: &ArgShape) -> bool {
-        !self.overflow
-            && self.len == shape.len
-            && self.sizes == shape.sizes
-            && self.writable & shape.written == shape.written
+        if self.overflow || self.len != shape.len || self.writable & shape.written != shape.written
+        {
+            return false;
+        }
+        // Element by element over the few arguments there are: no call into memcmp.
+        let mut i = 0;
+        while i < shape.len && i < MAX_KERNEL_ARGS {
+            if self.sizes[i] != shape.sizes[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
     }
 
     pub(crate) fn raw_ptrs(&mut self) -> *mut *mut c_void {
@@ -432,7 +441,7 @@ impl Via {
     /// # Safety
     /// `func` is a live kernel of `device`, `stream` a live stream of `device` (or null),
     /// `params` points at the kernel's arguments, live for the call.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn launch(
         self,
         device: &crate::safe::device::Device,
@@ -488,7 +497,29 @@ impl Kernel {
     ///
     /// Errors: the [`LaunchError`] naming what is out of range (dimension, argument index and
     /// name).
+    #[inline]
     pub fn check_launch(
+        &self,
+        cfg: &LaunchConfig,
+        args: &KernelArgs<'_>,
+    ) -> Result<(), LaunchError> {
+        // The fast path: limits folded once per kernel, the arguments' shape as the metadata
+        // declares it. It accepts only what the full checks below accept.
+        if self.inner.limits.within(cfg)
+            && self
+                .inner
+                .shape
+                .as_ref()
+                .is_some_and(|shape| args.has_shape(shape))
+        {
+            return Ok(());
+        }
+        self.check_launch_in_full(cfg, args)
+    }
+
+    /// [`Kernel::check_launch`] without its fast path: every limit compared, each error named.
+    #[inline(never)]
+    pub(crate) fn check_launch_in_full(
         &self,
         cfg: &LaunchConfig,
         args: &KernelArgs<'_>,
@@ -523,7 +554,12 @@ impl Kernel {
                 max: props.lds_per_block,
             });
         }
-        if self.inner.shape.is_some_and(|shape| args.has_shape(&shape)) {
+        if self
+            .inner
+            .shape
+            .as_ref()
+            .is_some_and(|shape| args.has_shape(shape))
+        {
             return Ok(());
         }
         if args.overflow {
