@@ -149,6 +149,15 @@ pub const PARITY: &[ParityRow] = &[
     ParityRow {
         compiler: "NVRTC",
         major: 13,
+        minor: 0,
+        family: "sm",
+        identical: false,
+        evidence: "NVRTC 13.0.88 and nvcc 13.0.88 (PyPI) give different SASS for 6 of the corpus's \
+                   23 kernels on sm_80 (4 with other register counts) and 2 on sm_90",
+    },
+    ParityRow {
+        compiler: "NVRTC",
+        major: 13,
         minor: 5,
         family: "sm",
         identical: true,
@@ -322,6 +331,15 @@ mod tests {
         assert!(s.reason.contains("untested"), "{}", s.reason);
         let s = auto(Some(("NVRTC", v(13, 5))), Some("nvcc"), "sm_90", false).unwrap();
         assert_eq!(s.side, Side::InProcess);
+        // CUDA 13.0's NVRTC, measured against its nvcc: disproven, nvcc with the evidence.
+        let s = auto(Some(("NVRTC", v(13, 0))), Some("nvcc"), "sm_90", false).unwrap();
+        assert_eq!(s.side, Side::Process);
+        assert!(
+            s.reason
+                .starts_with("nvcc: NVRTC 13.0 does not produce its code for sm_90 (NVRTC 13.0.88"),
+            "{}",
+            s.reason
+        );
     }
 
     /// The rows hold for the versions measured: hipRTC 5.4 (the pytorch-triton-rocm 2.1.0
@@ -339,7 +357,7 @@ mod tests {
         for (c, version, p, processor) in [
             ("hipRTC", v(6, 2), "hipcc", "gfx942"),
             ("hipRTC", v(6, 5), "hipcc", "gfx1100"),
-            ("NVRTC", v(13, 0), "nvcc", "sm_90"),
+            ("NVRTC", v(13, 1), "nvcc", "sm_90"),
             ("NVRTC", v(12, 5), "nvcc", "sm_80"),
         ] {
             let s = auto(Some((c, version)), Some(p), processor, false).unwrap();
