@@ -14,7 +14,7 @@ pub use crate::safe::capture_guard::refuse_while_capturing;
 use crate::safe::device::Device;
 use crate::safe::error::{HipError, LaunchError};
 use crate::safe::kernel::Kernel;
-use crate::safe::launch::{KernelArgs, LaunchConfig};
+use crate::safe::launch::{KernelArgs, LaunchConfig, Via};
 use crate::safe::stream::{AsStream, BorrowedStream, Stream};
 
 /// `hipStreamCaptureMode`: which calls of other threads a capture forbids.
@@ -50,7 +50,11 @@ pub struct Capture<'s, 'buf> {
     device: Device,
     stream: sys::hipStream_t,
     mode: CaptureMode,
+    /// The kernels launched into the capture, each checked once against the capturing stream
+    /// (runtime and device) when first launched; the graph keeps them loaded.
     kernels: Vec<Kernel>,
+    /// How the capture's launches reach the runtime, decided once at its beginning.
+    via: Via,
     ended: bool,
     _stream: PhantomData<&'s ()>,
     _buf: PhantomData<&'buf mut ()>,
@@ -103,11 +107,13 @@ impl<'s, 'buf> Capture<'s, 'buf> {
             "hipStreamBeginCapture",
         )?;
         capture_guard::begun(mode.raw());
+        let via = Via::of(&device, stream.as_raw());
         Ok(Capture {
             device,
             stream: stream.as_raw(),
             mode,
             kernels: Vec::new(),
+            via,
             ended: false,
             _stream: PhantomData,
             _buf: PhantomData,
@@ -136,14 +142,29 @@ impl<'s, 'buf> Capture<'s, 'buf> {
         cfg: LaunchConfig,
         mut args: KernelArgs<'buf>,
     ) -> Result<(), LaunchError> {
-        let stream = CapturingStream {
-            device: &self.device,
-            raw: self.stream,
-        };
-        // SAFETY: the caller's contract, extended to every replay (see above).
-        unsafe { kernel.launch(&stream, cfg, &mut args) }?;
-        keep(&mut self.kernels, kernel);
-        Ok(())
+        // What stays true for the whole capture is checked once: the stream's runtime and
+        // device against a kernel when it is first launched into it, the way to the runtime
+        // at the beginning. The launch limits and arguments are checked on every launch.
+        if !self.kernels.iter().any(|k| k.same_as(kernel)) {
+            let stream = CapturingStream {
+                device: &self.device,
+                raw: self.stream,
+            };
+            kernel.check_stream(&stream, "hipModuleLaunchKernel")?;
+            self.kernels.push(kernel.clone());
+        }
+        kernel.check_launch(&cfg, &args)?;
+        // SAFETY: the caller's contract, extended to every replay (see above); the kernel's
+        // device is the capturing stream's (checked when first kept).
+        unsafe {
+            self.via.launch(
+                &self.device,
+                kernel.as_raw(),
+                &cfg,
+                self.stream,
+                args.raw_ptrs(),
+            )
+        }
     }
 
     /// Ends the capture (`hipStreamEndCapture`; on NVIDIA `cuStreamEndCapture`) and returns the

@@ -694,7 +694,11 @@ impl Kernel {
     /// both runtimes, as the memory and event entry points do), then a stream of another device
     /// of this runtime ([`LaunchError::WrongDevice`]). The runtime is checked first: ordinals of
     /// two runtimes are not comparable.
-    fn check_stream(&self, stream: &impl AsStream, call: &'static str) -> Result<(), LaunchError> {
+    pub(crate) fn check_stream(
+        &self,
+        stream: &impl AsStream,
+        call: &'static str,
+    ) -> Result<(), LaunchError> {
         self.inner
             .lib
             .device()
