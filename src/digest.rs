@@ -1,8 +1,10 @@
 //! Digests as hipjit writes them: sha256 ([`sha256`]), lowercase hex ([`hex`]) and the
 //! length-prefixed record ([`Record`]) every key and memo name is hashed over. A leaf: it
 //! names nothing of hipjit (`docs/architecture.md`).
-
-use sha2::{Digest, Sha256};
+//!
+//! The SHA-256 is ring's (assembly, with the x86-64 SHA extensions where the CPU has them),
+//! which `hipjit::file_stat::hash_file` hashes files with: one implementation for every digest
+//! hipjit writes, as fast in a dependent's unoptimised debug build as in a release one.
 
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
@@ -17,7 +19,27 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// sha256 of `bytes`.
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
+    let mut h = Sha256::new();
+    h.update(bytes);
+    h.finish()
+}
+
+/// A sha256 fed piece by piece: [`Sha256::update`] with each piece in turn, then
+/// [`Sha256::finish`] for the digest of them all, back to back.
+pub(crate) struct Sha256(ring::digest::Context);
+
+impl Sha256 {
+    pub(crate) fn new() -> Sha256 {
+        Sha256(ring::digest::Context::new(&ring::digest::SHA256))
+    }
+    pub(crate) fn update(&mut self, bytes: impl AsRef<[u8]>) {
+        self.0.update(bytes.as_ref());
+    }
+    pub(crate) fn finish(self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        out.copy_from_slice(self.0.finish().as_ref());
+        out
+    }
 }
 
 /// sha256 over byte strings each preceded by its length (`u64`, little-endian): the shape of
@@ -33,7 +55,7 @@ impl Record {
         self.0.update(b);
     }
     pub(crate) fn finish(self) -> [u8; 32] {
-        self.0.finalize().into()
+        self.0.finish()
     }
     pub(crate) fn field(&mut self, name: &str, value: &[u8]) {
         self.bytes(name.as_bytes());
