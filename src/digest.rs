@@ -62,3 +62,51 @@ impl Record {
         self.bytes(value);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// FIPS 180-2's examples (appendix B.1 and B.2), whole and fed in pieces that split the
+    /// 64-byte block.
+    #[test]
+    fn sha256_gives_the_standard_digests_whole_and_in_pieces() {
+        let two_blocks = b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+        let cases: [(&[u8], &str); 3] = [
+            (
+                b"",
+                "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            ),
+            (
+                b"abc",
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+            ),
+            (
+                two_blocks,
+                "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1",
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(hex(&sha256(input)), want);
+            for split in 0..=input.len() {
+                let mut h = Sha256::new();
+                h.update(&input[..split]);
+                h.update(&input[split..]);
+                assert_eq!(hex(&h.finish()), want, "split at {split}");
+            }
+        }
+    }
+
+    /// A record is the sha256 of each byte string's length (`u64` LE) and bytes, back to back.
+    #[test]
+    fn a_record_hashes_length_prefixed_byte_strings() {
+        let mut r = Record::new();
+        r.field("name", b"value");
+        let mut want = Vec::new();
+        for b in [&b"name"[..], b"value"] {
+            want.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            want.extend_from_slice(b);
+        }
+        assert_eq!(r.finish(), sha256(&want));
+    }
+}
