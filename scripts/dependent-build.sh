@@ -132,7 +132,8 @@ html = open(sys.argv[1]).read()
 m = re.search(r"const UNIT_DATA = (\[.*?\]);\n", html, re.S)
 units = json.loads(m.group(1)) if m else []
 crates = {(u["name"], u["version"]) for u in units}
-print(f"{len(crates)} crates compiled (build dependencies and hipjit included), {len(units)} units "
+print(f"{len(crates)} crates compiled (build dependencies, hipjit and the dependent included), "
+      f"{len(units)} units "
       "(libraries, build scripts and their runs)")
 units.sort(key=lambda u: -u["duration"])
 print("longest units (seconds of their own, wall-clock on a busy machine):")
