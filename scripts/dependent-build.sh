@@ -26,8 +26,9 @@
 # The dependent's Cargo.lock starts as a copy of the workspace's, so the same versions are
 # built. CARGO_INCREMENTAL=0: cargo builds a path dependency incrementally, a registry one not;
 # the figures are for a crate taking hipjit from the registry. RUSTFLAGS and other build
-# settings of the environment are cleared. Prints the wall-clock and user time and the twenty
-# units that took longest (their own time, in seconds, from the --timings data).
+# settings of the environment are cleared. Prints the wall-clock and user time, the number of
+# crates and units compiled, and the twenty units that took longest (their own time, in
+# seconds, from the --timings data).
 set -euo pipefail
 
 repo="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -130,6 +131,10 @@ import json, re, sys
 html = open(sys.argv[1]).read()
 m = re.search(r"const UNIT_DATA = (\[.*?\]);\n", html, re.S)
 units = json.loads(m.group(1)) if m else []
+crates = {(u["name"], u["version"]) for u in units}
+print(f"{len(crates)} crates compiled (build dependencies, hipjit and the dependent included), "
+      f"{len(units)} units "
+      "(libraries, build scripts and their runs)")
 units.sort(key=lambda u: -u["duration"])
 print("longest units (seconds of their own, wall-clock on a busy machine):")
 for u in units[:20]:

@@ -380,7 +380,7 @@ fn stage_entry(
     chunk: &mut [u8],
 ) -> Result<CacheKey, Staged> {
     use super::disk::{check_key, format_of, frame, EntryMeta, CHECKSUM_LEN, PREFIX_LEN};
-    use sha2::{Digest, Sha256};
+    use crate::digest::Sha256;
     if item.size > ENTRY_LIMIT {
         return Err(Staged::Bad(format!(
             "the index claims {} bytes, more than the limit of {ENTRY_LIMIT} bytes for a cache \
@@ -468,7 +468,7 @@ fn stage_entry(
             }
             left -= n as u64;
         }
-        let digest = hex(&digest.finalize());
+        let digest = hex(&digest.finish());
         if digest != a.sha256 {
             return Err(Staged::Bad(format!(
                 "artefact {} has sha256 {digest}, recorded {}",
@@ -476,7 +476,7 @@ fn stage_entry(
             )));
         }
     }
-    let digest = hex(&whole.finalize());
+    let digest = hex(&whole.finish());
     if digest != item.sha256 {
         return Err(Staged::Bad(format!(
             "sha256 {digest}, the index records {}",

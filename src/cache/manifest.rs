@@ -54,8 +54,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::digest::Sha256;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::compiler::{CompilerIdentity, Dependency};
 use crate::fs::stat::hash_file;
@@ -268,7 +268,7 @@ pub(crate) fn hash_listing(names: &[(Vec<u8>, bool)]) -> [u8; 32] {
         h.update(n);
         h.update(if *d { b"d" } else { b"f" });
     }
-    h.finalize().into()
+    h.finish()
 }
 
 /// sha256 of a directory's listing ([`listing`]). `None` when it cannot be listed.

@@ -64,8 +64,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::digest::Sha256;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::process;
 
@@ -428,7 +428,9 @@ pub(crate) fn macros_digest(
     timeout: Duration,
 ) -> Result<String, HostCompilerError> {
     let macros = run(path, &MACRO_PROBE, env, timeout)?;
-    Ok(crate::digest::hex(&Sha256::digest(macros.as_bytes())))
+    Ok(crate::digest::hex(&crate::digest::sha256(
+        macros.as_bytes(),
+    )))
 }
 
 /// What the host compiler `found` is (see the module documentation), run with `env`, the
@@ -518,9 +520,9 @@ pub(crate) fn identify(
         HostCompiler {
             path: path.clone(),
             version,
-            fingerprint: crate::digest::hex(&fp.finalize()),
+            fingerprint: crate::digest::hex(&fp.finish()),
             script,
-            macros: crate::digest::hex(&Sha256::digest(macros.as_bytes())),
+            macros: crate::digest::hex(&crate::digest::sha256(macros.as_bytes())),
         },
         checked,
         include_dirs,

@@ -75,8 +75,8 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::digest::Sha256;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::host_compiler::{HostCompiler, HostCompilerError};
 use crate::process;
@@ -581,7 +581,7 @@ fn fingerprint(
         kind,
         path: resolved.to_path_buf(),
         version,
-        fingerprint: crate::digest::hex(&fp.finalize()),
+        fingerprint: crate::digest::hex(&fp.finish()),
         covered,
         root,
         header_dirs,

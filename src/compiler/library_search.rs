@@ -23,7 +23,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::identity::{self, CompilerIdentity, CompilerKind, FileStat};
 
@@ -92,7 +91,7 @@ impl LibrarySearch {
 
     /// The file where this search's end is remembered, under `dir`.
     fn memo_file(&self, dir: &Path) -> PathBuf {
-        let digest = crate::digest::hex(&Sha256::digest(&self.inputs));
+        let digest = crate::digest::hex(&crate::digest::sha256(&self.inputs));
         dir.join(format!(
             "{}-search-{}.loc",
             self.kind.as_str(),

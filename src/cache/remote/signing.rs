@@ -10,8 +10,8 @@
 //! refused; without one, signatures are not checked (there is nothing to check them with) and
 //! every value rests on the entry's own checks alone.
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use ring::hmac;
+use subtle::ConstantTimeEq;
 
 /// The first bytes of every value hipjit stores remotely.
 pub const VALUE_MAGIC: &[u8; 8] = b"HIPJITRV";
@@ -21,15 +21,28 @@ const HEADER: usize = 10;
 const MAC_LEN: usize = 32;
 const DOMAIN: &[u8] = b"hipjit-remote-v1\0";
 
-fn mac(key: &[u8], name: &[u8], payload: &[u8]) -> Hmac<Sha256> {
-    // HMAC takes a key of any length: new_from_slice cannot fail for it.
-    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key)
-        .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
-    m.update(DOMAIN);
-    m.update(&(name.len() as u64).to_le_bytes());
-    m.update(name);
-    m.update(payload);
-    m
+/// HMAC-SHA256 (ring's) under `key`, of any length, over `parts` back to back.
+fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; MAC_LEN] {
+    let mut m = hmac::Context::with_key(&hmac::Key::new(hmac::HMAC_SHA256, key));
+    for p in parts {
+        m.update(p);
+    }
+    let mut out = [0u8; MAC_LEN];
+    out.copy_from_slice(m.sign().as_ref());
+    out
+}
+
+/// Whether `tag` is `want`, compared in constant time (`subtle`): how long the comparison
+/// takes says nothing of how many leading bytes matched.
+fn tag_matches(want: &[u8; MAC_LEN], tag: &[u8]) -> bool {
+    bool::from(want.as_slice().ct_eq(tag))
+}
+
+fn mac(key: &[u8], name: &[u8], payload: &[u8]) -> [u8; MAC_LEN] {
+    hmac_sha256(
+        key,
+        &[DOMAIN, &(name.len() as u64).to_le_bytes(), name, payload],
+    )
 }
 
 /// The public name of a signing key: 16 hex digits, the first 8 bytes of
@@ -40,10 +53,7 @@ fn mac(key: &[u8], name: &[u8], payload: &[u8]) -> Hmac<Sha256> {
 /// so that two nodes' keys can be compared without showing either. It reveals nothing usable
 /// about the key (HMAC is a pseudo-random function of it).
 pub fn key_id(key: &[u8]) -> String {
-    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key)
-        .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
-    m.update(b"hipjit-remote-key-id");
-    crate::digest::hex(&m.finalize().into_bytes()[..8])
+    crate::digest::hex(&hmac_sha256(key, &[b"hipjit-remote-key-id"])[..8])
 }
 
 /// Wraps `payload` stored under the Redis key `name`, signed when `key` is given.
@@ -54,7 +64,7 @@ pub fn seal(key: Option<&[u8]>, name: &[u8], payload: &[u8]) -> Vec<u8> {
     match key {
         Some(k) => {
             out.push(SIGNED);
-            out.extend_from_slice(&mac(k, name, payload).finalize().into_bytes());
+            out.extend_from_slice(&mac(k, name, payload));
         }
         None => out.push(0),
     }
@@ -139,10 +149,8 @@ pub fn open<'a>(key: Option<&[u8]>, name: &[u8], value: &'a [u8]) -> Result<&'a 
     match (key, tag) {
         (None, _) => Ok(payload),
         (Some(_), None) => Err(Refused::Unsigned),
-        (Some(k), Some(t)) => mac(k, name, payload)
-            .verify_slice(t)
-            .map(|()| payload)
-            .map_err(|_| Refused::BadSignature),
+        (Some(k), Some(t)) if tag_matches(&mac(k, name, payload), t) => Ok(payload),
+        (Some(_), Some(_)) => Err(Refused::BadSignature),
     }
 }
 
@@ -154,14 +162,16 @@ const LOCK_DOMAIN: &[u8] = b"hipjit-lock-v2\0";
 /// shape (that a hipjit wrote it, not who).
 const UNKEYED_LOCK_KEY: &[u8] = b"hipjit-unkeyed-lock";
 
-fn lock_mac(key: Option<&[u8]>, name: &[u8], body: &str) -> Hmac<Sha256> {
-    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key.unwrap_or(UNKEYED_LOCK_KEY))
-        .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
-    m.update(LOCK_DOMAIN);
-    m.update(&(name.len() as u64).to_le_bytes());
-    m.update(name);
-    m.update(body.as_bytes());
-    m
+fn lock_mac(key: Option<&[u8]>, name: &[u8], body: &str) -> [u8; MAC_LEN] {
+    hmac_sha256(
+        key.unwrap_or(UNKEYED_LOCK_KEY),
+        &[
+            LOCK_DOMAIN,
+            &(name.len() as u64).to_le_bytes(),
+            name,
+            body.as_bytes(),
+        ],
+    )
 }
 
 /// What a cluster lock token says of itself ([`check_lock_token`]).
@@ -188,7 +198,7 @@ pub fn lock_token(
     ttl_ms: u64,
 ) -> String {
     let body = format!("{nonce}.{issued_ms}.{ttl_ms}");
-    let tag = lock_mac(key, name, &body).finalize().into_bytes();
+    let tag = lock_mac(key, name, &body);
     format!("{LOCK_TOKEN_PREFIX}{body}.{}", crate::digest::hex(&tag))
 }
 
@@ -228,13 +238,13 @@ pub fn check_lock_token(
         .map(|i| u8::from_str_radix(&tag[2 * i..2 * i + 2], 16))
         .collect::<Result<_, _>>()
         .map_err(|_| NOT)?;
-    lock_mac(key, name, body).verify_slice(&tag).map_err(|_| {
-        if key.is_some() {
+    if !tag_matches(&lock_mac(key, name, body), &tag) {
+        return Err(if key.is_some() {
             "not signed with this node's key"
         } else {
             NOT
-        }
-    })?;
+        });
+    }
     Ok(LockClaim { issued_ms, ttl_ms })
 }
 
@@ -334,15 +344,17 @@ mod tests {
             Err("not signed with this node's key")
         );
         // A token of the first version (no issue time) is no token now, whatever its MAC.
-        let mut v1 = <Hmac<Sha256> as Mac>::new_from_slice(UNKEYED_LOCK_KEY).unwrap();
-        v1.update(b"hipjit-lock-v1\0");
-        v1.update(&1u64.to_le_bytes());
-        v1.update(b"n");
-        v1.update(format!("{nonce}.30000").as_bytes());
-        let v1 = format!(
-            "hjl1.{nonce}.30000.{}",
-            crate::digest::hex(&v1.finalize().into_bytes())
+        let v1 = hmac::sign(
+            &hmac::Key::new(hmac::HMAC_SHA256, UNKEYED_LOCK_KEY),
+            &[
+                &b"hipjit-lock-v1\0"[..],
+                &1u64.to_le_bytes(),
+                b"n",
+                format!("{nonce}.30000").as_bytes(),
+            ]
+            .concat(),
         );
+        let v1 = format!("hjl1.{nonce}.30000.{}", crate::digest::hex(v1.as_ref()));
         // An issue time past u64, and an extra field.
         let (past_u64, extra) = (
             format!("hjl2.{nonce}.99999999999999999999.1.{}", "0".repeat(64)),
