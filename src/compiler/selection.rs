@@ -152,7 +152,8 @@ pub const PARITY: &[ParityRow] = &[
         minor: 0,
         family: "sm",
         identical: false,
-        evidence: "NVRTC 13.0.88 and nvcc 13.0.88 (PyPI) give different SASS for 6 of the corpus's \
+        evidence:
+            "NVRTC 13.0.88 and nvcc 13.0.88 (PyPI) give different SASS for 6 of the corpus's \
                    23 kernels on sm_80 (4 with other register counts) and 2 on sm_90",
     },
     ParityRow {
