@@ -21,7 +21,7 @@
 
 use std::cell::RefCell;
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use crate::fs::stat::{FileStat, Stat};
@@ -234,10 +234,13 @@ pub(crate) fn exists(path: &Path) -> bool {
     metadata(path).is_ok()
 }
 
-/// `std::fs::canonicalize`, recorded.
+/// Where `path` leads ([`resolve`]: the path `std::fs::canonicalize` gives), recorded.
 pub(crate) fn canonicalize(path: impl AsRef<Path>) -> std::io::Result<PathBuf> {
     let path = path.as_ref();
-    let r = std::fs::canonicalize(path);
+    let r = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in a path"))
+        .and_then(|c| resolve(&c))
+        .map(|p| PathBuf::from(std::ffi::OsString::from_vec(p)));
     note_resolved(path, &r);
     r
 }
@@ -294,29 +297,75 @@ pub(crate) fn from_hip_sys(q: hip_sys::discovery::Query<'_>) {
 }
 
 /// Whether `o` still holds: the same query now sees the same thing.
+#[cfg(test)]
 pub(crate) fn holds(o: &Observation) -> bool {
-    let path = Path::new(OsStr::from_bytes(&o.path));
-    match &o.seen {
-        Seen::Resolved(p) => {
-            std::fs::canonicalize(path).is_ok_and(|now| now.as_os_str().as_bytes() == p.as_slice())
-        }
+    let Ok(path) = std::ffi::CString::new(o.path.as_slice()) else {
+        return false;
+    };
+    let seen = match &o.seen {
+        Seen::Present(s, t) => SeenRef::Present(*s, *t),
+        Seen::Missing(e) => SeenRef::Missing(*e),
+        Seen::Resolved(p) => SeenRef::Resolved(p),
+    };
+    holds_at(&path, o.follow, &seen)
+}
+
+/// What an observation saw, borrowed from the bytes it is read from ([`Seen`] without its
+/// allocation).
+pub(crate) enum SeenRef<'a> {
+    /// [`Seen::Present`].
+    Present(FileStat, u8),
+    /// [`Seen::Missing`].
+    Missing(i32),
+    /// [`Seen::Resolved`].
+    Resolved(&'a [u8]),
+}
+
+/// [`holds`] of the observation of `path` (`follow`: a link at its end followed) that saw
+/// `seen`: one `statx` of the NUL-terminated path, no allocation (a `Resolved` observation:
+/// [`resolve`]).
+pub(crate) fn holds_at(path: &std::ffi::CStr, follow: bool, seen: &SeenRef<'_>) -> bool {
+    match seen {
+        SeenRef::Resolved(p) => resolve(path).is_ok_and(|now| now == *p),
         seen => {
-            let now = if o.follow {
-                crate::fs::stat::stat(path)
-            } else {
-                crate::fs::stat::lstat(path)
-            };
+            let now = crate::fs::stat::stat_c(path, follow);
             match (seen, now) {
-                (Seen::Missing(0), Err(_)) => true,
-                (Seen::Missing(e), Err(now)) => now.raw_os_error() == Some(*e),
+                (SeenRef::Missing(0), Err(_)) => true,
+                (SeenRef::Missing(e), Err(now)) => now.raw_os_error() == Some(*e),
                 // The stat-trust rule ([`FileStat::proves_same_as`]).
-                (Seen::Present(s, t), Ok(now)) => {
+                (SeenRef::Present(s, t), Ok(now)) => {
                     s.proves_same_as(&now.fields) && type_code(now) == *t
                 }
                 _ => false,
             }
         }
     }
+}
+
+/// Where `path` leads now (every symbolic link followed), as `realpath(3)` answers: the
+/// kernel's own resolution, read back from `/proc/self/fd` after one `open(O_PATH)` (three
+/// system calls, where `realpath` reads each component as a link: a dozen for a toolkit's
+/// nvcc); `realpath` itself when `/proc` does not answer, or answers with something other
+/// than an absolute path (a file deleted since it was opened reads `... (deleted)`).
+///
+/// Errors: the `open`'s (the path cannot be resolved), or `realpath`'s.
+pub(crate) fn resolve(path: &std::ffi::CStr) -> std::io::Result<Vec<u8>> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::openat(
+        rustix::fs::CWD,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    if let Ok(p) = rustix::fs::readlinkat(rustix::fs::CWD, link.as_str(), Vec::new()) {
+        let p = p.into_bytes();
+        if p.first() == Some(&b'/') && !p.ends_with(b" (deleted)") {
+            return Ok(p);
+        }
+    }
+    std::fs::canonicalize(Path::new(OsStr::from_bytes(path.to_bytes())))
+        .map(|p| p.into_os_string().into_vec())
 }
 
 #[cfg(test)]

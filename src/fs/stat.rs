@@ -375,6 +375,28 @@ pub fn lstat(path: &Path) -> std::io::Result<Stat> {
     }
 }
 
+/// `stat(2)` (`follow`) or `lstat(2)` of the NUL-terminated `path`, with its mount identity
+/// (one `statx`, no allocation): [`stat`] and [`lstat`] for a path held as bytes.
+///
+/// Errors: the system call's.
+pub(crate) fn stat_c(path: &CStr, follow: bool) -> std::io::Result<Stat> {
+    let flags = match follow {
+        true => AtFlags::empty(),
+        false => AtFlags::SYMLINK_NOFOLLOW,
+    };
+    match statx(rustix::fs::CWD, path, flags)? {
+        Some(s) => Ok(s),
+        None => {
+            let path = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+            match follow {
+                true => std::fs::metadata(path),
+                false => std::fs::symlink_metadata(path),
+            }
+            .map(|m| of_metadata(&m))
+        }
+    }
+}
+
 /// `fstat(2)` of the open `file`, with its mount identity: the mount of the file open, which
 /// the descriptor holds.
 ///

@@ -44,11 +44,12 @@ use crate::compiler::identity::{self, CompilerKind};
 use crate::compiler::CompileOptions;
 use crate::digest::Record;
 use crate::fs;
-use crate::fs::observe::{Observation, Observed, Seen};
+use crate::fs::observe::{Observation, Observed, Seen, SeenRef};
 use crate::fs::stat::FileStat;
 
-/// The memo's format: [`encode`] writes it. 3: each file's mount identity.
-const FORMAT: u32 = 3;
+/// The memo's format: [`encode`] writes it. 3: each file's mount identity. 4: each path
+/// written as the length it shares with the one before and the rest.
+const FORMAT: u32 = 4;
 
 /// The first bytes of a memo file.
 const MAGIC: &[u8; 4] = b"HJHM";
@@ -148,25 +149,38 @@ pub(crate) fn recall(
     options_bytes: &[u8],
 ) -> Option<Recalled> {
     let bytes = identity::read_private(&memo_file(dir, name))?;
-    let memo = decode(&bytes)?;
-    if memo.request != *name {
+    // Checked as read, one observation at a time, without making a list of them: a memo of a
+    // compile that read 300 headers holds 300 paths.
+    let mut r = Cursor(&bytes);
+    let head = Head::read(&mut r)?;
+    if head.request != *name {
         return None;
     }
-    if !memo.observed.iter().all(fs::observe::holds) {
+    let mut path = Vec::with_capacity(256);
+    let all_hold = walk_observations(&mut r, head.observations, |prefix, rest, follow, seen| {
+        path.truncate(prefix);
+        path.extend_from_slice(rest);
+        path.push(0);
+        let holds = std::ffi::CStr::from_bytes_with_nul(&path)
+            .is_ok_and(|p| fs::observe::holds_at(p, follow, &seen));
+        path.pop();
+        holds
+    })?;
+    if !all_hold || !r.0.is_empty() {
         return None;
     }
-    let options = if memo.options == options_bytes {
+    let options = if head.options == options_bytes {
         options.clone()
     } else {
-        rmp_serde::from_slice(&memo.options).ok()?
+        rmp_serde::from_slice(head.options).ok()?
     };
     Some(Recalled {
-        key: CacheKey(memo.key),
+        key: CacheKey(head.key),
         compiler: CompilerUsed {
-            kind: memo.compiler_kind,
-            path: PathBuf::from(std::ffi::OsStr::from_bytes(&memo.compiler_path)),
-            version: memo.compiler_version,
-            reason: memo.compiler_reason,
+            kind: head.compiler_kind,
+            path: PathBuf::from(std::ffi::OsStr::from_bytes(head.compiler_path)),
+            version: std::str::from_utf8(head.compiler_version).ok()?.to_owned(),
+            reason: std::str::from_utf8(head.compiler_reason).ok()?.to_owned(),
         },
         options,
     })
@@ -305,7 +319,9 @@ pub fn observed_paths(memo: &Path) -> Option<Vec<PathBuf>> {
 
 /// A memo's bytes: [`MAGIC`], [`FORMAT`] (`u32`), the request name and the key (32 bytes
 /// each), the compiler's kind (one byte: [`kind_code`]), path, version and reason, the
-/// options, the number of observations (`u32`) and each observation: its path, whether a link
+/// options, the number of observations (`u32`) and each observation, in path order: its path
+/// (the length it shares with the path before, `u32`, then the rest; paths of one
+/// directory share most of their bytes), whether a link
 /// at its end was followed (one byte), and what it saw: `1` a file (size, modification and
 /// change times as seconds and nanoseconds, inode, device, mount identity: `u64`/`i64` each;
 /// then the
@@ -329,8 +345,16 @@ fn encode(m: &Memo) -> Vec<u8> {
     bytes(&mut b, m.compiler_reason.as_bytes());
     bytes(&mut b, &m.options);
     b.extend_from_slice(&(m.observed.len() as u32).to_le_bytes());
+    let mut previous: &[u8] = &[];
     for o in &m.observed {
-        bytes(&mut b, &o.path);
+        let shared = previous
+            .iter()
+            .zip(&o.path)
+            .take_while(|(a, b)| a == b)
+            .count();
+        b.extend_from_slice(&(shared as u32).to_le_bytes());
+        bytes(&mut b, &o.path[shared..]);
+        previous = &o.path;
         b.push(u8::from(o.follow));
         match &o.seen {
             Seen::Present(s, t) => {
@@ -356,24 +380,56 @@ fn encode(m: &Memo) -> Vec<u8> {
     b
 }
 
-/// The memo in `b`, `None` unless it is one of this [`FORMAT`], whole, with nothing after it.
-fn decode(b: &[u8]) -> Option<Memo> {
-    let mut r = Cursor(b);
-    if r.take(4)? != MAGIC || r.u32()? != FORMAT {
-        return None;
+/// The fields of a memo before its observations, borrowed from its bytes.
+struct Head<'a> {
+    request: [u8; 32],
+    key: [u8; 32],
+    compiler_kind: CompilerKind,
+    compiler_path: &'a [u8],
+    compiler_version: &'a [u8],
+    compiler_reason: &'a [u8],
+    options: &'a [u8],
+    /// How many observations follow.
+    observations: usize,
+}
+
+impl<'a> Head<'a> {
+    /// The head of a memo of this [`FORMAT`] off the front of `r`.
+    fn read(r: &mut Cursor<'a>) -> Option<Head<'a>> {
+        if r.take(4)? != MAGIC || r.u32()? != FORMAT {
+            return None;
+        }
+        Some(Head {
+            request: r.array()?,
+            key: r.array()?,
+            compiler_kind: CompilerKind::from_wire_code(r.u8()?)?,
+            compiler_path: r.bytes()?,
+            compiler_version: r.bytes()?,
+            compiler_reason: r.bytes()?,
+            options: r.bytes()?,
+            observations: r.u32()? as usize,
+        })
     }
-    let request = r.array()?;
-    let key = r.array()?;
-    let compiler_kind = CompilerKind::from_wire_code(r.u8()?)?;
-    let compiler_path = r.bytes()?.to_vec();
-    let compiler_version = String::from_utf8(r.bytes()?.to_vec()).ok()?;
-    let compiler_reason = String::from_utf8(r.bytes()?.to_vec()).ok()?;
-    let options = r.bytes()?.to_vec();
-    let n = r.u32()? as usize;
-    // Each observation takes at least 10 bytes: a count past that is not believed.
-    let mut observed = Vec::with_capacity(n.min(r.0.len() / 10));
+}
+
+/// Reads `n` observations off the front of `r`, handing each to `f` as the length of the
+/// path it shares with the one before, the rest of its path, whether a link at its end was
+/// followed and what it saw, until `f` answers `false`. `Some(true)` when all were read and
+/// `f` took each, `Some(false)` when `f` refused one, `None` when the bytes are no
+/// observations (cut short, a shared length past the path before, an unknown code).
+fn walk_observations<'a>(
+    r: &mut Cursor<'a>,
+    n: usize,
+    mut f: impl FnMut(usize, &'a [u8], bool, SeenRef<'a>) -> bool,
+) -> Option<bool> {
+    let mut previous_len = 0usize;
     for _ in 0..n {
-        let path = r.bytes()?.to_vec();
+        let shared = r.u32()? as usize;
+        if shared > previous_len {
+            return None;
+        }
+        let rest = r.bytes()?;
+        previous_len = shared + rest.len();
         let follow = match r.u8()? {
             0 => false,
             1 => true,
@@ -385,7 +441,7 @@ fn decode(b: &[u8]) -> Option<Memo> {
                 for x in &mut v {
                     *x = r.u64()?;
                 }
-                Seen::Present(
+                SeenRef::Present(
                     FileStat {
                         size: v[0],
                         mtime: (v[1] as i64, v[2] as i64),
@@ -397,21 +453,46 @@ fn decode(b: &[u8]) -> Option<Memo> {
                     r.u8()?,
                 )
             }
-            2 => Seen::Missing(r.u32()? as i32),
-            3 => Seen::Resolved(r.bytes()?.to_vec()),
+            2 => SeenRef::Missing(r.u32()? as i32),
+            3 => SeenRef::Resolved(r.bytes()?),
             _ => return None,
         };
-        observed.push(Observation { path, follow, seen });
+        if !f(shared, rest, follow, seen) {
+            return Some(false);
+        }
     }
+    Some(true)
+}
+
+/// The memo in `b`, `None` unless it is one of this [`FORMAT`], whole, with nothing after it.
+fn decode(b: &[u8]) -> Option<Memo> {
+    let mut r = Cursor(b);
+    let head = Head::read(&mut r)?;
+    // Each observation takes at least 10 bytes: a count past that is not believed.
+    let mut observed: Vec<Observation> = Vec::with_capacity(head.observations.min(r.0.len() / 10));
+    walk_observations(&mut r, head.observations, |shared, rest, follow, seen| {
+        let mut path = observed
+            .last()
+            .map_or(&[][..], |o| &o.path[..shared])
+            .to_vec();
+        path.extend_from_slice(rest);
+        let seen = match seen {
+            SeenRef::Present(s, t) => Seen::Present(s, t),
+            SeenRef::Missing(e) => Seen::Missing(e),
+            SeenRef::Resolved(p) => Seen::Resolved(p.to_vec()),
+        };
+        observed.push(Observation { path, follow, seen });
+        true
+    })?;
     r.0.is_empty().then_some(Memo {
-        request,
+        request: head.request,
         observed,
-        key,
-        compiler_kind,
-        compiler_path,
-        compiler_version,
-        compiler_reason,
-        options,
+        key: head.key,
+        compiler_kind: head.compiler_kind,
+        compiler_path: head.compiler_path.to_vec(),
+        compiler_version: String::from_utf8(head.compiler_version.to_vec()).ok()?,
+        compiler_reason: String::from_utf8(head.compiler_reason.to_vec()).ok()?,
+        options: head.options.to_vec(),
     })
 }
 
@@ -554,6 +635,133 @@ mod tests {
         let n = huge.len() - 4;
         huge[n..].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode(&huge).is_none());
+    }
+
+    #[test]
+    fn paths_are_written_as_what_they_share_with_the_one_before_and_read_back_whole() {
+        let file = |p: &[u8], ino: u64| Observation {
+            path: p.to_vec(),
+            follow: true,
+            seen: Seen::Present(
+                FileStat {
+                    size: 1,
+                    mtime: (1, 0),
+                    ctime: (1, 0),
+                    ino,
+                    dev: 1,
+                    mount: 1,
+                },
+                1,
+            ),
+        };
+        let observed = vec![
+            file(b"/opt/cuda/include/crt/host_defines.h", 1),
+            file(b"/opt/cuda/include/cuda.h", 2),
+            file(b"/opt/cuda/include/cuda_runtime.h", 3),
+            file(b"/usr/include/stdio.h", 4),
+            file(b"/usr/include/stdio.h", 5),
+            file(b"/usr/include/std", 6),
+            file(b"", 7),
+            file(b"/x", 8),
+        ];
+        let memo = Memo {
+            request: [1; 32],
+            observed: observed.clone(),
+            key: [2; 32],
+            compiler_kind: CompilerKind::Nvcc,
+            compiler_path: b"/opt/cuda/bin/nvcc".to_vec(),
+            compiler_version: String::new(),
+            compiler_reason: String::new(),
+            options: Vec::new(),
+        };
+        let bytes = encode(&memo);
+        assert_eq!(decode(&bytes).unwrap().observed, observed);
+        // Shorter than the paths written whole: `cuda.h` shares `/opt/cuda/include/c` (19
+        // bytes) with the path before it, `cuda_runtime.h` 22, `/usr/include/stdio.h` the
+        // leading `/`, the same path again all its 20, `/usr/include/std` 16.
+        let whole: usize = observed.iter().map(|o| o.path.len()).sum();
+        let shared = 19 + 22 + 1 + 20 + 16;
+        let head = 4 + 4 + 32 + 32 + 1 + 4 + 18 + 4 + 4 + 4 + 4;
+        assert_eq!(
+            bytes.len(),
+            head + observed.len() * (4 + 4 + 1 + 1 + 64 + 1) + whole - shared
+        );
+        // A shared length past the path before is refused (the second observation's, at its
+        // first byte: after the head and the first observation).
+        let second = head + (4 + 4 + 36 + 1 + 1 + 64 + 1);
+        assert_eq!(&bytes[second..second + 4], &19u32.to_le_bytes());
+        let mut past = bytes.clone();
+        past[second..second + 4].copy_from_slice(&37u32.to_le_bytes());
+        assert!(decode(&past).is_none());
+        // Exactly the path before: accepted (the same path twice, another query of it).
+        let mut all = bytes.clone();
+        all[second..second + 4].copy_from_slice(&36u32.to_le_bytes());
+        let back = decode(&all).unwrap();
+        assert!(back.observed[1]
+            .path
+            .starts_with(b"/opt/cuda/include/crt/host_defines.h"));
+    }
+
+    #[test]
+    fn recall_checks_each_observation_as_read_and_refuses_a_changed_file() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a.h"), d.path().join("b.h"));
+        std::fs::write(&a, b"1").unwrap();
+        std::fs::write(&b, b"2").unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        let r = crate::fs::observe::Recording::start();
+        assert!(crate::fs::observe::is_file(&a));
+        assert!(crate::fs::observe::is_file(&b));
+        assert!(!crate::fs::observe::exists(&d.path().join("missing.h")));
+        let resolved = crate::fs::observe::canonicalize(&link).unwrap();
+        assert_eq!(resolved, std::fs::canonicalize(&a).unwrap());
+        let mut observed = r.finish().observed;
+        if observed.iter().any(|o| matches!(&o.seen, Seen::Present(s, _) if s.mount == crate::fs::stat::NO_MOUNT_IDENTITY)) {
+            // No unique mount identity on this kernel: no memo is written or trusted here
+            // (`unremembered`, tested above).
+            return;
+        }
+        observed.sort_by(|x, y| (&x.path, x.follow).cmp(&(&y.path, y.follow)));
+        let options = CompileOptions::default();
+        let options_bytes = options_bytes(&options).unwrap();
+        let name = [3; 32];
+        let memo = Memo {
+            request: name,
+            observed,
+            key: [4; 32],
+            compiler_kind: CompilerKind::Nvrtc,
+            compiler_path: b"/lib/libnvrtc.so".to_vec(),
+            compiler_version: "NVRTC 13.0".into(),
+            compiler_reason: "test".into(),
+            options: options_bytes.clone(),
+        };
+        let dir = d.path().join("ids");
+        let file = memo_file(&dir, &name);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, encode(&memo)).unwrap();
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let hit = recall(&dir, &name, &options, &options_bytes).unwrap();
+        assert_eq!(hit.key.0, [4; 32]);
+        assert_eq!(hit.compiler.version, "NVRTC 13.0");
+        // Another request's name: refused.
+        assert!(recall(&dir, &[5; 32], &options, &options_bytes).is_none());
+        // The link retargeted (its resolution changed): refused.
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&b, &link).unwrap();
+        assert!(recall(&dir, &name, &options, &options_bytes).is_none());
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        assert!(recall(&dir, &name, &options, &options_bytes).is_some());
+        // The missing header made: refused; removed again: served.
+        std::fs::write(d.path().join("missing.h"), b"").unwrap();
+        assert!(recall(&dir, &name, &options, &options_bytes).is_none());
+        std::fs::remove_file(d.path().join("missing.h")).unwrap();
+        assert!(recall(&dir, &name, &options, &options_bytes).is_some());
+        // The last file rewritten in place (its size): refused.
+        std::fs::write(&b, b"22").unwrap();
+        assert!(recall(&dir, &name, &options, &options_bytes).is_none());
     }
 
     #[test]

@@ -151,6 +151,9 @@ fn case(compiler: &str, arch: &str) {
                 // The boot's ID, read once per process: part of every stat's mount identity
                 // (hipjit::file_stat), which each observation checks.
                 && *p != Path::new("/proc/sys/kernel/random/boot_id")
+                // Where a path leads is read back from the descriptor just opened on it
+                // (`fs::observe::resolve`): the path itself is the observation checked.
+                && !p.starts_with("/proc/self/fd")
                 // The command's private temporary directory (hipjit::compiler::ProcessTmpDir),
                 // made and removed by every run: hipjit's own scratch, no input.
                 && !p.components().any(|c| {

@@ -859,7 +859,8 @@ impl InProcess<NvRtc> {
 /// when there was one): the same directory (device and inode) for the `include`, and `cccl`
 /// there as it was (a directory, the same one, or still none). A link to `include` retargeted,
 /// a `cccl` added or removed, or a relative library path read from another working directory
-/// makes the identity be made again. Four `stat`s.
+/// makes the identity be made again. Two `stat`s (four when the remembered paths differ from
+/// those found now).
 fn toolkit_headers_unchanged(library: &std::path::Path, header_dirs: &[PathBuf]) -> bool {
     let dir_id = |p: &std::path::Path| {
         crate::fs::observe::metadata(p)
@@ -868,12 +869,17 @@ fn toolkit_headers_unchanged(library: &std::path::Path, header_dirs: &[PathBuf])
             .map(|m| (m.fields.dev, m.fields.ino))
     };
     match (nvrtc::include_dir_beside(library), header_dirs.first()) {
-        (Some(now), Some(include)) => {
-            let (now, cccl_now) = (dir_id(&now), dir_id(&include.join("cccl")));
+        (Some(now_path), Some(include)) => {
+            let cccl_path = include.join("cccl");
+            let (now, cccl_now) = (dir_id(&now_path), dir_id(&cccl_path));
+            // A path asked again only when it is another one (the `include` as remembered is
+            // usually the very path found beside the library, its `cccl` the one below it).
             now.is_some()
-                && now == dir_id(include)
+                && (now_path == *include || now == dir_id(include))
                 && match header_dirs.get(1) {
-                    Some(cccl) => cccl_now.is_some() && cccl_now == dir_id(cccl),
+                    Some(cccl) => {
+                        cccl_now.is_some() && (*cccl == cccl_path || cccl_now == dir_id(cccl))
+                    }
                     None => cccl_now.is_none(),
                 }
         }
