@@ -154,9 +154,8 @@ impl Meta {
 }
 
 /// A MessagePack reader over a byte slice: each read takes its value off the front, `None`
-/// when the bytes are not a value of that kind (or end first). Also the header manifest's
-/// reader (`super::manifest`).
-pub(super) struct Reader<'a>(pub(super) &'a [u8]);
+/// when the bytes are not a value of that kind (or end first).
+struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
@@ -174,59 +173,11 @@ impl<'a> Reader<'a> {
         )
     }
 
-    pub(super) fn marker(&mut self) -> Option<Marker> {
+    fn marker(&mut self) -> Option<Marker> {
         Some(Marker::from_u8(*self.take(1)?.first()?))
     }
 
-    /// The next marker, not taken.
-    pub(super) fn peek(&self) -> Option<Marker> {
-        Some(Marker::from_u8(*self.0.first()?))
-    }
-
-    /// A `bin` value's bytes (what `serde_bytes` writes).
-    pub(super) fn bin(&mut self) -> Option<&'a [u8]> {
-        let n = match self.marker()? {
-            Marker::Bin8 => self.be(1)? as usize,
-            Marker::Bin16 => self.be(2)? as usize,
-            Marker::Bin32 => self.be(4)? as usize,
-            _ => return None,
-        };
-        self.take(n)
-    }
-
-    /// A signed integer of any MessagePack integer encoding that fits an `i64`.
-    pub(super) fn int(&mut self) -> Option<i64> {
-        match self.peek()? {
-            Marker::FixNeg(v) => {
-                self.take(1)?;
-                Some(i64::from(v))
-            }
-            Marker::I8 | Marker::I16 | Marker::I32 | Marker::I64 => {
-                let n = match self.marker()? {
-                    Marker::I8 => 1,
-                    Marker::I16 => 2,
-                    Marker::I32 => 4,
-                    _ => 8,
-                };
-                let v = self.be(n)?;
-                // Sign-extended from its width.
-                let shift = 64 - 8 * n as u32;
-                Some(((v << shift) as i64) >> shift)
-            }
-            _ => i64::try_from(self.uint()?).ok(),
-        }
-    }
-
-    /// Whether the next value is `nil` (taken when it is).
-    pub(super) fn nil(&mut self) -> Option<bool> {
-        if matches!(self.peek()?, Marker::Null) {
-            self.take(1)?;
-            return Some(true);
-        }
-        Some(false)
-    }
-
-    pub(super) fn array_len(&mut self) -> Option<u32> {
+    fn array_len(&mut self) -> Option<u32> {
         match self.marker()? {
             Marker::FixArray(n) => Some(u32::from(n)),
             Marker::Array16 => self.be(2).map(|n| n as u32),
@@ -248,7 +199,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An unsigned integer (a negative one is not).
-    pub(super) fn uint(&mut self) -> Option<u64> {
+    fn uint(&mut self) -> Option<u64> {
         match self.marker()? {
             Marker::FixPos(v) => Some(u64::from(v)),
             Marker::U8 => self.be(1),
