@@ -17,12 +17,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hipjit::compiler::selection::CompilerChoice;
-use hipjit::compiler::CompileOptions;
-use hipjit::jit::{CacheLocation, Jit, JitOptions};
+use hipjit::compiler::{Backend, CompileOptions};
+use hipjit::cuda::target::SmTarget;
+use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
 use hipjit::target_id::TargetId;
+
+#[path = "support/raw_rtc.rs"]
+mod raw_rtc;
+use raw_rtc::RawRtc;
 
 /// The 4 KiB source of benches/jit.rs, made distinct by `seed`.
 fn source_of_4kib(seed: &str) -> String {
@@ -108,6 +113,10 @@ fn main() {
     let compiler = std::env::var("HIPJIT_BENCH_COMPILER").unwrap_or_else(|_| "auto".into());
     if args.iter().any(|a| a == "batch") {
         batch_only(&compiler);
+        return;
+    }
+    if args.iter().any(|a| a == "cold") {
+        cold(&target);
         return;
     }
     let exe = std::env::current_exe().expect("the bench's own path");
@@ -215,6 +224,267 @@ fn batch_only(compiler: &str) {
         target(),
         j1 / j2
     );
+}
+
+/// Per-phase medians over runs: each run's phases summed by name, then the median of each
+/// name over the runs (0 in a run that did not meet it).
+fn phase_medians(runs: &[Vec<(&'static str, Duration)>]) -> Vec<(&'static str, f64)> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for r in runs {
+        for (n, _) in r {
+            if !names.contains(n) {
+                names.push(n);
+            }
+        }
+    }
+    names
+        .into_iter()
+        .map(|n| {
+            let mut v: Vec<f64> = runs
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .filter(|(m, _)| *m == n)
+                        .map(|(_, d)| d.as_secs_f64() * 1e3)
+                        .sum()
+                })
+                .collect();
+            (n, median(&mut v))
+        })
+        .collect()
+}
+
+/// Prints the split of hipjit's time: each phase's median, and what no top-level phase
+/// covers (the median of each run's total less its top-level phases).
+fn print_split(what: &str, runs: &[Vec<(&'static str, Duration)>], totals: &[f64]) {
+    println!("  where {what}'s time goes (medians over the runs, ms; \"a: b\" lies inside \"a\"):");
+    for (name, ms) in phase_medians(runs) {
+        println!("    {ms:9.3}  {name}");
+    }
+    let mut rest: Vec<f64> = runs
+        .iter()
+        .zip(totals)
+        .map(|(r, t)| {
+            t - r
+                .iter()
+                .filter(|(n, _)| !n.contains(": "))
+                .map(|(_, d)| d.as_secs_f64() * 1e3)
+                .sum::<f64>()
+        })
+        .collect();
+    println!("    {:9.3}  outside every phase above", median(&mut rest));
+}
+
+/// A `Jit` with `choice` and the disk cache in `root` alone (a new, empty root).
+fn jit_with_root(choice: CompilerChoice, root: &Path) -> Jit {
+    Jit::new(JitOptions {
+        compiler: Some(choice),
+        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The cold-compile benchmark of an in-process compiler (hipRTC, or NVRTC where found) in this
+/// one process: the library called directly with the program hipjit hands it
+/// (`RtcProgram`: its options and in-memory headers), against `Jit::compile` of the same
+/// source and options in a `Jit` with a new empty cache root (a miss: key, compile, header
+/// manifest, entry published), `runs` interleaved runs of distinct sources after one warm-up
+/// of each; medians, the ratio and hipjit's split. `None` when the compiler is not found.
+fn cold_rtc(
+    choice: CompilerChoice,
+    label: &str,
+    options: &CompileOptions,
+    dir: &Path,
+    runs: usize,
+) -> Option<(f64, f64)> {
+    let probe = jit_with_root(choice, &dir.join(format!("{label}-probe")));
+    let chosen = match probe.compiler_for(source_of_4kib("probe"), options) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("{label}: not measured, the compiler is not found: {e}");
+            return None;
+        }
+    };
+    let program = |src: &str| match &chosen.backend {
+        Backend::HipRtc(b) => b.program(src.as_bytes(), options),
+        Backend::Nvrtc(b) => b.program(src.as_bytes(), options),
+        other => panic!("{label}: {:?} is no in-process compiler", other.kind()),
+    }
+    .unwrap_or_else(|e| panic!("{e}"));
+    let library = match &chosen.backend {
+        Backend::HipRtc(b) => b.library.path().to_path_buf(),
+        Backend::Nvrtc(b) => b.library.path().to_path_buf(),
+        _ => unreachable!(),
+    };
+    let raw = RawRtc::open(&library, matches!(chosen.backend, Backend::Nvrtc(_)));
+    let seed = std::process::id();
+    // Warm-up: the library's first compile (its own start), hipjit's first (its identity).
+    let p = program(&source_of_4kib(&format!("{label} warm raw {seed}")));
+    raw.compile(&p.source, &p.name, &p.headers, &p.options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    probe
+        .compile(source_of_4kib(&format!("{label} warm jit {seed}")), options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (mut raw_ms, mut jit_ms, mut split) = (vec![], vec![], vec![]);
+    for run in 0..runs {
+        let p = program(&source_of_4kib(&format!("{label} raw {run} {seed}")));
+        let jit = jit_with_root(choice, &dir.join(format!("{label}-root-{run}")));
+        let src = source_of_4kib(&format!("{label} jit {run} {seed}"));
+        let time_raw = || {
+            let t = Instant::now();
+            let code = raw
+                .compile(&p.source, &p.name, &p.headers, &p.options)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(!code.is_empty());
+            t.elapsed().as_secs_f64() * 1e3
+        };
+        let time_jit = || {
+            let t = Instant::now();
+            let (compiled, phases) = hipjit::phases::measure(|| jit.compile(&src, options));
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let compiled = compiled.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(compiled.origin(), Origin::Compiler);
+            (ms, phases)
+        };
+        // Interleaved, alternating which goes first.
+        let (r, (j, phases)) = if run % 2 == 0 {
+            let r = time_raw();
+            (r, time_jit())
+        } else {
+            let j = time_jit();
+            (time_raw(), j)
+        };
+        raw_ms.push(r);
+        jit_ms.push(j);
+        split.push(phases);
+    }
+    let totals = jit_ms.clone();
+    let (r, j) = (median(&mut raw_ms), median(&mut jit_ms));
+    println!(
+        "BENCH cold {label} miss, 4 KiB source, {}, medians of {runs} interleaved runs in one \
+         process: Jit::compile (new Jit, new cache root) {j:.1} ms, raw {label} (create, \
+         compile, get code, destroy; hipjit's options and headers) {r:.1} ms: {:.3}x raw \
+         (target <= 1.2)",
+        options.target_names().join(","),
+        j / r
+    );
+    println!("  raw options: {}", p_options_line(&program("x").options));
+    print_split("Jit::compile", &split, &totals);
+    Some((j, r))
+}
+
+fn p_options_line(options: &[String]) -> String {
+    options.join(" ")
+}
+
+/// The cold-compile benchmark of hipcc: `Jit::compile` with hipcc (new `Jit`, new cache root)
+/// against hipcc run bare with the command line hipjit runs (`Compiled::command`), in a
+/// directory holding the same source file, `runs` interleaved runs after a warm-up of each;
+/// medians, the ratio and hipjit's split.
+fn cold_hipcc(target: &TargetId, dir: &Path, runs: usize) -> (f64, f64) {
+    let options = CompileOptions::for_target(target.clone());
+    let seed = std::process::id();
+    let warm = jit_with_root(CompilerChoice::Hipcc, &dir.join("hipcc-warm"));
+    let compiled = warm
+        .compile(source_of_4kib(&format!("hipcc warm {seed}")), &options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let command = compiled.command().to_vec();
+    let source_name = options.source_file_name().to_owned();
+    assert!(command.contains(&source_name), "{command:?}");
+    let bare = |src: &str, name: &str| {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(&source_name), src).unwrap();
+        let t = Instant::now();
+        let out = Command::new(&command[0])
+            .args(&command[1..])
+            .current_dir(&d)
+            .output()
+            .unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ms
+    };
+    bare(&source_of_4kib(&format!("hipcc warm bare {seed}")), "bare-warm");
+    let (mut bare_ms, mut jit_ms, mut split) = (vec![], vec![], vec![]);
+    for run in 0..runs {
+        let jit = jit_with_root(CompilerChoice::Hipcc, &dir.join(format!("hipcc-root-{run}")));
+        let src = source_of_4kib(&format!("hipcc jit {run} {seed}"));
+        let bare_src = source_of_4kib(&format!("hipcc bare {run} {seed}"));
+        let time_jit = || {
+            let t = Instant::now();
+            let (compiled, phases) = hipjit::phases::measure(|| jit.compile(&src, &options));
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let compiled = compiled.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(compiled.origin(), Origin::Compiler);
+            assert_eq!(compiled.command(), &command[..]);
+            (ms, phases)
+        };
+        let name = format!("bare-{run}");
+        let (b, (j, phases)) = if run % 2 == 0 {
+            let b = bare(&bare_src, &name);
+            (b, time_jit())
+        } else {
+            let j = time_jit();
+            (bare(&bare_src, &name), j)
+        };
+        bare_ms.push(b);
+        jit_ms.push(j);
+        split.push(phases);
+    }
+    let totals = jit_ms.clone();
+    let (b, j) = (median(&mut bare_ms), median(&mut jit_ms));
+    println!(
+        "BENCH cold hipcc miss, 4 KiB source, {target}, medians of {runs} interleaved runs: \
+         Jit::compile (new Jit, new cache root) {j:.0} ms, bare hipcc (hipjit's command line, \
+         the same source file) {b:.0} ms: {:.3}x bare (target <= 1.05)",
+        j / b
+    );
+    println!("  command: {}", command.join(" "));
+    print_split("Jit::compile", &split, &totals);
+    (j, b)
+}
+
+/// The cold-compile benchmarks: hipRTC, NVRTC (where found: `HIPJIT_NVRTC_LIBRARY`, or
+/// beside nvcc) and hipcc, each against its raw counterpart.
+fn cold(target: &TargetId) {
+    let runs: usize = std::env::var("HIPJIT_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let only: Vec<String> = std::env::args()
+        .skip_while(|a| a != "cold")
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    if wanted("hiprtc") {
+        cold_rtc(
+            CompilerChoice::HipRtc,
+            "hipRTC",
+            &CompileOptions::for_target(target.clone()),
+            dir.path(),
+            runs,
+        );
+    }
+    if wanted("nvrtc") {
+        cold_rtc(
+            CompilerChoice::Nvrtc,
+            "NVRTC",
+            &CompileOptions::for_sm(SmTarget::parse("sm_90").unwrap()),
+            dir.path(),
+            runs,
+        );
+    }
+    if wanted("hipcc") {
+        cold_hipcc(target, dir.path(), runs);
+    }
 }
 
 fn which(name: &str) -> Option<PathBuf> {

@@ -671,7 +671,10 @@ impl DiskCache {
         if existing.is_ok() {
             return Ok((path, false));
         }
+        let phase = crate::phases::start("publishing: entry: encoding");
         let bytes = encode_entry(key, meta, artefacts)?;
+        phase.end();
+        let phase = crate::phases::start("publishing: entry: temporary file written, fsynced");
         let io = |p: &Path| {
             let p = p.to_path_buf();
             move |source| CacheError::Io { path: p, source }
@@ -696,6 +699,8 @@ impl DiskCache {
             }
             f.sync_all().map_err(tmp_io())?;
         }
+        phase.end();
+        let phase = crate::phases::start("publishing: entry: linked, directory fsynced");
         // What sits at the entry path and is not a regular file (a dangling or planted
         // symbolic link, a directory) belongs to the written root: it goes, so that this key
         // can be published at all (a rename cannot replace a directory, and `link` refuses any
@@ -730,7 +735,9 @@ impl DiskCache {
         if let Ok(d) = File::open(&dir) {
             d.sync_all().map_err(io(&dir))?;
         }
+        phase.end();
         if let Some(max) = self.max_bytes {
+            let _phase = crate::phases::start("publishing: entry: size cap");
             self.keep_under_cap(max, bytes.len() as u64)?;
         }
         Ok((path, published))

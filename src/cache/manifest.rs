@@ -625,6 +625,7 @@ pub fn record(
         .map(|(base, name)| (*base, name.as_os_str().as_bytes().to_vec()))
         .collect();
     let mut seen = std::collections::HashSet::new();
+    let phase = crate::phases::start("header manifest: files read, scanned, hashed");
     for d in deps {
         if d.include_dir.is_none() && compiler.covers(&d.path) {
             // Keyed by the compiler's identity; what it asks for is looked up in the search
@@ -744,6 +745,8 @@ pub fn record(
             sha256: digest,
         });
     }
+    phase.end();
+    let _phase = crate::phases::start("header manifest: directories");
     // Each directory to record, with the names looked up in it (`None`: its whole listing).
     let recorded: Vec<(DirName, Option<Vec<serde_bytes::ByteBuf>>)> = if names.computed.is_some() {
         dir_names.sort();

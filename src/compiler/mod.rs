@@ -60,7 +60,7 @@ use hipcc::DEPS_NAME;
 /// Cancelling compiles from another thread.
 pub use crate::process::cancel::CancelToken;
 #[doc(hidden)]
-pub use backend::Backend;
+pub use backend::{Backend, RtcProgram};
 pub use depfile::Dependency;
 pub use diagnostics::{Diagnostic, IncludedFrom, Layout, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};

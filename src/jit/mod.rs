@@ -614,8 +614,12 @@ impl Jit {
         options: &CompileOptions,
         runtime: Option<&std::path::Path>,
     ) -> Result<Prepared, JitError> {
+        let phase = crate::phases::start("options and compiler (search, identity)");
         let (o, chosen) = self.checked(source, options, runtime)?;
+        phase.end();
+        let phase = crate::phases::start("direct key");
         let direct: CacheKey = chosen.backend.request(source, &o, &self.extra);
+        phase.end();
         Ok(Prepared {
             options: o,
             chosen,
@@ -702,6 +706,7 @@ impl Jit {
         let started = Instant::now();
         let looked_up = self.memory.get_or_try_insert(source, options, || {
             let mut served = self.compile_uncached(source, options, bypass_disk, runtime, true)?;
+            let _phase = crate::phases::start("request record");
             if let Some(w) = self.record(source, options, runtime) {
                 // Fresh from compile_uncached: nothing else holds it yet.
                 if let Some(inner) = Arc::get_mut(&mut served.0) {
@@ -894,7 +899,10 @@ impl Jit {
                     }
                 }
             }
-            match load(&artefact, device) {
+            let phase = crate::phases::start("loading on the device");
+            let loaded = load(&artefact, device);
+            phase.end();
+            match loaded {
                 Ok(lib) => {
                     let lib = Arc::new(lib);
                     *slot = Some(Arc::clone(&lib));
@@ -933,6 +941,7 @@ impl Jit {
         // for (`jit::frozen`).
         // Skipped with the disk: a frozen code object the runtime rejected is compiled again
         // where a compiler is present.
+        let phase = crate::phases::start("frozen bundle and hit memo");
         let refusal = match bypass_disk {
             true => None,
             false => match self.frozen_lookup(source, options, runtime) {
@@ -996,6 +1005,7 @@ impl Jit {
         let recording = memo
             .as_ref()
             .map(|_| crate::fs::observe::Recording::start());
+        phase.end();
         let Prepared {
             options: o,
             chosen,
@@ -1037,6 +1047,7 @@ impl Jit {
             .chain(remote_tiers.iter().map(|t| t as _))
             .collect();
         let mut seen = Seen::default();
+        let phase = crate::phases::start("cache lookups (a miss)");
         for tier in &list {
             if let Some(hit) = tier.lookup(&request, &mut seen) {
                 return Ok(hit);
@@ -1047,6 +1058,8 @@ impl Jit {
         }
         // Another process, or another machine, may be compiling this source: wait for it
         // (bounded), then look again.
+        phase.end();
+        let phase = crate::phases::start("compile locks and remembered failures");
         let wait = self.lock_wait.unwrap_or_else(|| backend.timeout());
         let mut locks = Locks::default();
         for tier in &list {
@@ -1071,8 +1084,12 @@ impl Jit {
                 "no cache tier holds it".into(),
             ));
         }
+        phase.end();
         let mut rejection = None;
-        let out = match backend.compile_noting(source, &o, &mut rejection) {
+        let phase = crate::phases::start("compile");
+        let compiled = backend.compile_noting(source, &o, &mut rejection);
+        phase.end();
+        let out = match compiled {
             Ok(out) => out,
             Err(e) if may_fall_back && self.compilers.fall_back(source, &o, &chosen, &e) => {
                 // The locks of this compiler's key are not those of the process compiler's.
@@ -1086,6 +1103,7 @@ impl Jit {
                 return Err(e.into());
             }
         };
+        let phase = crate::phases::start("header manifest");
         let mut search = manifest::extra_search_dirs(&o.extra_flags, &backend.environment());
         search.extend(backend.own_search_dirs());
         let recorded = manifest::record(
@@ -1097,8 +1115,12 @@ impl Jit {
             out.started,
             seen.looked_up.as_ref(),
         );
+        phase.end();
+        let phase = crate::phases::start("result key and reading the output");
         let key = key::result_key(&direct, &recorded.manifest);
         let artefacts = read_artefacts(&key, &out.code_object, &o)?;
+        phase.end();
+        let phase = crate::phases::start("publishing");
         let mut entry_path = None;
         let publish = list.iter().any(|t| t.publishes());
         if let (true, Some(why)) = (publish, &recorded.unpublishable) {
@@ -1123,9 +1145,11 @@ impl Jit {
             };
             // The fields of the direct key, so that `hipjit cache explain` can name what
             // differs from this entry on a later miss.
+            let phase = crate::phases::start("publishing: key record");
             let key_record = backend
                 .request::<crate::cache::key::KeyFields>(source, &o, &self.extra)
                 .to_bytes();
+            phase.end();
             let mut stored: Vec<(&str, &[u8])> = vec![
                 (output_artefact(&o), &out.code_object),
                 (key::KEY_RECORD_ARTEFACT, &key_record),
@@ -1159,6 +1183,7 @@ impl Jit {
                 }
             }
         }
+        phase.end();
         let inner = CompiledInner {
             key,
             targets: o.target_names(),

@@ -153,8 +153,12 @@ impl Tier<Request<'_>> for DiskTier<'_> {
     }
 
     fn publish(&self, _: &Request<'_>, p: &Publish<'_>, seen: &mut Seen) -> Option<PathBuf> {
-        match self.disk.put(p.key, p.meta.clone(), p.stored) {
+        let phase = crate::phases::start("publishing: entry");
+        let put = self.disk.put(p.key, p.meta.clone(), p.stored);
+        phase.end();
+        match put {
             Ok((path, _)) => {
+                let _phase = crate::phases::start("publishing: manifest");
                 if let Some(w) = publish_manifest(self.disk, p.direct, p.meta.clone(), p.manifest) {
                     seen.warnings.push(w);
                 }

@@ -496,9 +496,12 @@ impl HipRtc {
     /// File names in the log are the user's: comgr's staging paths are mapped back (see
     /// [`unstage_log`]).
     pub fn compile(&self, input: &RtcInput<'_>) -> Result<RtcOutput, RtcError> {
+        let phase = crate::phases::start("compile: target check (comgr)");
         for target in target_options(input.options) {
             self.check_target(target)?;
         }
+        phase.end();
+        let phase = crate::phases::start("compile: run directory, include directories");
         let canonical = rtc::canonical_include_dirs(input.include_dirs)?;
         let no_deps = |reason: String| RtcError::NoDependencies {
             compiler: COMPILER,
@@ -534,10 +537,13 @@ impl HipRtc {
             extra.push(word.to_owned());
         }
         let started = crate::fs::stat::filesystem_now(scratch.path());
+        phase.end();
         let out = {
             let _serialised = HIPRTC_LOCK.lock();
+            let _phase = crate::phases::start("compile: the library's calls");
             rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input, &extra)
         };
+        let phase = crate::phases::start("compile: log, dependency list, run directory removed");
         let rename = |printed: &str| rtc::user_file_name(printed, input.include_dirs, &canonical);
         let out = out.map_err(|e| match e {
             RtcError::Compile {
@@ -589,6 +595,8 @@ impl HipRtc {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let dependencies =
             depfile::map_in_process_paths(&printed, input.include_dirs, &canonical, &cwd);
+        drop(scratch);
+        phase.end();
         Ok(RtcOutput {
             code: out.code,
             log,
