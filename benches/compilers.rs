@@ -306,12 +306,14 @@ fn cold_rtc(
             return None;
         }
     };
-    let program = |src: &str| match &chosen.backend {
-        Backend::HipRtc(b) => b.program(src.as_bytes(), options),
-        Backend::Nvrtc(b) => b.program(src.as_bytes(), options),
-        other => panic!("{label}: {:?} is no in-process compiler", other.kind()),
-    }
-    .unwrap_or_else(|e| panic!("{e}"));
+    let program = |src: &str| {
+        match &chosen.backend {
+            Backend::HipRtc(b) => b.program(src.as_bytes(), options),
+            Backend::Nvrtc(b) => b.program(src.as_bytes(), options),
+            other => panic!("{label}: {:?} is no in-process compiler", other.kind()),
+        }
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
     let library = match &chosen.backend {
         Backend::HipRtc(b) => b.library.path().to_path_buf(),
         Backend::Nvrtc(b) => b.library.path().to_path_buf(),
@@ -410,10 +412,16 @@ fn cold_hipcc(target: &TargetId, dir: &Path, runs: usize) -> (f64, f64) {
         );
         ms
     };
-    bare(&source_of_4kib(&format!("hipcc warm bare {seed}")), "bare-warm");
+    bare(
+        &source_of_4kib(&format!("hipcc warm bare {seed}")),
+        "bare-warm",
+    );
     let (mut bare_ms, mut jit_ms, mut split) = (vec![], vec![], vec![]);
     for run in 0..runs {
-        let jit = jit_with_root(CompilerChoice::Hipcc, &dir.join(format!("hipcc-root-{run}")));
+        let jit = jit_with_root(
+            CompilerChoice::Hipcc,
+            &dir.join(format!("hipcc-root-{run}")),
+        );
         let src = source_of_4kib(&format!("hipcc jit {run} {seed}"));
         let bare_src = source_of_4kib(&format!("hipcc bare {run} {seed}"));
         let time_jit = || {

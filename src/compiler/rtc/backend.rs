@@ -469,7 +469,10 @@ impl<L: RtcLib> InProcess<L> {
                 .map(|o| o.to_string_lossy().into_owned())
                 .collect();
             let options = match L::KIND {
-                CompilerKind::Nvrtc => includes.into_iter().chain(input.options.iter().cloned()).collect(),
+                CompilerKind::Nvrtc => includes
+                    .into_iter()
+                    .chain(input.options.iter().cloned())
+                    .collect(),
                 _ => input.options.iter().cloned().chain(includes).collect(),
             };
             *seen.borrow_mut() = Some(RtcProgram {
