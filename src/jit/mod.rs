@@ -181,6 +181,20 @@ pub struct JitOptions {
     /// For services that must not compile at serve time. Also set by `HIPJIT_STRICT=1`
     /// (any value but empty or `0`).
     pub strict: bool,
+    /// Publish a compile's result to the disk cache (its entry and header manifest, each
+    /// written to a temporary file, fsynced, linked into place, its directory fsynced) on a
+    /// background thread of this `Jit` after the result is returned, rather than before: a
+    /// miss returns once the compiler's output is read and keyed, without waiting for the
+    /// disk (four fsyncs, 1 to 16 ms here: `docs/performance.md`). The key's compile lock is
+    /// held until the entry is published, so another process asking for the same source waits
+    /// for it and reads it. [`Jit::flush_cache_writes`] waits for these writes, and dropping
+    /// the `Jit` does too; a process that exits without either may leave the entry unpublished
+    /// (never torn: at most a temporary file, removed later as stale). [`Compiled::entry_path`]
+    /// names the path the entry is published at; a write that fails is logged (a `tracing`
+    /// warning), not in [`Compiled::cache_warnings`], which went with the result. The remote
+    /// tier, when configured, is still written before the result is returned. Default:
+    /// `false`.
+    pub publish_in_background: bool,
 }
 
 /// Errors of the JIT.
@@ -342,6 +356,8 @@ pub struct Jit {
     frozen: Option<Arc<FrozenBundle>>,
     /// [`JitOptions::strict`], or `HIPJIT_STRICT=1`.
     strict: bool,
+    /// [`JitOptions::publish_in_background`].
+    publish_in_background: bool,
 }
 
 impl std::fmt::Debug for Jit {
@@ -427,6 +443,7 @@ impl Jit {
             background: background::Pool::new(options.background),
             frozen,
             strict,
+            publish_in_background: options.publish_in_background,
         })
     }
 
@@ -494,8 +511,10 @@ impl Jit {
         &self.remote
     }
 
-    /// Waits until every remote hit of this `Jit` has been written to the first disk root
-    /// (they are written in the background; dropping the `Jit` waits too).
+    /// Waits until every remote hit of this `Jit` has been written to the first disk root,
+    /// and every result published in the background
+    /// ([`JitOptions::publish_in_background`]) is (they are written in the background;
+    /// dropping the `Jit` waits too).
     pub fn flush_cache_writes(&self) {
         self.write_back.flush();
     }
@@ -774,6 +793,8 @@ impl Jit {
         compiled: &Compiled,
     ) -> Result<(), JitError> {
         self.memory.remove(source.as_ref(), options);
+        // An entry published in the background is in place before it is removed.
+        self.write_back.flush();
         if let (Some(disk), Some(path)) = (&self.disk, compiled.entry_path()) {
             if disk.is_writable() && path.starts_with(&disk.roots()[0].path) {
                 match std::fs::remove_file(path) {
@@ -1177,10 +1198,45 @@ impl Jit {
                 stored: &stored,
                 manifest: &recorded.manifest,
             };
-            for tier in list.iter().filter(|t| t.publishes()) {
+            // The written disk root, when its publish follows the result
+            // ([`JitOptions::publish_in_background`]): the first tier of the list.
+            let deferred = self
+                .disk
+                .as_ref()
+                .filter(|d| self.publish_in_background && d.is_writable());
+            let now = list.iter().skip(usize::from(deferred.is_some()));
+            for tier in now.filter(|t| t.publishes()) {
                 if let Some(path) = tier.publish(&request, &result, &mut seen) {
                     entry_path.get_or_insert(path);
                 }
+            }
+            if let Some(disk) = deferred {
+                let disk = disk.clone();
+                entry_path = Some(DiskCache::entry_path(&disk.roots()[0].path, &key));
+                let owned: Vec<(String, Vec<u8>)> = stored
+                    .iter()
+                    .map(|(name, bytes)| (name.to_string(), bytes.to_vec()))
+                    .collect();
+                let (manifest, meta) = (recorded.manifest.clone(), meta.clone());
+                // The locks go with the publish: released once the entry is in place.
+                let held = std::mem::take(&mut locks);
+                self.write_back.submit(move || {
+                    let stored: Vec<(&str, &[u8])> = owned
+                        .iter()
+                        .map(|(name, bytes)| (name.as_str(), &bytes[..]))
+                        .collect();
+                    let result = Publish {
+                        direct: &direct,
+                        key: &key,
+                        meta: &meta,
+                        stored: &stored,
+                        manifest: &manifest,
+                    };
+                    for w in tiers::publish_to_disk(&disk, &result).1 {
+                        tracing::warn!(%key, "publishing a compile in the background: {w}");
+                    }
+                    drop(held);
+                });
             }
         }
         phase.end();
