@@ -910,7 +910,7 @@ fn settled(stat: &FileStat, read: SystemTime) -> bool {
 /// 5 MB, each hashed and scanned.
 fn read_all(deps: &[Dependency], compiler: &CompilerIdentity) -> Vec<Read> {
     const PER_THREAD: usize = 32;
-    let threads = crate::process::cpu_count()
+    let threads = crate::compiler::cpu_count()
         .min(4)
         .min(deps.len().div_ceil(PER_THREAD));
     // A lookup being recorded (`fs::observe`, thread by thread) sees every read itself.
