@@ -283,6 +283,8 @@ impl Compiler {
             }
         }
         let (llvm_ir, isa) = build.dumps(options);
+        // Removed off the compile's path (`compiler::later`).
+        super::later::remove_later(build);
         Ok(CompileOutput {
             code_object,
             command,

@@ -26,6 +26,7 @@ pub mod identity;
 pub mod include_names;
 #[doc(hidden)]
 pub mod kind;
+mod later;
 #[doc(hidden)]
 pub mod library_search;
 #[doc(hidden)]

@@ -68,8 +68,15 @@ fn a_result_published_in_the_background_is_on_disk_once_flushed_or_dropped_and_f
     let jit = background(dir.path());
     let first = jit.compile(&code, &opts).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(first.origin(), Origin::Compiler);
-    assert!(first.cache_warnings().is_empty(), "{:?}", first.cache_warnings());
-    let entry = first.entry_path().expect("the path it is published at").clone();
+    assert!(
+        first.cache_warnings().is_empty(),
+        "{:?}",
+        first.cache_warnings()
+    );
+    let entry = first
+        .entry_path()
+        .expect("the path it is published at")
+        .clone();
     assert!(entry.starts_with(dir.path()), "{}", entry.display());
     jit.flush_cache_writes();
     assert!(entry.is_file(), "{} not published", entry.display());

@@ -559,7 +559,7 @@ impl HipRtc {
             let _phase = crate::phases::start("compile: the library's calls");
             rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, input, &extra)
         };
-        let phase = crate::phases::start("compile: log, dependency list, run directory removed");
+        let phase = crate::phases::start("compile: log, dependency list");
         let rename = |printed: &str| rtc::user_file_name(printed, input.include_dirs, &canonical);
         let out = out.map_err(|e| match e {
             RtcError::Compile {
@@ -611,7 +611,8 @@ impl HipRtc {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let dependencies =
             depfile::map_in_process_paths(&printed, input.include_dirs, &canonical, &cwd);
-        drop(scratch);
+        // Removed off the compile's path (`compiler::later`).
+        crate::compiler::later::remove_later(scratch);
         phase.end();
         Ok(RtcOutput {
             code: out.code,

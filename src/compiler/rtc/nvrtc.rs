@@ -729,7 +729,7 @@ impl NvRtc {
         let phase = crate::phases::start("compile: the library's calls");
         let out = rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, &named, &extra);
         phase.end();
-        let _phase = crate::phases::start("compile: log, opened files, scratch removed");
+        let _phase = crate::phases::start("compile: log, opened files");
         let out = out
             .map(|mut out| {
                 out.log = out.log.replace(&program_name, input.name);
@@ -750,7 +750,8 @@ impl NvRtc {
                 },
                 other => other,
             })?;
-        drop(scratch);
+        // Removed off the compile's path (`compiler::later`).
+        crate::compiler::later::remove_later(scratch);
         let dependencies = opened_dependencies(&trees, watches)?;
         if out.code.is_empty() {
             return Err(RtcError::EmptyOutput {
