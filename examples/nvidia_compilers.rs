@@ -299,11 +299,17 @@ fn f32_to_half(v: f32) -> u16 {
     ((exp as u32) << 10 | mant) as u16
 }
 
+type LoadData = unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> c_int;
+type GetFunction = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> c_int;
+type Unload = unsafe extern "C" fn(*mut c_void) -> c_int;
+/// Each run's phases, as `hipjit::phases::measure` gives them.
+type Phases = Vec<(&'static str, Duration)>;
+
 /// The CUDA driver's module calls, for the raw side of [`in_process_cold`].
 struct Driver {
-    load_data: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> c_int,
-    get_function: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> c_int,
-    unload: unsafe extern "C" fn(*mut c_void) -> c_int,
+    load_data: LoadData,
+    get_function: GetFunction,
+    unload: Unload,
 }
 
 impl Driver {
@@ -347,9 +353,11 @@ impl Driver {
                 }
             }
             Ok(Driver {
-                load_data: std::mem::transmute(sym(c"cuModuleLoadData")?),
-                get_function: std::mem::transmute(sym(c"cuModuleGetFunction")?),
-                unload: std::mem::transmute(sym(c"cuModuleUnload")?),
+                load_data: std::mem::transmute::<*mut c_void, LoadData>(sym(c"cuModuleLoadData")?),
+                get_function: std::mem::transmute::<*mut c_void, GetFunction>(sym(
+                    c"cuModuleGetFunction",
+                )?),
+                unload: std::mem::transmute::<*mut c_void, Unload>(sym(c"cuModuleUnload")?),
             })
         }
     }
@@ -453,7 +461,7 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
     // returns, and publishing in the background (`JitOptions::publish_in_background`, waited
     // for after the clock stops).
     let mut raw_ms = vec![];
-    let mut sides: [(Vec<f64>, Vec<Vec<(&'static str, Duration)>>); 2] = Default::default();
+    let mut sides: [(Vec<f64>, Vec<Phases>); 2] = Default::default();
     for run in 0..runs {
         for k in 0..3 {
             match (run + k) % 3 {

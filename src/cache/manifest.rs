@@ -768,6 +768,7 @@ pub fn record(
             })
             .collect()
     };
+    let _phase = crate::phases::start("header manifest: directories: stat and listing");
     let mut dirs = Vec::with_capacity(recorded.len());
     let mut listings = Vec::new();
     let mut listed_names = 0;
@@ -1036,6 +1037,10 @@ impl NamesLookedUp {
             out.entry((*base, dir.as_os_str().as_bytes().to_vec()))
                 .or_default();
         }
+        // Whether each directory met is one, asked once: the names below a search directory
+        // share their first components (`hip/amd_detail/...`: 1,500 `stat`s of a few dozen
+        // directories for `hip_runtime.h`'s names, otherwise).
+        let mut is_dir: std::collections::HashMap<PathBuf, bool> = Default::default();
         let mut look = |base: Option<u32>, dir: &Path, name: &[u8]| {
             let name = Path::new(OsStr::from_bytes(name));
             if name.is_absolute()
@@ -1082,9 +1087,14 @@ impl NamesLookedUp {
                     break;
                 }
                 dir.push(OsStr::from_bytes(part));
-                match resolve(base, dir.as_os_str().as_bytes(), include_dirs, installation) {
-                    Some(p) if crate::fs::observe::is_dir(&p) => {}
-                    _ => break,
+                let found = resolve(base, dir.as_os_str().as_bytes(), include_dirs, installation)
+                    .is_some_and(|p| {
+                        *is_dir
+                            .entry(p)
+                            .or_insert_with_key(|p| crate::fs::observe::is_dir(p))
+                    });
+                if !found {
+                    break;
                 }
             }
         };

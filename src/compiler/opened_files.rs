@@ -21,14 +21,14 @@
 //!
 //! Cost on a compile's path: walking a tree (PyPI's CUDA 13 `include`: 155 directories, 2,462
 //! files, about 10 ms here) is done once per process and tree and remembered with the `stat`
-//! of every directory it watched ([`Walk`]); a later watch of the same tree puts the same
+//! of every directory it watched (`Walk`); a later watch of the same tree puts the same
 //! watches in place, then checks each directory's `stat` against the remembered one by the
 //! stat-trust rule ([`crate::fs::stat::FileStat::proves_same_as`]), and walks again on any
 //! difference (a directory's modification time changes with every name added, removed or
 //! renamed in it; a walk with a directory modified within a second of it is not remembered).
 //! Closing an inotify instance waits for the kernel to retire its watches (an RCU grace period:
 //! about 20 ms for 155 watches, measured), so an instance is closed on a thread of its own
-//! after the events were read ([`close_later`]).
+//! after the events were read (`close_later`).
 //!
 //! Limits: at most [`MAX_WATCHED_DIRS`] directories and [`MAX_WALKED_PATHS`] paths to them;
 //! the per-user limits of the kernel
