@@ -14,6 +14,15 @@
 //! only the batch is timed (`HIPJIT_BENCH_COMPILER=hiprtc cargo bench --features cli --bench
 //! compilers -- batch`: serving workers against one process), and the speed-up of `-j 2` over
 //! `-j 1` printed.
+//!
+//! With `-- cold [hiprtc] [nvrtc] [hipcc]` (all three when none is named) only the cold-compile
+//! benchmarks run ([`cold`]): in this one process, hipRTC and NVRTC (where hipjit finds it,
+//! `HIPJIT_NVRTC_LIBRARY` say) called directly with the program hipjit hands them, and hipcc run
+//! bare with hipjit's command line, each against `Jit::compile` in a new `Jit` with a new cache
+//! root, publishing before it returns and in the background (`JitOptions::publish_in_background`),
+//! `HIPJIT_BENCH_RUNS` (default 7) interleaved runs; medians, ratios (`BENCH` lines) and where
+//! hipjit's time goes (`hipjit::phases`). docs/performance.md, "Cold compiles against the raw
+//! compilers", has the method and the figures.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
