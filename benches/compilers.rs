@@ -14,15 +14,29 @@
 //! only the batch is timed (`HIPJIT_BENCH_COMPILER=hiprtc cargo bench --features cli --bench
 //! compilers -- batch`: serving workers against one process), and the speed-up of `-j 2` over
 //! `-j 1` printed.
+//!
+//! With `-- cold [hiprtc] [nvrtc] [hipcc]` (all three when none is named) only the cold-compile
+//! benchmarks run ([`cold`]): in this one process, hipRTC and NVRTC (where hipjit finds it,
+//! `HIPJIT_NVRTC_LIBRARY` say) called directly with the program hipjit hands them, and hipcc run
+//! bare with hipjit's command line, each against `Jit::compile` in a new `Jit` with a new cache
+//! root, publishing before it returns and in the background (`JitOptions::publish_in_background`),
+//! `HIPJIT_BENCH_RUNS` (default 7) interleaved runs; medians, ratios (`BENCH` lines) and where
+//! hipjit's time goes (`hipjit::phases`). docs/performance.md, "Cold compiles against the raw
+//! compilers", has the method and the figures.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hipjit::compiler::selection::CompilerChoice;
-use hipjit::compiler::CompileOptions;
-use hipjit::jit::{CacheLocation, Jit, JitOptions};
+use hipjit::compiler::{Backend, CompileOptions};
+use hipjit::cuda::target::SmTarget;
+use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
 use hipjit::target_id::TargetId;
+
+#[path = "support/raw_rtc.rs"]
+mod raw_rtc;
+use raw_rtc::RawRtc;
 
 /// The 4 KiB source of benches/jit.rs, made distinct by `seed`.
 fn source_of_4kib(seed: &str) -> String {
@@ -40,6 +54,12 @@ fn source_of_4kib(seed: &str) -> String {
         line += 1;
     }
     s.truncate(4096);
+    // A last line cut to a lone `/` would be no comment: blanks instead, the size kept.
+    let tail = s.len() - s.rfind('\n').map_or(0, |i| i + 1);
+    if tail < 2 {
+        s.truncate(s.len() - tail);
+        s.push_str(&" ".repeat(tail));
+    }
     s
 }
 
@@ -108,6 +128,10 @@ fn main() {
     let compiler = std::env::var("HIPJIT_BENCH_COMPILER").unwrap_or_else(|_| "auto".into());
     if args.iter().any(|a| a == "batch") {
         batch_only(&compiler);
+        return;
+    }
+    if args.iter().any(|a| a == "cold") {
+        cold(&target);
         return;
     }
     let exe = std::env::current_exe().expect("the bench's own path");
@@ -215,6 +239,313 @@ fn batch_only(compiler: &str) {
         target(),
         j1 / j2
     );
+}
+
+/// Per-phase medians over runs: each run's phases summed by name, then the median of each
+/// name over the runs (0 in a run that did not meet it).
+fn phase_medians(runs: &[Vec<(&'static str, Duration)>]) -> Vec<(&'static str, f64)> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for r in runs {
+        for (n, _) in r {
+            if !names.contains(n) {
+                names.push(n);
+            }
+        }
+    }
+    names
+        .into_iter()
+        .map(|n| {
+            let mut v: Vec<f64> = runs
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .filter(|(m, _)| *m == n)
+                        .map(|(_, d)| d.as_secs_f64() * 1e3)
+                        .sum()
+                })
+                .collect();
+            (n, median(&mut v))
+        })
+        .collect()
+}
+
+/// Prints the split of hipjit's time: each phase's median, and what no top-level phase
+/// covers (the median of each run's total less its top-level phases).
+fn print_split(what: &str, runs: &[Vec<(&'static str, Duration)>], totals: &[f64]) {
+    println!("  where {what}'s time goes (medians over the runs, ms; \"a: b\" lies inside \"a\"):");
+    for (name, ms) in phase_medians(runs) {
+        println!("    {ms:9.3}  {name}");
+    }
+    let mut rest: Vec<f64> = runs
+        .iter()
+        .zip(totals)
+        .map(|(r, t)| {
+            t - r
+                .iter()
+                .filter(|(n, _)| !n.contains(": "))
+                .map(|(_, d)| d.as_secs_f64() * 1e3)
+                .sum::<f64>()
+        })
+        .collect();
+    println!("    {:9.3}  outside every phase above", median(&mut rest));
+}
+
+/// A `Jit` with `choice` and the disk cache in `root` alone (a new, empty root), publishing
+/// its results before they are returned or, with `background`, after
+/// (`JitOptions::publish_in_background`).
+fn jit_with_root(choice: CompilerChoice, root: &Path, background: bool) -> Jit {
+    Jit::new(JitOptions {
+        compiler: Some(choice),
+        cache: CacheLocation::Roots(vec![root.to_path_buf()]),
+        publish_in_background: background,
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One timed miss of `Jit::compile` of `src` in a new `Jit` (new cache root `root`): its wall
+/// time in ms and hipjit's phases; a background publish is waited for after the clock stops.
+fn time_miss(
+    choice: CompilerChoice,
+    root: &Path,
+    background: bool,
+    src: &str,
+    options: &CompileOptions,
+) -> (f64, Vec<(&'static str, Duration)>, Vec<String>) {
+    let jit = jit_with_root(choice, root, background);
+    let t = Instant::now();
+    let (compiled, phases) = hipjit::phases::measure(|| jit.compile(src, options));
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let compiled = compiled.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(compiled.origin(), Origin::Compiler);
+    jit.flush_cache_writes();
+    let entry = compiled.entry_path().expect("the result is published");
+    assert!(entry.is_file(), "{} was not published", entry.display());
+    (ms, phases, compiled.command().to_vec())
+}
+
+/// The three sides of a cold-compile benchmark, each timed once per run, the order rotated
+/// from run to run: the raw compiler (`raw`, given the run), `Jit::compile` publishing before
+/// it returns, and publishing in the background. Returns the medians (raw, default,
+/// background) and the two `Jit` sides' phases and times.
+#[allow(clippy::type_complexity)]
+fn three_sides(
+    runs: usize,
+    raw: &mut dyn FnMut(usize) -> f64,
+    jit: &mut dyn FnMut(usize, bool) -> (f64, Vec<(&'static str, Duration)>),
+) -> (
+    [f64; 3],
+    [(Vec<Vec<(&'static str, Duration)>>, Vec<f64>); 2],
+) {
+    let mut raw_ms = vec![];
+    let mut sides: [(Vec<Vec<(&'static str, Duration)>>, Vec<f64>); 2] = Default::default();
+    for run in 0..runs {
+        for k in 0..3 {
+            match (run + k) % 3 {
+                0 => raw_ms.push(raw(run)),
+                side => {
+                    let (ms, phases) = jit(run, side == 2);
+                    sides[side - 1].0.push(phases);
+                    sides[side - 1].1.push(ms);
+                }
+            }
+        }
+    }
+    let medians = [
+        median(&mut raw_ms),
+        median(&mut sides[0].1.clone()),
+        median(&mut sides[1].1.clone()),
+    ];
+    (medians, sides)
+}
+
+/// The cold-compile benchmark of an in-process compiler (hipRTC, or NVRTC where found) in this
+/// one process: the library called directly with the program hipjit hands it
+/// (`RtcProgram`: its options and in-memory headers), against `Jit::compile` of the same
+/// source and options in a `Jit` with a new empty cache root (a miss: key, compile, header
+/// manifest, entry published), publishing before it returns and in the background, `runs`
+/// interleaved runs of distinct sources after one warm-up of each; medians, the ratios and
+/// hipjit's split. `None` when the compiler is not found.
+fn cold_rtc(
+    choice: CompilerChoice,
+    label: &str,
+    options: &CompileOptions,
+    dir: &Path,
+    runs: usize,
+) -> Option<[f64; 3]> {
+    let probe = jit_with_root(choice, &dir.join(format!("{label}-probe")), false);
+    let chosen = match probe.compiler_for(source_of_4kib("probe"), options) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("{label}: not measured, the compiler is not found: {e}");
+            return None;
+        }
+    };
+    let program = |src: &str| {
+        match &chosen.backend {
+            Backend::HipRtc(b) => b.program(src.as_bytes(), options),
+            Backend::Nvrtc(b) => b.program(src.as_bytes(), options),
+            other => panic!("{label}: {:?} is no in-process compiler", other.kind()),
+        }
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let library = match &chosen.backend {
+        Backend::HipRtc(b) => b.library.path().to_path_buf(),
+        Backend::Nvrtc(b) => b.library.path().to_path_buf(),
+        _ => unreachable!(),
+    };
+    let raw = RawRtc::open(&library, matches!(chosen.backend, Backend::Nvrtc(_)));
+    let seed = std::process::id();
+    // Warm-up: the library's first compile (its own start), hipjit's first (its identity).
+    let p = program(&source_of_4kib(&format!("{label} warm raw {seed}")));
+    raw.compile(&p.source, &p.name, &p.headers, &p.options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    probe
+        .compile(source_of_4kib(&format!("{label} warm jit {seed}")), options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut time_raw = |run: usize| {
+        let p = program(&source_of_4kib(&format!("{label} raw {run} {seed}")));
+        let t = Instant::now();
+        let code = raw
+            .compile(&p.source, &p.name, &p.headers, &p.options)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        assert!(!code.is_empty());
+        ms
+    };
+    let mut time_jit = |run: usize, background: bool| {
+        let src = source_of_4kib(&format!("{label} jit {run} {background} {seed}"));
+        let root = dir.join(format!("{label}-root-{run}-{background}"));
+        let (ms, phases, _) = time_miss(choice, &root, background, &src, options);
+        (ms, phases)
+    };
+    let ([r, j, b], [default, background]) = three_sides(runs, &mut time_raw, &mut time_jit);
+    println!(
+        "BENCH cold {label} miss, 4 KiB source, {}, medians of {runs} interleaved runs in one \
+         process: raw {label} (create, compile, get code, destroy; hipjit's options and \
+         headers) {r:.1} ms; Jit::compile (new Jit, new cache root) {j:.1} ms: {:.3}x raw; \
+         with publish_in_background {b:.1} ms: {:.3}x raw (target <= 1.2)",
+        options.target_names().join(","),
+        j / r,
+        b / r
+    );
+    println!("  raw options: {}", program("x").options.join(" "));
+    print_split("Jit::compile", &default.0, &default.1);
+    print_split(
+        "Jit::compile with publish_in_background",
+        &background.0,
+        &background.1,
+    );
+    Some([r, j, b])
+}
+
+/// The cold-compile benchmark of hipcc: `Jit::compile` with hipcc (new `Jit`, new cache root;
+/// publishing before it returns, and in the background) against hipcc run bare with the
+/// command line hipjit runs (`Compiled::command`), in a directory holding the same source
+/// file, `runs` interleaved runs after a warm-up of each; medians, the ratios and hipjit's
+/// split.
+fn cold_hipcc(target: &TargetId, dir: &Path, runs: usize) -> [f64; 3] {
+    let options = CompileOptions::for_target(target.clone());
+    let seed = std::process::id();
+    let (_, _, command) = time_miss(
+        CompilerChoice::Hipcc,
+        &dir.join("hipcc-warm"),
+        false,
+        &source_of_4kib(&format!("hipcc warm {seed}")),
+        &options,
+    );
+    let source_name = options.source_file_name().to_owned();
+    assert!(command.contains(&source_name), "{command:?}");
+    let bare = |src: &str, name: &str| {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(&source_name), src).unwrap();
+        let t = Instant::now();
+        let out = Command::new(&command[0])
+            .args(&command[1..])
+            .current_dir(&d)
+            .output()
+            .unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ms
+    };
+    bare(
+        &source_of_4kib(&format!("hipcc warm bare {seed}")),
+        "bare-warm",
+    );
+    let mut time_bare = |run: usize| {
+        bare(
+            &source_of_4kib(&format!("hipcc bare {run} {seed}")),
+            &format!("bare-{run}"),
+        )
+    };
+    let mut time_jit = |run: usize, background: bool| {
+        let src = source_of_4kib(&format!("hipcc jit {run} {background} {seed}"));
+        let root = dir.join(format!("hipcc-root-{run}-{background}"));
+        let (ms, phases, used) =
+            time_miss(CompilerChoice::Hipcc, &root, background, &src, &options);
+        assert_eq!(used, command);
+        (ms, phases)
+    };
+    let ([r, j, b], [default, background]) = three_sides(runs, &mut time_bare, &mut time_jit);
+    println!(
+        "BENCH cold hipcc miss, 4 KiB source, {target}, medians of {runs} interleaved runs: \
+         bare hipcc (hipjit's command line, the same source file) {r:.0} ms; Jit::compile (new \
+         Jit, new cache root) {j:.0} ms: {:.3}x bare; with publish_in_background {b:.0} ms: \
+         {:.3}x bare (target <= 1.05)",
+        j / r,
+        b / r
+    );
+    println!("  command: {}", command.join(" "));
+    print_split("Jit::compile", &default.0, &default.1);
+    print_split(
+        "Jit::compile with publish_in_background",
+        &background.0,
+        &background.1,
+    );
+    [r, j, b]
+}
+
+/// The cold-compile benchmarks: hipRTC, NVRTC (where found: `HIPJIT_NVRTC_LIBRARY`, or
+/// beside nvcc) and hipcc, each against its raw counterpart.
+fn cold(target: &TargetId) {
+    let runs: usize = std::env::var("HIPJIT_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let only: Vec<String> = std::env::args()
+        .skip_while(|a| a != "cold")
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    if wanted("hiprtc") {
+        cold_rtc(
+            CompilerChoice::HipRtc,
+            "hipRTC",
+            &CompileOptions::for_target(target.clone()),
+            dir.path(),
+            runs,
+        );
+    }
+    if wanted("nvrtc") {
+        cold_rtc(
+            CompilerChoice::Nvrtc,
+            "NVRTC",
+            &CompileOptions::for_sm(SmTarget::parse("sm_90").unwrap()),
+            dir.path(),
+            runs,
+        );
+    }
+    if wanted("hipcc") {
+        cold_hipcc(target, dir.path(), runs);
+    }
 }
 
 fn which(name: &str) -> Option<PathBuf> {

@@ -7,20 +7,33 @@
 //! 7 interleaved runs each, medians reported. Each child's disk cache is a new empty root, so
 //! the times include the key, the header manifest and publishing the entry.
 //!
-//! `nvidia_compilers` runs everything; `nvidia_compilers child nvrtc|nvcc SEED` is one timed
+//! Then, in this one process, the cold compile + load against raw NVRTC
+//! ([`in_process_cold`]): NVRTC opened with `dlopen` from the file hipjit uses, handed the
+//! program hipjit hands it (its options and the prelude headers in memory,
+//! `hipjit::compiler::RtcProgram`), `nvrtcCreateProgram` -> `nvrtcCompileProgram` ->
+//! `nvrtcGetCUBIN` -> `nvrtcDestroyProgram` -> `cuModuleLoadData` -> `cuModuleGetFunction`,
+//! against `Jit::load` + `Library::kernel` of the same source in a new `Jit` with a new empty
+//! cache root (publishing the entry before it returns, and with
+//! `JitOptions::publish_in_background`), 9 interleaved runs of distinct sources after a warm-up
+//! of each, with where hipjit's time goes (`hipjit::phases`); printed as a `BENCH` line with
+//! the ratios (target <= 1.2).
+//!
+//! `nvidia_compilers` runs everything (`nvidia_compilers cold` the in-process comparison alone);
+//! `nvidia_compilers child nvrtc|nvcc SEED` is one timed
 //! fresh process (it prints `COLD_MS`, and for NVRTC `SECOND_MS`). nvcc is `HIPJIT_NVCC`, else
 //! hipjit's discovery; NVRTC is found beside it (or `HIPJIT_NVRTC_LIBRARY`). The compilers'
 //! identities are remembered per user as usual: the first child computes them, the others (as
 //! any later process) read them.
 
 use std::error::Error;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hipjit::args;
 use hipjit::compiler::selection::CompilerChoice;
-use hipjit::compiler::{CompileOptions, CompilerKind};
+use hipjit::compiler::{Backend, CompileOptions, CompilerKind};
 use hipjit::cuda::target::SmTarget;
 use hipjit::device::Device;
 use hipjit::jit::{CacheLocation, Jit, JitOptions, Origin};
@@ -28,6 +41,9 @@ use hipjit::launch::LaunchConfig;
 use hipjit::memory::DeviceBuffer;
 use hipjit::runtime::{Platform, Runtime};
 use hipjit::stream::{Stream, StreamFlags};
+
+#[path = "../benches/support/raw_rtc.rs"]
+mod raw_rtc;
 
 type R<T> = Result<T, Box<dyn Error>>;
 
@@ -114,6 +130,12 @@ fn four_k_source(seed: &str) -> String {
         src.push_str("// padding to make the source 4 KiB long, as a generated kernel would be\n");
     }
     src.truncate(4096);
+    // A last line cut to a lone `/` would be no comment: blanks instead, the size kept.
+    let tail = src.len() - src.rfind('\n').map_or(0, |i| i + 1);
+    if tail < 2 {
+        src.truncate(src.len() - tail);
+        src.push_str(&" ".repeat(tail));
+    }
     src
 }
 
@@ -288,12 +310,246 @@ fn f32_to_half(v: f32) -> u16 {
     ((exp as u32) << 10 | mant) as u16
 }
 
+type LoadData = unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> c_int;
+type GetFunction = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> c_int;
+type Unload = unsafe extern "C" fn(*mut c_void) -> c_int;
+/// Each run's phases, as `hipjit::phases::measure` gives them.
+type Phases = Vec<(&'static str, Duration)>;
+
+/// The CUDA driver's module calls, for the raw side of [`in_process_cold`].
+struct Driver {
+    load_data: LoadData,
+    get_function: GetFunction,
+    unload: Unload,
+}
+
+impl Driver {
+    /// `libcuda.so.1`, with device `ordinal`'s primary context (the one hipjit uses) made
+    /// current on this thread.
+    fn open(ordinal: i32) -> R<Driver> {
+        // SAFETY: dlopen of the driver (already loaded by hipjit's runtime); never closed.
+        let h = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW) };
+        if h.is_null() {
+            return Err("dlopen libcuda.so.1 failed".into());
+        }
+        let sym = |name: &CStr| -> R<*mut c_void> {
+            // SAFETY: a live handle and a NUL-terminated name.
+            let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+            if p.is_null() {
+                return Err(format!("{name:?} not in libcuda.so.1").into());
+            }
+            Ok(p)
+        };
+        type Init = unsafe extern "C" fn(c_uint) -> c_int;
+        type DeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
+        type Retain = unsafe extern "C" fn(*mut *mut c_void, c_int) -> c_int;
+        type SetCurrent = unsafe extern "C" fn(*mut c_void) -> c_int;
+        // SAFETY: each pointer is the named driver function, of the type of cuda.h's
+        // declaration (handles as pointers, results as int).
+        unsafe {
+            let init: Init = std::mem::transmute(sym(c"cuInit")?);
+            let device_get: DeviceGet = std::mem::transmute(sym(c"cuDeviceGet")?);
+            let retain: Retain = std::mem::transmute(sym(c"cuDevicePrimaryCtxRetain")?);
+            let set_current: SetCurrent = std::mem::transmute(sym(c"cuCtxSetCurrent")?);
+            let mut dev = 0;
+            let mut ctx = std::ptr::null_mut();
+            for (what, rc) in [
+                ("cuInit", init(0)),
+                ("cuDeviceGet", device_get(&mut dev, ordinal)),
+                ("cuDevicePrimaryCtxRetain", retain(&mut ctx, dev)),
+                ("cuCtxSetCurrent", set_current(ctx)),
+            ] {
+                if rc != 0 {
+                    return Err(format!("{what}: CUresult {rc}").into());
+                }
+            }
+            Ok(Driver {
+                load_data: std::mem::transmute::<*mut c_void, LoadData>(sym(c"cuModuleLoadData")?),
+                get_function: std::mem::transmute::<*mut c_void, GetFunction>(sym(
+                    c"cuModuleGetFunction",
+                )?),
+                unload: std::mem::transmute::<*mut c_void, Unload>(sym(c"cuModuleUnload")?),
+            })
+        }
+    }
+}
+
+/// Per-phase medians over runs: each run's phases summed by name, then each name's median over
+/// the runs (0 in a run that did not meet it).
+fn phase_medians(runs: &[Vec<(&'static str, Duration)>]) -> Vec<(&'static str, f64)> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for r in runs {
+        for (n, _) in r {
+            if !names.contains(n) {
+                names.push(n);
+            }
+        }
+    }
+    names
+        .into_iter()
+        .map(|n| {
+            let mut v: Vec<f64> = runs
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .filter(|(m, _)| *m == n)
+                        .map(|(_, d)| d.as_secs_f64() * 1e3)
+                        .sum()
+                })
+                .collect();
+            (n, median(&mut v))
+        })
+        .collect()
+}
+
+/// The cold compile + load of a 4 KiB source in this one process: raw NVRTC (the library
+/// hipjit uses, opened with `dlopen`, handed hipjit's options and prelude headers) with
+/// `cuModuleLoadData` and `cuModuleGetFunction`, against `Jit::load` and `Library::kernel` in a
+/// new `Jit` with a new empty cache root (a miss: key, compile, header manifest, entry
+/// published before it returns, or in the background), 9 runs of distinct sources after one
+/// warm-up of each, the three sides' order rotated; the medians, the ratios and the split of
+/// hipjit's time.
+fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
+    let dir = std::env::temp_dir().join(format!("hipjit-cold-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = CompileOptions::for_sm(sm);
+    let probe = jit(CompilerChoice::Nvrtc, Some(dir.join("probe")))?;
+
+    let chosen = probe.compiler_for(four_k_source("probe"), &options)?;
+    let Backend::Nvrtc(nvrtc) = &chosen.backend else {
+        return Err(format!("NVRTC was not chosen: {:?}", chosen.backend.kind()).into());
+    };
+    let raw = raw_rtc::RawRtc::open(nvrtc.library.path(), true);
+    let driver = Driver::open(dev.ordinal())?;
+    let seed = std::process::id();
+    let raw_load = |src: &str| -> R<f64> {
+        let p = nvrtc.program(src.as_bytes(), &options)?;
+        let t = Instant::now();
+        let cubin = raw.compile(&p.source, &p.name, &p.headers, &p.options)?;
+        let mut module = std::ptr::null_mut();
+        let mut function = std::ptr::null_mut();
+        // SAFETY: a cubin NVRTC just made, a live module, a NUL-terminated name.
+        unsafe {
+            let rc = (driver.load_data)(&mut module, cubin.as_ptr().cast());
+            if rc != 0 {
+                return Err(format!("cuModuleLoadData: CUresult {rc}").into());
+            }
+            let rc = (driver.get_function)(&mut function, module, c"four_k".as_ptr());
+            if rc != 0 {
+                return Err(format!("cuModuleGetFunction: CUresult {rc}").into());
+            }
+        }
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        // SAFETY: the module loaded above, no longer used.
+        unsafe { (driver.unload)(module) };
+        Ok(ms)
+    };
+    let jit_load = |j: &Jit, src: &str| -> R<(f64, Vec<(&'static str, Duration)>)> {
+        let t = Instant::now();
+        let (loaded, phases) = hipjit::phases::measure(|| -> R<_> {
+            let loaded = j.load(dev, src, &opts())?;
+            loaded.library.kernel("four_k")?;
+            Ok(loaded)
+        });
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let loaded = loaded?;
+        if loaded.compiled.origin() != Origin::Compiler
+            || loaded.compiled.compiler().kind != CompilerKind::Nvrtc
+        {
+            return Err(format!(
+                "expected an NVRTC compile, got {:?} by {:?}",
+                loaded.compiled.origin(),
+                loaded.compiled.compiler()
+            )
+            .into());
+        }
+        Ok((ms, phases))
+    };
+    raw_load(&four_k_source(&format!("warm raw {seed}")))?;
+    jit_load(&probe, &four_k_source(&format!("warm jit {seed}")))?;
+    let runs = 9;
+    // Three sides, each once a run, the order rotated: raw, `Jit::load` publishing before it
+    // returns, and publishing in the background (`JitOptions::publish_in_background`, waited
+    // for after the clock stops).
+    let mut raw_ms = vec![];
+    let mut sides: [(Vec<f64>, Vec<Phases>); 2] = Default::default();
+    for run in 0..runs {
+        for k in 0..3 {
+            match (run + k) % 3 {
+                0 => raw_ms.push(raw_load(&four_k_source(&format!("raw {run} {seed}")))?),
+                side => {
+                    let background = side == 2;
+                    let j = Jit::new(JitOptions {
+                        compiler: Some(CompilerChoice::Nvrtc),
+                        cache: CacheLocation::Roots(vec![
+                            dir.join(format!("root-{run}-{background}"))
+                        ]),
+                        publish_in_background: background,
+                        ..JitOptions::default()
+                    })?;
+                    let src = four_k_source(&format!("jit {run} {background} {seed}"));
+                    let (ms, phases) = jit_load(&j, &src)?;
+                    j.flush_cache_writes();
+                    sides[side - 1].0.push(ms);
+                    sides[side - 1].1.push(phases);
+                }
+            }
+        }
+    }
+    let r = median(&mut raw_ms);
+    let (h, b) = (
+        median(&mut sides[0].0.clone()),
+        median(&mut sides[1].0.clone()),
+    );
+    println!(
+        "BENCH in-process cold compile + load, 4 KiB source, {sm}, medians of {runs} \
+         interleaved runs in one process: raw NVRTC + cuModuleLoadData + cuModuleGetFunction \
+         (hipjit's options and prelude headers) {r:.2} ms; Jit::load + kernel (new Jit, new \
+         cache root) {h:.2} ms: {:.3}x raw; with publish_in_background {b:.2} ms: {:.3}x raw \
+         (target <= 1.2)",
+        h / r,
+        b / r
+    );
+    let p = nvrtc.program(four_k_source("x").as_bytes(), &options)?;
+    println!(
+        "  raw NVRTC: {} ({} in-memory headers)",
+        p.options.join(" "),
+        p.headers.len()
+    );
+    for ((totals, split), what) in sides
+        .iter()
+        .zip(["Jit::load", "Jit::load with publish_in_background"])
+    {
+        println!("  where {what}'s time goes (medians, ms; \"a: b\" lies inside \"a\"):");
+        for (name, ms) in phase_medians(split) {
+            println!("    {ms:9.3}  {name}");
+        }
+        let mut rest: Vec<f64> = split
+            .iter()
+            .zip(totals)
+            .map(|(ph, t)| {
+                t - ph
+                    .iter()
+                    .filter(|(n, _)| !n.contains(": "))
+                    .map(|(_, d)| d.as_secs_f64() * 1e3)
+                    .sum::<f64>()
+            })
+            .collect();
+        println!("    {:9.3}  outside every phase above", median(&mut rest));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
 fn main() -> R<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("child") {
         return child(&args[2], &args[3]);
     }
     let (_rt, dev, sm) = open()?;
+    if args.get(1).map(String::as_str) == Some("cold") {
+        return in_process_cold(&dev, sm);
+    }
     for choice in [CompilerChoice::Nvrtc, CompilerChoice::Nvcc] {
         let chosen = jit(choice, None)?.compiler_for(KERNELS, &CompileOptions::for_sm(sm))?;
         let id = chosen.backend.identity();
@@ -349,6 +605,7 @@ fn main() -> R<()> {
         r / n,
         s / n
     );
+    in_process_cold(&dev, sm)?;
     println!("== all passed");
     Ok(())
 }

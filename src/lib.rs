@@ -84,6 +84,8 @@ pub use hip_sys as sys;
 mod digest;
 mod fs;
 #[doc(hidden)]
+pub mod phases;
+#[doc(hidden)]
 pub mod process;
 mod safe;
 mod target;

@@ -659,6 +659,24 @@ impl DiskCache {
         meta: EntryMeta,
         artefacts: &[(&str, &[u8])],
     ) -> Result<(PathBuf, bool), CacheError> {
+        self.put_gated(key, meta, artefacts, || true)
+            .map(|p| p.expect("an open gate publishes"))
+    }
+
+    /// [`DiskCache::put`], but with the entry written and fsynced under its temporary name
+    /// first, then published only when `gate` (called then, once, unless a valid entry is
+    /// there already) says so: a header manifest written while its entry is (concurrently)
+    /// written, and published only once the entry is. `Ok(None)` when the gate was shut
+    /// (nothing published; the temporary file removed).
+    ///
+    /// Errors: as [`DiskCache::put`].
+    pub(crate) fn put_gated(
+        &self,
+        key: &CacheKey,
+        meta: EntryMeta,
+        artefacts: &[(&str, &[u8])],
+        gate: impl FnOnce() -> bool,
+    ) -> Result<Option<(PathBuf, bool)>, CacheError> {
         let root = self.written_root()?;
         let path = Self::entry_path(&root.path, key);
         // Kept only when both reads accept it: an entry the hit's own read refuses while the
@@ -669,9 +687,12 @@ impl DiskCache {
             Entry::from_bytes(data, p, k)
         });
         if existing.is_ok() {
-            return Ok((path, false));
+            return Ok(Some((path, false)));
         }
+        let phase = crate::phases::start("publishing: entry: encoding");
         let bytes = encode_entry(key, meta, artefacts)?;
+        phase.end();
+        let phase = crate::phases::start("publishing: entry: temporary file written, fsynced");
         let io = |p: &Path| {
             let p = p.to_path_buf();
             move |source| CacheError::Io { path: p, source }
@@ -696,6 +717,11 @@ impl DiskCache {
             }
             f.sync_all().map_err(tmp_io())?;
         }
+        phase.end();
+        if !gate() {
+            return Ok(None);
+        }
+        let phase = crate::phases::start("publishing: entry: linked, directory fsynced");
         // What sits at the entry path and is not a regular file (a dangling or planted
         // symbolic link, a directory) belongs to the written root: it goes, so that this key
         // can be published at all (a rename cannot replace a directory, and `link` refuses any
@@ -730,10 +756,12 @@ impl DiskCache {
         if let Ok(d) = File::open(&dir) {
             d.sync_all().map_err(io(&dir))?;
         }
+        phase.end();
         if let Some(max) = self.max_bytes {
+            let _phase = crate::phases::start("publishing: entry: size cap");
             self.keep_under_cap(max, bytes.len() as u64)?;
         }
-        Ok((path, published))
+        Ok(Some((path, published)))
     }
 
     /// An unnamed temporary file in the written root's `v1/tmp` (same filesystem as the

@@ -37,7 +37,7 @@ pub struct Seen {
 /// What [`Tier::lock`] got.
 pub enum LockStep<H> {
     /// The lock, held until the value is dropped (after the publish).
-    Held(Box<dyn Any>),
+    Held(Box<dyn Any + Send>),
     /// What another process published while this one waited: the walk ends with it.
     Found(H),
     /// No lock (the tier has none, or it could not be had; said in [`Seen::warnings`]).
@@ -78,11 +78,11 @@ pub trait Tier<R: ?Sized> {
 /// The locks a walk holds ([`LockStep::Held`]), released in the reverse of the order they
 /// were taken when dropped (the slowest tier's first).
 #[derive(Default)]
-pub struct Locks(Vec<Box<dyn Any>>);
+pub struct Locks(Vec<Box<dyn Any + Send>>);
 
 impl Locks {
     /// Holds `lock` until this is dropped.
-    pub fn push(&mut self, lock: Box<dyn Any>) {
+    pub fn push(&mut self, lock: Box<dyn Any + Send>) {
         self.0.push(lock);
     }
 }

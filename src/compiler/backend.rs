@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::compiler::nvcc::{Nvcc, NvccError};
 use crate::compiler::request::{FromKeyRecord, KeyInputs};
 use crate::compiler::rtc::backend::{in_process, InProcess};
-pub use crate::compiler::rtc::backend::{HipRtcBackend, NvrtcBackend, RtcLibrary};
+pub use crate::compiler::rtc::backend::{HipRtcBackend, NvrtcBackend, RtcLibrary, RtcProgram};
 use crate::compiler::{
     CompileError, CompileOptions, CompileOutput, Compiler, CompilerConfig, CompilerError,
     CompilerIdentity, CompilerKind,

@@ -180,6 +180,7 @@ impl Compiler {
         options: &CompileOptions,
         rejection: &mut Option<super::Rejection>,
     ) -> Result<CompileOutput, CompileError> {
+        let phase = crate::phases::start("compile: installation check, build directory staged");
         options.validate()?;
         self.check_installation()?;
         let build = Build::stage(source, options)?;
@@ -193,9 +194,13 @@ impl Compiler {
             .env("LC_ALL", "C");
         let _slot = self.inner.slots.acquire();
         let started_at = crate::fs::stat::filesystem_now(build.dir.path());
+        phase.end();
+        let phase = crate::phases::start("compile: hipcc run");
         let started = Instant::now();
         let run = process::run(&mut cmd, self.inner.timeout);
         let duration = started.elapsed();
+        phase.end();
+        let _phase = crate::phases::start("compile: output, dependency list");
         drop(_slot);
         let finished = match run {
             Ok(f) => f,
@@ -278,6 +283,8 @@ impl Compiler {
             }
         }
         let (llvm_ir, isa) = build.dumps(options);
+        // Removed off the compile's path (`compiler::later`).
+        super::later::remove_later(build);
         Ok(CompileOutput {
             code_object,
             command,

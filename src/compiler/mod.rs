@@ -26,6 +26,7 @@ pub mod identity;
 pub mod include_names;
 #[doc(hidden)]
 pub mod kind;
+mod later;
 #[doc(hidden)]
 pub mod library_search;
 #[doc(hidden)]
@@ -60,7 +61,7 @@ use hipcc::DEPS_NAME;
 /// Cancelling compiles from another thread.
 pub use crate::process::cancel::CancelToken;
 #[doc(hidden)]
-pub use backend::Backend;
+pub use backend::{Backend, RtcProgram};
 pub use depfile::Dependency;
 pub use diagnostics::{Diagnostic, IncludedFrom, Layout, Severity};
 pub use discovery::{Candidate, DiscoveryError, HIPCC_ENV};

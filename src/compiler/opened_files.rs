@@ -19,6 +19,17 @@
 //! reached the directory by (`b1/a.h` and `mytk/a.h`), so that either spelling, retargeted or
 //! replaced, is keyed. A link back to a directory on its own way is followed once, not walked.
 //!
+//! Cost on a compile's path: walking a tree (PyPI's CUDA 13 `include`: 155 directories, 2,462
+//! files, about 10 ms here) is done once per process and tree and remembered with the `stat`
+//! of every directory it watched (`Walk`); a later watch of the same tree puts the same
+//! watches in place, then checks each directory's `stat` against the remembered one by the
+//! stat-trust rule ([`crate::fs::stat::FileStat::proves_same_as`]), and walks again on any
+//! difference (a directory's modification time changes with every name added, removed or
+//! renamed in it; a walk with a directory modified within a second of it is not remembered).
+//! Closing an inotify instance waits for the kernel to retire its watches (an RCU grace period:
+//! about 20 ms for 155 watches, measured), so an instance is closed on a thread of its own
+//! after the events were read (`close_later`).
+//!
 //! Limits: at most [`MAX_WATCHED_DIRS`] directories and [`MAX_WALKED_PATHS`] paths to them;
 //! the per-user limits of the kernel
 //! (`fs.inotify.max_user_instances`, `max_user_watches`, `max_queued_events`) make
@@ -30,6 +41,13 @@ use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use crate::fs::stat::FileStat;
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
@@ -40,10 +58,70 @@ pub const MAX_WATCHED_DIRS: usize = 4096;
 /// directory reached through symbolic links (`include/b1 -> mytk`) counts once per path.
 pub const MAX_WALKED_PATHS: usize = 4 * MAX_WATCHED_DIRS;
 
+/// The walk of one tree as [`OpenedFiles::watch`] made it, remembered per process to be
+/// replayed ([`OpenedFiles::watch`]): every `inotify_add_watch` in order, with the `stat` each
+/// directory had before it was read, and what the walk found.
+#[derive(Debug)]
+struct Walk {
+    /// Each directory watched, in order: its path, whether the walk went through it (else the
+    /// directory of a file link's target, watched only), and its `stat` before it was read.
+    steps: Vec<(PathBuf, bool, FileStat)>,
+    links: HashMap<PathBuf, Vec<PathBuf>>,
+    special: Option<(PathBuf, &'static str)>,
+}
+
+/// The remembered walks, by tree root.
+static WALKS: OnceLock<Mutex<HashMap<PathBuf, Arc<Walk>>>> = OnceLock::new();
+
+/// How long before a walk a directory must have been modified (its modification and change
+/// times) for the walk to be remembered: a change within the timestamps' granularity of the
+/// `stat` would not change them.
+const SETTLED: Duration = Duration::from_secs(1);
+
+/// The inotify instances handed to [`close_later`] and not closed yet.
+static CLOSING: AtomicUsize = AtomicUsize::new(0);
+
+/// At most this many instances wait to be closed; past it, one is closed at once (each holds
+/// one of the user's `fs.inotify.max_user_instances`, 128 by default).
+const MAX_CLOSING: usize = 16;
+
+/// Closes an inotify instance on a thread of its own (see the module documentation), or now
+/// when that thread cannot be started or [`MAX_CLOSING`] already wait.
+fn close_later(fd: OwnedFd) {
+    static CLOSER: OnceLock<Option<std::sync::mpsc::Sender<OwnedFd>>> = OnceLock::new();
+    let closer = CLOSER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<OwnedFd>();
+        std::thread::Builder::new()
+            .name("hipjit-inotify-close".into())
+            .spawn(move || {
+                for fd in rx {
+                    drop(fd);
+                    CLOSING.fetch_sub(1, Ordering::Relaxed);
+                }
+            })
+            .ok()
+            .map(|_| tx)
+    });
+    match closer {
+        Some(tx) if CLOSING.fetch_add(1, Ordering::Relaxed) < MAX_CLOSING => {
+            if let Err(e) = tx.send(fd) {
+                CLOSING.fetch_sub(1, Ordering::Relaxed);
+                drop(e.0);
+            }
+        }
+        Some(_) => {
+            CLOSING.fetch_sub(1, Ordering::Relaxed);
+            drop(fd);
+        }
+        None => drop(fd),
+    }
+}
+
 /// A watch on a directory tree, between the start and the end of a compile.
 #[derive(Debug)]
 pub struct OpenedFiles {
-    fd: OwnedFd,
+    /// The inotify instance; `None` once handed to [`close_later`].
+    fd: Option<OwnedFd>,
     root: PathBuf,
     root_wd: i32,
     /// Each watched directory (inotify gives one watch per directory, whatever its path) by
@@ -70,8 +148,25 @@ impl OpenedFiles {
     /// `inotify_add_watch`, reading a directory), or the tree holding more than
     /// [`MAX_WATCHED_DIRS`] directories or reached by more than [`MAX_WALKED_PATHS`] paths.
     pub fn watch(root: &Path) -> Result<OpenedFiles, String> {
-        let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)
-            .map_err(|e| format!("inotify_init1: {e}"))?;
+        let init = || {
+            inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)
+                .map_err(|e| format!("inotify_init1: {e}"))
+        };
+        let remembered = WALKS
+            .get_or_init(Default::default)
+            .lock()
+            .get(root)
+            .cloned();
+        if let Some(walk) = remembered {
+            let fd = init()?;
+            match Self::replay(fd, root, &walk)? {
+                Ok(watch) => return Ok(watch),
+                Err(fd) => close_later(fd),
+            }
+        }
+        let fd = init()?;
+        let started = SystemTime::now();
+        let mut steps: Option<Vec<(PathBuf, bool, FileStat)>> = Some(Vec::new());
         let mut dirs: HashMap<i32, Vec<PathBuf>> = HashMap::new();
         let mut targets: HashMap<i32, PathBuf> = HashMap::new();
         let mut links: HashMap<PathBuf, Vec<PathBuf>> = HashMap::new();
@@ -82,6 +177,12 @@ impl OpenedFiles {
         let mut paths = 0;
         let mut special = None;
         while let Some((dir, way)) = stack.pop() {
+            // Taken before the directory is read: a change after it changes its times.
+            let stat = FileStat::read(&dir).filter(|s| settled(s, started));
+            match (&mut steps, stat) {
+                (Some(steps), Some(stat)) => steps.push((dir.clone(), way.is_some(), stat)),
+                _ => steps = None,
+            }
             let wd = inotify::add_watch(
                 &fd,
                 &dir,
@@ -137,6 +238,7 @@ impl OpenedFiles {
                     }
                     Ok(m) if m.is_file() && link => {
                         let Ok(target) = std::fs::canonicalize(&path) else {
+                            steps = None;
                             continue;
                         };
                         if let Some(parent) = target.parent() {
@@ -147,12 +249,26 @@ impl OpenedFiles {
                     Ok(m) if !m.is_dir() && !m.is_file() => {
                         special.get_or_insert((path, crate::fs::read::kind_name(m.file_type())));
                     }
-                    _ => {}
+                    Ok(_) => {}
+                    // A dangling link (or an entry gone meanwhile): what its target becomes
+                    // later is in no directory the walk took the `stat` of, so this walk is
+                    // not remembered.
+                    Err(_) => steps = None,
                 }
             }
         }
+        if let Some(steps) = steps {
+            WALKS.get_or_init(Default::default).lock().insert(
+                root.to_path_buf(),
+                Arc::new(Walk {
+                    steps,
+                    links: links.clone(),
+                    special: special.clone(),
+                }),
+            );
+        }
         let watch = OpenedFiles {
-            fd,
+            fd: Some(fd),
             root: root.to_path_buf(),
             root_wd: root_wd.expect("the root is watched first"),
             dirs,
@@ -163,6 +279,61 @@ impl OpenedFiles {
         // The canary: an open of the root this process makes after every watch is in place.
         std::fs::File::open(root).map_err(|e| format!("{}: {e}", root.display()))?;
         Ok(watch)
+    }
+
+    /// The watches of a remembered `walk` of `root` put in place again on `fd`, in the same
+    /// order; then each directory's `stat` is checked against the one the walk took (after the
+    /// watches are in place: a change from then on is either seen by the check or made while
+    /// watched, as after a walk). `Ok(Err(fd))` when one differs or cannot be read: walk again.
+    ///
+    /// Errors: a text naming the directory whose `inotify_add_watch` failed.
+    fn replay(
+        fd: OwnedFd,
+        root: &Path,
+        walk: &Walk,
+    ) -> Result<Result<OpenedFiles, OwnedFd>, String> {
+        let mut dirs: HashMap<i32, Vec<PathBuf>> = HashMap::new();
+        let mut targets: HashMap<i32, PathBuf> = HashMap::new();
+        let mut root_wd = None;
+        for (dir, walked, _) in &walk.steps {
+            let wd = match inotify::add_watch(
+                &fd,
+                dir,
+                WatchFlags::OPEN | WatchFlags::ONLYDIR | WatchFlags::EXCL_UNLINK,
+            ) {
+                Ok(wd) => wd,
+                // Gone or changed: the walk says why, or succeeds.
+                Err(_) => return Ok(Err(fd)),
+            };
+            root_wd.get_or_insert(wd);
+            if *walked {
+                targets.remove(&wd);
+                let known = dirs.entry(wd).or_default();
+                if !known.contains(dir) {
+                    known.push(dir.clone());
+                }
+            } else if !dirs.contains_key(&wd) {
+                targets.entry(wd).or_insert_with(|| dir.clone());
+            }
+        }
+        let unchanged = walk
+            .steps
+            .iter()
+            .all(|(dir, _, stat)| FileStat::read(dir).is_some_and(|now| stat.proves_same_as(&now)));
+        let Some(root_wd) = root_wd.filter(|_| unchanged) else {
+            return Ok(Err(fd));
+        };
+        let watch = OpenedFiles {
+            fd: Some(fd),
+            root: root.to_path_buf(),
+            root_wd,
+            dirs,
+            targets,
+            links: walk.links.clone(),
+            special: walk.special.clone(),
+        };
+        std::fs::File::open(root).map_err(|e| format!("{}: {e}", root.display()))?;
+        Ok(Ok(watch))
     }
 
     /// The first FIFO, socket or device the walk met below the root (or as a link's target),
@@ -188,9 +359,17 @@ impl OpenedFiles {
     ///
     /// Errors: a text saying why the answer cannot be trusted (no canary event, the event
     /// queue overflowed, a watched directory removed or unmounted, `read` failed).
-    pub fn finish(self) -> Result<Vec<PathBuf>, String> {
+    pub fn finish(mut self) -> Result<Vec<PathBuf>, String> {
+        let fd = self.fd.take().expect("an instance until finished");
+        let out = self.events(&fd);
+        close_later(fd);
+        out
+    }
+
+    /// The files opened, as [`OpenedFiles::finish`] says, from the events on `fd`.
+    fn events(&self, fd: &OwnedFd) -> Result<Vec<PathBuf>, String> {
         let mut buf = vec![MaybeUninit::<u8>::uninit(); 64 << 10];
-        let mut reader = inotify::Reader::new(&self.fd, &mut buf);
+        let mut reader = inotify::Reader::new(fd, &mut buf);
         let mut canary = false;
         let mut out = Vec::new();
         loop {
@@ -251,6 +430,29 @@ impl OpenedFiles {
         out.retain(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()));
         Ok(out)
     }
+}
+
+impl Drop for OpenedFiles {
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            close_later(fd);
+        }
+    }
+}
+
+/// Whether `stat`'s modification and change times are at least [`SETTLED`] before `walk`,
+/// and it has a mount identity (else it could never prove a directory unchanged).
+fn settled(stat: &FileStat, walk: SystemTime) -> bool {
+    let Some(limit) = walk
+        .checked_sub(SETTLED)
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+    else {
+        return false;
+    };
+    let before = |(s, ns): (i64, i64)| {
+        s >= 0 && Duration::new(s as u64, ns.clamp(0, 999_999_999) as u32) < limit
+    };
+    stat.mount != crate::fs::stat::NO_MOUNT_IDENTITY && before(stat.mtime) && before(stat.ctime)
 }
 
 #[cfg(test)]
@@ -362,6 +564,57 @@ mod tests {
         assert_eq!(watch.directories().count(), 2);
         std::fs::read(root.join("mytk/v.h")).unwrap();
         assert_eq!(watch.finish().unwrap(), [root.join("mytk/v.h")]);
+    }
+
+    #[test]
+    fn a_remembered_walk_is_replayed_until_a_directory_of_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("include");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("a.h"), "a").unwrap();
+        std::fs::write(root.join("sub/b.h"), "b").unwrap();
+        // Settled: the directories' times a second and more before the walk.
+        std::thread::sleep(SETTLED + Duration::from_millis(100));
+        let remembered = || {
+            WALKS
+                .get_or_init(Default::default)
+                .lock()
+                .get(&root)
+                .cloned()
+        };
+        let watch = OpenedFiles::watch(&root).unwrap();
+        if FileStat::read(&root).is_none_or(|s| s.mount == crate::fs::stat::NO_MOUNT_IDENTITY) {
+            // A kernel without unique mount IDs: no `stat` proves a directory unchanged.
+            assert!(remembered().is_none());
+            return;
+        }
+        let walk = remembered().expect("the walk is remembered");
+        assert_eq!(walk.steps.len(), 2);
+        std::fs::read(root.join("sub/b.h")).unwrap();
+        assert_eq!(watch.finish().unwrap(), [root.join("sub/b.h")]);
+        // Replayed: the same walk, and the opens seen.
+        let watch = OpenedFiles::watch(&root).unwrap();
+        assert!(Arc::ptr_eq(&walk, &remembered().unwrap()));
+        assert_eq!(watch.directories().count(), 2);
+        std::fs::read(root.join("a.h")).unwrap();
+        std::fs::read(root.join("sub/b.h")).unwrap();
+        assert_eq!(
+            watch.finish().unwrap(),
+            [root.join("a.h"), root.join("sub/b.h")]
+        );
+        // A directory added below: `sub`'s times change, so the tree is walked again and the
+        // new directory watched (and this walk, too recent, is not remembered).
+        std::fs::create_dir(root.join("sub/new")).unwrap();
+        std::fs::write(root.join("sub/new/c.h"), "c").unwrap();
+        let watch = OpenedFiles::watch(&root).unwrap();
+        assert_eq!(watch.directories().count(), 3);
+        assert!(remembered().is_some_and(|w| Arc::ptr_eq(&w, &walk)));
+        std::fs::read(root.join("sub/new/c.h")).unwrap();
+        assert_eq!(watch.finish().unwrap(), [root.join("sub/new/c.h")]);
+        // Still not replayed: the remembered walk keeps failing its check.
+        let watch = OpenedFiles::watch(&root).unwrap();
+        assert_eq!(watch.directories().count(), 3);
+        drop(watch);
     }
 
     #[test]

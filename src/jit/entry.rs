@@ -105,6 +105,20 @@ pub(crate) fn publish_manifest(
     meta: EntryMeta,
     manifest: &Manifest,
 ) -> Option<String> {
+    publish_manifest_gated(disk, direct, meta, manifest, || true)
+}
+
+/// [`publish_manifest`], the manifest written and fsynced first, then published only when
+/// `gate` says so (`DiskCache::put_gated`): written while its result entry is, published
+/// only once that entry is. No warning when the gate is shut (the entry's own failure says
+/// why).
+pub(crate) fn publish_manifest_gated(
+    disk: &DiskCache,
+    direct: &CacheKey,
+    meta: EntryMeta,
+    manifest: &Manifest,
+    gate: impl FnOnce() -> bool,
+) -> Option<String> {
     let bytes = manifest.to_bytes();
     // A read-only cache is not written.
     let root = disk.roots().first().filter(|r| r.writable)?;
@@ -129,7 +143,7 @@ pub(crate) fn publish_manifest(
         dependencies: Vec::new(),
         ..meta
     };
-    match disk.put(direct, meta, &[(MANIFEST_ARTEFACT, &bytes)]) {
+    match disk.put_gated(direct, meta, &[(MANIFEST_ARTEFACT, &bytes)], gate) {
         Ok(_) => None,
         Err(e) => {
             let w = format!("the header manifest was not cached: {e}");

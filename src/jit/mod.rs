@@ -181,6 +181,20 @@ pub struct JitOptions {
     /// For services that must not compile at serve time. Also set by `HIPJIT_STRICT=1`
     /// (any value but empty or `0`).
     pub strict: bool,
+    /// Publish a compile's result to the disk cache (its entry and header manifest, each
+    /// written to a temporary file, fsynced, linked into place, its directory fsynced) on a
+    /// background thread of this `Jit` after the result is returned, rather than before: a
+    /// miss returns once the compiler's output is read and keyed, without waiting for the
+    /// disk (four fsyncs, 1 to 16 ms here: `docs/performance.md`). The key's compile lock is
+    /// held until the entry is published, so another process asking for the same source waits
+    /// for it and reads it. [`Jit::flush_cache_writes`] waits for these writes, and dropping
+    /// the `Jit` does too; a process that exits without either may leave the entry unpublished
+    /// (never torn: at most a temporary file, removed later as stale). [`Compiled::entry_path`]
+    /// names the path the entry is published at; a write that fails is logged (a `tracing`
+    /// warning), not in [`Compiled::cache_warnings`], which went with the result. The remote
+    /// tier, when configured, is still written before the result is returned. Default:
+    /// `false`.
+    pub publish_in_background: bool,
 }
 
 /// Errors of the JIT.
@@ -344,6 +358,8 @@ pub struct Jit {
     frozen: Option<Arc<FrozenBundle>>,
     /// [`JitOptions::strict`], or `HIPJIT_STRICT=1`.
     strict: bool,
+    /// [`JitOptions::publish_in_background`].
+    publish_in_background: bool,
 }
 
 impl std::fmt::Debug for Jit {
@@ -429,6 +445,7 @@ impl Jit {
             background: background::Pool::new(options.background),
             frozen,
             strict,
+            publish_in_background: options.publish_in_background,
         })
     }
 
@@ -496,8 +513,10 @@ impl Jit {
         &self.remote
     }
 
-    /// Waits until every remote hit of this `Jit` has been written to the first disk root
-    /// (they are written in the background; dropping the `Jit` waits too).
+    /// Waits until every remote hit of this `Jit` has been written to the first disk root,
+    /// and every result published in the background
+    /// ([`JitOptions::publish_in_background`]) is (they are written in the background;
+    /// dropping the `Jit` waits too).
     pub fn flush_cache_writes(&self) {
         self.write_back.flush();
     }
@@ -616,8 +635,12 @@ impl Jit {
         options: &CompileOptions,
         runtime: Option<&std::path::Path>,
     ) -> Result<Prepared, JitError> {
+        let phase = crate::phases::start("options and compiler (search, identity)");
         let (o, chosen) = self.checked(source, options, runtime)?;
+        phase.end();
+        let phase = crate::phases::start("direct key");
         let direct: CacheKey = chosen.backend.request(source, &o, &self.extra);
+        phase.end();
         Ok(Prepared {
             options: o,
             chosen,
@@ -704,6 +727,7 @@ impl Jit {
         let started = Instant::now();
         let looked_up = self.memory.get_or_try_insert(source, options, || {
             let mut served = self.compile_uncached(source, options, bypass_disk, runtime, true)?;
+            let _phase = crate::phases::start("request record");
             if let Some(w) = self.record(source, options, runtime) {
                 // Fresh from compile_uncached: nothing else holds it yet.
                 if let Some(inner) = Arc::get_mut(&mut served.0) {
@@ -771,6 +795,8 @@ impl Jit {
         compiled: &Compiled,
     ) -> Result<(), JitError> {
         self.memory.remove(source.as_ref(), options);
+        // An entry published in the background is in place before it is removed.
+        self.write_back.flush();
         if let (Some(disk), Some(path)) = (&self.disk, compiled.entry_path()) {
             if disk.is_writable() && path.starts_with(&disk.roots()[0].path) {
                 match std::fs::remove_file(path) {
@@ -896,7 +922,10 @@ impl Jit {
                     }
                 }
             }
-            match load(&artefact, device) {
+            let phase = crate::phases::start("loading on the device");
+            let loaded = load(&artefact, device);
+            phase.end();
+            match loaded {
                 Ok(lib) => {
                     let lib = Arc::new(lib);
                     *slot = Some(Arc::clone(&lib));
@@ -951,6 +980,7 @@ impl Jit {
         // for (`jit::frozen`).
         // Skipped with the disk: a frozen code object the runtime rejected is compiled again
         // where a compiler is present.
+        let phase = crate::phases::start("frozen bundle and hit memo");
         let refusal = match bypass_disk {
             true => None,
             false => match self.frozen_lookup(source, options, runtime) {
@@ -1014,6 +1044,7 @@ impl Jit {
         let recording = memo
             .as_ref()
             .map(|_| crate::fs::observe::Recording::start());
+        phase.end();
         let Prepared {
             options: o,
             chosen,
@@ -1055,6 +1086,7 @@ impl Jit {
             .chain(remote_tiers.iter().map(|t| t as _))
             .collect();
         let mut seen = Seen::default();
+        let phase = crate::phases::start("cache lookups (a miss)");
         for tier in &list {
             if let Some(hit) = tier.lookup(&request, &mut seen) {
                 return Ok(hit);
@@ -1065,6 +1097,8 @@ impl Jit {
         }
         // Another process, or another machine, may be compiling this source: wait for it
         // (bounded), then look again.
+        phase.end();
+        let phase = crate::phases::start("compile locks and remembered failures");
         let wait = self.lock_wait.unwrap_or_else(|| backend.timeout());
         let mut locks = Locks::default();
         for tier in &list {
@@ -1089,8 +1123,12 @@ impl Jit {
                 "no cache tier holds it".into(),
             ));
         }
+        phase.end();
         let mut rejection = None;
-        let out = match backend.compile_noting(source, &o, &mut rejection) {
+        let phase = crate::phases::start("compile");
+        let compiled = backend.compile_noting(source, &o, &mut rejection);
+        phase.end();
+        let out = match compiled {
             Ok(out) => out,
             Err(e) if may_fall_back && self.compilers.fall_back(source, &o, &chosen, &e) => {
                 // The locks of this compiler's key are not those of the process compiler's.
@@ -1104,6 +1142,7 @@ impl Jit {
                 return Err(e.into());
             }
         };
+        let phase = crate::phases::start("header manifest");
         let mut search = manifest::extra_search_dirs(&o.extra_flags, &backend.environment());
         search.extend(backend.own_search_dirs());
         let recorded = manifest::record(
@@ -1115,8 +1154,12 @@ impl Jit {
             out.started,
             seen.looked_up.as_ref(),
         );
+        phase.end();
+        let phase = crate::phases::start("result key and reading the output");
         let key = key::result_key(&direct, &recorded.manifest);
         let artefacts = read_artefacts(&key, &out.code_object, &o)?;
+        phase.end();
+        let phase = crate::phases::start("publishing");
         let mut entry_path = None;
         let publish = list.iter().any(|t| t.publishes());
         if let (true, Some(why)) = (publish, &recorded.unpublishable) {
@@ -1141,9 +1184,11 @@ impl Jit {
             };
             // The fields of the direct key, so that `hipjit cache explain` can name what
             // differs from this entry on a later miss.
+            let phase = crate::phases::start("publishing: key record");
             let key_record = backend
                 .request::<crate::cache::key::KeyFields>(source, &o, &self.extra)
                 .to_bytes();
+            phase.end();
             let mut stored: Vec<(&str, &[u8])> = vec![
                 (output_artefact(&o), &out.code_object),
                 (key::KEY_RECORD_ARTEFACT, &key_record),
@@ -1171,12 +1216,48 @@ impl Jit {
                 stored: &stored,
                 manifest: &recorded.manifest,
             };
-            for tier in list.iter().filter(|t| t.publishes()) {
+            // The written disk root, when its publish follows the result
+            // ([`JitOptions::publish_in_background`]): the first tier of the list.
+            let deferred = self
+                .disk
+                .as_ref()
+                .filter(|d| self.publish_in_background && d.is_writable());
+            let now = list.iter().skip(usize::from(deferred.is_some()));
+            for tier in now.filter(|t| t.publishes()) {
                 if let Some(path) = tier.publish(&request, &result, &mut seen) {
                     entry_path.get_or_insert(path);
                 }
             }
+            if let Some(disk) = deferred {
+                let disk = disk.clone();
+                entry_path = Some(DiskCache::entry_path(&disk.roots()[0].path, &key));
+                let owned: Vec<(String, Vec<u8>)> = stored
+                    .iter()
+                    .map(|(name, bytes)| (name.to_string(), bytes.to_vec()))
+                    .collect();
+                let (manifest, meta) = (recorded.manifest.clone(), meta.clone());
+                // The locks go with the publish: released once the entry is in place.
+                let held = std::mem::take(&mut locks);
+                self.write_back.submit(move || {
+                    let stored: Vec<(&str, &[u8])> = owned
+                        .iter()
+                        .map(|(name, bytes)| (name.as_str(), &bytes[..]))
+                        .collect();
+                    let result = Publish {
+                        direct: &direct,
+                        key: &key,
+                        meta: &meta,
+                        stored: &stored,
+                        manifest: &manifest,
+                    };
+                    for w in tiers::publish_to_disk(&disk, &result).1 {
+                        tracing::warn!(%key, "publishing a compile in the background: {w}");
+                    }
+                    drop(held);
+                });
+            }
         }
+        phase.end();
         let inner = CompiledInner {
             key,
             targets: o.target_names(),

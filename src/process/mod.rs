@@ -110,6 +110,7 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
     let mut child = spawn(cmd, deadline, &cancelled)?;
     let pid = child.id() as libc::pid_t;
     let watchdog = Watchdog::start(pid);
+    let exit = pidfd(pid);
     let mut streams = [
         Stream::new(child.stdout.take().map(|s| s.into()), "standard output"),
         Stream::new(child.stderr.take().map(|s| s.into()), "standard error"),
@@ -137,7 +138,10 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
             break true;
         }
         let tick = (deadline - now).min(Duration::from_millis(50));
-        poll_streams(&mut streams, tick);
+        // Until the child has exited, its exit wakes the poll too: its streams close as it
+        // exits, a moment before it can be waited for, and the tick would be slept whole.
+        let exit = exit.as_ref().filter(|_| !exited).map(AsRawFd::as_raw_fd);
+        poll_streams(&mut streams, tick, exit);
     };
     if timed_out {
         kill_group(pid);
@@ -370,19 +374,33 @@ impl Stream {
     }
 }
 
-/// Waits up to `tick` for output on the open streams, then reads what came.
-fn poll_streams(streams: &mut [Stream], tick: Duration) {
+/// A descriptor that becomes readable when process `pid` (a child of this process, not yet
+/// reaped) exits (`pidfd_open(2)`, Linux 5.3); `None` where the kernel has none.
+fn pidfd(pid: libc::pid_t) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a descriptor just returned to this process, owned from here on.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Waits up to `tick` for output on the open streams, or for `exit` (a pidfd: the child's
+/// exit) to be readable, then reads what came. With neither (every stream closed, and no
+/// pidfd), sleeps at most 5 ms: a child whose streams closed is usually about to be waitable.
+fn poll_streams(streams: &mut [Stream], tick: Duration, exit: Option<RawFd>) {
     let mut fds: Vec<libc::pollfd> = streams
         .iter()
         .filter_map(|s| s.pipe.as_ref())
-        .map(|p| libc::pollfd {
-            fd: p.as_raw_fd(),
+        .map(|p| p.as_raw_fd())
+        .chain(exit)
+        .map(|fd| libc::pollfd {
+            fd,
             events: libc::POLLIN,
             revents: 0,
         })
         .collect();
     if fds.is_empty() {
-        std::thread::sleep(tick);
+        std::thread::sleep(tick.min(Duration::from_millis(5)));
         return;
     }
     // SAFETY: `fds` is a valid array of fds.len() pollfd structures.

@@ -49,3 +49,54 @@ fn fake_parses_but_is_not_listed_among_the_choices() {
     let e = "icc".parse::<CompilerChoice>().unwrap_err().to_string();
     assert!(e.ends_with("(auto, hipcc, hiprtc, nvcc or nvrtc)"), "{e}");
 }
+
+#[test]
+fn a_result_published_in_the_background_is_on_disk_once_flushed_or_dropped_and_found_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = std::fs::read(crate::common::code_object("single-gfx90a.hsaco")).unwrap();
+    let opts = CompileOptions::for_target(TargetId::parse("gfx90a").unwrap());
+    let background = |root: &std::path::Path| {
+        Jit::new(JitOptions {
+            compiler: Some(CompilerChoice::Kind(CompilerKind::Fake)),
+            cache: CacheLocation::Roots(vec![root.to_path_buf()]),
+            publish_in_background: true,
+            ..JitOptions::default()
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+
+    let jit = background(dir.path());
+    let first = jit.compile(&code, &opts).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(first.origin(), Origin::Compiler);
+    assert!(
+        first.cache_warnings().is_empty(),
+        "{:?}",
+        first.cache_warnings()
+    );
+    let entry = first
+        .entry_path()
+        .expect("the path it is published at")
+        .clone();
+    assert!(entry.starts_with(dir.path()), "{}", entry.display());
+    jit.flush_cache_writes();
+    assert!(entry.is_file(), "{} not published", entry.display());
+    // The entry and the header manifest naming it: a fresh `Jit` finds the result on disk.
+    let listed = jit.disk_cache().unwrap().list().unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    let disk = fake_jit(dir.path())
+        .compile(&code, &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(disk.origin(), Origin::Disk);
+    assert_eq!(disk.key(), first.key());
+
+    // Dropping the `Jit` right after the compile publishes it too.
+    let other = tempfile::tempdir().unwrap();
+    let jit = background(other.path());
+    let dropped = jit.compile(&code, &opts).unwrap_or_else(|e| panic!("{e}"));
+    drop(jit);
+    assert!(dropped.entry_path().unwrap().is_file());
+    let disk = fake_jit(other.path())
+        .compile(&code, &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(disk.origin(), Origin::Disk);
+}

@@ -246,6 +246,20 @@ impl<L: RtcLib> fmt::Debug for InProcess<L> {
     }
 }
 
+/// What an in-process compiler's library is handed for one compile ([`InProcess::program`]).
+#[doc(hidden)]
+#[derive(Clone, Debug)]
+pub struct RtcProgram {
+    /// The source bytes.
+    pub source: Vec<u8>,
+    /// The program's name (the source file's name).
+    pub name: String,
+    /// The in-memory headers: the name an `#include` uses, and the bytes.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The options, in order.
+    pub options: Vec<String>,
+}
+
 /// hipRTC found ([`InProcess`] over [`HipRtc`]).
 pub type HipRtcBackend = InProcess<HipRtc>;
 /// NVRTC found ([`InProcess`] over [`NvRtc`]), with the CUDA headers beside it.
@@ -427,6 +441,63 @@ impl<L: RtcLib> InProcess<L> {
     /// The absolute directories it searches besides the options' ([`RtcLib::search_dirs`]).
     pub fn search_dirs(&self) -> Vec<PathBuf> {
         L::search_dirs(self)
+    }
+
+    /// The program hipjit hands the library for `source` and `options`, for timing the
+    /// library's own calls on it beside hipjit's (`benches/compilers.rs`,
+    /// `examples/nvidia_compilers.rs`): the source as handed (hipRTC 5's parity end
+    /// appended), the in-memory headers (NVRTC's prelude, hipRTC 5's parity header, the
+    /// options' headers), and the options in the order the library gets them (the include
+    /// directories as `-I` with symbolic links resolved: after the options for hipRTC, before
+    /// them for NVRTC), without what only hipjit's bookkeeping adds (hipRTC's dependency
+    /// list and include-stack notes). The program's name is the source file's name.
+    ///
+    /// Errors: those of [`InProcess::compile`] before the library is called (options it
+    /// refuses, an include directory that is not one).
+    #[doc(hidden)]
+    pub fn program(
+        &self,
+        source: &[u8],
+        options: &CompileOptions,
+    ) -> Result<RtcProgram, CompileError> {
+        let handed = self.options(options).map_err(in_process)?;
+        let seen = std::cell::RefCell::new(None);
+        let capture = |input: &RtcInput<'_>| {
+            let includes = super::canonical_include_dirs(input.include_dirs)?;
+            let includes: Vec<String> = super::include_options(&includes)
+                .into_iter()
+                .map(|o| o.to_string_lossy().into_owned())
+                .collect();
+            let options = match L::KIND {
+                CompilerKind::Nvrtc => includes
+                    .into_iter()
+                    .chain(input.options.iter().cloned())
+                    .collect(),
+                _ => input.options.iter().cloned().chain(includes).collect(),
+            };
+            *seen.borrow_mut() = Some(RtcProgram {
+                source: input.source.to_vec(),
+                name: input.name.to_owned(),
+                headers: input.headers.to_vec(),
+                options,
+            });
+            Err(RtcError::Call {
+                call: "program",
+                code: 0,
+                message: "only the program was asked for".into(),
+            })
+        };
+        let out = L::compile(self, source, options, &handed, &capture);
+        match seen.into_inner() {
+            Some(p) => Ok(p),
+            None => Err(out.err().unwrap_or_else(|| {
+                in_process(RtcError::Call {
+                    call: "program",
+                    code: 0,
+                    message: "the library was not called".into(),
+                })
+            })),
+        }
     }
 
     /// Compiles `source` with `options` and the options `handed` (checked by
@@ -753,7 +824,9 @@ impl RtcLib for NvRtc {
         };
         // The toolkit headers it opens, watched from here so that a worker's reads
         // are seen as an in-process compile's are.
+        let phase = crate::phases::start("compile: toolkit headers watched");
         let watch = b.found.cuda_include.as_deref().map(OpenedFiles::watch);
+        phase.end();
         if let Some((path, kind)) = watch
             .as_ref()
             .and_then(|w| w.as_ref().ok())
@@ -765,6 +838,7 @@ impl RtcLib for NvRtc {
             });
         }
         let mut out = run(&input).map_err(in_process)?;
+        let _phase = crate::phases::start("compile: toolkit headers opened");
         if let (Some(dir), Some(watch)) = (&b.found.cuda_include, watch) {
             out.dependencies
                 .extend(nvrtc::toolkit_headers_opened(dir, watch).map_err(in_process)?);

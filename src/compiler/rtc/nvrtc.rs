@@ -678,6 +678,7 @@ impl NvRtc {
     /// log; [`RtcError::EmptyOutput`] for a 0-byte cubin; [`RtcError::Call`] for another failing
     /// call.
     pub fn compile(&self, input: &RtcInput<'_>) -> Result<RtcOutput, RtcError> {
+        let phase = crate::phases::start("compile: scratch directory, include directories watched");
         let arch = requested_arch(input.options);
         let scratch_error = |e: std::io::Error| RtcError::Scratch {
             compiler: COMPILER,
@@ -724,7 +725,12 @@ impl NvRtc {
             options: &[],
             ..*input
         };
-        let out = rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, &named, &extra)
+        phase.end();
+        let phase = crate::phases::start("compile: the library's calls");
+        let out = rtc::compile(COMPILER, &self.lib.api, &SYMBOLS, &named, &extra);
+        phase.end();
+        let _phase = crate::phases::start("compile: log, opened files");
+        let out = out
             .map(|mut out| {
                 out.log = out.log.replace(&program_name, input.name);
                 out
@@ -744,7 +750,8 @@ impl NvRtc {
                 },
                 other => other,
             })?;
-        drop(scratch);
+        // Removed off the compile's path (`compiler::later`).
+        crate::compiler::later::remove_later(scratch);
         let dependencies = opened_dependencies(&trees, watches)?;
         if out.code.is_empty() {
             return Err(RtcError::EmptyOutput {
