@@ -1359,4 +1359,75 @@ mod tests {
             ["/x", "/y", "/c1", "/c2"].map(PathBuf::from)
         );
     }
+
+    #[test]
+    fn a_header_remembered_as_the_compilers_is_hashed_when_a_later_compile_finds_it_by_include_dir()
+    {
+        // One file read twice in a process: first as a header the compiler's identity covers
+        // (no sha256 is taken of those), then found below a `-I` directory of a compile by
+        // another compiler, whose manifest must hold its sha256.
+        let dir = tempfile::tempdir().unwrap();
+        let inc = dir.path().join("inc");
+        std::fs::create_dir_all(&inc).unwrap();
+        let header = inc.join("x.h");
+        std::fs::write(&header, "#define BREAK_X 1\n").unwrap();
+        // Old enough to be remembered (its change time a second before the reads).
+        std::thread::sleep(Duration::from_millis(1100));
+        let identity = |covered: Vec<PathBuf>| CompilerIdentity {
+            kind: crate::compiler::CompilerKind::Hipcc,
+            path: dir.path().join("bin/hipcc"),
+            version: String::new(),
+            fingerprint: String::new(),
+            covered,
+            root: PathBuf::new(),
+            header_dirs: vec![],
+            host_compiler: None,
+            system_include_dirs: Vec::new(),
+        };
+        let source = b"#include <x.h>\n";
+        let first = record(
+            source,
+            &[Dependency {
+                include_dir: None,
+                name: header.clone(),
+                path: header.clone(),
+            }],
+            &[],
+            &[inc.clone()],
+            &identity(vec![inc.clone()]),
+            SystemTime::now(),
+            None,
+        );
+        assert_eq!(first.unpublishable, None);
+        assert!(first.manifest.files.is_empty());
+        let second = record(
+            source,
+            &[Dependency {
+                include_dir: Some(0),
+                name: PathBuf::from("x.h"),
+                path: header.clone(),
+            }],
+            &[inc.clone()],
+            &[],
+            &identity(vec![]),
+            SystemTime::now(),
+            None,
+        );
+        assert_eq!(second.unpublishable, None);
+        let files: Vec<_> = second
+            .manifest
+            .files
+            .iter()
+            .map(|f| (f.include_dir, f.name.clone(), crate::digest::hex(&f.sha256)))
+            .collect();
+        assert_eq!(
+            files,
+            [(
+                Some(0),
+                b"x.h".to_vec(),
+                // sha256 of "#define BREAK_X 1\n" (coreutils' sha256sum).
+                "13e188654943e01c133e05a78f7ac286e9cf06d9bb1697c0010aaf86455650ee".to_string()
+            )]
+        );
+    }
 }
