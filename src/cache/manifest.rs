@@ -857,7 +857,9 @@ fn read_one(d: &Dependency, compiler: &CompilerIdentity) -> Read {
     let reads = READS.get_or_init(Default::default);
     if let Some(m) = meta.filter(|m| m.is_file()) {
         if let Some(r) = reads.lock().get(&d.path) {
-            if r.stat.proves_same_as(&m.fields) {
+            // A read remembered as a covered file's has no sha256: one not covered now (found
+            // below a `-I` directory, or by another compiler) is hashed.
+            if r.stat.proves_same_as(&m.fields) && (covered || r.digest.is_some()) {
                 return Read {
                     meta: (!covered).then_some(m),
                     names: r.names.clone(),
