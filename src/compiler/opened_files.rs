@@ -638,4 +638,33 @@ mod tests {
             "{err}"
         );
     }
+
+    #[test]
+    fn a_remembered_walk_is_not_replayed_once_a_header_links_target_resolves_elsewhere() {
+        // `include/a.h -> ext/cur/a.h`, `ext/cur -> v1`: the walk watches `ext/v1`. `cur`
+        // retargeted to `v2` (as a toolkit's versioned directories are switched) changes no
+        // directory the walk watched, but `a.h` is now `ext/v2/a.h`, and a read of it must be
+        // listed (its header keyed) as a fresh walk lists it.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("include");
+        let ext = dir.path().join("ext");
+        std::fs::create_dir_all(&root).unwrap();
+        for v in ["v1", "v2"] {
+            std::fs::create_dir_all(ext.join(v)).unwrap();
+            std::fs::write(ext.join(v).join("a.h"), v).unwrap();
+        }
+        std::os::unix::fs::symlink("v1", ext.join("cur")).unwrap();
+        std::os::unix::fs::symlink(ext.join("cur/a.h"), root.join("a.h")).unwrap();
+        // Every directory settled, so that the walk is remembered.
+        std::thread::sleep(Duration::from_millis(1100));
+        let first = OpenedFiles::watch(&root).unwrap();
+        assert_eq!(std::fs::read(root.join("a.h")).unwrap(), b"v1");
+        assert!(first.finish().unwrap().contains(&root.join("a.h")));
+        std::os::unix::fs::symlink("v2", ext.join("cur.new")).unwrap();
+        std::fs::rename(ext.join("cur.new"), ext.join("cur")).unwrap();
+        let second = OpenedFiles::watch(&root).unwrap();
+        assert_eq!(std::fs::read(root.join("a.h")).unwrap(), b"v2");
+        let opened = second.finish().unwrap();
+        assert!(opened.contains(&root.join("a.h")), "{opened:?}");
+    }
 }
