@@ -23,8 +23,9 @@
 //! files, about 10 ms here) is done once per process and tree and remembered with the `stat`
 //! of every directory it watched (`Walk`); a later watch of the same tree puts the same
 //! watches in place, then checks each directory's `stat` against the remembered one by the
-//! stat-trust rule ([`crate::fs::stat::FileStat::proves_same_as`]), and walks again on any
-//! difference (a directory's modification time changes with every name added, removed or
+//! stat-trust rule ([`crate::fs::stat::FileStat::proves_same_as`]) and each file link's
+//! target resolved again (a link out of the watched directories may have been retargeted),
+//! and walks again on any difference (a directory's modification time changes with every name added, removed or
 //! renamed in it; a walk with a directory modified within a second of it is not remembered).
 //! Closing an inotify instance waits for the kernel to retire its watches (an RCU grace period:
 //! about 20 ms for 155 watches, measured), so an instance is closed on a thread of its own
@@ -316,10 +317,16 @@ impl OpenedFiles {
                 targets.entry(wd).or_insert_with(|| dir.clone());
             }
         }
-        let unchanged = walk
-            .steps
-            .iter()
-            .all(|(dir, _, stat)| FileStat::read(dir).is_some_and(|now| stat.proves_same_as(&now)));
+        // Each file link still resolves to its remembered target: a link on the way to it out
+        // of every directory watched (`ext/cur -> v1` retargeted) changes none of their `stat`s.
+        let unchanged =
+            walk.steps.iter().all(|(dir, _, stat)| {
+                FileStat::read(dir).is_some_and(|now| stat.proves_same_as(&now))
+            }) && walk.links.iter().all(|(target, paths)| {
+                paths
+                    .iter()
+                    .all(|p| std::fs::canonicalize(p).is_ok_and(|now| now == *target))
+            });
         let Some(root_wd) = root_wd.filter(|_| unchanged) else {
             return Ok(Err(fd));
         };
