@@ -253,6 +253,57 @@ fn the_files_nvrtc_opened_under_the_include_directories_are_reported() {
     );
 }
 
+/// Two compiles in one process, the header a link into a versioned directory switched between
+/// them (`shape.h -> ext/cur/shape.h`, `ext/cur -> v1`, then `v2`): the second compile reads
+/// v2's header and must report it, as a compile in a fresh process does (the walk of the
+/// include directory the first compile remembered watches v1).
+#[test]
+fn a_header_link_through_a_switched_directory_link_is_reported_by_the_next_compile() {
+    let dir = tempfile::tempdir().unwrap();
+    let include = dir.path().join("include");
+    let ext = dir.path().join("ext");
+    std::fs::create_dir(&include).unwrap();
+    for (v, width) in [("v1", 7), ("v2", 9)] {
+        std::fs::create_dir_all(ext.join(v)).unwrap();
+        std::fs::write(
+            ext.join(v).join("shape.h"),
+            format!("#define WIDTH {width}\n"),
+        )
+        .unwrap();
+    }
+    std::os::unix::fs::symlink("v1", ext.join("cur")).unwrap();
+    std::os::unix::fs::symlink(ext.join("cur/shape.h"), include.join("shape.h")).unwrap();
+    // Every directory a second old, as a toolkit's or a project's are.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let include_dirs = [include.clone()];
+    let rtc = nvrtc();
+    let options = sm90();
+    let reported = |rtc: &NvRtc| -> Vec<(Option<usize>, PathBuf)> {
+        let out = rtc
+            .compile(&RtcInput {
+                include_dirs: &include_dirs,
+                ..input(INCLUDES.as_bytes(), &options)
+            })
+            .unwrap();
+        out.dependencies
+            .iter()
+            .map(|d| (d.include_dir, d.name.clone()))
+            .collect()
+    };
+    let first = reported(&rtc);
+    assert!(
+        first.contains(&(Some(0), PathBuf::from("shape.h"))),
+        "{first:?}"
+    );
+    std::os::unix::fs::symlink("v2", ext.join("cur.new")).unwrap();
+    std::fs::rename(ext.join("cur.new"), ext.join("cur")).unwrap();
+    let second = reported(&rtc);
+    assert!(
+        second.contains(&(Some(0), PathBuf::from("shape.h"))),
+        "{second:?}"
+    );
+}
+
 #[test]
 fn a_header_beside_the_source_name_is_not_read() {
     // NVRTC looks up quoted includes in the directory of the program's name by default, a file
