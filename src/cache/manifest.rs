@@ -1432,4 +1432,74 @@ mod tests {
             )]
         );
     }
+
+    #[test]
+    fn a_remembered_header_rewritten_with_its_size_and_modification_time_kept_is_hashed_again() {
+        // The same process records the header three times: as first written (remembered, a
+        // second old), rewritten in place and renamed over, each time with its size and
+        // modification time put back. Each record holds the sha256 of the bytes there then.
+        let dir = tempfile::tempdir().unwrap();
+        let inc = dir.path().join("inc");
+        std::fs::create_dir_all(&inc).unwrap();
+        let header = inc.join("y.h");
+        std::fs::write(&header, "#define BREAK_Y 1\n").unwrap();
+        let mtime = std::fs::metadata(&header).unwrap().modified().unwrap();
+        std::thread::sleep(Duration::from_millis(1100));
+        let compiler = CompilerIdentity {
+            kind: crate::compiler::CompilerKind::Hipcc,
+            path: dir.path().join("bin/hipcc"),
+            version: String::new(),
+            fingerprint: String::new(),
+            covered: vec![],
+            root: PathBuf::new(),
+            header_dirs: vec![],
+            host_compiler: None,
+            system_include_dirs: Vec::new(),
+        };
+        let recorded_sha = || {
+            let r = record(
+                b"#include <y.h>\n",
+                &[Dependency {
+                    include_dir: Some(0),
+                    name: PathBuf::from("y.h"),
+                    path: header.clone(),
+                }],
+                &[inc.clone()],
+                &[],
+                &compiler,
+                SystemTime::now(),
+                None,
+            );
+            assert_eq!(r.manifest.files.len(), 1);
+            crate::digest::hex(&r.manifest.files[0].sha256)
+        };
+        let keep_time = |f: &std::fs::File| {
+            f.set_times(std::fs::FileTimes::new().set_modified(mtime))
+                .unwrap()
+        };
+        // sha256sum of "#define BREAK_Y 1\n", "... 2\n" and "... 3\n".
+        assert_eq!(
+            recorded_sha(),
+            "5b74fd756111539bca794bd19f501bc33ee5e8bbd8468d80c14c341089ca536a"
+        );
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&header)
+            .unwrap();
+        std::io::Write::write_all(&mut &f, b"#define BREAK_Y 2\n").unwrap();
+        keep_time(&f);
+        drop(f);
+        assert_eq!(
+            recorded_sha(),
+            "657bc9f1406d2b1f75ffdbede7f7446c36d6c2fc76e8283827e6faba79ff46eb"
+        );
+        let new = inc.join("y.h.new");
+        std::fs::write(&new, "#define BREAK_Y 3\n").unwrap();
+        keep_time(&std::fs::File::options().write(true).open(&new).unwrap());
+        std::fs::rename(&new, &header).unwrap();
+        assert_eq!(
+            recorded_sha(),
+            "033ce198fa63e37e4f4181dd72b270000cb800388deabcf672fefd3572475115"
+        );
+    }
 }
