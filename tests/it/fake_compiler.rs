@@ -100,3 +100,57 @@ fn a_result_published_in_the_background_is_on_disk_once_flushed_or_dropped_and_f
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(disk.origin(), Origin::Disk);
 }
+
+#[test]
+fn background_publishes_racing_from_two_jits_and_a_recompile_before_the_flush_serve_the_same_code()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let code = std::fs::read(crate::common::code_object("single-gfx90a.hsaco")).unwrap();
+    let opts = CompileOptions::for_target(TargetId::parse("gfx90a").unwrap());
+    let background = || {
+        Jit::new(JitOptions {
+            compiler: Some(CompilerChoice::Kind(CompilerKind::Fake)),
+            cache: CacheLocation::Roots(vec![dir.path().to_path_buf()]),
+            publish_in_background: true,
+            ..JitOptions::default()
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let jits = [background(), background()];
+    // Both at once on one root: each gets the code, whichever publishes.
+    std::thread::scope(|s| {
+        let runs: Vec<_> = jits
+            .iter()
+            .map(|jit| s.spawn(|| jit.compile(&code, &opts).unwrap_or_else(|e| panic!("{e}"))))
+            .collect();
+        for r in runs {
+            let c = r.join().unwrap();
+            assert_eq!(c.code_object().unwrap().elf(), &code[..]);
+        }
+    });
+    // The memory forgotten before the publish is flushed: found on disk (the lock held by the
+    // publish waited for) or compiled again, the same code either way.
+    jits[0].clear_memory();
+    let again = jits[0]
+        .compile(&code, &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again.code_object().unwrap().elf(), &code[..]);
+    for jit in &jits {
+        jit.flush_cache_writes();
+    }
+    // One entry and its header manifest, whole: a fresh `Jit` is served the code from disk.
+    let listed = jits[0].disk_cache().unwrap().list().unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    drop(jits);
+    let disk = fake_jit(dir.path())
+        .compile(&code, &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(disk.origin(), Origin::Disk);
+    assert_eq!(disk.code_object().unwrap().elf(), &code[..]);
+    // No temporary file is left behind beside them.
+    let tmp = dir.path().join("v1/tmp");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
