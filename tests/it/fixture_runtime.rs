@@ -2266,6 +2266,38 @@ mod graphs {
     }
 
     #[test]
+    fn a_kernel_of_another_runtime_is_refused_at_every_launch_into_a_capture() {
+        // The stream's runtime is checked against a kernel when the capture first keeps it: a
+        // refused kernel is not kept, so a second launch of it is refused again, and refusing
+        // it keeps out neither a kernel of the capture's own runtime nor its clones.
+        let (path, dev, kernel, stream) = scale_setup("graph-foreign-a");
+        let (_other_path, _other_dev, foreign, _other_stream) = scale_setup("graph-foreign-b");
+        let n = 4u32;
+        let a = 2.0f32;
+        let x = DeviceBuffer::from_slice(&dev, &[1.0f32; 4]).unwrap();
+        let cfg = LaunchConfig::for_num_elems(n, 4);
+        let mut cap = stream.begin_capture(CaptureMode::ThreadLocal).unwrap();
+        for _ in 0..2 {
+            // SAFETY: refused before the runtime is called.
+            let err = unsafe { cap.launch(&foreign, cfg, args![Written(&x), &a, &n]) }.unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("refused by hipjit before the call"),
+                "{err}"
+            );
+        }
+        // SAFETY: scale(float*, float, unsigned) on a buffer of n floats.
+        unsafe {
+            cap.launch(&kernel, cfg, args![Written(&x), &a, &n])
+                .unwrap();
+            cap.launch(&kernel.clone(), cfg, args![Written(&x), &a, &n])
+                .unwrap();
+        }
+        let graph = cap.end_capture().unwrap();
+        assert_eq!(graph.kernel_nodes().unwrap().len(), 2, "{:#?}", log(&path));
+    }
+
+    #[test]
     fn capture_dropped_without_end_capture_ends_it_and_destroys_the_graph() {
         let (path, _dev, _kernel, stream) = scale_setup("graph-abandon");
         drop(stream.begin_capture(CaptureMode::Global).unwrap());
