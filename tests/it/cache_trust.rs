@@ -1025,3 +1025,72 @@ fn a_header_on_fuse_rewritten_with_the_same_size_and_times_is_hashed_not_trusted
     );
     assert!(said.contains("miss"), "{said}");
 }
+
+/// One `Jit` with Debian's hipcc (real: its depfile names the headers) compiling one source
+/// that includes `x.h` from the second of two `-I` directories, a second old (its read
+/// remembered by the process): a header added to the first directory, shadowing it, then that
+/// header replaced by a rename with its size and modification time put back, are each a miss
+/// compiled again with the new header, never the earlier code.
+#[test]
+fn a_shadowing_header_and_one_renamed_over_with_its_times_kept_are_misses_in_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    for d in [&first, &second] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(second.join("x.h"), "#define XV 1111111\n").unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let jit = Jit::new(JitOptions {
+        compiler: Some(hipjit::compiler::selection::CompilerChoice::Hipcc),
+        compiler_config: hipjit::compiler::CompilerConfig {
+            hipcc: Some(PathBuf::from("/usr/bin/hipcc")),
+            ..Default::default()
+        },
+        cache: CacheLocation::Roots(vec![dir.path().join("cache")]),
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let options = CompileOptions {
+        include_dirs: vec![first.clone(), second.clone()],
+        ..opts()
+    };
+    const SOURCE: &str =
+        "#include \"x.h\"\nextern \"C\" __global__ void k(int* o) { o[0] = XV; }\n";
+    let compile = || {
+        jit.compile(SOURCE, &options)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    // The constant as the code object holds it (a 32-bit literal, little-endian).
+    let holds = |c: &Compiled, v: u32| {
+        c.code_object()
+            .unwrap()
+            .elf()
+            .windows(4)
+            .any(|w| w == v.to_le_bytes())
+    };
+    let one = compile();
+    assert!(holds(&one, 1111111) && !holds(&one, 2222222));
+    jit.clear_memory();
+    std::fs::write(first.join("x.h"), "#define XV 2222222\n").unwrap();
+    let two = compile();
+    assert_eq!(two.origin(), hipjit::jit::Origin::Compiler);
+    assert!(holds(&two, 2222222) && !holds(&two, 1111111));
+    std::thread::sleep(Duration::from_millis(1100));
+    jit.clear_memory();
+    // Remembered by now; replaced by a file of the same size and modification time.
+    let mtime = std::fs::metadata(first.join("x.h"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    std::fs::write(first.join("x.new"), "#define XV 3333333\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(first.join("x.new"))
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    std::fs::rename(first.join("x.new"), first.join("x.h")).unwrap();
+    let three = compile();
+    assert_eq!(three.origin(), hipjit::jit::Origin::Compiler);
+    assert!(holds(&three, 3333333) && !holds(&three, 2222222));
+}
