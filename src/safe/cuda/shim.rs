@@ -736,8 +736,6 @@ pub(crate) unsafe fn launch_on_stream(
     s: sys::hipStream_t,
     params: *mut *mut c_void,
 ) -> sys::hipError_t {
-    const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
-    const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
     let d = drv!();
     let launch = || {
         // SAFETY: the caller's launch (see above); `extra` is NULL.
@@ -757,7 +755,19 @@ pub(crate) unsafe fn launch_on_stream(
             )
         }
     };
-    let rc = launch();
+    bound_on_refusal(ordinal, launch)
+}
+
+/// `call` made at once, and only when the driver answers that the thread's current context
+/// does not fit (`CUDA_ERROR_INVALID_CONTEXT` 201: none is current;
+/// `CUDA_ERROR_INVALID_HANDLE` 400: a handle of another context) made once more after the
+/// primary context of device `ordinal` is made current ([`set_device`]). For calls that change
+/// nothing when refused: [`launch_on_stream`], [`exec_kernel_node_set_params_on`].
+#[inline]
+fn bound_on_refusal(ordinal: c_int, call: impl Fn() -> CUresult) -> sys::hipError_t {
+    const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
+    const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
+    let rc = call();
     if rc != CUDA_ERROR_INVALID_CONTEXT && rc != CUDA_ERROR_INVALID_HANDLE {
         return map(rc);
     }
@@ -765,7 +775,7 @@ pub(crate) unsafe fn launch_on_stream(
     if e != HIP_SUCCESS {
         return e;
     }
-    map(launch())
+    map(call())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1276,21 +1286,12 @@ pub(crate) unsafe fn exec_kernel_node_set_params_on(
     node: sys::hipGraphNode_t,
     params: &sys::hipKernelNodeParams,
 ) -> sys::hipError_t {
-    const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
-    const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
     let set = opt!(cuGraphExecKernelNodeSetParams_v2);
     let cu = kernel_node_params(params);
     // SAFETY: the caller's executable graph and node; `cu` lives for the call.
-    let update = || unsafe { set(exec as Handle, node as Handle, &cu) };
-    let rc = update();
-    if rc != CUDA_ERROR_INVALID_CONTEXT && rc != CUDA_ERROR_INVALID_HANDLE {
-        return map(rc);
-    }
-    let e = set_device(ordinal);
-    if e != HIP_SUCCESS {
-        return e;
-    }
-    map(update())
+    bound_on_refusal(ordinal, || unsafe {
+        set(exec as Handle, node as Handle, &cu)
+    })
 }
 
 #[cfg(test)]
