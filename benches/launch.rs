@@ -127,11 +127,30 @@ fn three_runs(
     mut raw: impl FnMut() -> R<()>,
     mut ours: impl FnMut() -> R<()>,
 ) -> R<()> {
+    runs(
+        what,
+        "raw cuLaunchKernel",
+        "launch",
+        &format!("{RUNS} runs of {BATCHES} alternating batches of {BATCH}"),
+        || alternate(stream, &mut raw, &mut ours),
+    )
+}
+
+/// `RUNS` runs of `one_run`, which gives the medians per call of the raw side and of
+/// hipjit's, in ns; prints each run (hipjit's against `raw`, per `per`) and then the medians
+/// of the overheads and ratios, with `how` they were measured.
+fn runs(
+    what: &str,
+    raw: &str,
+    per: &str,
+    how: &str,
+    mut one_run: impl FnMut() -> R<(f64, f64)>,
+) -> R<()> {
     let (mut over, mut ratio) = (Vec::new(), Vec::new());
     for run in 1..=RUNS {
-        let (mr, mo) = alternate(stream, &mut raw, &mut ours)?;
+        let (mr, mo) = one_run()?;
         println!(
-            "  run {run}: {what} {mo:.1} ns vs raw cuLaunchKernel {mr:.1} ns per launch: {:+.1} ns, ratio {:.3}",
+            "  run {run}: {what} {mo:.1} ns vs {raw} {mr:.1} ns per {per}: {:+.1} ns, ratio {:.3}",
             mo - mr,
             mo / mr
         );
@@ -139,7 +158,7 @@ fn three_runs(
         ratio.push(mo / mr);
     }
     println!(
-        "{what}, 4 arguments, fixture driver: overhead median {:+.1} ns, ratio median {:.3} ({RUNS} runs of {BATCHES} alternating batches of {BATCH})",
+        "{what}, 4 arguments, fixture driver: overhead median {:+.1} ns, ratio median {:.3} ({how})",
         median(&mut over),
         median(&mut ratio)
     );
@@ -239,47 +258,42 @@ fn main() -> R<()> {
             Err(format!("{what}: {rc}").into())
         }
     };
-    let (mut over, mut ratio) = (Vec::new(), Vec::new());
-    for run in 1..=RUNS {
-        let (mut r, mut o) = (Vec::with_capacity(BATCHES), Vec::with_capacity(BATCHES));
-        for _ in 0..BATCHES / 4 {
-            let mut g: *mut c_void = std::ptr::null_mut();
-            let t = Instant::now();
-            // SAFETY: a live stream; global mode (0).
-            cu(unsafe { begin(s, 0) }, "cuStreamBeginCapture_v2")?;
-            for _ in 0..BATCH {
-                raw()?;
+    runs(
+        "Capture::launch",
+        "raw cuLaunchKernel while capturing",
+        "launch (begin and end included)",
+        &format!(
+            "{RUNS} runs of {} captures of {BATCH} launches each side",
+            BATCHES / 4
+        ),
+        || {
+            let (mut r, mut o) = (Vec::with_capacity(BATCHES), Vec::with_capacity(BATCHES));
+            for _ in 0..BATCHES / 4 {
+                let mut g: *mut c_void = std::ptr::null_mut();
+                let t = Instant::now();
+                // SAFETY: a live stream; global mode (0).
+                cu(unsafe { begin(s, 0) }, "cuStreamBeginCapture_v2")?;
+                for _ in 0..BATCH {
+                    raw()?;
+                }
+                // SAFETY: the stream capturing since the begin above; valid out pointer.
+                cu(unsafe { end(s, &mut g) }, "cuStreamEndCapture")?;
+                r.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+                // SAFETY: the graph just captured, destroyed once.
+                cu(unsafe { destroy(g) }, "cuGraphDestroy")?;
+                let t = Instant::now();
+                let mut cap = stream.begin_capture(CaptureMode::Global)?;
+                for _ in 0..BATCH {
+                    // SAFETY: saxpy's arguments; the fixture runs nothing.
+                    unsafe { cap.launch(&saxpy, cfg, args![&a, &x, Written(&y), &n]) }?;
+                }
+                let graph = cap.end_capture()?;
+                o.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+                drop(graph);
             }
-            // SAFETY: the stream capturing since the begin above; valid out pointer.
-            cu(unsafe { end(s, &mut g) }, "cuStreamEndCapture")?;
-            r.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
-            // SAFETY: the graph just captured, destroyed once.
-            cu(unsafe { destroy(g) }, "cuGraphDestroy")?;
-            let t = Instant::now();
-            let mut cap = stream.begin_capture(CaptureMode::Global)?;
-            for _ in 0..BATCH {
-                // SAFETY: saxpy's arguments; the fixture runs nothing.
-                unsafe { cap.launch(&saxpy, cfg, args![&a, &x, Written(&y), &n]) }?;
-            }
-            let graph = cap.end_capture()?;
-            o.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
-            drop(graph);
-        }
-        let (mr, mo) = (median(&mut r), median(&mut o));
-        println!(
-            "  run {run}: Capture::launch {mo:.1} ns vs raw cuLaunchKernel while capturing {mr:.1} ns per launch (begin and end included): {:+.1} ns, ratio {:.3}",
-            mo - mr,
-            mo / mr
-        );
-        over.push(mo - mr);
-        ratio.push(mo / mr);
-    }
-    println!(
-        "Capture::launch, 4 arguments, fixture driver: overhead median {:+.1} ns, ratio median {:.3} ({RUNS} runs of {} captures of {BATCH} launches each side)",
-        median(&mut over),
-        median(&mut ratio),
-        BATCHES / 4
-    );
+            Ok((median(&mut r), median(&mut o)))
+        },
+    )?;
 
     // Kernel-node updates of a graph of NODES launches.
     const NODES: usize = 64;
@@ -311,62 +325,55 @@ fn main() -> R<()> {
         "cuGraphGetNodes",
     )?;
     raw_nodes.truncate(count);
-    let (mut over, mut ratio) = (Vec::new(), Vec::new());
-    for run in 1..=RUNS {
-        let (mut r, mut o) = (Vec::with_capacity(BATCHES), Vec::with_capacity(BATCHES));
-        for _ in 0..BATCHES {
-            let t = Instant::now();
-            for &node in &raw_nodes {
-                let mut params: [*mut c_void; 4] = [
-                    &a as *const f32 as *mut c_void,
-                    &xp as *const u64 as *mut c_void,
-                    &yp as *const u64 as *mut c_void,
-                    &n as *const u32 as *mut c_void,
-                ];
-                let p = KernelNodeParams {
-                    func: f,
-                    gridDimX: cfg.grid.x,
-                    gridDimY: 1,
-                    gridDimZ: 1,
-                    blockDimX: cfg.block.x,
-                    blockDimY: 1,
-                    blockDimZ: 1,
-                    sharedMemBytes: 0,
-                    kernelParams: params.as_mut_ptr(),
-                    extra: std::ptr::null_mut(),
-                    kern: std::ptr::null_mut(),
-                    ctx: std::ptr::null_mut(),
-                };
-                // SAFETY: a node of the graph raw_exec was instantiated from; live parameters.
-                cu(
-                    unsafe { set_params(raw_exec, node, &p) },
-                    "cuGraphExecKernelNodeSetParams_v2",
-                )?;
+    runs(
+        "GraphExec::set_kernel_params",
+        "raw cuGraphExecKernelNodeSetParams_v2",
+        "node",
+        &format!("{RUNS} runs of {BATCHES} passes over {NODES} nodes"),
+        || {
+            let (mut r, mut o) = (Vec::with_capacity(BATCHES), Vec::with_capacity(BATCHES));
+            for _ in 0..BATCHES {
+                let t = Instant::now();
+                for &node in &raw_nodes {
+                    let mut params: [*mut c_void; 4] = [
+                        &a as *const f32 as *mut c_void,
+                        &xp as *const u64 as *mut c_void,
+                        &yp as *const u64 as *mut c_void,
+                        &n as *const u32 as *mut c_void,
+                    ];
+                    let p = KernelNodeParams {
+                        func: f,
+                        gridDimX: cfg.grid.x,
+                        gridDimY: 1,
+                        gridDimZ: 1,
+                        blockDimX: cfg.block.x,
+                        blockDimY: 1,
+                        blockDimZ: 1,
+                        sharedMemBytes: 0,
+                        kernelParams: params.as_mut_ptr(),
+                        extra: std::ptr::null_mut(),
+                        kern: std::ptr::null_mut(),
+                        ctx: std::ptr::null_mut(),
+                    };
+                    // SAFETY: a node of the graph raw_exec was instantiated from; live parameters.
+                    cu(
+                        unsafe { set_params(raw_exec, node, &p) },
+                        "cuGraphExecKernelNodeSetParams_v2",
+                    )?;
+                }
+                r.push(t.elapsed().as_secs_f64() * 1e9 / raw_nodes.len() as f64);
+                let t = Instant::now();
+                for &node in &nodes {
+                    // SAFETY: saxpy's arguments; the fixture runs nothing.
+                    unsafe {
+                        exec.set_kernel_params(node, &saxpy, cfg, args![&a, &x, Written(&y), &n])
+                    }?;
+                }
+                o.push(t.elapsed().as_secs_f64() * 1e9 / nodes.len() as f64);
             }
-            r.push(t.elapsed().as_secs_f64() * 1e9 / raw_nodes.len() as f64);
-            let t = Instant::now();
-            for &node in &nodes {
-                // SAFETY: saxpy's arguments; the fixture runs nothing.
-                unsafe {
-                    exec.set_kernel_params(node, &saxpy, cfg, args![&a, &x, Written(&y), &n])
-                }?;
-            }
-            o.push(t.elapsed().as_secs_f64() * 1e9 / nodes.len() as f64);
-        }
-        let (mr, mo) = (median(&mut r), median(&mut o));
-        println!(
-            "  run {run}: GraphExec::set_kernel_params {mo:.1} ns vs raw cuGraphExecKernelNodeSetParams_v2 {mr:.1} ns per node: {:+.1} ns, ratio {:.3}",
-            mo - mr,
-            mo / mr
-        );
-        over.push(mo - mr);
-        ratio.push(mo / mr);
-    }
-    println!(
-        "GraphExec::set_kernel_params, 4 arguments, fixture driver: overhead median {:+.1} ns, ratio median {:.3} ({RUNS} runs of {BATCHES} passes over {NODES} nodes)",
-        median(&mut over),
-        median(&mut ratio)
-    );
+            Ok((median(&mut r), median(&mut o)))
+        },
+    )?;
     drop(exec);
     drop(graph);
     // SAFETY: the raw executable graph, destroyed once.
