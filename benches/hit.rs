@@ -8,7 +8,10 @@
 //!    difference, with the source in the cache as a generator's just-written text is);
 //! 2. the disk hit in fresh processes, the entries older than the hit memo's margin (as a
 //!    user's later job finds them): the whole hit (`Jit::new` and one `compile`) the long way
-//!    (`JitOptions::disable_hit_memo`) and through the hit memo, alternating; and the long way
+//!    (`JitOptions::disable_hit_memo`) and through the hit memo, alternating (the memo's whole
+//!    hit split by `hipjit::phases`: `Jit::new`, the frozen bundle's look, the process
+//!    context and request name, the memo's recall with its `stat`s, the entry read and
+//!    checked, its artefacts); and the long way
 //!    one public call at a time (the steps of `examples/nvidia_e2e.rs`'s breakdown):
 //!    `Jit::new`, compiler found + identity checked, direct key, manifest check, entry read +
 //!    verify + parse, and on the NVIDIA platform (the fixture driver) the
@@ -226,9 +229,20 @@ fn child_whole(args: &[String]) -> R<()> {
     let (cache, ids) = (Path::new(cache), Path::new(ids));
     let o = options_for(target)?;
     let t = Instant::now();
-    let jit = jit_with(cache, ids, compiler, way == "memo")?;
-    let compiled = jit.compile(KERNELS, &o)?;
+    let (result, phases) = hipjit::phases::measure(|| -> R<_> {
+        let jit = jit_with(cache, ids, compiler, way == "memo")?;
+        let new = t.elapsed();
+        Ok((jit.compile(KERNELS, &o)?, jit, new))
+    });
+    let (compiled, jit, new) = result?;
     println!("STEP whole {:.1}", t.elapsed().as_secs_f64() * 1e6);
+    // The split of the same clock: `Jit::new`, then hipjit's phases of the compile.
+    println!("STEP phase Jit::new {:.1}", new.as_secs_f64() * 1e6);
+    for (name, took) in phases {
+        if let Some(sub) = name.strip_prefix("frozen bundle and hit memo: ") {
+            println!("STEP phase {sub} {:.1}", took.as_secs_f64() * 1e6);
+        }
+    }
     println!("STEP remembered {}", jit.stats().remembered_hits);
     if compiled.origin() != Origin::Disk {
         return Err(format!("expected a disk hit, got {:?}", compiled.origin()).into());
@@ -382,6 +396,22 @@ fn disk_hits(dir: &Path, driver: &Path) -> R<()> {
             "  {}: the whole hit (Jit::new + compile): the long way {long:.0}, through the hit memo {memo:.0}: ratio {:.2}",
             case.name,
             memo / long
+        );
+        let split: Vec<String> = [
+            "Jit::new",
+            "frozen bundle",
+            "context and name",
+            "recall",
+            "entry read and checked",
+            "artefacts",
+        ]
+        .iter()
+        .map(|p| format!("{p} {:.0}", m(&format!("memo phase {p}"))))
+        .collect();
+        println!(
+            "  {}: through the hit memo, by phase: {}",
+            case.name,
+            split.join("; ")
         );
         let (new, compiler, direct, key, compile) = (
             m("Jit::new"),

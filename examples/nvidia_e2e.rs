@@ -1281,7 +1281,8 @@ fn child_disk_hit(cache: &Path, loader: CodeObjectLoader, hit_memo: bool) -> R<(
     let t = Instant::now();
     let jit = jit_with(cache, hit_memo)?;
     let t_new = t.elapsed();
-    let loaded = jit.load(&dev, KERNELS, &opts())?;
+    let (loaded, phases) = hipjit::phases::measure(|| jit.load(&dev, KERNELS, &opts()));
+    let loaded = loaded?;
     let t_load = t.elapsed();
     let k = loaded.library.kernel("empty")?;
     let t_kernel = t.elapsed();
@@ -1296,6 +1297,14 @@ fn child_disk_hit(cache: &Path, loader: CodeObjectLoader, hit_memo: bool) -> R<(
     let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
     println!("SPLIT Jit::new {:.1}", us(t_new));
     println!("SPLIT Jit::load {:.1}", us(t_load - t_new));
+    // Jit::load's own split (`hipjit::phases`): the hit memo's steps and the load.
+    for (name, took) in phases {
+        if let Some(sub) = name.strip_prefix("frozen bundle and hit memo: ") {
+            println!("SPLIT Jit::load: {sub} {:.1}", us(took));
+        } else if name == "loading on the device" {
+            println!("SPLIT Jit::load: {name} {:.1}", us(took));
+        }
+    }
     println!("SPLIT kernel {:.1}", us(t_kernel - t_load));
     println!("SPLIT launch + synchronize {:.1}", us(total - t_kernel));
     println!("SPLIT minor page faults {}", minor_faults() - faults);

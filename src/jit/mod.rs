@@ -981,6 +981,7 @@ impl Jit {
         // Skipped with the disk: a frozen code object the runtime rejected is compiled again
         // where a compiler is present.
         let phase = crate::phases::start("frozen bundle and hit memo");
+        let frozen_phase = crate::phases::start("frozen bundle and hit memo: frozen bundle");
         let refusal = match bypass_disk {
             true => None,
             false => match self.frozen_lookup(source, options, runtime) {
@@ -988,11 +989,13 @@ impl Jit {
                 Err(r) => r,
             },
         };
+        frozen_phase.end();
         if let Some(r) = &refusal {
             tracing::debug!(reason = %r, "the frozen bundle does not serve this request");
         }
         // The hit memo: this request's disk hit as remembered, when everything its lookup saw
         // is unchanged.
+        let name_phase = crate::phases::start("frozen bundle and hit memo: context and name");
         let memo = match (&self.hit_memo, &self.disk) {
             (Some(dir), Some(disk)) if !bypass_disk => {
                 let config = self.hit_memo_config.get_or_init(|| {
@@ -1017,11 +1020,20 @@ impl Jit {
             }
             _ => None,
         };
+        name_phase.end();
         if let (Some((dir, name, _, options_bytes)), Some(disk)) = (&memo, &self.disk) {
-            if let Some(hit) = hit_memo::recall(dir, name, options, options_bytes) {
+            let recall_phase = crate::phases::start("frozen bundle and hit memo: recall");
+            let recalled = hit_memo::recall(dir, name, options, options_bytes);
+            recall_phase.end();
+            if let Some(hit) = recalled {
+                let read_phase =
+                    crate::phases::start("frozen bundle and hit memo: entry read and checked");
                 let (entry, bad) = disk.get_hit(&hit.key);
+                read_phase.end();
                 if let (Some(entry), true) = (entry, bad.is_empty()) {
                     let mut bad = Vec::new();
+                    let _artefacts_phase =
+                        crate::phases::start("frozen bundle and hit memo: artefacts");
                     if let Some(artefacts) =
                         usable_entry(disk, &hit.key, &entry, &hit.options, &mut bad)
                     {
