@@ -2,7 +2,6 @@
 //! and dynamic-LDS limit. Launching is in [`crate::safe::launch`].
 
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use hip_sys as sys;
@@ -40,8 +39,9 @@ pub(crate) struct Function {
     /// Static LDS in bytes (attribute, else metadata, else 0).
     pub(crate) static_lds: u32,
     /// Dynamic LDS in bytes allowed by [`Kernel::set_max_dynamic_lds`] (0: not raised); launches
-    /// up to it are not held to the device's default LDS per block.
-    pub(crate) raised_dynamic_lds: AtomicU32,
+    /// up to it are not held to the device's default LDS per block. The driver keeps the
+    /// attribute per function, so every `Kernel` its library made for this name shares it.
+    pub(crate) raised_dynamic_lds: Arc<RaisedLds>,
     /// The explicit arguments of the code object's metadata, as a launch compares them: `None`
     /// without metadata or with more than [`crate::safe::launch::MAX_KERNEL_ARGS`] of them.
     pub(crate) shape: Option<ArgShape>,
@@ -49,9 +49,16 @@ pub(crate) struct Function {
     pub(crate) limits: LaunchLimits,
 }
 
+/// The dynamic LDS a function's attribute allows
+/// (`hipFuncAttributeMaxDynamicSharedMemorySize`, as [`Kernel::set_max_dynamic_lds`] last set
+/// it; 0: not raised), shared by every [`Kernel`] of one function: the driver keeps the
+/// attribute per function, whichever `Kernel` set it. The lock makes the driver's call and the
+/// record of its value one step.
+pub(crate) type RaisedLds = parking_lot::Mutex<u32>;
+
 /// A kernel's function handle and what its launch checks need, as [`Kernel::resolve`] read
 /// them: what a [`Library`] keeps per kernel name.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Resolved {
     pub(crate) func: sys::hipFunction_t,
     pub(crate) info: Option<usize>,
@@ -59,6 +66,7 @@ pub(crate) struct Resolved {
     pub(crate) static_lds: u32,
     pub(crate) shape: Option<ArgShape>,
     pub(crate) limits: LaunchLimits,
+    pub(crate) raised_dynamic_lds: Arc<RaisedLds>,
 }
 
 // SAFETY: a hipFunction_t may be used from any thread (see `Function`).
@@ -138,6 +146,7 @@ impl Kernel {
             static_lds,
             shape: meta.and_then(ArgShape::of),
             limits: LaunchLimits::new(lib.device().properties(), max_threads, static_lds),
+            raised_dynamic_lds: Arc::new(parking_lot::Mutex::new(0)),
         }
     }
 
@@ -151,7 +160,7 @@ impl Kernel {
                 info: r.info,
                 max_threads: r.max_threads,
                 static_lds: r.static_lds,
-                raised_dynamic_lds: AtomicU32::new(0),
+                raised_dynamic_lds: r.raised_dynamic_lds,
                 shape: r.shape,
                 limits: r.limits,
             }),
@@ -222,8 +231,11 @@ impl Kernel {
     /// `hipFuncAttributeMaxDynamicSharedMemorySize`, handed the kernel's `hipFunction_t`).
     /// On HIP's NVIDIA platform, once the driver accepts it, launches through this `Kernel`
     /// with up to `bytes` of dynamic shared memory are no longer refused against the device's
-    /// default per block (the driver then judges them against its opt-in maximum). On AMD the
-    /// device's LDS per block is already the whole LDS, and the launch check keeps it.
+    /// default per block (the driver then judges them against its opt-in maximum). The
+    /// driver keeps the attribute per function, so the raise holds for every `Kernel` of this
+    /// library and name (those asked for before and after), and the last value set through
+    /// any of them is the one they are all checked against. On AMD the device's LDS per block
+    /// is already the whole LDS, and the launch check keeps it.
     ///
     /// Errors: [`LibraryError::Unsupported`] when the runtime does not export
     /// `hipFuncSetAttribute`, or the runtime's error.
@@ -238,6 +250,7 @@ impl Kernel {
             })?;
         d.bind()?;
         let value = i32::try_from(bytes).unwrap_or(i32::MAX);
+        let mut raised = self.inner.raised_dynamic_lds.lock();
         // SAFETY: live function handle passed as the function identifier.
         rt.check(
             unsafe {
@@ -253,9 +266,7 @@ impl Kernel {
         // (`sharedMemPerBlockOptin`); on AMD the device's LDS per block is already all of it,
         // so the launch check keeps that limit there.
         if rt.platform() == crate::safe::runtime::Platform::Nvidia {
-            self.inner
-                .raised_dynamic_lds
-                .store(bytes, Ordering::Relaxed);
+            *raised = bytes;
         }
         Ok(())
     }

@@ -331,7 +331,7 @@ impl Library {
             .lock()
             .iter()
             .find(|(n, _)| **n == *name)
-            .map(|(_, r)| *r);
+            .map(|(_, r)| r.clone());
         if let Some(r) = known {
             return Ok(Kernel::from_resolved(self.clone(), name, r));
         }
@@ -368,9 +368,15 @@ impl Library {
         }
         let r = Kernel::resolve(self, f, info);
         let mut resolved = self.inner.resolved.lock();
-        if !resolved.iter().any(|(n, _)| **n == *name) {
-            resolved.push((name.into(), r));
-        }
+        // A thread that resolved the name meanwhile was first: its record (and the dynamic LDS
+        // raise every `Kernel` of the function shares) is the one kept.
+        let r = match resolved.iter().find(|(n, _)| **n == *name) {
+            Some((_, first)) => first.clone(),
+            None => {
+                resolved.push((name.into(), r.clone()));
+                r
+            }
+        };
         drop(resolved);
         Ok(Kernel::from_resolved(self.clone(), name, r))
     }

@@ -305,6 +305,41 @@ fn set_max_dynamic_lds_raises_the_launch_check_to_the_opt_in() {
 }
 
 #[test]
+fn the_dynamic_lds_raise_is_the_functions_whichever_kernel_of_it_set_it() {
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let lib = Library::load_cubin(&dev, &cubin()).unwrap();
+    let (first, second) = (
+        lib.kernel("add_one").unwrap(),
+        lib.kernel("add_one").unwrap(),
+    );
+    assert_eq!(first.as_raw(), second.as_raw(), "one function, two Kernels");
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let buf = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let cfg = LaunchConfig {
+        grid: 1.into(),
+        block: 64.into(),
+        dynamic_lds_bytes: 96 * 1024,
+    };
+    // Raised through one Kernel, the function allows it through the other, and through a
+    // Kernel asked for later.
+    first.set_max_dynamic_lds(96 * 1024).unwrap();
+    let later = lib.kernel("add_one").unwrap();
+    for k in [&first, &second, &later] {
+        // SAFETY: the fixture runs nothing; add_one(int*) takes one pointer.
+        unsafe { k.launch(&stream, cfg, &mut args![&buf]) }.unwrap();
+    }
+    // Lowered through another, no Kernel of the function passes the check with more: the
+    // driver's attribute is the function's, whichever Kernel raised it before.
+    second.set_max_dynamic_lds(0).unwrap();
+    for k in [&first, &second, &later] {
+        // SAFETY: refused before the call (above the fixture's 49152 bytes per block).
+        let err = unsafe { k.launch(&stream, cfg, &mut args![&buf]) }.unwrap_err();
+        assert!(err.to_string().contains("98304 bytes dynamic LDS"), "{err}");
+    }
+}
+
+#[test]
 fn launch_checks_argument_count_against_the_cubin() {
     let _g = serial();
     let dev = runtime().device(0).unwrap();

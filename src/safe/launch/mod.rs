@@ -543,10 +543,7 @@ impl Kernel {
             });
         }
         let lds = u64::from(self.inner.static_lds) + u64::from(cfg.dynamic_lds_bytes);
-        let raised = self
-            .inner
-            .raised_dynamic_lds
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let raised = *self.inner.raised_dynamic_lds.lock();
         if props.lds_per_block > 0 && lds > props.lds_per_block && cfg.dynamic_lds_bytes > raised {
             return Err(LaunchError::Lds {
                 static_lds: u64::from(self.inner.static_lds),
