@@ -108,6 +108,100 @@ pub(crate) fn request_name(
     r.finish()
 }
 
+/// A [`super::Jit`]'s configuration as the names of its hit memos hold it ([`request_name`]'s
+/// `jit`): the compiler settings (`config`: every field, the worker pool's handle aside), the
+/// compiler choice and where it came from, the extra signature, the runtime code object
+/// versions, and the cache roots with what opening them found. Written by hand as
+/// length-prefixed pieces (a tag byte for each `Option`), so that a fresh process's first
+/// request formats nothing; every struct is taken apart whole, so that a field added to one
+/// does not compile until it is written here.
+pub(crate) fn config_bytes(
+    config: &crate::compiler::CompilerConfig,
+    choice: crate::compiler::CompilerChoice,
+    choice_from: &str,
+    extra: &[u8],
+    runtime_versions: Option<&[u32]>,
+    roots: &[crate::cache::disk::Root],
+) -> Vec<u8> {
+    let crate::compiler::CompilerConfig {
+        hipcc,
+        nvcc,
+        timeout,
+        max_concurrent,
+        env,
+        identity_dir,
+        rtc_worker,
+    } = config;
+    let mut b = Vec::with_capacity(256);
+    let bytes = |b: &mut Vec<u8>, v: &[u8]| {
+        b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        b.extend_from_slice(v);
+    };
+    let tag = |b: &mut Vec<u8>, some: bool| b.push(u8::from(some));
+    let path = |b: &mut Vec<u8>, p: &Option<PathBuf>| {
+        tag(b, p.is_some());
+        if let Some(p) = p {
+            bytes(b, p.as_os_str().as_bytes());
+        }
+    };
+    let duration = |b: &mut Vec<u8>, d: &Duration| {
+        b.extend_from_slice(&d.as_secs().to_le_bytes());
+        b.extend_from_slice(&d.subsec_nanos().to_le_bytes());
+    };
+    path(&mut b, hipcc);
+    path(&mut b, nvcc);
+    duration(&mut b, timeout);
+    b.extend_from_slice(&(*max_concurrent as u64).to_le_bytes());
+    tag(&mut b, env.is_some());
+    if let Some(env) = env {
+        b.extend_from_slice(&(env.len() as u64).to_le_bytes());
+        for (k, v) in env {
+            bytes(&mut b, k.as_bytes());
+            bytes(&mut b, v.as_bytes());
+        }
+    }
+    path(&mut b, identity_dir);
+    tag(&mut b, rtc_worker.is_some());
+    if let Some(w) = rtc_worker {
+        // The pool is a handle to the workers started, not a setting.
+        let crate::compiler::rtc::worker::WorkerConfig {
+            program,
+            timeout,
+            memory_limit,
+            pool: _,
+        } = w;
+        path(&mut b, program);
+        duration(&mut b, timeout);
+        tag(&mut b, memory_limit.is_some());
+        b.extend_from_slice(&memory_limit.unwrap_or(0).to_le_bytes());
+    }
+    bytes(&mut b, choice.as_str().as_bytes());
+    bytes(&mut b, choice_from.as_bytes());
+    bytes(&mut b, extra);
+    tag(&mut b, runtime_versions.is_some());
+    if let Some(v) = runtime_versions {
+        b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        for v in v {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    b.extend_from_slice(&(roots.len() as u64).to_le_bytes());
+    for root in roots {
+        let crate::cache::disk::Root {
+            path,
+            writable,
+            shared,
+            group,
+            closed,
+        } = root;
+        bytes(&mut b, path.as_os_str().as_bytes());
+        b.extend_from_slice(&[u8::from(*writable), u8::from(*shared), u8::from(*closed)]);
+        tag(&mut b, group.is_some());
+        b.extend_from_slice(&group.unwrap_or(0).to_le_bytes());
+    }
+    b
+}
+
 /// The sha256 of what a lookup reads of the process besides files: every environment
 /// variable in the order the environment holds them (a variable set twice is read by its
 /// first occurrence, so order matters; `TMPDIR` as the process was given it, not the
@@ -762,6 +856,122 @@ mod tests {
         // The last file rewritten in place (its size): refused.
         std::fs::write(&b, b"22").unwrap();
         assert!(recall(&dir, &name, &options, &options_bytes).is_none());
+    }
+
+    #[test]
+    fn config_bytes_tell_every_setting_apart_and_leave_the_worker_pool_out() {
+        use crate::cache::disk::Root;
+        use crate::compiler::rtc::worker::WorkerConfig;
+        use crate::compiler::{CompilerChoice, CompilerConfig};
+        let root = |path: &str| Root {
+            path: PathBuf::from(path),
+            writable: true,
+            shared: false,
+            group: None,
+            closed: true,
+        };
+        struct Case {
+            config: CompilerConfig,
+            choice: CompilerChoice,
+            from: &'static str,
+            extra: Vec<u8>,
+            versions: Option<Vec<u32>>,
+            roots: Vec<Root>,
+        }
+        let base = || Case {
+            config: CompilerConfig::default(),
+            choice: CompilerChoice::Auto,
+            from: "default",
+            extra: Vec::new(),
+            versions: None,
+            roots: vec![root("/c")],
+        };
+        let bytes = |c: &Case| {
+            config_bytes(
+                &c.config,
+                c.choice,
+                c.from,
+                &c.extra,
+                c.versions.as_deref(),
+                &c.roots,
+            )
+        };
+        let mut cases: Vec<(&str, Case)> = vec![("base", base())];
+        let mut with = |name: &'static str, f: &dyn Fn(&mut Case)| {
+            let mut c = base();
+            f(&mut c);
+            cases.push((name, c));
+        };
+        with("hipcc", &|c| c.config.hipcc = Some("/a".into()));
+        with("hipcc and nvcc", &|c| {
+            c.config.hipcc = Some("/a".into());
+            c.config.nvcc = Some("/b".into());
+        });
+        with("the same bytes split otherwise", &|c| {
+            c.config.hipcc = Some("/a/".into());
+            c.config.nvcc = Some("b".into());
+        });
+        with("nvcc", &|c| c.config.nvcc = Some("/a".into()));
+        with("timeout", &|c| {
+            c.config.timeout = Duration::from_millis(300_001)
+        });
+        with("max_concurrent", &|c| c.config.max_concurrent = 3);
+        with("empty env", &|c| c.config.env = Some(Vec::new()));
+        with("env", &|c| {
+            c.config.env = Some(vec![("PATH".into(), "/bin".into())])
+        });
+        with("env split otherwise", &|c| {
+            c.config.env = Some(vec![("PATH/".into(), "bin".into())])
+        });
+        with("identity_dir", &|c| {
+            c.config.identity_dir = Some("/a".into())
+        });
+        with("worker", &|c| {
+            c.config.rtc_worker = Some(WorkerConfig::default())
+        });
+        with("worker program", &|c| {
+            c.config.rtc_worker = Some(WorkerConfig {
+                program: Some("/w".into()),
+                ..WorkerConfig::default()
+            })
+        });
+        with("worker timeout", &|c| {
+            c.config.rtc_worker = Some(WorkerConfig {
+                timeout: Duration::from_secs(1),
+                ..WorkerConfig::default()
+            })
+        });
+        with("worker memory 0", &|c| {
+            c.config.rtc_worker = Some(WorkerConfig {
+                memory_limit: Some(0),
+                ..WorkerConfig::default()
+            })
+        });
+        with("choice", &|c| c.choice = CompilerChoice::Nvrtc);
+        with("from", &|c| c.from = "HIPJIT_COMPILER");
+        with("extra", &|c| c.extra = b"x".to_vec());
+        with("no versions", &|c| c.versions = Some(Vec::new()));
+        with("versions", &|c| c.versions = Some(vec![5]));
+        with("another root", &|c| c.roots = vec![root("/d")]);
+        with("two roots", &|c| c.roots = vec![root("/c"), root("/d")]);
+        with("read-only", &|c| c.roots[0].writable = false);
+        with("shared", &|c| c.roots[0].shared = true);
+        with("group 0", &|c| c.roots[0].group = Some(0));
+        with("not closed", &|c| c.roots[0].closed = false);
+        let all: Vec<(&str, Vec<u8>)> = cases.iter().map(|(n, c)| (*n, bytes(c))).collect();
+        for (i, (a, x)) in all.iter().enumerate() {
+            for (b, y) in &all[i + 1..] {
+                assert_ne!(x, y, "{a} and {b} give the same bytes");
+            }
+        }
+        // The same settings give the same bytes, whatever their worker pools hold.
+        let (mut one, mut two) = (base(), base());
+        one.config.rtc_worker = Some(WorkerConfig::default());
+        two.config.rtc_worker = Some(WorkerConfig::default());
+        assert_eq!(bytes(&one), bytes(&two));
+        one.config.env = Some(vec![("A".into(), "b".into())]);
+        two.config.env = one.config.env.clone();
+        assert_eq!(bytes(&one), bytes(&two));
     }
 
     #[test]

@@ -999,17 +999,14 @@ impl Jit {
         let memo = match (&self.hit_memo, &self.disk) {
             (Some(dir), Some(disk)) if !bypass_disk => {
                 let config = self.hit_memo_config.get_or_init(|| {
-                    format!(
-                        "{:?}\0{:?}\0{}\0{:?}\0{:?}\0{:?}\0{}",
+                    hit_memo::config_bytes(
                         self.compilers.config(),
                         self.compilers.choice(),
                         self.compilers.choice_from(),
-                        self.extra,
-                        self.runtime_versions,
+                        &self.extra,
+                        self.runtime_versions.as_deref(),
                         disk.roots(),
-                        disk.is_writable()
                     )
-                    .into_bytes()
                 });
                 hit_memo::process_context(runtime)
                     .zip(hit_memo::options_bytes(options))
