@@ -341,7 +341,10 @@ pub(crate) fn process_context(runtime: Option<&Path>) -> Option<[u8; 32]> {
 
 fn memo_file(dir: &Path, name: &[u8; 32]) -> PathBuf {
     let hex = crate::digest::hex(name);
-    dir.join("hits").join(format!("{}.hit", &hex[..40]))
+    let mut file = String::with_capacity(44);
+    file.push_str(&hex[..40]);
+    file.push_str(".hit");
+    dir.join("hits").join(file)
 }
 
 /// The memo of request `name` in `dir`, when every observation in it still holds; `options`
