@@ -572,10 +572,11 @@ impl DiskCache {
 
     /// The path of `key`'s entry in `root`.
     pub fn entry_path(root: &Path, key: &CacheKey) -> PathBuf {
-        let hex = key.to_hex();
-        root.join(LAYOUT_DIR)
-            .join(&hex[..2])
-            .join(format!("{hex}.{ENTRY_EXT}"))
+        let mut file = key.to_hex();
+        let dir = root.join(LAYOUT_DIR).join(&file[..2]);
+        file.push('.');
+        file.push_str(ENTRY_EXT);
+        dir.join(file)
     }
 
     /// Looks `key` up in each root in order; the first valid entry wins.

@@ -315,14 +315,16 @@ impl Reader<'_> {
                 continue;
             }
             let name = self.cstr(strtab, u32::from_le_bytes([sym[0], sym[1], sym[2], sym[3]]))?;
-            let info_name = format!(".nv.info.{name}");
-            let Some(info) = sections.iter().find(|s| s.name == info_name) else {
+            // Matched without making the names: a fresh process's hit reads this once.
+            let named =
+                |s: &&Section, prefix: &str| s.name.strip_prefix(prefix).is_some_and(|n| n == name);
+            let Some(info) = sections.iter().find(|s| named(s, ".nv.info.")) else {
                 continue;
             };
             let attrs = self.bytes(info.offset, info.size, "kernel attributes")?;
-            let shared_name = format!(".nv.shared.{name}");
+            let shared = sections.iter().find(|s| named(s, ".nv.shared."));
             let mut k = kernel_info(name, attrs, info.offset)?;
-            if let Some(shared) = sections.iter().find(|s| s.name == shared_name) {
+            if let Some(shared) = shared {
                 // sm_90 on: the section also holds the shared memory ptxas reserves per block.
                 let reserved = if target.major() >= 9 {
                     SM90_RESERVED_SHARED

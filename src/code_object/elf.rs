@@ -41,6 +41,18 @@ impl<'a> Bytes<'a> {
         len: u64,
         what: &str,
     ) -> Result<&'a [u8], CodeObjectError> {
+        self.slice_with(offset, len, || what.to_owned())
+    }
+
+    /// [`Bytes::slice`], the name made by `what` only for the error: readers of many
+    /// headers name each field by its header's index, and a valid object should not pay
+    /// for formatting names no error uses.
+    pub(crate) fn slice_with(
+        &self,
+        offset: u64,
+        len: u64,
+        what: impl FnOnce() -> String,
+    ) -> Result<&'a [u8], CodeObjectError> {
         let end = offset.checked_add(len);
         match end {
             Some(end) if end <= self.data.len() as u64 => {
@@ -48,7 +60,7 @@ impl<'a> Bytes<'a> {
                 Ok(&self.data[offset as usize..end as usize])
             }
             _ => Err(CodeObjectError::Truncated {
-                what: what.to_owned(),
+                what: what(),
                 offset,
                 needed: len,
                 len: self.data.len() as u64,
@@ -56,22 +68,54 @@ impl<'a> Bytes<'a> {
         }
     }
 
-    pub(crate) fn u8(&self, offset: u64, what: &str) -> Result<u8, CodeObjectError> {
-        Ok(self.slice(offset, 1, what)?[0])
-    }
-
     pub(crate) fn u16(&self, offset: u64, what: &str) -> Result<u16, CodeObjectError> {
-        let b = self.slice(offset, 2, what)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
+        self.u16_with(offset, || what.to_owned())
     }
 
     pub(crate) fn u32(&self, offset: u64, what: &str) -> Result<u32, CodeObjectError> {
-        let b = self.slice(offset, 4, what)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        self.u32_with(offset, || what.to_owned())
     }
 
     pub(crate) fn u64(&self, offset: u64, what: &str) -> Result<u64, CodeObjectError> {
-        let b = self.slice(offset, 8, what)?;
+        self.u64_with(offset, || what.to_owned())
+    }
+
+    /// The byte at `offset`, named lazily ([`Bytes::slice_with`]).
+    pub(crate) fn u8_with(
+        &self,
+        offset: u64,
+        what: impl FnOnce() -> String,
+    ) -> Result<u8, CodeObjectError> {
+        Ok(self.slice_with(offset, 1, what)?[0])
+    }
+
+    /// [`Bytes::u16`] named lazily ([`Bytes::slice_with`]).
+    pub(crate) fn u16_with(
+        &self,
+        offset: u64,
+        what: impl FnOnce() -> String,
+    ) -> Result<u16, CodeObjectError> {
+        let b = self.slice_with(offset, 2, what)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    /// [`Bytes::u32`] named lazily ([`Bytes::slice_with`]).
+    pub(crate) fn u32_with(
+        &self,
+        offset: u64,
+        what: impl FnOnce() -> String,
+    ) -> Result<u32, CodeObjectError> {
+        let b = self.slice_with(offset, 4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// [`Bytes::u64`] named lazily ([`Bytes::slice_with`]).
+    pub(crate) fn u64_with(
+        &self,
+        offset: u64,
+        what: impl FnOnce() -> String,
+    ) -> Result<u64, CodeObjectError> {
+        let b = self.slice_with(offset, 8, what)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
@@ -237,13 +281,13 @@ impl<'a> Elf<'a> {
                 let what = |field: &str| format!("section header {index} ({field})");
                 let section = Section {
                     index,
-                    sh_type: bytes.u32(at + 4, &what("sh_type"))?,
-                    sh_flags: bytes.u64(at + 8, &what("sh_flags"))?,
-                    sh_addr: bytes.u64(at + 16, &what("sh_addr"))?,
-                    sh_offset: bytes.u64(at + 24, &what("sh_offset"))?,
-                    sh_size: bytes.u64(at + 32, &what("sh_size"))?,
-                    sh_link: bytes.u32(at + 40, &what("sh_link"))?,
-                    sh_entsize: bytes.u64(at + 56, &what("sh_entsize"))?,
+                    sh_type: bytes.u32_with(at + 4, || what("sh_type"))?,
+                    sh_flags: bytes.u64_with(at + 8, || what("sh_flags"))?,
+                    sh_addr: bytes.u64_with(at + 16, || what("sh_addr"))?,
+                    sh_offset: bytes.u64_with(at + 24, || what("sh_offset"))?,
+                    sh_size: bytes.u64_with(at + 32, || what("sh_size"))?,
+                    sh_link: bytes.u32_with(at + 40, || what("sh_link"))?,
+                    sh_entsize: bytes.u64_with(at + 56, || what("sh_entsize"))?,
                 };
                 sections.push(section);
             }
@@ -297,11 +341,10 @@ impl<'a> Elf<'a> {
         if section.sh_type == SHT_NOBITS {
             return Ok(&[]);
         }
-        self.bytes.slice(
-            section.sh_offset,
-            section.sh_size,
-            &format!("contents of section {}", section.index),
-        )
+        self.bytes
+            .slice_with(section.sh_offset, section.sh_size, || {
+                format!("contents of section {}", section.index)
+            })
     }
 
     /// The note areas: `SHT_NOTE` sections, or `PT_NOTE` segments when there is no section
@@ -330,15 +373,19 @@ impl<'a> Elf<'a> {
         for index in 0..usize::from(h.e_phnum) {
             let at = h.e_phoff.saturating_add((index * PHDR_SIZE) as u64);
             let what = |field: &str| format!("program header {index} ({field})");
-            if self.bytes.u32(at, &what("p_type"))? != PT_NOTE {
+            if self.bytes.u32_with(at, || what("p_type"))? != PT_NOTE {
                 continue;
             }
-            let offset = self.bytes.u64(at.saturating_add(8), &what("p_offset"))?;
-            let size = self.bytes.u64(at.saturating_add(32), &what("p_filesz"))?;
+            let offset = self
+                .bytes
+                .u64_with(at.saturating_add(8), || what("p_offset"))?;
+            let size = self
+                .bytes
+                .u64_with(at.saturating_add(32), || what("p_filesz"))?;
             areas.push((
                 offset,
                 self.bytes
-                    .slice(offset, size, &format!("PT_NOTE segment {index}"))?,
+                    .slice_with(offset, size, || format!("PT_NOTE segment {index}"))?,
             ));
         }
         Ok(areas)
@@ -357,13 +404,13 @@ impl<'a> Elf<'a> {
             while at < area.len() as u64 {
                 let here = area_offset + at;
                 let what = |field: &str| format!("note header at offset {here:#x} ({field})");
-                let namesz = u64::from(b.u32(at, &what("n_namesz"))?);
-                let descsz = u64::from(b.u32(at + 4, &what("n_descsz"))?);
-                let ntype = b.u32(at + 8, &what("n_type"))?;
+                let namesz = u64::from(b.u32_with(at, || what("n_namesz"))?);
+                let descsz = u64::from(b.u32_with(at + 4, || what("n_descsz"))?);
+                let ntype = b.u32_with(at + 8, || what("n_type"))?;
                 let name_at = at + 12;
                 let desc_at = name_at + align4(namesz);
-                let note_name = b.slice(name_at, namesz, &what("name"))?;
-                let desc = b.slice(desc_at, descsz, &what("descriptor"))?;
+                let note_name = b.slice_with(name_at, namesz, || what("name"))?;
+                let desc = b.slice_with(desc_at, descsz, || what("descriptor"))?;
                 let owner = note_name.strip_suffix(b"\0").unwrap_or(note_name);
                 if owner == name && ntype == note_type {
                     return Ok(Some((area_offset + desc_at, desc)));
@@ -409,11 +456,11 @@ impl<'a> Elf<'a> {
                 let at = i * SYM_SIZE as u64;
                 let file_at = table.sh_offset + at;
                 let what = |field: &str| format!("symbol at offset {file_at:#x} ({field})");
-                let st_name = data.u32(at, &what("st_name"))?;
-                let st_info = data.u8(at + 4, &what("st_info"))?;
-                let shndx = data.u16(at + 6, &what("st_shndx"))?;
-                let value = data.u64(at + 8, &what("st_value"))?;
-                let size = data.u64(at + 16, &what("st_size"))?;
+                let st_name = data.u32_with(at, || what("st_name"))?;
+                let st_info = data.u8_with(at + 4, || what("st_info"))?;
+                let shndx = data.u16_with(at + 6, || what("st_shndx"))?;
+                let value = data.u64_with(at + 8, || what("st_value"))?;
+                let size = data.u64_with(at + 16, || what("st_size"))?;
                 let name = c_string(strings, st_name as usize).ok_or_else(|| {
                     CodeObjectError::BadElf {
                         what: format!(

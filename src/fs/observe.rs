@@ -357,7 +357,7 @@ pub(crate) fn resolve(path: &std::ffi::CStr) -> std::io::Result<Vec<u8>> {
         OFlags::PATH | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
-    let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    let link = proc_fd_link(std::os::fd::AsRawFd::as_raw_fd(&fd));
     if let Ok(p) = rustix::fs::readlinkat(rustix::fs::CWD, link.as_str(), Vec::new()) {
         let p = p.into_bytes();
         if p.first() == Some(&b'/') && !p.ends_with(b" (deleted)") {
@@ -368,9 +368,38 @@ pub(crate) fn resolve(path: &std::ffi::CStr) -> std::io::Result<Vec<u8>> {
         .map(|p| p.into_os_string().into_vec())
 }
 
+/// `/proc/self/fd/<fd>`, the digits written by hand: a fresh process's hit through the memo
+/// resolves a path or two, and the formatting machinery is code it need not run.
+fn proc_fd_link(fd: i32) -> String {
+    let mut link = String::with_capacity(24);
+    link.push_str("/proc/self/fd/");
+    let (mut digits, mut at, mut n) = ([0u8; 10], 10, fd.unsigned_abs());
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if fd < 0 {
+        link.push('-');
+    }
+    link.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+    link
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_fd_links_spell_the_descriptor_in_decimal() {
+        assert_eq!(proc_fd_link(0), "/proc/self/fd/0");
+        assert_eq!(proc_fd_link(7), "/proc/self/fd/7");
+        assert_eq!(proc_fd_link(1024), "/proc/self/fd/1024");
+        assert_eq!(proc_fd_link(i32::MAX), "/proc/self/fd/2147483647");
+    }
 
     #[test]
     fn an_observation_without_a_mount_identity_does_not_hold_and_is_not_remembered() {

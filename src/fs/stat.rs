@@ -253,16 +253,28 @@ const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
 /// their content: not on a filesystem whose fields user space makes up ([`FUSE_SUPER_MAGIC`]).
 /// Found once per mount and process, from `fstatfs` of the file `statx` looked at (opened
 /// `O_PATH`), kept only when that file's unique mount ID is still `mnt_id` (a path changed
-/// in between answers `false`, unkept). Anything that cannot be found answers `false`: the
-/// content is hashed.
+/// in between answers `false`, unkept; not asked again of a descriptor `statx` answered for
+/// itself, whose mount cannot change). Anything that cannot be found answers `false`: the
+/// content is hashed. The answer kept last is kept by each thread too, and given without
+/// the lock: the files of one lookup lie mostly on one mount.
 fn mount_is_trusted(mnt_id: u64, dirfd: BorrowedFd<'_>, name: &CStr, flags: AtFlags) -> bool {
     static KNOWN: OnceLock<parking_lot::Mutex<HashMap<u64, bool>>> = OnceLock::new();
+    thread_local! {
+        static LAST: std::cell::Cell<Option<(u64, bool)>> = const { std::cell::Cell::new(None) };
+    }
+    if let Some((last, trusted)) = LAST.with(std::cell::Cell::get) {
+        if last == mnt_id {
+            return trusted;
+        }
+    }
     let known = KNOWN.get_or_init(Default::default);
     if let Some(&trusted) = known.lock().get(&mnt_id) {
+        LAST.with(|l| l.set(Some((mnt_id, trusted))));
         return trusted;
     }
     let opened;
-    let fd = if name.is_empty() && flags.contains(AtFlags::EMPTY_PATH) {
+    let itself = name.is_empty() && flags.contains(AtFlags::EMPTY_PATH);
+    let fd = if itself {
         dirfd
     } else {
         let mut oflags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
@@ -280,19 +292,23 @@ fn mount_is_trusted(mnt_id: u64, dirfd: BorrowedFd<'_>, name: &CStr, flags: AtFl
     let Ok(fs) = rustix::fs::fstatfs(fd) else {
         return false;
     };
-    let same_mount = rustix::fs::statx(
-        fd,
-        c"",
-        AtFlags::EMPTY_PATH,
-        StatxFlags::from_bits_retain(STATX_MNT_ID_UNIQUE),
-    )
-    .is_ok_and(|x| x.stx_mask & STATX_MNT_ID_UNIQUE != 0 && x.stx_mnt_id == mnt_id);
+    // `statx` answered for the descriptor itself: `mnt_id` is its mount, which an open
+    // descriptor keeps.
+    let same_mount = itself
+        || rustix::fs::statx(
+            fd,
+            c"",
+            AtFlags::EMPTY_PATH,
+            StatxFlags::from_bits_retain(STATX_MNT_ID_UNIQUE),
+        )
+        .is_ok_and(|x| x.stx_mask & STATX_MNT_ID_UNIQUE != 0 && x.stx_mnt_id == mnt_id);
     if !same_mount {
         return false;
     }
     #[allow(clippy::unnecessary_cast)] // f_type is i64 on some targets and not on others
     let trusted = fs.f_type as i64 != FUSE_SUPER_MAGIC;
     known.lock().insert(mnt_id, trusted);
+    LAST.with(|l| l.set(Some((mnt_id, trusted))));
     trusted
 }
 

@@ -48,8 +48,9 @@ use crate::fs::observe::{Observation, Observed, Seen, SeenRef};
 use crate::fs::stat::FileStat;
 
 /// The memo's format: [`encode`] writes it. 3: each file's mount identity. 4: each path
-/// written as the length it shares with the one before and the rest.
-const FORMAT: u32 = 4;
+/// written as the length it shares with the one before and the rest. 5: the effective options
+/// left empty when they are the request's (named by [`options_name_bytes`]).
+const FORMAT: u32 = 5;
 
 /// The first bytes of a memo file.
 const MAGIC: &[u8; 4] = b"HJHM";
@@ -65,7 +66,8 @@ struct Memo {
     compiler_path: Vec<u8>,
     compiler_version: String,
     compiler_reason: String,
-    /// The effective options, as [`request_name`] encodes options (MessagePack).
+    /// The effective options in MessagePack ([`effective_options_bytes`]); empty when they are
+    /// the request's.
     options: Vec<u8>,
 }
 
@@ -76,15 +78,124 @@ pub(crate) struct Recalled {
     pub(crate) options: CompileOptions,
 }
 
-/// The options of a request in the bytes [`request_name`] and the memo hold them as.
-pub(crate) fn options_bytes(options: &CompileOptions) -> Option<Vec<u8>> {
+/// Effective options as a memo holds them when they are not the request's (MessagePack).
+fn effective_options_bytes(options: &CompileOptions) -> Option<Vec<u8>> {
     rmp_serde::to_vec(options).ok()
 }
 
+/// The options of a request as [`request_name`] takes them: every field in order, each
+/// string or list length-prefixed, each `Option` and enum a tag byte. Written by hand, not
+/// with serde, so that a fresh process's hit runs no serde code; the struct is taken apart
+/// whole, so that a field added to it does not compile until it is written here.
+pub(crate) fn options_name_bytes(options: &CompileOptions) -> Vec<u8> {
+    use crate::compiler::options::{Checks, CxxStd, OptLevel};
+    use crate::target::amdgpu::FeatureSetting;
+    let CompileOptions {
+        targets,
+        sm_targets,
+        std,
+        opt_level,
+        fast_math,
+        defines,
+        headers,
+        include_dirs,
+        tracked_include_dirs,
+        line_info,
+        verbose,
+        extra_flags,
+        code_object_version,
+        source_name,
+        dump_llvm_ir,
+        dump_isa,
+        checks: Checks {
+            no_spills,
+            no_scratch,
+        },
+    } = options;
+    let mut b = Vec::with_capacity(128);
+    let bytes = |b: &mut Vec<u8>, v: &[u8]| {
+        b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        b.extend_from_slice(v);
+    };
+    let count = |b: &mut Vec<u8>, n: usize| b.extend_from_slice(&(n as u64).to_le_bytes());
+    let text = |b: &mut Vec<u8>, v: &Option<String>| match v {
+        None => b.push(0),
+        Some(v) => {
+            b.push(1);
+            bytes(b, v.as_bytes());
+        }
+    };
+    let feature = |f: FeatureSetting| match f {
+        FeatureSetting::Unsupported => 0,
+        FeatureSetting::Any => 1,
+        FeatureSetting::Off => 2,
+        FeatureSetting::On => 3,
+    };
+    count(&mut b, targets.len());
+    for t in targets {
+        bytes(&mut b, t.processor().as_bytes());
+        b.extend_from_slice(&[feature(t.xnack()), feature(t.sramecc())]);
+    }
+    count(&mut b, sm_targets.len());
+    for t in sm_targets {
+        b.extend_from_slice(&t.sm.to_le_bytes());
+        // A `char` is at most 0x10FFFF: u32::MAX stands for none.
+        b.extend_from_slice(&t.suffix.map_or(u32::MAX, u32::from).to_le_bytes());
+    }
+    b.push(match std {
+        CxxStd::Cxx11 => 0,
+        CxxStd::Cxx14 => 1,
+        CxxStd::Cxx17 => 2,
+        CxxStd::Cxx20 => 3,
+        CxxStd::Cxx23 => 4,
+    });
+    b.push(match opt_level {
+        OptLevel::O0 => 0,
+        OptLevel::O1 => 1,
+        OptLevel::O2 => 2,
+        OptLevel::O3 => 3,
+        OptLevel::Os => 4,
+        OptLevel::Oz => 5,
+    });
+    count(&mut b, defines.len());
+    for (name, value) in defines {
+        bytes(&mut b, name.as_bytes());
+        text(&mut b, value);
+    }
+    count(&mut b, headers.len());
+    for (name, content) in headers {
+        bytes(&mut b, name.as_bytes());
+        bytes(&mut b, content.as_bytes());
+    }
+    for dirs in [include_dirs, tracked_include_dirs] {
+        count(&mut b, dirs.len());
+        for d in dirs {
+            bytes(&mut b, d.as_os_str().as_bytes());
+        }
+    }
+    count(&mut b, extra_flags.len());
+    for f in extra_flags {
+        bytes(&mut b, f.as_bytes());
+    }
+    b.push(u8::from(code_object_version.is_some()));
+    b.extend_from_slice(&code_object_version.unwrap_or(0).to_le_bytes());
+    text(&mut b, source_name);
+    b.extend_from_slice(&[
+        u8::from(*fast_math),
+        u8::from(*line_info),
+        u8::from(*verbose),
+        u8::from(*dump_llvm_ir),
+        u8::from(*dump_isa),
+        u8::from(*no_spills),
+        u8::from(*no_scratch),
+    ]);
+    b
+}
+
 /// The name of one request: the sha256 of its inputs and of the process's (see the module
-/// documentation). `jit` is the [`super::Jit`]'s configuration in bytes, `options` the
-/// request's [`options_bytes`], `context` its [`process_context`] (which holds the HIP
-/// runtime in use).
+/// documentation). `jit` is the [`super::Jit`]'s configuration in bytes ([`config_bytes`]),
+/// `options` the request's [`options_name_bytes`], `context` its [`process_context`] (which
+/// holds the HIP runtime in use).
 pub(crate) fn request_name(
     jit: &[u8],
     source: &[u8],
@@ -106,6 +217,100 @@ pub(crate) fn request_name(
     // The user the lookup's ownership checks judge files against (read once per process).
     item(&crate::fs::user::uid().to_le_bytes());
     r.finish()
+}
+
+/// A [`super::Jit`]'s configuration as the names of its hit memos hold it ([`request_name`]'s
+/// `jit`): the compiler settings (`config`: every field, the worker pool's handle aside), the
+/// compiler choice and where it came from, the extra signature, the runtime code object
+/// versions, and the cache roots with what opening them found. Written by hand as
+/// length-prefixed pieces (a tag byte for each `Option`), so that a fresh process's first
+/// request formats nothing; every struct is taken apart whole, so that a field added to one
+/// does not compile until it is written here.
+pub(crate) fn config_bytes(
+    config: &crate::compiler::CompilerConfig,
+    choice: crate::compiler::CompilerChoice,
+    choice_from: &str,
+    extra: &[u8],
+    runtime_versions: Option<&[u32]>,
+    roots: &[crate::cache::disk::Root],
+) -> Vec<u8> {
+    let crate::compiler::CompilerConfig {
+        hipcc,
+        nvcc,
+        timeout,
+        max_concurrent,
+        env,
+        identity_dir,
+        rtc_worker,
+    } = config;
+    let mut b = Vec::with_capacity(256);
+    let bytes = |b: &mut Vec<u8>, v: &[u8]| {
+        b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        b.extend_from_slice(v);
+    };
+    let tag = |b: &mut Vec<u8>, some: bool| b.push(u8::from(some));
+    let path = |b: &mut Vec<u8>, p: &Option<PathBuf>| {
+        tag(b, p.is_some());
+        if let Some(p) = p {
+            bytes(b, p.as_os_str().as_bytes());
+        }
+    };
+    let duration = |b: &mut Vec<u8>, d: &Duration| {
+        b.extend_from_slice(&d.as_secs().to_le_bytes());
+        b.extend_from_slice(&d.subsec_nanos().to_le_bytes());
+    };
+    path(&mut b, hipcc);
+    path(&mut b, nvcc);
+    duration(&mut b, timeout);
+    b.extend_from_slice(&(*max_concurrent as u64).to_le_bytes());
+    tag(&mut b, env.is_some());
+    if let Some(env) = env {
+        b.extend_from_slice(&(env.len() as u64).to_le_bytes());
+        for (k, v) in env {
+            bytes(&mut b, k.as_bytes());
+            bytes(&mut b, v.as_bytes());
+        }
+    }
+    path(&mut b, identity_dir);
+    tag(&mut b, rtc_worker.is_some());
+    if let Some(w) = rtc_worker {
+        // The pool is a handle to the workers started, not a setting.
+        let crate::compiler::rtc::worker::WorkerConfig {
+            program,
+            timeout,
+            memory_limit,
+            pool: _,
+        } = w;
+        path(&mut b, program);
+        duration(&mut b, timeout);
+        tag(&mut b, memory_limit.is_some());
+        b.extend_from_slice(&memory_limit.unwrap_or(0).to_le_bytes());
+    }
+    bytes(&mut b, choice.as_str().as_bytes());
+    bytes(&mut b, choice_from.as_bytes());
+    bytes(&mut b, extra);
+    tag(&mut b, runtime_versions.is_some());
+    if let Some(v) = runtime_versions {
+        b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        for v in v {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    b.extend_from_slice(&(roots.len() as u64).to_le_bytes());
+    for root in roots {
+        let crate::cache::disk::Root {
+            path,
+            writable,
+            shared,
+            group,
+            closed,
+        } = root;
+        bytes(&mut b, path.as_os_str().as_bytes());
+        b.extend_from_slice(&[u8::from(*writable), u8::from(*shared), u8::from(*closed)]);
+        tag(&mut b, group.is_some());
+        b.extend_from_slice(&group.unwrap_or(0).to_le_bytes());
+    }
+    b
 }
 
 /// The sha256 of what a lookup reads of the process besides files: every environment
@@ -136,18 +341,16 @@ pub(crate) fn process_context(runtime: Option<&Path>) -> Option<[u8; 32]> {
 
 fn memo_file(dir: &Path, name: &[u8; 32]) -> PathBuf {
     let hex = crate::digest::hex(name);
-    dir.join("hits").join(format!("{}.hit", &hex[..40]))
+    let mut file = String::with_capacity(44);
+    file.push_str(&hex[..40]);
+    file.push_str(".hit");
+    dir.join("hits").join(file)
 }
 
 /// The memo of request `name` in `dir`, when every observation in it still holds; `options`
-/// are the request's, `options_bytes` their [`options_bytes`] (the effective options are
-/// decoded only when they differ).
-pub(crate) fn recall(
-    dir: &Path,
-    name: &[u8; 32],
-    options: &CompileOptions,
-    options_bytes: &[u8],
-) -> Option<Recalled> {
+/// are the request's (the name holds them: the effective options are decoded only when the
+/// memo says they differ).
+pub(crate) fn recall(dir: &Path, name: &[u8; 32], options: &CompileOptions) -> Option<Recalled> {
     let bytes = identity::read_private(&memo_file(dir, name))?;
     // Checked as read, one observation at a time, without making a list of them: a memo of a
     // compile that read 300 headers holds 300 paths.
@@ -169,7 +372,7 @@ pub(crate) fn recall(
     if !all_hold || !r.0.is_empty() {
         return None;
     }
-    let options = if head.options == options_bytes {
+    let options = if head.options.is_empty() {
         options.clone()
     } else {
         rmp_serde::from_slice(head.options).ok()?
@@ -210,7 +413,7 @@ pub(crate) fn unremembered(observed: &Observed, now: SystemTime) -> Option<Strin
 }
 
 /// Remembers request `name` in `dir`: its observations, result key, compiler and effective
-/// options, unless [`unremembered`] says why not, or the process context (`runtime` in use)
+/// `options` (held only when they are not `requested`, the request's), unless [`unremembered`] says why not, or the process context (`runtime` in use)
 /// is no longer `context`, the one the name was made with (another thread changed the
 /// environment or the working directory meanwhile); logged at debug level.
 #[allow(clippy::too_many_arguments)]
@@ -223,6 +426,7 @@ pub(crate) fn remember(
     key: &CacheKey,
     compiler: &CompilerUsed,
     options: &CompileOptions,
+    requested: &CompileOptions,
 ) {
     if process_context(runtime).as_ref() != Some(context) {
         tracing::debug!(%key, "hit not remembered: the environment or working directory changed during the lookup");
@@ -236,8 +440,13 @@ pub(crate) fn remember(
     let mut observed = observed.observed;
     observed.sort_by(|a, b| (&a.path, a.follow).cmp(&(&b.path, b.follow)));
     observed.dedup();
-    let Some(options) = options_bytes(options) else {
-        return;
+    let options = if options == requested {
+        Vec::new()
+    } else {
+        match effective_options_bytes(options) {
+            Some(b) => b,
+            None => return,
+        }
     };
     let memo = Memo {
         request: *name,
@@ -319,7 +528,7 @@ pub fn observed_paths(memo: &Path) -> Option<Vec<PathBuf>> {
 
 /// A memo's bytes: [`MAGIC`], [`FORMAT`] (`u32`), the request name and the key (32 bytes
 /// each), the compiler's kind (one byte: [`kind_code`]), path, version and reason, the
-/// options, the number of observations (`u32`) and each observation, in path order: its path
+/// effective options (empty when they are the request's), the number of observations (`u32`) and each observation, in path order: its path
 /// (the length it shares with the path before, `u32`, then the rest; paths of one
 /// directory share most of their bytes), whether a link
 /// at its end was followed (one byte), and what it saw: `1` a file (size, modification and
@@ -605,7 +814,7 @@ mod tests {
             compiler_path: b"/opt/cuda/lib64/libnvrtc.so.13".to_vec(),
             compiler_version: "NVRTC 13.0".into(),
             compiler_reason: "HIPJIT_COMPILER=nvrtc".into(),
-            options: options_bytes(&CompileOptions::default()).unwrap(),
+            options: effective_options_bytes(&CompileOptions::default()).unwrap(),
         };
         let bytes = encode(&memo);
         let back = decode(&bytes).unwrap();
@@ -626,6 +835,9 @@ mod tests {
         // Another format's memo (the serde-written format 1 began with a MessagePack array).
         let mut other = bytes.clone();
         other[4] = 1;
+        assert!(decode(&other).is_none());
+        // Format 4 held the effective options always, in the bytes that named the request.
+        other[4] = 4;
         assert!(decode(&other).is_none());
         // A count of observations far past the bytes: refused, not allocated.
         let mut huge = encode(&Memo {
@@ -724,7 +936,6 @@ mod tests {
         }
         observed.sort_by(|x, y| (&x.path, x.follow).cmp(&(&y.path, y.follow)));
         let options = CompileOptions::default();
-        let options_bytes = options_bytes(&options).unwrap();
         let name = [3; 32];
         let memo = Memo {
             request: name,
@@ -734,7 +945,7 @@ mod tests {
             compiler_path: b"/lib/libnvrtc.so".to_vec(),
             compiler_version: "NVRTC 13.0".into(),
             compiler_reason: "test".into(),
-            options: options_bytes.clone(),
+            options: Vec::new(),
         };
         let dir = d.path().join("ids");
         let file = memo_file(&dir, &name);
@@ -742,26 +953,218 @@ mod tests {
         std::fs::write(&file, encode(&memo)).unwrap();
         std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
             .unwrap();
-        let hit = recall(&dir, &name, &options, &options_bytes).unwrap();
+        let hit = recall(&dir, &name, &options).unwrap();
         assert_eq!(hit.key.0, [4; 32]);
         assert_eq!(hit.compiler.version, "NVRTC 13.0");
         // Another request's name: refused.
-        assert!(recall(&dir, &[5; 32], &options, &options_bytes).is_none());
+        assert!(recall(&dir, &[5; 32], &options).is_none());
         // The link retargeted (its resolution changed): refused.
         std::fs::remove_file(&link).unwrap();
         std::os::unix::fs::symlink(&b, &link).unwrap();
-        assert!(recall(&dir, &name, &options, &options_bytes).is_none());
+        assert!(recall(&dir, &name, &options).is_none());
         std::fs::remove_file(&link).unwrap();
         std::os::unix::fs::symlink(&a, &link).unwrap();
-        assert!(recall(&dir, &name, &options, &options_bytes).is_some());
+        assert!(recall(&dir, &name, &options).is_some());
         // The missing header made: refused; removed again: served.
         std::fs::write(d.path().join("missing.h"), b"").unwrap();
-        assert!(recall(&dir, &name, &options, &options_bytes).is_none());
+        assert!(recall(&dir, &name, &options).is_none());
         std::fs::remove_file(d.path().join("missing.h")).unwrap();
-        assert!(recall(&dir, &name, &options, &options_bytes).is_some());
+        assert!(recall(&dir, &name, &options).is_some());
+        // Effective options other than the request's: held and given back.
+        let mut effective = options.clone();
+        effective.defines.push(("FROM_THE_COMPILER".into(), None));
+        let other = Memo {
+            options: effective_options_bytes(&effective).unwrap(),
+            ..memo
+        };
+        std::fs::write(&file, encode(&other)).unwrap();
+        assert_eq!(recall(&dir, &name, &options).unwrap().options, effective);
         // The last file rewritten in place (its size): refused.
         std::fs::write(&b, b"22").unwrap();
-        assert!(recall(&dir, &name, &options, &options_bytes).is_none());
+        assert!(recall(&dir, &name, &options).is_none());
+    }
+
+    #[test]
+    fn options_name_bytes_tell_every_option_apart() {
+        use crate::compiler::options::{CxxStd, OptLevel};
+        use crate::target::sm::SmTarget;
+        use crate::target_id::TargetId;
+        let mut cases: Vec<(&str, CompileOptions)> = vec![("default", CompileOptions::default())];
+        let mut with = |name: &'static str, f: &dyn Fn(&mut CompileOptions)| {
+            let mut o = CompileOptions::default();
+            f(&mut o);
+            cases.push((name, o));
+        };
+        let gfx = |s: &str| TargetId::parse(s).unwrap();
+        with("gfx90a", &|o| o.targets = vec![gfx("gfx90a")]);
+        with("gfx90a:xnack+", &|o| o.targets = vec![gfx("gfx90a:xnack+")]);
+        with("gfx90a:xnack-", &|o| o.targets = vec![gfx("gfx90a:xnack-")]);
+        with("gfx90a:sramecc+", &|o| {
+            o.targets = vec![gfx("gfx90a:sramecc+")]
+        });
+        with("two targets", &|o| {
+            o.targets = vec![gfx("gfx90a"), gfx("gfx942")]
+        });
+        with("sm_90", &|o| o.sm_targets = vec![SmTarget::new(90)]);
+        with("sm_90a", &|o| {
+            o.sm_targets = vec![SmTarget::parse("sm_90a").unwrap()]
+        });
+        with("c++20", &|o| o.std = CxxStd::Cxx20);
+        with("O0", &|o| o.opt_level = OptLevel::O0);
+        with("Oz", &|o| o.opt_level = OptLevel::Oz);
+        with("fast_math", &|o| o.fast_math = true);
+        with("define", &|o| o.defines = vec![("A".into(), None)]);
+        with("define =", &|o| {
+            o.defines = vec![("A".into(), Some(String::new()))]
+        });
+        with("define split", &|o| o.defines = vec![("A1".into(), None)]);
+        with("header", &|o| {
+            o.headers = vec![("a.h".into(), String::new())]
+        });
+        with("include", &|o| o.include_dirs = vec!["/i".into()]);
+        with("tracked include", &|o| {
+            o.tracked_include_dirs = vec!["/i".into()]
+        });
+        with("line_info", &|o| o.line_info = true);
+        with("verbose", &|o| o.verbose = true);
+        with("flag", &|o| o.extra_flags = vec!["-g".into()]);
+        with("two flags", &|o| {
+            o.extra_flags = vec!["-".into(), "g".into()]
+        });
+        with("code object 0", &|o| o.code_object_version = Some(0));
+        with("source name", &|o| o.source_name = Some(String::new()));
+        with("llvm ir", &|o| o.dump_llvm_ir = true);
+        with("isa", &|o| o.dump_isa = true);
+        with("no spills", &|o| o.checks.no_spills = true);
+        with("no scratch", &|o| o.checks.no_scratch = true);
+        for (i, (a, x)) in cases.iter().enumerate() {
+            // Options the name tells apart are options that differ, and the other way round.
+            for (b, y) in &cases[i + 1..] {
+                assert_ne!(x, y, "{a} and {b} are the same options");
+                assert_ne!(
+                    options_name_bytes(x),
+                    options_name_bytes(y),
+                    "{a} and {b} give the same bytes"
+                );
+            }
+            assert_eq!(options_name_bytes(x), options_name_bytes(&x.clone()));
+        }
+    }
+
+    #[test]
+    fn config_bytes_tell_every_setting_apart_and_leave_the_worker_pool_out() {
+        use crate::cache::disk::Root;
+        use crate::compiler::rtc::worker::WorkerConfig;
+        use crate::compiler::{CompilerChoice, CompilerConfig};
+        let root = |path: &str| Root {
+            path: PathBuf::from(path),
+            writable: true,
+            shared: false,
+            group: None,
+            closed: true,
+        };
+        struct Case {
+            config: CompilerConfig,
+            choice: CompilerChoice,
+            from: &'static str,
+            extra: Vec<u8>,
+            versions: Option<Vec<u32>>,
+            roots: Vec<Root>,
+        }
+        let base = || Case {
+            config: CompilerConfig::default(),
+            choice: CompilerChoice::Auto,
+            from: "default",
+            extra: Vec::new(),
+            versions: None,
+            roots: vec![root("/c")],
+        };
+        let bytes = |c: &Case| {
+            config_bytes(
+                &c.config,
+                c.choice,
+                c.from,
+                &c.extra,
+                c.versions.as_deref(),
+                &c.roots,
+            )
+        };
+        let mut cases: Vec<(&str, Case)> = vec![("base", base())];
+        let mut with = |name: &'static str, f: &dyn Fn(&mut Case)| {
+            let mut c = base();
+            f(&mut c);
+            cases.push((name, c));
+        };
+        with("hipcc", &|c| c.config.hipcc = Some("/a".into()));
+        with("hipcc and nvcc", &|c| {
+            c.config.hipcc = Some("/a".into());
+            c.config.nvcc = Some("/b".into());
+        });
+        with("the same bytes split otherwise", &|c| {
+            c.config.hipcc = Some("/a/".into());
+            c.config.nvcc = Some("b".into());
+        });
+        with("nvcc", &|c| c.config.nvcc = Some("/a".into()));
+        with("timeout", &|c| {
+            c.config.timeout = Duration::from_millis(300_001)
+        });
+        with("max_concurrent", &|c| c.config.max_concurrent = 3);
+        with("empty env", &|c| c.config.env = Some(Vec::new()));
+        with("env", &|c| {
+            c.config.env = Some(vec![("PATH".into(), "/bin".into())])
+        });
+        with("env split otherwise", &|c| {
+            c.config.env = Some(vec![("PATH/".into(), "bin".into())])
+        });
+        with("identity_dir", &|c| {
+            c.config.identity_dir = Some("/a".into())
+        });
+        with("worker", &|c| {
+            c.config.rtc_worker = Some(WorkerConfig::default())
+        });
+        with("worker program", &|c| {
+            c.config.rtc_worker = Some(WorkerConfig {
+                program: Some("/w".into()),
+                ..WorkerConfig::default()
+            })
+        });
+        with("worker timeout", &|c| {
+            c.config.rtc_worker = Some(WorkerConfig {
+                timeout: Duration::from_secs(1),
+                ..WorkerConfig::default()
+            })
+        });
+        with("worker memory 0", &|c| {
+            c.config.rtc_worker = Some(WorkerConfig {
+                memory_limit: Some(0),
+                ..WorkerConfig::default()
+            })
+        });
+        with("choice", &|c| c.choice = CompilerChoice::Nvrtc);
+        with("from", &|c| c.from = "HIPJIT_COMPILER");
+        with("extra", &|c| c.extra = b"x".to_vec());
+        with("no versions", &|c| c.versions = Some(Vec::new()));
+        with("versions", &|c| c.versions = Some(vec![5]));
+        with("another root", &|c| c.roots = vec![root("/d")]);
+        with("two roots", &|c| c.roots = vec![root("/c"), root("/d")]);
+        with("read-only", &|c| c.roots[0].writable = false);
+        with("shared", &|c| c.roots[0].shared = true);
+        with("group 0", &|c| c.roots[0].group = Some(0));
+        with("not closed", &|c| c.roots[0].closed = false);
+        let all: Vec<(&str, Vec<u8>)> = cases.iter().map(|(n, c)| (*n, bytes(c))).collect();
+        for (i, (a, x)) in all.iter().enumerate() {
+            for (b, y) in &all[i + 1..] {
+                assert_ne!(x, y, "{a} and {b} give the same bytes");
+            }
+        }
+        // The same settings give the same bytes, whatever their worker pools hold.
+        let (mut one, mut two) = (base(), base());
+        one.config.rtc_worker = Some(WorkerConfig::default());
+        two.config.rtc_worker = Some(WorkerConfig::default());
+        assert_eq!(bytes(&one), bytes(&two));
+        one.config.env = Some(vec![("A".into(), "b".into())]);
+        two.config.env = one.config.env.clone();
+        assert_eq!(bytes(&one), bytes(&two));
     }
 
     #[test]

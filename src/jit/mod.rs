@@ -999,31 +999,27 @@ impl Jit {
         let memo = match (&self.hit_memo, &self.disk) {
             (Some(dir), Some(disk)) if !bypass_disk => {
                 let config = self.hit_memo_config.get_or_init(|| {
-                    format!(
-                        "{:?}\0{:?}\0{}\0{:?}\0{:?}\0{:?}\0{}",
+                    hit_memo::config_bytes(
                         self.compilers.config(),
                         self.compilers.choice(),
                         self.compilers.choice_from(),
-                        self.extra,
-                        self.runtime_versions,
+                        &self.extra,
+                        self.runtime_versions.as_deref(),
                         disk.roots(),
-                        disk.is_writable()
                     )
-                    .into_bytes()
                 });
-                hit_memo::process_context(runtime)
-                    .zip(hit_memo::options_bytes(options))
-                    .map(|(context, options_bytes)| {
-                        let name = hit_memo::request_name(config, source, &options_bytes, &context);
-                        (dir, name, context, options_bytes)
-                    })
+                hit_memo::process_context(runtime).map(|context| {
+                    let options_bytes = hit_memo::options_name_bytes(options);
+                    let name = hit_memo::request_name(config, source, &options_bytes, &context);
+                    (dir, name, context, options)
+                })
             }
             _ => None,
         };
         name_phase.end();
-        if let (Some((dir, name, _, options_bytes)), Some(disk)) = (&memo, &self.disk) {
+        if let (Some((dir, name, _, _)), Some(disk)) = (&memo, &self.disk) {
             let recall_phase = crate::phases::start("frozen bundle and hit memo: recall");
-            let recalled = hit_memo::recall(dir, name, options, options_bytes);
+            let recalled = hit_memo::recall(dir, name, options);
             recall_phase.end();
             if let Some(hit) = recalled {
                 let read_phase =

@@ -24,9 +24,9 @@ use crate::fs::observe::Recording;
 /// A hit: the result and where it came from.
 pub(crate) type Hit = (Arc<CompiledInner>, Origin);
 
-/// The hit memo's name for a request, with its context and options in bytes
-/// (`hit_memo`).
-pub(crate) type Memo<'a> = (&'a PathBuf, [u8; 32], [u8; 32], Vec<u8>);
+/// The hit memo's directory and name for a request, with its context and the options it
+/// was made with (`hit_memo`).
+pub(crate) type Memo<'a> = (&'a PathBuf, [u8; 32], [u8; 32], &'a CompileOptions);
 
 /// One request as the tiers see it.
 pub(crate) struct Request<'a> {
@@ -71,7 +71,7 @@ impl Tier<Request<'_>> for DiskTier<'_> {
                 let observed = recording.map(Recording::finish);
                 if let Some(meta) = stale {
                     refresh_manifest(disk, &r.direct, meta, &now);
-                } else if let (Some((dir, name, context, _)), Some(observed), true) =
+                } else if let (Some((dir, name, context, requested)), Some(observed), true) =
                     (r.memo, observed, seen.bad.is_empty())
                 {
                     hit_memo::remember(
@@ -83,6 +83,7 @@ impl Tier<Request<'_>> for DiskTier<'_> {
                         &key,
                         &r.chosen.used(),
                         r.o,
+                        requested,
                     );
                 }
                 return Some((

@@ -6,7 +6,7 @@
 //! (CUDA C++ Programming Guide, "Binary Compatibility"). Arch-specific variants (`sm_90a`) run
 //! only on exactly that SM.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::str::FromStr;
 
 /// An SM architecture: `sm_<major><minor>` with an optional `a` (arch-specific) or `f`
@@ -73,11 +73,23 @@ impl SmTarget {
     }
 }
 
+/// Written piece by piece (the digits by hand, no format string): a fresh process's disk hit
+/// names its target once, and the formatting machinery is code it need not run.
 impl fmt::Display for SmTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sm_{}", self.sm)?;
+        f.write_str("sm_")?;
+        let (mut digits, mut at, mut n) = ([0u8; 10], 10, self.sm);
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        f.write_str(std::str::from_utf8(&digits[at..]).unwrap_or_default())?;
         if let Some(c) = self.suffix {
-            write!(f, "{c}")?;
+            f.write_char(c)?;
         }
         Ok(())
     }
@@ -119,6 +131,15 @@ mod tests {
         );
         assert_eq!(SmTarget::parse("sm_100f").map(|t| t.major()), Ok(10));
         assert_eq!(SmTarget::parse("sm_90a").unwrap().to_string(), "sm_90a");
+    }
+
+    #[test]
+    fn names_display_every_digit_and_the_suffix() {
+        let t = |sm, suffix| SmTarget { sm, suffix }.to_string();
+        assert_eq!(t(0, None), "sm_0");
+        assert_eq!(t(90, None), "sm_90");
+        assert_eq!(t(100, Some('f')), "sm_100f");
+        assert_eq!(t(u32::MAX, Some('a')), "sm_4294967295a");
     }
 
     #[test]
