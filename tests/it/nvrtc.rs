@@ -535,3 +535,46 @@ fn the_toolkit_headers_beside_nvrtc_are_not_walked_but_an_other_i_option_is() {
     let paths: Vec<&Path> = out.dependencies.iter().map(|d| d.path.as_path()).collect();
     assert_eq!(paths, [other.path().join("shape.h").as_path()]);
 }
+
+/// The temporary directory inside an include directory (`TMPDIR` under the project `-I` names):
+/// NVRTC's scratch directory then lies in a watched tree, and removing it once the compile is
+/// done must not be taken for a watched directory removed during the compile (which refuses
+/// the result: its dependencies would be unknown). Three misses, each with its own cache, each
+/// compiling the header's value.
+#[test]
+fn nvrtc_compiles_with_the_temporary_directory_inside_an_include_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let project = d.path().join("project");
+    std::fs::create_dir_all(project.join("tmp")).unwrap();
+    std::fs::write(
+        project.join("kernel.hip"),
+        "#include \"value.h\"\nextern \"C\" __global__ void k(int* p) { p[0] = VALUE; }\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("value.h"), "#define VALUE 7\n").unwrap();
+    for run in 0..3 {
+        let out = d.path().join(format!("out-{run}.cubin"));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_hipjit"))
+            .args(["compile", "--compiler", "nvrtc", "--arch", "sm_90", "-I"])
+            .arg(&project)
+            .arg("-o")
+            .arg(&out)
+            .arg(project.join("kernel.hip"))
+            .env("TMPDIR", project.join("tmp"))
+            .env("HIPJIT_CACHE_DIR", d.path().join(format!("cache-{run}")))
+            .env("XDG_CACHE_HOME", d.path().join("xdg"))
+            .env("HIPJIT_NVCC", common::toolchain::pypi_nvcc())
+            .env_remove("HIPJIT_COMPILER")
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "run {run}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(stdout.contains("miss"), "run {run}: {stdout}");
+        assert!(Cubin::from_bytes(&std::fs::read(&out).unwrap()).is_ok());
+    }
+}

@@ -750,9 +750,13 @@ impl NvRtc {
                 },
                 other => other,
             })?;
+        // The watches ended first: the scratch directory lies inside a watched tree when the
+        // temporary directory does (an include directory above it), and its removal seen
+        // while they watch would be a watched directory removed during the compile.
+        let dependencies = opened_dependencies(&trees, watches);
         // Removed off the compile's path (`compiler::later`).
         crate::compiler::later::remove_later(scratch);
-        let dependencies = opened_dependencies(&trees, watches)?;
+        let dependencies = dependencies?;
         if out.code.is_empty() {
             return Err(RtcError::EmptyOutput {
                 compiler: COMPILER,
