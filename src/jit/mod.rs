@@ -156,7 +156,8 @@ pub struct JitOptions {
     pub remote_cache: RemoteLocation,
     /// Where to record the compile requests served (one JSON line per distinct request, for
     /// `hipjit cache warm`: `record`); by default the file `HIPJIT_RECORD` names, if any.
-    /// A record that cannot be written never fails a compile.
+    /// A record that cannot be written never fails a compile. Needs feature `record`: without
+    /// it nothing is written and the first compile warns, naming the feature.
     pub record: RecordLocation,
     /// Neither read nor write hit memos (`hit_memo`): every disk hit takes the long way
     /// (the compiler search and identity, the key, the header manifest). For measuring that

@@ -4,6 +4,12 @@
 //! machine (or a fresh image) so that the caches hold every kernel before the first real
 //! request.
 //!
+//! Writing and reading records needs feature `record` (serde_json; `cli` includes it): without
+//! it a `Jit` with a record location writes nothing and warns, at its first compile, naming the
+//! feature ([`crate::jit::Compiled::cache_warnings`] and the log, as for a file that cannot be
+//! written), and [`read_records`] is an error naming it. A crate whose tests record the
+//! requests it freezes enables it in `[dev-dependencies]`, beside `testing`.
+//!
 //! # The record format (schema version 2)
 //! One JSON object per line ([`RecordedRequest`]), written after the request succeeded, once
 //! per distinct request (by direct key) per process, whichever `Jit` of the process served it:
@@ -454,6 +460,12 @@ pub fn read_records(path: &Path) -> std::io::Result<Records> {
 ///
 /// Errors: reading fails.
 pub fn read_records_from(mut reader: impl BufRead) -> std::io::Result<Records> {
+    if !cfg!(feature = "record") {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            format!("reading compile records {WITHOUT_RECORD}"),
+        ));
+    }
     let mut out = Records::default();
     let mut line = Vec::new();
     let mut number = 0;
@@ -495,27 +507,7 @@ pub fn read_records_from(mut reader: impl BufRead) -> std::io::Result<Records> {
         if text.is_empty() {
             continue;
         }
-        let parsed = serde_json::from_str::<serde_json::Value>(text)
-            .map_err(|e| not_a_record(&format!("it is not JSON ({e})")))
-            .and_then(|v| {
-                if !v.is_object() {
-                    return Err(not_a_record("it is JSON but not an object"));
-                }
-                // The version first, so that a future format is named as such.
-                match v.get("schema_version").map(|s| s.as_u64()) {
-                    None => return Err(not_a_record("it has no schema_version")),
-                    Some(v) => check_version(v)?,
-                }
-                serde_path_to_error::deserialize::<_, RecordedRequest>(v).map_err(|e| {
-                    // The field at fault, which serde's own message does not name (`.`: the
-                    // record itself, as for a missing field).
-                    match e.path().to_string() {
-                        p if p == "." => unreplayable(&e.inner().to_string()),
-                        p => unreplayable(&format!("{p}: {}", e.inner())),
-                    }
-                })
-            })
-            .and_then(|r| r.to_request().map_err(|e| unreplayable(&e)));
+        let parsed = parse_line(text).and_then(|r| r.to_request().map_err(|e| unreplayable(&e)));
         match parsed {
             Ok(r) => out.requests.push((number, r)),
             Err(reason) => out.bad.push(BadLine {
@@ -525,6 +517,52 @@ pub fn read_records_from(mut reader: impl BufRead) -> std::io::Result<Records> {
         }
     }
     Ok(out)
+}
+
+/// What reading and writing records says without feature `record`.
+const WITHOUT_RECORD: &str = "needs hipjit's feature `record` (serde_json), which this build \
+    lacks: enable it where the records are made or read (a crate's tests: `[dev-dependencies] \
+    hipjit = { features = [\"record\"] }`)";
+
+/// The [`RecordedRequest`] of a non-blank line, or why it is not one.
+#[cfg(feature = "record")]
+fn parse_line(text: &str) -> Result<RecordedRequest, String> {
+    serde_json::from_str::<serde_json::Value>(text)
+        .map_err(|e| not_a_record(&format!("it is not JSON ({e})")))
+        .and_then(|v| {
+            if !v.is_object() {
+                return Err(not_a_record("it is JSON but not an object"));
+            }
+            // The version first, so that a future format is named as such.
+            match v.get("schema_version").map(|s| s.as_u64()) {
+                None => return Err(not_a_record("it has no schema_version")),
+                Some(v) => check_version(v)?,
+            }
+            serde_path_to_error::deserialize::<_, RecordedRequest>(v).map_err(|e| {
+                // The field at fault, which serde's own message does not name (`.`: the
+                // record itself, as for a missing field).
+                match e.path().to_string() {
+                    p if p == "." => unreplayable(&e.inner().to_string()),
+                    p => unreplayable(&format!("{p}: {}", e.inner())),
+                }
+            })
+        })
+}
+
+#[cfg(not(feature = "record"))]
+fn parse_line(_: &str) -> Result<RecordedRequest, String> {
+    Err(format!("reading compile records {WITHOUT_RECORD}"))
+}
+
+/// One line of JSON for `record`, without its newline.
+#[cfg(feature = "record")]
+fn to_json(record: &RecordedRequest) -> Result<Vec<u8>, String> {
+    serde_json::to_vec(record).map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "record"))]
+fn to_json(_: &RecordedRequest) -> Result<Vec<u8>, String> {
+    Err(format!("writing compile records {WITHOUT_RECORD}"))
 }
 
 /// Appends records to one file for a [`crate::jit::Jit`] (see the module documentation).
@@ -596,7 +634,7 @@ impl Recorder {
     /// Opens the file for this one line (so that a file moved away or removed, as log
     /// rotation does, is followed by a new one), appends the line under the lock, closes it.
     fn write(path: &Path, record: &RecordedRequest) -> Result<(), String> {
-        let mut line = serde_json::to_vec(record).map_err(|e| e.to_string())?;
+        let mut line = to_json(record)?;
         line.push(b'\n');
         // O_NONBLOCK: a FIFO without a reader is refused (ENXIO), never waited on.
         let mut f = std::fs::OpenOptions::new()
@@ -622,7 +660,39 @@ impl Recorder {
     }
 }
 
-#[cfg(test)]
+/// Without feature `record`: nothing written, nothing read, the feature named.
+#[cfg(all(test, not(feature = "record")))]
+mod without_the_feature {
+    use super::*;
+
+    #[test]
+    fn records_are_neither_written_nor_read_and_the_feature_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("record.jsonl");
+        let rec = Recorder::new(path.clone());
+        let request = RecordedRequest::new(
+            b"x",
+            &CompileOptions::for_target(TargetId::parse("gfx90a").unwrap()),
+            CompilerChoice::Auto,
+            None,
+            b"",
+            &CacheKey([1; 32]),
+        );
+        let warning = rec.append(CacheKey([1; 32]), &request).unwrap();
+        assert!(warning.contains("feature `record`"), "{warning}");
+        assert!(warning.contains(RECORD_ENV), "{warning}");
+        assert!(!path.exists());
+        // Warned once.
+        assert_eq!(rec.append(CacheKey([2; 32]), &request), None);
+
+        std::fs::write(&path, "{}\n").unwrap();
+        let e = read_records(&path).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::Unsupported);
+        assert!(e.to_string().contains("feature `record`"), "{e}");
+    }
+}
+
+#[cfg(all(test, feature = "record"))]
 mod tests {
     use super::*;
 
