@@ -113,16 +113,11 @@ pub(crate) fn options_name_bytes(options: &CompileOptions) -> Vec<u8> {
         },
     } = options;
     let mut b = Vec::with_capacity(128);
-    let bytes = |b: &mut Vec<u8>, v: &[u8]| {
-        b.extend_from_slice(&(v.len() as u64).to_le_bytes());
-        b.extend_from_slice(v);
-    };
-    let count = |b: &mut Vec<u8>, n: usize| b.extend_from_slice(&(n as u64).to_le_bytes());
     let text = |b: &mut Vec<u8>, v: &Option<String>| match v {
         None => b.push(0),
         Some(v) => {
             b.push(1);
-            bytes(b, v.as_bytes());
+            put_bytes(b, v.as_bytes());
         }
     };
     let feature = |f: FeatureSetting| match f {
@@ -131,12 +126,12 @@ pub(crate) fn options_name_bytes(options: &CompileOptions) -> Vec<u8> {
         FeatureSetting::Off => 2,
         FeatureSetting::On => 3,
     };
-    count(&mut b, targets.len());
+    put_count(&mut b, targets.len());
     for t in targets {
-        bytes(&mut b, t.processor().as_bytes());
+        put_bytes(&mut b, t.processor().as_bytes());
         b.extend_from_slice(&[feature(t.xnack()), feature(t.sramecc())]);
     }
-    count(&mut b, sm_targets.len());
+    put_count(&mut b, sm_targets.len());
     for t in sm_targets {
         b.extend_from_slice(&t.sm.to_le_bytes());
         // A `char` is at most 0x10FFFF: u32::MAX stands for none.
@@ -157,25 +152,25 @@ pub(crate) fn options_name_bytes(options: &CompileOptions) -> Vec<u8> {
         OptLevel::Os => 4,
         OptLevel::Oz => 5,
     });
-    count(&mut b, defines.len());
+    put_count(&mut b, defines.len());
     for (name, value) in defines {
-        bytes(&mut b, name.as_bytes());
+        put_bytes(&mut b, name.as_bytes());
         text(&mut b, value);
     }
-    count(&mut b, headers.len());
+    put_count(&mut b, headers.len());
     for (name, content) in headers {
-        bytes(&mut b, name.as_bytes());
-        bytes(&mut b, content.as_bytes());
+        put_bytes(&mut b, name.as_bytes());
+        put_bytes(&mut b, content.as_bytes());
     }
     for dirs in [include_dirs, tracked_include_dirs] {
-        count(&mut b, dirs.len());
+        put_count(&mut b, dirs.len());
         for d in dirs {
-            bytes(&mut b, d.as_os_str().as_bytes());
+            put_bytes(&mut b, d.as_os_str().as_bytes());
         }
     }
-    count(&mut b, extra_flags.len());
+    put_count(&mut b, extra_flags.len());
     for f in extra_flags {
-        bytes(&mut b, f.as_bytes());
+        put_bytes(&mut b, f.as_bytes());
     }
     b.push(u8::from(code_object_version.is_some()));
     b.extend_from_slice(&code_object_version.unwrap_or(0).to_le_bytes());
@@ -190,6 +185,19 @@ pub(crate) fn options_name_bytes(options: &CompileOptions) -> Vec<u8> {
         u8::from(*no_scratch),
     ]);
     b
+}
+
+/// `v` after its length ([`put_count`]): a byte string of [`options_name_bytes`] and
+/// [`config_bytes`].
+fn put_bytes(b: &mut Vec<u8>, v: &[u8]) {
+    put_count(b, v.len());
+    b.extend_from_slice(v);
+}
+
+/// A count or length as [`options_name_bytes`] and [`config_bytes`] write it: `u64`,
+/// little-endian.
+fn put_count(b: &mut Vec<u8>, n: usize) {
+    b.extend_from_slice(&(n as u64).to_le_bytes());
 }
 
 /// The name of one request: the sha256 of its inputs and of the process's (see the module
@@ -244,15 +252,11 @@ pub(crate) fn config_bytes(
         rtc_worker,
     } = config;
     let mut b = Vec::with_capacity(256);
-    let bytes = |b: &mut Vec<u8>, v: &[u8]| {
-        b.extend_from_slice(&(v.len() as u64).to_le_bytes());
-        b.extend_from_slice(v);
-    };
     let tag = |b: &mut Vec<u8>, some: bool| b.push(u8::from(some));
     let path = |b: &mut Vec<u8>, p: &Option<PathBuf>| {
         tag(b, p.is_some());
         if let Some(p) = p {
-            bytes(b, p.as_os_str().as_bytes());
+            put_bytes(b, p.as_os_str().as_bytes());
         }
     };
     let duration = |b: &mut Vec<u8>, d: &Duration| {
@@ -262,13 +266,13 @@ pub(crate) fn config_bytes(
     path(&mut b, hipcc);
     path(&mut b, nvcc);
     duration(&mut b, timeout);
-    b.extend_from_slice(&(*max_concurrent as u64).to_le_bytes());
+    put_count(&mut b, *max_concurrent);
     tag(&mut b, env.is_some());
     if let Some(env) = env {
-        b.extend_from_slice(&(env.len() as u64).to_le_bytes());
+        put_count(&mut b, env.len());
         for (k, v) in env {
-            bytes(&mut b, k.as_bytes());
-            bytes(&mut b, v.as_bytes());
+            put_bytes(&mut b, k.as_bytes());
+            put_bytes(&mut b, v.as_bytes());
         }
     }
     path(&mut b, identity_dir);
@@ -286,17 +290,17 @@ pub(crate) fn config_bytes(
         tag(&mut b, memory_limit.is_some());
         b.extend_from_slice(&memory_limit.unwrap_or(0).to_le_bytes());
     }
-    bytes(&mut b, choice.as_str().as_bytes());
-    bytes(&mut b, choice_from.as_bytes());
-    bytes(&mut b, extra);
+    put_bytes(&mut b, choice.as_str().as_bytes());
+    put_bytes(&mut b, choice_from.as_bytes());
+    put_bytes(&mut b, extra);
     tag(&mut b, runtime_versions.is_some());
     if let Some(v) = runtime_versions {
-        b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        put_count(&mut b, v.len());
         for v in v {
             b.extend_from_slice(&v.to_le_bytes());
         }
     }
-    b.extend_from_slice(&(roots.len() as u64).to_le_bytes());
+    put_count(&mut b, roots.len());
     for root in roots {
         let crate::cache::disk::Root {
             path,
@@ -305,7 +309,7 @@ pub(crate) fn config_bytes(
             group,
             closed,
         } = root;
-        bytes(&mut b, path.as_os_str().as_bytes());
+        put_bytes(&mut b, path.as_os_str().as_bytes());
         b.extend_from_slice(&[u8::from(*writable), u8::from(*shared), u8::from(*closed)]);
         tag(&mut b, group.is_some());
         b.extend_from_slice(&group.unwrap_or(0).to_le_bytes());
