@@ -408,8 +408,10 @@ fn phase_medians(runs: &[Vec<(&'static str, Duration)>]) -> Vec<(&'static str, f
 /// new `Jit` with a new empty cache root (a miss: key, compile, header manifest, entry
 /// published before it returns, or in the background), 9 runs of distinct sources after one
 /// warm-up of each, and the raw side again under an inotify watch of the toolkit's include
-/// trees (what hipjit's watch alone costs NVRTC), the four sides' order rotated; the medians,
-/// the ratios and the split of hipjit's time.
+/// trees (what hipjit's watch alone costs NVRTC), named inside a scratch directory as hipjit
+/// names it, and under a watch made while an earlier one is closed on another thread (as
+/// hipjit's compiles follow each other), the six sides' order rotated; the medians, the
+/// ratios, the command hipjit ran and the split of hipjit's time.
 fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
     let dir = std::env::temp_dir().join(format!("hipjit-cold-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -423,10 +425,13 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
     let raw = raw_rtc::RawRtc::open(nvrtc.library.path(), true);
     let driver = Driver::open(dev.ordinal())?;
     let seed = std::process::id();
-    let raw_load = |src: &str| -> R<f64> {
+    // `name`: the program's name, `None` for the name hipjit hands the library before it
+    // renames it into its scratch directory (a relative name).
+    let raw_named = |src: &str, name: Option<&str>| -> R<f64> {
         let p = nvrtc.program(src.as_bytes(), &options)?;
+        let name = name.unwrap_or(&p.name);
         let t = Instant::now();
-        let cubin = raw.compile(&p.source, &p.name, &p.headers, &p.options)?;
+        let cubin = raw.compile(&p.source, name, &p.headers, &p.options)?;
         let mut module = std::ptr::null_mut();
         let mut function = std::ptr::null_mut();
         // SAFETY: a cubin NVRTC just made, a live module, a NUL-terminated name.
@@ -445,6 +450,7 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
         unsafe { (driver.unload)(module) };
         Ok(ms)
     };
+    let raw_load = |src: &str| raw_named(src, None);
     // The raw side again while an inotify instance watches every directory of the toolkit's
     // include trees for opens, as hipjit watches them during an NVRTC compile (NVRTC names no
     // header it read: `hipjit::compiler::opened_files`); the watches are made before the clock
@@ -455,8 +461,8 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
         .iter()
         .filter_map(|o| o.strip_prefix("-I").map(PathBuf::from))
         .collect();
-    let raw_watched = |src: &str| -> R<(f64, usize)> {
-        // SAFETY: plain system calls on a descriptor this closure owns.
+    let watch = || -> R<(i32, usize)> {
+        // SAFETY: plain system calls on a descriptor the caller owns.
         let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
         if fd < 0 {
             return Err(format!("inotify_init1: {}", std::io::Error::last_os_error()).into());
@@ -482,12 +488,37 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
                 }
             }
         }
+        Ok((fd, watched))
+    };
+    let raw_watched = |src: &str| -> R<(f64, usize)> {
+        let (fd, watched) = watch()?;
         let ms = raw_load(src);
         // SAFETY: the descriptor made above, closed once.
         unsafe { libc::close(fd) };
         Ok((ms?, watched))
     };
-    let jit_load = |j: &Jit, src: &str| -> R<(f64, Vec<(&'static str, Duration)>)> {
+    // The raw side under a watch made while an earlier instance with the same watches is
+    // being closed on another thread, as hipjit's compile follows the one before it
+    // (`opened_files::close_later`): what that overlap costs NVRTC.
+    let raw_after_close = |src: &str| -> R<f64> {
+        let (earlier, _) = watch()?;
+        let closing = std::thread::spawn(move || {
+            // SAFETY: the descriptor made above, handed to this thread, closed once.
+            unsafe { libc::close(earlier) };
+        });
+        let (fd, _) = watch()?;
+        let ms = raw_load(src);
+        // SAFETY: the descriptor made above, closed once.
+        unsafe { libc::close(fd) };
+        let _ = closing.join();
+        ms
+    };
+    // The raw side with the program named inside an empty scratch directory under the
+    // temporary directory, as hipjit names it (`NvRtc::compile`).
+    let scratch = dir.join("scratch").join("source");
+    std::fs::create_dir_all(&scratch)?;
+    let scratch_name = scratch.join("four_k.cu").to_string_lossy().into_owned();
+    let jit_load = |j: &Jit, src: &str| -> R<(f64, Vec<(&'static str, Duration)>, Vec<String>)> {
         let t = Instant::now();
         let (loaded, phases) = hipjit::phases::measure(|| -> R<_> {
             let loaded = j.load(dev, src, &opts())?;
@@ -506,21 +537,95 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
             )
             .into());
         }
-        Ok((ms, phases))
+        let command = loaded.compiled.command().to_vec();
+        Ok((ms, phases, command))
+    };
+    // Bisecting hipjit's side: the chosen backend's compile alone (the toolkit watch and
+    // `NvRtc::compile`: scratch directory, include watches, the library's calls), the
+    // library's `NvRtc::compile` alone, and `Jit::load` on the one `Jit` made first (its
+    // compiler found once) instead of a new one each run; each with the module loaded, as
+    // the raw side, and the time of "compile: the library's calls" inside.
+    let load_module = |cubin: &[u8]| -> R<()> {
+        let mut module = std::ptr::null_mut();
+        // SAFETY: a cubin NVRTC just made; the module is unloaded at once.
+        unsafe {
+            let rc = (driver.load_data)(&mut module, cubin.as_ptr().cast());
+            if rc != 0 {
+                return Err(format!("cuModuleLoadData: CUresult {rc}").into());
+            }
+            (driver.unload)(module);
+        }
+        Ok(())
+    };
+    let library_calls = |phases: &Phases| {
+        phases
+            .iter()
+            .filter(|(n, _)| *n == "compile: the library's calls")
+            .map(|(_, d)| d.as_secs_f64() * 1e3)
+            .sum::<f64>()
+    };
+    let backend_side = |src: &str| -> R<(f64, f64)> {
+        let handed = nvrtc.options(&options)?;
+        let t = Instant::now();
+        let (out, phases) =
+            hipjit::phases::measure(|| nvrtc.compile(src.as_bytes(), &options, handed));
+        load_module(&out?.code_object)?;
+        Ok((t.elapsed().as_secs_f64() * 1e3, library_calls(&phases)))
+    };
+    let library = nvrtc.loaded()?;
+    let library_side = |src: &str| -> R<(f64, f64)> {
+        let p = nvrtc.program(src.as_bytes(), &options)?;
+        let input = hipjit::compiler::rtc::RtcInput {
+            source: &p.source,
+            name: "four_k.cu",
+            headers: &p.headers,
+            include_dirs: &[],
+            options: &p.options,
+        };
+        let t = Instant::now();
+        let (out, phases) = hipjit::phases::measure(|| library.compile(&input));
+        load_module(&out?.code)?;
+        Ok((t.elapsed().as_secs_f64() * 1e3, library_calls(&phases)))
     };
     raw_load(&four_k_source(&format!("warm raw {seed}")))?;
     jit_load(&probe, &four_k_source(&format!("warm jit {seed}")))?;
     let runs = 9;
-    // Three sides, each once a run, the order rotated: raw, `Jit::load` publishing before it
-    // returns, and publishing in the background (`JitOptions::publish_in_background`, waited
-    // for after the clock stops).
+    // Nine sides, each once a run, the order rotated: raw, `Jit::load` publishing before it
+    // returns, publishing in the background (`JitOptions::publish_in_background`, waited for
+    // after the clock stops), the raw side under a watch, named in a scratch directory, and
+    // after an earlier watch's close, and the three bisecting sides above.
     let mut raw_ms = vec![];
     let (mut watched_ms, mut watched_dirs) = (vec![], 0);
+    let (mut named_ms, mut after_close_ms) = (vec![], vec![]);
     let mut sides: [(Vec<f64>, Vec<Phases>); 2] = Default::default();
+    let mut command = vec![];
+    // Sides 6 to 8: (total ms, the library's calls ms) of the backend alone, the library
+    // alone, and the first `Jit` again.
+    let mut bisect: [Vec<(f64, f64)>; 3] = Default::default();
+    let mut jit_calls = vec![];
     for run in 0..runs {
-        for k in 0..4 {
-            match (run + k) % 4 {
+        for k in 0..9 {
+            match (run + k) % 9 {
+                6 => bisect[0].push(backend_side(&four_k_source(&format!(
+                    "backend {run} {seed}"
+                )))?),
+                7 => bisect[1].push(library_side(&four_k_source(&format!(
+                    "library {run} {seed}"
+                )))?),
+                8 => {
+                    let src = four_k_source(&format!("first jit {run} {seed}"));
+                    let (ms, phases, _) = jit_load(&probe, &src)?;
+                    probe.flush_cache_writes();
+                    bisect[2].push((ms, library_calls(&phases)));
+                }
                 0 => raw_ms.push(raw_load(&four_k_source(&format!("raw {run} {seed}")))?),
+                4 => named_ms.push(raw_named(
+                    &four_k_source(&format!("raw named {run} {seed}")),
+                    Some(&scratch_name),
+                )?),
+                5 => after_close_ms.push(raw_after_close(&four_k_source(&format!(
+                    "raw after close {run} {seed}"
+                )))?),
                 3 => {
                     let (ms, dirs) =
                         raw_watched(&four_k_source(&format!("raw watched {run} {seed}")))?;
@@ -538,8 +643,16 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
                         ..JitOptions::default()
                     })?;
                     let src = four_k_source(&format!("jit {run} {background} {seed}"));
-                    let (ms, phases) = jit_load(&j, &src)?;
+                    let (ms, phases, used) = jit_load(&j, &src)?;
+                    command = used;
                     j.flush_cache_writes();
+                    jit_calls.push(
+                        phases
+                            .iter()
+                            .filter(|(n, _)| *n == "compile: the library's calls")
+                            .map(|(_, d)| d.as_secs_f64() * 1e3)
+                            .sum::<f64>(),
+                    );
                     sides[side - 1].0.push(ms);
                     sides[side - 1].1.push(phases);
                 }
@@ -566,6 +679,30 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
          NVRTC compile has; made and closed outside the clock): {:.2} ms, {:.3}x raw",
         median(&mut watched_ms.clone()),
         median(&mut watched_ms) / r
+    );
+    println!(
+        "BENCH in-process cold compile + load, the raw side again: the program named inside \
+         an empty scratch directory ({scratch_name}) as hipjit names it {:.2} ms, {:.3}x raw; \
+         under a watch made while an earlier instance's is closed on another thread, as \
+         hipjit's compile follows the one before it, {:.2} ms, {:.3}x raw",
+        median(&mut named_ms.clone()),
+        median(&mut named_ms) / r,
+        median(&mut after_close_ms.clone()),
+        median(&mut after_close_ms) / r
+    );
+    println!("  Jit::load's command: {}", command.join(" "));
+    println!(
+        "BENCH in-process cold compile + load, bisected (median ms, and of it NVRTC's own \
+         calls): raw {r:.2}; Jit::load, new Jit each run {h:.2} ({:.2}); Jit::load on the first \
+         Jit {:.2} ({:.2}); the backend's compile alone {:.2} ({:.2}); the library's \
+         NvRtc::compile alone {:.2} ({:.2})",
+        median(&mut jit_calls),
+        median(&mut bisect[2].iter().map(|p| p.0).collect::<Vec<f64>>()),
+        median(&mut bisect[2].iter().map(|p| p.1).collect::<Vec<f64>>()),
+        median(&mut bisect[0].iter().map(|p| p.0).collect::<Vec<f64>>()),
+        median(&mut bisect[0].iter().map(|p| p.1).collect::<Vec<f64>>()),
+        median(&mut bisect[1].iter().map(|p| p.0).collect::<Vec<f64>>()),
+        median(&mut bisect[1].iter().map(|p| p.1).collect::<Vec<f64>>()),
     );
     let p = nvrtc.program(four_k_source("x").as_bytes(), &options)?;
     println!(

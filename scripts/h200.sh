@@ -168,6 +168,8 @@ run_all() {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     "$HIPJIT_NVCC" --version | tail -n 2
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+    echo "TMPDIR ${TMPDIR:-unset}; working directory $PWD; $(nproc) CPUs"
+    df -hT "${TMPDIR:-/tmp}" . | sed 's/^/  /'
 
     local compiler
     for compiler in nvrtc nvcc; do
@@ -180,6 +182,10 @@ run_all() {
     done
 
     step "NVRTC against nvcc (examples/nvidia_compilers.rs)" "$bin/nvidia_compilers"
+    # The in-process cold comparison again with the temporary directory (where hipjit names
+    # NVRTC's program) on the working directory's filesystem instead of TMPDIR's.
+    step "the in-process NVRTC cold compile, TMPDIR in the working directory (examples/nvidia_compilers.rs cold)" \
+        env TMPDIR="$(mkdir -p .tmp-nvrtc && cd .tmp-nvrtc && pwd)" "$bin/nvidia_compilers" cold
     step "CuPy RawModule, the same 4 KiB source: cold compile + load in fresh processes" cupy_cold
 
     for compiler in nvrtc nvcc; do
