@@ -518,7 +518,7 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
     let scratch = dir.join("scratch").join("source");
     std::fs::create_dir_all(&scratch)?;
     let scratch_name = scratch.join("four_k.cu").to_string_lossy().into_owned();
-    let jit_load = |j: &Jit, src: &str| -> R<(f64, Vec<(&'static str, Duration)>, Vec<String>)> {
+    let jit_load = |j: &Jit, src: &str| -> R<(f64, Phases, Vec<String>)> {
         let t = Instant::now();
         let (loaded, phases) = hipjit::phases::measure(|| -> R<_> {
             let loaded = j.load(dev, src, &opts())?;
