@@ -599,6 +599,62 @@ fn bench_graphs(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
         mo - mr,
         mo / mr
     );
+    // Where the capture's overhead goes: between the raw driver calls' begin and end, the
+    // launches made by `PreparedLaunch::launch` (the arguments built each launch, the checks
+    // made once) and by `Kernel::launch` (checks each launch), beside the raw side again and
+    // `Capture::launch`, the four alternating.
+    let prepared = saxpy.prepare(stream, cfg, &args![&a, &x, Written(&y), &n])?;
+    let captured_by = |how: &mut dyn FnMut() -> R<()>| -> R<f64> {
+        let mut g: *mut c_void = std::ptr::null_mut();
+        let t = Instant::now();
+        // SAFETY: live stream; global mode 0.
+        cu(unsafe { begin(s, 0) }, "cuStreamBeginCapture_v2")?;
+        for _ in 0..BATCH {
+            how()?;
+        }
+        // SAFETY: the capture begun above.
+        cu(unsafe { end(s, &mut g) }, "cuStreamEndCapture")?;
+        let ns = t.elapsed().as_secs_f64() * 1e9 / BATCH as f64;
+        // SAFETY: the graph just captured.
+        cu(unsafe { destroy(g) }, "cuGraphDestroy")?;
+        Ok(ns)
+    };
+    let mut split: [Vec<f64>; 4] = Default::default();
+    for _ in 0..REPS {
+        let t = Instant::now();
+        let g = raw_capture(&mut params)?;
+        split[0].push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+        // SAFETY: the graph just captured.
+        cu(unsafe { destroy(g) }, "cuGraphDestroy")?;
+        split[1].push(captured_by(&mut || {
+            // SAFETY: saxpy's arguments.
+            unsafe { prepared.launch(&mut args![&a, &x, Written(&y), &n])? };
+            Ok(())
+        })?);
+        split[2].push(captured_by(&mut || {
+            // SAFETY: saxpy's arguments.
+            unsafe { saxpy.launch(stream, cfg, &mut args![&a, &x, Written(&y), &n])? };
+            Ok(())
+        })?);
+        let t = Instant::now();
+        let mut cap = stream.begin_capture(CaptureMode::Global)?;
+        for _ in 0..BATCH {
+            // SAFETY: saxpy's arguments.
+            unsafe { cap.launch(saxpy, cfg, args![&a, &x, Written(&y), &n])? };
+        }
+        let graph = cap.end_capture()?;
+        split[3].push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+        drop(graph);
+    }
+    let [r, p, k, c] = split.map(|mut v| median(&mut v));
+    println!(
+        "BENCH graph capture per launch, split ({BATCH} launches, {REPS} captures each, \
+         alternating): raw {r:.0} ns; between raw begin and end, PreparedLaunch::launch {p:.0} ns \
+         ({:+.0}), Kernel::launch {k:.0} ns ({:+.0}); Capture::launch {c:.0} ns ({:+.0})",
+        p - r,
+        k - r,
+        c - r
+    );
 
     // Instantiate, node update and replay on graphs of the same BATCH launches.
     let raw_graph = raw_capture(&mut params)?;
