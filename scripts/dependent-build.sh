@@ -6,7 +6,7 @@
 # then the first cache hit on a fresh machine in that debug build.
 #
 # Usage: scripts/dependent-build.sh [--no-default-features] [--features LIST] [--jobs N]
-#                                   [--keep DIR] [--first-hit] [--hipjit DIR]
+#                                   [--keep DIR] [--first-hit] [--split] [--hipjit DIR]
 #   --no-default-features  hipjit with default-features = false (no build-time bindgen: the
 #                          pregenerated bindings)
 #   --features LIST        hipjit's features to add (comma-separated)
@@ -21,6 +21,10 @@
 #                          memos; each prints the seconds of Jit::new plus one compile of a
 #                          saxpy kernel for gfx90a by the default compiler (needs one: hipcc
 #                          or hipRTC)
+#   --split                then clean hipjit and the dependent alone (`cargo clean -p`) and
+#                          build them again, timed the same way: hipjit's own user time, and
+#                          by difference that of everything else the build compiles (its
+#                          dependencies and build dependencies)
 #   --hipjit DIR           the hipjit checkout to depend on (default: this one), e.g. a
 #                          worktree of an earlier commit, for a before-and-after
 # The dependent's Cargo.lock starts as a copy of the workspace's, so the same versions are
@@ -37,6 +41,7 @@ features=""
 jobs=2
 keep=""
 first_hit=0
+split=0
 while (($#)); do
     case "$1" in
     --no-default-features) default_features=false ;;
@@ -44,6 +49,7 @@ while (($#)); do
     --jobs) jobs="${2:?--jobs needs a number}"; shift ;;
     --keep) keep="${2:?--keep needs a directory}"; shift ;;
     --first-hit) first_hit=1 ;;
+    --split) split=1 ;;
     --hipjit) repo="$(cd -- "${2:?--hipjit needs a directory}" && pwd -P)"; shift ;;
     *) echo "dependent-build.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -140,6 +146,14 @@ print("longest units (seconds of their own, wall-clock on a busy machine):")
 for u in units[:20]:
     print(f'  {u["duration"]:6.1f}  {u["name"]} {u["version"]} {u["target"].strip()}')
 PY
+
+if ((split)); then
+    cargo clean -q -p hipjit -p hipjit-dependent
+    /usr/bin/time -v -o time-own.txt cargo build -q --lib 2>>build.log
+    own=$(sed -n 's/^\tUser time (seconds): //p' time-own.txt)
+    printf 'hipjit and the dependent alone, built again: user %s s; everything else: user %s s\n' \
+        "$own" "$(python3 -c "print(f'{$user - $own:.2f}')")"
+fi
 
 if ((first_hit)); then
     cargo build -q --bin first-hit
