@@ -325,6 +325,32 @@ fn a_header_beside_the_source_name_is_not_read() {
 }
 
 #[test]
+fn the_program_name_nvrtc_sees_is_the_same_in_every_compile() {
+    // `__FILE__` is the name NVRTC was given for the program: a kernel that stores it (as an
+    // `assert` does) compiles to the same cubin every time, and to one that names the source
+    // as `hipjit::compiler::rtc::nvrtc::PROGRAM_DIRECTORY`'s file, not a directory of the
+    // compile's own (a new scratch directory each time made each cubin differ, and NVRTC 13.0
+    // took twice as long under a name it had not compiled before).
+    const NAMED: &str = r#"
+__device__ const char where[] = __FILE__;
+extern "C" __global__ void k(char* out) { out[threadIdx.x] = where[threadIdx.x]; }
+"#;
+    let rtc = nvrtc();
+    let options = sm90();
+    let first = rtc.compile(&input(NAMED.as_bytes(), &options)).unwrap();
+    let second = rtc.compile(&input(NAMED.as_bytes(), &options)).unwrap();
+    assert!(
+        first.code == second.code,
+        "two compiles of one source differ"
+    );
+    let name = format!("{}/saxpy.cu", nvrtc::PROGRAM_DIRECTORY);
+    assert!(
+        first.code.windows(name.len()).any(|w| w == name.as_bytes()),
+        "the cubin does not hold {name:?}"
+    );
+}
+
+#[test]
 fn editing_a_header_in_an_include_directory_changes_the_key_and_the_cubin() {
     let dir = tempfile::tempdir().unwrap();
     let header = dir.path().join("shape.h");
