@@ -182,6 +182,11 @@ run_all() {
     done
 
     step "NVRTC against nvcc (examples/nvidia_compilers.rs)" "$bin/nvidia_compilers"
+    # NVRTC itself by program name: a constant name, a new name each compile, with and
+    # without a CUDA context, and each cubin checked to hold its own source's constant.
+    local nvrtc_lib="${HIPJIT_NVRTC_LIBRARY:-$(dirname "$HIPJIT_NVCC")/../lib64/libnvrtc.so.13}"
+    step "NVRTC by program name (scripts/nvrtc-names.py)" \
+        python3 scripts/nvrtc-names.py "$nvrtc_lib" "$(dirname "$HIPJIT_NVCC")/../include" --cuda
     # The in-process cold comparison again with the temporary directory (where hipjit names
     # NVRTC's program) on the working directory's filesystem instead of TMPDIR's.
     step "the in-process NVRTC cold compile, TMPDIR in the working directory (examples/nvidia_compilers.rs cold)" \
