@@ -13,7 +13,9 @@
 //! hipcc and hipRTC; `HIPJIT_BENCH_TARGET` picks the target, default gfx90a). With `-- batch`
 //! only the batch is timed (`HIPJIT_BENCH_COMPILER=hiprtc cargo bench --features cli --bench
 //! compilers -- batch`: serving workers against one process), and the speed-up of `-j 2` over
-//! `-j 1` printed.
+//! `-j 1` printed, with each side's CPU time (the command and its workers), how many cores the
+//! `-j 2` side kept busy, the best it could do on 2 cores (half its CPU time), and the 1-minute
+//! load average before each pair: a figure taken while other work held a core shows it there.
 //!
 //! With `-- cold [hiprtc] [nvrtc] [hipcc]` (all three when none is named) only the cold-compile
 //! benchmarks run ([`cold`]): in this one process, hipRTC and NVRTC (where hipjit finds it,
@@ -95,8 +97,38 @@ fn child(seed: &str, twice: bool) {
     }
 }
 
-/// `hipjit compile -j JOBS` of `files` into a fresh cache; the wall time in ms.
-fn batch(files: &[PathBuf], jobs: u32, compiler: &str, cache: &Path, out: &Path) -> f64 {
+/// A batch's wall time and CPU time (user and system, of the `hipjit` process and the worker
+/// processes it waited for), in ms.
+#[derive(Clone, Copy)]
+struct Timed {
+    wall: f64,
+    cpu: f64,
+}
+
+/// The CPU time (user and system) of this process's children waited for so far, and of
+/// theirs they waited for, in ms.
+fn children_cpu_ms() -> f64 {
+    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes the struct it is given.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, u.as_mut_ptr()) };
+    assert_eq!(rc, 0, "getrusage: {}", std::io::Error::last_os_error());
+    // SAFETY: getrusage returned 0 and filled it.
+    let u = unsafe { u.assume_init() };
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    ms(u.ru_utime) + ms(u.ru_stime)
+}
+
+/// The 1-minute load average (`/proc/loadavg`), where it can be read.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// `hipjit compile -j JOBS` of `files` into a fresh cache: its wall and CPU time.
+fn batch(files: &[PathBuf], jobs: u32, compiler: &str, cache: &Path, out: &Path) -> Timed {
+    let cpu = children_cpu_ms();
     let t = Instant::now();
     let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
         .arg("compile")
@@ -107,9 +139,10 @@ fn batch(files: &[PathBuf], jobs: u32, compiler: &str, cache: &Path, out: &Path)
         .env("HIPJIT_CACHE_DIR", cache)
         .output()
         .expect("the hipjit command runs");
-    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let wall = t.elapsed().as_secs_f64() * 1e3;
+    let cpu = children_cpu_ms() - cpu;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    ms
+    Timed { wall, cpu }
 }
 
 fn main() {
@@ -179,8 +212,8 @@ fn main() {
         hipcc_ms.push(t.elapsed().as_secs_f64() * 1e3);
         assert!(status.success());
 
-        j2_ms.push(batch_of_16(dir.path(), &seed, run, 2, &compiler));
-        j1_ms.push(batch_of_16(dir.path(), &seed, run, 1, &compiler));
+        j2_ms.push(batch_of_16(dir.path(), &seed, run, 2, &compiler).wall);
+        j1_ms.push(batch_of_16(dir.path(), &seed, run, 1, &compiler).wall);
     }
     let (r, h, s, j2, j1) = (
         median(&mut rtc_ms),
@@ -203,8 +236,8 @@ fn main() {
 }
 
 /// `hipjit compile -j JOBS` of 16 distinct 4 KiB sources (made distinct by `seed`, `run` and
-/// `jobs`) under `dir` into a fresh cache; the wall time in ms.
-fn batch_of_16(dir: &Path, seed: &str, run: u32, jobs: u32, compiler: &str) -> f64 {
+/// `jobs`) under `dir` into a fresh cache: its wall and CPU time.
+fn batch_of_16(dir: &Path, seed: &str, run: u32, jobs: u32, compiler: &str) -> Timed {
     let batch_dir = dir.join(format!("batch{run}-j{jobs}"));
     std::fs::create_dir(&batch_dir).unwrap();
     let files: Vec<PathBuf> = (0..16)
@@ -223,21 +256,44 @@ fn batch_of_16(dir: &Path, seed: &str, run: u32, jobs: u32, compiler: &str) -> f
     )
 }
 
-/// The batch alone: `-j 2` and `-j 1` interleaved, medians of 5 runs, and the speed-up.
+/// The batch alone: `-j 2` and `-j 1` interleaved, medians of 5 runs, and the speed-up; with
+/// each side's CPU time (the command and its workers) and the 1-minute load average before each
+/// pair. Two processes on two cores can at best halve the `-j 2` side's CPU time: its CPU time
+/// over its wall time says how many cores it had (a core taken by other work shows there).
 fn batch_only(compiler: &str) {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let (mut j2_ms, mut j1_ms) = (vec![], vec![]);
+    let (mut j2_ms, mut j1_ms, mut j2_cpu, mut j1_cpu, mut busy) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let mut loads = vec![];
     for run in 0..5 {
+        loads.push(load_average());
         let seed = format!("run {run} of {}", std::process::id());
-        j2_ms.push(batch_of_16(dir.path(), &seed, run, 2, compiler));
-        j1_ms.push(batch_of_16(dir.path(), &seed, run, 1, compiler));
+        let j2 = batch_of_16(dir.path(), &seed, run, 2, compiler);
+        let j1 = batch_of_16(dir.path(), &seed, run, 1, compiler);
+        println!(
+            "  run {run} (load average {}): -j 2 {:.0} ms ({:.0} ms CPU), -j 1 {:.0} ms \
+             ({:.0} ms CPU)",
+            loads[run as usize], j2.wall, j2.cpu, j1.wall, j1.cpu
+        );
+        j2_ms.push(j2.wall);
+        j1_ms.push(j1.wall);
+        j2_cpu.push(j2.cpu);
+        j1_cpu.push(j1.cpu);
+        busy.push(j2.cpu / j2.wall);
     }
     let (j2, j1) = (median(&mut j2_ms), median(&mut j1_ms));
+    let (c2, c1, b) = (median(&mut j2_cpu), median(&mut j1_cpu), median(&mut busy));
     println!(
         "16 kernels, hipjit compile --compiler {compiler} --arch {}, medians of 5 interleaved \
-         runs: -j 2 {j2:.0} ms, -j 1 {j1:.0} ms: -j 2 is {:.2}x faster than serial",
+         runs: -j 2 {j2:.0} ms, -j 1 {j1:.0} ms: -j 2 is {:.2}x faster than serial\n  \
+         CPU time: -j 2 {c2:.0} ms ({b:.2} cores busy), -j 1 {c1:.0} ms; on 2 cores -j 2 \
+         takes at least {:.0} ms (half its CPU time), {:.2}x serial at best; load averages \
+         before each pair: {}",
         target(),
-        j1 / j2
+        j1 / j2,
+        c2 / 2.0,
+        j1 / (c2 / 2.0),
+        loads.join(", ")
     );
 }
 
