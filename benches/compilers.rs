@@ -16,6 +16,9 @@
 //! `-j 1` printed, with each side's CPU time (the command and its workers), how many cores the
 //! `-j 2` side kept busy, the best it could do on 2 cores (half its CPU time), and the 1-minute
 //! load average before each pair: a figure taken while other work held a core shows it there.
+//! `-- batch warm` times `hipjit cache warm -j 2` and `-j 1` of the 16 requests instead
+//! (recorded with `HIPJIT_RECORD` while `hipjit compile` compiled them into a cache of their
+//! own; each warm into a fresh cache).
 //!
 //! With `-- cold [hiprtc] [nvrtc] [hipcc]` (all three when none is named) only the cold-compile
 //! benchmarks run ([`cold`]): in this one process, hipRTC and NVRTC (where hipjit finds it,
@@ -128,17 +131,21 @@ fn load_average() -> String {
 
 /// `hipjit compile -j JOBS` of `files` into a fresh cache: its wall and CPU time.
 fn batch(files: &[PathBuf], jobs: u32, compiler: &str, cache: &Path, out: &Path) -> Timed {
-    let cpu = children_cpu_ms();
-    let t = Instant::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .arg("compile")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    cmd.arg("compile")
         .args(files)
         .args(["--arch", &target().to_string(), "-j", &jobs.to_string()])
         .args(["--compiler", compiler, "-o"])
         .arg(out)
-        .env("HIPJIT_CACHE_DIR", cache)
-        .output()
-        .expect("the hipjit command runs");
+        .env("HIPJIT_CACHE_DIR", cache);
+    timed(cmd)
+}
+
+/// `cmd` run to its end, which must be a success: its wall and CPU time.
+fn timed(mut cmd: Command) -> Timed {
+    let cpu = children_cpu_ms();
+    let t = Instant::now();
+    let o = cmd.output().expect("the hipjit command runs");
     let wall = t.elapsed().as_secs_f64() * 1e3;
     let cpu = children_cpu_ms() - cpu;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -160,7 +167,7 @@ fn main() {
     let target = target();
     let compiler = std::env::var("HIPJIT_BENCH_COMPILER").unwrap_or_else(|_| "auto".into());
     if args.iter().any(|a| a == "batch") {
-        batch_only(&compiler);
+        batch_only(&compiler, args.iter().any(|a| a == "warm"));
         return;
     }
     if args.iter().any(|a| a == "cold") {
@@ -239,14 +246,7 @@ fn main() {
 /// `jobs`) under `dir` into a fresh cache: its wall and CPU time.
 fn batch_of_16(dir: &Path, seed: &str, run: u32, jobs: u32, compiler: &str) -> Timed {
     let batch_dir = dir.join(format!("batch{run}-j{jobs}"));
-    std::fs::create_dir(&batch_dir).unwrap();
-    let files: Vec<PathBuf> = (0..16)
-        .map(|k| {
-            let f = batch_dir.join(format!("k{k}.hip"));
-            std::fs::write(&f, source_of_4kib(&format!("{seed} j{jobs} kernel {k}"))).unwrap();
-            f
-        })
-        .collect();
+    let files = sources_of_16(&batch_dir, &format!("{seed} j{jobs}"));
     batch(
         &files,
         jobs,
@@ -256,11 +256,52 @@ fn batch_of_16(dir: &Path, seed: &str, run: u32, jobs: u32, compiler: &str) -> T
     )
 }
 
+/// 16 distinct 4 KiB sources (made distinct by `seed`), written to a new directory `dir`.
+fn sources_of_16(dir: &Path, seed: &str) -> Vec<PathBuf> {
+    std::fs::create_dir(dir).unwrap();
+    (0..16)
+        .map(|k| {
+            let f = dir.join(format!("k{k}.hip"));
+            std::fs::write(&f, source_of_4kib(&format!("{seed} kernel {k}"))).unwrap();
+            f
+        })
+        .collect()
+}
+
+/// `hipjit cache warm -j 2` and `-j 1` of the same 16 recorded requests (16 distinct 4 KiB
+/// sources under `dir`, made distinct by `seed` and `run`, recorded with `HIPJIT_RECORD` while
+/// `hipjit compile` compiled them into a cache of their own), each into a fresh cache: their
+/// wall and CPU times.
+fn warm_of_16(dir: &Path, seed: &str, run: u32, compiler: &str) -> (Timed, Timed) {
+    let warm_dir = dir.join(format!("warm{run}"));
+    let files = sources_of_16(&warm_dir, seed);
+    let record = warm_dir.join("record.jsonl");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    cmd.arg("compile")
+        .args(&files)
+        .args(["--arch", &target().to_string(), "-j", "2"])
+        .args(["--compiler", compiler, "-o"])
+        .arg(warm_dir.join("out"))
+        .env("HIPJIT_CACHE_DIR", warm_dir.join("recording"))
+        .env("HIPJIT_RECORD", &record);
+    timed(cmd);
+    let warm = |jobs: u32| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        cmd.args(["cache", "warm"])
+            .arg(&record)
+            .args(["-j", &jobs.to_string()])
+            .env("HIPJIT_CACHE_DIR", warm_dir.join(format!("cache-j{jobs}")));
+        timed(cmd)
+    };
+    (warm(2), warm(1))
+}
+
 /// The batch alone: `-j 2` and `-j 1` interleaved, medians of 5 runs, and the speed-up; with
 /// each side's CPU time (the command and its workers) and the 1-minute load average before each
 /// pair. Two processes on two cores can at best halve the `-j 2` side's CPU time: its CPU time
 /// over its wall time says how many cores it had (a core taken by other work shows there).
-fn batch_only(compiler: &str) {
+/// With `warm`, `hipjit cache warm` of 16 recorded requests instead of `hipjit compile`.
+fn batch_only(compiler: &str, warm: bool) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (mut j2_ms, mut j1_ms, mut j2_cpu, mut j1_cpu, mut busy) =
         (vec![], vec![], vec![], vec![], vec![]);
@@ -268,8 +309,14 @@ fn batch_only(compiler: &str) {
     for run in 0..5 {
         loads.push(load_average());
         let seed = format!("run {run} of {}", std::process::id());
-        let j2 = batch_of_16(dir.path(), &seed, run, 2, compiler);
-        let j1 = batch_of_16(dir.path(), &seed, run, 1, compiler);
+        let (j2, j1) = if warm {
+            warm_of_16(dir.path(), &seed, run, compiler)
+        } else {
+            (
+                batch_of_16(dir.path(), &seed, run, 2, compiler),
+                batch_of_16(dir.path(), &seed, run, 1, compiler),
+            )
+        };
         println!(
             "  run {run} (load average {}): -j 2 {:.0} ms ({:.0} ms CPU), -j 1 {:.0} ms \
              ({:.0} ms CPU)",
@@ -284,11 +331,16 @@ fn batch_only(compiler: &str) {
     let (j2, j1) = (median(&mut j2_ms), median(&mut j1_ms));
     let (c2, c1, b) = (median(&mut j2_cpu), median(&mut j1_cpu), median(&mut busy));
     println!(
-        "16 kernels, hipjit compile --compiler {compiler} --arch {}, medians of 5 interleaved \
+        "16 kernels, hipjit {} --compiler {compiler} --arch {}, medians of 5 interleaved \
          runs: -j 2 {j2:.0} ms, -j 1 {j1:.0} ms: -j 2 is {:.2}x faster than serial\n  \
          CPU time: -j 2 {c2:.0} ms ({b:.2} cores busy), -j 1 {c1:.0} ms; on 2 cores -j 2 \
          takes at least {:.0} ms (half its CPU time), {:.2}x serial at best; load averages \
          before each pair: {}",
+        if warm {
+            "cache warm (of their recorded requests)"
+        } else {
+            "compile"
+        },
         target(),
         j1 / j2,
         c2 / 2.0,
