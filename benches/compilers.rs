@@ -18,7 +18,9 @@
 //! load average before each pair: a figure taken while other work held a core shows it there.
 //! `-- batch warm` times `hipjit cache warm -j 2` and `-j 1` of the 16 requests instead
 //! (recorded with `HIPJIT_RECORD` while `hipjit compile` compiled them into a cache of their
-//! own; each warm into a fresh cache).
+//! own; each warm into a fresh cache). `-- worker-cost` times what a serving worker costs
+//! over compiling in process: 16 compiles one after the other on one CPU, a `Jit` in process
+//! against one whose hipRTC runs in a serving worker.
 //!
 //! With `-- cold [hiprtc] [nvrtc] [hipcc]` (all three when none is named) only the cold-compile
 //! benchmarks run ([`cold`]): in this one process, hipRTC and NVRTC (where hipjit finds it,
@@ -129,6 +131,79 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// The serial child: pinned to one CPU, a `Jit` taking hipRTC, no disk cache, in process or
+/// (`worker`) in one serving worker (`WorkerConfig` naming the hipjit command); 16 distinct
+/// sources compiled one after the other; prints the whole time from before the `Jit` is made.
+fn serial_child(seed: &str, worker: bool) {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and sched_setaffinity write and read
+    // only it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "sched_setaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    let t = Instant::now();
+    let jit = Jit::new(JitOptions {
+        compiler: Some(CompilerChoice::HipRtc),
+        cache: CacheLocation::Disabled,
+        compiler_config: hipjit::compiler::CompilerConfig {
+            rtc_worker: worker.then(|| hipjit::compiler::worker::WorkerConfig {
+                program: Some(PathBuf::from(env!("CARGO_BIN_EXE_hipjit"))),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let options = CompileOptions::for_target(target());
+    for k in 0..16 {
+        jit.compile(source_of_4kib(&format!("{seed} kernel {k}")), &options)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    println!("SERIAL_MS {:.3}", t.elapsed().as_secs_f64() * 1e3);
+}
+
+/// What a serving worker costs over compiling in process: 16 compiles one after the other on
+/// one CPU, in process against in one serving worker (its start, and a request and answer a
+/// compile), each a fresh process (`serial-child`), interleaved, medians of 5 runs.
+fn worker_cost() {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let (mut here, mut there) = (vec![], vec![]);
+    for run in 0..5 {
+        for worker in [false, true] {
+            let seed = format!("run {run} of {} worker {worker}", std::process::id());
+            let mut cmd = Command::new(&exe);
+            cmd.args(["serial-child", &seed]);
+            if worker {
+                cmd.arg("worker");
+            }
+            let o = cmd.output().expect("the bench runs itself");
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let ms: f64 = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("SERIAL_MS "))
+                .expect("the child's time")
+                .trim()
+                .parse()
+                .unwrap();
+            if worker { &mut there } else { &mut here }.push(ms);
+        }
+    }
+    let (h, w) = (median(&mut here), median(&mut there));
+    println!(
+        "16 kernels one after the other on one CPU, hipRTC, --arch {}, medians of 5 interleaved \
+         runs: in process {h:.0} ms, in one serving worker {w:.0} ms ({:+.1}%)",
+        target(),
+        (w / h - 1.0) * 100.0
+    );
+}
+
 /// `hipjit compile -j JOBS` of `files` into a fresh cache: its wall and CPU time.
 fn batch(files: &[PathBuf], jobs: u32, compiler: &str, cache: &Path, out: &Path) -> Timed {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
@@ -158,6 +233,10 @@ fn main() {
         child(&args[2], args.get(3).map(String::as_str) == Some("twice"));
         return;
     }
+    if args.get(1).map(String::as_str) == Some("serial-child") {
+        serial_child(&args[2], args.get(3).map(String::as_str) == Some("worker"));
+        return;
+    }
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it,
     // and then it only checks that it was built.
     if !args.iter().any(|a| a == "--bench") {
@@ -166,6 +245,10 @@ fn main() {
     }
     let target = target();
     let compiler = std::env::var("HIPJIT_BENCH_COMPILER").unwrap_or_else(|_| "auto".into());
+    if args.iter().any(|a| a == "worker-cost") {
+        worker_cost();
+        return;
+    }
     if args.iter().any(|a| a == "batch") {
         batch_only(&compiler, args.iter().any(|a| a == "warm"));
         return;
