@@ -14,8 +14,9 @@
 //! only the batch is timed (`HIPJIT_BENCH_COMPILER=hiprtc cargo bench --features cli --bench
 //! compilers -- batch`: serving workers against one process), and the speed-up of `-j 2` over
 //! `-j 1` printed, with each side's CPU time (the command and its workers), how many cores the
-//! `-j 2` side kept busy, the best it could do on 2 cores (half its CPU time), and the 1-minute
-//! load average before each pair: a figure taken while other work held a core shows it there.
+//! `-j 2` side kept busy (and the `-j 1` side: below 1, it waited for a core), the best it
+//! could do on 2 cores (half its CPU time), and the 1-minute load average before each pair: a
+//! figure taken while other work held a core shows it there.
 //! `-- batch warm` times `hipjit cache warm -j 2` and `-j 1` of the 16 requests instead
 //! (recorded with `HIPJIT_RECORD` while `hipjit compile` compiled them into a cache of their
 //! own; each warm into a fresh cache). `-- worker-cost` times what a serving worker costs
@@ -386,8 +387,8 @@ fn warm_of_16(dir: &Path, seed: &str, run: u32, compiler: &str) -> (Timed, Timed
 /// With `warm`, `hipjit cache warm` of 16 recorded requests instead of `hipjit compile`.
 fn batch_only(compiler: &str, warm: bool) {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let (mut j2_ms, mut j1_ms, mut j2_cpu, mut j1_cpu, mut busy) =
-        (vec![], vec![], vec![], vec![], vec![]);
+    let (mut j2_ms, mut j1_ms, mut j2_cpu, mut j1_cpu, mut busy, mut busy1) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
     let mut loads = vec![];
     for run in 0..5 {
         loads.push(load_average());
@@ -410,13 +411,19 @@ fn batch_only(compiler: &str, warm: bool) {
         j2_cpu.push(j2.cpu);
         j1_cpu.push(j1.cpu);
         busy.push(j2.cpu / j2.wall);
+        busy1.push(j1.cpu / j1.wall);
     }
     let (j2, j1) = (median(&mut j2_ms), median(&mut j1_ms));
-    let (c2, c1, b) = (median(&mut j2_cpu), median(&mut j1_cpu), median(&mut busy));
+    let (c2, c1, b, b1) = (
+        median(&mut j2_cpu),
+        median(&mut j1_cpu),
+        median(&mut busy),
+        median(&mut busy1),
+    );
     println!(
         "16 kernels, hipjit {} --compiler {compiler} --arch {}, medians of 5 interleaved \
          runs: -j 2 {j2:.0} ms, -j 1 {j1:.0} ms: -j 2 is {:.2}x faster than serial\n  \
-         CPU time: -j 2 {c2:.0} ms ({b:.2} cores busy), -j 1 {c1:.0} ms; on 2 cores -j 2 \
+         CPU time: -j 2 {c2:.0} ms ({b:.2} cores busy), -j 1 {c1:.0} ms ({b1:.2}); on 2 cores -j 2 \
          takes at least {:.0} ms (half its CPU time), {:.2}x serial at best; load averages \
          before each pair: {}",
         if warm {
