@@ -13,7 +13,15 @@
 //! hipcc and hipRTC; `HIPJIT_BENCH_TARGET` picks the target, default gfx90a). With `-- batch`
 //! only the batch is timed (`HIPJIT_BENCH_COMPILER=hiprtc cargo bench --features cli --bench
 //! compilers -- batch`: serving workers against one process), and the speed-up of `-j 2` over
-//! `-j 1` printed.
+//! `-j 1` printed, with each side's CPU time (the command and its workers), how many cores the
+//! `-j 2` side kept busy (and the `-j 1` side: below 1, it waited for a core), the best it
+//! could do on 2 cores (half its CPU time), and the 1-minute load average before each pair: a
+//! figure taken while other work held a core shows it there.
+//! `-- batch warm` times `hipjit cache warm -j 2` and `-j 1` of the 16 requests instead
+//! (recorded with `HIPJIT_RECORD` while `hipjit compile` compiled them into a cache of their
+//! own; each warm into a fresh cache). `-- worker-cost` times what a serving worker costs
+//! over compiling in process: 16 compiles one after the other on one CPU, a `Jit` in process
+//! against one whose hipRTC runs in a serving worker.
 //!
 //! With `-- cold [hiprtc] [nvrtc] [hipcc]` (all three when none is named) only the cold-compile
 //! benchmarks run ([`cold`]): in this one process, hipRTC and NVRTC (where hipjit finds it,
@@ -95,27 +103,139 @@ fn child(seed: &str, twice: bool) {
     }
 }
 
-/// `hipjit compile -j JOBS` of `files` into a fresh cache; the wall time in ms.
-fn batch(files: &[PathBuf], jobs: u32, compiler: &str, cache: &Path, out: &Path) -> f64 {
+/// A batch's wall time and CPU time (user and system, of the `hipjit` process and the worker
+/// processes it waited for), in ms.
+#[derive(Clone, Copy)]
+struct Timed {
+    wall: f64,
+    cpu: f64,
+}
+
+/// The CPU time (user and system) of this process's children waited for so far, and of
+/// theirs they waited for, in ms.
+fn children_cpu_ms() -> f64 {
+    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes the struct it is given.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, u.as_mut_ptr()) };
+    assert_eq!(rc, 0, "getrusage: {}", std::io::Error::last_os_error());
+    // SAFETY: getrusage returned 0 and filled it.
+    let u = unsafe { u.assume_init() };
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    ms(u.ru_utime) + ms(u.ru_stime)
+}
+
+/// The 1-minute load average (`/proc/loadavg`), where it can be read.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The serial child: pinned to one CPU, a `Jit` taking hipRTC, no disk cache, in process or
+/// (`worker`) in one serving worker (`WorkerConfig` naming the hipjit command); 16 distinct
+/// sources compiled one after the other; prints the whole time from before the `Jit` is made.
+fn serial_child(seed: &str, worker: bool) {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and sched_setaffinity write and read
+    // only it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "sched_setaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+    }
     let t = Instant::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .arg("compile")
+    let jit = Jit::new(JitOptions {
+        compiler: Some(CompilerChoice::HipRtc),
+        cache: CacheLocation::Disabled,
+        compiler_config: hipjit::compiler::CompilerConfig {
+            rtc_worker: worker.then(|| hipjit::compiler::worker::WorkerConfig {
+                program: Some(PathBuf::from(env!("CARGO_BIN_EXE_hipjit"))),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..JitOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let options = CompileOptions::for_target(target());
+    for k in 0..16 {
+        jit.compile(source_of_4kib(&format!("{seed} kernel {k}")), &options)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    println!("SERIAL_MS {:.3}", t.elapsed().as_secs_f64() * 1e3);
+}
+
+/// What a serving worker costs over compiling in process: 16 compiles one after the other on
+/// one CPU, in process against in one serving worker (its start, and a request and answer a
+/// compile), each a fresh process (`serial-child`), interleaved, medians of 5 runs.
+fn worker_cost() {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let (mut here, mut there) = (vec![], vec![]);
+    for run in 0..5 {
+        for worker in [false, true] {
+            let seed = format!("run {run} of {} worker {worker}", std::process::id());
+            let mut cmd = Command::new(&exe);
+            cmd.args(["serial-child", &seed]);
+            if worker {
+                cmd.arg("worker");
+            }
+            let o = cmd.output().expect("the bench runs itself");
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let ms: f64 = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("SERIAL_MS "))
+                .expect("the child's time")
+                .trim()
+                .parse()
+                .unwrap();
+            if worker { &mut there } else { &mut here }.push(ms);
+        }
+    }
+    let (h, w) = (median(&mut here), median(&mut there));
+    println!(
+        "16 kernels one after the other on one CPU, hipRTC, --arch {}, medians of 5 interleaved \
+         runs: in process {h:.0} ms, in one serving worker {w:.0} ms ({:+.1}%)",
+        target(),
+        (w / h - 1.0) * 100.0
+    );
+}
+
+/// `hipjit compile -j JOBS` of `files` into a fresh cache: its wall and CPU time.
+fn batch(files: &[PathBuf], jobs: u32, compiler: &str, cache: &Path, out: &Path) -> Timed {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    cmd.arg("compile")
         .args(files)
         .args(["--arch", &target().to_string(), "-j", &jobs.to_string()])
         .args(["--compiler", compiler, "-o"])
         .arg(out)
-        .env("HIPJIT_CACHE_DIR", cache)
-        .output()
-        .expect("the hipjit command runs");
-    let ms = t.elapsed().as_secs_f64() * 1e3;
+        .env("HIPJIT_CACHE_DIR", cache);
+    timed(cmd)
+}
+
+/// `cmd` run to its end, which must be a success: its wall and CPU time.
+fn timed(mut cmd: Command) -> Timed {
+    let cpu = children_cpu_ms();
+    let t = Instant::now();
+    let o = cmd.output().expect("the hipjit command runs");
+    let wall = t.elapsed().as_secs_f64() * 1e3;
+    let cpu = children_cpu_ms() - cpu;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    ms
+    Timed { wall, cpu }
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("child") {
         child(&args[2], args.get(3).map(String::as_str) == Some("twice"));
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("serial-child") {
+        serial_child(&args[2], args.get(3).map(String::as_str) == Some("worker"));
         return;
     }
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it,
@@ -126,8 +246,12 @@ fn main() {
     }
     let target = target();
     let compiler = std::env::var("HIPJIT_BENCH_COMPILER").unwrap_or_else(|_| "auto".into());
+    if args.iter().any(|a| a == "worker-cost") {
+        worker_cost();
+        return;
+    }
     if args.iter().any(|a| a == "batch") {
-        batch_only(&compiler);
+        batch_only(&compiler, args.iter().any(|a| a == "warm"));
         return;
     }
     if args.iter().any(|a| a == "cold") {
@@ -179,8 +303,8 @@ fn main() {
         hipcc_ms.push(t.elapsed().as_secs_f64() * 1e3);
         assert!(status.success());
 
-        j2_ms.push(batch_of_16(dir.path(), &seed, run, 2, &compiler));
-        j1_ms.push(batch_of_16(dir.path(), &seed, run, 1, &compiler));
+        j2_ms.push(batch_of_16(dir.path(), &seed, run, 2, &compiler).wall);
+        j1_ms.push(batch_of_16(dir.path(), &seed, run, 1, &compiler).wall);
     }
     let (r, h, s, j2, j1) = (
         median(&mut rtc_ms),
@@ -203,17 +327,10 @@ fn main() {
 }
 
 /// `hipjit compile -j JOBS` of 16 distinct 4 KiB sources (made distinct by `seed`, `run` and
-/// `jobs`) under `dir` into a fresh cache; the wall time in ms.
-fn batch_of_16(dir: &Path, seed: &str, run: u32, jobs: u32, compiler: &str) -> f64 {
+/// `jobs`) under `dir` into a fresh cache: its wall and CPU time.
+fn batch_of_16(dir: &Path, seed: &str, run: u32, jobs: u32, compiler: &str) -> Timed {
     let batch_dir = dir.join(format!("batch{run}-j{jobs}"));
-    std::fs::create_dir(&batch_dir).unwrap();
-    let files: Vec<PathBuf> = (0..16)
-        .map(|k| {
-            let f = batch_dir.join(format!("k{k}.hip"));
-            std::fs::write(&f, source_of_4kib(&format!("{seed} j{jobs} kernel {k}"))).unwrap();
-            f
-        })
-        .collect();
+    let files = sources_of_16(&batch_dir, &format!("{seed} j{jobs}"));
     batch(
         &files,
         jobs,
@@ -223,21 +340,102 @@ fn batch_of_16(dir: &Path, seed: &str, run: u32, jobs: u32, compiler: &str) -> f
     )
 }
 
-/// The batch alone: `-j 2` and `-j 1` interleaved, medians of 5 runs, and the speed-up.
-fn batch_only(compiler: &str) {
+/// 16 distinct 4 KiB sources (made distinct by `seed`), written to a new directory `dir`.
+fn sources_of_16(dir: &Path, seed: &str) -> Vec<PathBuf> {
+    std::fs::create_dir(dir).unwrap();
+    (0..16)
+        .map(|k| {
+            let f = dir.join(format!("k{k}.hip"));
+            std::fs::write(&f, source_of_4kib(&format!("{seed} kernel {k}"))).unwrap();
+            f
+        })
+        .collect()
+}
+
+/// `hipjit cache warm -j 2` and `-j 1` of the same 16 recorded requests (16 distinct 4 KiB
+/// sources under `dir`, made distinct by `seed` and `run`, recorded with `HIPJIT_RECORD` while
+/// `hipjit compile` compiled them into a cache of their own), each into a fresh cache: their
+/// wall and CPU times.
+fn warm_of_16(dir: &Path, seed: &str, run: u32, compiler: &str) -> (Timed, Timed) {
+    let warm_dir = dir.join(format!("warm{run}"));
+    let files = sources_of_16(&warm_dir, seed);
+    let record = warm_dir.join("record.jsonl");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+    cmd.arg("compile")
+        .args(&files)
+        .args(["--arch", &target().to_string(), "-j", "2"])
+        .args(["--compiler", compiler, "-o"])
+        .arg(warm_dir.join("out"))
+        .env("HIPJIT_CACHE_DIR", warm_dir.join("recording"))
+        .env("HIPJIT_RECORD", &record);
+    timed(cmd);
+    let warm = |jobs: u32| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipjit"));
+        cmd.args(["cache", "warm"])
+            .arg(&record)
+            .args(["-j", &jobs.to_string()])
+            .env("HIPJIT_CACHE_DIR", warm_dir.join(format!("cache-j{jobs}")));
+        timed(cmd)
+    };
+    (warm(2), warm(1))
+}
+
+/// The batch alone: `-j 2` and `-j 1` interleaved, medians of 5 runs, and the speed-up; with
+/// each side's CPU time (the command and its workers) and the 1-minute load average before each
+/// pair. Two processes on two cores can at best halve the `-j 2` side's CPU time: its CPU time
+/// over its wall time says how many cores it had (a core taken by other work shows there).
+/// With `warm`, `hipjit cache warm` of 16 recorded requests instead of `hipjit compile`.
+fn batch_only(compiler: &str, warm: bool) {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let (mut j2_ms, mut j1_ms) = (vec![], vec![]);
+    let (mut j2_ms, mut j1_ms, mut j2_cpu, mut j1_cpu, mut busy, mut busy1) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut loads = vec![];
     for run in 0..5 {
+        loads.push(load_average());
         let seed = format!("run {run} of {}", std::process::id());
-        j2_ms.push(batch_of_16(dir.path(), &seed, run, 2, compiler));
-        j1_ms.push(batch_of_16(dir.path(), &seed, run, 1, compiler));
+        let (j2, j1) = if warm {
+            warm_of_16(dir.path(), &seed, run, compiler)
+        } else {
+            (
+                batch_of_16(dir.path(), &seed, run, 2, compiler),
+                batch_of_16(dir.path(), &seed, run, 1, compiler),
+            )
+        };
+        println!(
+            "  run {run} (load average {}): -j 2 {:.0} ms ({:.0} ms CPU), -j 1 {:.0} ms \
+             ({:.0} ms CPU)",
+            loads[run as usize], j2.wall, j2.cpu, j1.wall, j1.cpu
+        );
+        j2_ms.push(j2.wall);
+        j1_ms.push(j1.wall);
+        j2_cpu.push(j2.cpu);
+        j1_cpu.push(j1.cpu);
+        busy.push(j2.cpu / j2.wall);
+        busy1.push(j1.cpu / j1.wall);
     }
     let (j2, j1) = (median(&mut j2_ms), median(&mut j1_ms));
+    let (c2, c1, b, b1) = (
+        median(&mut j2_cpu),
+        median(&mut j1_cpu),
+        median(&mut busy),
+        median(&mut busy1),
+    );
     println!(
-        "16 kernels, hipjit compile --compiler {compiler} --arch {}, medians of 5 interleaved \
-         runs: -j 2 {j2:.0} ms, -j 1 {j1:.0} ms: -j 2 is {:.2}x faster than serial",
+        "16 kernels, hipjit {} --compiler {compiler} --arch {}, medians of 5 interleaved \
+         runs: -j 2 {j2:.0} ms, -j 1 {j1:.0} ms: -j 2 is {:.2}x faster than serial\n  \
+         CPU time: -j 2 {c2:.0} ms ({b:.2} cores busy), -j 1 {c1:.0} ms ({b1:.2}); on 2 cores -j 2 \
+         takes at least {:.0} ms (half its CPU time), {:.2}x serial at best; load averages \
+         before each pair: {}",
+        if warm {
+            "cache warm (of their recorded requests)"
+        } else {
+            "compile"
+        },
         target(),
-        j1 / j2
+        j1 / j2,
+        c2 / 2.0,
+        j1 / (c2 / 2.0),
+        loads.join(", ")
     );
 }
 

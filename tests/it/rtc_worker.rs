@@ -460,3 +460,78 @@ fn a_worker_outlives_the_thread_that_started_it() {
     assert_eq!(fake_served("plain", &config).unwrap(), first);
     assert_eq!(config.pool.started(), 1);
 }
+
+#[test]
+#[ignore = "child process of a_dropped_pool_signals_every_worker_before_waiting_for_one"]
+fn pool_teardown_child() {
+    let config = config();
+    // Two requests at once, each a second long: two workers.
+    let barrier = std::sync::Barrier::new(2);
+    let pids: Vec<u32> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..2)
+            .map(|i| {
+                let (config, barrier) = (&config, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    fake_served(&format!("HIPJIT_SLOW {i}"), config).unwrap().0
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    assert_ne!(pids[0], pids[1], "one worker served both");
+    assert_eq!(config.pool.started(), 2);
+    assert_eq!(config.pool.idle(), 2);
+    println!("\nPOOL_WORKERS {} {}", pids[0], pids[1]);
+    drop(config);
+    assert!(pids.iter().all(|&p| gone(p)), "a worker outlived its pool");
+}
+
+/// A dropped pool signals every idle worker before it waits for any, so that their exits
+/// (each unmapping hipRTC's LLVM) overlap instead of running one after the other: seen in
+/// `strace -f -e trace=kill,wait4` of a process whose pool held two workers.
+#[test]
+fn a_dropped_pool_signals_every_worker_before_waiting_for_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("strace.log");
+    let test = common::child_test(module_path!(), "pool_teardown_child");
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args(["-f", "-e", "trace=kill,wait4", "-e", "signal=none", "-o"])
+        .arg(&log)
+        .arg(test.get_program())
+        .args(test.get_args());
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run strace ({e}): apt-get install strace"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pids: Vec<u32> = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("POOL_WORKERS "))
+        .unwrap_or_else(|| panic!("the child named no workers: {stdout}"))
+        .split(' ')
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let log = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    let first = |call: &str| -> Vec<usize> {
+        pids.iter()
+            .map(|p| {
+                lines
+                    .iter()
+                    .position(|l| l.contains(&format!("{call}{p},")))
+                    .unwrap_or_else(|| panic!("no {call}{p}...) in the log:\n{log}"))
+            })
+            .collect()
+    };
+    let kills = first("kill(-");
+    let waits = first("wait4(");
+    assert!(
+        kills.iter().max() < waits.iter().min(),
+        "a worker was waited for before the other was signalled:\n{log}"
+    );
+}

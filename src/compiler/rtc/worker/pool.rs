@@ -15,7 +15,8 @@
 //! * **Memory bound.** `RLIMIT_AS` is set at the worker's start and holds for all its
 //!   requests.
 //! * **Nothing outlives hipjit.** Workers are killed (their process group) when the pool is
-//!   dropped; they are started by one thread that lives as long as the process, with
+//!   dropped, all of them signalled before the first is waited for, so that their exits (each
+//!   unmapping hipRTC's LLVM, several ms) overlap; they are started by one thread that lives as long as the process, with
 //!   `PR_SET_PDEATHSIG(SIGKILL)`, and an idle worker reads end-of-file when the parent's end
 //!   of its socket closes.
 //! * **Scratch.** Each worker has a private directory (`hipjit-worker-<pid>-...`) holding its
@@ -144,6 +145,18 @@ struct Pool {
     /// The keys whose program did not serve: run one request at a time.
     one_shot: Mutex<Vec<Key>>,
     started: AtomicU64,
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // Every worker signalled first, then each reaped (and its directory removed) as it
+        // drops: the exits run at once instead of one after the other.
+        let idle = std::mem::take(self.idle.get_mut());
+        for (_, w) in &idle {
+            kill_group(w.pid);
+        }
+        drop(idle);
+    }
 }
 
 /// A started worker.
