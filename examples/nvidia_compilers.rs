@@ -408,8 +408,8 @@ fn phase_medians(runs: &[Vec<(&'static str, Duration)>]) -> Vec<(&'static str, f
 /// new `Jit` with a new empty cache root (a miss: key, compile, header manifest, entry
 /// published before it returns, or in the background), 9 runs of distinct sources after one
 /// warm-up of each, and the raw side again under an inotify watch of the toolkit's include
-/// trees (what hipjit's watch alone costs NVRTC), named inside a scratch directory as hipjit
-/// names it, and under a watch made while an earlier one is closed on another thread (as
+/// trees (what hipjit's watch alone costs NVRTC), named as hipjit names it
+/// (`nvrtc::PROGRAM_DIRECTORY`), and under a watch made while an earlier one is closed on another thread (as
 /// hipjit's compiles follow each other), the six sides' order rotated; the medians, the
 /// ratios, the command hipjit ran and the split of hipjit's time.
 fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
@@ -426,7 +426,7 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
     let driver = Driver::open(dev.ordinal())?;
     let seed = std::process::id();
     // `name`: the program's name, `None` for the name hipjit hands the library before it
-    // renames it into its scratch directory (a relative name).
+    // names it under `nvrtc::PROGRAM_DIRECTORY` (a relative name).
     let raw_named = |src: &str, name: Option<&str>| -> R<f64> {
         let p = nvrtc.program(src.as_bytes(), &options)?;
         let name = name.unwrap_or(&p.name);
@@ -513,11 +513,9 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
         let _ = closing.join();
         ms
     };
-    // The raw side with the program named inside an empty scratch directory under the
-    // temporary directory, as hipjit names it (`NvRtc::compile`).
-    let scratch = dir.join("scratch").join("source");
-    std::fs::create_dir_all(&scratch)?;
-    let scratch_name = scratch.join("four_k.cu").to_string_lossy().into_owned();
+    // The raw side with the program named as hipjit names it (a name under a path that is
+    // not a directory; a new name each compile made NVRTC 13.0 twice as slow on the H100).
+    let hipjit_name = format!("{}/four_k.cu", hipjit::compiler::nvrtc::PROGRAM_DIRECTORY);
     let jit_load = |j: &Jit, src: &str| -> R<(f64, Phases, Vec<String>)> {
         let t = Instant::now();
         let (loaded, phases) = hipjit::phases::measure(|| -> R<_> {
@@ -592,7 +590,7 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
     let runs = 9;
     // Nine sides, each once a run, the order rotated: raw, `Jit::load` publishing before it
     // returns, publishing in the background (`JitOptions::publish_in_background`, waited for
-    // after the clock stops), the raw side under a watch, named in a scratch directory, and
+    // after the clock stops), the raw side under a watch, named as hipjit names it, and
     // after an earlier watch's close, and the three bisecting sides above.
     let mut raw_ms = vec![];
     let (mut watched_ms, mut watched_dirs) = (vec![], 0);
@@ -621,7 +619,7 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
                 0 => raw_ms.push(raw_load(&four_k_source(&format!("raw {run} {seed}")))?),
                 4 => named_ms.push(raw_named(
                     &four_k_source(&format!("raw named {run} {seed}")),
-                    Some(&scratch_name),
+                    Some(&hipjit_name),
                 )?),
                 5 => after_close_ms.push(raw_after_close(&four_k_source(&format!(
                     "raw after close {run} {seed}"
@@ -681,8 +679,8 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
         median(&mut watched_ms) / r
     );
     println!(
-        "BENCH in-process cold compile + load, the raw side again: the program named inside \
-         an empty scratch directory ({scratch_name}) as hipjit names it {:.2} ms, {:.3}x raw; \
+        "BENCH in-process cold compile + load, the raw side again: the program named as \
+         hipjit names it ({hipjit_name}) {:.2} ms, {:.3}x raw; \
          under a watch made while an earlier instance's is closed on another thread, as \
          hipjit's compile follows the one before it, {:.2} ms, {:.3}x raw",
         median(&mut named_ms.clone()),
