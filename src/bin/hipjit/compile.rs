@@ -480,9 +480,9 @@ pub(crate) fn compiler_config(jobs: usize, inputs: usize) -> CompilerConfig {
 /// hipRTC/NVRTC workers of [`compiler_config`]'s bounded pool: not nvcc, which
 /// `compile_may_run_nvcc` says), so that while the workers compile, a thread publishes the
 /// last result and keys its next request, and a worker that answers gets that request at once
-/// instead of waiting for its thread's publishing (measured: 2 to 7 ms a request, at times a
-/// scheduler tick more on a 2-core machine; docs/performance.md, "Where the batch's time
-/// goes"). With one job nothing runs beside the compile: `jobs` threads.
+/// instead of waiting for its thread's publishing (measured: 2 to 4 ms a request on a 2-core
+/// machine, often until the next scheduler tick; docs/performance.md, "`cache warm -j 2`
+/// against `compile -j 2`"). With one job nothing runs beside the compile: `jobs` threads.
 pub(crate) fn threads_for(jobs: usize, inputs: usize, may_run_nvcc: bool) -> usize {
     let extra = usize::from(jobs > 1 && inputs > jobs && !may_run_nvcc);
     (jobs + extra).min(inputs)
