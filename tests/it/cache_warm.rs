@@ -645,3 +645,64 @@ fn a_compile_with_dumps_is_warmed_cached_and_its_headers_tracked() {
     );
     assert_ne!(edited.isa(), hit.isa());
 }
+
+/// `cache warm -j 2` runs one thread more than its jobs (it keys and publishes while the
+/// workers compile) and still at most two hipRTC workers: five slow requests (the stand-in
+/// hipRTC of tests/fixtures/fake_hiprtc.c sleeps a second on `HIPJIT_SLOW`) start two
+/// `rtc-worker` processes (`strace -f -e trace=execve`), each request reaching one.
+#[test]
+fn warm_j2_runs_at_most_two_hiprtc_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("requests.jsonl");
+    let mut text = String::new();
+    for i in 0..5 {
+        let source = format!("// HIPJIT_SLOW {i}\nextern \"C\" __global__ void k() {{}}\n");
+        let r = RecordedRequest::new(
+            source.as_bytes(),
+            &plain(),
+            CompilerChoice::HipRtc,
+            None,
+            b"",
+            &CacheKey([0; 32]),
+        );
+        text.push_str(&serde_json::to_string(&r).unwrap());
+        text.push('\n');
+    }
+    std::fs::write(&file, text).unwrap();
+    let log = dir.path().join("strace.log");
+    let out = Command::new("strace")
+        .args(["-f", "-e", "trace=execve", "-e", "signal=none", "-o"])
+        .arg(&log)
+        .arg(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["cache", "warm", "--json", "-j", "2"])
+        .arg(&file)
+        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+        .env("HIPJIT_HIPRTC_LIBRARY", common::fixture_lib::fake_hiprtc())
+        .env_remove("HIPJIT_RECORD")
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run strace ({e}): apt-get install strace"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: stdout {} stderr {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 5, "{v:#}");
+    for r in results {
+        // Each reached the stand-in and came back: its 4 bytes are no code object.
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(
+            !error.contains("worker") && !error.contains("signal"),
+            "{v:#}"
+        );
+    }
+    let log = std::fs::read_to_string(&log).unwrap();
+    let workers = log
+        .lines()
+        .filter(|l| l.contains("execve(") && l.contains("\"rtc-worker\", \"--serve\""))
+        .count();
+    assert_eq!(workers, 2, "{log}");
+}

@@ -11,10 +11,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hipjit::code_object::CodeObject;
+use hipjit::compiler::cancel::CancelToken;
 use hipjit::compiler::hiprtc::{self, HipRtc};
 use hipjit::compiler::nvrtc::{self, NvRtc};
 use hipjit::compiler::rtc::{RtcError, RtcInput};
-use hipjit::compiler::worker::{self, WorkerConfig};
+use hipjit::compiler::worker::{self, WorkerConfig, WorkerPool};
 use hipjit::compiler::CompilerKind;
 use hipjit::cuda::target::SmTarget;
 use hipjit::target_id::TargetId;
@@ -534,4 +535,76 @@ fn a_dropped_pool_signals_every_worker_before_waiting_for_one() {
         kills.iter().max() < waits.iter().min(),
         "a worker was waited for before the other was signalled:\n{log}"
     );
+}
+
+/// A bounded pool (`WorkerPool::bounded`, as `hipjit compile -j N` and `cache warm -j N` use
+/// with one more thread than N) starts no more workers than its bound: three requests at once,
+/// each a second long, through a pool of two take two workers, the third request waiting for
+/// one of them. An unbounded pool starts a third.
+#[test]
+fn a_bounded_pool_makes_a_request_past_its_bound_wait_for_a_worker() {
+    let at_once = |config: &WorkerConfig| -> Vec<u32> {
+        let barrier = std::sync::Barrier::new(3);
+        std::thread::scope(|s| {
+            let threads: Vec<_> = (0..3)
+                .map(|i| {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        barrier.wait();
+                        fake_served(&format!("HIPJIT_SLOW {i}"), config).unwrap().0
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        })
+    };
+    let bounded = WorkerConfig {
+        pool: WorkerPool::bounded(2),
+        ..config()
+    };
+    let t = std::time::Instant::now();
+    let mut pids = at_once(&bounded);
+    let took = t.elapsed();
+    assert_eq!(bounded.pool.started(), 2, "pids {pids:?}");
+    assert_eq!(bounded.pool.idle(), 2);
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    // The third request ran after one of the first two: two seconds of compiling at least.
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+
+    let unbounded = config();
+    at_once(&unbounded);
+    assert_eq!(unbounded.pool.started(), 3);
+}
+
+/// A request waiting for a bounded pool's worker ends when its thread's cancellation comes,
+/// named, and the pool serves on.
+#[test]
+fn a_request_waiting_for_a_bounded_pools_worker_is_cancelled() {
+    let config = WorkerConfig {
+        pool: WorkerPool::bounded(1),
+        ..config()
+    };
+    let cancel = CancelToken::new();
+    let (busy, err) = std::thread::scope(|s| {
+        let busy = s.spawn(|| fake_served("HIPJIT_SLOW busy", &config));
+        // The busy request holds the only worker (it starts it and sleeps a second in it).
+        while config.pool.started() == 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let waiting = s.spawn(|| cancel.scope(|| fake_served("plain", &config)));
+        std::thread::sleep(Duration::from_millis(200));
+        cancel.cancel();
+        (busy.join().unwrap(), waiting.join().unwrap().unwrap_err())
+    });
+    assert!(
+        err.to_string()
+            .contains("cancelled while it waited for a worker"),
+        "{err}"
+    );
+    assert!(busy.is_ok(), "{busy:?}");
+    assert_eq!(config.pool.started(), 1);
+    assert!(fake_served("plain", &config).is_ok());
+    assert_eq!(config.pool.started(), 1);
 }

@@ -48,9 +48,10 @@ use std::sync::Mutex;
 
 use hipjit::compiler::cancel::CancelToken;
 use hipjit::compiler::diagnostics::{self, Diagnostic, Layout};
-use hipjit::compiler::worker::WorkerConfig;
+use hipjit::compiler::selection::CompilerChoice;
+use hipjit::compiler::worker::{WorkerConfig, WorkerPool};
 use hipjit::compiler::{
-    is_valid_source_name, CompileError, CompileOptions, CompilerConfig, OptionsError,
+    is_valid_source_name, CompileError, CompileOptions, CompilerConfig, CompilerKind, OptionsError,
 };
 use hipjit::jit::{Artefact, Compiled, CompilerUsed, Jit, JitError, JitOptions, Origin};
 
@@ -460,15 +461,40 @@ fn compile_one(
 /// of this command (`hipjit rtc-worker --serve`, [`hipjit::compiler::worker`]): in one process
 /// hipRTC compiles one program at a time, and a worker adds the compile timeout and crash
 /// isolation. The workers are kept in one pool for the whole run (at most `jobs` of them,
-/// each serving many files), so hipRTC starts once a worker, not once a file.
+/// [`WorkerPool::bounded`], each serving many files), so hipRTC starts once a worker, not once
+/// a file.
 pub(crate) fn compiler_config(jobs: usize, inputs: usize) -> CompilerConfig {
     CompilerConfig {
         max_concurrent: jobs,
         rtc_worker: (jobs > 1 && inputs > 1).then(|| WorkerConfig {
             program: std::env::current_exe().ok(),
+            pool: WorkerPool::bounded(jobs),
             ..WorkerConfig::default()
         }),
         ..CompilerConfig::default()
+    }
+}
+
+/// How many threads run `inputs` requests with `jobs` compiles at once: `jobs`, and one more
+/// where every compile is bounded to `jobs` at once by its compiler (hipcc's slots, the
+/// hipRTC/NVRTC workers of [`compiler_config`]'s bounded pool: not nvcc, which
+/// `compile_may_run_nvcc` says), so that while the workers compile, a thread publishes the
+/// last result and keys its next request, and a worker that answers gets that request at once
+/// instead of waiting for its thread's publishing (measured: 2 to 4 ms a request on a 2-core
+/// machine, often until the next scheduler tick; docs/performance.md, "`cache warm -j 2`
+/// against `compile -j 2`"). With one job nothing runs beside the compile: `jobs` threads.
+pub(crate) fn threads_for(jobs: usize, inputs: usize, may_run_nvcc: bool) -> usize {
+    let extra = usize::from(jobs > 1 && inputs > jobs && !may_run_nvcc);
+    (jobs + extra).min(inputs)
+}
+
+/// Whether a compile of `choice` with `options` may run nvcc, whose compiles
+/// [`CompilerConfig::max_concurrent`] does not bound: an explicit nvcc, or Auto for an SM
+/// target.
+pub(crate) fn compile_may_run_nvcc(choice: CompilerChoice, options: &CompileOptions) -> bool {
+    match choice {
+        CompilerChoice::Kind(k) => k == CompilerKind::Nvcc,
+        CompilerChoice::Auto => !options.sm_targets.is_empty(),
     }
 }
 
@@ -544,8 +570,14 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..n).map(|_| None).collect());
+    let choice = jit.compiler_choice();
+    let threads = threads_for(
+        jobs,
+        n,
+        bases.iter().any(|b| compile_may_run_nvcc(choice, b)),
+    );
     std::thread::scope(|s| {
-        for _ in 0..jobs.min(n) {
+        for _ in 0..threads {
             s.spawn(|| {
                 cancel.scope(|| loop {
                     if cancel.is_cancelled() {

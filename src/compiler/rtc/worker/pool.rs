@@ -7,7 +7,9 @@
 //! * **Sized by use.** A request takes an idle worker of its key, else starts one: a pool
 //!   holds at most as many workers as requests ran at once through it (the caller's
 //!   [`crate::compiler::CompilerConfig::max_concurrent`]); starting one drops an idle worker
-//!   of another key, if any.
+//!   of another key, if any. A [`WorkerPool::bounded`] pool holds at most its bound: a request
+//!   past it waits for a worker to come back, so that a caller may run more requests at once
+//!   than it wants compiles (one keys and publishes while the workers compile).
 //! * **Timeout, cancellation, crash.** A request past [`WorkerConfig::timeout`], or cancelled,
 //!   kills its worker's process group; a worker that dies fails the request it served with
 //!   the signal or status and what it wrote to stderr meanwhile. Either way the worker is
@@ -33,11 +35,11 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use super::frame::{Channel, Stop};
 use super::{signal_name, Hello, WorkerConfig, HELLO_MAGIC, PROTOCOL_VERSION, WORKER_SUBCOMMAND};
@@ -59,6 +61,26 @@ impl std::fmt::Debug for WorkerPool {
 }
 
 impl WorkerPool {
+    /// A pool of at most `max_workers` workers, serving and idle together (0: unbounded, as
+    /// [`WorkerPool::default`]). A request that finds no idle worker of its key while
+    /// `max_workers` are running waits until one comes back (an idle worker of another key
+    /// goes, and one of its key starts in its place) or one fails and goes; it checks its
+    /// thread's cancellation every 50 ms meanwhile (`RtcError::Worker`, "cancelled"). The wait
+    /// is not part of the worker's timeout, which counts from the request's start in a worker.
+    /// So a caller may run more requests at once than it wants compiles: one keys and
+    /// publishes a result while `max_workers` compile, and a worker that answers gets its next
+    /// request at once.
+    pub fn bounded(max_workers: usize) -> WorkerPool {
+        WorkerPool(Arc::new(Pool {
+            idle: Mutex::default(),
+            one_shot: Mutex::default(),
+            started: AtomicU64::new(0),
+            max: max_workers,
+            running: AtomicUsize::new(0),
+            returned: Condvar::new(),
+        }))
+    }
+
     /// How many serving workers this pool started so far (replacements included).
     pub fn started(&self) -> u64 {
         self.0.started.load(Ordering::Relaxed)
@@ -94,22 +116,14 @@ impl WorkerPool {
         if self.0.one_shot.lock().contains(&key) {
             return Ok(None);
         }
-        let idle = {
-            let mut idle = self.0.idle.lock();
-            idle.iter()
-                .position(|(k, _)| *k == key)
-                .map(|i| idle.swap_remove(i).1)
-        };
+        let (idle, other) = self.0.take(&key)?;
+        // From here until it is put back (or it failed and went), the pool counts this
+        // request's worker as running.
+        let _running = Running(&self.0);
         let mut worker = match idle {
             Some(w) => w,
             None => {
                 // One idle worker of another key goes, so that the pool does not grow.
-                let other = {
-                    let mut idle = self.0.idle.lock();
-                    idle.iter()
-                        .position(|(k, _)| *k != key)
-                        .map(|i| idle.swap_remove(i))
-                };
                 drop(other);
                 match Worker::start(config, program, &fail)? {
                     Some(w) => {
@@ -129,6 +143,19 @@ impl WorkerPool {
     }
 }
 
+/// A request's hold on one of the pool's running workers: released (and a waiting request
+/// woken) when it drops, the worker put back idle or gone.
+struct Running<'a>(&'a Pool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        // Under the lock that waiting requests check the count with: none misses the change.
+        let _idle = self.0.idle.lock();
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
+        self.0.returned.notify_all();
+    }
+}
+
 /// What a worker serves: it is never handed a request of another key.
 #[derive(PartialEq, Eq)]
 struct Key {
@@ -145,6 +172,47 @@ struct Pool {
     /// The keys whose program did not serve: run one request at a time.
     one_shot: Mutex<Vec<Key>>,
     started: AtomicU64,
+    /// At most this many workers, running and idle together; 0: unbounded.
+    max: usize,
+    /// Workers serving a request (or starting for one) now; changed under `idle`'s lock.
+    running: AtomicUsize,
+    /// Signalled when a running worker is put back or goes.
+    returned: Condvar,
+}
+
+impl Pool {
+    /// For a request of `key`: an idle worker of its key, or room to start one (with the idle
+    /// worker of another key it replaces, to drop), counted as running from now on; waits
+    /// while the pool is at its bound and has neither.
+    ///
+    /// Errors: [`RtcError::Worker`] when the thread's cancellation comes while it waits.
+    #[allow(clippy::type_complexity)]
+    fn take(&self, key: &Key) -> Result<(Option<Worker>, Option<(Key, Worker)>), RtcError> {
+        let cancel = crate::process::cancel::current();
+        let mut idle = self.idle.lock();
+        loop {
+            if let Some(i) = idle.iter().position(|(k, _)| k == key) {
+                self.running.fetch_add(1, Ordering::Relaxed);
+                return Ok((Some(idle.swap_remove(i).1), None));
+            }
+            let other = idle.iter().position(|(k, _)| k != key);
+            let room =
+                self.max == 0 || self.running.load(Ordering::Relaxed) + idle.len() < self.max;
+            if room || other.is_some() {
+                self.running.fetch_add(1, Ordering::Relaxed);
+                // At the bound, the idle worker of another key goes to make room; below it
+                // too, so that the pool does not grow.
+                return Ok((None, other.map(|i| idle.swap_remove(i))));
+            }
+            if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+                return Err(RtcError::Worker {
+                    compiler: key.kind.name(),
+                    reason: "the compile was cancelled while it waited for a worker".into(),
+                });
+            }
+            self.returned.wait_for(&mut idle, Duration::from_millis(50));
+        }
+    }
 }
 
 impl Drop for Pool {
