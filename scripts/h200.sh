@@ -18,7 +18,9 @@
 # Every NVIDIA check (nvidia_e2e, nvidia_graphs, softmax-demo, the PyTorch stream, several GPUs)
 # runs twice, once with each NVIDIA compiler: HIPJIT_COMPILER=nvrtc, then HIPJIT_COMPILER=nvcc
 # (nvidia_e2e checks that the compiler named compiled its kernels). nvidia_compilers times
-# NVRTC against nvcc through Jit::load itself.
+# NVRTC against nvcc through Jit::load itself, and the in-process cold compile against raw
+# NVRTC (again with TMPDIR in the working directory); scripts/nvrtc-names.py times NVRTC
+# itself under a constant program name against a new one each compile.
 #
 # The machine needs the NVIDIA driver, nvcc (HIPJIT_NVCC, default /usr/local/cuda/bin/nvcc) and
 # python3 with torch, CuPy and pytest; no Rust, no registry, no maturin. Build the binaries and
