@@ -85,3 +85,45 @@ pub fn check(kind: CompilerKind, config: impl Fn() -> CompilerConfig, base: Comp
         .to_string();
     assert!(err.contains("shape/width.h"), "{kind:?}: {err}");
 }
+
+/// A quoted `#include` of an in-memory header names a file the compiler may look up in the
+/// process's current directory (NVRTC 13.5 does: an in-memory header has no directory of its
+/// own), which nothing keys: with a file of that name there, a compile read it and a later
+/// compile, the file changed, hit the entry built from the old file. Either the compile is
+/// refused, naming the `#include`, or the file's contents are keyed: the two compiles may not
+/// give one key.
+pub fn cwd_file_is_never_served_stale(
+    kind: CompilerKind,
+    config: CompilerConfig,
+    options: CompileOptions,
+) {
+    struct Removed(std::path::PathBuf);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let name = format!("hipjit-test-cwd-{}-{kind:?}.h", std::process::id());
+    let file = Removed(std::env::current_dir().unwrap().join(&name));
+    let source = "#include \"outer.h\"\n\
+        extern \"C\" __global__ void fill(int* out) { out[threadIdx.x] = FROM_CWD; }\n";
+    let options = options.header("outer.h", format!("#include \"{name}\"\n"));
+    let cache = tempfile::tempdir().unwrap();
+    let compile = |value: u32| {
+        std::fs::write(&file.0, format!("#define FROM_CWD {value}\n")).unwrap();
+        jit(kind, config.clone(), cache.path()).compile(source, &options)
+    };
+    match (compile(3), compile(4)) {
+        (Ok(three), Ok(four)) => assert!(
+            three.key() != four.key(),
+            "a file in the current directory changed and the second compile ({:?}) got the \
+             first's key: the file was read ({:?} compiled) and not keyed",
+            four.origin(),
+            three.origin()
+        ),
+        (Err(e), _) | (_, Err(e)) => assert!(
+            e.to_string().contains(&name),
+            "{kind:?}: the refusal does not name the include: {e}"
+        ),
+    }
+}

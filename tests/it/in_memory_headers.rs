@@ -45,3 +45,15 @@ fn an_nvrtc_worker_finds_in_memory_headers() {
         sm90(),
     );
 }
+
+/// A quoted `#include` of an in-memory header naming no in-memory header is never read from
+/// the process's current directory, where NVRTC 13.5 looks it up first and nothing keys it
+/// (`common::in_memory_headers::cwd_file_is_never_served_stale`).
+#[test]
+fn nvrtc_never_serves_code_from_an_unkeyed_file_beside_an_in_memory_header() {
+    crate::common::in_memory_headers::cwd_file_is_never_served_stale(
+        CompilerKind::Nvrtc,
+        config(),
+        sm90(),
+    );
+}

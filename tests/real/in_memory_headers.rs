@@ -44,3 +44,14 @@ fn a_hiprtc_worker_finds_in_memory_headers() {
         gfx90a(),
     );
 }
+
+/// As tests/it/in_memory_headers.rs's NVRTC check: a quoted `#include` of an in-memory header
+/// naming no in-memory header is never served stale from the current directory.
+#[test]
+fn hiprtc_never_serves_code_from_an_unkeyed_file_beside_an_in_memory_header() {
+    crate::common::in_memory_headers::cwd_file_is_never_served_stale(
+        CompilerKind::HipRtc,
+        config(),
+        gfx90a(),
+    );
+}

@@ -297,10 +297,49 @@ pub(crate) fn checked_input(
     if let Some(e) = untracked(input.name, input.source) {
         return Err(e);
     }
+    if let Some(e) = untracked_in_memory(input.headers) {
+        return Err(e);
+    }
     if let Some(e) = untracked_reachable(input.source, &trees) {
         return Err(e);
     }
     Ok((canonical, trees))
+}
+
+/// The refusal of the first `#include` of an in-memory header (`input.headers`: the caller's
+/// and hipjit's own) that can name a file nothing keys: one [`untracked_include`] refuses, or a
+/// quoted one naming no in-memory header. An in-memory header has no directory of its own, and
+/// NVRTC (measured with 13.5) looks a quoted name of it up relative to the process's current
+/// directory first (`"a.h"` including `"x.h"` opens `./x.h`; `"sub/a.h"` opens `./sub/x.h`),
+/// before the include directories: a file there would be read without being keyed, and a later
+/// compile, the file changed, would be served the old code. An in-memory header of the name
+/// wins over such a file; an angle-bracket `#include` is looked up in the include directories
+/// only.
+fn untracked_in_memory(headers: &[(String, Vec<u8>)]) -> Option<RtcError> {
+    use crate::compiler::include_names::{scan, Delimiter};
+    for (header, body) in headers {
+        let file = format!("in-memory header {header:?}");
+        if let Some(e) = untracked(&file, body) {
+            return Some(e);
+        }
+        let quoted = scan(body).names.into_iter().find(|(name, delimiter, _)| {
+            *delimiter == Delimiter::Quoted && !headers.iter().any(|(h, _)| h.as_bytes() == *name)
+        });
+        if let Some((name, _, line)) = quoted {
+            let name = String::from_utf8_lossy(&name);
+            return Some(RtcError::NoDependencies {
+                compiler: COMPILER,
+                reason: format!(
+                    "`#include \"{name}\"` ({file}, line {line}) names no in-memory header, and \
+                     NVRTC looks such a name up in the process's current directory first (an \
+                     in-memory header has no directory of its own), which hipjit cannot key; \
+                     include it as `<{name}>` (the include directories only), or hand it in \
+                     memory too (`CompileOptions::header`)"
+                ),
+            });
+        }
+    }
+    None
 }
 
 /// The most headers [`untracked_reachable`] reads.
