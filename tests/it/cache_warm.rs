@@ -706,3 +706,71 @@ fn warm_j2_runs_at_most_two_hiprtc_workers() {
         .count();
     assert_eq!(workers, 2, "{log}");
 }
+
+/// `cache warm -j 2` runs at most two compiles at once when its requests need two JITs (here
+/// two callers' signatures, each JIT with its own hipcc and so its own bound of two): the
+/// thread more than the jobs is only for requests that one bound holds. The compiler is
+/// tests/fixtures/fake-hipcc-act.sh, whose `$HOME/act.sh` notes its process in
+/// `$HOME/running` for half a second and counts the compiles running beside it as it starts.
+#[test]
+fn warm_j2_runs_at_most_two_compiles_over_two_jits() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let running = home.join("running");
+    std::fs::create_dir_all(&running).unwrap();
+    let code_object = crate::common::code_object("single-gfx90a.hsaco");
+    std::fs::write(
+        home.join("act.sh"),
+        format!(
+            "touch {r}/$$\nls {r} | wc -l >> {h}/counts\nsleep 0.5\nrm {r}/$$\n\
+             cp {co} out.hsaco\nfor a; do case \"$a\" in *.hip) src=\"$a\";; esac; done\n\
+             echo \"out.hsaco: $src\" > deps.d\n",
+            r = running.display(),
+            h = home.display(),
+            co = code_object.display(),
+        ),
+    )
+    .unwrap();
+    let mut text = String::new();
+    for i in 0..6 {
+        let source = format!("extern \"C\" __global__ void k{i}() {{}}\n");
+        let signature: &[u8] = if i % 2 == 0 { b"one" } else { b"two" };
+        let r = RecordedRequest::new(
+            source.as_bytes(),
+            &plain(),
+            CompilerChoice::Hipcc,
+            None,
+            signature,
+            &CacheKey([0; 32]),
+        );
+        text.push_str(&serde_json::to_string(&r).unwrap());
+        text.push('\n');
+    }
+    let file = dir.path().join("requests.jsonl");
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["cache", "warm", "--json", "-j", "2"])
+        .arg(&file)
+        .env("HIPJIT_HIPCC", crate::common::fake_hipcc())
+        .env("HOME", &home)
+        .env("XDG_CACHE_HOME", dir.path().join("xdg"))
+        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .env_remove("HIPJIT_RECORD")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(v["compiled"].as_u64(), Some(6), "{v} {stderr}");
+    let counts: Vec<u32> = std::fs::read_to_string(home.join("counts"))
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 6, "{counts:?}");
+    assert!(
+        counts.iter().all(|&c| c <= 2),
+        "more than two compiles at once under -j 2: {counts:?}"
+    );
+}

@@ -476,26 +476,31 @@ pub(crate) fn compiler_config(jobs: usize, inputs: usize) -> CompilerConfig {
 }
 
 /// How many threads run `inputs` requests with `jobs` compiles at once: `jobs`, and one more
-/// where every compile is bounded to `jobs` at once by its compiler (hipcc's slots, the
-/// hipRTC/NVRTC workers of [`compiler_config`]'s bounded pool: not nvcc, which
-/// `compile_may_run_nvcc` says), so that while the workers compile, a thread publishes the
-/// last result and keys its next request, and a worker that answers gets that request at once
-/// instead of waiting for its thread's publishing (measured: 2 to 4 ms a request on a 2-core
-/// machine, often until the next scheduler tick; docs/performance.md, "`cache warm -j 2`
-/// against `compile -j 2`"). With one job nothing runs beside the compile: `jobs` threads.
-pub(crate) fn threads_for(jobs: usize, inputs: usize, may_run_nvcc: bool) -> usize {
-    let extra = usize::from(jobs > 1 && inputs > jobs && !may_run_nvcc);
+/// where every compile is held to `jobs` at once by one and the same bound ([`one_bound`]), so
+/// that while the workers compile, a thread publishes the last result and keys its next
+/// request, and a worker that answers gets that request at once instead of waiting for its
+/// thread's publishing (measured: 2 to 4 ms a request on a 2-core machine, often until the
+/// next scheduler tick; docs/performance.md, "`cache warm -j 2` against `compile -j 2`").
+/// With one job nothing runs beside the compile: `jobs` threads.
+pub(crate) fn threads_for(jobs: usize, inputs: usize, one_bound: bool) -> usize {
+    let extra = usize::from(jobs > 1 && inputs > jobs && one_bound);
     (jobs + extra).min(inputs)
 }
 
-/// Whether a compile of `choice` with `options` may run nvcc, whose compiles
-/// [`CompilerConfig::max_concurrent`] does not bound: an explicit nvcc, or Auto for an SM
-/// target.
-pub(crate) fn compile_may_run_nvcc(choice: CompilerChoice, options: &CompileOptions) -> bool {
-    match choice {
-        CompilerChoice::Kind(k) => k == CompilerKind::Nvcc,
-        CompilerChoice::Auto => !options.sm_targets.is_empty(),
-    }
+/// Whether one bound of `jobs` holds every compile of the JITs whose compiler choices are
+/// `choices` (one item a JIT, all made with [`compiler_config`]'s config): hipRTC and NVRTC
+/// alone (the workers of the one bounded pool that config shares), or one JIT of hipcc (its
+/// slots). Not nvcc (no bound), not Auto (hipRTC's workers and hipcc's slots, two bounds of
+/// `jobs` each, or nvcc), not several JITs of hipcc (each its own slots): with a thread more
+/// than `jobs`, each of those could run `jobs` + 1 compiles at once.
+pub(crate) fn one_bound(choices: &[CompilerChoice]) -> bool {
+    let worker = |c: &CompilerChoice| {
+        matches!(
+            c,
+            CompilerChoice::Kind(CompilerKind::HipRtc | CompilerKind::Nvrtc)
+        )
+    };
+    choices.iter().all(worker) || choices == [CompilerChoice::Kind(CompilerKind::Hipcc)]
 }
 
 /// Runs `hipjit compile`.
@@ -570,12 +575,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..n).map(|_| None).collect());
-    let choice = jit.compiler_choice();
-    let threads = threads_for(
-        jobs,
-        n,
-        bases.iter().any(|b| compile_may_run_nvcc(choice, b)),
-    );
+    let threads = threads_for(jobs, n, one_bound(&[jit.compiler_choice()]));
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
@@ -899,4 +899,34 @@ pub fn read_source(file: &Path) -> Result<Vec<u8>, String> {
     use hipjit::file_read::{read_file, Streams, SOURCE_LIMIT};
     read_file(file, SOURCE_LIMIT, "a source", Streams::Stdin)
         .map_err(|e| format!("{}: cannot read the file: {}", file.display(), e.reason()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_more_than_the_jobs_only_where_one_bound_holds_every_compile() {
+        let kind = CompilerChoice::Kind;
+        let (hipcc, hiprtc, nvrtc) = (
+            kind(CompilerKind::Hipcc),
+            kind(CompilerKind::HipRtc),
+            kind(CompilerKind::Nvrtc),
+        );
+        // The workers' one pool.
+        assert!(one_bound(&[hiprtc]));
+        assert!(one_bound(&[hiprtc, nvrtc]));
+        // One hipcc's slots.
+        assert!(one_bound(&[hipcc]));
+        // Two bounds (two hipccs' slots, or hipcc's beside the pool), or none (nvcc).
+        assert!(!one_bound(&[hipcc, hipcc]));
+        assert!(!one_bound(&[hipcc, hiprtc]));
+        assert!(!one_bound(&[CompilerChoice::Auto]));
+        assert!(!one_bound(&[kind(CompilerKind::Nvcc)]));
+        assert_eq!(threads_for(2, 6, true), 3);
+        assert_eq!(threads_for(2, 6, false), 2);
+        assert_eq!(threads_for(1, 6, true), 1);
+        assert_eq!(threads_for(2, 2, true), 2);
+        assert_eq!(threads_for(4, 3, true), 3);
+    }
 }

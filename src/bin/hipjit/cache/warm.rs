@@ -15,9 +15,7 @@ use hipjit::compiler::CompileOptions;
 use hipjit::jit::record::{self, RecordLocation, Request};
 use hipjit::jit::{Jit, JitOptions, Origin};
 
-use crate::compile::{
-    compile_may_run_nvcc, compiler_config, interrupted, origin_name, threads_for,
-};
+use crate::compile::{compiler_config, interrupted, one_bound, origin_name, threads_for};
 use crate::output::{self, CliError};
 
 /// What became of one distinct request.
@@ -116,12 +114,9 @@ pub fn run(file: &Path, jobs: usize, json: bool) -> Result<(), CliError> {
     };
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..n).map(|_| None).collect());
-    let may_run_nvcc = distinct.iter().any(|(_, r)| {
-        let jit = &jits[&(r.compiler, r.extra_signature.clone())];
-        compile_may_run_nvcc(jit.compiler_choice(), &r.options)
-    });
+    let choices: Vec<CompilerChoice> = jits.values().map(Jit::compiler_choice).collect();
     std::thread::scope(|s| {
-        for _ in 0..threads_for(jobs, n, may_run_nvcc) {
+        for _ in 0..threads_for(jobs, n, one_bound(&choices)) {
             s.spawn(|| {
                 cancel.scope(|| loop {
                     if cancel.is_cancelled() {
