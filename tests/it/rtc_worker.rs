@@ -608,3 +608,43 @@ fn a_request_waiting_for_a_bounded_pools_worker_is_cancelled() {
     assert!(fake_served("plain", &config).is_ok());
     assert_eq!(config.pool.started(), 1);
 }
+
+/// A bounded pool's only worker that crashes, or runs past the timeout, while another request
+/// waits for it: the failing request is named, the waiting one gets a new worker and
+/// compiles, and no worker is left running beside the pool's idle one.
+#[test]
+fn a_request_waiting_for_a_bounded_pools_worker_gets_another_after_a_crash_or_a_timeout() {
+    for (source, says) in [
+        ("HIPJIT_ABORT", "killed by signal 6 (SIGABRT)"),
+        ("HIPJIT_HANG", "ran past the worker's timeout of 2 s"),
+    ] {
+        let config = WorkerConfig {
+            pool: WorkerPool::bounded(1),
+            timeout: Duration::from_secs(2),
+            ..config()
+        };
+        let (failed, waited) = std::thread::scope(|s| {
+            let failing = s.spawn(|| fake_served(source, &config));
+            while config.pool.started() == 0 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let waiting = s.spawn(|| fake_served("plain", &config));
+            (failing.join().unwrap(), waiting.join().unwrap())
+        });
+        let err = failed.unwrap_err();
+        assert!(err.to_string().contains(says), "{source}: {err}");
+        let (pid, _) = waited.unwrap_or_else(|e| panic!("{source}: the waiting request: {e}"));
+        assert_eq!(config.pool.started(), 2, "{source}");
+        assert_eq!(config.pool.idle(), 1, "{source}");
+        assert!(!gone(pid), "{source}: the idle worker {pid}");
+        drop(config);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !gone(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{source}: {pid} lives on"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
