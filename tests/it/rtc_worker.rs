@@ -648,3 +648,60 @@ fn a_request_waiting_for_a_bounded_pools_worker_gets_another_after_a_crash_or_a_
         }
     }
 }
+
+/// A bounded pool whose worker program does not serve (a hipjit from before `--serve`) runs
+/// its requests one process each, and no more of those at once than its bound: three slow
+/// requests at once through a pool of one run one after the other. The stand-in notes its
+/// process in a directory while it runs and counts those beside it as it starts.
+#[test]
+fn a_bounded_pool_holds_its_bound_over_one_shot_processes_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let running = dir.path().join("running");
+    std::fs::create_dir(&running).unwrap();
+    let counts = dir.path().join("counts");
+    let program = dir.path().join("old-hipjit");
+    std::fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = --serve ] && exit 2; done\n\
+             touch {r}/$$\nls {r} | wc -l >> {c}\n'{h}' \"$@\"\ns=$?\nrm {r}/$$\nexit $s\n",
+            r = running.display(),
+            c = counts.display(),
+            h = env!("CARGO_BIN_EXE_hipjit"),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = WorkerConfig {
+        program: Some(program),
+        pool: WorkerPool::bounded(1),
+        ..WorkerConfig::default()
+    };
+    let barrier = std::sync::Barrier::new(3);
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..3)
+            .map(|i| {
+                let (barrier, config) = (&barrier, &config);
+                s.spawn(move || {
+                    barrier.wait();
+                    fake_served(&format!("HIPJIT_SLOW {i}"), config)
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+    });
+    assert_eq!(config.pool.started(), 0);
+    let counts: Vec<u32> = std::fs::read_to_string(&counts)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(
+        counts,
+        [1, 1, 1],
+        "one-shot processes at once under a bound of 1"
+    );
+}

@@ -214,13 +214,11 @@ pub fn compile(
     };
     let encoded =
         rmp_serde::to_vec(&request).map_err(|e| fail(format!("cannot encode the request: {e}")))?;
-    let bytes = match config
+    let bytes = config
         .pool
-        .serve(config, &program, kind, library, &encoded)?
-    {
-        Some(answer) => answer,
-        None => compile_once(config, &program, kind, encoded)?,
-    };
+        .serve(config, &program, kind, library, &encoded, || {
+            compile_once(config, &program, kind, encoded.clone())
+        })?;
     let response: Response = rmp_serde::from_slice(&bytes)
         .map_err(|e| fail(format!("its result does not decode: {e}")))?;
     match response {

@@ -27,7 +27,8 @@
 //! * **Versioned.** A worker's first frame names the protocol and its version
 //!   ([`super::PROTOCOL_VERSION`]); a worker that ends without one (a `hipjit` from before the
 //!   serving mode refuses `--serve`) is run one request at a time through files instead, for
-//!   the pool's life; a worker speaking another version is an error naming both.
+//!   the pool's life, each such process counted as a worker while it runs (a bounded pool's
+//!   bound holds them too); a worker speaking another version is an error naming both.
 
 use std::ffi::OsString;
 use std::os::unix::fs::DirBuilderExt;
@@ -92,8 +93,10 @@ impl WorkerPool {
     }
 
     /// Serves the encoded `request` for `kind` and `library` with a worker of this pool (one
-    /// of `program`, started now when none of the key is idle): the encoded answer, or `None`
-    /// when `program` does not serve (an earlier hipjit: the caller runs it once instead).
+    /// of `program`, started now when none of the key is idle): the encoded answer. When
+    /// `program` does not serve (an earlier hipjit), `once` runs the request in a process of
+    /// its own instead, counted as one of the pool's workers while it runs, so that a
+    /// [`WorkerPool::bounded`] pool's bound holds those processes too.
     pub(super) fn serve(
         &self,
         config: &WorkerConfig,
@@ -101,7 +104,8 @@ impl WorkerPool {
         kind: CompilerKind,
         library: &Path,
         request: &[u8],
-    ) -> Result<Option<Vec<u8>>, RtcError> {
+        once: impl FnOnce() -> Result<Vec<u8>, RtcError>,
+    ) -> Result<Vec<u8>, RtcError> {
         let fail = |reason: String| RtcError::Worker {
             compiler: kind.name(),
             reason,
@@ -113,13 +117,15 @@ impl WorkerPool {
             memory_limit: config.memory_limit,
             env: std::env::vars_os().collect(),
         };
-        if self.0.one_shot.lock().contains(&key) {
-            return Ok(None);
-        }
         let (idle, other) = self.0.take(&key)?;
         // From here until it is put back (or it failed and went), the pool counts this
         // request's worker as running.
         let _running = Running(&self.0);
+        // Asked after the wait, which another request's finding may have ended.
+        if self.0.one_shot.lock().contains(&key) {
+            drop(other);
+            return once();
+        }
         let mut worker = match idle {
             Some(w) => w,
             None => {
@@ -131,15 +137,19 @@ impl WorkerPool {
                         w
                     }
                     None => {
-                        self.0.one_shot.lock().push(key);
-                        return Ok(None);
+                        let mut one_shot = self.0.one_shot.lock();
+                        if !one_shot.contains(&key) {
+                            one_shot.push(key);
+                        }
+                        drop(one_shot);
+                        return once();
                     }
                 }
             }
         };
         let answer = worker.request(request, config, &fail)?;
         self.0.idle.lock().push((key, worker));
-        Ok(Some(answer))
+        Ok(answer)
     }
 }
 
