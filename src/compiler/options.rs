@@ -244,6 +244,12 @@ impl CompileOptions {
     /// Adds an in-memory header [`CompileOptions::headers`]: `#include "name"` in the source
     /// reads `contents`, with every compiler, and no file is written by the caller.
     ///
+    /// With NVRTC, a quoted `#include` inside `contents` must name another in-memory header:
+    /// NVRTC looks any other quoted name up in the process's current directory first, a file
+    /// no key could cover, so the compile is refused naming it
+    /// ([`crate::compiler::rtc::RtcError::NoDependencies`]); include a file of an include
+    /// directory as `<name>`.
+    ///
     /// ```
     /// use hipjit::compiler::CompileOptions;
     /// const REDUCE_H: &str = "__device__ inline float twice(float x) { return 2 * x; }\n";
