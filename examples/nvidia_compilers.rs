@@ -644,13 +644,7 @@ fn in_process_cold(dev: &Device, sm: SmTarget) -> R<()> {
                     let (ms, phases, used) = jit_load(&j, &src)?;
                     command = used;
                     j.flush_cache_writes();
-                    jit_calls.push(
-                        phases
-                            .iter()
-                            .filter(|(n, _)| *n == "compile: the library's calls")
-                            .map(|(_, d)| d.as_secs_f64() * 1e3)
-                            .sum::<f64>(),
-                    );
+                    jit_calls.push(library_calls(&phases));
                     sides[side - 1].0.push(ms);
                     sides[side - 1].1.push(phases);
                 }

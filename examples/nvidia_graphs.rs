@@ -576,13 +576,17 @@ fn bench_graphs(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
         }
         Ok(g)
     };
-    let (mut cr, mut co) = (Vec::new(), Vec::new());
-    for _ in 0..REPS {
+    // Each side's time per launch: the raw capture (its graph destroyed outside the clock),
+    // and hipjit's (its graph dropped outside the clock).
+    let raw_side = |params: &mut [*mut c_void; 4]| -> R<f64> {
         let t = Instant::now();
-        let g = raw_capture(&mut params)?;
-        cr.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+        let g = raw_capture(params)?;
+        let ns = t.elapsed().as_secs_f64() * 1e9 / BATCH as f64;
         // SAFETY: the graph just captured.
         cu(unsafe { destroy(g) }, "cuGraphDestroy")?;
+        Ok(ns)
+    };
+    let hipjit_side = || -> R<f64> {
         let t = Instant::now();
         let mut cap = stream.begin_capture(CaptureMode::Global)?;
         for _ in 0..BATCH {
@@ -590,8 +594,14 @@ fn bench_graphs(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
             unsafe { cap.launch(saxpy, cfg, args![&a, &x, Written(&y), &n])? };
         }
         let graph = cap.end_capture()?;
-        co.push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
+        let ns = t.elapsed().as_secs_f64() * 1e9 / BATCH as f64;
         drop(graph);
+        Ok(ns)
+    };
+    let (mut cr, mut co) = (Vec::new(), Vec::new());
+    for _ in 0..REPS {
+        cr.push(raw_side(&mut params)?);
+        co.push(hipjit_side()?);
     }
     let (mr, mo) = (median(&mut cr), median(&mut co));
     println!(
@@ -621,11 +631,7 @@ fn bench_graphs(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
     };
     let mut split: [Vec<f64>; 4] = Default::default();
     for _ in 0..REPS {
-        let t = Instant::now();
-        let g = raw_capture(&mut params)?;
-        split[0].push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
-        // SAFETY: the graph just captured.
-        cu(unsafe { destroy(g) }, "cuGraphDestroy")?;
+        split[0].push(raw_side(&mut params)?);
         split[1].push(captured_by(&mut || {
             // SAFETY: saxpy's arguments.
             unsafe { prepared.launch(&mut args![&a, &x, Written(&y), &n])? };
@@ -636,15 +642,7 @@ fn bench_graphs(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
             unsafe { saxpy.launch(stream, cfg, &mut args![&a, &x, Written(&y), &n])? };
             Ok(())
         })?);
-        let t = Instant::now();
-        let mut cap = stream.begin_capture(CaptureMode::Global)?;
-        for _ in 0..BATCH {
-            // SAFETY: saxpy's arguments.
-            unsafe { cap.launch(saxpy, cfg, args![&a, &x, Written(&y), &n])? };
-        }
-        let graph = cap.end_capture()?;
-        split[3].push(t.elapsed().as_secs_f64() * 1e9 / BATCH as f64);
-        drop(graph);
+        split[3].push(hipjit_side()?);
     }
     let [r, p, k, c] = split.map(|mut v| median(&mut v));
     println!(

@@ -111,6 +111,32 @@ fn warm(file: &Path, root: &Path, remote: Option<&str>, jobs: &str) -> (Output, 
     (out, json)
 }
 
+/// `hipjit cache warm --json ARGS FILE` with tests/fixtures/fake-hipcc-act.sh as hipcc (its
+/// `$HOME/act.sh` in `home`), the cache root and the per-user memos under `dir`, no remote
+/// tier and no recording: its output, its JSON report and its stderr.
+fn warm_with_act(
+    dir: &Path,
+    home: &Path,
+    file: &Path,
+    args: &[&str],
+) -> (Output, serde_json::Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
+        .args(["cache", "warm", "--json"])
+        .args(args)
+        .arg(file)
+        .env("HIPJIT_HIPCC", crate::common::fake_hipcc())
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", dir.join("xdg"))
+        .env("HIPJIT_CACHE_DIR", dir.join("cache"))
+        .env_remove("HIPJIT_REMOTE_CACHE")
+        .env_remove("HIPJIT_RECORD")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    (out, v, stderr)
+}
+
 /// `hipjit compile --json --compiler hipcc --arch gfx90a -DN=3 -I include scale.hip` run in
 /// `project_dir` with the disk cache root `root`, recording into `record` when given (not
 /// otherwise), with no remote tier.
@@ -515,20 +541,7 @@ fn a_compile_that_could_not_be_cached_is_not_counted_as_warmed() {
     );
     let file = dir.path().join("requests.jsonl");
     std::fs::write(&file, serde_json::to_string(&r).unwrap() + "\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["cache", "warm", "--json"])
-        .arg(&file)
-        .env("HIPJIT_HIPCC", crate::common::fake_hipcc())
-        .env("HOME", &home)
-        .env("XDG_CACHE_HOME", dir.path().join("xdg"))
-        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
-        .env_remove("HIPJIT_REMOTE_CACHE")
-        .env_remove("HIPJIT_RECORD")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let (out, v, stderr) = warm_with_act(dir.path(), &home, &file, &[]);
     assert_eq!(v["results"][0]["ok"], true, "{v} {stderr}");
     assert_eq!(v["results"][0]["cached"], false, "{v} {stderr}");
     assert_eq!(
@@ -748,20 +761,7 @@ fn warm_j2_runs_at_most_two_compiles_over_two_jits() {
     }
     let file = dir.path().join("requests.jsonl");
     std::fs::write(&file, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hipjit"))
-        .args(["cache", "warm", "--json", "-j", "2"])
-        .arg(&file)
-        .env("HIPJIT_HIPCC", crate::common::fake_hipcc())
-        .env("HOME", &home)
-        .env("XDG_CACHE_HOME", dir.path().join("xdg"))
-        .env("HIPJIT_CACHE_DIR", dir.path().join("cache"))
-        .env_remove("HIPJIT_REMOTE_CACHE")
-        .env_remove("HIPJIT_RECORD")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let (_, v, stderr) = warm_with_act(dir.path(), &home, &file, &["-j", "2"]);
     assert_eq!(v["compiled"].as_u64(), Some(6), "{v} {stderr}");
     let counts: Vec<u32> = std::fs::read_to_string(home.join("counts"))
         .unwrap()

@@ -254,6 +254,15 @@ fn gone(pid: u32) -> bool {
     }
 }
 
+/// Whether process `pid` is [`gone`] within `within`, looked at every 20 ms.
+fn gone_within(pid: u32, within: Duration) -> bool {
+    let until = std::time::Instant::now() + within;
+    while !gone(pid) && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    gone(pid)
+}
+
 #[test]
 fn a_pool_serves_many_requests_with_one_worker() {
     let config = config();
@@ -442,11 +451,10 @@ fn a_killed_parent_leaves_no_worker_behind() {
     assert!(!gone(pid));
     child.kill().unwrap();
     child.wait().unwrap();
-    let until = std::time::Instant::now() + Duration::from_secs(10);
-    while !gone(pid) && std::time::Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(gone(pid), "worker {pid} outlived its parent");
+    assert!(
+        gone_within(pid, Duration::from_secs(10)),
+        "worker {pid} outlived its parent"
+    );
 }
 
 #[test]
@@ -638,14 +646,10 @@ fn a_request_waiting_for_a_bounded_pools_worker_gets_another_after_a_crash_or_a_
         assert_eq!(config.pool.idle(), 1, "{source}");
         assert!(!gone(pid), "{source}: the idle worker {pid}");
         drop(config);
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !gone(pid) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{source}: {pid} lives on"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        assert!(
+            gone_within(pid, Duration::from_secs(10)),
+            "{source}: {pid} lives on"
+        );
     }
 }
 
