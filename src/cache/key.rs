@@ -112,6 +112,37 @@ pub const CACHE_FORMAT_VERSION: u32 = 7;
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CacheKey(pub [u8; 32]);
 
+/// The hasher of maps keyed by [`CacheKey`] ([`KeyMap`]): a key is sha256 output already, so
+/// its first eight bytes are the hash, not hashed again with SipHash. Only a lookup's speed
+/// depends on it: every bucket is confirmed by comparing whole keys.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        match bytes.first_chunk::<8>() {
+            Some(first) => self.0 ^= u64::from_le_bytes(*first),
+            // Not a key's bytes (the length written before them): mixed in.
+            None => {
+                for &b in bytes {
+                    self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                }
+            }
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        // The slice length written before a key's bytes: the same (32) for every key.
+        self.0 ^= n as u64;
+    }
+}
+
+/// A map keyed by [`CacheKey`] with [`KeyHasher`].
+pub(crate) type KeyMap<V> =
+    std::collections::HashMap<CacheKey, V, std::hash::BuildHasherDefault<KeyHasher>>;
+
 impl CacheKey {
     /// The key as 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {

@@ -1,6 +1,12 @@
 //! The in-process cache: one value per (source bytes, options), found through a cheap pre-key and
 //! confirmed by a full comparison, so a hit never pays for sha256; and single flight: however
 //! many threads ask for the same (source, options) at once, one of them computes the value.
+//!
+//! The pre-key reads a few windows of the source ([`sampled_hash`]), not all of it: a hit's
+//! full comparison reads every byte anyway, and hashing them all first cost a 4 KiB hit about
+//! as much again. Sources alike in those windows share a bucket; there, each slot's hash of the
+//! whole source ([`fast_hash`], made once when the slot is) picks the one to compare, so a
+//! bucket of many such sources costs one hash, not a comparison per source.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -17,6 +23,45 @@ use crate::compiler::CompileOptions;
 #[inline]
 pub fn fast_hash(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes)
+}
+
+/// A 64-bit hash of `source`'s length and of three 64-byte windows of it (start, middle, end),
+/// not of every byte: the in-process caches' bucket key, always confirmed by a full comparison
+/// (module documentation). Two sources that differ only outside the windows hash alike.
+#[inline]
+pub(crate) fn sampled_hash(source: &[u8]) -> u64 {
+    const W: usize = 64;
+    let mid = source.len() / 2;
+    let windows = [
+        &source[..source.len().min(W)],
+        &source[mid.saturating_sub(W / 2)..(mid + W / 2).min(source.len())],
+        &source[source.len().saturating_sub(W)..],
+    ];
+    let mut h = source.len() as u64;
+    for w in windows {
+        h = (h.rotate_left(7) ^ fast_hash(w)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    h
+}
+
+/// In `bucket` (items whose sources hash alike under [`sampled_hash`]), the item `same` accepts:
+/// compared at once when it is alone, else only those whose hash of the whole source (`full`)
+/// is `source`'s, that hash made once here.
+#[inline]
+pub(crate) fn pick<'a, T>(
+    bucket: &'a [T],
+    source: &[u8],
+    full: impl Fn(&T) -> u64,
+    same: impl Fn(&T) -> bool,
+) -> Option<&'a T> {
+    match bucket {
+        [] => None,
+        [only] => same(only).then_some(only),
+        _ => {
+            let h = fast_hash(source);
+            bucket.iter().find(|t| full(t) == h && same(t))
+        }
+    }
 }
 
 #[derive(Default)]
@@ -43,9 +88,11 @@ impl Hasher for PreHasher {
     }
 }
 
-/// The pre-key of (source bytes, options).
+/// The pre-key of (source bytes, options): [`sampled_hash`] of the source mixed with the
+/// options' hash. Equal for equal inputs; unequal inputs may share it (a bucket, confirmed by
+/// full comparison).
 pub fn pre_key(source: &[u8], options: &CompileOptions) -> u64 {
-    let mut h = PreHasher(fast_hash(source));
+    let mut h = PreHasher(sampled_hash(source));
     options.hash(&mut h);
     h.finish()
 }
@@ -70,9 +117,19 @@ impl Hasher for IdentityHasher {
 
 struct Slot<V> {
     source: Box<[u8]>,
+    /// [`fast_hash`] of `source`: picks among the slots of one bucket.
+    full: u64,
     options: CompileOptions,
     value: OnceLock<V>,
     flight: Mutex<()>,
+}
+
+impl<V> Slot<V> {
+    /// Whether this slot is (`source`, `options`)'s: both compared in full.
+    #[inline]
+    fn same(&self, source: &[u8], options: &CompileOptions) -> bool {
+        *self.source == *source && self.options == *options
+    }
 }
 
 type Map<V> = HashMap<u64, Vec<Arc<Slot<V>>>, BuildHasherDefault<IdentityHasher>>;
@@ -109,14 +166,12 @@ impl<V: Clone> MemoryCache<V> {
         let pk = pre_key(source, options);
         let mut map = self.map.lock();
         let bucket = map.entry(pk).or_default();
-        if let Some(s) = bucket
-            .iter()
-            .find(|s| &*s.source == source && s.options == *options)
-        {
+        if let Some(s) = pick(bucket, source, |s| s.full, |s| s.same(source, options)) {
             return Arc::clone(s);
         }
         let s = Arc::new(Slot {
             source: source.into(),
+            full: fast_hash(source),
             options: options.clone(),
             value: OnceLock::new(),
             flight: Mutex::new(()),
@@ -154,13 +209,17 @@ impl<V: Clone> MemoryCache<V> {
     /// computation under way.
     pub fn get(&self, source: impl AsRef<[u8]>, options: &CompileOptions) -> Option<V> {
         let source = source.as_ref();
+        let pk = pre_key(source, options);
         let map = self.map.lock();
-        map.get(&pre_key(source, options))?
-            .iter()
-            .find(|s| &*s.source == source && s.options == *options)?
-            .value
-            .get()
-            .cloned()
+        pick(
+            map.get(&pk)?,
+            source,
+            |s| s.full,
+            |s| s.same(source, options),
+        )?
+        .value
+        .get()
+        .cloned()
     }
 
     /// Forgets the value for (source, options), so the next call computes it again.
@@ -169,7 +228,7 @@ impl<V: Clone> MemoryCache<V> {
         let pk = pre_key(source, options);
         let mut map = self.map.lock();
         if let Some(bucket) = map.get_mut(&pk) {
-            bucket.retain(|s| !(&*s.source == source && s.options == *options));
+            bucket.retain(|s| !s.same(source, options));
             if bucket.is_empty() {
                 map.remove(&pk);
             }
@@ -206,6 +265,62 @@ mod tests {
             b[i] ^= 1;
             assert_ne!(fast_hash(&b), h0, "byte {i}");
         }
+    }
+
+    #[test]
+    fn sources_alike_in_the_sampled_windows_are_told_apart() {
+        // 4 KiB sources that differ in one byte outside the three windows: one bucket.
+        let sources: Vec<Vec<u8>> = (0..40u8)
+            .map(|i| {
+                let mut s = vec![b' '; 4096];
+                s[1000] = i;
+                s
+            })
+            .collect();
+        assert!(sources
+            .iter()
+            .all(|s| sampled_hash(s) == sampled_hash(&sources[0])));
+        let c = MemoryCache::new();
+        let o = CompileOptions::default();
+        for (i, s) in sources.iter().enumerate() {
+            let (v, hit) = c.get_or_try_insert::<()>(s, &o, || Ok(i)).unwrap();
+            assert_eq!((v, hit), (i, false));
+        }
+        for (i, s) in sources.iter().enumerate().rev() {
+            assert_eq!(c.get(s, &o), Some(i));
+            let (v, hit) = c.get_or_try_insert::<()>(s, &o, || Ok(99)).unwrap();
+            assert_eq!((v, hit), (i, true));
+        }
+        c.remove(&sources[3], &o);
+        assert_eq!(c.get(&sources[3], &o), None);
+        assert_eq!(c.get(&sources[4], &o), Some(4));
+        assert_eq!(c.len(), 39);
+        // The same bytes under other options are another slot of the bucket.
+        let o2 = CompileOptions {
+            fast_math: true,
+            ..o.clone()
+        };
+        assert_eq!(c.get(&sources[5], &o2), None);
+        let (v, hit) = c
+            .get_or_try_insert::<()>(&sources[5], &o2, || Ok(77))
+            .unwrap();
+        assert_eq!((v, hit), (77, false));
+        assert_eq!(c.get(&sources[5], &o), Some(5));
+    }
+
+    #[test]
+    fn sampled_hash_sees_the_length_and_each_window() {
+        let base = vec![b'x'; 4096];
+        let h0 = sampled_hash(&base);
+        assert_ne!(sampled_hash(&base[..4095]), h0);
+        for i in [0, 63, 2048, 4095] {
+            let mut b = base.clone();
+            b[i] = b'y';
+            assert_ne!(sampled_hash(&b), h0, "byte {i}");
+        }
+        // Short sources: the windows overlap or cover all of it.
+        assert_ne!(sampled_hash(b"a"), sampled_hash(b"b"));
+        assert_ne!(sampled_hash(b""), sampled_hash(b"a"));
     }
 
     #[test]

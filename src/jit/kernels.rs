@@ -2,18 +2,19 @@
 //! one owned [`Kernel`] per (runtime, device, source, options, kernel name), so a hit is a map
 //! lookup, a full comparison and an `Arc` clone, with no driver call.
 //!
-//! The map key is cheap on purpose: the source's length, the device, and [`fast_hash`] of the
-//! kernel name and of three 64-byte windows of the source (start, middle, end), not of the
-//! whole source. A hit is always confirmed by comparing the source bytes (`memcmp`), the
-//! options and the name in full, so two sources that differ only outside the windows share a
-//! bucket and are told apart there; never a wrong kernel.
+//! The map key is cheap on purpose: the device, the kernel name's hash and [`sampled_hash`] of
+//! the source (its length and three 64-byte windows), not a hash of the whole source. A hit is
+//! always confirmed by comparing the source bytes (`memcmp`), the options and the name in full,
+//! so two sources that differ only outside the windows share a bucket and are told apart there
+//! (by each entry's [`fast_hash`] of its whole source first, as the in-process cache does:
+//! [`pick`]); never a wrong kernel.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use parking_lot::Mutex;
 
-use crate::cache::memory::fast_hash;
+use crate::cache::memory::{fast_hash, pick, sampled_hash};
 use crate::safe::device::Device;
 use crate::safe::kernel::Kernel;
 
@@ -51,6 +52,8 @@ impl Hasher for KeyMix {
 
 struct Entry<O> {
     source: Box<[u8]>,
+    /// [`fast_hash`] of `source`: picks among the entries of one bucket.
+    full: u64,
     options: O,
     name: Box<str>,
     kernel: Kernel,
@@ -70,17 +73,8 @@ impl<O> Default for KernelCache<O> {
 }
 
 fn key(device: &Device, source: &[u8], name: &str) -> Key {
-    const W: usize = 64;
-    let mid = source.len() / 2;
-    let windows = [
-        &source[..source.len().min(W)],
-        &source[mid.saturating_sub(W / 2)..(mid + W / 2).min(source.len())],
-        &source[source.len().saturating_sub(W)..],
-    ];
-    let mut h = fast_hash(name.as_bytes());
-    for w in windows {
-        h = (h.rotate_left(7) ^ fast_hash(w)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
+    let h = (fast_hash(name.as_bytes()).rotate_left(7) ^ sampled_hash(source))
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
     (
         h,
         source.len(),
@@ -101,10 +95,9 @@ impl<O> KernelCache<O> {
     ) -> Option<Kernel> {
         let k = key(device, source, name);
         let map = self.map.lock();
-        map.get(&k)?
-            .iter()
-            .find(|e| *e.name == *name && *e.source == *source && same_options(&e.options))
-            .map(|e| e.kernel.clone())
+        let same =
+            |e: &Entry<O>| *e.name == *name && *e.source == *source && same_options(&e.options);
+        pick(map.get(&k)?, source, |e| e.full, same).map(|e| e.kernel.clone())
     }
 
     /// Caches `kernel` for `device`, `source`, `options` and `name` (a second insert of the
@@ -128,6 +121,7 @@ impl<O> KernelCache<O> {
         {
             bucket.push(Entry {
                 source: source.into(),
+                full: fast_hash(source),
                 options,
                 name: name.into(),
                 kernel: kernel.clone(),

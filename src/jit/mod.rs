@@ -68,7 +68,6 @@ pub use record::RecordLocation;
 pub use remote::RemoteLocation;
 pub use stats::{JitStats, TierStats};
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -318,7 +317,7 @@ pub struct Loaded {
 /// The loaded libraries of one cache key: (runtime library path, device ordinal, slot) for
 /// each device it was loaded on. Keyed by the cache key alone so that a lookup borrows the
 /// runtime's path instead of allocating a key (a memory hit's path).
-type LoadedByKey = HashMap<CacheKey, Vec<(PathBuf, i32, LoadedSlot)>>;
+type LoadedByKey = crate::cache::key::KeyMap<Vec<(PathBuf, i32, LoadedSlot)>>;
 
 /// One loaded library per (runtime library path, device ordinal, cache key): the lock is held
 /// while it is loaded, so that threads asking for the same device and key at once load it once
@@ -436,7 +435,7 @@ impl Jit {
             lock_wait: options.lock_wait,
             remote,
             write_back: Default::default(),
-            loaded: Mutex::new(HashMap::new()),
+            loaded: Mutex::new(Default::default()),
             counters: Default::default(),
             kernels: Default::default(),
             recorder: options.record.resolve().map(record::Recorder::shared),
@@ -960,7 +959,9 @@ impl Jit {
         let slots = loaded.entry(key).or_default();
         if let Some((_, _, slot)) = slots
             .iter()
-            .find(|(path, o, _)| *o == ordinal && path == runtime)
+            // The runtime's path as its `Runtime` holds it: the same bytes at every call, so
+            // compared as bytes (a `Path` comparison parses both into components).
+            .find(|(path, o, _)| *o == ordinal && path.as_os_str() == runtime.as_os_str())
         {
             return Arc::clone(slot);
         }

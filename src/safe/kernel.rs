@@ -31,7 +31,8 @@ pub struct Kernel {
 pub(crate) struct Function {
     pub(crate) lib: Library,
     pub(crate) func: sys::hipFunction_t,
-    pub(crate) name: String,
+    /// Shared with the library's record of the name (no copy per `Kernel`).
+    pub(crate) name: Arc<str>,
     /// Index of the kernel's entry in the library's metadata.
     pub(crate) info: Option<usize>,
     /// Threads per block the kernel allows (attribute, else metadata, else the device's).
@@ -151,12 +152,12 @@ impl Kernel {
     }
 
     /// The kernel `name` of `lib` from what [`Kernel::resolve`] read.
-    pub(crate) fn from_resolved(lib: Library, name: &str, r: Resolved) -> Kernel {
+    pub(crate) fn from_resolved(lib: Library, name: Arc<str>, r: Resolved) -> Kernel {
         Kernel {
             inner: Arc::new(Function {
                 lib,
                 func: r.func,
-                name: name.to_owned(),
+                name,
                 info: r.info,
                 max_threads: r.max_threads,
                 static_lds: r.static_lds,

@@ -49,7 +49,7 @@ struct Loaded {
     kernels: Vec<KernelInfo>,
     /// The kernels asked for so far, by name: [`Library::kernel`] asks the runtime once per
     /// name.
-    resolved: parking_lot::Mutex<Vec<(Box<str>, Resolved)>>,
+    resolved: parking_lot::Mutex<Vec<(Arc<str>, Resolved)>>,
     // The ELF handed to the runtime, kept alive as long as the module in case the runtime
     // refers to the image instead of copying it.
     _elf: Box<[u8]>,
@@ -331,8 +331,8 @@ impl Library {
             .lock()
             .iter()
             .find(|(n, _)| **n == *name)
-            .map(|(_, r)| r.clone());
-        if let Some(r) = known {
+            .map(|(n, r)| (Arc::clone(n), r.clone()));
+        if let Some((name, r)) = known {
             return Ok(Kernel::from_resolved(self.clone(), name, r));
         }
         let info = self.inner.kernels.iter().position(|k| k.name == name);
@@ -370,11 +370,12 @@ impl Library {
         let mut resolved = self.inner.resolved.lock();
         // A thread that resolved the name meanwhile was first: its record (and the dynamic LDS
         // raise every `Kernel` of the function shares) is the one kept.
-        let r = match resolved.iter().find(|(n, _)| **n == *name) {
-            Some((_, first)) => first.clone(),
+        let (name, r) = match resolved.iter().find(|(n, _)| **n == *name) {
+            Some((n, first)) => (Arc::clone(n), first.clone()),
             None => {
-                resolved.push((name.into(), r.clone()));
-                r
+                let n: Arc<str> = name.into();
+                resolved.push((Arc::clone(&n), r.clone()));
+                (n, r)
             }
         };
         drop(resolved);

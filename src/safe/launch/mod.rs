@@ -572,7 +572,7 @@ impl Kernel {
             let expected = explicit.clone().count();
             if expected != args.len {
                 return Err(LaunchError::ArgCount {
-                    kernel: self.inner.name.clone(),
+                    kernel: self.inner.name.to_string(),
                     expected,
                     given: args.len,
                 });
