@@ -1386,10 +1386,19 @@ fn child_raw_load(cubin: &Path) -> R<()> {
     dev.synchronize()?;
     let d = drv()?;
     let s = Stream::new(&dev, StreamFlags::NON_BLOCKING)?;
+    // Each step's time is kept and printed after the clock stops, as hipjit's split is.
+    let mut steps: [(&str, f64); 4] = [("", 0.0); 4];
+    let mut at = 0;
+    let mut mark = |st: &mut Instant, name: &'static str| {
+        steps[at] = (name, st.elapsed().as_secs_f64() * 1e6);
+        at += 1;
+        *st = Instant::now();
+    };
+    let faults = minor_faults();
     let t = Instant::now();
     let mut st = Instant::now();
     let bytes = std::fs::read(cubin)?;
-    step(&mut st, "read");
+    mark(&mut st, "read");
     let mut m: *mut c_void = std::ptr::null_mut();
     let mut f: *mut c_void = std::ptr::null_mut();
     // SAFETY: complete cubin image, valid out pointers, NUL-terminated name, live stream.
@@ -1398,12 +1407,12 @@ fn child_raw_load(cubin: &Path) -> R<()> {
         if rc != 0 {
             return Err(format!("cuModuleLoadData {rc}").into());
         }
-        step(&mut st, "cuModuleLoadData");
+        mark(&mut st, "cuModuleLoadData");
         let rc = (d.cuModuleGetFunction)(&mut f, m, c"empty".as_ptr());
         if rc != 0 {
             return Err(format!("cuModuleGetFunction {rc}").into());
         }
-        step(&mut st, "cuModuleGetFunction");
+        mark(&mut st, "cuModuleGetFunction");
         let rc = (d.cuLaunchKernel)(
             f,
             1,
@@ -1422,8 +1431,14 @@ fn child_raw_load(cubin: &Path) -> R<()> {
         }
     }
     s.synchronize()?;
-    step(&mut st, "launch + synchronize");
-    println!("FIRST_LAUNCH_US {:.1}", t.elapsed().as_secs_f64() * 1e6);
+    mark(&mut st, "launch + synchronize");
+    let total = t.elapsed().as_secs_f64() * 1e6;
+    let faults = minor_faults() - faults;
+    for (name, us) in steps {
+        println!("STEP {name} {us:.1}");
+    }
+    println!("FIRST_LAUNCH_US {total:.1}");
+    println!("SPLIT minor page faults {faults}");
     // The same read + load + function again in this process (hipjit's "again" counterpart).
     let t = Instant::now();
     let bytes = std::fs::read(cubin)?;
