@@ -599,9 +599,15 @@ fn bench_graphs(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
         Ok(ns)
     };
     let (mut cr, mut co) = (Vec::new(), Vec::new());
-    for _ in 0..REPS {
-        cr.push(raw_side(&mut params)?);
-        co.push(hipjit_side()?);
+    for rep in 0..REPS {
+        // Which side runs first alternates: the second may find the caches otherwise.
+        if rep % 2 == 0 {
+            cr.push(raw_side(&mut params)?);
+            co.push(hipjit_side()?);
+        } else {
+            co.push(hipjit_side()?);
+            cr.push(raw_side(&mut params)?);
+        }
     }
     let (mr, mo) = (median(&mut cr), median(&mut co));
     println!(
@@ -630,24 +636,30 @@ fn bench_graphs(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
         Ok(ns)
     };
     let mut split: [Vec<f64>; 4] = Default::default();
-    for _ in 0..REPS {
-        split[0].push(raw_side(&mut params)?);
-        split[1].push(captured_by(&mut || {
-            // SAFETY: saxpy's arguments.
-            unsafe { prepared.launch(&mut args![&a, &x, Written(&y), &n])? };
-            Ok(())
-        })?);
-        split[2].push(captured_by(&mut || {
-            // SAFETY: saxpy's arguments.
-            unsafe { saxpy.launch(stream, cfg, &mut args![&a, &x, Written(&y), &n])? };
-            Ok(())
-        })?);
-        split[3].push(hipjit_side()?);
+    for rep in 0..REPS {
+        // The order rotates each round, as the node update's split below does.
+        for side in (0..4).map(|i| (i + rep) % 4) {
+            let ns = match side {
+                0 => raw_side(&mut params)?,
+                1 => captured_by(&mut || {
+                    // SAFETY: saxpy's arguments.
+                    unsafe { prepared.launch(&mut args![&a, &x, Written(&y), &n])? };
+                    Ok(())
+                })?,
+                2 => captured_by(&mut || {
+                    // SAFETY: saxpy's arguments.
+                    unsafe { saxpy.launch(stream, cfg, &mut args![&a, &x, Written(&y), &n])? };
+                    Ok(())
+                })?,
+                _ => hipjit_side()?,
+            };
+            split[side].push(ns);
+        }
     }
     let [r, p, k, c] = split.map(|mut v| median(&mut v));
     println!(
         "BENCH graph capture per launch, split ({BATCH} launches, {REPS} captures each, \
-         alternating): raw {r:.0} ns; between raw begin and end, PreparedLaunch::launch {p:.0} ns \
+         the order rotating): raw {r:.0} ns; between raw begin and end, PreparedLaunch::launch {p:.0} ns \
          ({:+.0}), Kernel::launch {k:.0} ns ({:+.0}); Capture::launch {c:.0} ns ({:+.0})",
         p - r,
         k - r,
@@ -740,6 +752,68 @@ fn bench_graphs(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
         nodes.len(),
         mo - mr,
         mo / mr
+    );
+    // Where the update's overhead goes: the raw update on the raw graph, the raw update on
+    // hipjit's executable graph (captured by `Capture::launch`, instantiated by
+    // `Graph::instantiate`), and `GraphExec::set_kernel_params` there, in an order that
+    // rotates each pass (whichever runs second or third may find the caches otherwise).
+    let hipjit_nodes: Vec<*mut c_void> = nodes.iter().map(|n| n.as_raw() as *mut c_void).collect();
+    let hipjit_exec = exec.as_raw() as *mut c_void;
+    let raw_pass =
+        |exec_raw: *mut c_void, nodes: &[*mut c_void], params: &mut [*mut c_void; 4]| -> R<f64> {
+            let t = Instant::now();
+            for &node in nodes {
+                let p = KernelNodeParams {
+                    func: f,
+                    gridDimX: cfg.grid.x,
+                    gridDimY: 1,
+                    gridDimZ: 1,
+                    blockDimX: cfg.block.x,
+                    blockDimY: 1,
+                    blockDimZ: 1,
+                    sharedMemBytes: 0,
+                    kernelParams: params.as_mut_ptr(),
+                    extra: std::ptr::null_mut(),
+                    kern: std::ptr::null_mut(),
+                    ctx: std::ptr::null_mut(),
+                };
+                // SAFETY: a kernel node of the graph instantiated as `exec_raw`; parameters live.
+                cu(
+                    unsafe { set_params(exec_raw, node, &p) },
+                    "cuGraphExecKernelNodeSetParams_v2",
+                )?;
+            }
+            Ok(t.elapsed().as_secs_f64() * 1e9 / nodes.len() as f64)
+        };
+    let mut usplit: [Vec<f64>; 3] = Default::default();
+    for rep in 0..REPS {
+        for side in (0..3).map(|i| (i + rep) % 3) {
+            let ns = match side {
+                0 => raw_pass(raw_exec, &raw_nodes, &mut params)?,
+                1 => raw_pass(hipjit_exec, &hipjit_nodes, &mut params)?,
+                _ => {
+                    let t = Instant::now();
+                    for &node in &nodes {
+                        // SAFETY: saxpy's arguments.
+                        unsafe {
+                            exec.set_kernel_params(
+                                node,
+                                saxpy,
+                                cfg,
+                                args![&a, &x, Written(&y), &n],
+                            )?
+                        };
+                    }
+                    t.elapsed().as_secs_f64() * 1e9 / nodes.len() as f64
+                }
+            };
+            usplit[side].push(ns);
+        }
+    }
+    let [ur_raw, ur_ours, uo_ours] = usplit.map(|mut v| median(&mut v));
+    println!(
+        "BENCH graph kernel-node update per node, split ({REPS} passes each, the order rotating): raw cuGraphExecKernelNodeSetParams_v2 on the raw graph {ur_raw:.0} ns; on hipjit's graph {ur_ours:.0} ns; GraphExec::set_kernel_params on hipjit's graph {uo_ours:.0} ns ({:+.0} over the raw update of the same graph)",
+        uo_ours - ur_ours
     );
 
     let (mut rr, mut ro) = (Vec::new(), Vec::new());
