@@ -28,6 +28,9 @@
 //! Fields, in order:
 //! * `format`: [`CACHE_FORMAT_VERSION`] as `u32`;
 //! * `source`: the source's bytes as given (any encoding);
+//! * `source-name`: the file name the compiler is given the source under
+//!   ([`crate::compiler::CompileOptions::source_name`], `kernel.hip` by default): `__FILE__`
+//!   and line tables hold it;
 //! * `flags`: hipjit's own flags, in order ([`crate::compiler::CompileOptions::own_flags`], or nvcc's fixed
 //!   flags), each `-I <dir>` of [`crate::compiler::CompileOptions::include_dirs`] written `-I`
 //!   and `include/<index>`: the directory's path is not in the key (its files are, through the
@@ -105,8 +108,10 @@ use crate::digest::Record;
 /// entry's metadata as MessagePack arrays (fields by position) rather than maps. 6: nvcc's
 /// host compiler in its keys (`host-compiler`), the compiler's own include search list in
 /// header manifests' directory records. 7: a header manifest's directories keyed by the names
-/// looked up in them, not their whole listings (`record`).
-pub const CACHE_FORMAT_VERSION: u32 = 7;
+/// looked up in them, not their whole listings (`record`). 8: the source's file name
+/// (`source-name`), which `__FILE__` and line tables hold: a source compiled under one name
+/// was served for another.
+pub const CACHE_FORMAT_VERSION: u32 = 8;
 
 /// A cache key: 32 bytes of sha256, shown as 64 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -217,6 +222,7 @@ fn encode_record(record: &KeyRecord<'_>, field: &mut dyn FnMut(&str, &[u8])) {
     };
     field("format", &CACHE_FORMAT_VERSION.to_le_bytes());
     field("source", record.source);
+    field("source-name", record.source_name.as_bytes());
     field(
         "flags",
         &list(&mut record.flags.iter().map(|f| f.as_bytes())),
@@ -325,6 +331,7 @@ fn key_field(record: &KeyRecord<'_>, name: &str, value: &[u8]) -> KeyField {
                 })
                 .collect(),
         ),
+        "source-name" => Some(vec![record.source_name.to_string()]),
         "std" => Some(vec![record.std.to_string()]),
         "extra-flags" => Some(record.extra_flags.to_vec()),
         "targets" => Some(record.targets.to_vec()),
@@ -489,11 +496,12 @@ mod tests {
             host_compiler: None,
             system_include_dirs: Vec::new(),
         };
-        let record = |std: &'static str| {
+        let record = |std: &'static str, source_name: &'static str| {
             let flags = vec!["-DN=1".to_string()];
             let targets = vec!["gfx90a".to_string()];
             let record = KeyRecord {
                 source: b"src",
+                source_name,
                 flags: &flags,
                 std,
                 extra_flags: &[],
@@ -510,15 +518,18 @@ mod tests {
             assert_eq!(key_and_fields(&record), (key, fields.clone()));
             (fields, key)
         };
-        let (a, ka) = record("-std=c++17");
-        let (b, kb) = record("-std=c++20");
+        let (a, ka) = record("-std=c++17", "kernel.hip");
+        let (b, kb) = record("-std=c++20", "kernel.hip");
+        let (c, kc) = record("-std=c++17", "other.hip");
         assert_ne!(ka, kb);
+        assert_ne!(ka, kc);
         let names: Vec<&str> = a.0.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(
             names,
             [
                 "format",
                 "source",
+                "source-name",
                 "flags",
                 "std",
                 "extra-flags",
@@ -539,6 +550,17 @@ mod tests {
                 .map(|(x, _)| x.name.as_str())
                 .collect();
         assert_eq!(differ, ["std"]);
+        let differ: Vec<&str> =
+            a.0.iter()
+                .zip(&c.0)
+                .filter(|(x, y)| x.sha256 != y.sha256)
+                .map(|(x, _)| x.name.as_str())
+                .collect();
+        assert_eq!(differ, ["source-name"]);
+        assert_eq!(
+            c.get("source-name").unwrap().value,
+            Some(vec!["other.hip".into()])
+        );
         assert_eq!(a.get("source").unwrap().value, None);
         assert_eq!(a.get("source").unwrap().sha256, hex(&sha256(b"src")));
         assert_eq!(

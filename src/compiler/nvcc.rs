@@ -657,6 +657,8 @@ impl Nvcc {
             .collect();
         K::from_record(&KeyRecord {
             source: source.as_ref(),
+            // `Nvcc::compile` writes the source as this file.
+            source_name: "kernel.cu",
             flags: &own,
             std: &std,
             extra_flags: flags,
@@ -876,8 +878,10 @@ impl Nvcc {
             .zip(&values)
             .map(|(n, v)| (*n, v.as_deref()))
             .collect();
+        crate::compiler::request::keyed_options(options);
         K::from_record(&KeyRecord {
             source,
+            source_name: options.source_file_name(),
             flags: &flags,
             std: &std,
             extra_flags: &options.extra_flags,

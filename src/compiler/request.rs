@@ -58,6 +58,10 @@ pub struct KeyInputs<'a> {
 pub struct KeyRecord<'a> {
     /// The source bytes.
     pub source: &'a [u8],
+    /// The file name the compiler is given the source under
+    /// ([`CompileOptions::source_file_name`]; nvcc's low-level compile: `kernel.cu`): the code
+    /// holds it wherever the source says `__FILE__` (`assert` does), and line tables name it.
+    pub source_name: &'a str,
     /// hipjit's own flags, in order, include directories by index ([`key_flags`]).
     pub flags: &'a [String],
     /// The standard flag as this compiler is given it (`-std=c++17`, `-std=c++2b`).
@@ -123,8 +127,10 @@ impl KeyInputs<'_> {
             .collect();
         let env: Vec<(&str, Option<&OsStr>)> =
             values.iter().map(|(n, v)| (*n, v.as_deref())).collect();
+        keyed_options(self.options);
         K::from_record(&KeyRecord {
             source: self.source,
+            source_name: self.options.source_file_name(),
             flags: &flags,
             std: &std,
             extra_flags: &self.options.extra_flags,
@@ -137,6 +143,34 @@ impl KeyInputs<'_> {
             extra: self.extra,
         })
     }
+}
+
+/// Every field of `options`, named with where the direct key holds it (the four compilers'
+/// records alike: [`KeyInputs::record`], the in-process compilers' and nvcc's). A field added
+/// to [`CompileOptions`] does not compile here until it is decided how the key covers it: a
+/// field left out would let the cache serve code compiled with another value of it (the
+/// source's file name once was).
+#[inline(always)]
+pub(crate) fn keyed_options(options: &CompileOptions) {
+    let CompileOptions {
+        targets: _,              // `targets`
+        sm_targets: _,           // `targets`
+        std: _,                  // `std`
+        opt_level: _,            // `flags` (own_flags)
+        fast_math: _,            // `flags`
+        defines: _,              // `flags`
+        headers: _,              // `headers`, by name and content
+        include_dirs: _,         // `flags`, by index; their files by the header manifest
+        tracked_include_dirs: _, // not on the include path: their files, where read, by the manifest
+        line_info: _,            // `flags`
+        verbose: _,              // `flags` (-v; no effect on the code)
+        extra_flags: _,          // `extra-flags`
+        code_object_version: _,  // `code-object-version`
+        source_name: _,          // `source-name`
+        dump_llvm_ir: _,         // `flags`
+        dump_isa: _,             // `flags`
+        checks: _,               // not keyed: checks of the result's metadata, run on every load
+    } = options;
 }
 
 /// The value of variable `name` as hashed into the key: for a path variable of

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod fixture_lib;
 pub mod in_memory_headers;
 pub mod installation;
+pub mod source_name;
 pub mod strace;
 pub mod toolchain;
 

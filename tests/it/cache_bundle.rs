@@ -108,7 +108,13 @@ fn a_bundle_with_a_bad_entry_is_refused_whole_and_names_it() {
         .unwrap()
         .read_to_end(&mut content)
         .unwrap();
-    let at = content.len() - 50; // inside the last entry's last artefact
+    // Inside the last entry's code object (an artefact: checked by its sha256), found by its
+    // ELF magic rather than by an offset from the end, which moves with the entry's layout.
+    let at = content
+        .windows(4)
+        .rposition(|w| w == b"\x7fELF")
+        .expect("a code object in the bundle")
+        + 40;
     content[at] ^= 0x5a;
     let bad_file = dir.path().join("bad.hjb");
     std::fs::write(

@@ -134,6 +134,7 @@ fn explain_names_exactly_the_define_std_target_or_header_that_changed() {
         [
             "format",
             "source",
+            "source-name",
             "flags",
             "std",
             "extra-flags",

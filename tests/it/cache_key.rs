@@ -328,6 +328,7 @@ fn record_given_field_by_field_hashes_as_documented() {
     });
     let key = compute_record(&KeyRecord {
         source: b"k\xa9",
+        source_name: "k1.cu",
         flags: &["-cubin".into(), "-arch=sm_90".into()],
         std: "-std=c++20",
         extra_flags: &["-lineinfo".into(), "-DX=1".into()],
@@ -345,7 +346,7 @@ fn record_given_field_by_field_hashes_as_documented() {
     });
     assert_eq!(
         key.to_hex(),
-        "53492bff8ea6ea9f58fb01bb80d97db789e7111e5f7b2a6fe29f4e75ff00a4da"
+        "d2610b340840d5ca690a3b55d1104b618ab18dea1d4b8637f35cee13643337e9"
     );
 }
 

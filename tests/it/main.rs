@@ -65,6 +65,7 @@ mod remote_store;
 #[cfg(feature = "cli")]
 mod rtc_worker;
 mod runtime_loader;
+mod source_name;
 mod symbol_binding;
 mod system_include_dirs;
 mod target_id;

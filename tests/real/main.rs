@@ -16,3 +16,4 @@ mod parity;
 mod python_rocm;
 mod runtime;
 mod selection;
+mod source_name;

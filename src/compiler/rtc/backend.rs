@@ -1041,8 +1041,10 @@ fn in_process_key<K: FromKeyRecord>(
         .find(|f| f.starts_with("-std="))
         .cloned()
         .unwrap_or_default();
+    crate::compiler::request::keyed_options(options);
     K::from_record(&KeyRecord {
         source,
+        source_name: options.source_file_name(),
         flags: &flags,
         std: &std,
         extra_flags: &options.extra_flags,
