@@ -1146,6 +1146,109 @@ fn capture_and_graphs_go_through_the_versioned_driver_entry_points() {
     );
 }
 
+/// Node updates with the kernel last set with every check go to the driver at once, and still
+/// check what each update brings: the node, the configuration and the arguments (named, the
+/// driver not called; a cubin's metadata says nothing of which arguments are written). A refusal of the thread's context is bound and updated once more; any
+/// other driver error is returned after one call. Another kernel is checked in full again.
+#[test]
+fn repeated_node_updates_check_what_each_brings_and_rebind_when_refused() {
+    use hipjit::error::LaunchError;
+    use hipjit::graph::{CaptureMode, GraphError, Written};
+    let _g = serial();
+    let dev = runtime().device(0).unwrap();
+    let kernel = Library::load_cubin(&dev, &cubin())
+        .unwrap()
+        .kernel("add_one")
+        .unwrap();
+    let stream = Stream::new(&dev, StreamFlags::NON_BLOCKING).unwrap();
+    let a = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let b = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let cfg = LaunchConfig::for_num_elems(64, 64);
+    let capture = || {
+        let mut cap = stream.begin_capture(CaptureMode::Global).unwrap();
+        for _ in 0..2 {
+            // SAFETY: the fixture runs nothing; add_one(int*) takes one pointer.
+            unsafe { cap.launch(&kernel, cfg, args![Written(&a)]) }.unwrap();
+        }
+        cap.end_capture().unwrap()
+    };
+    let (graph, other_graph) = (capture(), capture());
+    let mut exec = graph.instantiate().unwrap();
+    let other_exec = other_graph.instantiate().unwrap();
+    let node = exec.kernel_nodes()[1];
+    let updates = || {
+        op_log()
+            .iter()
+            .filter(|l| l.starts_with("cuGraphExecKernelNodeSetParams_v2"))
+            .count()
+    };
+    // SAFETY (every update below): as above.
+    let mut update = |k: &hipjit::kernel::Kernel, cfg: LaunchConfig, args| unsafe {
+        exec.set_kernel_params(node, k, cfg, args)
+    };
+    let n = updates();
+    update(&kernel, cfg, args![Written(&b)]).unwrap();
+    update(&kernel, cfg, args![Written(&a)]).unwrap();
+    assert_eq!(updates() - n, 2);
+    // SAFETY: the fixture's record, laid out as `NodeParams`, read after the call returned.
+    let p = unsafe { &*(sym(c"fixture_last_node_params") as *const NodeParams) };
+    assert_eq!(
+        (p.func, p.grid, p.block, p.shared),
+        (kernel.as_raw() as *mut c_void, [1, 1, 1], [64, 1, 1], 0)
+    );
+    // What each update brings is checked, before the driver.
+    let n = updates();
+    let err = update(&kernel, cfg, args![]).unwrap_err();
+    assert!(
+        matches!(&err, GraphError::Launch(e) if matches!(**e, LaunchError::ArgCount { .. })),
+        "{err:?}"
+    );
+    let too_big = LaunchConfig {
+        block: 4096.into(),
+        ..cfg
+    };
+    let err = update(&kernel, too_big, args![Written(&b)]).unwrap_err();
+    assert!(
+        matches!(&err, GraphError::Launch(e) if matches!(**e, LaunchError::BlockDim { .. })),
+        "{err:?}"
+    );
+    let foreign = other_exec.kernel_nodes()[0];
+    // SAFETY: refused before the driver.
+    let err = unsafe { exec.set_kernel_params(foreign, &kernel, cfg, args![Written(&b)]) };
+    assert!(
+        matches!(err, Err(GraphError::ForeignNode { .. })),
+        "{err:?}"
+    );
+    assert_eq!(updates() - n, 0, "the driver saw a refused update");
+    // A refused context (the fixture logs only calls that succeed): bound, and updated once
+    // more.
+    fail_next(201);
+    // SAFETY: as above.
+    unsafe { exec.set_kernel_params(node, &kernel, cfg, args![Written(&b)]) }.unwrap();
+    assert_eq!(updates() - n, 1);
+    // Another driver error: returned, named (a second call would have succeeded).
+    fail_next(700);
+    // SAFETY: as above.
+    let err = unsafe { exec.set_kernel_params(node, &kernel, cfg, args![Written(&b)]) }
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("hipGraphExecKernelNodeSetParams"), "{err}");
+    assert_eq!(updates() - n, 1);
+    // Another kernel (another load of the same code): checked in full, then remembered.
+    let again = Library::load_cubin(&dev, &cubin())
+        .unwrap()
+        .kernel("add_one")
+        .unwrap();
+    for k in [&again, &again, &kernel] {
+        // SAFETY: as above.
+        unsafe { exec.set_kernel_params(node, k, cfg, args![Written(&b)]) }.unwrap();
+    }
+    assert_eq!(updates() - n, 4);
+    // SAFETY: as above.
+    let p = unsafe { &*(sym(c"fixture_last_node_params") as *const NodeParams) };
+    assert_eq!(p.func, kernel.as_raw() as *mut c_void);
+}
+
 #[test]
 fn load_during_a_global_capture_is_refused_before_the_driver_sees_it() {
     use hipjit::graph::CaptureMode;

@@ -81,7 +81,7 @@ pub fn hip_error_of(rc: CUresult) -> sys::hipError_t {
 }
 
 #[inline]
-fn map(rc: CUresult) -> sys::hipError_t {
+pub(crate) fn map(rc: CUresult) -> sys::hipError_t {
     if rc == CUDA_SUCCESS {
         return HIP_SUCCESS;
     }
@@ -758,6 +758,17 @@ pub(crate) unsafe fn launch_on_stream(
     bound_on_refusal(ordinal, launch)
 }
 
+/// Whether the driver refused a call for the thread's current context
+/// (`CUDA_ERROR_INVALID_CONTEXT` 201: none is current; `CUDA_ERROR_INVALID_HANDLE` 400: a
+/// handle of another context): a call that changes nothing when refused may be made again once
+/// the device's primary context is current.
+#[inline]
+pub(crate) fn refuses_the_context(rc: CUresult) -> bool {
+    const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
+    const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
+    rc == CUDA_ERROR_INVALID_CONTEXT || rc == CUDA_ERROR_INVALID_HANDLE
+}
+
 /// `call` made at once, and only when the driver answers that the thread's current context
 /// does not fit (`CUDA_ERROR_INVALID_CONTEXT` 201: none is current;
 /// `CUDA_ERROR_INVALID_HANDLE` 400: a handle of another context) made once more after the
@@ -765,10 +776,8 @@ pub(crate) unsafe fn launch_on_stream(
 /// nothing when refused: [`launch_on_stream`], [`exec_kernel_node_set_params_on`].
 #[inline]
 fn bound_on_refusal(ordinal: c_int, call: impl Fn() -> CUresult) -> sys::hipError_t {
-    const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
-    const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
     let rc = call();
-    if rc != CUDA_ERROR_INVALID_CONTEXT && rc != CUDA_ERROR_INVALID_HANDLE {
+    if !refuses_the_context(rc) {
         return map(rc);
     }
     let e = set_device(ordinal);

@@ -276,6 +276,7 @@ impl<'buf> Graph<'buf> {
             nodes,
             kernels: Vec::new(),
             launch,
+            direct: DirectUpdate::of(rt),
             replays: Mutex::new(Vec::new()),
             _buf: PhantomData,
         })
@@ -306,6 +307,9 @@ pub struct GraphExec<'buf> {
     /// Kernels set by node updates (those recorded are in `graph`).
     kernels: Vec<Kernel>,
     launch: sys::pfn::hipGraphLaunch,
+    /// On HIP's NVIDIA platform, how a node update reaches the driver without the checks that
+    /// hold for the whole executable graph ([`GraphExec::set_kernel_params`]).
+    direct: Option<DirectUpdate>,
     /// Per stream replayed on (its raw handle as an address), an event recorded after the last
     /// replay there; the drop waits for each.
     replays: Mutex<Vec<(usize, Event)>>,
@@ -444,6 +448,65 @@ impl<'buf> GraphExec<'buf> {
         cfg: LaunchConfig,
         mut args: KernelArgs<'buf>,
     ) -> Result<(), GraphError> {
+        // What holds for the whole graph was checked when `kernel` was last set in full (the
+        // entry point, the platform, the kernel's device, the kernel kept): with that kernel
+        // again, only what this call brings is checked (the node, the configuration, the
+        // arguments), and the driver called straight away. Any other kernel or a check that
+        // fails goes the checked way, which names what is wrong; so does a refusal of the
+        // thread's context (the checked way binds the device's and updates once more: a
+        // refused update changed nothing). Another error of the driver is returned.
+        if let Some(DirectUpdate {
+            set,
+            kernel: Some(last),
+        }) = &self.direct
+        {
+            if last.same_as(kernel)
+                && self.nodes.get(node.index) == Some(&node)
+                && kernel.fits(&cfg, &args)
+            {
+                let params = crate::safe::cuda::driver::KernelNodeParams {
+                    func: kernel.as_raw() as *mut std::ffi::c_void,
+                    gridDimX: cfg.grid.x,
+                    gridDimY: cfg.grid.y,
+                    gridDimZ: cfg.grid.z,
+                    blockDimX: cfg.block.x,
+                    blockDimY: cfg.block.y,
+                    blockDimZ: cfg.block.z,
+                    sharedMemBytes: cfg.dynamic_lds_bytes,
+                    kernelParams: args.raw_ptrs(),
+                    extra: std::ptr::null_mut(),
+                    kern: std::ptr::null_mut(),
+                    ctx: std::ptr::null_mut(),
+                };
+                // SAFETY: a live executable graph and a kernel node of its graph (checked
+                // above); a kernel of the graph's device kept alive by this graph (checked when
+                // it was last set in full); the configuration and the arguments checked above,
+                // pointing at live borrowed values the driver copies during the call.
+                let rc = unsafe { set(self.raw as _, node.raw as _, &params) };
+                if rc == 0 {
+                    return Ok(());
+                }
+                if !crate::safe::cuda::shim::refuses_the_context(rc) {
+                    let rt = self.graph.device.runtime();
+                    let e = crate::safe::cuda::shim::map(rc);
+                    return Err(rt.error(e, "hipGraphExecKernelNodeSetParams").into());
+                }
+            }
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.set_kernel_params_checked(node, kernel, cfg, &mut args) }
+    }
+
+    /// [`GraphExec::set_kernel_params`] with every check; remembers `kernel` for the direct
+    /// way once it is set.
+    #[inline(never)]
+    unsafe fn set_kernel_params_checked(
+        &mut self,
+        node: KernelNode,
+        kernel: &Kernel,
+        cfg: LaunchConfig,
+        args: &mut KernelArgs<'buf>,
+    ) -> Result<(), GraphError> {
         if self.nodes.get(node.index) != Some(&node) {
             return Err(GraphError::ForeignNode {
                 index: node.index,
@@ -463,7 +526,7 @@ impl<'buf> GraphExec<'buf> {
             }
             .into());
         }
-        kernel.check_launch(&cfg, &args)?;
+        kernel.check_launch(&cfg, args)?;
         let params = sys::hipKernelNodeParams {
             blockDim: sys::dim3 {
                 x: cfg.block.x,
@@ -498,6 +561,34 @@ impl<'buf> GraphExec<'buf> {
         };
         rt.check(rc, "hipGraphExecKernelNodeSetParams")?;
         capture::keep(&mut self.kernels, kernel);
+        if let Some(direct) = &mut self.direct {
+            if !direct.kernel.as_ref().is_some_and(|k| k.same_as(kernel)) {
+                direct.kernel = Some(kernel.clone());
+            }
+        }
         Ok(())
+    }
+}
+
+/// `cuGraphExecKernelNodeSetParams_v2` on HIP's NVIDIA platform, and the kernel last set with
+/// every check ([`GraphExec::set_kernel_params`]).
+struct DirectUpdate {
+    set: unsafe extern "C" fn(
+        *mut std::ffi::c_void,
+        *mut std::ffi::c_void,
+        *const crate::safe::cuda::driver::KernelNodeParams,
+    ) -> std::ffi::c_int,
+    kernel: Option<Kernel>,
+}
+
+impl DirectUpdate {
+    /// The direct way for an executable graph of `rt`: on HIP's NVIDIA platform, where the
+    /// driver exports the entry point; `None` elsewhere.
+    fn of(rt: &crate::safe::runtime::Runtime) -> Option<DirectUpdate> {
+        if rt.platform() != crate::safe::runtime::Platform::Nvidia {
+            return None;
+        }
+        let set = crate::safe::cuda::driver::get()?.cuGraphExecKernelNodeSetParams_v2?;
+        Some(DirectUpdate { set, kernel: None })
     }
 }

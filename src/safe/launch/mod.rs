@@ -503,18 +503,23 @@ impl Kernel {
         cfg: &LaunchConfig,
         args: &KernelArgs<'_>,
     ) -> Result<(), LaunchError> {
-        // The fast path: limits folded once per kernel, the arguments' shape as the metadata
-        // declares it. It accepts only what the full checks below accept.
-        if self.inner.limits.within(cfg)
+        if self.fits(cfg, args) {
+            return Ok(());
+        }
+        self.check_launch_in_full(cfg, args)
+    }
+
+    /// [`Kernel::check_launch`]'s fast path: limits folded once per kernel, the arguments'
+    /// shape as the metadata declares it. It accepts only what the full checks accept; `false`
+    /// says nothing (the full checks decide, and name what is wrong).
+    #[inline]
+    pub(crate) fn fits(&self, cfg: &LaunchConfig, args: &KernelArgs<'_>) -> bool {
+        self.inner.limits.within(cfg)
             && self
                 .inner
                 .shape
                 .as_ref()
                 .is_some_and(|shape| args.has_shape(shape))
-        {
-            return Ok(());
-        }
-        self.check_launch_in_full(cfg, args)
     }
 
     /// [`Kernel::check_launch`] without its fast path: every limit compared, each error named.
