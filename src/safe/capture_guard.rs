@@ -10,7 +10,9 @@
 //! the runtime invalidates the capture: on the capturing stream itself, and in global mode
 //! ([`CaptureMode::Global`](crate::safe::graph::CaptureMode::Global)) on any thread whose own
 //! capture mode is not relaxed while a global-mode capture is under way anywhere in the
-//! process (CUDA Programming Guide, "Stream Capture"; HIP follows it). hipjit refuses such
+//! process (CUDA Programming Guide, "Stream Capture"; HIP follows it): anywhere in that
+//! runtime, that is (two HIP runtime libraries loaded side by side share no capture state; on
+//! HIP's NVIDIA platform every runtime is the one CUDA driver). hipjit refuses such
 //! calls of its own before making them, with `hipErrorStreamCaptureUnsupported` naming the
 //! call, so the capture is never corrupted:
 //! - the stream a call is about to use is asked with `hipStreamIsCapturing`;
@@ -31,8 +33,33 @@ use hip_sys as sys;
 use crate::safe::device::Device;
 use crate::safe::error::HipError;
 
-/// Global-mode captures begun through hipjit and not yet ended, in the process.
+/// Global-mode captures begun through hipjit and not yet ended, in the process: the fast path
+/// of [`check_not_capturing`] (one load while none is under way).
 static GLOBAL_CAPTURES: AtomicUsize = AtomicUsize::new(0);
+
+/// The same captures per runtime library ([`runtime_key`]): a global-mode capture forbids
+/// calls into its own runtime only.
+static GLOBAL_BY_RUNTIME: parking_lot::Mutex<Vec<(usize, usize)>> =
+    parking_lot::Mutex::new(Vec::new());
+
+/// Which runtime library `rt` is: the address of its `hipGetDevice`, the same for every
+/// `Runtime` of one library (and for every runtime on HIP's NVIDIA platform, whose entry points
+/// are hipjit's over the one CUDA driver of the process), another for another library.
+fn runtime_key(rt: &crate::safe::runtime::Runtime) -> usize {
+    rt.api().hipGetDevice as usize
+}
+
+/// Whether a global-mode capture begun through hipjit is under way on `rt`'s library.
+fn global_capture_on(rt: &crate::safe::runtime::Runtime) -> bool {
+    if GLOBAL_CAPTURES.load(Ordering::Acquire) == 0 {
+        return false;
+    }
+    let key = runtime_key(rt);
+    GLOBAL_BY_RUNTIME
+        .lock()
+        .iter()
+        .any(|&(k, n)| k == key && n > 0)
+}
 
 thread_local! {
     /// Thread-local-mode captures begun through hipjit on this thread and not yet ended.
@@ -67,7 +94,7 @@ pub(crate) fn check_not_capturing(
             ));
         }
     }
-    let global = GLOBAL_CAPTURES.load(Ordering::Acquire) > 0;
+    let global = global_capture_on(rt);
     let local = THREAD_CAPTURES.with(Cell::get) > 0;
     if !global && !local {
         return Ok(());
@@ -125,20 +152,35 @@ fn refusal(call: &'static str, why: &str) -> HipError {
     )
 }
 
-/// Counts a capture begun through hipjit in `mode` (`hipStreamCaptureMode`): a global-mode one
-/// for the process, a thread-local-mode one for this thread; a relaxed one forbids nothing.
-pub(crate) fn begun(mode: sys::hipStreamCaptureMode) {
+/// Counts a capture begun through hipjit on `rt` in `mode` (`hipStreamCaptureMode`): a
+/// global-mode one for that runtime in the process, a thread-local-mode one for this thread; a
+/// relaxed one forbids nothing.
+pub(crate) fn begun(rt: &crate::safe::runtime::Runtime, mode: sys::hipStreamCaptureMode) {
     if mode == sys::hipStreamCaptureModeGlobal {
+        let key = runtime_key(rt);
+        let mut by = GLOBAL_BY_RUNTIME.lock();
+        match by.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => by.push((key, 1)),
+        }
         GLOBAL_CAPTURES.fetch_add(1, Ordering::AcqRel);
     } else if mode == sys::hipStreamCaptureModeThreadLocal {
         THREAD_CAPTURES.with(|c| c.set(c.get() + 1));
     }
 }
 
-/// Uncounts a capture [`begun`] in `mode`, as it ends.
-pub(crate) fn ended(mode: sys::hipStreamCaptureMode) {
+/// Uncounts a capture [`begun`] on `rt` in `mode`, as it ends.
+pub(crate) fn ended(rt: &crate::safe::runtime::Runtime, mode: sys::hipStreamCaptureMode) {
     if mode == sys::hipStreamCaptureModeGlobal {
-        GLOBAL_CAPTURES.fetch_sub(1, Ordering::AcqRel);
+        let key = runtime_key(rt);
+        let mut by = GLOBAL_BY_RUNTIME.lock();
+        if let Some(at) = by.iter().position(|(k, _)| *k == key) {
+            by[at].1 -= 1;
+            if by[at].1 == 0 {
+                by.swap_remove(at);
+            }
+            GLOBAL_CAPTURES.fetch_sub(1, Ordering::AcqRel);
+        }
     } else if mode == sys::hipStreamCaptureModeThreadLocal {
         THREAD_CAPTURES.with(|c| c.set(c.get().saturating_sub(1)));
     }

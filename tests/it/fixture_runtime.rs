@@ -2265,6 +2265,34 @@ mod graphs {
         cap.end_capture().unwrap();
     }
 
+    /// A global-mode capture forbids unsafe calls into its own runtime on every thread, and
+    /// nothing in another runtime library loaded beside it (whose captures and calls it cannot
+    /// invalidate). Process-wide, it refused another test's allocation on its own fixture
+    /// runtime whenever the two ran at once.
+    #[test]
+    fn a_global_capture_forbids_calls_into_its_own_runtime_only() {
+        let (_path, dev, _kernel, stream) = scale_setup("graph-global-own");
+        let (_other_path, other) = fixture_device("graph-global-other", &[]);
+        let cap = stream.begin_capture(CaptureMode::Global).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                DeviceBuffer::<f32>::zeroed(&other, 4).unwrap();
+                Library::load(&other, &gfx90a()).unwrap();
+                let err = DeviceBuffer::<f32>::zeroed(&dev, 4).unwrap_err();
+                assert!(
+                    err.to_string()
+                        .contains("a global-mode stream capture is under way"),
+                    "{err}"
+                );
+            })
+            .join()
+            .unwrap()
+        });
+        DeviceBuffer::<f32>::zeroed(&other, 4).unwrap();
+        cap.end_capture().unwrap();
+        DeviceBuffer::<f32>::zeroed(&dev, 4).unwrap();
+    }
+
     #[test]
     fn a_kernel_of_another_runtime_is_refused_at_every_launch_into_a_capture() {
         // The stream's runtime is checked against a kernel when the capture first keeps it: a

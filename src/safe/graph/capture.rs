@@ -106,7 +106,7 @@ impl<'s, 'buf> Capture<'s, 'buf> {
             unsafe { begin(stream.as_raw(), mode.raw()) },
             "hipStreamBeginCapture",
         )?;
-        capture_guard::begun(mode.raw());
+        capture_guard::begun(rt, mode.raw());
         let via = Via::of(&device, stream.as_raw());
         Ok(Capture {
             device,
@@ -186,7 +186,7 @@ impl<'s, 'buf> Capture<'s, 'buf> {
 
     fn end(&mut self) -> Result<sys::hipGraph_t, HipError> {
         self.ended = true;
-        capture_guard::ended(self.mode.raw());
+        capture_guard::ended(self.device.runtime(), self.mode.raw());
         let rt = self.device.runtime();
         let Some(end) = rt.api().hipStreamEndCapture else {
             // Unreachable: `begin` required it.
