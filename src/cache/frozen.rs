@@ -52,8 +52,10 @@ use crate::digest::Record;
 
 /// The first bytes of a frozen bundle's content (inside the Zstandard frame).
 pub const FROZEN_MAGIC: &[u8; 8] = b"HIPJITFZ";
-/// The frozen bundle layout version.
-pub const FROZEN_VERSION: u32 = 1;
+/// The frozen bundle layout version. 2: bundles frozen from disk caches of format 7 and
+/// before, whose direct key left out the source's file name, may hold the code compiled under
+/// one name in the entry frozen for another: refused as a layout this hipjit does not read.
+pub const FROZEN_VERSION: u32 = 2;
 /// The largest frozen bundle read, in bytes, decompressed: 1 GiB.
 pub const FROZEN_LIMIT: u64 = 1 << 30;
 
@@ -731,5 +733,31 @@ impl FrozenBundle {
         let entry = &self.entries[i];
         entry.check_headers(include_dirs)?;
         Ok(entry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundle(version: u32) -> Vec<u8> {
+        let mut content = FROZEN_MAGIC.to_vec();
+        content.extend_from_slice(&version.to_le_bytes());
+        content.extend(rmp_serde::to_vec(&Vec::<FrozenEntry>::new()).unwrap());
+        ruzstd::encoding::compress_to_vec(&content[..], ruzstd::encoding::CompressionLevel::Fastest)
+    }
+
+    /// Layout 1 was frozen from disk caches whose direct key left out the source's file name,
+    /// so an entry may hold another name's code: refused, naming both versions.
+    #[test]
+    fn a_bundle_of_layout_1_is_refused() {
+        let err = FrozenBundle::read(&bundle(1), "old.hjf".into())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("old.hjf") && err.contains("layout version 1; this hipjit reads 2"),
+            "{err}"
+        );
+        FrozenBundle::read(&bundle(FROZEN_VERSION), "new.hjf".into()).unwrap();
     }
 }
