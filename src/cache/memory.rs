@@ -6,7 +6,7 @@
 //! full comparison reads every byte anyway, and hashing them all first cost a 4 KiB hit about
 //! as much again. Sources alike in those windows share a bucket; there, each slot's hash of the
 //! whole source ([`fast_hash`], made once when the slot is) picks the one to compare, so a
-//! bucket of many such sources costs one hash, not a comparison per source.
+//! bucket of many such sources costs one hash, not a comparison per source ([`Bucket`]).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -44,23 +44,87 @@ pub(crate) fn sampled_hash(source: &[u8]) -> u64 {
     h
 }
 
-/// In `bucket` (items whose sources hash alike under [`sampled_hash`]), the item `same` accepts:
-/// compared at once when it is alone, else only those whose hash of the whole source (`full`)
-/// is `source`'s, that hash made once here.
-#[inline]
-pub(crate) fn pick<'a, T>(
-    bucket: &'a [T],
-    source: &[u8],
-    full: impl Fn(&T) -> u64,
-    same: impl Fn(&T) -> bool,
-) -> Option<&'a T> {
-    match bucket {
-        [] => None,
-        [only] => same(only).then_some(only),
-        _ => {
-            let h = fast_hash(source);
-            bucket.iter().find(|t| full(t) == h && same(t))
+/// The items of one bucket (sources that hash alike under [`sampled_hash`]), each with
+/// [`fast_hash`] of its whole source, made once when it is added. A lookup in a bucket of one
+/// compares that item at once; in a few, only those whose hash is the source's; past
+/// [`Bucket::FEW`], the items are kept by that hash, so a lookup costs one hash and a map
+/// lookup however many sources are alike in the windows (generated sources that differ only
+/// in a constant mid-text).
+pub(crate) enum Bucket<T> {
+    /// Up to [`Bucket::FEW`] items, with their hashes.
+    Few(Vec<(u64, T)>),
+    /// More, by hash.
+    Many(HashMap<u64, Vec<T>, BuildHasherDefault<IdentityHasher>>),
+}
+
+impl<T> Default for Bucket<T> {
+    fn default() -> Self {
+        Bucket::Few(Vec::new())
+    }
+}
+
+impl<T> Bucket<T> {
+    /// Past this many items a bucket keeps them by hash.
+    pub(crate) const FEW: usize = 8;
+
+    /// The item `same` accepts among those of `source`'s hash (`source`: the bytes `same`
+    /// compares).
+    #[inline]
+    pub(crate) fn find(&self, source: &[u8], same: impl Fn(&T) -> bool) -> Option<&T> {
+        match self {
+            Bucket::Few(items) => match &items[..] {
+                [] => None,
+                [(_, only)] => same(only).then_some(only),
+                _ => {
+                    let h = fast_hash(source);
+                    items
+                        .iter()
+                        .find(|(full, t)| *full == h && same(t))
+                        .map(|(_, t)| t)
+                }
+            },
+            Bucket::Many(by) => by.get(&fast_hash(source))?.iter().find(|t| same(t)),
         }
+    }
+
+    /// Adds `item`, whose source hashes to `full` under [`fast_hash`].
+    pub(crate) fn push(&mut self, full: u64, item: T) {
+        match self {
+            Bucket::Few(items) if items.len() < Self::FEW => items.push((full, item)),
+            Bucket::Few(items) => {
+                let mut by: HashMap<u64, Vec<T>, BuildHasherDefault<IdentityHasher>> =
+                    HashMap::default();
+                for (h, t) in items.drain(..).chain([(full, item)]) {
+                    by.entry(h).or_default().push(t);
+                }
+                *self = Bucket::Many(by);
+            }
+            Bucket::Many(by) => by.entry(full).or_default().push(item),
+        }
+    }
+
+    /// Keeps the items `keep` accepts.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        match self {
+            Bucket::Few(items) => items.retain(|(_, t)| keep(t)),
+            Bucket::Many(by) => by.retain(|_, items| {
+                items.retain(&mut keep);
+                !items.is_empty()
+            }),
+        }
+    }
+
+    /// How many items.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Bucket::Few(items) => items.len(),
+            Bucket::Many(by) => by.values().map(Vec::len).sum(),
+        }
+    }
+
+    /// Whether it holds none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -99,7 +163,7 @@ pub fn pre_key(source: &[u8], options: &CompileOptions) -> u64 {
 
 /// Identity hasher for maps keyed by an already mixed `u64`.
 #[derive(Default)]
-struct IdentityHasher(u64);
+pub(crate) struct IdentityHasher(u64);
 
 impl Hasher for IdentityHasher {
     fn finish(&self) -> u64 {
@@ -117,8 +181,6 @@ impl Hasher for IdentityHasher {
 
 struct Slot<V> {
     source: Box<[u8]>,
-    /// [`fast_hash`] of `source`: picks among the slots of one bucket.
-    full: u64,
     options: CompileOptions,
     value: OnceLock<V>,
     flight: Mutex<()>,
@@ -132,7 +194,7 @@ impl<V> Slot<V> {
     }
 }
 
-type Map<V> = HashMap<u64, Vec<Arc<Slot<V>>>, BuildHasherDefault<IdentityHasher>>;
+type Map<V> = HashMap<u64, Bucket<Arc<Slot<V>>>, BuildHasherDefault<IdentityHasher>>;
 
 /// One value per (source, options) for the life of the process (or until removed).
 pub struct MemoryCache<V> {
@@ -149,7 +211,7 @@ impl<V> Default for MemoryCache<V> {
 
 impl<V> std::fmt::Debug for MemoryCache<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let entries: usize = self.map.lock().values().map(Vec::len).sum();
+        let entries: usize = self.map.lock().values().map(Bucket::len).sum();
         f.debug_struct("MemoryCache")
             .field("entries", &entries)
             .finish()
@@ -166,17 +228,16 @@ impl<V: Clone> MemoryCache<V> {
         let pk = pre_key(source, options);
         let mut map = self.map.lock();
         let bucket = map.entry(pk).or_default();
-        if let Some(s) = pick(bucket, source, |s| s.full, |s| s.same(source, options)) {
+        if let Some(s) = bucket.find(source, |s| s.same(source, options)) {
             return Arc::clone(s);
         }
         let s = Arc::new(Slot {
             source: source.into(),
-            full: fast_hash(source),
             options: options.clone(),
             value: OnceLock::new(),
             flight: Mutex::new(()),
         });
-        bucket.push(Arc::clone(&s));
+        bucket.push(fast_hash(source), Arc::clone(&s));
         s
     }
 
@@ -211,15 +272,11 @@ impl<V: Clone> MemoryCache<V> {
         let source = source.as_ref();
         let pk = pre_key(source, options);
         let map = self.map.lock();
-        pick(
-            map.get(&pk)?,
-            source,
-            |s| s.full,
-            |s| s.same(source, options),
-        )?
-        .value
-        .get()
-        .cloned()
+        map.get(&pk)?
+            .find(source, |s| s.same(source, options))?
+            .value
+            .get()
+            .cloned()
     }
 
     /// Forgets the value for (source, options), so the next call computes it again.
@@ -242,7 +299,7 @@ impl<V: Clone> MemoryCache<V> {
 
     /// How many (source, options) pairs are held (computed or in flight).
     pub fn len(&self) -> usize {
-        self.map.lock().values().map(Vec::len).sum()
+        self.map.lock().values().map(Bucket::len).sum()
     }
 
     /// Whether nothing is held.
@@ -306,6 +363,46 @@ mod tests {
             .unwrap();
         assert_eq!((v, hit), (77, false));
         assert_eq!(c.get(&sources[5], &o), Some(5));
+    }
+
+    #[test]
+    fn a_bucket_finds_by_hash_then_comparison_few_or_many() {
+        // Items (source, value); the sources of 0 and 1 collide on purpose (one `full` for
+        // both, as two sources hashing alike would): the comparison tells them apart.
+        let sources: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i; 3]).collect();
+        let full = |i: usize| {
+            if i == 1 {
+                fast_hash(&sources[0])
+            } else {
+                fast_hash(&sources[i])
+            }
+        };
+        let find = |b: &Bucket<(usize, u32)>, i: usize| {
+            b.find(&sources[i.min(19)], |(j, _)| *j == i)
+                .map(|(_, v)| *v)
+        };
+        let mut b: Bucket<(usize, u32)> = Bucket::default();
+        assert!(b.is_empty() && find(&b, 0).is_none());
+        for i in 0..20 {
+            b.push(full(i), (i, 100 + i as u32));
+            assert!(
+                matches!(b, Bucket::Few(_)) == (i < Bucket::<()>::FEW),
+                "{i}"
+            );
+            for j in 0..=i {
+                // Item 1 is found through item 0's hash: its own source hashes elsewhere.
+                let probe = if j == 1 { 0 } else { j };
+                let got = b.find(&sources[probe], |(k, _)| *k == j).map(|(_, v)| *v);
+                assert_eq!(got, Some(100 + j as u32), "{j} of {i}");
+            }
+        }
+        assert_eq!(b.len(), 20);
+        b.retain(|(i, _)| i % 2 == 0);
+        assert_eq!(b.len(), 10);
+        assert_eq!(find(&b, 3), None);
+        assert_eq!(find(&b, 4), Some(104));
+        b.retain(|_| false);
+        assert!(b.is_empty());
     }
 
     #[test]

@@ -7,14 +7,14 @@
 //! always confirmed by comparing the source bytes (`memcmp`), the options and the name in full,
 //! so two sources that differ only outside the windows share a bucket and are told apart there
 //! (by each entry's [`fast_hash`] of its whole source first, as the in-process cache does:
-//! [`pick`]); never a wrong kernel.
+//! [`Bucket`]); never a wrong kernel.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use parking_lot::Mutex;
 
-use crate::cache::memory::{fast_hash, pick, sampled_hash};
+use crate::cache::memory::{fast_hash, sampled_hash, Bucket};
 use crate::safe::device::Device;
 use crate::safe::kernel::Kernel;
 
@@ -52,8 +52,6 @@ impl Hasher for KeyMix {
 
 struct Entry<O> {
     source: Box<[u8]>,
-    /// [`fast_hash`] of `source`: picks among the entries of one bucket.
-    full: u64,
     options: O,
     name: Box<str>,
     kernel: Kernel,
@@ -61,7 +59,7 @@ struct Entry<O> {
 
 /// Kernels by (runtime, device, source, options `O`, name).
 pub(crate) struct KernelCache<O> {
-    map: Mutex<HashMap<Key, Vec<Entry<O>>, BuildHasherDefault<KeyMix>>>,
+    map: Mutex<HashMap<Key, Bucket<Entry<O>>, BuildHasherDefault<KeyMix>>>,
 }
 
 impl<O> Default for KernelCache<O> {
@@ -97,7 +95,7 @@ impl<O> KernelCache<O> {
         let map = self.map.lock();
         let same =
             |e: &Entry<O>| *e.name == *name && *e.source == *source && same_options(&e.options);
-        pick(map.get(&k)?, source, |e| e.full, same).map(|e| e.kernel.clone())
+        map.get(&k)?.find(source, same).map(|e| e.kernel.clone())
     }
 
     /// Caches `kernel` for `device`, `source`, `options` and `name` (a second insert of the
@@ -115,17 +113,17 @@ impl<O> KernelCache<O> {
         let k = key(device, source, name);
         let mut map = self.map.lock();
         let bucket = map.entry(k).or_default();
-        if !bucket
-            .iter()
-            .any(|e| *e.name == *name && *e.source == *source && e.options == options)
-        {
-            bucket.push(Entry {
-                source: source.into(),
-                full: fast_hash(source),
-                options,
-                name: name.into(),
-                kernel: kernel.clone(),
-            });
+        let same = |e: &Entry<O>| *e.name == *name && *e.source == *source && e.options == options;
+        if bucket.find(source, same).is_none() {
+            bucket.push(
+                fast_hash(source),
+                Entry {
+                    source: source.into(),
+                    options,
+                    name: name.into(),
+                    kernel: kernel.clone(),
+                },
+            );
         }
     }
 
