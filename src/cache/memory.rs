@@ -2,11 +2,12 @@
 //! confirmed by a full comparison, so a hit never pays for sha256; and single flight: however
 //! many threads ask for the same (source, options) at once, one of them computes the value.
 //!
-//! The pre-key reads a few windows of the source ([`sampled_hash`]), not all of it: a hit's
+//! The pre-key reads a few windows of the source (`sampled_hash`), not all of it: a hit's
 //! full comparison reads every byte anyway, and hashing them all first cost a 4 KiB hit about
 //! as much again. Sources alike in those windows share a bucket; there, each slot's hash of the
 //! whole source ([`fast_hash`], made once when the slot is) picks the one to compare, so a
-//! bucket of many such sources costs one hash, not a comparison per source ([`Bucket`]).
+//! bucket of many such sources costs one hash, not a comparison per source (a bucket past
+//! eight sources keeps them by that hash).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -152,7 +153,8 @@ impl Hasher for PreHasher {
     }
 }
 
-/// The pre-key of (source bytes, options): [`sampled_hash`] of the source mixed with the
+/// The pre-key of (source bytes, options): a hash of the source's length and three 64-byte
+/// windows of it (start, middle, end; `sampled_hash`), mixed with the
 /// options' hash. Equal for equal inputs; unequal inputs may share it (a bucket, confirmed by
 /// full comparison).
 pub fn pre_key(source: &[u8], options: &CompileOptions) -> u64 {
