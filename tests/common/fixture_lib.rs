@@ -8,22 +8,33 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// `cc -shared -fPIC -fvisibility=hidden -O1 -Wall <flags> -o <out> <sources>`, making `out`'s
-/// directory first. A `cc` that cannot run fails the test naming `apt-get install gcc`; one that
-/// fails, with its stderr.
+/// directory first. The library is linked under a name of this process's beside `out` and
+/// renamed over it: a fixture built once per process (a test binary, the children it runs) is
+/// built again by the next process at the same path, and a reader of it (a copy, a `dlopen`)
+/// sees the old file or the new one, never one half written. A `cc` that cannot run fails the
+/// test naming `apt-get install gcc`; one that fails, with its stderr.
 pub fn cc_shared(out: &Path, flags: &[&str], sources: &[&Path]) {
     cc_shared_or(out, flags, sources, "")
 }
 
 /// [`cc_shared`] whose failure names `hint` (a likely cause) too.
 fn cc_shared_or(out: &Path, flags: &[&str], sources: &[&Path], hint: &str) {
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir).unwrap();
     }
+    let mut linked = out.as_os_str().to_owned();
+    linked.push(format!(
+        ".{}-{}.tmp",
+        std::process::id(),
+        BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let linked = PathBuf::from(linked);
     let o = Command::new("cc")
         .args(["-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-Wall"])
         .args(flags)
         .arg("-o")
-        .arg(out)
+        .arg(&linked)
         .args(sources)
         .output()
         .unwrap_or_else(|e| panic!("cannot run cc ({e}): apt-get install gcc"));
@@ -33,6 +44,13 @@ fn cc_shared_or(out: &Path, flags: &[&str], sources: &[&Path], hint: &str) {
         out.display(),
         String::from_utf8_lossy(&o.stderr)
     );
+    std::fs::rename(&linked, out).unwrap_or_else(|e| {
+        panic!(
+            "cannot rename {} to {}: {e}",
+            linked.display(),
+            out.display()
+        )
+    });
 }
 
 /// The fixture HIP runtime (tests/fixtures/fake_hip.c with fake_hip_props.c, whose
