@@ -714,51 +714,8 @@ fn bench_graphs(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
     raw_nodes.truncate(count);
     let mut exec = graph.instantiate()?;
     let nodes = exec.kernel_nodes().to_vec();
-    let (mut ur, mut uo) = (Vec::new(), Vec::new());
-    for _ in 0..REPS {
-        let t = Instant::now();
-        for &node in &raw_nodes {
-            let p = KernelNodeParams {
-                func: f,
-                gridDimX: cfg.grid.x,
-                gridDimY: 1,
-                gridDimZ: 1,
-                blockDimX: cfg.block.x,
-                blockDimY: 1,
-                blockDimZ: 1,
-                sharedMemBytes: 0,
-                kernelParams: params.as_mut_ptr(),
-                extra: std::ptr::null_mut(),
-                kern: std::ptr::null_mut(),
-                ctx: std::ptr::null_mut(),
-            };
-            // SAFETY: a node of the graph instantiated as raw_exec; parameters live.
-            cu(
-                unsafe { set_params(raw_exec, node, &p) },
-                "cuGraphExecKernelNodeSetParams_v2",
-            )?;
-        }
-        ur.push(t.elapsed().as_secs_f64() * 1e9 / raw_nodes.len() as f64);
-        let t = Instant::now();
-        for &node in &nodes {
-            // SAFETY: saxpy's arguments.
-            unsafe { exec.set_kernel_params(node, saxpy, cfg, args![&a, &x, Written(&y), &n])? };
-        }
-        uo.push(t.elapsed().as_secs_f64() * 1e9 / nodes.len() as f64);
-    }
-    let (mr, mo) = (median(&mut ur), median(&mut uo));
-    println!(
-        "BENCH graph kernel-node update per node ({} nodes, {REPS} passes each): GraphExec::set_kernel_params {mo:.0} ns vs raw cuGraphExecKernelNodeSetParams_v2 {mr:.0} ns: overhead {:+.0} ns, ratio {:.3}",
-        nodes.len(),
-        mo - mr,
-        mo / mr
-    );
-    // Where the update's overhead goes: the raw update on the raw graph, the raw update on
-    // hipjit's executable graph (captured by `Capture::launch`, instantiated by
-    // `Graph::instantiate`), and `GraphExec::set_kernel_params` there, in an order that
-    // rotates each pass (whichever runs second or third may find the caches otherwise).
-    let hipjit_nodes: Vec<*mut c_void> = nodes.iter().map(|n| n.as_raw() as *mut c_void).collect();
-    let hipjit_exec = exec.as_raw() as *mut c_void;
+    // One pass of the raw update over `nodes` of the graph instantiated as `exec_raw`, and one
+    // of `GraphExec::set_kernel_params` over hipjit's nodes: the time per node.
     let raw_pass =
         |exec_raw: *mut c_void, nodes: &[*mut c_void], params: &mut [*mut c_void; 4]| -> R<f64> {
             let t = Instant::now();
@@ -785,27 +742,39 @@ fn bench_graphs(dev: &Device, saxpy: &Kernel, stream: &Stream) -> R<()> {
             }
             Ok(t.elapsed().as_secs_f64() * 1e9 / nodes.len() as f64)
         };
+    let hipjit_nodes: Vec<*mut c_void> = nodes.iter().map(|n| n.as_raw() as *mut c_void).collect();
+    let hipjit_exec = exec.as_raw() as *mut c_void;
+    let mut hipjit_pass = || -> R<f64> {
+        let t = Instant::now();
+        for &node in &nodes {
+            // SAFETY: saxpy's arguments.
+            unsafe { exec.set_kernel_params(node, saxpy, cfg, args![&a, &x, Written(&y), &n])? };
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e9 / nodes.len() as f64)
+    };
+    let (mut ur, mut uo) = (Vec::new(), Vec::new());
+    for _ in 0..REPS {
+        ur.push(raw_pass(raw_exec, &raw_nodes, &mut params)?);
+        uo.push(hipjit_pass()?);
+    }
+    let (mr, mo) = (median(&mut ur), median(&mut uo));
+    println!(
+        "BENCH graph kernel-node update per node ({} nodes, {REPS} passes each): GraphExec::set_kernel_params {mo:.0} ns vs raw cuGraphExecKernelNodeSetParams_v2 {mr:.0} ns: overhead {:+.0} ns, ratio {:.3}",
+        nodes.len(),
+        mo - mr,
+        mo / mr
+    );
+    // Where the update's overhead goes: the raw update on the raw graph, the raw update on
+    // hipjit's executable graph (captured by `Capture::launch`, instantiated by
+    // `Graph::instantiate`), and `GraphExec::set_kernel_params` there, in an order that
+    // rotates each pass (whichever runs second or third may find the caches otherwise).
     let mut usplit: [Vec<f64>; 3] = Default::default();
     for rep in 0..REPS {
         for side in (0..3).map(|i| (i + rep) % 3) {
             let ns = match side {
                 0 => raw_pass(raw_exec, &raw_nodes, &mut params)?,
                 1 => raw_pass(hipjit_exec, &hipjit_nodes, &mut params)?,
-                _ => {
-                    let t = Instant::now();
-                    for &node in &nodes {
-                        // SAFETY: saxpy's arguments.
-                        unsafe {
-                            exec.set_kernel_params(
-                                node,
-                                saxpy,
-                                cfg,
-                                args![&a, &x, Written(&y), &n],
-                            )?
-                        };
-                    }
-                    t.elapsed().as_secs_f64() * 1e9 / nodes.len() as f64
-                }
+                _ => hipjit_pass()?,
             };
             usplit[side].push(ns);
         }

@@ -543,20 +543,15 @@ mod tests {
                 "extra"
             ]
         );
-        let differ: Vec<&str> =
+        let differ = |other: &KeyFields| -> Vec<String> {
             a.0.iter()
-                .zip(&b.0)
+                .zip(&other.0)
                 .filter(|(x, y)| x.sha256 != y.sha256)
-                .map(|(x, _)| x.name.as_str())
-                .collect();
-        assert_eq!(differ, ["std"]);
-        let differ: Vec<&str> =
-            a.0.iter()
-                .zip(&c.0)
-                .filter(|(x, y)| x.sha256 != y.sha256)
-                .map(|(x, _)| x.name.as_str())
-                .collect();
-        assert_eq!(differ, ["source-name"]);
+                .map(|(x, _)| x.name.clone())
+                .collect()
+        };
+        assert_eq!(differ(&b), ["std"]);
+        assert_eq!(differ(&c), ["source-name"]);
         assert_eq!(
             c.get("source-name").unwrap().value,
             Some(vec!["other.hip".into()])

@@ -1148,8 +1148,9 @@ fn capture_and_graphs_go_through_the_versioned_driver_entry_points() {
 
 /// Node updates with the kernel last set with every check go to the driver at once, and still
 /// check what each update brings: the node, the configuration and the arguments (named, the
-/// driver not called; a cubin's metadata says nothing of which arguments are written). A refusal of the thread's context is bound and updated once more; any
-/// other driver error is returned after one call. Another kernel is checked in full again.
+/// driver not called; a cubin's metadata says nothing of which arguments are written). A
+/// refusal of the thread's context is bound and updated once more; any other driver error is
+/// returned after one call. Another kernel is checked in full again.
 #[test]
 fn repeated_node_updates_check_what_each_brings_and_rebind_when_refused() {
     use hipjit::error::LaunchError;

@@ -8,11 +8,13 @@ use hipjit::cuda::target::SmTarget;
 use crate::common::in_memory_headers::check;
 use crate::common::toolchain::{identity_home, pypi_nvcc};
 
-fn sm90() -> CompileOptions {
+pub(crate) fn sm90() -> CompileOptions {
     CompileOptions::for_sm(SmTarget::new(90))
 }
 
-fn config() -> CompilerConfig {
+/// nvcc from PyPI and the identities remembered under the tests' home (also
+/// tests/it/source_name.rs's).
+pub(crate) fn config() -> CompilerConfig {
     CompilerConfig {
         nvcc: Some(pypi_nvcc()),
         identity_dir: Some(identity_home().join("identity")),

@@ -1,36 +1,17 @@
 //! The source's file name keys nvcc's and NVRTC's results (`common::source_name`); AMD:
 //! tests/real/source_name.rs.
 
-use hipjit::compiler::{CompileOptions, CompilerConfig, CompilerKind};
-use hipjit::cuda::target::SmTarget;
+use hipjit::compiler::CompilerKind;
 
 use crate::common::source_name::check;
-use crate::common::toolchain::{identity_home, pypi_nvcc};
-
-fn config() -> CompilerConfig {
-    CompilerConfig {
-        nvcc: Some(pypi_nvcc()),
-        identity_dir: Some(identity_home().join("identity")),
-        ..CompilerConfig::default()
-    }
-}
+use crate::in_memory_headers::{config, sm90};
 
 #[test]
 fn nvcc_results_are_keyed_by_the_source_name() {
-    check(
-        CompilerKind::Nvcc,
-        config,
-        CompileOptions::for_sm(SmTarget::new(90)),
-        true,
-    );
+    check(CompilerKind::Nvcc, config, sm90(), true);
 }
 
 #[test]
 fn nvrtc_results_are_keyed_by_the_source_name() {
-    check(
-        CompilerKind::Nvrtc,
-        config,
-        CompileOptions::for_sm(SmTarget::new(90)),
-        true,
-    );
+    check(CompilerKind::Nvrtc, config, sm90(), true);
 }

@@ -8,11 +8,13 @@ use hipjit::target_id::TargetId;
 use crate::common::in_memory_headers::check;
 use crate::common::toolchain::identity_home;
 
-fn gfx90a() -> CompileOptions {
+pub(crate) fn gfx90a() -> CompileOptions {
     CompileOptions::for_target(TargetId::parse("gfx90a").unwrap())
 }
 
-fn config() -> CompilerConfig {
+/// The environment's compilers, the identities remembered under the tests' home (also
+/// tests/real/source_name.rs's).
+pub(crate) fn config() -> CompilerConfig {
     CompilerConfig {
         identity_dir: Some(identity_home().join("identity")),
         ..CompilerConfig::default()

@@ -1,22 +1,10 @@
 //! The source's file name keys hipcc's and hipRTC's results (`common::source_name`), with this
 //! machine's AMD compilers; NVIDIA: tests/it/source_name.rs.
 
-use hipjit::compiler::{CompileOptions, CompilerConfig, CompilerKind};
-use hipjit::target_id::TargetId;
+use hipjit::compiler::CompilerKind;
 
 use crate::common::source_name::check;
-use crate::common::toolchain::identity_home;
-
-fn config() -> CompilerConfig {
-    CompilerConfig {
-        identity_dir: Some(identity_home().join("identity")),
-        ..CompilerConfig::default()
-    }
-}
-
-fn gfx90a() -> CompileOptions {
-    CompileOptions::for_target(TargetId::parse("gfx90a").unwrap())
-}
+use crate::in_memory_headers::{config, gfx90a};
 
 #[test]
 fn hipcc_results_are_keyed_by_the_source_name() {

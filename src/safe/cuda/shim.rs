@@ -1262,7 +1262,8 @@ pub(crate) unsafe extern "C" fn hip_graph_exec_kernel_node_set_params(
 
 /// HIP's kernel-node parameters as the driver's (`CUDA_KERNEL_NODE_PARAMS_v2`, no kernel or
 /// context handle: the function's own).
-fn kernel_node_params(p: &sys::hipKernelNodeParams) -> driver::KernelNodeParams {
+#[inline]
+pub(crate) fn kernel_node_params(p: &sys::hipKernelNodeParams) -> driver::KernelNodeParams {
     driver::KernelNodeParams {
         func: p.func as Handle,
         gridDimX: p.gridDim.x,

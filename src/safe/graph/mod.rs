@@ -464,20 +464,9 @@ impl<'buf> GraphExec<'buf> {
                 && self.nodes.get(node.index) == Some(&node)
                 && kernel.fits(&cfg, &args)
             {
-                let params = crate::safe::cuda::driver::KernelNodeParams {
-                    func: kernel.as_raw() as *mut std::ffi::c_void,
-                    gridDimX: cfg.grid.x,
-                    gridDimY: cfg.grid.y,
-                    gridDimZ: cfg.grid.z,
-                    blockDimX: cfg.block.x,
-                    blockDimY: cfg.block.y,
-                    blockDimZ: cfg.block.z,
-                    sharedMemBytes: cfg.dynamic_lds_bytes,
-                    kernelParams: args.raw_ptrs(),
-                    extra: std::ptr::null_mut(),
-                    kern: std::ptr::null_mut(),
-                    ctx: std::ptr::null_mut(),
-                };
+                let params = crate::safe::cuda::shim::kernel_node_params(&node_params(
+                    kernel, &cfg, &mut args,
+                ));
                 // SAFETY: a live executable graph and a kernel node of its graph (checked
                 // above); a kernel of the graph's device kept alive by this graph (checked when
                 // it was last set in full); the configuration and the arguments checked above,
@@ -527,22 +516,7 @@ impl<'buf> GraphExec<'buf> {
             .into());
         }
         kernel.check_launch(&cfg, args)?;
-        let params = sys::hipKernelNodeParams {
-            blockDim: sys::dim3 {
-                x: cfg.block.x,
-                y: cfg.block.y,
-                z: cfg.block.z,
-            },
-            extra: std::ptr::null_mut(),
-            func: kernel.as_raw() as *mut std::ffi::c_void,
-            gridDim: sys::dim3 {
-                x: cfg.grid.x,
-                y: cfg.grid.y,
-                z: cfg.grid.z,
-            },
-            kernelParams: args.raw_ptrs(),
-            sharedMemBytes: cfg.dynamic_lds_bytes,
-        };
+        let params = node_params(kernel, &cfg, args);
         let rc = if rt.platform() == crate::safe::runtime::Platform::Nvidia {
             // SAFETY: as below; the update binds the device only when the driver asks for it.
             unsafe {
@@ -574,11 +548,36 @@ impl<'buf> GraphExec<'buf> {
 /// every check ([`GraphExec::set_kernel_params`]).
 struct DirectUpdate {
     set: unsafe extern "C" fn(
-        *mut std::ffi::c_void,
-        *mut std::ffi::c_void,
+        crate::safe::cuda::driver::Handle,
+        crate::safe::cuda::driver::Handle,
         *const crate::safe::cuda::driver::KernelNodeParams,
-    ) -> std::ffi::c_int,
+    ) -> crate::safe::cuda::driver::CUresult,
     kernel: Option<Kernel>,
+}
+
+/// The parameters of a kernel node running `kernel` with `cfg` and `args`
+/// (`hipKernelNodeParams`).
+fn node_params(
+    kernel: &Kernel,
+    cfg: &LaunchConfig,
+    args: &mut KernelArgs<'_>,
+) -> sys::hipKernelNodeParams {
+    sys::hipKernelNodeParams {
+        blockDim: sys::dim3 {
+            x: cfg.block.x,
+            y: cfg.block.y,
+            z: cfg.block.z,
+        },
+        extra: std::ptr::null_mut(),
+        func: kernel.as_raw() as *mut std::ffi::c_void,
+        gridDim: sys::dim3 {
+            x: cfg.grid.x,
+            y: cfg.grid.y,
+            z: cfg.grid.z,
+        },
+        kernelParams: args.raw_ptrs(),
+        sharedMemBytes: cfg.dynamic_lds_bytes,
+    }
 }
 
 impl DirectUpdate {
